@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# inner.sh runs as PID 1 of the sandbox's fresh PID, mount and cgroup
+# namespaces (started by sandbox.sh through unshare). It builds an overlay of
+# the host's root on a tmpfs, so the booted systemd can never touch the host's
+# /tmp, /etc or journal, then execs systemd as the namespace's init.
+#
+# usage: inner.sh WORKDIR TESTUSER PEERUSER [SHARED_DIR...]
+set -euo pipefail
+
+work=$1 testuser=$2 peeruser=$3
+shift 3
+
+mount --make-rprivate /
+mount -t tmpfs -o mode=0755 tmpfs "$work"
+mkdir -p "$work/upper" "$work/work" "$work/root"
+mount -t overlay overlay -o "lowerdir=/,upperdir=$work/upper,workdir=$work/work" "$work/root"
+root=$work/root
+
+mount --rbind /dev "$root/dev"
+mount -t proc proc "$root/proc"
+mount -t sysfs sysfs "$root/sys"
+mount -t cgroup2 cgroup2 "$root/sys/fs/cgroup"
+mount -t tmpfs -o mode=0755 tmpfs "$root/run"
+mount -t tmpfs -o mode=1777 tmpfs "$root/tmp"
+mount -t tmpfs -o mode=1777 tmpfs "$root/var/tmp"
+
+# The journal is "persistent" only inside the overlay, whose upper layer is
+# the tmpfs above: nothing reaches the host's disk. Persistent storage is what
+# makes journald split files per user, so `journalctl --user` works as it does
+# on a real machine (a volatile journal has no user files).
+mkdir -p "$root/run/systemd/journald.conf.d" "$root/var/log/journal"
+printf '[Journal]\nStorage=persistent\nSplitMode=uid\nRateLimitIntervalSec=0\n' >"$root/run/systemd/journald.conf.d/sandbox.conf"
+
+# The test users exist only in the overlay. The test user may read the journal
+# (as an admin in systemd-journal would) and may run programs as the peer
+# user, which is how a test connects to a socket with a second uid.
+for u in "$testuser" "$peeruser"; do
+	if ! chroot "$root" id -u "$u" >/dev/null 2>&1; then
+		chroot "$root" useradd --create-home --shell /bin/bash "$u"
+	fi
+done
+chroot "$root" usermod -a -G systemd-journal "$testuser"
+if [ -d "$root/etc/sudoers.d" ]; then
+	printf '%s ALL=(%s) NOPASSWD: ALL\n' "$testuser" "$peeruser" >"$root/etc/sudoers.d/mosaic-sandbox"
+	chmod 0440 "$root/etc/sudoers.d/mosaic-sandbox"
+fi
+
+# Shared directories keep their host path, read-write. Their ancestors get
+# o+x in the overlay only, so the non-root test user can reach them even under
+# a 0700 home such as /root.
+for d in "$@"; do
+	[ -d "$d" ] || continue
+	mkdir -p "$root$d"
+	mount --bind "$d" "$root$d"
+	p=$(dirname "$d")
+	while [ "$p" != / ]; do
+		chmod o+x "$root$p" 2>/dev/null || true
+		p=$(dirname "$p")
+	done
+done
+
+cd "$root"
+mkdir -p .oldroot
+pivot_root . .oldroot
+cd /
+umount -l /.oldroot
+rmdir /.oldroot 2>/dev/null || true
+
+export container=other
+exec /lib/systemd/systemd --system --unit=basic.target
