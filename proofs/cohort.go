@@ -1,0 +1,211 @@
+package proofs
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Proof type names, the `type` field of the JSON form.
+const (
+	TypeCohort = "cohort"
+	TypeBoot   = "boot"
+)
+
+// Version is the proof format version this package writes and reads.
+const Version = 1
+
+// CohortProof is the evidence that one engine's whole cohort is gone:
+// complete membership of its scope's cgroup, the death of each member, and
+// then the cgroup observed present and empty. Build it with NewCohortProof;
+// a literal is never trusted, Verify checks everything again.
+type CohortProof struct {
+	Type          string   `json:"type"`
+	Version       int      `json:"version"`
+	Stop          string   `json:"stop"`
+	Conversation  string   `json:"conversation"`
+	Execution     string   `json:"execution"`
+	Unit          string   `json:"unit"`
+	InvocationID  string   `json:"invocation_id"`
+	Cgroup        string   `json:"cgroup"`
+	BootID        string   `json:"boot_id"`
+	ClockTicks    uint64   `json:"clock_ticks"`
+	Members       []Member `json:"members"`
+	ObservedAt    uint64   `json:"observed_at_ns"`
+	ObservedWall  string   `json:"observed_wall"`
+	CgroupPresent bool     `json:"cgroup_present"`
+	Populated     int      `json:"populated"`
+	ActiveState   string   `json:"active_state"`
+	Result        string   `json:"result"`
+	Digest        string   `json:"digest,omitempty"`
+}
+
+// Member is one process of the cohort with its observed death.
+type Member struct {
+	PID       int    `json:"pid"`
+	StartTime uint64 `json:"start_time"` // clock ticks since boot
+	Comm      string `json:"comm"`
+	DiedAt    uint64 `json:"died_at_ns"` // CLOCK_BOOTTIME ns
+}
+
+// NewCohortProof builds a proof from an observation, or refuses with every
+// reason it does not hold (errors joined; test with errors.Is against the
+// Err* values). A refusal means the stop stays `stopping` or becomes
+// `uncertain`; it never means `stopped`.
+func NewCohortProof(obs Observation) (*CohortProof, error) {
+	var errs []error
+	if obs.Kind != KindScope {
+		errs = append(errs, fmt.Errorf("observation kind %q: %w", obs.Kind, ErrProcessGroup))
+	}
+	if !obs.MembershipComplete {
+		errs = append(errs, ErrIncompleteMembership)
+	}
+	if !obs.CgroupPresent {
+		errs = append(errs, fmt.Errorf("cgroup %q: %w", obs.Cgroup, ErrCgroupAbsent))
+	}
+	for _, m := range obs.Members {
+		if !m.Died {
+			errs = append(errs, fmt.Errorf("pid %d (%s) start %d: %w", m.PID, m.Comm, m.StartTime, ErrDeathUnobserved))
+		}
+	}
+	p := &CohortProof{
+		Type:          TypeCohort,
+		Version:       Version,
+		Stop:          obs.Stop,
+		Conversation:  obs.Conversation,
+		Execution:     obs.Execution,
+		Unit:          obs.Unit,
+		InvocationID:  obs.InvocationID,
+		Cgroup:        obs.Cgroup,
+		BootID:        obs.BootID,
+		ClockTicks:    obs.ClockTicks,
+		Members:       make([]Member, 0, len(obs.Members)),
+		ObservedAt:    obs.ObservedAt,
+		ObservedWall:  formatWall(obs.ObservedWall),
+		CgroupPresent: obs.CgroupPresent,
+		Populated:     obs.Populated,
+		ActiveState:   obs.ActiveState,
+		Result:        obs.Result,
+	}
+	for _, m := range obs.Members {
+		p.Members = append(p.Members, Member{PID: m.PID, StartTime: m.StartTime, Comm: m.Comm, DiedAt: m.DiedAt})
+	}
+	slices.SortFunc(p.Members, func(a, b Member) int {
+		return cmp.Or(cmp.Compare(a.PID, b.PID), cmp.Compare(a.StartTime, b.StartTime))
+	})
+	var cs checks
+	checkCohort(&cs, p)
+	for _, c := range cs {
+		if !c.OK && (c.Name != "cgroup-empty" || obs.CgroupPresent) {
+			errs = append(errs, fmt.Errorf("%s: %s: %w", c.Name, c.Detail, c.err))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("no cohort proof for %s: %w", obs.Unit, errors.Join(errs...))
+	}
+	d, err := digest(p)
+	if err != nil {
+		return nil, err
+	}
+	p.Digest = d
+	return p, nil
+}
+
+// checkCohort adds every offline check of a cohort proof except the
+// digest, which needs the encoded bytes.
+func checkCohort(cs *checks, p *CohortProof) {
+	cs.add("type", p.Type == TypeCohort && p.Version == Version, ErrMalformed,
+		"type %q version %d", p.Type, p.Version)
+	cs.add("identity", p.Stop != "" && p.Conversation != "" && p.Execution != "", ErrMalformed,
+		"stop %q conversation %q execution %q", p.Stop, p.Conversation, p.Execution)
+	cs.add("unit", validScopeName(p.Unit), ErrMalformed, "unit %q is a scope", p.Unit)
+	cs.add("invocation-id", hex32.MatchString(p.InvocationID), ErrMalformed,
+		"invocation id %q is 32 lowercase hex", p.InvocationID)
+	cs.add("cgroup", strings.HasPrefix(p.Cgroup, "/") && path.Clean(p.Cgroup) == p.Cgroup &&
+		path.Base(p.Cgroup) == p.Unit, ErrMalformed, "cgroup %q is the unit's own cgroup", p.Cgroup)
+	cs.add("boot-id", ValidBootID(p.BootID), ErrMalformed, "boot id %q is a lowercase UUID", p.BootID)
+	cs.add("clock-ticks", p.ClockTicks > 0 && p.ClockTicks <= 1_000_000_000, ErrMalformed,
+		"clock ticks %d per second", p.ClockTicks)
+	checkMembers(cs, p)
+	cs.add("cgroup-empty", p.CgroupPresent && p.Populated == 0, emptySentinel(p),
+		"cgroup present %t, populated %d", p.CgroupPresent, p.Populated)
+	cs.add("unit-state", p.ActiveState == "inactive" || p.ActiveState == "failed", ErrUnitActive,
+		"active state %q result %q", p.ActiveState, p.Result)
+}
+
+func emptySentinel(p *CohortProof) error {
+	if !p.CgroupPresent {
+		return ErrCgroupAbsent
+	}
+	return ErrCgroupPopulated
+}
+
+// checkMembers checks each member's identity, that each death follows its
+// start, and that the observation follows every death.
+func checkMembers(cs *checks, p *CohortProof) {
+	if p.Members == nil {
+		cs.add("members", false, ErrMalformed, "membership missing (null)")
+		return
+	}
+	seen := map[[2]uint64]bool{}
+	okIdent, okStart, okObs := true, true, true
+	var bad []string
+	for _, m := range p.Members {
+		id := [2]uint64{uint64(m.PID), m.StartTime}
+		if m.PID <= 0 || m.Comm == "" || seen[id] {
+			okIdent = false
+			bad = append(bad, fmt.Sprintf("pid %d start %d comm %q", m.PID, m.StartTime, m.Comm))
+		}
+		seen[id] = true
+		if p.ClockTicks == 0 || m.DiedAt < ticksToNanos(m.StartTime, p.ClockTicks) {
+			okStart = false
+		}
+		if p.ObservedAt < m.DiedAt {
+			okObs = false
+		}
+	}
+	cs.add("members", okIdent, ErrMalformed, "%d members, each with pid, start time and comm, no duplicate %v",
+		len(p.Members), bad)
+	cs.add("deaths-after-start", okStart, ErrDeathBeforeStart,
+		"every member died at or after its start (tick resolution)")
+	cs.add("observed-after-deaths", okObs, ErrObservedBeforeDeath,
+		"observation at %d ns follows every death", p.ObservedAt)
+}
+
+// ticksToNanos converts a /proc start time to CLOCK_BOOTTIME nanoseconds,
+// saturating instead of overflowing.
+func ticksToNanos(t, hz uint64) uint64 {
+	if hz == 0 {
+		return ^uint64(0)
+	}
+	sec, rem := t/hz, t%hz
+	if sec > (^uint64(0))/1_000_000_000-1 {
+		return ^uint64(0)
+	}
+	return sec*1_000_000_000 + rem*1_000_000_000/hz
+}
+
+// validScopeName accepts a plain unit file name ending in .scope: no path
+// separators, no leading dot, printable ASCII only.
+func validScopeName(u string) bool {
+	if !strings.HasSuffix(u, ".scope") || len(u) <= len(".scope") || len(u) > 255 || u[0] == '.' {
+		return false
+	}
+	for _, r := range u {
+		if r <= ' ' || r > '~' || r == '/' {
+			return false
+		}
+	}
+	return true
+}
+
+func formatWall(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}

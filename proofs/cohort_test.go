@@ -1,0 +1,200 @@
+package proofs
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+const (
+	bootA = "0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0"
+	bootB = "11111111-2222-4333-8444-555555555555"
+)
+
+// goodObservation is a complete kill-phase observation of a two-member
+// scope: the engine and a tool child that called setsid.
+func goodObservation() Observation {
+	return Observation{
+		Kind:               KindScope,
+		Stop:               "stop-1",
+		Conversation:       "conv-1",
+		Execution:          "exec-1",
+		Unit:               "mosaic-engine-conv\\x2d1-exec\\x2d1.scope",
+		InvocationID:       "0123456789abcdef0123456789abcdef",
+		Cgroup:             "/user.slice/user-1000.slice/user@1000.service/app.slice/mosaic-engine-conv\\x2d1-exec\\x2d1.scope",
+		BootID:             bootA,
+		ClockTicks:         100,
+		MembershipComplete: true,
+		Members: []MemberObservation{
+			{PID: 4242, StartTime: 5000, Comm: "sh", Died: true, DiedAt: 60_000_000_000},
+			{PID: 4200, StartTime: 4000, Comm: "node", Died: true, DiedAt: 60_000_000_100},
+		},
+		CgroupPresent: true,
+		Populated:     0,
+		ObservedAt:    60_000_000_500,
+		ObservedWall:  time.Date(2026, 12, 2, 10, 0, 0, 5, time.UTC),
+		ActiveState:   "inactive",
+		Result:        "success",
+	}
+}
+
+func TestNewCohortProofBuildsVerifiableProof(t *testing.T) {
+	p, err := NewCohortProof(goodObservation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Members[0].PID != 4200 {
+		t.Fatalf("members not sorted by pid: %+v", p.Members)
+	}
+	rep := Verify(p)
+	if !rep.OK() {
+		t.Fatalf("own proof does not verify: %v", rep.Err())
+	}
+	enc, err := Encode(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"active_state":"inactive","boot_id":"` + bootA + `","cgroup":"/user.slice/user-1000.slice/user@1000.service/app.slice/mosaic-engine-conv\\x2d1-exec\\x2d1.scope","cgroup_present":true,"clock_ticks":100,"conversation":"conv-1","digest":"` + p.Digest + `","execution":"exec-1","invocation_id":"0123456789abcdef0123456789abcdef","members":[{"comm":"node","died_at_ns":60000000100,"pid":4200,"start_time":4000},{"comm":"sh","died_at_ns":60000000000,"pid":4242,"start_time":5000}],"observed_at_ns":60000000500,"observed_wall":"2026-12-02T10:00:00.000000005Z","populated":0,"result":"success","stop":"stop-1","type":"cohort","unit":"mosaic-engine-conv\\x2d1-exec\\x2d1.scope","version":1}`
+	if string(enc) != want {
+		t.Fatalf("encoding\n got %s\nwant %s", enc, want)
+	}
+	_, rep, err = VerifyBytes(enc)
+	if err != nil || !rep.OK() {
+		t.Fatalf("encoded proof: %v %v", err, rep.Err())
+	}
+}
+
+func TestNewCohortProofRefuses(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*Observation)
+		want   []error
+	}{
+		// K2 / mutant 7: the process-group fallback never reaches stopped.
+		{"process group (K2)", func(o *Observation) { o.Kind = KindProcessGroup }, []error{ErrProcessGroup}},
+		{"empty kind", func(o *Observation) { o.Kind = "" }, []error{ErrProcessGroup}},
+		{"incomplete membership", func(o *Observation) { o.MembershipComplete = false }, []error{ErrIncompleteMembership}},
+		// K3 / mutant 6: SIGTERM acknowledged while a member lives.
+		{"member alive after SIGTERM (K3)", func(o *Observation) { o.Members[1].Died, o.Members[1].DiedAt = false, 0 },
+			[]error{ErrDeathUnobserved}},
+		{"cgroup absent is not empty (K15)", func(o *Observation) { o.CgroupPresent = false }, []error{ErrCgroupAbsent}},
+		{"cgroup populated", func(o *Observation) { o.Populated = 1 }, []error{ErrCgroupPopulated}},
+		{"observation before a death", func(o *Observation) { o.ObservedAt = 60_000_000_050 }, []error{ErrObservedBeforeDeath}},
+		{"death before start", func(o *Observation) { o.Members[0].DiedAt = 30_000_000_000 }, []error{ErrDeathBeforeStart}},
+		{"unit still active", func(o *Observation) { o.ActiveState = "active" }, []error{ErrUnitActive}},
+		{"not a scope unit", func(o *Observation) { o.Unit = "engine.service" }, []error{ErrMalformed}},
+		{"cgroup of another unit", func(o *Observation) { o.Cgroup = "/user.slice/other.scope" }, []error{ErrMalformed}},
+		{"bad boot id", func(o *Observation) { o.BootID = "not-a-boot" }, []error{ErrMalformed}},
+		{"bad invocation id", func(o *Observation) { o.InvocationID = "" }, []error{ErrMalformed}},
+		{"missing stop reference", func(o *Observation) { o.Stop = "" }, []error{ErrMalformed}},
+		{"zero clock ticks", func(o *Observation) { o.ClockTicks = 0 }, []error{ErrMalformed, ErrDeathBeforeStart}},
+		{"duplicate member", func(o *Observation) { o.Members[1] = o.Members[0] }, []error{ErrMalformed}},
+		{"pgroup with everything else wrong", func(o *Observation) {
+			o.Kind, o.CgroupPresent, o.Members[0].Died = KindProcessGroup, false, false
+		}, []error{ErrProcessGroup, ErrCgroupAbsent, ErrDeathUnobserved}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := goodObservation()
+			tt.mutate(&o)
+			p, err := NewCohortProof(o)
+			if p != nil || err == nil {
+				t.Fatalf("built a proof from a bad observation: %+v", p)
+			}
+			for _, w := range tt.want {
+				if !errors.Is(err, w) {
+					t.Errorf("error %q does not carry %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestNewCohortProofEmptyMembership(t *testing.T) {
+	// The engine was already gone when the cgroup was frozen: a complete,
+	// empty enumeration of a present, empty cgroup still proves the stop.
+	o := goodObservation()
+	o.Members = nil
+	p, err := NewCohortProof(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc, _ := Encode(p)
+	if !bytes.Contains(enc, []byte(`"members":[]`)) {
+		t.Fatalf("empty membership not encoded as []: %s", enc)
+	}
+}
+
+func TestVerifyDetectsTampering(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*CohortProof)
+		failed string
+	}{
+		{"digest changed", func(p *CohortProof) { p.Digest = strings.Repeat("0", 64) }, "digest"},
+		{"member removed", func(p *CohortProof) { p.Members = p.Members[:1] }, "digest"},
+		{"populated flipped", func(p *CohortProof) { p.Populated = 1 }, "cgroup-empty"},
+		{"absent cgroup", func(p *CohortProof) { p.CgroupPresent = false }, "cgroup-empty"},
+		{"observation moved before a death", func(p *CohortProof) { p.ObservedAt = 1 }, "observed-after-deaths"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := NewCohortProof(goodObservation())
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.mutate(p)
+			rep := Verify(p)
+			if rep.OK() {
+				t.Fatal("tampered proof verifies")
+			}
+			if !failedCheck(rep, tt.failed) {
+				t.Fatalf("check %q did not fail: %+v", tt.failed, rep.Checks)
+			}
+			if tt.failed != "digest" && !failedCheck(rep, "digest") {
+				t.Fatalf("digest still matches after a change")
+			}
+		})
+	}
+}
+
+func failedCheck(rep Report, name string) bool {
+	for _, c := range rep.Checks {
+		if c.Name == name && !c.OK {
+			return true
+		}
+	}
+	return false
+}
+
+func TestBootProof(t *testing.T) {
+	p, err := NewBootProof("conv-1", "exec-1", bootA, bootB, time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep := Verify(p); !rep.OK() {
+		t.Fatal(rep.Err())
+	}
+	enc, _ := Encode(p)
+	want := `{"conversation":"conv-1","current_boot_id":"` + bootB + `","digest":"` + p.Digest + `","execution":"exec-1","observed_wall":"2026-01-02T03:04:05Z","recorded_boot_id":"` + bootA + `","type":"boot","version":1}`
+	if string(enc) != want {
+		t.Fatalf("got  %s\nwant %s", enc, want)
+	}
+	for _, tt := range []struct {
+		name              string
+		recorded, current string
+		want              error
+	}{
+		{"same boot", bootA, bootA, ErrSameBoot},
+		{"malformed recorded", "", bootB, ErrMalformed},
+		{"malformed current", bootB, strings.ToUpper(bootA), ErrMalformed},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := NewBootProof("c", "e", tt.recorded, tt.current, time.Time{}); !errors.Is(err, tt.want) {
+				t.Fatalf("err %v want %v", err, tt.want)
+			}
+		})
+	}
+}
