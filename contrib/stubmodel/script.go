@@ -1,0 +1,116 @@
+package stubmodel
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+)
+
+// Script is what a test wants the model to answer, one Turn per model
+// call, in order. A call past the end of the script gets the default
+// answer, "Plain answer to: <last user text>", so queued and follow-up
+// prompts need no turn of their own. The same JSON shape is read by
+// contrib/fakepi, so one script drives the fake Pi and the real Pi (through
+// this server) alike.
+type Script struct {
+	Turns []Turn `json:"turns"`
+}
+
+// Turn is one model call's answer. Text chunks stream first, then the tool
+// call, if any. Fields a consumer does not model are ignored by it (the
+// stub ignores Dialog and FollowUp; the fake Pi ignores Status).
+type Turn struct {
+	// Text is streamed as one delta per element.
+	Text []string `json:"text,omitempty"`
+	// Tool, when set, makes the answer end in one bash tool call.
+	Tool *ToolCall `json:"tool,omitempty"`
+	// Endless keeps streaming text chunks until the client goes away (an
+	// abort) or the server closes; finish_reason is then never reached.
+	Endless bool `json:"endless,omitempty"`
+	// ChunkDelayMS paces the chunks; 0 means DefaultChunkDelay.
+	ChunkDelayMS int `json:"chunkDelayMs,omitempty"`
+	// Error makes the call fail: the stub answers HTTP Status (default
+	// 500) with this message; the fake Pi ends the assistant message with
+	// stopReason "error" and this errorMessage.
+	Error string `json:"error,omitempty"`
+	// Status is the HTTP status for Error (stub only).
+	Status int `json:"status,omitempty"`
+	// Retryable marks an Error that Pi's auto-retry takes (fake Pi only:
+	// agent_end willRetry:true, auto_retry_start, a second run).
+	Retryable bool `json:"retryable,omitempty"`
+	// Dialog makes an extension open a dialog before this model call
+	// (fake Pi only): extension_ui_request, then wait for the response.
+	Dialog *Dialog `json:"dialog,omitempty"`
+	// FollowUp is queued in Pi's native follow-up queue by an extension
+	// when this turn ends (fake Pi only), as an extension's
+	// sendUserMessage(..., {deliverAs: "followUp"}) would.
+	FollowUp string `json:"followUp,omitempty"`
+}
+
+// ToolCall is a bash tool call.
+type ToolCall struct {
+	// ID is the tool call id; empty means "call_<n>".
+	ID string `json:"id,omitempty"`
+	// Command is the bash command line.
+	Command string `json:"command"`
+}
+
+// Dialog is an extension UI dialog request.
+type Dialog struct {
+	Method      string   `json:"method"` // select, confirm, input, editor
+	Title       string   `json:"title"`
+	Message     string   `json:"message,omitempty"`
+	Options     []string `json:"options,omitempty"`
+	Placeholder string   `json:"placeholder,omitempty"`
+	Prefill     string   `json:"prefill,omitempty"`
+	TimeoutMS   int      `json:"timeout,omitempty"`
+}
+
+// DefaultChunkDelay paces streamed chunks when a turn sets none.
+const DefaultChunkDelay = 20 * time.Millisecond
+
+// ChunkDelay returns the turn's pacing.
+func (t Turn) ChunkDelay() time.Duration {
+	if t.ChunkDelayMS > 0 {
+		return time.Duration(t.ChunkDelayMS) * time.Millisecond
+	}
+	return DefaultChunkDelay
+}
+
+// DefaultAnswer is the text chunks of the answer to a call past the end of
+// the script, as in the recordings of real Pi runs.
+func DefaultAnswer(lastUserText string) []string {
+	return []string{"Plain ", "answer ", "to: ", lastUserText}
+}
+
+// ToolArgsJSON is the tool call's arguments as the model streams them.
+func (c ToolCall) ToolArgsJSON() string {
+	b, _ := json.Marshal(map[string]string{"command": c.Command})
+	return string(b)
+}
+
+// LoadScript reads a Script from a JSON file.
+func LoadScript(path string) (Script, error) {
+	var s Script
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return s, fmt.Errorf("read script: %w", err)
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		return s, fmt.Errorf("parse script %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// WriteScript writes s as JSON to path.
+func WriteScript(path string, s Script) error {
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode script: %w", err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		return fmt.Errorf("write script: %w", err)
+	}
+	return nil
+}
