@@ -1,0 +1,140 @@
+// Package audit writes every decision of a controller (connect, hello,
+// refusal, disconnect; later admission, takeover, stop transition, proof) as
+// a structured journald entry, so `journalctl --user -u
+// mosaic-conv@<id>.service MOSAIC_EVENT=hello` is the audit trail.
+//
+// Each event kind has a stable MESSAGE_ID (journalctl MESSAGE_ID=...), and
+// fields carry the MOSAIC_ prefix. Where no journal is reachable (a
+// developer running `serve --listen` in a terminal) entries go to stderr as
+// JSON lines instead, so nothing is dropped silently.
+package audit
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"sync"
+
+	"github.com/coreos/go-systemd/v22/journal"
+)
+
+// Event names a kind of audited decision; it is the MOSAIC_EVENT field.
+type Event string
+
+// Audited event kinds.
+const (
+	Start      Event = "start"      // the controller is serving
+	Stop       Event = "stop"       // the controller stops serving
+	Connect    Event = "connect"    // a client connected (peer credentials read)
+	Hello      Event = "hello"      // a client's hello was accepted
+	Refusal    Event = "refusal"    // anything refused, with MOSAIC_REFUSAL
+	Disconnect Event = "disconnect" // a client went away
+)
+
+// messageIDs are stable journald MESSAGE_IDs, one per event kind: never
+// change a published one, add new kinds with fresh random IDs.
+var messageIDs = map[Event]string{
+	Start:      "9c753fd6c21a419b9449c377682266ce",
+	Stop:       "b9b32963fd434412a2eb3a84a1e5ec17",
+	Connect:    "a153224599504e699b12f7e1ebbdb46c",
+	Hello:      "e8e56a1e55b04767a85bd32ecf7d03db",
+	Refusal:    "22dbbcc40a23478aa737edaf547c6b0d",
+	Disconnect: "9c9ba9116af34819b5790ba601b6da37",
+}
+
+// MessageID returns the journald MESSAGE_ID of an event kind.
+func MessageID(e Event) string { return messageIDs[e] }
+
+// Entry is one audited decision.
+type Entry struct {
+	Event      Event
+	Message    string // the human line (MESSAGE)
+	Connection string // MOSAIC_CONNECTION, when a connection is involved
+	Peer       *Peer  // MOSAIC_PEER_UID and MOSAIC_PEER_PID, when known
+	Refusal    string // MOSAIC_REFUSAL, the refusal code
+	// Fields are further MOSAIC_ fields, named without the prefix.
+	Fields map[string]string
+}
+
+// Peer is a client's identity as the kernel reported it (SO_PEERCRED).
+type Peer struct {
+	UID int
+	PID int
+}
+
+// Logger audits the decisions of one conversation's controller.
+type Logger struct {
+	conversation string
+	mu           sync.Mutex
+	fallback     io.Writer // nil when the journal is used
+	send         func(msg string, p journal.Priority, vars map[string]string) error
+}
+
+// New returns a Logger for a conversation. It writes to the journal when
+// one is reachable and to stderr otherwise.
+func New(conversation string) *Logger {
+	l := &Logger{conversation: conversation, send: journal.Send}
+	if !journal.Enabled() {
+		l.fallback = os.Stderr
+	}
+	return l
+}
+
+// NewWriter returns a Logger that writes JSON lines to w, for tests and
+// for `serve --listen` outside systemd.
+func NewWriter(conversation string, w io.Writer) *Logger {
+	return &Logger{conversation: conversation, fallback: w}
+}
+
+// Log writes one entry. A journal failure falls back to stderr rather
+// than losing the entry.
+func (l *Logger) Log(e Entry) {
+	vars := l.fields(e)
+	prio := journal.PriInfo
+	if e.Event == Refusal {
+		prio = journal.PriNotice
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.fallback == nil {
+		err := l.send(e.Message, prio, vars)
+		if err == nil {
+			return
+		}
+		vars["MOSAIC_JOURNAL_ERROR"] = err.Error()
+		l.fallback = os.Stderr
+	}
+	vars["MESSAGE"] = e.Message
+	b, _ := json.Marshal(vars)
+	fmt.Fprintf(l.fallback, "%s\n", b)
+}
+
+func (l *Logger) fields(e Entry) map[string]string {
+	vars := map[string]string{
+		"MESSAGE_ID":          messageIDs[e.Event],
+		"MOSAIC_EVENT":        string(e.Event),
+		"MOSAIC_CONVERSATION": l.conversation,
+	}
+	if e.Connection != "" {
+		vars["MOSAIC_CONNECTION"] = e.Connection
+	}
+	if e.Peer != nil {
+		vars["MOSAIC_PEER_UID"] = strconv.Itoa(e.Peer.UID)
+		vars["MOSAIC_PEER_PID"] = strconv.Itoa(e.Peer.PID)
+	}
+	if e.Refusal != "" {
+		vars["MOSAIC_REFUSAL"] = e.Refusal
+	}
+	keys := make([]string, 0, len(e.Fields))
+	for k := range e.Fields {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		vars["MOSAIC_"+k] = e.Fields[k]
+	}
+	return vars
+}

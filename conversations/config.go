@@ -1,0 +1,104 @@
+package conversations
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/mosaic-agents/mosaic/protocol"
+)
+
+// Conversation is one registered conversation, as stored in its TOML file.
+type Conversation struct {
+	ID        string `toml:"id"`
+	Project   string `toml:"project"`
+	Seat      string `toml:"seat"`
+	Workspace string `toml:"workspace"`
+	Session   string `toml:"session"`
+	Engine    Engine `toml:"engine"`
+	Limits    Limits `toml:"limits"`
+}
+
+// Engine is the pinned engine a conversation runs and its plain options.
+type Engine struct {
+	// Path is the absolute path of the `pi` executable or its entry file.
+	Path string `toml:"path"`
+	// Version and SHA256 pin the engine at add time; a launch whose engine
+	// no longer matches refuses engine-pin-mismatch.
+	Version  string `toml:"version"`
+	SHA256   string `toml:"sha256"`
+	Provider string `toml:"provider"`
+	Model    string `toml:"model"`
+	Thinking string `toml:"thinking"`
+	// AgentDir is passed as PI_CODING_AGENT_DIR; empty means Pi's default.
+	AgentDir string `toml:"agent_dir"`
+}
+
+// Limits are resource properties of the engine's scope.
+type Limits struct {
+	MemoryMax string `toml:"memory_max"` // systemd syntax, e.g. "4G"; empty: none
+	TasksMax  uint64 `toml:"tasks_max"`  // 0: none
+	CPUQuota  string `toml:"cpu_quota"`  // e.g. "200%"; empty: none
+}
+
+// DefaultWorkspace is the workspace of a conversation added without one.
+const DefaultWorkspace = "default"
+
+var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+var idPattern = regexp.MustCompile(`^pi-[0-9a-f]{20}$`)
+
+// ID returns the conversation id for a project root, seat and session file
+// name (with its .jsonl suffix).
+func ID(project, seat, sessionName string) string {
+	h := sha256.Sum256([]byte(project + "\x00" + seat + "\x00" + sessionName))
+	return "pi-" + hex.EncodeToString(h[:])[:20]
+}
+
+// ValidID reports whether id has the shape of a conversation id. Checking
+// it before any path is built keeps an id from naming another file.
+func ValidID(id string) bool { return idPattern.MatchString(id) }
+
+// SessionPath returns where a seat's session file must live.
+func SessionPath(project, seat, name string) string {
+	return filepath.Join(project, ".pi", "state", seat, "sessions", name)
+}
+
+// Validate checks c's fields without touching the filesystem.
+func (c *Conversation) Validate() error {
+	if !filepath.IsAbs(c.Project) || filepath.Clean(c.Project) != c.Project {
+		return refuseField("project", c.Project, "must be an absolute, clean path (as `realpath DIR` prints it)")
+	}
+	if !namePattern.MatchString(c.Seat) {
+		return refuseField("seat", c.Seat, "must be 1-64 of [A-Za-z0-9._-], starting with a letter or digit")
+	}
+	if !namePattern.MatchString(c.Workspace) {
+		return refuseField("workspace", c.Workspace, "must be 1-64 of [A-Za-z0-9._-], starting with a letter or digit")
+	}
+	if !filepath.IsAbs(c.Session) || filepath.Clean(c.Session) != c.Session {
+		return refuseField("session", c.Session, "must be an absolute, clean path")
+	}
+	name := filepath.Base(c.Session)
+	stem, ok := strings.CutSuffix(name, ".jsonl")
+	if !ok || !namePattern.MatchString(stem) {
+		return refuseField("session", c.Session, "the file name must be NAME.jsonl with NAME of [A-Za-z0-9._-]")
+	}
+	if want := SessionPath(c.Project, c.Seat, name); c.Session != want {
+		return refuseField("session", c.Session, "must sit at "+want)
+	}
+	if want := ID(c.Project, c.Seat, name); c.ID != want {
+		return refuseField("id", c.ID, "does not match the project, seat and session ("+want+"); re-add the conversation")
+	}
+	if c.Engine.Path != "" && !filepath.IsAbs(c.Engine.Path) {
+		return refuseField("engine.path", c.Engine.Path, "must be absolute")
+	}
+	if c.Engine.AgentDir != "" && !filepath.IsAbs(c.Engine.AgentDir) {
+		return refuseField("engine.agent_dir", c.Engine.AgentDir, "must be absolute")
+	}
+	return nil
+}
+
+func refuseField(field, value, fix string) error {
+	return protocol.Refuse(protocol.CodeConfiguration, "%s %q: %s", field, value, fix)
+}

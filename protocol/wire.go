@@ -1,0 +1,142 @@
+package protocol
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// Version is the client protocol this build speaks. A hello may name it;
+// a hello naming a newer one is refused with CodeProtocolVersion.
+const Version = 1
+
+// MaxLine is the default cap on one client line, in bytes. A longer line is
+// refused with CodeLineTooLong and the connection is closed: the stream
+// cannot be resynchronised without reading the line, and reading it
+// unbounded is what the cap is for.
+const MaxLine = 1 << 20
+
+// Refusal codes of the transport layer. Each is stable once published.
+const (
+	CodeMalformed       = "malformed"        // not strict JSON, or not a known record shape
+	CodeInvalidUTF8     = "invalid-utf8"     // a line that is not UTF-8
+	CodeLineTooLong     = "line-too-long"    // a line over the cap; the connection closes
+	CodeHelloRequired   = "hello-required"   // the first line was not a hello
+	CodeDuplicateHello  = "duplicate-hello"  // a second hello on one connection
+	CodeProtocolVersion = "protocol-version" // a hello naming an unsupported protocol
+	CodePeerUID         = "peer-uid"         // the peer runs as another user
+	CodeUnknownCommand  = "unknown-command"  // a record type this server does not serve
+	CodeUnknownConv     = "unknown-conversation"
+	CodeConfiguration   = "configuration"   // a conversation config that does not hold
+	CodeServerShutdown  = "server-shutdown" // the controller is stopping
+)
+
+// Hello is the first line a client sends. Every field but Type is optional.
+type Hello struct {
+	Type     string `json:"type"`
+	Client   string `json:"client,omitempty"`
+	Protocol int    `json:"protocol,omitempty"`
+}
+
+// Welcome answers a hello. Every connection starts as an observer.
+type Welcome struct {
+	Type         string `json:"type"`
+	Conversation string `json:"conversation"`
+	Connection   string `json:"connection"`
+	Mode         string `json:"mode"`
+	Server       string `json:"server"`
+	Protocol     int    `json:"protocol"`
+}
+
+// RefusalRecord is a refusal as it travels on the socket.
+type RefusalRecord struct {
+	Type      string `json:"type"`
+	Code      string `json:"code"`
+	Message   string `json:"message"`
+	Request   string `json:"request,omitempty"`
+	Reconcile bool   `json:"reconcile,omitempty"`
+}
+
+// Record returns r as its wire record.
+func (r *Refusal) Record(request string) RefusalRecord {
+	return RefusalRecord{Type: "refusal", Code: r.Code, Message: r.Message, Request: request, Reconcile: r.Reconcile}
+}
+
+// ErrLineTooLong is returned by LineReader for a line over its cap.
+var ErrLineTooLong = errors.New("line too long")
+
+// LineReader reads LF-terminated lines of at most Max bytes. Only LF ends a
+// line, so U+2028 inside a JSON string never splits a record.
+type LineReader struct {
+	r   *bufio.Reader
+	max int
+}
+
+// NewLineReader returns a reader capped at max bytes per line.
+func NewLineReader(r io.Reader, max int) *LineReader {
+	return &LineReader{r: bufio.NewReaderSize(r, 64<<10), max: max}
+}
+
+// Next returns the next line without its LF (and without a trailing CR).
+// The slice is valid until the next call. A last line without LF is
+// returned before io.EOF.
+func (l *LineReader) Next() ([]byte, error) {
+	var buf []byte
+	for {
+		chunk, err := l.r.ReadSlice('\n')
+		if len(buf)+len(chunk) > l.max+1 { // +1: the LF itself is not content
+			return nil, fmt.Errorf("%w: over %d bytes", ErrLineTooLong, l.max)
+		}
+		switch {
+		case err == nil:
+			if buf != nil {
+				chunk = append(buf, chunk...)
+			}
+			chunk = chunk[:len(chunk)-1]
+			return bytes.TrimSuffix(chunk, []byte{'\r'}), nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			buf = append(buf, chunk...)
+		case errors.Is(err, io.EOF) && len(buf)+len(chunk) > 0:
+			return append(buf, chunk...), nil
+		default:
+			return nil, err
+		}
+	}
+}
+
+// Decode validates line strictly and unmarshals it into v, refusing unknown
+// fields. Every failure is a *Refusal with CodeMalformed or CodeInvalidUTF8.
+func Decode(line []byte, v any) error {
+	if err := Validate(line); err != nil {
+		if !utf8Valid(line) {
+			return Wrap(CodeInvalidUTF8, err, "the line is not valid UTF-8")
+		}
+		return Wrap(CodeMalformed, err, "the line is not a strict JSON object: %v", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return Wrap(CodeMalformed, err, "the record does not fit its shape: %v", err)
+	}
+	return nil
+}
+
+// Type returns the "type" field of a strict JSON object line.
+func Type(line []byte) (string, error) {
+	var head struct {
+		Type string `json:"type"`
+	}
+	if err := Validate(line); err != nil {
+		if !utf8Valid(line) {
+			return "", Wrap(CodeInvalidUTF8, err, "the line is not valid UTF-8")
+		}
+		return "", Wrap(CodeMalformed, err, "the line is not a strict JSON object: %v", err)
+	}
+	if err := json.Unmarshal(line, &head); err != nil || head.Type == "" {
+		return "", Refuse(CodeMalformed, "the line is not a JSON object with a string \"type\"")
+	}
+	return head.Type, nil
+}
