@@ -1,0 +1,367 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/mosaic-agents/mosaic/protocol"
+)
+
+// Default command timeouts. Abort waits for Pi to go idle (it answers
+// after agent_settled), so it gets longer.
+const (
+	DefaultCommandTimeout = 10 * time.Second
+	DefaultAbortTimeout   = 60 * time.Second
+)
+
+// ErrClosed is returned for commands after the engine's output ended or
+// the Conn was closed.
+var ErrClosed = errors.New("engine connection closed")
+
+// ErrTimeout is wrapped when the engine did not answer a command in time.
+var ErrTimeout = errors.New("engine did not answer in time")
+
+// NativeError is Pi's own refusal of a command, kept verbatim as evidence.
+type NativeError struct {
+	Command string
+	ID      string
+	Text    string
+}
+
+func (e *NativeError) Error() string {
+	return fmt.Sprintf("engine refused %s %s: %s", e.Command, e.ID, e.Text)
+}
+
+// Options configure a Conn.
+type Options struct {
+	// Execution is the execution incarnation id stamped on every event.
+	// Required: events from two incarnations must never be confused.
+	Execution string
+	// MaxLine bounds one engine output line (DefaultMaxLine if zero).
+	MaxLine int
+	// CommandTimeout bounds each command but abort.
+	CommandTimeout time.Duration
+	// AbortTimeout bounds abort.
+	AbortTimeout time.Duration
+}
+
+// Conn speaks Pi's RPC protocol over the engine's stdin and stdout. It
+// correlates responses by id, maps events in wire order, keeps the turn
+// tracker and holds the one dispatch slot. It never closes stdin except
+// in Close: Pi exits at stdin EOF, even mid-run.
+type Conn struct {
+	opts  Options
+	w     io.WriteCloser
+	wmu   sync.Mutex
+	ids   uint64
+	mu    sync.Mutex
+	wait  map[string]chan *native
+	tr    *tracker
+	mp    *mapper
+	q     []protocol.Event
+	qwake chan struct{}
+	out   chan protocol.Event
+	done  chan struct{}
+	err   error
+}
+
+// New starts reading the engine's stdout (r) and returns a Conn that
+// writes commands to its stdin (w). The caller owns the process; New
+// starts two goroutines that end when r reaches EOF or fails.
+func New(r io.Reader, w io.WriteCloser, opts Options) (*Conn, error) {
+	if opts.Execution == "" {
+		return nil, errors.New("engine: Options.Execution is required")
+	}
+	if opts.CommandTimeout <= 0 {
+		opts.CommandTimeout = DefaultCommandTimeout
+	}
+	if opts.AbortTimeout <= 0 {
+		opts.AbortTimeout = DefaultAbortTimeout
+	}
+	c := &Conn{
+		opts: opts, w: w,
+		wait:  make(map[string]chan *native),
+		tr:    newTracker(),
+		mp:    newMapper(opts.Execution),
+		qwake: make(chan struct{}, 1),
+		out:   make(chan protocol.Event),
+		done:  make(chan struct{}),
+	}
+	go c.read(NewLineReader(r, opts.MaxLine))
+	go c.pump()
+	return c, nil
+}
+
+// Events delivers the mapped events in wire order. It is closed after the
+// engine's output ended and every event was delivered. Events queue
+// without bound inside the Conn so a slow reader never stalls responses;
+// the caller must keep draining.
+func (c *Conn) Events() <-chan protocol.Event { return c.out }
+
+// Done is closed when the engine's output ended.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Err returns why the output ended (nil for a clean EOF) once Done is
+// closed.
+func (c *Conn) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// State returns a snapshot of the turn tracker.
+func (c *Conn) State() TurnState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.tr.snapshot()
+}
+
+// Close closes the engine's stdin, which makes Pi exit (even mid-run).
+// Only the controller's deliberate shutdown calls it.
+func (c *Conn) Close() error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if err := c.w.Close(); err != nil {
+		return fmt.Errorf("close engine stdin: %w", err)
+	}
+	return nil
+}
+
+func (c *Conn) read(lr *LineReader) {
+	for {
+		line, err := lr.Next()
+		switch {
+		case errors.Is(err, ErrLineTooLong):
+			c.lose(protocol.ReasonLineTooLong, "", err)
+			continue
+		case errors.Is(err, io.EOF):
+			c.finish(nil)
+			return
+		case err != nil:
+			c.finish(fmt.Errorf("read engine output: %w", err))
+			return
+		}
+		c.handle(line)
+	}
+}
+
+// lose emits an unavailable event for a line the adapter could not read
+// and marks the binding uncertain: its content is gone.
+func (c *Conn) lose(reason, nativeType string, cause error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.tr.markUncertain(reason + ": " + cause.Error())
+	c.push(c.mp.unavailable(reason, nativeType))
+}
+
+func (c *Conn) handle(line []byte) {
+	n, err := decodeLine(line)
+	if err != nil {
+		c.lose(protocol.ReasonUndecodable, "", err)
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n.Type == "response" {
+		c.tr.respond(n)
+		ch, ok := c.wait[n.ID]
+		if !ok || n.ID == "" {
+			c.push(c.mp.unavailable("uncorrelated-response", "response/"+n.Command))
+			return
+		}
+		delete(c.wait, n.ID)
+		ch <- n
+		return
+	}
+	c.tr.observe(n)
+	for _, e := range c.mp.mapNative(n) {
+		c.push(e)
+	}
+}
+
+// push queues an event; c.mu is held.
+func (c *Conn) push(e protocol.Event) {
+	c.q = append(c.q, e)
+	select {
+	case c.qwake <- struct{}{}:
+	default:
+	}
+}
+
+func (c *Conn) finish(err error) {
+	c.mu.Lock()
+	c.err = err
+	for id, ch := range c.wait {
+		close(ch)
+		delete(c.wait, id)
+	}
+	c.mu.Unlock()
+	close(c.done)
+	select {
+	case c.qwake <- struct{}{}:
+	default:
+	}
+}
+
+// pump moves queued events to the Events channel in order.
+func (c *Conn) pump() {
+	defer close(c.out)
+	for {
+		c.mu.Lock()
+		batch := c.q
+		c.q = nil
+		c.mu.Unlock()
+		for _, e := range batch {
+			c.out <- e
+		}
+		if len(batch) > 0 {
+			continue
+		}
+		select {
+		case <-c.qwake:
+		case <-c.done:
+			c.mu.Lock()
+			empty := len(c.q) == 0
+			c.mu.Unlock()
+			if empty {
+				return
+			}
+		}
+	}
+}
+
+func (c *Conn) newID(prefix string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ids++
+	return prefix + strconv.FormatUint(c.ids, 10)
+}
+
+// register makes a waiter for id; c.mu is held.
+func (c *Conn) register(id string) (chan *native, error) {
+	select {
+	case <-c.done:
+		return nil, ErrClosed
+	default:
+	}
+	ch := make(chan *native, 1)
+	c.wait[id] = ch
+	return ch, nil
+}
+
+// send writes one record.
+func (c *Conn) send(v any) error {
+	rec, err := encodeRecord(v)
+	if err != nil {
+		return err
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if _, err := c.w.Write(rec); err != nil {
+		return fmt.Errorf("write engine stdin: %w", err)
+	}
+	return nil
+}
+
+// await waits for the response to id.
+func (c *Conn) await(ctx context.Context, id, cmd string, ch chan *native, timeout time.Duration) (*native, error) {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case n, ok := <-ch:
+		if !ok {
+			return nil, fmt.Errorf("%s %s: %w", cmd, id, ErrClosed)
+		}
+		return n, nil
+	case <-t.C:
+		return nil, fmt.Errorf("%s %s after %s: %w", cmd, id, timeout, ErrTimeout)
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%s %s: %w", cmd, id, ctx.Err())
+	}
+}
+
+// call sends one command built by mk(id) and returns its successful
+// response; a refusal is a *NativeError.
+func (c *Conn) call(ctx context.Context, cmd string, timeout time.Duration, mk func(id string) any) (*native, error) {
+	id := c.newID(cmd + "-")
+	c.mu.Lock()
+	ch, err := c.register(id)
+	c.mu.Unlock()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", cmd, err)
+	}
+	if err := c.send(mk(id)); err != nil {
+		return nil, fmt.Errorf("%s: %w", cmd, err)
+	}
+	n, err := c.await(ctx, id, cmd, ch, timeout)
+	if err != nil {
+		return nil, err
+	}
+	if n.Success == nil || !*n.Success {
+		return n, &NativeError{Command: cmd, ID: id, Text: n.Error}
+	}
+	return n, nil
+}
+
+// Prompt dispatches text as one prompt record, never with
+// streamingBehavior. It refuses before writing when the text breaks the
+// slash policy (text-policy), is not UTF-8 (malformed), or the slot is
+// taken or the engine visibly running (busy), or admission is fenced. A
+// refusal by Pi returns the Dispatch with receipt failed, Pi's text as
+// evidence, and a *protocol.Refusal coded engine-refused wrapping a
+// *NativeError. A timeout leaves the slot held with receipt
+// delivery-unknown.
+func (c *Conn) Prompt(ctx context.Context, text string) (Dispatch, error) {
+	if !utf8.ValidString(text) {
+		return Dispatch{}, protocol.Refuse("malformed", "prompt text is not valid UTF-8")
+	}
+	if err := CheckText(text); err != nil {
+		return Dispatch{}, err
+	}
+	id := c.newID("prompt-")
+	c.mu.Lock()
+	if err := c.tr.claim(id, text); err != nil {
+		c.mu.Unlock()
+		return Dispatch{}, err
+	}
+	ch, err := c.register(id)
+	if err != nil {
+		c.tr.release()
+		c.mu.Unlock()
+		return Dispatch{}, protocol.Wrap("engine-gone", err, "the engine is gone")
+	}
+	c.mu.Unlock()
+
+	sendErr := c.send(promptCommand{Type: "prompt", ID: id, Message: text})
+	var n *native
+	if sendErr == nil {
+		n, sendErr = c.await(ctx, id, "prompt", ch, c.opts.CommandTimeout)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if sendErr != nil {
+		c.tr.lost(id)
+		return c.dispatch(id), protocol.Wrap(ReceiptDeliveryUnknown, sendErr, "the engine may or may not hold the prompt")
+	}
+	d := c.dispatch(id)
+	if n.Success == nil || !*n.Success {
+		return d, protocol.Wrap("engine-refused", &NativeError{Command: "prompt", ID: id, Text: n.Error}, "%s", n.Error)
+	}
+	return d, nil
+}
+
+// dispatch returns a copy of the item id, held or last released; c.mu held.
+func (c *Conn) dispatch(id string) Dispatch {
+	for _, d := range []*Dispatch{c.tr.slot, c.tr.last} {
+		if d != nil && d.RequestID == id {
+			return *d
+		}
+	}
+	return Dispatch{RequestID: id, Receipt: ReceiptDeliveryUnknown}
+}

@@ -1,0 +1,93 @@
+// Package engine drives one sealed headless Pi coding agent (pinned
+// @earendil-works/pi-coding-agent 0.85.1, `pi --mode rpc`) over the stdin
+// and stdout pipes the controller hands it.
+//
+// The exported surface is small:
+//
+//   - New wraps the pipes in a Conn: LF-only framing (LineReader), id
+//     correlated commands with timeouts (Prompt, ClearQueue, Abort,
+//     GetState, GetTree, GetEntries, GetCommands), native events mapped in
+//     wire order onto protocol.Event records (Events), the turn tracker
+//     (State) and the R3-1 interrupt (Interrupt, which returns a TurnProof).
+//   - CheckText is the slash policy; Prefixes is its one table.
+//   - Seal/CheckArgs are the argv seal; Resolve/Check are the pin; Command
+//     builds the Spec (program, argv, environment, directory) the
+//     controller spawns inside its systemd scope.
+//
+// # Choices where the issue is silent
+//
+// Framing. A line over the bound (Options.MaxLine, default 16 MiB) is
+// reported as soon as the bound is passed, as an unavailable event with
+// reason line-too-long, and the binding is marked uncertain; the rest of
+// the line is skipped up to its LF. A final line without LF at EOF is
+// still decoded (Pi's own reader does the same). Undecodable lines are
+// unavailable events too and also make the binding uncertain: pinned Pi
+// sends only JSON on stdout, so anything else means something was lost.
+// Prompt refuses text that is not valid UTF-8 (malformed) rather than let
+// encoding/json replace bytes. The writer relies on encoding/json, which
+// escapes control characters and always escapes U+2028/U+2029, so a
+// prompt can never break its record (S7).
+//
+// Events. Known native events that carry no renderable content
+// (agent_start/end, turn_start/end, queue_update, retries, compaction,
+// entry_appended, ...) feed the tracker and produce no record; the table
+// is nativeEvents. Known events the adapter does not render (dialogs,
+// extension errors, bash output) become unavailable with reason
+// unsupported-native-event; unknown types become unknown-native-event.
+// Unavailable events name the native type (cut to 64 bytes) and carry no
+// payload. Tool-call argument streaming (toolcall_start/delta/end) has its
+// own kind, toolcall-delta, appended per fragment and replaced by
+// message-end. text_start/thinking_start produce nothing; *_end produce an
+// empty delta with lastFragment set. message-end is one part (part 0,
+// lastPart); a transport that splits large messages renumbers parts.
+// Message keys are m1, m2, ... per execution. Tool events carry the key
+// of the assistant message that called the tool. A response whose id no
+// command waits for (Pi's parse errors have none) becomes an unavailable
+// event with reason uncorrelated-response.
+//
+// Tracker. A run is visible from agent_start to agent_settled (retries
+// included: one settle may follow several agent_end). While it is, or
+// while a prompt holds the slot, Prompt refuses busy without writing.
+// The slot's item is "started" when a user message_start carries exactly
+// its text (the seal leaves no other input path); other user messages are
+// counted as external. The slot is released at agent_settled once the
+// item was acknowledged or started, and on a native refusal.
+//
+// Interrupt. The Conn fences itself (prompts refuse fenced) for the whole
+// interrupt. When clear_queue fails or times out, abort is not sent,
+// because abort would run the queue whose contents are unknown; the proof
+// is uncertain and the fence stays, leaving force stop as the way out.
+// A near match is the item's text trimmed, case-folded or contained in
+// (or containing) a returned text. An uncertain proof keeps the slot held
+// (delivery-unknown) and the fence up; a certain one releases both.
+//
+// Slash policy. Pinned Pi tests only index 0 of the raw message, so " /x"
+// is not interpreted by Pi itself; the policy still refuses a slash after
+// any Unicode white space or invisible format character (Cf, U+FEFF),
+// because the contract says "first non-whitespace character". "!" and "@"
+// are not interpreted on the RPC prompt path; a slash on a later line is
+// not interpreted (LaterLineSlashInterpreted).
+//
+// Seal and pin. --flag=value forms are refused; the --session path must
+// be absolute and clean. The pin hashes only the entry file
+// (dist/bundle/cli.js), which imports its chunks by relative path: a
+// changed chunk with an unchanged entry and package.json is not caught.
+// Resolve also refuses any package or version other than the pinned one,
+// since every table here was derived from that version. Spec.Path is the
+// resolved entry (run through its node shebang), not the pi symlink. The
+// environment passes PATH, HOME, USER, LOGNAME, LANG, LC_ALL, LC_CTYPE,
+// TZ, TMPDIR and XDG_*; TERM is not passed (there is no terminal); any
+// inherited PI_* is dropped; PI_OFFLINE=1, PI_SKIP_VERSION_CHECK=1 and
+// PI_TELEMETRY=0 are forced, and PI_CODING_AGENT_DIR is set from Config.
+//
+// # Findings against pinned Pi source
+//
+// AgentSession.isStreaming is _isAgentRunActive (agent-session.js:616),
+// which _runAgentPrompt holds across retries until agent_settled
+// (agent-session.js:772-785). So on 0.85.1 a prompt without
+// streamingBehavior sent during a retry window is refused with the busy
+// text, not queued; the N1 case (a Mosaic prompt found in clear_queue) is
+// reproduced by the scripted peer, and on the real binary the same step
+// ends as N6. R3-1 matching still guards it, and still classifies
+// external queue texts (N3).
+package engine

@@ -1,0 +1,114 @@
+package engine
+
+import (
+	"context"
+	"errors"
+
+	"github.com/mosaic-agents/mosaic/protocol"
+)
+
+var errAbortSkipped = errors.New("abort not sent: the native queue state is unknown")
+
+// Interrupt stops the current turn by R3-1 (brief §3): it fences the
+// engine (prompts refuse fenced), sends clear_queue, and only then abort,
+// because abort runs whatever is still queued. It matches the returned
+// texts against the one dispatched item that has not started and returns
+// the TurnProof. The caller closes its own admission first.
+//
+// When clear_queue fails or times out the proof records nativeQueue
+// unknown, abort is not sent (it could run the unknown queue), the proof
+// is uncertain and the fence stays. Otherwise the fence lifts only when
+// the proof is certain.
+func (c *Conn) Interrupt(ctx context.Context, stopRef string) (TurnProof, error) {
+	proof := TurnProof{
+		StopRef: stopRef, Execution: c.opts.Execution,
+		ItemsMatched: []QueuedText{}, External: []QueuedText{}, Ambiguous: []QueuedText{},
+	}
+	c.mu.Lock()
+	if c.tr.stopping {
+		c.mu.Unlock()
+		return proof, protocol.Refuse("fenced", "an interrupt is already running")
+	}
+	c.tr.stopping, c.tr.fenced = true, true
+	if c.tr.running {
+		proof.InterruptedRun = c.tr.runs
+	}
+	c.mu.Unlock()
+
+	q, qerr := c.ClearQueue(ctx)
+	aerr := c.abortUnless(ctx, qerr)
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.conclude(&proof, q, qerr, aerr)
+	c.tr.stopping = false
+	if !proof.Uncertain {
+		c.tr.fenced = false
+	}
+	return proof, nil
+}
+
+// abortUnless sends abort unless clearing the queue failed.
+func (c *Conn) abortUnless(ctx context.Context, clearErr error) error {
+	if clearErr != nil {
+		return errAbortSkipped
+	}
+	return c.Abort(ctx)
+}
+
+// conclude fills the proof from the clear and abort results and the
+// tracker, and settles the slot; c.mu is held.
+func (c *Conn) conclude(p *TurnProof, q QueueState, qerr, aerr error) {
+	s := c.tr.slot
+	var item *Dispatch
+	if s != nil && !s.Started && s.Receipt != ReceiptFailed {
+		item = s
+	}
+	if qerr != nil {
+		p.NativeQueue = QueueUnknown
+		p.uncertain("clear_queue: " + qerr.Error())
+		if item != nil {
+			item.Receipt = ReceiptDeliveryUnknown
+		}
+	} else {
+		p.NativeQueue = QueueCleared
+		var ambiguous []QueuedText
+		p.ItemsMatched, p.External, ambiguous = matchQueue(item, q)
+		p.Ambiguous = ambiguous
+		switch {
+		case len(p.ItemsMatched) == 1:
+			// Proven unconsumed: the receipt keeps its actual state
+			// (acknowledged) and the item is never resent (R3-1.3).
+			item.Unconsumed = true
+		case len(ambiguous) > 0:
+			item.Receipt = ReceiptDeliveryUnknown
+			p.uncertain("clear_queue returned the item's text ambiguously")
+		}
+	}
+	if aerr != nil {
+		p.uncertain("abort: " + aerr.Error())
+	} else {
+		p.AbortAcknowledged = true
+	}
+	if s != nil && s.Receipt == ReceiptPending {
+		// The prompt's own response never came: nobody can say.
+		s.Receipt = ReceiptDeliveryUnknown
+		p.uncertain("prompt response missing at interrupt")
+	}
+	p.Effects = c.tr.effects()
+	if c.tr.uncertain {
+		p.uncertain("binding uncertain")
+	}
+	if s != nil {
+		d := *s
+		p.Dispatch = &d
+		if !p.Uncertain {
+			c.tr.release()
+		}
+	}
+}
+
+func (p *TurnProof) uncertain(reason string) {
+	p.Uncertain = true
+	p.Reasons = append(p.Reasons, reason)
+}

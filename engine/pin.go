@@ -1,0 +1,157 @@
+package engine
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/mosaic-agents/mosaic/protocol"
+)
+
+// Pinned identifies the only Pi release this adapter was checked against:
+// its slash table, event list and framing come from this version's source.
+const (
+	PinnedPackage = "@earendil-works/pi-coding-agent"
+	PinnedVersion = "0.85.1"
+)
+
+// Pin records which engine a conversation runs: the package version and
+// the SHA-256 of the entry file node executes. It is taken at conv add
+// time (Resolve) and checked before every spawn (Check).
+type Pin struct {
+	Version string `toml:"version" json:"version"`
+	// Entry is the resolved, symlink-free entry file (dist/bundle/cli.js).
+	Entry string `toml:"entry" json:"entry"`
+	// SHA256 is the hex digest of Entry's bytes.
+	SHA256 string `toml:"sha256" json:"sha256"`
+	// PackageDir is the package root holding package.json.
+	PackageDir string `toml:"package_dir" json:"packageDir"`
+}
+
+type packageJSON struct {
+	Name    string          `json:"name"`
+	Version string          `json:"version"`
+	Bin     json.RawMessage `json:"bin"`
+}
+
+// Resolve finds the engine behind path (the pi executable, a symlink to
+// it, or the entry file; a bare name is looked up in PATH), and returns
+// its pin. It refuses engine-pin-mismatch for a package other than the
+// pinned one, another version, or a file that is not the package's pi
+// entry.
+func Resolve(path string) (Pin, error) {
+	if !strings.ContainsRune(path, filepath.Separator) {
+		found, err := exec.LookPath(path)
+		if err != nil {
+			return Pin{}, protocol.Wrap("engine-pin-mismatch", err, "engine %q not found", path)
+		}
+		path = found
+	}
+	entry, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return Pin{}, protocol.Wrap("engine-pin-mismatch", err, "resolve engine %q", path)
+	}
+	if entry, err = filepath.Abs(entry); err != nil {
+		return Pin{}, fmt.Errorf("resolve engine %q: %w", path, err)
+	}
+	dir, pkg, err := findPackage(entry)
+	if err != nil {
+		return Pin{}, err
+	}
+	if err := checkPackage(pkg, dir, entry); err != nil {
+		return Pin{}, err
+	}
+	sum, err := hashFile(entry)
+	if err != nil {
+		return Pin{}, err
+	}
+	return Pin{Version: pkg.Version, Entry: entry, SHA256: sum, PackageDir: dir}, nil
+}
+
+// Check re-reads the pinned package and entry file and refuses
+// engine-pin-mismatch if either changed. Call it right before spawn.
+func Check(p Pin) error {
+	pkg, err := readPackage(filepath.Join(p.PackageDir, "package.json"))
+	if err != nil {
+		return err
+	}
+	if pkg.Version != p.Version {
+		return protocol.Refuse("engine-pin-mismatch", "engine version is %s, pinned %s", pkg.Version, p.Version)
+	}
+	if err := checkPackage(pkg, p.PackageDir, p.Entry); err != nil {
+		return err
+	}
+	sum, err := hashFile(p.Entry)
+	if err != nil {
+		return err
+	}
+	if sum != p.SHA256 {
+		return protocol.Refuse("engine-pin-mismatch", "engine entry %s has sha256 %s, pinned %s", p.Entry, sum, p.SHA256)
+	}
+	return nil
+}
+
+// findPackage walks up from the entry to the nearest package.json.
+func findPackage(entry string) (string, packageJSON, error) {
+	for dir := filepath.Dir(entry); ; dir = filepath.Dir(dir) {
+		pj := filepath.Join(dir, "package.json")
+		if _, err := os.Stat(pj); err == nil {
+			pkg, err := readPackage(pj)
+			return dir, pkg, err
+		}
+		if parent := filepath.Dir(dir); parent == dir {
+			return "", packageJSON{}, protocol.Refuse("engine-pin-mismatch", "no package.json above engine %s", entry)
+		}
+	}
+}
+
+func readPackage(path string) (packageJSON, error) {
+	var pkg packageJSON
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return pkg, protocol.Wrap("engine-pin-mismatch", err, "read %s", path)
+	}
+	if err := json.Unmarshal(b, &pkg); err != nil {
+		return pkg, protocol.Wrap("engine-pin-mismatch", err, "decode %s", path)
+	}
+	return pkg, nil
+}
+
+// checkPackage refuses unless pkg is the pinned package and version and
+// entry is its pi bin.
+func checkPackage(pkg packageJSON, dir, entry string) error {
+	if pkg.Name != PinnedPackage || pkg.Version != PinnedVersion {
+		return protocol.Refuse("engine-pin-mismatch", "engine package is %s@%s, need %s@%s", pkg.Name, pkg.Version, PinnedPackage, PinnedVersion)
+	}
+	var bins map[string]string
+	if err := json.Unmarshal(pkg.Bin, &bins); err != nil || bins["pi"] == "" {
+		return protocol.Refuse("engine-pin-mismatch", "package %s declares no pi bin", dir)
+	}
+	want, err := filepath.EvalSymlinks(filepath.Join(dir, bins["pi"]))
+	if err != nil {
+		return protocol.Wrap("engine-pin-mismatch", err, "resolve pi bin of %s", dir)
+	}
+	if want != entry {
+		return protocol.Refuse("engine-pin-mismatch", "engine %s is not the package's pi entry %s", entry, want)
+	}
+	return nil
+}
+
+func hashFile(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", protocol.Wrap("engine-pin-mismatch", err, "open engine entry")
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", protocol.Wrap("engine-pin-mismatch", err, "hash engine entry")
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
