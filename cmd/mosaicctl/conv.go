@@ -1,0 +1,182 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"text/tabwriter"
+	"time"
+
+	"github.com/mosaic-agents/mosaic/conversations"
+	"github.com/mosaic-agents/mosaic/protocol"
+	"github.com/mosaic-agents/mosaic/units"
+	"github.com/urfave/cli/v2"
+)
+
+func convCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "conv",
+		Usage: "add, list, show and remove conversations",
+		Subcommands: []*cli.Command{
+			convAddCommand(),
+			{
+				Name:  "list",
+				Usage: "list conversations",
+				Action: func(c *cli.Context) error {
+					s, err := conversations.Open()
+					if err != nil {
+						return err
+					}
+					list, bad, err := s.List()
+					if err != nil {
+						return err
+					}
+					w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+					fmt.Fprintln(w, "ID\tSEAT\tWORKSPACE\tSESSION\tPROJECT")
+					for _, cv := range list {
+						fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", cv.ID, cv.Seat, cv.Workspace, filepath.Base(cv.Session), cv.Project)
+					}
+					w.Flush()
+					ids := make([]string, 0, len(bad))
+					for id := range bad {
+						ids = append(ids, id)
+					}
+					sort.Strings(ids)
+					for _, id := range ids {
+						fmt.Fprintf(os.Stderr, "mosaicctl: %s does not load: %v\n", id, bad[id])
+					}
+					return nil
+				},
+			},
+			{
+				Name:      "show",
+				Usage:     "print a conversation's settings",
+				ArgsUsage: "ID",
+				Action: func(c *cli.Context) error {
+					cv, err := loadArg(c)
+					if err != nil {
+						return err
+					}
+					b, err := conversations.Encode(cv)
+					if err != nil {
+						return err
+					}
+					_, err = os.Stdout.Write(b)
+					return err
+				},
+			},
+			{
+				Name:      "rm",
+				Usage:     "remove a conversation (its session file is never touched)",
+				ArgsUsage: "ID",
+				Action: func(c *cli.Context) error {
+					cv, err := loadArg(c)
+					if err != nil {
+						return err
+					}
+					ctx, cancel := context.WithTimeout(c.Context, 10*time.Second)
+					defer cancel()
+					if active, err := units.ActiveSockets(ctx); err == nil {
+						for _, u := range active {
+							if u == "mosaic-conv@"+cv.ID+".socket" {
+								return fmt.Errorf("conversation %s is active (%s); stop it first: systemctl --user stop %s mosaic-conv@%s.service", cv.ID, u, u, cv.ID)
+							}
+						}
+					}
+					s, err := conversations.Open()
+					if err != nil {
+						return err
+					}
+					if err := s.Remove(cv.ID); err != nil {
+						return err
+					}
+					fmt.Printf("removed %s (the session file %s is untouched)\n", cv.ID, cv.Session)
+					return nil
+				},
+			},
+		},
+	}
+}
+
+func loadArg(c *cli.Context) (*conversations.Conversation, error) {
+	if c.NArg() != 1 {
+		return nil, fmt.Errorf("want exactly one conversation id; see `mosaicctl conv list`")
+	}
+	s, err := conversations.Open()
+	if err != nil {
+		return nil, err
+	}
+	return s.Load(c.Args().First())
+}
+
+func convAddCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "add",
+		Usage: "register a conversation and print its id",
+		Description: "The session file must sit at PROJECT/.pi/state/SEAT/sessions/NAME.jsonl. It may not\n" +
+			"exist yet (Pi writes it lazily) but its directory must. The id alone goes to stdout.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "project", Usage: "absolute project root `DIR`", Required: true},
+			&cli.StringFlag{Name: "seat", Usage: "seat `NAME`", Required: true},
+			&cli.StringFlag{Name: "session", Usage: "absolute session `FILE` (.jsonl)", Required: true},
+			&cli.StringFlag{Name: "workspace", Usage: "workspace `NAME`", Value: conversations.DefaultWorkspace},
+			&cli.StringFlag{Name: "engine", Usage: "the `pi` executable or its entry file (default: pi from PATH), pinned now"},
+			&cli.StringFlag{Name: "provider", Usage: "Pi --provider `NAME`"},
+			&cli.StringFlag{Name: "model", Usage: "Pi --model `NAME`"},
+			&cli.StringFlag{Name: "thinking", Usage: "Pi --thinking `LEVEL`"},
+			&cli.StringFlag{Name: "agent-dir", Usage: "Pi agent `DIR` (PI_CODING_AGENT_DIR); default Pi's ~/.pi/agent"},
+			&cli.StringFlag{Name: "memory-max", Usage: "MemoryMax= of the engine's scope, e.g. 4G"},
+			&cli.Uint64Flag{Name: "tasks-max", Usage: "TasksMax= of the engine's scope"},
+			&cli.StringFlag{Name: "cpu-quota", Usage: "CPUQuota= of the engine's scope, e.g. 200%"},
+			&cli.BoolFlag{Name: "replace", Usage: "replace an existing conversation's settings"},
+		},
+		Action: func(c *cli.Context) error {
+			session := c.String("session")
+			cv := &conversations.Conversation{
+				Project:   c.String("project"),
+				Seat:      c.String("seat"),
+				Workspace: c.String("workspace"),
+				Session:   session,
+				Engine: conversations.Engine{
+					Provider: c.String("provider"), Model: c.String("model"),
+					Thinking: c.String("thinking"), AgentDir: c.String("agent-dir"),
+				},
+				Limits: conversations.Limits{
+					MemoryMax: c.String("memory-max"), TasksMax: c.Uint64("tasks-max"), CPUQuota: c.String("cpu-quota"),
+				},
+			}
+			cv.ID = conversations.ID(cv.Project, cv.Seat, filepath.Base(session))
+			if err := cv.Validate(); err != nil {
+				return err
+			}
+			if err := cv.CheckPaths(); err != nil {
+				return err
+			}
+			if err := pinEngine(cv, c.String("engine")); err != nil {
+				return err
+			}
+			s, err := conversations.Open()
+			if err != nil {
+				return err
+			}
+			old, err := s.Load(cv.ID)
+			switch {
+			case err == nil && *old == *cv:
+				fmt.Println(cv.ID) // the same settings: nothing to do
+				return nil
+			case err == nil && !c.Bool("replace"):
+				return protocol.Refuse("conversation-exists",
+					"conversation %s exists with other settings; pass --replace to change them (see `mosaicctl conv show %s`)", cv.ID, cv.ID)
+			case err != nil && protocol.CodeOf(err) != protocol.CodeUnknownConv && !c.Bool("replace"):
+				return err
+			}
+			if err := s.Save(cv); err != nil {
+				return err
+			}
+			fmt.Println(cv.ID)
+			return nil
+		},
+	}
+}

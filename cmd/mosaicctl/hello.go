@@ -1,0 +1,60 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	"github.com/mosaic-agents/mosaic/conversations"
+	"github.com/mosaic-agents/mosaic/protocol"
+	"github.com/mosaic-agents/mosaic/units"
+	"github.com/urfave/cli/v2"
+)
+
+func helloCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "hello",
+		Usage:     "connect to a conversation (socket-activating its controller), say hello and print the welcome",
+		ArgsUsage: "ID",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "socket", Usage: "connect to `PATH` instead of the conversation's socket"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 1 || !conversations.ValidID(c.Args().First()) {
+				return fmt.Errorf("want exactly one conversation id; see `mosaicctl conv list`")
+			}
+			path := c.String("socket")
+			if path == "" {
+				p, err := units.SocketPath(c.Args().First())
+				if err != nil {
+					return err
+				}
+				path = p
+			}
+			conn, err := net.DialTimeout("unix", path, 10*time.Second)
+			if err != nil {
+				return fmt.Errorf("connect to %s: %w (is mosaic-conv@%s.socket started? systemctl --user start mosaic-conv@%s.socket)",
+					path, err, c.Args().First(), c.Args().First())
+			}
+			defer conn.Close()
+			conn.SetDeadline(time.Now().Add(30 * time.Second))
+			hello, _ := json.Marshal(protocol.Hello{Type: "hello", Client: "mosaicctl/" + version, Protocol: protocol.Version})
+			if _, err := conn.Write(append(hello, '\n')); err != nil {
+				return fmt.Errorf("send hello to %s: %w", path, err)
+			}
+			line, err := bufio.NewReader(conn).ReadBytes('\n')
+			if err != nil {
+				return fmt.Errorf("read the welcome from %s: %w", path, err)
+			}
+			var r protocol.RefusalRecord
+			if json.Unmarshal(line, &r) == nil && r.Type == "refusal" {
+				return &protocol.Refusal{Code: r.Code, Message: r.Message}
+			}
+			_, err = os.Stdout.Write(line)
+			return err
+		},
+	}
+}

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/mosaic-agents/mosaic/units"
+	"github.com/urfave/cli/v2"
+)
+
+func installCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "install",
+		Usage: "write the mosaic-conv@ user units and reload the user manager",
+		Description: "Writes mosaic-conv@.socket and mosaic-conv@.service to ~/.config/systemd/user\n" +
+			"(or /etc/systemd/user with --global, for every user) and reloads the user manager over\n" +
+			"D-Bus. Running it again changes nothing and says so.",
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "global", Usage: "install for every user into " + units.GlobalDir + " (admins)"},
+			&cli.StringFlag{Name: "unit-dir", Usage: "install into `DIR` instead"},
+			&cli.BoolFlag{Name: "force", Usage: "overwrite unit files mosaic did not write"},
+		},
+		Action: func(c *cli.Context) error {
+			dir, err := unitDir(c)
+			if err != nil {
+				return err
+			}
+			bin, err := selfPath()
+			if err != nil {
+				return err
+			}
+			files, err := units.Render(bin)
+			if err != nil {
+				return err
+			}
+			changes, err := units.Install(dir, files, c.Bool("force"))
+			if err != nil {
+				return err
+			}
+			changed := printChanges(changes)
+			if !changed {
+				fmt.Printf("units in %s are up to date; nothing changed\n", dir)
+				return nil
+			}
+			return reloadAfter(c, "install")
+		},
+	}
+}
+
+func uninstallCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "uninstall",
+		Usage: "remove the mosaic-conv@ user units (refused while a conversation socket is active)",
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "global", Usage: "remove from " + units.GlobalDir},
+			&cli.StringFlag{Name: "unit-dir", Usage: "remove from `DIR` instead"},
+			&cli.BoolFlag{Name: "force", Usage: "remove files mosaic did not write, and skip the active-socket check"},
+		},
+		Action: func(c *cli.Context) error {
+			dir, err := unitDir(c)
+			if err != nil {
+				return err
+			}
+			if !c.Bool("force") && !c.Bool("global") {
+				ctx, cancel := context.WithTimeout(c.Context, 10*time.Second)
+				defer cancel()
+				active, err := units.ActiveSockets(ctx)
+				if err != nil {
+					return fmt.Errorf("check for active conversation sockets: %w; pass --force to uninstall without checking", err)
+				}
+				if len(active) > 0 {
+					return fmt.Errorf("conversation sockets are active: %s; stop them first (systemctl --user stop %s)",
+						strings.Join(active, ", "), strings.Join(active, " "))
+				}
+			}
+			changes, err := units.Uninstall(dir, c.Bool("force"))
+			if err != nil {
+				return err
+			}
+			if !printChanges(changes) {
+				fmt.Printf("no mosaic units in %s; nothing changed\n", dir)
+				return nil
+			}
+			return reloadAfter(c, "uninstall")
+		},
+	}
+}
+
+func unitDir(c *cli.Context) (string, error) {
+	switch {
+	case c.String("unit-dir") != "":
+		d := c.String("unit-dir")
+		if !filepath.IsAbs(d) {
+			return "", fmt.Errorf("--unit-dir %q must be absolute", d)
+		}
+		return d, nil
+	case c.Bool("global"):
+		return units.GlobalDir, nil
+	default:
+		return units.UserDir()
+	}
+}
+
+// selfPath is the absolute, symlink-free path of this binary, which the
+// service unit's ExecStart= names.
+func selfPath() (string, error) {
+	p, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("find the mosaicctl binary: %w", err)
+	}
+	p, err = filepath.EvalSymlinks(p)
+	if err != nil {
+		return "", fmt.Errorf("resolve the mosaicctl binary: %w", err)
+	}
+	return p, nil
+}
+
+func printChanges(changes []units.Change) bool {
+	changed := false
+	for _, ch := range changes {
+		if ch.Action != "unchanged" && ch.Action != "absent" {
+			changed = true
+			fmt.Printf("%-9s %s\n", ch.Action, ch.Path)
+		}
+	}
+	return changed
+}
+
+// reloadAfter reloads the user manager after the unit files changed. A
+// global install reaches every user's manager only at its next start.
+func reloadAfter(c *cli.Context, what string) error {
+	if c.Bool("global") {
+		fmt.Println("users' managers load the change at their next start; a running one needs `systemctl --user daemon-reload`")
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(c.Context, 30*time.Second)
+	defer cancel()
+	if err := units.Reload(ctx); err != nil {
+		return fmt.Errorf("%s wrote the files, but %w; run `systemctl --user daemon-reload`", what, err)
+	}
+	fmt.Println("reloaded the user manager")
+	return nil
+}

@@ -1,0 +1,18 @@
+// Package controller is the per-conversation controller process: it serves
+// the conversation socket (JSON lines), admits clients as observers, and —
+// as the control issues land — fences control by generation, dispatches to
+// the engine and records every decision in the journal.
+//
+// Transport rules (the walking skeleton):
+//   - The peer's uid is read with SO_PEERCRED at accept; another uid is
+//     refused (peer-uid) and the connection closed.
+//   - The first line must be a hello; anything else is refused
+//     (hello-required) and the connection closed, so a client that speaks
+//     another protocol learns at once. After the hello a bad line is refused
+//     and the connection stays, since each line stands alone.
+//   - Lines are capped (protocol.MaxLine by default); an over-long line is
+//     refused (line-too-long) and the connection closed, since the stream
+//     cannot be resynchronised without reading the rest of the line.
+//   - Every write has a deadline, so a client that stops reading loses its
+//     connection instead of stalling the controller.
+package controller

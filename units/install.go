@@ -1,0 +1,105 @@
+package units
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/mosaic-agents/mosaic/internal/atomicfile"
+)
+
+// GlobalDir is where admins install units for every user.
+const GlobalDir = "/etc/systemd/user"
+
+// UserDir returns the calling user's unit directory,
+// $XDG_CONFIG_HOME/systemd/user (~/.config/systemd/user).
+func UserDir() (string, error) {
+	base := os.Getenv("XDG_CONFIG_HOME")
+	if base == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("find the unit directory: %w", err)
+		}
+		base = filepath.Join(home, ".config")
+	}
+	return filepath.Join(base, "systemd", "user"), nil
+}
+
+// Change says what an install or uninstall did to each file.
+type Change struct {
+	Path   string
+	Action string // "written", "rewritten", "unchanged", "removed", "absent"
+}
+
+// ErrForeign means a file of the same name exists that mosaic did not write.
+var ErrForeign = errors.New("not written by mosaic")
+
+// Install writes files into dir. A file that is already identical is left
+// alone; one of ours that differs is rewritten; one we did not write is
+// refused unless force is set. Nothing is written unless every file passes
+// that check, so a refusal leaves the directory as it was.
+func Install(dir string, files []File, force bool) ([]Change, error) {
+	changes := make([]Change, len(files))
+	for i, f := range files {
+		p := filepath.Join(dir, f.Name)
+		changes[i] = Change{Path: p, Action: "written"}
+		old, err := os.ReadFile(p)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			return nil, fmt.Errorf("read unit %q: %w", p, err)
+		case bytes.Equal(old, f.Data):
+			changes[i].Action = "unchanged"
+		case !IsOurs(old) && !force:
+			return nil, fmt.Errorf("unit %q: %w; move it away or pass --force to overwrite it", p, ErrForeign)
+		default:
+			changes[i].Action = "rewritten"
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create unit directory %q: %w", dir, err)
+	}
+	for i, f := range files {
+		if changes[i].Action == "unchanged" {
+			continue
+		}
+		if err := atomicfile.Write(changes[i].Path, f.Data, 0o644); err != nil {
+			return nil, fmt.Errorf("install unit: %w", err)
+		}
+	}
+	return changes, nil
+}
+
+// Uninstall removes our unit files from dir. A file we did not write is
+// refused unless force is set, and then nothing is removed.
+func Uninstall(dir string, force bool) ([]Change, error) {
+	changes := make([]Change, len(Names))
+	for i, name := range Names {
+		p := filepath.Join(dir, name)
+		changes[i] = Change{Path: p, Action: "removed"}
+		old, err := os.ReadFile(p)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			changes[i].Action = "absent"
+		case err != nil:
+			return nil, fmt.Errorf("read unit %q: %w", p, err)
+		case !IsOurs(old) && !force:
+			return nil, fmt.Errorf("unit %q: %w; remove it yourself or pass --force", p, ErrForeign)
+		}
+	}
+	for _, c := range changes {
+		if c.Action != "removed" {
+			continue
+		}
+		if err := os.Remove(c.Path); err != nil {
+			return nil, fmt.Errorf("remove unit %q: %w", c.Path, err)
+		}
+	}
+	if err := atomicfile.SyncDir(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	return changes, nil
+}
