@@ -1,0 +1,205 @@
+package claims
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/mosaic-agents/mosaic/proofs"
+	"github.com/mosaic-agents/mosaic/protocol"
+)
+
+// Claim is a held claim: the handle its controller transitions it with.
+// There is deliberately no method that frees a claim without a proof:
+// disconnect, agent_settled, EOF, SIGTERM, idle and an abort reply have
+// nothing to call.
+type Claim struct {
+	s    *Store
+	keys Keys
+	rec  Record // the latest revision this handle wrote or read
+}
+
+// Record returns the claim's latest revision as this handle knows it.
+func (c *Claim) Record() Record { return c.rec }
+
+// Keys returns the claim's keys.
+func (c *Claim) Keys() Keys { return c.keys }
+
+// Activate records the engine incarnation: reserved -> active. The
+// launcher must call it, and see it succeed, before it releases the held
+// child to exec the engine; that order is what makes a crashed
+// reservation safe to release. A process-group fallback passes an empty
+// Cgroup, and its claim can then never be stopped by a cohort proof.
+func (c *Claim) Activate(ctx context.Context, engine Process) error {
+	if !proofs.ValidBootID(engine.BootID) || engine.PID <= 0 || engine.StartTime == 0 {
+		return protocol.Wrap(CodeClaimState, ErrInvalid, "engine incarnation %+v incomplete", engine)
+	}
+	return c.advance(ctx, "activate", []State{Reserved}, func(r *Record) error {
+		r.State, r.Engine, r.Reason = Active, &engine, ""
+		return nil
+	})
+}
+
+// BeginStop records that a stop is in progress: active or uncertain ->
+// stopping (a retried escalation starts from uncertain).
+func (c *Claim) BeginStop(ctx context.Context, reason string) error {
+	return c.advance(ctx, "begin stop", []State{Active, Uncertain}, func(r *Record) error {
+		r.State, r.Reason = Stopping, reason
+		return nil
+	})
+}
+
+// MarkUncertain records that the engine may be alive and nothing may
+// replace it: from reserved, active or stopping. Already uncertain is a
+// no-op.
+func (c *Claim) MarkUncertain(ctx context.Context, reason string) error {
+	if c.rec.State == Uncertain {
+		return nil
+	}
+	return c.advance(ctx, "mark uncertain", []State{Reserved, Active, Stopping}, func(r *Record) error {
+		r.State, r.Reason = Uncertain, reason
+		return nil
+	})
+}
+
+// Stop records `stopped` with p, which must verify offline and be about
+// this claim's execution (same conversation, execution, boot id and
+// cgroup). Anything less is refused stop-proof and the claim is unchanged.
+func (c *Claim) Stop(ctx context.Context, p proofs.Proof) error {
+	if p == nil {
+		return protocol.Refuse(CodeStopProof, "stopped needs a proof")
+	}
+	pr, err := newProofRecord(p)
+	if err != nil {
+		return protocol.Wrap(CodeStopProof, err, "encode proof")
+	}
+	return c.advance(ctx, "stop", []State{Active, Stopping, Uncertain}, func(r *Record) error {
+		r.State, r.Proof, r.Reason = Stopped, pr, ""
+		if err := proven(r); err != nil {
+			return protocol.Wrap(CodeStopProof, err, "proof %s %s does not prove execution %s stopped",
+				pr.Type, pr.Digest, r.Execution)
+		}
+		return nil
+	})
+}
+
+// Conclude ends a stop from the kill phase's observation: with a cohort
+// proof built from obs the claim becomes stopped; if no proof can be built
+// the claim becomes uncertain with the reason and the error (joined
+// proofs.Err* values) is returned. It never reaches stopped on a partial
+// observation.
+func (c *Claim) Conclude(ctx context.Context, obs proofs.Observation) error {
+	p, err := proofs.NewCohortProof(obs)
+	if err != nil {
+		if uerr := c.MarkUncertain(ctx, err.Error()); uerr != nil {
+			return errors.Join(err, uerr)
+		}
+		return err
+	}
+	return c.Stop(ctx, p)
+}
+
+// Abandon releases a reservation whose engine was never released to run:
+// reserved (no incarnation) -> stopped with an unlaunched proof. It is how
+// a launch that failed before Activate gives its keys back.
+func (c *Claim) Abandon(ctx context.Context, reason string) error {
+	return c.advance(ctx, "abandon", []State{Reserved}, func(r *Record) error {
+		if r.Engine != nil {
+			return errState(r, "abandon after launch")
+		}
+		pr, err := newUnlaunchedRecord(c.prev(r), reason)
+		if err != nil {
+			return err
+		}
+		r.State, r.Proof, r.Reason = Stopped, pr, reason
+		return nil
+	})
+}
+
+// advance writes the claim's next revision: seat key first, then session
+// key. Any writer that raced it makes it refuse stale-generation.
+func (c *Claim) advance(ctx context.Context, op string, from []State, mutate func(*Record) error) error {
+	s := c.s
+	v, err := s.load(ctx, c.keys)
+	if err != nil {
+		return refuseLoad(err)
+	}
+	cur := v.seat.current()
+	if cur == nil || cur.Claim != c.rec.Claim || cur.Seq != c.rec.Seq {
+		return protocol.Wrap(CodeStale, ErrStale, "%s: claim %s seq %d is no longer current", op, c.rec.Claim, c.rec.Seq)
+	}
+	if !slices.Contains(from, cur.State) {
+		return errState(cur, op)
+	}
+	self, err := s.host.Self()
+	if err != nil {
+		return protocol.Wrap(CodeClaimStore, err, "%s: identify controller", op)
+	}
+	next := *cur
+	next.Seq++
+	next.Controller = self
+	if err := mutate(&next); err != nil {
+		return err
+	}
+	return c.write(ctx, v, op, cur, next)
+}
+
+// write publishes next under both keys. The session key must hold the
+// claim's current revision, or be free, or (for a release of a
+// reservation that never reached it) be left alone.
+func (c *Claim) write(ctx context.Context, v *view, op string, cur *Record, next Record) error {
+	s := c.s
+	sc := v.session.current()
+	toSession := true
+	switch {
+	case sc != nil && sc.Claim == cur.Claim && sc.Seq == cur.Seq:
+	case next.State == Stopped && next.Engine == nil && (sc == nil || sc.Claim != cur.Claim):
+		toSession = false
+	case free(sc):
+	default:
+		return refuseHeld("session", sc)
+	}
+	next.KeyKind, next.Revision = kindSeat, v.seat.next()
+	if err := s.publish(v.seat.dir, next); err != nil {
+		c.resync(ctx)
+		return refuseWrite(err, "%s: write seat key of claim %s", op, cur.Claim)
+	}
+	c.rec = next
+	if !toSession {
+		return nil
+	}
+	if err := s.fault(FaultBetweenKeys, v.session.dir); err != nil {
+		return refuseWrite(err, "%s: write session key of claim %s", op, cur.Claim)
+	}
+	next.KeyKind, next.Revision = kindSession, v.session.next()
+	err := s.publish(v.session.dir, next)
+	if errors.Is(err, ErrRevisionExists) {
+		// A settler may have copied this very revision across already.
+		if sl, rerr := readSlot(v.session.dir, kindSession); rerr == nil {
+			if got := sl.current(); got != nil && sameRevision(*got, next) {
+				return nil
+			}
+		}
+	}
+	if err != nil {
+		return refuseWrite(err, "%s: write session key of claim %s (seat key written; the next read completes it)", op, cur.Claim)
+	}
+	return nil
+}
+
+// resync reloads the handle's record after a failed write that may have
+// landed (an error after the link, such as a failed directory fsync).
+func (c *Claim) resync(ctx context.Context) {
+	v, err := c.s.load(ctx, c.keys)
+	if err != nil {
+		return
+	}
+	if cur := v.seat.current(); cur != nil && cur.Claim == c.rec.Claim {
+		c.rec = *cur
+	}
+}
+
+func (c *Claim) String() string {
+	return fmt.Sprintf("claim %s seq %d %s", c.rec.Claim, c.rec.Seq, c.rec.State)
+}

@@ -1,0 +1,83 @@
+// Package claims is the writer-claim record (brief §2): at most one
+// non-stopped claim holds a seat tuple (seat, project, workspace) or a
+// native session identity, and only a verified proof frees one.
+//
+// # Layout
+//
+// A claim has two keys, always taken seat first, then session. Each key is
+// a directory under the claim root, named by the SHA-256 of the key (no
+// part of a key ever becomes a path component):
+//
+//	<root>/seat/<sha256 of canonical JSON {"project","seat","workspace"}>/r0000000001.json
+//	<root>/session/<sha256 of the session id>/r0000000001.json
+//
+// Each revision is a write-once file r<10 digits>.json holding one Record
+// in canonical JSON. The current state of a key is its highest revision.
+// Revisions form a gapless run r1..rN; no file is ever rewritten, renamed
+// over or deleted.
+//
+// # Why temp file plus link(2)
+//
+// A revision is written to a fresh temp file in the key directory
+// (O_EXCL|O_CREAT|O_WRONLY, a name no reader looks at), written fully and
+// fsynced; then link(2) gives it its final name, which fails with EEXIST if
+// the name exists; then the directory is fsynced. So:
+//
+//   - the final name only ever names a complete, fsynced revision: a crash
+//     at any step leaves the old state or the new one, never half a file;
+//   - the final name is created exclusively, exactly like O_EXCL on the
+//     final name, so of two writers computing the same next revision
+//     exactly one wins. That exclusive create is the only lock: no flock,
+//     nothing in memory, nothing that a crash can leave held.
+//
+// The alternative, O_EXCL on the final name and treating a short newest
+// file as corrupt, makes every crash between create and fsync a corrupt
+// key that needs a person. link(2) works on every local Linux filesystem,
+// where renameat2(RENAME_NOREPLACE) does not. A crash can leave a stale
+// temp file; readers ignore it.
+//
+// A final file that still fails to decode or validate (external damage), a
+// missing revision in the run, or a record whose key does not match its
+// directory makes the key corrupt: ErrCorrupt, refused unsafe-replacement,
+// never read as free. The reader never falls back to an older revision:
+// that could turn a damaged `active` into the `stopped` before it.
+//
+// # Two keys and crashes
+//
+// Every claim revision is written under the seat key first, then the
+// session key, with the same content (a per-claim Seq, a claim id). The
+// seat key therefore always holds a claim's latest revision, and every read
+// settles the keys before deciding anything: a session key that lags its
+// claim's seat key is rolled forward by copying the revision across; a
+// reservation that reached the seat key but not the session key is
+// completed if the session key is free, or released (stopped, unlaunched
+// proof) once its writer is gone if another claim took the session key.
+// Settling writes are ordinary exclusive revisions, so settlers, the
+// original writer and competing controllers can only agree. A crash at any
+// step thus leaves the claim's old revision or its new one, and never two
+// non-stopped claims on one key.
+//
+// # States and proofs
+//
+// reserved -> active (Activate, with the engine incarnation) -> stopping
+// (BeginStop) -> stopped (Stop, with a proof), and uncertain from any of
+// the first three. `stopped` needs a proofs.CohortProof or
+// proofs.BootProof that verifies offline and is about the claim's own
+// execution (conversation, execution, boot id, cgroup), stored whole in
+// the revision and re-verified on every read; a `stopped` revision whose
+// proof does not verify is "stopped without proof" and frees nothing. The
+// one other proof is ProofUnlaunched, for a reservation released before
+// Activate: the launcher records `active` before it lets the held child
+// exec the engine, so a reservation never ran one.
+//
+// No method releases a claim on disconnect, agent_settled, EOF, SIGTERM,
+// idle or an abort reply: there is no such method.
+//
+// # Refusals
+//
+// Refusals are *protocol.Refusal with the brief's codes: already-active
+// (W1, W2, W4), unsafe-replacement (W3, corrupt records), stale-generation
+// (a handle lost a race), stop-proof, engine-pin-mismatch and target (W9),
+// claim-state (a transition not allowed), claim-store (the root cannot be
+// read or written: read-only, full, permission).
+package claims

@@ -1,0 +1,124 @@
+package claims
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// State is a claim's lifecycle state. Only `stopped` with a verified proof
+// frees the keys; every other state holds them.
+type State string
+
+const (
+	Reserved  State = "reserved"  // keys taken, no engine released yet
+	Active    State = "active"    // an engine incarnation is recorded
+	Stopping  State = "stopping"  // a stop is in progress
+	Uncertain State = "uncertain" // the engine may be alive; nothing may replace it
+	Stopped   State = "stopped"   // a verified proof says the cohort is gone
+)
+
+func (s State) valid() bool {
+	switch s {
+	case Reserved, Active, Stopping, Uncertain, Stopped:
+		return true
+	}
+	return false
+}
+
+// Pins are the configuration an engine was launched with. A resume must
+// present the same pins (brief W8/W9).
+type Pins struct {
+	EngineVersion string `json:"engine_version"`
+	BinarySHA256  string `json:"binary_sha256"`
+	ArgvDigest    string `json:"argv_digest"`
+}
+
+// Process identifies one process across pid reuse: boot id, pid and start
+// time (field 22 of /proc/<pid>/stat), plus its cgroup when known.
+type Process struct {
+	BootID    string `json:"boot_id"`
+	PID       int    `json:"pid"`
+	StartTime uint64 `json:"start_time"`
+	Cgroup    string `json:"cgroup,omitempty"`
+}
+
+// ProofRecord is the proof that allowed `stopped`, stored whole so the
+// revision can be re-verified offline.
+type ProofRecord struct {
+	Type   string          `json:"type"`   // cohort, boot or unlaunched
+	Digest string          `json:"digest"` // lowercase hex SHA-256
+	Body   json.RawMessage `json:"body"`   // canonical JSON of the proof
+}
+
+// Record is one revision of a claim, as stored under one key. The same
+// claim revision is stored under both keys; only KeyKind and Revision
+// differ between the two copies.
+type Record struct {
+	Format   int    `json:"format"`
+	KeyKind  string `json:"key_kind"` // seat or session: the directory it lives in
+	Revision uint64 `json:"revision"` // the r<10 digits> of its file name
+
+	Claim string  `json:"claim"` // minted at acquire; stable across resumes
+	Seq   uint64  `json:"seq"`   // the claim's own revision, equal under both keys
+	Seat  SeatKey `json:"seat"`
+	// Session is the native session identity.
+	Session string `json:"session"`
+
+	Binding      string `json:"binding"`
+	Harness      string `json:"harness"`
+	Conversation string `json:"conversation"`
+	Branch       string `json:"branch"`
+	Leaf         string `json:"leaf"`
+	Pins         Pins   `json:"pins"`
+
+	// Execution names the engine execution this revision is about; the
+	// scope unit is mosaic-engine-<conversation>-<execution>.scope.
+	Execution string `json:"execution"`
+	// Engine is the execution incarnation, nil until Activate.
+	Engine *Process `json:"engine"`
+	// Controller is the process that wrote this revision.
+	Controller Process `json:"controller"`
+	Generation uint64  `json:"generation"`
+
+	State  State        `json:"state"`
+	Reason string       `json:"reason,omitempty"`
+	Proof  *ProofRecord `json:"proof"`
+}
+
+const formatVersion = 1
+
+// sameRevision reports whether a and b are the same claim revision, stored
+// under any key.
+func sameRevision(a, b Record) bool {
+	a.KeyKind, a.Revision, b.KeyKind, b.Revision = "", 0, "", 0
+	x, err1 := json.Marshal(a)
+	y, err2 := json.Marshal(b)
+	return err1 == nil && err2 == nil && string(x) == string(y)
+}
+
+// check validates a record read from revision rev of a key directory.
+func (r *Record) check(kind, hash string, rev uint64) error {
+	switch {
+	case r.Format != formatVersion:
+		return fmt.Errorf("format %d", r.Format)
+	case r.KeyKind != kind:
+		return fmt.Errorf("key kind %q in a %s directory", r.KeyKind, kind)
+	case r.Revision != rev:
+		return fmt.Errorf("revision %d in file r%010d", r.Revision, rev)
+	case kind == kindSeat && seatHash(r.Seat) != hash, kind == kindSession && sessionHash(r.Session) != hash:
+		return fmt.Errorf("key does not match its directory")
+	case (Keys{Seat: r.Seat, Session: r.Session}).validate() != nil:
+		return fmt.Errorf("invalid key")
+	case r.Claim == "" || r.Seq == 0 || r.Generation == 0:
+		return fmt.Errorf("missing claim, seq or generation")
+	case !r.State.valid():
+		return fmt.Errorf("state %q", r.State)
+	case (r.State == Active || r.State == Stopping) && r.Engine == nil:
+		return fmt.Errorf("%s without an engine incarnation", r.State)
+	case r.State == Stopped && r.Proof == nil:
+		return fmt.Errorf("stopped without a proof reference")
+	case r.State != Stopped && r.Proof != nil:
+		return fmt.Errorf("proof on a %s revision", r.State)
+	}
+	return nil
+}

@@ -1,0 +1,210 @@
+package claims
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+
+	"github.com/mosaic-agents/mosaic/proofs"
+)
+
+// maxRevisionBytes bounds one revision file; a cohort proof of thousands of
+// members fits with room to spare.
+const maxRevisionBytes = 4 << 20
+
+var revisionName = regexp.MustCompile(`^r([0-9]{10})\.json$`)
+
+func revisionFile(rev uint64) string { return fmt.Sprintf("r%010d.json", rev) }
+
+// slot is one key directory as read: every revision, in order.
+type slot struct {
+	dir  string
+	kind string
+	revs []Record
+}
+
+// current is the highest revision, nil for a key never claimed.
+func (sl *slot) current() *Record {
+	if len(sl.revs) == 0 {
+		return nil
+	}
+	return &sl.revs[len(sl.revs)-1]
+}
+
+func (sl *slot) next() uint64 { return uint64(len(sl.revs)) + 1 }
+
+// readSlot reads every revision of a key directory. A missing directory is
+// a key never claimed. Anything that is not a complete run r1..rN of valid
+// revisions is ErrCorrupt: a damaged newest revision must never let an
+// older `stopped` one show through, and a gap means one was lost.
+func readSlot(dir, kind string) (*slot, error) {
+	sl := &slot{dir: dir, kind: kind}
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return sl, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read claim key %q: %w", dir, err)
+	}
+	var revs []uint64
+	for _, e := range entries {
+		m := revisionName.FindStringSubmatch(e.Name())
+		if m == nil {
+			continue // temp files of writers, alive or crashed
+		}
+		n, _ := strconv.ParseUint(m[1], 10, 64)
+		revs = append(revs, n)
+	}
+	slices.Sort(revs)
+	hash := filepath.Base(dir)
+	for i, n := range revs {
+		if n != uint64(i)+1 {
+			return nil, fmt.Errorf("claim key %q: revision %d missing: %w", dir, i+1, ErrCorrupt)
+		}
+		rec, err := readRevision(filepath.Join(dir, revisionFile(n)))
+		if err != nil {
+			return nil, err
+		}
+		if err := rec.check(kind, hash, n); err != nil {
+			return nil, fmt.Errorf("revision %q: %v: %w", filepath.Join(dir, revisionFile(n)), err, ErrCorrupt)
+		}
+		sl.revs = append(sl.revs, rec)
+	}
+	return sl, nil
+}
+
+func readRevision(path string) (Record, error) {
+	var rec Record
+	f, err := os.Open(path)
+	if err != nil {
+		return rec, fmt.Errorf("open revision %q: %w", path, err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxRevisionBytes+1))
+	if err != nil {
+		return rec, fmt.Errorf("read revision %q: %w", path, err)
+	}
+	if len(data) > maxRevisionBytes {
+		return rec, fmt.Errorf("revision %q larger than %d bytes: %w", path, maxRevisionBytes, ErrCorrupt)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&rec); err != nil {
+		return rec, fmt.Errorf("decode revision %q: %v: %w", path, err, ErrCorrupt)
+	}
+	if dec.More() {
+		return rec, fmt.Errorf("decode revision %q: trailing data: %w", path, ErrCorrupt)
+	}
+	return rec, nil
+}
+
+// publish writes rec as revision rec.Revision of dir, write-once: the bytes
+// go to a fresh temp file (O_EXCL|O_CREAT|O_WRONLY) that is written fully
+// and fsynced, then link(2) gives it its final name, failing with EEXIST if
+// that name exists, and the directory is fsynced. A final name therefore
+// only ever names a complete revision, and never a second time.
+func (s *Store) publish(dir string, rec Record) error {
+	if err := s.ensureDir(dir); err != nil {
+		return err
+	}
+	data, err := proofs.Canonical(rec)
+	if err != nil {
+		return fmt.Errorf("encode revision %d of %q: %w", rec.Revision, dir, err)
+	}
+	data = append(data, '\n')
+	final := filepath.Join(dir, revisionFile(rec.Revision))
+	tmp := filepath.Join(dir, fmt.Sprintf(".r%010d.%d.%s.tmp", rec.Revision, os.Getpid(), randomHex(8)))
+	if err := s.writeTemp(tmp, data); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := s.fault(FaultTempSynced, final); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("create revision %q: %w", final, err)
+	}
+	err = os.Link(tmp, final)
+	os.Remove(tmp)
+	if errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("create revision %q: %w", final, ErrRevisionExists)
+	}
+	if err != nil {
+		return fmt.Errorf("create revision %q: %w", final, err)
+	}
+	if err := s.fault(FaultLinked, final); err != nil {
+		return fmt.Errorf("sync revision %q: %w", final, err)
+	}
+	if err := syncDir(dir); err != nil {
+		return fmt.Errorf("sync revision %q: %w", final, err)
+	}
+	return s.fault(FaultDirSynced, final)
+}
+
+func (s *Store) writeTemp(tmp string, data []byte) error {
+	f, err := os.OpenFile(tmp, os.O_EXCL|os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("create temp revision %q: %w", tmp, err)
+	}
+	defer f.Close()
+	if err := s.fault(FaultTempCreated, tmp); err != nil {
+		return fmt.Errorf("write temp revision %q: %w", tmp, err)
+	}
+	if _, err := f.Write(data); err != nil {
+		return fmt.Errorf("write temp revision %q: %w", tmp, err)
+	}
+	if err := s.fault(FaultTempWritten, tmp); err != nil {
+		return fmt.Errorf("sync temp revision %q: %w", tmp, err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("sync temp revision %q: %w", tmp, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("close temp revision %q: %w", tmp, err)
+	}
+	return nil
+}
+
+// ensureDir creates a key directory and makes its creation durable by
+// fsyncing each parent it had to create an entry in.
+func (s *Store) ensureDir(dir string) error {
+	if _, err := os.Stat(dir); err == nil {
+		return nil
+	}
+	parent := filepath.Dir(dir)
+	if err := os.MkdirAll(parent, 0o700); err != nil {
+		return fmt.Errorf("create claim directory %q: %w", parent, err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("create claim directory %q: %w", dir, err)
+	}
+	for _, d := range []string{parent, s.root} {
+		if err := syncDir(d); err != nil {
+			return fmt.Errorf("create claim directory %q: %w", dir, err)
+		}
+	}
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
