@@ -35,7 +35,9 @@ func answerKinds(turn stubmodel.Turn) []string {
 	return append(k, "message_end:assistant:"+stop)
 }
 
-func defaultTurn(text string) stubmodel.Turn { return stubmodel.Turn{Text: stubmodel.DefaultAnswer(text)} }
+func defaultTurn(text string) stubmodel.Turn {
+	return stubmodel.Turn{Text: stubmodel.DefaultAnswer(text)}
+}
 
 func concat(parts ...[]string) []string {
 	var out []string
