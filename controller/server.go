@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"time"
@@ -103,7 +104,7 @@ func (k *conn) send(v any) error {
 }
 
 func (s *Server) handle(ctx context.Context, c net.Conn) {
-	defer c.Close()
+	defer closeGracefully(c)
 	k := &conn{id: newConnectionID(), c: c}
 	defer s.track(k.id, c)()
 	cred, err := activation.PeerCred(c)
@@ -226,4 +227,20 @@ func newConnectionID() string {
 		panic(fmt.Sprintf("crypto/rand: %v", err)) // never fails on Linux ≥ 3.17
 	}
 	return "k-" + hex.EncodeToString(b[:])
+}
+
+// drainLimit bounds what closeGracefully reads from a closing client.
+const drainLimit = 64 << 10
+
+// closeGracefully half-closes c and drains what the client already sent
+// before closing it: closing a Unix socket with unread data resets the
+// peer, which could then lose the refusal that explains the close.
+func closeGracefully(c net.Conn) {
+	if uc, ok := c.(*net.UnixConn); ok {
+		if uc.CloseWrite() == nil {
+			uc.SetReadDeadline(time.Now().Add(time.Second))
+			io.Copy(io.Discard, io.LimitReader(uc, drainLimit))
+		}
+	}
+	c.Close()
 }

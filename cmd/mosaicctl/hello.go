@@ -42,11 +42,14 @@ func helloCommand() *cli.Command {
 			defer conn.Close()
 			conn.SetDeadline(time.Now().Add(30 * time.Second))
 			hello, _ := json.Marshal(protocol.Hello{Type: "hello", Client: "mosaicctl/" + version, Protocol: protocol.Version})
-			if _, err := conn.Write(append(hello, '\n')); err != nil {
-				return fmt.Errorf("send hello to %s: %w", path, err)
-			}
+			// A controller may refuse before reading (a peer of another uid
+			// is refused at accept), so a failed write still reads the answer.
+			_, werr := conn.Write(append(hello, '\n'))
 			line, err := bufio.NewReader(conn).ReadBytes('\n')
 			if err != nil {
+				if werr != nil {
+					return fmt.Errorf("send hello to %s: %w", path, werr)
+				}
 				return fmt.Errorf("read the welcome from %s: %w", path, err)
 			}
 			var r protocol.RefusalRecord

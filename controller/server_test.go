@@ -1,0 +1,266 @@
+package controller
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mosaic-agents/mosaic/activation"
+	"github.com/mosaic-agents/mosaic/audit"
+	"github.com/mosaic-agents/mosaic/protocol"
+)
+
+// syncBuffer is an audit sink tests can read while the server writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// entries returns the audit entries written so far.
+func (s *syncBuffer) entries(t *testing.T) []map[string]string {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []map[string]string
+	for _, line := range bytes.Split(bytes.TrimSpace(s.b.Bytes()), []byte("\n")) {
+		if len(line) == 0 {
+			continue
+		}
+		var m map[string]string
+		if err := json.Unmarshal(line, &m); err != nil {
+			t.Fatalf("audit line %q: %v", line, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+type harness struct {
+	path  string
+	audit *syncBuffer
+}
+
+func start(t *testing.T, mutate func(*Server)) *harness {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "c.sock")
+	l, err := activation.Listen(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := &syncBuffer{}
+	s := &Server{Conversation: "pi-test", Version: "mosaic/test", UID: os.Getuid(), MaxLine: 4096,
+		Audit: audit.NewWriter("pi-test", buf)}
+	if mutate != nil {
+		mutate(s)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, l) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Serve: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("Serve did not return after cancel")
+		}
+	})
+	return &harness{path: path, audit: buf}
+}
+
+type client struct {
+	t *testing.T
+	c net.Conn
+	r *bufio.Reader
+}
+
+func (h *harness) dial(t *testing.T) *client {
+	t.Helper()
+	c, err := net.Dial("unix", h.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	return &client{t: t, c: c, r: bufio.NewReader(c)}
+}
+
+func (k *client) send(s string) {
+	k.t.Helper()
+	if _, err := k.c.Write([]byte(s)); err != nil {
+		k.t.Fatalf("write: %v", err)
+	}
+}
+
+func (k *client) read() map[string]any {
+	k.t.Helper()
+	line, err := k.r.ReadBytes('\n')
+	if err != nil {
+		k.t.Fatalf("read: %v", err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(line, &m); err != nil {
+		k.t.Fatalf("record %q: %v", line, err)
+	}
+	return m
+}
+
+// closed reports whether the server closed the connection: an EOF, not a
+// timeout. An open connection is proven by a probe that gets an answer.
+func (k *client) closed() bool {
+	k.t.Helper()
+	k.c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, err := k.r.ReadByte()
+	if err == nil {
+		k.t.Fatal("unexpected data after the refusal")
+	}
+	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)
+}
+
+// open proves the connection still serves: a probe line gets a refusal.
+func (k *client) open() bool {
+	k.t.Helper()
+	k.send(`{"type":"probe"}` + "\n")
+	r := k.read()
+	return r["type"] == "refusal" && r["code"] == protocol.CodeUnknownCommand
+}
+
+func (k *client) hello() map[string]any {
+	k.t.Helper()
+	k.send(`{"type":"hello","client":"test","protocol":1}` + "\n")
+	w := k.read()
+	if w["type"] != "welcome" {
+		k.t.Fatalf("hello answered %v, want welcome", w)
+	}
+	return w
+}
+
+func TestWelcome(t *testing.T) {
+	h := start(t, nil)
+	a, b := h.dial(t), h.dial(t)
+	wa := a.hello()
+	b.send(`{"type":"hello"}` + "\n") // the bare hello is valid
+	wb := b.read()
+	for _, w := range []map[string]any{wa, wb} {
+		if w["conversation"] != "pi-test" || w["mode"] != "observer" || w["server"] != "mosaic/test" || w["protocol"] != float64(1) {
+			t.Errorf("welcome %v", w)
+		}
+	}
+	if wa["connection"] == wb["connection"] || wa["connection"] == "" {
+		t.Errorf("connection ids %v and %v must be distinct and set", wa["connection"], wb["connection"])
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	long := `{"type":"hello","client":"` + strings.Repeat("x", 5000) + `"}` + "\n"
+	tests := []struct {
+		name        string
+		beforeHello bool
+		line        string
+		code        string
+		closes      bool
+	}{
+		{"malformed json first", true, "{nope\n", protocol.CodeMalformed, true},
+		{"first line not hello", true, `{"type":"prompt","text":"hi"}` + "\n", protocol.CodeHelloRequired, true},
+		{"duplicate key hello", true, `{"type":"hello","type":"hello"}` + "\n", protocol.CodeMalformed, true},
+		{"unknown hello field", true, `{"type":"hello","admin":true}` + "\n", protocol.CodeMalformed, true},
+		{"newer protocol", true, `{"type":"hello","protocol":99}` + "\n", protocol.CodeProtocolVersion, true},
+		{"invalid utf8 first", true, "{\"type\":\"hello\",\"client\":\"\xff\"}\n", protocol.CodeInvalidUTF8, true},
+		{"line over the cap", true, long, protocol.CodeLineTooLong, true},
+		{"second hello", false, `{"type":"hello"}` + "\n", protocol.CodeDuplicateHello, false},
+		{"malformed after hello", false, "[1,2\n", protocol.CodeMalformed, false},
+		{"invalid utf8 after hello", false, "{\"type\":\"\xc3\"}\n", protocol.CodeInvalidUTF8, false},
+		{"unknown type after hello", false, `{"type":"frobnicate"}` + "\n", protocol.CodeUnknownCommand, false},
+		{"line over the cap after hello", false, long, protocol.CodeLineTooLong, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := start(t, nil)
+			k := h.dial(t)
+			if !tt.beforeHello {
+				k.hello()
+			}
+			k.send(tt.line)
+			r := k.read()
+			if r["type"] != "refusal" || r["code"] != tt.code || r["message"] == "" {
+				t.Fatalf("got %v, want refusal %s with a message", r, tt.code)
+			}
+			if tt.closes && !k.closed() {
+				t.Fatal("connection left open; want it closed")
+			}
+			if !tt.closes && !k.open() {
+				t.Fatal("connection no longer serves; want it open")
+			}
+			// The controller keeps serving other clients.
+			h.dial(t).hello()
+			var found bool
+			for _, e := range h.audit.entries(t) {
+				if e["MOSAIC_EVENT"] == "refusal" && e["MOSAIC_REFUSAL"] == tt.code && e["MOSAIC_CONNECTION"] != "" {
+					found = true
+				}
+			}
+			if !found {
+				t.Fatalf("refusal %s not audited: %v", tt.code, h.audit.entries(t))
+			}
+		})
+	}
+}
+
+func TestPeerUIDRefused(t *testing.T) {
+	// The kernel reports our real uid; a server owned by another uid must
+	// refuse it. (The sandbox test connects as a real second user.)
+	h := start(t, func(s *Server) { s.UID = os.Getuid() + 1 })
+	k := h.dial(t)
+	r := k.read()
+	if r["type"] != "refusal" || r["code"] != protocol.CodePeerUID {
+		t.Fatalf("got %v, want refusal peer-uid", r)
+	}
+	if !k.closed() {
+		t.Fatal("connection of a foreign uid left open")
+	}
+}
+
+func TestAuditTrail(t *testing.T) {
+	h := start(t, nil)
+	k := h.dial(t)
+	k.hello()
+	k.c.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var events []string
+		for _, e := range h.audit.entries(t) {
+			events = append(events, e["MOSAIC_EVENT"])
+			if e["MOSAIC_PEER_UID"] != "" && e["MOSAIC_PEER_UID"] != itoa(os.Getuid()) {
+				t.Fatalf("peer uid %s, want %d", e["MOSAIC_PEER_UID"], os.Getuid())
+			}
+		}
+		if strings.Join(events, ",") == "connect,hello,disconnect" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("audit events %v, want connect,hello,disconnect", events)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
