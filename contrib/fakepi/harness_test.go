@@ -113,6 +113,8 @@ type options struct {
 	// session reuses a session file (a restart); "" makes a new path.
 	session string
 	home    string
+	// env is added to the fake's environment.
+	env []string
 }
 
 // proc is a running engine spoken to with raw JSON lines.
@@ -170,6 +172,9 @@ func start(t *testing.T, e engine, o options) *proc {
 			}
 			env = append(env, fakepi.EnvScript+"="+sp)
 		}
+	}
+	if !e.real {
+		env = append(env, o.env...)
 	}
 	cmd := exec.Command(e.bin, args...)
 	cmd.Dir = work
