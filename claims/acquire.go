@@ -88,12 +88,12 @@ func (s *Store) take(ctx context.Context, v *view, keys Keys, rec Record) (*Clai
 	if err == nil {
 		return c, nil
 	}
-	if sl, rerr := readSlot(v.session.dir, kindSession); rerr == nil {
-		if got := sl.current(); got != nil && sameRevision(*got, sessRec) {
-			return c, nil // a settler completed it for us
-		}
-	}
 	if errors.Is(err, ErrRevisionExists) {
+		if sl, rerr := readSlot(v.session.dir, kindSession); rerr == nil {
+			if got := sl.current(); got != nil && sameRevision(*got, sessRec) {
+				return c, nil // a settler completed it for us
+			}
+		}
 		return nil, s.undo(ctx, keys, rec, s.refuseLost(ctx, keys, err))
 	}
 	return nil, s.undo(ctx, keys, rec, refuseWrite(err, "acquire: write session key"))

@@ -168,10 +168,12 @@ func (p *peer) sync() {
 // as pinned Pi does: clear_queue returns and empties the queues (with a
 // queue_update before its response); abort ends the run, then runs every
 // message still queued, then settles and answers (recordings 03 and 04).
-// It stops after abort; a clear_queue handled by ignore is never answered.
+// It returns once both were handled; with ignoreClear a clear_queue is
+// never answered and it returns then.
 func (p *peer) serveStop(ignoreClear bool) {
 	p.t.Helper()
-	for {
+	cleared, aborted := false, false
+	for !cleared || !aborted {
 		var m map[string]any
 		select {
 		case m = <-p.cmds:
@@ -189,6 +191,7 @@ func (p *peer) serveStop(ignoreClear bool) {
 			p.mu.Unlock()
 			p.emit(queueLine(nil, nil))
 			p.respond(m, data)
+			cleared = true
 		case "abort":
 			p.emit(`{"type":"agent_end","messages":[],"willRetry":false}`)
 			p.mu.Lock()
@@ -203,7 +206,7 @@ func (p *peer) serveStop(ignoreClear bool) {
 			}
 			p.emit(`{"type":"agent_settled"}`)
 			p.respond(m, nil)
-			return
+			aborted = true
 		default:
 			p.t.Fatalf("unexpected command during stop: %v", m["type"])
 		}

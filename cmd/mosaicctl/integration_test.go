@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -305,7 +304,7 @@ func waitFor(t *testing.T, cond func() bool) {
 	deadline := time.Now().Add(20 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatal(fmt.Sprintf("condition not met within the bound"))
+			t.Fatal("condition not met within the bound")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
