@@ -50,3 +50,7 @@ bench: build pi
 
 clean:
 	rm -rf .build
+
+# The brief's mutation list: every mutant must make a test fail.
+mutants: pi
+	MOSAIC_PI=$$(bash contrib/pi/install.sh $(PI_DIR)) $(GO) run ./contrib/mutants/runner
