@@ -25,6 +25,7 @@ func main() {
 			convCommand(),
 			serveCommand(),
 			helloCommand(),
+			proofCommand(),
 		},
 		// Errors are printed once, by main, with their refusal code.
 		ExitErrHandler: func(*cli.Context, error) {},

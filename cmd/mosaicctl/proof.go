@@ -1,0 +1,37 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/mosaic-agents/mosaic/proofs"
+	"github.com/urfave/cli/v2"
+)
+
+func proofCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "proof",
+		Usage: "work with stop proofs",
+		Subcommands: []*cli.Command{{
+			Name:      "verify",
+			Usage:     "re-check a cohort or boot proof offline and print every check",
+			ArgsUsage: "FILE|-",
+			Action: func(c *cli.Context) error {
+				if c.NArg() != 1 {
+					return fmt.Errorf("want one proof file, or - for standard input")
+				}
+				var r io.Reader = os.Stdin
+				if name := c.Args().First(); name != "-" {
+					f, err := os.Open(name)
+					if err != nil {
+						return fmt.Errorf("open proof: %w", err)
+					}
+					defer f.Close()
+					r = f
+				}
+				return proofs.VerifyReader(r, os.Stdout)
+			},
+		}},
+	}
+}
