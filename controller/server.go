@@ -171,7 +171,7 @@ func (s *Server) hello(k *conn, lines *protocol.LineReader) bool {
 			"protocol %d is not supported; this server speaks protocol %d", h.Protocol, protocol.Version))
 		return false
 	}
-	w := protocol.Welcome{Type: "welcome", Conversation: s.Conversation, Connection: k.id,
+	w := protocol.Welcome{Record: "welcome", Conversation: s.Conversation, Connection: k.id,
 		Mode: "observer", Server: s.Version, Protocol: protocol.Version}
 	if err := k.send(w); err != nil {
 		return false

@@ -141,14 +141,14 @@ func (k *client) open() bool {
 	k.t.Helper()
 	k.send(`{"type":"probe"}` + "\n")
 	r := k.read()
-	return r["type"] == "refusal" && r["code"] == protocol.CodeUnknownCommand
+	return r["record"] == "refusal" && r["code"] == protocol.CodeUnknownCommand
 }
 
 func (k *client) hello() map[string]any {
 	k.t.Helper()
 	k.send(`{"type":"hello","client":"test","protocol":1}` + "\n")
 	w := k.read()
-	if w["type"] != "welcome" {
+	if w["record"] != "welcome" {
 		k.t.Fatalf("hello answered %v, want welcome", w)
 	}
 	return w
@@ -201,7 +201,7 @@ func TestBadInput(t *testing.T) {
 			}
 			k.send(tt.line)
 			r := k.read()
-			if r["type"] != "refusal" || r["code"] != tt.code || r["message"] == "" {
+			if r["record"] != "refusal" || r["code"] != tt.code || r["message"] == "" {
 				t.Fatalf("got %v, want refusal %s with a message", r, tt.code)
 			}
 			if tt.closes && !k.closed() {
@@ -231,7 +231,7 @@ func TestPeerUIDRefused(t *testing.T) {
 	h := start(t, func(s *Server) { s.UID = os.Getuid() + 1 })
 	k := h.dial(t)
 	r := k.read()
-	if r["type"] != "refusal" || r["code"] != protocol.CodePeerUID {
+	if r["record"] != "refusal" || r["code"] != protocol.CodePeerUID {
 		t.Fatalf("got %v, want refusal peer-uid", r)
 	}
 	if !k.closed() {

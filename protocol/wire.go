@@ -42,8 +42,11 @@ type Hello struct {
 }
 
 // Welcome answers a hello. Every connection starts as an observer.
+//
+// Lines a client sends name their kind in "type"; lines the server sends
+// name theirs in "record", so neither side can mistake one for the other.
 type Welcome struct {
-	Type         string `json:"type"`
+	Record       string `json:"record"`
 	Conversation string `json:"conversation"`
 	Connection   string `json:"connection"`
 	Mode         string `json:"mode"`
@@ -53,7 +56,7 @@ type Welcome struct {
 
 // RefusalRecord is a refusal as it travels on the socket.
 type RefusalRecord struct {
-	Type      string `json:"type"`
+	Record    string `json:"record"`
 	Code      string `json:"code"`
 	Message   string `json:"message"`
 	Request   string `json:"request,omitempty"`
@@ -62,7 +65,7 @@ type RefusalRecord struct {
 
 // Record returns r as its wire record.
 func (r *Refusal) Record(request string) RefusalRecord {
-	return RefusalRecord{Type: "refusal", Code: r.Code, Message: r.Message, Request: request, Reconcile: r.Reconcile}
+	return RefusalRecord{Record: "refusal", Code: r.Code, Message: r.Message, Request: request, Reconcile: r.Reconcile}
 }
 
 // ErrLineTooLong is returned by LineReader for a line over its cap.

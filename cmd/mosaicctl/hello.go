@@ -53,7 +53,7 @@ func helloCommand() *cli.Command {
 				return fmt.Errorf("read the welcome from %s: %w", path, err)
 			}
 			var r protocol.RefusalRecord
-			if json.Unmarshal(line, &r) == nil && r.Type == "refusal" {
+			if json.Unmarshal(line, &r) == nil && r.Record == "refusal" {
 				return &protocol.Refusal{Code: r.Code, Message: r.Message}
 			}
 			_, err = os.Stdout.Write(line)

@@ -116,7 +116,7 @@ func TestSkeletonOnRealSystemd(t *testing.T) {
 		if err := json.Unmarshal([]byte(mustRun(t, bin, "hello", id)), &w); err != nil {
 			t.Fatal(err)
 		}
-		if w["type"] != "welcome" || w["conversation"] != id || w["mode"] != "observer" {
+		if w["record"] != "welcome" || w["conversation"] != id || w["mode"] != "observer" {
 			t.Fatalf("welcome %v", w)
 		}
 		conns = append(conns, w["connection"].(string))
@@ -246,7 +246,7 @@ func TestPeerWithAnotherUID(t *testing.T) {
 		t.Fatalf("hello from the peer user: exit %d, stdout %q, stderr %q; want refusal peer-uid", r.code, r.stdout, r.stderr)
 	}
 	// The owner is still served by the same controller.
-	if out := mustRun(t, bin, "hello", "--socket", sock, id); !strings.Contains(out, `"welcome"`) {
+	if out := mustRun(t, bin, "hello", "--socket", sock, id); !strings.Contains(out, `"record":"welcome"`) {
 		t.Fatalf("owner after the refusal: %q", out)
 	}
 	if !hasEntry(journal(t, "MOSAIC_CONVERSATION="+id, "MOSAIC_EVENT=refusal"), "MOSAIC_REFUSAL", "peer-uid") {

@@ -1,0 +1,239 @@
+package protocol
+
+import "encoding/json"
+
+// Commands a client sends after its hello. Each carries a client request
+// id ("request"), unique per connection attempt; the dedup key is (actor,
+// conversation, request) for the life of one controller incarnation.
+const (
+	CmdObserve                = "observe"
+	CmdPrompt                 = "prompt"
+	CmdTakeover               = "takeover"
+	CmdAcquireRecoveryControl = "acquire-recovery-control"
+	CmdInterrupt              = "interrupt"
+	CmdForceStop              = "force-stop"
+	CmdRecover                = "recover"
+	CmdLaunch                 = "launch"
+	CmdIssueConfirmation      = "issue-confirmation"
+	CmdAnswerConfirmation     = "answer-confirmation"
+	CmdApproval               = "approval"
+)
+
+// Command is every client command in one closed shape: fields a command
+// does not use must be absent (strict decoding refuses unknown fields, and
+// each command checks that it got what it needs).
+type Command struct {
+	Type    string `json:"type"`
+	Request string `json:"request"`
+	// Generation is the controller generation the client believes current
+	// (prompt, interrupt, force-stop, recover, launch) or expects to replace
+	// (takeover, acquire-recovery-control).
+	Generation *int64 `json:"generation,omitempty"`
+	// Execution is the execution the client targets (prompt, interrupt,
+	// force-stop); a command for another execution refuses target.
+	Execution string `json:"execution,omitempty"`
+	// Text is a prompt's whole text: one JSON string, one engine record.
+	Text string `json:"text,omitempty"`
+	// Operation names what a confirmation is for: force-stop, recover or
+	// acquire-recovery-control.
+	Operation string `json:"operation,omitempty"`
+	// Confirmation is the id of an answered confirmation (force-stop,
+	// recover, acquire-recovery-control) or the one being answered.
+	Confirmation string `json:"confirmation,omitempty"`
+	// Answer is the exact answer to a confirmation: "confirm" or "decline".
+	Answer string `json:"answer,omitempty"`
+	// Eligibility is the id of a recover eligibility record (launch).
+	Eligibility string `json:"eligibility,omitempty"`
+	// FromSeq asks observe to replay the current execution's events after
+	// this sequence number (0: from the start of the replay window).
+	FromSeq *uint64 `json:"fromSeq,omitempty"`
+	// Decision and Choice answer a native dialog (approval); pinned Pi's
+	// dialogs are not supported yet, so approval always refuses.
+	Decision string `json:"decision,omitempty"`
+	Choice   string `json:"choice,omitempty"`
+}
+
+// Binding states.
+const (
+	BindingLaunching = "launching" // claim reserved, engine starting, admission closed
+	BindingActive    = "active"    // engine running, bound to the pinned session and leaf
+	BindingStopping  = "stopping"  // a stop chain is running
+	BindingUncertain = "uncertain" // something is not known; admission closed
+	BindingStopped   = "stopped"   // stopped with a proof
+	BindingIdle      = "idle"      // no engine and no claim: a launch may start one
+)
+
+// Binding is the public projection of the controller's binding: what a
+// client needs to address commands and show state, never private paths of
+// other conversations.
+type Binding struct {
+	Record       string `json:"record"` // "binding"
+	Conversation string `json:"conversation"`
+	State        string `json:"state"`
+	// Admission is open when a prompt may be admitted now.
+	Admission string `json:"admission"` // "open" or "closed"
+	// AdmissionReason says why admission is closed.
+	AdmissionReason string `json:"admissionReason,omitempty"`
+	Execution       string `json:"execution,omitempty"`
+	Generation      int64  `json:"generation"`
+	// Controller is the connection holding control, "" when none.
+	Controller string `json:"controller,omitempty"`
+	// ControllerConnected is false once the controller's connection is
+	// gone (control is not released by a disconnect).
+	ControllerConnected bool   `json:"controllerConnected"`
+	SessionID           string `json:"sessionId,omitempty"`
+	Leaf                string `json:"leaf,omitempty"`
+	Engine              string `json:"engine,omitempty"` // e.g. "pi 0.85.1"
+	Cohort              string `json:"cohort,omitempty"` // "scope" or "pgroup"
+	Scope               string `json:"scope,omitempty"`  // the engine's scope unit
+	EngineState         string `json:"engineState"`      // idle, busy, fenced, none
+	// Reconcile asks clients to re-read history (foreign writer, gap, ...).
+	Reconcile bool `json:"reconcile,omitempty"`
+	// LastStop is the latest stop record id, if any.
+	LastStop string `json:"lastStop,omitempty"`
+}
+
+// ControlRecord answers a takeover or recovery-control acquisition and is
+// broadcast to every connection when control changes.
+type ControlRecord struct {
+	Record     string `json:"record"` // "control"
+	Request    string `json:"request,omitempty"`
+	Generation int64  `json:"generation"`
+	Controller string `json:"controller"`
+	// Mode is this connection's mode after the change.
+	Mode string `json:"mode"`
+	// Revoked names the connection that lost control, if any.
+	Revoked string `json:"revoked,omitempty"`
+}
+
+// Receipt states.
+const (
+	ReceiptAcknowledged    = "acknowledged"     // the engine accepted the prompt
+	ReceiptFailed          = "failed"           // the engine refused it; evidence holds its text
+	ReceiptDeliveryUnknown = "delivery-unknown" // written, outcome not known
+)
+
+// Receipt records the outcome of one admitted request. It is revised
+// monotonically; an exact retry returns the current revision.
+type Receipt struct {
+	Record     string `json:"record"` // "receipt"
+	ID         string `json:"id"`
+	Request    string `json:"request"`
+	Command    string `json:"command"`
+	State      string `json:"state"`
+	Revision   int    `json:"revision"`
+	Execution  string `json:"execution,omitempty"`
+	Generation int64  `json:"generation"`
+	Actor      string `json:"actor"`
+	Connection string `json:"connection"`
+	// Evidence is the engine's own words, e.g. its refusal text (N6).
+	Evidence string `json:"evidence,omitempty"`
+	// Reason qualifies the state (interrupted, run-overlap, ...).
+	Reason string `json:"reason,omitempty"`
+	// Digest is the SHA-256 of the canonical command fingerprint.
+	Digest string `json:"digest"`
+}
+
+// Stop is one stop record: interrupt or force stop, with its transitions.
+type Stop struct {
+	Record      string `json:"record"` // "stop"
+	ID          string `json:"id"`
+	Kind        string `json:"kind"` // "interrupt" or "force-stop"
+	Execution   string `json:"execution"`
+	State       string `json:"state"` // fenced, cancelling, stopping, reconciled, uncertain, stopped, superseded
+	Predecessor string `json:"predecessor,omitempty"`
+	Reason      string `json:"reason,omitempty"`
+	// ProofDigest names the cohort or boot proof that allowed stopped.
+	ProofDigest string `json:"proofDigest,omitempty"`
+	// Proof is the proof itself (cohortProof or bootProof record).
+	Proof json.RawMessage `json:"proof,omitempty"`
+	// TurnProof is the interrupt's native-turn reconciliation.
+	TurnProof json.RawMessage `json:"turnProof,omitempty"`
+	// Effects lists tool calls started and not ended at stop time.
+	Effects *EffectReport `json:"effects,omitempty"`
+	// ApprovalDisposition is resolved, or uncertain when a native dialog
+	// was seen during the execution.
+	ApprovalDisposition string `json:"approvalDisposition,omitempty"`
+}
+
+// EffectReport lists the disposition of every tool invocation at a stop.
+type EffectReport struct {
+	Record      string   `json:"record"` // "effectReport"
+	Uncertain   []Effect `json:"uncertain"`
+	Completed   int      `json:"completed"`
+	Disposition string   `json:"disposition"` // "reconciled" or "uncertain"
+}
+
+// Effect is one tool invocation whose effect is not known.
+type Effect struct {
+	CallID string `json:"callId"`
+	Tool   string `json:"tool"`
+	// Reason: started-without-end (killing never counts as rollback).
+	Reason string `json:"reason"`
+}
+
+// Confirmation is a short-lived, single-use confirmation bound to the
+// connection incarnation, the target, the operation and the stop context.
+type Confirmation struct {
+	Record      string `json:"record"` // "confirmation"
+	ID          string `json:"id"`
+	Request     string `json:"request,omitempty"`
+	Operation   string `json:"operation"`
+	State       string `json:"state"` // issued, answered, declined, used, expired
+	Connection  string `json:"connection"`
+	Execution   string `json:"execution,omitempty"`
+	Generation  int64  `json:"generation"`
+	StopContext string `json:"stopContext,omitempty"`
+	// Intent is the exact text a person confirms, e.g. what will be stopped.
+	Intent  string `json:"intent"`
+	Expires string `json:"expires"` // RFC 3339
+	Digest  string `json:"digest"`
+}
+
+// Eligibility says a recovery may launch a new execution.
+type Eligibility struct {
+	Record       string `json:"record"` // "eligibility"
+	ID           string `json:"id"`
+	Request      string `json:"request,omitempty"`
+	Conversation string `json:"conversation"`
+	Stop         string `json:"stop"`
+	ProofDigest  string `json:"proofDigest"`
+	SessionID    string `json:"sessionId"`
+	Leaf         string `json:"leaf"`
+	Generation   int64  `json:"generation"`
+}
+
+// Observed answers observe: the binding, a history page read from the
+// session file, and the seam between that page and the live stream.
+type Observed struct {
+	Record  string          `json:"record"` // "observed"
+	Request string          `json:"request"`
+	Binding Binding         `json:"binding"`
+	History json.RawMessage `json:"history"`
+	Seam    Seam            `json:"seam"`
+}
+
+// Seam describes how the history page joins the live stream.
+type Seam struct {
+	Execution string `json:"execution,omitempty"`
+	// Replay is "available" when the controller will replay the events
+	// of the current execution from ReplayFrom; events before it are gone.
+	Replay      string `json:"replay"`
+	ReplayFrom  uint64 `json:"replayFrom"`
+	ReplayUntil uint64 `json:"replayUntil"`
+	// Quiet is true when no run was visible and no prompt held the slot
+	// as the page was read: nothing can be missing at the seam.
+	Quiet bool `json:"quiet"`
+	// Reconcile asks the client to re-read the page after the next
+	// run-settled (the cut was not quiet or the replay window was missed).
+	Reconcile bool `json:"reconcile"`
+}
+
+// Notice is a server-origin message: a dialog shown disabled, a reconcile
+// marker, a foreign writer, a slow observer that lost its place.
+type Notice struct {
+	Record  string          `json:"record"` // "notice"
+	Kind    string          `json:"kind"`
+	Message string          `json:"message"`
+	Detail  json.RawMessage `json:"detail,omitempty"`
+}
