@@ -32,6 +32,11 @@ type Pin struct {
 	SHA256 string `toml:"sha256" json:"sha256"`
 	// PackageDir is the package root holding package.json.
 	PackageDir string `toml:"package_dir" json:"packageDir"`
+	// Node is the interpreter to run Entry with, when the resolved engine
+	// named one (the contrib/pi/install.sh wrapper does, because the
+	// machine's node may be older than Pi needs). Empty means the entry's
+	// own "#!/usr/bin/env node" line.
+	Node string `toml:"node,omitempty" json:"node,omitempty"`
 }
 
 type packageJSON struct {
@@ -60,6 +65,15 @@ func Resolve(path string) (Pin, error) {
 	if entry, err = filepath.Abs(entry); err != nil {
 		return Pin{}, fmt.Errorf("resolve engine %q: %w", path, err)
 	}
+	node, wrapped, err := readWrapper(entry)
+	if err != nil {
+		return Pin{}, err
+	}
+	if wrapped != "" {
+		if entry, err = filepath.EvalSymlinks(wrapped); err != nil {
+			return Pin{}, protocol.Wrap("engine-pin-mismatch", err, "resolve entry named by wrapper %s", path)
+		}
+	}
 	dir, pkg, err := findPackage(entry)
 	if err != nil {
 		return Pin{}, err
@@ -71,7 +85,40 @@ func Resolve(path string) (Pin, error) {
 	if err != nil {
 		return Pin{}, err
 	}
-	return Pin{Version: pkg.Version, Entry: entry, SHA256: sum, PackageDir: dir}, nil
+	return Pin{Version: pkg.Version, Entry: entry, SHA256: sum, PackageDir: dir, Node: node}, nil
+}
+
+// wrapperHead bounds how much of a file readWrapper looks at.
+const wrapperHead = 4096
+
+// readWrapper recognises the shell wrapper contrib/pi/install.sh writes,
+// which names its entry and node in "# pi-entry: PATH" and
+// "# pi-node: PATH" comment lines, and returns those paths; for any other
+// file it returns empty strings.
+func readWrapper(path string) (node, entry string, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", "", protocol.Wrap("engine-pin-mismatch", err, "open engine %s", path)
+	}
+	defer f.Close()
+	head := make([]byte, wrapperHead)
+	n, _ := io.ReadFull(f, head)
+	text := string(head[:n])
+	if !strings.HasPrefix(text, "#!/bin/sh") {
+		return "", "", nil
+	}
+	for _, line := range strings.Split(text, "\n") {
+		if v, ok := strings.CutPrefix(line, "# pi-entry: "); ok {
+			entry = strings.TrimSpace(v)
+		}
+		if v, ok := strings.CutPrefix(line, "# pi-node: "); ok {
+			node = strings.TrimSpace(v)
+		}
+	}
+	if entry != "" && !filepath.IsAbs(entry) || node != "" && !filepath.IsAbs(node) {
+		return "", "", protocol.Refuse("engine-pin-mismatch", "wrapper %s names relative paths", path)
+	}
+	return node, entry, nil
 }
 
 // Check re-reads the pinned package and entry file and refuses

@@ -117,7 +117,7 @@ func startRig(t *testing.T, engine string, script stubmodel.Script, opts Options
 		environ := append(slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "HOME=") }), "HOME="+home)
 		spec, err := Command(Config{Pin: pin, Seal: seal, AgentDir: agentDir, ProjectRoot: dir}, environ)
 		must(t, err)
-		cmd := exec.Command(spec.Path, spec.Args[1:]...)
+		cmd := &exec.Cmd{Path: spec.Path, Args: spec.Args}
 		cmd.Env, cmd.Dir = spec.Env, spec.Dir
 		cmd.Stdin, cmd.Stdout = stdinR, stdoutW
 		cmd.Stderr = os.Stderr

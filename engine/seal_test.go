@@ -170,3 +170,24 @@ func TestCommandSpec(t *testing.T) {
 		t.Fatalf("bad pin: %v", err)
 	}
 }
+
+// TestResolveWrapper: the contrib/pi/install.sh wrapper resolves to the
+// entry it names, and the spec runs that entry with the node it names.
+func TestResolveWrapper(t *testing.T) {
+	_, dir := fakePackage(t, PinnedVersion)
+	entry := filepath.Join(dir, "dist", "bundle", "cli.js")
+	wrapper := filepath.Join(t.TempDir(), "pi")
+	must(t, os.WriteFile(wrapper, []byte("#!/bin/sh\n# pi-entry: "+entry+"\n# pi-node: /opt/node/bin/node\nexec /opt/node/bin/node "+entry+" \"$@\"\n"), 0o755))
+	pin, err := Resolve(wrapper)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pin.Entry != entry || pin.Node != "/opt/node/bin/node" {
+		t.Fatalf("pin %+v", pin)
+	}
+	spec, err := Command(Config{Pin: pin, Seal: Seal{Session: "/p/s"}, ProjectRoot: "/p"}, nil)
+	must(t, err)
+	if spec.Path != pin.Node || spec.Args[0] != pin.Node || spec.Args[1] != entry || CheckArgs(spec.Args[2:]) != nil {
+		t.Fatalf("spec %+v", spec)
+	}
+}

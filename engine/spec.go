@@ -25,8 +25,9 @@ type Config struct {
 // it hands to New, and keeps stdin open for the engine's whole life.
 type Spec struct {
 	// Path is the program: the pinned entry file itself, run through its
-	// "#!/usr/bin/env node" line, so the bytes that run are the bytes
-	// pinned, not whatever a pi symlink points to later.
+	// "#!/usr/bin/env node" line, or Pin.Node with the entry as its first
+	// argument; either way the bytes that run are the bytes pinned, not
+	// whatever a pi symlink or wrapper points to later.
 	Path string
 	// Args is argv including argv[0].
 	Args []string
@@ -61,6 +62,14 @@ func Command(cfg Config, environ []string) (Spec, error) {
 			return Spec{}, fmt.Errorf("engine spec: agent dir %q is not absolute", cfg.AgentDir)
 		}
 		env = append(env, "PI_CODING_AGENT_DIR="+cfg.AgentDir)
+	}
+	if cfg.Pin.Node != "" {
+		return Spec{
+			Path: cfg.Pin.Node,
+			Args: append([]string{cfg.Pin.Node, cfg.Pin.Entry}, args...),
+			Env:  env,
+			Dir:  cfg.ProjectRoot,
+		}, nil
 	}
 	return Spec{
 		Path: cfg.Pin.Entry,
