@@ -26,10 +26,24 @@ func (c *Claim) Record() Record { return c.rec }
 // Keys returns the claim's keys.
 func (c *Claim) Keys() Keys { return c.keys }
 
-// Activate records the engine incarnation: reserved -> active. The
-// launcher must call it, and see it succeed, before it releases the held
-// child to exec the engine; that order is what makes a crashed
-// reservation safe to release. A process-group fallback passes an empty
+// BeginLaunch marks a reservation as launching. The controller calls it
+// before it asks the launcher to start the engine; a reservation marked
+// so is never released as unlaunched, because the launcher may have
+// released the engine before the controller recorded the incarnation. A
+// crash after BeginLaunch leaves the claim to Recover as uncertain until a
+// cohort proof for the execution's scope (or a boot proof) frees it.
+func (c *Claim) BeginLaunch(ctx context.Context) error {
+	return c.advance(ctx, "begin launch", []State{Reserved}, func(r *Record) error {
+		if r.Launcher != nil {
+			return errState(r, "begin launch twice")
+		}
+		launcher := r.Controller
+		r.Launcher = &launcher
+		return nil
+	})
+}
+
+// Activate records the engine incarnation: reserved -> active. A process-group fallback passes an empty
 // Cgroup, and its claim can then never be stopped by a cohort proof.
 func (c *Claim) Activate(ctx context.Context, engine Process) error {
 	if !proofs.ValidBootID(engine.BootID) || engine.PID <= 0 || engine.StartTime == 0 {
@@ -45,6 +59,9 @@ func (c *Claim) Activate(ctx context.Context, engine Process) error {
 // stopping (a retried escalation starts from uncertain).
 func (c *Claim) BeginStop(ctx context.Context, reason string) error {
 	return c.advance(ctx, "begin stop", []State{Active, Uncertain}, func(r *Record) error {
+		if r.Engine == nil && r.Launcher == nil {
+			return errState(r, "begin stop without a launch")
+		}
 		r.State, r.Reason = Stopping, reason
 		return nil
 	})
@@ -100,13 +117,13 @@ func (c *Claim) Conclude(ctx context.Context, obs proofs.Observation) error {
 	return c.Stop(ctx, p)
 }
 
-// Abandon releases a reservation whose engine was never released to run:
-// reserved (no incarnation) -> stopped with an unlaunched proof. It is how
-// a launch that failed before Activate gives its keys back.
+// Abandon releases a reservation whose launch never began: reserved (no
+// BeginLaunch) -> stopped with an unlaunched proof. After BeginLaunch a
+// failed launch is MarkUncertain plus a proof, never Abandon.
 func (c *Claim) Abandon(ctx context.Context, reason string) error {
 	return c.advance(ctx, "abandon", []State{Reserved}, func(r *Record) error {
-		if r.Engine != nil {
-			return errState(r, "abandon after launch")
+		if r.Engine != nil || r.Launcher != nil {
+			return errState(r, "abandon after the launch began")
 		}
 		pr, err := newUnlaunchedRecord(c.prev(r), reason)
 		if err != nil {
@@ -154,7 +171,7 @@ func (c *Claim) write(ctx context.Context, v *view, op string, cur *Record, next
 	toSession := true
 	switch {
 	case sc != nil && sc.Claim == cur.Claim && sc.Seq == cur.Seq:
-	case next.State == Stopped && next.Engine == nil && (sc == nil || sc.Claim != cur.Claim):
+	case next.State == Stopped && next.Engine == nil && next.Launcher == nil && (sc == nil || sc.Claim != cur.Claim):
 		toSession = false
 	case free(sc):
 	default:

@@ -59,16 +59,21 @@
 //
 // # States and proofs
 //
-// reserved -> active (Activate, with the engine incarnation) -> stopping
+// reserved -> (BeginLaunch) -> active (Activate, with the engine
+// incarnation) -> stopping
 // (BeginStop) -> stopped (Stop, with a proof), and uncertain from any of
 // the first three. `stopped` needs a proofs.CohortProof or
 // proofs.BootProof that verifies offline and is about the claim's own
 // execution (conversation, execution, boot id, cgroup), stored whole in
 // the revision and re-verified on every read; a `stopped` revision whose
 // proof does not verify is "stopped without proof" and frees nothing. The
-// one other proof is ProofUnlaunched, for a reservation released before
-// Activate: the launcher records `active` before it lets the held child
-// exec the engine, so a reservation never ran one.
+// one other proof is ProofUnlaunched, for a reservation whose launch never
+// began. The controller calls BeginLaunch (recording itself as Launcher)
+// before it asks the scope launcher for anything, and Activate once the
+// launcher returns the incarnation. A reservation without Launcher never
+// ran an engine and is released when its controller is gone; one with
+// Launcher may have, so it becomes uncertain and needs a cohort proof for
+// its execution's scope (or a boot proof for the launcher's boot).
 //
 // No method releases a claim on disconnect, agent_settled, EOF, SIGTERM,
 // idle or an abort reply: there is no such method.

@@ -84,6 +84,12 @@ func openStore(t *testing.T, root string, h Host, opts ...Option) *Store {
 // observation is a complete kill-phase observation of rec's engine scope.
 func observation(rec Record) proofs.Observation {
 	e := rec.Engine
+	if e == nil { // launch begun, incarnation unrecorded: the scope is empty
+		obs := observation(Record{Conversation: rec.Conversation, Execution: rec.Execution,
+			Engine: &Process{BootID: rec.Launcher.BootID, PID: 1, StartTime: 1, Cgroup: testCgroup}})
+		obs.Members = nil
+		return obs
+	}
 	return proofs.Observation{
 		Kind: proofs.KindScope, Stop: "stop-1", Conversation: rec.Conversation, Execution: rec.Execution,
 		Unit: "mosaic-engine-conv-1-exec-1.scope", InvocationID: "0123456789abcdef0123456789abcdef",
@@ -132,7 +138,7 @@ func claimIn(t *testing.T, s *Store, keys Keys, state State) *Claim {
 	}
 	steps := map[State][]func() error{
 		Reserved:  nil,
-		Active:    {func() error { return c.Activate(ctx, testEngine()) }},
+		Active:    {func() error { return c.BeginLaunch(ctx) }, func() error { return c.Activate(ctx, testEngine()) }},
 		Stopping:  {func() error { return c.Activate(ctx, testEngine()) }, func() error { return c.BeginStop(ctx, "force stop") }},
 		Uncertain: {func() error { return c.Activate(ctx, testEngine()) }, func() error { return c.MarkUncertain(ctx, "lost") }},
 		Stopped: {func() error { return c.Activate(ctx, testEngine()) }, func() error { return c.BeginStop(ctx, "force stop") },

@@ -110,14 +110,16 @@ func TestAcquireRaceProcesses(t *testing.T) {
 var scenarioWant = []sig{
 	{0, 0, ""}, // before step 1: free
 	{1, 1, Reserved},
-	{1, 2, Active},
-	{1, 3, Stopping},
-	{1, 4, Stopped},
-	{1, 5, Reserved}, // resume
-	{1, 6, Stopped},  // abandon
+	{1, 2, Reserved}, // launch begun
+	{1, 3, Active},
+	{1, 4, Stopping},
+	{1, 5, Stopped},
+	{1, 6, Reserved}, // resume
+	{1, 7, Stopped},  // abandon before launching
 	{2, 1, Reserved}, // a new claim
-	{2, 2, Active},
-	{2, 3, Uncertain},
+	{2, 2, Reserved},
+	{2, 3, Active},
+	{2, 4, Uncertain},
 }
 
 func childScenario() int {
@@ -147,6 +149,7 @@ func childScenario() int {
 	keys := testKeys()
 	steps := []func() error{
 		func() (err error) { c, err = s.Acquire(ctx, testRequest(keys)); return err },
+		func() error { return c.BeginLaunch(ctx) },
 		func() error { return c.Activate(ctx, engine) },
 		func() error { return c.BeginStop(ctx, "force stop") },
 		func() error { return c.Conclude(ctx, liveObservation(c.Record())) },
@@ -158,6 +161,7 @@ func childScenario() int {
 		},
 		func() error { return c.Abandon(ctx, "launch failed") },
 		func() (err error) { c, err = s.Acquire(ctx, testRequest(keys)); return err },
+		func() error { return c.BeginLaunch(ctx) },
 		func() error { return c.Activate(ctx, engine) },
 		func() error { return c.MarkUncertain(ctx, "lost the engine") },
 	}
@@ -176,6 +180,9 @@ func childScenario() int {
 // very process, with times on its real boot clock.
 func liveObservation(rec Record) proofs.Observation {
 	obs := observation(rec)
+	if rec.Engine == nil {
+		return obs
+	}
 	start := rec.Engine.StartTime * 10_000_000 // USER_HZ 100
 	obs.Members = obs.Members[:1]
 	obs.Members[0].DiedAt = start + 1_000_000_000

@@ -58,8 +58,8 @@ func proven(rec *Record) error {
 			return fmt.Errorf("unlaunched proof undecodable: %w", proofs.ErrMalformed)
 		case sum(pr.Body) != pr.Digest:
 			return fmt.Errorf("unlaunched proof: %w", proofs.ErrDigest)
-		case rec.Engine != nil:
-			return fmt.Errorf("unlaunched proof on a claim with an engine incarnation: %w", proofs.ErrMalformed)
+		case rec.Engine != nil || rec.Launcher != nil:
+			return fmt.Errorf("unlaunched proof on a claim whose launch began: %w", proofs.ErrMalformed)
 		case u.Type != ProofUnlaunched || u.Claim != rec.Claim || u.Seq+1 != rec.Seq || u.Execution != rec.Execution:
 			return fmt.Errorf("unlaunched proof is about another claim revision: %w", proofs.ErrMalformed)
 		}
@@ -83,11 +83,20 @@ func proven(rec *Record) error {
 // be bound by a cohort proof: only a boot proof frees it.
 func bindProof(rec *Record, p proofs.Proof) error {
 	e := rec.Engine
+	if e == nil && rec.Launcher != nil {
+		// The launch began but its incarnation was never recorded: bind to
+		// the execution and the boot the launching controller ran in; the
+		// scope unit is named after conversation and execution.
+		e = &Process{BootID: rec.Launcher.BootID, Cgroup: "*"}
+	}
 	if e == nil {
 		return fmt.Errorf("claim %s has no engine incarnation to prove stopped: %w", rec.Claim, proofs.ErrMalformed)
 	}
 	switch q := p.(type) {
 	case *proofs.CohortProof:
+		if e.Cgroup == "*" {
+			e = &Process{BootID: e.BootID, Cgroup: q.Cgroup}
+		}
 		if e.Cgroup == "" {
 			return fmt.Errorf("engine ran without a scope cgroup: %w", proofs.ErrProcessGroup)
 		}

@@ -74,6 +74,11 @@ type Record struct {
 	// Execution names the engine execution this revision is about; the
 	// scope unit is mosaic-engine-<conversation>-<execution>.scope.
 	Execution string `json:"execution"`
+	// Launcher is the controller that called BeginLaunch, before it asked
+	// the launcher to start anything: from then on an engine may exist
+	// while its incarnation is not yet recorded, so the reservation is no
+	// longer releasable as unlaunched.
+	Launcher *Process `json:"launcher"`
 	// Engine is the execution incarnation, nil until Activate.
 	Engine *Process `json:"engine"`
 	// Controller is the process that wrote this revision.
@@ -113,7 +118,7 @@ func (r *Record) check(kind, hash string, rev uint64) error {
 		return fmt.Errorf("missing claim, seq or generation")
 	case !r.State.valid():
 		return fmt.Errorf("state %q", r.State)
-	case (r.State == Active || r.State == Stopping) && r.Engine == nil:
+	case r.State == Active && r.Engine == nil, r.State == Stopping && r.Engine == nil && r.Launcher == nil:
 		return fmt.Errorf("%s without an engine incarnation", r.State)
 	case r.State == Stopped && r.Proof == nil:
 		return fmt.Errorf("stopped without a proof reference")

@@ -55,10 +55,14 @@ func Classify(rec *Record, h Host) (Verdict, error) {
 	}
 	e := rec.Engine
 	switch {
+	case e == nil && rec.Launcher != nil && rec.Launcher.BootID != boot:
+		return VerdictStopped, nil // launched, if at all, in a boot that ended
+	case e == nil && rec.Launcher != nil:
+		return VerdictObserve, nil // an engine may run in the execution's scope
 	case e == nil && rec.State == Stopped:
 		return VerdictObserve, nil // stopped without proof, nothing recorded to observe
 	case e == nil:
-		return VerdictStopped, nil // a reservation never releases an engine
+		return VerdictStopped, nil // a launch that never began
 	case e.BootID != boot:
 		return VerdictStopped, nil
 	}
@@ -134,14 +138,21 @@ func (c *Claim) takeOver(ctx context.Context, verdict Verdict) error {
 	return c.advance(ctx, "recover", []State{Reserved, Active, Stopping, Uncertain, Stopped}, func(r *Record) error {
 		r.Generation++
 		switch {
-		case verdict == VerdictStopped && r.Engine == nil && r.State == Reserved:
+		case verdict == VerdictStopped && r.Engine == nil && r.Launcher == nil && r.State == Reserved:
 			pr, err := newUnlaunchedRecord(c.prev(r), "controller gone before launch")
 			if err != nil {
 				return err
 			}
 			r.State, r.Proof, r.Reason = Stopped, pr, "controller gone before launch"
-		case verdict == VerdictStopped && r.Engine != nil:
-			p, err := proofs.NewBootProof(r.Conversation, r.Execution, r.Engine.BootID, boot, s.host.Now())
+		case verdict == VerdictStopped:
+			var recorded string
+			switch {
+			case r.Engine != nil:
+				recorded = r.Engine.BootID
+			case r.Launcher != nil: // launch begun, incarnation unrecorded
+				recorded = r.Launcher.BootID
+			}
+			p, err := proofs.NewBootProof(r.Conversation, r.Execution, recorded, boot, s.host.Now())
 			if err != nil {
 				return protocol.Wrap(CodeStopProof, err, "recover: boot proof")
 			}
@@ -149,7 +160,7 @@ func (c *Claim) takeOver(ctx context.Context, verdict Verdict) error {
 			if err != nil {
 				return err
 			}
-			r.State, r.Proof, r.Reason = Stopped, pr, "recorded boot "+r.Engine.BootID+" ended"
+			r.State, r.Proof, r.Reason = Stopped, pr, "recorded boot "+recorded+" ended"
 		case r.State == Stopping:
 			r.Reason = "controller restarted during a stop; observing the cohort"
 		default:

@@ -2,6 +2,7 @@ package claims
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/mosaic-agents/mosaic/proofs"
@@ -176,4 +177,98 @@ func TestResume(t *testing.T) {
 		_, err := s.Resume(context.Background(), testRequest(testKeys()))
 		wantCode(t, err, CodeStopProof)
 	})
+}
+
+// A reservation that reached its seat key but lost its session key to
+// another claim is released once its writer is gone, and kept while the
+// writer lives (it may still be undoing it itself).
+func TestPartialReservationReleasedWhenWriterGone(t *testing.T) {
+	for _, writerAlive := range []bool{false, true} {
+		t.Run(fmt.Sprintf("writer alive %t", writerAlive), func(t *testing.T) {
+			ctx := context.Background()
+			root := t.TempDir()
+			h := newHost(300)
+			s := openStore(t, root, h)
+			other := Keys{Seat: SeatKey{Seat: "darkwing", Project: "mosaic", Workspace: "/w"}, Session: testKeys().Session}
+			claimIn(t, s, other, Active) // holds the session key
+			dead := Process{BootID: bootA, PID: 100, StartTime: 1000}
+			h.set(dead, writerAlive)
+			keys := testKeys()
+			partial := Record{Format: formatVersion, KeyKind: kindSeat, Revision: 1, Claim: "partial", Seq: 1,
+				Seat: keys.Seat, Session: keys.Session, Binding: "b", Harness: "pi", Conversation: "conv-1",
+				Execution: "exec-1", Controller: dead, Generation: 1, State: Reserved}
+			if err := s.publish(s.seatDir(keys.Seat), partial); err != nil {
+				t.Fatal(err)
+			}
+			free := Keys{Seat: keys.Seat, Session: "pi-session-9"}
+			_, err := s.Acquire(ctx, testRequest(free))
+			if writerAlive {
+				wantCode(t, err, CodeAlreadyActive)
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			sl, _ := readSlot(s.seatDir(keys.Seat), kindSeat)
+			if r := sl.revs[1]; r.Claim != "partial" || r.State != Stopped || r.Proof.Type != ProofUnlaunched || Proven(&r) != nil {
+				t.Fatalf("partial reservation not released: %+v", r)
+			}
+		})
+	}
+}
+
+// A crash after BeginLaunch and before Activate: an engine may run with no
+// recorded incarnation, so the reservation is never released as
+// unlaunched; it is uncertain until a proof for its execution.
+func TestLaunchBegunNeverReleasedAsUnlaunched(t *testing.T) {
+	ctx := context.Background()
+	t.Run("holder abandons", func(t *testing.T) {
+		s := openStore(t, t.TempDir(), newHost(100))
+		c := claimIn(t, s, testKeys(), Reserved)
+		if err := c.BeginLaunch(ctx); err != nil {
+			t.Fatal(err)
+		}
+		wantCode(t, c.Abandon(ctx, "launch failed"), CodeClaimState)
+		if err := c.MarkUncertain(ctx, "launch failed after it began"); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Conclude(ctx, observation(c.Record())); err != nil {
+			t.Fatal(err)
+		}
+		if !mustCurrent(t, s, testKeys()).Free {
+			t.Fatal("not freed by a cohort proof")
+		}
+	})
+	for _, reboot := range []bool{false, true} {
+		t.Run(fmt.Sprintf("controller crashed, reboot %t", reboot), func(t *testing.T) {
+			root := t.TempDir()
+			c := claimIn(t, openStore(t, root, newHost(100)), testKeys(), Reserved)
+			if err := c.BeginLaunch(ctx); err != nil {
+				t.Fatal(err)
+			}
+			h := newHost(200)
+			if reboot {
+				h.reboot(bootB)
+			}
+			s := openStore(t, root, h)
+			got, err := s.Recover(ctx, testKeys())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if reboot {
+				if got.Verdict != VerdictStopped || got.Claim.Record().Proof.Type != proofs.TypeBoot {
+					t.Fatalf("%s %+v", got.Verdict, got.Claim.Record().Proof)
+				}
+				return
+			}
+			if got.Verdict != VerdictObserve || got.Claim.Record().State != Uncertain {
+				t.Fatalf("%s %s", got.Verdict, got.Claim.Record().State)
+			}
+			_, err = s.Acquire(ctx, testRequest(testKeys()))
+			wantCode(t, err, CodeUnsafeReplacement)
+			if err := got.Claim.Conclude(ctx, observation(got.Claim.Record())); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
 }

@@ -42,7 +42,7 @@ func (s *Store) Resume(ctx context.Context, req Request) (*Claim, error) {
 	}
 	c := &Claim{s: s, keys: req.Keys, rec: *cur}
 	err = c.advance(ctx, "resume", []State{Stopped}, func(r *Record) error {
-		r.State, r.Proof, r.Engine, r.Reason = Reserved, nil, nil, "resume"
+		r.State, r.Proof, r.Engine, r.Launcher, r.Reason = Reserved, nil, nil, nil, "resume"
 		r.Generation++
 		r.Binding, r.Execution = req.Binding, req.Execution
 		return nil

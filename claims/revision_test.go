@@ -257,9 +257,9 @@ func TestStaleTempFilesIgnored(t *testing.T) {
 	s := openStore(t, t.TempDir(), newHost(100))
 	claimIn(t, s, testKeys(), Active)
 	dir := s.seatDir(testKeys().Seat)
-	os.WriteFile(filepath.Join(dir, ".r0000000003.999.dead.tmp"), []byte("{half"), 0o600)
+	os.WriteFile(filepath.Join(dir, ".r0000000004.999.dead.tmp"), []byte("{half"), 0o600)
 	st := mustCurrent(t, s, testKeys())
-	if st.Seat.State != Active || st.Seat.Revision != 2 {
+	if st.Seat.State != Active || st.Seat.Revision != 3 {
 		t.Fatalf("%+v", st.Seat)
 	}
 }

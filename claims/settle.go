@@ -80,7 +80,7 @@ func (s *Store) settle(keys Keys, v *view) (bool, error) {
 			return s.copyInto(sess, *cur)
 		case sc != nil && sc.Claim == cur.Claim:
 			// in step
-		case cur.State == Reserved && cur.Engine == nil:
+		case cur.State == Reserved && cur.Engine == nil && cur.Launcher == nil:
 			// A reservation that never reached its session key.
 			if free(sc) {
 				return s.copyInto(sess, *cur)
