@@ -1,0 +1,297 @@
+package scopes
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrCgroupAbsent marks a cgroup that is missing or unreadable. It is an
+// absent observation, never an empty one: a stop that meets it ends
+// uncertain.
+var ErrCgroupAbsent = errors.New("cgroup absent or unreadable (absent is not empty)")
+
+// cgroupFS is a handle on the cgroup2 mount. Every file is opened beneath
+// it with openat2(RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS|RESOLVE_NO_XDEV), so a
+// path from systemd or /proc can never lead outside the cgroup2 tree, and
+// the mount was checked to be cgroup2 with fstatfs (as in
+// opencontainers/cgroups file.go).
+type cgroupFS struct {
+	mount string
+	fd    int // O_PATH directory fd of the mount
+}
+
+// findCgroup2Mount returns the cgroup2 mount point from mountinfo,
+// preferring /sys/fs/cgroup (a pure cgroup2 host, or the test sandbox) over
+// /sys/fs/cgroup/unified (a hybrid host).
+func findCgroup2Mount() (string, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	var found []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		for i := 6; i+1 < len(fields); i++ {
+			if fields[i] == "-" {
+				if fields[i+1] == "cgroup2" {
+					found = append(found, fields[4])
+				}
+				break
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return "", err
+	}
+	for _, m := range found {
+		if m == "/sys/fs/cgroup" {
+			return m, nil
+		}
+	}
+	if len(found) > 0 {
+		return found[0], nil
+	}
+	return "", errors.New("no cgroup2 mount in /proc/self/mountinfo")
+}
+
+func openCgroupFS(mount string) (*cgroupFS, error) {
+	if mount == "" {
+		m, err := findCgroup2Mount()
+		if err != nil {
+			return nil, err
+		}
+		mount = m
+	}
+	fd, err := unix.Open(mount, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open cgroup2 mount %s: %w", mount, err)
+	}
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("fstatfs %s: %w", mount, err)
+	}
+	if st.Type != unix.CGROUP2_SUPER_MAGIC {
+		unix.Close(fd)
+		return nil, fmt.Errorf("%s is not cgroup2 (fs magic %#x)", mount, st.Type)
+	}
+	return &cgroupFS{mount: mount, fd: fd}, nil
+}
+
+func (c *cgroupFS) close() {
+	if c != nil && c.fd >= 0 {
+		unix.Close(c.fd)
+		c.fd = -1
+	}
+}
+
+// rel turns a cgroup path ("/user.slice/…") into one relative to the mount.
+func rel(cgroup, name string) string {
+	p := strings.TrimPrefix(path.Join(cgroup, name), "/")
+	if p == "" {
+		return "."
+	}
+	return p
+}
+
+// open opens cgroup/name beneath the mount. ENOENT and ENODEV (a removed
+// cgroup) are wrapped in ErrCgroupAbsent.
+func (c *cgroupFS) open(cgroup, name string, flags uint64) (int, error) {
+	how := unix.OpenHow{
+		Flags:   flags | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_XDEV,
+	}
+	p := rel(cgroup, name)
+	for {
+		fd, err := unix.Openat2(c.fd, p, &how)
+		if err == unix.EINTR || err == unix.EAGAIN {
+			continue
+		}
+		if err != nil {
+			return -1, classify(path.Join(c.mount, p), "open", err)
+		}
+		return fd, nil
+	}
+}
+
+func classify(p, op string, err error) error {
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENODEV) {
+		return fmt.Errorf("%s %s: %w: %w", op, p, ErrCgroupAbsent, err)
+	}
+	return &os.PathError{Op: op, Path: p, Err: err}
+}
+
+func (c *cgroupFS) read(cgroup, name string) ([]byte, error) {
+	fd, err := c.open(cgroup, name, unix.O_RDONLY)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return nil, classify(path.Join(c.mount, cgroup, name), "read", err)
+	}
+	return b, nil
+}
+
+func (c *cgroupFS) write(cgroup, name, data string) error {
+	fd, err := c.open(cgroup, name, unix.O_WRONLY)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if _, err := unix.Write(fd, []byte(data)); err != nil {
+		return classify(path.Join(c.mount, cgroup, name), "write", err)
+	}
+	return nil
+}
+
+// mkdir creates cgroup/name (one level).
+func (c *cgroupFS) mkdir(cgroup, name string) error {
+	fd, err := c.open(cgroup, "", unix.O_PATH|unix.O_DIRECTORY)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if err := unix.Mkdirat(fd, name, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
+		return &os.PathError{Op: "mkdir", Path: path.Join(c.mount, cgroup, name), Err: err}
+	}
+	return nil
+}
+
+// cgEvents is cgroup.events.
+type cgEvents struct {
+	Populated int
+	Frozen    int
+}
+
+func parseEvents(b []byte) (cgEvents, error) {
+	ev := cgEvents{Populated: -1, Frozen: -1}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		k, v, ok := strings.Cut(line, " ")
+		if !ok {
+			continue
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return ev, fmt.Errorf("cgroup.events: %q: %w", line, err)
+		}
+		switch k {
+		case "populated":
+			ev.Populated = n
+		case "frozen":
+			ev.Frozen = n
+		}
+	}
+	if ev.Populated < 0 {
+		return ev, fmt.Errorf("cgroup.events without populated: %q", b)
+	}
+	return ev, nil
+}
+
+func (c *cgroupFS) events(cgroup string) (cgEvents, error) {
+	b, err := c.read(cgroup, "cgroup.events")
+	if err != nil {
+		return cgEvents{}, err
+	}
+	return parseEvents(b)
+}
+
+// procs enumerates the processes of cgroup and every cgroup below it. Any
+// error (including a sub-cgroup that vanished mid-walk) makes the
+// enumeration incomplete and is returned.
+func (c *cgroupFS) procs(cgroup string) ([]int, error) {
+	b, err := c.read(cgroup, "cgroup.procs")
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
+	for f := range strings.FieldsSeq(string(b)) {
+		pid, err := strconv.Atoi(f)
+		if err != nil {
+			return nil, fmt.Errorf("cgroup.procs of %s: %q: %w", cgroup, f, err)
+		}
+		pids = append(pids, pid)
+	}
+	fd, err := c.open(cgroup, "", unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		return nil, err
+	}
+	dir := os.NewFile(uintptr(fd), cgroup)
+	ents, err := dir.ReadDir(-1)
+	dir.Close()
+	if err != nil {
+		return nil, classify(path.Join(c.mount, cgroup), "readdir", err)
+	}
+	for _, e := range ents {
+		if !e.IsDir() {
+			continue
+		}
+		sub, err := c.procs(path.Join(cgroup, e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		pids = append(pids, sub...)
+	}
+	return pids, nil
+}
+
+// waitEvents re-reads cgroup.events until cond holds or the deadline
+// passes, sleeping on an inotify watch of the file between reads (the file
+// is watched through its O_PATH descriptor, so the watch is on the file that
+// was opened beneath the mount). It returns the last events read; an error
+// means the file could not be read (absent).
+func (c *cgroupFS) waitEvents(cgroup string, deadline time.Time, cond func(cgEvents) bool) (cgEvents, bool, error) {
+	in, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		return cgEvents{}, false, fmt.Errorf("inotify: %w", err)
+	}
+	defer unix.Close(in)
+	pfd, err := c.open(cgroup, "cgroup.events", unix.O_PATH)
+	if err != nil {
+		return cgEvents{}, false, err
+	}
+	_, err = unix.InotifyAddWatch(in, "/proc/self/fd/"+strconv.Itoa(pfd), unix.IN_MODIFY|unix.IN_DELETE_SELF)
+	unix.Close(pfd)
+	if err != nil {
+		return cgEvents{}, false, classify(path.Join(c.mount, cgroup, "cgroup.events"), "inotify_add_watch", err)
+	}
+	buf := make([]byte, 4096)
+	for {
+		ev, err := c.events(cgroup)
+		if err != nil {
+			return ev, false, err
+		}
+		if cond(ev) {
+			return ev, true, nil
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return ev, false, nil
+		}
+		// Re-read at least every 50 ms: the kernel rate-limits
+		// cgroup.events notifications, and a missed one must not stall us.
+		ms := min(left, 50*time.Millisecond).Milliseconds() + 1
+		fds := []unix.PollFd{{Fd: int32(in), Events: unix.POLLIN}}
+		if _, err := unix.Poll(fds, int(ms)); err != nil && err != unix.EINTR {
+			return ev, false, fmt.Errorf("poll inotify: %w", err)
+		}
+		for {
+			if _, err := unix.Read(in, buf); err != nil {
+				break
+			}
+		}
+	}
+}

@@ -1,0 +1,389 @@
+package scopes
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	sddbus "github.com/coreos/go-systemd/v22/dbus"
+	"github.com/godbus/dbus/v5"
+	"github.com/mosaic-agents/mosaic/proofs"
+)
+
+// Engine scripts. Each prints its own cgroup first, from the engine
+// process itself ($$), then the pids the test pins, then echoes stdin.
+const (
+	printCgroup = `echo "cgroup $(sed -n 's/^0:://p' /proc/$$/cgroup)"; echo "engine $$"; `
+	// K1: a tool child that calls setsid, plus a plain background child.
+	setsidEngine = printCgroup +
+		`setsid sh -c 'echo "setsid $$"; exec sleep 300' </dev/null & ` +
+		`sleep 300 </dev/null >/dev/null & ` +
+		`echo "ready 1"; exec cat`
+	// K3: every member ignores SIGTERM (SIG_IGN is inherited).
+	stubbornEngine = `trap "" TERM; ` + printCgroup +
+		`setsid sh -c 'echo "stubborn $$"; exec sleep 300' </dev/null & ` +
+		`echo "ready 1"; exec cat`
+	echoEngine = printCgroup + `echo "ready 1"; exec cat`
+)
+
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// logProof turns a stopped observation into a proofs.CohortProof and logs
+// the outcome (see doc.go: proofs checks the cgroup path's base against the
+// unit, while the cohort is the scope's engine sub-cgroup).
+func logProof(t *testing.T, res StopResult) {
+	t.Helper()
+	p, err := proofs.NewCohortProof(res.Observation)
+	if err != nil {
+		t.Logf("proofs.NewCohortProof refused the observation (contract question, see doc.go): %v", err)
+		return
+	}
+	t.Logf("cohort proof %s over %d members", p.Digest, len(p.Members))
+}
+
+// TestLaunchConfirmsScopeBeforeEngineRuns: the engine's first act is to
+// print its own cgroup, which must already be the scope's engine cgroup.
+func TestLaunchConfirmsScopeBeforeEngineRuns(t *testing.T) {
+	m := testManager(t)
+	e := launchEngine(t, m, echoEngine)
+	got := e.expect(t, "cgroup", "engine", "ready")
+	c := e.Cohort
+	if got["cgroup"] != c.Cgroup {
+		t.Fatalf("engine started in %q, want the scope's engine cgroup %q", got["cgroup"], c.Cgroup)
+	}
+	if path.Base(c.ScopeCgroup) != c.Unit || c.Cgroup != c.ScopeCgroup+"/"+EngineSubgroup {
+		t.Fatalf("cohort %+v", c)
+	}
+	if c.Kind != proofs.KindScope || len(c.InvocationID) != 32 || !proofs.ValidBootID(c.BootID) || c.StartTime == 0 {
+		t.Fatalf("cohort %+v", c)
+	}
+	st, err := m.bus.unitState(ctxT(t), c.Unit)
+	if err != nil || st.ActiveState != "active" || st.InvocationID != c.InvocationID {
+		t.Fatalf("unit state %+v, %v", st, err)
+	}
+	if cg, _ := procCgroup(c.AnchorPID); cg != c.ScopeCgroup+"/"+AnchorSubgroup {
+		t.Fatalf("anchor in %q", cg)
+	}
+	// Stdin stays open and the engine answers.
+	e.Stdin.WriteString("hello\n")
+	if l := e.line(t); l != "hello" {
+		t.Fatalf("echo: %q", l)
+	}
+}
+
+// TestK1ScopeStopKillsSetsidChild: a tool child that called setsid is
+// still in the scope, is killed, and the stop is proven.
+func TestK1ScopeStopKillsSetsidChild(t *testing.T) {
+	m := testManager(t)
+	for _, tc := range []struct {
+		name  string
+		grace time.Duration
+	}{
+		{"term then kill", 2 * time.Second},
+		{"kill phase only", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := launchEngine(t, m, setsidEngine)
+			got := e.expect(t, "cgroup", "engine", "setsid", "ready")
+			eng, child := pin(t, got["engine"]), pin(t, got["setsid"])
+			if cg, err := procCgroup(child.pid); err != nil || cg != e.Cohort.Cgroup {
+				t.Fatalf("setsid child in %q (%v), want %s", cg, err, e.Cohort.Cgroup)
+			}
+			res := e.Stop(ctxT(t), StopOptions{Stop: "stop-k1", Grace: tc.grace})
+			assertProvenStop(t, res, eng, child)
+			// The engine (sh exec'd into cat), the setsid child and the
+			// background sleep, at least.
+			if len(res.Observation.Members) < 3 {
+				t.Fatalf("membership %+v: want engine, setsid child, sleep", res.Observation.Members)
+			}
+			logProof(t, res)
+		})
+	}
+}
+
+// TestK2ProcessGroupFallbackNeverStopped: without a user manager the
+// engine runs in a process group; a setsid child escapes it and the stop
+// ends uncertain, never stopped.
+func TestK2ProcessGroupFallbackNeverStopped(t *testing.T) {
+	noBus := "unix:path=" + filepath.Join(t.TempDir(), "no-bus")
+	t.Run("refused without fallback", func(t *testing.T) {
+		m := NewManager(Config{BusAddress: noBus})
+		defer m.Close()
+		_, err := m.Launch(ctxT(t), Spec{Conversation: "c", Execution: "e", Argv: []string{"true"}})
+		if !errors.Is(err, ErrNoUserManager) || !strings.Contains(err.Error(), "dbus-user-session") {
+			t.Fatalf("err %v, want ErrNoUserManager with a hint", err)
+		}
+	})
+	m := NewManager(Config{BusAddress: noBus, Fallback: true})
+	defer m.Close()
+	e := launchEngine(t, m, setsidEngine)
+	if e.Cohort.Kind != proofs.KindProcessGroup || !strings.Contains(e.Cohort.Reason, "never stopped") {
+		t.Fatalf("cohort %+v: want a process-group binding that says so", e.Cohort)
+	}
+	got := e.expect(t, "engine", "setsid", "ready")
+	eng, child := pin(t, got["engine"]), pin(t, got["setsid"])
+	t.Cleanup(child.kill)
+	res := e.Stop(ctxT(t), StopOptions{Stop: "stop-k2", Grace: time.Second})
+	if res.Outcome != Uncertain || !strings.Contains(res.Reason, "never stopped") {
+		t.Fatalf("outcome %s (%s), want uncertain", res.Outcome, res.Reason)
+	}
+	if res.Observation.Kind != proofs.KindProcessGroup || res.Observation.MembershipComplete {
+		t.Fatalf("observation %+v", res.Observation)
+	}
+	eng.waitDead(t)
+	if !child.alive() {
+		t.Fatalf("the setsid child died; K2 expects it to escape the process group")
+	}
+	if _, err := proofs.NewCohortProof(res.Observation); !errors.Is(err, proofs.ErrProcessGroup) {
+		t.Fatalf("proofs accepted a process-group observation: %v", err)
+	}
+}
+
+// TestK3SigtermIgnoredNotProven: members that ignore SIGTERM survive the
+// TERM phase, which never proves anything; only the kill phase does.
+func TestK3SigtermIgnoredNotProven(t *testing.T) {
+	m := testManager(t)
+	t.Run("phases", func(t *testing.T) {
+		e := launchEngine(t, m, stubbornEngine)
+		got := e.expect(t, "engine", "stubborn", "ready")
+		eng, child := pin(t, got["engine"]), pin(t, got["stubborn"])
+		term := e.Term(ctxT(t), 300*time.Millisecond)
+		if term.Outcome != Stopping || term.Emptied {
+			t.Fatalf("TERM phase: %+v, want stopping, not emptied", term)
+		}
+		if len(term.Signalled) < 2 {
+			t.Fatalf("TERM acknowledged for %d members, want the engine and the stubborn child: %+v", len(term.Signalled), term)
+		}
+		if !eng.alive() || !child.alive() {
+			t.Fatalf("a member that ignores SIGTERM died")
+		}
+		res := e.Kill(ctxT(t), StopOptions{Stop: "stop-k3"})
+		assertProvenStop(t, res, eng, child)
+	})
+	t.Run("stop", func(t *testing.T) {
+		e := launchEngine(t, m, stubbornEngine)
+		got := e.expect(t, "engine", "stubborn", "ready")
+		eng, child := pin(t, got["engine"]), pin(t, got["stubborn"])
+		res := e.Stop(ctxT(t), StopOptions{Stop: "stop-k3", Grace: 300 * time.Millisecond})
+		if res.Term == nil || len(res.Term.Signalled) == 0 {
+			t.Fatalf("no TERM phase ran: %+v", res.Term)
+		}
+		assertProvenStop(t, res, eng, child)
+	})
+}
+
+// TestK4StopOneOfTwo: stopping one engine leaves the other running and
+// answering.
+func TestK4StopOneOfTwo(t *testing.T) {
+	m := testManager(t)
+	a := launchEngine(t, m, setsidEngine)
+	b := launchEngine(t, m, setsidEngine)
+	ga, gb := a.expect(t, "engine", "setsid", "ready"), b.expect(t, "engine", "setsid", "ready")
+	if a.Cohort.Unit == b.Cohort.Unit {
+		t.Fatalf("two engines share %s", a.Cohort.Unit)
+	}
+	pa := []pinned{pin(t, ga["engine"]), pin(t, ga["setsid"])}
+	res := a.Stop(ctxT(t), StopOptions{Stop: "stop-k4", Grace: time.Second})
+	assertProvenStop(t, res, pa...)
+	for _, p := range []pinned{pin(t, gb["engine"]), pin(t, gb["setsid"])} {
+		if !p.alive() {
+			t.Fatalf("pid %d of the other engine died", p.pid)
+		}
+	}
+	b.Stdin.WriteString("still there?\n")
+	if l := b.line(t); l != "still there?" {
+		t.Fatalf("other engine answered %q", l)
+	}
+	if ms, err := b.Members(); err != nil || len(ms) < 3 {
+		t.Fatalf("other engine's members %v, %v", ms, err)
+	}
+}
+
+// TestAbsentCgroupIsUncertain: a cgroup that is gone or was never there is
+// an absent observation, never an empty one.
+func TestAbsentCgroupIsUncertain(t *testing.T) {
+	m := testManager(t)
+	t.Run("scope stopped behind our back", func(t *testing.T) {
+		e := launchEngine(t, m, setsidEngine)
+		e.expect(t, "ready")
+		if out, err := exec.Command("systemctl", "--user", "kill", "--signal=SIGKILL", e.Cohort.Unit).CombinedOutput(); err != nil {
+			t.Fatalf("systemctl kill: %v %s", err, out)
+		}
+		waitUnitGone(t, m, e.Cohort)
+		if term := e.Term(ctxT(t), 100*time.Millisecond); term.Outcome != Uncertain {
+			t.Fatalf("TERM phase on an absent cgroup: %+v", term)
+		}
+		res := e.Stop(ctxT(t), StopOptions{Stop: "stop-absent", Grace: 100 * time.Millisecond})
+		if res.Outcome != Uncertain || !strings.Contains(res.Reason, "absent") {
+			t.Fatalf("outcome %s (%s), want uncertain: absent", res.Outcome, res.Reason)
+		}
+	})
+	t.Run("cgroup path missing while the unit lives", func(t *testing.T) {
+		e := launchEngine(t, m, echoEngine)
+		e.expect(t, "ready")
+		c := e.Cohort
+		c.Cgroup += "-missing"
+		res := m.Reattach(c).Stop(ctxT(t), StopOptions{Stop: "stop-absent", Grace: 100 * time.Millisecond})
+		if res.Outcome != Uncertain || !strings.Contains(res.Reason, "absent") || res.Observation.CgroupPresent {
+			t.Fatalf("outcome %s (%s), want uncertain: absent", res.Outcome, res.Reason)
+		}
+	})
+}
+
+func waitUnitGone(t *testing.T, m *Manager, c Cohort) {
+	t.Helper()
+	for range 200 {
+		st, err := m.bus.unitState(ctxT(t), c.Unit)
+		if err == nil && st.InvocationID != c.InvocationID {
+			return
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	t.Fatalf("unit %s did not go away", c.Unit)
+}
+
+// TestUnitExistsClash: a second launch of the same conversation and
+// execution fails with ErrUnitExists, never runs its engine, and leaves the
+// first alone.
+func TestUnitExistsClash(t *testing.T) {
+	m := testManager(t)
+	a := launchEngine(t, m, echoEngine)
+	a.expect(t, "ready")
+	marker := filepath.Join(t.TempDir(), "ran")
+	_, err := m.Launch(ctxT(t), Spec{Conversation: a.Cohort.Conversation, Execution: a.Cohort.Execution,
+		Argv: []string{"touch", marker}})
+	if !errors.Is(err, ErrUnitExists) {
+		t.Fatalf("second launch: %v, want ErrUnitExists", err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatalf("the clashing engine ran")
+	}
+	a.Stdin.WriteString("first\n")
+	if l := a.line(t); l != "first" {
+		t.Fatalf("first engine answered %q", l)
+	}
+}
+
+// TestJobNotDone: a start job that ends other than "done", or not in time,
+// is an error and the engine never runs.
+func TestJobNotDone(t *testing.T) {
+	testManager(t) // skips outside the sandbox
+	for _, tc := range []struct {
+		name    string
+		dep     []string // systemd-run args creating the dependency
+		timeout time.Duration
+		want    error
+	}{
+		{"dependency fails", []string{"--service-type=oneshot", "false"}, 10 * time.Second, ErrJobFailed},
+		{"job hangs", []string{"--service-type=oneshot", "--no-block", "sleep", "2"}, 300 * time.Millisecond, ErrJobTimeout},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conv, exe := ids(t)
+			dep := "dep-" + exe + ".service"
+			args := append([]string{"--user", "--quiet", "--unit=" + dep}, tc.dep...)
+			exec.Command("systemd-run", args...).Run() // a failing dependency fails here too
+			t.Cleanup(func() { exec.Command("systemctl", "--user", "reset-failed", dep).Run() })
+			m := NewManager(Config{JobTimeout: tc.timeout})
+			defer m.Close()
+			m.extraProps = []sddbus.Property{
+				{Name: "Requires", Value: dbus.MakeVariant([]string{dep})},
+				{Name: "After", Value: dbus.MakeVariant([]string{dep})},
+			}
+			marker := filepath.Join(t.TempDir(), "ran")
+			_, err := m.Launch(ctxT(t), Spec{Conversation: conv, Execution: exe, Argv: []string{"touch", marker}})
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("launch: %v, want %v", err, tc.want)
+			}
+			// Let a hanging job finish: the scope it starts has no live
+			// pid, and the engine never ran.
+			unit, _ := UnitName(conv, exe)
+			for range 200 {
+				if out, _ := exec.Command("systemctl", "--user", "is-active", dep).Output(); strings.TrimSpace(string(out)) != "activating" {
+					break
+				}
+				time.Sleep(25 * time.Millisecond)
+			}
+			time.Sleep(100 * time.Millisecond)
+			if _, err := os.Stat(marker); err == nil {
+				t.Fatalf("the engine ran although the job was not done")
+			}
+			if st, err := m.bus.unitState(ctxT(t), unit); err == nil && st.ActiveState == "active" {
+				t.Fatalf("scope %s active after a failed launch: %+v", unit, st)
+			}
+		})
+	}
+}
+
+// TestReattachResumesStop (K10 at this layer): a new controller with only
+// the recorded Cohort (as JSON) resumes a stop whose TERM phase the old one
+// ran, and proves it; a recorded engine start time that does not match is
+// pid reuse: that pid is not signalled, and the stop still proves the
+// cgroup empty.
+func TestReattachResumesStop(t *testing.T) {
+	m := testManager(t)
+	for _, tc := range []struct {
+		name      string
+		skewStart bool
+	}{{"same incarnation", false}, {"pid reuse", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := launchEngine(t, m, stubbornEngine)
+			got := e.expect(t, "engine", "stubborn", "ready")
+			eng, child := pin(t, got["engine"]), pin(t, got["stubborn"])
+			rec, _ := json.Marshal(e.Cohort)
+			var c Cohort
+			if err := json.Unmarshal(rec, &c); err != nil {
+				t.Fatal(err)
+			}
+			if tc.skewStart {
+				c.StartTime++
+			}
+			m2 := NewManager(Config{})
+			defer m2.Close()
+			h := m2.Reattach(c)
+			term := h.Term(ctxT(t), 200*time.Millisecond)
+			if tc.skewStart {
+				joined := strings.Join(term.Notes, "\n")
+				if !strings.Contains(joined, "pid reused") {
+					t.Fatalf("pid reuse not recorded: %+v", term)
+				}
+				for _, s := range term.Signalled {
+					if s.PID == c.PID {
+						t.Fatalf("pid %d signalled although its start time differs", c.PID)
+					}
+				}
+			}
+			res := h.Kill(ctxT(t), StopOptions{Stop: "stop-k10"})
+			assertProvenStop(t, res, eng, child)
+		})
+	}
+}
+
+// TestReconnectAfterClosedBus: the lazy connection is redialled after
+// dbus.ErrClosed (the user manager or bus restarted under us).
+func TestReconnectAfterClosedBus(t *testing.T) {
+	m := testManager(t)
+	a := launchEngine(t, m, echoEngine)
+	a.expect(t, "ready")
+	m.bus.mu.Lock()
+	old := m.bus.conn
+	m.bus.mu.Unlock()
+	old.Close()
+	b := launchEngine(t, m, echoEngine)
+	b.expect(t, "ready")
+	res := a.Stop(ctxT(t), StopOptions{Stop: "stop-reconnect", Grace: time.Second})
+	if res.Outcome != Stopped {
+		t.Fatalf("stop after reconnect: %s (%s)", res.Outcome, res.Reason)
+	}
+}

@@ -1,0 +1,159 @@
+package scopes
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// roleEnv marks a re-exec of the current executable as a held child or an
+// anchor. It is set only in the environment of those two children; the
+// engine gets the environment from its Spec, never this variable.
+const roleEnv = "MOSAIC_SCOPES_ROLE"
+
+const (
+	roleHeld   = "held"
+	roleAnchor = "anchor"
+	releaseFD  = 3 // the held child's end of the release pipe
+)
+
+// release is what the controller writes to a held child to let it exec the
+// engine. Nothing on the pipe (EOF) means "never run": the held child
+// exits without exec'ing.
+type release struct {
+	Path string   `json:"path"`
+	Argv []string `json:"argv"`
+	Env  []string `json:"env"`
+}
+
+// MaybeRunHeld must be the first call in main (and in TestMain) of every
+// program that launches engines with this package: the launcher re-executes
+// the current executable (/proc/self/exe) as a held child and as a scope
+// anchor. In such a child MaybeRunHeld never returns; in any other process
+// it returns at once.
+//
+// A held child blocks reading its release pipe (fd 3) until the controller
+// has moved it into the scope's engine cgroup and confirmed
+// /proc/<pid>/cgroup, then execs the engine with the argv and environment
+// it receives; on EOF without a release it exits 125 and the engine never
+// runs. An anchor ignores SIGTERM, SIGINT and SIGHUP and sleeps until it is
+// killed: it keeps the scope, and so the engine cgroup, in existence until
+// a stop has observed that cgroup empty.
+func MaybeRunHeld() {
+	switch role := os.Getenv(roleEnv); role {
+	case "":
+		return
+	case roleHeld:
+		runHeld()
+	case roleAnchor:
+		runAnchor()
+	default:
+		fmt.Fprintf(os.Stderr, "mosaic: unknown %s=%q\n", roleEnv, role)
+		os.Exit(125)
+	}
+}
+
+func runHeld() {
+	f := os.NewFile(releaseFD, "release")
+	b, err := io.ReadAll(f)
+	f.Close()
+	if err != nil || len(b) == 0 {
+		// The controller gave up (or died) before the scope was
+		// confirmed: the engine must not run outside it.
+		os.Exit(125)
+	}
+	var r release
+	if err := json.Unmarshal(b, &r); err != nil || r.Path == "" || len(r.Argv) == 0 {
+		fmt.Fprintf(os.Stderr, "mosaic held child: bad release message: %v\n", err)
+		os.Exit(125)
+	}
+	// Nothing but stdin, stdout and stderr may leak into the engine.
+	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		for fd := 3; fd < 1024; fd++ {
+			unix.CloseOnExec(fd)
+		}
+	}
+	err = syscall.Exec(r.Path, r.Argv, r.Env)
+	fmt.Fprintf(os.Stderr, "mosaic held child: exec %s: %v\n", r.Path, err)
+	os.Exit(127)
+}
+
+func runAnchor() {
+	signal.Ignore(syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE)
+	for {
+		unix.Pause()
+	}
+}
+
+// heldChild is a started held child and the write end of its release pipe.
+type heldChild struct {
+	cmd     *exec.Cmd
+	release *os.File
+}
+
+// startHeld starts a held child with the engine's stdio and working
+// directory, in its own process group. It does not run the engine yet.
+func startHeld(dir string, stdin, stdout, stderr *os.File) (*heldChild, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	cmd := &exec.Cmd{
+		Path:        "/proc/self/exe",
+		Args:        []string{"mosaic-held"},
+		Env:         []string{roleEnv + "=" + roleHeld},
+		Dir:         dir,
+		Stdin:       stdin,
+		Stdout:      stdout,
+		Stderr:      stderr,
+		ExtraFiles:  []*os.File{r},
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+	}
+	if err := cmd.Start(); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("start held child: %w", err)
+	}
+	return &heldChild{cmd: cmd, release: w}, nil
+}
+
+// releaseEngine lets the held child exec the engine.
+func (h *heldChild) releaseEngine(r release) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	_, err = h.release.Write(b)
+	if cerr := h.release.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// abort closes the release pipe without a message and kills the child.
+func (h *heldChild) abort() {
+	h.release.Close()
+	h.cmd.Process.Kill()
+	h.cmd.Wait()
+}
+
+// startAnchor starts an anchor process in its own session, with no stdio.
+func startAnchor() (*exec.Cmd, error) {
+	cmd := &exec.Cmd{
+		Path:        "/proc/self/exe",
+		Args:        []string{"mosaic-anchor"},
+		Env:         []string{roleEnv + "=" + roleAnchor},
+		Dir:         "/",
+		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start scope anchor: %w", err)
+	}
+	return cmd, nil
+}

@@ -1,0 +1,169 @@
+package scopes
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
+	"golang.org/x/sys/unix"
+)
+
+func TestMain(m *testing.M) {
+	MaybeRunHeld()
+	os.Exit(m.Run())
+}
+
+// testManager returns a Manager on the sandbox's user manager (skipping
+// outside the sandbox).
+func testManager(t testing.TB) *Manager {
+	t.Helper()
+	sandboxtest.Require(t)
+	m := NewManager(Config{})
+	t.Cleanup(m.Close)
+	return m
+}
+
+var seq int
+
+// ids returns a fresh conversation and execution id for one test.
+func ids(t testing.TB) (string, string) {
+	seq++
+	name := strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
+	return "conv-" + name, fmt.Sprintf("exec-%d-%d", os.Getpid(), seq)
+}
+
+// engine is a launched test engine with a line reader on its stdout.
+type engine struct {
+	*Handle
+	out *bufio.Reader
+}
+
+// launchEngine launches `sh -c script` and registers cleanup that kills
+// whatever is left, without proving anything.
+func launchEngine(t testing.TB, m *Manager, script string) *engine {
+	t.Helper()
+	conv, exe := ids(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	h, err := m.Launch(ctx, Spec{Conversation: conv, Execution: exe, Argv: []string{"sh", "-c", script}, Stderr: os.Stderr,
+		Resources: Resources{MemoryMax: 1 << 30, TasksMax: 1024, CPUQuota: 200}})
+	if err != nil {
+		t.Fatalf("launch: %v", err)
+	}
+	t.Cleanup(func() {
+		h.Abandon(context.Background())
+		h.Stdin.Close()
+		h.Stdout.Close()
+		h.closeMembers()
+	})
+	return &engine{Handle: h, out: bufio.NewReader(h.Stdout)}
+}
+
+// line reads one line of engine output, failing after 20 s.
+func (e *engine) line(t testing.TB) string {
+	t.Helper()
+	e.Stdout.SetReadDeadline(time.Now().Add(20 * time.Second))
+	l, err := e.out.ReadString('\n')
+	if err != nil {
+		t.Fatalf("engine output: %v (partial %q)", err, l)
+	}
+	return strings.TrimSuffix(l, "\n")
+}
+
+// expect reads lines until one has each of the prefixes, returning the
+// rest of each such line by prefix.
+func (e *engine) expect(t testing.TB, prefixes ...string) map[string]string {
+	t.Helper()
+	got := map[string]string{}
+	for len(got) < len(prefixes) {
+		l := e.line(t)
+		for _, p := range prefixes {
+			if v, ok := strings.CutPrefix(l, p+" "); ok {
+				got[p] = v
+			}
+		}
+	}
+	return got
+}
+
+// pinned is a pidfd a test opens on a process it expects to die (or not).
+type pinned struct {
+	pid int
+	fd  int
+}
+
+func pin(t testing.TB, pidText string) pinned {
+	t.Helper()
+	pid, err := strconv.Atoi(strings.TrimSpace(pidText))
+	if err != nil {
+		t.Fatalf("pid %q: %v", pidText, err)
+	}
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		t.Fatalf("pidfd_open %d: %v", pid, err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	return pinned{pid, fd}
+}
+
+// alive reports whether the pinned process has not exited.
+func (p pinned) alive() bool {
+	fds := []unix.PollFd{{Fd: int32(p.fd), Events: unix.POLLIN}}
+	n, _ := unix.Poll(fds, 0)
+	return n == 0
+}
+
+// kill SIGKILLs the pinned process (cleanup of escapees).
+func (p pinned) kill() { unix.PidfdSendSignal(p.fd, unix.SIGKILL, nil, 0) }
+
+// waitDead waits up to 10 s for the pinned process to exit.
+func (p pinned) waitDead(t testing.TB) {
+	t.Helper()
+	fds := []unix.PollFd{{Fd: int32(p.fd), Events: unix.POLLIN}}
+	if n, err := unix.Poll(fds, 10000); n != 1 {
+		t.Fatalf("pid %d still alive after 10 s (%v)", p.pid, err)
+	}
+}
+
+// assertProvenStop checks a Stopped result against the kernel from the
+// test's side: every pinned process is dead, the observation is complete
+// and names them.
+func assertProvenStop(t *testing.T, res StopResult, pins ...pinned) {
+	t.Helper()
+	if res.Outcome != Stopped {
+		t.Fatalf("outcome %s (%s), want stopped; notes %v", res.Outcome, res.Reason, res.Notes)
+	}
+	o := res.Observation
+	if !o.MembershipComplete || !o.CgroupPresent || o.Populated != 0 || o.ObservedAt == 0 {
+		t.Fatalf("stopped without a complete observation: %+v", o)
+	}
+	if o.ActiveState != "inactive" && o.ActiveState != "failed" {
+		t.Fatalf("stopped with unit %s", o.ActiveState)
+	}
+	for _, p := range pins {
+		if p.alive() {
+			t.Fatalf("stopped while pid %d is alive", p.pid)
+		}
+		found := false
+		for _, m := range o.Members {
+			if m.PID == p.pid {
+				found = true
+				if !m.Died || m.DiedAt > o.ObservedAt || m.DiedAt < ticksToNanos(m.StartTime) {
+					t.Fatalf("member %+v: death not observed before the observation at %d", m, o.ObservedAt)
+				}
+			}
+		}
+		if !found {
+			t.Fatalf("pid %d missing from the membership %+v", p.pid, o.Members)
+		}
+	}
+}
+
+func isErr(err, target error) bool { return errors.Is(err, target) }
