@@ -1,0 +1,85 @@
+package controller
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/mosaic-agents/mosaic/protocol"
+)
+
+func ev(exec string, seq uint64) protocol.Event {
+	return protocol.Event{Record: protocol.RecordEvent, Kind: protocol.EventTextDelta, Execution: exec, Seq: seq, Text: "x"}
+}
+
+func seqOf(t *testing.T, line []byte) uint64 {
+	t.Helper()
+	var e protocol.Event
+	if err := json.Unmarshal(line, &e); err != nil {
+		t.Fatal(err)
+	}
+	return e.Seq
+}
+
+func TestBusReplayJoinsLive(t *testing.T) {
+	b := newBus()
+	b.reset("e1")
+	for i := uint64(1); i <= 10; i++ {
+		b.publish(ev("e1", i))
+	}
+	replay, s, complete := b.subscribe(4)
+	if !complete || len(replay) != 6 || seqOf(t, replay[0]) != 5 || seqOf(t, replay[5]) != 10 {
+		t.Fatalf("replay after 4: %d events, complete %v", len(replay), complete)
+	}
+	b.publish(ev("e1", 11))
+	if got := seqOf(t, <-s.ch); got != 11 {
+		t.Fatalf("live event seq %d, want 11", got)
+	}
+	b.publish(ev("e0", 12)) // an old execution's late output
+	select {
+	case line := <-s.ch:
+		t.Fatalf("late event of another execution delivered: %s", line)
+	default:
+	}
+}
+
+func TestBusWindowAndGap(t *testing.T) {
+	b := newBus()
+	b.reset("e1")
+	n := uint64(ringSize + 100)
+	for i := uint64(1); i <= n; i++ {
+		b.publish(ev("e1", i))
+	}
+	_, from, until := b.window()
+	if from != n-ringSize+1 || until != n {
+		t.Fatalf("window %d..%d, want %d..%d", from, until, n-ringSize+1, n)
+	}
+	replay, _, complete := b.subscribe(0)
+	if complete || uint64(len(replay)) != ringSize || seqOf(t, replay[0]) != from {
+		t.Fatalf("replay from outside the window: %d events, complete %v", len(replay), complete)
+	}
+}
+
+func TestBusSlowSubscriberLosesPlace(t *testing.T) {
+	b := newBus()
+	b.reset("e1")
+	_, slow, _ := b.subscribe(0)
+	_, fast, _ := b.subscribe(0)
+	for i := uint64(1); i <= queueSize+5; i++ {
+		b.publish(ev("e1", i))
+		<-fast.ch // the fast reader keeps up
+	}
+	if missed := <-slow.lost; missed != queueSize+1 {
+		t.Fatalf("slow subscriber missed from %d, want %d", missed, queueSize+1)
+	}
+	n := 0
+	for range slow.ch {
+		n++
+	}
+	if n != queueSize {
+		t.Fatalf("slow subscriber kept %d queued events, want %d", n, queueSize)
+	}
+	b.publish(ev("e1", queueSize+6))
+	if got := seqOf(t, <-fast.ch); got != queueSize+6 {
+		t.Fatalf("fast subscriber after the slow one left: seq %d", got)
+	}
+}
