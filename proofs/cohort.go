@@ -125,8 +125,8 @@ func checkCohort(cs *checks, p *CohortProof) {
 	cs.add("unit", validScopeName(p.Unit), ErrMalformed, "unit %q is a scope", p.Unit)
 	cs.add("invocation-id", hex32.MatchString(p.InvocationID), ErrMalformed,
 		"invocation id %q is 32 lowercase hex", p.InvocationID)
-	cs.add("cgroup", strings.HasPrefix(p.Cgroup, "/") && path.Clean(p.Cgroup) == p.Cgroup &&
-		path.Base(p.Cgroup) == p.Unit, ErrMalformed, "cgroup %q is the unit's own cgroup", p.Cgroup)
+	cs.add("cgroup", cohortCgroup(p.Cgroup, p.Unit), ErrMalformed,
+		"cgroup %q is the unit's cgroup or its %q sub-cgroup", p.Cgroup, EngineSubgroup)
 	cs.add("boot-id", ValidBootID(p.BootID), ErrMalformed, "boot id %q is a lowercase UUID", p.BootID)
 	cs.add("clock-ticks", p.ClockTicks > 0 && p.ClockTicks <= 1_000_000_000, ErrMalformed,
 		"clock ticks %d per second", p.ClockTicks)
@@ -174,6 +174,24 @@ func checkMembers(cs *checks, p *CohortProof) {
 		"every member died at or after its start (tick resolution)")
 	cs.add("observed-after-deaths", okObs, ErrObservedBeforeDeath,
 		"observation at %d ns follows every death", p.ObservedAt)
+}
+
+// EngineSubgroup is the sub-cgroup of a delegated scope that holds the
+// engine and its descendants while an anchor process in a sibling keeps
+// the unit alive (see package scopes): the cohort is then
+// <unit cgroup>/engine.
+const EngineSubgroup = "engine"
+
+// cohortCgroup accepts an absolute, clean cgroup path that is the unit's
+// own cgroup or its engine sub-cgroup.
+func cohortCgroup(cg, unit string) bool {
+	if !strings.HasPrefix(cg, "/") || path.Clean(cg) != cg {
+		return false
+	}
+	if path.Base(cg) == unit {
+		return true
+	}
+	return path.Base(cg) == EngineSubgroup && path.Base(path.Dir(cg)) == unit
 }
 
 // ticksToNanos converts a /proc start time to CLOCK_BOOTTIME nanoseconds,

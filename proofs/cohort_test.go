@@ -86,6 +86,9 @@ func TestNewCohortProofRefuses(t *testing.T) {
 		{"unit still active", func(o *Observation) { o.ActiveState = "active" }, []error{ErrUnitActive}},
 		{"not a scope unit", func(o *Observation) { o.Unit = "engine.service" }, []error{ErrMalformed}},
 		{"cgroup of another unit", func(o *Observation) { o.Cgroup = "/user.slice/other.scope" }, []error{ErrMalformed}},
+		{"engine sub-cgroup of another unit", func(o *Observation) { o.Cgroup = "/user.slice/other.scope/engine" }, []error{ErrMalformed}},
+		{"other sub-cgroup of the unit", func(o *Observation) { o.Cgroup += "/anchor" }, []error{ErrMalformed}},
+		{"relative cgroup", func(o *Observation) { o.Cgroup = o.Cgroup[1:] }, []error{ErrMalformed}},
 		{"bad boot id", func(o *Observation) { o.BootID = "not-a-boot" }, []error{ErrMalformed}},
 		{"bad invocation id", func(o *Observation) { o.InvocationID = "" }, []error{ErrMalformed}},
 		{"missing stop reference", func(o *Observation) { o.Stop = "" }, []error{ErrMalformed}},
@@ -109,6 +112,18 @@ func TestNewCohortProofRefuses(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestNewCohortProofEngineSubgroup(t *testing.T) {
+	o := goodObservation()
+	o.Cgroup += "/" + EngineSubgroup
+	p, err := NewCohortProof(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep := Verify(p); !rep.OK() {
+		t.Fatal(rep.Err())
 	}
 }
 
