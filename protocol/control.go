@@ -51,6 +51,10 @@ type Command struct {
 	// dialogs are not supported yet, so approval always refuses.
 	Decision string `json:"decision,omitempty"`
 	Choice   string `json:"choice,omitempty"`
+	// Retry marks a resend of a request whose outcome the client lost. A
+	// retry the controller does not know (it restarted since) refuses
+	// receipt-unknown instead of dispatching again.
+	Retry bool `json:"retry,omitempty"`
 }
 
 // Binding states.
@@ -111,6 +115,10 @@ const (
 	ReceiptAcknowledged    = "acknowledged"     // the engine accepted the prompt
 	ReceiptFailed          = "failed"           // the engine refused it; evidence holds its text
 	ReceiptDeliveryUnknown = "delivery-unknown" // written, outcome not known
+	ReceiptReconciled      = "reconciled"       // an interrupt settled with a trusted turn proof
+	ReceiptStopped         = "stopped"          // a force stop ended with a cohort proof
+	ReceiptUncertain       = "uncertain"        // a stop ended without proof
+	ReceiptLaunched        = "launched"         // a launch started a new execution
 )
 
 // Receipt records the outcome of one admitted request. It is revised
@@ -132,6 +140,8 @@ type Receipt struct {
 	Reason string `json:"reason,omitempty"`
 	// Digest is the SHA-256 of the canonical command fingerprint.
 	Digest string `json:"digest"`
+	// Stop names the stop record of an interrupt or force stop.
+	Stop string `json:"stop,omitempty"`
 }
 
 // Stop is one stop record: interrupt or force stop, with its transitions.
