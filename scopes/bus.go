@@ -47,14 +47,16 @@ func (b *bus) address() (string, error) {
 	return "", fmt.Errorf("%w: neither DBUS_SESSION_BUS_ADDRESS nor XDG_RUNTIME_DIR is set; %s", ErrNoUserManager, userBusHint)
 }
 
-func (b *bus) dial(ctx context.Context) (*sddbus.Conn, error) {
+func (b *bus) dial() (*sddbus.Conn, error) {
 	addr, err := b.address()
 	if err != nil {
 		return nil, err
 	}
 	uid := strconv.Itoa(os.Getuid())
 	c, err := sddbus.NewConnection(func() (*dbus.Conn, error) {
-		conn, err := dbus.Dial(addr, dbus.WithContext(ctx))
+		// No dbus.WithContext: it would close the connection when the
+		// caller's context ends, and this one outlives every call.
+		conn, err := dbus.Dial(addr)
 		if err != nil {
 			return nil, fmt.Errorf("dial user bus %q: %w", addr, err)
 		}
@@ -85,7 +87,7 @@ func (b *bus) get(ctx context.Context) (*sddbus.Conn, error) {
 	if b.conn != nil {
 		return b.conn, nil
 	}
-	c, err := b.dial(ctx)
+	c, err := b.dial()
 	if err != nil {
 		return nil, err
 	}
@@ -93,6 +95,9 @@ func (b *bus) get(ctx context.Context) (*sddbus.Conn, error) {
 	return c, nil
 }
 
+// get returns the connection, dialling it on first use (the context is
+// not used: the connection outlives the call).
+//
 // reset drops c if it is still the current connection.
 func (b *bus) reset(c *sddbus.Conn) {
 	b.mu.Lock()
@@ -121,7 +126,7 @@ func (b *bus) do(ctx context.Context, op func(*sddbus.Conn) error) error {
 			return err
 		}
 		err = op(c)
-		if err == nil || !errors.Is(err, dbus.ErrClosed) || attempt > 0 {
+		if err == nil || attempt > 0 || !(errors.Is(err, dbus.ErrClosed) || !c.Connected()) {
 			return err
 		}
 		b.reset(c)

@@ -1,9 +1,11 @@
 package scopes
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path"
@@ -336,7 +338,8 @@ func TestReattachResumesStop(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		skewStart bool
-	}{{"same incarnation", false}, {"pid reuse", true}} {
+		claimOnly bool
+	}{{"same incarnation", false, false}, {"pid reuse", true, false}, {"claim record only", false, true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := launchEngine(t, m, stubbornEngine)
 			got := e.expect(t, "engine", "stubborn", "ready")
@@ -348,6 +351,13 @@ func TestReattachResumesStop(t *testing.T) {
 			}
 			if tc.skewStart {
 				c.StartTime++
+			}
+			if tc.claimOnly {
+				var err error
+				c, err = CohortOf(c.Conversation, c.Execution, c.BootID, c.PID, c.StartTime, c.Cgroup)
+				if err != nil {
+					t.Fatal(err)
+				}
 			}
 			m2 := NewManager(Config{})
 			defer m2.Close()
@@ -385,5 +395,60 @@ func TestReconnectAfterClosedBus(t *testing.T) {
 	res := a.Stop(ctxT(t), StopOptions{Stop: "stop-reconnect", Grace: time.Second})
 	if res.Outcome != Stopped {
 		t.Fatalf("stop after reconnect: %s (%s)", res.Outcome, res.Reason)
+	}
+}
+
+// TestBeforeRelease: the controller's hook runs with the confirmed cohort
+// before the engine may exec; an error there means the engine never runs.
+func TestBeforeRelease(t *testing.T) {
+	m := testManager(t)
+	for _, fail := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fail=%t", fail), func(t *testing.T) {
+			conv, exe := ids(t)
+			marker := filepath.Join(t.TempDir(), "ran")
+			var seen Cohort
+			h, err := m.Launch(ctxT(t), Spec{Conversation: conv, Execution: exe,
+				Argv: []string{"sh", "-c", "touch " + marker + "; echo ran 1; exec cat"},
+				BeforeRelease: func(c Cohort) error {
+					seen = c
+					if _, err := os.Stat(marker); err == nil {
+						t.Errorf("engine ran before release")
+					}
+					if cg, err := procCgroup(c.PID); err != nil || cg != c.Cgroup {
+						t.Errorf("held child in %q (%v), want %s", cg, err, c.Cgroup)
+					}
+					if fail {
+						return errors.New("claim store refused")
+					}
+					return nil
+				}})
+			if fail {
+				if err == nil || !strings.Contains(err.Error(), "claim store refused") {
+					t.Fatalf("launch: %v", err)
+				}
+				time.Sleep(100 * time.Millisecond)
+				if _, err := os.Stat(marker); err == nil {
+					t.Fatalf("engine ran although BeforeRelease failed")
+				}
+				waitUnitGone(t, m, seen)
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer h.Abandon(context.Background())
+			defer h.Stdin.Close()
+			if seen != h.Cohort {
+				t.Fatalf("hook saw %+v, handle has %+v", seen, h.Cohort)
+			}
+			(&engine{Handle: h, out: bufio.NewReader(h.Stdout)}).expect(t, "ran")
+			res := h.Stop(ctxT(t), StopOptions{Stop: "s", Grace: time.Second})
+			if res.Outcome != Stopped {
+				t.Fatalf("%s: %s", res.Outcome, res.Reason)
+			}
+			if _, err := os.Stat(marker); err != nil {
+				t.Fatalf("engine did not run: %v", err)
+			}
+		})
 	}
 }

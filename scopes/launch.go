@@ -75,6 +75,11 @@ type Spec struct {
 	// is Handle.Stderr (the caller must drain it).
 	Stderr    *os.File
 	Resources Resources
+	// BeforeRelease, if set, is called once the cohort is confirmed and
+	// before the engine may exec: the controller records the incarnation
+	// (the claim's `active` revision) here. An error aborts the launch and
+	// the engine never runs.
+	BeforeRelease func(Cohort) error
 }
 
 // Cohort says what contains an engine and its descendants. It is plain
@@ -434,9 +439,6 @@ func (m *Manager) launchScope(ctx context.Context, spec Spec, name string, rel r
 	if err != nil {
 		return nil, err
 	}
-	if err = held.releaseEngine(rel); err != nil {
-		return nil, fmt.Errorf("release held child %d: %w", hpid, err)
-	}
 	h = &Handle{
 		Stdin:  io.inW,
 		Stdout: io.outR,
@@ -459,6 +461,14 @@ func (m *Manager) launchScope(ctx context.Context, spec Spec, name string, rel r
 		engine: held.cmd,
 		anchor: anchor,
 		done:   make(chan struct{}),
+	}
+	if spec.BeforeRelease != nil {
+		if err = spec.BeforeRelease(h.Cohort); err != nil {
+			return nil, fmt.Errorf("launch %s: before release: %w", name, err)
+		}
+	}
+	if err = held.releaseEngine(rel); err != nil {
+		return nil, fmt.Errorf("release held child %d: %w", hpid, err)
 	}
 	go h.reap()
 	go anchor.Wait()
@@ -483,12 +493,26 @@ func (m *Manager) launchGroup(spec Spec, rel release, cause error) (*Handle, err
 	pid := held.cmd.Process.Pid
 	// Our unreaped child: the pid cannot be reused before the pidfd pins it.
 	leader, err := openMember(pid, 0, "")
-	if err == nil {
-		err = held.releaseEngine(rel)
-	}
 	boot, berr := BootID()
 	if err == nil {
 		err = berr
+	}
+	cohort := Cohort{
+		Kind:         proofs.KindProcessGroup,
+		Reason:       PGroupReason + ": " + firstLine(cause.Error()),
+		Conversation: spec.Conversation,
+		Execution:    spec.Execution,
+		BootID:       boot,
+		PID:          pid,
+	}
+	if err == nil {
+		cohort.StartTime = leader.StartTime
+		if spec.BeforeRelease != nil {
+			err = spec.BeforeRelease(cohort)
+		}
+	}
+	if err == nil {
+		err = held.releaseEngine(rel)
 	}
 	if err != nil {
 		if leader != nil {
@@ -502,15 +526,7 @@ func (m *Manager) launchGroup(spec Spec, rel release, cause error) (*Handle, err
 		Stdin:  io.inW,
 		Stdout: io.outR,
 		Stderr: io.errR,
-		Cohort: Cohort{
-			Kind:         proofs.KindProcessGroup,
-			Reason:       PGroupReason + ": " + firstLine(cause.Error()),
-			Conversation: spec.Conversation,
-			Execution:    spec.Execution,
-			BootID:       boot,
-			PID:          pid,
-			StartTime:    leader.StartTime,
-		},
+		Cohort: cohort,
 		m:      m,
 		engine: held.cmd,
 		done:   make(chan struct{}),
@@ -532,11 +548,35 @@ func (h *Handle) reap() {
 
 // Reattach returns a handle on a cohort recorded by an earlier controller
 // (K10: a restart resumes a stop). It has no stdio and reaps nothing; Term,
-// Kill and Stop re-check everything from systemd and the kernel.
+// Kill and Stop re-check everything from systemd and the kernel. A record
+// that kept only the claim's incarnation (boot id, pid, start time,
+// cgroup) works too: see CohortOf.
 func (m *Manager) Reattach(c Cohort) *Handle {
 	done := make(chan struct{})
 	close(done)
 	return &Handle{Cohort: c, m: m, done: done, exitErr: errReattached}
+}
+
+// CohortOf rebuilds a scope Cohort from what a writer claim records about
+// an incarnation: conversation, execution, boot id, engine pid, start time
+// and engine cgroup. The InvocationID is then unknown; the kill phase takes
+// the unit's current one (an execution id names one launch only) and notes
+// it.
+func CohortOf(conversation, execution, bootID string, pid int, startTime uint64, cgroup string) (Cohort, error) {
+	name, err := UnitName(conversation, execution)
+	if err != nil {
+		return Cohort{}, err
+	}
+	if cgroup == "" {
+		return Cohort{Kind: proofs.KindProcessGroup, Reason: PGroupReason, Conversation: conversation,
+			Execution: execution, BootID: bootID, PID: pid, StartTime: startTime}, nil
+	}
+	scope := path.Dir(cgroup)
+	if path.Base(cgroup) != EngineSubgroup || path.Base(scope) != name {
+		return Cohort{}, fmt.Errorf("cgroup %q is not the engine cgroup of %s", cgroup, name)
+	}
+	return Cohort{Kind: proofs.KindScope, Conversation: conversation, Execution: execution, Unit: name,
+		ScopeCgroup: scope, Cgroup: cgroup, BootID: bootID, PID: pid, StartTime: startTime}, nil
 }
 
 var errReattached = errors.New("reattached handle: this process is not the engine's parent, its exit is unknown")

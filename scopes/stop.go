@@ -194,6 +194,13 @@ func (h *Handle) killScope(ctx context.Context, opts StopOptions) StopResult {
 	if err != nil {
 		return uncertain("unit %s: state unreadable, so its cgroup cannot be tied to invocation %s: %v", c.Unit, c.InvocationID, err)
 	}
+	if c.InvocationID == "" && st.InvocationID != "" && st.ActiveState == "active" {
+		// Reattached from a claim record without the InvocationID
+		// (CohortOf): the execution id names one launch only.
+		c.InvocationID, obs.InvocationID = st.InvocationID, st.InvocationID
+		h.Cohort.InvocationID = st.InvocationID
+		res.Notes = append(res.Notes, "invocation id taken from the unit: "+st.InvocationID)
+	}
 	if st.InvocationID != c.InvocationID {
 		obs.ActiveState, obs.Result = st.ActiveState, st.Result
 		return uncertain("unit %s is invocation %q (%s), not %s: the cohort's cgroup is %v", c.Unit, st.InvocationID, st.ActiveState, c.InvocationID, ErrCgroupAbsent)

@@ -1,0 +1,207 @@
+package scopes
+
+import (
+	"errors"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mosaic-agents/mosaic/proofs"
+)
+
+func TestParseStat(t *testing.T) {
+	// Field 22 counted after a comm that holds spaces and parentheses.
+	tail := " S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 4242 19 20\n"
+	for _, tc := range []struct {
+		in, comm string
+		start    uint64
+		bad      bool
+	}{
+		{"12 (sleep)" + tail, "sleep", 4242, false},
+		{"12 (a) b (c))" + tail, "a) b (c)", 4242, false},
+		{"12 ( )" + tail, " ", 4242, false},
+		{"12 sleep S 1", "", 0, true},
+		{"12 (sleep) S 1 2", "", 0, true},
+	} {
+		st, err := parseStat([]byte(tc.in))
+		if tc.bad {
+			if err == nil {
+				t.Errorf("%q: no error", tc.in)
+			}
+			continue
+		}
+		if err != nil || st.Comm != tc.comm || st.StartTime != tc.start {
+			t.Errorf("%q: %+v %v", tc.in, st, err)
+		}
+	}
+}
+
+func TestParseEventsAndCgroup(t *testing.T) {
+	ev, err := parseEvents([]byte("populated 0\nfrozen 1\n"))
+	if err != nil || ev.Populated != 0 || ev.Frozen != 1 {
+		t.Fatalf("%+v %v", ev, err)
+	}
+	if _, err := parseEvents([]byte("frozen 1\n")); err == nil {
+		t.Fatal("events without populated accepted")
+	}
+	cg, err := parseProcCgroup([]byte("1:name=systemd:/\n0::/a/b.scope/engine\n"))
+	if err != nil || cg != "/a/b.scope/engine" {
+		t.Fatalf("%q %v", cg, err)
+	}
+	if _, err := parseProcCgroup([]byte("4:memory:/\n")); err == nil {
+		t.Fatal("no 0:: line accepted")
+	}
+}
+
+func TestUnitName(t *testing.T) {
+	n, err := UnitName("conv-1", "exec/2")
+	if err != nil || n != `mosaic-engine-conv\x2d1-exec-2.scope` {
+		t.Fatalf("%q %v", n, err)
+	}
+	if _, err := UnitName("", "e"); err == nil {
+		t.Fatal("empty conversation accepted")
+	}
+	if _, err := UnitName(strings.Repeat("x", 300), "e"); err == nil {
+		t.Fatal("overlong name accepted")
+	}
+	c, err := CohortOf("c", "e", "b", 1, 2, "/app.slice/mosaic-engine-c-e.scope/engine")
+	if err != nil || c.Unit != "mosaic-engine-c-e.scope" || c.ScopeCgroup != "/app.slice/mosaic-engine-c-e.scope" {
+		t.Fatalf("%+v %v", c, err)
+	}
+	if _, err := CohortOf("c", "e", "b", 1, 2, "/app.slice/other.scope/engine"); err == nil {
+		t.Fatal("foreign cgroup accepted")
+	}
+	if c, _ := CohortOf("c", "e", "b", 1, 2, ""); c.Kind != proofs.KindProcessGroup {
+		t.Fatalf("no cgroup gave %+v", c)
+	}
+}
+
+// TestOpenMemberIdentity: pid reuse (a start time that does not match) and
+// a vanished process are refused and never signalled; a process outside
+// the cohort's cgroup is not a member.
+func TestOpenMemberIdentity(t *testing.T) {
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	pid := cmd.Process.Pid
+	st, err := readStat(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, err := procCgroup(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		start  uint64
+		within string
+		want   error
+	}{
+		{"recorded start matches", st.StartTime, own, nil},
+		{"pid reused", st.StartTime + 1, "", ErrPIDReused},
+		{"outside the cgroup", 0, own + "-other", ErrNotMember},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := openMember(pid, tc.start, tc.within)
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("err %v, want %v", err, tc.want)
+			}
+			if m != nil {
+				if m.Comm != "sleep" || m.StartTime != st.StartTime {
+					t.Fatalf("member %+v", m.Member)
+				}
+				m.close()
+			}
+		})
+	}
+	// A pgroup handle whose recorded start time is wrong never signals.
+	h := NewManager(Config{}).Reattach(Cohort{Kind: proofs.KindProcessGroup, PID: pid, StartTime: st.StartTime + 1})
+	term := h.Term(t.Context(), 50*time.Millisecond)
+	if len(term.Signalled) != 0 || !strings.Contains(strings.Join(term.Notes, " "), "pid reused") {
+		t.Fatalf("TERM with a reused pid: %+v", term)
+	}
+	if res := h.Kill(t.Context(), StopOptions{KillTimeout: 50 * time.Millisecond}); res.Outcome != Uncertain {
+		t.Fatalf("kill with a reused pid: %+v", res)
+	}
+	if err := cmd.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Fatalf("a process with another start time was signalled: %v", err)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	if _, err := openMember(pid, 0, ""); !errors.Is(err, ErrVanished) {
+		t.Fatalf("reaped pid: %v, want ErrVanished", err)
+	}
+}
+
+func TestWaitDeathsObservesEachDeath(t *testing.T) {
+	var ms []*member
+	var cmds []*exec.Cmd
+	for range 3 {
+		cmd := exec.Command("sleep", "30")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds = append(cmds, cmd)
+		m, err := openMember(cmd.Process.Pid, 0, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms = append(ms, m)
+		t.Cleanup(func() { m.close(); cmd.Process.Kill(); cmd.Wait() })
+	}
+	if alive := waitDeaths(ms, time.Time{}); len(alive) != 3 {
+		t.Fatalf("%d alive, want 3", len(alive))
+	}
+	before := BoottimeNanos()
+	for _, m := range ms[:2] {
+		if err := m.signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+	}
+	alive := waitDeaths(ms, time.Now().Add(200*time.Millisecond))
+	if len(alive) != 1 || alive[0] != ms[2] {
+		t.Fatalf("alive %v", alive)
+	}
+	for _, m := range ms[:2] {
+		if !m.Died || m.DiedAt < before || m.DiedAt < ticksToNanos(m.StartTime) {
+			t.Fatalf("death of %+v not recorded after %d", m.Member, before)
+		}
+	}
+}
+
+// TestVerdict: stopped needs every part of the observation.
+func TestVerdict(t *testing.T) {
+	good := func() proofs.Observation {
+		return proofs.Observation{
+			Kind: proofs.KindScope, Unit: "u.scope", MembershipComplete: true, CgroupPresent: true,
+			Members:    []proofs.MemberObservation{{PID: 10, StartTime: 1, Comm: "sh", Died: true, DiedAt: 50}},
+			ObservedAt: 60, ActiveState: "inactive",
+		}
+	}
+	if o := good(); func() Outcome { out, _ := verdict(&o); return out }() != Stopped {
+		t.Fatal("complete observation not stopped")
+	}
+	for _, tc := range []struct {
+		name string
+		mut  func(*proofs.Observation)
+	}{
+		{"process group", func(o *proofs.Observation) { o.Kind = proofs.KindProcessGroup }},
+		{"incomplete membership", func(o *proofs.Observation) { o.MembershipComplete = false }},
+		{"absent cgroup", func(o *proofs.Observation) { o.CgroupPresent = false }},
+		{"populated", func(o *proofs.Observation) { o.Populated = 1 }},
+		{"death unobserved", func(o *proofs.Observation) { o.Members[0].Died = false }},
+		{"observed before death", func(o *proofs.Observation) { o.ObservedAt = 40 }},
+		{"unit active", func(o *proofs.Observation) { o.ActiveState = "active" }},
+	} {
+		o := good()
+		tc.mut(&o)
+		if out, why := verdict(&o); out != Uncertain || why == "" {
+			t.Errorf("%s: %s %q", tc.name, out, why)
+		}
+	}
+}
