@@ -1,0 +1,83 @@
+package terminal
+
+import "strings"
+
+// wrapLine sanitizes one logical line (LF already split off, or shown as
+// ^J) and wraps it to width cells, breaking after the last space that fits
+// when there is one. A unit is never split unless it is an escape notation
+// wider than the whole width. width <= 0 means no wrapping. An empty line
+// gives one empty string.
+func wrapLine(s string, width int) []string {
+	us := units(s)
+	if width <= 0 {
+		return []string{join(us)}
+	}
+	// Split notations wider than the width into single ASCII cells so
+	// that every line fits (notations are ASCII).
+	var fit []unit
+	for _, u := range us {
+		if u.esc && u.w > width {
+			for i := 0; i < len(u.s); i++ {
+				fit = append(fit, unit{u.s[i : i+1], 1, true})
+			}
+			continue
+		}
+		fit = append(fit, u)
+	}
+	var lines []string
+	var cur []unit
+	w := 0
+	for _, u := range fit {
+		if w+u.w > width && len(cur) > 0 {
+			// Break after the last space of cur, if any (not at 0).
+			cut := -1
+			for i := len(cur) - 1; i > 0; i-- {
+				if cur[i].s == " " {
+					cut = i + 1
+					break
+				}
+			}
+			if cut < 0 || cut == len(cur) {
+				lines = append(lines, join(cur))
+				cur, w = nil, 0
+			} else {
+				lines = append(lines, join(cur[:cut]))
+				cur = append([]unit(nil), cur[cut:]...)
+				w = 0
+				for _, c := range cur {
+					w += c.w
+				}
+			}
+		}
+		cur = append(cur, u)
+		w += u.w
+	}
+	return append(lines, join(cur))
+}
+
+// clip sanitizes a one-line string (LF shown as ^J) and cuts it to width
+// cells, ending with "…" when it was cut. width <= 0 means no cut.
+func clip(s string, width int) string {
+	us := units(s)
+	if width <= 0 {
+		return join(us)
+	}
+	w := 0
+	for _, u := range us {
+		w += u.w
+	}
+	if w <= width {
+		return join(us)
+	}
+	var b strings.Builder
+	w = 0
+	for _, u := range us {
+		if w+u.w > width-1 {
+			break
+		}
+		b.WriteString(u.s)
+		w += u.w
+	}
+	b.WriteString("…")
+	return b.String()
+}
