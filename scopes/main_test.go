@@ -59,9 +59,7 @@ func launchEngine(t testing.TB, m *Manager, script string) *engine {
 	}
 	t.Cleanup(func() {
 		h.Abandon(context.Background())
-		h.Stdin.Close()
-		h.Stdout.Close()
-		h.closeMembers()
+		h.Close()
 	})
 	return &engine{Handle: h, out: bufio.NewReader(h.Stdout)}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -220,6 +221,12 @@ func (h *Handle) killScope(ctx context.Context, opts StopOptions) StopResult {
 	}
 	ms, complete, notes := h.enumerate(fs, c.Cgroup)
 	res.Notes = append(res.Notes, notes...)
+	// A member (same uid) could have thawed the cgroup and forked while it
+	// was enumerated: the enumeration counts only if it is still frozen.
+	if ev, err := fs.events(c.Cgroup); err != nil || ev.Frozen != 1 {
+		complete = false
+		res.Notes = append(res.Notes, fmt.Sprintf("cgroup not frozen after the enumeration (%+v, %v)", ev, err))
+	}
 	obs.MembershipComplete = complete
 
 	if err := fs.write(c.Cgroup, "cgroup.kill", "1"); err != nil {
@@ -350,7 +357,7 @@ func (h *Handle) releaseScope(ctx context.Context, fs *cgroupFS, dl time.Time) (
 			return st, fmt.Errorf("unit %s still %s/%s at the deadline", c.Unit, st.ActiveState, st.SubState)
 		}
 		time.Sleep(wait)
-		wait = min(2*wait, 50*time.Millisecond)
+		wait = min(2*wait, 10*time.Millisecond)
 	}
 }
 
@@ -502,7 +509,19 @@ func (h *Handle) Abandon(ctx context.Context) error {
 	return err
 }
 
-// close releases the pidfds a stop kept.
+// Close releases the handle's descriptors: the engine's pipes and the
+// pidfds a stop kept. Call it after a stop. Closing the engine's stdin
+// earlier is not a stop: it only makes Pi exit, and its children may live.
+func (h *Handle) Close() {
+	for _, f := range []*os.File{h.Stdin, h.Stdout, h.Stderr} {
+		if f != nil {
+			f.Close()
+		}
+	}
+	h.closeMembers()
+}
+
+// closeMembers releases the pidfds a stop kept.
 func (h *Handle) closeMembers() {
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -1,0 +1,130 @@
+package scopes
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+)
+
+// BenchmarkLaunchVsSystemdRun compares Launch (held child, anchor, scope
+// job, sub-cgroups, confirmation, release) of /bin/true until the engine
+// has exited, with `systemd-run --user --scope true` in the same run,
+// interleaved. Teardown of our scope is not timed.
+func BenchmarkLaunchVsSystemdRun(b *testing.B) {
+	m := testManager(b)
+	if _, err := exec.LookPath("systemd-run"); err != nil {
+		b.Skip("no systemd-run")
+	}
+	devnull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer devnull.Close()
+	ctx := context.Background()
+	var ours, base time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		conv, exe := ids(b)
+		t0 := time.Now()
+		h, err := m.Launch(ctx, Spec{Conversation: conv, Execution: exe, Argv: []string{"true"}, Stderr: devnull})
+		if err != nil {
+			b.Fatal(err)
+		}
+		<-h.Done()
+		ours += time.Since(t0)
+
+		t0 = time.Now()
+		if out, err := exec.Command("systemd-run", "--user", "--scope", "--quiet", "--collect", "true").CombinedOutput(); err != nil {
+			b.Fatalf("systemd-run: %v %s", err, out)
+		}
+		base += time.Since(t0)
+
+		b.StopTimer()
+		h.Abandon(ctx)
+		h.Stdin.Close()
+		h.Stdout.Close()
+		b.StartTimer()
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(ours.Nanoseconds())/n, "ns/launch")
+	b.ReportMetric(float64(base.Nanoseconds())/n, "ns/systemd-run")
+	b.ReportMetric(float64(ours)/float64(base), "x-vs-systemd-run")
+}
+
+// treeEngine spawns 200 sleeps, half of them through setsid, then becomes
+// cat: 201 processes in the engine cgroup.
+const treeEngine = `i=0; while [ $i -lt 100 ]; do ` +
+	`sleep 300 </dev/null >/dev/null 2>&1 & setsid sleep 300 </dev/null >/dev/null 2>&1 & i=$((i+1)); done; ` +
+	`echo "ready 1"; exec cat`
+
+func launchTree(b *testing.B, m *Manager) *engine {
+	b.Helper()
+	e := launchEngine(b, m, treeEngine)
+	e.expect(b, "ready")
+	for range 500 {
+		if ms, err := e.Members(); err == nil && len(ms) >= 201 {
+			return e
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	b.Fatal("tree of 201 processes did not appear")
+	return nil
+}
+
+// BenchmarkForceStop200 times a force stop of a 201-process tree (half of
+// it setsid) to a verified observation: TERM then kill phase, and the kill
+// phase alone, against a bare cgroup.kill plus waiting for populated 0 on
+// an identical tree, in the same run.
+func BenchmarkForceStop200(b *testing.B) {
+	m := testManager(b)
+	fs, err := m.cgroupFS()
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	var full, killOnly, bare time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		e1, e2, e3 := launchTree(b, m), launchTree(b, m), launchTree(b, m)
+		b.StartTimer()
+
+		t0 := time.Now()
+		res := e1.Stop(ctx, StopOptions{Stop: "bench", Grace: 5 * time.Second})
+		full += time.Since(t0)
+		if res.Outcome != Stopped || len(res.Observation.Members) < 201 {
+			b.Fatalf("stop: %s (%s), %d members", res.Outcome, res.Reason, len(res.Observation.Members))
+		}
+
+		t0 = time.Now()
+		res = e2.Stop(ctx, StopOptions{Stop: "bench"})
+		killOnly += time.Since(t0)
+		if res.Outcome != Stopped || len(res.Observation.Members) < 201 {
+			b.Fatalf("kill phase: %s (%s), %d members", res.Outcome, res.Reason, len(res.Observation.Members))
+		}
+
+		t0 = time.Now()
+		if err := fs.write(e3.Cohort.Cgroup, "cgroup.kill", "1"); err != nil {
+			b.Fatal(err)
+		}
+		if _, ok, err := fs.waitEvents(e3.Cohort.Cgroup, time.Now().Add(10*time.Second), func(e cgEvents) bool { return e.Populated == 0 }); !ok || err != nil {
+			b.Fatalf("bare kill: %v", err)
+		}
+		bare += time.Since(t0)
+
+		b.StopTimer()
+		for _, e := range []*engine{e1, e2, e3} {
+			e.Abandon(ctx)
+		}
+		b.StartTimer()
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(full.Nanoseconds())/n, "ns/stop")
+	b.ReportMetric(float64(killOnly.Nanoseconds())/n, "ns/kill-phase")
+	b.ReportMetric(float64(bare.Nanoseconds())/n, "ns/bare-kill")
+	b.ReportMetric(float64(full)/float64(bare), "x-stop-vs-bare")
+	b.ReportMetric(float64(killOnly)/float64(bare), "x-kill-vs-bare")
+}
+
