@@ -127,4 +127,3 @@ func BenchmarkForceStop200(b *testing.B) {
 	b.ReportMetric(float64(full)/float64(bare), "x-stop-vs-bare")
 	b.ReportMetric(float64(killOnly)/float64(bare), "x-kill-vs-bare")
 }
-
