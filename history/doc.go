@@ -1,0 +1,106 @@
+// Package history reads a Pi 0.85.1 session file (format v3) read-only and
+// serves it as CHAT-01 history pages: what an observer sees before the live
+// events of the conversation (issue 5 "Observe", seed 003 "Parser",
+// "Pages", "Snapshots, epochs, cursors", "Follow").
+//
+// The API is small:
+//
+//   - Read takes a Snapshot: the file up to its last LF, its SHA-256 and
+//     (dev, ino), parsed into the entry tree. A missing file is a new
+//     conversation (New), not an error.
+//   - Follow takes a later Snapshot that must continue an earlier one
+//     (same file, same prefix bytes), parsing only appended lines;
+//     Appended and Foreign give the entry ids it added, for the foreign
+//     writer check (W10).
+//   - Snapshot.Page gives a branch's page from a part index; Page.Cursor
+//     and Snapshot.Next continue it, on the same snapshot or, as a follow,
+//     on a later one (only what was appended to that branch).
+//   - SessionID and LeafID are what the controller pins at launch and
+//     checks against get_state/get_tree (K8).
+//
+// Refusals are *protocol.Refusal: unsafe-path, unreadable, too-large,
+// not-a-pi-session, incomplete-header (reconcile), source-replaced
+// (reconcile), unknown-branch (reconcile), cursor-unknown (a part index
+// past the branch's end, reconcile).
+//
+// Nothing here writes: no create, no rename, no repair of a missing final
+// LF (Pi's own loader appends one; the reader never does).
+//
+// # Opening
+//
+// The parent directory is opened O_DIRECTORY|O_NOFOLLOW and the file is
+// opened relative to it with openat(O_RDONLY|O_NOFOLLOW|O_CLOEXEC|
+// O_NONBLOCK|O_NOCTTY), so neither the sessions directory nor the file can
+// be a symlink, and a file swapped between the fstatat and the open is
+// detected by (dev, ino). Components above the sessions directory are the
+// conversation config's business (it validated the path). A missing
+// sessions directory is a new conversation, like a missing file. A file
+// that vanishes between the fstatat and the open is unsafe-path (a swap),
+// not a new conversation.
+//
+// # Choices where the seeds are silent
+//
+// Header. Line 1 must be a complete JSON object with type "session",
+// version exactly 3 and a non-empty string id; anything else is
+// not-a-pi-session (Pi would migrate an older version by rewriting the
+// file). A first line without LF is incomplete-header with reconcile when
+// it is empty or starts with "{" (Pi writes the header and first entries
+// in one go, so this is a file being created), else not-a-pi-session. The
+// header cwd is exposed (Header) but not checked here.
+//
+// Lines. Blank lines are skipped, as Pi does. A valid entry is a JSON
+// object with a string type and a non-empty string id, parentId null,
+// absent or a string; anything else is a malformed-line notice at its
+// position. A second "session" line is an unexpected-header notice (Pi
+// skips it). A valid entry whose type-specific fields do not decode keeps
+// its place in the tree and shows a malformed-entry notice. Pi's leaf is
+// the last parsed line even without an id; ours is the last valid entry.
+// A trailing line without LF is left out (Incomplete) even when it parses:
+// Pi's loader would take it as the leaf and append the missing LF, so
+// until Pi does, the controller's K8 check against such a file differs.
+//
+// Branches. Names are assigned in one pass in file order: the first root
+// (null or missing parent) is main; a later root, or a child that is not
+// its parent's earliest child, starts b.<id>; the earliest child continues
+// its parent's branch only when the parent's line precedes it (so loops
+// and duplicate-id moves cannot make naming recurse, and names never
+// depend on later lines). Each name ends at one tip, the last entry of its
+// chain; a branch's history is the path from the root to that tip. The
+// default branch is the one holding Pi's default leaf; if a duplicate id
+// made that leaf an inner entry, the page still runs to the chain's tip
+// while LeafID stays exactly Pi's leaf. An entry set that only loops back
+// on itself forms no branch reachable from a root and has no main.
+//
+// Notices. Entry keys are n.<id>, notices x.<line> (unreadable lines),
+// x.missing.<id>, x.loop.<id> and x.forked (parentSession, first on every
+// branch). A notice at a line goes before the first path entry with a
+// later line, so every branch shows it in the same place and earlier parts
+// stay unchanged while the file grows. Unknown roles (bashExecution
+// included) and unknown entry types are notices. A message with role
+// custom (a v2 hookMessage) shows like custom_message, only with display.
+// Compaction and branch_summary show as markers carrying their summary as
+// one text block; retainedTail is not rendered.
+//
+// Content. Blocks are protocol.Block converted exactly as engine converts
+// live message-end content (image bytes dropped, unknown types
+// unavailable), except that redacted thinking is unavailable with empty
+// text and thinkingSignature is never read. Tool call ids stay native so
+// history and live tool events match; only entry ids are hashed. Short
+// strings (ids, names, roles, mime types, timestamps) over 1024 bytes are
+// replaced by h-<sha1>, never clipped.
+//
+// Caps. Strings are counted in UTF-16 units (what a JavaScript client
+// counts) and cut at 262144 units or 1 MiB of JSON, on rune boundaries; a
+// toolCall whose argument JSON does not fit one fragment carries it as
+// text fragments (as toolcall-delta does live). Fragments group into parts
+// of at most 64 blocks and about 4 MiB; a page holds at most 100 parts and
+// 8 MiB of JSON with 64 KiB kept free for the record around it, measured
+// by encoding each part.
+//
+// Follow and cursors. A cursor is a plain value: branch, parts read, a
+// digest of those parts' identities (entry key, part, line) and the
+// snapshot's (epoch, size, digest). A snapshot accepts cursors of itself
+// and of the last 1024 snapshots of its follow chain; older ones refuse
+// source-replaced, which only costs the client a re-read. A cursor from an
+// empty new conversation fits any later snapshot.
+package history

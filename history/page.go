@@ -1,0 +1,162 @@
+package history
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+
+	"github.com/mosaic-agents/mosaic/protocol"
+)
+
+// pageReserve is kept free of parts under MaxPageBytes for the page's own
+// fields and the record that carries it.
+const pageReserve = 64 << 10
+
+// Page is one CHAT-01 history page of one branch: at most MaxPageParts
+// parts and MaxPageBytes of JSON.
+type Page struct {
+	Session       string `json:"session"`
+	Branch        string `json:"branch"`
+	DefaultBranch string `json:"defaultBranch"`
+	Snapshot      string `json:"snapshot"`
+	Epoch         string `json:"epoch,omitempty"`
+	// From is the branch-wide index of the first part.
+	From  int    `json:"from"`
+	Parts []Part `json:"parts"`
+	// More says the snapshot holds more parts of the branch; Cursor then
+	// reads them. Without More, Cursor is a follow cursor: on a later
+	// snapshot it returns only what was appended to the branch.
+	More       bool `json:"more"`
+	Incomplete bool `json:"incomplete,omitempty"`
+	New        bool `json:"new,omitempty"`
+	// Cursor continues after this page. It is a plain value for the
+	// controller to keep (and bind to actor and connection); it is not
+	// sent as is.
+	Cursor Cursor `json:"-"`
+}
+
+// Cursor is where a reader stands in a branch: the parts it has read, the
+// identity of those parts, and the snapshot it read them from.
+type Cursor struct {
+	Branch string
+	// Next is the count of the branch's parts already read.
+	Next int
+	// Parts is the SHA-256 over the identity (entry, part, line) of parts
+	// [0, Next): a later snapshot must reproduce it exactly.
+	Parts  [32]byte
+	Epoch  string
+	Size   int64
+	Digest [32]byte
+}
+
+// Page returns the page of branch ("" for the default branch) starting at
+// part from. An unknown branch refuses unknown-branch (reconcile).
+func (s *Snapshot) Page(branch string, from int) (Page, error) {
+	if branch == "" {
+		branch = s.DefaultBranch()
+	}
+	all, ok := s.branchParts(branch)
+	if !ok {
+		r := protocol.Refuse("unknown-branch", "%s has no branch %q", s.path, cut(branch))
+		r.Reconcile = true
+		return Page{}, r
+	}
+	if from < 0 || from > len(all) {
+		r := protocol.Refuse("cursor-unknown", "branch %q of %s has %d parts, not %d", cut(branch), s.path, len(all), from)
+		r.Reconcile = true
+		return Page{}, r
+	}
+	return s.page(branch, all, from)
+}
+
+// Next continues from a cursor. On the snapshot the cursor came from it
+// is the next page; on a later snapshot of the same follow chain it
+// verifies that the branch's first c.Next parts are unchanged and returns
+// what follows them, which is empty when the conversation continued on
+// another branch. Anything else refuses source-replaced (reconcile).
+func (s *Snapshot) Next(c Cursor) (Page, error) {
+	if !s.descends(c) {
+		return Page{}, replaced(s.path, "the cursor's snapshot is not a prefix of this one")
+	}
+	all, ok := s.branchParts(c.Branch)
+	if !ok {
+		return Page{}, replaced(s.path, "branch "+cut(c.Branch)+" is gone")
+	}
+	if len(all) < c.Next || partsDigest(all[:c.Next]) != c.Parts {
+		return Page{}, replaced(s.path, "the earlier parts of branch "+cut(c.Branch)+" changed")
+	}
+	return s.page(c.Branch, all, c.Next)
+}
+
+// descends reports whether c was issued on s or on a snapshot s followed.
+func (s *Snapshot) descends(c Cursor) bool {
+	if c.Epoch == "" && c.Size == 0 {
+		return true // a new conversation's cursor: the empty prefix
+	}
+	if c.Epoch != s.epoch {
+		return false
+	}
+	if c.Size == s.size {
+		return c.Digest == s.digest
+	}
+	for _, m := range s.lineage {
+		if m.size == c.Size {
+			return m.digest == c.Digest
+		}
+	}
+	return false
+}
+
+// page fills one page from all[from:] within the caps.
+func (s *Snapshot) page(branch string, all []Part, from int) (Page, error) {
+	p := Page{Session: short(s.header.ID), Branch: branch, DefaultBranch: s.DefaultBranch(),
+		Snapshot: s.Digest(), Epoch: s.epoch, From: from, Parts: []Part{},
+		Incomplete: s.incomplete, New: s.isNew}
+	used := pageReserve
+	i := from
+	for ; i < len(all) && len(p.Parts) < MaxPageParts; i++ {
+		b, err := json.Marshal(all[i])
+		if err != nil {
+			return Page{}, protocol.Wrap("unreadable", err, "encode part %d of %s", i, s.path)
+		}
+		if used+len(b)+1 > MaxPageBytes && len(p.Parts) > 0 {
+			break
+		}
+		used += len(b) + 1
+		p.Parts = append(p.Parts, all[i])
+	}
+	p.More = i < len(all)
+	p.Cursor = Cursor{Branch: branch, Next: i, Parts: partsDigest(all[:i]), Epoch: s.epoch, Size: s.size, Digest: s.digest}
+	return p, nil
+}
+
+// branchParts cuts every shown item of branch into parts.
+func (s *Snapshot) branchParts(branch string) ([]Part, bool) {
+	items, ok := s.idx.items(branch, s.header)
+	if !ok {
+		return nil, false
+	}
+	var out []Part
+	for _, it := range items {
+		out = append(out, parts(it)...)
+	}
+	return out, true
+}
+
+// partsDigest hashes the identity of parts: entry key, part number, line.
+func partsDigest(ps []Part) [32]byte {
+	h := sha256.New()
+	var n [8]byte
+	for _, p := range ps {
+		binary.BigEndian.PutUint64(n[:], uint64(len(p.Entry)))
+		h.Write(n[:])
+		h.Write([]byte(p.Entry))
+		binary.BigEndian.PutUint64(n[:], uint64(p.Part))
+		h.Write(n[:])
+		binary.BigEndian.PutUint64(n[:], uint64(p.Line))
+		h.Write(n[:])
+	}
+	var d [32]byte
+	h.Sum(d[:0])
+	return d
+}

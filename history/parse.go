@@ -1,0 +1,297 @@
+package history
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"github.com/mosaic-agents/mosaic/protocol"
+)
+
+// SessionVersion is the only session format version the reader accepts:
+// Pi 0.85.1 migrates older files by rewriting them on load, which the
+// reader must never do.
+const SessionVersion = 3
+
+// Header is line 1 of a session file. It is not a tree node.
+type Header struct {
+	// ID is Pi's session id: the native session identity the controller
+	// pins at launch and compares with get_state's sessionId (K8).
+	ID        string `json:"id"`
+	Version   int    `json:"version"`
+	Timestamp string `json:"timestamp,omitempty"`
+	Cwd       string `json:"cwd,omitempty"`
+	// ParentSession names the file this session was forked from. It is
+	// shown as a notice and never opened.
+	ParentSession string `json:"parentSession,omitempty"`
+}
+
+// record is one complete line after the header that is not blank: a valid
+// entry, or a line that is not one (a notice at its file position).
+type record struct {
+	line int
+	e    *entry  // nil for a line that is not an entry
+	bad  *Notice // set when e is nil
+}
+
+// entry is a valid tree node: an object with a string type and a non-empty
+// string id. Its view is nil when the entry is not shown (model and
+// thinking changes, labels, session names, extension state).
+type entry struct {
+	id     string
+	parent string
+	root   bool // parentId null or absent
+	typ    string
+	line   int
+	view   *view
+}
+
+// view is what a shown entry renders as, before it is cut into parts.
+type view struct {
+	kind       string
+	role       string
+	timestamp  string
+	stopReason string
+	customType string
+	tool       *protocol.Tool
+	notice     *Notice
+	blocks     []protocol.Block
+}
+
+// Notice codes. A notice stands where something could not be shown.
+const (
+	NoticeMalformedLine    = "malformed-line"
+	NoticeMalformedEntry   = "malformed-entry"
+	NoticeUnexpectedHeader = "unexpected-header"
+	NoticeUnknownType      = "unknown-entry-type"
+	NoticeUnknownRole      = "unknown-role"
+	NoticeMissingParent    = "missing-parent"
+	NoticeLoop             = "loop"
+	NoticeForked           = "forked-from-earlier-session"
+)
+
+// Part kinds.
+const (
+	KindMessage       = "message"
+	KindCompaction    = "compaction"
+	KindBranchSummary = "branchSummary"
+	KindCustomMessage = "customMessage"
+	KindNotice        = "notice"
+)
+
+// Notice says why something is not shown. Detail is for people; Code is
+// stable.
+type Notice struct {
+	Code   string `json:"code"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// nativeEntry is the envelope every entry line shares. Type-specific
+// fields stay raw so a bad one spoils only that entry's view, never its
+// place in the tree.
+type nativeEntry struct {
+	Type       *string         `json:"type"`
+	ID         *string         `json:"id"`
+	ParentID   *string         `json:"parentId"`
+	Timestamp  json.RawMessage `json:"timestamp"`
+	Message    json.RawMessage `json:"message"`
+	Summary    json.RawMessage `json:"summary"`
+	Content    json.RawMessage `json:"content"`
+	Display    json.RawMessage `json:"display"`
+	CustomType json.RawMessage `json:"customType"`
+}
+
+type nativeMessage struct {
+	Role       string          `json:"role"`
+	Content    json.RawMessage `json:"content"`
+	StopReason string          `json:"stopReason"`
+	ToolCallID string          `json:"toolCallId"`
+	ToolName   string          `json:"toolName"`
+	IsError    bool            `json:"isError"`
+	CustomType string          `json:"customType"`
+	Display    bool            `json:"display"`
+}
+
+type nativeBlock struct {
+	Type      string          `json:"type"`
+	Text      string          `json:"text"`
+	Thinking  string          `json:"thinking"`
+	Redacted  bool            `json:"redacted"`
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+	MimeType  string          `json:"mimeType"`
+}
+
+// parseHeader checks line 1. Anything but a version 3 session header is
+// not-a-pi-session.
+func parseHeader(b []byte, path string) (Header, error) {
+	var h struct {
+		Type          *string         `json:"type"`
+		Version       json.RawMessage `json:"version"`
+		ID            *string         `json:"id"`
+		Timestamp     any             `json:"timestamp"`
+		Cwd           any             `json:"cwd"`
+		ParentSession any             `json:"parentSession"`
+	}
+	if err := json.Unmarshal(b, &h); err != nil {
+		return Header{}, protocol.Wrap("not-a-pi-session", err, "line 1 of %s is not a JSON object", path)
+	}
+	if h.Type == nil || *h.Type != "session" {
+		return Header{}, protocol.Refuse("not-a-pi-session", "line 1 of %s is not a session header", path)
+	}
+	if string(h.Version) != "3" {
+		return Header{}, protocol.Refuse("not-a-pi-session", "session %s has version %s, want %d", path, cut(string(h.Version)), SessionVersion)
+	}
+	if h.ID == nil || *h.ID == "" {
+		return Header{}, protocol.Refuse("not-a-pi-session", "session header of %s has no id", path)
+	}
+	str := func(v any) string { s, _ := v.(string); return s }
+	return Header{ID: *h.ID, Version: SessionVersion, Timestamp: str(h.Timestamp), Cwd: str(h.Cwd), ParentSession: str(h.ParentSession)}, nil
+}
+
+// parseLine turns one complete line (without its LF) into a record. A
+// blank line returns nil: Pi skips it too.
+func parseLine(no int, b []byte) *record {
+	if len(bytes.TrimSpace(b)) == 0 {
+		return nil
+	}
+	var n nativeEntry
+	if err := json.Unmarshal(b, &n); err != nil {
+		return &record{line: no, bad: &Notice{Code: NoticeMalformedLine, Detail: fmt.Sprintf("line %d is not a JSON object", no)}}
+	}
+	if n.Type == nil || n.ID == nil || *n.ID == "" {
+		if n.Type != nil && *n.Type == "session" {
+			return &record{line: no, bad: &Notice{Code: NoticeUnexpectedHeader, Detail: fmt.Sprintf("line %d is a second session header", no)}}
+		}
+		return &record{line: no, bad: &Notice{Code: NoticeMalformedLine, Detail: fmt.Sprintf("line %d has no entry type or id", no)}}
+	}
+	if *n.Type == "session" {
+		return &record{line: no, bad: &Notice{Code: NoticeUnexpectedHeader, Detail: fmt.Sprintf("line %d is a second session header", no)}}
+	}
+	e := &entry{id: *n.ID, typ: *n.Type, line: no, root: n.ParentID == nil}
+	if n.ParentID != nil {
+		e.parent = *n.ParentID
+	}
+	e.view = viewOf(&n)
+	if e.view != nil {
+		var ts string
+		if json.Unmarshal(n.Timestamp, &ts) == nil {
+			e.view.timestamp = short(ts)
+		}
+	}
+	return &record{line: no, e: e}
+}
+
+// viewOf decides how an entry shows: nil for entry types that are state,
+// not conversation.
+func viewOf(n *nativeEntry) *view {
+	switch *n.Type {
+	case "message":
+		return messageView(n.Message)
+	case "compaction":
+		return summaryView(KindCompaction, n.Summary)
+	case "branch_summary":
+		return summaryView(KindBranchSummary, n.Summary)
+	case "custom_message":
+		var display bool
+		if json.Unmarshal(n.Display, &display) != nil || !display {
+			return nil
+		}
+		blocks, err := contentBlocks(n.Content)
+		if err != nil {
+			return noticeView(NoticeMalformedEntry, "custom_message content: "+err.Error())
+		}
+		var ct string
+		_ = json.Unmarshal(n.CustomType, &ct)
+		return &view{kind: KindCustomMessage, role: "custom", customType: short(ct), blocks: blocks}
+	case "model_change", "thinking_level_change", "label", "session_info", "custom":
+		return nil
+	}
+	return noticeView(NoticeUnknownType, "entry type "+short(*n.Type))
+}
+
+func noticeView(code, detail string) *view {
+	return &view{kind: KindNotice, notice: &Notice{Code: code, Detail: detail}}
+}
+
+// summaryView is the marker of a compaction or a branch summary: the
+// summary text in place. retainedTail is not rendered: its messages are
+// already on the path.
+func summaryView(kind string, raw json.RawMessage) *view {
+	var s string
+	if len(raw) > 0 && json.Unmarshal(raw, &s) != nil {
+		return noticeView(NoticeMalformedEntry, kind+" summary is not a string")
+	}
+	return &view{kind: kind, blocks: []protocol.Block{{Type: "text", Text: s}}}
+}
+
+// messageView maps a persisted AgentMessage onto the same blocks the
+// engine puts on a live message-end, so one renderer serves both.
+func messageView(raw json.RawMessage) *view {
+	var m nativeMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return noticeView(NoticeMalformedEntry, "message: "+err.Error())
+	}
+	blocks, err := contentBlocks(m.Content)
+	if err != nil {
+		return noticeView(NoticeMalformedEntry, "message content: "+err.Error())
+	}
+	switch m.Role {
+	case "user", "assistant":
+		return &view{kind: KindMessage, role: m.Role, stopReason: short(m.StopReason), blocks: blocks}
+	case "toolResult":
+		return &view{kind: KindMessage, role: m.Role, blocks: blocks,
+			tool: &protocol.Tool{CallID: short(m.ToolCallID), Name: short(m.ToolName), IsError: m.IsError}}
+	case "custom":
+		if !m.Display {
+			return nil
+		}
+		return &view{kind: KindCustomMessage, role: "custom", customType: short(m.CustomType), blocks: blocks}
+	}
+	return noticeView(NoticeUnknownRole, "message role "+short(m.Role))
+}
+
+// contentBlocks decodes string or block-array content.
+func contentBlocks(raw json.RawMessage) ([]protocol.Block, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	if raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, err
+		}
+		return []protocol.Block{{Type: "text", Text: s}}, nil
+	}
+	var nb []nativeBlock
+	if err := json.Unmarshal(raw, &nb); err != nil {
+		return nil, err
+	}
+	out := make([]protocol.Block, 0, len(nb))
+	for _, b := range nb {
+		out = append(out, block(b))
+	}
+	return out, nil
+}
+
+// block converts one native block as engine does for live events; an
+// unknown type keeps its ordinal but none of its content, and redacted
+// reasoning is unavailable with empty text.
+func block(b nativeBlock) protocol.Block {
+	switch b.Type {
+	case "text":
+		return protocol.Block{Type: "text", Text: b.Text}
+	case "thinking":
+		if b.Redacted {
+			return protocol.Block{Type: "unavailable"}
+		}
+		return protocol.Block{Type: "thinking", Text: b.Thinking}
+	case "toolCall":
+		return protocol.Block{Type: "toolCall", ToolCallID: short(b.ID), ToolName: short(b.Name), Args: b.Arguments}
+	case "image":
+		return protocol.Block{Type: "image", MimeType: short(b.MimeType)}
+	}
+	return protocol.Block{Type: "unavailable"}
+}
