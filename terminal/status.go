@@ -1,0 +1,45 @@
+package terminal
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Status is what the status line shows. Every field is sanitized as one
+// line (LF shows as ^J), so the status line stays one line whatever the
+// controller or engine reported.
+type Status struct {
+	Conversation string
+	// Controller is true when this connection holds control.
+	Controller bool
+	Generation uint64
+	Engine     string
+	Binding    string
+	// Replay is the advertised replay window, e.g. "seq 12-4107", or "".
+	Replay string
+	// Notice is the composer's notice or a request outcome; it comes
+	// last, so a narrow screen cuts it first.
+	Notice string
+}
+
+// Line renders the status to one line of at most width cells.
+func (s Status) Line(width int) string {
+	mode := "observer"
+	if s.Controller {
+		mode = "controller"
+	}
+	parts := []string{s.Conversation, mode, fmt.Sprintf("gen %d", s.Generation)}
+	if s.Engine != "" {
+		parts = append(parts, "engine "+s.Engine)
+	}
+	if s.Binding != "" {
+		parts = append(parts, "binding "+s.Binding)
+	}
+	if s.Replay != "" {
+		parts = append(parts, "replay "+s.Replay)
+	}
+	if s.Notice != "" {
+		parts = append(parts, s.Notice)
+	}
+	return clip(strings.Join(parts, " | "), width)
+}
