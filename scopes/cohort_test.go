@@ -164,6 +164,10 @@ func TestK3SigtermIgnoredNotProven(t *testing.T) {
 		if term.Outcome != Stopping || term.Emptied {
 			t.Fatalf("TERM phase: %+v, want stopping, not emptied", term)
 		}
+		// A second TERM phase (a retried escalation) is still not a proof.
+		if again := e.Term(ctxT(t), 100*time.Millisecond); again.Outcome != Stopping {
+			t.Fatalf("second TERM phase: %+v", again)
+		}
 		if len(term.Signalled) < 2 {
 			t.Fatalf("TERM acknowledged for %d members, want the engine and the stubborn child: %+v", len(term.Signalled), term)
 		}

@@ -2,12 +2,14 @@ package scopes
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -21,6 +23,7 @@ const (
 	roleHeld   = "held"
 	roleAnchor = "anchor"
 	releaseFD  = 3 // the held child's end of the release pipe
+	readyFD    = 4 // the held child's end of its ready pipe; fd 3 for an anchor
 )
 
 // release is what the controller writes to a held child to let it exec the
@@ -59,7 +62,16 @@ func MaybeRunHeld() {
 	}
 }
 
+// signalReady tells the launcher this process runs as the role it was
+// started for (so MaybeRunHeld is wired into main), then closes the pipe.
+func signalReady(fd uintptr, role string) {
+	f := os.NewFile(fd, "ready")
+	f.Write([]byte(role))
+	f.Close()
+}
+
 func runHeld() {
+	signalReady(readyFD, roleHeld)
 	f := os.NewFile(releaseFD, "release")
 	b, err := io.ReadAll(f)
 	f.Close()
@@ -86,6 +98,7 @@ func runHeld() {
 
 func runAnchor() {
 	signal.Ignore(syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE)
+	signalReady(3, roleAnchor)
 	for {
 		unix.Pause()
 	}
@@ -95,6 +108,22 @@ func runAnchor() {
 type heldChild struct {
 	cmd     *exec.Cmd
 	release *os.File
+	ready   *os.File // read end of the ready pipe
+}
+
+// errNotWired: the re-executed program did not run MaybeRunHeld first.
+var errNotWired = errors.New("the re-executed program did not enter its held/anchor role: call scopes.MaybeRunHeld() first thing in main (and TestMain)")
+
+// awaitReady reads the child's role from its ready pipe (closed by the
+// caller afterwards), failing after the deadline.
+func awaitReady(f *os.File, role string, deadline time.Time) error {
+	f.SetReadDeadline(deadline)
+	b := make([]byte, 16)
+	n, err := io.ReadFull(f, b[:len(role)])
+	if err != nil || string(b[:n]) != role {
+		return fmt.Errorf("%w (read %q: %v)", errNotWired, b[:n], err)
+	}
+	return nil
 }
 
 // startHeld starts a held child with the engine's stdio and working
@@ -105,6 +134,12 @@ func startHeld(dir string, stdin, stdout, stderr *os.File) (*heldChild, error) {
 		return nil, err
 	}
 	defer r.Close()
+	readyR, readyW, err := os.Pipe()
+	if err != nil {
+		w.Close()
+		return nil, err
+	}
+	defer readyW.Close()
 	cmd := &exec.Cmd{
 		Path:        "/proc/self/exe",
 		Args:        []string{"mosaic-held"},
@@ -113,14 +148,15 @@ func startHeld(dir string, stdin, stdout, stderr *os.File) (*heldChild, error) {
 		Stdin:       stdin,
 		Stdout:      stdout,
 		Stderr:      stderr,
-		ExtraFiles:  []*os.File{r},
+		ExtraFiles:  []*os.File{r, readyW},
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 	}
 	if err := cmd.Start(); err != nil {
 		w.Close()
+		readyR.Close()
 		return nil, fmt.Errorf("start held child: %w", err)
 	}
-	return &heldChild{cmd: cmd, release: w}, nil
+	return &heldChild{cmd: cmd, release: w, ready: readyR}, nil
 }
 
 // releaseEngine lets the held child exec the engine.
@@ -129,6 +165,7 @@ func (h *heldChild) releaseEngine(r release) error {
 	if err != nil {
 		return err
 	}
+	h.ready.Close()
 	_, err = h.release.Write(b)
 	if cerr := h.release.Close(); err == nil {
 		err = cerr
@@ -138,22 +175,31 @@ func (h *heldChild) releaseEngine(r release) error {
 
 // abort closes the release pipe without a message and kills the child.
 func (h *heldChild) abort() {
+	h.ready.Close()
 	h.release.Close()
 	h.cmd.Process.Kill()
 	h.cmd.Wait()
 }
 
-// startAnchor starts an anchor process in its own session, with no stdio.
-func startAnchor() (*exec.Cmd, error) {
+// startAnchor starts an anchor process in its own session, with no stdio,
+// and returns the read end of its ready pipe.
+func startAnchor() (*exec.Cmd, *os.File, error) {
+	readyR, readyW, err := os.Pipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	defer readyW.Close()
 	cmd := &exec.Cmd{
 		Path:        "/proc/self/exe",
 		Args:        []string{"mosaic-anchor"},
 		Env:         []string{roleEnv + "=" + roleAnchor},
 		Dir:         "/",
+		ExtraFiles:  []*os.File{readyW},
 		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start scope anchor: %w", err)
+		readyR.Close()
+		return nil, nil, fmt.Errorf("start scope anchor: %w", err)
 	}
-	return cmd, nil
+	return cmd, readyR, nil
 }

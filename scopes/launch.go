@@ -359,11 +359,12 @@ func (m *Manager) launchScope(ctx context.Context, spec Spec, name string, rel r
 	if err != nil {
 		return nil, err
 	}
-	anchor, err := startAnchor()
+	anchor, anchorReady, err := startAnchor()
 	if err != nil {
 		io.closeAll()
 		return nil, err
 	}
+	defer anchorReady.Close()
 	held, err := startHeld(spec.Dir, io.inR, io.outW, io.errW)
 	if err != nil {
 		anchor.Process.Kill()
@@ -393,6 +394,15 @@ func (m *Manager) launchScope(ctx context.Context, spec Spec, name string, rel r
 		return nil, err
 	}
 	unitCreated = true
+	// Both children must really be parked in their roles (MaybeRunHeld
+	// wired into main); the anchor had the whole scope job to get there.
+	readyBy := time.Now().Add(m.cfg.JobTimeout)
+	if err = awaitReady(anchorReady, roleAnchor, readyBy); err != nil {
+		return nil, fmt.Errorf("anchor: %w", err)
+	}
+	if err = awaitReady(held.ready, roleHeld, readyBy); err != nil {
+		return nil, fmt.Errorf("held child: %w", err)
+	}
 	scopeCg, err := m.bus.controlGroup(ctx, name)
 	if err != nil {
 		return nil, fmt.Errorf("scope %s: read ControlGroup: %w", name, err)
@@ -491,6 +501,11 @@ func (m *Manager) launchGroup(spec Spec, rel release, cause error) (*Handle, err
 	}
 	io.closeChild()
 	pid := held.cmd.Process.Pid
+	if err := awaitReady(held.ready, roleHeld, time.Now().Add(m.cfg.JobTimeout)); err != nil {
+		held.abort()
+		io.closeAll()
+		return nil, fmt.Errorf("held child: %w", err)
+	}
 	// Our unreaped child: the pid cannot be reused before the pidfd pins it.
 	leader, err := openMember(pid, 0, "")
 	boot, berr := BootID()

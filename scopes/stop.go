@@ -106,6 +106,10 @@ func (h *Handle) Term(ctx context.Context, grace time.Duration) TermResult {
 		res.Notes = append(res.Notes, "enumeration for SIGTERM incomplete: "+err.Error())
 	}
 	h.mu.Lock()
+	pinned := map[[2]uint64]*member{}
+	for _, m := range h.term {
+		pinned[[2]uint64{uint64(m.PID), m.StartTime}] = m
+	}
 	for _, pid := range pids {
 		var want uint64
 		if pid == c.PID {
@@ -116,12 +120,17 @@ func (h *Handle) Term(ctx context.Context, grace time.Duration) TermResult {
 			res.Notes = append(res.Notes, "not signalled: "+err.Error())
 			continue
 		}
+		if old := pinned[[2]uint64{uint64(m.PID), m.StartTime}]; old != nil {
+			m.close() // a repeated TERM phase: keep the first pidfd
+			m = old
+		} else {
+			h.term = append(h.term, m)
+		}
 		if err := m.signal(unix.SIGTERM); err != nil {
 			res.Notes = append(res.Notes, fmt.Sprintf("SIGTERM pid %d: %v", pid, err))
 		} else {
 			res.Signalled = append(res.Signalled, m.Member)
 		}
-		h.term = append(h.term, m)
 	}
 	h.mu.Unlock()
 	_, ok, err := fs.waitEvents(c.Cgroup, deadline(ctx, grace), func(e cgEvents) bool { return e.Populated == 0 })

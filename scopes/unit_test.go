@@ -2,6 +2,7 @@ package scopes
 
 import (
 	"errors"
+	"os"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -202,6 +203,27 @@ func TestVerdict(t *testing.T) {
 		tc.mut(&o)
 		if out, why := verdict(&o); out != Uncertain || why == "" {
 			t.Errorf("%s: %s %q", tc.name, out, why)
+		}
+	}
+}
+
+// TestAwaitReady: a re-executed program that never entered its role (main
+// without MaybeRunHeld) is refused before anything is released.
+func TestAwaitReady(t *testing.T) {
+	for _, tc := range []struct {
+		name, write string
+		ok          bool
+	}{{"held", roleHeld, true}, {"silent", "", false}, {"other role", roleAnchor, false}} {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.WriteString(tc.write)
+		w.Close()
+		err = awaitReady(r, roleHeld, time.Now().Add(time.Second))
+		r.Close()
+		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, errNotWired)) {
+			t.Errorf("%s: %v", tc.name, err)
 		}
 	}
 }
