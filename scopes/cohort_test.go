@@ -41,17 +41,21 @@ func ctxT(t testing.TB) context.Context {
 	return ctx
 }
 
-// logProof turns a stopped observation into a proofs.CohortProof and logs
-// the outcome (see doc.go: proofs checks the cgroup path's base against the
-// unit, while the cohort is the scope's engine sub-cgroup).
-func logProof(t *testing.T, res StopResult) {
+// requireProof turns a stopped observation into a proofs.CohortProof and
+// verifies it offline, as `mosaicctl proof verify` would.
+func requireProof(t *testing.T, res StopResult) {
 	t.Helper()
 	p, err := proofs.NewCohortProof(res.Observation)
 	if err != nil {
-		t.Logf("proofs.NewCohortProof refused the observation (contract question, see doc.go): %v", err)
-		return
+		t.Fatalf("proofs.NewCohortProof refused a stopped observation: %v", err)
 	}
-	t.Logf("cohort proof %s over %d members", p.Digest, len(p.Members))
+	body, err := proofs.Encode(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, rep, err := proofs.VerifyBytes(body); err != nil || !rep.OK() {
+		t.Fatalf("proof does not verify: %v %v", err, rep.Err())
+	}
 }
 
 // TestLaunchConfirmsScopeBeforeEngineRuns: the engine's first act is to
@@ -109,7 +113,7 @@ func TestK1ScopeStopKillsSetsidChild(t *testing.T) {
 			if len(res.Observation.Members) < 3 {
 				t.Fatalf("membership %+v: want engine, setsid child, sleep", res.Observation.Members)
 			}
-			logProof(t, res)
+			requireProof(t, res)
 		})
 	}
 }
@@ -176,6 +180,7 @@ func TestK3SigtermIgnoredNotProven(t *testing.T) {
 		}
 		res := e.Kill(ctxT(t), StopOptions{Stop: "stop-k3"})
 		assertProvenStop(t, res, eng, child)
+		requireProof(t, res)
 	})
 	t.Run("stop", func(t *testing.T) {
 		e := launchEngine(t, m, stubbornEngine)
@@ -380,6 +385,7 @@ func TestReattachResumesStop(t *testing.T) {
 			}
 			res := h.Kill(ctxT(t), StopOptions{Stop: "stop-k10"})
 			assertProvenStop(t, res, eng, child)
+			requireProof(t, res)
 		})
 	}
 }

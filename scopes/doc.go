@@ -50,10 +50,9 @@
 //     (cgroup.kill on the scope) and waits for the unit to go inactive. A
 //     controller that crashes mid-stop leaves the scope in place, so a
 //     restart can Reattach and still observe. Cost: one extra small
-//     process per execution, and Observation.Cgroup is
-//     <unit's ControlGroup>/engine, not the unit's own cgroup (the proofs
-//     package's "cgroup is the unit's own cgroup" check must accept the
-//     `engine` sub-cgroup of the unit; reported to the lead).
+//     process per execution, and Observation.Cgroup (and the claim's
+//     incarnation cgroup) is <unit's ControlGroup>/engine, not the unit's
+//     own cgroup; proofs accepts exactly that sub-cgroup.
 //   - Slice: app-mosaic.slice (below the user manager's app.slice) unless
 //     configured. CollectMode=inactive-or-failed so nothing lingers.
 //     DefaultDependencies stays on (the scope stops with the user session).

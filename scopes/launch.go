@@ -33,8 +33,8 @@ var (
 
 // Sub-cgroups of every scope (the scope is delegated, Delegate=yes).
 const (
-	EngineSubgroup = "engine" // the engine and every process it spawns
-	AnchorSubgroup = "anchor" // the anchor that keeps the scope alive during a stop
+	EngineSubgroup = proofs.EngineSubgroup // "engine": the engine and every process it spawns
+	AnchorSubgroup = "anchor"              // the anchor that keeps the scope alive during a stop
 )
 
 // Config configures a Manager. The zero value is usable.
