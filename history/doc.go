@@ -66,10 +66,12 @@
 // and duplicate-id moves cannot make naming recurse, and names never
 // depend on later lines). Each name ends at one tip, the last entry of its
 // chain; a branch's history is the path from the root to that tip. The
-// default branch is the one holding Pi's default leaf; if a duplicate id
-// made that leaf an inner entry, the page still runs to the chain's tip
-// while LeafID stays exactly Pi's leaf. An entry set that only loops back
-// on itself forms no branch reachable from a root and has no main.
+// default branch is the one holding Pi's default leaf, and since that leaf
+// is the last entry in the file it is always its branch's tip: the default
+// page ends exactly where Pi's context does. A duplicate id that moves an
+// entry to a later line detaches its earlier children, which then start
+// their own branches. An entry set that only loops back on itself forms
+// branches whose pages start with a loop notice.
 //
 // Notices. Entry keys are n.<id>, notices x.<line> (unreadable lines),
 // x.missing.<id>, x.loop.<id> and x.forked (parentSession, first on every

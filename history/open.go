@@ -31,12 +31,11 @@ type source struct {
 // the open, so a file swapped in between is detected. A missing file or
 // directory returns (nil, nil): the conversation is new.
 func openSafe(path string, max int64) (*source, error) {
-	dir, base := filepath.Split(path)
-	if base == "" || base == "." || base == ".." {
+	// Dir, not Split: a trailing slash on the directory would make the
+	// kernel follow a symlinked sessions directory despite O_NOFOLLOW.
+	dir, base := filepath.Dir(path), filepath.Base(path)
+	if base == "." || base == ".." || base == string(filepath.Separator) || path == "" || path[len(path)-1] == '/' {
 		return nil, protocol.Refuse("unsafe-path", "session path %q names no file", path)
-	}
-	if dir == "" {
-		dir = "."
 	}
 	dfd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -57,6 +56,12 @@ func openSafe(path string, max int64) (*source, error) {
 	if err := checkKind(before.Mode, path); err != nil {
 		return nil, err
 	}
+	return openAt(dfd, base, &before, path, max)
+}
+
+// openAt opens base relative to dfd and checks that it is still the
+// regular file the caller's fstatat saw.
+func openAt(dfd int, base string, before *unix.Stat_t, path string, max int64) (*source, error) {
 	fd, err := unix.Openat(dfd, base, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) {
