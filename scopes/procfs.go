@@ -105,7 +105,10 @@ func BoottimeNanos() uint64 {
 // ClockTicks is USER_HZ, the unit of /proc/<pid>/stat start times, read
 // from the auxiliary vector (AT_CLKTCK); 100 if the vector is unreadable,
 // which is what every Linux architecture uses.
-var ClockTicks = sync.OnceValue(func() uint64 {
+func ClockTicks() uint64 { return clockTicks() }
+
+// clockTicks memoises a constant of the running kernel.
+var clockTicks = sync.OnceValue(func() uint64 {
 	b, err := os.ReadFile("/proc/self/auxv")
 	if err != nil {
 		return 100
