@@ -184,8 +184,12 @@ func (t *Transcript) Apply(e protocol.Event) {
 	}
 	t.next = e.Seq + 1
 	t.digests[e.Seq] = d
-	if e.Seq > DedupWindow {
-		delete(t.digests, e.Seq-DedupWindow)
+	if len(t.digests) > 2*DedupWindow {
+		for seq := range t.digests {
+			if seq+DedupWindow <= e.Seq {
+				delete(t.digests, seq)
+			}
+		}
 	}
 	t.apply(e)
 }

@@ -1,0 +1,94 @@
+// Package terminal is the pure core of the mediated terminal
+// (`mosaicctl attach`): what it shows and what it sends, with no I/O beyond
+// byte slices and strings. The screen loop (raw mode, reads, drawing) and
+// the socket wiring sit on top of it.
+//
+//   - Sanitizer (sanitize.go): Escaped is the one table of characters
+//     engine text may not write to the operator's terminal; SanitizeLine,
+//     SanitizeBody and Escape apply it; Width measures the result.
+//   - Input (input.go): Parser turns raw terminal bytes, split anywhere,
+//     into Keys; Flush ends a lone ESC after the caller's timeout.
+//   - Composer (composer.go): the local buffer; Handle/Edit/Submit,
+//     SetControl (clears on any control change), Settle (outcomes).
+//   - Status (status.go): the one-line status.
+//   - Transcript (view.go): the view model; Apply(protocol.Event),
+//     AddHistory, Expect, Mark, Reset, Lines(width).
+//
+// # Choices
+//
+// Sanitizing. Every character of Escaped is shown in notation: C0
+// controls and DEL in caret form (^[ for ESC, ^? for DEL, ^I for TAB, ^M
+// for CR), everything else as <U+XXXX> (C1, U+2028/2029, bidi controls,
+// invisible characters, tag characters); invalid UTF-8 bytes as <0xFF>,
+// one per byte. ZWJ and ZWNJ pass (emoji sequences, joining scripts), as
+// do variation selectors and combining marks. LF is the only character the
+// renderer lays out: in a message body (and a tool result, a thinking
+// block, the composer) it is a line break; in a header, the status line,
+// a notice, a reconcile marker or a dialog it is shown as ^J, so each
+// stays one line. TAB is shown as ^I, not expanded: the issue asks for C0
+// to be made visible and the renderer does not guess tab stops. The
+// notation itself is plain ASCII, so text that already contains "^[" or
+// "<U+202E>" looks the same as the escaped character; that is accepted
+// (it is inert either way). Width is an approximation (combining and
+// format characters 0, East Asian wide and common emoji 2); terminals
+// disagree on emoji sequences, so the screen loop must still clip.
+//
+// Input. CR is Enter; LF (Ctrl-J), ESC CR and ESC LF (Alt-Enter) are a
+// newline; Ctrl-T, Ctrl-G, Ctrl-O, Ctrl-C/Ctrl-D, DEL/^H, ESC [5~ / [6~
+// and the CSI and SS3 arrows are keys; TAB is text; any other control
+// byte, Alt-key or escape sequence is KeyUnknown and the composer ignores
+// it. Invalid UTF-8 typed outside a paste becomes U+FFFD. The keys do not
+// depend on where reads split the input (adjacent text may be split
+// differently; tests compare after joining it): an incomplete escape
+// sequence or UTF-8 character is held, and a lone trailing ESC waits for
+// the next chunk; Flush, called by the screen loop when nothing follows
+// within its escape timeout, turns what is held into KeyEscape,
+// KeyUnknown or U+FFFD. A CSI longer than 32 bytes ends as KeyUnknown.
+//
+// Bracketed paste. ESC [200~ … ESC [201~ is one paste: every byte in it,
+// newlines, CR, ESC, other control bytes and a nested start marker
+// included, is KeyPaste text, never a key, and a paste never submits. A
+// marker split across reads, right after its ESC or anywhere else, is
+// still a marker. Flush does nothing inside a paste: a paste ends only at
+// its end marker (the caller can see InPaste). Pasted bytes are kept
+// literally (a terminal that pastes newlines as CR gives CR), as S7 asks.
+// A stray end marker outside a paste is KeyUnknown.
+//
+// Composer. Empty at start; Enter takes the composer at that key (text
+// after it in the same chunk starts the next message); cleared after each
+// submit. SetControl clears it whenever the Control the client holds
+// (controller connection and generation) differs from the last one, and
+// the first time control becomes known; a notice says it was cleared.
+// Submit as an observer returns ErrNotController ("not admitted: you are
+// an observer; Ctrl-T takes control") and keeps the text; on an empty
+// buffer it returns ErrEmpty. Text is inserted literally; only invalid
+// UTF-8 becomes U+FFFD on insert, so what the composer shows is what is
+// sent (encoding/json would make the same substitution). Settle records
+// the outcome; a lost one shows OutcomeUnknown and nothing can be resent,
+// because the composer keeps no copy of submitted text. Editing is
+// append and backspace only (no cursor movement yet).
+//
+// Transcript. Events are deduplicated and ordered by (execution, seq):
+// the first event must be seq 1 unless Expect named the resume point; an
+// identical repeat (same bytes, by SHA-256 of the JSON encoding) within
+// the last DedupWindow events is dropped; a repeat with other bytes, or
+// one older than the window, is not applied and shows a reconcile marker;
+// a gap or a new execution shows a reconcile marker and the event is
+// applied after it. Every marker starts a new segment: message keys and
+// tool call ids are looked up only within the current segment, so content
+// after a marker is never joined to content before it (a delta for a
+// message whose start is behind a marker makes a new message, "start not
+// seen", and a block whose first fragment is not 0 starts with "…").
+// Inside the stream, a fragment out of order, a delta after message-end
+// and a second message-start for a key also mark a reconcile. Deltas
+// append to their block (the kind decides text, thinking or tool-call
+// arguments); message-end replaces the message's provisional blocks with
+// its parts in part order (a missing part is shown as missing; until the
+// last part the header shows "…"); tool-update and tool-end replace the
+// tool's result; a tool's progress item shows from tool-start until a
+// toolResult message for its call id is present (from the stream or the
+// page), with at most MaxToolLines lines of output. run-settled and
+// unavailable are notices; an unknown kind is shown as unavailable. The
+// Transcript only marks; re-reading the page (and Reset) is the client
+// library's decision, and Marked tells it a marker was shown.
+package terminal
