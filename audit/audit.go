@@ -32,6 +32,15 @@ const (
 	Hello      Event = "hello"      // a client's hello was accepted
 	Refusal    Event = "refusal"    // anything refused, with MOSAIC_REFUSAL
 	Disconnect Event = "disconnect" // a client went away
+
+	Admission    Event = "admission"    // a command was admitted
+	Receipt      Event = "receipt"      // a receipt was issued or revised
+	Takeover     Event = "takeover"     // control changed hands
+	Transition   Event = "transition"   // a binding or stop state changed
+	Proof        Event = "proof"        // a cohort or boot proof was recorded
+	Confirmation Event = "confirmation" // a confirmation was issued, answered or used
+	Launch       Event = "launch"       // an engine execution was launched
+	Foreign      Event = "foreign"      // a foreign writer appended to the session
 )
 
 // messageIDs are stable journald MESSAGE_IDs, one per event kind: never
@@ -43,6 +52,15 @@ var messageIDs = map[Event]string{
 	Hello:      "e8e56a1e55b04767a85bd32ecf7d03db",
 	Refusal:    "22dbbcc40a23478aa737edaf547c6b0d",
 	Disconnect: "9c9ba9116af34819b5790ba601b6da37",
+
+	Admission:    "6afe62bf1aa942d68488da45a063898b",
+	Receipt:      "aabd788c8977477da8b2cded3b293845",
+	Takeover:     "362918a79db34a5280a5ae9573cafe07",
+	Transition:   "204970fd173a4cd9a79b1866707741ae",
+	Proof:        "54eaf4b398ba420dae7752f9b1e70904",
+	Confirmation: "9aeb19a2f50f4e36b31d4c91ff829ebe",
+	Launch:       "8cd0ab1ca3d141f8a6468d9de90d4eae",
+	Foreign:      "e5d5480d32d54289a100d23c58e3bf34",
 }
 
 // MessageID returns the journald MESSAGE_ID of an event kind.

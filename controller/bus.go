@@ -25,6 +25,8 @@ type bus struct {
 	ring      []ringEntry // ring[i%ringSize] holds seq first+i
 	first     uint64      // seq of the oldest event held (0: none)
 	last      uint64      // seq of the newest event published
+	settled   uint64      // seq of the latest run-settled event
+	dropped   uint64      // late events of other executions, never delivered (H14)
 	subs      map[*subscriber]struct{}
 }
 
@@ -49,7 +51,22 @@ func newBus() *bus {
 func (b *bus) reset(execution string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.execution, b.first, b.last = execution, 0, 0
+	b.execution, b.first, b.last, b.settled = execution, 0, 0, 0
+}
+
+// lastSettled returns the seq of the latest run-settled event: events
+// after it belong to a run the session file may not fully hold yet.
+func (b *bus) lastSettled() uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.settled
+}
+
+// droppedLate counts events of other executions that were dropped.
+func (b *bus) droppedLate() uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.dropped
 }
 
 // publish encodes ev once and offers it to every subscriber.
@@ -62,7 +79,11 @@ func (b *bus) publish(ev protocol.Event) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if ev.Execution != b.execution {
-		return // late output of an old execution: never rendered (H14)
+		b.dropped++ // late output of an old execution: never rendered (H14)
+		return
+	}
+	if ev.Kind == protocol.EventRunSettled {
+		b.settled = ev.Seq
 	}
 	b.ring[ev.Seq%ringSize] = ringEntry{seq: ev.Seq, line: line}
 	switch {

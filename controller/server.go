@@ -2,9 +2,6 @@ package controller
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -20,16 +17,19 @@ import (
 // writeTimeout bounds one write to a client.
 const writeTimeout = 10 * time.Second
 
-// Server serves one conversation's socket.
+// Server serves one conversation's socket. With a Controller it serves
+// the control protocol; without one (a conversation that cannot launch,
+// or a transport test) it serves hello and refuses everything else.
 type Server struct {
 	Conversation string
 	Version      string // the server version named in welcome
 	UID          int    // the only peer uid admitted
 	MaxLine      int    // cap on one client line; 0 means protocol.MaxLine
 	Audit        *audit.Logger
+	Controller   *Controller
 
 	mu    sync.Mutex
-	conns map[string]net.Conn
+	conns map[string]*conn
 	wg    sync.WaitGroup
 }
 
@@ -37,7 +37,7 @@ type Server struct {
 // nil after a shutdown through ctx, once every connection has ended.
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	s.mu.Lock()
-	s.conns = map[string]net.Conn{}
+	s.conns = map[string]*conn{}
 	s.mu.Unlock()
 	stop := context.AfterFunc(ctx, func() { l.Close(); s.closeAll() })
 	defer stop()
@@ -67,52 +67,43 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 func (s *Server) closeAll() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, c := range s.conns {
-		c.Close()
+	for _, k := range s.conns {
+		k.c.Close()
 	}
 }
 
-func (s *Server) track(id string, c net.Conn) func() {
+func (s *Server) track(k *conn) func() {
 	s.mu.Lock()
-	s.conns[id] = c
+	s.conns[k.id] = k
 	s.mu.Unlock()
+	if s.Controller != nil {
+		s.Controller.attach(k)
+	}
 	return func() {
+		if s.Controller != nil {
+			s.Controller.detach(k)
+		}
 		s.mu.Lock()
-		delete(s.conns, id)
+		delete(s.conns, k.id)
 		s.mu.Unlock()
 	}
 }
 
-// conn is one client connection.
-type conn struct {
-	id   string
-	c    net.Conn
-	peer *audit.Peer
-	wmu  sync.Mutex
-}
-
-func (k *conn) send(v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return fmt.Errorf("encode record for connection %s: %w", k.id, err)
-	}
-	k.wmu.Lock()
-	defer k.wmu.Unlock()
-	k.c.SetWriteDeadline(time.Now().Add(writeTimeout))
-	_, err = k.c.Write(append(b, '\n'))
-	return err
-}
-
 func (s *Server) handle(ctx context.Context, c net.Conn) {
-	defer closeGracefully(c)
-	k := &conn{id: newConnectionID(), c: c}
-	defer s.track(k.id, c)()
+	k := newConn(newID("k-"), c)
+	go k.writeLoop()
+	defer func() {
+		k.close()
+		k.flush()
+		closeGracefully(c)
+	}()
 	cred, err := activation.PeerCred(c)
 	if err != nil {
 		s.refuse(k, "", protocol.Wrap(protocol.CodePeerUID, err, "the peer's credentials cannot be read"))
 		return
 	}
 	k.peer = &audit.Peer{UID: cred.UID, PID: cred.PID}
+	k.enginePeer = inEngineScope(cred.PID)
 	s.Audit.Log(audit.Entry{Event: audit.Connect, Connection: k.id, Peer: k.peer,
 		Message: fmt.Sprintf("connection %s from uid %d pid %d", k.id, cred.UID, cred.PID)})
 	defer func() {
@@ -132,14 +123,18 @@ func (s *Server) handle(ctx context.Context, c net.Conn) {
 	if !s.hello(k, lines) {
 		return
 	}
+	defer s.track(k)()
 	for ctx.Err() == nil {
 		line, err := lines.Next()
 		if err != nil {
 			s.readFailed(k, err)
 			return
 		}
-		if err := s.dispatch(k, line); err != nil {
-			return
+		s.dispatch(k, line)
+		select {
+		case <-k.closing:
+			return // dropped as too slow
+		default:
 		}
 	}
 }
@@ -176,57 +171,44 @@ func (s *Server) hello(k *conn, lines *protocol.LineReader) bool {
 	if err := k.send(w); err != nil {
 		return false
 	}
+	k.hello = true
 	s.Audit.Log(audit.Entry{Event: audit.Hello, Connection: k.id, Peer: k.peer,
 		Message: fmt.Sprintf("connection %s said hello (client %q, protocol %d); mode observer", k.id, h.Client, h.Protocol),
-		Fields:  map[string]string{"CLIENT": h.Client, "MODE": "observer"}})
+		Fields:  map[string]string{"CLIENT": h.Client, "MODE": "observer", "ENGINE_PEER": fmt.Sprint(k.enginePeer)}})
 	return true
 }
 
-// dispatch handles one line after the hello. An error ends the connection.
-func (s *Server) dispatch(k *conn, line []byte) error {
+// dispatch handles one line after the hello.
+func (s *Server) dispatch(k *conn, line []byte) {
 	typ, err := protocol.Type(line)
 	if err != nil {
-		return s.refuse(k, "", asRefusal(err))
+		s.refuse(k, "", asRefusal(err))
+		return
 	}
-	switch typ {
-	case "hello":
-		return s.refuse(k, "", protocol.Refuse(protocol.CodeDuplicateHello, "this connection already said hello"))
+	switch {
+	case typ == "hello":
+		s.refuse(k, "", protocol.Refuse(protocol.CodeDuplicateHello, "this connection already said hello"))
+	case s.Controller != nil:
+		s.Controller.command(k, typ, line)
 	default:
-		return s.refuse(k, "", protocol.Refuse(protocol.CodeUnknownCommand, "unknown record type %q", typ))
+		s.refuse(k, "", protocol.Refuse(protocol.CodeUnknownCommand, "unknown record type %q", typ))
 	}
 }
 
 // readFailed ends a connection whose read failed, refusing an over-long
-// line first so the client learns why.
+// line first so the client learns why. Anything else (EOF, a reset, a
+// shutdown) is an ordinary disconnect.
 func (s *Server) readFailed(k *conn, err error) {
 	if errors.Is(err, protocol.ErrLineTooLong) {
 		s.refuse(k, "", protocol.Wrap(protocol.CodeLineTooLong, err, "a line exceeded the cap; the connection is closed"))
 	}
-	// Anything else (EOF, a reset, a shutdown) is an ordinary disconnect.
 }
 
-// refuse sends and audits a refusal. Its error is the write's: a refusal
-// the client cannot receive ends the connection.
-func (s *Server) refuse(k *conn, request string, r *protocol.Refusal) error {
+// refuse sends and audits a refusal.
+func (s *Server) refuse(k *conn, request string, r *protocol.Refusal) {
 	s.Audit.Log(audit.Entry{Event: audit.Refusal, Connection: k.id, Peer: k.peer, Refusal: r.Code,
 		Message: fmt.Sprintf("refused %s on connection %s: %s", r.Code, k.id, r.Message)})
-	return k.send(r.Record(request))
-}
-
-func asRefusal(err error) *protocol.Refusal {
-	var r *protocol.Refusal
-	if errors.As(err, &r) {
-		return r
-	}
-	return protocol.Wrap(protocol.CodeMalformed, err, "%v", err)
-}
-
-func newConnectionID() string {
-	var b [8]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic(fmt.Sprintf("crypto/rand: %v", err)) // never fails on Linux ≥ 3.17
-	}
-	return "k-" + hex.EncodeToString(b[:])
+	k.send(r.Record(request))
 }
 
 // drainLimit bounds what closeGracefully reads from a closing client.

@@ -25,13 +25,17 @@ type Conversation struct {
 type Engine struct {
 	// Path is the absolute path of the `pi` executable or its entry file.
 	Path string `toml:"path"`
-	// Version and SHA256 pin the engine at add time; a launch whose engine
-	// no longer matches refuses engine-pin-mismatch.
-	Version  string `toml:"version"`
-	SHA256   string `toml:"sha256"`
-	Provider string `toml:"provider"`
-	Model    string `toml:"model"`
-	Thinking string `toml:"thinking"`
+	// Version, SHA256, Entry, PackageDir and Node pin the engine at add
+	// time (engine.Resolve); a launch whose engine no longer matches refuses
+	// engine-pin-mismatch.
+	Version    string `toml:"version"`
+	SHA256     string `toml:"sha256"`
+	Entry      string `toml:"entry"`
+	PackageDir string `toml:"package_dir"`
+	Node       string `toml:"node"`
+	Provider   string `toml:"provider"`
+	Model      string `toml:"model"`
+	Thinking   string `toml:"thinking"`
 	// AgentDir is passed as PI_CODING_AGENT_DIR; empty means Pi's default.
 	AgentDir string `toml:"agent_dir"`
 }

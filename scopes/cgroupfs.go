@@ -115,6 +115,14 @@ func (c *cgroupFS) open(cgroup, name string, flags uint64) (int, error) {
 	p := rel(cgroup, name)
 	for {
 		fd, err := unix.Openat2(c.fd, p, &how)
+		if err == unix.ENOSYS {
+			// A seccomp filter that predates openat2 answers ENOSYS (systemd
+			// does so for every syscall its libseccomp does not know, and
+			// mosaic-conv@.service's hardening installs one). Fall back to
+			// openat on a path that cannot climb out of the mount; cgroupfs
+			// holds no symlinks, and O_NOFOLLOW refuses one at the end.
+			fd, err = openBeneath(c.fd, p, int(how.Flags))
+		}
 		if err == unix.EINTR || err == unix.EAGAIN {
 			continue
 		}
@@ -123,6 +131,15 @@ func (c *cgroupFS) open(cgroup, name string, flags uint64) (int, error) {
 		}
 		return fd, nil
 	}
+}
+
+// openBeneath is the openat fallback of open: p must be relative and free
+// of "..", so it stays beneath dirfd.
+func openBeneath(dirfd int, p string, flags int) (int, error) {
+	if path.IsAbs(p) || p != path.Clean(p) || p == ".." || strings.HasPrefix(p, "../") || strings.Contains(p, "/../") {
+		return -1, unix.EINVAL
+	}
+	return unix.Openat(dirfd, p, flags|unix.O_NOFOLLOW, 0)
 }
 
 func classify(p, op string, err error) error {

@@ -8,10 +8,11 @@ import (
 	"path/filepath"
 
 	"github.com/mosaic-agents/mosaic/conversations"
+	"github.com/mosaic-agents/mosaic/engine"
 )
 
 // pinEngine resolves the engine named by --engine (default: pi from PATH)
-// to an absolute path. A conversation without an engine can be observed
+// and pins it: package version and SHA-256 of its entry file. A conversation without an engine can be observed
 // but never launched, so a missing default is a warning, not a refusal.
 func pinEngine(cv *conversations.Conversation, flag string) error {
 	name := flag
@@ -29,6 +30,12 @@ func pinEngine(cv *conversations.Conversation, flag string) error {
 	if p, err = filepath.Abs(p); err != nil {
 		return fmt.Errorf("--engine %q: %w", name, err)
 	}
+	pin, err := engine.Resolve(p)
+	if err != nil {
+		return fmt.Errorf("--engine %q: %w", p, err)
+	}
 	cv.Engine.Path = p
+	cv.Engine.Version, cv.Engine.SHA256 = pin.Version, pin.SHA256
+	cv.Engine.Entry, cv.Engine.PackageDir, cv.Engine.Node = pin.Entry, pin.PackageDir, pin.Node
 	return nil
 }

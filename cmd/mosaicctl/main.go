@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/mosaic-agents/mosaic/protocol"
+	"github.com/mosaic-agents/mosaic/scopes"
 	"github.com/urfave/cli/v2"
 )
 
@@ -15,6 +16,9 @@ import (
 var version = "0.1.0-dev"
 
 func main() {
+	// The scope launcher re-executes this binary as a held child and an
+	// anchor; those never reach the CLI.
+	scopes.MaybeRunHeld()
 	app := &cli.App{
 		Name:    "mosaicctl",
 		Usage:   "systemd-native controller for coding-agent conversations",

@@ -6,12 +6,15 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/mosaic-agents/mosaic/activation"
 	"github.com/mosaic-agents/mosaic/audit"
+	"github.com/mosaic-agents/mosaic/claims"
 	"github.com/mosaic-agents/mosaic/controller"
 	"github.com/mosaic-agents/mosaic/conversations"
 	"github.com/mosaic-agents/mosaic/protocol"
+	"github.com/mosaic-agents/mosaic/scopes"
 	"github.com/urfave/cli/v2"
 )
 
@@ -23,6 +26,9 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "conversation", Usage: "conversation `ID`", Required: true},
 			&cli.StringFlag{Name: "listen", Usage: "serve on `PATH` instead of the activated socket (development)"},
 			&cli.IntFlag{Name: "max-line", Usage: "cap on one client line in `BYTES`", Value: protocol.MaxLine},
+			&cli.StringFlag{Name: "claim-root", Usage: "writer-claim `DIR` (default $XDG_STATE_HOME/mosaic/claims)"},
+			&cli.DurationFlag{Name: "grace", Usage: "TERM phase of a force stop before the kill phase", Value: 3 * time.Second},
+			&cli.BoolFlag{Name: "allow-pgroup", Usage: "without a user manager, run the engine in a process group (its stops can never be proven)"},
 		},
 		Action: func(c *cli.Context) error {
 			id := c.String("conversation")
@@ -55,8 +61,27 @@ func serveCommand() *cli.Command {
 			}
 			ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, os.Interrupt)
 			defer stop()
+			root := c.String("claim-root")
+			if root == "" {
+				if root, err = claims.DefaultRoot(); err != nil {
+					return fail(err)
+				}
+			}
+			store, err := claims.Open(root)
+			if err != nil {
+				return fail(err)
+			}
+			mgr := scopes.NewManager(scopes.Config{Fallback: c.Bool("allow-pgroup")})
+			defer mgr.Close()
+			ctrl := controller.New(controller.Config{Conversation: cv, Claims: store, Scopes: mgr, Audit: log,
+				Grace: c.Duration("grace")})
+			defer ctrl.Close()
 			srv := &controller.Server{Conversation: cv.ID, Version: "mosaic/" + version, UID: os.Getuid(),
-				MaxLine: c.Int("max-line"), Audit: log}
+				MaxLine: c.Int("max-line"), Audit: log, Controller: ctrl}
+			if err := ctrl.Start(ctx); err != nil {
+				l.Close()
+				return fail(err)
+			}
 			log.Log(audit.Entry{Event: audit.Start, Message: fmt.Sprintf("controller for %s serving on %s (project %s, seat %s)", cv.ID, l.Addr(), cv.Project, cv.Seat)})
 			activation.Notify(fmt.Sprintf("READY=1\nSTATUS=serving conversation %s (seat %s, project %s)", cv.ID, cv.Seat, cv.Project))
 			err = srv.Serve(ctx, l)

@@ -1,0 +1,189 @@
+package controller
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/mosaic-agents/mosaic/audit"
+	"github.com/mosaic-agents/mosaic/proofs"
+	"github.com/mosaic-agents/mosaic/protocol"
+)
+
+// Refusal codes of the control layer (brief §1, §5, §6; seed 003).
+const (
+	CodeNotController      = "not-controller"
+	CodeStaleGeneration    = "stale-generation"
+	CodeRevoked            = "revoked"
+	CodeTarget             = "target"
+	CodeFenced             = "fenced"
+	CodeBusy               = "busy"
+	CodeTextPolicy         = "text-policy"
+	CodeDraft              = "draft"
+	CodePreflight          = "preflight"
+	CodeConflictingRequest = "conflicting-request"
+	CodeReceiptUnknown     = "receipt-unknown"
+	CodeRequestPending     = "request-pending"
+	CodeNoTurn             = "no-turn"
+	CodeAlreadyController  = "already-controller"
+	CodeControllerPresent  = "controller-present"
+	CodeEnginePeer         = "engine-peer"
+	CodeConfirmation       = "confirmation"
+	CodeStopProof          = "stop-proof"
+	CodeEligibility        = "eligibility"
+	CodeDispatchRefused    = "dispatch-refused"
+	CodeUnsupported        = "unsupported-capability"
+	CodeNoEngine           = "no-engine"
+)
+
+// maxRequestID bounds a client request id.
+const maxRequestID = 128
+
+// dedupEntry is one admitted request of this controller incarnation.
+type dedupEntry struct {
+	digest  string
+	pending bool
+	reply   []byte // the final record, resent on an exact retry
+}
+
+// handler runs one command and returns its final record.
+type handler func(k *conn, cmd *protocol.Command) (any, error)
+
+func (c *Controller) handlers() map[string]handler {
+	return map[string]handler{
+		protocol.CmdPrompt:                 c.prompt,
+		protocol.CmdTakeover:               c.takeover,
+		protocol.CmdAcquireRecoveryControl: c.acquireRecoveryControl,
+		protocol.CmdInterrupt:              c.interrupt,
+		protocol.CmdForceStop:              c.forceStop,
+		protocol.CmdIssueConfirmation:      c.issueConfirmation,
+		protocol.CmdAnswerConfirmation:     c.answerConfirmation,
+		protocol.CmdRecover:                c.recover,
+		protocol.CmdLaunch:                 c.launchCmd,
+		protocol.CmdApproval: func(*conn, *protocol.Command) (any, error) {
+			return nil, protocol.Refuse(CodeUnsupported, "native dialogs are shown disabled in this version; nothing answers them")
+		},
+	}
+}
+
+// command handles one line after the hello. Only a failed write ends the
+// connection; every refusal is answered and journaled.
+func (c *Controller) command(k *conn, typ string, line []byte) {
+	var cmd protocol.Command
+	if err := protocol.Decode(line, &cmd); err != nil {
+		c.refuse(k, "", asRefusal(err))
+		return
+	}
+	if typ == protocol.CmdObserve {
+		c.observe(k, &cmd)
+		return
+	}
+	h, ok := c.handlers()[typ]
+	if !ok {
+		c.refuse(k, cmd.Request, protocol.Refuse(protocol.CodeUnknownCommand, "unknown record type %q", typ))
+		return
+	}
+	if cmd.Request == "" || len(cmd.Request) > maxRequestID {
+		c.refuse(k, "", protocol.Refuse(protocol.CodeMalformed, "a %s needs a request id of 1-%d characters", typ, maxRequestID))
+		return
+	}
+	digest := fingerprint(&cmd)
+	if reply, r := c.dedupBegin(cmd.Request, digest, cmd.Retry); r != nil || reply != nil {
+		if r != nil {
+			c.refuse(k, cmd.Request, r)
+			return
+		}
+		c.audit(audit.Receipt, k, fmt.Sprintf("exact retry of request %s: the same record, nothing dispatched", cmd.Request),
+			map[string]string{"REQUEST": cmd.Request, "RETRY": "true"})
+		k.enqueueCtl(reply)
+		return
+	}
+	rec, err := h(k, &cmd)
+	if err != nil {
+		c.dedupDrop(cmd.Request)
+		c.refuse(k, cmd.Request, asRefusal(err))
+		return
+	}
+	b, _ := json.Marshal(rec)
+	b = append(b, '\n')
+	c.dedupDone(cmd.Request, b)
+	k.enqueueCtl(b)
+}
+
+// fingerprint digests the command without its request id and retry flag:
+// the same content under the same id is a retry, other content a conflict.
+func fingerprint(cmd *protocol.Command) string {
+	fp := *cmd
+	fp.Request, fp.Retry = "", false
+	raw, _ := json.Marshal(fp)
+	canon, err := proofs.CanonicalizeJSON(raw)
+	if err != nil {
+		canon = raw
+	}
+	sum := sha256.Sum256(canon)
+	return hex.EncodeToString(sum[:])
+}
+
+// dedupBegin returns the stored record of an exact retry, a refusal, or
+// neither (a new request, now pending).
+func (c *Controller) dedupBegin(request, digest string, retry bool) ([]byte, *protocol.Refusal) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.dedup[request]
+	switch {
+	case ok && e.digest != digest:
+		return nil, protocol.Refuse(CodeConflictingRequest, "request id %q was used for another command; use a new id", request)
+	case ok && e.pending:
+		return nil, protocol.Refuse(CodeRequestPending, "request %q is still being handled; wait for its record", request)
+	case ok:
+		return e.reply, nil
+	case retry:
+		return nil, protocol.Refuse(CodeReceiptUnknown,
+			"this controller has no record of request %q (it may have restarted); nothing was dispatched again: check the transcript", request)
+	}
+	c.dedup[request] = &dedupEntry{digest: digest, pending: true}
+	return nil, nil
+}
+
+func (c *Controller) dedupDone(request string, reply []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e := c.dedup[request]; e != nil {
+		e.pending, e.reply = false, reply
+	}
+}
+
+func (c *Controller) dedupDrop(request string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.dedup, request)
+}
+
+// checkControlLocked is the fence every control command passes: the
+// connection holds control at the generation it names, and targets the
+// current execution. Callers hold mu.
+func (c *Controller) checkControlLocked(k *conn, cmd *protocol.Command) *protocol.Refusal {
+	if c.st.revoked[k.id] {
+		return protocol.Refuse(CodeRevoked, "this connection lost control (generation is now %d); it may only observe", c.st.generation)
+	}
+	if c.st.controller != k.id {
+		return protocol.Refuse(CodeNotController, "not admitted: this connection is an observer; take control first")
+	}
+	if cmd.Generation == nil || *cmd.Generation != c.st.generation {
+		return protocol.Refuse(CodeStaleGeneration, "the controller generation is %d; refresh and retry", c.st.generation)
+	}
+	if cmd.Execution != "" && (c.st.exec == nil || cmd.Execution != c.st.exec.id) {
+		return protocol.Refuse(CodeTarget, "execution %q is not the current execution", cmd.Execution)
+	}
+	return nil
+}
+
+func asRefusal(err error) *protocol.Refusal {
+	var r *protocol.Refusal
+	if errors.As(err, &r) {
+		return r
+	}
+	return protocol.Wrap(protocol.CodeMalformed, err, "%v", err)
+}

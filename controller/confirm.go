@@ -1,0 +1,170 @@
+package controller
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/mosaic-agents/mosaic/audit"
+	"github.com/mosaic-agents/mosaic/protocol"
+)
+
+// confirmation is a short-lived, single-use confirmation. It binds the
+// connection that asked for it, the operation, the execution, the
+// generation and the stop context; any change makes it unusable (H17).
+type confirmation struct {
+	rec     protocol.Confirmation
+	expires time.Time
+}
+
+var confirmable = map[string]bool{
+	protocol.CmdForceStop: true, protocol.CmdRecover: true, protocol.CmdAcquireRecoveryControl: true,
+}
+
+// stopContextLocked names what a confirmation is about: the current stop
+// (a force stop supersedes it; a recover needs it) or the claim's state.
+func (c *Controller) stopContextLocked() string {
+	if c.st.stop != nil {
+		return c.st.stop.ID + "/" + c.st.stop.State
+	}
+	return "binding/" + c.st.binding
+}
+
+func (c *Controller) issueConfirmation(k *conn, cmd *protocol.Command) (any, error) {
+	if !confirmable[cmd.Operation] {
+		return nil, protocol.Refuse(CodeConfirmation, "operation %q cannot be confirmed; use force-stop, recover or acquire-recovery-control", cmd.Operation)
+	}
+	members := c.memberSummary()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cmd.Operation == protocol.CmdAcquireRecoveryControl {
+		if cmd.Generation == nil || *cmd.Generation != c.st.generation {
+			return nil, protocol.Refuse(CodeStaleGeneration, "the controller generation is %d", c.st.generation)
+		}
+	} else if r := c.checkControlLocked(k, cmd); r != nil {
+		return nil, r
+	}
+	exec := ""
+	if c.st.exec != nil {
+		exec = c.st.exec.id
+	}
+	now := time.Now()
+	cf := &confirmation{expires: now.Add(c.cfg.ConfirmTTL)}
+	cf.rec = protocol.Confirmation{Record: "confirmation", ID: newID("cf-"), Request: cmd.Request, Operation: cmd.Operation,
+		State: "issued", Connection: k.id, Execution: exec, Generation: c.st.generation,
+		StopContext: c.stopContextLocked(), Expires: cf.expires.UTC().Format(time.RFC3339)}
+	cf.rec.Intent = c.intentLocked(cmd.Operation, members)
+	sum := sha256.Sum256([]byte(strings.Join([]string{cf.rec.ID, cf.rec.Operation, cf.rec.Connection, cf.rec.Execution,
+		fmt.Sprint(cf.rec.Generation), cf.rec.StopContext, cf.rec.Intent}, "\x00")))
+	cf.rec.Digest = hex.EncodeToString(sum[:])
+	c.confs[cf.rec.ID] = cf
+	c.audit(audit.Confirmation, k, fmt.Sprintf("issued confirmation %s for %s: %s", cf.rec.ID, cmd.Operation, cf.rec.Intent),
+		map[string]string{"CONFIRMATION": cf.rec.ID, "OPERATION": cmd.Operation, "STATE": "issued"})
+	return cf.rec, nil
+}
+
+// intentLocked is the exact text a person confirms.
+func (c *Controller) intentLocked(op, members string) string {
+	x := c.st.exec
+	switch op {
+	case protocol.CmdForceStop:
+		if x == nil || x.handle == nil {
+			return "force stop: no engine cohort is known; the stop will end uncertain"
+		}
+		return fmt.Sprintf("force stop execution %s: kill every process in %s (%s); tool calls in flight become uncertain effects, nothing is rolled back",
+			x.id, x.handle.Cohort.Unit, members)
+	case protocol.CmdRecover:
+		return fmt.Sprintf("recover conversation %s after the proven stop (%s): a new execution on the same session and leaf %s; the cancelled prompt is not replayed",
+			c.cfg.Conversation.ID, c.stopContextLocked(), c.st.leaf)
+	default:
+		return fmt.Sprintf("take recovery control of conversation %s at generation %d without reopening admission", c.cfg.Conversation.ID, c.st.generation+1)
+	}
+}
+
+// memberSummary describes the cohort's current members for an intent.
+func (c *Controller) memberSummary() string {
+	c.mu.Lock()
+	x := c.st.exec
+	c.mu.Unlock()
+	if x == nil || x.handle == nil {
+		return "no cohort"
+	}
+	ms, err := x.handle.Members()
+	if err != nil {
+		return "membership unreadable: " + err.Error()
+	}
+	parts := make([]string, 0, len(ms))
+	for i, m := range ms {
+		if i == 8 {
+			parts = append(parts, fmt.Sprintf("and %d more", len(ms)-8))
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%d %s", m.PID, m.Comm))
+	}
+	return fmt.Sprintf("%d processes: %s", len(ms), strings.Join(parts, ", "))
+}
+
+func (c *Controller) answerConfirmation(k *conn, cmd *protocol.Command) (any, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cf := c.confs[cmd.Confirmation]
+	switch {
+	case cf == nil:
+		return nil, protocol.Refuse(CodeConfirmation, "no confirmation %q", cmd.Confirmation)
+	case cf.rec.Connection != k.id:
+		return nil, protocol.Refuse(CodeConfirmation, "confirmation %s was issued to another connection", cf.rec.ID)
+	case cf.rec.State != "issued":
+		return nil, protocol.Refuse(CodeConfirmation, "confirmation %s is %s, not issued", cf.rec.ID, cf.rec.State)
+	case time.Now().After(cf.expires):
+		cf.rec.State = "expired"
+		return nil, protocol.Refuse(CodeConfirmation, "confirmation %s expired", cf.rec.ID)
+	}
+	switch cmd.Answer {
+	case "confirm":
+		cf.rec.State = "answered"
+	case "decline":
+		cf.rec.State = "declined"
+	default:
+		return nil, protocol.Refuse(CodeConfirmation, "answer must be \"confirm\" or \"decline\", got %q", cmd.Answer)
+	}
+	out := cf.rec
+	out.Request = cmd.Request
+	c.audit(audit.Confirmation, k, fmt.Sprintf("confirmation %s %s", cf.rec.ID, cf.rec.State),
+		map[string]string{"CONFIRMATION": cf.rec.ID, "STATE": cf.rec.State})
+	return out, nil
+}
+
+// useConfirmationLocked consumes an answered confirmation for op: it must
+// be this connection's, for this operation, unexpired, and still about the
+// same execution, generation and stop context. Used once, whatever follows.
+func (c *Controller) useConfirmationLocked(k *conn, id, op string) *protocol.Refusal {
+	cf := c.confs[id]
+	exec := ""
+	if c.st.exec != nil {
+		exec = c.st.exec.id
+	}
+	switch {
+	case id == "" || cf == nil:
+		return protocol.Refuse(CodeConfirmation, "%s needs an answered confirmation: issue-confirmation, then answer-confirmation", op)
+	case cf.rec.Connection != k.id:
+		return protocol.Refuse(CodeConfirmation, "confirmation %s belongs to another connection", id)
+	case cf.rec.Operation != op:
+		return protocol.Refuse(CodeConfirmation, "confirmation %s is for %s, not %s", id, cf.rec.Operation, op)
+	case cf.rec.State == "used":
+		return protocol.Refuse(CodeConfirmation, "confirmation %s was already used; confirmations are single-use", id)
+	case cf.rec.State != "answered":
+		return protocol.Refuse(CodeConfirmation, "confirmation %s is %s, not answered", id, cf.rec.State)
+	case time.Now().After(cf.expires):
+		cf.rec.State = "expired"
+		return protocol.Refuse(CodeConfirmation, "confirmation %s expired", id)
+	case cf.rec.Generation != c.st.generation || cf.rec.Execution != exec || cf.rec.StopContext != c.stopContextLocked():
+		cf.rec.State = "expired"
+		return protocol.Refuse(CodeConfirmation, "confirmation %s was issued for another state (%s); the stop context changed: confirm again", id, cf.rec.StopContext)
+	}
+	cf.rec.State = "used"
+	c.audit(audit.Confirmation, k, fmt.Sprintf("confirmation %s used for %s", id, op),
+		map[string]string{"CONFIRMATION": id, "STATE": "used", "OPERATION": op})
+	return nil
+}

@@ -1,0 +1,122 @@
+package controller
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/mosaic-agents/mosaic/audit"
+	"github.com/mosaic-agents/mosaic/protocol"
+)
+
+// takeover moves control to k: one wins per generation (H1), the old
+// controller becomes an observer and is fenced (H2, H15). It commits under
+// the dispatch lock, so a prompt being written either finished first (its
+// receipt keeps the old controller) or is refused at dispatch (H3).
+func (c *Controller) takeover(k *conn, cmd *protocol.Command) (any, error) {
+	if k.enginePeer {
+		return nil, protocol.Refuse(CodeEnginePeer, "this peer runs inside a mosaic engine scope (an agent's tool); it may observe, never take control")
+	}
+	c.dispatch.Lock()
+	defer c.dispatch.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.st.controller == k.id:
+		return nil, protocol.Refuse(CodeAlreadyController, "this connection already holds control (generation %d)", c.st.generation)
+	case cmd.Generation == nil || *cmd.Generation != c.st.generation:
+		return nil, protocol.Refuse(CodeStaleGeneration, "the controller generation is %d, not the expected one; someone else took control", c.st.generation)
+	case c.fencedLocked():
+		return nil, protocol.Refuse(CodeFenced, "admission is closed (%s); ordinary takeover is refused while fenced: use acquire-recovery-control", c.st.reason)
+	}
+	return c.commitControlLocked(k, cmd.Request, "takeover"), nil
+}
+
+// fencedLocked is true while admission is closed by something other than
+// the plain absence of an engine: an interrupt, a stop, an uncertain
+// binding.
+func (c *Controller) fencedLocked() bool {
+	switch c.st.binding {
+	case protocol.BindingActive:
+		return !c.st.admission
+	case protocol.BindingIdle:
+		return false
+	default:
+		return true
+	}
+}
+
+// acquireRecoveryControl binds an observer while admission is closed and
+// the previous controller is gone or revoked, with a confirmation. It
+// raises the generation without reopening admission or launching.
+func (c *Controller) acquireRecoveryControl(k *conn, cmd *protocol.Command) (any, error) {
+	if k.enginePeer {
+		return nil, protocol.Refuse(CodeEnginePeer, "this peer runs inside a mosaic engine scope; it may observe, never take control")
+	}
+	c.dispatch.Lock()
+	defer c.dispatch.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.st.controller == k.id:
+		return nil, protocol.Refuse(CodeAlreadyController, "this connection already holds control")
+	case cmd.Generation == nil || *cmd.Generation != c.st.generation:
+		return nil, protocol.Refuse(CodeStaleGeneration, "the controller generation is %d", c.st.generation)
+	case !c.fencedLocked():
+		return nil, protocol.Refuse(CodeFenced, "admission is open; use an ordinary takeover")
+	case c.st.controller != "" && c.conns[c.st.controller] != nil:
+		return nil, protocol.Refuse(CodeControllerPresent, "the controller %s is still connected", c.st.controller)
+	}
+	if err := c.useConfirmationLocked(k, cmd.Confirmation, protocol.CmdAcquireRecoveryControl); err != nil {
+		return nil, err
+	}
+	return c.commitControlLocked(k, cmd.Request, "recovery-control"), nil
+}
+
+// commitControlLocked gives k control at generation+1 and tells everyone.
+func (c *Controller) commitControlLocked(k *conn, request, how string) protocol.ControlRecord {
+	old := c.st.controller
+	c.st.generation++
+	c.st.controller = k.id
+	if old != "" {
+		c.st.revoked[old] = true
+	}
+	delete(c.st.revoked, k.id)
+	// Confirmations are bound to a generation: every one issued before
+	// this change is now stale (H17).
+	for _, cf := range c.confs {
+		if cf.rec.State == "issued" || cf.rec.State == "answered" {
+			cf.rec.State = "expired"
+		}
+	}
+	rec := protocol.ControlRecord{Record: "control", Request: request, Generation: c.st.generation, Controller: k.id, Mode: "controller", Revoked: old}
+	for _, other := range c.conns {
+		if other.hello && other != k {
+			o := rec
+			o.Request, o.Mode = "", "observer"
+			c.offerLocked(other, o)
+		}
+	}
+	c.publishBindingLocked()
+	c.audit(audit.Takeover, k, fmt.Sprintf("%s: connection %s controls at generation %d (was %q)", how, k.id, c.st.generation, old),
+		map[string]string{"GENERATION": fmt.Sprint(c.st.generation), "REVOKED": old, "HOW": how})
+	return rec
+}
+
+// offerLocked queues one record for one connection without waiting.
+func (c *Controller) offerLocked(k *conn, v any) {
+	line, err := jsonLine(v)
+	if err == nil {
+		k.offer(line)
+	}
+}
+
+// inEngineScope reports whether pid lives in a mosaic engine scope: an
+// agent's tool child connecting to this (or another) conversation.
+func inEngineScope(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		return false
+	}
+	return strings.Contains(string(b), "/mosaic-engine-")
+}

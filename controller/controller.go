@@ -1,0 +1,223 @@
+package controller
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/mosaic-agents/mosaic/audit"
+	"github.com/mosaic-agents/mosaic/claims"
+	"github.com/mosaic-agents/mosaic/conversations"
+	"github.com/mosaic-agents/mosaic/engine"
+	"github.com/mosaic-agents/mosaic/protocol"
+	"github.com/mosaic-agents/mosaic/scopes"
+)
+
+// Actor is the one actor of this build: every peer that passes the uid
+// check is the local operator (brief §1 "Actor").
+const Actor = "local-operator"
+
+// Config is what a controller needs. Conversation, Claims, Scopes and
+// Audit are required.
+type Config struct {
+	Conversation *conversations.Conversation
+	Claims       *claims.Store
+	Scopes       *scopes.Manager
+	Audit        *audit.Logger
+	// Spec builds the engine's command for an execution. nil means the
+	// pinned Pi of the conversation (engine.Command); tests put a fake Pi
+	// here, behind the same seal.
+	Spec func(cv *conversations.Conversation) (engine.Spec, error)
+	// Grace is the TERM phase of a force stop before the kill phase.
+	Grace time.Duration
+	// CommandTimeout bounds engine commands (0: engine defaults).
+	CommandTimeout time.Duration
+	// AbortTimeout bounds an interrupt's abort (0: engine default).
+	AbortTimeout time.Duration
+	// ConfirmTTL is how long an issued confirmation stays valid.
+	ConfirmTTL time.Duration
+	// PollInterval is how often the session file is checked for a
+	// foreign writer.
+	PollInterval time.Duration
+}
+
+// Controller is the state machine of one conversation: binding, control,
+// admission, dispatch, stops and recovery. Every state change happens under
+// mu; the dispatch lock serialises what must not interleave with an engine
+// write (a prompt's admission-to-acknowledgement, a takeover's commit, an
+// interrupt's cancellation).
+type Controller struct {
+	cfg Config
+	bus *bus
+	log *audit.Logger
+
+	dispatch sync.Mutex
+
+	mu    sync.Mutex
+	conns map[string]*conn
+	st    state
+
+	dedup  map[string]*dedupEntry
+	confs  map[string]*confirmation
+	elig   map[string]*eligibility
+	stops  map[string]*protocol.Stop
+	cancel context.CancelFunc
+	ctx    context.Context
+	wg     sync.WaitGroup
+}
+
+// state is the binding and control state; guarded by Controller.mu.
+type state struct {
+	binding    string // protocol.Binding* states
+	admission  bool
+	reason     string // why admission is closed
+	generation int64
+	controller string // connection id, "" when none
+	revoked    map[string]bool
+
+	exec      *execution // the current execution, nil when none
+	claim     *claims.Claim
+	sessionID string
+	leaf      string
+	reconcile bool
+
+	stop         *protocol.Stop // the running or last stop
+	stopRunning  bool           // an interrupt or force stop is under way
+	forceRunning bool           // a force stop is under way (one escalation at a time)
+	dialogSeen   bool
+	preflight    string // why the load check failed; prompts refuse preflight
+}
+
+// New returns a controller for cfg. Run starts it.
+func New(cfg Config) *Controller {
+	if cfg.Grace == 0 {
+		cfg.Grace = 3 * time.Second
+	}
+	if cfg.ConfirmTTL == 0 {
+		cfg.ConfirmTTL = 2 * time.Minute
+	}
+	if cfg.PollInterval == 0 {
+		cfg.PollInterval = time.Second
+	}
+	return &Controller{
+		cfg: cfg, bus: newBus(), log: cfg.Audit,
+		conns: map[string]*conn{}, dedup: map[string]*dedupEntry{},
+		confs: map[string]*confirmation{}, elig: map[string]*eligibility{},
+		stops: map[string]*protocol.Stop{},
+		st:    state{binding: protocol.BindingIdle, revoked: map[string]bool{}},
+	}
+}
+
+// newID returns a random id with a prefix: k- connections, e- executions,
+// s- stops, cf- confirmations, el- eligibility, rc- receipts.
+func newID(prefix string) string {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(fmt.Sprintf("crypto/rand: %v", err))
+	}
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// bindingLocked projects the state for clients. Callers hold mu.
+func (c *Controller) bindingLocked() protocol.Binding {
+	b := protocol.Binding{
+		Record: "binding", Conversation: c.cfg.Conversation.ID, State: c.st.binding,
+		Admission: "closed", AdmissionReason: c.st.reason, Generation: c.st.generation,
+		Controller: c.st.controller, SessionID: c.st.sessionID, Leaf: c.st.leaf,
+		Reconcile: c.st.reconcile, EngineState: "none",
+	}
+	if c.st.admission {
+		b.Admission, b.AdmissionReason = "open", ""
+	}
+	if k := c.conns[c.st.controller]; k != nil {
+		b.ControllerConnected = true
+	}
+	if c.st.stop != nil {
+		b.LastStop = c.st.stop.ID
+	}
+	if x := c.st.exec; x != nil {
+		b.Execution = x.id
+		b.Engine = x.engineName
+		b.Cohort = string(x.handle.Cohort.Kind)
+		b.Scope = x.handle.Cohort.Unit
+		b.EngineState = x.engineState()
+	}
+	return b
+}
+
+// broadcastLocked sends v to every connection that said hello. Callers
+// hold mu; sends are queued, never blocking on a client.
+func (c *Controller) broadcastLocked(v any) {
+	line, err := json.Marshal(v)
+	if err != nil {
+		return
+	}
+	line = append(line, '\n')
+	for _, k := range c.conns {
+		if k.hello {
+			k.offer(line)
+		}
+	}
+}
+
+// publishBindingLocked broadcasts the binding after a change.
+func (c *Controller) publishBindingLocked() {
+	c.broadcastLocked(c.bindingLocked())
+}
+
+// closeAdmissionLocked closes admission with a reason and publishes it.
+func (c *Controller) closeAdmissionLocked(reason string) {
+	c.st.admission = false
+	c.st.reason = reason
+}
+
+// audit writes one journal entry for a decision.
+func (c *Controller) audit(ev audit.Event, k *conn, msg string, fields map[string]string) {
+	e := audit.Entry{Event: ev, Message: msg, Fields: fields}
+	if k != nil {
+		e.Connection, e.Peer = k.id, k.peer
+	}
+	c.log.Log(e)
+}
+
+// refuse is the one way a command is refused: a refusal record to the
+// client and a journal entry with the code.
+func (c *Controller) refuse(k *conn, request string, r *protocol.Refusal) {
+	c.log.Log(audit.Entry{Event: audit.Refusal, Connection: k.id, Peer: k.peer, Refusal: r.Code,
+		Message: fmt.Sprintf("refused %s on connection %s: %s", r.Code, k.id, r.Message),
+		Fields:  map[string]string{"REQUEST": request}})
+	k.send(r.Record(request))
+}
+
+func jsonLine(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// engineEffect is a tool call the engine started and never ended.
+type engineEffect = engine.Effect
+
+// attach registers a connection that said hello; detach forgets it. A
+// detached controller keeps control: disconnect never releases it (H11).
+func (c *Controller) attach(k *conn) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.conns[k.id] = k
+}
+
+func (c *Controller) detach(k *conn) {
+	k.unsubscribe(c.bus)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.conns, k.id)
+	if c.st.controller == k.id {
+		c.publishBindingLocked() // controllerConnected is now false
+	}
+}

@@ -1,0 +1,38 @@
+package controller
+
+import (
+	"github.com/mosaic-agents/mosaic/claims"
+	"github.com/mosaic-agents/mosaic/engine"
+	"github.com/mosaic-agents/mosaic/scopes"
+)
+
+// execution is one engine incarnation: its scope handle, its RPC
+// connection and what it was launched with.
+type execution struct {
+	id         string
+	handle     *scopes.Handle
+	conn       *engine.Conn // nil for an orphan found at restart
+	engineName string
+	pins       claims.Pins
+	exited     bool // the engine process is gone (not a stop by itself)
+}
+
+// engineState is the binding's engineState: none, exited, fenced, busy or
+// idle, read from the turn tracker.
+func (x *execution) engineState() string {
+	switch {
+	case x.conn == nil:
+		return "orphan"
+	case x.exited:
+		return "exited"
+	}
+	ts := x.conn.State()
+	switch {
+	case ts.Fenced:
+		return "fenced"
+	case ts.Running || ts.Slot != nil:
+		return "busy"
+	default:
+		return "idle"
+	}
+}

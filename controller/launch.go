@@ -1,0 +1,367 @@
+package controller
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/mosaic-agents/mosaic/audit"
+	"github.com/mosaic-agents/mosaic/claims"
+	"github.com/mosaic-agents/mosaic/conversations"
+	"github.com/mosaic-agents/mosaic/engine"
+	"github.com/mosaic-agents/mosaic/protocol"
+	"github.com/mosaic-agents/mosaic/scopes"
+)
+
+// keys returns the claim keys of the conversation. The session key is the
+// Pi header id; a brand-new conversation (no file yet) is keyed by its
+// conversation id until a later start finds the header (the seat key,
+// taken first, is what keeps a second writer out meanwhile).
+func (c *Controller) keys(head sessionHead) claims.Keys {
+	cv := c.cfg.Conversation
+	k := claims.Keys{Seat: claims.SeatKey{Seat: cv.Seat, Project: cv.Project, Workspace: cv.Workspace}}
+	k.Session = head.id
+	if !head.exists || head.id == "" {
+		k.Session = "new:" + cv.ID
+	}
+	return k
+}
+
+// spec returns the engine command of the conversation.
+func (c *Controller) spec() (engine.Spec, error) {
+	if c.cfg.Spec != nil {
+		return c.cfg.Spec(c.cfg.Conversation)
+	}
+	e := c.cfg.Conversation.Engine
+	if e.Entry == "" {
+		return engine.Spec{}, protocol.Refuse(protocol.CodeConfiguration,
+			"conversation %s has no engine; add it again with `mosaicctl conv add --engine PATH --replace`", c.cfg.Conversation.ID)
+	}
+	cfg := engine.Config{
+		Pin:         engine.Pin{Version: e.Version, Entry: e.Entry, SHA256: e.SHA256, PackageDir: e.PackageDir, Node: e.Node},
+		Seal:        engine.Seal{Session: c.cfg.Conversation.Session, Provider: e.Provider, Model: e.Model, Thinking: e.Thinking},
+		AgentDir:    e.AgentDir,
+		ProjectRoot: c.cfg.Conversation.Project,
+	}
+	if err := engine.Check(cfg.Pin); err != nil {
+		return engine.Spec{}, err
+	}
+	return engine.Command(cfg, os.Environ())
+}
+
+// pinsOf digests the launch: the engine version and entry hash, and the
+// whole argv, so a recovery with another binary or other flags refuses.
+func pinsOf(cv *conversations.Conversation, spec engine.Spec) claims.Pins {
+	argv, _ := json.Marshal(spec.Args)
+	sum := sha256.Sum256(argv)
+	return claims.Pins{EngineVersion: cv.Engine.Version, BinarySHA256: cv.Engine.SHA256, ArgvDigest: hex.EncodeToString(sum[:])}
+}
+
+// start classifies whatever a previous controller left and launches the
+// engine only when nothing holds the conversation. It never launches over
+// a claim that is not free (brief §2 "Restart").
+func (c *Controller) start(ctx context.Context) error {
+	head, err := readSessionHead(c.cfg.Conversation.Session)
+	if err != nil {
+		return protocol.Wrap(protocol.CodeConfiguration, err, "%v", err)
+	}
+	keys := c.keys(head)
+	// A previous start may have keyed a new conversation by its id and
+	// the file exists now: follow the seat key to the claim it holds.
+	if st, err := c.cfg.Claims.Current(ctx, keys); err == nil && st.Seat != nil && st.Seat.Session != keys.Session {
+		keys.Session = st.Seat.Session
+	}
+	rec, err := c.cfg.Claims.Recover(ctx, keys)
+	if err != nil {
+		return err
+	}
+	switch rec.Verdict {
+	case claims.VerdictFree:
+		return c.launch(ctx, head, keys, "")
+	case claims.VerdictStopped:
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.st.binding = protocol.BindingStopped
+		c.closeAdmissionLocked("stopped with a proof; recover, then launch, to start again")
+		c.st.claim = rec.Claim
+		return nil
+	case claims.VerdictHeld:
+		return protocol.Refuse("already-active", "another controller holds conversation %s", c.cfg.Conversation.ID)
+	default: // engine alive, or gone with members left, or a stop in progress
+		return c.adopt(ctx, rec)
+	}
+}
+
+// adopt takes over a claim whose engine this controller cannot talk to:
+// an orphan (W6), or a stop a crashed controller left running (K10). It
+// never launches; it observes and leaves force stop available.
+func (c *Controller) adopt(ctx context.Context, rec *claims.Recovery) error {
+	r := rec.Claim.Record()
+	x := &execution{id: r.Execution, engineName: "orphan"}
+	if co, err := c.loadCohort(r.Execution); err == nil {
+		x.handle = c.cfg.Scopes.Reattach(co)
+	}
+	c.mu.Lock()
+	c.st.claim = rec.Claim
+	c.st.exec = x
+	c.st.binding = protocol.BindingUncertain
+	c.closeAdmissionLocked(fmt.Sprintf("found %s claim of execution %s (%s); force stop to prove it ended", r.State, r.Execution, rec.Verdict))
+	if r.State == claims.Stopping {
+		c.st.binding = protocol.BindingStopping
+	}
+	c.mu.Unlock()
+	c.bus.reset(r.Execution)
+	c.audit(audit.Transition, nil, fmt.Sprintf("restart found execution %s %s (%s): no launch", r.Execution, r.State, rec.Verdict),
+		map[string]string{"EXECUTION": r.Execution, "STATE": string(r.State), "VERDICT": string(rec.Verdict)})
+	if x.handle == nil {
+		return nil
+	}
+	// Nothing left in the cohort: the observation alone proves the end,
+	// and killing an empty cgroup kills nothing (brief §2 "engine gone").
+	if ms, err := x.handle.Members(); err == nil && len(ms) == 0 {
+		go c.conclude(context.WithoutCancel(ctx), x, newID("s-"), "restart observed an empty cohort")
+	}
+	return nil
+}
+
+// launch starts a new execution: reserve the claim, launch into a scope,
+// record the incarnation, check what Pi loaded (K8), open admission.
+// expectLeaf is the leaf a recovery's eligibility pinned ("" at first start).
+func (c *Controller) launch(ctx context.Context, head sessionHead, keys claims.Keys, expectLeaf string) error {
+	cv := c.cfg.Conversation
+	spec, err := c.spec()
+	if err != nil {
+		return err
+	}
+	execID := newID("e-")
+	pins := pinsOf(cv, spec)
+	claim, err := c.cfg.Claims.Acquire(ctx, claims.Request{
+		Keys: keys, Binding: newID("b-"), Harness: "pi", Conversation: cv.ID,
+		Branch: "main", Leaf: head.leaf, Pins: pins, Execution: execID,
+	})
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.st.claim = claim
+	c.st.binding = protocol.BindingLaunching
+	c.closeAdmissionLocked("launching the engine")
+	c.publishBindingLocked()
+	c.mu.Unlock()
+	if err := claim.BeginLaunch(ctx); err != nil {
+		return err
+	}
+	res := scopes.Resources{MemoryMax: parseBytes(cv.Limits.MemoryMax), TasksMax: cv.Limits.TasksMax, CPUQuota: parsePercent(cv.Limits.CPUQuota)}
+	// The claim records the incarnation, and the cohort is kept for a
+	// restarted controller, before the held child may exec the engine: a
+	// crash at any point leaves a claim that names what might run.
+	activate := func(co scopes.Cohort) error {
+		if err := c.saveCohort(co); err != nil {
+			return err
+		}
+		return claim.Activate(ctx, claims.Process{BootID: co.BootID, PID: co.PID, StartTime: co.StartTime, Cgroup: co.Cgroup})
+	}
+	h, err := c.cfg.Scopes.Launch(ctx, scopes.Spec{
+		Conversation: cv.ID, Execution: execID, Argv: spec.Args, Env: spec.Env, Dir: spec.Dir,
+		Stderr: os.Stderr, Resources: res, BeforeRelease: activate,
+		Description: fmt.Sprintf("mosaic engine of conversation %s (execution %s)", cv.ID, execID),
+	})
+	if err != nil {
+		claim.MarkUncertain(ctx, "launch failed after BeginLaunch: "+err.Error())
+		c.setUncertain(fmt.Sprintf("launch of execution %s failed: %v", execID, err))
+		return fmt.Errorf("launch execution %s: %w", execID, err)
+	}
+	co := h.Cohort
+	conn, err := engine.New(h.Stdout, h.Stdin, engine.Options{Execution: execID,
+		CommandTimeout: c.cfg.CommandTimeout, AbortTimeout: c.cfg.AbortTimeout})
+	if err != nil {
+		c.setUncertain("engine connection: " + err.Error())
+		return err
+	}
+	x := &execution{id: execID, handle: h, conn: conn, pins: pins, engineName: "pi " + cv.Engine.Version}
+	if cv.Engine.Version == "" {
+		x.engineName = "pi (test engine)"
+	}
+	c.bus.reset(execID)
+	c.mu.Lock()
+	c.st.exec = x
+	c.mu.Unlock()
+	go c.pump(x)
+	go c.watchExit(x)
+	c.audit(audit.Launch, nil, fmt.Sprintf("launched execution %s in %s (%s, pid %d)", execID, co.Unit, co.Kind, co.PID),
+		map[string]string{"EXECUTION": execID, "SCOPE": co.Unit, "COHORT": string(co.Kind), "ENGINE_PID": fmt.Sprint(co.PID)})
+
+	sessionID, leaf, err := c.loadCheck(ctx, x, head, expectLeaf)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil {
+		c.st.binding = protocol.BindingUncertain
+		c.st.preflight = err.Error()
+		c.closeAdmissionLocked("preflight: " + err.Error())
+		c.publishBindingLocked()
+		c.audit(audit.Refusal, nil, "load check failed; admission stays closed: "+err.Error(),
+			map[string]string{"EXECUTION": execID, "REFUSAL": "preflight"})
+		return nil // the controller serves, uncertain, so a client can force stop
+	}
+	c.st.sessionID, c.st.leaf = sessionID, leaf
+	c.st.binding = protocol.BindingActive
+	c.st.admission, c.st.reason = true, ""
+	c.publishBindingLocked()
+	return nil
+}
+
+// setUncertain closes admission for good and publishes it.
+func (c *Controller) setUncertain(reason string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.st.binding = protocol.BindingUncertain
+	c.closeAdmissionLocked(reason)
+	c.publishBindingLocked()
+}
+
+// startupTypes are the entries Pi appends by itself at start (sdk.js): a
+// leaf that moved only through these is still the pinned leaf.
+var startupTypes = map[string]bool{"model_change": true, "thinking_level_change": true}
+
+// loadCheck is K8: before admission opens, what Pi loaded must be the
+// pinned session and leaf. An existing session must come back with its
+// header id and its last entry as leaf, allowing only Pi's own startup
+// appends on top. A brand-new conversation pins what Pi reports, provided
+// Pi holds nothing but startup entries and no other file appeared.
+func (c *Controller) loadCheck(ctx context.Context, x *execution, head sessionHead, expectLeaf string) (string, string, error) {
+	st, err := x.conn.GetState(ctx)
+	if err != nil {
+		return "", "", fmt.Errorf("get_state: %w", err)
+	}
+	if st.SessionFile != c.cfg.Conversation.Session {
+		return "", "", fmt.Errorf("engine loaded %q, not the bound session file", st.SessionFile)
+	}
+	tree, err := x.conn.GetTree(ctx)
+	if err != nil {
+		return "", "", fmt.Errorf("get_tree: %w", err)
+	}
+	nodes, err := flattenTree(tree.Tree)
+	if err != nil {
+		return "", "", err
+	}
+	want := head.leaf
+	if expectLeaf != "" {
+		want = expectLeaf
+	}
+	if !head.exists {
+		for id, n := range nodes {
+			if !startupTypes[n.typ] {
+				return "", "", fmt.Errorf("new conversation, but the engine holds entry %s (%s)", id, n.typ)
+			}
+		}
+		if now, err := readSessionHead(c.cfg.Conversation.Session); err == nil && now.exists && now.id != st.SessionID {
+			return "", "", fmt.Errorf("a session file with header %s appeared; the engine reports %s", now.id, st.SessionID)
+		}
+		return st.SessionID, tree.LeafID, nil
+	}
+	if st.SessionID != head.id {
+		return "", "", fmt.Errorf("engine loaded session %s, the file's header is %s", st.SessionID, head.id)
+	}
+	// Walk from Pi's leaf up through startup entries to the pinned leaf.
+	id := tree.LeafID
+	for id != want {
+		n, ok := nodes[id]
+		if !ok || !startupTypes[n.typ] || head.ids[id] {
+			return "", "", fmt.Errorf("engine loaded leaf %s, the pinned leaf is %s", tree.LeafID, want)
+		}
+		id = n.parent
+	}
+	return st.SessionID, tree.LeafID, nil
+}
+
+type treeNode struct {
+	parent string
+	typ    string
+}
+
+// flattenTree reads get_tree's nested [{entry, children}] into id -> node.
+func flattenTree(raw json.RawMessage) (map[string]treeNode, error) {
+	type node struct {
+		Entry struct {
+			ID       string  `json:"id"`
+			ParentID *string `json:"parentId"`
+			Type     string  `json:"type"`
+		} `json:"entry"`
+		Children []json.RawMessage `json:"children"`
+	}
+	out := map[string]treeNode{}
+	var walk func(raw json.RawMessage, depth int) error
+	walk = func(raw json.RawMessage, depth int) error {
+		if depth > 100000 {
+			return errors.New("get_tree: too deep")
+		}
+		var n node
+		if err := json.Unmarshal(raw, &n); err != nil {
+			return fmt.Errorf("get_tree: %w", err)
+		}
+		p := ""
+		if n.Entry.ParentID != nil {
+			p = *n.Entry.ParentID
+		}
+		out[n.Entry.ID] = treeNode{parent: p, typ: n.Entry.Type}
+		for _, ch := range n.Children {
+			if err := walk(ch, depth+1); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var roots []json.RawMessage
+	if len(raw) > 0 && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &roots); err != nil {
+			return nil, fmt.Errorf("get_tree: %w", err)
+		}
+	}
+	for _, r := range roots {
+		if err := walk(r, 0); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// parseBytes reads a MemoryMax= value (K, M, G, T suffixes, base 1024).
+func parseBytes(s string) uint64 {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return 0
+	}
+	mult := uint64(1)
+	switch s[len(s)-1] {
+	case 'K', 'k':
+		mult = 1 << 10
+	case 'M', 'm':
+		mult = 1 << 20
+	case 'G', 'g':
+		mult = 1 << 30
+	case 'T', 't':
+		mult = 1 << 40
+	}
+	if mult != 1 {
+		s = s[:len(s)-1]
+	}
+	var n uint64
+	if _, err := fmt.Sscan(s, &n); err != nil {
+		return 0
+	}
+	return n * mult
+}
+
+// parsePercent reads a CPUQuota= value such as "200%".
+func parsePercent(s string) float64 {
+	var f float64
+	if _, err := fmt.Sscanf(strings.TrimSpace(s), "%g%%", &f); err != nil {
+		return 0
+	}
+	return f
+}

@@ -1,0 +1,92 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/mosaic-agents/mosaic/audit"
+	"github.com/mosaic-agents/mosaic/protocol"
+	"github.com/mosaic-agents/mosaic/scopes"
+)
+
+// pump moves the engine's events to the bus, in order, until the engine's
+// stdout ends. Native dialogs are shown disabled and never answered.
+func (c *Controller) pump(x *execution) {
+	for ev := range x.conn.Events() {
+		if ev.Kind == protocol.EventUnavailable && ev.Native == "extension_ui_request" {
+			c.mu.Lock()
+			c.st.dialogSeen = true
+			c.broadcastLocked(protocol.Notice{Record: "notice", Kind: "dialog",
+				Message: "the engine opened a dialog; dialogs are not supported yet, so it is shown disabled and nobody answers it"})
+			c.mu.Unlock()
+		}
+		c.bus.publish(ev)
+	}
+}
+
+// watchExit notices the engine process ending. Its exit is not a stop
+// and proves nothing about the cohort (tool children may live on): the
+// binding becomes uncertain unless a stop chain already owns the ending.
+func (c *Controller) watchExit(x *execution) {
+	<-x.handle.Done()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	x.exited = true
+	if c.st.exec != x || c.st.stopRunning || c.st.binding == protocol.BindingStopped {
+		return
+	}
+	c.st.binding = protocol.BindingUncertain
+	c.closeAdmissionLocked(fmt.Sprintf("the engine of execution %s exited (%v); that is not a stop: force stop to prove the cohort ended", x.id, x.handle.ExitErr()))
+	if c.st.claim != nil {
+		go c.st.claim.MarkUncertain(context.Background(), "engine exited without a stop")
+	}
+	c.publishBindingLocked()
+	c.audit(audit.Transition, nil, c.st.reason, map[string]string{"EXECUTION": x.id, "STATE": "uncertain"})
+}
+
+// cohortPath is where an execution's cohort is kept for a restarted
+// controller to reattach: beside the claim root, written once.
+func (c *Controller) cohortPath(exec string) string {
+	return filepath.Join(filepath.Dir(c.cfg.Claims.Root()), "executions", exec+".json")
+}
+
+func (c *Controller) saveCohort(co scopes.Cohort) error {
+	p := c.cohortPath(co.Execution)
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return fmt.Errorf("record cohort: %w", err)
+	}
+	b, err := json.Marshal(co)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("record cohort %q: %w", p, err)
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return fmt.Errorf("record cohort %q: %w", p, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("record cohort %q: %w", p, err)
+	}
+	return f.Close()
+}
+
+func (c *Controller) loadCohort(exec string) (scopes.Cohort, error) {
+	var co scopes.Cohort
+	b, err := os.ReadFile(c.cohortPath(exec))
+	if errors.Is(err, fs.ErrNotExist) {
+		return co, fmt.Errorf("no recorded cohort for execution %s", exec)
+	}
+	if err != nil {
+		return co, err
+	}
+	return co, json.Unmarshal(b, &co)
+}

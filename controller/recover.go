@@ -1,0 +1,115 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/mosaic-agents/mosaic/audit"
+	"github.com/mosaic-agents/mosaic/claims"
+	"github.com/mosaic-agents/mosaic/protocol"
+)
+
+// eligibility is a single-use permission to launch, from a recover.
+type eligibility struct {
+	rec  protocol.Eligibility
+	keys claims.Keys
+	used bool
+}
+
+// recover reports eligibility only (Q15): a proven stop, effects
+// reconciled or explicitly uncertain, an exact confirmation and the same
+// pins. Nothing launches here (K6).
+func (c *Controller) recover(k *conn, cmd *protocol.Command) (any, error) {
+	spec, specErr := c.spec()
+	head, headErr := readSessionHead(c.cfg.Conversation.Session)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r := c.checkControlLocked(k, cmd); r != nil {
+		return nil, r
+	}
+	if c.st.binding != protocol.BindingStopped || c.st.claim == nil {
+		return nil, protocol.Refuse(CodeStopProof, "recover needs a stop proven by a cohort or boot proof; the binding is %s", c.st.binding)
+	}
+	rec := c.st.claim.Record()
+	if err := claims.Proven(&rec); err != nil {
+		return nil, protocol.Wrap(CodeStopProof, err, "the recorded stop does not verify: %v", err)
+	}
+	if specErr != nil {
+		return nil, specErr
+	}
+	if pins := pinsOf(c.cfg.Conversation, spec); pins != rec.Pins {
+		return nil, protocol.Refuse("engine-pin-mismatch", "the engine or its arguments changed since the stopped execution (%+v, now %+v)", rec.Pins, pins)
+	}
+	if headErr != nil {
+		return nil, protocol.Wrap(CodeTarget, headErr, "%v", headErr)
+	}
+	keys := c.keys(head)
+	if rec.Session != keys.Session && !(head.exists && rec.Session == "new:"+c.cfg.Conversation.ID) {
+		return nil, protocol.Refuse(CodeTarget, "the session file now has header %s; the claim was for %s", head.id, rec.Session)
+	}
+	keys.Session = rec.Session
+	if r := c.useConfirmationLocked(k, cmd.Confirmation, protocol.CmdRecover); r != nil {
+		return nil, r
+	}
+	stop := ""
+	if c.st.stop != nil {
+		stop = c.st.stop.ID
+	}
+	e := &eligibility{keys: keys, rec: protocol.Eligibility{Record: "eligibility", ID: newID("el-"), Request: cmd.Request,
+		Conversation: c.cfg.Conversation.ID, Stop: stop, ProofDigest: rec.Proof.Digest, SessionID: head.id,
+		Leaf: head.leaf, Generation: c.st.generation}}
+	c.elig[e.rec.ID] = e
+	c.audit(audit.Confirmation, k, fmt.Sprintf("recover: eligibility %s on leaf %q after proof %s", e.rec.ID, head.leaf, rec.Proof.Digest),
+		map[string]string{"ELIGIBILITY": e.rec.ID, "PROOF_DIGEST": rec.Proof.Digest})
+	return e.rec, nil
+}
+
+// launchCmd starts a new execution with an eligibility record: same
+// session and leaf, generation +1. The cancelled prompt is not replayed:
+// nothing is sent to the new engine until a client prompts (K7).
+func (c *Controller) launchCmd(k *conn, cmd *protocol.Command) (any, error) {
+	head, err := readSessionHead(c.cfg.Conversation.Session)
+	if err != nil {
+		return nil, protocol.Wrap(CodeTarget, err, "%v", err)
+	}
+	c.mu.Lock()
+	if r := c.checkControlLocked(k, cmd); r != nil {
+		c.mu.Unlock()
+		return nil, r
+	}
+	e := c.elig[cmd.Eligibility]
+	switch {
+	case e == nil || e.used:
+		c.mu.Unlock()
+		return nil, protocol.Refuse(CodeEligibility, "eligibility %q is unknown or was used", cmd.Eligibility)
+	case e.rec.Generation != c.st.generation || c.st.binding != protocol.BindingStopped:
+		c.mu.Unlock()
+		return nil, protocol.Refuse(CodeEligibility, "eligibility %s is from another state; recover again", e.rec.ID)
+	case head.leaf != e.rec.Leaf || head.id != e.rec.SessionID:
+		c.mu.Unlock()
+		return nil, protocol.Refuse(CodeTarget, "the session moved since eligibility (leaf %q, was %q)", head.leaf, e.rec.Leaf)
+	}
+	e.used = true
+	c.st.generation++
+	c.st.stop = nil
+	c.st.preflight = ""
+	c.st.dialogSeen = false
+	c.mu.Unlock()
+	if err := c.launch(context.Background(), head, e.keys, e.rec.Leaf); err != nil {
+		return nil, protocol.Wrap("launch-failed", err, "launch: %v", err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	execID := ""
+	if c.st.exec != nil {
+		execID = c.st.exec.id
+	}
+	r := protocol.Receipt{Record: "receipt", ID: newID("rc-"), Request: cmd.Request, Command: protocol.CmdLaunch,
+		State: protocol.ReceiptLaunched, Revision: 1, Execution: execID, Generation: c.st.generation, Actor: Actor,
+		Connection: k.id, Digest: fingerprint(cmd)}
+	if c.st.binding != protocol.BindingActive {
+		r.State, r.Reason = protocol.ReceiptUncertain, c.st.reason
+	}
+	c.publishBindingLocked()
+	return r, nil
+}

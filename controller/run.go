@@ -1,0 +1,49 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/mosaic-agents/mosaic/audit"
+	"github.com/mosaic-agents/mosaic/protocol"
+)
+
+// Start classifies what a previous controller left and launches the
+// engine when the conversation is free. An error means this controller
+// must not serve (another live controller holds the conversation: H16);
+// anything else that goes wrong leaves the binding uncertain, served, so a
+// client can see why and force stop.
+func (c *Controller) Start(ctx context.Context) error {
+	err := c.start(ctx)
+	if err == nil {
+		return nil
+	}
+	if protocol.CodeOf(err) == "already-active" {
+		return err
+	}
+	c.audit(audit.Transition, nil, fmt.Sprintf("start of %s: %v", c.cfg.Conversation.ID, err),
+		map[string]string{"STATE": "uncertain", "REFUSAL": protocol.CodeOf(err)})
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.st.binding == protocol.BindingIdle || c.st.binding == protocol.BindingLaunching {
+		c.st.binding = protocol.BindingUncertain
+	}
+	if c.st.claim == nil {
+		c.st.binding = protocol.BindingIdle
+	}
+	c.closeAdmissionLocked(err.Error())
+	c.publishBindingLocked()
+	return nil
+}
+
+// Close releases what the controller holds in this process. It does not
+// stop the engine: only a confirmed force stop does, and the engine exits
+// by itself when its stdin (this process) goes away.
+func (c *Controller) Close() {
+	c.mu.Lock()
+	x := c.st.exec
+	c.mu.Unlock()
+	if x != nil && x.conn != nil {
+		x.conn.Close()
+	}
+}

@@ -1,0 +1,263 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/mosaic-agents/mosaic/audit"
+	"github.com/mosaic-agents/mosaic/claims"
+	"github.com/mosaic-agents/mosaic/protocol"
+	"github.com/mosaic-agents/mosaic/scopes"
+)
+
+// stopTimeout bounds a whole force stop (TERM grace plus kill phase).
+const stopTimeout = 2 * time.Minute
+
+// terminal stop states: nothing moves a stop out of them.
+var terminal = map[string]bool{"reconciled": true, "uncertain": true, "stopped": true, "superseded": true}
+
+// transitionLocked moves a stop to state, journals and broadcasts it.
+func (c *Controller) transitionLocked(s *protocol.Stop, state, reason string) {
+	s.State, s.Reason = state, reason
+	c.stops[s.ID] = s
+	c.broadcastLocked(*s)
+	fields := map[string]string{"STOP": s.ID, "KIND": s.Kind, "STATE": state, "EXECUTION": s.Execution}
+	if s.ProofDigest != "" {
+		fields["PROOF_DIGEST"] = s.ProofDigest
+	}
+	c.audit(audit.Transition, nil, fmt.Sprintf("%s %s: %s %s", s.Kind, s.ID, state, reason), fields)
+}
+
+// interrupt is Q20: close admission, clear_queue, abort, wait for the
+// settle, build the turn proof, reconcile, reopen under current control.
+// A hang leaves the stop uncertain and force stop available (K9).
+func (c *Controller) interrupt(k *conn, cmd *protocol.Command) (any, error) {
+	c.mu.Lock()
+	if r := c.checkControlLocked(k, cmd); r != nil {
+		c.mu.Unlock()
+		return nil, r
+	}
+	x := c.st.exec
+	switch {
+	case x == nil || x.conn == nil:
+		c.mu.Unlock()
+		return nil, protocol.Refuse(CodeNoEngine, "no engine to interrupt")
+	case c.st.stopRunning:
+		c.mu.Unlock()
+		return nil, protocol.Refuse(CodeFenced, "stop %s is already running", c.st.stop.ID)
+	case c.st.binding != protocol.BindingActive:
+		c.mu.Unlock()
+		return nil, protocol.Refuse(CodeFenced, "the binding is %s: %s", c.st.binding, c.st.reason)
+	}
+	if ts := x.conn.State(); !ts.Running && ts.Slot == nil {
+		c.mu.Unlock()
+		return nil, protocol.Refuse(CodeNoTurn, "nothing is running to interrupt")
+	}
+	s := &protocol.Stop{Record: "stop", ID: newID("s-"), Kind: "interrupt", Execution: x.id}
+	c.st.stop, c.st.stopRunning = s, true
+	c.closeAdmissionLocked("interrupt " + s.ID + " in progress")
+	c.transitionLocked(s, "fenced", "admission closed")
+	c.publishBindingLocked()
+	gen := c.st.generation
+	c.mu.Unlock()
+
+	// A prompt already past admission finishes its write first; one not
+	// yet there is refused at dispatch (H9).
+	c.dispatch.Lock()
+	defer c.dispatch.Unlock()
+	c.mu.Lock()
+	if s.State == "superseded" {
+		c.mu.Unlock()
+		return c.stopReceipt(k, cmd, s, gen), nil
+	}
+	c.transitionLocked(s, "cancelling", "clear_queue, then abort")
+	c.mu.Unlock()
+
+	proof, err := x.conn.Interrupt(context.Background(), s.ID)
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s.State == "superseded" {
+		return c.stopReceipt(k, cmd, s, gen), nil
+	}
+	s.TurnProof, _ = json.Marshal(proof)
+	s.Effects = effectReport(proof.Effects)
+	s.ApprovalDisposition = c.approvalLocked()
+	c.st.stopRunning = false
+	if err != nil || proof.Uncertain {
+		why := fmt.Sprint(proof.Reasons)
+		if err != nil {
+			why = err.Error()
+		}
+		c.st.binding = protocol.BindingUncertain
+		c.closeAdmissionLocked("interrupt " + s.ID + " ended uncertain: " + why)
+		c.transitionLocked(s, "uncertain", why)
+	} else {
+		c.transitionLocked(s, "reconciled", "turn proof: native queue "+proof.NativeQueue)
+		// Reopen only under valid current control: a takeover, a
+		// revocation or an overlap meanwhile keeps it closed.
+		if c.st.binding == protocol.BindingActive && c.st.exec == x {
+			c.st.admission, c.st.reason = true, ""
+		}
+	}
+	c.publishBindingLocked()
+	return c.stopReceipt(k, cmd, s, gen), nil
+}
+
+// effectReport turns tool calls started and never ended into uncertain
+// effects: killing or aborting never counts as rollback.
+func effectReport(open []engineEffect) *protocol.EffectReport {
+	r := &protocol.EffectReport{Record: "effectReport", Uncertain: []protocol.Effect{}, Disposition: "reconciled"}
+	for _, e := range open {
+		r.Uncertain = append(r.Uncertain, protocol.Effect{CallID: e.CallID, Tool: e.Name, Reason: "started-without-end"})
+	}
+	if len(r.Uncertain) > 0 {
+		r.Disposition = "uncertain"
+	}
+	return r
+}
+
+func (c *Controller) approvalLocked() string {
+	if c.st.dialogSeen {
+		return "uncertain"
+	}
+	return "resolved"
+}
+
+func (c *Controller) stopReceipt(k *conn, cmd *protocol.Command, s *protocol.Stop, gen int64) protocol.Receipt {
+	state := protocol.ReceiptUncertain
+	switch s.State {
+	case "reconciled":
+		state = protocol.ReceiptReconciled
+	case "stopped":
+		state = protocol.ReceiptStopped
+	}
+	r := protocol.Receipt{Record: "receipt", ID: newID("rc-"), Request: cmd.Request, Command: cmd.Type, State: state,
+		Revision: 1, Execution: s.Execution, Generation: gen, Actor: Actor, Connection: k.id, Digest: fingerprint(cmd),
+		Stop: s.ID, Reason: s.Reason}
+	c.audit(audit.Receipt, k, fmt.Sprintf("%s %s: %s", cmd.Type, cmd.Request, state),
+		map[string]string{"REQUEST": cmd.Request, "RECEIPT": r.ID, "STATE": state, "STOP": s.ID})
+	return r
+}
+
+// forceStop needs an answered confirmation; it supersedes a running
+// interrupt (H10) and reaches stopped only with a cohort proof.
+func (c *Controller) forceStop(k *conn, cmd *protocol.Command) (any, error) {
+	c.mu.Lock()
+	if c.st.revoked[k.id] || c.st.controller != k.id {
+		defer c.mu.Unlock()
+		return nil, c.checkControlLocked(k, cmd)
+	}
+	if cmd.Generation == nil || *cmd.Generation != c.st.generation {
+		defer c.mu.Unlock()
+		return nil, protocol.Refuse(CodeStaleGeneration, "the controller generation is %d", c.st.generation)
+	}
+	x := c.st.exec
+	switch {
+	case x == nil || x.handle == nil:
+		c.mu.Unlock()
+		return nil, protocol.Refuse(CodeNoEngine, "no engine cohort is known to stop")
+	case c.st.forceRunning:
+		c.mu.Unlock()
+		return nil, protocol.Refuse(CodeFenced, "force stop %s is already running", c.st.stop.ID)
+	case c.st.binding == protocol.BindingStopped:
+		c.mu.Unlock()
+		return nil, protocol.Refuse(CodeFenced, "already stopped with a proof")
+	}
+	if r := c.useConfirmationLocked(k, cmd.Confirmation, protocol.CmdForceStop); r != nil {
+		c.mu.Unlock()
+		return nil, r
+	}
+	s := &protocol.Stop{Record: "stop", ID: newID("s-"), Kind: "force-stop", Execution: x.id}
+	if prev := c.st.stop; prev != nil {
+		s.Predecessor = prev.ID
+		if !terminal[prev.State] {
+			c.transitionLocked(prev, "superseded", "force stop "+s.ID+" took over")
+		}
+	}
+	c.st.stop, c.st.stopRunning, c.st.forceRunning = s, true, true
+	c.st.binding = protocol.BindingStopping
+	c.closeAdmissionLocked("force stop " + s.ID + " in progress")
+	c.transitionLocked(s, "fenced", "admission closed")
+	c.publishBindingLocked()
+	gen := c.st.generation
+	claim := c.st.claim
+	c.mu.Unlock()
+
+	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
+	defer cancel()
+	if claim != nil {
+		if err := claim.BeginStop(ctx, "force stop "+s.ID); err != nil {
+			c.audit(audit.Transition, k, "claim could not record stopping: "+err.Error(), map[string]string{"STOP": s.ID})
+		}
+	}
+	c.mu.Lock()
+	c.transitionLocked(s, "stopping", fmt.Sprintf("SIGTERM to the cohort, %s grace, then freeze and kill", c.cfg.Grace))
+	c.mu.Unlock()
+	res := x.handle.Stop(ctx, scopes.StopOptions{Stop: s.ID, Grace: c.cfg.Grace})
+	c.finishStop(ctx, x, s, res)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stopReceipt(k, cmd, s, gen), nil
+}
+
+// conclude finishes a stop a restarted controller resumes (K10) or an
+// observation of a cohort that is already empty.
+func (c *Controller) conclude(ctx context.Context, x *execution, stopID, why string) {
+	s := &protocol.Stop{Record: "stop", ID: stopID, Kind: "force-stop", Execution: x.id}
+	c.mu.Lock()
+	c.st.stop, c.st.stopRunning, c.st.forceRunning = s, true, true
+	c.transitionLocked(s, "stopping", why)
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, stopTimeout)
+	defer cancel()
+	c.finishStop(ctx, x, s, x.handle.Kill(ctx, scopes.StopOptions{Stop: stopID}))
+}
+
+// finishStop records a kill phase's outcome: stopped only when the claim
+// accepts a cohort proof built from the complete observation.
+func (c *Controller) finishStop(ctx context.Context, x *execution, s *protocol.Stop, res scopes.StopResult) {
+	if x.conn != nil {
+		x.conn.Close() // the cohort is dead or not: stdin has no reader to keep
+	}
+	var open []engineEffect
+	if x.conn != nil {
+		open = x.conn.State().OpenTools
+	}
+	c.mu.Lock()
+	claim := c.st.claim
+	c.mu.Unlock()
+	outcome, reason := res.Outcome, res.Reason
+	var proof *claims.ProofRecord
+	if outcome == scopes.Stopped {
+		if claim == nil {
+			outcome, reason = scopes.Uncertain, "no claim to record the proof in"
+		} else if err := claim.Conclude(ctx, res.Observation); err != nil {
+			outcome, reason = scopes.Uncertain, "the observation does not prove the stop: "+err.Error()
+		} else {
+			proof = claim.Record().Proof
+		}
+	} else if claim != nil {
+		claim.MarkUncertain(ctx, "force stop "+s.ID+": "+reason)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s.Effects = effectReport(open)
+	s.ApprovalDisposition = c.approvalLocked()
+	c.st.stopRunning, c.st.forceRunning = false, false
+	if proof != nil {
+		s.ProofDigest, s.Proof = proof.Digest, proof.Body
+		c.st.binding = protocol.BindingStopped
+		c.closeAdmissionLocked("stopped with proof " + proof.Digest)
+		c.transitionLocked(s, "stopped", "cohort proof "+proof.Digest)
+		c.audit(audit.Proof, nil, fmt.Sprintf("cohort proof %s for execution %s", proof.Digest, x.id),
+			map[string]string{"PROOF_DIGEST": proof.Digest, "PROOF_TYPE": proof.Type, "PROOF": string(proof.Body), "STOP": s.ID, "EXECUTION": x.id})
+	} else {
+		c.st.binding = protocol.BindingUncertain
+		c.closeAdmissionLocked("force stop " + s.ID + " ended uncertain: " + reason)
+		c.transitionLocked(s, "uncertain", reason)
+	}
+	c.publishBindingLocked()
+}
