@@ -71,8 +71,8 @@
 // Transcript. Events are deduplicated and ordered by (execution, seq):
 // the first event must be seq 1 unless Expect named the resume point; an
 // identical repeat (same bytes, by SHA-256 of the JSON encoding) within
-// the last DedupWindow events is dropped; a repeat with other bytes, or
-// one older than the window, is not applied and shows a reconcile marker;
+// the last DedupWindow events (at least) is dropped; a repeat with other
+// bytes, or one no longer remembered, is not applied and shows a reconcile marker;
 // a gap or a new execution shows a reconcile marker and the event is
 // applied after it. Every marker starts a new segment: message keys and
 // tool call ids are looked up only within the current segment, so content

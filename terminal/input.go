@@ -193,22 +193,46 @@ func next(b []byte) (k Key, n int, ok bool) {
 	switch {
 	case c == 0x1b:
 		return escape(b)
-	case c == '\t':
-		return Key{KeyText, "\t"}, 1, true
-	case c < 0x20 || c == 0x7F:
+	case c < 0x20 && c != '\t' || c == 0x7F:
 		if kind, found := controls[c]; found {
 			return Key{Kind: kind}, 1, true
 		}
 		return Key{KeyUnknown, string(b[:1])}, 1, true
 	}
-	if !utf8.FullRune(b) {
+	return textRun(b)
+}
+
+// textRun takes the run of printable characters at the start of b in one
+// key (so a long unbracketed paste costs linear time). An incomplete
+// UTF-8 character ends the run; alone, it waits for more input.
+func textRun(b []byte) (Key, int, bool) {
+	var s []byte
+	i := 0
+	for i < len(b) {
+		c := b[i]
+		if c < 0x20 && c != '\t' || c == 0x7F {
+			break
+		}
+		if c < utf8.RuneSelf {
+			s = append(s, c)
+			i++
+			continue
+		}
+		if !utf8.FullRune(b[i:]) {
+			break
+		}
+		r, size := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && size == 1 {
+			s = append(s, "\uFFFD"...)
+		} else {
+			s = append(s, b[i:i+size]...)
+		}
+		i += size
+	}
+	if i == 0 {
 		return Key{}, 0, false
 	}
-	r, size := utf8.DecodeRune(b)
-	if r == utf8.RuneError && size == 1 {
-		return Key{KeyText, "\uFFFD"}, 1, true
-	}
-	return Key{KeyText, string(b[:size])}, size, true
+	return Key{KeyText, string(s)}, i, true
 }
 
 func escape(b []byte) (Key, int, bool) {

@@ -192,3 +192,18 @@ func FuzzParser(f *testing.F) {
 		}
 	})
 }
+
+// A large unbracketed or bracketed paste costs linear time: one key per
+// run, not one per character.
+func TestParserLargeInputIsOneKey(t *testing.T) {
+	big := strings.Repeat("0123456789abcdé", 1<<16)
+	var p Parser
+	ks := p.Feed([]byte(big))
+	if len(ks) != 1 || ks[0].Text != big {
+		t.Fatalf("unbracketed: %d keys", len(ks))
+	}
+	ks = p.Feed([]byte("\x1b[200~" + big + "\x1b[201~"))
+	if len(ks) != 1 || ks[0].Kind != KeyPaste || ks[0].Text != big {
+		t.Fatalf("bracketed: %d keys", len(ks))
+	}
+}

@@ -13,9 +13,10 @@ import (
 )
 
 // DedupWindow is how many of the latest events of the current execution
-// the Transcript remembers (by digest) to tell an identical repeat, which
-// it drops, from a repeat with different bytes, which marks a reconcile.
-// A repeat older than the window cannot be compared and marks a reconcile.
+// the Transcript at least remembers (by digest; at most twice as many) to
+// tell an identical repeat, which it drops, from a repeat with different
+// bytes, which marks a reconcile. A repeat it no longer remembers cannot
+// be compared and marks a reconcile.
 const DedupWindow = 4096
 
 // MaxToolLines bounds the partial result shown under a running tool: the
@@ -433,10 +434,13 @@ func (m *message) lines(width int) []string {
 		sort.Ints(ps)
 		want := 0
 		for _, p := range ps {
-			for ; want < p; want++ {
+			switch {
+			case p == want+1:
 				out = append(out, clip(fmt.Sprintf("  [part %d missing]", want), width))
+			case p > want:
+				out = append(out, clip(fmt.Sprintf("  [parts %d-%d missing]", want, p-1), width))
 			}
-			want = p + 1
+			want = max(want, p+1)
 			for _, b := range m.parts[p] {
 				out = append(out, finalBlock(b, width)...)
 			}

@@ -216,9 +216,10 @@ func TestViewSeams(t *testing.T) {
 			return []protocol.Event{
 				s.ev(protocol.EventMessageStart, "m1", start("assistant")),
 				s.ev(protocol.EventMessageEnd, "m1", p(0, false, text("zero"))),
-				s.ev(protocol.EventMessageEnd, "m1", p(2, true, text("two"))),
+				s.ev(protocol.EventMessageEnd, "m1", p(2, false, text("two"))),
+				s.ev(protocol.EventMessageEnd, "m1", p(1000000000, true, text("last"))),
 			}
-		}, []string{"[assistant]", "  zero", "  [part 1 missing]", "  two"}, false},
+		}, []string{"[assistant]", "  zero", "  [part 1 missing]", "  two", "  [parts 3-999999999 missing]", "  last"}, false},
 		{"notices stay one line and inert", func(s *stream) []protocol.Event {
 			return []protocol.Event{
 				s.ev(protocol.EventUnavailable, "", func(e *protocol.Event) {
@@ -335,4 +336,62 @@ func TestDigestOfInvalidRawJSON(t *testing.T) {
 	if digest(a) == digest(b) || digest(a) != digest(a2) {
 		t.Fatal("digest of events with invalid raw JSON")
 	}
+}
+
+func TestViewDedupWindow(t *testing.T) {
+	tr := &Transcript{}
+	s := &stream{exec: "x1"}
+	first := s.ev(protocol.EventRunSettled, "", nil)
+	tr.Apply(first)
+	for i := 0; i < 3*DedupWindow; i++ {
+		s.seq++ // a gap every time: digests must stay bounded anyway
+		tr.Apply(s.ev(protocol.EventRunSettled, "", nil))
+	}
+	if n := len(tr.digests); n > 2*DedupWindow+1 {
+		t.Fatalf("%d digests kept", n)
+	}
+	tr = &Transcript{}
+	s = &stream{exec: "x1"}
+	first = s.ev(protocol.EventRunSettled, "", nil)
+	tr.Apply(first)
+	var last protocol.Event
+	for i := 0; i < 3*DedupWindow; i++ {
+		last = s.ev(protocol.EventRunSettled, "", nil)
+		tr.Apply(last)
+	}
+	tr.Apply(last)
+	if tr.Marked() {
+		t.Fatal("contiguous stream with an identical repeat marked")
+	}
+	tr.Apply(first)
+	if !tr.Marked() {
+		t.Fatal("a repeat older than the window must mark a reconcile")
+	}
+}
+
+// FuzzTranscript applies arbitrary decoded events: no panic, and every
+// rendered line is inert and fits its width.
+func FuzzTranscript(f *testing.F) {
+	f.Add([]byte(`{"record":"event","kind":"message-start","execution":"x","seq":1,"message":"m1","role":"assistant"}
+{"record":"event","kind":"text-delta","execution":"x","seq":2,"message":"m1","block":0,"fragment":0,"text":"hi\u001b["}
+{"record":"event","kind":"tool-start","execution":"x","seq":4,"tool":{"callId":"c","name":"b\n"}}
+{"record":"event","kind":"message-end","execution":"x","seq":5,"message":"m1","part":3,"content":[{"type":"toolCall","args":{"a":1}}]}`), uint8(20))
+	f.Fuzz(func(t *testing.T, in []byte, w uint8) {
+		tr := &Transcript{}
+		for _, line := range strings.Split(string(in), "\n") {
+			var e protocol.Event
+			if json.Unmarshal([]byte(line), &e) == nil {
+				tr.Apply(e)
+			}
+		}
+		width := int(w%100) + 6
+		for _, l := range tr.Lines(width) {
+			if Width(l) > width {
+				t.Fatalf("line %q wider than %d", l, width)
+			}
+			if bad := raw(l); bad != "" {
+				t.Fatalf("line %q holds %s", l, bad)
+			}
+		}
+	})
 }
