@@ -229,3 +229,20 @@ func TestStatusLine(t *testing.T) {
 		t.Fatalf("observer line %q", got)
 	}
 }
+
+func TestDialogRowsStayOneLine(t *testing.T) {
+	d := Dialog{
+		Title:    "force stop conv-1",
+		Facts:    [][2]string{{"execution", "x7"}, {"members", "pid 12 node\n  pid 99 forged\x1b[2K"}},
+		Question: "force stop? type yes to confirm",
+	}
+	want := []string{"== force stop conv-1 ==", "  execution: x7", "  members: pid 12 node^J  pid 99 forged^[[2K", "force stop? type yes to confirm"}
+	if got := d.Lines(0); !reflect.DeepEqual(got, want) {
+		t.Fatalf("Lines = %q", got)
+	}
+	for _, l := range d.Lines(16) {
+		if Width(l) > 16 {
+			t.Fatalf("line %q too wide", l)
+		}
+	}
+}

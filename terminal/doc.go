@@ -10,7 +10,8 @@
 //     into Keys; Flush ends a lone ESC after the caller's timeout.
 //   - Composer (composer.go): the local buffer; Handle/Edit/Submit,
 //     SetControl (clears on any control change), Settle (outcomes).
-//   - Status (status.go): the one-line status.
+//   - Status (status.go): the one-line status; Dialog (dialog.go): a
+//     confirmation whose every row stays one line.
 //   - Transcript (view.go): the view model; Apply(protocol.Event),
 //     AddHistory, Expect, Mark, Reset, Lines(width).
 //
