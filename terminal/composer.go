@@ -175,7 +175,7 @@ func (c *Composer) Lines(width int) []string {
 		if i == 0 {
 			p = "> "
 		}
-		for _, w := range wrapLine(l, width-2) {
+		for _, w := range wrapLine(l, inner(width, 2)) {
 			out = append(out, p+w)
 			p = "  "
 		}
