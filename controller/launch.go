@@ -212,6 +212,7 @@ func (c *Controller) launch(ctx context.Context, head sessionHead, keys claims.K
 	c.st.binding = protocol.BindingActive
 	c.st.admission, c.st.reason = true, ""
 	c.publishBindingLocked()
+	go c.watchSession(x, head.ids)
 	return nil
 }
 

@@ -1,0 +1,270 @@
+package controller
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/mosaic-agents/mosaic/proofs"
+)
+
+const plainScript = `{"turns":[{"text":["Hello ","from ","the ","fake."]}]}`
+
+// E1 on the fake engine, H12, H13, receipt-unknown: a prompt streams to
+// the controller and to an observer alike; an exact retry returns the
+// same receipt without a second engine write; other content under the
+// same id refuses.
+func TestPromptStreamsAndDedups(t *testing.T) {
+	r := newRig(t, plainScript, nil)
+	r.waitBinding("active")
+	ctl, obs := r.dial(), r.dial()
+	obs.must(map[string]any{"type": "observe", "request": "o1"}, "observed")
+	gen := r.takeover(ctl)
+	cmd := map[string]any{"type": "prompt", "request": "p1", "generation": gen, "execution": r.execution(), "text": "hi there"}
+	rc := ctl.must(cmd, "receipt")
+	if rc["state"] != "acknowledged" || rc["actor"] != Actor {
+		t.Fatalf("receipt %v", rc)
+	}
+	var text strings.Builder
+	obs.await(func(m map[string]any) bool {
+		if t, ok := m["text"].(string); ok && m["kind"] == "text-delta" {
+			text.WriteString(t)
+		}
+		return m["kind"] == "run-settled"
+	})
+	if text.String() != "Hello from the fake." {
+		t.Fatalf("observer streamed %q", text.String())
+	}
+	// H12: the exact retry, from a new connection, with retry set.
+	again := r.dial()
+	retry := map[string]any{"type": "prompt", "request": "p1", "generation": gen, "execution": r.execution(), "text": "hi there", "retry": true}
+	if rc2 := again.must(retry, "receipt"); rc2["id"] != rc["id"] {
+		t.Fatalf("retry receipt %v, want the original %v", rc2["id"], rc["id"])
+	}
+	if n := r.prompts(); n != 1 {
+		t.Fatalf("engine received %d prompts, want exactly 1", n)
+	}
+	// H13: same id, other text.
+	ctl.refused(map[string]any{"type": "prompt", "request": "p1", "generation": gen, "execution": r.execution(), "text": "other"}, CodeConflictingRequest)
+	// A retry the controller never saw (it restarted) is never dispatched.
+	ctl.refused(map[string]any{"type": "prompt", "request": "p-lost", "generation": gen, "text": "x", "retry": true}, CodeReceiptUnknown)
+	if n := r.prompts(); n != 1 {
+		t.Fatalf("engine received %d prompts after refusals, want 1", n)
+	}
+}
+
+// H1, H2, H4, H15, H11: one takeover wins per generation; the old
+// controller is fenced; self-takeover refuses; disconnect keeps control.
+func TestTakeoverRaces(t *testing.T) {
+	r := newRig(t, plainScript, nil)
+	r.waitBinding("active")
+	a, b := r.dial(), r.dial()
+	gen := r.generation()
+	var wg sync.WaitGroup
+	results := make([]map[string]any, 2)
+	for i, k := range []*peer{a, b} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = k.reply(map[string]any{"type": "takeover", "request": fmt.Sprintf("race-%d", i), "generation": gen})
+		}()
+	}
+	wg.Wait()
+	var winner, loser *peer
+	switch {
+	case results[0]["record"] == "control" && results[1]["code"] == CodeStaleGeneration:
+		winner, loser = a, b
+	case results[1]["record"] == "control" && results[0]["code"] == CodeStaleGeneration:
+		winner, loser = b, a
+	default:
+		t.Fatalf("H1: takeover results %v", results)
+	}
+	if r.generation() != gen+1 {
+		t.Fatalf("generation %v, want %v", r.generation(), gen+1)
+	}
+	winner.refused(map[string]any{"type": "takeover", "request": "self", "generation": r.generation()}, CodeAlreadyController)
+	// The loser takes over properly; the old winner is now revoked.
+	r.takeover(loser)
+	winner.refused(map[string]any{"type": "prompt", "request": "late", "generation": gen + 1, "text": "stale"}, CodeRevoked)
+	if n := r.prompts(); n != 0 {
+		t.Fatalf("H2: engine received %d prompts from a fenced controller", n)
+	}
+	// H11: the controller disconnects; control stays with it.
+	ctlID := loser.id
+	loser.c.Close()
+	b2 := r.waitBindingField("controllerConnected", false)
+	if b2["controller"] != ctlID || b2["admission"] != "open" {
+		t.Fatalf("after disconnect: %v", b2)
+	}
+}
+
+// S1, S5: slash text and observer prompts reach the engine with zero bytes.
+func TestZeroEngineBytesOnRefusal(t *testing.T) {
+	r := newRig(t, plainScript, nil)
+	r.waitBinding("active")
+	obs, ctl := r.dial(), r.dial()
+	ctl.must(map[string]any{"type": "observe", "request": "o1"}, "observed")
+	obs.refused(map[string]any{"type": "prompt", "request": "s5", "generation": r.generation(), "text": "pasted text"}, CodeNotController)
+	gen := r.takeover(ctl)
+	for i, text := range []string{"/goal x", "   /goal x", "\t/goal x", "\u00a0/skill:y"} {
+		ctl.refused(map[string]any{"type": "prompt", "request": fmt.Sprintf("s1-%d", i), "generation": gen, "text": text}, CodeTextPolicy)
+	}
+	if got := r.stdinBytes(); strings.Contains(got, "goal") || strings.Contains(got, "pasted") || strings.Contains(got, `"prompt"`) {
+		t.Fatalf("engine stdin holds refused text: %q", got)
+	}
+	// S3: a slash on a later line is not interpreted by pinned Pi: admitted.
+	ctl.must(map[string]any{"type": "prompt", "request": "s3", "generation": gen, "text": "see\n/goal later"}, "receipt")
+	// S7: ESC, paste markers and U+2028 travel as one JSON string.
+	ctl.settled()
+	s7 := "a\x1b[200~b\u2028c\x1b[201~"
+	ctl.must(map[string]any{"type": "prompt", "request": "s7", "generation": gen, "text": s7}, "receipt")
+	var last map[string]any
+	lines := strings.Split(strings.TrimSpace(r.stdinBytes()), "\n")
+	json.Unmarshal([]byte(lines[len(lines)-1]), &last)
+	if last["message"] != s7 {
+		t.Fatalf("S7: engine got %q, want %q", last["message"], s7)
+	}
+}
+
+// busy: no queue; a prompt during a run refuses and writes nothing.
+func TestBusyWhileRunning(t *testing.T) {
+	r := newRig(t, `{"turns":[{"endless":true,"chunkDelayMs":20}]}`, nil)
+	r.waitBinding("active")
+	ctl := r.dial()
+	gen := r.takeover(ctl)
+	ctl.must(map[string]any{"type": "prompt", "request": "p1", "generation": gen, "text": "go"}, "receipt")
+	ctl.refused(map[string]any{"type": "prompt", "request": "p2", "generation": gen, "text": "more"}, CodeBusy)
+	if n := r.prompts(); n != 1 {
+		t.Fatalf("engine received %d prompts, want 1", n)
+	}
+}
+
+// K1 on the fake with a real scope, N1-style interrupt, H17, K6, K7: a
+// tool child that calls setsid is killed by a confirmed force stop, which
+// ends stopped with a verifying cohort proof; confirmations are
+// single-use; recover needs the proof and a confirmation; launch starts a
+// new execution at generation+1 and replays nothing.
+func TestInterruptForceStopRecover(t *testing.T) {
+	script := `{"turns":[{"text":["starting "],"tool":{"command":"setsid sleep 300 & echo $! > child.pid; echo started"}},{"endless":true,"chunkDelayMs":20}]}`
+	r := newRig(t, script, nil)
+	r.waitBinding("active")
+	ctl, other := r.dial(), r.dial()
+	ctl.must(map[string]any{"type": "observe", "request": "o1"}, "observed")
+	gen := r.takeover(ctl)
+	exec1 := r.execution()
+	ctl.must(map[string]any{"type": "prompt", "request": "p1", "generation": gen, "text": "run it"}, "receipt")
+	ctl.await(func(m map[string]any) bool { return m["kind"] == "tool-end" })
+
+	// Interrupt: clear_queue then abort; reconciled; admission reopens.
+	rc := ctl.must(map[string]any{"type": "interrupt", "request": "i1", "generation": gen}, "receipt")
+	if rc["state"] != "reconciled" {
+		t.Fatalf("interrupt receipt %v", rc)
+	}
+	log := r.stdinBytes()
+	if cq, ab := strings.Index(log, `"clear_queue"`), strings.Index(log, `"abort"`); cq < 0 || ab < 0 || cq > ab {
+		t.Fatalf("N1: clear_queue must precede abort on the engine's stdin: %q", log)
+	}
+	r.waitBindingField("admission", "open")
+
+	// K6: recover without a proven stop refuses.
+	ctl.refused(map[string]any{"type": "recover", "request": "rv0", "generation": gen, "confirmation": "cf-none"}, CodeStopProof)
+	// H17: a confirmation from another connection, and one reused.
+	cf := ctl.confirm("force-stop", gen)
+	other.refused(map[string]any{"type": "answer-confirmation", "request": "x1", "confirmation": cf, "answer": "confirm"}, CodeConfirmation)
+
+	childPID := readPID(t, r)
+	rc = ctl.must(map[string]any{"type": "force-stop", "request": "f1", "generation": gen, "confirmation": cf}, "receipt")
+	if rc["state"] != "stopped" {
+		t.Fatalf("force stop receipt %v", rc)
+	}
+	ctl.refused(map[string]any{"type": "force-stop", "request": "f2", "generation": gen, "confirmation": cf}, CodeFenced)
+	if _, err := os.Stat(fmt.Sprintf("/proc/%d", childPID)); err == nil {
+		t.Fatalf("K1: the setsid tool child %d survived the force stop", childPID)
+	}
+	r.ctrl.mu.Lock()
+	stop := *r.ctrl.st.stop
+	r.ctrl.mu.Unlock()
+	p, rep, err := proofs.VerifyBytes(stop.Proof)
+	if err != nil || !rep.OK() || p == nil {
+		t.Fatalf("the stop's proof does not verify: %v %+v", err, rep)
+	}
+
+	// K6: recover needs a confirmation; K7: with one, eligibility, then launch.
+	ctl.refused(map[string]any{"type": "recover", "request": "rv1", "generation": gen}, CodeConfirmation)
+	rcf := ctl.confirm("recover", gen)
+	el := ctl.must(map[string]any{"type": "recover", "request": "rv2", "generation": gen, "confirmation": rcf}, "eligibility")
+	if el["proofDigest"] != stop.ProofDigest {
+		t.Fatalf("eligibility %v does not name the proof %s", el, stop.ProofDigest)
+	}
+	before := r.prompts()
+	lr := ctl.must(map[string]any{"type": "launch", "request": "l1", "generation": gen, "eligibility": el["id"]}, "receipt")
+	if lr["state"] != "launched" || lr["execution"] == exec1 || lr["generation"] != gen+1 {
+		t.Fatalf("launch receipt %v", lr)
+	}
+	ctl.refused(map[string]any{"type": "launch", "request": "l2", "generation": gen + 1, "eligibility": el["id"]}, CodeEligibility)
+	r.waitBinding("active")
+	if r.prompts() != before {
+		t.Fatal("K7: the new execution received a prompt nobody sent (replay)")
+	}
+}
+
+func readPID(t *testing.T, r *rig) int {
+	t.Helper()
+	b, err := os.ReadFile(r.ctrl.cfg.Conversation.Project + "/child.pid")
+	if err != nil {
+		t.Fatalf("the tool did not record its child: %v", err)
+	}
+	var pid int
+	fmt.Sscan(string(b), &pid)
+	return pid
+}
+
+// W10: an entry appended by another writer closes admission.
+// W11: the session file holds exactly the engine's own writes.
+func TestForeignWriterAndNoWrites(t *testing.T) {
+	r := newRig(t, plainScript, nil)
+	r.waitBinding("active")
+	ctl := r.dial()
+	ctl.must(map[string]any{"type": "observe", "request": "o1"}, "observed")
+	gen := r.takeover(ctl)
+	ctl.must(map[string]any{"type": "prompt", "request": "p1", "generation": gen, "text": "hello"}, "receipt")
+	ctl.settled()
+	own, _ := os.ReadFile(r.seslog)
+	file, _ := os.ReadFile(r.session)
+	if len(file) == 0 || string(own) != string(file) {
+		t.Fatalf("W11: the session file (%d bytes) is not exactly the engine's own writes (%d bytes)", len(file), len(own))
+	}
+	f, err := os.OpenFile(r.session, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(f, `{"type":"message","id":"f0reign1","parentId":null,"timestamp":"2026-12-02T10:00:00Z","message":{"role":"user","content":"x"}}`+"\n")
+	f.Close()
+	ctl.await(func(m map[string]any) bool { return m["record"] == "notice" && m["kind"] == "foreign-writer" })
+	b := r.waitBinding("uncertain")
+	if b["admission"] != "closed" || b["reconcile"] != true {
+		t.Fatalf("after a foreign append: %v", b)
+	}
+	ctl.refused(map[string]any{"type": "prompt", "request": "p2", "generation": gen, "text": "more"}, CodeFenced)
+}
+
+func (r *rig) waitBindingField(field string, want any) map[string]any {
+	r.t.Helper()
+	for range 1500 {
+		r.ctrl.mu.Lock()
+		b := r.ctrl.bindingLocked()
+		r.ctrl.mu.Unlock()
+		raw, _ := json.Marshal(b)
+		var m map[string]any
+		json.Unmarshal(raw, &m)
+		if fmt.Sprint(m[field]) == fmt.Sprint(want) {
+			return m
+		}
+		sleep20()
+	}
+	r.t.Fatalf("binding field %s never became %v", field, want)
+	return nil
+}
