@@ -196,6 +196,8 @@ func TestInterruptForceStopRecover(t *testing.T) {
 	ctl.refused(map[string]any{"type": "recover", "request": "rv1", "generation": gen}, CodeConfirmation)
 	rcf := ctl.confirm("recover", gen)
 	el := ctl.must(map[string]any{"type": "recover", "request": "rv2", "generation": gen, "confirmation": rcf}, "eligibility")
+	// Mutant 8: a used confirmation must not work twice.
+	ctl.refused(map[string]any{"type": "recover", "request": "rv3", "generation": gen, "confirmation": rcf}, CodeConfirmation)
 	if el["proofDigest"] != stop.ProofDigest {
 		t.Fatalf("eligibility %v does not name the proof %s", el, stop.ProofDigest)
 	}
@@ -267,4 +269,29 @@ func (r *rig) waitBindingField(field string, want any) map[string]any {
 	}
 	r.t.Fatalf("binding field %s never became %v", field, want)
 	return nil
+}
+
+// H3/H9 and mutant 1: a takeover that commits after a prompt's admission
+// but before its dispatch makes the dispatch recheck refuse: zero bytes.
+func TestDispatchRechecksAfterTakeover(t *testing.T) {
+	r := newRig(t, plainScript, nil)
+	r.waitBinding("active")
+	a, b := r.dial(), r.dial()
+	gen := r.takeover(a)
+	admitted, proceed := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	r.ctrl.afterAdmit = func() { once.Do(func() { close(admitted); <-proceed }) }
+	res := make(chan map[string]any, 1)
+	go func() {
+		res <- a.reply(map[string]any{"type": "prompt", "request": "p1", "generation": gen, "text": "from the old controller"})
+	}()
+	<-admitted
+	b.must(map[string]any{"type": "takeover", "request": "t2", "generation": gen}, "control")
+	close(proceed)
+	if m := <-res; m["record"] != "refusal" || m["code"] != CodeDispatchRefused {
+		t.Fatalf("prompt admitted before a takeover and dispatched after it: %v; want dispatch-refused", m)
+	}
+	if n := r.prompts(); n != 0 {
+		t.Fatalf("engine received %d prompts, want none", n)
+	}
 }

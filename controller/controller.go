@@ -68,6 +68,10 @@ type Controller struct {
 	cancel context.CancelFunc
 	ctx    context.Context
 	wg     sync.WaitGroup
+
+	// afterAdmit, when set (tests only), runs between a prompt's
+	// admission and its dispatch, so a race can land exactly there.
+	afterAdmit func()
 }
 
 // state is the binding and control state; guarded by Controller.mu.

@@ -24,6 +24,9 @@ func (c *Controller) prompt(k *conn, cmd *protocol.Command) (any, error) {
 	}
 	c.audit(audit.Admission, k, fmt.Sprintf("admitted prompt %s (%d characters)", cmd.Request, utf8.RuneCountInString(cmd.Text)),
 		map[string]string{"REQUEST": cmd.Request, "COMMAND": "prompt"})
+	if c.afterAdmit != nil {
+		c.afterAdmit()
+	}
 	c.dispatch.Lock()
 	defer c.dispatch.Unlock()
 	if r := c.admit(k, cmd); r != nil {

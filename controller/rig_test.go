@@ -110,8 +110,9 @@ func newRig(t *testing.T, script string, mutate func(*Config)) *rig {
 func (r *rig) killAll() {
 	r.ctrl.mu.Lock()
 	x := r.ctrl.st.exec
+	live := x != nil && x.handle != nil && !x.exited
 	r.ctrl.mu.Unlock()
-	if x != nil && x.handle != nil && !x.exited {
+	if live {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		x.handle.Kill(ctx, scopes.StopOptions{Stop: "test-cleanup"})
