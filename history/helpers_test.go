@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -147,13 +148,16 @@ func fingerprint(t *testing.T, root string) string {
 
 const hdr = `{"type":"session","version":3,"id":"sess-1","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/p"}` + "\n"
 
+// jsonLine encodes v as Pi's JSON.stringify does: no HTML escaping.
 func jsonLine(t *testing.T, v map[string]any) string {
 	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
 		t.Fatal(err)
 	}
-	return string(b) + "\n"
+	return b.String()
 }
 
 func parentOf(parent string) any {
@@ -216,4 +220,12 @@ func wantCode(t *testing.T, err error, code string) {
 	if got := protocol.CodeOf(err); got != code {
 		t.Fatalf("refusal code = %q (%v), want %q", got, err, code)
 	}
+}
+
+func refusal(err error) *protocol.Refusal {
+	var r *protocol.Refusal
+	if errors.As(err, &r) {
+		return r
+	}
+	return nil
 }

@@ -130,16 +130,26 @@ func (s *Snapshot) page(branch string, all []Part, from int) (Page, error) {
 	return p, nil
 }
 
-// branchParts cuts every shown item of branch into parts.
+// branchParts cuts every shown item of branch into parts, once per
+// snapshot and branch. Callers must not modify the result.
 func (s *Snapshot) branchParts(branch string) ([]Part, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ps, ok := s.parts[branch]; ok {
+		return ps, true
+	}
 	items, ok := s.idx.items(branch, s.header)
 	if !ok {
 		return nil, false
 	}
-	var out []Part
+	out := []Part{}
 	for _, it := range items {
 		out = append(out, parts(it)...)
 	}
+	if s.parts == nil {
+		s.parts = make(map[string][]Part)
+	}
+	s.parts[branch] = out
 	return out, true
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"sync"
 
 	"github.com/mosaic-agents/mosaic/protocol"
 )
@@ -56,6 +57,12 @@ type view struct {
 	tool       *protocol.Tool
 	notice     *Notice
 	blocks     []protocol.Block
+
+	// cut caches the blocks cut into fragments: views are shared by every
+	// snapshot of a follow chain, so each entry is cut once.
+	cut   sync.Once
+	frags []Fragment
+	sizes []int
 }
 
 // Notice codes. A notice stands where something could not be shown.

@@ -1,6 +1,9 @@
 package history
 
-import "encoding/hex"
+import (
+	"encoding/hex"
+	"sync"
+)
 
 // maxLineage bounds how many earlier snapshots of one follow chain a
 // snapshot still recognises as its prefixes (for cursors issued on them).
@@ -30,6 +33,9 @@ type Snapshot struct {
 	appended   int // records[appended:] were parsed by this snapshot
 	lineage    []mark
 	idx        *index
+
+	mu    sync.Mutex
+	parts map[string][]Part // branch -> its parts, cut on first use
 }
 
 // New reports that there was no session file: a new conversation whose

@@ -65,13 +65,7 @@ func parts(it item) []Part {
 	v := it.v
 	base := Part{Entry: it.key, Native: short(it.native), Kind: v.kind, Role: v.role, Line: it.line,
 		Timestamp: v.timestamp, StopReason: v.stopReason, CustomType: v.customType, Tool: v.tool, Notice: v.notice}
-	var frags []Fragment
-	var sizes []int
-	for i, b := range v.blocks {
-		fs, ss := fragments(i, b)
-		frags = append(frags, fs...)
-		sizes = append(sizes, ss...)
-	}
+	frags, sizes := v.fragments()
 	var out []Part
 	start, bytes := 0, 0
 	for i := range frags {
@@ -87,6 +81,18 @@ func parts(it item) []Part {
 	}
 	out[len(out)-1].LastPart = true
 	return out
+}
+
+// fragments cuts the view's blocks once.
+func (v *view) fragments() ([]Fragment, []int) {
+	v.cut.Do(func() {
+		for i, b := range v.blocks {
+			fs, ss := fragments(i, b)
+			v.frags = append(v.frags, fs...)
+			v.sizes = append(v.sizes, ss...)
+		}
+	})
+	return v.frags, v.sizes
 }
 
 func withBlocks(p Part, fs []Fragment) Part {
@@ -130,8 +136,14 @@ func cutString(s string) []string {
 	var out []string
 	start, u, n := 0, 0, 0
 	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		ru, rn := runeUnits(r), runeEsc(r, size)
+		r, size := rune(s[i]), 1
+		ru, rn := 1, 0
+		if r < utf8.RuneSelf {
+			rn = int(asciiEsc[r])
+		} else {
+			r, size = utf8.DecodeRuneInString(s[i:])
+			ru, rn = runeUnits(r), runeEsc(r, size)
+		}
 		if u+ru > MaxStringChars || n+rn > maxFragmentBytes {
 			out = append(out, s[start:i])
 			start, u, n = i, 0, 0
@@ -147,8 +159,15 @@ func cutString(s string) []string {
 // characters in; it is never less than the number of runes.
 func units(s string) int {
 	n := 0
-	for _, r := range s {
+	for i := 0; i < len(s); {
+		if s[i] < utf8.RuneSelf {
+			n++
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
 		n += runeUnits(r)
+		i += size
 	}
 	return n
 }
@@ -165,12 +184,25 @@ func runeUnits(r rune) int {
 func escLen(s string) int {
 	n := 0
 	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			n += int(asciiEsc[c])
+			i++
+			continue
+		}
 		r, size := utf8.DecodeRuneInString(s[i:])
 		n += runeEsc(r, size)
 		i += size
 	}
 	return n
 }
+
+// asciiEsc is runeEsc for the ASCII range.
+var asciiEsc = func() (t [utf8.RuneSelf]uint8) {
+	for c := range t {
+		t[c] = uint8(runeEsc(rune(c), 1))
+	}
+	return t
+}()
 
 func runeEsc(r rune, size int) int {
 	switch {
