@@ -1,12 +1,14 @@
 package controller
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/mosaic-agents/mosaic/proofs"
 )
@@ -294,4 +296,32 @@ func TestDispatchRechecksAfterTakeover(t *testing.T) {
 	if n := r.prompts(); n != 0 {
 		t.Fatalf("engine received %d prompts, want none", n)
 	}
+}
+
+// K9: an interrupt that never settles stays uncertain; ordinary takeover
+// is refused while fenced; force stop stays available and proves the stop.
+func TestInterruptThatNeverSettles(t *testing.T) {
+	r := newRig(t, `{"turns":[{"endless":true,"chunkDelayMs":20}]}`, func(c *Config) { c.AbortTimeout = time.Second })
+	r.waitBinding("active")
+	fc := r.fakeControl()
+	ctl, other := r.dial(), r.dial()
+	gen := r.takeover(ctl)
+	ctl.must(map[string]any{"type": "prompt", "request": "p1", "generation": gen, "text": "go"}, "receipt")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := fc.Arm(ctx, "abort-received"); err != nil {
+		t.Fatal(err)
+	}
+	rc := ctl.must(map[string]any{"type": "interrupt", "request": "i1", "generation": gen}, "receipt")
+	if rc["state"] != "uncertain" {
+		t.Fatalf("an interrupt whose abort never answers: %v; want uncertain", rc)
+	}
+	other.refused(map[string]any{"type": "takeover", "request": "t2", "generation": gen}, CodeFenced)
+	ctl.refused(map[string]any{"type": "prompt", "request": "p2", "generation": gen, "text": "more"}, CodeFenced)
+	cf := ctl.confirm("force-stop", gen)
+	fs := ctl.must(map[string]any{"type": "force-stop", "request": "f1", "generation": gen, "confirmation": cf}, "receipt")
+	if fs["state"] != "stopped" {
+		t.Fatalf("force stop after a hung interrupt: %v", fs)
+	}
+	fc.Release(ctx, "abort-received")
 }

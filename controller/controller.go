@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -56,18 +55,16 @@ type Controller struct {
 	log *audit.Logger
 
 	dispatch sync.Mutex
+	claimMu  sync.Mutex // one claim transition at a time: a Claim is not safe for concurrent use
 
 	mu    sync.Mutex
 	conns map[string]*conn
 	st    state
 
-	dedup  map[string]*dedupEntry
-	confs  map[string]*confirmation
-	elig   map[string]*eligibility
-	stops  map[string]*protocol.Stop
-	cancel context.CancelFunc
-	ctx    context.Context
-	wg     sync.WaitGroup
+	dedup map[string]*dedupEntry
+	confs map[string]*confirmation
+	elig  map[string]*eligibility
+	stops map[string]*protocol.Stop
 
 	// afterAdmit, when set (tests only), runs between a prompt's
 	// admission and its dispatch, so a race can land exactly there.
@@ -132,7 +129,7 @@ func (c *Controller) bindingLocked() protocol.Binding {
 		Record: "binding", Conversation: c.cfg.Conversation.ID, State: c.st.binding,
 		Admission: "closed", AdmissionReason: c.st.reason, Generation: c.st.generation,
 		Controller: c.st.controller, SessionID: c.st.sessionID, Leaf: c.st.leaf,
-		Reconcile: c.st.reconcile, EngineState: "none",
+		Reconcile: c.st.reconcile, EngineState: "none", LateEvents: c.bus.droppedLate(),
 	}
 	if c.st.admission {
 		b.Admission, b.AdmissionReason = "open", ""
@@ -224,4 +221,18 @@ func (c *Controller) detach(k *conn) {
 	if c.st.controller == k.id {
 		c.publishBindingLocked() // controllerConnected is now false
 	}
+}
+
+// claimDo runs one transition of the current claim, serialised with every
+// other; it is a no-op without a claim.
+func (c *Controller) claimDo(f func(*claims.Claim) error) error {
+	c.mu.Lock()
+	cl := c.st.claim
+	c.mu.Unlock()
+	if cl == nil {
+		return nil
+	}
+	c.claimMu.Lock()
+	defer c.claimMu.Unlock()
+	return f(cl)
 }

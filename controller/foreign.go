@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mosaic-agents/mosaic/audit"
+	"github.com/mosaic-agents/mosaic/claims"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
@@ -86,7 +87,9 @@ func (c *Controller) foreign(x *execution, id string) {
 		Message: "another writer appended to this conversation's session file; admission is closed and the view must be re-read"})
 	c.publishBindingLocked()
 	if c.st.claim != nil {
-		go c.st.claim.MarkUncertain(context.Background(), "foreign writer appended entry "+id)
+		go c.claimDo(func(cl *claims.Claim) error {
+			return cl.MarkUncertain(context.Background(), "foreign writer appended entry "+id)
+		})
 	}
 	c.audit(audit.Foreign, nil, "foreign writer: entry "+id+" is not the engine's", map[string]string{"ENTRY": id, "EXECUTION": x.id, "REFUSAL": "foreign-writer"})
 }

@@ -189,7 +189,7 @@ func (c *Controller) forceStop(k *conn, cmd *protocol.Command) (any, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
 	defer cancel()
 	if claim != nil {
-		if err := claim.BeginStop(ctx, "force stop "+s.ID); err != nil {
+		if err := c.claimDo(func(cl *claims.Claim) error { return cl.BeginStop(ctx, "force stop "+s.ID) }); err != nil {
 			c.audit(audit.Transition, k, "claim could not record stopping: "+err.Error(), map[string]string{"STOP": s.ID})
 		}
 	}
@@ -234,13 +234,13 @@ func (c *Controller) finishStop(ctx context.Context, x *execution, s *protocol.S
 	if outcome == scopes.Stopped {
 		if claim == nil {
 			outcome, reason = scopes.Uncertain, "no claim to record the proof in"
-		} else if err := claim.Conclude(ctx, res.Observation); err != nil {
+		} else if err := c.claimDo(func(cl *claims.Claim) error { return cl.Conclude(ctx, res.Observation) }); err != nil {
 			outcome, reason = scopes.Uncertain, "the observation does not prove the stop: "+err.Error()
 		} else {
 			proof = claim.Record().Proof
 		}
 	} else if claim != nil {
-		claim.MarkUncertain(ctx, "force stop "+s.ID+": "+reason)
+		c.claimDo(func(cl *claims.Claim) error { return cl.MarkUncertain(ctx, "force stop "+s.ID+": "+reason) })
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -57,7 +57,6 @@ func (cs *checks) add(name string, ok bool, sentinel error, format string, args 
 
 var (
 	hex32    = regexp.MustCompile(`^[0-9a-f]{32}$`)
-	hex64    = regexp.MustCompile(`^[0-9a-f]{64}$`)
 	bootUUID = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 )
 

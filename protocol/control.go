@@ -95,6 +95,9 @@ type Binding struct {
 	Reconcile bool `json:"reconcile,omitempty"`
 	// LastStop is the latest stop record id, if any.
 	LastStop string `json:"lastStop,omitempty"`
+	// LateEvents counts output of replaced executions that arrived late
+	// and was dropped, never rendered (H14).
+	LateEvents uint64 `json:"lateEvents,omitempty"`
 }
 
 // ControlRecord answers a takeover or recovery-control acquisition and is

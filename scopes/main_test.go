@@ -3,7 +3,6 @@ package scopes
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -164,4 +163,9 @@ func assertProvenStop(t *testing.T, res StopResult, pins ...pinned) {
 	}
 }
 
-func isErr(err, target error) bool { return errors.Is(err, target) }
+// ticksToNanos converts a start time in clock ticks to nanoseconds since
+// boot.
+func ticksToNanos(t uint64) uint64 {
+	hz := ClockTicks()
+	return t/hz*uint64(time.Second) + t%hz*uint64(time.Second)/hz
+}

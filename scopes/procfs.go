@@ -126,10 +126,3 @@ var clockTicks = sync.OnceValue(func() uint64 {
 	}
 	return 100
 })
-
-// ticksToNanos converts a start time in clock ticks to nanoseconds since
-// boot.
-func ticksToNanos(t uint64) uint64 {
-	hz := ClockTicks()
-	return t/hz*uint64(time.Second) + t%hz*uint64(time.Second)/hz
-}

@@ -141,13 +141,11 @@ func TestOpenMemberIdentity(t *testing.T) {
 
 func TestWaitDeathsObservesEachDeath(t *testing.T) {
 	var ms []*member
-	var cmds []*exec.Cmd
 	for range 3 {
 		cmd := exec.Command("sleep", "30")
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		cmds = append(cmds, cmd)
 		m, err := openMember(cmd.Process.Pid, 0, "")
 		if err != nil {
 			t.Fatal(err)

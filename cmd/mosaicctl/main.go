@@ -30,6 +30,7 @@ func main() {
 			serveCommand(),
 			helloCommand(),
 			proofCommand(),
+			auditCommand(),
 		},
 		// Errors are printed once, by main, with their refusal code.
 		ExitErrHandler: func(*cli.Context, error) {},

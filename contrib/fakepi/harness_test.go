@@ -128,9 +128,6 @@ type proc struct {
 	home    string
 	session string
 	stub    *stubmodel.Server
-
-	mu  sync.Mutex
-	all []rec
 }
 
 func start(t *testing.T, e engine, o options) *proc {
