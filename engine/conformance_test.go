@@ -253,9 +253,10 @@ func TestEngineN5(t *testing.T) {
 	script := stubmodel.Script{Turns: []stubmodel.Turn{{Endless: true}}}
 	for _, eng := range engines(t) {
 		t.Run(eng, func(t *testing.T) {
-			r := startRig(t, eng, script, Options{CommandTimeout: 500 * time.Millisecond}, false)
-			r.prompt("PLAIN long")
+			r := startRig(t, eng, script, Options{}, false)
+			r.prompt("PLAIN long") // Pi's first answer can take a while after start
 			r.waitEvent(kind(protocol.EventTextDelta))
+			r.conn.opts.CommandTimeout = 500 * time.Millisecond
 			r.gate.hold()
 			proof, err := r.conn.Interrupt(context.Background(), "stop-n5")
 			r.gate.open()
