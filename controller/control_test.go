@@ -49,6 +49,12 @@ func TestPromptStreamsAndDedups(t *testing.T) {
 	if n := r.prompts(); n != 1 {
 		t.Fatalf("engine received %d prompts, want exactly 1", n)
 	}
+	// Replay: a late observer asking from seq 3 gets 4, 5, ... in order.
+	late := r.dial()
+	late.must(map[string]any{"type": "observe", "request": "o2", "fromSeq": 3}, "observed")
+	if ev := late.await(func(m map[string]any) bool { return m["record"] == "event" }); ev["seq"] != float64(4) {
+		t.Fatalf("replay from seq 3 began with %v", ev)
+	}
 	// H13: same id, other text.
 	ctl.refused(map[string]any{"type": "prompt", "request": "p1", "generation": gen, "execution": r.execution(), "text": "other"}, CodeConflictingRequest)
 	// A retry the controller never saw (it restarted) is never dispatched.
@@ -324,4 +330,29 @@ func TestInterruptThatNeverSettles(t *testing.T) {
 		t.Fatalf("force stop after a hung interrupt: %v", fs)
 	}
 	fc.Release(ctx, "abort-received")
+}
+
+// H16: a second controller for the same conversation is refused; the
+// first is untouched. The engine's own processes count as engine peers.
+func TestSecondControllerAndEnginePeer(t *testing.T) {
+	r := newRig(t, plainScript, nil)
+	r.waitBinding("active")
+	second := New(r.cfg)
+	err := second.Start(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "already-active") {
+		t.Fatalf("second controller Start = %v; want already-active", err)
+	}
+	ctl := r.dial()
+	gen := r.takeover(ctl)
+	ctl.must(map[string]any{"type": "prompt", "request": "p1", "generation": gen, "text": "still mine"}, "receipt")
+
+	r.ctrl.mu.Lock()
+	pid := r.ctrl.st.exec.handle.Cohort.PID
+	r.ctrl.mu.Unlock()
+	if !inEngineScope(pid) {
+		t.Fatalf("the engine (pid %d) is not recognised as living in an engine scope", pid)
+	}
+	if inEngineScope(os.Getpid()) {
+		t.Fatal("the test process is taken for an engine peer")
+	}
 }

@@ -39,6 +39,7 @@ type rig struct {
 	seslog  string // the fake engine's own session-file writes
 	control string // fake Pi pause points
 	audit   *syncBuffer
+	cfg     Config
 }
 
 func newRig(t *testing.T, script string, mutate func(*Config)) *rig {
@@ -84,6 +85,7 @@ func newRig(t *testing.T, script string, mutate func(*Config)) *rig {
 	if mutate != nil {
 		mutate(&cfg)
 	}
+	r.cfg = cfg
 	r.ctrl = New(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := r.ctrl.Start(ctx); err != nil {
