@@ -42,6 +42,8 @@ check:
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzLineReader$$' -fuzztime $(FUZZTIME) ./engine/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./engine/
+	$(GO) test -run '^$$' -fuzz '^FuzzParser$$' -fuzztime $(FUZZTIME) ./terminal/
+	$(GO) test -run '^$$' -fuzz '^FuzzTranscript$$' -fuzztime $(FUZZTIME) ./terminal/
 
 # Benchmarks print ratios against a baseline measured in the same run.
 bench: build pi
