@@ -133,7 +133,7 @@ func (c *Conn) ClearQueue(ctx context.Context) (QueueState, error) {
 	if err := decodeData(n, "clear_queue", &d); err != nil {
 		return q, err
 	}
-	return QueueState{Steering: d.Steering, FollowUp: d.FollowUp}, nil
+	return QueueState(d), nil
 }
 
 // Abort aborts the current run; Pi answers once idle. Pi then runs any

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -321,12 +320,3 @@ func (p *peer) acked(text string, before ...string) Dispatch {
 }
 
 func code(err error) string { return protocol.CodeOf(err) }
-
-func hasPrefix(list []string, prefix string) bool {
-	for _, s := range list {
-		if strings.HasPrefix(s, prefix) {
-			return true
-		}
-	}
-	return false
-}
