@@ -1,0 +1,40 @@
+// Package client is the Go client of a conversation socket: what
+// `mosaicctl attach`, the one-shot verbs and the tests use to talk to a
+// `mosaicctl serve` controller. The wire protocol it speaks is written down
+// in docs/protocol.md; this package is one implementation of it, not its
+// definition.
+//
+// A Client is one connection. It starts as an observer (the server says so
+// in its welcome) and never takes control by itself: Takeover and
+// AcquireRecoveryControl are explicit, and a reconnect is an observer again.
+//
+// Every command method sends one request with a fresh request id, fills the
+// generation and execution from the latest binding or control record the
+// connection has seen, and waits for the one reply that carries that id. A
+// refusal comes back as a *protocol.Refusal error (protocol.CodeOf reads its
+// code). A reply that never arrives — the connection broke, or ctx ended
+// first — is an *OutcomeError holding the exact command, which Resend can
+// ask about again (retry:true) on this or a new connection without the
+// server dispatching it twice.
+//
+// Everything the server sends after its welcome, replies included, is also
+// delivered in order on Updates: events, binding, control, stop and notice
+// broadcasts, observed pages and receipts. A Transcript consumes that
+// stream and keeps the history page and the live events joined by the seam
+// rules (deduplication by (execution, seq), reconcile markers at gaps, new
+// executions and conflicting repeats); it says when it needs an observe, and
+// Client.Reobserve performs it.
+//
+// A typical loop:
+//
+//	c, err := client.Dial(ctx, path, client.Options{Name: "attach"})
+//	...
+//	t := client.NewTranscript()
+//	if _, err := c.Observe(ctx); err != nil { ... }
+//	for u := range c.Updates() {
+//		if w := t.Update(u); w.Observe {
+//			go c.Reobserve(ctx, w) // the reply arrives on Updates too
+//		}
+//		render(t.Snapshot())
+//	}
+package client

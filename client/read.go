@@ -1,0 +1,112 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+
+	"github.com/mosaic-agents/mosaic/protocol"
+)
+
+// run reads server lines until the connection ends.
+func (c *Client) run(lines *protocol.LineReader) {
+	for {
+		line, err := lines.Next()
+		if err != nil {
+			c.end(c.readErr(err))
+			return
+		}
+		if err := c.receive(line); err != nil {
+			c.end(err)
+			return
+		}
+	}
+}
+
+func (c *Client) readErr(err error) error {
+	switch {
+	case errors.Is(err, io.EOF):
+		return fmt.Errorf("%w: the server closed %s", ErrClosed, c.path)
+	case errors.Is(err, net.ErrClosed):
+		return ErrClosed
+	case errors.Is(err, protocol.ErrLineTooLong):
+		return fmt.Errorf("%w: %v", ErrProtocol, err)
+	}
+	return fmt.Errorf("read from %s: %w", c.path, err)
+}
+
+// receive decodes one line, folds it into the state, answers the request
+// it replies to, and queues it for Updates — in that order, so a caller
+// whose Takeover returned already sees itself as controller in State.
+func (c *Client) receive(line []byte) error {
+	u, err := decodeRecord(line)
+	if err != nil {
+		return err
+	}
+	if u.Record == recWelcome {
+		return fmt.Errorf("%w: a second welcome", ErrProtocol)
+	}
+	c.mu.Lock()
+	c.note(&u)
+	var p *pending
+	if id := u.request(); id != "" {
+		if q, ok := c.pending[id]; ok && answers(q.cmd.Type, u.Record) {
+			p = q
+			delete(c.pending, id)
+			u.Reply = true
+			if q.cmd.Type == protocol.CmdObserve && q.cmd.FromSeq != nil {
+				from := *q.cmd.FromSeq
+				u.FromSeq = &from
+			}
+		}
+	}
+	c.mu.Unlock()
+	if p != nil {
+		p.resolve(replyOf(&u))
+	}
+	c.updates.push(u)
+	return nil
+}
+
+// answers says whether a record of kind can be the reply to a command of
+// type cmd. A record carrying a request id of another kind (a control
+// broadcast naming a takeover, say) is not taken for the reply.
+func answers(cmd, kind string) bool {
+	switch kind {
+	case recRefusal:
+		return true
+	case recObserved:
+		return cmd == protocol.CmdObserve
+	case recControl:
+		return cmd == protocol.CmdTakeover || cmd == protocol.CmdAcquireRecoveryControl
+	case recReceipt:
+		return cmd == protocol.CmdPrompt || cmd == protocol.CmdInterrupt ||
+			cmd == protocol.CmdForceStop || cmd == protocol.CmdLaunch || !known(cmd)
+	case recConfirmation:
+		return cmd == protocol.CmdIssueConfirmation || cmd == protocol.CmdAnswerConfirmation
+	case recEligibility:
+		return cmd == protocol.CmdRecover
+	}
+	return !known(cmd)
+}
+
+// known lists the commands whose reply kind this client knows.
+func known(cmd string) bool {
+	switch cmd {
+	case protocol.CmdObserve, protocol.CmdTakeover, protocol.CmdAcquireRecoveryControl,
+		protocol.CmdPrompt, protocol.CmdInterrupt, protocol.CmdForceStop, protocol.CmdLaunch,
+		protocol.CmdIssueConfirmation, protocol.CmdAnswerConfirmation, protocol.CmdRecover:
+		return true
+	}
+	return false
+}
+
+// replyOf turns the answering record into the waiter's result.
+func replyOf(u *Update) (*Reply, error) {
+	if u.Refusal != nil {
+		return nil, refusalOf(u.Refusal)
+	}
+	return &Reply{Record: u.Record, Observed: u.Observed, Control: u.Control, Receipt: u.Receipt,
+		Confirmation: u.Confirmation, Eligibility: u.Eligibility, Raw: u.Raw}, nil
+}

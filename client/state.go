@@ -1,0 +1,81 @@
+package client
+
+import "github.com/mosaic-agents/mosaic/protocol"
+
+// Connection modes, as the server names them.
+const (
+	ModeObserver   = "observer"
+	ModeController = "controller"
+)
+
+// State is what this connection knows of the conversation, as of the last
+// record it read. Commands address the server with it (generation,
+// execution), so a stale State shows up as a stale-generation or target
+// refusal, never as a silent misdirection.
+type State struct {
+	Conversation string
+	Connection   string // this connection's id, from the welcome
+	Server       string
+	// Mode is this connection's own mode: observer or controller.
+	Mode string
+	// Bound is false until a binding (broadcast or in an observed reply)
+	// has been read: before that Generation and Execution mean nothing.
+	Bound      bool
+	Generation int64
+	Execution  string
+	// Controller is the connection holding control, "" when none.
+	Controller string
+	// Binding is the latest binding record read, nil before the first.
+	Binding *protocol.Binding
+}
+
+// State returns a copy of the connection's state.
+func (c *Client) State() State {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.state
+	if s.Binding != nil {
+		b := *s.Binding
+		s.Binding = &b
+	}
+	return s
+}
+
+// note folds a record into the state. Records arrive in the server's order
+// on one connection, so the latest always wins. Called with c.mu held.
+func (c *Client) note(u *Update) {
+	s := &c.state
+	switch {
+	case u.Binding != nil:
+		c.bind(*u.Binding)
+	case u.Observed != nil:
+		c.bind(u.Observed.Binding)
+	case u.Control != nil:
+		s.Generation = u.Control.Generation
+		s.Controller = u.Control.Controller
+		s.Mode = u.Control.Mode
+		if s.Mode == "" {
+			s.Mode = c.modeOf(s.Controller)
+		}
+		if s.Binding != nil {
+			s.Binding.Generation, s.Binding.Controller = s.Generation, s.Controller
+		}
+	}
+}
+
+func (c *Client) bind(b protocol.Binding) {
+	s := &c.state
+	s.Bound = true
+	s.Binding = &b
+	s.Generation = b.Generation
+	s.Execution = b.Execution
+	s.Controller = b.Controller
+	s.Mode = c.modeOf(b.Controller)
+}
+
+func (c *Client) modeOf(controller string) string {
+	if controller != "" && controller == c.state.Connection {
+		return ModeController
+	}
+	return ModeObserver
+}
