@@ -3,8 +3,11 @@ package client
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"sync"
 
+	"github.com/mosaic-agents/mosaic/history"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
@@ -54,6 +57,9 @@ type View struct {
 	SeamMarker string
 	// Execution is the execution the events belong to.
 	Execution string
+	// From is the seq the events start at (the first after the page's
+	// cut): a renderer's own dedup expects it next (terminal's Expect).
+	From uint64
 	// Events are the execution's events after the page, contiguous by seq
 	// and deduplicated.
 	Events []protocol.Event
@@ -62,6 +68,18 @@ type View struct {
 	TailMarker string
 	// Held counts the events received past the TailMarker.
 	Held int
+}
+
+// Page decodes the history page (the JSON of a history.Page).
+func (v View) Page() (*history.Page, error) {
+	if len(v.History) == 0 {
+		return nil, errors.New("no history page: the transcript was never observed")
+	}
+	var p history.Page
+	if err := json.Unmarshal(v.History, &p); err != nil {
+		return nil, fmt.Errorf("decode history page: %w", err)
+	}
+	return &p, nil
 }
 
 // Transcript joins a history page and the live event stream by the seam
@@ -130,6 +148,7 @@ func (t *Transcript) Snapshot() View {
 		History:    append(json.RawMessage(nil), t.history...),
 		SeamMarker: t.seam,
 		Execution:  t.execution,
+		From:       t.base,
 		Events:     append([]protocol.Event(nil), t.events...),
 		TailMarker: t.tail,
 		Held:       t.held,

@@ -206,3 +206,19 @@ func TestTranscriptSnapshotIsACopy(t *testing.T) {
 		t.Fatalf("Next %d, want 2", tr.Next())
 	}
 }
+
+func TestViewPage(t *testing.T) {
+	tr := NewTranscript()
+	if _, err := tr.Snapshot().Page(); err == nil {
+		t.Fatal("a page before any observe")
+	}
+	tr.Update(obs(`{"session":"s","branch":"b","defaultBranch":"b","snapshot":"n","from":0,"parts":[{"entry":"n.1","kind":"message","role":"user","line":2,"part":0,"lastPart":true}],"more":false}`, "x", 3, true, false, nil))
+	v := tr.Snapshot()
+	p, err := v.Page()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Parts) != 1 || p.Parts[0].Role != "user" || v.From != 4 {
+		t.Fatalf("page %+v, from %d", p, v.From)
+	}
+}
