@@ -74,7 +74,11 @@
 // changed chunk with an unchanged entry and package.json is not caught.
 // Resolve also refuses any package or version other than the pinned one,
 // since every table here was derived from that version. Spec.Path is the
-// resolved entry (run through its node shebang), not the pi symlink. The
+// resolved entry (run through its node shebang), not the pi symlink; when
+// the engine path is the contrib/pi/install.sh wrapper, Resolve follows
+// its "# pi-entry:" line and records its "# pi-node:" interpreter in
+// Pin.Node (the machine's node may be older than Pi's >=22.19), and the
+// Spec runs that node with the entry. The node binary is not hashed. The
 // environment passes PATH, HOME, USER, LOGNAME, LANG, LC_ALL, LC_CTYPE,
 // TZ, TMPDIR and XDG_*; TERM is not passed (there is no terminal); any
 // inherited PI_* is dropped; PI_OFFLINE=1, PI_SKIP_VERSION_CHECK=1 and
