@@ -241,9 +241,9 @@ func TestBroadcast(t *testing.T) {
 	if s := a.State(); s.Mode != ModeObserver || s.Generation != 3 {
 		t.Fatalf("a after revocation: %+v", s)
 	}
-	// a's view was current, but it is an observer now.
+	// a's view was current, but it lost control.
 	_, err := a.Prompt(ctx, "hello")
-	wantCode(t, err, "not-controller")
+	wantCode(t, err, "revoked")
 }
 
 func TestRefusals(t *testing.T) {
@@ -461,6 +461,42 @@ func TestRetry(t *testing.T) {
 	unknown.Request = "r-never-sent"
 	_, err = d.Resend(ctx, unknown)
 	wantCode(t, err, "receipt-unknown")
+}
+
+func TestResendTakeoverOnNewConnection(t *testing.T) {
+	f := newFake(t, func(f *fakeServer) {
+		f.drop = func(cmd protocol.Command) bool { return cmd.Type == protocol.CmdTakeover && !cmd.Retry }
+	})
+	c := observed(t, f)
+	ctx := testContext(t)
+	_, err := c.Takeover(ctx)
+	var lost *OutcomeError
+	if !errors.As(err, &lost) {
+		t.Fatalf("takeover on a broken connection: %v", err)
+	}
+	old := c.State().Connection
+	d, err := c.Reconnect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	if _, err := d.Observe(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before := d.State()
+	r, err := d.Resend(ctx, lost.Command)
+	if err != nil || r.Control == nil || r.Control.Controller != old {
+		t.Fatalf("resent takeover: %+v, %v", r, err)
+	}
+	// The stored control record is history: it made the old connection
+	// controller, not this one, and it changes nothing here.
+	if after := d.State(); after.Mode != ModeObserver || after.Generation != before.Generation {
+		t.Fatalf("state after the resend: %+v (before %+v)", after, before)
+	}
+	u := next(t, d, recControl)
+	if !u.Reply || !u.Retry {
+		t.Fatalf("the resent reply on Updates: %+v", u)
+	}
 }
 
 func TestReconnectIsObserver(t *testing.T) {

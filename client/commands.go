@@ -160,11 +160,18 @@ func (c *Client) Recover(ctx context.Context, confirmation string) (*protocol.El
 	return r.Eligibility, nil
 }
 
-// Launch starts the new execution an eligibility record allows (its id).
-// The new binding, generation +1, arrives as a binding record; the
-// cancelled prompt is never replayed.
+// Launch starts the new execution an eligibility record allows (its id),
+// as the controller at the current generation. The new binding, generation
+// +1, arrives as a binding record; the cancelled prompt is never replayed.
+// The receipt says launched, or uncertain (with a reason) when the new
+// engine did not become active.
 func (c *Client) Launch(ctx context.Context, eligibility string) (*protocol.Receipt, error) {
-	return c.receipt(ctx, protocol.Command{Type: protocol.CmdLaunch, Request: newRequestID(), Eligibility: eligibility})
+	cmd, err := c.command(protocol.CmdLaunch, false)
+	if err != nil {
+		return nil, err
+	}
+	cmd.Eligibility = eligibility
+	return c.receipt(ctx, cmd)
 }
 
 func (c *Client) receipt(ctx context.Context, cmd protocol.Command) (*protocol.Receipt, error) {

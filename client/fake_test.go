@@ -37,6 +37,8 @@ type fakeServer struct {
 	controller string
 	busy       bool
 	stopped    string // the proven stop, if any
+	settled    uint64 // seq of the last run-settled event (non-quiet replay starts after it)
+	revoked    map[string]bool
 	events     []protocol.Event
 	window     int // replay window in events; 0 holds all
 	history    json.RawMessage
@@ -77,7 +79,7 @@ func newFake(t *testing.T, setup func(*fakeServer)) *fakeServer {
 	f := &fakeServer{t: t, path: filepath.Join(dir, "c.sock"), gen: 1, exec: "x-1", nexec: 1,
 		history: json.RawMessage(`{"entries":[]}`), quiet: true,
 		conns: map[string]*fakeConn{}, records: map[string]fakeRecord{}, dispatched: map[string]int{},
-		confs: map[string]*protocol.Confirmation{}, eligs: map[string]bool{}}
+		confs: map[string]*protocol.Confirmation{}, eligs: map[string]bool{}, revoked: map[string]bool{}}
 	if setup != nil {
 		setup(f)
 	}
@@ -203,7 +205,7 @@ var commandFields = map[string]string{
 	protocol.CmdAnswerConfirmation:     "type request confirmation answer",
 	protocol.CmdForceStop:              "type request generation confirmation",
 	protocol.CmdRecover:                "type request generation confirmation",
-	protocol.CmdLaunch:                 "type request eligibility",
+	protocol.CmdLaunch:                 "type request generation eligibility",
 }
 
 func checkFields(line []byte, typ string) error {
@@ -241,9 +243,8 @@ func (f *fakeServer) handle(k *fakeConn, cmd protocol.Command) {
 	refuse := func(code, format string, args ...any) {
 		k.send(protocol.Refuse(code, format, args...).Record(cmd.Request))
 	}
-	receipted := cmd.Type == protocol.CmdPrompt || cmd.Type == protocol.CmdInterrupt ||
-		cmd.Type == protocol.CmdForceStop || cmd.Type == protocol.CmdLaunch
-	if receipted {
+	if cmd.Type != protocol.CmdObserve { // every other command is deduplicated
+
 		if rec, ok := f.records[cmd.Request]; ok {
 			if !sameCommand(rec.cmd, cmd) {
 				refuse("conflicting-request", "request %s was used for another command", cmd.Request)
@@ -259,9 +260,12 @@ func (f *fakeServer) handle(k *fakeConn, cmd protocol.Command) {
 	}
 	controllerOnly := cmd.Type != protocol.CmdObserve && cmd.Type != protocol.CmdTakeover &&
 		cmd.Type != protocol.CmdAcquireRecoveryControl && cmd.Type != protocol.CmdAnswerConfirmation &&
-		cmd.Type != protocol.CmdLaunch && cmd.Type != protocol.CmdApproval &&
-		cmd.Operation != protocol.CmdAcquireRecoveryControl
+		cmd.Type != protocol.CmdApproval && cmd.Operation != protocol.CmdAcquireRecoveryControl
 	if controllerOnly {
+		if f.revoked[k.id] {
+			refuse("revoked", "connection %s lost control", k.id)
+			return
+		}
 		if k.id != f.controller {
 			refuse("not-controller", "connection %s is not the controller", k.id)
 			return
@@ -334,7 +338,7 @@ func (f *fakeServer) handle(k *fakeConn, cmd protocol.Command) {
 			Generation: f.gen, Intent: "stop every process of execution " + f.exec,
 			Expires: "2099-01-01T00:00:00Z", Digest: "sha256:0"}
 		f.confs[c.ID] = c
-		k.send(c)
+		f.reply(k, cmd, *c)
 	case protocol.CmdAnswerConfirmation:
 		c, ok := f.confs[cmd.Confirmation]
 		if !ok || c.Connection != k.id || c.State != "issued" {
@@ -347,7 +351,7 @@ func (f *fakeServer) handle(k *fakeConn, cmd protocol.Command) {
 		}
 		r := *c
 		r.Request = cmd.Request
-		k.send(r)
+		f.reply(k, cmd, r)
 	case protocol.CmdForceStop:
 		if !f.use(k, cmd.Confirmation, cmd.Type) {
 			refuse("confirmation", "no answered confirmation %s", cmd.Confirmation)
@@ -374,7 +378,7 @@ func (f *fakeServer) handle(k *fakeConn, cmd protocol.Command) {
 		default:
 			id := f.id("el")
 			f.eligs[id] = true
-			k.send(protocol.Eligibility{Record: "eligibility", ID: id, Request: cmd.Request,
+			f.reply(k, cmd, protocol.Eligibility{Record: "eligibility", ID: id, Request: cmd.Request,
 				Conversation: "c-test", Stop: f.stopped, ProofDigest: "sha256:1",
 				SessionID: "sess", Leaf: "leaf", Generation: f.gen})
 		}
@@ -423,30 +427,39 @@ func (f *fakeServer) receipt(k *fakeConn, cmd protocol.Command, state, stop stri
 	r := protocol.Receipt{Record: "receipt", ID: f.id("rc"), Request: cmd.Request, Command: cmd.Type,
 		State: state, Revision: 1, Execution: f.exec, Generation: f.gen, Actor: "uid:0",
 		Connection: k.id, Digest: "sha256:2", Stop: stop}
-	f.records[cmd.Request] = fakeRecord{cmd: cmd, reply: r}
+	f.reply(k, cmd, r)
+}
+
+// reply records rec as the answer to cmd (an exact retry gets it again)
+// and sends it, unless the test drops it with the connection.
+func (f *fakeServer) reply(k *fakeConn, cmd protocol.Command, rec any) {
+	f.records[cmd.Request] = fakeRecord{cmd: cmd, reply: rec}
 	if f.drop != nil && f.drop(cmd) {
 		k.c.Close()
 		return
 	}
-	k.send(r)
+	k.send(rec)
 }
 
-// transfer makes k the controller: its reply, then every connection's
-// control broadcast and the binding.
+// transfer makes k the controller. Like the real server, the broadcasts
+// (control to the others, the binding to all) are queued before k's reply.
 func (f *fakeServer) transfer(k *fakeConn, cmd protocol.Command) {
 	revoked := f.controller
 	f.gen++
 	f.controller = k.id
-	k.send(protocol.ControlRecord{Record: "control", Request: cmd.Request, Generation: f.gen,
-		Controller: k.id, Mode: ModeController, Revoked: revoked})
+	if revoked != "" {
+		f.revoked[revoked] = true
+	}
+	delete(f.revoked, k.id)
 	f.broadcast(func(o *fakeConn) any {
 		if o == k {
 			return nil
 		}
-		mode := ModeObserver
-		return protocol.ControlRecord{Record: "control", Generation: f.gen, Controller: k.id, Mode: mode, Revoked: revoked}
+		return protocol.ControlRecord{Record: "control", Generation: f.gen, Controller: k.id, Mode: ModeObserver, Revoked: revoked}
 	})
 	f.broadcastBinding()
+	f.reply(k, cmd, protocol.ControlRecord{Record: "control", Request: cmd.Request, Generation: f.gen,
+		Controller: k.id, Mode: ModeController, Revoked: revoked})
 }
 
 func (f *fakeServer) binding() protocol.Binding {
@@ -497,8 +510,15 @@ func (f *fakeServer) observe(k *fakeConn, cmd protocol.Command) {
 	first, last := f.bounds()
 	seam := protocol.Seam{Execution: f.exec, Replay: "available", ReplayFrom: first, ReplayUntil: last, Quiet: f.quiet}
 	var replay []protocol.Event
+	after := f.settled // a cut that is not quiet replays the running turn
+	if f.quiet {
+		after = last
+	}
 	if cmd.FromSeq != nil {
-		from := *cmd.FromSeq + 1
+		after = *cmd.FromSeq
+	}
+	{
+		from := after + 1
 		if first > 0 && from < first {
 			seam.Reconcile, from = true, first
 		}
@@ -531,6 +551,27 @@ func (f *fakeServer) publish(n int) {
 			}
 		}
 	}
+}
+
+// settle publishes a run-settled event and makes the next cut quiet.
+func (f *fakeServer) settle() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ev := protocol.Event{Record: protocol.RecordEvent, Kind: protocol.EventRunSettled, Execution: f.exec,
+		Seq: uint64(len(f.events) + 1)}
+	f.events = append(f.events, ev)
+	f.settled, f.quiet, f.busy = ev.Seq, true, false
+	for _, k := range f.conns {
+		if k.observing && !k.lost {
+			k.send(ev)
+		}
+	}
+}
+
+func (f *fakeServer) setQuiet(quiet bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.quiet = quiet
 }
 
 // losePlace detaches connection id from the live stream as a slow reader.

@@ -48,18 +48,20 @@ func (c *Client) receive(line []byte) error {
 		return fmt.Errorf("%w: a second welcome", ErrProtocol)
 	}
 	c.mu.Lock()
-	c.note(&u)
 	var p *pending
 	if id := u.request(); id != "" {
 		if q, ok := c.pending[id]; ok && answers(q.cmd.Type, u.Record) {
 			p = q
 			delete(c.pending, id)
-			u.Reply = true
+			u.Reply, u.Retry = true, q.cmd.Retry
 			if q.cmd.Type == protocol.CmdObserve && q.cmd.FromSeq != nil {
 				from := *q.cmd.FromSeq
 				u.FromSeq = &from
 			}
 		}
+	}
+	if !u.Retry {
+		c.note(&u)
 	}
 	c.mu.Unlock()
 	if p != nil {

@@ -63,6 +63,11 @@ type Update struct {
 
 	// Reply is set when the record answered a request of this client.
 	Reply bool
+	// Retry is set on the reply to a Resend: the server's stored copy of
+	// an earlier reply (a takeover's control record names the connection
+	// that sent the original), so it is history, not news, and does not
+	// change State.
+	Retry bool
 	// FromSeq is the fromSeq of the observe an Observed answered, nil for
 	// a fresh observe: a Transcript needs it to join replay to what it holds.
 	FromSeq *uint64

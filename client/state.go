@@ -51,12 +51,12 @@ func (c *Client) note(u *Update) {
 	case u.Observed != nil:
 		c.bind(u.Observed.Binding)
 	case u.Control != nil:
+		// The mode follows from the controller's id rather than the
+		// record's own mode field, which is right only for the
+		// connection the record was first sent to.
 		s.Generation = u.Control.Generation
 		s.Controller = u.Control.Controller
-		s.Mode = u.Control.Mode
-		if s.Mode == "" {
-			s.Mode = c.modeOf(s.Controller)
-		}
+		s.Mode = c.modeOf(s.Controller)
 		if s.Binding != nil {
 			s.Binding.Generation, s.Binding.Controller = s.Generation, s.Controller
 		}

@@ -167,3 +167,27 @@ func TestNewExecutionAfterLaunch(t *testing.T) {
 		t.Fatalf("new epoch: %s", got)
 	}
 }
+
+func TestCutThatIsNotQuiet(t *testing.T) {
+	f := newFake(t, nil)
+	f.publish(2)
+	f.settle() // seq 3
+	f.setQuiet(false)
+	f.publish(2) // seqs 4, 5: the running turn
+	c := dial(t, f, Options{})
+	tr := NewTranscript()
+	if _, err := c.Reobserve(testContext(t), tr.Pending()); err != nil {
+		t.Fatal(err)
+	}
+	follow(t, c, tr, func(v View) bool { return len(v.Events) == 2 })
+	v := tr.Snapshot()
+	if got := seqs(v); got != "x-1: 4 5" || v.SeamMarker != ReasonNotQuiet || v.From != 4 {
+		t.Fatalf("replay of the running turn: %s, seam %q, from %d", got, v.SeamMarker, v.From)
+	}
+	// The run settles: the transcript re-reads, quietly this time.
+	f.settle()
+	follow(t, c, tr, func(v View) bool { return v.SeamMarker == "" })
+	if v := tr.Snapshot(); len(v.Events) != 0 || v.From != 7 {
+		t.Fatalf("after the quiet re-read: %s, from %d", seqs(v), v.From)
+	}
+}

@@ -97,6 +97,7 @@ type Transcript struct {
 	history   json.RawMessage
 	execution string
 	base      uint64 // seq of events[0]; earlier seqs are in the page
+	floating  bool   // base is a guess until the first event (see observe)
 	events    []protocol.Event
 	canon     [][]byte // canonical bytes of events[i], for repeats
 	seam      string
@@ -165,31 +166,41 @@ func (t *Transcript) Next() uint64 {
 
 func (t *Transcript) next() uint64 { return t.base + uint64(len(t.events)) }
 
-// observe applies an observed reply. A clean resume (same execution, the
-// window still reached fromSeq) keeps the page and the events and lets the
-// replay continue them. Anything else starts over from the new page; a
-// resume that missed the window also asks for a fresh observe, because its
-// replay would overlap the page with events that cannot be matched to it.
+// observe applies an observed reply.
+//
+// A resume (fromSeq set) is clean when it continues what the transcript
+// holds: the same execution, no server-side reconcile, and a replay window
+// that still reaches fromSeq+1. Then the page and the events stay and the
+// replay continues them. (The seam's own reconcile flag is not used here:
+// the server sets it whenever a run is visible, which matters for a new
+// page, not for a resume that keeps the old one.)
+//
+// Anything else starts over from the new page. After a quiet cut the page
+// holds every event up to ReplayUntil, so the stream continues at
+// ReplayUntil+1. After a cut that is not quiet the server replays the
+// running turn from its last settled run, an earlier seq the seam does not
+// name: the first event sets where the events start, and the seam marker
+// stays until a quiet re-read after the next run-settled. A resume that
+// was not clean also asks for a fresh page, because its replay overlaps
+// this one with events that cannot be matched to it.
 func (t *Transcript) observe(obs *protocol.Observed, fromSeq *uint64) Want {
 	t.reconcile = obs.Binding.Reconcile
-	if fromSeq != nil && t.observed && !obs.Seam.Reconcile &&
-		obs.Seam.Execution == t.execution && *fromSeq < t.next() {
+	if fromSeq != nil && t.observed && !obs.Binding.Reconcile && obs.Seam.Execution == t.execution &&
+		(obs.Seam.ReplayFrom == 0 || *fromSeq+1 >= obs.Seam.ReplayFrom) && *fromSeq < t.next() {
 		if t.want.Observe && !t.want.Resume {
 			return Want{} // a fresh observe is still owed; keep holding
 		}
-		t.tail, t.held, t.want = "", 0, Want{}
+		t.tail, t.held, t.want, t.floating = "", 0, Want{}, false
 		return Want{}
 	}
 	t.observed = true
 	t.history = obs.History
 	t.execution = obs.Seam.Execution
-	t.base = obs.Seam.ReplayUntil + 1
+	t.base, t.floating = obs.Seam.ReplayUntil+1, !obs.Seam.Quiet
 	t.events, t.canon = nil, nil
 	t.tail, t.held, t.seam = "", 0, ""
 	t.want, t.reread = Want{}, false
 	if fromSeq != nil {
-		// The replay after fromSeq overlaps this page and cannot be
-		// matched to it: hold it all until a fresh page.
 		return t.mark(ReasonReplayMissed, Want{Observe: true, Reason: ReasonReplayMissed})
 	}
 	if !obs.Seam.Quiet || obs.Seam.Reconcile {
@@ -208,6 +219,10 @@ func (t *Transcript) apply(ev protocol.Event) Want {
 		t.held++
 		return t.mark(ReasonNewExecution, Want{Observe: true, Reason: ReasonNewExecution})
 	}
+	if t.floating && len(t.events) == 0 && ev.Seq <= t.base {
+		t.base = ev.Seq // the replay of a cut that was not quiet starts here
+	}
+	t.floating = false
 	next := t.next()
 	switch {
 	case ev.Seq < t.base:

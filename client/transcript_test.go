@@ -21,11 +21,21 @@ func settled(exec string, seq uint64) Update {
 		Kind: protocol.EventRunSettled, Execution: exec, Seq: seq}}
 }
 
-// obs is an observed reply; from is nil for a fresh observe.
+// obs is an observed reply whose window holds every seq up to until; from
+// is nil for a fresh observe.
 func obs(page, exec string, until uint64, quiet, reconcile bool, from *uint64) Update {
+	first := uint64(0)
+	if until > 0 {
+		first = 1
+	}
+	return obsWindow(page, exec, first, until, quiet, reconcile, from)
+}
+
+func obsWindow(page, exec string, first, until uint64, quiet, reconcile bool, from *uint64) Update {
 	return Update{Record: recObserved, FromSeq: from, Observed: &protocol.Observed{Record: recObserved,
 		History: json.RawMessage(page), Binding: protocol.Binding{Execution: exec},
-		Seam: protocol.Seam{Execution: exec, Replay: "available", ReplayUntil: until, Quiet: quiet, Reconcile: reconcile}}}
+		Seam: protocol.Seam{Execution: exec, Replay: "available", ReplayFrom: first, ReplayUntil: until,
+			Quiet: quiet, Reconcile: reconcile}}}
 }
 
 func notice(kind string) Update {
@@ -120,6 +130,33 @@ func TestTranscript(t *testing.T) {
 			view:  "P2",
 		},
 		{
+			name: "a cut that is not quiet replays from the last settled run",
+			steps: []Update{obs("P", "x", 5, false, true, nil), ev("x", 4, "a"), ev("x", 5, "b"), ev("x", 6, "c"),
+				ev("x", 3, "old")},
+			view: "P <seam-not-quiet> a4 b5 c6",
+		},
+		{
+			name:  "a cut that is not quiet and replays nothing continues after the window",
+			steps: []Update{obs("P", "x", 5, false, true, nil), ev("x", 6, "c")},
+			view:  "P <seam-not-quiet> c6",
+		},
+		{
+			name: "a resume during a running turn is clean when the window reaches",
+			steps: []Update{obs("P", "x", 0, true, false, nil), ev("x", 1, "a"), notice(NoticeLostPlace),
+				obsWindow("P2", "x", 1, 3, false, true, seq(1)), ev("x", 2, "b"), ev("x", 3, "c")},
+			wants: []Want{{}, {}, resume(1, ReasonLostPlace)},
+			view:  "P a1 b2 c3",
+		},
+		{
+			name: "a resume while the server reconciles starts over",
+			steps: []Update{obs("P", "x", 0, true, false, nil), ev("x", 1, "a"), notice(NoticeLostPlace),
+				{Record: recObserved, FromSeq: seq(1), Observed: &protocol.Observed{History: json.RawMessage("P2"),
+					Binding: protocol.Binding{Execution: "x", Reconcile: true},
+					Seam:    protocol.Seam{Execution: "x", ReplayFrom: 1, ReplayUntil: 1, Quiet: true}}}},
+			wants: []Want{{}, {}, resume(1, ReasonLostPlace), fresh(ReasonReplayMissed)},
+			view:  "P2 <replay-missed+0>",
+		},
+		{
 			name:  "the seam marker stays until a quiet read",
 			steps: []Update{obs("P", "x", 0, false, false, nil), ev("x", 1, "a")},
 			view:  "P <seam-not-quiet> a1",
@@ -133,7 +170,7 @@ func TestTranscript(t *testing.T) {
 		{
 			name: "a resume that missed the window starts over and asks for a fresh page",
 			steps: []Update{obs("P", "x", 0, true, false, nil), ev("x", 1, "a"), notice(NoticeLostPlace),
-				obs("P2", "x", 50, true, true, seq(1)), ev("x", 40, "replayed")},
+				obsWindow("P2", "x", 40, 50, true, true, seq(1)), ev("x", 40, "replayed")},
 			wants: []Want{{}, {}, resume(1, ReasonLostPlace), fresh(ReasonReplayMissed), {}},
 			view:  "P2 <replay-missed+1>",
 		},
