@@ -1,0 +1,62 @@
+package controller
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	mclient "github.com/mosaic-agents/mosaic/client"
+	"github.com/mosaic-agents/mosaic/protocol"
+)
+
+// The client library against the real controller (fake Pi, real scope):
+// what the terminal and one-shot verbs build on.
+func TestClientLibraryAgainstController(t *testing.T) {
+	r := newRig(t, plainScript, nil)
+	r.waitBinding("active")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := mclient.Dial(ctx, r.sock, mclient.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Observe(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Takeover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rc, err := c.Prompt(ctx, "hello from the library")
+	if err != nil || rc.State != protocol.ReceiptAcknowledged {
+		t.Fatalf("Prompt = %+v, %v", rc, err)
+	}
+	for u := range c.Updates() {
+		if u.Event != nil && u.Event.Kind == protocol.EventRunSettled {
+			break
+		}
+	}
+	if _, err := c.Prompt(ctx, "/goal no"); protocol.CodeOf(err) != CodeTextPolicy {
+		t.Fatalf("slash prompt: %v; want a text-policy refusal", err)
+	}
+	id, err := c.Confirm(ctx, protocol.CmdForceStop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, err := c.ForceStop(ctx, id)
+	if err != nil || fs.State != protocol.ReceiptStopped {
+		t.Fatalf("ForceStop = %+v, %v", fs, err)
+	}
+	rid, err := c.Confirm(ctx, protocol.CmdRecover)
+	if err != nil {
+		t.Fatal(err)
+	}
+	el, err := c.Recover(ctx, rid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lr, err := c.Launch(ctx, el.ID)
+	if err != nil || lr.State != protocol.ReceiptLaunched {
+		t.Fatalf("Launch = %+v, %v", lr, err)
+	}
+}
