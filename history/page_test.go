@@ -6,6 +6,7 @@ import (
 	"os"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"unicode/utf8"
 )
@@ -372,4 +373,21 @@ func TestCursorOfAnotherChain(t *testing.T) {
 	s2 := f.mustRead(t)
 	_, err = s2.Next(p.Cursor)
 	wantCode(t, err, "source-replaced")
+}
+
+// TestConcurrentPages: one snapshot serves many observers at once.
+func TestConcurrentPages(t *testing.T) {
+	f := newFixture(t)
+	f.write(t, hdr+msg(t, "a", "", "user", "hi")+msg(t, "b", "a", "assistant", "one")+msg(t, "c", "a", "assistant", "two"))
+	s := f.mustRead(t)
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			branch := []string{Main, "b.c"}[i%2]
+			if _, err := s.Page(branch, 0); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
 }

@@ -109,14 +109,33 @@ type nativeEntry struct {
 }
 
 type nativeMessage struct {
-	Role       string          `json:"role"`
-	Content    json.RawMessage `json:"content"`
-	StopReason string          `json:"stopReason"`
-	ToolCallID string          `json:"toolCallId"`
-	ToolName   string          `json:"toolName"`
-	IsError    bool            `json:"isError"`
-	CustomType string          `json:"customType"`
-	Display    bool            `json:"display"`
+	messageFields
+	Content json.RawMessage `json:"content"`
+}
+
+// messageFields are the message fields besides content.
+type messageFields struct {
+	Role       string `json:"role"`
+	StopReason string `json:"stopReason"`
+	ToolCallID string `json:"toolCallId"`
+	ToolName   string `json:"toolName"`
+	IsError    bool   `json:"isError"`
+	CustomType string `json:"customType"`
+	Display    bool   `json:"display"`
+}
+
+// fastEntry decodes the common line, a message with block-array content,
+// in one pass. Any other shape, or any field that does not fit, falls
+// back to nativeEntry, which decodes type by type.
+type fastEntry struct {
+	Type      *string `json:"type"`
+	ID        *string `json:"id"`
+	ParentID  *string `json:"parentId"`
+	Timestamp string  `json:"timestamp"`
+	Message   *struct {
+		messageFields
+		Content []nativeBlock `json:"content"`
+	} `json:"message"`
 }
 
 type nativeBlock struct {
@@ -163,6 +182,9 @@ func parseLine(no int, b []byte) *record {
 	if len(bytes.TrimSpace(b)) == 0 {
 		return nil
 	}
+	if r := parseFast(no, b); r != nil {
+		return r
+	}
 	var n nativeEntry
 	if err := json.Unmarshal(b, &n); err != nil {
 		return &record{line: no, bad: &Notice{Code: NoticeMalformedLine, Detail: fmt.Sprintf("line %d is not a JSON object", no)}}
@@ -186,6 +208,30 @@ func parseLine(no int, b []byte) *record {
 		if json.Unmarshal(n.Timestamp, &ts) == nil {
 			e.view.timestamp = short(ts)
 		}
+	}
+	return &record{line: no, e: e}
+}
+
+// parseFast decodes a message line in one pass, or returns nil.
+func parseFast(no int, b []byte) *record {
+	var n fastEntry
+	if json.Unmarshal(b, &n) != nil || n.Type == nil || *n.Type != "message" || n.ID == nil || *n.ID == "" || n.Message == nil {
+		return nil
+	}
+	e := &entry{id: *n.ID, typ: *n.Type, line: no, root: n.ParentID == nil}
+	if n.ParentID != nil {
+		e.parent = *n.ParentID
+	}
+	blocks := make([]protocol.Block, 0, len(n.Message.Content))
+	for _, nb := range n.Message.Content {
+		blocks = append(blocks, block(nb))
+	}
+	if n.Message.Content == nil {
+		blocks = nil
+	}
+	e.view = messageOf(&n.Message.messageFields, blocks)
+	if e.view != nil {
+		e.view.timestamp = short(n.Timestamp)
 	}
 	return &record{line: no, e: e}
 }
@@ -244,6 +290,11 @@ func messageView(raw json.RawMessage) *view {
 	if err != nil {
 		return noticeView(NoticeMalformedEntry, "message content: "+err.Error())
 	}
+	return messageOf(&m.messageFields, blocks)
+}
+
+// messageOf picks the view for a decoded message by role.
+func messageOf(m *messageFields, blocks []protocol.Block) *view {
 	switch m.Role {
 	case "user", "assistant":
 		return &view{kind: KindMessage, role: m.Role, stopReason: short(m.StopReason), blocks: blocks}

@@ -113,6 +113,14 @@ func TestParser(t *testing.T) {
 			return hdr + msg(t, "a", "", "user", "hi") + ent(t, "future_thing", "f", "a", nil) +
 				msg(t, "b", "f", "bashExecution", "ls")
 		}, want{shown: []string{"n.a", "n.f:unknown-entry-type", "n.b:unknown-role"}, leaf: "b", def: Main, branches: []string{Main}}},
+		{"bad field keeps the entry in the tree", func(t *testing.T) string {
+			return hdr + msg(t, "a", "", "user", "hi") +
+				`{"type":"message","id":"b","parentId":"a","message":{"role":"assistant","content":[{"type":"text","text":5}]}}` + "\n" +
+				msg(t, "c", "b", "user", "after")
+		}, want{shown: []string{"n.a", "n.b:malformed-entry", "n.c"}, leaf: "c", def: Main, branches: []string{Main}}},
+		{"entry without id is a malformed line", func(t *testing.T) string {
+			return hdr + msg(t, "a", "", "user", "hi") + `{"type":"message","parentId":"a"}` + "\n"
+		}, want{shown: []string{"n.a", "x.3:malformed-line"}, leaf: "a", def: Main, branches: []string{Main}}},
 		{"second header line", func(t *testing.T) string {
 			return hdr + msg(t, "a", "", "user", "hi") + hdr
 		}, want{shown: []string{"n.a", "x.3:unexpected-header"}, leaf: "a", def: Main, branches: []string{Main}}},

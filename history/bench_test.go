@@ -1,0 +1,125 @@
+package history
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// bigSession writes a session file of about size bytes shaped like a real
+// one: user prompts, assistant text with tool calls, tool results.
+func bigSession(b *testing.B, size int) string {
+	b.Helper()
+	path := filepath.Join(b.TempDir(), "big.jsonl")
+	fh, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer fh.Close()
+	w := bufio.NewWriter(fh)
+	w.WriteString(hdr)
+	text := strings.Repeat("The quick brown fox jumps over the lazy dog. ", 20)
+	parent := any(nil)
+	written := len(hdr)
+	put := func(id string, m map[string]any) {
+		line, _ := json.Marshal(map[string]any{"type": "message", "id": id, "parentId": parent,
+			"timestamp": "2026-01-01T00:00:00.000Z", "message": m})
+		w.Write(line)
+		w.WriteByte('\n')
+		written += len(line) + 1
+		parent = id
+	}
+	for i := 0; written < size; i++ {
+		put(fmt.Sprintf("u%07d", i), map[string]any{"role": "user", "content": []any{map[string]any{"type": "text", "text": "please " + text[:200]}}})
+		put(fmt.Sprintf("a%07d", i), map[string]any{"role": "assistant", "stopReason": "toolUse", "content": []any{
+			map[string]any{"type": "text", "text": text},
+			map[string]any{"type": "toolCall", "id": fmt.Sprintf("call_%d", i), "name": "bash", "arguments": map[string]any{"command": "ls -la"}}}})
+		put(fmt.Sprintf("t%07d", i), map[string]any{"role": "toolResult", "toolCallId": fmt.Sprintf("call_%d", i), "toolName": "bash",
+			"isError": false, "content": []any{map[string]any{"type": "text", "text": text}}})
+	}
+	if err := w.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	return path
+}
+
+// scanLines is the floor: counting lines with a bufio.Scanner.
+func scanLines(b *testing.B, path string) int {
+	fh, err := os.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer fh.Close()
+	sc := bufio.NewScanner(fh)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	n := 0
+	for sc.Scan() {
+		n++
+	}
+	return n
+}
+
+// floor times the line count (best of five).
+func floor(b *testing.B, path string) time.Duration {
+	best := time.Duration(1<<63 - 1)
+	for range 5 {
+		start := time.Now()
+		scanLines(b, path)
+		best = min(best, time.Since(start))
+	}
+	return best
+}
+
+// BenchmarkRead10MB reads a 10 MB session and its first page, and
+// reports the time as a multiple of a plain bufio.Scanner line count over
+// the same file (x-scanner). No test asserts a time.
+func BenchmarkRead10MB(b *testing.B) {
+	path := bigSession(b, 10<<20)
+	base := floor(b, path)
+	b.ResetTimer()
+	for b.Loop() {
+		s, err := Read(path, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.Page("", 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed())/float64(b.N)/float64(base), "x-scanner")
+}
+
+// BenchmarkFollow10MB follows a 10 MB session after a one-entry append:
+// the prefix is hashed again, only the new line is parsed.
+func BenchmarkFollow10MB(b *testing.B) {
+	path := bigSession(b, 10<<20)
+	prev, err := Read(path, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	line, _ := json.Marshal(map[string]any{"type": "message", "id": "new", "parentId": prev.LeafID(),
+		"message": map[string]any{"role": "user", "content": "one more"}})
+	fh, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	fh.Write(append(line, '\n'))
+	fh.Close()
+	base := floor(b, path)
+	b.ResetTimer()
+	for b.Loop() {
+		s, err := Follow(path, prev, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(s.Appended()) != 1 {
+			b.Fatal("append not seen")
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed())/float64(b.N)/float64(base), "x-scanner")
+}
