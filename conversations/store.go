@@ -12,6 +12,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 	"github.com/mosaic-agents/mosaic/internal/atomicfile"
+	"github.com/mosaic-agents/mosaic/internal/xdg"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
@@ -23,13 +24,9 @@ type Store struct {
 // DefaultDir returns $XDG_CONFIG_HOME/mosaic/conversations, falling back to
 // ~/.config as the XDG base directory spec says.
 func DefaultDir() (string, error) {
-	base := os.Getenv("XDG_CONFIG_HOME")
-	if base == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return "", fmt.Errorf("find the config directory: %w", err)
-		}
-		base = filepath.Join(home, ".config")
+	base, err := xdg.ConfigHome()
+	if err != nil {
+		return "", err
 	}
 	return filepath.Join(base, "mosaic", "conversations"), nil
 }

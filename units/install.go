@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/mosaic-agents/mosaic/internal/atomicfile"
+	"github.com/mosaic-agents/mosaic/internal/xdg"
 )
 
 // GlobalDir is where admins install units for every user.
@@ -17,13 +18,9 @@ const GlobalDir = "/etc/systemd/user"
 // UserDir returns the calling user's unit directory,
 // $XDG_CONFIG_HOME/systemd/user (~/.config/systemd/user).
 func UserDir() (string, error) {
-	base := os.Getenv("XDG_CONFIG_HOME")
-	if base == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return "", fmt.Errorf("find the unit directory: %w", err)
-		}
-		base = filepath.Join(home, ".config")
+	base, err := xdg.ConfigHome()
+	if err != nil {
+		return "", err
 	}
 	return filepath.Join(base, "systemd", "user"), nil
 }
