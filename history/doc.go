@@ -19,7 +19,7 @@
 //     checks against get_state/get_tree (K8).
 //
 // Refusals are *protocol.Refusal: unsafe-path, unreadable, too-large,
-// not-a-pi-session, incomplete-header (reconcile), source-replaced
+// foreign-project (only with Options.Project), not-a-pi-session, incomplete-header (reconcile), source-replaced
 // (reconcile), unknown-branch (reconcile), cursor-unknown (a part index
 // past the branch's end, reconcile).
 //
@@ -45,8 +45,10 @@
 // not-a-pi-session (Pi would migrate an older version by rewriting the
 // file). A first line without LF is incomplete-header with reconcile when
 // it is empty or starts with "{" (Pi writes the header and first entries
-// in one go, so this is a file being created), else not-a-pi-session. The
-// header cwd is exposed (Header) but not checked here.
+// in one go, so this is a file being created), else not-a-pi-session.
+// With Options.Project set, the header cwd must be absolute and the
+// project or inside it (real paths; a cwd that no longer exists compared
+// as written), else foreign-project.
 //
 // Lines. Blank lines are skipped, as Pi does. A valid entry is a JSON
 // object with a string type and a non-empty string id, parentId null,

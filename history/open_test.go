@@ -1,6 +1,7 @@
 package history
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -180,4 +181,30 @@ func TestSwapBetweenStatAndOpen(t *testing.T) {
 	}
 	_, err = openAt(dfd, "s.jsonl", &before, f.path, DefaultMaxSize)
 	wantCode(t, err, "unsafe-path")
+}
+
+func TestForeignProject(t *testing.T) {
+	f := newFixture(t)
+	project := filepath.Join(f.root, "proj")
+	link := filepath.Join(f.root, "link")
+	if err := os.Symlink(project, link); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct{ cwd, code string }{
+		{project, ""},
+		{filepath.Join(project, "sub", "gone"), ""},
+		{link, ""}, // compared as real paths
+		{"relative/dir", "foreign-project"},
+		{f.root, "foreign-project"},
+		{project + "-other", "foreign-project"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.cwd, func(t *testing.T) {
+			h, _ := json.Marshal(map[string]any{"type": "session", "version": 3, "id": "s", "cwd": tt.cwd})
+			f.write(t, string(h)+"\n")
+			var err error
+			unchanged(t, f.root, func() { _, err = Read(f.path, Options{Project: project}) })
+			wantCode(t, err, tt.code)
+		})
+	}
 }

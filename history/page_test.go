@@ -116,11 +116,11 @@ func TestByteAndBlockCaps(t *testing.T) {
 	f := newFixture(t)
 	var sb strings.Builder
 	sb.WriteString(hdr)
-	// Ten 3 MiB messages of HTML-escaped characters (6 JSON bytes each):
+	// Six 1 MiB messages of HTML-escaped characters (6 JSON bytes each):
 	// no page can hold them all.
-	big := strings.Repeat("<", 3<<20)
+	big := strings.Repeat("<", 1<<20)
 	parent := ""
-	for i := range 10 {
+	for i := range 6 {
 		id := fmt.Sprintf("big%d", i)
 		sb.WriteString(msg(t, id, parent, "assistant", big))
 		parent = id

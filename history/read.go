@@ -18,6 +18,10 @@ import (
 type Options struct {
 	// MaxSize overrides DefaultMaxSize (tests use a small one).
 	MaxSize int64
+	// Project, when set, makes Read refuse foreign-project unless the
+	// header cwd is absolute and the project directory or inside it
+	// (seed 003). Follow needs no check: the header is in the prefix.
+	Project string
 }
 
 func (o Options) max() int64 {
@@ -68,7 +72,7 @@ func load(path string, prev *Snapshot, opts Options) (*Snapshot, error) {
 			return nil, replaced(path, "the session file is shorter")
 		}
 	}
-	s, err := scan(path, src, prev, opts.max())
+	s, err := scan(path, src, prev, opts.max(), opts.Project)
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +96,7 @@ func newConversation(path string) *Snapshot {
 // scan reads src line by line, hashing every complete line. With prev, the
 // first prev.size bytes must hash to prev's digest and end on a line
 // boundary; their records are reused and only later lines are parsed.
-func scan(path string, src *source, prev *Snapshot, max int64) (*Snapshot, error) {
+func scan(path string, src *source, prev *Snapshot, max int64, project string) (*Snapshot, error) {
 	s := &Snapshot{path: path, dev: src.dev, ino: src.ino}
 	h := sha256.New()
 	r := bufio.NewReaderSize(io.LimitReader(src.f, max+1), 1<<20)
@@ -150,6 +154,11 @@ func scan(path string, src *source, prev *Snapshot, max int64) (*Snapshot, error
 			hd, err := parseHeader(body, path)
 			if err != nil {
 				return nil, err
+			}
+			if project != "" {
+				if err := checkCwd(hd, project, path); err != nil {
+					return nil, err
+				}
 			}
 			s.header = hd
 		default:
