@@ -166,7 +166,8 @@ func TestSwapBetweenStatAndOpen(t *testing.T) {
 	if err := os.Rename(other, f.path); err != nil {
 		t.Fatal(err)
 	}
-	src, err := openAt(dfd, "s.jsonl", &before, f.path, DefaultMaxSize)
+	var src *source
+	unchanged(t, f.root, func() { src, err = openAt(dfd, "s.jsonl", &before, f.path, DefaultMaxSize) })
 	if src != nil {
 		src.f.Close()
 	}
@@ -179,7 +180,7 @@ func TestSwapBetweenStatAndOpen(t *testing.T) {
 	if err := os.Symlink(filepath.Join(f.root, "x"), f.path); err != nil {
 		t.Fatal(err)
 	}
-	_, err = openAt(dfd, "s.jsonl", &before, f.path, DefaultMaxSize)
+	unchanged(t, f.root, func() { _, err = openAt(dfd, "s.jsonl", &before, f.path, DefaultMaxSize) })
 	wantCode(t, err, "unsafe-path")
 }
 
