@@ -14,22 +14,32 @@ import (
 // the dispatch lock, so a prompt being written either finished first (its
 // receipt keeps the old controller) or is refused at dispatch (H3).
 func (c *Controller) takeover(k *conn, cmd *protocol.Command) (any, error) {
-	if k.enginePeer {
-		return nil, protocol.Refuse(CodeEnginePeer, "this peer runs inside a mosaic engine scope (an agent's tool); it may observe, never take control")
-	}
 	c.dispatch.Lock()
 	defer c.dispatch.Unlock()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	switch {
-	case c.st.controller == k.id:
-		return nil, protocol.Refuse(CodeAlreadyController, "this connection already holds control (generation %d)", c.st.generation)
-	case cmd.Generation == nil || *cmd.Generation != c.st.generation:
-		return nil, protocol.Refuse(CodeStaleGeneration, "the controller generation is %d, not the expected one; someone else took control", c.st.generation)
-	case c.fencedLocked():
+	if r := c.mayGainControlLocked(k, cmd); r != nil {
+		return nil, r
+	}
+	if c.fencedLocked() {
 		return nil, protocol.Refuse(CodeFenced, "admission is closed (%s); ordinary takeover is refused while fenced: use acquire-recovery-control", c.st.reason)
 	}
 	return c.commitControlLocked(k, cmd.Request, "takeover"), nil
+}
+
+// mayGainControlLocked is what every way of gaining control checks first:
+// the peer is not an engine's tool, it does not hold control already, and
+// it names the current generation. Callers hold the dispatch lock and mu.
+func (c *Controller) mayGainControlLocked(k *conn, cmd *protocol.Command) *protocol.Refusal {
+	switch {
+	case k.enginePeer:
+		return protocol.Refuse(CodeEnginePeer, "this peer runs inside a mosaic engine scope (an agent's tool); it may observe, never take control")
+	case c.st.controller == k.id:
+		return protocol.Refuse(CodeAlreadyController, "this connection already holds control (generation %d)", c.st.generation)
+	case cmd.Generation == nil || *cmd.Generation != c.st.generation:
+		return protocol.Refuse(CodeStaleGeneration, "the controller generation is %d, not the expected one; someone else took control", c.st.generation)
+	}
+	return nil
 }
 
 // fencedLocked is true while admission is closed by something other than
@@ -50,18 +60,14 @@ func (c *Controller) fencedLocked() bool {
 // the previous controller is gone or revoked, with a confirmation. It
 // raises the generation without reopening admission or launching.
 func (c *Controller) acquireRecoveryControl(k *conn, cmd *protocol.Command) (any, error) {
-	if k.enginePeer {
-		return nil, protocol.Refuse(CodeEnginePeer, "this peer runs inside a mosaic engine scope; it may observe, never take control")
-	}
 	c.dispatch.Lock()
 	defer c.dispatch.Unlock()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if r := c.mayGainControlLocked(k, cmd); r != nil {
+		return nil, r
+	}
 	switch {
-	case c.st.controller == k.id:
-		return nil, protocol.Refuse(CodeAlreadyController, "this connection already holds control")
-	case cmd.Generation == nil || *cmd.Generation != c.st.generation:
-		return nil, protocol.Refuse(CodeStaleGeneration, "the controller generation is %d", c.st.generation)
 	case !c.fencedLocked():
 		return nil, protocol.Refuse(CodeFenced, "admission is open; use an ordinary takeover")
 	case c.st.controller != "" && c.conns[c.st.controller] != nil:
