@@ -35,7 +35,9 @@
 // extension errors, bash output) become unavailable with reason
 // unsupported-native-event; unknown types become unknown-native-event.
 // Unavailable events name the native type (cut to 64 bytes) and carry no
-// payload. Tool-call argument streaming (toolcall_start/delta/end) has its
+// payload. In message content, redacted reasoning is an unavailable block
+// with empty text (its signature is never read), as in history, so a live
+// message and its re-read copy agree. Tool-call argument streaming (toolcall_start/delta/end) has its
 // own kind, toolcall-delta, appended per fragment and replaced by
 // message-end. text_start/thinking_start produce nothing; *_end produce an
 // empty delta with lastFragment set. message-end is one part (part 0,

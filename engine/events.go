@@ -236,12 +236,17 @@ func (m *mapper) messageEnd(n *native) []protocol.Event {
 }
 
 // block converts a native content block; an unknown type keeps its place
-// (ordinals stay right) but none of its content.
+// (ordinals stay right) but none of its content. Redacted reasoning is
+// unavailable with empty text, as history shows it (seed 003, Parser), so
+// a live message and the same message re-read from the page agree.
 func block(b nativeBlock) protocol.Block {
 	switch b.Type {
 	case "text":
 		return protocol.Block{Type: "text", Text: b.Text}
 	case "thinking":
+		if b.Redacted {
+			return protocol.Block{Type: "unavailable"}
+		}
 		return protocol.Block{Type: "thinking", Text: b.Thinking}
 	case "toolCall":
 		return protocol.Block{Type: "toolCall", ToolCallID: b.ID, ToolName: b.Name, Args: b.Arguments}

@@ -220,3 +220,23 @@ func FuzzDecode(f *testing.F) {
 		tr.respond(n)
 	})
 }
+
+// TestRedactedThinking: redacted reasoning ends as an unavailable block
+// with empty text, as history shows it, so the live copy of a message and
+// the same message re-read from the session file agree; its signature is
+// never carried.
+func TestRedactedThinking(t *testing.T) {
+	line := `{"type":"message_end","message":{"role":"assistant","stopReason":"stop","content":[` +
+		`{"type":"thinking","thinking":"","thinkingSignature":"c2VjcmV0","redacted":true},` +
+		`{"type":"thinking","thinking":"visible"},{"type":"text","text":"answer"}]}}`
+	events, _ := mapRecording(t, []byte(line+"\n"))
+	if len(events) != 1 {
+		t.Fatalf("%d events, want 1", len(events))
+	}
+	want := []protocol.Block{{Type: "unavailable"}, {Type: "thinking", Text: "visible"}, {Type: "text", Text: "answer"}}
+	gb, _ := json.Marshal(events[0].Content)
+	wb, _ := json.Marshal(want)
+	if !bytes.Equal(gb, wb) || strings.Contains(string(gb), "c2VjcmV0") {
+		t.Fatalf("blocks %s, want %s", gb, wb)
+	}
+}
