@@ -13,7 +13,13 @@
 //   - Status (status.go): the one-line status; Dialog (dialog.go): a
 //     confirmation whose every row stays one line.
 //   - Transcript (view.go): the view model; Apply(protocol.Event),
-//     AddHistory, Expect, Mark, Reset, Lines(width).
+//     AddHistory, Expect, Mark, Reset, Lines(width). AddPage
+//     (history.go) adds a history page, its parts and fragments joined;
+//     FromView and Follow (follow.go) build it from a client.View, the
+//     same way for the terminal and any other renderer of the library.
+//   - Screen (screen.go): the whole attach screen without I/O: Handle(Key)
+//     returns the Action for the loop, Render(width, height) the Frame
+//     (viewport, status line, composer or dialog) to write.
 //
 // # Choices
 //
@@ -35,10 +41,10 @@
 // disagree on emoji sequences, so the screen loop must still clip.
 //
 // Input. CR is Enter; LF (Ctrl-J), ESC CR and ESC LF (Alt-Enter) are a
-// newline; Ctrl-T, Ctrl-G, Ctrl-O, Ctrl-C/Ctrl-D, DEL/^H, ESC [5~ / [6~
-// and the CSI and SS3 arrows are keys; TAB is text; any other control
-// byte, Alt-key or escape sequence is KeyUnknown and the composer ignores
-// it. Invalid UTF-8 typed outside a paste becomes U+FFFD. The keys do not
+// newline; Ctrl-T, Ctrl-G, Ctrl-O, Ctrl-X (force stop), Ctrl-R (recover),
+// Ctrl-C/Ctrl-D, DEL/^H, ESC [5~ / [6~ and the CSI and SS3 arrows are
+// keys; TAB is text; any other control byte, Alt-key or escape sequence is
+// KeyUnknown and the composer ignores it. Invalid UTF-8 typed outside a paste becomes U+FFFD. The keys do not
 // depend on where reads split the input (adjacent text may be split
 // differently; tests compare after joining it): an incomplete escape
 // sequence or UTF-8 character is held, and a lone trailing ESC waits for

@@ -43,6 +43,10 @@ const (
 	// KeyUnknown is any other control byte, Alt-combination or escape
 	// sequence; Text holds its raw bytes. The composer ignores it.
 	KeyUnknown
+	// KeyForceStop is Ctrl-X: ask for a confirmed force stop.
+	KeyForceStop
+	// KeyRecover is Ctrl-R: ask for a confirmed recovery and launch.
+	KeyRecover
 )
 
 var keyNames = map[KeyKind]string{
@@ -51,6 +55,7 @@ var keyNames = map[KeyKind]string{
 	KeyQuit: "quit", KeyPageUp: "page-up", KeyPageDown: "page-down",
 	KeyBackspace: "backspace", KeyUp: "up", KeyDown: "down", KeyRight: "right",
 	KeyLeft: "left", KeyEscape: "escape", KeyUnknown: "unknown",
+	KeyForceStop: "force-stop", KeyRecover: "recover",
 }
 
 func (k KeyKind) String() string {
@@ -177,6 +182,7 @@ func emit(out []Key, k Key) []Key {
 var controls = map[byte]KeyKind{
 	'\r': KeyEnter, '\n': KeyNewline, 0x14: KeyTakeControl, 0x07: KeyInterrupt,
 	0x0F: KeyReconnect, 0x03: KeyQuit, 0x04: KeyQuit, 0x7F: KeyBackspace, 0x08: KeyBackspace,
+	0x18: KeyForceStop, 0x12: KeyRecover,
 }
 
 var sequences = map[string]KeyKind{

@@ -17,6 +17,9 @@ type Status struct {
 	Binding    string
 	// Replay is the advertised replay window, e.g. "seq 12-4107", or "".
 	Replay string
+	// Scroll says where the viewport stands when it does not follow the
+	// end, e.g. "lines 1-35 of 120", or "".
+	Scroll string
 	// Notice is the composer's notice or a request outcome; it comes
 	// last, so a narrow screen cuts it first.
 	Notice string
@@ -37,6 +40,9 @@ func (s Status) Line(width int) string {
 	}
 	if s.Replay != "" {
 		parts = append(parts, "replay "+s.Replay)
+	}
+	if s.Scroll != "" {
+		parts = append(parts, s.Scroll)
 	}
 	if s.Notice != "" {
 		parts = append(parts, s.Notice)

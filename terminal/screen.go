@@ -1,0 +1,257 @@
+package terminal
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Action is what a key asks the screen loop to do beyond the screen's own
+// state (which Handle has already changed).
+type Action int
+
+// The actions Handle returns.
+const (
+	// ActNone: nothing to send; redraw.
+	ActNone Action = iota
+	// ActSend: send the text Handle returned as a prompt.
+	ActSend
+	// ActTakeControl, ActInterrupt, ActReconnect, ActQuit: Ctrl-T, Ctrl-G,
+	// Ctrl-O, Ctrl-C/Ctrl-D.
+	ActTakeControl
+	ActInterrupt
+	ActReconnect
+	ActQuit
+	// ActForceStop and ActRecover ask for a confirmation from the
+	// controller; the loop opens a Dialog with what it says.
+	ActForceStop
+	ActRecover
+	// ActConfirm and ActDecline answer the open dialog (which Handle has
+	// closed).
+	ActConfirm
+	ActDecline
+)
+
+// MinComposerRows and the composer's share of the height: the composer
+// shows at most a third of the screen (its last lines, where typing
+// happens), and at least one row.
+const MinComposerRows = 1
+
+// Screen is the attach screen without I/O: the transcript viewport, the
+// status line, the composer and a dialog, and what each key does to them.
+// The loop feeds it keys and records, asks Render for a frame and writes
+// it. The zero value is ready to use; set Transcript before rendering.
+type Screen struct {
+	// Transcript is the view model shown in the viewport (nil: empty).
+	Transcript *Transcript
+	// Status is the status line's content; Render fills its Notice and
+	// Scroll.
+	Status   Status
+	Composer Composer
+
+	dialog *Dialog
+	notice string
+
+	// Scrolling: top is the first transcript line shown while scrolled;
+	// otherwise the viewport follows the end. lines and rows are the
+	// transcript length and viewport height at the last Render, which
+	// PageUp/PageDown move by.
+	scrolled    bool
+	top         int
+	lines, rows int
+}
+
+// Frame is one rendered screen: exactly the requested number of lines,
+// each at most the width in cells, and where the cursor goes (0-based).
+type Frame struct {
+	Lines     []string
+	CursorRow int
+	CursorCol int
+	// StatusRow is the status line's row, -1 when the screen has no room
+	// for it.
+	StatusRow int
+}
+
+// Notice returns the notice the status line shows.
+func (s *Screen) Notice() string { return s.notice }
+
+// SetNotice replaces the notice (an outcome, a refusal, a broadcast).
+func (s *Screen) SetNotice(n string) { s.notice = n }
+
+// Dialog returns the open dialog, or nil.
+func (s *Screen) Dialog() *Dialog { return s.dialog }
+
+// OpenDialog shows d until it is answered: while it is open every key
+// goes to it.
+func (s *Screen) OpenDialog(d Dialog) { s.dialog = &d }
+
+// CloseDialog closes the dialog without an answer (its confirmation is
+// gone, e.g. the connection ended).
+func (s *Screen) CloseDialog() { s.dialog = nil }
+
+// SetControl records who controls the conversation now; the composer is
+// cleared when that changed (S4), and the status shows this connection's
+// mode.
+func (s *Screen) SetControl(ctl Control, isController bool) {
+	s.Status.Controller = isController
+	if s.Composer.SetControl(ctl) {
+		s.notice = s.Composer.Notice()
+	}
+}
+
+// Settle records how a submitted prompt ended.
+func (s *Screen) Settle(o Outcome) {
+	s.Composer.Settle(o)
+	s.notice = s.Composer.Notice()
+}
+
+// Handle applies one key and returns what the loop must do: for ActSend
+// the text to send, exactly as composed.
+func (s *Screen) Handle(k Key) (Action, string) {
+	if s.dialog != nil {
+		return s.answer(k), ""
+	}
+	switch k.Kind {
+	case KeyQuit:
+		return ActQuit, ""
+	case KeyTakeControl:
+		return ActTakeControl, ""
+	case KeyInterrupt:
+		return ActInterrupt, ""
+	case KeyReconnect:
+		return ActReconnect, ""
+	case KeyForceStop:
+		return ActForceStop, ""
+	case KeyRecover:
+		return ActRecover, ""
+	case KeyPageUp:
+		s.pageUp()
+		return ActNone, ""
+	case KeyPageDown:
+		s.pageDown()
+		return ActNone, ""
+	}
+	send, ok, err := s.Composer.Handle(k, s.Status.Controller)
+	switch {
+	case ok:
+		s.notice = "sending…"
+		return ActSend, send
+	case err != nil:
+		s.notice = s.Composer.Notice()
+	}
+	return ActNone, ""
+}
+
+// answer takes a key while the dialog is open: y or Y confirms; n, N,
+// Esc, Enter and Ctrl-C/Ctrl-D decline (the default is no); anything else
+// is ignored, a paste included.
+func (s *Screen) answer(k Key) Action {
+	switch {
+	case k.Kind == KeyText && (k.Text == "y" || k.Text == "Y"):
+		s.dialog = nil
+		return ActConfirm
+	case k.Kind == KeyText && (k.Text == "n" || k.Text == "N"),
+		k.Kind == KeyEscape, k.Kind == KeyEnter, k.Kind == KeyQuit:
+		s.dialog = nil
+		return ActDecline
+	}
+	return ActNone
+}
+
+// step is how far a page key moves: the viewport less one line, so one
+// line of context stays.
+func (s *Screen) step() int { return max(s.rows-1, 1) }
+
+func (s *Screen) end() int { return max(s.lines-s.rows, 0) }
+
+func (s *Screen) pageUp() {
+	if s.end() == 0 {
+		return
+	}
+	if !s.scrolled {
+		s.top = s.end()
+	}
+	s.top = max(s.top-s.step(), 0)
+	s.scrolled = true
+}
+
+func (s *Screen) pageDown() {
+	if !s.scrolled {
+		return
+	}
+	s.top += s.step()
+	if s.top >= s.end() {
+		s.scrolled = false
+	}
+}
+
+// Render lays the screen out in height lines of at most width cells:
+// the transcript viewport on top (its end, unless scrolled), the status
+// line, then the composer (its last lines, at most a third of the
+// height) or the open dialog in its place.
+func (s *Screen) Render(width, height int) Frame {
+	width, height = max(width, 1), max(height, 1)
+	var bottom []string
+	curRow, curCol := -1, 0
+	if s.dialog != nil {
+		bottom = s.dialog.Lines(width)
+		if n := height - 1; len(bottom) > n {
+			bottom = bottom[len(bottom)-max(n, 0):]
+		}
+		if len(bottom) > 0 {
+			curRow, curCol = len(bottom)-1, Width(bottom[len(bottom)-1])
+		}
+	} else {
+		bottom = s.Composer.Lines(width)
+		if n := max(height/3, MinComposerRows); len(bottom) > n {
+			hidden := len(bottom) - n
+			bottom = bottom[hidden:]
+			if n > 1 {
+				bottom[0] = clip(fmt.Sprintf("  … %d more lines", hidden+1), width)
+			}
+		}
+		curRow, curCol = len(bottom)-1, Width(bottom[len(bottom)-1])
+	}
+	rows := max(height-1-len(bottom), 0)
+	var lines []string
+	if s.Transcript != nil {
+		lines = s.Transcript.Lines(width)
+	}
+	s.lines, s.rows = len(lines), rows
+	top := s.end()
+	if s.scrolled {
+		s.top = min(s.top, s.end())
+		top = s.top
+	}
+	st := s.Status
+	st.Notice = s.notice
+	if s.scrolled {
+		st.Scroll = fmt.Sprintf("lines %d-%d of %d (PageDown)", top+1, min(top+rows, len(lines)), len(lines))
+	}
+	out := make([]string, 0, height)
+	for i := 0; i < rows; i++ {
+		if top+i < len(lines) {
+			out = append(out, clip(lines[top+i], width))
+		} else {
+			out = append(out, "")
+		}
+	}
+	statusRow := -1
+	if len(out) < height {
+		statusRow = len(out)
+		out = append(out, st.Line(width))
+	}
+	base := len(out)
+	for _, l := range bottom {
+		if len(out) == height {
+			break
+		}
+		out = append(out, clip(l, width))
+	}
+	for len(out) < height {
+		out = append(out, "")
+	}
+	return Frame{Lines: out, CursorRow: min(base+max(curRow, 0), height-1), CursorCol: min(curCol, width-1), StatusRow: statusRow}
+}
+
+// Plain joins a frame's lines, for tests and logs.
+func (f Frame) Plain() string { return strings.Join(f.Lines, "\n") }
