@@ -29,6 +29,7 @@ func main() {
 			convCommand(),
 			serveCommand(),
 			helloCommand(),
+			attachCommand(),
 			proofCommand(),
 			auditCommand(),
 		},

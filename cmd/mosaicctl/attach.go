@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/mosaic-agents/mosaic/client"
+	"github.com/mosaic-agents/mosaic/conversations"
+	"github.com/mosaic-agents/mosaic/units"
+	"github.com/urfave/cli/v2"
+)
+
+func attachCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "attach",
+		Usage:     "the mediated terminal: watch a conversation, take control, prompt, interrupt, force stop and recover",
+		ArgsUsage: "ID",
+		Description: "Connects as an observer (socket-activating the controller) and shows the transcript the client\n" +
+			"library builds, live. Enter sends, Ctrl-J or Alt-Enter adds a newline, Ctrl-T takes control,\n" +
+			"Ctrl-G interrupts, Ctrl-X force-stops and Ctrl-R recovers (each after a y/N confirmation that\n" +
+			"shows what it acts on), PageUp/PageDown scroll, Ctrl-O reconnects and re-reads, Ctrl-C or\n" +
+			"Ctrl-D quits. See docs/attach.md.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "socket", Usage: "connect to `PATH` instead of the conversation's socket"},
+			&cli.DurationFlag{Name: "escape-timeout", Value: 50 * time.Millisecond,
+				Usage: "how long a lone ESC or an unfinished escape sequence waits for the rest of its bytes (raise it on slow links)"},
+		},
+		Action: runAttach,
+	}
+}
+
+func runAttach(c *cli.Context) error {
+	id := c.Args().First()
+	if c.NArg() != 1 || !conversations.ValidID(id) {
+		return fmt.Errorf("want exactly one conversation id; see `mosaicctl conv list`")
+	}
+	path := c.String("socket")
+	if path == "" {
+		p, err := units.SocketPath(id)
+		if err != nil {
+			return err
+		}
+		path = p
+	}
+	// Connect before touching the terminal, so a refusal or a missing
+	// socket is printed on the operator's ordinary screen.
+	dctx, cancel := context.WithTimeout(c.Context, 30*time.Second)
+	cl, err := client.Dial(dctx, path, client.Options{Name: "mosaicctl attach/" + version})
+	cancel()
+	if err != nil {
+		return fmt.Errorf("%w (is mosaic-conv@%s.socket started? systemctl --user start mosaic-conv@%s.socket)", err, id, id)
+	}
+	defer cl.Close()
+
+	tty, err := openTTY()
+	if err != nil {
+		return err
+	}
+	defer tty.restore()
+	defer tty.guard()
+
+	ctx, stop := context.WithCancel(c.Context)
+	defer stop()
+	// SIGTERM, SIGHUP (the terminal went away), SIGINT and SIGQUIT sent by
+	// kill end the loop, so the deferred restore runs.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT)
+	defer signal.Stop(sigs)
+	winch := make(chan os.Signal, 1)
+	signal.Notify(winch, syscall.SIGWINCH)
+	defer signal.Stop(winch)
+
+	a := newAttacher(ctx, tty, cl, id, c.Duration("escape-timeout"))
+	return a.run(sigs, winch)
+}

@@ -1,0 +1,272 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/mosaic-agents/mosaic/client"
+	"github.com/mosaic-agents/mosaic/protocol"
+	"github.com/mosaic-agents/mosaic/terminal"
+)
+
+// frameDelay coalesces redraws: a burst of events (a streamed answer) is
+// drawn once per delay instead of once per event.
+const frameDelay = 15 * time.Millisecond
+
+// attacher is the screen loop. Everything it holds is read and written
+// on the loop goroutine only; requests run on their own goroutines and
+// hand their outcome back as a function on results.
+type attacher struct {
+	ctx  context.Context
+	tty  *attachTTY
+	conv string
+
+	c         *client.Client
+	connected bool
+	lt        *client.Transcript
+	follow    terminal.Follow
+	seam      protocol.Seam
+	lastSeq   uint64
+
+	scr     terminal.Screen
+	parser  terminal.Parser
+	escWait time.Duration
+	// pending is the confirmation the open dialog answers, and the
+	// connection it was issued to (it is bound to that connection).
+	pending   *protocol.Confirmation
+	pendingOn *client.Client
+
+	results chan func()
+	quit    bool
+}
+
+func newAttacher(ctx context.Context, tty *attachTTY, c *client.Client, conv string, escWait time.Duration) *attacher {
+	a := &attacher{ctx: ctx, tty: tty, conv: conv, escWait: escWait, results: make(chan func(), 16)}
+	a.use(c)
+	return a
+}
+
+// use makes c the connection: a fresh library transcript, and a fresh
+// observe whose reply arrives on c's updates like everything else.
+func (a *attacher) use(c *client.Client) {
+	a.c, a.connected, a.lt, a.follow = c, true, client.NewTranscript(), terminal.Follow{}
+	a.seam, a.lastSeq = protocol.Seam{}, 0
+	a.async(func(ctx context.Context) func() {
+		if _, err := c.Observe(ctx); err != nil {
+			return a.noticeOf("observe", err)
+		}
+		return nil
+	})
+}
+
+// async runs f on its own goroutine and the function it returns (if any)
+// on the loop goroutine.
+func (a *attacher) async(f func(ctx context.Context) func()) {
+	go func() {
+		defer a.tty.guard()
+		if done := f(a.ctx); done != nil {
+			select {
+			case a.results <- done:
+			case <-a.ctx.Done():
+			}
+		}
+	}()
+}
+
+// readInput copies the terminal's bytes to a channel, one read per chunk:
+// the parser sees the reads as they came, split escape sequences included.
+func (a *attacher) readInput(in *os.File) <-chan []byte {
+	ch := make(chan []byte)
+	go func() {
+		defer a.tty.guard()
+		defer close(ch)
+		buf := make([]byte, 4096)
+		for {
+			n, err := in.Read(buf)
+			if n > 0 {
+				select {
+				case ch <- append([]byte(nil), buf[:n]...):
+				case <-a.ctx.Done():
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return ch
+}
+
+func (a *attacher) run(sigs, winch <-chan os.Signal) error {
+	input := a.readInput(a.tty.in)
+	esc := time.NewTimer(time.Hour)
+	esc.Stop()
+	var escC <-chan time.Time
+	frame := time.NewTimer(0)
+	frameC := frame.C
+	for !a.quit {
+		var updates <-chan client.Update
+		if a.connected {
+			updates = a.c.Updates()
+		}
+		select {
+		case <-a.ctx.Done():
+			return nil
+		case <-sigs:
+			return nil
+		case b, ok := <-input:
+			if !ok {
+				return nil // the terminal closed
+			}
+			a.keys(a.parser.Feed(b))
+			escC = nil
+			if a.parser.Pending() {
+				esc.Reset(a.escWait)
+				escC = esc.C
+			}
+		case <-escC:
+			escC = nil
+			a.keys(a.parser.Flush())
+		case u, ok := <-updates:
+			if !ok {
+				a.disconnected()
+			} else {
+				a.update(u)
+			}
+		case f := <-a.results:
+			f()
+		case <-winch:
+		case <-frameC:
+			frameC = nil
+			a.draw()
+			continue
+		}
+		if frameC == nil {
+			frame.Reset(frameDelay)
+			frameC = frame.C
+		}
+	}
+	return nil
+}
+
+// keys applies parsed keys in order.
+func (a *attacher) keys(ks []terminal.Key) {
+	for _, k := range ks {
+		act, text := a.scr.Handle(k)
+		a.act(act, text)
+		if a.quit {
+			return
+		}
+	}
+}
+
+// update folds one server record into the library transcript, asks for
+// the observe it needs, and turns broadcasts into notices.
+func (a *attacher) update(u client.Update) {
+	c := a.c
+	if w := a.lt.Update(u); w.Observe {
+		a.async(func(ctx context.Context) func() {
+			if _, err := c.Reobserve(ctx, w); err != nil {
+				return a.noticeOf("re-read", err)
+			}
+			return nil
+		})
+	}
+	switch {
+	case u.Observed != nil:
+		a.seam, a.lastSeq = u.Observed.Seam, u.Observed.Seam.ReplayUntil
+	case u.Event != nil:
+		a.lastSeq = max(a.lastSeq, u.Event.Seq)
+	case u.Stop != nil:
+		s := u.Stop
+		n := fmt.Sprintf("%s %s of execution %s: %s", s.Kind, s.ID, s.Execution, s.State)
+		if s.Reason != "" {
+			n += " (" + s.Reason + ")"
+		}
+		a.scr.SetNotice(n)
+	case u.Notice != nil:
+		a.scr.SetNotice(u.Notice.Kind + ": " + u.Notice.Message)
+	case u.Refusal != nil && !u.Reply:
+		a.scr.SetNotice("refused: " + u.Refusal.Code + ": " + u.Refusal.Message)
+	}
+	a.syncControl()
+}
+
+// syncControl shows who controls the conversation; a change clears the
+// composer (S4).
+func (a *attacher) syncControl() {
+	st := a.c.State()
+	if !st.Bound {
+		return
+	}
+	a.scr.SetControl(terminal.Control{Controller: st.Controller, Generation: uint64(st.Generation)},
+		a.connected && st.Mode == client.ModeController)
+}
+
+// disconnected: the connection ended. Nothing is retried: a prompt in
+// flight settles as outcome unknown, and Ctrl-O reconnects as an observer.
+func (a *attacher) disconnected() {
+	a.connected = false
+	a.scr.Status.Controller = false
+	if a.pending != nil {
+		a.pending, a.pendingOn = nil, nil
+		a.scr.CloseDialog()
+	}
+	why := "the connection ended"
+	if err := a.c.Err(); err != nil {
+		why = err.Error()
+	}
+	a.scr.SetNotice("disconnected: " + why + "; Ctrl-O reconnects")
+}
+
+// draw renders the screen and writes it in one write: each row addressed
+// and cleared, the status row in reverse video, the cursor at the end of
+// the composer.
+func (a *attacher) draw() {
+	a.status()
+	a.scr.Transcript = a.follow.Update(a.lt.Snapshot())
+	w, h := a.tty.size()
+	f := a.scr.Render(w, h)
+	var b strings.Builder
+	b.WriteString("\x1b[?25l")
+	for i, l := range f.Lines {
+		fmt.Fprintf(&b, "\x1b[%d;1H\x1b[2K", i+1)
+		if i == f.StatusRow {
+			b.WriteString("\x1b[7m" + l + strings.Repeat(" ", max(w-terminal.Width(l), 0)) + "\x1b[0m")
+			continue
+		}
+		b.WriteString(l)
+	}
+	fmt.Fprintf(&b, "\x1b[%d;%dH\x1b[?25h", f.CursorRow+1, f.CursorCol+1)
+	a.tty.out.WriteString(b.String())
+}
+
+// status fills the status line from the connection's state.
+func (a *attacher) status() {
+	st := a.c.State()
+	s := &a.scr.Status
+	s.Conversation = a.conv
+	s.Generation = uint64(max(st.Generation, 0))
+	s.Engine, s.Binding, s.Replay = "", "", ""
+	if b := st.Binding; b != nil {
+		s.Engine = b.EngineState
+		s.Binding = b.State
+		if b.Admission == "closed" {
+			s.Binding += " (admission closed"
+			if b.AdmissionReason != "" {
+				s.Binding += ": " + b.AdmissionReason
+			}
+			s.Binding += ")"
+		}
+	}
+	if !a.connected {
+		s.Binding = "disconnected"
+	}
+	if a.seam.Replay == "available" {
+		s.Replay = fmt.Sprintf("seq %d-%d", a.seam.ReplayFrom, max(a.seam.ReplayUntil, a.lastSeq))
+	}
+}
