@@ -1,0 +1,174 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/mosaic-agents/mosaic/client"
+	"github.com/mosaic-agents/mosaic/protocol"
+	"github.com/mosaic-agents/mosaic/terminal"
+	"github.com/urfave/cli/v2"
+	"golang.org/x/term"
+)
+
+func promptCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "prompt",
+		Usage:     "send one prompt as the controller and print the answer",
+		ArgsUsage: "ID TEXT|-",
+		Description: "Sends TEXT (or standard input, with -) exactly as given, waits for the turn to settle and\n" +
+			"prints the text of each assistant message. Exit 0 answered, 2 refused (nothing sent),\n" +
+			"3 outcome unknown, 4 the engine refused it or the turn was stopped (docs/cli.md).",
+		Flags:  verbFlags(&cli.BoolFlag{Name: "no-wait", Usage: "print the receipt and exit once the engine accepted the prompt"}),
+		Action: oneShot(runPrompt),
+	}
+}
+
+func runPrompt(ctx context.Context, c *cli.Context) error {
+	if c.NArg() != 2 {
+		return fmt.Errorf("want a conversation id and one text argument (quote it), or - to read the text from standard input")
+	}
+	text := c.Args().Get(1)
+	if text == "-" {
+		b, err := io.ReadAll(os.Stdin)
+		if err != nil {
+			return fmt.Errorf("read the prompt from standard input: %w", err)
+		}
+		text = string(b)
+	}
+	s, err := dialVerb(ctx, c, "prompt")
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	// Events reach only a connection that observed; the seam says whether
+	// a turn that was running at the cut will settle first.
+	o, err := s.c.Observe(ctx)
+	if s.got(err) != nil {
+		return err
+	}
+	from := 0
+	if _, err := s.tape.find(ctx, &from, func(u client.Update) bool {
+		return u.Observed != nil && u.Observed.Request == o.Request
+	}); err != nil {
+		return fmt.Errorf("observe: %w", err)
+	}
+	if err := s.launched(ctx); err != nil {
+		return err
+	}
+	if err := s.take(ctx, c, false, consent{}); err != nil {
+		return err
+	}
+	rc, err := s.c.Prompt(ctx, text)
+	if s.got(err) != nil {
+		return err
+	}
+	switch rc.State {
+	case protocol.ReceiptFailed:
+		return unsettled(rc.State, "the engine refused the prompt (receipt %s): %s", rc.ID, terminal.SanitizeLine(rc.Evidence))
+	case protocol.ReceiptDeliveryUnknown:
+		return unknown("the prompt was written to the engine and its delivery is not known (receipt %s); see `mosaicctl attach %s`, never send it again as new", rc.ID, s.id)
+	}
+	if c.Bool("no-wait") {
+		fmt.Fprintf(s.out, "%s: receipt %s, execution %s, generation %d\n", rc.State, rc.ID, rc.Execution, rc.Generation)
+		return nil
+	}
+	skip := 0
+	if !o.Seam.Quiet {
+		skip = 1 // the turn visible at the cut is replayed and settles first
+	}
+	return s.answer(ctx, from, skip, rc)
+}
+
+// launched waits while the engine is launching: admission opens once it
+// has loaded the pinned session (a prompt before then refuses preflight).
+func (s *session) launched(ctx context.Context) error {
+	i := 0
+	for {
+		if b := s.c.State().Binding; b == nil || b.State != protocol.BindingLaunching {
+			return nil
+		}
+		if _, err := s.tape.find(ctx, &i, func(u client.Update) bool { return u.Binding != nil }); err != nil {
+			return fmt.Errorf("wait for the engine to launch: %w", err)
+		}
+	}
+}
+
+// answer follows the stream from tape index i until the prompt's turn
+// settles, printing the final text of each assistant message. skip turns
+// that were running before the prompt settle first and are not printed.
+func (s *session) answer(ctx context.Context, i, skip int, rc *protocol.Receipt) error {
+	var stop *protocol.Stop
+	aborted := ""
+	for {
+		u, err := s.tape.next(ctx, &i)
+		if err != nil {
+			return unknown("the prompt was acknowledged (receipt %s), then %v before its turn settled; see `mosaicctl attach %s`",
+				rc.ID, err, s.id)
+		}
+		switch {
+		case u.Event != nil && u.Event.Execution == rc.Execution:
+			e := u.Event
+			if skip > 0 {
+				if e.Kind == protocol.EventRunSettled {
+					skip--
+				}
+				continue
+			}
+			switch {
+			case e.Kind == protocol.EventMessageEnd && e.Role == "assistant":
+				s.printText(e.Content)
+				if e.StopReason == "error" || e.StopReason == "aborted" {
+					aborted = e.StopReason
+				}
+			case e.Kind == protocol.EventRunSettled && stop != nil:
+				return unsettled("interrupted", "the turn was ended by %s %s (%s)", stop.Kind, stop.ID, stop.State)
+			case e.Kind == protocol.EventRunSettled && aborted != "":
+				return unsettled(aborted, "the turn ended with stop reason %s (receipt %s)", aborted, rc.ID)
+			case e.Kind == protocol.EventRunSettled:
+				return nil
+			}
+		case u.Stop != nil && u.Stop.Execution == rc.Execution:
+			stop = u.Stop
+		case u.Binding != nil && gone(u.Binding, rc.Execution):
+			return unsettled("stopped", "the turn did not settle: the binding is %s (%s)", u.Binding.State,
+				terminal.SanitizeLine(u.Binding.AdmissionReason))
+		case u.Notice != nil && u.Notice.Kind == client.NoticeLostPlace:
+			return unknown("events of the turn were lost (the connection fell behind; receipt %s); see `mosaicctl attach %s`", rc.ID, s.id)
+		}
+	}
+}
+
+// gone reports whether b says execution can no longer settle a turn.
+func gone(b *protocol.Binding, execution string) bool {
+	switch b.State {
+	case protocol.BindingStopping, protocol.BindingStopped, protocol.BindingUncertain, protocol.BindingIdle:
+		return true
+	}
+	return b.Execution != execution
+}
+
+// printText writes the text blocks of an assistant message, raw for a
+// pipe (a script wants the exact text) and made inert for a terminal.
+func (s *session) printText(content []protocol.Block) {
+	var parts []string
+	for _, b := range content {
+		if b.Type == "text" && b.Text != "" {
+			parts = append(parts, b.Text)
+		}
+	}
+	text := strings.Join(parts, "\n")
+	if text == "" {
+		return
+	}
+	if f, ok := s.out.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		text = strings.Join(terminal.SanitizeBody(text), "\n")
+	}
+	if !strings.HasSuffix(text, "\n") {
+		text += "\n"
+	}
+	io.WriteString(s.out, text)
+}

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/mosaic-agents/mosaic/protocol"
+	"github.com/urfave/cli/v2"
+)
+
+func recoverCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "recover",
+		Usage:     "after a proven stop, check eligibility and launch a new execution on the same session",
+		ArgsUsage: "ID",
+		Description: "With --take it acquires (recovery) control first. Running recover is the consent to its\n" +
+			"confirmation, whose intent it prints. Exit 0 launched (or eligible with --no-launch),\n" +
+			"2 refused (stop-proof, not-controller, ...), 3 outcome unknown, 4 the launch ended uncertain.",
+		Flags:  verbFlags(&cli.BoolFlag{Name: "no-launch", Usage: "only ask whether a new execution may start; start nothing"}),
+		Action: oneShot(runRecover),
+	}
+}
+
+func runRecover(ctx context.Context, c *cli.Context) error {
+	s, err := startVerb(ctx, c, "recover")
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	if b := s.c.State().Binding; b != nil && b.State != protocol.BindingStopped {
+		// Refused before taking control, as the controller would refuse
+		// it after: recover follows a proven stop only.
+		return protocol.Refuse("stop-proof", "recover needs a stop proven by a cohort or boot proof; the binding is %s (`mosaicctl stop %s` first)", b.State, s.id)
+	}
+	how := consent{yes: true, why: "the recover command"}
+	if err := s.take(ctx, c, true, how); err != nil {
+		return err
+	}
+	id, err := s.confirm(ctx, protocol.CmdRecover, how)
+	if err != nil {
+		return err
+	}
+	el, err := s.c.Recover(ctx, id)
+	if s.got(err) != nil {
+		return err
+	}
+	fmt.Fprintf(s.out, "eligible: %s after stop %s (proof %s), session %s, leaf %s\n",
+		el.ID, el.Stop, el.ProofDigest, el.SessionID, orDash(el.Leaf))
+	if c.Bool("no-launch") {
+		return nil
+	}
+	rc, err := s.c.Launch(ctx, el.ID)
+	if s.got(err) != nil {
+		return err
+	}
+	if rc.State != protocol.ReceiptLaunched {
+		return unsettled(rc.State, "the new execution %s did not become active (receipt %s)%s", rc.Execution, rc.ID, reason(rc.Reason))
+	}
+	fmt.Fprintf(s.out, "launched: execution %s, generation %d (receipt %s)\n", rc.Execution, rc.Generation, rc.ID)
+	return nil
+}

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/mosaic-agents/mosaic/protocol"
+	"github.com/mosaic-agents/mosaic/terminal"
+	"github.com/urfave/cli/v2"
+)
+
+func stopCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "stop",
+		Usage:     "force stop the engine's whole cohort, after showing exactly what will be stopped",
+		ArgsUsage: "ID",
+		Description: "Shows the scope, its processes and the execution, then asks y/N on a terminal; --yes\n" +
+			"consents for scripts; without either it refuses confirmation-required. Prints the stop record\n" +
+			"and its proof. Exit 0 stopped with a proof, 2 refused, 3 outcome unknown, 4 uncertain.",
+		Flags: verbFlags(
+			&cli.BoolFlag{Name: "yes", Usage: "consent without asking (scripts)"},
+			&cli.StringFlag{Name: "proof", Usage: "write the stop's proof to `FILE`, for `mosaicctl proof verify FILE`"},
+		),
+		Action: oneShot(runStop),
+	}
+}
+
+func runStop(ctx context.Context, c *cli.Context) error {
+	s, err := startVerb(ctx, c, "stop")
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	if b := s.c.State().Binding; b != nil && b.State == protocol.BindingStopped {
+		// Refused before taking control: a control grab that ends in the
+		// controller's own refusal would only revoke someone.
+		return protocol.Refuse("fenced", "already stopped with a proof (stop %s); `mosaicctl recover --take %s` starts it again", orDash(b.LastStop), s.id)
+	}
+	how := consent{yes: c.Bool("yes"), why: "--yes"}
+	// An orphan found at restart or an uncertain binding fences takeover:
+	// recovery control is the way to stop it.
+	if err := s.take(ctx, c, true, how); err != nil {
+		return err
+	}
+	id, err := s.confirm(ctx, protocol.CmdForceStop, how)
+	if err != nil {
+		return err
+	}
+	rc, err := s.c.ForceStop(ctx, id)
+	if s.got(err) != nil {
+		return err
+	}
+	st := s.report(ctx, rc)
+	if file := c.String("proof"); file != "" {
+		if st == nil || len(st.Proof) == 0 {
+			fmt.Fprintf(os.Stderr, "mosaicctl: no proof to write to %s: the stop ended %s\n", file, rc.State)
+		} else if err := os.WriteFile(file, append(st.Proof, '\n'), 0o600); err != nil {
+			return fmt.Errorf("write the proof: %w", err)
+		} else {
+			fmt.Fprintf(s.out, "  proof written to %s (mosaicctl proof verify %s)\n", file, file)
+		}
+	}
+	if rc.State != protocol.ReceiptStopped {
+		return unsettled(rc.State, "the force stop ended %s: nothing proves the cohort is gone (stop %s, receipt %s)%s",
+			rc.State, rc.Stop, rc.ID, reason(rc.Reason))
+	}
+	return nil
+}
+
+// report prints a stop's receipt and its stop record: state, proof,
+// effects left uncertain, approval disposition. It returns the record.
+func (s *session) report(ctx context.Context, rc *protocol.Receipt) *protocol.Stop {
+	st := s.stopRecord(ctx, rc.Stop)
+	fmt.Fprintf(s.out, "%s: execution %s (stop %s, receipt %s)\n", rc.State, orDash(rc.Execution), orDash(rc.Stop), rc.ID)
+	if st == nil {
+		return nil
+	}
+	if st.Reason != "" && st.State != protocol.ReceiptStopped {
+		fmt.Fprintf(s.out, "  reason: %s\n", terminal.SanitizeLine(st.Reason))
+	}
+	if st.ProofDigest != "" {
+		fmt.Fprintf(s.out, "  proof: %s\n", st.ProofDigest)
+	}
+	if e := st.Effects; e != nil {
+		fmt.Fprintf(s.out, "  effects: %s, %d tool calls completed", e.Disposition, e.Completed)
+		for _, u := range e.Uncertain {
+			fmt.Fprintf(s.out, "; uncertain: %s %s (%s)", terminal.SanitizeLine(u.Tool), u.CallID, u.Reason)
+		}
+		fmt.Fprintln(s.out)
+	}
+	if st.ApprovalDisposition != "" {
+		fmt.Fprintf(s.out, "  approvals: %s\n", st.ApprovalDisposition)
+	}
+	return st
+}
+
+// stopRecord returns the latest revision of stop id read on this
+// connection: its transitions are broadcast before the receipt naming it.
+func (s *session) stopRecord(ctx context.Context, id string) *protocol.Stop {
+	if id == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	s.tape.caughtUp(ctx, s.replies)
+	var last *protocol.Stop
+	for _, u := range s.tape.all() {
+		if u.Stop != nil && u.Stop.ID == id {
+			last = u.Stop
+		}
+	}
+	return last
+}

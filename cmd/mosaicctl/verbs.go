@@ -1,0 +1,302 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/mosaic-agents/mosaic/client"
+	"github.com/mosaic-agents/mosaic/conversations"
+	"github.com/mosaic-agents/mosaic/protocol"
+	"github.com/mosaic-agents/mosaic/terminal"
+	"github.com/mosaic-agents/mosaic/units"
+	"github.com/urfave/cli/v2"
+	"golang.org/x/term"
+)
+
+// Exit statuses of the one-shot verbs beyond 0 (done), 1 (an error: nothing
+// was decided) and 2 (a refusal: nothing was done; main's report). Each is
+// written down in docs/cli.md; scripts branch on them.
+const (
+	// exitUnknown: a command was sent and its outcome is unknown (the
+	// connection ended, or --timeout passed, before the reply or before
+	// the turn settled). Never resend it as new.
+	exitUnknown = 3
+	// exitUnsettled: the command was carried out but did not end as asked:
+	// the engine refused the prompt, the turn was stopped or aborted, a
+	// stop ended uncertain, a launch did not become active.
+	exitUnsettled = 4
+)
+
+// Local refusal codes: consent is asked for here, before anything is sent.
+const (
+	codeConsentRequired = "confirmation-required"
+	codeDeclined        = "declined"
+	codeOutcomeUnknown  = "outcome-unknown"
+)
+
+// connectTimeout bounds the dial and the hello. Socket activation starts the
+// controller, which launches the engine before it says welcome.
+const connectTimeout = time.Minute
+
+// verdict ends a verb with exitUnknown or exitUnsettled. Its code goes first
+// on stderr, as a refusal's does, so a script matches both the same way.
+type verdict struct {
+	status  int
+	code    string
+	message string
+}
+
+func (v *verdict) Error() string { return v.code + ": " + v.message }
+
+func unsettled(code, format string, args ...any) *verdict {
+	return &verdict{status: exitUnsettled, code: code, message: fmt.Sprintf(format, args...)}
+}
+
+func unknown(format string, args ...any) *verdict {
+	return &verdict{status: exitUnknown, code: codeOutcomeUnknown, message: fmt.Sprintf(format, args...)}
+}
+
+// verbFlags are the flags every one-shot verb takes.
+func verbFlags(extra ...cli.Flag) []cli.Flag {
+	return append([]cli.Flag{
+		&cli.BoolFlag{Name: "take", Usage: "take control first (a fresh connection is an observer; without --take a command that needs control refuses not-controller)"},
+		&cli.BoolFlag{Name: "json", Usage: "print every record the controller sends (except the history page) as JSON lines"},
+		&cli.DurationFlag{Name: "timeout", Usage: "give up after `DURATION` (0: never); a command already sent then ends outcome unknown"},
+		&cli.StringFlag{Name: "socket", Usage: "connect to `PATH` instead of the conversation's socket"},
+	}, extra...)
+}
+
+// oneShot runs a verb and turns a lost outcome or a verdict into its exit
+// status; refusals and other errors go back to main's report (2 and 1).
+func oneShot(run func(context.Context, *cli.Context) error) cli.ActionFunc {
+	return func(c *cli.Context) error {
+		ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		if d := c.Duration("timeout"); d > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, d)
+			defer cancel()
+		}
+		err := run(ctx, c)
+		var v *verdict
+		var lost *client.OutcomeError
+		switch {
+		case err == nil:
+			return nil
+		case errors.As(err, &v):
+		case errors.As(err, &lost):
+			v = unknown("%v; see what happened with `mosaicctl attach %s`, never send it again as new", err, c.Args().First())
+		default:
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "mosaicctl: %s: %s\n", v.code, v.message)
+		os.Exit(v.status)
+		return nil
+	}
+}
+
+// session is one verb's connection: the client, the tape of everything it
+// received, and how to print.
+type session struct {
+	id   string
+	c    *client.Client
+	tape *tape
+	json bool
+	out  io.Writer // human output: nothing with --json
+	// replies counts the replies (results and refusals) the command
+	// methods returned, so close can wait until the tape has them.
+	replies int
+}
+
+// dialVerb connects to the conversation named by the first argument, as an
+// observer, and starts recording what the controller sends.
+func dialVerb(ctx context.Context, c *cli.Context, name string) (*session, error) {
+	id := c.Args().First()
+	if !conversations.ValidID(id) {
+		return nil, fmt.Errorf("want a conversation id first; see `mosaicctl conv list`")
+	}
+	path := c.String("socket")
+	if path == "" {
+		p, err := units.SocketPath(id)
+		if err != nil {
+			return nil, err
+		}
+		path = p
+	}
+	dctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	cl, err := client.Dial(dctx, path, client.Options{Name: "mosaicctl " + name})
+	if err != nil {
+		if protocol.CodeOf(err) != "" {
+			return nil, err
+		}
+		return nil, fmt.Errorf("connect to conversation %s: %w (is mosaic-conv@%s.socket started? systemctl --user start mosaic-conv@%s.socket)",
+			id, err, id, id)
+	}
+	s := &session{id: id, c: cl, json: c.Bool("json"), out: os.Stdout}
+	var echo io.Writer
+	if s.json {
+		echo, s.out = os.Stdout, io.Discard
+	}
+	s.tape = record(cl, echo)
+	return s, nil
+}
+
+// startVerb checks that the one argument is there, connects and makes
+// sure the binding is known: the start of interrupt, stop and recover.
+func startVerb(ctx context.Context, c *cli.Context, name string) (*session, error) {
+	if c.NArg() != 1 {
+		return nil, fmt.Errorf("want exactly one conversation id; see `mosaicctl conv list`")
+	}
+	s, err := dialVerb(ctx, c, name)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.bind(ctx); err != nil {
+		s.close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// got counts a reply the controller sent for a command method's call:
+// its result or its refusal (an outcome error or an unsent command has
+// none). It returns err unchanged.
+func (s *session) got(err error) error {
+	var r *protocol.Refusal
+	if err == nil || errors.As(err, &r) {
+		s.replies++
+	}
+	return err
+}
+
+// close waits until the tape holds every reply the verb read (so --json
+// printed it, with everything before it), then ends the connection. A
+// disconnect never releases control: the binding says the controller is
+// gone and the next client takes over.
+func (s *session) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s.tape.caughtUp(ctx, s.replies)
+	s.c.Close()
+}
+
+// bind makes sure the connection knows the binding (generation,
+// execution), observing when no binding has arrived yet. A history page
+// that cannot be read does not stop a command once a binding is known.
+func (s *session) bind(ctx context.Context) error {
+	if s.c.State().Bound {
+		return nil
+	}
+	_, err := s.c.Observe(ctx)
+	if s.got(err) != nil && s.c.State().Bound && protocol.CodeOf(err) != "" {
+		return nil
+	}
+	return err
+}
+
+// take acquires control when --take asks for it. recovery allows the
+// recovery path: when a takeover refuses fenced (admission closed by a
+// stop or an uncertain binding), acquire recovery control, with consent.
+func (s *session) take(ctx context.Context, c *cli.Context, recovery bool, consent consent) error {
+	if !c.Bool("take") {
+		return nil
+	}
+	_, err := s.c.Takeover(ctx)
+	if s.got(err) == nil || !recovery || protocol.CodeOf(err) != "fenced" {
+		return err
+	}
+	id, err := s.confirm(ctx, protocol.CmdAcquireRecoveryControl, consent)
+	if err != nil {
+		return err
+	}
+	_, err = s.c.AcquireRecoveryControl(ctx, id)
+	return s.got(err)
+}
+
+// consent says how a confirmation is answered: yes (--yes, or the verb is
+// itself the consent), or ask on a terminal.
+type consent struct {
+	yes bool
+	// why names the consent in the output: "--yes", "recover".
+	why string
+}
+
+// confirm issues a confirmation for op, shows its intent and answers it:
+// confirm with consent, decline (and refuse) without. Without --yes and
+// without a terminal to ask on it refuses confirmation-required, after
+// saying what would have been done.
+func (s *session) confirm(ctx context.Context, op string, how consent) (string, error) {
+	cf, err := s.c.IssueConfirmation(ctx, op)
+	if s.got(err) != nil {
+		return "", err
+	}
+	ok, err := s.ask(cf, how)
+	if err != nil || !ok {
+		// A declined confirmation can never be used; answering is tidiness.
+		_, derr := s.c.AnswerConfirmation(ctx, cf.ID, client.AnswerDecline)
+		s.got(derr)
+		if err == nil {
+			err = protocol.Refuse(codeDeclined, "%s declined; nothing was done", op)
+		}
+		return "", err
+	}
+	answered, err := s.c.AnswerConfirmation(ctx, cf.ID, client.AnswerConfirm)
+	if s.got(err) != nil {
+		return "", err
+	}
+	if answered.State != "answered" {
+		return "", fmt.Errorf("confirmation %s for %s is %s, not answered", cf.ID, op, answered.State)
+	}
+	return cf.ID, nil
+}
+
+// ask gets consent for cf: given, or y on the terminal on stdin.
+func (s *session) ask(cf *protocol.Confirmation, how consent) (bool, error) {
+	plan := s.plan(cf)
+	if how.yes {
+		fmt.Fprintf(s.out, "%s, confirmed by %s:\n%s", cf.Operation, how.why, plan)
+		return true, nil
+	}
+	if !term.IsTerminal(int(os.Stdin.Fd())) {
+		return false, protocol.Refuse(codeConsentRequired,
+			"%s needs consent: pass --yes, or run on a terminal to answer y/N; it would %s",
+			cf.Operation, strings.TrimPrefix(cf.Intent, cf.Operation+" "))
+	}
+	fmt.Fprintf(os.Stderr, "%s will:\n%sConfirm %s? [y/N] ", cf.Operation, plan, cf.Operation)
+	line, err := bufio.NewReader(os.Stdin).ReadString('\n')
+	if err != nil && line == "" {
+		return false, nil // end of input: no consent
+	}
+	a := strings.ToLower(strings.TrimSpace(line))
+	return a == "y" || a == "yes", nil
+}
+
+// plan is what a person confirms: the binding the confirmation is bound to
+// and the server's intent, exactly, made inert for a terminal.
+func (s *session) plan(cf *protocol.Confirmation) string {
+	st := s.c.State()
+	var b strings.Builder
+	fmt.Fprintf(&b, "  conversation %s, execution %s, generation %d\n", s.id, orDash(cf.Execution), cf.Generation)
+	if bd := st.Binding; bd != nil && bd.Scope != "" {
+		fmt.Fprintf(&b, "  engine %s in %s (cohort %s), state %s, engine %s\n",
+			orDash(bd.Engine), bd.Scope, orDash(bd.Cohort), bd.State, orDash(bd.EngineState))
+	}
+	fmt.Fprintf(&b, "  %s\n", terminal.SanitizeLine(cf.Intent))
+	return b.String()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

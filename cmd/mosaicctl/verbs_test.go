@@ -1,0 +1,184 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
+	"github.com/mosaic-agents/mosaic/contrib/stubmodel"
+)
+
+// TestOneShotVerbsOnRealPi drives the one-shot verbs as a script would, on
+// the sandbox's real systemd with the pinned Pi and the stub model: a
+// refusal without control, a prompt that prints its answer, a turn whose
+// outcome is left unknown and then interrupted, a force stop refused
+// without consent, declined on a terminal and done with --yes (its proof verified offline), a
+// recovery that runs prompts again, and status before and after each.
+func TestOneShotVerbsOnRealPi(t *testing.T) {
+	sandboxtest.Require(t)
+	bin := sandboxtest.Bin(t, "mosaicctl")
+	pi := os.Getenv("MOSAIC_PI")
+	if pi == "" {
+		sandboxtest.Unavailable(t, "MOSAIC_PI is not set: `make test` installs the pinned Pi")
+	}
+	stub, err := stubmodel.Start(stubmodel.Script{Turns: []stubmodel.Turn{
+		{Text: []string{"Hello ", "from the stub."}},
+		{Text: []string{"and on "}, Endless: true},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stub.Close() })
+	model, err := stubmodel.WriteAgentDir(t.TempDir(), stub.BaseURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, bin, "install")
+	t.Cleanup(func() { run(t, bin, "uninstall", "--force") })
+	proj, session := project(t, "verbs")
+	id := strings.TrimSpace(mustRun(t, bin, "conv", "add", "--project", proj, "--seat", "verbs", "--session", session,
+		"--engine", pi, "--provider", model.Provider, "--model", model.Model, "--agent-dir", model.AgentDir))
+	sock, svc := "mosaic-conv@"+id+".socket", "mosaic-conv@"+id+".service"
+	mustRun(t, "systemctl", "--user", "start", sock)
+	t.Cleanup(func() { run(t, "systemctl", "--user", "stop", sock, svc) })
+
+	st := readStatus(t, bin, id)
+	if st.Socket.ActiveState != "active" || st.Service.ActiveState != "inactive" || st.Claim != nil || st.Generation != nil {
+		t.Fatalf("status before any client: %+v; want the socket listening, no controller, no claim, no generation", st)
+	}
+
+	// Without --take the connection is an observer: nothing is sent.
+	wantRefusal(t, run(t, bin, "prompt", id, "say hello"), "not-controller")
+	if got := stub.Requests(); len(got) != 0 {
+		t.Fatalf("a refused prompt reached the model: %v", got)
+	}
+	if r := run(t, bin, "prompt", "--take", id, "say hello"); r.code != 0 || r.stdout != "Hello from the stub.\n" {
+		t.Fatalf("prompt --take: exit %d, stdout %q, stderr %q; want the answer alone", r.code, r.stdout, r.stderr)
+	}
+
+	// The endless turn never settles: the verb gives up with the outcome
+	// unknown (never "failed"), and an interrupt reconciles the turn.
+	r := run(t, bin, "prompt", "--take", "--timeout", "5s", id, "go on forever")
+	if r.code != exitUnknown || !strings.HasPrefix(r.stderr, "mosaicctl: outcome-unknown: ") {
+		t.Fatalf("prompt of an endless turn with --timeout: exit %d, stderr %q; want %d outcome-unknown", r.code, r.stderr, exitUnknown)
+	}
+	if r := run(t, bin, "interrupt", "--take", id); r.code != 0 || !strings.HasPrefix(r.stdout, "reconciled: ") {
+		t.Fatalf("interrupt --take: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+
+	st = readStatus(t, bin, id)
+	if st.Service.ActiveState != "active" || st.Service.MainPID == 0 || st.Claim == nil || st.Claim.State != "active" ||
+		st.Scope == nil || st.Scope.ActiveState != "active" || st.Generation == nil || st.Binding == nil || st.Binding.State != "active" {
+		t.Fatalf("status of a running conversation: %+v", st)
+	}
+	scope, gen := st.Scope.Name, *st.Generation
+
+	// No terminal and no --yes: refused, after saying what would stop.
+	r = run(t, bin, "stop", "--take", id)
+	wantRefusal(t, r, "confirmation-required")
+	if !strings.Contains(r.stderr, scope) {
+		t.Fatalf("the refusal does not name the scope %s: %q", scope, r.stderr)
+	}
+	// On a terminal it shows the scope and its processes and asks; n
+	// declines. script(1) gives the verb a real pty.
+	tty := exec.Command("script", "-qec", bin+" stop --take "+id, "/dev/null")
+	tty.Stdin = strings.NewReader("n\n")
+	r = runCmd(t, tty)
+	if r.code != 2 || !strings.Contains(r.stdout, scope) || !strings.Contains(r.stdout, " pi)") ||
+		!strings.Contains(r.stdout, "Confirm force-stop? [y/N]") || !strings.Contains(r.stdout, "mosaicctl: declined: ") {
+		t.Fatalf("stop on a terminal answered n: exit %d, terminal %q; want the scope, its processes, the question and declined", r.code, r.stdout)
+	}
+	if st := readStatus(t, bin, id); st.Scope == nil || st.Scope.ActiveState != "active" {
+		t.Fatalf("a refused stop changed the engine: %+v", st.Scope)
+	}
+
+	proof := filepath.Join(t.TempDir(), "proof.json")
+	r = run(t, bin, "stop", "--take", "--yes", "--json", "--proof", proof, id)
+	if r.code != 0 {
+		t.Fatalf("stop --yes: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	recs := jsonLines(t, r.stdout)
+	if lastRecord(recs, "receipt")["state"] != "stopped" || lastRecord(recs, "stop")["state"] != "stopped" || lastRecord(recs, "stop")["proof"] == nil {
+		t.Fatalf("stop --json: want a stopped receipt and a stop record with its proof, got\n%s", r.stdout)
+	}
+	if out := mustRun(t, bin, "proof", "verify", proof); !strings.Contains(out, "verified: all") {
+		t.Fatalf("proof verify of the saved proof said %q", out)
+	}
+
+	st = readStatus(t, bin, id)
+	if st.Claim == nil || st.Claim.State != "stopped" || !st.Claim.Proven || st.Scope == nil || st.Scope.ActiveState == "active" ||
+		st.Binding == nil || st.Binding.State != "stopped" || st.LastStop == "" || *st.Generation <= gen {
+		t.Fatalf("status after the stop: %+v", st)
+	}
+
+	// Admission is closed: a takeover refuses fenced, and nothing is sent.
+	wantRefusal(t, run(t, bin, "prompt", "--take", id, "hello?"), "fenced")
+	if r := run(t, bin, "recover", "--take", id); r.code != 0 || !strings.Contains(r.stdout, "launched: execution ") {
+		t.Fatalf("recover --take: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if r := run(t, bin, "prompt", "--take", id, "again"); r.code != 0 || r.stdout != "Plain answer to: again\n" {
+		t.Fatalf("prompt after recover: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+
+	table := mustRun(t, bin, "status")
+	row := ""
+	for _, l := range strings.Split(table, "\n") {
+		if strings.HasPrefix(l, id) {
+			row = l
+		}
+	}
+	if f := strings.Fields(row); !strings.HasPrefix(table, "ID ") || len(f) < 8 || f[1] != "active" || f[2] != "active" || !strings.Contains(row, " active/idle ") {
+		t.Fatalf("status table row %q; want the socket, the controller and the engine active:\n%s", row, table)
+	}
+}
+
+// readStatus runs `mosaicctl status --json ID` and decodes its one line.
+func readStatus(t *testing.T, bin, id string) convStatus {
+	t.Helper()
+	var st convStatus
+	out := mustRun(t, bin, "status", "--json", id)
+	if err := json.Unmarshal([]byte(out), &st); err != nil || st.Conversation != id {
+		t.Fatalf("status --json %s: %q (%v)", id, out, err)
+	}
+	return st
+}
+
+// wantRefusal checks a refusal: exit 2, the code first on stderr.
+func wantRefusal(t *testing.T, r result, code string) {
+	t.Helper()
+	if r.code != 2 || !strings.HasPrefix(r.stderr, "mosaicctl: "+code+": ") {
+		t.Fatalf("exit %d, stdout %q, stderr %q; want refusal %s (exit 2)", r.code, r.stdout, r.stderr, code)
+	}
+}
+
+// jsonLines decodes JSON lines.
+func jsonLines(t *testing.T, out string) []map[string]any {
+	t.Helper()
+	var recs []map[string]any
+	sc := bufio.NewScanner(strings.NewReader(out))
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("--json line %q: %v", sc.Text(), err)
+		}
+		recs = append(recs, m)
+	}
+	return recs
+}
+
+// lastRecord returns the last record of kind, or nil.
+func lastRecord(recs []map[string]any, kind string) map[string]any {
+	var m map[string]any
+	for _, r := range recs {
+		if r["record"] == kind {
+			m = r
+		}
+	}
+	return m
+}
