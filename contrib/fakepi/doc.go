@@ -114,6 +114,13 @@
 // follow-up queue, as an extension would, right after this turn's
 // turn_end (with its queue_update).
 //
+// # Flood (FAKEPI_FLOOD)
+//
+// FAKEPI_FLOOD=<n> replaces every answer with n text deltas written back
+// to back, unpaced, each the time of its write in decimal Unix
+// nanoseconds and a space (the controller's fan-out benchmark reads the
+// delay to each observer from them). See EnvFlood.
+//
 // # Pause points (FAKEPI_CONTROL)
 //
 // FAKEPI_CONTROL=<unix socket path> makes the fake listen there. A test

@@ -74,6 +74,10 @@ func Main(argv []string, getenv func(string) string, stdin io.Reader, stdout, st
 		}
 		retryDelay = time.Duration(n) * time.Millisecond
 	}
+	flood, err := floodCount(getenv(EnvFlood))
+	if err != nil {
+		return fail(2, err)
+	}
 	cwd, err := os.Getwd()
 	if err != nil {
 		return fail(2, fmt.Errorf("getwd: %w", err))
@@ -89,7 +93,7 @@ func Main(argv []string, getenv func(string) string, stdin io.Reader, stdout, st
 	e := &engine{
 		out: stdout, ctl: ctl, cwd: cwd, now: time.Now,
 		thinking: "off", script: script.Turns, autoRetry: true, retryDelay: retryDelay,
-		dialogs: map[string]chan json.RawMessage{},
+		dialogs: map[string]chan json.RawMessage{}, flood: flood,
 	}
 	if args.Thinking != "" {
 		e.thinking = args.Thinking
