@@ -2,15 +2,19 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/mosaic-agents/mosaic/client"
 	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
 	"github.com/mosaic-agents/mosaic/contrib/stubmodel"
+	"github.com/mosaic-agents/mosaic/protocol"
 )
 
 // TestOneShotVerbsOnRealPi drives the one-shot verbs as a script would, on
@@ -181,4 +185,70 @@ func lastRecord(recs []map[string]any, kind string) map[string]any {
 		}
 	}
 	return m
+}
+
+// TestAnswerFollowsItsTurn checks which events the prompt verb prints and
+// how it ends, on a tape fed by hand: the turn the prompt started, after
+// a turn replayed at a non-quiet seam, and every way it can fail to settle.
+func TestAnswerFollowsItsTurn(t *testing.T) {
+	ev := func(kind protocol.EventKind, role, text, stopReason string) client.Update {
+		e := &protocol.Event{Record: "event", Kind: kind, Execution: "e-1", Role: role, StopReason: stopReason}
+		if text != "" {
+			e.Content = []protocol.Block{{Type: "text", Text: text}, {Type: "toolCall", ToolName: "bash"}}
+		}
+		return client.Update{Record: "event", Event: e}
+	}
+	said := func(text string) client.Update { return ev(protocol.EventMessageEnd, "assistant", text, "stop") }
+	settled := ev(protocol.EventRunSettled, "", "", "")
+	user := ev(protocol.EventMessageEnd, "user", "the prompt", "")
+	other := client.Update{Record: "event", Event: &protocol.Event{Kind: protocol.EventMessageEnd, Execution: "e-0",
+		Role: "assistant", Content: []protocol.Block{{Type: "text", Text: "late"}}}}
+	stop := client.Update{Record: "stop", Stop: &protocol.Stop{ID: "s-1", Kind: "interrupt", Execution: "e-1", State: "reconciled"}}
+	stopping := client.Update{Record: "binding", Binding: &protocol.Binding{State: protocol.BindingStopping, Execution: "e-1"}}
+	lost := client.Update{Record: "notice", Notice: &protocol.Notice{Kind: client.NoticeLostPlace}}
+
+	for _, tc := range []struct {
+		name   string
+		skip   int
+		tape   []client.Update
+		ended  bool
+		out    string
+		status int // 0: nil error
+		code   string
+	}{
+		{name: "its turn", tape: []client.Update{user, said("Looking."), said(""), said("Done.\n"), settled}, out: "Looking.\nDone.\n"},
+		{name: "a replayed turn settles first", skip: 1,
+			tape: []client.Update{said("old"), settled, other, user, said("new"), settled}, out: "new\n"},
+		{name: "interrupted", tape: []client.Update{user, said("part"), stop, settled}, out: "part\n",
+			status: exitUnsettled, code: "interrupted"},
+		{name: "aborted", tape: []client.Update{user, ev(protocol.EventMessageEnd, "assistant", "", "aborted"), settled},
+			status: exitUnsettled, code: "aborted"},
+		{name: "force stopped", tape: []client.Update{user, stopping}, status: exitUnsettled, code: "stopped"},
+		{name: "lost place", tape: []client.Update{user, lost}, status: exitUnknown, code: codeOutcomeUnknown},
+		{name: "connection ended", tape: []client.Update{user, said("part")}, ended: true, out: "part\n",
+			status: exitUnknown, code: codeOutcomeUnknown},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tp := &tape{wake: make(chan struct{})}
+			for _, u := range tc.tape {
+				tp.add(u)
+			}
+			if tc.ended {
+				tp.end()
+			}
+			var out bytes.Buffer
+			s := &session{id: "pi-0", tape: tp, out: &out}
+			err := s.answer(t.Context(), 0, tc.skip, &protocol.Receipt{ID: "rc-1", Execution: "e-1"})
+			if out.String() != tc.out {
+				t.Errorf("printed %q, want %q", out.String(), tc.out)
+			}
+			var v *verdict
+			switch {
+			case tc.status == 0 && err != nil:
+				t.Fatalf("answer: %v, want nil", err)
+			case tc.status != 0 && (!errors.As(err, &v) || v.status != tc.status || v.code != tc.code):
+				t.Fatalf("answer: %v, want exit %d with code %s", err, tc.status, tc.code)
+			}
+		})
+	}
 }
