@@ -109,7 +109,6 @@ type session struct {
 	id   string
 	c    *client.Client
 	tape *tape
-	json bool
 	out  io.Writer // human output: nothing with --json
 	// replies counts the replies (results and refusals) the command
 	// methods returned, so close can wait until the tape has them.
@@ -141,9 +140,9 @@ func dialVerb(ctx context.Context, c *cli.Context, name string) (*session, error
 		return nil, fmt.Errorf("connect to conversation %s: %w (is mosaic-conv@%s.socket started? systemctl --user start mosaic-conv@%s.socket)",
 			id, err, id, id)
 	}
-	s := &session{id: id, c: cl, json: c.Bool("json"), out: os.Stdout}
+	s := &session{id: id, c: cl, out: os.Stdout}
 	var echo io.Writer
-	if s.json {
+	if c.Bool("json") {
 		echo, s.out = os.Stdout, io.Discard
 	}
 	s.tape = record(cl, echo)
