@@ -69,6 +69,7 @@ type Client struct {
 	updates *queue
 	done    chan struct{}
 	once    sync.Once
+	bound   chan struct{} // closed when the first binding is read
 }
 
 // Dial connects to the conversation socket at socketPath (see
@@ -97,6 +98,7 @@ func Dial(ctx context.Context, socketPath string, opts Options) (*Client, error)
 			Server: w.Server, Mode: w.Mode},
 		updates: newQueue(opts.queueEvents()),
 		done:    make(chan struct{}),
+		bound:   make(chan struct{}),
 	}
 	go c.updates.pump()
 	go c.run(lines)

@@ -1,6 +1,11 @@
 package client
 
-import "github.com/mosaic-agents/mosaic/protocol"
+import (
+	"context"
+	"fmt"
+
+	"github.com/mosaic-agents/mosaic/protocol"
+)
 
 // Connection modes, as the server names them.
 const (
@@ -41,6 +46,29 @@ func (c *Client) State() State {
 	return s
 }
 
+// WaitBound waits until the connection has read a binding and returns the
+// state then. The controller sends one right after the welcome, so a
+// one-shot client (stop, prompt) calls WaitBound after Dial instead of
+// observing; commands sent before it may refuse ErrNotBound. It fails when
+// ctx ends or the connection ends first (a server that sends no binding
+// until asked needs an Observe).
+func (c *Client) WaitBound(ctx context.Context) (State, error) {
+	select {
+	case <-c.bound:
+		return c.State(), nil
+	case <-ctx.Done():
+		return c.State(), fmt.Errorf("wait for the binding: %w", ctx.Err())
+	case <-c.done:
+		// A binding read just before the end still counts.
+		select {
+		case <-c.bound:
+			return c.State(), nil
+		default:
+		}
+		return c.State(), fmt.Errorf("wait for the binding: %w", c.Err())
+	}
+}
+
 // note folds a record into the state. Records arrive in the server's order
 // on one connection, so the latest always wins. Called with c.mu held.
 func (c *Client) note(u *Update) {
@@ -65,6 +93,9 @@ func (c *Client) note(u *Update) {
 
 func (c *Client) bind(b protocol.Binding) {
 	s := &c.state
+	if !s.Bound {
+		close(c.bound)
+	}
 	s.Bound = true
 	s.Binding = &b
 	s.Generation = b.Generation

@@ -205,12 +205,16 @@ func jsonLine(v any) ([]byte, error) {
 // engineEffect is a tool call the engine started and never ended.
 type engineEffect = engine.Effect
 
-// attach registers a connection that said hello; detach forgets it. A
-// detached controller keeps control: disconnect never releases it (H11).
+// attach registers a connection that said hello and sends it the binding
+// at once, so a one-shot client knows generation, execution and state
+// without observing. Under mu, so every later broadcast follows it.
+// detach forgets the connection. A detached controller keeps control:
+// disconnect never releases it (H11).
 func (c *Controller) attach(k *conn) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.conns[k.id] = k
+	c.offerLocked(k, c.bindingLocked())
 }
 
 func (c *Controller) detach(k *conn) {

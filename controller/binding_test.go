@@ -1,0 +1,56 @@
+package controller
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	mclient "github.com/mosaic-agents/mosaic/client"
+)
+
+// The binding follows the welcome on every connection, before anything
+// else, so a one-shot client can address a command without observing.
+func TestBindingRightAfterWelcome(t *testing.T) {
+	r := newRig(t, plainScript, nil)
+	r.waitBinding("active")
+	k := r.dial()
+	first := k.next()
+	if first["record"] != "binding" || first["state"] != "active" || first["execution"] != r.execution() ||
+		first["generation"] != r.generation() || first["admission"] != "open" {
+		t.Fatalf("first record after the welcome: %v; want the active binding", first)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := mclient.Dial(ctx, r.sock, mclient.Options{Name: "one-shot"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := c.WaitBound(ctx)
+	if err != nil || s.Execution != r.execution() || s.Generation != int64(r.generation()) {
+		t.Fatalf("WaitBound = %+v, %v", s, err)
+	}
+	// No observe: the binding alone addresses a takeover and a prompt.
+	if _, err := c.Takeover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if rc, err := c.Prompt(ctx, "one shot"); err != nil || rc.State != "acknowledged" {
+		t.Fatalf("Prompt = %+v, %v", rc, err)
+	}
+}
+
+// next returns the next record on k, whatever it is, failing after a bound.
+func (k *peer) next() map[string]any {
+	k.t.Helper()
+	select {
+	case m, ok := <-k.recs:
+		if !ok {
+			k.t.Fatal("connection closed while waiting")
+		}
+		return m
+	case <-time.After(30 * time.Second):
+		k.t.Fatal("no record within the bound")
+	}
+	return nil
+}
