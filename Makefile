@@ -22,9 +22,10 @@ build:
 pi:
 	@bash contrib/pi/install.sh $(PI_DIR) >/dev/null
 
-# The main job: a conversation socket-activated by a real systemd.
-demo: build
-	@bash contrib/demo/demo.sh
+# The main job: a real conversation with the pinned Pi under a real systemd
+# (stub model; DEMO_ARGS="--provider P --model M --agent-dir DIR" for a real one).
+demo: build pi
+	@bash contrib/demo/demo.sh $(DEMO_ARGS)
 
 # Every test: static checks, then every package with the race detector, each
 # test binary inside a fresh systemd sandbox (as root; elsewhere the

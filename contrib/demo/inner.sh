@@ -1,37 +1,114 @@
 #!/usr/bin/env bash
-# inner.sh runs the demo as a user whose systemd user manager is running.
+# inner.sh runs the demo as a user whose systemd user manager is running:
+# install the units, a conversation with the pinned Pi 0.85.1 against the
+# project's stub model (or a real model: MOSAIC_DEMO_PROVIDER,
+# MOSAIC_DEMO_MODEL, MOSAIC_DEMO_AGENT_DIR), `mosaicctl attach` watching in
+# tmux, a prompt that streams an answer and runs a tool whose child calls
+# setsid, a confirmed force stop with its proof verified offline, the
+# journal audit, and a recovery.
 set -euo pipefail
 bin=$MOSAIC_BIN_DIR/mosaicctl
+pi=${MOSAIC_PI:?MOSAIC_PI must name the pinned Pi (make demo installs it)}
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 step() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
+
+# Under $HOME, not /tmp: the controller's unit may have a private /tmp,
+# and the engine reads the agent dir written here.
+mkdir -p "$HOME/.cache"
+work=$(mktemp -d "$HOME/.cache/mosaic-demo.XXXXXX")
+stubpid='' tm='' id=''
+cleanup() {
+	[ -n "$tm" ] && tmux -S "$tm" kill-server 2>/dev/null || true
+	[ -n "$stubpid" ] && kill "$stubpid" 2>/dev/null || true
+	if [ -n "$id" ]; then
+		# The stub model ends with the demo, so its conversation does too.
+		systemctl --user stop "mosaic-conv@$id.socket" "mosaic-conv@$id.service" 2>/dev/null || true
+		"$bin" conv rm "$id" >/dev/null 2>&1 || true
+	fi
+	rm -rf "$work"
+}
+trap cleanup EXIT
 
 step "mosaicctl install  (user units, manager reloaded over D-Bus)"
 "$bin" install
 
+if [ -n "${MOSAIC_DEMO_PROVIDER:-}" ]; then
+	step "model: $MOSAIC_DEMO_PROVIDER/$MOSAIC_DEMO_MODEL (keys from the agent dir ${MOSAIC_DEMO_AGENT_DIR:-~/.pi/agent})"
+	provider=$MOSAIC_DEMO_PROVIDER model=${MOSAIC_DEMO_MODEL:?set MOSAIC_DEMO_MODEL with MOSAIC_DEMO_PROVIDER}
+	agent=${MOSAIC_DEMO_AGENT_DIR:-$HOME/.pi/agent}
+	prompt_text="List the files of this project with one bash command, then start 'setsid sleep 600 &' in the background and say that you did."
+else
+	step "model: the project's stub model (scripted, OpenAI-compatible, on 127.0.0.1; no API key)"
+	agent=$work/agent
+	"$MOSAIC_BIN_DIR/stubmodel" -script "$here/model.json" -agent-dir "$agent" >"$work/stub.out" 2>&1 &
+	stubpid=$!
+	for _ in $(seq 100); do grep -q '^PI_CODING_AGENT_DIR' "$work/stub.out" 2>/dev/null && break; sleep 0.1; done
+	cat "$work/stub.out"
+	provider=fakellm model=fake-model
+	prompt_text="Look at the project and start a background job."
+fi
+
 project=$HOME/mosaic-demo
 mkdir -p "$project/.pi/state/demo/sessions"
-step "mosaicctl conv add  (prints the conversation id alone)"
-id=$("$bin" conv add --project "$project" --seat demo --session "$project/.pi/state/demo/sessions/main.jsonl" 2>/dev/null)
+printf 'A demo project for mosaic.\n' >"$project/README"
+step "mosaicctl conv add  (the engine is pinned: path, version, sha256)"
+id=$("$bin" conv add --project "$project" --seat demo \
+	--session "$project/.pi/state/demo/sessions/main-$(date +%s).jsonl" \
+	--engine "$pi" --provider "$provider" --model "$model" --agent-dir "$agent")
 echo "$id"
-"$bin" conv list
+"$bin" conv show "$id"
 
-step "systemctl --user start mosaic-conv@$id.socket"
+step "systemctl --user start mosaic-conv@$id.socket  (no process until the first client)"
 systemctl --user start "mosaic-conv@$id.socket"
 ls -ld "$XDG_RUNTIME_DIR/mosaic/conv" "$XDG_RUNTIME_DIR/mosaic/conv/$id.sock"
 echo "controller before any client: $(systemctl --user is-active "mosaic-conv@$id.service" || true)"
 
-step "two clients connect (the first one socket-activates the controller)"
-"$bin" hello "$id"
-"$bin" hello "$id"
+if command -v tmux >/dev/null; then
+	step "mosaicctl attach $id  (an observer, in a tmux pane the demo reads back)"
+	tm=$work/tmux.sock
+	tmux -S "$tm" new-session -d -x 110 -y 34 "TERM=xterm-256color $bin attach $id"
+	pane() { tmux -S "$tm" capture-pane -p | sed 's/[[:space:]]*$//' | cat -s; }
+	for _ in $(seq 100); do pane | grep -q 'observer' && break; sleep 0.1; done
+fi
 
-step "systemctl --user status mosaic-conv@$id.service"
-systemctl --user status "mosaic-conv@$id.service" --no-pager --lines=0 || true
+step "mosaicctl prompt --take $id '$prompt_text'  (prints the answer once the turn settles)"
+"$bin" prompt --take --timeout 3m "$id" "$prompt_text"
 
-step "journalctl --user -u mosaic-conv@$id.service MOSAIC_EVENT=hello"
-journalctl --user -u "mosaic-conv@$id.service" MOSAIC_EVENT=hello --no-pager \
-	-o verbose --output-fields=MESSAGE,MESSAGE_ID,MOSAIC_CONVERSATION,MOSAIC_CONNECTION,MOSAIC_PEER_UID,MOSAIC_EVENT
+step "mosaicctl status"
+"$bin" status "$id"
 
-step "the whole audit trail"
-journalctl --user -u "mosaic-conv@$id.service" --no-pager -o cat
+if [ -n "$tm" ]; then
+	step "what the attached terminal shows (observer: the same stream, live)"
+	sleep 0.5
+	pane
+fi
+
+step "the tool's setsid child is still alive, inside the engine's scope"
+ps -o pid,sid,args -u "$(id -u)" | grep -E '[s]leep 600' || echo "(no background job: the model did not start one)"
+for p in $(pgrep -u "$(id -u)" -f 'sleep 600' || true); do echo "pid $p: $(cat "/proc/$p/cgroup")"; done
+
+step "mosaicctl stop --take --yes --proof proof.json $id  (force stop of the whole cohort)"
+"$bin" stop --take --yes --proof "$work/proof.json" "$id"
+echo "background jobs left: $(pgrep -u "$(id -u)" -f 'sleep 600' | wc -l)"
+
+step "mosaicctl proof verify proof.json  (offline re-check of the cohort proof)"
+"$bin" proof verify "$work/proof.json"
+
+step "mosaicctl audit $id  (decisions from the journal; every proof digest re-verified)"
+"$bin" audit "$id"
+
+step "mosaicctl recover --take $id  (eligibility, then a new execution on the same leaf)"
+"$bin" recover --take "$id"
+"$bin" prompt --take --timeout 3m "$id" "Are you back?"
+
+if [ -n "$tm" ]; then
+	step "the attached terminal after the stop and the recovery"
+	sleep 0.5
+	pane
+fi
+
+step "journalctl --user -u mosaic-conv@$id.service  (the raw audit trail, last 25 lines)"
+journalctl --user -u "mosaic-conv@$id.service" --no-pager -o cat | tail -n 25
 
 echo
-echo "the conversation stays socket-activated; stop it with: systemctl --user stop mosaic-conv@$id.socket mosaic-conv@$id.service"
+echo "demo done: the conversation is stopped and removed; the session file stays in $project/.pi/state/demo/sessions"
