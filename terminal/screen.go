@@ -186,7 +186,8 @@ func (s *Screen) pageDown() {
 
 // Render lays the screen out in height lines of at most width cells:
 // the transcript viewport on top (its end, unless scrolled), the status
-// line, then the composer (its last lines, at most a third of the
+// line, the notice line (outcomes, refusals, broadcasts; one line,
+// sanitized), then the composer (its last lines, at most a third of the
 // height) or the open dialog in its place.
 func (s *Screen) Render(width, height int) Frame {
 	width, height = max(width, 1), max(height, 1)
@@ -211,7 +212,7 @@ func (s *Screen) Render(width, height int) Frame {
 		}
 		curRow, curCol = len(bottom)-1, Width(bottom[len(bottom)-1])
 	}
-	rows := max(height-1-len(bottom), 0)
+	rows := max(height-2-len(bottom), 0)
 	var lines []string
 	if s.Transcript != nil {
 		lines = s.Transcript.Lines(width)
@@ -223,7 +224,7 @@ func (s *Screen) Render(width, height int) Frame {
 		top = s.top
 	}
 	st := s.Status
-	st.Notice = s.notice
+	st.Notice = "" // the notice has a row of its own
 	if s.scrolled {
 		st.Scroll = fmt.Sprintf("lines %d-%d of %d (PageDown)", top+1, min(top+rows, len(lines)), len(lines))
 	}
@@ -239,6 +240,9 @@ func (s *Screen) Render(width, height int) Frame {
 	if len(out) < height {
 		statusRow = len(out)
 		out = append(out, st.Line(width))
+	}
+	if len(out) < height {
+		out = append(out, clip(s.notice, width))
 	}
 	base := len(out)
 	for _, l := range bottom {

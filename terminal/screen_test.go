@@ -69,9 +69,10 @@ func TestScreenLayout(t *testing.T) {
 	r := &screenRig{}
 	r.s.Transcript = notices(3)
 	r.s.Status = Status{Conversation: "c1", Generation: 2, Engine: "idle", Binding: "active"}
+	r.s.SetNotice("a notice\x1b[2J")
 	f := r.s.Render(40, 8)
 	checkFrame(t, f, 40, 8)
-	want := []string{"-- n0 --", "-- n1 --", "-- n2 --", "", "", "", "c1 | observer | gen 2 | engine idle | b…", "> "}
+	want := []string{"-- n0 --", "-- n1 --", "-- n2 --", "", "", "c1 | observer | gen 2 | engine idle | b…", "a notice^[[2J", "> "}
 	if !reflect.DeepEqual(f.Lines, want) {
 		t.Fatalf("frame\n%q\nwant\n%q", f.Lines, want)
 	}
@@ -117,8 +118,8 @@ func TestScreenFitsEverySize(t *testing.T) {
 func TestScreenScroll(t *testing.T) {
 	r := &screenRig{}
 	r.s.Transcript = notices(20)
-	r.s.Render(20, 7) // 5 transcript rows
-	first := func() string { return r.s.Render(20, 7).Lines[0] }
+	r.s.Render(20, 8) // 5 transcript rows
+	first := func() string { return r.s.Render(20, 8).Lines[0] }
 	if got := first(); got != "-- n15 --" {
 		t.Fatalf("following: first row %q", got)
 	}
@@ -126,7 +127,7 @@ func TestScreenScroll(t *testing.T) {
 	if got := first(); got != "-- n11 --" {
 		t.Fatalf("after PageUp: first row %q", got)
 	}
-	if st := r.s.Render(60, 7).Lines[5]; !strings.Contains(st, "lines 12-16 of 20") {
+	if st := r.s.Render(60, 8).Lines[5]; !strings.Contains(st, "lines 12-16 of 20") {
 		t.Fatalf("status while scrolled %q", st)
 	}
 	// New lines while scrolled keep the reading position.
