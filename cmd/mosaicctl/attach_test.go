@@ -1,0 +1,479 @@
+package main
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mosaic-agents/mosaic/client"
+	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
+	"github.com/mosaic-agents/mosaic/contrib/stubmodel"
+	"github.com/mosaic-agents/mosaic/engine"
+	"github.com/mosaic-agents/mosaic/protocol"
+	"github.com/mosaic-agents/mosaic/terminal"
+	"github.com/mosaic-agents/mosaic/units"
+)
+
+// These tests drive `mosaicctl attach` in a real terminal (tmux, with a
+// private server socket) against the real stack in the sandbox: installed
+// units, socket activation, the controller, and the fake Pi as the pinned
+// engine, which records every byte it reads on stdin.
+
+const paneW, paneH = 120, 40
+
+// fakeEngine installs the fake Pi where `conv add --engine` accepts it: a
+// directory that is the pinned package (name, version, bin) whose pi entry
+// is a shell script that execs fakepi with its evidence files set (the
+// controller passes the engine no FAKEPI_* variables). It returns the
+// entry and the stdin log.
+func fakeEngine(t *testing.T, script stubmodel.Script) (entry, stdinLog string) {
+	t.Helper()
+	fake := sandboxtest.Bin(t, "fakepi")
+	dir := t.TempDir()
+	sj, _ := json.Marshal(script)
+	scriptPath, stdinLog := filepath.Join(dir, "script.json"), filepath.Join(dir, "stdin.log")
+	pkg, _ := json.Marshal(map[string]any{"name": engine.PinnedPackage, "version": engine.PinnedVersion, "bin": map[string]string{"pi": "pi.sh"}})
+	entry = filepath.Join(dir, "pi.sh")
+	sh := fmt.Sprintf("#!/bin/sh\nexport FAKEPI_SCRIPT=%q FAKEPI_STDIN_LOG=%q\nexec %q \"$@\"\n", scriptPath, stdinLog, fake)
+	for name, b := range map[string][]byte{"script.json": sj, "package.json": pkg, "pi.sh": []byte(sh)} {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return entry, stdinLog
+}
+
+// promptsIn returns the prompt texts the engine received in stdin bytes.
+func promptsIn(t *testing.T, b []byte) []string {
+	t.Helper()
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		var c struct{ Type, Message string }
+		if json.Unmarshal([]byte(line), &c) == nil && c.Type == "prompt" {
+			out = append(out, c.Message)
+		}
+	}
+	return out
+}
+
+// libView is the client library's side: a connection that feeds a
+// Transcript from its updates, as any client of the library does.
+type libView struct {
+	c       *client.Client
+	mu      sync.Mutex
+	tr      *client.Transcript
+	settled int
+}
+
+func dialLib(t *testing.T, path string) *libView {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, path, client.Options{Name: "attach-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	l := &libView{c: c, tr: client.NewTranscript()}
+	go func() {
+		for u := range c.Updates() {
+			l.mu.Lock()
+			if w := l.tr.Update(u); w.Observe {
+				go c.Reobserve(context.Background(), w)
+			}
+			if u.Event != nil && u.Event.Kind == protocol.EventRunSettled {
+				l.settled++
+			}
+			l.mu.Unlock()
+		}
+	}()
+	if _, err := c.Observe(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// lines renders the library's transcript as the terminal's renderer does.
+func (l *libView) lines() []string { return terminal.FromView(l.tr.Snapshot()).Lines(paneW) }
+
+func (l *libView) runs() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.settled
+}
+
+// pane is a tmux session on a private server running one command.
+type pane struct {
+	t    *testing.T
+	sock string
+	name string
+}
+
+// startPane runs command in a new detached session of paneW x paneH. The
+// command's shell stays after it, printing its exit status and the
+// terminal modes it left behind, so a test can check the restore.
+func startPane(t *testing.T, sock, name, command string) *pane {
+	t.Helper()
+	wrapped := command + `; echo "attach exited $? modes: $(stty -a | tr ' ;' '\n\n' | grep -x -e '-\?icanon' -e '-\?echo' | tr '\n' ' ')end"; sleep 3600`
+	p := &pane{t: t, sock: sock, name: name}
+	p.tmux("new-session", "-d", "-s", name, "-x", strconv.Itoa(paneW), "-y", strconv.Itoa(paneH), "sh", "-c", wrapped)
+	return p
+}
+
+func (p *pane) tmux(args ...string) string {
+	p.t.Helper()
+	cmd := exec.Command("tmux", append([]string{"-S", p.sock}, args...)...)
+	cmd.Env = append(os.Environ(), "TERM=xterm-256color")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		p.t.Fatalf("tmux %v: %v: %s", args, err, out)
+	}
+	return string(out)
+}
+
+// keys sends tmux key names (C-t, Enter, PageUp).
+func (p *pane) keys(keys ...string) { p.tmux(append([]string{"send-keys", "-t", p.name}, keys...)...) }
+
+// text sends literal text.
+func (p *pane) text(s string) { p.tmux("send-keys", "-t", p.name, "-l", s) }
+
+// raw sends exact bytes, as one write to the pane.
+func (p *pane) raw(b string) {
+	args := []string{"send-keys", "-t", p.name, "-H"}
+	for i := 0; i < len(b); i++ {
+		args = append(args, hex.EncodeToString([]byte{b[i]}))
+	}
+	p.tmux(args...)
+}
+
+// capture returns the pane's rows as plain text (escapes: with SGR).
+func (p *pane) capture(escapes bool) []string {
+	args := []string{"capture-pane", "-p", "-t", p.name}
+	if escapes {
+		args = append(args, "-e")
+	}
+	return strings.Split(strings.TrimSuffix(p.tmux(args...), "\n"), "\n")
+}
+
+// wait polls the screen until ok holds, within a generous bound.
+func (p *pane) wait(what string, ok func(rows []string) bool) []string {
+	p.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		rows := p.capture(false)
+		if ok(rows) {
+			return rows
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("the screen never showed %s:\n%s", what, strings.Join(rows, "\n"))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// statusRow is the index of the status line (it starts with the
+// conversation id), -1 when there is none.
+func statusRow(rows []string, id string) int {
+	for i, r := range rows {
+		if strings.HasPrefix(r, id+" | ") {
+			return i
+		}
+	}
+	return -1
+}
+
+func status(rows []string, id string) string {
+	if i := statusRow(rows, id); i >= 0 {
+		return rows[i]
+	}
+	return ""
+}
+
+// notice is the notice row, under the status line.
+func notice(rows []string, id string) string {
+	if i := statusRow(rows, id); i >= 0 && i+1 < len(rows) {
+		return rows[i+1]
+	}
+	return ""
+}
+
+// composer is the text of the rows under the notice row.
+func composer(rows []string, id string) []string {
+	i := statusRow(rows, id)
+	if i < 0 || i+2 > len(rows) {
+		return nil
+	}
+	var out []string
+	for _, r := range rows[i+2:] {
+		if r != "" {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// sameTranscript reports whether the rows above the status line are the
+// library's lines as the viewport shows them: the last rows of lines
+// (the viewport follows the end), then blank rows.
+func sameTranscript(rows []string, id string, lines []string) bool {
+	n := statusRow(rows, id)
+	if n < 0 {
+		return false
+	}
+	want := lines[max(len(lines)-n, 0):]
+	for i := 0; i < n; i++ {
+		w := ""
+		if i < len(want) {
+			w = strings.TrimRight(want[i], " ")
+		}
+		if strings.TrimRight(rows[i], " ") != w {
+			return false
+		}
+	}
+	return true
+}
+
+func TestAttachInTmux(t *testing.T) {
+	sandboxtest.Require(t)
+	bin := sandboxtest.Bin(t, "mosaicctl")
+	if _, err := exec.LookPath("tmux"); err != nil {
+		sandboxtest.Unavailable(t, "tmux is not installed: %v", err)
+	}
+	entry, stdinLog := fakeEngine(t, stubmodel.Script{Turns: []stubmodel.Turn{
+		{Text: []string{"Hello \x1b[31mRED\x1b[0m ", "bidi \u202eevil\u202c done."}, Tool: &stubmodel.ToolCall{Command: "echo tool-output"}},
+		{Text: []string{"The tool ", "said tool-output."}},
+	}})
+	mustRun(t, bin, "install")
+	t.Cleanup(func() { run(t, bin, "uninstall", "--force") })
+	proj, session := project(t, "attach")
+	id := strings.TrimSpace(mustRun(t, bin, "conv", "add", "--project", proj, "--seat", "attach", "--session", session,
+		"--engine", entry, "--provider", "fakellm", "--model", "fake-model"))
+	sock, svc := "mosaic-conv@"+id+".socket", "mosaic-conv@"+id+".service"
+	mustRun(t, "systemctl", "--user", "start", sock)
+	t.Cleanup(func() { run(t, "systemctl", "--user", "stop", sock, svc) })
+	path, err := units.SocketPath(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+
+	// The library client waits for the engine, so both sides start at the
+	// same quiet cut.
+	lib := dialLib(t, path)
+	for lib.c.State().Binding == nil || lib.c.State().Binding.State != protocol.BindingActive {
+		time.Sleep(50 * time.Millisecond)
+		if ctx.Err() != nil {
+			t.Fatalf("the engine never became active: %+v", lib.c.State().Binding)
+		}
+	}
+	lib = dialLib(t, path) // observe again, now that the engine is active
+
+	tsock := filepath.Join(t.TempDir(), "tmux.sock")
+	t.Cleanup(func() { exec.Command("tmux", "-S", tsock, "kill-server").Run() })
+	// A long escape timeout: the split-paste case sends its halves in two
+	// tmux commands, and the parser must hold the half marker between them.
+	p := startPane(t, tsock, "attach", bin+" attach --escape-timeout 30s "+id)
+	p.wait("the status line of an observer with an active engine", func(rows []string) bool {
+		s := status(rows, id)
+		return strings.Contains(s, " | observer | ") && strings.Contains(s, "binding active")
+	})
+	stdin := func() []byte { b, _ := os.ReadFile(stdinLog); return b }
+	// submit takes control in the terminal, types text and Enter, and
+	// checks that the engine received exactly that prompt, and only it.
+	submit := func(t *testing.T, text string) {
+		t.Helper()
+		p.keys("C-t")
+		p.wait("controller mode", func(rows []string) bool { return strings.Contains(status(rows, id), " | controller | ") })
+		before, runs := len(stdin()), lib.runs()
+		p.text(text)
+		p.keys("Enter")
+		waitFor(t, func() bool { return lib.runs() > runs })
+		if got := promptsIn(t, stdin()[before:]); !reflect.DeepEqual(got, []string{text}) {
+			t.Fatalf("engine prompts %q; want exactly %q", got, text)
+		}
+	}
+
+	t.Run("E7 observer renders the library's stream, tool call and inert text included", func(t *testing.T) {
+		if _, err := lib.c.Takeover(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if r, err := lib.c.Prompt(ctx, "first question"); err != nil || r.State != protocol.ReceiptAcknowledged {
+			t.Fatalf("prompt: %v %+v", err, r)
+		}
+		waitFor(t, func() bool { return lib.runs() >= 1 })
+		want := lib.lines()
+		rows := p.wait("the library's transcript", func(rows []string) bool { return sameTranscript(rows, id, want) })
+		screen := strings.Join(rows, "\n")
+		for _, s := range []string{"first question", "Hello ^[[31mRED^[[0m bidi <U+202E>evil<U+202C> done.", "tool-output", "said tool-output."} {
+			if !strings.Contains(screen, s) {
+				t.Errorf("the screen lacks %q:\n%s", s, screen)
+			}
+		}
+		if !strings.Contains(status(rows, id), " | observer | ") {
+			t.Errorf("status %q; want observer", status(rows, id))
+		}
+		// Inert: no cell took the engine's red.
+		if withSGR := strings.Join(p.capture(true), "\n"); strings.Contains(withSGR, "\x1b[31m") || strings.Contains(withSGR, "\u202e") {
+			t.Errorf("engine escapes reached the terminal:\n%q", withSGR)
+		}
+	})
+
+	t.Run("E7 controller takes control, submits, and renders the library's stream", func(t *testing.T) {
+		submit(t, "second question")
+		want := lib.lines()
+		p.wait("the library's transcript", func(rows []string) bool { return sameTranscript(rows, id, want) })
+		if lib.c.State().Mode != client.ModeObserver {
+			t.Fatalf("the library client is %s after the terminal took control", lib.c.State().Mode)
+		}
+	})
+
+	t.Run("S4 composer cleared when control transfers and returns", func(t *testing.T) {
+		p.text("/abandoned")
+		p.wait("the typed text", func(rows []string) bool { return reflect.DeepEqual(composer(rows, id), []string{"> /abandoned"}) })
+		if _, err := lib.c.Takeover(ctx); err != nil {
+			t.Fatal(err)
+		}
+		p.wait("a cleared composer as observer", func(rows []string) bool {
+			return reflect.DeepEqual(composer(rows, id), []string{">"}) && strings.Contains(status(rows, id), " | observer | ") &&
+				strings.Contains(notice(rows, id), "composer cleared")
+		})
+		submit(t, "s4 text")
+	})
+
+	t.Run("S5 observer paste and Enter sends nothing and keeps the text", func(t *testing.T) {
+		if _, err := lib.c.Takeover(ctx); err != nil {
+			t.Fatal(err)
+		}
+		p.wait("observer mode", func(rows []string) bool { return strings.Contains(status(rows, id), " | observer | ") })
+		before := stdin()
+		p.raw("\x1b[200~pasted\nby a script\x1b[201~")
+		p.keys("Enter")
+		p.wait("the refusal with the text kept", func(rows []string) bool {
+			return notice(rows, id) == terminal.ErrNotController.Message &&
+				reflect.DeepEqual(composer(rows, id), []string{"> pasted", "  by a script"})
+		})
+		// The controller polls the engine meanwhile (get_entries), so the
+		// check is that nothing of the paste and no prompt reached it.
+		if after := stdin()[len(before):]; strings.Contains(string(after), "pasted") || len(promptsIn(t, after)) != 0 {
+			t.Fatalf("the engine read %q after an observer's Enter", after)
+		}
+	})
+
+	t.Run("S7 a paste with split markers is literal, never submits, and is sent exactly", func(t *testing.T) {
+		p.keys("C-t")
+		p.wait("controller mode with a cleared composer", func(rows []string) bool {
+			return strings.Contains(status(rows, id), " | controller | ") && reflect.DeepEqual(composer(rows, id), []string{">"})
+		})
+		paste := "line one\nline two\r\x1b[31mred\u2028end \x1b[200~nested"
+		before := stdin()
+		// The start marker split after its ESC and inside its digits, the
+		// end marker split too: five writes, in separate tmux commands.
+		for _, chunk := range []string{"\x1b", "[20", "0~" + paste[:12], paste[12:] + "\x1b[2", "01~"} {
+			p.raw(chunk)
+			time.Sleep(100 * time.Millisecond) // let each write be its own read
+		}
+		p.wait("the pasted lines in the composer", func(rows []string) bool {
+			return reflect.DeepEqual(composer(rows, id), []string{"> line one", "  line two^M^[[31mred<U+2028>end ^[[200~nested"})
+		})
+		if after := stdin()[len(before):]; strings.Contains(string(after), "line one") || len(promptsIn(t, after)) != 0 {
+			t.Fatalf("a paste submitted: the engine read %q", after)
+		}
+		runs := lib.runs()
+		p.keys("Enter")
+		waitFor(t, func() bool { return lib.runs() > runs })
+		if got := promptsIn(t, stdin()[len(before):]); !reflect.DeepEqual(got, []string{paste}) {
+			t.Fatalf("engine prompts %q; want exactly %q", got, paste)
+		}
+	})
+
+	t.Run("force stop and recover ask y/N showing what they act on", func(t *testing.T) {
+		b := lib.c.State().Binding
+		if b == nil || b.Scope == "" || b.Execution == "" {
+			t.Fatalf("binding %+v: want an execution in a scope", b)
+		}
+		dialog := func(title string) func(rows []string) bool {
+			return func(rows []string) bool {
+				s := strings.Join(rows, "\n")
+				return strings.Contains(s, "== "+title+" ==") && strings.Contains(s, "  conversation: "+id) &&
+					strings.Contains(s, "  intent: ") && strings.Contains(s, "y confirms")
+			}
+		}
+		p.keys("C-x")
+		rows := p.wait("the force stop dialog", dialog("force stop"))
+		s := strings.Join(rows, "\n")
+		for _, want := range []string{"  execution: " + b.Execution, "  scope: " + b.Scope, "  cohort: " + b.Cohort} {
+			if !strings.Contains(s, want) {
+				t.Errorf("the dialog lacks %q:\n%s", want, s)
+			}
+		}
+		// The intent wraps at spaces; nothing of it is cut.
+		if words := strings.Join(strings.Fields(s), " "); !strings.Contains(words, "intent: force stop execution "+b.Execution+": kill every process in "+b.Scope+" (1 processes: ") ||
+			!strings.Contains(words, "nothing is rolled back") {
+			t.Errorf("the dialog does not show the whole intent:\n%s", s)
+		}
+		p.text("n")
+		p.wait("the cancel", func(rows []string) bool { return notice(rows, id) == "force-stop cancelled" })
+		if st := lib.c.State().Binding.State; st != protocol.BindingActive {
+			t.Fatalf("binding %s after a declined force stop", st)
+		}
+
+		p.keys("C-x")
+		p.wait("the force stop dialog", dialog("force stop"))
+		p.text("y")
+		p.wait("a stopped engine", func(rows []string) bool {
+			return strings.HasPrefix(notice(rows, id), "force stop: stopped") && strings.Contains(status(rows, id), "binding stopped")
+		})
+
+		p.keys("C-r")
+		rows = p.wait("the recover dialog", dialog("recover"))
+		if s := strings.Join(rows, "\n"); !strings.Contains(s, "  stop: ") {
+			t.Errorf("the recover dialog does not name the stop:\n%s", s)
+		}
+		p.text("y")
+		p.wait("a launched execution", func(rows []string) bool {
+			return strings.Contains(notice(rows, id), ": launch launched") && strings.Contains(status(rows, id), "binding active")
+		})
+		if nb := lib.c.State().Binding; nb.Execution == b.Execution {
+			t.Fatalf("the execution is still %s after recover", nb.Execution)
+		}
+	})
+
+	t.Run("quit restores the terminal", func(t *testing.T) {
+		p.keys("C-c")
+		p.wait("the shell after attach, its terminal restored", func(rows []string) bool {
+			return strings.Contains(strings.Join(rows, "\n"), "attach exited 0 modes: icanon echo end")
+		})
+		if alt := strings.TrimSpace(p.tmux("display", "-p", "-t", p.name, "#{alternate_on}")); alt != "0" {
+			t.Fatalf("still on the alternate screen after quit (alternate_on=%s)", alt)
+		}
+	})
+
+	t.Run("SIGTERM restores the terminal", func(t *testing.T) {
+		q := startPane(t, tsock, "term", bin+" attach "+id)
+		q.wait("the status line", func(rows []string) bool { return statusRow(rows, id) >= 0 })
+		pid := strings.TrimSpace(q.tmux("display", "-p", "-t", q.name, "#{pane_pid}"))
+		kids, err := os.ReadFile("/proc/" + pid + "/task/" + pid + "/children")
+		if err != nil || len(strings.Fields(string(kids))) != 1 {
+			t.Fatalf("children of the pane's shell: %q %v", kids, err)
+		}
+		child, _ := strconv.Atoi(strings.Fields(string(kids))[0])
+		if err := syscall.Kill(child, syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		q.wait("the shell after attach, its terminal restored", func(rows []string) bool {
+			return strings.Contains(strings.Join(rows, "\n"), "attach exited 0 modes: icanon echo end")
+		})
+	})
+}
