@@ -1,0 +1,637 @@
+package controller
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mosaic-agents/mosaic/activation"
+	"github.com/mosaic-agents/mosaic/audit"
+	"github.com/mosaic-agents/mosaic/claims"
+	mclient "github.com/mosaic-agents/mosaic/client"
+	"github.com/mosaic-agents/mosaic/contrib/fakepi"
+	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
+	"github.com/mosaic-agents/mosaic/conversations"
+	"github.com/mosaic-agents/mosaic/engine"
+	"github.com/mosaic-agents/mosaic/protocol"
+	"github.com/mosaic-agents/mosaic/scopes"
+)
+
+// floodDeltas is how many text deltas one flood streams: several times
+// what a stalled observer can hold back (its socket buffer, the
+// connection's queue of 256 and the bus queue of 1024), so it must lose
+// its place within every flood.
+const floodDeltas = 3000
+
+// floodWait bounds one flood, its observers' setup and the stalled
+// observer's verdict, so a broken controller fails the benchmark instead
+// of hanging it.
+const floodWait = 60 * time.Second
+
+// BenchmarkFanout is the fan-out benchmark of the controller: the fake Pi
+// (FAKEPI_FLOOD) streams floodDeltas text deltas as fast as it can write,
+// each stamped with its write time, through the real controller and
+// engine adapter to 0, 1, 10 and 100 observers that are real socket
+// clients (the client library, strict decoding), and to 100 plus one
+// stalled observer that never reads. Every op of a sub-benchmark is a
+// baseline flood with no observers (the controller's own bus, seen by an
+// in-process probe, is the only reader) followed by the same flood with
+// the observers, so each ratio compares two floods of the same engine, a
+// moment apart. Metrics:
+//
+//   - events/s: deltas divided by the time from the first delta's write to
+//     the last delta reaching the slowest observer that kept up (for the
+//     baseline: reaching the controller's bus);
+//   - engine-events/s: the engine's own write rate, from the stamps of the
+//     final message;
+//   - p50-ms, p99-ms: write-to-delivery latency over every delta and
+//     observer (the baseline: write to the bus);
+//   - *-vs-baseline: the observed flood over its paired baseline;
+//   - lost: how often observers (not the stalled one) lost their place per
+//     flood; each then resumes from the controller's replay window, as a
+//     client does, so every observer still receives every delta.
+//
+// The stalled observer must lose its place (a lost-place notice, or the
+// connection dropped as too slow) or the benchmark fails. Nothing here
+// asserts a time: the numbers are reported, not judged.
+func BenchmarkFanout(b *testing.B) {
+	sandboxtest.Require(b)
+	sandboxtest.Bin(b, "fakepi")
+	cases := []struct {
+		name      string
+		observers int
+		stalled   bool
+	}{
+		{"observers=0", 0, false},
+		{"observers=1", 1, false},
+		{"observers=10", 10, false},
+		{"observers=100", 100, false},
+		{"observers=100+stalled", 100, true},
+	}
+	rows := make([]string, len(cases))
+	for i, tc := range cases {
+		b.Run(tc.name, func(b *testing.B) {
+			f := newFanoutRig(b)
+			f.flood(b, 0, false) // warm-up: the first run pays for the lazy session write
+			var base, obs floodStats
+			b.ResetTimer()
+			for range b.N {
+				base.add(f.flood(b, 0, false))
+				if tc.observers > 0 {
+					obs.add(f.flood(b, tc.observers, tc.stalled))
+				}
+			}
+			b.StopTimer()
+			rows[i] = fanoutReport(b, tc.name, base, obs, tc.observers > 0)
+		})
+	}
+	// On stdout rather than b.Log: a parent benchmark's log shows only
+	// with -v, and a sub-benchmark's repeats for every round of b.N.
+	fmt.Println(fanoutTable(rows))
+}
+
+// fanoutTable lays out the rows measured so far.
+func fanoutTable(rows []string) string {
+	head := fmt.Sprintf("%-22s %9s %9s %9s %9s %9s %7s %7s %7s %7s %s", "",
+		"base/s", "events/s", "engine/s", "p50-ms", "p99-ms", "x-ev/s", "x-p50", "x-p99", "lost/fl", "stalled observer")
+	var ran []string
+	for _, r := range rows {
+		if r != "" {
+			ran = append(ran, r)
+		}
+	}
+	return fmt.Sprintf("fan-out of %d text deltas per flood, through the real controller to socket clients;\n"+
+		"x-* are against base/s, the paired floods with no observers\n%s\n%s",
+		floodDeltas, head, strings.Join(ran, "\n"))
+}
+
+// fanoutReport sends the metrics of one sub-benchmark and returns its
+// table row. Without observers the baseline floods are the result.
+func fanoutReport(b *testing.B, name string, base, obs floodStats, observed bool) string {
+	if !observed {
+		obs = base
+	}
+	bp50, bp99 := base.percentiles()
+	p50, p99 := obs.percentiles()
+	xev, x50, x99 := obs.eventsPerSec()/base.eventsPerSec(), float64(p50)/float64(bp50), float64(p99)/float64(bp99)
+	b.ReportMetric(obs.eventsPerSec(), "events/s")
+	b.ReportMetric(obs.enginePerSec(), "engine-events/s")
+	b.ReportMetric(millis(p50), "p50-ms")
+	b.ReportMetric(millis(p99), "p99-ms")
+	if observed {
+		b.ReportMetric(xev, "events/s-vs-baseline")
+		b.ReportMetric(x50, "p50-vs-baseline")
+		b.ReportMetric(x99, "p99-vs-baseline")
+		b.ReportMetric(obs.lostPerFlood(), "lost/flood")
+	}
+	stalled := "-"
+	if len(obs.stalled) > 0 {
+		stalled = strings.Join(obs.stalled, "; ")
+	}
+	return fmt.Sprintf("%-22s %9.0f %9.0f %9.0f %9.2f %9.2f %7.3f %7.1f %7.1f %7.1f %s", name,
+		base.eventsPerSec(), obs.eventsPerSec(), obs.enginePerSec(), millis(p50), millis(p99),
+		xev, x50, x99, obs.lostPerFlood(), stalled)
+}
+
+func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// floodResult is what one flood measured.
+type floodResult struct {
+	first, last time.Time       // write stamps of the first and last delta
+	delivered   time.Time       // the last delta reached its slowest reader
+	latencies   []time.Duration // write to delivery, every delta and reader
+	lost        int             // times readers lost their place
+	stalled     string          // how the stalled observer ended, "" if none
+}
+
+// floodStats adds up the floods of one sub-benchmark.
+type floodStats struct {
+	floods, deltas  int
+	engine, deliver time.Duration
+	latencies       []time.Duration
+	lost            int
+	stalled         []string
+}
+
+func (s *floodStats) add(r floodResult) {
+	s.floods++
+	s.deltas += floodDeltas
+	s.engine += r.last.Sub(r.first)
+	s.deliver += r.delivered.Sub(r.first)
+	s.latencies = append(s.latencies, r.latencies...)
+	s.lost += r.lost
+	if r.stalled != "" && !slices.Contains(s.stalled, r.stalled) {
+		s.stalled = append(s.stalled, r.stalled)
+	}
+}
+
+func (s *floodStats) eventsPerSec() float64 { return float64(s.deltas) / s.deliver.Seconds() }
+func (s *floodStats) enginePerSec() float64 { return float64(s.deltas) / s.engine.Seconds() }
+
+func (s *floodStats) lostPerFlood() float64 { return float64(s.lost) / float64(s.floods) }
+
+func (s *floodStats) percentiles() (p50, p99 time.Duration) {
+	if len(s.latencies) == 0 {
+		return 0, 0
+	}
+	slices.Sort(s.latencies)
+	return s.latencies[len(s.latencies)/2], s.latencies[len(s.latencies)*99/100]
+}
+
+// fanoutRig is a controller in this process over the flooding fake Pi in
+// a real scope, served on a Unix socket, with one raw control connection
+// that never observes (so it is nobody's observer).
+type fanoutRig struct {
+	*rig    // ctrl and sock only: its t is unset, so only killAll, generation and execution are used
+	session string
+	ctl     net.Conn
+	ctlIn   *bufio.Reader
+	gen     float64
+}
+
+func newFanoutRig(b *testing.B) *fanoutRig {
+	b.Helper()
+	fake := sandboxtest.Bin(b, "fakepi")
+	dir, err := filepath.EvalSymlinks(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	project := filepath.Join(dir, "proj")
+	if err := os.MkdirAll(filepath.Join(project, ".pi", "state", "alice", "sessions"), 0o755); err != nil {
+		b.Fatal(err)
+	}
+	cv := &conversations.Conversation{Project: project, Seat: "alice", Workspace: "default",
+		Session: conversations.SessionPath(project, "alice", "main.jsonl"), ID: conversations.ID(project, "alice", "main.jsonl")}
+	store, err := claims.Open(filepath.Join(dir, "state", "claims"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	mgr := scopes.NewManager(scopes.Config{})
+	b.Cleanup(mgr.Close)
+	log := audit.NewWriter(cv.ID, io.Discard)
+	ctrl := New(Config{Conversation: cv, Claims: store, Scopes: mgr, Audit: log,
+		Spec: func(cv *conversations.Conversation) (engine.Spec, error) {
+			args, err := engine.Seal{Session: cv.Session, Provider: "fakellm", Model: "fake-model"}.Args()
+			env := append(engine.Environ(os.Environ()), fakepi.EnvFlood+"="+strconv.Itoa(floodDeltas))
+			return engine.Spec{Path: fake, Args: append([]string{fake}, args...), Env: env, Dir: cv.Project}, err
+		}})
+	f := &fanoutRig{rig: &rig{ctrl: ctrl, sock: filepath.Join(dir, "c.sock")}, session: cv.Session}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := ctrl.Start(ctx); err != nil {
+		b.Fatalf("Start: %v", err)
+	}
+	l, err := activation.Listen(f.sock)
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := &Server{Conversation: cv.ID, Version: "mosaic/bench", UID: os.Getuid(), Audit: log, Controller: ctrl}
+	done := make(chan struct{})
+	go func() { srv.Serve(ctx, l); close(done) }()
+	b.Cleanup(func() {
+		f.killAll()
+		cancel()
+		<-done
+		ctrl.Close()
+	})
+	f.takeControl(b)
+	return f
+}
+
+// takeControl waits for the engine, connects the control connection and
+// takes over.
+func (f *fanoutRig) takeControl(b *testing.B) {
+	b.Helper()
+	deadline := time.Now().Add(floodWait)
+	for f.execution() == "" || f.binding() != protocol.BindingActive {
+		if time.Now().After(deadline) {
+			b.Fatalf("binding is %s, want active", f.binding())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	c, err := net.Dial("unix", f.sock)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.Close() })
+	f.ctl, f.ctlIn = c, bufio.NewReaderSize(c, 1<<20)
+	f.call(b, map[string]any{"type": "hello", "client": "bench-control"}, "welcome")
+	m := f.call(b, map[string]any{"type": "takeover", "request": newID("t-"), "generation": f.generation()}, "control")
+	f.gen = m["generation"].(float64)
+}
+
+func (f *fanoutRig) binding() string {
+	f.ctrl.mu.Lock()
+	defer f.ctrl.mu.Unlock()
+	return f.ctrl.bindingLocked().State
+}
+
+// call writes one command on the control connection and returns the
+// record that answers it, which must be of kind want.
+func (f *fanoutRig) call(b *testing.B, cmd map[string]any, want string) map[string]any {
+	b.Helper()
+	m := f.answer(b, cmd)
+	if m["record"] != want {
+		b.Fatalf("%v: got %v, want a %s", cmd["type"], m, want)
+	}
+	return m
+}
+
+// answer writes one command on the control connection and returns the
+// record that answers it: the one with its request id, or the welcome.
+func (f *fanoutRig) answer(b *testing.B, cmd map[string]any) map[string]any {
+	b.Helper()
+	line, _ := json.Marshal(cmd)
+	f.ctl.SetDeadline(time.Now().Add(floodWait))
+	if _, err := f.ctl.Write(append(line, '\n')); err != nil {
+		b.Fatalf("control write: %v", err)
+	}
+	for {
+		raw, err := f.ctlIn.ReadBytes('\n')
+		if err != nil {
+			b.Fatalf("control read: %v", err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(raw, &m); err != nil {
+			b.Fatalf("control record %q: %v", raw, err)
+		}
+		if m["record"] == "welcome" || (m["request"] == cmd["request"] && m["record"] != "binding" && m["record"] != "stop") {
+			return m
+		}
+	}
+}
+
+// prompt starts one flood. A refusal for busy means the previous run has
+// not settled in the engine adapter yet; it is asked again.
+func (f *fanoutRig) prompt(b *testing.B) {
+	b.Helper()
+	for {
+		m := f.answer(b, map[string]any{"type": "prompt", "request": newID("p-"), "generation": f.gen, "execution": f.execution(), "text": "flood"})
+		switch {
+		case m["record"] == "receipt" && m["state"] == protocol.ReceiptAcknowledged:
+			return
+		case m["record"] == "refusal" && m["code"] == CodeBusy:
+			time.Sleep(5 * time.Millisecond)
+		default:
+			b.Fatalf("prompt: %v", m)
+		}
+	}
+}
+
+// flood attaches the readers, runs one flood and measures it. With no
+// observers the reader is an in-process probe on the controller's bus.
+func (f *fanoutRig) flood(b *testing.B, observers int, stalled bool) floodResult {
+	b.Helper()
+	b.StopTimer()
+	var readers []*floodReader
+	if observers == 0 {
+		readers = append(readers, f.probe())
+	} else {
+		readers = f.observers(b, observers)
+	}
+	var stall net.Conn
+	if stalled {
+		stall = f.stalledObserver(b)
+	}
+	b.StartTimer()
+	f.prompt(b)
+	timeout := time.After(floodWait)
+	for _, r := range readers {
+		select {
+		case <-r.done:
+		case <-timeout:
+			b.Fatalf("flood did not reach every reader within %v", floodWait)
+		}
+	}
+	b.StopTimer()
+	defer b.StartTimer()
+	var res floodResult
+	for _, r := range readers {
+		r.close()
+		if r.err != nil {
+			b.Fatal(r.err)
+		}
+		if r.n != floodDeltas {
+			b.Fatalf("a reader got %d deltas, want %d", r.n, floodDeltas)
+		}
+		res.lost += r.lost
+		res.latencies = append(res.latencies, r.latencies...)
+		if r.lastAt.After(res.delivered) {
+			res.delivered = r.lastAt
+		}
+	}
+	stamps := f.lastAnswer(b)
+	res.first, res.last = stamps[0], stamps[len(stamps)-1]
+	if stall != nil {
+		res.stalled = stalledVerdict(b, stall)
+	}
+	return res
+}
+
+// floodReader is one reader of a flood: it times every stamped delta.
+type floodReader struct {
+	n         int
+	latencies []time.Duration
+	lastAt    time.Time
+	lost      int    // times it lost its place and resumed
+	next      uint64 // the seq it expects next, 0 before the first event
+	err       error
+	done      chan struct{}
+	close     func()
+}
+
+func newFloodReader(close func()) *floodReader {
+	return &floodReader{latencies: make([]time.Duration, 0, floodDeltas), done: make(chan struct{}), close: close}
+}
+
+// event takes one event received at now and says whether the run has
+// settled. A replay after a lost place may repeat what was already read;
+// a gap means events were lost for good.
+func (r *floodReader) event(ev *protocol.Event, now time.Time) (settled bool) {
+	if r.next != 0 && ev.Seq < r.next {
+		return false
+	}
+	if r.next != 0 && ev.Seq > r.next {
+		r.err = fmt.Errorf("events %d to %d never arrived", r.next, ev.Seq-1)
+		return true
+	}
+	r.next = ev.Seq + 1
+	switch ev.Kind {
+	case protocol.EventTextDelta:
+		ns, err := strconv.ParseInt(strings.TrimSuffix(ev.Text, " "), 10, 64)
+		if err != nil {
+			return false
+		}
+		r.n++
+		r.latencies = append(r.latencies, now.Sub(time.Unix(0, ns)))
+		r.lastAt = now
+	case protocol.EventRunSettled:
+		return true
+	}
+	return false
+}
+
+// probe subscribes in process to the controller's bus: the baseline's
+// only reader, with no socket and no client between. Should it lose its
+// place it resumes from the bus's ring, as an observer would.
+func (f *fanoutRig) probe() *floodReader {
+	bus := f.ctrl.bus
+	_, _, until := bus.window()
+	_, s, _ := bus.subscribe(until)
+	r := newFloodReader(func() { bus.unsubscribe(s) }) // called once the reader is done
+	take := func(line []byte) bool {
+		now := time.Now()
+		var ev protocol.Event
+		if err := json.Unmarshal(line, &ev); err != nil {
+			r.err = err
+			return true
+		}
+		return r.event(&ev, now)
+	}
+	go func() {
+		defer close(r.done)
+		var replay [][]byte
+		for {
+			for _, line := range replay {
+				if take(line) {
+					return
+				}
+			}
+			for line := range s.ch {
+				if take(line) {
+					return
+				}
+			}
+			r.lost++
+			if r.next == 0 {
+				r.err = fmt.Errorf("the baseline probe lost its place before the first event")
+				return
+			}
+			var complete bool
+			if replay, s, complete = bus.subscribe(r.next - 1); !complete {
+				r.err = fmt.Errorf("the baseline probe lost events %d on, beyond the replay window", r.next)
+				return
+			}
+		}
+	}()
+	return r
+}
+
+// observers connects n client-library observers, a few at a time.
+func (f *fanoutRig) observers(b *testing.B, n int) []*floodReader {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), floodWait)
+	defer cancel()
+	readers := make([]*floodReader, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	gate := make(chan struct{}, 8)
+	for i := range n {
+		wg.Go(func() {
+			gate <- struct{}{}
+			defer func() { <-gate }()
+			readers[i], errs[i] = f.observer(ctx)
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			b.Fatalf("observer %d: %v", i, err)
+		}
+	}
+	return readers
+}
+
+func (f *fanoutRig) observer(ctx context.Context) (*floodReader, error) {
+	c, err := mclient.Dial(ctx, f.sock, mclient.Options{Name: "bench-observer"})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.Observe(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	r := newFloodReader(func() { c.Close() })
+	go func() {
+		defer close(r.done)
+		for u := range c.Updates() {
+			now := time.Now()
+			switch {
+			case u.Event != nil:
+				if r.event(u.Event, now) {
+					return
+				}
+			case u.Notice != nil && u.Notice.Kind == mclient.NoticeLostPlace:
+				// As a client does: resume after the last event held,
+				// from the controller's replay window.
+				r.lost++
+				if err := r.resume(c); err != nil {
+					r.err = err
+					return
+				}
+			}
+		}
+		r.err = fmt.Errorf("observer connection ended: %v", c.Err())
+	}()
+	return r, nil
+}
+
+// resume observes again after the last event r holds.
+func (r *floodReader) resume(c *mclient.Client) error {
+	if r.next == 0 {
+		return fmt.Errorf("lost its place before the first event")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), floodWait)
+	defer cancel()
+	if _, err := c.ObserveFrom(ctx, r.next-1); err != nil {
+		return fmt.Errorf("resume after a lost place: %w", err)
+	}
+	return nil
+}
+
+// stalledObserver connects and observes, reads up to the observed reply
+// and then never reads again until the flood is over.
+func (f *fanoutRig) stalledObserver(b *testing.B) net.Conn {
+	b.Helper()
+	c, err := net.Dial("unix", f.sock)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c.SetDeadline(time.Now().Add(floodWait))
+	if _, err := c.Write([]byte(`{"type":"hello","client":"bench-stalled"}` + "\n" + `{"type":"observe","request":"stalled"}` + "\n")); err != nil {
+		b.Fatal(err)
+	}
+	in := bufio.NewReader(c)
+	for {
+		line, err := in.ReadBytes('\n')
+		if err != nil {
+			b.Fatalf("stalled observer before the flood: %v", err)
+		}
+		if strings.Contains(string(line), `"record":"observed"`) {
+			return c
+		}
+	}
+}
+
+// stalledVerdict reads what the stalled observer was sent after the
+// flood: it must have lost its place, by a lost-place notice or by being
+// dropped as too slow. Keeping its place would mean it held the flood back.
+func stalledVerdict(b *testing.B, c net.Conn) string {
+	b.Helper()
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(floodWait))
+	in := bufio.NewReaderSize(c, 1<<20)
+	events := 0
+	for {
+		line, err := in.ReadBytes('\n')
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			b.Fatalf("the stalled observer heard neither a lost-place notice nor a close within %v (%d events)", floodWait, events)
+		}
+		if err != nil {
+			return fmt.Sprintf("dropped as too slow after %d events", events)
+		}
+		var m struct {
+			Record string `json:"record"`
+			Kind   string `json:"kind"`
+		}
+		json.Unmarshal(line, &m)
+		switch {
+		case m.Record == "notice" && m.Kind == mclient.NoticeLostPlace:
+			return "lost its place"
+		case m.Record == "event" && m.Kind == string(protocol.EventRunSettled):
+			b.Fatalf("the stalled observer kept its place through the flood (%d events)", events)
+		case m.Record == "event":
+			events++
+		}
+	}
+}
+
+// lastAnswer returns the write stamps of the last assistant message in the
+// session file, which the fake writes before its message_end: all
+// floodDeltas of them, in write order.
+func (f *fanoutRig) lastAnswer(b *testing.B) []time.Time {
+	b.Helper()
+	raw, err := os.ReadFile(f.session)
+	if err != nil {
+		b.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		var e struct {
+			Message struct {
+				Role    string `json:"role"`
+				Content []struct {
+					Text string `json:"text"`
+				} `json:"content"`
+			} `json:"message"`
+		}
+		if json.Unmarshal([]byte(lines[i]), &e) != nil || e.Message.Role != "assistant" || len(e.Message.Content) == 0 {
+			continue
+		}
+		var stamps []time.Time
+		for _, s := range strings.Fields(e.Message.Content[0].Text) {
+			ns, err := strconv.ParseInt(s, 10, 64)
+			if err != nil {
+				b.Fatalf("flood text %q: %v", s, err)
+			}
+			stamps = append(stamps, time.Unix(0, ns))
+		}
+		if len(stamps) != floodDeltas {
+			b.Fatalf("the last answer holds %d stamps, want %d", len(stamps), floodDeltas)
+		}
+		return stamps
+	}
+	b.Fatalf("no assistant message in %s", f.session)
+	return nil
+}
