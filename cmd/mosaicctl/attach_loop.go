@@ -41,6 +41,9 @@ type attacher struct {
 
 	results chan func()
 	quit    bool
+	// prompts counts prompts in flight: when the connection ends their
+	// lost outcomes are the notice, not the disconnect.
+	prompts int
 }
 
 func newAttacher(ctx context.Context, tty *attachTTY, c *client.Client, conv string, escWait time.Duration) *attacher {
@@ -216,11 +219,14 @@ func (a *attacher) disconnected() {
 		a.pending, a.pendingOn = nil, nil
 		a.scr.CloseDialog()
 	}
+	if a.prompts > 0 {
+		return // each settles as outcome unknown
+	}
 	why := "the connection ended"
 	if err := a.c.Err(); err != nil {
 		why = err.Error()
 	}
-	a.scr.SetNotice("disconnected: " + why + "; Ctrl-O reconnects")
+	a.scr.SetNotice("disconnected: " + why)
 }
 
 // draw renders the screen and writes it in one write: each row addressed
@@ -264,7 +270,7 @@ func (a *attacher) status() {
 		}
 	}
 	if !a.connected {
-		s.Binding = "disconnected"
+		s.Binding = "disconnected (Ctrl-O reconnects)"
 	}
 	if a.seam.Replay == "available" {
 		s.Replay = fmt.Sprintf("seq %d-%d", a.seam.ReplayFrom, max(a.seam.ReplayUntil, a.lastSeq))

@@ -85,10 +85,14 @@ func (a *attacher) prompt(text string) {
 		return
 	}
 	c := a.c
+	a.prompts++
 	a.async(func(ctx context.Context) func() {
 		r, err := c.Prompt(ctx, text)
 		o := outcomeOf(r, err)
-		return func() { a.scr.Settle(o) }
+		return func() {
+			a.prompts--
+			a.scr.Settle(o)
+		}
 	})
 }
 

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/mosaic-agents/mosaic/client"
+	"github.com/mosaic-agents/mosaic/contrib/fakepi"
 	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
 	"github.com/mosaic-agents/mosaic/contrib/stubmodel"
 	"github.com/mosaic-agents/mosaic/engine"
@@ -36,7 +37,8 @@ const paneW, paneH = 120, 40
 // directory that is the pinned package (name, version, bin) whose pi entry
 // is a shell script that execs fakepi with its evidence files set (the
 // controller passes the engine no FAKEPI_* variables). It returns the
-// entry and the stdin log.
+// entry and the stdin log; each engine process listens for pause points
+// on ctl-<pid> in the log's directory.
 func fakeEngine(t *testing.T, script stubmodel.Script) (entry, stdinLog string) {
 	t.Helper()
 	fake := sandboxtest.Bin(t, "fakepi")
@@ -45,7 +47,8 @@ func fakeEngine(t *testing.T, script stubmodel.Script) (entry, stdinLog string) 
 	scriptPath, stdinLog := filepath.Join(dir, "script.json"), filepath.Join(dir, "stdin.log")
 	pkg, _ := json.Marshal(map[string]any{"name": engine.PinnedPackage, "version": engine.PinnedVersion, "bin": map[string]string{"pi": "pi.sh"}})
 	entry = filepath.Join(dir, "pi.sh")
-	sh := fmt.Sprintf("#!/bin/sh\nexport FAKEPI_SCRIPT=%q FAKEPI_STDIN_LOG=%q\nexec %q \"$@\"\n", scriptPath, stdinLog, fake)
+	sh := fmt.Sprintf("#!/bin/sh\nexport FAKEPI_SCRIPT=%q FAKEPI_STDIN_LOG=%q FAKEPI_CONTROL=%q$$\nexec %q \"$@\"\n",
+		scriptPath, stdinLog, filepath.Join(dir, "ctl-"), fake)
 	for name, b := range map[string][]byte{"script.json": sj, "package.json": pkg, "pi.sh": []byte(sh)} {
 		if err := os.WriteFile(filepath.Join(dir, name), b, 0o755); err != nil {
 			t.Fatal(err)
@@ -65,6 +68,24 @@ func promptsIn(t *testing.T, b []byte) []string {
 		}
 	}
 	return out
+}
+
+// liveControl connects to the pause points of the engine that is running
+// now (an engine that ended left its socket file behind).
+func liveControl(t *testing.T, stdinLog string) *fakepi.Control {
+	t.Helper()
+	socks, _ := filepath.Glob(filepath.Join(filepath.Dir(stdinLog), "ctl-*"))
+	for _, s := range socks {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		c, err := fakepi.DialControl(ctx, s)
+		cancel()
+		if err == nil {
+			t.Cleanup(func() { c.Close() })
+			return c
+		}
+	}
+	t.Fatalf("no live engine control socket among %v", socks)
+	return nil
 }
 
 // libView is the client library's side: a connection that feeds a
@@ -447,6 +468,40 @@ func TestAttachInTmux(t *testing.T) {
 		})
 		if nb := lib.c.State().Binding; nb.Execution == b.Execution {
 			t.Fatalf("the execution is still %s after recover", nb.Execution)
+		}
+	})
+
+	t.Run("a lost outcome is shown and never resent", func(t *testing.T) {
+		fc := liveControl(t, stdinLog)
+		if err := fc.Arm(ctx, fakepi.PointPromptReceived); err != nil {
+			t.Fatal(err)
+		}
+		p.keys("C-t") // refused already-controller unless control moved
+		p.wait("controller mode", func(rows []string) bool { return strings.Contains(status(rows, id), " | controller | ") })
+		p.text("lost one")
+		p.keys("Enter")
+		if _, err := fc.Wait(ctx, fakepi.PointPromptReceived); err != nil {
+			t.Fatal(err)
+		}
+		// The prompt is in the engine, its reply held: end the controller.
+		mustRun(t, "systemctl", "--user", "stop", svc)
+		p.wait("outcome unknown", func(rows []string) bool {
+			return notice(rows, id) == terminal.OutcomeUnknown && strings.Contains(status(rows, id), "disconnected") &&
+				reflect.DeepEqual(composer(rows, id), []string{">"})
+		})
+		p.keys("C-o")
+		p.wait("a new connection as observer", func(rows []string) bool {
+			s := status(rows, id)
+			return strings.Contains(s, " | observer | ") && !strings.Contains(s, "disconnected") && notice(rows, id) == "reconnected as an observer"
+		})
+		var n int
+		for _, m := range promptsIn(t, stdin()) {
+			if m == "lost one" {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Fatalf("the engine read the lost prompt %d times; want exactly once (no resend)", n)
 		}
 	})
 
