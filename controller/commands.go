@@ -48,8 +48,15 @@ type dedupEntry struct {
 	reply   []byte // the final record, resent on an exact retry
 }
 
-// handler runs one command and returns its final record.
+// handler runs one command and returns its final record, or a later.
 type handler func(k *conn, cmd *protocol.Command) (any, error)
+
+// later is what a handler returns when its record waits on the engine (an
+// interrupt's settle, a force stop's kill): the command is already checked
+// and fenced, in the order the connection sent it, and the rest runs off
+// the connection's read loop, so the same connection can act meanwhile —
+// a force stop superseding its own interrupt (H10).
+type later func() (any, error)
 
 func (c *Controller) handlers() map[string]handler {
 	return map[string]handler{
@@ -101,6 +108,19 @@ func (c *Controller) command(k *conn, typ string, line []byte) {
 		return
 	}
 	rec, err := h(k, &cmd)
+	if rest, ok := rec.(later); ok && err == nil {
+		go func() {
+			rec, err := rest()
+			c.reply(k, &cmd, rec, err)
+		}()
+		return
+	}
+	c.reply(k, &cmd, rec, err)
+}
+
+// reply sends a command's final record (or its refusal) and records it
+// for exact retries; a refused command is forgotten.
+func (c *Controller) reply(k *conn, cmd *protocol.Command, rec any, err error) {
 	if err != nil {
 		c.dedupDrop(cmd.Request)
 		c.refuse(k, cmd.Request, asRefusal(err))

@@ -62,7 +62,12 @@ func (c *Controller) interrupt(k *conn, cmd *protocol.Command) (any, error) {
 	c.publishBindingLocked()
 	gen := c.st.generation
 	c.mu.Unlock()
+	return later(func() (any, error) { return c.cancelTurn(k, cmd, x, s, gen), nil }), nil
+}
 
+// cancelTurn is the waiting part of an interrupt: clear_queue, abort,
+// settle, turn proof, reconcile; a force stop may supersede it meanwhile.
+func (c *Controller) cancelTurn(k *conn, cmd *protocol.Command, x *execution, s *protocol.Stop, gen int64) protocol.Receipt {
 	// A prompt already past admission finishes its write first; one not
 	// yet there is refused at dispatch (H9).
 	c.dispatch.Lock()
@@ -70,7 +75,7 @@ func (c *Controller) interrupt(k *conn, cmd *protocol.Command) (any, error) {
 	c.mu.Lock()
 	if s.State == "superseded" {
 		c.mu.Unlock()
-		return c.stopReceipt(k, cmd, s, gen), nil
+		return c.stopReceipt(k, cmd, s, gen)
 	}
 	c.transitionLocked(s, "cancelling", "clear_queue, then abort")
 	c.mu.Unlock()
@@ -80,7 +85,7 @@ func (c *Controller) interrupt(k *conn, cmd *protocol.Command) (any, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if s.State == "superseded" {
-		return c.stopReceipt(k, cmd, s, gen), nil
+		return c.stopReceipt(k, cmd, s, gen)
 	}
 	s.TurnProof, _ = json.Marshal(proof)
 	s.Effects = effectReport(proof.Effects)
@@ -103,7 +108,7 @@ func (c *Controller) interrupt(k *conn, cmd *protocol.Command) (any, error) {
 		}
 	}
 	c.publishBindingLocked()
-	return c.stopReceipt(k, cmd, s, gen), nil
+	return c.stopReceipt(k, cmd, s, gen)
 }
 
 // effectReport turns tool calls started and never ended into uncertain
@@ -185,7 +190,12 @@ func (c *Controller) forceStop(k *conn, cmd *protocol.Command) (any, error) {
 	gen := c.st.generation
 	claim := c.st.claim
 	c.mu.Unlock()
+	return later(func() (any, error) { return c.killCohort(k, cmd, x, s, claim, gen), nil }), nil
+}
 
+// killCohort is the waiting part of a force stop: the claim records
+// stopping, the cohort gets TERM, then the kill phase, then the proof.
+func (c *Controller) killCohort(k *conn, cmd *protocol.Command, x *execution, s *protocol.Stop, claim *claims.Claim, gen int64) protocol.Receipt {
 	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
 	defer cancel()
 	if claim != nil {
@@ -200,7 +210,7 @@ func (c *Controller) forceStop(k *conn, cmd *protocol.Command) (any, error) {
 	c.finishStop(ctx, x, s, res)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.stopReceipt(k, cmd, s, gen), nil
+	return c.stopReceipt(k, cmd, s, gen)
 }
 
 // conclude finishes a stop a restarted controller resumes (K10) or an

@@ -1,0 +1,123 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mosaic-agents/mosaic/proofs"
+)
+
+// collect reads k's records, keeping every one, until done says enough.
+func (k *peer) collect(done func([]map[string]any) bool) []map[string]any {
+	k.t.Helper()
+	var got []map[string]any
+	for !done(got) {
+		got = append(got, k.next())
+	}
+	return got
+}
+
+// stopStates lists the states the stop records of stop id went through.
+func stopStates(recs []map[string]any, id string) []string {
+	var out []string
+	for _, m := range recs {
+		if m["record"] == "stop" && m["id"] == id {
+			out = append(out, m["state"].(string))
+		}
+	}
+	return out
+}
+
+// H10: an interrupt whose abort hangs and a force stop land together on
+// the same controller connection. The force stop supersedes the
+// interrupt: one stop chain, the interrupt's stop ends superseded (never
+// reconciled, never reopening admission), the force stop names it as
+// predecessor and ends stopped with a proof; the engine read one
+// clear_queue and one abort and nothing after them.
+func TestForceStopSupersedesInterrupt(t *testing.T) {
+	r := newRig(t, `{"turns":[{"endless":true,"chunkDelayMs":20}]}`, func(c *Config) { c.AbortTimeout = 20 * time.Second })
+	r.waitBinding("active")
+	fc := r.fakeControl()
+	ctl := r.dial()
+	ctl.must(map[string]any{"type": "observe", "request": "o1"}, "observed")
+	gen := r.takeover(ctl)
+	ctl.must(map[string]any{"type": "prompt", "request": "p1", "generation": gen, "text": "go"}, "receipt")
+	ctl.await(func(m map[string]any) bool { return m["kind"] == "text-delta" })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := fc.Arm(ctx, "abort-received"); err != nil {
+		t.Fatal(err)
+	}
+
+	ctl.send(map[string]any{"type": "interrupt", "request": "i1", "generation": gen})
+	recs := ctl.collect(func(got []map[string]any) bool {
+		n := len(got)
+		return n > 0 && got[n-1]["record"] == "stop" && got[n-1]["state"] == "cancelling"
+	})
+	intr := recs[len(recs)-1]["id"].(string)
+	if _, err := fc.Wait(ctx, "abort-received"); err != nil {
+		t.Fatal(err)
+	}
+	// The interrupt is waiting on its abort; the same connection confirms
+	// and force stops meanwhile.
+	cf := ctl.confirm("force-stop", gen)
+	ctl.send(map[string]any{"type": "force-stop", "request": "f1", "generation": gen, "confirmation": cf})
+	receipts := map[string]map[string]any{}
+	recs = append(recs, ctl.collect(func(got []map[string]any) bool {
+		if n := len(got); n > 0 && got[n-1]["record"] == "receipt" {
+			receipts[got[n-1]["request"].(string)] = got[n-1]
+		}
+		return len(receipts) == 2
+	})...)
+	go fc.Release(ctx, "abort-received") // the engine is dead; nothing answers
+
+	ir, fr := receipts["i1"], receipts["f1"]
+	if ir["state"] != "uncertain" || ir["stop"] != intr || !strings.Contains(fmt.Sprint(ir["reason"]), "took over") {
+		t.Fatalf("interrupt receipt %v: want uncertain, naming its superseded stop %s", ir, intr)
+	}
+	if fr["state"] != "stopped" {
+		t.Fatalf("force stop receipt %v: want stopped", fr)
+	}
+	force := fr["stop"].(string)
+	if got := strings.Join(stopStates(recs, intr), " "); got != "fenced cancelling superseded" {
+		t.Fatalf("interrupt stop %s went %q; want fenced cancelling superseded", intr, got)
+	}
+	if got := strings.Join(stopStates(recs, force), " "); got != "fenced stopping stopped" {
+		t.Fatalf("force stop %s went %q; want fenced stopping stopped", force, got)
+	}
+	for _, m := range recs {
+		if m["record"] == "stop" && m["id"] == force && m["predecessor"] != intr {
+			t.Fatalf("force stop record %v does not name the interrupt %s as predecessor", m, intr)
+		}
+		if m["record"] == "binding" && m["admission"] == "open" {
+			t.Fatalf("admission reopened during the stop chain: %v", m)
+		}
+	}
+	r.ctrl.mu.Lock()
+	final := *r.ctrl.st.stop
+	r.ctrl.mu.Unlock()
+	if final.ID != force {
+		t.Fatalf("the current stop is %s, want the force stop %s", final.ID, force)
+	}
+	if _, rep, err := proofs.VerifyBytes(final.Proof); err != nil || !rep.OK() {
+		t.Fatalf("the force stop's proof does not verify: %v %+v", err, rep)
+	}
+	if b := r.waitBinding("stopped"); b["admission"] != "closed" {
+		t.Fatalf("binding after the chain: %v", b)
+	}
+	log := r.stdinBytes()
+	for _, cmd := range []string{`"type":"prompt"`, `"type":"clear_queue"`, `"type":"abort"`} {
+		if n := strings.Count(log, cmd); n != 1 {
+			t.Fatalf("engine read %d of %s, want exactly 1: %q", n, cmd, log)
+		}
+	}
+	if strings.Index(log, `"clear_queue"`) > strings.Index(log, `"abort"`) {
+		t.Fatalf("abort before clear_queue: %q", log)
+	}
+	if tail := log[strings.Index(log, `"type":"abort"`):]; strings.Count(tail, "\n") != 1 {
+		t.Fatalf("the engine read more after the abort: %q", tail)
+	}
+}
