@@ -125,8 +125,11 @@ func dialLib(t *testing.T, path string) *libView {
 	return l
 }
 
-// lines renders the library's transcript as the terminal's renderer does.
-func (l *libView) lines() []string { return terminal.FromView(l.tr.Snapshot()).Lines(paneW) }
+// lines renders the library's transcript as the terminal's renderer does,
+// at the pane's width.
+func (l *libView) lines() []string { return l.linesAt(paneW) }
+
+func (l *libView) linesAt(width int) []string { return terminal.FromView(l.tr.Snapshot()).Lines(width) }
 
 func (l *libView) runs() int {
 	l.mu.Lock()
@@ -151,6 +154,10 @@ func startPane(t *testing.T, sock, name, command string) *pane {
 	p.tmux("new-session", "-d", "-s", name, "-x", strconv.Itoa(paneW), "-y", strconv.Itoa(paneH), "sh", "-c", wrapped)
 	return p
 }
+
+// on returns the pane for test t, so a subtest fails itself, not its
+// parent.
+func (p *pane) on(t *testing.T) *pane { return &pane{t: t, sock: p.sock, name: p.name} }
 
 func (p *pane) tmux(args ...string) string {
 	p.t.Helper()
@@ -265,6 +272,50 @@ func sameTranscript(rows []string, id string, lines []string) bool {
 	return true
 }
 
+func TestAttachOutcomes(t *testing.T) {
+	lost := &client.OutcomeError{Command: protocol.Command{Type: protocol.CmdPrompt}, Err: client.ErrClosed}
+	for _, tc := range []struct {
+		name string
+		r    *protocol.Receipt
+		err  error
+		want terminal.Outcome
+	}{
+		{"acknowledged", &protocol.Receipt{State: protocol.ReceiptAcknowledged}, nil, terminal.Outcome{Kind: terminal.Admitted}},
+		{"engine failed", &protocol.Receipt{State: protocol.ReceiptFailed, Evidence: "No API key"}, nil,
+			terminal.Outcome{Kind: terminal.Refused, Code: "the engine refused it: No API key"}},
+		{"delivery unknown", &protocol.Receipt{State: protocol.ReceiptDeliveryUnknown}, nil, terminal.Outcome{Kind: terminal.Lost}},
+		{"reply lost", nil, fmt.Errorf("prompt: %w", lost), terminal.Outcome{Kind: terminal.Lost}},
+		{"refused", nil, fmt.Errorf("prompt: %w", &protocol.Refusal{Code: "busy", Message: "a turn is running"}),
+			terminal.Outcome{Kind: terminal.Refused, Code: "busy: a turn is running"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := outcomeOf(tc.r, tc.err); got != tc.want {
+				t.Fatalf("outcomeOf = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestAttachDialogFacts(t *testing.T) {
+	st := client.State{Conversation: "pi-1", Binding: &protocol.Binding{Scope: "mosaic-engine-x.scope", Cohort: "scope",
+		Engine: "pi 0.85.1", EngineState: "busy", SessionID: "s1", Leaf: "l9"}}
+	cf := &protocol.Confirmation{Operation: protocol.CmdForceStop, Execution: "e-1", Generation: 4,
+		Intent: "force stop execution e-1: kill every process in mosaic-engine-x.scope (2 processes)", Expires: "soon"}
+	d := dialogFor(cf, st)
+	want := [][2]string{{"conversation", "pi-1"}, {"execution", "e-1"}, {"generation", "4"}, {"scope", "mosaic-engine-x.scope"},
+		{"cohort", "scope"}, {"engine", "pi 0.85.1 (busy)"}, {"intent", cf.Intent}, {"expires", "soon"}}
+	if d.Title != "force stop" || !reflect.DeepEqual(d.Facts, want) {
+		t.Fatalf("force stop dialog %q: %q", d.Title, d.Facts)
+	}
+	cf.Operation, cf.StopContext = protocol.CmdRecover, "st-7"
+	d = dialogFor(cf, st)
+	want = [][2]string{{"conversation", "pi-1"}, {"execution", "e-1"}, {"generation", "4"}, {"session", "s1"}, {"leaf", "l9"},
+		{"stop", "st-7"}, {"intent", cf.Intent}, {"expires", "soon"}}
+	if d.Title != "recover" || !reflect.DeepEqual(d.Facts, want) {
+		t.Fatalf("recover dialog %q: %q", d.Title, d.Facts)
+	}
+}
+
 func TestAttachInTmux(t *testing.T) {
 	sandboxtest.Require(t)
 	bin := sandboxtest.Bin(t, "mosaicctl")
@@ -315,6 +366,7 @@ func TestAttachInTmux(t *testing.T) {
 	// checks that the engine received exactly that prompt, and only it.
 	submit := func(t *testing.T, text string) {
 		t.Helper()
+		p := p.on(t)
 		p.keys("C-t")
 		p.wait("controller mode", func(rows []string) bool { return strings.Contains(status(rows, id), " | controller | ") })
 		before, runs := len(stdin()), lib.runs()
@@ -327,6 +379,7 @@ func TestAttachInTmux(t *testing.T) {
 	}
 
 	t.Run("E7 observer renders the library's stream, tool call and inert text included", func(t *testing.T) {
+		p := p.on(t)
 		if _, err := lib.c.Takeover(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -352,6 +405,7 @@ func TestAttachInTmux(t *testing.T) {
 	})
 
 	t.Run("E7 controller takes control, submits, and renders the library's stream", func(t *testing.T) {
+		p := p.on(t)
 		submit(t, "second question")
 		want := lib.lines()
 		p.wait("the library's transcript", func(rows []string) bool { return sameTranscript(rows, id, want) })
@@ -361,6 +415,7 @@ func TestAttachInTmux(t *testing.T) {
 	})
 
 	t.Run("S4 composer cleared when control transfers and returns", func(t *testing.T) {
+		p := p.on(t)
 		p.text("/abandoned")
 		p.wait("the typed text", func(rows []string) bool { return reflect.DeepEqual(composer(rows, id), []string{"> /abandoned"}) })
 		if _, err := lib.c.Takeover(ctx); err != nil {
@@ -374,6 +429,7 @@ func TestAttachInTmux(t *testing.T) {
 	})
 
 	t.Run("S5 observer paste and Enter sends nothing and keeps the text", func(t *testing.T) {
+		p := p.on(t)
 		if _, err := lib.c.Takeover(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -393,6 +449,7 @@ func TestAttachInTmux(t *testing.T) {
 	})
 
 	t.Run("S7 a paste with split markers is literal, never submits, and is sent exactly", func(t *testing.T) {
+		p := p.on(t)
 		p.keys("C-t")
 		p.wait("controller mode with a cleared composer", func(rows []string) bool {
 			return strings.Contains(status(rows, id), " | controller | ") && reflect.DeepEqual(composer(rows, id), []string{">"})
@@ -420,6 +477,7 @@ func TestAttachInTmux(t *testing.T) {
 	})
 
 	t.Run("force stop and recover ask y/N showing what they act on", func(t *testing.T) {
+		p := p.on(t)
 		b := lib.c.State().Binding
 		if b == nil || b.Scope == "" || b.Execution == "" {
 			t.Fatalf("binding %+v: want an execution in a scope", b)
@@ -453,8 +511,9 @@ func TestAttachInTmux(t *testing.T) {
 		p.keys("C-x")
 		p.wait("the force stop dialog", dialog("force stop"))
 		p.text("y")
+		// The notice is the receipt or the stop record, whichever came last.
 		p.wait("a stopped engine", func(rows []string) bool {
-			return strings.HasPrefix(notice(rows, id), "force stop: stopped") && strings.Contains(status(rows, id), "binding stopped")
+			return strings.Contains(notice(rows, id), "stopped") && strings.Contains(status(rows, id), "binding stopped")
 		})
 
 		p.keys("C-r")
@@ -464,7 +523,7 @@ func TestAttachInTmux(t *testing.T) {
 		}
 		p.text("y")
 		p.wait("a launched execution", func(rows []string) bool {
-			return strings.Contains(notice(rows, id), ": launch launched") && strings.Contains(status(rows, id), "binding active")
+			return strings.Contains(status(rows, id), "binding active") && !strings.Contains(notice(rows, id), "refused")
 		})
 		if nb := lib.c.State().Binding; nb.Execution == b.Execution {
 			t.Fatalf("the execution is still %s after recover", nb.Execution)
@@ -472,6 +531,7 @@ func TestAttachInTmux(t *testing.T) {
 	})
 
 	t.Run("a lost outcome is shown and never resent", func(t *testing.T) {
+		p := p.on(t)
 		fc := liveControl(t, stdinLog)
 		if err := fc.Arm(ctx, fakepi.PointPromptReceived); err != nil {
 			t.Fatal(err)
@@ -492,7 +552,7 @@ func TestAttachInTmux(t *testing.T) {
 		p.keys("C-o")
 		p.wait("a new connection as observer", func(rows []string) bool {
 			s := status(rows, id)
-			return strings.Contains(s, " | observer | ") && !strings.Contains(s, "disconnected") && notice(rows, id) == "reconnected as an observer"
+			return strings.Contains(s, " | observer | ") && !strings.Contains(s, "disconnected")
 		})
 		var n int
 		for _, m := range promptsIn(t, stdin()) {
@@ -505,7 +565,22 @@ func TestAttachInTmux(t *testing.T) {
 		}
 	})
 
+	t.Run("a resize redraws at the new size", func(t *testing.T) {
+		p := p.on(t)
+		p.tmux("resize-window", "-t", p.name, "-x", "70", "-y", "20")
+		want := lib.linesAt(70)
+		rows := p.wait("the transcript at 70 columns", func(rows []string) bool {
+			return len(rows) == 20 && statusRow(rows, id) == 17 && sameTranscript(rows, id, want)
+		})
+		for _, r := range rows {
+			if terminal.Width(r) > 70 {
+				t.Fatalf("row %q is wider than the pane", r)
+			}
+		}
+	})
+
 	t.Run("quit restores the terminal", func(t *testing.T) {
+		p := p.on(t)
 		p.keys("C-c")
 		p.wait("the shell after attach, its terminal restored", func(rows []string) bool {
 			return strings.Contains(strings.Join(rows, "\n"), "attach exited 0 modes: icanon echo end")
