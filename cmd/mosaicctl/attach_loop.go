@@ -182,7 +182,7 @@ func (a *attacher) update(u client.Update) {
 	switch {
 	case u.Observed != nil:
 		a.seam, a.lastSeq = u.Observed.Seam, u.Observed.Seam.ReplayUntil
-	case u.Event != nil:
+	case u.Event != nil && u.Event.Execution == a.seam.Execution:
 		a.lastSeq = max(a.lastSeq, u.Event.Seq)
 	case u.Stop != nil:
 		s := u.Stop
@@ -272,7 +272,12 @@ func (a *attacher) status() {
 	if !a.connected {
 		s.Binding = "disconnected (Ctrl-O reconnects)"
 	}
-	if a.seam.Replay == "available" {
-		s.Replay = fmt.Sprintf("seq %d-%d", a.seam.ReplayFrom, max(a.seam.ReplayUntil, a.lastSeq))
+	// The window as the last observe advertised it; its upper end follows
+	// the events since (the controller does not say when the ring drops
+	// its oldest).
+	if until := max(a.seam.ReplayUntil, a.lastSeq); a.seam.Replay == "available" && until > 0 {
+		s.Replay = fmt.Sprintf("seq %d-%d", max(a.seam.ReplayFrom, 1), until)
+	} else if a.seam.Replay == "available" {
+		s.Replay = "empty"
 	}
 }
