@@ -69,6 +69,10 @@ type Controller struct {
 	// afterAdmit, when set (tests only), runs between a prompt's
 	// admission and its dispatch, so a race can land exactly there.
 	afterAdmit func()
+	// beforeKill, when set (tests only), runs in a force stop after the
+	// claim recorded stopping and before any signal: a test stops the
+	// controller there to model a crash mid-stop (K10).
+	beforeKill func()
 }
 
 // state is the binding and control state; guarded by Controller.mu.

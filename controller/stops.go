@@ -206,6 +206,9 @@ func (c *Controller) killCohort(k *conn, cmd *protocol.Command, x *execution, s 
 	c.mu.Lock()
 	c.transitionLocked(s, "stopping", fmt.Sprintf("SIGTERM to the cohort, %s grace, then freeze and kill", c.cfg.Grace))
 	c.mu.Unlock()
+	if c.beforeKill != nil {
+		c.beforeKill()
+	}
 	res := x.handle.Stop(ctx, scopes.StopOptions{Stop: s.ID, Grace: c.cfg.Grace})
 	c.finishStop(ctx, x, s, res)
 	c.mu.Lock()

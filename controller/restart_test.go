@@ -1,0 +1,136 @@
+package controller
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mosaic-agents/mosaic/audit"
+	"github.com/mosaic-agents/mosaic/claims"
+	"github.com/mosaic-agents/mosaic/proofs"
+	"github.com/mosaic-agents/mosaic/protocol"
+)
+
+// crashedHost is the machine as a restarted controller sees it: this
+// process, which wrote the claim as the first controller, is gone.
+type crashedHost struct{ claims.Host }
+
+func (h crashedHost) Alive(p claims.Process) (bool, error) {
+	if p.PID == os.Getpid() {
+		return false, nil
+	}
+	return h.Host.Alive(p)
+}
+
+// restart starts a second controller over r's conversation as if the
+// first had crashed: same claim root, cohort records and scopes.
+func (r *rig) restart() (*Controller, *syncBuffer) {
+	r.t.Helper()
+	store, err := claims.Open(r.cfg.Claims.Root(), claims.WithHost(crashedHost{claims.LocalHost()}))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	cfg := r.cfg
+	cfg.Claims = store
+	buf := &syncBuffer{}
+	cfg.Audit = audit.NewWriter(cfg.Conversation.ID, buf)
+	b := New(cfg)
+	if err := b.Start(context.Background()); err != nil {
+		r.t.Fatalf("restart: %v", err)
+	}
+	return b, buf
+}
+
+// waitStop waits for c's current stop to reach a terminal state.
+func waitStop(t *testing.T, c *Controller) protocol.Stop {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		c.mu.Lock()
+		s := c.st.stop
+		var cp protocol.Stop
+		if s != nil {
+			cp = *s
+		}
+		c.mu.Unlock()
+		if s != nil && terminal[cp.State] {
+			return cp
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no stop ended within the bound (current %+v)", cp)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
+
+// K10: the controller crashes during a confirmed force stop (the claim
+// says stopping, a setsid tool child still runs in the scope). The next
+// controller finds stopping, launches nothing, resumes that stop and
+// reaches stopped only with a verifying cohort proof; the child is dead.
+// A crash with no stop under way is not resumed: the restart leaves the
+// engine's cohort alone, uncertain, for a person to force stop.
+func TestRestartDuringForceStop(t *testing.T) {
+	script := `{"turns":[{"text":["starting "],"tool":{"command":"setsid sleep 300 & echo $! > child.pid; echo started"}},{"endless":true,"chunkDelayMs":20}]}`
+	for _, stopping := range []bool{true, false} {
+		name := map[bool]string{true: "crash while stopping", false: "crash while active"}[stopping]
+		t.Run(name, func(t *testing.T) {
+			r := newRig(t, script, nil)
+			r.waitBinding("active")
+			ctl := r.dial()
+			ctl.must(map[string]any{"type": "observe", "request": "o1"}, "observed")
+			gen := r.takeover(ctl)
+			ctl.must(map[string]any{"type": "prompt", "request": "p1", "generation": gen, "text": "run it"}, "receipt")
+			ctl.await(func(m map[string]any) bool { return m["kind"] == "tool-end" })
+			child := readPID(t, r)
+			exec := r.execution()
+			if stopping {
+				crashed := make(chan struct{})
+				r.ctrl.beforeKill = func() { close(crashed); select {} } // the controller never gets further
+				cf := ctl.confirm("force-stop", gen)
+				ctl.send(map[string]any{"type": "force-stop", "request": "f1", "generation": gen, "confirmation": cf})
+				<-crashed
+				r.ctrl.Close() // its engine loses stdin, as it would at a crash
+			}
+			b, log := r.restart()
+			if !stopping {
+				b.mu.Lock()
+				st, stop := b.st.binding, b.st.stop
+				b.mu.Unlock()
+				if st != protocol.BindingUncertain || stop != nil || !alive(child) {
+					t.Fatalf("restart without a stop in progress: binding %s, stop %+v, child alive %v; want uncertain, no stop, child untouched",
+						st, stop, alive(child))
+				}
+				return
+			}
+			s := waitStop(t, b)
+			if s.State != "stopped" || s.Execution != exec {
+				t.Fatalf("resumed stop %+v; want stopped, of execution %s", s, exec)
+			}
+			if _, rep, err := proofs.VerifyBytes(s.Proof); err != nil || !rep.OK() {
+				t.Fatalf("the resumed stop's proof does not verify: %v %+v", err, rep)
+			}
+			b.mu.Lock()
+			rec := b.st.claim.Record()
+			b.mu.Unlock()
+			if rec.State != claims.Stopped || rec.Proof == nil || rec.Proof.Digest != s.ProofDigest {
+				t.Fatalf("claim after the resumed stop: %s, proof %+v", rec.State, rec.Proof)
+			}
+			if alive(child) {
+				t.Fatalf("the setsid tool child %d survived the resumed stop", child)
+			}
+			for _, e := range log.entries(t) {
+				if e["MOSAIC_EVENT"] == string(audit.Launch) {
+					t.Fatalf("the restarted controller launched: %v", e)
+				}
+			}
+			if es, _ := filepath.Glob(filepath.Join(filepath.Dir(r.cfg.Claims.Root()), "executions", "*.json")); len(es) != 1 {
+				t.Fatalf("executions recorded: %v; want only the stopped one", es)
+			}
+		})
+	}
+}
