@@ -383,8 +383,26 @@ func TestAttachInTmux(t *testing.T) {
 		if _, err := lib.c.Takeover(ctx); err != nil {
 			t.Fatal(err)
 		}
+		// Hold the engine while its tool runs: both sides show the tool's
+		// progress item, the same way.
+		fc := liveControl(t, stdinLog)
+		if err := fc.Arm(ctx, fakepi.PointToolRunning); err != nil {
+			t.Fatal(err)
+		}
 		if r, err := lib.c.Prompt(ctx, "first question"); err != nil || r.State != protocol.ReceiptAcknowledged {
 			t.Fatalf("prompt: %v %+v", err, r)
+		}
+		if _, err := fc.Wait(ctx, fakepi.PointToolRunning); err != nil {
+			t.Fatal(err)
+		}
+		var running []string
+		waitFor(t, func() bool {
+			running = lib.lines()
+			return strings.Contains(strings.Join(running, "\n"), "[tool bash running]")
+		})
+		p.wait("the library's transcript while the tool runs", func(rows []string) bool { return sameTranscript(rows, id, running) })
+		if err := fc.Release(ctx, fakepi.PointToolRunning); err != nil {
+			t.Fatal(err)
 		}
 		waitFor(t, func() bool { return lib.runs() >= 1 })
 		want := lib.lines()
