@@ -293,11 +293,9 @@ func liveBinding(ctx context.Context, st *convStatus) {
 		return
 	}
 	defer c.Close()
-	if !c.State().Bound {
-		if _, err := c.Observe(ctx); err != nil && !c.State().Bound {
-			st.Errors = append(st.Errors, fmt.Sprintf("controller: %v", err))
-			return
-		}
+	if _, err := awaitBinding(ctx, c); err != nil && !c.State().Bound {
+		st.Errors = append(st.Errors, fmt.Sprintf("controller: %v", err))
+		return
 	}
 	b := c.State().Binding
 	st.Binding = b

@@ -188,18 +188,35 @@ func (s *session) close() {
 	s.c.Close()
 }
 
-// bind makes sure the connection knows the binding (generation,
-// execution), observing when no binding has arrived yet. A history page
-// that cannot be read does not stop a command once a binding is known.
+// bind waits for the binding the controller sends right after the
+// welcome. A history page that cannot be read does not stop a command
+// once a binding is known (an older controller is observed instead).
 func (s *session) bind(ctx context.Context) error {
-	if s.c.State().Bound {
-		return nil
+	observed, err := awaitBinding(ctx, s.c)
+	if observed {
+		s.got(err)
 	}
-	_, err := s.c.Observe(ctx)
-	if s.got(err) != nil && s.c.State().Bound && protocol.CodeOf(err) != "" {
+	if err != nil && s.c.State().Bound && protocol.CodeOf(err) != "" {
 		return nil
 	}
 	return err
+}
+
+// bindingWait bounds the wait for the binding a controller sends after its
+// welcome: one built before that sends none until asked.
+const bindingWait = 5 * time.Second
+
+// awaitBinding waits until c has read a binding; after bindingWait it asks
+// with an observe, and says so (observed) so the reply can be counted.
+func awaitBinding(ctx context.Context, c *client.Client) (observed bool, err error) {
+	wctx, cancel := context.WithTimeout(ctx, bindingWait)
+	defer cancel()
+	_, err = c.WaitBound(wctx)
+	if err == nil || ctx.Err() != nil || c.Err() != nil {
+		return false, err
+	}
+	_, err = c.Observe(ctx)
+	return true, err
 }
 
 // take acquires control when --take asks for it. recovery allows the
