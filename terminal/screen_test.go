@@ -311,3 +311,71 @@ func TestFollowEqualsFromView(t *testing.T) {
 		t.Fatalf("tail marker missing: %q", tail)
 	}
 }
+
+// BenchmarkScreenRender is one frame of a long conversation: 2,000
+// finished messages of a few wrapped lines, at 120x40.
+func BenchmarkScreenRender(b *testing.B) {
+	tr := &Transcript{}
+	for i := range 2000 {
+		tr.AddHistory(HistoryMessage{Role: "assistant", Content: []protocol.Block{text(fmt.Sprintf("message %d: %s", i, strings.Repeat("word ", 60)))}})
+	}
+	s := Screen{Transcript: tr}
+	b.ReportAllocs()
+	for b.Loop() {
+		s.Render(120, 40)
+	}
+}
+
+// BenchmarkFollowDelta is the per-frame cost of one streamed delta
+// through Follow: the view grows by one event.
+func BenchmarkFollowDelta(b *testing.B) {
+	st := &stream{exec: "x1"}
+	evs := []protocol.Event{st.ev(protocol.EventMessageStart, "m1", start("assistant"))}
+	for i := range b.N {
+		evs = append(evs, st.ev(protocol.EventTextDelta, "m1", delta(0, i, "w ", false)))
+	}
+	var f Follow
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		f.Update(client.View{Execution: "x1", From: 1, Events: evs[:i+2]})
+	}
+}
+
+// TestLinesCacheFollowsChanges: a Transcript rendered after every event
+// (its line cache warm, at changing widths) shows what a fresh one built
+// from the same events shows.
+func TestLinesCacheFollowsChanges(t *testing.T) {
+	s := &stream{exec: "x1"}
+	tool := func(f func(*protocol.Tool)) func(*protocol.Event) {
+		return func(e *protocol.Event) {
+			e.Tool = &protocol.Tool{CallID: "c1", Name: "bash"}
+			f(e.Tool)
+		}
+	}
+	evs := []protocol.Event{
+		s.ev(protocol.EventMessageStart, "m1", start("assistant")),
+		s.ev(protocol.EventTextDelta, "m1", delta(0, 0, "a long first line that wraps ", false)),
+		s.ev(protocol.EventTextDelta, "m1", delta(0, 1, "and more\nsecond", true)),
+		s.ev(protocol.EventMessageEnd, "m1", end("assistant", text("a long first line that wraps and more\nsecond"))),
+		s.ev(protocol.EventToolStart, "m1", tool(func(x *protocol.Tool) { x.Args = json.RawMessage(`{"command":"ls"}`) })),
+		s.ev(protocol.EventToolUpdate, "m1", tool(func(x *protocol.Tool) { x.Result = json.RawMessage(`"a"`) })),
+		s.ev(protocol.EventToolEnd, "m1", tool(func(x *protocol.Tool) { x.Result, x.IsError = json.RawMessage(`"a\nb"`), true })),
+		s.ev(protocol.EventMessageEnd, "m2", func(e *protocol.Event) {
+			end("toolResult", text("a\nb"))(e)
+			e.Tool = &protocol.Tool{CallID: "c1", Name: "bash"}
+		}),
+	}
+	s.seq += 3 // a gap: a marker, and m1 continues as a new message
+	evs = append(evs, s.ev(protocol.EventTextDelta, "m1", delta(0, 5, "late", false)))
+	warm := &Transcript{}
+	for i, e := range evs {
+		warm.Apply(e)
+		fresh := apply(&Transcript{}, evs[:i+1]...)
+		for _, w := range []int{30, 0, 12, 30} {
+			if got, want := warm.Lines(w), fresh.Lines(w); !reflect.DeepEqual(got, want) {
+				t.Fatalf("after event %d at width %d: cached\n%q\nfresh\n%q", i, w, got, want)
+			}
+		}
+	}
+}

@@ -69,6 +69,10 @@ type item struct {
 	msg  *message
 	tool *tool
 	text string
+	// The lines last rendered, for width cw at version cv of the message
+	// or tool: a frame re-renders only what changed since the last one.
+	cache  []string
+	cw, cv int
 }
 
 type message struct {
@@ -80,6 +84,7 @@ type message struct {
 	continued  bool // created by a delta: its start was not seen
 	stopReason string
 	tool       *protocol.Tool
+	ver        int // bumped by every change, for the line cache
 }
 
 type block struct {
@@ -97,6 +102,7 @@ type tool struct {
 	result       json.RawMessage
 	done         bool
 	isError      bool
+	ver          int // bumped by every change, for the line cache
 }
 
 func (t *Transcript) init() {
@@ -251,6 +257,7 @@ func (t *Transcript) apply(e protocol.Event) {
 		}
 		m.final = true
 		m.stopReason = e.StopReason
+		m.ver++
 		if e.Tool != nil && m.role == "toolResult" {
 			m.tool = e.Tool
 			t.results[e.Tool.CallID] = true
@@ -261,6 +268,7 @@ func (t *Transcript) apply(e protocol.Event) {
 			return
 		}
 		x := t.tool(e)
+		x.ver++
 		if e.Tool.Name != "" {
 			x.name = e.Tool.Name
 		}
@@ -320,6 +328,7 @@ func (t *Transcript) delta(e protocol.Event) {
 		blk = &block{typ: blockTypes[e.Kind], next: max(frag, 0), elided: frag > 0}
 		m.blocks[b] = blk
 	}
+	m.ver++
 	blk.text.WriteString(e.Text)
 	if frag >= 0 {
 		blk.next = frag + 1
@@ -370,20 +379,43 @@ func digest(e protocol.Event) [sha256.Size]byte {
 func (t *Transcript) Lines(width int) []string {
 	var out []string
 	for _, it := range t.items {
-		switch it.kind {
-		case itemMessage:
-			out = append(out, it.msg.lines(width)...)
-		case itemTool:
-			if !t.results[it.tool.callID] {
-				out = append(out, it.tool.lines(width)...)
-			}
-		case itemNotice:
-			out = append(out, clip("-- "+it.text+" --", width))
-		case itemMarker:
-			out = append(out, clip("== reconcile: "+it.text+" ==", width))
+		if it.kind == itemTool && t.results[it.tool.callID] {
+			continue
 		}
+		out = append(out, it.lines(width)...)
 	}
 	return out
+}
+
+// lines renders one item, from the cache when neither the width nor the
+// item changed since the last call.
+func (it *item) lines(width int) []string {
+	ver := 0
+	switch it.kind {
+	case itemMessage:
+		ver = it.msg.ver
+	case itemTool:
+		ver = it.tool.ver
+	}
+	if it.cache != nil && it.cw == width && it.cv == ver {
+		return it.cache
+	}
+	var ls []string
+	switch it.kind {
+	case itemMessage:
+		ls = it.msg.lines(width)
+	case itemTool:
+		ls = it.tool.lines(width)
+	case itemNotice:
+		ls = []string{clip("-- "+it.text+" --", width)}
+	case itemMarker:
+		ls = []string{clip("== reconcile: "+it.text+" ==", width)}
+	}
+	if ls == nil {
+		ls = []string{}
+	}
+	it.cache, it.cw, it.cv = ls, width, ver
+	return ls
 }
 
 // inner is the width left after an indent of n cells.

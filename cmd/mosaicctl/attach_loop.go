@@ -28,8 +28,11 @@ type attacher struct {
 	connected bool
 	lt        *client.Transcript
 	follow    terminal.Follow
-	seam      protocol.Seam
-	lastSeq   uint64
+	// stale is set when lt may have changed since the last frame took its
+	// snapshot (a keystroke alone does not copy the transcript).
+	stale   bool
+	seam    protocol.Seam
+	lastSeq uint64
 
 	scr     terminal.Screen
 	parser  terminal.Parser
@@ -55,7 +58,7 @@ func newAttacher(ctx context.Context, tty *attachTTY, c *client.Client, conv str
 // use makes c the connection: a fresh library transcript, and a fresh
 // observe whose reply arrives on c's updates like everything else.
 func (a *attacher) use(c *client.Client) {
-	a.c, a.connected, a.lt, a.follow = c, true, client.NewTranscript(), terminal.Follow{}
+	a.c, a.connected, a.lt, a.follow, a.stale = c, true, client.NewTranscript(), terminal.Follow{}, true
 	a.seam, a.lastSeq = protocol.Seam{}, 0
 	a.async(func(ctx context.Context) func() {
 		if _, err := c.Observe(ctx); err != nil {
@@ -171,6 +174,7 @@ func (a *attacher) keys(ks []terminal.Key) {
 // the observe it needs, and turns broadcasts into notices.
 func (a *attacher) update(u client.Update) {
 	c := a.c
+	a.stale = true
 	if w := a.lt.Update(u); w.Observe {
 		a.async(func(ctx context.Context) func() {
 			if _, err := c.Reobserve(ctx, w); err != nil {
@@ -234,7 +238,9 @@ func (a *attacher) disconnected() {
 // the composer.
 func (a *attacher) draw() {
 	a.status()
-	a.scr.Transcript = a.follow.Update(a.lt.Snapshot())
+	if a.stale {
+		a.scr.Transcript, a.stale = a.follow.Update(a.lt.Snapshot()), false
+	}
 	w, h := a.tty.size()
 	f := a.scr.Render(w, h)
 	var b strings.Builder
