@@ -97,5 +97,18 @@
 // page), with at most MaxToolLines lines of output. run-settled and
 // unavailable are notices; an unknown kind is shown as unavailable. The
 // Transcript only marks; re-reading the page (and Reset) is the client
-// library's decision, and Marked tells it a marker was shown.
+// library's decision, and Marked tells it a marker was shown. Lines keeps
+// each item's rendered lines by width and a version every change bumps,
+// so a frame re-wraps only what changed (a long conversation is not
+// re-wrapped per streamed delta).
+//
+// Screen. Layout from the top: the transcript viewport (following the
+// end; PageUp/PageDown move by the viewport less one line and keep the
+// reading position while new lines arrive), the status line, a notice line
+// of its own (a long refusal is never cut behind the status fields), then
+// the composer (its last lines, at most a third of the height) or the open
+// dialog. While a dialog is open every key goes to it: y/Y confirms;
+// n/N, Enter, Esc and Ctrl-C/Ctrl-D decline; anything else, a paste
+// included, is ignored. Every row is clipped to the width once more, since
+// Width is an estimate.
 package terminal
