@@ -39,14 +39,7 @@ func convCommand() *cli.Command {
 						fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", cv.ID, cv.Seat, cv.Workspace, filepath.Base(cv.Session), cv.Project)
 					}
 					w.Flush()
-					ids := make([]string, 0, len(bad))
-					for id := range bad {
-						ids = append(ids, id)
-					}
-					sort.Strings(ids)
-					for _, id := range ids {
-						fmt.Fprintf(os.Stderr, "mosaicctl: %s does not load: %v\n", id, bad[id])
-					}
+					reportUnloadable(bad)
 					return nil
 				},
 			},
@@ -97,6 +90,20 @@ func convCommand() *cli.Command {
 				},
 			},
 		},
+	}
+}
+
+// reportUnloadable names on stderr, in id order, the conversation files
+// that List could not load: they are skipped, never fatal, so one broken
+// file does not hide the others.
+func reportUnloadable(bad map[string]error) {
+	ids := make([]string, 0, len(bad))
+	for id := range bad {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		fmt.Fprintf(os.Stderr, "mosaicctl: %s does not load: %v\n", id, bad[id])
 	}
 }
 

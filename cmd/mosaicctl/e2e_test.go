@@ -1,169 +1,84 @@
 package main
 
 import (
-	"bufio"
-	"encoding/json"
-	"fmt"
-	"net"
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/mosaic-agents/mosaic/client"
 	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
 	"github.com/mosaic-agents/mosaic/contrib/stubmodel"
+	"github.com/mosaic-agents/mosaic/protocol"
 )
 
-// wire is a minimal protocol client for the end-to-end test.
-type wire struct {
-	t    *testing.T
-	c    net.Conn
-	recs chan map[string]any
-	n    int
-}
-
-func dialWire(t *testing.T, path string) *wire {
-	t.Helper()
-	c, err := net.DialTimeout("unix", path, 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	w := &wire{t: t, c: c, recs: make(chan map[string]any, 8192)}
-	go func() {
-		sc := bufio.NewScanner(c)
-		sc.Buffer(make([]byte, 1<<20), 16<<20)
-		for sc.Scan() {
-			var m map[string]any
-			if json.Unmarshal(sc.Bytes(), &m) == nil {
-				w.recs <- m
-			}
-		}
-		close(w.recs)
-	}()
-	w.send(map[string]any{"type": "hello", "client": "e2e"})
-	w.await(func(m map[string]any) bool { return m["record"] == "welcome" })
-	return w
-}
-
-func (w *wire) send(v map[string]any) {
-	w.t.Helper()
-	b, _ := json.Marshal(v)
-	if _, err := w.c.Write(append(b, '\n')); err != nil {
-		w.t.Fatal(err)
-	}
-}
-
-func (w *wire) await(pred func(map[string]any) bool) map[string]any {
-	w.t.Helper()
-	deadline := time.After(60 * time.Second)
-	for {
-		select {
-		case m, ok := <-w.recs:
-			if !ok {
-				w.t.Fatal("connection closed while waiting")
-			}
-			if pred(m) {
-				return m
-			}
-		case <-deadline:
-			w.t.Fatal("no matching record within the bound")
-		}
-	}
-}
-
-// do sends a command with a fresh request id and returns its final record,
-// failing unless it is a want record.
-func (w *wire) do(cmd map[string]any, want string) map[string]any {
-	w.t.Helper()
-	w.n++
-	req := fmt.Sprintf("e2e-%d", w.n)
-	cmd["request"] = req
-	w.send(cmd)
-	m := w.await(func(m map[string]any) bool {
-		return m["request"] == req && m["record"] != "stop" && m["record"] != "binding"
-	})
-	if m["record"] != want {
-		w.t.Fatalf("%v: got %v, want %s", cmd["type"], m, want)
-	}
-	return m
-}
-
-func (w *wire) settled() {
-	w.t.Helper()
-	w.await(func(m map[string]any) bool { return m["record"] == "event" && m["kind"] == "run-settled" })
-}
-
 // TestEndToEndRealPi is the whole path on the sandbox's real systemd with
-// the real pinned Pi and the stub model: socket activation, two clients,
-// takeover, a prompt into a tool call whose child calls setsid, a
-// confirmed force stop with a proof that `mosaicctl proof verify` and
-// `mosaicctl audit` accept, recover, launch, and a second prompt.
+// the real pinned Pi and the stub model, spoken through the client library
+// the CLI uses: socket activation, two clients, takeover, a prompt into a
+// tool call whose child calls setsid, a confirmed force stop with a proof
+// that `mosaicctl proof verify` and `mosaicctl audit` accept, recover,
+// launch, and a second prompt.
 func TestEndToEndRealPi(t *testing.T) {
 	sandboxtest.Require(t)
-	bin := sandboxtest.Bin(t, "mosaicctl")
-	pi := os.Getenv("MOSAIC_PI")
-	if pi == "" {
-		sandboxtest.Unavailable(t, "MOSAIC_PI is not set: `make test` installs the pinned Pi")
-	}
-	stub, err := stubmodel.Start(stubmodel.Script{Turns: []stubmodel.Turn{
+	pc := realPiConversation(t, "e2e", stubmodel.Script{Turns: []stubmodel.Turn{
 		{Text: []string{"Starting ", "a tool."}, Tool: &stubmodel.ToolCall{Command: "setsid sleep 300 & echo $! > child.pid; echo started"}},
 		{Text: []string{"The tool ", "said started."}},
 		{Text: []string{"Back ", "again."}},
 	}})
+	// A bound against a hang, not a timing assertion.
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	ctl, obs := dialE2E(ctx, t, pc.path), dialE2E(ctx, t, pc.path)
+
+	// The first connection starts the engine: observe until it is active.
+	o, err := ctl.Observe(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { stub.Close() })
-	model, err := stubmodel.WriteAgentDir(t.TempDir(), stub.BaseURL())
-	if err != nil {
+	for o.Binding.State != protocol.BindingActive {
+		next(ctx, t, ctl, "an active binding", func(u client.Update) bool {
+			return u.Binding != nil && u.Binding.State == protocol.BindingActive
+		})
+		if o, err = ctl.Observe(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := obs.Observe(ctx); err != nil {
 		t.Fatal(err)
 	}
-	mustRun(t, bin, "install")
-	t.Cleanup(func() { run(t, bin, "uninstall", "--force") })
-	proj, session := project(t, "e2e")
-	id := strings.TrimSpace(mustRun(t, bin, "conv", "add", "--project", proj, "--seat", "e2e", "--session", session,
-		"--engine", pi, "--provider", model.Provider, "--model", model.Model, "--agent-dir", model.AgentDir))
-	sock, svc := "mosaic-conv@"+id+".socket", "mosaic-conv@"+id+".service"
-	mustRun(t, "systemctl", "--user", "start", sock)
-	t.Cleanup(func() { run(t, "systemctl", "--user", "stop", sock, svc) })
-	path := filepath.Join(os.Getenv("XDG_RUNTIME_DIR"), "mosaic", "conv", id+".sock")
-
-	ctl, obs := dialWire(t, path), dialWire(t, path)
-	o := ctl.do(map[string]any{"type": "observe"}, "observed")
-	for o["binding"].(map[string]any)["state"] != "active" {
-		ctl.await(func(m map[string]any) bool { return m["record"] == "binding" && m["state"] == "active" })
-		o = ctl.do(map[string]any{"type": "observe"}, "observed")
+	if b := o.Binding; b.Cohort != "scope" || !strings.HasPrefix(b.Scope, "mosaic-engine-") {
+		t.Fatalf("binding %+v: want the engine in a mosaic-engine scope", b)
 	}
-	obs.do(map[string]any{"type": "observe"}, "observed")
-	b := o["binding"].(map[string]any)
-	if b["cohort"] != "scope" || !strings.HasPrefix(fmt.Sprint(b["scope"]), "mosaic-engine-") {
-		t.Fatalf("binding %v: want the engine in a mosaic-engine scope", b)
+	if _, err := ctl.Takeover(ctx); err != nil {
+		t.Fatal(err)
 	}
-	gen := ctl.do(map[string]any{"type": "takeover", "generation": b["generation"]}, "control")["generation"]
 
-	rc := ctl.do(map[string]any{"type": "prompt", "generation": gen, "text": "run the tool"}, "receipt")
-	if rc["state"] != "acknowledged" {
-		t.Fatalf("receipt %v", rc)
+	rc, err := ctl.Prompt(ctx, "run the tool")
+	if err != nil || rc.State != protocol.ReceiptAcknowledged {
+		t.Fatalf("prompt: receipt %+v, %v; want acknowledged", rc, err)
 	}
 	// E1 on the real Pi: the observer sees the tool and the new answer.
 	var text strings.Builder
 	sawTool := false
-	obs.await(func(m map[string]any) bool {
-		if m["kind"] == "tool-end" {
+	next(ctx, t, obs, "the observer's run-settled", func(u client.Update) bool {
+		if u.Event == nil || u.Event.Execution != rc.Execution {
+			return false
+		}
+		switch u.Event.Kind {
+		case protocol.EventToolEnd:
 			sawTool = true
+		case protocol.EventTextDelta:
+			text.WriteString(u.Event.Text)
 		}
-		if s, ok := m["text"].(string); ok && m["kind"] == "text-delta" {
-			text.WriteString(s)
-		}
-		return m["kind"] == "run-settled"
+		return u.Event.Kind == protocol.EventRunSettled
 	})
-	ctl.settled()
+	next(ctx, t, ctl, "the controller's run-settled", settledIn(rc.Execution))
 	if !sawTool || !strings.Contains(text.String(), "said started.") {
 		t.Fatalf("observer saw tool %v and text %q", sawTool, text.String())
 	}
-	pidb, err := os.ReadFile(filepath.Join(proj, "child.pid"))
+	pidb, err := os.ReadFile(filepath.Join(pc.proj, "child.pid"))
 	if err != nil {
 		t.Fatalf("the tool's setsid child left no pid: %v", err)
 	}
@@ -172,40 +87,93 @@ func TestEndToEndRealPi(t *testing.T) {
 		t.Fatalf("setsid child %s is not in the engine scope: %q %v", child, cg, err)
 	}
 
-	cf := ctl.do(map[string]any{"type": "issue-confirmation", "operation": "force-stop", "generation": gen}, "confirmation")
-	if !strings.Contains(fmt.Sprint(cf["intent"]), "sleep") {
-		t.Errorf("the confirmation does not show what will be stopped: %q", cf["intent"])
+	// The confirmation a person would see names what is stopped; the
+	// force stop it allows kills the setsid child with the rest.
+	cf, err := ctl.IssueConfirmation(ctx, "force-stop")
+	if err != nil {
+		t.Fatal(err)
 	}
-	ctl.do(map[string]any{"type": "answer-confirmation", "confirmation": cf["id"], "answer": "confirm"}, "confirmation")
-	ctl.send(map[string]any{"type": "force-stop", "request": "fs", "generation": gen, "confirmation": cf["id"]})
-	stop := ctl.await(func(m map[string]any) bool { return m["record"] == "stop" && m["state"] == "stopped" })
-	ctl.await(func(m map[string]any) bool { return m["request"] == "fs" && m["record"] == "receipt" })
+	if !strings.Contains(cf.Intent, "sleep") {
+		t.Errorf("the confirmation does not show what will be stopped: %q", cf.Intent)
+	}
+	if _, err := ctl.AnswerConfirmation(ctx, cf.ID, client.AnswerConfirm); err != nil {
+		t.Fatal(err)
+	}
+	fs, err := ctl.ForceStop(ctx, cf.ID)
+	if err != nil || fs.State != protocol.ReceiptStopped {
+		t.Fatalf("force stop: receipt %+v, %v; want stopped", fs, err)
+	}
+	stop := next(ctx, t, ctl, "the stopped stop record", func(u client.Update) bool {
+		return u.Stop != nil && u.Stop.State == "stopped"
+	}).Stop
 	if _, err := os.Stat("/proc/" + child); err == nil {
 		t.Fatalf("the setsid child %s survived the force stop", child)
 	}
 	proofFile := filepath.Join(t.TempDir(), "proof.json")
-	raw, _ := json.Marshal(stop["proof"])
-	os.WriteFile(proofFile, raw, 0o600)
-	if out := mustRun(t, bin, "proof", "verify", proofFile); !strings.Contains(out, "verified: all") {
+	if err := os.WriteFile(proofFile, stop.Proof, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out := mustRun(t, pc.bin, "proof", "verify", proofFile); !strings.Contains(out, "verified: all") {
 		t.Fatalf("proof verify said %q", out)
 	}
 
-	rcf := ctl.do(map[string]any{"type": "issue-confirmation", "operation": "recover", "generation": gen}, "confirmation")
-	ctl.do(map[string]any{"type": "answer-confirmation", "confirmation": rcf["id"], "answer": "confirm"}, "confirmation")
-	el := ctl.do(map[string]any{"type": "recover", "generation": gen, "confirmation": rcf["id"]}, "eligibility")
-	lr := ctl.do(map[string]any{"type": "launch", "generation": gen, "eligibility": el["id"]}, "receipt")
-	if lr["state"] != "launched" {
-		t.Fatalf("launch %v", lr)
+	// Recover issues and confirms its own confirmation ("" asks it to).
+	el, err := ctl.Recover(ctx, "")
+	if err != nil {
+		t.Fatal(err)
 	}
-	ctl.do(map[string]any{"type": "observe"}, "observed")
-	rc = ctl.do(map[string]any{"type": "prompt", "generation": lr["generation"], "text": "again"}, "receipt")
-	if rc["state"] != "acknowledged" {
-		t.Fatalf("second prompt %v", rc)
+	lr, err := ctl.Launch(ctx, el.ID)
+	if err != nil || lr.State != protocol.ReceiptLaunched {
+		t.Fatalf("launch: receipt %+v, %v; want launched", lr, err)
 	}
-	ctl.settled()
+	if _, err := ctl.Observe(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rc, err = ctl.Prompt(ctx, "again")
+	if err != nil || rc.State != protocol.ReceiptAcknowledged || rc.Execution != lr.Execution {
+		t.Fatalf("second prompt: receipt %+v, %v; want acknowledged by the launched execution %s", rc, err, lr.Execution)
+	}
+	next(ctx, t, ctl, "the second run-settled", settledIn(rc.Execution))
 
-	out := mustRun(t, bin, "audit", id)
-	if !strings.Contains(out, "proof "+fmt.Sprint(stop["proofDigest"])+": verified") || !strings.Contains(out, "takeover") {
+	out := mustRun(t, pc.bin, "audit", pc.id)
+	if !strings.Contains(out, "proof "+stop.ProofDigest+": verified") || !strings.Contains(out, "takeover") {
 		t.Fatalf("audit output lacks the verified proof or the takeover:\n%s", out)
+	}
+}
+
+// dialE2E connects one library client, closed when the test ends.
+func dialE2E(ctx context.Context, t *testing.T, path string) *client.Client {
+	t.Helper()
+	c, err := client.Dial(ctx, path, client.Options{Name: "e2e"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// next reads c's updates, replies included, until one satisfies ok and
+// returns it; it fails when the connection or ctx ends first.
+func next(ctx context.Context, t *testing.T, c *client.Client, what string, ok func(client.Update) bool) client.Update {
+	t.Helper()
+	for {
+		select {
+		case u, open := <-c.Updates():
+			if !open {
+				t.Fatalf("the connection ended while waiting for %s: %v", what, c.Err())
+			}
+			if ok(u) {
+				return u
+			}
+		case <-ctx.Done():
+			t.Fatalf("no %s: %v", what, ctx.Err())
+		}
+	}
+}
+
+// settledIn matches the run-settled event of execution x.
+func settledIn(x string) func(client.Update) bool {
+	return func(u client.Update) bool {
+		return u.Event != nil && u.Event.Kind == protocol.EventRunSettled && u.Event.Execution == x
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -142,14 +141,7 @@ func statusConversations(id string) ([]*conversations.Conversation, error) {
 	if err != nil {
 		return nil, err
 	}
-	ids := make([]string, 0, len(bad))
-	for id := range bad {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
-		fmt.Fprintf(os.Stderr, "mosaicctl: %s does not load: %v\n", id, bad[id])
-	}
+	reportUnloadable(bad)
 	return list, nil
 }
 

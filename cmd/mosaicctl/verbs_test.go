@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -25,31 +24,11 @@ import (
 // recovery that runs prompts again, and status before and after each.
 func TestOneShotVerbsOnRealPi(t *testing.T) {
 	sandboxtest.Require(t)
-	bin := sandboxtest.Bin(t, "mosaicctl")
-	pi := os.Getenv("MOSAIC_PI")
-	if pi == "" {
-		sandboxtest.Unavailable(t, "MOSAIC_PI is not set: `make test` installs the pinned Pi")
-	}
-	stub, err := stubmodel.Start(stubmodel.Script{Turns: []stubmodel.Turn{
+	pc := realPiConversation(t, "verbs", stubmodel.Script{Turns: []stubmodel.Turn{
 		{Text: []string{"Hello ", "from the stub."}},
 		{Text: []string{"and on "}, Endless: true},
 	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { stub.Close() })
-	model, err := stubmodel.WriteAgentDir(t.TempDir(), stub.BaseURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	mustRun(t, bin, "install")
-	t.Cleanup(func() { run(t, bin, "uninstall", "--force") })
-	proj, session := project(t, "verbs")
-	id := strings.TrimSpace(mustRun(t, bin, "conv", "add", "--project", proj, "--seat", "verbs", "--session", session,
-		"--engine", pi, "--provider", model.Provider, "--model", model.Model, "--agent-dir", model.AgentDir))
-	sock, svc := "mosaic-conv@"+id+".socket", "mosaic-conv@"+id+".service"
-	mustRun(t, "systemctl", "--user", "start", sock)
-	t.Cleanup(func() { run(t, "systemctl", "--user", "stop", sock, svc) })
+	bin, id, stub := pc.bin, pc.id, pc.stub
 
 	st := readStatus(t, bin, id)
 	if st.Socket.ActiveState != "active" || st.Service.ActiveState != "inactive" || st.Claim != nil || st.Generation != nil {

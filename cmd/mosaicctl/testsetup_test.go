@@ -1,0 +1,67 @@
+package main
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
+	"github.com/mosaic-agents/mosaic/contrib/stubmodel"
+	"github.com/mosaic-agents/mosaic/units"
+)
+
+// piConversation is a conversation on the pinned real Pi whose model is a
+// stub playing a script, with its socket listening.
+type piConversation struct {
+	bin  string // the mosaicctl under test
+	id   string
+	proj string // the project directory: the tool's working directory
+	path string // the conversation socket
+	stub *stubmodel.Server
+}
+
+// realPiConversation installs the units and registers a conversation on
+// seat with the pinned Pi (MOSAIC_PI) talking to a stub model that plays
+// script, then starts its socket. Cleanups stop the units, uninstall and
+// close the stub, in that order.
+func realPiConversation(t *testing.T, seat string, script stubmodel.Script) piConversation {
+	t.Helper()
+	bin := sandboxtest.Bin(t, "mosaicctl")
+	pi := os.Getenv("MOSAIC_PI")
+	if pi == "" {
+		sandboxtest.Unavailable(t, "MOSAIC_PI is not set: `make test` installs the pinned Pi")
+	}
+	stub, err := stubmodel.Start(script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stub.Close() })
+	model, err := stubmodel.WriteAgentDir(t.TempDir(), stub.BaseURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, proj, path := startConversation(t, bin, seat,
+		"--engine", pi, "--provider", model.Provider, "--model", model.Model, "--agent-dir", model.AgentDir)
+	return piConversation{bin: bin, id: id, proj: proj, path: path, stub: stub}
+}
+
+// startConversation installs the units, registers a conversation on seat
+// in a fresh project with the further `conv add` flags, and starts its
+// socket (the controller starts on the first connection). It returns the
+// id, the project directory and the socket path.
+func startConversation(t *testing.T, bin, seat string, flags ...string) (id, proj, path string) {
+	t.Helper()
+	mustRun(t, bin, "install")
+	t.Cleanup(func() { run(t, bin, "uninstall", "--force") })
+	proj, session := project(t, seat)
+	id = strings.TrimSpace(mustRun(t, bin, append([]string{"conv", "add",
+		"--project", proj, "--seat", seat, "--session", session}, flags...)...))
+	sock, svc := "mosaic-conv@"+id+".socket", "mosaic-conv@"+id+".service"
+	mustRun(t, "systemctl", "--user", "start", sock)
+	t.Cleanup(func() { run(t, "systemctl", "--user", "stop", sock, svc) })
+	path, err := units.SocketPath(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id, proj, path
+}
