@@ -242,3 +242,72 @@ func TestStreamOverlapGapEpoch(t *testing.T) {
 			viewString(v), bytes.Contains(v.History, []byte("Done looking.")))
 	}
 }
+
+// E6 on the real controller: the engine pauses while its tool runs; the
+// client disconnects, the tool's result and the final answer arrive while
+// it is away, and the reconnected client resumes from the last seq it
+// holds: the replay brings them once each, contiguous, with no marker and
+// no fresh page (no manual refresh).
+func TestToolResultAcrossReconnect(t *testing.T) {
+	r := newRig(t, toolScript, nil)
+	r.waitBinding("active")
+	fc := r.fakeControl()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := fc.Arm(ctx, "tool-running"); err != nil {
+		t.Fatal(err)
+	}
+	a := r.libClient(ctx)
+	tr := mclient.NewTranscript()
+	if _, err := a.Reobserve(ctx, tr.Pending()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Takeover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Prompt(ctx, "look"); err != nil {
+		t.Fatal(err)
+	}
+	follow(t, ctx, a, tr, func(v mclient.View) bool { return len(kinds(v, protocol.EventToolStart)) == 1 })
+	if _, err := fc.Wait(ctx, "tool-running"); err != nil {
+		t.Fatal(err)
+	}
+	page := tr.Snapshot().History
+	a.Close()
+	// The result and the final answer arrive while nobody is connected.
+	if err := fc.Release(ctx, "tool-running"); err != nil {
+		t.Fatal(err)
+	}
+	r.waitBindingField("engineState", "idle")
+	b, err := a.Reconnect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if _, err := b.ObserveFrom(ctx, tr.Next()-1); err != nil {
+		t.Fatal(err)
+	}
+	seen := follow(t, ctx, b, tr, settledClean(1))
+	for _, u := range seen {
+		if u.Observed != nil && u.FromSeq == nil {
+			t.Fatal("the transcript needed a fresh page: the resume was not clean")
+		}
+	}
+	v := tr.Snapshot()
+	ends := kinds(v, protocol.EventToolEnd)
+	if len(ends) != 1 || !bytes.Contains(ends[0].Tool.Result, []byte("tool-output")) || len(kinds(v, protocol.EventToolStart)) != 1 {
+		t.Fatalf("tool events after the reconnect: %s", viewString(v))
+	}
+	var final bool
+	for _, e := range kinds(v, protocol.EventMessageEnd) {
+		final = final || (len(e.Content) == 1 && e.Content[0].Text == "Done looking.")
+	}
+	if !final || v.SeamMarker != "" || v.TailMarker != "" || !bytes.Equal(v.History, page) {
+		t.Fatalf("after the reconnect: final answer %v, %s; want it once, no marker, the same page", final, viewString(v))
+	}
+	for i, e := range v.Events {
+		if e.Seq != v.From+uint64(i) {
+			t.Fatalf("events not contiguous at %d: %s", i, viewString(v))
+		}
+	}
+}
