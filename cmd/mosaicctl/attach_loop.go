@@ -223,8 +223,8 @@ func (a *attacher) disconnected() {
 		a.pending, a.pendingOn = nil, nil
 		a.scr.CloseDialog()
 	}
-	if a.prompts > 0 {
-		return // each settles as outcome unknown
+	if a.prompts > 0 || a.scr.Notice() == terminal.OutcomeUnknown {
+		return // a lost outcome is the notice, whichever arrived first
 	}
 	why := "the connection ended"
 	if err := a.c.Err(); err != nil {

@@ -22,13 +22,7 @@ func (a *attacher) act(act terminal.Action, text string) {
 	case terminal.ActSend:
 		a.prompt(text)
 	case terminal.ActTakeControl:
-		a.request("takeover", func(ctx context.Context, c *client.Client) (string, error) {
-			r, err := c.Takeover(ctx)
-			if err != nil {
-				return "", err
-			}
-			return "took control at generation " + strconv.FormatInt(r.Generation, 10), nil
-		})
+		a.takeover()
 	case terminal.ActInterrupt:
 		a.request("interrupt", func(ctx context.Context, c *client.Client) (string, error) {
 			r, err := c.Interrupt(ctx)
@@ -62,6 +56,29 @@ func (a *attacher) request(name string, f func(context.Context, *client.Client) 
 			return a.noticeOf(name, err)
 		}
 		return func() { a.scr.SetNotice(msg) }
+	})
+}
+
+// takeover asks for control. While admission is closed (fenced) an
+// ordinary takeover is refused and the controller points to recovery
+// control: the terminal then asks for that confirmation instead, so the
+// operator of a conversation whose controller is gone can still force stop
+// and recover.
+func (a *attacher) takeover() {
+	c := a.online("takeover")
+	if c == nil {
+		return
+	}
+	a.scr.SetNotice("takeover…")
+	a.async(func(ctx context.Context) func() {
+		r, err := c.Takeover(ctx)
+		if protocol.CodeOf(err) == "fenced" {
+			return func() { a.confirmation(protocol.CmdAcquireRecoveryControl) }
+		}
+		if err != nil {
+			return a.noticeOf("takeover", err)
+		}
+		return func() { a.scr.SetNotice("took control at generation " + strconv.FormatInt(r.Generation, 10)) }
 	})
 }
 
@@ -215,6 +232,15 @@ func dialogFor(cf *protocol.Confirmation, st client.State) terminal.Dialog {
 		fs = fact(fs, "cohort", b.Cohort)
 		fs = fact(fs, "engine", b.Engine+" ("+b.EngineState+")")
 		d.Question = "force stop this cohort? y confirms; n, Enter or Esc cancels"
+	case protocol.CmdAcquireRecoveryControl:
+		d.Title = "take recovery control"
+		fs = fact(fs, "binding", b.State)
+		fs = fact(fs, "admission", b.Admission+" ("+b.AdmissionReason+")")
+		fs = fact(fs, "controller", b.Controller)
+		if b.Controller != "" && !b.ControllerConnected {
+			fs = fact(fs, "controller connected", "no")
+		}
+		d.Question = "take control while admission stays closed? y confirms; n, Enter or Esc cancels"
 	default:
 		d.Title = "recover"
 		fs = fact(fs, "session", b.SessionID)
@@ -248,6 +274,14 @@ func (a *attacher) answer(yes bool) {
 	a.async(func(ctx context.Context) func() {
 		if _, err := c.AnswerConfirmation(ctx, cf.ID, client.AnswerConfirm); err != nil {
 			return a.noticeOf(cf.Operation, err)
+		}
+		if cf.Operation == protocol.CmdAcquireRecoveryControl {
+			r, err := c.AcquireRecoveryControl(ctx, cf.ID)
+			if err != nil {
+				return a.noticeOf("recovery control", err)
+			}
+			n := "took recovery control at generation " + strconv.FormatInt(r.Generation, 10)
+			return func() { a.scr.SetNotice(n) }
 		}
 		if cf.Operation == protocol.CmdForceStop {
 			r, err := c.ForceStop(ctx, cf.ID)

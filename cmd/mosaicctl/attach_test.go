@@ -70,6 +70,17 @@ func promptsIn(t *testing.T, b []byte) []string {
 	return out
 }
 
+// occurrences returns how many of ss equal s.
+func occurrences(ss []string, s string) int {
+	n := 0
+	for _, x := range ss {
+		if x == s {
+			n++
+		}
+	}
+	return n
+}
+
 // liveControl connects to the pause points of the engine that is running
 // now (an engine that ended left its socket file behind).
 func liveControl(t *testing.T, stdinLog string) *fakepi.Control {
@@ -314,6 +325,15 @@ func TestAttachDialogFacts(t *testing.T) {
 	if d.Title != "recover" || !reflect.DeepEqual(d.Facts, want) {
 		t.Fatalf("recover dialog %q: %q", d.Title, d.Facts)
 	}
+	st.Binding.State, st.Binding.Admission, st.Binding.AdmissionReason, st.Binding.Controller = "uncertain", "closed", "found uncertain claim", "c-old"
+	cf.Operation, cf.StopContext = protocol.CmdAcquireRecoveryControl, ""
+	d = dialogFor(cf, st)
+	want = [][2]string{{"conversation", "pi-1"}, {"execution", "e-1"}, {"generation", "4"}, {"binding", "uncertain"},
+		{"admission", "closed (found uncertain claim)"}, {"controller", "c-old"}, {"controller connected", "no"},
+		{"intent", cf.Intent}, {"expires", "soon"}}
+	if d.Title != "take recovery control" || !reflect.DeepEqual(d.Facts, want) {
+		t.Fatalf("recovery control dialog %q: %q", d.Title, d.Facts)
+	}
 }
 
 func TestAttachInTmux(t *testing.T) {
@@ -548,6 +568,22 @@ func TestAttachInTmux(t *testing.T) {
 		}
 	})
 
+	t.Run("a resize redraws at the new size", func(t *testing.T) {
+		p := p.on(t)
+		p.tmux("resize-window", "-t", p.name, "-x", "70", "-y", "20")
+		want := lib.linesAt(70)
+		rows := p.wait("the transcript at 70 columns", func(rows []string) bool {
+			return len(rows) == 20 && statusRow(rows, id) == 17 && sameTranscript(rows, id, want)
+		})
+		for _, r := range rows {
+			if terminal.Width(r) > 70 {
+				t.Fatalf("row %q is wider than the pane", r)
+			}
+		}
+		p.tmux("resize-window", "-t", p.name, "-x", strconv.Itoa(paneW), "-y", strconv.Itoa(paneH))
+		p.wait("the full size again", func(rows []string) bool { return len(rows) == paneH && statusRow(rows, id) == paneH-3 })
+	})
+
 	t.Run("a lost outcome is shown and never resent", func(t *testing.T) {
 		p := p.on(t)
 		fc := liveControl(t, stdinLog)
@@ -572,28 +608,46 @@ func TestAttachInTmux(t *testing.T) {
 			s := status(rows, id)
 			return strings.Contains(s, " | observer | ") && !strings.Contains(s, "disconnected")
 		})
-		var n int
-		for _, m := range promptsIn(t, stdin()) {
-			if m == "lost one" {
-				n++
-			}
-		}
-		if n != 1 {
+		if n := occurrences(promptsIn(t, stdin()), "lost one"); n != 1 {
 			t.Fatalf("the engine read the lost prompt %d times; want exactly once (no resend)", n)
 		}
 	})
 
-	t.Run("a resize redraws at the new size", func(t *testing.T) {
+	t.Run("after the controller is lost: recovery control, force stop, recover, prompt", func(t *testing.T) {
 		p := p.on(t)
-		p.tmux("resize-window", "-t", p.name, "-x", "70", "-y", "20")
-		want := lib.linesAt(70)
-		rows := p.wait("the transcript at 70 columns", func(rows []string) bool {
-			return len(rows) == 20 && statusRow(rows, id) == 17 && sameTranscript(rows, id, want)
+		// The restarted controller found the engine alive without a
+		// controller: admission closed. Ctrl-T is refused fenced, and the
+		// terminal asks for recovery control instead.
+		p.keys("C-t")
+		rows := p.wait("the recovery control dialog", func(rows []string) bool {
+			return strings.Contains(strings.Join(rows, "\n"), "== take recovery control ==")
 		})
-		for _, r := range rows {
-			if terminal.Width(r) > 70 {
-				t.Fatalf("row %q is wider than the pane", r)
-			}
+		if s := strings.Join(strings.Fields(strings.Join(rows, "\n")), " "); !strings.Contains(s, "admission: closed (") ||
+			!strings.Contains(s, "intent: take recovery control of conversation "+id) {
+			t.Fatalf("the dialog does not say what it does:\n%s", strings.Join(rows, "\n"))
+		}
+		p.text("y")
+		p.wait("recovery control", func(rows []string) bool { return strings.Contains(status(rows, id), " | controller | ") })
+		p.keys("C-x")
+		p.wait("the force stop dialog", func(rows []string) bool { return strings.Contains(strings.Join(rows, "\n"), "== force stop ==") })
+		p.text("y")
+		p.wait("a stopped engine", func(rows []string) bool { return strings.Contains(status(rows, id), "binding stopped") })
+		p.keys("C-r")
+		p.wait("the recover dialog", func(rows []string) bool { return strings.Contains(strings.Join(rows, "\n"), "== recover ==") })
+		p.text("y")
+		p.wait("a launched execution", func(rows []string) bool {
+			s := status(rows, id)
+			return strings.Contains(s, " | controller | ") && strings.Contains(s, "binding active")
+		})
+		p.text("after recovery")
+		p.keys("Enter")
+		p.wait("the prompt and its settled run", func(rows []string) bool {
+			s := strings.Join(rows, "\n")
+			i := strings.LastIndex(s, "\n  after recovery\n")
+			return i >= 0 && strings.LastIndex(s, "-- run settled --") > i
+		})
+		if n := occurrences(promptsIn(t, stdin()), "after recovery"); n != 1 {
+			t.Fatalf("the engine read the prompt %d times", n)
 		}
 	})
 
