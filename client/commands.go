@@ -36,6 +36,25 @@ func (c *Client) ObserveFrom(ctx context.Context, seq uint64) (*protocol.Observe
 	return c.observe(ctx, protocol.Command{Type: protocol.CmdObserve, FromSeq: &seq})
 }
 
+// OlderPage reads the history page before the one a cursor came with:
+// pass the Cursor of an Observed reply, then of each PageRecord, until one
+// has none (the first part of the branch). Pages come from the snapshot
+// the observe read, so they join without gap or overlap; the event
+// subscription is untouched. A cursor is bound to this connection and is
+// replaced by the next Observe; a refusal (cursor-unknown, cursor-expired,
+// cursor-foreign) says reconcile: observe again. The page is also
+// delivered on Updates, where a Transcript ignores it.
+func (c *Client) OlderPage(ctx context.Context, cursor string) (*protocol.PageRecord, error) {
+	r, err := c.Do(ctx, protocol.Command{Type: protocol.CmdObserve, Cursor: cursor})
+	if err != nil {
+		return nil, fmt.Errorf("older page: %w", err)
+	}
+	if r.Page == nil {
+		return nil, fmt.Errorf("older page: %w: the server answered with a %q record", ErrProtocol, r.Record)
+	}
+	return r.Page, nil
+}
+
 func (c *Client) observe(ctx context.Context, cmd protocol.Command) (*protocol.Observed, error) {
 	r, err := c.Do(ctx, cmd)
 	if err != nil {

@@ -78,7 +78,7 @@ func answers(cmd, kind string) bool {
 	switch kind {
 	case recRefusal:
 		return true
-	case recObserved:
+	case recObserved, recPage:
 		return cmd == protocol.CmdObserve
 	case recControl:
 		return cmd == protocol.CmdTakeover || cmd == protocol.CmdAcquireRecoveryControl
@@ -110,5 +110,5 @@ func replyOf(u *Update) (*Reply, error) {
 		return nil, refusalOf(u.Refusal)
 	}
 	return &Reply{Record: u.Record, Observed: u.Observed, Control: u.Control, Receipt: u.Receipt,
-		Confirmation: u.Confirmation, Eligibility: u.Eligibility, Raw: u.Raw}, nil
+		Confirmation: u.Confirmation, Eligibility: u.Eligibility, Page: u.Page, Raw: u.Raw}, nil
 }

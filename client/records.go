@@ -21,6 +21,7 @@ const (
 	recReceipt      = "receipt"
 	recConfirmation = "confirmation"
 	recEligibility  = "eligibility"
+	recPage         = "page"
 )
 
 // Notice kinds the client and Transcript act on.
@@ -58,6 +59,7 @@ type Update struct {
 	Receipt      *protocol.Receipt
 	Confirmation *protocol.Confirmation
 	Eligibility  *protocol.Eligibility
+	Page         *protocol.PageRecord
 	Refusal      *protocol.RefusalRecord
 	Welcome      *protocol.Welcome
 
@@ -86,6 +88,8 @@ func (u *Update) request() string {
 		return u.Confirmation.Request
 	case u.Eligibility != nil:
 		return u.Eligibility.Request
+	case u.Page != nil:
+		return u.Page.Request
 	case u.Refusal != nil:
 		return u.Refusal.Request
 	}
@@ -143,6 +147,9 @@ func decodeRecord(line []byte) (Update, error) {
 	case recEligibility:
 		u.Eligibility = new(protocol.Eligibility)
 		v = u.Eligibility
+	case recPage:
+		u.Page = new(protocol.PageRecord)
+		v = u.Page
 	default:
 		return u, nil
 	}

@@ -21,6 +21,7 @@ type Reply struct {
 	Receipt      *protocol.Receipt
 	Confirmation *protocol.Confirmation
 	Eligibility  *protocol.Eligibility
+	Page         *protocol.PageRecord
 	// Raw is the reply line, for a command this client has no shape for.
 	Raw []byte
 }

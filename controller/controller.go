@@ -65,6 +65,8 @@ type Controller struct {
 	confs map[string]*confirmation
 	elig  map[string]*eligibility
 	stops map[string]*protocol.Stop
+	// cursors are the history page cursors handed to connections.
+	cursors *cursors
 
 	// afterAdmit, when set (tests only), runs between a prompt's
 	// admission and its dispatch, so a race can land exactly there.
@@ -112,8 +114,8 @@ func New(cfg Config) *Controller {
 		cfg: cfg, bus: newBus(), log: cfg.Audit,
 		conns: map[string]*conn{}, dedup: map[string]*dedupEntry{},
 		confs: map[string]*confirmation{}, elig: map[string]*eligibility{},
-		stops: map[string]*protocol.Stop{},
-		st:    state{binding: protocol.BindingIdle, revoked: map[string]bool{}},
+		stops: map[string]*protocol.Stop{}, cursors: newCursors(),
+		st: state{binding: protocol.BindingIdle, revoked: map[string]bool{}},
 	}
 }
 
@@ -223,6 +225,7 @@ func (c *Controller) attach(k *conn) {
 
 func (c *Controller) detach(k *conn) {
 	k.unsubscribe(c.bus)
+	c.cursors.drop(k.id)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.conns, k.id)

@@ -7,25 +7,43 @@ import (
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
-// observe answers with the binding, a history page read from the session
-// file (read-only) and the seam, then replays the current execution's
-// events after fromSeq (or after the last settled run) and goes live. The
-// replay and the live feed join under one lock, without gap or overlap.
+// observe answers with the binding, the newest history page of the
+// default branch read from the session file (read-only), a cursor to page
+// back when there are older parts, and the seam; then it replays the
+// current execution's events after fromSeq (or after the last settled run)
+// and goes live. The replay and the live feed join under one lock, without
+// gap or overlap. With a cursor it answers only the older page.
 func (c *Controller) observe(k *conn, cmd *protocol.Command) {
+	switch {
+	case cmd.Cursor != "" && cmd.FromSeq != nil:
+		c.refuse(k, cmd.Request, protocol.Refuse(protocol.CodeMalformed, "an observe names a cursor (an older page) or fromSeq (a resume), not both"))
+		return
+	case cmd.Cursor != "":
+		c.olderPage(k, cmd)
+		return
+	}
 	snap, err := history.Read(c.cfg.Conversation.Session, history.Options{})
 	if err != nil {
 		c.refuse(k, cmd.Request, asRefusal(err))
 		return
 	}
-	page, err := snap.Page("", 0)
+	branch := snap.DefaultBranch()
+	total, err := partCount(snap, branch)
 	if err != nil {
 		c.refuse(k, cmd.Request, asRefusal(err))
 		return
 	}
-	raw, err := json.Marshal(page)
+	raw, first, err := encodePage(snap, branch, total, total)
 	if err != nil {
-		c.refuse(k, cmd.Request, protocol.Wrap(protocol.CodeMalformed, err, "encode the history page: %v", err))
+		c.refuse(k, cmd.Request, asRefusal(err))
 		return
+	}
+	// One view per connection: cursors of its earlier pages go, and with
+	// them the snapshots they kept.
+	c.cursors.drop(k.id)
+	cursor := ""
+	if first > 0 {
+		cursor = c.cursors.issue(k.id, snap, branch, first, total)
 	}
 	c.mu.Lock()
 	quiet := true
@@ -43,7 +61,7 @@ func (c *Controller) observe(k *conn, cmd *protocol.Command) {
 	exec, from, until := c.bus.window()
 	obs := protocol.Observed{Record: "observed", Request: cmd.Request, Binding: c.bindingLocked(), History: raw,
 		Seam: protocol.Seam{Execution: exec, Replay: "available", ReplayFrom: from, ReplayUntil: until,
-			Quiet: quiet, Reconcile: !complete || !quiet || c.st.reconcile}}
+			Quiet: quiet, Reconcile: !complete || !quiet || c.st.reconcile}, Cursor: cursor}
 	c.offerLocked(k, obs)
 	c.mu.Unlock()
 	for _, line := range replay {
@@ -53,4 +71,38 @@ func (c *Controller) observe(k *conn, cmd *protocol.Command) {
 		}
 	}
 	k.subscribe(c.bus, sub)
+}
+
+// olderPage answers an observe with a cursor: the page before the cursor's,
+// from the cursor's snapshot, and a cursor for the one before that.
+func (c *Controller) olderPage(k *conn, cmd *protocol.Command) {
+	pc, r := c.cursors.use(k.id, cmd.Cursor)
+	if r != nil {
+		c.refuse(k, cmd.Request, r)
+		return
+	}
+	raw, from, err := encodePage(pc.snap, pc.branch, pc.end, pc.total)
+	if err != nil {
+		c.refuse(k, cmd.Request, asRefusal(err))
+		return
+	}
+	rec := protocol.PageRecord{Record: "page", Request: cmd.Request, History: raw}
+	if from > 0 {
+		rec.Cursor = c.cursors.issue(k.id, pc.snap, pc.branch, from, pc.total)
+	}
+	k.send(rec)
+}
+
+// encodePage returns the JSON of the page ending before part end, and the
+// index of its first part.
+func encodePage(snap *history.Snapshot, branch string, end, total int) ([]byte, int, error) {
+	page, err := pageBefore(snap, branch, end, total)
+	if err != nil {
+		return nil, 0, err
+	}
+	raw, err := json.Marshal(page)
+	if err != nil {
+		return nil, 0, protocol.Wrap(protocol.CodeMalformed, err, "encode the history page: %v", err)
+	}
+	return raw, page.From, nil
 }

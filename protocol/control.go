@@ -47,6 +47,10 @@ type Command struct {
 	// FromSeq asks observe to replay the current execution's events after
 	// this sequence number (0: from the start of the replay window).
 	FromSeq *uint64 `json:"fromSeq,omitempty"`
+	// Cursor asks observe for the history page before the one the cursor
+	// came with (older parts), answered by a PageRecord; the connection's
+	// event subscription is untouched. Not combined with FromSeq.
+	Cursor string `json:"cursor,omitempty"`
 	// Decision and Choice answer a native dialog (approval); pinned Pi's
 	// dialogs are not supported yet, so approval always refuses.
 	Decision string `json:"decision,omitempty"`
@@ -224,6 +228,20 @@ type Observed struct {
 	Binding Binding         `json:"binding"`
 	History json.RawMessage `json:"history"`
 	Seam    Seam            `json:"seam"`
+	// Cursor, present when the branch has parts before this page, is what
+	// observe takes as cursor to read the page before it.
+	Cursor string `json:"cursor,omitempty"`
+}
+
+// PageRecord answers an observe with a cursor: the history page that ends
+// where the cursor's page began, from the same snapshot, so paging back
+// has no gap and no overlap whatever the session file did meanwhile.
+type PageRecord struct {
+	Record  string          `json:"record"` // "page"
+	Request string          `json:"request"`
+	History json.RawMessage `json:"history"`
+	// Cursor reads the page before this one; absent at the first part.
+	Cursor string `json:"cursor,omitempty"`
 }
 
 // Seam describes how the history page joins the live stream.

@@ -1,0 +1,177 @@
+package controller
+
+import (
+	"container/list"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/mosaic-agents/mosaic/history"
+	"github.com/mosaic-agents/mosaic/protocol"
+)
+
+// Cursor bounds (seed 003 "Snapshots, epochs, cursors"): an LRU of 1000
+// live cursors, each valid for 10 minutes.
+const (
+	maxCursors = 1000
+	cursorTTL  = 10 * time.Minute
+)
+
+// Cursor refusal codes; each carries reconcile: the client keeps the view
+// it has and observes afresh to page back again.
+const (
+	CodeCursorUnknown = "cursor-unknown"
+	CodeCursorExpired = "cursor-expired"
+	CodeCursorForeign = "cursor-foreign"
+)
+
+// pageCursor is where a connection stands when paging back: the snapshot
+// it read, the branch, and the first part of the page it holds. It is
+// bound to the connection (the actor's one view) and expires.
+type pageCursor struct {
+	id      string
+	conn    string
+	snap    *history.Snapshot
+	branch  string
+	end     int // the page to read ends before this part
+	total   int // the branch's parts in snap
+	expires time.Time
+	elem    *list.Element
+}
+
+// cursors holds the live page cursors, least recently used first out. A
+// fresh observe drops the connection's earlier cursors, so the snapshots
+// kept are at most one per connection.
+type cursors struct {
+	mu  sync.Mutex
+	m   map[string]*pageCursor
+	lru *list.List
+}
+
+func newCursors() *cursors { return &cursors{m: map[string]*pageCursor{}, lru: list.New()} }
+
+// issue returns a new cursor id for reading the page before part end.
+func (cs *cursors) issue(conn string, snap *history.Snapshot, branch string, end, total int) string {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	pc := &pageCursor{id: newID("hc-"), conn: conn, snap: snap, branch: branch, end: end, total: total,
+		expires: time.Now().Add(cursorTTL)}
+	pc.elem = cs.lru.PushBack(pc)
+	cs.m[pc.id] = pc
+	for cs.lru.Len() > maxCursors {
+		cs.remove(cs.lru.Front().Value.(*pageCursor))
+	}
+	return pc.id
+}
+
+// use returns conn's cursor id. A foreign attempt does not consume it.
+func (cs *cursors) use(conn, id string) (*pageCursor, *protocol.Refusal) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	pc := cs.m[id]
+	var r *protocol.Refusal
+	switch {
+	case pc == nil:
+		r = protocol.Refuse(CodeCursorUnknown, "cursor %q is unknown: never issued, replaced by a later observe on this connection, or evicted; observe again", cut(id))
+	case pc.conn != conn:
+		r = protocol.Refuse(CodeCursorForeign, "cursor %q was issued to another connection", cut(id))
+	case time.Now().After(pc.expires):
+		cs.remove(pc)
+		r = protocol.Refuse(CodeCursorExpired, "cursor %q expired; observe again", cut(id))
+	default:
+		cs.lru.MoveToBack(pc.elem)
+		return pc, nil
+	}
+	r.Reconcile = true
+	return nil, r
+}
+
+// drop forgets every cursor of conn.
+func (cs *cursors) drop(conn string) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	for _, pc := range cs.m {
+		if pc.conn == conn {
+			cs.remove(pc)
+		}
+	}
+}
+
+func (cs *cursors) remove(pc *pageCursor) {
+	cs.lru.Remove(pc.elem)
+	delete(cs.m, pc.id)
+}
+
+// cut bounds a client-chosen string quoted in a refusal.
+func cut(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
+}
+
+// partCount returns how many parts branch has in snap. history pages
+// forward from a part index and refuses cursor-unknown past the end, so
+// the end is found by doubling, then bisection: log(n) pages, not a walk.
+func partCount(snap *history.Snapshot, branch string) (int, error) {
+	valid := func(n int) (bool, error) {
+		_, err := snap.Page(branch, n)
+		if protocol.CodeOf(err) == "cursor-unknown" {
+			return false, nil
+		}
+		return err == nil, err
+	}
+	lo, hi := 0, 1 // valid(lo) always: part 0 of an existing branch
+	for {
+		ok, err := valid(hi)
+		if err != nil {
+			return 0, err
+		}
+		if !ok {
+			break
+		}
+		lo, hi = hi, hi*2
+	}
+	for hi-lo > 1 {
+		mid := lo + (hi-lo)/2
+		ok, err := valid(mid)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return lo, nil
+}
+
+// pageBefore returns the page of branch that ends just before part end:
+// as many parts as the page caps allow. A forward page from a later start
+// never reaches less far, so the earliest start whose forward page still
+// reaches end is found by bisection, and the caps are exactly history's.
+// More is set when the branch has parts at or after end.
+func pageBefore(snap *history.Snapshot, branch string, end, total int) (history.Page, error) {
+	lo := max(0, end-history.MaxPageParts)
+	var ferr error
+	start := lo + sort.Search(end-lo, func(i int) bool {
+		p, err := snap.Page(branch, lo+i)
+		if err != nil {
+			ferr = err
+			return true
+		}
+		return p.From+len(p.Parts) >= end
+	})
+	if ferr != nil {
+		return history.Page{}, ferr
+	}
+	p, err := snap.Page(branch, start)
+	if err != nil {
+		return history.Page{}, err
+	}
+	p.Parts = p.Parts[:end-start]
+	p.More = end < total
+	p.Cursor = history.Cursor{} // a forward cursor would not match the cut page
+	return p, nil
+}
