@@ -557,7 +557,42 @@ func compact(raw json.RawMessage) string {
 	if err := json.Compact(&b, raw); err != nil {
 		return string(raw)
 	}
-	return b.String()
+	return unescapeHTML(b.Bytes())
+}
+
+// unescapeHTML undoes encoding/json's HTML escaping (\u003c, \u003e,
+// \u0026), which every hop through json.Marshal adds to tool arguments, so
+// a command line reads as the model wrote it ("2>&1", not
+// "2\u003e\u00261"). Escapes are read left to right, so an escaped
+// backslash followed by "u003e" stays as it is.
+func unescapeHTML(b []byte) string {
+	var out strings.Builder
+	for i := 0; i < len(b); i++ {
+		if b[i] != '\\' || i+1 >= len(b) {
+			out.WriteByte(b[i])
+			continue
+		}
+		if b[i+1] == 'u' && i+6 <= len(b) {
+			switch strings.ToLower(string(b[i+2 : i+6])) {
+			case "003c":
+				out.WriteByte('<')
+				i += 5
+				continue
+			case "003e":
+				out.WriteByte('>')
+				i += 5
+				continue
+			case "0026":
+				out.WriteByte('&')
+				i += 5
+				continue
+			}
+		}
+		out.WriteByte(b[i])
+		out.WriteByte(b[i+1])
+		i++
+	}
+	return out.String()
 }
 
 // resultText shows a tool result: the text of its content blocks when it

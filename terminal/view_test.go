@@ -395,3 +395,22 @@ func FuzzTranscript(f *testing.F) {
 		}
 	})
 }
+
+// TestCompactArgs: tool arguments read as the model wrote them, whatever
+// HTML escaping json.Marshal added on the way; an escaped backslash before
+// "u003e" is not an escape.
+func TestCompactArgs(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{`{"command": "ls 2\u003e\u00261 \u003c in"}`, `{"command":"ls 2>&1 < in"}`},
+		{`{"command":"a\\u003e b"}`, `{"command":"a\\u003e b"}`},
+		{`{"command":"a\\\u003e b"}`, `{"command":"a\\> b"}`},
+		{`{"x":"\u2028 \"q\""}`, `{"x":"\u2028 \"q\""}`},
+		{`not json`, `not json`},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			if got := compact(json.RawMessage(tc.in)); got != tc.want {
+				t.Fatalf("compact(%s) = %s, want %s", tc.in, got, tc.want)
+			}
+		})
+	}
+}
