@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -55,7 +56,8 @@ type Controller struct {
 	log *audit.Logger
 
 	dispatch sync.Mutex
-	claimMu  sync.Mutex // one claim transition at a time: a Claim is not safe for concurrent use
+	claimMu  sync.Mutex     // one claim transition at a time: a Claim is not safe for concurrent use
+	writes   sync.WaitGroup // claim writes started in the background (markUncertainLocked)
 
 	mu    sync.Mutex
 	conns map[string]*conn
@@ -232,6 +234,19 @@ func (c *Controller) detach(k *conn) {
 	if c.st.controller == k.id {
 		c.publishBindingLocked() // controllerConnected is now false
 	}
+}
+
+// markUncertainLocked records uncertain in the claim in the background:
+// callers hold mu, under which no claim write may wait. Close waits for it.
+func (c *Controller) markUncertainLocked(reason string) {
+	if c.st.claim == nil {
+		return
+	}
+	c.writes.Add(1)
+	go func() {
+		defer c.writes.Done()
+		c.claimDo(func(cl *claims.Claim) error { return cl.MarkUncertain(context.Background(), reason) })
+	}()
 }
 
 // claimDo runs one transition of the current claim, serialised with every

@@ -3,21 +3,23 @@ package controller
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"time"
 
 	"github.com/mosaic-agents/mosaic/audit"
-	"github.com/mosaic-agents/mosaic/claims"
+	"github.com/mosaic-agents/mosaic/history"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
 // watchSession detects a foreign writer (W10): an entry appended to the
 // bound session file whose id the engine does not hold in its own session
-// was written by someone else (another `pi --session` on the same file).
+// was written by someone else (another `pi --session` on the same file),
+// and so was a file that no longer continues the one pinned (replaced,
+// shortened or rewritten: the history reader's source-replaced).
 // Admission closes, the binding becomes uncertain and clients get a
-// reconcile marker. The controller itself only ever reads the file.
-func (c *Controller) watchSession(x *execution, known map[string]bool) {
+// reconcile marker. The controller itself only ever reads the file:
+// history.Follow parses only what was appended since the last check.
+func (c *Controller) watchSession(x *execution, prev *history.Snapshot) {
 	path := c.cfg.Conversation.Session
 	var lastSize int64 = -1
 	var lastMod time.Time
@@ -34,62 +36,68 @@ func (c *Controller) watchSession(x *execution, known map[string]bool) {
 		if err != nil || (fi.Size() == lastSize && fi.ModTime().Equal(lastMod)) {
 			continue
 		}
-		lastSize, lastMod = fi.Size(), fi.ModTime()
-		head, err := readSessionHead(path)
-		if err != nil {
-			continue
-		}
-		var fresh []string
-		for id := range head.ids {
-			if !known[id] {
-				fresh = append(fresh, id)
-			}
-		}
-		if len(fresh) == 0 {
-			continue
-		}
-		// Ask the engine after reading the file: Pi adds an entry to its
-		// session before it appends it to the file.
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		ents, err := x.conn.GetEntries(ctx, "")
-		cancel()
-		if err != nil {
-			continue
-		}
-		ours := map[string]bool{}
-		for _, raw := range ents.Entries {
-			var e struct {
-				ID string `json:"id"`
-			}
-			if json.Unmarshal(raw, &e) == nil {
-				ours[e.ID] = true
-			}
-		}
-		for _, id := range fresh {
-			if ours[id] {
-				known[id] = true
-				continue
-			}
-			c.foreign(x, id)
+		snap, err := history.Follow(path, prev, history.Options{})
+		if protocol.CodeOf(err) == "source-replaced" {
+			c.foreign(x, "the session file no longer continues the one the engine loaded: "+err.Error(), "")
 			return
 		}
+		if err != nil {
+			continue
+		}
+		fresh := snap.Appended()
+		if len(fresh) > 0 {
+			// Ask the engine after reading the file: Pi adds an entry to
+			// its session before it appends it to the file.
+			ours, err := engineEntries(x)
+			if err != nil {
+				continue // checked again next tick: prev and lastSize stay
+			}
+			for _, id := range fresh {
+				if !ours[id] {
+					c.foreign(x, "entry "+id+" was appended to the session file by another writer", id)
+					return
+				}
+			}
+		}
+		prev, lastSize, lastMod = snap, fi.Size(), fi.ModTime()
 	}
 }
 
-// foreign closes admission after a foreign append.
-func (c *Controller) foreign(x *execution, id string) {
+// engineEntries returns the ids of the entries the engine holds.
+func engineEntries(x *execution) (map[string]bool, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ents, err := x.conn.GetEntries(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	ours := map[string]bool{}
+	for _, raw := range ents.Entries {
+		var e struct {
+			ID string `json:"id"`
+		}
+		if json.Unmarshal(raw, &e) == nil {
+			ours[e.ID] = true
+		}
+	}
+	return ours, nil
+}
+
+// foreign closes admission after a foreign write; id names the foreign
+// entry, if one is known.
+func (c *Controller) foreign(x *execution, what, id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.st.binding = protocol.BindingUncertain
 	c.st.reconcile = true
-	c.closeAdmissionLocked(fmt.Sprintf("foreign-writer: entry %s was appended to the session file by another writer", id))
+	c.closeAdmissionLocked("foreign-writer: " + what)
 	c.broadcastLocked(protocol.Notice{Record: "notice", Kind: "foreign-writer",
-		Message: "another writer appended to this conversation's session file; admission is closed and the view must be re-read"})
+		Message: "another writer changed this conversation's session file (" + what + "); admission is closed and the view must be re-read"})
 	c.publishBindingLocked()
-	if c.st.claim != nil {
-		go c.claimDo(func(cl *claims.Claim) error {
-			return cl.MarkUncertain(context.Background(), "foreign writer appended entry "+id)
-		})
+	c.markUncertainLocked("foreign writer: " + what)
+	fields := map[string]string{"EXECUTION": x.id, "REFUSAL": "foreign-writer"}
+	if id != "" {
+		fields["ENTRY"] = id
 	}
-	c.audit(audit.Foreign, nil, "foreign writer: entry "+id+" is not the engine's", map[string]string{"ENTRY": id, "EXECUTION": x.id, "REFUSAL": "foreign-writer"})
+	c.audit(audit.Foreign, nil, "foreign writer: "+what, fields)
 }

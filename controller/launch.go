@@ -219,7 +219,7 @@ func (c *Controller) launch(ctx context.Context, head sessionHead, keys claims.K
 	c.st.binding = protocol.BindingActive
 	c.st.admission, c.st.reason = true, ""
 	c.publishBindingLocked()
-	go c.watchSession(x, head.ids)
+	go c.watchSession(x, head.snap)
 	return nil
 }
 
@@ -279,7 +279,7 @@ func (c *Controller) loadCheck(ctx context.Context, x *execution, head sessionHe
 	id := tree.LeafID
 	for id != want {
 		n, ok := nodes[id]
-		if !ok || !startupTypes[n.typ] || head.ids[id] {
+		if !ok || !startupTypes[n.typ] || head.has(id) {
 			return "", "", fmt.Errorf("engine loaded leaf %s, the pinned leaf is %s", tree.LeafID, want)
 		}
 		id = n.parent

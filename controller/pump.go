@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"path/filepath"
 
 	"github.com/mosaic-agents/mosaic/audit"
-	"github.com/mosaic-agents/mosaic/claims"
 	"github.com/mosaic-agents/mosaic/protocol"
 	"github.com/mosaic-agents/mosaic/scopes"
 )
@@ -43,11 +41,7 @@ func (c *Controller) watchExit(x *execution) {
 	}
 	c.st.binding = protocol.BindingUncertain
 	c.closeAdmissionLocked(fmt.Sprintf("the engine of execution %s exited (%v); that is not a stop: force stop to prove the cohort ended", x.id, x.handle.ExitErr()))
-	if c.st.claim != nil {
-		go c.claimDo(func(cl *claims.Claim) error {
-			return cl.MarkUncertain(context.Background(), "engine exited without a stop")
-		})
-	}
+	c.markUncertainLocked("engine exited without a stop")
 	c.publishBindingLocked()
 	c.audit(audit.Transition, nil, c.st.reason, map[string]string{"EXECUTION": x.id, "STATE": "uncertain"})
 }

@@ -114,11 +114,25 @@ func (r *rig) killAll() {
 	x := r.ctrl.st.exec
 	live := x != nil && x.handle != nil && !x.exited
 	r.ctrl.mu.Unlock()
-	if live {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		x.handle.Kill(ctx, scopes.StopOptions{Stop: "test-cleanup"})
+	if !live {
+		return
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	x.handle.Kill(ctx, scopes.StopOptions{Stop: "test-cleanup"})
+	// The exit watcher may record uncertain in the claim: let it finish
+	// before the temp directory goes (it queues that write under mu, with
+	// exited).
+	for ctx.Err() == nil {
+		r.ctrl.mu.Lock()
+		done := x.exited
+		r.ctrl.mu.Unlock()
+		if done {
+			break
+		}
+		sleep20()
+	}
+	r.ctrl.writes.Wait()
 }
 
 // stdinBytes returns what the engine read on stdin so far.

@@ -36,9 +36,10 @@ func (c *Controller) Start(ctx context.Context) error {
 	return nil
 }
 
-// Close releases what the controller holds in this process. It does not
-// stop the engine: only a confirmed force stop does, and the engine exits
-// by itself when its stdin (this process) goes away.
+// Close releases what the controller holds in this process and waits for
+// the claim writes it started. It does not stop the engine: only a
+// confirmed force stop does, and the engine exits by itself when its stdin
+// (this process) goes away.
 func (c *Controller) Close() {
 	c.mu.Lock()
 	x := c.st.exec
@@ -46,4 +47,5 @@ func (c *Controller) Close() {
 	if x != nil && x.conn != nil {
 		x.conn.Close()
 	}
+	c.writes.Wait()
 }

@@ -1,74 +1,46 @@
 package controller
 
 import (
-	"bufio"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io/fs"
 	"os"
 
-	"golang.org/x/sys/unix"
+	"github.com/mosaic-agents/mosaic/history"
+	"github.com/mosaic-agents/mosaic/protocol"
 )
 
 // sessionHead is what the controller pins of a session file before launch:
-// the header id (the native session identity) and the id of the last entry
-// in file order (the leaf Pi loads, session-manager.js _buildIndex).
+// the header id (the native session identity) and Pi's default leaf, the
+// last entry in file order (session-manager.js _buildIndex), from one
+// history snapshot, which the foreign-writer watch then follows.
 type sessionHead struct {
 	exists bool
 	id     string
 	leaf   string
-	ids    map[string]bool // every entry id in the file
+	snap   *history.Snapshot // nil for an empty file
 }
 
-// readSessionHead reads the session file read-only (O_NOFOLLOW: a symlink
-// swapped in is refused). A missing file is a new conversation.
+// has reports whether id is an entry of the pinned file.
+func (h sessionHead) has(id string) bool { return h.snap != nil && h.snap.Has(id) }
+
+// readSessionHead reads the session file read-only with the history
+// reader (safe open: no symlink, a regular file, (dev, ino) rechecked;
+// a Pi v3 header). A missing file is a new conversation, and so is an
+// empty one: Pi gives it a header at start, so there is nothing to pin.
 func readSessionHead(path string) (sessionHead, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
-	if errors.Is(err, fs.ErrNotExist) {
-		return sessionHead{ids: map[string]bool{}}, nil
+	snap, err := history.Read(path, history.Options{})
+	if protocol.CodeOf(err) == "incomplete-header" && emptyFile(path) {
+		return sessionHead{}, nil
 	}
 	if err != nil {
-		return sessionHead{}, fmt.Errorf("open session %q: %w", path, err)
+		return sessionHead{}, err
 	}
-	f := os.NewFile(uintptr(fd), path)
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() {
-		return sessionHead{}, fmt.Errorf("session %q is not a regular file", path)
+	if snap.New() {
+		return sessionHead{snap: snap}, nil
 	}
-	h := sessionHead{exists: true, ids: map[string]bool{}}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 64<<20)
-	first := true
-	for sc.Scan() {
-		var e struct {
-			Type string `json:"type"`
-			ID   string `json:"id"`
-		}
-		if json.Unmarshal(sc.Bytes(), &e) != nil {
-			first = false
-			continue // a malformed line is not an entry
-		}
-		if first {
-			first = false
-			if e.Type != "session" {
-				return sessionHead{}, fmt.Errorf("session %q: line 1 is not a Pi session header", path)
-			}
-			h.id = e.ID
-			continue
-		}
-		if e.ID != "" {
-			h.ids[e.ID] = true
-			h.leaf = e.ID
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return sessionHead{}, fmt.Errorf("read session %q: %w", path, err)
-	}
-	if first {
-		// An empty file: Pi gives it a header at start; nothing to pin yet.
-		h.exists = false
-	}
-	return h, nil
+	return sessionHead{exists: true, id: snap.SessionID(), leaf: snap.LeafID(), snap: snap}, nil
+}
+
+// emptyFile reports a regular file of zero bytes at path (not followed).
+func emptyFile(path string) bool {
+	fi, err := os.Lstat(path)
+	return err == nil && fi.Mode().IsRegular() && fi.Size() == 0
 }
