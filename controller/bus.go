@@ -123,6 +123,13 @@ func (b *bus) window() (execution string, from, until uint64) {
 // or an overlap because both happen under one lock. complete is false when
 // the ring no longer holds seq+1 (the caller must reconcile).
 func (b *bus) subscribe(after uint64) (replay [][]byte, s *subscriber, complete bool) {
+	replay, s, _, complete = b.subscribeFrom(after)
+	return replay, s, complete
+}
+
+// subscribeFrom is subscribe that also returns first, the seq of the first
+// event the subscriber gets: the first replayed, or the next live one.
+func (b *bus) subscribeFrom(after uint64) (replay [][]byte, s *subscriber, first uint64, complete bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	complete = true
@@ -135,9 +142,10 @@ func (b *bus) subscribe(after uint64) (replay [][]byte, s *subscriber, complete 
 			replay = append(replay, b.ring[seq%ringSize].line)
 		}
 	}
+	first = min(start, b.last+1)
 	s = &subscriber{ch: make(chan []byte, queueSize), lost: make(chan uint64, 1)}
 	b.subs[s] = struct{}{}
-	return replay, s, complete
+	return replay, s, first, complete
 }
 
 // unsubscribe removes s; it is a no-op for a detached subscriber.

@@ -57,10 +57,10 @@ func (c *Controller) observe(k *conn, cmd *protocol.Command) {
 	} else if quiet {
 		_, _, after = c.bus.window()
 	}
-	replay, sub, complete := c.bus.subscribe(after)
+	replay, sub, start, complete := c.bus.subscribeFrom(after)
 	exec, from, until := c.bus.window()
 	obs := protocol.Observed{Record: "observed", Request: cmd.Request, Binding: c.bindingLocked(), History: raw,
-		Seam: protocol.Seam{Execution: exec, Replay: "available", ReplayFrom: from, ReplayUntil: until,
+		Seam: protocol.Seam{Execution: exec, Replay: "available", ReplayFrom: from, ReplayUntil: until, ReplayStart: start,
 			Quiet: quiet, Reconcile: !complete || !quiet || c.st.reconcile}, Cursor: cursor}
 	c.offerLocked(k, obs)
 	c.mu.Unlock()

@@ -127,8 +127,8 @@ func TestStreamFinalsAndDuplicates(t *testing.T) {
 
 	// Duplicate delivery: resume from seq 2 though the view holds more.
 	held := len(v.Events)
-	if _, err := c.ObserveFrom(ctx, 2); err != nil {
-		t.Fatal(err)
+	if o, err := c.ObserveFrom(ctx, 2); err != nil || o.Seam.ReplayStart != 3 {
+		t.Fatalf("ObserveFrom(2): %v; seam %+v; want the replay to start at 3", err, o.Seam)
 	}
 	var repeats int
 	for repeats < held-2 {
@@ -180,11 +180,15 @@ func TestStreamOverlapGapEpoch(t *testing.T) {
 	}
 	obs := r.libClient(ctx)
 	tr := mclient.NewTranscript()
-	if _, err := obs.Reobserve(ctx, tr.Pending()); err != nil {
+	cut, err := obs.Reobserve(ctx, tr.Pending())
+	if err != nil {
 		t.Fatal(err)
 	}
 	follow(t, ctx, obs, tr, func(v mclient.View) bool { return len(kinds(v, protocol.EventToolEnd)) == 1 })
 	v := tr.Snapshot()
+	if cut.Seam.Quiet || len(v.Events) == 0 || v.Events[0].Seq != cut.Seam.ReplayStart {
+		t.Fatalf("a cut mid-run (quiet %v) names replayStart %d; the replay began with %s", cut.Seam.Quiet, cut.Seam.ReplayStart, viewString(v))
+	}
 	if v.SeamMarker != mclient.ReasonNotQuiet || !bytes.Contains(v.History, []byte("Let me look. ")) {
 		t.Fatalf("a page cut mid-run: seam %q, page holds the first answer %v; want a marker and the overlap",
 			v.SeamMarker, bytes.Contains(v.History, []byte("Let me look. ")))
@@ -206,8 +210,8 @@ func TestStreamOverlapGapEpoch(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer slow.Close()
-	if _, err := slow.Observe(ctx); err != nil {
-		t.Fatal(err)
+	if o, err := slow.Observe(ctx); err != nil || !o.Seam.Quiet || o.Seam.ReplayStart != o.Seam.ReplayUntil+1 {
+		t.Fatalf("a quiet observe: %v; seam %+v; want replayStart just after the window", err, o.Seam)
 	}
 	if _, err := ctl.Prompt(ctx, "again"); err != nil {
 		t.Fatal(err)

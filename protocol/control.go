@@ -252,6 +252,10 @@ type Seam struct {
 	Replay      string `json:"replay"`
 	ReplayFrom  uint64 `json:"replayFrom"`
 	ReplayUntil uint64 `json:"replayUntil"`
+	// ReplayStart is the seq of the first event that follows this record
+	// on the connection, replayed or live: every event of the execution
+	// from it on comes, none before it.
+	ReplayStart uint64 `json:"replayStart"`
 	// Quiet is true when no run was visible and no prompt held the slot
 	// as the page was read: nothing can be missing at the seam.
 	Quiet bool `json:"quiet"`
