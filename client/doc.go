@@ -25,6 +25,12 @@
 // executions and conflicting repeats); it says when it needs an observe, and
 // Client.Reobserve performs it.
 //
+// The controller sends the binding right after its welcome: a one-shot
+// client calls WaitBound after Dial and can address commands without
+// observing. An Observed reply carries the newest history page and, when
+// there are older parts, a Cursor; OlderPage pages back with it (the
+// records arrive on Updates as well, and a Transcript ignores them).
+//
 // A typical loop:
 //
 //	c, err := client.Dial(ctx, path, client.Options{Name: "attach"})

@@ -15,4 +15,18 @@
 //     cannot be resynchronised without reading the rest of the line.
 //   - Every write has a deadline, so a client that stops reading loses its
 //     connection instead of stalling the controller.
+//
+// Protocol behaviour beyond the skeleton (docs/protocol.md is the
+// reference):
+//   - The binding follows the welcome on every connection, then every
+//     change of it is broadcast.
+//   - Commands are read in order; an interrupt or force stop is checked
+//     and fenced in that order, then waits for the engine off the read
+//     loop, so the same connection may confirm and force stop meanwhile
+//     (H10).
+//   - observe answers the newest history page of the default branch and a
+//     cursor; observe with the cursor pages back through the same
+//     snapshot (pages.go).
+//   - A restart that finds the claim stopping finishes that force stop
+//     (K10); one that finds an engine without a stop only reports it.
 package controller
