@@ -58,9 +58,23 @@ func (c *Controller) watchSession(x *execution, prev *history.Snapshot) {
 					return
 				}
 			}
+			c.follow(x, snap.LeafID())
 		}
 		prev, lastSize, lastMod = snap, fi.Size(), fi.ModTime()
 	}
+}
+
+// follow moves the pinned leaf to the one the engine's own appends made,
+// so the binding, a recover confirmation and the eligibility record all
+// name the leaf the conversation is on now, not the one it started from.
+func (c *Controller) follow(x *execution, leaf string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.st.exec != x || c.st.binding != protocol.BindingActive || leaf == "" || leaf == c.st.leaf {
+		return
+	}
+	c.st.leaf = leaf
+	c.publishBindingLocked()
 }
 
 // engineEntries returns the ids of the entries the engine holds.
