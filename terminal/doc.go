@@ -15,11 +15,14 @@
 //   - Transcript (view.go): the view model; Apply(protocol.Event),
 //     AddHistory, Expect, Mark, Reset, Lines(width). AddPage
 //     (history.go) adds a history page, its parts and fragments joined;
-//     FromView and Follow (follow.go) build it from a client.View, the
-//     same way for the terminal and any other renderer of the library.
+//     FromView, Compose and Follow (follow.go) build it from a
+//     client.View, with the Older history read back above its page
+//     (older.go), the same way for the terminal and any other renderer
+//     of the library.
 //   - Screen (screen.go): the whole attach screen without I/O: Handle(Key)
 //     returns the Action for the loop, Render(width, height) the Frame
-//     (viewport, status line, composer or dialog) to write.
+//     (viewport, status line, composer or dialog) to write; history
+//     prepended above the viewport does not move it.
 //
 // # Choices
 //

@@ -27,18 +27,24 @@ func reasonText(r string) string {
 }
 
 // FromView builds the Transcript of a client library view: the history
-// page, a seam marker when the page and the events may not join, the
-// events from v.From on, and a tail marker when the stream broke after
-// them. The terminal and any other renderer of the library build the same
-// Transcript from the same View, so they show the same lines (E7).
-func FromView(v client.View) *Transcript {
+// page under a marker saying what is above it, a seam marker when the
+// page and the events may not join, the events from v.From on, and a tail
+// marker when the stream broke after them. The terminal and any other
+// renderer of the library build the same Transcript from the same View,
+// so they show the same lines (E7).
+func FromView(v client.View) *Transcript { return Compose(Older{}, v) }
+
+// Compose is FromView with the older history o read back above the
+// view's page: its parts and the page's are added as one page, so the
+// lines are those of the branch from o.From on, each entry once.
+func Compose(o Older, v client.View) *Transcript {
 	t := &Transcript{}
 	t.init()
 	if len(v.History) > 0 {
 		if p, err := v.Page(); err != nil {
 			t.notice(err.Error())
 		} else {
-			t.AddPage(p)
+			t.addPages(o, p)
 		}
 	}
 	if v.SeamMarker != "" {
@@ -61,26 +67,29 @@ func (t *Transcript) tail(v client.View) {
 }
 
 // Follow keeps the Transcript of successive views of one
-// client.Transcript: equal to FromView of the latest view, built by
-// applying only the events appended since the previous one, and rebuilt
-// when anything else changed (a new page, a seam, a marker).
+// client.Transcript and the older history above them: equal to Compose of
+// the latest, built by applying only the events appended since the
+// previous view, and rebuilt when anything else changed (older history, a
+// new page, a seam, a marker).
 type Follow struct {
-	t    *Transcript
-	last client.View
+	t     *Transcript
+	last  client.View
+	older Older
 }
 
-// Update returns the Transcript for v.
-func (f *Follow) Update(v client.View) *Transcript {
-	l := f.last
+// Update returns the Transcript for o above v.
+func (f *Follow) Update(o Older, v client.View) *Transcript {
+	l, lo := f.last, f.older
 	if f.t == nil || l.TailMarker != "" || l.SeamMarker != v.SeamMarker || l.Execution != v.Execution ||
-		l.From != v.From || len(v.Events) < len(l.Events) || !bytes.Equal(l.History, v.History) {
-		f.t = FromView(v)
+		l.From != v.From || len(v.Events) < len(l.Events) || !bytes.Equal(l.History, v.History) ||
+		lo.From != o.From || len(lo.Parts) != len(o.Parts) || lo.Loading != o.Loading {
+		f.t = Compose(o, v)
 	} else {
 		for _, e := range v.Events[len(l.Events):] {
 			f.t.Apply(e)
 		}
 		f.t.tail(v)
 	}
-	f.last = v
+	f.last, f.older = v, o
 	return f.t
 }

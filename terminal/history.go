@@ -9,7 +9,7 @@ import (
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
-// AddNotice appends a notice line (history notices, page limits).
+// AddNotice appends a notice line.
 func (t *Transcript) AddNotice(text string) {
 	t.init()
 	t.notice(text)
@@ -19,22 +19,25 @@ func (t *Transcript) AddNotice(text string) {
 // message, in page order, with its parts and fragments joined again; a
 // notice part (something the reader could not show) as a notice. An entry
 // whose first part is on an earlier page, or whose last part is on a
-// later one, says so, and a page with more after it ends with a notice,
-// because the protocol has no command for the next page yet.
+// later one, says so. Compose adds the older pages read back above it as
+// one page with it.
 func (t *Transcript) AddPage(p *history.Page) {
 	t.init()
-	parts := p.Parts
-	for len(parts) > 0 {
-		n := 1
-		for n < len(parts) && parts[n].Entry == parts[0].Entry && parts[n].Part > parts[n-1].Part {
-			n++
-		}
+	for parts := p.Parts; len(parts) > 0; {
+		n := group(parts)
 		t.addEntry(parts[:n])
 		parts = parts[n:]
 	}
-	if p.More {
-		t.notice(fmt.Sprintf("history continues after part %d; this client shows the first page only", p.From+len(p.Parts)))
+}
+
+// group counts the leading parts of one entry: consecutive, same entry,
+// increasing part index.
+func group(parts []history.Part) int {
+	n := 1
+	for n < len(parts) && parts[n].Entry == parts[0].Entry && parts[n].Part > parts[n-1].Part {
+		n++
 	}
+	return n
 }
 
 // addEntry adds the consecutive parts of one entry.

@@ -29,6 +29,9 @@ const (
 	// closed).
 	ActConfirm
 	ActDecline
+	// ActOlder: PageUp reached the first line of the transcript (or found
+	// it there): read the history page before the oldest one shown.
+	ActOlder
 )
 
 // MinComposerRows and the composer's share of the height: the composer
@@ -54,10 +57,13 @@ type Screen struct {
 	// Scrolling: top is the first transcript line shown while scrolled;
 	// otherwise the viewport follows the end. lines and rows are the
 	// transcript length and viewport height at the last Render, which
-	// PageUp/PageDown move by.
+	// PageUp/PageDown move by; head and width are the transcript's
+	// HeadLines and the width then, by which older history prepended
+	// since moves top along.
 	scrolled    bool
 	top         int
 	lines, rows int
+	head, width int
 }
 
 // Frame is one rendered screen: exactly the requested number of lines,
@@ -124,7 +130,9 @@ func (s *Screen) Handle(k Key) (Action, string) {
 	case KeyRecover:
 		return ActRecover, ""
 	case KeyPageUp:
-		s.pageUp()
+		if s.pageUp() {
+			return ActOlder, ""
+		}
 		return ActNone, ""
 	case KeyPageDown:
 		s.pageDown()
@@ -163,15 +171,18 @@ func (s *Screen) step() int { return max(s.rows-1, 1) }
 
 func (s *Screen) end() int { return max(s.lines-s.rows, 0) }
 
-func (s *Screen) pageUp() {
+// pageUp scrolls a page up and reports whether the viewport now shows
+// the transcript's first line.
+func (s *Screen) pageUp() bool {
 	if s.end() == 0 {
-		return
+		return true
 	}
 	if !s.scrolled {
 		s.top = s.end()
 	}
 	s.top = max(s.top-s.step(), 0)
 	s.scrolled = true
+	return s.top == 0
 }
 
 func (s *Screen) pageDown() {
@@ -181,6 +192,25 @@ func (s *Screen) pageDown() {
 	s.top += s.step()
 	if s.top >= s.end() {
 		s.scrolled = false
+	}
+}
+
+// keep moves the viewport down by what older history added above it
+// since the last Render (head grew at the same width), so the lines the
+// reader was looking at stay where they were. A viewport that showed the
+// whole transcript keeps its first line at the top, when enough follows
+// it to fill the viewport; one that follows the end of a longer
+// transcript keeps following it.
+func (s *Screen) keep(head, lines, width int) {
+	grew := head - s.head
+	if grew <= 0 || s.head == 0 || width != s.width {
+		return
+	}
+	switch {
+	case s.scrolled:
+		s.top += grew
+	case s.end() == 0 && grew < lines-s.rows:
+		s.scrolled, s.top = true, grew
 	}
 }
 
@@ -214,14 +244,18 @@ func (s *Screen) Render(width, height int) Frame {
 	}
 	rows := max(height-2-len(bottom), 0)
 	var lines []string
+	head := 0
 	if s.Transcript != nil {
 		lines = s.Transcript.Lines(width)
+		head = s.Transcript.HeadLines(width)
 	}
-	s.lines, s.rows = len(lines), rows
+	s.keep(head, len(lines), width)
+	s.lines, s.rows, s.head, s.width = len(lines), rows, head, width
 	top := s.end()
 	if s.scrolled {
 		s.top = min(s.top, s.end())
 		top = s.top
+		s.scrolled = s.end() > 0 // nothing to scroll: follow the end
 	}
 	st := s.Status
 	st.Notice = "" // the notice has a row of its own

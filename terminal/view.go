@@ -53,6 +53,9 @@ type Transcript struct {
 	tools   map[string]*tool    // by seg/call id
 	results map[string]bool     // call ids whose result message is present
 	marked  bool
+	// head counts the items above the first entry that starts on the
+	// newest history page (Compose): the marker and the older history.
+	head int
 }
 
 type itemKind int

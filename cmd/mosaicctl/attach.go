@@ -22,8 +22,8 @@ func attachCommand() *cli.Command {
 		Description: "Connects as an observer (socket-activating the controller) and shows the transcript the client\n" +
 			"library builds, live. Enter sends, Ctrl-J or Alt-Enter adds a newline, Ctrl-T takes control,\n" +
 			"Ctrl-G interrupts, Ctrl-X force-stops and Ctrl-R recovers (each after a y/N confirmation that\n" +
-			"shows what it acts on), PageUp/PageDown scroll, Ctrl-O reconnects and re-reads, Ctrl-C or\n" +
-			"Ctrl-D quits. See docs/attach.md.",
+			"shows what it acts on), PageUp/PageDown scroll (PageUp at the top reads older history), Ctrl-O\n" +
+			"reconnects and re-reads, Ctrl-C or Ctrl-D quits. See docs/attach.md.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "socket", Usage: "connect to `PATH` instead of the conversation's socket"},
 			&cli.DurationFlag{Name: "escape-timeout", Value: 50 * time.Millisecond,

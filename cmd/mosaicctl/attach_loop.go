@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -33,6 +34,13 @@ type attacher struct {
 	stale   bool
 	seam    protocol.Seam
 	lastSeq uint64
+	// older is the history read back above lt's page; cursor reads the
+	// page before it ("" at the beginning). chain counts the cursor
+	// chains: a fresh page starts a new one, and a page read on an older
+	// chain is dropped.
+	older  terminal.Older
+	cursor string
+	chain  int
 
 	scr     terminal.Screen
 	parser  terminal.Parser
@@ -60,6 +68,7 @@ func newAttacher(ctx context.Context, tty *attachTTY, c *client.Client, conv str
 func (a *attacher) use(c *client.Client) {
 	a.c, a.connected, a.lt, a.follow, a.stale = c, true, client.NewTranscript(), terminal.Follow{}, true
 	a.seam, a.lastSeq = protocol.Seam{}, 0
+	a.newChain("")
 	a.async(func(ctx context.Context) func() {
 		if _, err := c.Observe(ctx); err != nil {
 			return a.noticeOf("observe", err)
@@ -186,6 +195,12 @@ func (a *attacher) update(u client.Update) {
 	switch {
 	case u.Observed != nil:
 		a.seam, a.lastSeq = u.Observed.Seam, u.Observed.Seam.ReplayUntil
+		// A page the transcript took starts a new cursor chain; a resume
+		// that kept the old page leaves the chain (its cursor was
+		// replaced: the next read back is refused and re-reads).
+		if bytes.Equal(a.lt.Snapshot().History, u.Observed.History) {
+			a.newChain(u.Observed.Cursor)
+		}
 	case u.Event != nil && u.Event.Execution == a.seam.Execution:
 		a.lastSeq = max(a.lastSeq, u.Event.Seq)
 	case u.Stop != nil:
@@ -239,7 +254,7 @@ func (a *attacher) disconnected() {
 func (a *attacher) draw() {
 	a.status()
 	if a.stale {
-		a.scr.Transcript, a.stale = a.follow.Update(a.lt.Snapshot()), false
+		a.scr.Transcript, a.stale = a.follow.Update(a.older, a.lt.Snapshot()), false
 	}
 	w, h := a.tty.size()
 	f := a.scr.Render(w, h)

@@ -19,6 +19,8 @@ func (a *attacher) act(act terminal.Action, text string) {
 		a.quit = true
 	case terminal.ActReconnect:
 		a.reconnect()
+	case terminal.ActOlder:
+		a.pageBack()
 	case terminal.ActSend:
 		a.prompt(text)
 	case terminal.ActTakeControl:

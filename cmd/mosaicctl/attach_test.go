@@ -21,9 +21,9 @@ import (
 	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
 	"github.com/mosaic-agents/mosaic/contrib/stubmodel"
 	"github.com/mosaic-agents/mosaic/engine"
+	"github.com/mosaic-agents/mosaic/history"
 	"github.com/mosaic-agents/mosaic/protocol"
 	"github.com/mosaic-agents/mosaic/terminal"
-	"github.com/mosaic-agents/mosaic/units"
 )
 
 // These tests drive `mosaicctl attach` in a real terminal (tmux, with a
@@ -106,6 +106,7 @@ type libView struct {
 	mu      sync.Mutex
 	tr      *client.Transcript
 	settled int
+	cursor  string // the observe reply's: reads the page before it
 }
 
 func dialLib(t *testing.T, path string) *libView {
@@ -130,10 +131,55 @@ func dialLib(t *testing.T, path string) *libView {
 			l.mu.Unlock()
 		}
 	}()
-	if _, err := c.Observe(ctx); err != nil {
+	obs, err := c.Observe(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
+	l.cursor = obs.Cursor
 	return l
+}
+
+// olders pages back from the observed page to the first part and returns
+// the older history after each page read: none, one page, two, ….
+func (l *libView) olders(t *testing.T, ctx context.Context) []terminal.Older {
+	t.Helper()
+	out := []terminal.Older{{}}
+	for cursor := l.cursor; cursor != ""; {
+		r, err := l.c.OlderPage(ctx, cursor)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p history.Page
+		if err := json.Unmarshal(r.History, &p); err != nil {
+			t.Fatal(err)
+		}
+		o := out[len(out)-1]
+		o.Prepend(&p)
+		out = append(out, o)
+		cursor = r.Cursor
+	}
+	return out
+}
+
+// composed renders the library's transcript under older history, as the
+// terminal composes them, at the pane's width.
+func (l *libView) composed(o terminal.Older) []string {
+	return terminal.Compose(o, l.tr.Snapshot()).Lines(paneW)
+}
+
+// activeLib waits for the engine through a library client and returns
+// one that observed after it became active, so the library and a
+// terminal attached now start at the same quiet cut.
+func activeLib(t *testing.T, ctx context.Context, path string) *libView {
+	t.Helper()
+	lib := dialLib(t, path)
+	for lib.c.State().Binding == nil || lib.c.State().Binding.State != protocol.BindingActive {
+		time.Sleep(50 * time.Millisecond)
+		if ctx.Err() != nil {
+			t.Fatalf("the engine never became active: %+v", lib.c.State().Binding)
+		}
+	}
+	return dialLib(t, path)
 }
 
 // lines renders the library's transcript as the terminal's renderer does,
@@ -270,17 +316,7 @@ func sameTranscript(rows []string, id string, lines []string) bool {
 	if n < 0 {
 		return false
 	}
-	want := lines[max(len(lines)-n, 0):]
-	for i := 0; i < n; i++ {
-		w := ""
-		if i < len(want) {
-			w = strings.TrimRight(want[i], " ")
-		}
-		if strings.TrimRight(rows[i], " ") != w {
-			return false
-		}
-	}
-	return true
+	return sameLines(rows[:n], lines[max(len(lines)-n, 0):])
 }
 
 func TestAttachOutcomes(t *testing.T) {
@@ -346,31 +382,12 @@ func TestAttachInTmux(t *testing.T) {
 		{Text: []string{"Hello \x1b[31mRED\x1b[0m ", "bidi \u202eevil\u202c done."}, Tool: &stubmodel.ToolCall{Command: "echo tool-output"}},
 		{Text: []string{"The tool ", "said tool-output."}},
 	}})
-	mustRun(t, bin, "install")
-	t.Cleanup(func() { run(t, bin, "uninstall", "--force") })
-	proj, session := project(t, "attach")
-	id := strings.TrimSpace(mustRun(t, bin, "conv", "add", "--project", proj, "--seat", "attach", "--session", session,
-		"--engine", entry, "--provider", "fakellm", "--model", "fake-model"))
-	sock, svc := "mosaic-conv@"+id+".socket", "mosaic-conv@"+id+".service"
-	mustRun(t, "systemctl", "--user", "start", sock)
-	t.Cleanup(func() { run(t, "systemctl", "--user", "stop", sock, svc) })
-	path, err := units.SocketPath(id)
-	if err != nil {
-		t.Fatal(err)
-	}
+	id, _, path := startConversation(t, bin, "attach", "--engine", entry, "--provider", "fakellm", "--model", "fake-model")
+	svc := "mosaic-conv@" + id + ".service"
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
-	// The library client waits for the engine, so both sides start at the
-	// same quiet cut.
-	lib := dialLib(t, path)
-	for lib.c.State().Binding == nil || lib.c.State().Binding.State != protocol.BindingActive {
-		time.Sleep(50 * time.Millisecond)
-		if ctx.Err() != nil {
-			t.Fatalf("the engine never became active: %+v", lib.c.State().Binding)
-		}
-	}
-	lib = dialLib(t, path) // observe again, now that the engine is active
+	lib := activeLib(t, ctx, path)
 
 	tsock := filepath.Join(t.TempDir(), "tmux.sock")
 	t.Cleanup(func() { exec.Command("tmux", "-S", tsock, "kill-server").Run() })
@@ -678,4 +695,206 @@ func TestAttachInTmux(t *testing.T) {
 			return strings.Contains(strings.Join(rows, "\n"), "attach exited 0 modes: icanon echo end")
 		})
 	})
+}
+
+// TestAttachPagesBackInTmux pages a conversation of three history pages
+// back to its first message in the terminal: each read page is prepended
+// without moving the rows on screen, the screen is always the library's
+// lines under the same older pages, and paging down again shows every
+// message exactly once.
+func TestAttachPagesBackInTmux(t *testing.T) {
+	sandboxtest.Require(t)
+	bin := sandboxtest.Bin(t, "mosaicctl")
+	if _, err := exec.LookPath("tmux"); err != nil {
+		sandboxtest.Unavailable(t, "tmux is not installed: %v", err)
+	}
+	entry, _ := fakeEngine(t, stubmodel.Script{})
+	id, proj, path := startConversation(t, bin, "pages", "--engine", entry, "--provider", "fakellm", "--model", "fake-model")
+	// 250 messages are three pages (history.MaxPageParts is 100). The
+	// controller starts on the first connection, after the file is there.
+	const n = 250
+	writePiSession(t, filepath.Join(proj, ".pi", "state", "pages", "sessions", "main.jsonl"), proj, n)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	lib := activeLib(t, ctx, path)
+	olders := lib.olders(t, ctx)
+	if len(olders) < 3 {
+		t.Fatalf("%d older pages; want at least 2 (three pages in all)", len(olders)-1)
+	}
+
+	tsock := filepath.Join(t.TempDir(), "tmux.sock")
+	t.Cleanup(func() { exec.Command("tmux", "-S", tsock, "kill-server").Run() })
+	p := startPane(t, tsock, "pages", bin+" attach "+id)
+
+	t.Run("PageUp reads every older page back to the first message, each once", func(t *testing.T) {
+		p := p.on(t)
+		first := lib.composed(olders[0])
+		p.wait("the newest page, as the library shows it", func(rows []string) bool {
+			return strings.Contains(status(rows, id), "binding active") && sameTranscript(rows, id, first)
+		})
+		marker := func(s string) string { return "-- " + s + " --" }
+		if first[0] != marker(terminal.MarkerMore) {
+			t.Fatalf("the newest page starts with %q", first[0])
+		}
+		for i := 1; i < len(olders); i++ {
+			before, want := lib.composed(olders[i-1]), lib.composed(olders[i])
+			// PageUp until page i is read: the transcript is as long as
+			// the library's under i older pages.
+			rows := p.capture(false)
+			for scrollOf(rows, id)[2] != len(want) {
+				if rows[0] != marker(terminal.MarkerLoading) {
+					st := status(rows, id)
+					p.keys("PageUp")
+					rows = p.wait("the viewport moving or a page loading", func(rows []string) bool {
+						return status(rows, id) != st || rows[0] == marker(terminal.MarkerLoading)
+					})
+					continue
+				}
+				rows = p.wait("the page read", func(rows []string) bool { return rows[0] != marker(terminal.MarkerLoading) })
+			}
+			// The reader was at the top: the page went above the viewport,
+			// which now starts where the old first line (the marker) was
+			// pushed down to.
+			sc := scrollOf(rows, id)
+			if grew := len(want) - len(before); sc[0]-1 != grew {
+				t.Fatalf("after page %d the viewport starts at line %d; the page added %d lines above the old top", i, sc[0], grew)
+			}
+			sr := statusRow(rows, id)
+			if !sameLines(rows[:sr], want[sc[0]-1:]) || !sameLines(rows[1:sr], before[1:]) {
+				t.Fatalf("after page %d the screen is not the library's lines %d-%d, nor the rows it showed:\n%s",
+					i, sc[0], sc[1], strings.Join(rows, "\n"))
+			}
+		}
+		all := lib.composed(olders[len(olders)-1])
+		if all[0] != marker(terminal.MarkerBeginning) {
+			t.Fatalf("the composed transcript starts with %q", all[0])
+		}
+		rows := p.capture(false)
+		for rows[0] != marker(terminal.MarkerBeginning) {
+			st := status(rows, id)
+			p.keys("PageUp")
+			rows = p.wait("the viewport moving up", func(rows []string) bool { return status(rows, id) != st })
+		}
+		// Page down to the end, putting each row where the status says it
+		// is: the screen shows exactly the composed lines.
+		seen := make([]string, len(all))
+		for {
+			sr := statusRow(rows, id)
+			sc := scrollOf(rows, id)
+			if sc[2] == 0 { // following the end again
+				if !sameTranscript(rows, id, all) {
+					t.Fatalf("at the end the screen is not the library's lines:\n%s", strings.Join(rows, "\n"))
+				}
+				copy(seen[len(all)-sr:], rows[:sr])
+				break
+			}
+			if sc[2] != len(all) || !sameLines(rows[:sr], all[sc[0]-1:]) {
+				t.Fatalf("lines %d-%d of %d are not the library's %d lines:\n%s", sc[0], sc[1], sc[2], len(all), strings.Join(rows, "\n"))
+			}
+			copy(seen[sc[0]-1:], rows[:sr])
+			st := status(rows, id)
+			p.keys("PageDown")
+			rows = p.wait("the viewport moving down", func(rows []string) bool { return status(rows, id) != st })
+		}
+		if !sameLines(seen, all) {
+			t.Fatalf("paging down showed\n%s\nwant\n%s", strings.Join(seen, "\n"), strings.Join(all, "\n"))
+		}
+		text := "\n" + strings.Join(seen, "\n") + "\n"
+		for i := range n {
+			if c := strings.Count(text, fmt.Sprintf("\n  message %d\n", i)); c != 1 {
+				t.Fatalf("message %d shown %d times", i, c)
+			}
+		}
+	})
+
+	t.Run("a refused cursor re-reads the newest page, says so, and paging back works again", func(t *testing.T) {
+		p := p.on(t)
+		// Ctrl-O: a fresh page and a cursor chain on attach's connection.
+		p.keys("C-o")
+		first := lib.composed(olders[0])
+		p.wait("the newest page again", func(rows []string) bool {
+			return scrollOf(rows, id)[2] == 0 && notice(rows, id) == "re-reading the page" && sameTranscript(rows, id, first)
+		})
+		// The controller keeps 1000 cursors in all, least recently used
+		// out: a thousand pages read by the library's connection evict
+		// attach's cursor, so its next read back is refused cursor-unknown.
+		for range 1000 {
+			if _, err := lib.c.OlderPage(ctx, lib.cursor); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rows := p.capture(false)
+		for !strings.Contains(notice(rows, id), "cursor-unknown") {
+			st := status(rows, id)
+			p.keys("PageUp")
+			rows = p.wait("the viewport moving or the refusal", func(rows []string) bool {
+				return status(rows, id) != st || strings.Contains(notice(rows, id), "cursor-unknown")
+			})
+		}
+		if got, want := notice(rows, id), "older history refused (cursor-unknown): re-reading from the newest page"; got != want {
+			t.Fatalf("notice %q, want %q", got, want)
+		}
+		// The viewport stays where it was, at the top: the newest page's.
+		rows = p.wait("the newest page, re-read", func(rows []string) bool {
+			sc := scrollOf(rows, id)
+			return sc[2] == len(first) && sameLines(rows[:statusRow(rows, id)], first[sc[0]-1:])
+		})
+		want := lib.composed(olders[1])
+		for scrollOf(rows, id)[2] != len(want) {
+			st := status(rows, id)
+			p.keys("PageUp")
+			rows = p.wait("the viewport moving", func(rows []string) bool { return status(rows, id) != st })
+		}
+		if sc := scrollOf(rows, id); !sameLines(rows[:statusRow(rows, id)], want[sc[0]-1:]) {
+			t.Fatalf("after the re-read and one page back the screen is not the library's lines %d-%d:\n%s", sc[0], sc[1], strings.Join(rows, "\n"))
+		}
+	})
+}
+
+// scrollOf reads "lines A-B of N" from the status line: A, B, N, or zeros
+// when the viewport follows the end.
+func scrollOf(rows []string, id string) [3]int {
+	var sc [3]int
+	st := status(rows, id)
+	if i := strings.Index(st, "lines "); i >= 0 {
+		fmt.Sscanf(st[i:], "lines %d-%d of %d", &sc[0], &sc[1], &sc[2])
+	}
+	return sc
+}
+
+// sameLines reports whether rows are the first len(rows) of lines, as a
+// pane shows them (trailing blanks trimmed; blank rows past the end).
+func sameLines(rows, lines []string) bool {
+	for i, r := range rows {
+		w := ""
+		if i < len(lines) {
+			w = strings.TrimRight(lines[i], " ")
+		}
+		if strings.TrimRight(r, " ") != w {
+			return false
+		}
+	}
+	return true
+}
+
+// writePiSession writes a Pi v3 session file of n messages ("message 0"
+// …), alternately user and assistant, each the child of the one before.
+func writePiSession(t *testing.T, path, cwd string, n int) {
+	t.Helper()
+	var b strings.Builder
+	hdr, _ := json.Marshal(map[string]any{"type": "session", "version": 3, "id": "0196f5a0-0000-7000-8000-00000000a77a",
+		"timestamp": "2026-12-01T00:00:00.000Z", "cwd": cwd})
+	b.Write(append(hdr, '\n'))
+	parent := any(nil)
+	for i := range n {
+		id := fmt.Sprintf("m%05d", i)
+		line, _ := json.Marshal(map[string]any{"type": "message", "id": id, "parentId": parent, "timestamp": "2026-12-01T00:00:01.000Z",
+			"message": map[string]any{"role": []string{"user", "assistant"}[i%2],
+				"content": []map[string]string{{"type": "text", "text": fmt.Sprintf("message %d", i)}}}})
+		b.Write(append(line, '\n'))
+		parent = id
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
