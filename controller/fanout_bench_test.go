@@ -6,10 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,16 +15,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mosaic-agents/mosaic/activation"
-	"github.com/mosaic-agents/mosaic/audit"
-	"github.com/mosaic-agents/mosaic/claims"
 	mclient "github.com/mosaic-agents/mosaic/client"
 	"github.com/mosaic-agents/mosaic/contrib/fakepi"
 	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
 	"github.com/mosaic-agents/mosaic/conversations"
 	"github.com/mosaic-agents/mosaic/engine"
 	"github.com/mosaic-agents/mosaic/protocol"
-	"github.com/mosaic-agents/mosaic/scopes"
 )
 
 // floodDeltas is how many text deltas one flood streams: several times
@@ -203,48 +197,15 @@ type fanoutRig struct {
 
 func newFanoutRig(b *testing.B) *fanoutRig {
 	b.Helper()
-	fake := sandboxtest.Bin(b, "fakepi")
-	dir, err := filepath.EvalSymlinks(b.TempDir())
-	if err != nil {
-		b.Fatal(err)
-	}
-	project := filepath.Join(dir, "proj")
-	if err := os.MkdirAll(filepath.Join(project, ".pi", "state", "alice", "sessions"), 0o755); err != nil {
-		b.Fatal(err)
-	}
-	cv := &conversations.Conversation{Project: project, Seat: "alice", Workspace: "default",
-		Session: conversations.SessionPath(project, "alice", "main.jsonl"), ID: conversations.ID(project, "alice", "main.jsonl")}
-	store, err := claims.Open(filepath.Join(dir, "state", "claims"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	mgr := scopes.NewManager(scopes.Config{})
-	b.Cleanup(mgr.Close)
-	log := audit.NewWriter(cv.ID, io.Discard)
-	ctrl := New(Config{Conversation: cv, Claims: store, Scopes: mgr, Audit: log,
-		Spec: func(cv *conversations.Conversation) (engine.Spec, error) {
-			args, err := engine.Seal{Session: cv.Session, Provider: "fakellm", Model: "fake-model"}.Args()
-			env := append(engine.Environ(os.Environ()), fakepi.EnvFlood+"="+strconv.Itoa(floodDeltas))
-			return engine.Spec{Path: fake, Args: append([]string{fake}, args...), Env: env, Dir: cv.Project}, err
-		}})
-	f := &fanoutRig{rig: &rig{ctrl: ctrl, sock: filepath.Join(dir, "c.sock")}, session: cv.Session}
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := ctrl.Start(ctx); err != nil {
-		b.Fatalf("Start: %v", err)
-	}
-	l, err := activation.Listen(f.sock)
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv := &Server{Conversation: cv.ID, Version: "mosaic/bench", UID: os.Getuid(), Audit: log, Controller: ctrl}
-	done := make(chan struct{})
-	go func() { srv.Serve(ctx, l); close(done) }()
-	b.Cleanup(func() {
-		f.killAll()
-		cancel()
-		<-done
-		ctrl.Close()
+	r := newRig(b, `{"turns":[]}`, func(cfg *Config) {
+		spec := cfg.Spec
+		cfg.Spec = func(cv *conversations.Conversation) (engine.Spec, error) {
+			s, err := spec(cv)
+			s.Env = append(s.Env, fakepi.EnvFlood+"="+strconv.Itoa(floodDeltas))
+			return s, err
+		}
 	})
+	f := &fanoutRig{rig: r, session: r.session}
 	f.takeControl(b)
 	return f
 }

@@ -31,7 +31,7 @@ func TestMain(m *testing.M) {
 // rig is a controller in this process over a fake Pi in a real scope of
 // the sandbox's user manager, served on a socket in a temp directory.
 type rig struct {
-	t       *testing.T
+	t       testing.TB
 	ctrl    *Controller
 	sock    string
 	stdin   string // the fake engine's exact stdin bytes
@@ -42,7 +42,7 @@ type rig struct {
 	cfg     Config
 }
 
-func newRig(t *testing.T, script string, mutate func(*Config)) *rig {
+func newRig(t testing.TB, script string, mutate func(*Config)) *rig {
 	t.Helper()
 	sandboxtest.Require(t)
 	fake := sandboxtest.Bin(t, "fakepi")
@@ -158,7 +158,7 @@ func (r *rig) fakeControl() *fakepi.Control {
 
 // peer is a raw protocol client: it sends lines and collects records.
 type peer struct {
-	t    *testing.T
+	t    testing.TB
 	c    net.Conn
 	recs chan map[string]any
 	id   string
