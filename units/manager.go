@@ -55,3 +55,30 @@ func ActiveSockets(ctx context.Context) ([]string, error) {
 	sort.Strings(names)
 	return names, nil
 }
+
+// SocketUnit is the socket unit of conversation id.
+func SocketUnit(id string) string { return "mosaic-conv@" + id + ".socket" }
+
+// StartSocket starts conversation id's socket unit and waits for the job.
+// Starting a socket starts no controller: that waits for the first client.
+func StartSocket(ctx context.Context, id string) error {
+	c, err := connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	name := SocketUnit(id)
+	done := make(chan string, 1)
+	if _, err := c.StartUnitContext(ctx, name, "replace", done); err != nil {
+		return fmt.Errorf("start unit %q: %w (are the units installed? `mosaicctl install`)", name, err)
+	}
+	select {
+	case result := <-done:
+		if result != "done" {
+			return fmt.Errorf("start unit %q: job %s (see `systemctl --user status %s`)", name, result, name)
+		}
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("start unit %q: %w", name, ctx.Err())
+	}
+}

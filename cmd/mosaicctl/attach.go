@@ -10,7 +10,6 @@ import (
 
 	"github.com/mosaic-agents/mosaic/client"
 	"github.com/mosaic-agents/mosaic/conversations"
-	"github.com/mosaic-agents/mosaic/units"
 	"github.com/urfave/cli/v2"
 )
 
@@ -38,13 +37,9 @@ func runAttach(c *cli.Context) error {
 	if c.NArg() != 1 || !conversations.ValidID(id) {
 		return fmt.Errorf("want exactly one conversation id; see `mosaicctl conv list`")
 	}
-	path := c.String("socket")
-	if path == "" {
-		p, err := units.SocketPath(id)
-		if err != nil {
-			return err
-		}
-		path = p
+	path, err := conversationSocket(c.Context, id, c.String("socket"))
+	if err != nil {
+		return err
 	}
 	// Connect before touching the terminal, so a refusal or a missing
 	// socket is printed on the operator's ordinary screen.
@@ -52,7 +47,7 @@ func runAttach(c *cli.Context) error {
 	cl, err := client.Dial(dctx, path, client.Options{Name: "mosaicctl attach/" + version})
 	cancel()
 	if err != nil {
-		return fmt.Errorf("%w (is mosaic-conv@%s.socket started? systemctl --user start mosaic-conv@%s.socket)", err, id, id)
+		return fmt.Errorf("%w (%s)", err, dialHint(id))
 	}
 	defer cl.Close()
 

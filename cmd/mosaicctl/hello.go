@@ -10,7 +10,6 @@ import (
 
 	"github.com/mosaic-agents/mosaic/conversations"
 	"github.com/mosaic-agents/mosaic/protocol"
-	"github.com/mosaic-agents/mosaic/units"
 	"github.com/urfave/cli/v2"
 )
 
@@ -26,18 +25,13 @@ func helloCommand() *cli.Command {
 			if c.NArg() != 1 || !conversations.ValidID(c.Args().First()) {
 				return fmt.Errorf("want exactly one conversation id; see `mosaicctl conv list`")
 			}
-			path := c.String("socket")
-			if path == "" {
-				p, err := units.SocketPath(c.Args().First())
-				if err != nil {
-					return err
-				}
-				path = p
+			path, err := conversationSocket(c.Context, c.Args().First(), c.String("socket"))
+			if err != nil {
+				return err
 			}
 			conn, err := net.DialTimeout("unix", path, 10*time.Second)
 			if err != nil {
-				return fmt.Errorf("connect to %s: %w (is mosaic-conv@%s.socket started? systemctl --user start mosaic-conv@%s.socket)",
-					path, err, c.Args().First(), c.Args().First())
+				return fmt.Errorf("connect to %s: %w (%s)", path, err, dialHint(c.Args().First()))
 			}
 			defer conn.Close()
 			conn.SetDeadline(time.Now().Add(30 * time.Second))

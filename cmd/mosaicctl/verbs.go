@@ -16,7 +16,6 @@ import (
 	"github.com/mosaic-agents/mosaic/conversations"
 	"github.com/mosaic-agents/mosaic/protocol"
 	"github.com/mosaic-agents/mosaic/terminal"
-	"github.com/mosaic-agents/mosaic/units"
 	"github.com/urfave/cli/v2"
 	"golang.org/x/term"
 )
@@ -122,13 +121,9 @@ func dialVerb(ctx context.Context, c *cli.Context, name string) (*session, error
 	if !conversations.ValidID(id) {
 		return nil, fmt.Errorf("want a conversation id first; see `mosaicctl conv list`")
 	}
-	path := c.String("socket")
-	if path == "" {
-		p, err := units.SocketPath(id)
-		if err != nil {
-			return nil, err
-		}
-		path = p
+	path, err := conversationSocket(ctx, id, c.String("socket"))
+	if err != nil {
+		return nil, err
 	}
 	dctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
@@ -137,8 +132,7 @@ func dialVerb(ctx context.Context, c *cli.Context, name string) (*session, error
 		if protocol.CodeOf(err) != "" {
 			return nil, err
 		}
-		return nil, fmt.Errorf("connect to conversation %s: %w (is mosaic-conv@%s.socket started? systemctl --user start mosaic-conv@%s.socket)",
-			id, err, id, id)
+		return nil, fmt.Errorf("connect to conversation %s: %w (%s)", id, err, dialHint(id))
 	}
 	s := &session{id: id, c: cl, out: os.Stdout}
 	var echo io.Writer
