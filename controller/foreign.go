@@ -32,13 +32,20 @@ func (c *Controller) watchSession(x *execution, prev *history.Snapshot) {
 		if !current {
 			return
 		}
-		fi, err := os.Stat(path)
-		if err != nil || (fi.Size() == lastSize && fi.ModTime().Equal(lastMod)) {
+		// Lstat, not Stat: a symlink swapped in or a removed file must
+		// reach Follow, which refuses both (a file not written yet is a
+		// new conversation to Follow, not an error).
+		fi, err := os.Lstat(path)
+		if err == nil && fi.Size() == lastSize && fi.ModTime().Equal(lastMod) {
 			continue
 		}
 		snap, err := history.Follow(path, prev, history.Options{})
-		if protocol.CodeOf(err) == "source-replaced" {
-			c.foreign(x, "the session file no longer continues the one the engine loaded: "+err.Error(), "")
+		if code := protocol.CodeOf(err); code != "" {
+			// source-replaced (rewritten, shortened), unsafe-path (a
+			// symlink, not a regular file, removed, swapped), too-large,
+			// unreadable: either someone else changed the file or it can
+			// no longer be checked; both mean nobody vouches for it.
+			c.foreign(x, "the session file can no longer be vouched for ("+code+"): "+err.Error(), "")
 			return
 		}
 		if err != nil {
