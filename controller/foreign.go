@@ -67,7 +67,10 @@ func (c *Controller) watchSession(x *execution, prev *history.Snapshot) {
 			}
 			c.follow(x, snap.LeafID())
 		}
-		prev, lastSize, lastMod = snap, fi.Size(), fi.ModTime()
+		prev, lastSize, lastMod = snap, -1, time.Time{}
+		if fi != nil {
+			lastSize, lastMod = fi.Size(), fi.ModTime()
+		}
 	}
 }
 
