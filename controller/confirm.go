@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -17,6 +18,9 @@ import (
 type confirmation struct {
 	rec     protocol.Confirmation
 	expires time.Time
+	// leaf is the session leaf a recover confirmation names, read from the
+	// file when it was issued: the eligibility must be for that leaf.
+	leaf string
 }
 
 var confirmable = map[string]bool{
@@ -37,6 +41,14 @@ func (c *Controller) issueConfirmation(k *conn, cmd *protocol.Command) (any, err
 		return nil, protocol.Refuse(CodeConfirmation, "operation %q cannot be confirmed; use force-stop, recover or acquire-recovery-control", cmd.Operation)
 	}
 	members := c.memberSummary()
+	// A recover names the leaf the file is on now, read like recover reads
+	// it: the binding's leaf may lag the engine's last appends.
+	leaf := ""
+	if cmd.Operation == protocol.CmdRecover {
+		if head, err := readSessionHead(c.cfg.Conversation.Session); err == nil {
+			leaf = head.leaf
+		}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if cmd.Operation == protocol.CmdAcquireRecoveryControl {
@@ -51,11 +63,11 @@ func (c *Controller) issueConfirmation(k *conn, cmd *protocol.Command) (any, err
 		exec = c.st.exec.id
 	}
 	now := time.Now()
-	cf := &confirmation{expires: now.Add(c.cfg.ConfirmTTL)}
+	cf := &confirmation{expires: now.Add(c.cfg.ConfirmTTL), leaf: leaf}
 	cf.rec = protocol.Confirmation{Record: "confirmation", ID: newID("cf-"), Request: cmd.Request, Operation: cmd.Operation,
 		State: "issued", Connection: k.id, Execution: exec, Generation: c.st.generation,
 		StopContext: c.stopContextLocked(), Expires: cf.expires.UTC().Format(time.RFC3339)}
-	cf.rec.Intent = c.intentLocked(cmd.Operation, members)
+	cf.rec.Intent = c.intentLocked(cmd.Operation, members, leaf)
 	sum := sha256.Sum256([]byte(strings.Join([]string{cf.rec.ID, cf.rec.Operation, cf.rec.Connection, cf.rec.Execution,
 		fmt.Sprint(cf.rec.Generation), cf.rec.StopContext, cf.rec.Intent}, "\x00")))
 	cf.rec.Digest = hex.EncodeToString(sum[:])
@@ -66,7 +78,7 @@ func (c *Controller) issueConfirmation(k *conn, cmd *protocol.Command) (any, err
 }
 
 // intentLocked is the exact text a person confirms.
-func (c *Controller) intentLocked(op, members string) string {
+func (c *Controller) intentLocked(op, members, leaf string) string {
 	x := c.st.exec
 	switch op {
 	case protocol.CmdForceStop:
@@ -77,7 +89,7 @@ func (c *Controller) intentLocked(op, members string) string {
 			x.id, x.handle.Cohort.Unit, members)
 	case protocol.CmdRecover:
 		return fmt.Sprintf("recover conversation %s after the proven stop (%s): a new execution on the same session and leaf %s; the cancelled prompt is not replayed",
-			c.cfg.Conversation.ID, c.stopContextLocked(), c.st.leaf)
+			c.cfg.Conversation.ID, c.stopContextLocked(), cmp.Or(leaf, c.st.leaf))
 	default:
 		return fmt.Sprintf("take recovery control of conversation %s at generation %d without reopening admission", c.cfg.Conversation.ID, c.st.generation+1)
 	}

@@ -48,6 +48,10 @@ func (c *Controller) recover(k *conn, cmd *protocol.Command) (any, error) {
 		return nil, protocol.Refuse(CodeTarget, "the session file now has header %s; the claim was for %s", head.id, rec.Session)
 	}
 	keys.Session = rec.Session
+	if cf := c.confs[cmd.Confirmation]; cf != nil && cf.rec.Connection == k.id && cf.leaf != "" && cf.leaf != head.leaf {
+		cf.rec.State = "expired"
+		return nil, protocol.Refuse(CodeTarget, "the session moved from leaf %s, which the confirmation named, to %s: confirm again", cf.leaf, head.leaf)
+	}
 	if r := c.useConfirmationLocked(k, cmd.Confirmation, protocol.CmdRecover); r != nil {
 		return nil, r
 	}
