@@ -245,8 +245,9 @@ func dialogFor(cf *protocol.Confirmation, st client.State) terminal.Dialog {
 		d.Question = "take control while admission stays closed? y confirms; n, Enter or Esc cancels"
 	default:
 		d.Title = "recover"
+		// No leaf fact: the intent names the leaf the file is on, which the
+		// binding's may lag by a poll interval.
 		fs = fact(fs, "session", b.SessionID)
-		fs = fact(fs, "leaf", b.Leaf)
 		d.Question = "recover and launch a new execution? y confirms; n, Enter or Esc cancels"
 	}
 	fs = fact(fs, "stop", cf.StopContext)

@@ -356,7 +356,7 @@ func TestAttachDialogFacts(t *testing.T) {
 	}
 	cf.Operation, cf.StopContext = protocol.CmdRecover, "st-7"
 	d = dialogFor(cf, st)
-	want = [][2]string{{"conversation", "pi-1"}, {"execution", "e-1"}, {"generation", "4"}, {"session", "s1"}, {"leaf", "l9"},
+	want = [][2]string{{"conversation", "pi-1"}, {"execution", "e-1"}, {"generation", "4"}, {"session", "s1"},
 		{"stop", "st-7"}, {"intent", cf.Intent}, {"expires", "soon"}}
 	if d.Title != "recover" || !reflect.DeepEqual(d.Facts, want) {
 		t.Fatalf("recover dialog %q: %q", d.Title, d.Facts)
