@@ -77,6 +77,10 @@ type Controller struct {
 	// claim recorded stopping and before any signal: a test stops the
 	// controller there to model a crash mid-stop (K10).
 	beforeKill func()
+	// afterInterrupt, when set (tests only), runs in an interrupt after
+	// the engine answered and before the outcome is recorded, so an engine
+	// exit can land exactly there.
+	afterInterrupt func()
 }
 
 // state is the binding and control state; guarded by Controller.mu.

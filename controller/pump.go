@@ -30,13 +30,15 @@ func (c *Controller) pump(x *execution) {
 
 // watchExit notices the engine process ending. Its exit is not a stop
 // and proves nothing about the cohort (tool children may live on): the
-// binding becomes uncertain unless a stop chain already owns the ending.
+// binding and the claim become uncertain unless a force stop already owns
+// the ending. An interrupt does not: an engine that dies around its abort
+// leaves a cohort nobody proved.
 func (c *Controller) watchExit(x *execution) {
 	<-x.handle.Done()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	x.exited = true
-	if c.st.exec != x || c.st.stopRunning || c.st.binding == protocol.BindingStopped {
+	if c.st.exec != x || c.st.forceRunning || c.st.binding == protocol.BindingStopped {
 		return
 	}
 	c.st.binding = protocol.BindingUncertain

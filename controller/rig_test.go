@@ -123,16 +123,17 @@ func (r *rig) killAll() {
 	// The exit watcher may record uncertain in the claim: let it finish
 	// before the temp directory goes (it queues that write under mu, with
 	// exited).
-	for ctx.Err() == nil {
-		r.ctrl.mu.Lock()
-		done := x.exited
-		r.ctrl.mu.Unlock()
-		if done {
-			break
-		}
+	for ctx.Err() == nil && !r.gone(x) {
 		sleep20()
 	}
 	r.ctrl.writes.Wait()
+}
+
+// gone reports whether the controller saw x's engine exit.
+func (r *rig) gone(x *execution) bool {
+	r.ctrl.mu.Lock()
+	defer r.ctrl.mu.Unlock()
+	return x.exited
 }
 
 // stdinBytes returns what the engine read on stdin so far.

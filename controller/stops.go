@@ -81,6 +81,9 @@ func (c *Controller) cancelTurn(k *conn, cmd *protocol.Command, x *execution, s 
 	c.mu.Unlock()
 
 	proof, err := x.conn.Interrupt(context.Background(), s.ID)
+	if c.afterInterrupt != nil {
+		c.afterInterrupt()
+	}
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -91,13 +94,19 @@ func (c *Controller) cancelTurn(k *conn, cmd *protocol.Command, x *execution, s 
 	s.Effects = effectReport(proof.Effects)
 	s.ApprovalDisposition = c.approvalLocked()
 	c.st.stopRunning = false
-	if err != nil || proof.Uncertain {
+	if err != nil || proof.Uncertain || x.exited {
 		why := fmt.Sprint(proof.Reasons)
-		if err != nil {
+		switch {
+		case err != nil:
 			why = err.Error()
+		case x.exited:
+			// A settled turn on an engine that then died proves nothing
+			// about its cohort: only a force stop does.
+			why = "the engine exited during the interrupt; force stop to prove the cohort ended"
 		}
 		c.st.binding = protocol.BindingUncertain
 		c.closeAdmissionLocked("interrupt " + s.ID + " ended uncertain: " + why)
+		c.markUncertainLocked("interrupt " + s.ID + " ended uncertain: " + why)
 		c.transitionLocked(s, "uncertain", why)
 	} else {
 		c.transitionLocked(s, "reconciled", "turn proof: native queue "+proof.NativeQueue)
