@@ -49,7 +49,7 @@ type Config struct {
 // admission, dispatch, stops and recovery. Every state change happens under
 // mu; the dispatch lock serialises what must not interleave with an engine
 // write (a prompt's admission-to-acknowledgement, a takeover's commit, an
-// interrupt's cancellation).
+// interrupt's fence; never the interrupt's wait for the engine).
 type Controller struct {
 	cfg Config
 	bus *bus

@@ -305,3 +305,19 @@ func (k *peer) settled() {
 }
 
 func sleep20() { time.Sleep(20 * time.Millisecond) }
+
+// abortHeldTurn makes ctl the observing controller of an endless turn
+// that is streaming, and arms the fake's abort-received pause point, so
+// the next interrupt's abort hangs until released. It returns the
+// generation.
+func (r *rig) abortHeldTurn(ctx context.Context, fc *fakepi.Control, ctl *peer) float64 {
+	r.t.Helper()
+	ctl.must(map[string]any{"type": "observe", "request": newID("o-")}, "observed")
+	gen := r.takeover(ctl)
+	ctl.must(map[string]any{"type": "prompt", "request": newID("p-"), "generation": gen, "text": "go"}, "receipt")
+	ctl.await(func(m map[string]any) bool { return m["kind"] == "text-delta" })
+	if err := fc.Arm(ctx, "abort-received"); err != nil {
+		r.t.Fatal(err)
+	}
+	return gen
+}

@@ -68,17 +68,11 @@ func (c *Controller) interrupt(k *conn, cmd *protocol.Command) (any, error) {
 // cancelTurn is the waiting part of an interrupt: clear_queue, abort,
 // settle, turn proof, reconcile; a force stop may supersede it meanwhile.
 func (c *Controller) cancelTurn(k *conn, cmd *protocol.Command, x *execution, s *protocol.Stop, gen int64) protocol.Receipt {
-	// A prompt already past admission finishes its write first; one not
-	// yet there is refused at dispatch (H9).
-	c.dispatch.Lock()
-	defer c.dispatch.Unlock()
-	c.mu.Lock()
-	if s.State == "superseded" {
-		c.mu.Unlock()
+	if !c.fenceDispatch(s) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
 		return c.stopReceipt(k, cmd, s, gen)
 	}
-	c.transitionLocked(s, "cancelling", "clear_queue, then abort")
-	c.mu.Unlock()
 
 	proof, err := x.conn.Interrupt(context.Background(), s.ID)
 	if c.afterInterrupt != nil {
@@ -118,6 +112,23 @@ func (c *Controller) cancelTurn(k *conn, cmd *protocol.Command, x *execution, s 
 	}
 	c.publishBindingLocked()
 	return c.stopReceipt(k, cmd, s, gen)
+}
+
+// fenceDispatch waits for a prompt already past admission to finish its
+// write; one not yet there is refused at dispatch, admission being closed
+// (H9). The dispatch lock is held only for that, never across the
+// engine's wait: takeovers and recovery control on other connections are
+// answered while an abort hangs. False when a force stop superseded s.
+func (c *Controller) fenceDispatch(s *protocol.Stop) bool {
+	c.dispatch.Lock()
+	defer c.dispatch.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s.State == "superseded" {
+		return false
+	}
+	c.transitionLocked(s, "cancelling", "clear_queue, then abort")
+	return true
 }
 
 // effectReport turns tool calls started and never ended into uncertain
