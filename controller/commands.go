@@ -109,10 +109,10 @@ func (c *Controller) command(k *conn, typ string, line []byte) {
 	}
 	rec, err := h(k, &cmd)
 	if rest, ok := rec.(later); ok && err == nil {
-		go func() {
+		c.goStop(func() {
 			rec, err := rest()
 			c.reply(k, &cmd, rec, err)
-		}()
+		})
 		return
 	}
 	c.reply(k, &cmd, rec, err)

@@ -58,6 +58,7 @@ type Controller struct {
 	dispatch sync.Mutex
 	claimMu  sync.Mutex     // one claim transition at a time: a Claim is not safe for concurrent use
 	writes   sync.WaitGroup // claim writes started in the background (markUncertainLocked)
+	stopping tally          // stops running off the read loops; Close waits for them
 
 	mu    sync.Mutex
 	conns map[string]*conn
@@ -75,8 +76,12 @@ type Controller struct {
 	afterAdmit func()
 	// beforeKill, when set (tests only), runs in a force stop after the
 	// claim recorded stopping and before any signal: a test stops the
-	// controller there to model a crash mid-stop (K10).
+	// controller there to model a crash mid-stop (K10). A crashed
+	// controller waits for nothing, so Close does not wait for it.
 	beforeKill func()
+	// inKill, when set (tests only), runs where beforeKill does, but
+	// inside what Close waits for: a test shuts the controller down there.
+	inKill func()
 	// afterInterrupt, when set (tests only), runs in an interrupt after
 	// the engine answered and before the outcome is recorded, so an engine
 	// exit can land exactly there.
@@ -265,4 +270,45 @@ func (c *Controller) claimDo(f func(*claims.Claim) error) error {
 	c.claimMu.Lock()
 	defer c.claimMu.Unlock()
 	return f(cl)
+}
+
+// tally counts work that Close waits for. Unlike a WaitGroup it may rise
+// again from zero while Close waits: a stop steps aside for a test's
+// crash hook and comes back when the hook returns.
+type tally struct {
+	mu   sync.Mutex
+	n    int
+	zero sync.Cond
+}
+
+func (t *tally) add(d int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.n += d
+	if t.n == 0 {
+		t.zero.Broadcast()
+	}
+}
+
+// wait returns once nothing is counted.
+func (t *tally) wait() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.zero.L == nil {
+		t.zero.L = &t.mu
+	}
+	for t.n > 0 {
+		t.zero.Wait()
+	}
+}
+
+// goStop runs f off the caller's goroutine, counted for Close: a shutdown
+// lets a stop finish (its own timeouts bound it) instead of leaving the
+// claim stopping and the receipt lost.
+func (c *Controller) goStop(f func()) {
+	c.stopping.add(1)
+	go func() {
+		defer c.stopping.add(-1)
+		f()
+	}()
 }

@@ -126,12 +126,14 @@ func (c *Controller) adopt(ctx context.Context, rec *claims.Recovery) error {
 		// K10: a confirmed force stop was under way when the previous
 		// controller ended. Finish that stop, and only that one: its
 		// kill phase, then stopped only if the observation proves it.
-		go c.conclude(context.WithoutCancel(ctx), x, newID("s-"), "restart resumes the force stop that was in progress")
+		c.goStop(func() {
+			c.conclude(context.WithoutCancel(ctx), x, newID("s-"), "restart resumes the force stop that was in progress")
+		})
 	case err == nil && len(ms) == 0:
 		// Nothing left in the cohort: the observation alone proves the
 		// end, and killing an empty cgroup kills nothing (brief §2
 		// "engine gone").
-		go c.conclude(context.WithoutCancel(ctx), x, newID("s-"), "restart observed an empty cohort")
+		c.goStop(func() { c.conclude(context.WithoutCancel(ctx), x, newID("s-"), "restart observed an empty cohort") })
 	}
 	return nil
 }

@@ -40,6 +40,8 @@ type rig struct {
 	control string // fake Pi pause points
 	audit   *syncBuffer
 	cfg     Config
+	cancel  context.CancelFunc // shuts the server down, as SIGTERM does
+	served  chan struct{}      // closed when Serve returned
 }
 
 func newRig(t testing.TB, script string, mutate func(*Config)) *rig {
@@ -98,6 +100,7 @@ func newRig(t testing.TB, script string, mutate func(*Config)) *rig {
 	srv := &Server{Conversation: cv.ID, Version: "mosaic/test", UID: os.Getuid(), Audit: cfg.Audit, Controller: r.ctrl}
 	done := make(chan struct{})
 	go func() { srv.Serve(ctx, l); close(done) }()
+	r.cancel, r.served = cancel, done
 	t.Cleanup(func() {
 		r.killAll()
 		cancel()

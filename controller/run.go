@@ -37,9 +37,12 @@ func (c *Controller) Start(ctx context.Context) error {
 }
 
 // Close releases what the controller holds in this process and waits for
-// the claim writes it started. It does not stop the engine: only a
-// confirmed force stop does, and the engine exits by itself when its stdin
-// (this process) goes away.
+// the stops under way and the claim writes it started. It does not stop
+// the engine: only a confirmed force stop does, and the engine exits by
+// itself when its stdin (this process) goes away. A force stop under way
+// finishes (its own timeouts bound it) so the claim and the stop end
+// stopped or uncertain, never stopping; an interrupt under way ends
+// uncertain, its engine having lost stdin.
 func (c *Controller) Close() {
 	c.mu.Lock()
 	x := c.st.exec
@@ -47,5 +50,6 @@ func (c *Controller) Close() {
 	if x != nil && x.conn != nil {
 		x.conn.Close()
 	}
+	c.stopping.wait()
 	c.writes.Wait()
 }

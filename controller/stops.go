@@ -227,7 +227,12 @@ func (c *Controller) killCohort(k *conn, cmd *protocol.Command, x *execution, s 
 	c.transitionLocked(s, "stopping", fmt.Sprintf("SIGTERM to the cohort, %s grace, then freeze and kill", c.cfg.Grace))
 	c.mu.Unlock()
 	if c.beforeKill != nil {
+		c.stopping.add(-1)
 		c.beforeKill()
+		c.stopping.add(1)
+	}
+	if c.inKill != nil {
+		c.inKill()
 	}
 	res := x.handle.Stop(ctx, scopes.StopOptions{Stop: s.ID, Grace: c.cfg.Grace})
 	c.finishStop(ctx, x, s, res)
