@@ -103,7 +103,8 @@ func (c *Controller) start(ctx context.Context) error {
 func (c *Controller) adopt(ctx context.Context, rec *claims.Recovery) error {
 	r := rec.Claim.Record()
 	x := &execution{id: r.Execution, engineName: "orphan"}
-	if co, err := c.loadCohort(r.Execution); err == nil {
+	co, cohortErr := c.loadCohort(r.Execution)
+	if cohortErr == nil {
 		x.handle = c.cfg.Scopes.Reattach(co)
 	}
 	c.mu.Lock()
@@ -111,7 +112,13 @@ func (c *Controller) adopt(ctx context.Context, rec *claims.Recovery) error {
 	c.st.exec = x
 	c.st.binding = protocol.BindingUncertain
 	c.closeAdmissionLocked(fmt.Sprintf("found %s claim of execution %s (%s); force stop to prove it ended", r.State, r.Execution, rec.Verdict))
-	if r.State == claims.Stopping {
+	switch {
+	case r.State == claims.Stopping && x.handle == nil:
+		// Without its cohort the stop can be neither resumed nor proven:
+		// stopping would never end, so say uncertain and why.
+		c.closeAdmissionLocked(fmt.Sprintf("found a stopping claim of execution %s, but not its cohort (%v): the stop cannot be resumed or proven; the engine's processes may live on",
+			r.Execution, cohortErr))
+	case r.State == claims.Stopping:
 		c.st.binding = protocol.BindingStopping
 	}
 	c.mu.Unlock()
