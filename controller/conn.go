@@ -23,8 +23,17 @@ const (
 // errSlow means a client did not read its records in time.
 var errSlow = errors.New("client too slow: its queue stayed full")
 
+// errStopped means a wait for room ended because its feed was replaced.
+var errStopped = errors.New("feed replaced by a new observe")
+
 // conn is one client connection: records to it go through a bounded queue
 // drained by its own writer, so no client can stall the controller.
+//
+// Each observe starts an epoch of the connection's event stream: its
+// observed record carries the epoch on the control queue, and its replay
+// and live events carry it on the event queue. The writer sends an event
+// only in the epoch of the latest observed record it wrote, so no event of
+// a replaced subscription follows the observed record that replaced it.
 type conn struct {
 	id         string
 	c          net.Conn
@@ -32,39 +41,90 @@ type conn struct {
 	enginePeer bool // the peer lives inside a mosaic engine scope
 	hello      bool
 
-	ctl     chan []byte // control records: replies, refusals, broadcasts
-	out     chan []byte // events; the writer prefers ctl
+	ctl     chan record // control records: replies, refusals, broadcasts
+	out     chan record // events; the writer prefers ctl
 	closing chan struct{}
 	wdone   chan struct{} // closed when writeLoop returns
 	once    sync.Once
 
 	subMu sync.Mutex
-	sub   *subscriber
+	feed  *feed  // the live subscription being forwarded, if any
+	epoch uint64 // of the latest observe; only that observe touches it
+}
+
+// record is one encoded line on a queue. On the control queue a non-zero
+// epoch marks an observed record that starts that epoch; on the event
+// queue it is the epoch the event was queued for.
+type record struct {
+	line  []byte
+	epoch uint64
+}
+
+// feed is a bus subscription forwarded to the connection by its own
+// goroutine, in one epoch.
+type feed struct {
+	s     *subscriber
+	epoch uint64
+	stop  chan struct{} // closed to end the forwarding
+	done  chan struct{} // closed when the forwarding goroutine returned
 }
 
 func newConn(id string, c net.Conn) *conn {
-	return &conn{id: id, c: c, ctl: make(chan []byte, outSize), out: make(chan []byte, outSize), closing: make(chan struct{}), wdone: make(chan struct{})}
+	return &conn{id: id, c: c, ctl: make(chan record, outSize), out: make(chan record, outSize), closing: make(chan struct{}), wdone: make(chan struct{})}
 }
 
 // writeLoop drains the queues to the socket until the connection closes,
-// control records first: a stream of events never delays a receipt.
+// control records first: a stream of events never delays a receipt. Before
+// an event it writes the control records queued ahead of it, so an
+// observed record always precedes its replay, and it drops the events of
+// epochs an observed record already replaced.
 func (k *conn) writeLoop() {
 	defer close(k.wdone)
+	var epoch uint64 // of the latest observed record written
 	for {
-		var line []byte
+		var r record
 		select {
-		case line = <-k.ctl:
+		case r = <-k.ctl:
 		default:
 			select {
-			case line = <-k.ctl:
-			case line = <-k.out:
+			case r = <-k.ctl:
+			case ev := <-k.out:
+				if !k.writeCtl(&epoch) {
+					k.close()
+					return
+				}
+				if ev.epoch != epoch {
+					continue // queued for a subscription since replaced
+				}
+				r = record{line: ev.line}
 			case <-k.closing:
 				return
 			}
 		}
-		if !k.write(line) {
+		if r.epoch != 0 {
+			epoch = r.epoch
+		}
+		if !k.write(r.line) {
 			k.close()
 			return
+		}
+	}
+}
+
+// writeCtl writes the control records queued now, noting the epoch of
+// an observed record among them.
+func (k *conn) writeCtl(epoch *uint64) bool {
+	for {
+		select {
+		case r := <-k.ctl:
+			if r.epoch != 0 {
+				*epoch = r.epoch
+			}
+			if !k.write(r.line) {
+				return false
+			}
+		default:
+			return true
 		}
 	}
 }
@@ -81,8 +141,8 @@ func (k *conn) flush() {
 	<-k.wdone // never interleave with the writer
 	for {
 		select {
-		case line := <-k.ctl:
-			if !k.write(line) {
+		case r := <-k.ctl:
+			if !k.write(r.line) {
 				return
 			}
 		default:
@@ -103,20 +163,23 @@ func (k *conn) send(v any) error {
 	if err != nil {
 		return fmt.Errorf("encode record for connection %s: %w", k.id, err)
 	}
-	return k.put(k.ctl, append(b, '\n'), sendWait)
+	return k.put(k.ctl, record{line: append(b, '\n')}, sendWait, nil)
 }
 
 // enqueueCtl queues an encoded control record.
-func (k *conn) enqueueCtl(line []byte) error { return k.put(k.ctl, line, sendWait) }
-
-// enqueue queues an event line, waiting up to wait for room.
-func (k *conn) enqueue(line []byte, wait time.Duration) error {
-	return k.put(k.out, line, wait)
+func (k *conn) enqueueCtl(line []byte) error {
+	return k.put(k.ctl, record{line: line}, sendWait, nil)
 }
 
-func (k *conn) put(q chan []byte, line []byte, wait time.Duration) error {
+// enqueue queues an event line of epoch, waiting up to wait for room.
+func (k *conn) enqueue(line []byte, epoch uint64, wait time.Duration) error {
+	return k.put(k.out, record{line: line, epoch: epoch}, wait, nil)
+}
+
+// put queues r, waiting up to wait for room; a closed stop ends the wait.
+func (k *conn) put(q chan record, r record, wait time.Duration, stop <-chan struct{}) error {
 	select {
-	case q <- line:
+	case q <- r:
 		return nil
 	case <-k.closing:
 		return net.ErrClosed
@@ -125,10 +188,12 @@ func (k *conn) put(q chan []byte, line []byte, wait time.Duration) error {
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
-	case q <- line:
+	case q <- r:
 		return nil
 	case <-k.closing:
 		return net.ErrClosed
+	case <-stop:
+		return errStopped
 	case <-t.C:
 		k.close()
 		return errSlow
@@ -138,49 +203,82 @@ func (k *conn) put(q chan []byte, line []byte, wait time.Duration) error {
 // offer queues a line without waiting, for records sent while the
 // controller's state lock is held. A client with no room is closed: the
 // record must not be dropped silently, and it will reconcile on reconnect.
-func (k *conn) offer(line []byte) {
+func (k *conn) offer(line []byte) { k.offerEpoch(line, 0) }
+
+// offerEpoch is offer for a record that may start an epoch (an observed
+// record).
+func (k *conn) offerEpoch(line []byte, epoch uint64) {
 	select {
-	case k.ctl <- line:
+	case k.ctl <- record{line: line, epoch: epoch}:
 	default:
 		k.close()
 	}
 }
 
-// follow forwards a bus subscription to the connection until it ends. A
-// subscription that fell behind ends with a lost-place notice.
-func (k *conn) follow(s *subscriber) {
-	for line := range s.ch {
-		if k.enqueue(line, sendWait) != nil {
+// follow starts forwarding s to the connection in epoch; the caller ended
+// the previous feed (unsubscribe).
+func (k *conn) follow(s *subscriber, epoch uint64) {
+	f := &feed{s: s, epoch: epoch, stop: make(chan struct{}), done: make(chan struct{})}
+	k.subMu.Lock()
+	k.feed = f
+	k.subMu.Unlock()
+	go k.forward(f)
+}
+
+// forward copies a feed's events to the event queue until it ends or is
+// stopped. A subscription that fell behind ends with a lost-place notice;
+// a stopped one ends silently, since an observe replaced it.
+func (k *conn) forward(f *feed) {
+	defer close(f.done)
+	for {
+		select {
+		case <-f.stop:
 			return
+		case line, ok := <-f.s.ch:
+			if !ok {
+				k.lostPlace(f)
+				return
+			}
+			if k.put(k.out, record{line: line, epoch: f.epoch}, sendWait, f.stop) != nil {
+				return
+			}
 		}
 	}
+}
+
+func (k *conn) lostPlace(f *feed) {
 	select {
-	case missed := <-s.lost:
+	case <-f.stop:
+		return // replaced: a stale notice would only send the client back
+	default:
+	}
+	select {
+	case missed := <-f.s.lost:
 		detail, _ := json.Marshal(map[string]uint64{"missedFrom": missed})
-		k.send(protocol.Notice{Record: "notice", Kind: "lost-place", Detail: detail,
+		b, err := json.Marshal(protocol.Notice{Record: "notice", Kind: "lost-place", Detail: detail,
 			Message: fmt.Sprintf("this connection read too slowly and lost its place at event %d; observe again with fromSeq", missed)})
+		if err == nil {
+			k.put(k.ctl, record{line: append(b, '\n')}, sendWait, f.stop)
+		}
 	default:
 	}
 }
 
-// subscribe replaces the connection's event subscription.
-func (k *conn) subscribe(b *bus, s *subscriber) {
+// unsubscribe ends the connection's feed, if any: the bus forgets its
+// subscriber and its goroutine stops. It returns a channel closed once
+// that goroutine queues nothing more.
+func (k *conn) unsubscribe(b *bus) <-chan struct{} {
 	k.subMu.Lock()
-	old := k.sub
-	k.sub = s
+	f := k.feed
+	k.feed = nil
 	k.subMu.Unlock()
-	if old != nil {
-		b.unsubscribe(old)
+	if f == nil {
+		return closedChan
 	}
-	go k.follow(s)
+	close(f.stop)
+	b.unsubscribe(f.s)
+	return f.done
 }
 
-func (k *conn) unsubscribe(b *bus) {
-	k.subMu.Lock()
-	s := k.sub
-	k.sub = nil
-	k.subMu.Unlock()
-	if s != nil {
-		b.unsubscribe(s)
-	}
-}
+// closedChan is an already closed channel, for waits with nothing to wait on.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()

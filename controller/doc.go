@@ -27,6 +27,13 @@
 //   - observe answers the newest history page of the default branch and a
 //     cursor; observe with the cursor pages back through the same
 //     snapshot (pages.go).
+//   - After an observed record a connection gets exactly the events of
+//     seam.execution from seam.replayStart on, in order, without gap or
+//     duplicate, and none of the subscription that observe replaced: the
+//     old feed is stopped first, and the writer drops its events still
+//     queued, since each observe starts an epoch of the connection's
+//     stream and its observed record, written before any event of that
+//     epoch, retires the older ones (conn.go).
 //   - A restart that finds the claim stopping finishes that force stop
 //     (K10); one that finds an engine without a stop only reports it.
 package controller

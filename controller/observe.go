@@ -12,7 +12,9 @@ import (
 // back when there are older parts, and the seam; then it replays the
 // current execution's events after fromSeq (or after the last settled run)
 // and goes live. The replay and the live feed join under one lock, without
-// gap or overlap. With a cursor it answers only the older page.
+// gap or overlap, and replace the connection's previous feed: no event of
+// it follows the observed record. With a cursor it answers only the older
+// page.
 func (c *Controller) observe(k *conn, cmd *protocol.Command) {
 	switch {
 	case cmd.Cursor != "" && cmd.FromSeq != nil:
@@ -45,6 +47,12 @@ func (c *Controller) observe(k *conn, cmd *protocol.Command) {
 	if first > 0 {
 		cursor = c.cursors.issue(k.id, snap, branch, first, total)
 	}
+	// The old feed ends before the new one starts, and the new epoch makes
+	// the writer drop whatever of it is still queued: after the observed
+	// record come only the events this observe subscribes to.
+	<-k.unsubscribe(c.bus)
+	k.epoch++
+	epoch := k.epoch
 	c.mu.Lock()
 	quiet := true
 	if x := c.st.exec; x != nil && x.conn != nil {
@@ -62,15 +70,17 @@ func (c *Controller) observe(k *conn, cmd *protocol.Command) {
 	obs := protocol.Observed{Record: "observed", Request: cmd.Request, Binding: c.bindingLocked(), History: raw,
 		Seam: protocol.Seam{Execution: exec, Replay: "available", ReplayFrom: from, ReplayUntil: until, ReplayStart: start,
 			Quiet: quiet, Reconcile: !complete || !quiet || c.st.reconcile}, Cursor: cursor}
-	c.offerLocked(k, obs)
+	if line, err := jsonLine(obs); err == nil {
+		k.offerEpoch(line, epoch)
+	}
 	c.mu.Unlock()
 	for _, line := range replay {
-		if k.enqueue(line, sendWait) != nil {
+		if k.enqueue(line, epoch, sendWait) != nil {
 			c.bus.unsubscribe(sub)
 			return
 		}
 	}
-	k.subscribe(c.bus, sub)
+	k.follow(sub, epoch)
 }
 
 // olderPage answers an observe with a cursor: the page before the cursor's,
