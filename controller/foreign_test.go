@@ -2,38 +2,66 @@ package controller
 
 import (
 	"bytes"
+	"fmt"
 	"os"
+	"strings"
 	"testing"
 )
 
-// W10, the file rewritten rather than appended to: a session file that no
-// longer continues the one the engine loaded (here replaced by a copy
-// with an earlier message edited, as a second writer's rewrite leaves it)
-// closes admission with a reconcile marker, though no new entry id
-// appeared.
-func TestRewrittenSessionIsForeign(t *testing.T) {
-	r := newRig(t, plainScript, func(c *Config) { writeSession(t, c.Conversation.Session, c.Conversation.Project, 3) })
-	r.waitBinding("active")
-	ctl := r.dial()
-	gen := r.takeover(ctl)
-	b, err := os.ReadFile(r.session)
-	if err != nil {
+// W10, the file replaced rather than appended to: a session file that no
+// longer continues the one the engine loaded closes admission with a
+// reconcile marker, though no new entry id appeared. Rewritten: a copy
+// with an earlier message edited, as a second writer's rewrite leaves it
+// (source-replaced). Symlink: the path swapped for a link to an extended
+// copy, which Pi's appends by path would follow into another file
+// (unsafe-path).
+func TestReplacedSessionIsForeign(t *testing.T) {
+	for _, tc := range []struct {
+		name, code string
+		swap       func(t *testing.T, path string, b []byte)
+	}{
+		{"rewritten", "source-replaced", func(t *testing.T, path string, b []byte) {
+			rewritten := bytes.Replace(b, []byte(`"message 1"`), []byte(`"message 1, edited"`), 1)
+			if bytes.Equal(rewritten, b) {
+				t.Fatal("the fixture has no message 1 to edit")
+			}
+			replace(t, path, path+".tmp", func(tmp string) error { return os.WriteFile(tmp, rewritten, 0o644) })
+		}},
+		{"symlink", "unsafe-path", func(t *testing.T, path string, b []byte) {
+			other := path + ".other"
+			if err := os.WriteFile(other, append(b, b[len(b)-200:]...), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			replace(t, path, path+".lnk", func(link string) error { return os.Symlink(other, link) })
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, plainScript, func(c *Config) { writeSession(t, c.Conversation.Session, c.Conversation.Project, 3) })
+			r.waitBinding("active")
+			ctl := r.dial()
+			gen := r.takeover(ctl)
+			b, err := os.ReadFile(r.session)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.swap(t, r.session, b)
+			ctl.await(func(m map[string]any) bool { return m["record"] == "notice" && m["kind"] == "foreign-writer" })
+			bd := r.waitBinding("uncertain")
+			if bd["admission"] != "closed" || bd["reconcile"] != true || !strings.Contains(fmt.Sprint(bd["admissionReason"]), tc.code) {
+				t.Fatalf("after the swap: %v; want admission closed for %s, reconcile", bd, tc.code)
+			}
+			ctl.refused(map[string]any{"type": "prompt", "request": "p1", "generation": gen, "text": "more"}, CodeFenced)
+		})
+	}
+}
+
+// replace makes tmp with create, then renames it over path.
+func replace(t *testing.T, path, tmp string, create func(string) error) {
+	t.Helper()
+	if err := create(tmp); err != nil {
 		t.Fatal(err)
 	}
-	rewritten := bytes.Replace(b, []byte(`"message 1"`), []byte(`"message 1, edited"`), 1)
-	if bytes.Equal(rewritten, b) {
-		t.Fatal("the fixture has no message 1 to edit")
-	}
-	tmp := r.session + ".tmp"
-	if err := os.WriteFile(tmp, rewritten, 0o644); err != nil {
+	if err := os.Rename(tmp, path); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Rename(tmp, r.session); err != nil {
-		t.Fatal(err)
-	}
-	ctl.await(func(m map[string]any) bool { return m["record"] == "notice" && m["kind"] == "foreign-writer" })
-	if b := r.waitBinding("uncertain"); b["admission"] != "closed" || b["reconcile"] != true {
-		t.Fatalf("after a rewrite: %v", b)
-	}
-	ctl.refused(map[string]any{"type": "prompt", "request": "p1", "generation": gen, "text": "more"}, CodeFenced)
 }
