@@ -129,9 +129,15 @@ func TestZeroEngineBytesOnRefusal(t *testing.T) {
 	ctl.settled()
 	s7 := "a\x1b[200~b\u2028c\x1b[201~"
 	ctl.must(map[string]any{"type": "prompt", "request": "s7", "generation": gen, "text": s7}, "receipt")
+	// The last prompt line, not the last line: the session watch may have
+	// asked the engine for its entries (get_entries) since.
 	var last map[string]any
-	lines := strings.Split(strings.TrimSpace(r.stdinBytes()), "\n")
-	json.Unmarshal([]byte(lines[len(lines)-1]), &last)
+	for _, line := range strings.Split(strings.TrimSpace(r.stdinBytes()), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) == nil && m["type"] == "prompt" {
+			last = m
+		}
+	}
 	if last["message"] != s7 {
 		t.Fatalf("S7: engine got %q, want %q", last["message"], s7)
 	}
