@@ -253,8 +253,13 @@ func (a *attacher) disconnected() {
 // the composer.
 func (a *attacher) draw() {
 	a.status()
+	// A re-read (use) starts an empty transcript: keep the lines on screen
+	// until its page arrives, or the empty one would "fit" and the
+	// viewport would jump to the end.
 	if a.stale {
-		a.scr.Transcript, a.stale = a.follow.Update(a.older, a.lt.Snapshot()), false
+		if v := a.lt.Snapshot(); v.History != nil || a.scr.Transcript == nil {
+			a.scr.Transcript, a.stale = a.follow.Update(a.older, v), false
+		}
 	}
 	w, h := a.tty.size()
 	f := a.scr.Render(w, h)
