@@ -42,15 +42,9 @@ func TestForceStopSupersedesInterrupt(t *testing.T) {
 	r.waitBinding("active")
 	fc := r.fakeControl()
 	ctl := r.dial()
-	ctl.must(map[string]any{"type": "observe", "request": "o1"}, "observed")
-	gen := r.takeover(ctl)
-	ctl.must(map[string]any{"type": "prompt", "request": "p1", "generation": gen, "text": "go"}, "receipt")
-	ctl.await(func(m map[string]any) bool { return m["kind"] == "text-delta" })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := fc.Arm(ctx, "abort-received"); err != nil {
-		t.Fatal(err)
-	}
+	gen := r.abortHeldTurn(ctx, fc, ctl)
 
 	ctl.send(map[string]any{"type": "interrupt", "request": "i1", "generation": gen})
 	recs := ctl.collect(func(got []map[string]any) bool {
