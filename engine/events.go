@@ -224,7 +224,7 @@ func (m *mapper) messageEnd(n *native) []protocol.Event {
 	e.StopReason = msg.StopReason
 	e.Content = make([]protocol.Block, 0, len(msg.Content))
 	for _, b := range msg.Content {
-		e.Content = append(e.Content, block(b))
+		e.Content = append(e.Content, b.Block())
 		if b.Type == "toolCall" {
 			m.tools[b.ID] = o.key
 		}
@@ -235,11 +235,11 @@ func (m *mapper) messageEnd(n *native) []protocol.Event {
 	return []protocol.Event{e}
 }
 
-// block converts a native content block; an unknown type keeps its place
+// Block converts a native content block; an unknown type keeps its place
 // (ordinals stay right) but none of its content. Redacted reasoning is
-// unavailable with empty text, as history shows it (seed 003, Parser), so
-// a live message and the same message re-read from the page agree.
-func block(b nativeBlock) protocol.Block {
+// unavailable with empty text (seed 003, Parser), so a live message and the
+// same message re-read from the session file agree.
+func (b NativeBlock) Block() protocol.Block {
 	switch b.Type {
 	case "text":
 		return protocol.Block{Type: "text", Text: b.Text}
@@ -253,7 +253,7 @@ func block(b nativeBlock) protocol.Block {
 	case "image":
 		return protocol.Block{Type: "image", MimeType: b.MimeType}
 	}
-	return protocol.Block{Type: "unavailable", Text: ""}
+	return protocol.Block{Type: "unavailable"}
 }
 
 func (m *mapper) toolEvent(kind protocol.EventKind, n *native) protocol.Event {

@@ -47,7 +47,7 @@ type assistantEvent struct {
 	Delta        string          `json:"delta,omitempty"`
 	ID           string          `json:"id,omitempty"`
 	ToolName     string          `json:"toolName,omitempty"`
-	ToolCall     *nativeBlock    `json:"toolCall,omitempty"`
+	ToolCall     *NativeBlock    `json:"toolCall,omitempty"`
 	Content      json.RawMessage `json:"content,omitempty"`
 }
 
@@ -63,7 +63,7 @@ type nativeMessage struct {
 
 // nativeContent accepts both shapes Pi uses for message content: a plain
 // string (user messages built by some paths) or an array of blocks.
-type nativeContent []nativeBlock
+type nativeContent []NativeBlock
 
 func (c *nativeContent) UnmarshalJSON(b []byte) error {
 	if len(b) > 0 && b[0] == '"' {
@@ -74,7 +74,7 @@ func (c *nativeContent) UnmarshalJSON(b []byte) error {
 		*c = nativeContent{{Type: "text", Text: s}}
 		return nil
 	}
-	var blocks []nativeBlock
+	var blocks []NativeBlock
 	if err := json.Unmarshal(b, &blocks); err != nil {
 		return err
 	}
@@ -82,8 +82,10 @@ func (c *nativeContent) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// nativeBlock is one content block: text, thinking, toolCall or image.
-type nativeBlock struct {
+// NativeBlock is one of Pi's content blocks (text, thinking, toolCall or
+// image), as its events and its session file carry them; history decodes
+// the file's blocks with it so both convert through Block.
+type NativeBlock struct {
 	Type      string          `json:"type"`
 	Text      string          `json:"text,omitempty"`
 	Thinking  string          `json:"thinking,omitempty"`

@@ -85,10 +85,10 @@
 // Compaction and branch_summary show as markers carrying their summary as
 // one text block; retainedTail is not rendered.
 //
-// Content. Blocks are protocol.Block converted exactly as engine converts
-// live message-end content (image bytes dropped, unknown types
-// unavailable), except that redacted thinking is unavailable with empty
-// text and thinkingSignature is never read. Tool call ids stay native so
+// Content. Blocks are decoded as engine.NativeBlock and converted by its
+// Block, the code engine uses for live message-end content (image bytes
+// dropped, unknown types and redacted thinking unavailable with empty
+// text, thinkingSignature never read). Tool call ids stay native so
 // history and live tool events match; only entry ids are hashed. Short
 // strings (ids, names, roles, mime types, timestamps) over 1024 bytes are
 // replaced by h-<sha1>, never clipped.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/mosaic-agents/mosaic/engine"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
@@ -134,19 +135,8 @@ type fastEntry struct {
 	Timestamp string  `json:"timestamp"`
 	Message   *struct {
 		messageFields
-		Content []nativeBlock `json:"content"`
+		Content []engine.NativeBlock `json:"content"`
 	} `json:"message"`
-}
-
-type nativeBlock struct {
-	Type      string          `json:"type"`
-	Text      string          `json:"text"`
-	Thinking  string          `json:"thinking"`
-	Redacted  bool            `json:"redacted"`
-	ID        string          `json:"id"`
-	Name      string          `json:"name"`
-	Arguments json.RawMessage `json:"arguments"`
-	MimeType  string          `json:"mimeType"`
 }
 
 // parseHeader checks line 1. Anything but a version 3 session header is
@@ -323,7 +313,7 @@ func contentBlocks(raw json.RawMessage) ([]protocol.Block, error) {
 		}
 		return []protocol.Block{{Type: "text", Text: s}}, nil
 	}
-	var nb []nativeBlock
+	var nb []engine.NativeBlock
 	if err := json.Unmarshal(raw, &nb); err != nil {
 		return nil, err
 	}
@@ -334,22 +324,10 @@ func contentBlocks(raw json.RawMessage) ([]protocol.Block, error) {
 	return out, nil
 }
 
-// block converts one native block as engine does for live events; an
-// unknown type keeps its ordinal but none of its content, and redacted
-// reasoning is unavailable with empty text.
-func block(b nativeBlock) protocol.Block {
-	switch b.Type {
-	case "text":
-		return protocol.Block{Type: "text", Text: b.Text}
-	case "thinking":
-		if b.Redacted {
-			return protocol.Block{Type: "unavailable"}
-		}
-		return protocol.Block{Type: "thinking", Text: b.Thinking}
-	case "toolCall":
-		return protocol.Block{Type: "toolCall", ToolCallID: short(b.ID), ToolName: short(b.Name), Args: b.Arguments}
-	case "image":
-		return protocol.Block{Type: "image", MimeType: short(b.MimeType)}
-	}
-	return protocol.Block{Type: "unavailable"}
+// block converts one native block exactly as engine does for live
+// events, after replacing over-long ids, names and mime types by their
+// hash (never clipped).
+func block(b engine.NativeBlock) protocol.Block {
+	b.ID, b.Name, b.MimeType = short(b.ID), short(b.Name), short(b.MimeType)
+	return b.Block()
 }
