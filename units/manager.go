@@ -59,6 +59,9 @@ func ActiveSockets(ctx context.Context) ([]string, error) {
 // SocketUnit is the socket unit of conversation id.
 func SocketUnit(id string) string { return "mosaic-conv@" + id + ".socket" }
 
+// ServiceUnit is the controller service unit of conversation id.
+func ServiceUnit(id string) string { return "mosaic-conv@" + id + ".service" }
+
 // StartSocket starts conversation id's socket unit and waits for the job.
 // Starting a socket starts no controller: that waits for the first client.
 func StartSocket(ctx context.Context, id string) error {

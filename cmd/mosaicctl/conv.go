@@ -73,7 +73,7 @@ func convCommand() *cli.Command {
 					defer cancel()
 					if active, err := units.ActiveSockets(ctx); err == nil {
 						for _, u := range active {
-							if u == "mosaic-conv@"+cv.ID+".socket" {
+							if u == units.SocketUnit(cv.ID) {
 								return fmt.Errorf("conversation %s is active (%s); stop it first: systemctl --user stop %s mosaic-conv@%s.service", cv.ID, u, u, cv.ID)
 							}
 						}

@@ -95,7 +95,7 @@ func runStatus(c *cli.Context) error {
 	list := make([]*convStatus, len(convs))
 	for i, cv := range convs {
 		list[i] = &convStatus{Conversation: cv.ID,
-			Socket: unitStatus{Name: "mosaic-conv@" + cv.ID + ".socket"}, Service: unitStatus{Name: "mosaic-conv@" + cv.ID + ".service"}}
+			Socket: unitStatus{Name: units.SocketUnit(cv.ID)}, Service: unitStatus{Name: units.ServiceUnit(cv.ID)}}
 		list[i].Socket.Path, _ = units.SocketPath(cv.ID)
 		readClaim(ctx, c.String("claim-root"), cv, list[i])
 	}
