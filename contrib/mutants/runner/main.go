@@ -57,7 +57,7 @@ func main() {
 		if verdict != "killed" {
 			bad++
 		}
-		if *verbose || verdict == "stale" {
+		if *verbose || verdict == "stale" || verdict == "broken" {
 			os.Stdout.Write(out)
 		}
 	}
@@ -104,9 +104,9 @@ func load(dir string) ([]Mutant, error) {
 	return out, nil
 }
 
-// runOne returns "killed", "survived" or "stale", and the output.
+// runOne returns "killed", "survived", "stale" or "broken", and the output.
 func runOne(root string, m Mutant, timeout time.Duration) (string, []byte) {
-	scratch, err := os.MkdirTemp("", "mosaic-mutant-")
+	scratch, err := scratchDir(root)
 	if err != nil {
 		return "stale", []byte(err.Error() + "\n")
 	}
@@ -143,10 +143,36 @@ func runOne(root string, m Mutant, timeout time.Duration) (string, []byte) {
 	if ctx.Err() != nil {
 		return "killed", append(out, []byte("(the tests timed out: counted as killed)\n")...)
 	}
-	if err != nil {
-		return "killed", out
+	return classify(out, err), out
+}
+
+// classify counts a mutant killed only when a test failed or panicked. A
+// run that failed without either (the sandbox did not boot, the test user
+// could not run the binary) tested nothing: "broken", never a kill.
+func classify(out []byte, err error) string {
+	switch {
+	case err == nil:
+		return "survived"
+	case bytes.Contains(out, []byte("--- FAIL")), bytes.Contains(out, []byte("\npanic: ")):
+		return "killed"
+	default:
+		return "broken"
 	}
-	return "survived", out
+}
+
+// scratchDir makes the mutant's copy under the checkout's .build, not the
+// system temp directory: the sandbox's systemd cleans /tmp, and the copy
+// must be readable by the sandbox's test user (MkdirTemp makes it 0700).
+func scratchDir(root string) (string, error) {
+	base := filepath.Join(root, ".build", "mutants")
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		return "", err
+	}
+	dir, err := os.MkdirTemp(base, "mutant-")
+	if err != nil {
+		return "", err
+	}
+	return dir, os.Chmod(dir, 0o755)
 }
 
 // copyTracked copies the files git tracks, as they are in the working tree.
