@@ -1,7 +1,9 @@
 // Package fixturedoc holds no code, only a test: every fixture tag that a
-// comment, a string or a test name of the module uses (W9, K10, S7, ..., and
-// the plan's question numbers such as Q20) must be defined in
-// docs/fixtures.md, which says what each one means and which tests hold it.
+// comment, a string or a test name of the module, or another Markdown
+// document, uses (W9, K10, S7, ..., and the plan's question numbers such
+// as Q20) must be defined in docs/fixtures.md, which says what each one
+// means and which tests hold it; and every test that document names must
+// exist.
 //
 // The tags come from the brief and seeds the project was built from, which
 // are not in the repository; without the document a reader meets "(K10)"

@@ -41,8 +41,9 @@ type use struct {
 func (u use) String() string { return fmt.Sprintf("%s:%d: %s in a %s", u.file, u.line, u.tag, u.where) }
 
 // TestEveryTagIsDefined fails for each tag that a comment, string literal
-// or test name of the module uses and docs/fixtures.md does not define.
-// Adding a use of a defined tag anywhere needs no change here.
+// or test name of the module, or the text of another Markdown document,
+// uses and docs/fixtures.md does not define. Adding a use of a defined tag
+// anywhere needs no change here.
 func TestEveryTagIsDefined(t *testing.T) {
 	root := moduleRoot(t)
 	defined := definedTags(t, root)
@@ -116,6 +117,10 @@ func TestScanner(t *testing.T) {
 	if !slices.Equal(lines, want) {
 		t.Fatalf("scan found\n\t%s\nwant\n\t%s", strings.Join(lines, "\n\t"), strings.Join(want, "\n\t"))
 	}
+	md := scanText("x.md", "K8s and E2E, then\nthe stop ("+k10+") and "+w9+".\n")
+	if len(md) != 2 || md[0].String() != "x.md:2: "+k10+" in a document" || md[1].tag != w9 {
+		t.Fatalf("document scan found %v", md)
+	}
 	rows := "| " + w9 + " | rule | tests |\n| `" + k10 + "` | rule | tests |\n| W | not a tag |\n| Id | Rule |\n"
 	var def []string
 	for _, l := range strings.Split(rows, "\n") {
@@ -169,10 +174,10 @@ func definedTags(t *testing.T, root string) map[string]bool {
 	return defined
 }
 
-// scanModule reads every .go file of the module the way the go command
-// sees packages: directories starting with "." or "_", testdata and
-// node_modules are skipped. This package is skipped too: it talks about
-// tags rather than using them.
+// scanModule reads every .go and .md file of the module the way the go
+// command sees packages: directories starting with "." or "_", testdata
+// and node_modules are skipped. This package and docs/fixtures.md are
+// skipped too: they talk about tags rather than cite them.
 func scanModule(t *testing.T, root string) []use {
 	t.Helper()
 	self, err := os.Getwd()
@@ -192,15 +197,20 @@ func scanModule(t *testing.T, root string) []use {
 			}
 			return nil
 		}
-		if !strings.HasSuffix(name, ".go") {
+		rel, _ := filepath.Rel(root, path)
+		rel = filepath.ToSlash(rel)
+		if rel == "docs/fixtures.md" || !strings.HasSuffix(name, ".go") && !strings.HasSuffix(name, ".md") {
 			return nil
 		}
 		src, err := os.ReadFile(path)
 		if err != nil {
 			return err
 		}
-		rel, _ := filepath.Rel(root, path)
-		uses = append(uses, scanSource(t, filepath.ToSlash(rel), src)...)
+		if strings.HasSuffix(name, ".md") {
+			uses = append(uses, scanText(rel, string(src))...)
+		} else {
+			uses = append(uses, scanSource(t, rel, src)...)
+		}
 		return nil
 	})
 	if err != nil {
@@ -261,6 +271,17 @@ func scanSource(t *testing.T, name string, src []byte) []use {
 		return true
 	})
 	slices.SortStableFunc(uses, func(a, b use) int { return a.line - b.line })
+	return uses
+}
+
+// scanText returns the tags in a Markdown document, by line.
+func scanText(name, text string) []use {
+	var uses []use
+	for i, line := range strings.Split(text, "\n") {
+		for _, tag := range wordTag.FindAllString(line, -1) {
+			uses = append(uses, use{tag: tag, file: name, line: i + 1, where: "document"})
+		}
+	}
 	return uses
 }
 
