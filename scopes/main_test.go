@@ -96,6 +96,21 @@ type pinned struct {
 	fd  int
 }
 
+// pin pins a process the engine named by its pid inside the engine's
+// own pid namespace.
+func (e *engine) pin(t testing.TB, pidText string) pinned {
+	t.Helper()
+	pid, err := strconv.Atoi(strings.TrimSpace(pidText))
+	if err != nil {
+		t.Fatalf("pid %q: %v", pidText, err)
+	}
+	host, err := e.HostPID(pid)
+	if err != nil {
+		t.Fatalf("pid %d inside the engine: %v", pid, err)
+	}
+	return pin(t, strconv.Itoa(host))
+}
+
 func pin(t testing.TB, pidText string) pinned {
 	t.Helper()
 	pid, err := strconv.Atoi(strings.TrimSpace(pidText))

@@ -173,6 +173,7 @@ func (h *Handle) baseObservation(stop string) proofs.Observation {
 		Cgroup:       c.Cgroup,
 		BootID:       c.BootID,
 		ClockTicks:   ClockTicks(),
+		Confinement:  c.Confinement,
 	}
 }
 
@@ -378,6 +379,9 @@ func verdict(o *proofs.Observation) (Outcome, string) {
 	var why []string
 	if o.Kind != proofs.KindScope {
 		why = append(why, PGroupReason)
+	}
+	if ok, reason := o.Confinement.Holds(o.Cgroup); !ok {
+		why = append(why, reason)
 	}
 	if !o.MembershipComplete {
 		why = append(why, "membership not enumerated completely while frozen")
