@@ -184,3 +184,5 @@ func ticksToNanos(t uint64) uint64 {
 	hz := ClockTicks()
 	return t/hz*uint64(time.Second) + t%hz*uint64(time.Second)/hz
 }
+
+func pidfdOpen(pid int) (int, error) { return unix.PidfdOpen(pid, 0) }
