@@ -88,6 +88,8 @@ func signalReady(fd uintptr, role string) {
 }
 
 func runHeld() {
+	// Named for what it is in a cohort's membership (not "exe").
+	os.WriteFile("/proc/self/comm", []byte("mosaic-held"), 0)
 	ready := os.NewFile(readyFD, "ready")
 	ready.Write([]byte(roleHeld))
 	f := os.NewFile(releaseFD, "release")
@@ -135,6 +137,7 @@ func runHeld() {
 }
 
 func runAnchor() {
+	os.WriteFile("/proc/self/comm", []byte("mosaic-anchor"), 0)
 	signal.Ignore(syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE)
 	signalReady(3, roleAnchor)
 	for {
