@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -186,3 +187,5 @@ func ticksToNanos(t uint64) uint64 {
 }
 
 func pidfdOpen(pid int) (int, error) { return unix.PidfdOpen(pid, 0) }
+
+func statUID(fi os.FileInfo) int { return int(fi.Sys().(*syscall.Stat_t).Uid) }
