@@ -301,8 +301,10 @@ func evidence(pid int, rep confineReport, cgroup string) (proofs.Confinement, er
 	return proofs.Confinement{Confined: true, Namespaces: ns, Masked: rep.Masked, CgroupRoot: cgroup}, nil
 }
 
-// confinementAvailable probes once per Manager whether engines can be
-// confined on this machine, and says why not.
+// confinementAvailable probes whether engines can be confined on this
+// machine, and says why not. A success is kept for the Manager's life; a
+// failure is not, so a passing hiccup (a probe timing out on a loaded
+// machine) does not leave every later engine unconfined.
 func (m *Manager) confinementAvailable(ctx context.Context) (bool, string) {
 	if m.cfg.NoConfinement {
 		return false, "confinement turned off in the configuration"
@@ -310,21 +312,13 @@ func (m *Manager) confinementAvailable(ctx context.Context) (bool, string) {
 	m.probeMu.Lock()
 	defer m.probeMu.Unlock()
 	if m.probed {
-		return m.probeErr == nil, errText(m.probeErr)
+		return true, ""
 	}
-	_, err := ProbeConfinement(ctx)
-	if ctx.Err() != nil {
-		return false, errText(err) // not cached: the caller gave up
+	if _, err := ProbeConfinement(ctx); err != nil {
+		return false, err.Error()
 	}
-	m.probed, m.probeErr = true, err
-	return err == nil, errText(err)
-}
-
-func errText(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
+	m.probed = true
+	return true, ""
 }
 
 // ProbeConfinement sets up an engine's confinement in a throwaway held

@@ -100,11 +100,12 @@
 // observation. Pids that the engine and its tools print are pids inside
 // its namespace: Handle.HostPID translates one (tests use it).
 //
-// Unavailable: the first launch of a Manager probes the mechanism in a
-// throwaway held child that sets everything up and runs nothing
-// (ProbeConfinement, also `mosaicctl doctor`). If the kernel refuses (no
-// unprivileged user namespaces, Ubuntu's AppArmor restriction, a used-up
-// user.max_user_namespaces, running as root), engines launch unconfined
+// Unavailable: a Manager's launches probe the mechanism in a throwaway
+// held child that sets everything up and runs nothing (ProbeConfinement,
+// also `mosaicctl doctor`) until one probe succeeds, which is kept. If the
+// kernel refuses (no unprivileged user namespaces, Ubuntu's AppArmor
+// restriction, a used-up user.max_user_namespaces, running as root),
+// engines launch unconfined
 // and Cohort.Confinement says why; Config.NoConfinement does the same on
 // purpose (a tool that needs the user bus). Every stop of such an engine
 // ends uncertain with the reason, never stopped, exactly like the

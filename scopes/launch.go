@@ -121,9 +121,8 @@ type Manager struct {
 	mu sync.Mutex
 	cg *cgroupFS
 
-	probeMu  sync.Mutex
-	probed   bool
-	probeErr error // why engines cannot be confined here
+	probeMu sync.Mutex
+	probed  bool // a probe showed engines can be confined here
 
 	extraProps []sddbus.Property // tests only: e.g. a dependency that fails or hangs the job
 }
