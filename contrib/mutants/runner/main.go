@@ -111,13 +111,6 @@ func runOne(root string, m Mutant, timeout time.Duration) (string, []byte) {
 		return "stale", []byte(err.Error() + "\n")
 	}
 	defer os.RemoveAll(scratch)
-	// The sandbox runs the tests as its unprivileged test user, who must be
-	// able to enter the copy (MkdirTemp makes it 0700): otherwise every
-	// test binary fails to start (systemd's exit 200, CHDIR) and every
-	// mutant reads as killed.
-	if err := os.Chmod(scratch, 0o755); err != nil {
-		return "stale", []byte(err.Error() + "\n")
-	}
 	if err := copyTracked(root, scratch); err != nil {
 		return "stale", []byte(err.Error() + "\n")
 	}
