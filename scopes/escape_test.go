@@ -44,7 +44,7 @@ echo "ready 1"; exec cat`
 var escapes = []string{"systemd-run", "systemd-run-scope", "cgroup-move", "bus-socket", "manager-socket",
 	"proc-outside-root", "proc-outside-environ", "proc-1-root", "umount-mask"}
 
-// TestConfinedEngineCannotEscape (issue 10): a confined engine's tool
+// TestConfinedEngineCannotEscape (issue 10, K13): a confined engine's tool
 // children cannot start a process outside the cohort (systemd-run --user,
 // with or without --scope), cannot move themselves out through cgroupfs,
 // cannot reach the masked sockets directly, through another process's

@@ -24,7 +24,7 @@ sh -c 'mkdir "$1" && echo $$ > "$1/cgroup.procs"; echo "move $?" >> escapes.txt;
 setsid sleep 1004 </dev/null >/dev/null 2>&1 &
 sleep 1; echo started`
 
-// TestEscapesOnRealPi: the three escapes of issue 10 from a bash tool of
+// TestEscapesOnRealPi (K13): the three escapes of issue 10 from a bash tool of
 // the real Pi, then `stop --take --yes --proof`: the stop is stopped, no
 // process the tool started lives on anywhere (the whole process list), and
 // `proof verify` passes with the confinement check.
