@@ -99,6 +99,9 @@ func observation(rec Record) proofs.Observation {
 			{PID: e.PID + 7, StartTime: e.StartTime + 1, Comm: "sh", Died: true, DiedAt: 50_000_000_100},
 		},
 		CgroupPresent: true, Populated: 0, ObservedAt: 50_000_000_200, ActiveState: "inactive", Result: "success",
+		Confinement: proofs.Confinement{Confined: true, CgroupRoot: e.Cgroup, Masked: []string{"/run/user/1000/bus"},
+			Namespaces: []proofs.Namespace{{Type: "user", Engine: 2, Controller: 1}, {Type: "mnt", Engine: 2, Controller: 1},
+				{Type: "pid", Engine: 2, Controller: 1}, {Type: "cgroup", Engine: 2, Controller: 1}}},
 	}
 }
 

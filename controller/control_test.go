@@ -235,7 +235,15 @@ func readPID(t *testing.T, r *rig) int {
 	}
 	var pid int
 	fmt.Sscan(string(b), &pid)
-	return pid
+	// The tool wrote its pid inside the engine's pid namespace.
+	r.ctrl.mu.Lock()
+	h := r.ctrl.st.exec.handle
+	r.ctrl.mu.Unlock()
+	host, err := h.HostPID(pid)
+	if err != nil {
+		t.Fatalf("the tool's child %d: %v", pid, err)
+	}
+	return host
 }
 
 // W10: an entry appended by another writer closes admission.

@@ -16,8 +16,14 @@ const (
 	TypeBoot   = "boot"
 )
 
-// Version is the proof format version this package writes and reads.
+// Version is the format version of boot proofs, and of cohort proofs
+// written before engines were confined (those decode, but never verify:
+// their confinement check fails).
 const Version = 1
+
+// CohortVersion is the format version of the cohort proofs this package
+// writes: Version plus the confinement evidence.
+const CohortVersion = 2
 
 // CohortProof is the evidence that one engine's whole cohort is gone:
 // complete membership of its scope's cgroup, the death of each member, and
@@ -41,7 +47,9 @@ type CohortProof struct {
 	Populated     int      `json:"populated"`
 	ActiveState   string   `json:"active_state"`
 	Result        string   `json:"result"`
-	Digest        string   `json:"digest,omitempty"`
+	// Confinement is absent only in a version 1 proof.
+	Confinement *Confinement `json:"confinement,omitempty"`
+	Digest      string       `json:"digest,omitempty"`
 }
 
 // Member is one process of the cohort with its observed death.
@@ -67,6 +75,9 @@ func NewCohortProof(obs Observation) (*CohortProof, error) {
 	if !obs.CgroupPresent {
 		errs = append(errs, fmt.Errorf("cgroup %q: %w", obs.Cgroup, ErrCgroupAbsent))
 	}
+	if ok, why := obs.Confinement.Holds(obs.Cgroup); !ok {
+		errs = append(errs, fmt.Errorf("%s: %w", why, ErrUnconfined))
+	}
 	for _, m := range obs.Members {
 		if !m.Died {
 			errs = append(errs, fmt.Errorf("pid %d (%s) start %d: %w", m.PID, m.Comm, m.StartTime, ErrDeathUnobserved))
@@ -74,7 +85,7 @@ func NewCohortProof(obs Observation) (*CohortProof, error) {
 	}
 	p := &CohortProof{
 		Type:          TypeCohort,
-		Version:       Version,
+		Version:       CohortVersion,
 		Stop:          obs.Stop,
 		Conversation:  obs.Conversation,
 		Execution:     obs.Execution,
@@ -91,6 +102,16 @@ func NewCohortProof(obs Observation) (*CohortProof, error) {
 		ActiveState:   obs.ActiveState,
 		Result:        obs.Result,
 	}
+	conf := obs.Confinement
+	conf.Namespaces = slices.Clone(conf.Namespaces)
+	conf.Masked = slices.Clone(conf.Masked)
+	if conf.Namespaces == nil {
+		conf.Namespaces = []Namespace{}
+	}
+	if conf.Masked == nil {
+		conf.Masked = []string{}
+	}
+	p.Confinement = &conf
 	for _, m := range obs.Members {
 		p.Members = append(p.Members, Member{PID: m.PID, StartTime: m.StartTime, Comm: m.Comm, DiedAt: m.DiedAt})
 	}
@@ -100,7 +121,7 @@ func NewCohortProof(obs Observation) (*CohortProof, error) {
 	var cs checks
 	checkCohort(&cs, p)
 	for _, c := range cs {
-		if !c.OK && (c.Name != "cgroup-empty" || obs.CgroupPresent) {
+		if !c.OK && (c.Name != "cgroup-empty" || obs.CgroupPresent) && c.Name != "confinement" {
 			errs = append(errs, fmt.Errorf("%s: %s: %w", c.Name, c.Detail, c.err))
 		}
 	}
@@ -118,8 +139,8 @@ func NewCohortProof(obs Observation) (*CohortProof, error) {
 // checkCohort adds every offline check of a cohort proof except the
 // digest, which needs the encoded bytes.
 func checkCohort(cs *checks, p *CohortProof) {
-	cs.add("type", p.Type == TypeCohort && p.Version == Version, ErrMalformed,
-		"type %q version %d", p.Type, p.Version)
+	cs.add("type", p.Type == TypeCohort && (p.Version == Version && p.Confinement == nil || p.Version == CohortVersion && p.Confinement != nil),
+		ErrMalformed, "type %q version %d (1 without confinement evidence, %d with it)", p.Type, p.Version, CohortVersion)
 	cs.add("identity", p.Stop != "" && p.Conversation != "" && p.Execution != "", ErrMalformed,
 		"stop %q conversation %q execution %q", p.Stop, p.Conversation, p.Execution)
 	cs.add("unit", validScopeName(p.Unit), ErrMalformed, "unit %q is a scope", p.Unit)
@@ -135,6 +156,7 @@ func checkCohort(cs *checks, p *CohortProof) {
 		"cgroup present %t, populated %d", p.CgroupPresent, p.Populated)
 	cs.add("unit-state", p.ActiveState == "inactive" || p.ActiveState == "failed", ErrUnitActive,
 		"active state %q result %q", p.ActiveState, p.Result)
+	checkConfinement(cs, p)
 }
 
 func emptySentinel(p *CohortProof) error {

@@ -23,7 +23,7 @@ func goodObservation() Observation {
 		Execution:          "exec-1",
 		Unit:               "mosaic-engine-conv\\x2d1-exec\\x2d1.scope",
 		InvocationID:       "0123456789abcdef0123456789abcdef",
-		Cgroup:             "/user.slice/user-1000.slice/user@1000.service/app.slice/mosaic-engine-conv\\x2d1-exec\\x2d1.scope",
+		Cgroup:             cgroupA,
 		BootID:             bootA,
 		ClockTicks:         100,
 		MembershipComplete: true,
@@ -37,6 +37,25 @@ func goodObservation() Observation {
 		ObservedWall:  time.Date(2026, 12, 2, 10, 0, 0, 5, time.UTC),
 		ActiveState:   "inactive",
 		Result:        "success",
+		Confinement:   goodConfinement(cgroupA),
+	}
+}
+
+const cgroupA = "/user.slice/user-1000.slice/user@1000.service/app.slice/mosaic-engine-conv\\x2d1-exec\\x2d1.scope"
+
+// goodConfinement is the evidence of an engine confined with its cgroup
+// namespace rooted at cg.
+func goodConfinement(cg string) Confinement {
+	return Confinement{
+		Confined: true,
+		Namespaces: []Namespace{
+			{Type: "user", Engine: 4026532001, Controller: 4026531837},
+			{Type: "mnt", Engine: 4026532002, Controller: 4026531841},
+			{Type: "pid", Engine: 4026532003, Controller: 4026531836},
+			{Type: "cgroup", Engine: 4026532004, Controller: 4026531835},
+		},
+		Masked:     []string{"/run/user/1000/bus", "/run/user/1000/systemd", "/run/user/1000/mosaic", "/run/dbus/system_bus_socket"},
+		CgroupRoot: cg,
 	}
 }
 
@@ -56,7 +75,11 @@ func TestNewCohortProofBuildsVerifiableProof(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"active_state":"inactive","boot_id":"` + bootA + `","cgroup":"/user.slice/user-1000.slice/user@1000.service/app.slice/mosaic-engine-conv\\x2d1-exec\\x2d1.scope","cgroup_present":true,"clock_ticks":100,"conversation":"conv-1","digest":"` + p.Digest + `","execution":"exec-1","invocation_id":"0123456789abcdef0123456789abcdef","members":[{"comm":"node","died_at_ns":60000000100,"pid":4200,"start_time":4000},{"comm":"sh","died_at_ns":60000000000,"pid":4242,"start_time":5000}],"observed_at_ns":60000000500,"observed_wall":"2026-12-02T10:00:00.000000005Z","populated":0,"result":"success","stop":"stop-1","type":"cohort","unit":"mosaic-engine-conv\\x2d1-exec\\x2d1.scope","version":1}`
+	want := `{"active_state":"inactive","boot_id":"` + bootA + `","cgroup":"/user.slice/user-1000.slice/user@1000.service/app.slice/mosaic-engine-conv\\x2d1-exec\\x2d1.scope","cgroup_present":true,"clock_ticks":100,` +
+		`"confinement":{"cgroup_root":"/user.slice/user-1000.slice/user@1000.service/app.slice/mosaic-engine-conv\\x2d1-exec\\x2d1.scope","confined":true,` +
+		`"masked":["/run/user/1000/bus","/run/user/1000/systemd","/run/user/1000/mosaic","/run/dbus/system_bus_socket"],` +
+		`"namespaces":[{"controller":4026531837,"engine":4026532001,"type":"user"},{"controller":4026531841,"engine":4026532002,"type":"mnt"},{"controller":4026531836,"engine":4026532003,"type":"pid"},{"controller":4026531835,"engine":4026532004,"type":"cgroup"}]},` +
+		`"conversation":"conv-1","digest":"` + p.Digest + `","execution":"exec-1","invocation_id":"0123456789abcdef0123456789abcdef","members":[{"comm":"node","died_at_ns":60000000100,"pid":4200,"start_time":4000},{"comm":"sh","died_at_ns":60000000000,"pid":4242,"start_time":5000}],"observed_at_ns":60000000500,"observed_wall":"2026-12-02T10:00:00.000000005Z","populated":0,"result":"success","stop":"stop-1","type":"cohort","unit":"mosaic-engine-conv\\x2d1-exec\\x2d1.scope","version":2}`
 	if string(enc) != want {
 		t.Fatalf("encoding\n got %s\nwant %s", enc, want)
 	}
@@ -94,6 +117,16 @@ func TestNewCohortProofRefuses(t *testing.T) {
 		{"missing stop reference", func(o *Observation) { o.Stop = "" }, []error{ErrMalformed}},
 		{"zero clock ticks", func(o *Observation) { o.ClockTicks = 0 }, []error{ErrMalformed, ErrDeathBeforeStart}},
 		{"duplicate member", func(o *Observation) { o.Members[1] = o.Members[0] }, []error{ErrMalformed}},
+		// Issue 10 / mutant 12: an engine that ran unconfined never reaches stopped.
+		{"unconfined engine", func(o *Observation) { o.Confinement = Confinement{Reason: "user namespaces unavailable"} },
+			[]error{ErrUnconfined}},
+		{"confinement not recorded", func(o *Observation) { o.Confinement = Confinement{} }, []error{ErrUnconfined}},
+		{"engine shares the controller's pid namespace", func(o *Observation) {
+			o.Confinement.Namespaces[2].Engine = o.Confinement.Namespaces[2].Controller
+		}, []error{ErrUnconfined}},
+		{"no cgroup namespace", func(o *Observation) { o.Confinement.Namespaces = o.Confinement.Namespaces[:3] }, []error{ErrUnconfined}},
+		{"cgroup view not the cohort's", func(o *Observation) { o.Confinement.CgroupRoot = "/user.slice" }, []error{ErrUnconfined}},
+		{"nothing masked", func(o *Observation) { o.Confinement.Masked = nil }, []error{ErrUnconfined}},
 		{"pgroup with everything else wrong", func(o *Observation) {
 			o.Kind, o.CgroupPresent, o.Members[0].Died = KindProcessGroup, false, false
 		}, []error{ErrProcessGroup, ErrCgroupAbsent, ErrDeathUnobserved}},
@@ -118,6 +151,7 @@ func TestNewCohortProofRefuses(t *testing.T) {
 func TestNewCohortProofEngineSubgroup(t *testing.T) {
 	o := goodObservation()
 	o.Cgroup += "/" + EngineSubgroup
+	o.Confinement.CgroupRoot = o.Cgroup
 	p, err := NewCohortProof(o)
 	if err != nil {
 		t.Fatal(err)
@@ -153,6 +187,8 @@ func TestVerifyDetectsTampering(t *testing.T) {
 		{"populated flipped", func(p *CohortProof) { p.Populated = 1 }, "cgroup-empty"},
 		{"absent cgroup", func(p *CohortProof) { p.CgroupPresent = false }, "cgroup-empty"},
 		{"observation moved before a death", func(p *CohortProof) { p.ObservedAt = 1 }, "observed-after-deaths"},
+		{"confinement flipped", func(p *CohortProof) { p.Confinement.Confined = false }, "confinement"},
+		{"confinement dropped", func(p *CohortProof) { p.Confinement = nil }, "confinement"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -211,5 +247,45 @@ func TestBootProof(t *testing.T) {
 				t.Fatalf("err %v want %v", err, tt.want)
 			}
 		})
+	}
+}
+
+// A version 1 proof (written before engines were confined) still decodes,
+// its digest and other checks still hold, and it fails verification on one
+// check that says why: nothing shows the agent's processes stayed inside.
+func TestVersion1ProofFailsOnConfinement(t *testing.T) {
+	p, err := NewCohortProof(goodObservation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Version, p.Confinement = Version, nil
+	if p.Digest, err = Digest(p); err != nil {
+		t.Fatal(err)
+	}
+	enc, err := Encode(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(enc, []byte("confinement")) {
+		t.Fatalf("a version 1 proof carries confinement: %s", enc)
+	}
+	_, rep, err := VerifyBytes(enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range rep.Checks {
+		if c.OK != (c.Name != "confinement") {
+			t.Errorf("check %s ok=%v (%s)", c.Name, c.OK, c.Detail)
+		}
+		if c.Name == "confinement" && !strings.Contains(c.Detail, "predates engine confinement") {
+			t.Errorf("confinement check does not say why: %s", c.Detail)
+		}
+	}
+	if !errors.Is(rep.Err(), ErrUnconfined) {
+		t.Fatalf("err %v, want ErrUnconfined", rep.Err())
+	}
+	var out bytes.Buffer
+	if err := VerifyReader(bytes.NewReader(enc), &out); err == nil || !strings.Contains(out.String(), "FAIL  confinement") {
+		t.Fatalf("proof verify of a version 1 proof: %v\n%s", err, out.String())
 	}
 }

@@ -10,8 +10,18 @@
 //     Observation, and NewCohortProof refuses anything less: a process-group
 //     observation (a `setsid` child can leave a process group, so such an
 //     observation can never be complete), a member whose death was not
-//     observed, an absent or unreadable cgroup (absent is not empty), or an
-//     observation taken before a death.
+//     observed, an absent or unreadable cgroup (absent is not empty), an
+//     observation taken before a death, or an engine not shown confined.
+//     The cgroup is the cohort only if nothing the engine started could
+//     leave it or have a process started elsewhere: the proof carries the
+//     Confinement evidence (the engine's own user, mount, pid and cgroup
+//     namespaces, read against the controller's before the engine ran;
+//     what was masked; the cgroup namespace's root, which must be the
+//     cohort's cgroup). Cohort proofs with it are version 2
+//     (CohortVersion); a version 1 proof, written before engines were
+//     confined, still decodes and keeps its digest, but fails its
+//     `confinement` check, so `mosaicctl proof verify` says NOT verified
+//     and why.
 //   - A BootProof says the recorded execution ran under another boot id, so
 //     every process of that boot is gone.
 //

@@ -18,4 +18,5 @@ var (
 	ErrSameBoot             = errors.New("recorded boot id equals the current one")
 	ErrDigest               = errors.New("digest mismatch")
 	ErrUnknownType          = errors.New("unknown proof type")
+	ErrUnconfined           = errors.New("engine not shown confined: its processes may have left the cohort or had others start processes for them")
 )

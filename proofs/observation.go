@@ -50,6 +50,10 @@ type Observation struct {
 	// The unit's state at observation time.
 	ActiveState string
 	Result      string
+
+	// Confinement is what kept the engine's descendants inside the cgroup,
+	// recorded at launch. Without it no proof is built.
+	Confinement Confinement
 }
 
 // MemberObservation is one process of the cohort.

@@ -127,3 +127,49 @@ func BenchmarkForceStop200(b *testing.B) {
 	b.ReportMetric(float64(full)/float64(bare), "x-stop-vs-bare")
 	b.ReportMetric(float64(killOnly)/float64(bare), "x-kill-vs-bare")
 }
+
+// BenchmarkLaunchConfinedVsUnconfined measures what confinement adds to a
+// launch of /bin/true until the engine has exited: the same Launch with
+// and without Config.NoConfinement, interleaved in one run so both see the
+// same machine. (The one-time probe of the first confined launch is not
+// timed.)
+func BenchmarkLaunchConfinedVsUnconfined(b *testing.B) {
+	confined := testManager(b)
+	unconfined := NewManager(Config{NoConfinement: true})
+	b.Cleanup(unconfined.Close)
+	devnull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer devnull.Close()
+	ctx := context.Background()
+	if ok, why := confined.confinementAvailable(ctx); !ok {
+		b.Skip(why)
+	}
+	launch := func(m *Manager) time.Duration {
+		conv, exe := ids(b)
+		t0 := time.Now()
+		h, err := m.Launch(ctx, Spec{Conversation: conv, Execution: exe, Argv: []string{"true"}, Stderr: devnull})
+		if err != nil {
+			b.Fatal(err)
+		}
+		<-h.Done()
+		d := time.Since(t0)
+		b.StopTimer()
+		h.Abandon(ctx)
+		h.Stdin.Close()
+		h.Stdout.Close()
+		b.StartTimer()
+		return d
+	}
+	var with, without time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		with += launch(confined)
+		without += launch(unconfined)
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(with.Nanoseconds())/n, "ns/confined")
+	b.ReportMetric(float64(without.Nanoseconds())/n, "ns/unconfined")
+	b.ReportMetric(float64(with)/float64(without), "x-confined")
+}

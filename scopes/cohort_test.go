@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -65,8 +66,19 @@ func TestLaunchConfirmsScopeBeforeEngineRuns(t *testing.T) {
 	e := launchEngine(t, m, echoEngine)
 	got := e.expect(t, "cgroup", "engine", "ready")
 	c := e.Cohort
-	if got["cgroup"] != c.Cgroup {
-		t.Fatalf("engine started in %q, want the scope's engine cgroup %q", got["cgroup"], c.Cgroup)
+	if !c.Confinement.Confined {
+		t.Fatalf("engine not confined: %s", c.Confinement.Reason)
+	}
+	// Inside its cgroup namespace the engine's cgroup is the root; from
+	// here it is the scope's engine cgroup.
+	if got["cgroup"] != "/" {
+		t.Fatalf("engine sees itself in cgroup %q, want / (a cgroup namespace rooted at %s)", got["cgroup"], c.Cgroup)
+	}
+	if c.Confinement.CgroupRoot != c.Cgroup {
+		t.Fatalf("cgroup namespace rooted at %q, want %q", c.Confinement.CgroupRoot, c.Cgroup)
+	}
+	if cg, err := procCgroup(c.PID); err != nil || cg != c.Cgroup {
+		t.Fatalf("engine started in %q (%v), want the scope's engine cgroup %q", cg, err, c.Cgroup)
 	}
 	if path.Base(c.ScopeCgroup) != c.Unit || c.Cgroup != c.ScopeCgroup+"/"+EngineSubgroup {
 		t.Fatalf("cohort %+v", c)
@@ -102,7 +114,7 @@ func TestK1ScopeStopKillsSetsidChild(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := launchEngine(t, m, setsidEngine)
 			got := e.expect(t, "cgroup", "engine", "setsid", "ready")
-			eng, child := pin(t, got["engine"]), pin(t, got["setsid"])
+			eng, child := e.pin(t, got["engine"]), e.pin(t, got["setsid"])
 			if cg, err := procCgroup(child.pid); err != nil || cg != e.Cohort.Cgroup {
 				t.Fatalf("setsid child in %q (%v), want %s", cg, err, e.Cohort.Cgroup)
 			}
@@ -138,7 +150,7 @@ func TestK2ProcessGroupFallbackNeverStopped(t *testing.T) {
 		t.Fatalf("cohort %+v: want a process-group binding that says so", e.Cohort)
 	}
 	got := e.expect(t, "engine", "setsid", "ready")
-	eng, child := pin(t, got["engine"]), pin(t, got["setsid"])
+	eng, child := e.pin(t, got["engine"]), e.pin(t, got["setsid"])
 	t.Cleanup(child.kill)
 	res := e.Stop(ctxT(t), StopOptions{Stop: "stop-k2", Grace: time.Second})
 	if res.Outcome != Uncertain || !strings.Contains(res.Reason, "never stopped") {
@@ -163,7 +175,7 @@ func TestK3SigtermIgnoredNotProven(t *testing.T) {
 	t.Run("phases", func(t *testing.T) {
 		e := launchEngine(t, m, stubbornEngine)
 		got := e.expect(t, "engine", "stubborn", "ready")
-		eng, child := pin(t, got["engine"]), pin(t, got["stubborn"])
+		eng, child := e.pin(t, got["engine"]), e.pin(t, got["stubborn"])
 		term := e.Term(ctxT(t), 300*time.Millisecond)
 		if term.Outcome != Stopping || term.Emptied {
 			t.Fatalf("TERM phase: %+v, want stopping, not emptied", term)
@@ -185,7 +197,7 @@ func TestK3SigtermIgnoredNotProven(t *testing.T) {
 	t.Run("stop", func(t *testing.T) {
 		e := launchEngine(t, m, stubbornEngine)
 		got := e.expect(t, "engine", "stubborn", "ready")
-		eng, child := pin(t, got["engine"]), pin(t, got["stubborn"])
+		eng, child := e.pin(t, got["engine"]), e.pin(t, got["stubborn"])
 		res := e.Stop(ctxT(t), StopOptions{Stop: "stop-k3", Grace: 300 * time.Millisecond})
 		if res.Term == nil || len(res.Term.Signalled) == 0 {
 			t.Fatalf("no TERM phase ran: %+v", res.Term)
@@ -204,10 +216,10 @@ func TestK4StopOneOfTwo(t *testing.T) {
 	if a.Cohort.Unit == b.Cohort.Unit {
 		t.Fatalf("two engines share %s", a.Cohort.Unit)
 	}
-	pa := []pinned{pin(t, ga["engine"]), pin(t, ga["setsid"])}
+	pa := []pinned{a.pin(t, ga["engine"]), a.pin(t, ga["setsid"])}
 	res := a.Stop(ctxT(t), StopOptions{Stop: "stop-k4", Grace: time.Second})
 	assertProvenStop(t, res, pa...)
-	for _, p := range []pinned{pin(t, gb["engine"]), pin(t, gb["setsid"])} {
+	for _, p := range []pinned{b.pin(t, gb["engine"]), b.pin(t, gb["setsid"])} {
 		if !p.alive() {
 			t.Fatalf("pid %d of the other engine died", p.pid)
 		}
@@ -352,7 +364,7 @@ func TestReattachResumesStop(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := launchEngine(t, m, stubbornEngine)
 			got := e.expect(t, "engine", "stubborn", "ready")
-			eng, child := pin(t, got["engine"]), pin(t, got["stubborn"])
+			eng, child := e.pin(t, got["engine"]), e.pin(t, got["stubborn"])
 			rec, _ := json.Marshal(e.Cohort)
 			var c Cohort
 			if err := json.Unmarshal(rec, &c); err != nil {
@@ -384,6 +396,17 @@ func TestReattachResumesStop(t *testing.T) {
 				}
 			}
 			res := h.Kill(ctxT(t), StopOptions{Stop: "stop-k10"})
+			if tc.claimOnly {
+				// The claim alone does not record the confinement: the
+				// cohort is killed, but nothing shows its processes stayed
+				// inside, so the stop is not proven.
+				if res.Outcome != Uncertain || !strings.Contains(res.Reason, "not recorded") {
+					t.Fatalf("outcome %s (%s), want uncertain: confinement not recorded", res.Outcome, res.Reason)
+				}
+				eng.waitDead(t)
+				child.waitDead(t)
+				return
+			}
 			assertProvenStop(t, res, eng, child)
 			requireProof(t, res)
 		})
@@ -448,7 +471,7 @@ func TestBeforeRelease(t *testing.T) {
 			}
 			defer h.Abandon(context.Background())
 			defer h.Stdin.Close()
-			if seen != h.Cohort {
+			if !reflect.DeepEqual(seen, h.Cohort) {
 				t.Fatalf("hook saw %+v, handle has %+v", seen, h.Cohort)
 			}
 			(&engine{Handle: h, out: bufio.NewReader(h.Stdout)}).expect(t, "ran")

@@ -30,11 +30,95 @@
 // TasksMax, CPUQuotaPerSecUSec), waits for the job on a buffered channel
 // with a timeout and requires "done", confirms both pids' /proc/<pid>/cgroup
 // name the scope, moves them into the scope's sub-cgroups `anchor` and
-// `engine`, confirms again, and only then writes the engine's argv and
-// environment to the held child's pipe; the child execs the engine. If
-// anything fails first, the pipe is closed empty and the child exits 125:
-// an engine never runs outside its scope. The engine's pid and start time
-// are the held child's (exec keeps both).
+// `engine`, confirms again, and only then writes the release (argv,
+// environment, confinement plan) to the held child's pipe. The child sets
+// up the confinement and reports; the launcher reads the child's namespace
+// identities from /proc/<pid>/ns, records the cohort (Spec.BeforeRelease)
+// and writes "go"; only then does the engine run. If anything fails first,
+// the pipe is closed and the child exits 125: an engine never runs outside
+// its scope, nor unconfined when confinement was planned. The cohort's pid
+// and start time are the held child's.
+//
+// # Confinement
+//
+// The cgroup is the cohort only if nothing the engine starts can leave it
+// or have a process started outside it. A member could otherwise write its
+// pid into any cgroup.procs the user owns (all of user@<uid>.service), or
+// ask the user manager (systemd-run --user, over the user bus or
+// $XDG_RUNTIME_DIR/systemd/private) or a mosaic controller to start one. So
+// every engine is confined by construction, set up by the held child
+// before the engine runs:
+//
+//   - The held child is cloned (Go's SysProcAttr; unshare(CLONE_NEWUSER) is
+//     refused to a multithreaded process) into new user, mount and pid
+//     namespaces. The user namespace maps only the user's uid and gid to
+//     themselves, setgroups denied: what the agent writes keeps the user's
+//     ownership, and no other uid exists inside. CAP_SYS_ADMIN in that
+//     namespace survives the child's exec as an ambient capability.
+//   - After the move into <scope>/engine and the release, the child makes
+//     every mount private, masks the user bus ($XDG_RUNTIME_DIR/bus and
+//     DBUS_SESSION_BUS_ADDRESS's path), the user manager's directory
+//     ($XDG_RUNTIME_DIR/systemd), mosaic's runtime directory
+//     ($XDG_RUNTIME_DIR/mosaic, the conversation sockets, created if
+//     missing so a later controller is masked too) and the system bus
+//     socket (privileged daemons act there on a user's request: polkit's
+//     allow_active powers off, mounts, installs packages), with an empty
+//     read-only tmpfs over a directory and /dev/null over a socket; mounts a
+//     fresh /proc (without it /proc/<outside pid>/root reaches every masked
+//     socket through a same-uid process outside, and outside pids could be
+//     ptraced); unshares a cgroup namespace, rooted at the engine cgroup it
+//     now lives in, on its main thread (locked there by this package's
+//     init), and mounts cgroup2 from inside it over an empty tmpfs on
+//     /sys/fs/cgroup (the same superblock cannot be mounted right on its own
+//     root), so the only cgroup.procs files reachable are the engine's
+//     subtree's. Other cgroup mounts are masked. nsdelegate is not relied
+//     on: the test sandbox mounts cgroup2 without it, and only the mount
+//     view stops the move.
+//   - The engine runs with no capabilities (its uid is not 0 inside and the
+//     ambient set is cleared) and no_new_privs (a setuid or file-capability
+//     binary gives nothing back), so it cannot unmount anything; in a
+//     nested user and mount namespace of its own every inherited mount is
+//     locked (MNT_LOCKED), so umount fails there too (tested).
+//   - The launcher reads /proc/<pid>/ns/{user,mnt,pid,cgroup} of the held
+//     child before the engine runs and compares each with its own; the
+//     child reports what it masked and that /proc/self/cgroup reads "/"
+//     inside. Cohort.Confinement carries it, the stop's Observation copies
+//     it, and proofs refuses a cohort proof without it.
+//
+// PID 1: the held child stays PID 1 of the engine's pid namespace and
+// starts the engine as its child, instead of exec'ing it. PID 1 receives
+// only signals it has a handler for (a shell or Node engine would ignore
+// the TERM phase's SIGTERM) and inherits every orphan to reap. The held
+// child forwards SIGTERM, SIGINT and SIGHUP to the engine, reaps everything,
+// and exits with the engine's status (128+N for signal N) the moment the
+// engine exits; the kernel then kills the rest of the namespace. So Done
+// and ExitErr still mean the engine's exit, Cohort.PID and StartTime are
+// the held child's (the process whose exit is the engine's), the engine's
+// stdin and stdout are the same pipes, and the TERM phase's SIGTERM to
+// every member reaches the engine twice (directly and forwarded). A tool
+// child no longer outlives its engine; a stop still proves that only by
+// observation. Pids that the engine and its tools print are pids inside
+// its namespace: Handle.HostPID translates one (tests use it).
+//
+// Unavailable: a Manager's launches probe the mechanism in a throwaway
+// held child that sets everything up and runs nothing (ProbeConfinement,
+// also `mosaicctl doctor`) until one probe succeeds, which is kept. If the
+// kernel refuses (no unprivileged user namespaces, Ubuntu's AppArmor
+// restriction, a used-up user.max_user_namespaces, running as root),
+// engines launch unconfined
+// and Cohort.Confinement says why; Config.NoConfinement does the same on
+// purpose (a tool that needs the user bus). Every stop of such an engine
+// ends uncertain with the reason, never stopped, exactly like the
+// process-group fallback (K2). If the probe passed and a launch's own
+// set-up fails, the launch fails (ErrConfinement): never half-confined.
+//
+// What a tool loses: systemctl --user, systemd-run --user, the user's
+// D-Bus (notifications, secret service, …), the system bus (systemctl
+// status, loginctl, timedatectl, busctl), sudo and every other setuid or
+// file-capability elevation, ptrace or /proc of any process outside, mounts
+// made outside after the launch, and other conversations' mosaic sockets.
+// docs/security.md lists what confinement does not cover (network and
+// abstract sockets, other daemons, files that run later).
 //
 // # Choices where the issue is silent
 //
@@ -112,10 +196,6 @@
 //
 // # Open
 //
-//   - A member can move itself into another cgroup the user owns (same uid
-//     can write any cgroup.procs under user@<uid>.service) and so escape the
-//     enumeration; a cgroup namespace for the engine (with nsdelegate) would
-//     refuse it. Not done here.
 //   - Times are CLOCK_BOOTTIME ns; the start time is field 22 of
 //     /proc/<pid>/stat in USER_HZ ticks (AT_CLKTCK).
 package scopes

@@ -1,6 +1,7 @@
 package scopes
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -26,13 +28,28 @@ const (
 	readyFD    = 4 // the held child's end of its ready pipe; fd 3 for an anchor
 )
 
-// release is what the controller writes to a held child to let it exec the
-// engine. Nothing on the pipe (EOF) means "never run": the held child
-// exits without exec'ing.
+// release is what the controller writes to a held child, one JSON line,
+// once the child is confirmed in the engine cgroup. The child sets up
+// Confine (if any), answers with a confineReport line on its ready pipe and
+// waits for "go"; only then does it run the engine. EOF at any point means
+// "never run": the held child exits without exec'ing.
 type release struct {
-	Path string   `json:"path"`
-	Argv []string `json:"argv"`
-	Env  []string `json:"env"`
+	Path    string       `json:"path"`
+	Argv    []string     `json:"argv"`
+	Env     []string     `json:"env"`
+	Confine *confinePlan `json:"confine,omitempty"`
+}
+
+// goAhead is the line that lets a held child run the engine.
+const goAhead = "go\n"
+
+func init() {
+	if os.Getenv(roleEnv) == roleHeld {
+		// Keep the held child's main goroutine on the main thread: the
+		// cgroup namespace it unshares is per thread, /proc/<pid>/ns/cgroup
+		// shows the main thread's, and the engine is forked from it.
+		runtime.LockOSThread()
+	}
 }
 
 // MaybeRunHeld must be the first call in main (and in TestMain) of every
@@ -71,18 +88,38 @@ func signalReady(fd uintptr, role string) {
 }
 
 func runHeld() {
-	signalReady(readyFD, roleHeld)
+	// Named for what it is in a cohort's membership (not "exe").
+	os.WriteFile("/proc/self/comm", []byte("mosaic-held"), 0)
+	ready := os.NewFile(readyFD, "ready")
+	ready.Write([]byte(roleHeld))
 	f := os.NewFile(releaseFD, "release")
-	b, err := io.ReadAll(f)
-	f.Close()
-	if err != nil || len(b) == 0 {
+	br := bufio.NewReader(f)
+	msg, err := br.ReadBytes('\n')
+	if err != nil || len(msg) <= 1 {
 		// The controller gave up (or died) before the scope was
 		// confirmed: the engine must not run outside it.
 		os.Exit(125)
 	}
 	var r release
-	if err := json.Unmarshal(b, &r); err != nil || r.Path == "" || len(r.Argv) == 0 {
+	if err := json.Unmarshal(msg, &r); err != nil || (r.Confine == nil || !r.Confine.Probe) && (r.Path == "" || len(r.Argv) == 0) {
 		fmt.Fprintf(os.Stderr, "mosaic held child: bad release message: %v\n", err)
+		os.Exit(125)
+	}
+	var rep confineReport
+	if r.Confine != nil {
+		rep = confine(*r.Confine)
+	}
+	out, _ := json.Marshal(rep)
+	ready.Write(append(out, '\n'))
+	ready.Close()
+	if rep.Error != "" {
+		os.Exit(125)
+	}
+	// A probe stays until the launcher has read its namespaces.
+	rest, err := io.ReadAll(br)
+	f.Close()
+	if err != nil || string(rest) != goAhead || r.Confine != nil && r.Confine.Probe {
+		// The confinement was not confirmed: never run.
 		os.Exit(125)
 	}
 	// Nothing but stdin, stdout and stderr may leak into the engine.
@@ -91,12 +128,16 @@ func runHeld() {
 			unix.CloseOnExec(fd)
 		}
 	}
+	if r.Confine != nil {
+		runPID1(r)
+	}
 	err = syscall.Exec(r.Path, r.Argv, r.Env)
 	fmt.Fprintf(os.Stderr, "mosaic held child: exec %s: %v\n", r.Path, err)
 	os.Exit(127)
 }
 
 func runAnchor() {
+	os.WriteFile("/proc/self/comm", []byte("mosaic-anchor"), 0)
 	signal.Ignore(syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE)
 	signalReady(3, roleAnchor)
 	for {
@@ -127,8 +168,9 @@ func awaitReady(f *os.File, role string, deadline time.Time) error {
 }
 
 // startHeld starts a held child with the engine's stdio and working
-// directory, in its own process group. It does not run the engine yet.
-func startHeld(dir string, stdin, stdout, stderr *os.File) (*heldChild, error) {
+// directory, in its own process group, and with confined in its own user,
+// mount and pid namespaces (confinedAttr). It does not run the engine yet.
+func startHeld(dir string, stdin, stdout, stderr *os.File, confined bool) (*heldChild, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -151,6 +193,9 @@ func startHeld(dir string, stdin, stdout, stderr *os.File) (*heldChild, error) {
 		ExtraFiles:  []*os.File{r, readyW},
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 	}
+	if confined {
+		cmd.SysProcAttr = confinedAttr()
+	}
 	if err := cmd.Start(); err != nil {
 		w.Close()
 		readyR.Close()
@@ -159,14 +204,37 @@ func startHeld(dir string, stdin, stdout, stderr *os.File) (*heldChild, error) {
 	return &heldChild{cmd: cmd, release: w, ready: readyR}, nil
 }
 
-// releaseEngine lets the held child exec the engine.
-func (h *heldChild) releaseEngine(r release) error {
+// sendRelease writes the release line: the held child sets up its
+// confinement (if r.Confine) and answers on its ready pipe.
+func (h *heldChild) sendRelease(r release) error {
 	b, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
+	_, err = h.release.Write(append(b, '\n'))
+	return err
+}
+
+// awaitReport reads the held child's answer to its release.
+func (h *heldChild) awaitReport(deadline time.Time) (confineReport, error) {
+	var rep confineReport
+	b, err := readLine(h.ready, deadline)
+	if err != nil {
+		return rep, fmt.Errorf("held child %d gave no confinement report: %w", h.cmd.Process.Pid, err)
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return rep, fmt.Errorf("held child %d: confinement report %q: %w", h.cmd.Process.Pid, truncate(b), err)
+	}
+	if rep.Error != "" {
+		return rep, fmt.Errorf("held child %d: %s", h.cmd.Process.Pid, rep.Error)
+	}
+	return rep, nil
+}
+
+// releaseEngine lets the held child run the engine.
+func (h *heldChild) releaseEngine() error {
 	h.ready.Close()
-	_, err = h.release.Write(b)
+	_, err := h.release.Write([]byte(goAhead))
 	if cerr := h.release.Close(); err == nil {
 		err = cerr
 	}

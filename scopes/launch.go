@@ -52,6 +52,10 @@ type Config struct {
 	JobTimeout time.Duration
 	// CgroupMount is the cgroup2 mount; "" means found in mountinfo.
 	CgroupMount string
+	// NoConfinement launches engines without their own namespaces (for a
+	// tool that needs the user bus, say). Every stop of such an engine
+	// ends uncertain, never stopped: nothing shows its descendants stayed.
+	NoConfinement bool
 }
 
 // Resources are the scope's resource-control properties, from the
@@ -102,6 +106,10 @@ type Cohort struct {
 	StartTime    uint64 `json:"start_time"` // the engine's, clock ticks since boot
 	AnchorPID    int    `json:"anchor_pid,omitempty"`
 	AnchorStart  uint64 `json:"anchor_start,omitempty"`
+	// Confinement is the evidence of the engine's confinement, read before
+	// it ran (see proofs.Confinement); Confined false says why not. A
+	// cohort recorded without it counts as unconfined.
+	Confinement proofs.Confinement `json:"confinement"`
 }
 
 // Manager launches and stops engines. Make one per process: it holds the
@@ -112,6 +120,9 @@ type Manager struct {
 
 	mu sync.Mutex
 	cg *cgroupFS
+
+	probeMu sync.Mutex
+	probed  bool // a probe showed engines can be confined here
 
 	extraProps []sddbus.Property // tests only: e.g. a dependency that fails or hangs the job
 }
@@ -359,13 +370,24 @@ func (m *Manager) launchScope(ctx context.Context, spec Spec, name string, rel r
 	if err != nil {
 		return nil, err
 	}
+	confined, why := m.confinementAvailable(ctx)
+	var plan *confinePlan
+	if confined {
+		p, err := planConfinement()
+		if err != nil {
+			io.closeAll()
+			return nil, err
+		}
+		plan = &p
+	}
+	rel.Confine = plan
 	anchor, anchorReady, err := startAnchor()
 	if err != nil {
 		io.closeAll()
 		return nil, err
 	}
 	defer anchorReady.Close()
-	held, err := startHeld(spec.Dir, io.inR, io.outW, io.errW)
+	held, err := startHeld(spec.Dir, io.inR, io.outW, io.errW, confined)
 	if err != nil {
 		anchor.Process.Kill()
 		anchor.Wait()
@@ -449,6 +471,20 @@ func (m *Manager) launchScope(ctx context.Context, spec Spec, name string, rel r
 	if err != nil {
 		return nil, err
 	}
+	// The held child sets up the confinement now that it is in the engine
+	// cgroup (its cgroup namespace is rooted there); the evidence is read
+	// from the kernel before the cohort is recorded and the engine runs.
+	conf := proofs.Confinement{Reason: why}
+	if err = held.sendRelease(rel); err != nil {
+		return nil, fmt.Errorf("release held child %d: %w", hpid, err)
+	}
+	rep, err := held.awaitReport(time.Now().Add(m.cfg.JobTimeout))
+	if err == nil && confined {
+		conf, err = evidence(hpid, rep, engineCg)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("launch %s: %w: %w", name, ErrConfinement, err)
+	}
 	h = &Handle{
 		Stdin:  io.inW,
 		Stdout: io.outR,
@@ -466,6 +502,7 @@ func (m *Manager) launchScope(ctx context.Context, spec Spec, name string, rel r
 			StartTime:    hst.StartTime,
 			AnchorPID:    apid,
 			AnchorStart:  ast.StartTime,
+			Confinement:  conf,
 		},
 		m:      m,
 		engine: held.cmd,
@@ -477,7 +514,7 @@ func (m *Manager) launchScope(ctx context.Context, spec Spec, name string, rel r
 			return nil, fmt.Errorf("launch %s: before release: %w", name, err)
 		}
 	}
-	if err = held.releaseEngine(rel); err != nil {
+	if err = held.releaseEngine(); err != nil {
 		return nil, fmt.Errorf("release held child %d: %w", hpid, err)
 	}
 	go h.reap()
@@ -494,7 +531,7 @@ func (m *Manager) launchGroup(spec Spec, rel release, cause error) (*Handle, err
 	if err != nil {
 		return nil, err
 	}
-	held, err := startHeld(spec.Dir, io.inR, io.outW, io.errW)
+	held, err := startHeld(spec.Dir, io.inR, io.outW, io.errW, false)
 	if err != nil {
 		io.closeAll()
 		return nil, err
@@ -519,6 +556,13 @@ func (m *Manager) launchGroup(spec Spec, rel release, cause error) (*Handle, err
 		Execution:    spec.Execution,
 		BootID:       boot,
 		PID:          pid,
+		Confinement:  proofs.Confinement{Reason: "process-group fallback: no cgroup to root a cgroup namespace at"},
+	}
+	if err == nil {
+		err = held.sendRelease(rel)
+	}
+	if err == nil {
+		_, err = held.awaitReport(time.Now().Add(m.cfg.JobTimeout))
 	}
 	if err == nil {
 		cohort.StartTime = leader.StartTime
@@ -527,7 +571,7 @@ func (m *Manager) launchGroup(spec Spec, rel release, cause error) (*Handle, err
 		}
 	}
 	if err == nil {
-		err = held.releaseEngine(rel)
+		err = held.releaseEngine()
 	}
 	if err != nil {
 		if leader != nil {
@@ -591,7 +635,8 @@ func CohortOf(conversation, execution, bootID string, pid int, startTime uint64,
 		return Cohort{}, fmt.Errorf("cgroup %q is not the engine cgroup of %s", cgroup, name)
 	}
 	return Cohort{Kind: proofs.KindScope, Conversation: conversation, Execution: execution, Unit: name,
-		ScopeCgroup: scope, Cgroup: cgroup, BootID: bootID, PID: pid, StartTime: startTime}, nil
+		ScopeCgroup: scope, Cgroup: cgroup, BootID: bootID, PID: pid, StartTime: startTime,
+		Confinement: proofs.Confinement{Reason: "not recorded: the cohort was rebuilt from the claim alone"}}, nil
 }
 
 var errReattached = errors.New("reattached handle: this process is not the engine's parent, its exit is unknown")

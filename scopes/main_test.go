@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -96,6 +97,21 @@ type pinned struct {
 	fd  int
 }
 
+// pin pins a process the engine named by its pid inside the engine's
+// own pid namespace.
+func (e *engine) pin(t testing.TB, pidText string) pinned {
+	t.Helper()
+	pid, err := strconv.Atoi(strings.TrimSpace(pidText))
+	if err != nil {
+		t.Fatalf("pid %q: %v", pidText, err)
+	}
+	host, err := e.HostPID(pid)
+	if err != nil {
+		t.Fatalf("pid %d inside the engine: %v", pid, err)
+	}
+	return pin(t, strconv.Itoa(host))
+}
+
 func pin(t testing.TB, pidText string) pinned {
 	t.Helper()
 	pid, err := strconv.Atoi(strings.TrimSpace(pidText))
@@ -169,3 +185,7 @@ func ticksToNanos(t uint64) uint64 {
 	hz := ClockTicks()
 	return t/hz*uint64(time.Second) + t%hz*uint64(time.Second)/hz
 }
+
+func pidfdOpen(pid int) (int, error) { return unix.PidfdOpen(pid, 0) }
+
+func statUID(fi os.FileInfo) int { return int(fi.Sys().(*syscall.Stat_t).Uid) }

@@ -110,6 +110,11 @@ func (h *Handle) Term(ctx context.Context, grace time.Duration) TermResult {
 	for _, m := range h.term {
 		pinned[[2]uint64{uint64(m.PID), m.StartTime}] = m
 	}
+	// Pin every member before signalling any: the held child forwards
+	// SIGTERM to the engine and, once the engine exits, the kernel kills
+	// the rest of its pid namespace, so a member signalled later in the
+	// loop could be gone before it was identified.
+	var targets []*member
 	for _, pid := range pids {
 		var want uint64
 		if pid == c.PID {
@@ -126,8 +131,11 @@ func (h *Handle) Term(ctx context.Context, grace time.Duration) TermResult {
 		} else {
 			h.term = append(h.term, m)
 		}
+		targets = append(targets, m)
+	}
+	for _, m := range targets {
 		if err := m.signal(unix.SIGTERM); err != nil {
-			res.Notes = append(res.Notes, fmt.Sprintf("SIGTERM pid %d: %v", pid, err))
+			res.Notes = append(res.Notes, fmt.Sprintf("SIGTERM pid %d: %v", m.PID, err))
 		} else {
 			res.Signalled = append(res.Signalled, m.Member)
 		}
@@ -173,6 +181,7 @@ func (h *Handle) baseObservation(stop string) proofs.Observation {
 		Cgroup:       c.Cgroup,
 		BootID:       c.BootID,
 		ClockTicks:   ClockTicks(),
+		Confinement:  c.Confinement,
 	}
 }
 
@@ -378,6 +387,9 @@ func verdict(o *proofs.Observation) (Outcome, string) {
 	var why []string
 	if o.Kind != proofs.KindScope {
 		why = append(why, PGroupReason)
+	}
+	if ok, reason := o.Confinement.Holds(o.Cgroup); !ok {
+		why = append(why, reason)
 	}
 	if !o.MembershipComplete {
 		why = append(why, "membership not enumerated completely while frozen")

@@ -179,7 +179,10 @@ func TestVerdict(t *testing.T) {
 		return proofs.Observation{
 			Kind: proofs.KindScope, Unit: "u.scope", MembershipComplete: true, CgroupPresent: true,
 			Members:    []proofs.MemberObservation{{PID: 10, StartTime: 1, Comm: "sh", Died: true, DiedAt: 50}},
-			ObservedAt: 60, ActiveState: "inactive",
+			ObservedAt: 60, ActiveState: "inactive", Cgroup: "/a/u.scope/engine",
+			Confinement: proofs.Confinement{Confined: true, CgroupRoot: "/a/u.scope/engine", Masked: []string{"/run/user/1/bus"},
+				Namespaces: []proofs.Namespace{{Type: "user", Engine: 2, Controller: 1}, {Type: "mnt", Engine: 2, Controller: 1},
+					{Type: "pid", Engine: 2, Controller: 1}, {Type: "cgroup", Engine: 2, Controller: 1}}},
 		}
 	}
 	if o := good(); func() Outcome { out, _ := verdict(&o); return out }() != Stopped {
@@ -196,6 +199,9 @@ func TestVerdict(t *testing.T) {
 		{"death unobserved", func(o *proofs.Observation) { o.Members[0].Died = false }},
 		{"observed before death", func(o *proofs.Observation) { o.ObservedAt = 40 }},
 		{"unit active", func(o *proofs.Observation) { o.ActiveState = "active" }},
+		{"engine unconfined", func(o *proofs.Observation) { o.Confinement = proofs.Confinement{Reason: "turned off"} }},
+		{"confinement not recorded", func(o *proofs.Observation) { o.Confinement = proofs.Confinement{} }},
+		{"cgroup namespace elsewhere", func(o *proofs.Observation) { o.Confinement.CgroupRoot = "/a" }},
 	} {
 		o := good()
 		tc.mut(&o)

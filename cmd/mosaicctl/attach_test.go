@@ -553,7 +553,8 @@ func TestAttachInTmux(t *testing.T) {
 			}
 		}
 		// The intent wraps at spaces; nothing of it is cut.
-		if words := strings.Join(strings.Fields(s), " "); !strings.Contains(words, "intent: force stop execution "+b.Execution+": kill every process in "+b.Scope+" (1 processes: ") ||
+		if words := strings.Join(strings.Fields(s), " "); !strings.Contains(words, "intent: force stop execution "+b.Execution+": kill every process in "+b.Scope+" (2 processes: ") ||
+			!strings.Contains(words, " mosaic-held, ") ||
 			!strings.Contains(words, "nothing is rolled back") {
 			t.Errorf("the dialog does not show the whole intent:\n%s", s)
 		}

@@ -37,11 +37,11 @@ func TestDemo(t *testing.T) {
 		t.Fatalf("demo exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
 	for _, want := range []string{
-		"The listing is above.",   // the streamed answer after the tool
-		"/engine\n",               // the setsid child's cgroup is the engine scope's
-		"background jobs left: 0", // the force stop killed it
-		"verified: all 14 checks passed",
-		"0 failed verification", // the audit re-verified the journaled proof
+		"The listing is above.",          // the streamed answer after the tool
+		"/engine\n",                      // the setsid child's cgroup is the engine scope's
+		"background jobs left: 0",        // the force stop killed it
+		"verified: all 15 checks passed", // confinement included
+		"0 failed verification",          // the audit re-verified the journaled proof
 		"launched: execution",
 		"Back after the recovery",
 		"| observer |", // the attached terminal's status line

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -78,11 +79,16 @@ func TestEndToEndRealPi(t *testing.T) {
 	if !sawTool || !strings.Contains(text.String(), "said started.") {
 		t.Fatalf("observer saw tool %v and text %q", sawTool, text.String())
 	}
-	pidb, err := os.ReadFile(filepath.Join(pc.proj, "child.pid"))
-	if err != nil {
+	if _, err := os.ReadFile(filepath.Join(pc.proj, "child.pid")); err != nil {
 		t.Fatalf("the tool's setsid child left no pid: %v", err)
 	}
-	child := strings.TrimSpace(string(pidb))
+	// The pid it wrote is its pid inside the engine's pid namespace: find
+	// it in this test's process list instead.
+	kids := processesRunning(t, "sleep 300")
+	if len(kids) != 1 {
+		t.Fatalf("processes running sleep 300: %v, want the tool's one setsid child", kids)
+	}
+	child := strconv.Itoa(kids[0])
 	if cg, err := os.ReadFile("/proc/" + child + "/cgroup"); err != nil || !strings.Contains(string(cg), "mosaic-engine-") {
 		t.Fatalf("setsid child %s is not in the engine scope: %q %v", child, cg, err)
 	}

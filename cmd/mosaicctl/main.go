@@ -37,6 +37,7 @@ func main() {
 			statusCommand(),
 			proofCommand(),
 			auditCommand(),
+			doctorCommand(),
 		},
 		// Errors are printed once, by main, with their refusal code.
 		ExitErrHandler: func(*cli.Context, error) {},

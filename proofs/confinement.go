@@ -1,0 +1,110 @@
+package proofs
+
+import (
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+)
+
+// Namespace types an engine must have of its own to count as confined.
+// The network namespace is shared on purpose (the engine calls its model),
+// so it is not among them.
+var ConfinedNamespaces = []string{"user", "mnt", "pid", "cgroup"}
+
+// Confinement is the evidence that an engine and every process it starts
+// could neither leave the cohort's cgroup nor ask anyone outside to start a
+// process for them: the engine ran in namespaces of its own (user, mount,
+// pid, cgroup) whose identities differ from the controller's, with the
+// user manager's, D-Bus's and mosaic's sockets masked and a cgroup view
+// rooted at the cohort's cgroup. Without it a cohort's cgroup being empty
+// says nothing about the processes the agent had started elsewhere.
+type Confinement struct {
+	// Confined is false when the engine ran without confinement; Reason
+	// then says why (mechanism unavailable, opted out, not recorded).
+	Confined bool   `json:"confined"`
+	Reason   string `json:"reason,omitempty"`
+	// Namespaces are the inode numbers of the engine's namespaces, read
+	// from /proc/<pid>/ns/* by the controller before the engine ran, and
+	// the controller's own.
+	Namespaces []Namespace `json:"namespaces"`
+	// Masked are the paths made unreachable inside (an empty read-only
+	// tmpfs over a directory, /dev/null over a socket).
+	Masked []string `json:"masked"`
+	// CgroupRoot is the cgroup the engine's cgroup namespace is rooted at,
+	// which is also the only part of the cgroup2 hierarchy mounted inside.
+	CgroupRoot string `json:"cgroup_root"`
+}
+
+// Namespace is one namespace identity: the engine's and the controller's
+// inode numbers of the same type.
+type Namespace struct {
+	Type       string `json:"type"`
+	Engine     uint64 `json:"engine"`
+	Controller uint64 `json:"controller"`
+}
+
+// Holds reports whether c is complete evidence of confinement for a cohort
+// whose cgroup is cgroup, and if not, why.
+func (c *Confinement) Holds(cgroup string) (bool, string) {
+	if c == nil {
+		return false, "no confinement evidence recorded"
+	}
+	if !c.Confined {
+		r := c.Reason
+		if r == "" {
+			r = "not recorded"
+		}
+		return false, "engine ran unconfined: " + r
+	}
+	var why []string
+	if c.Reason != "" {
+		why = append(why, fmt.Sprintf("confined yet with reason %q", c.Reason))
+	}
+	for _, typ := range ConfinedNamespaces {
+		i := slices.IndexFunc(c.Namespaces, func(n Namespace) bool { return n.Type == typ })
+		switch {
+		case i < 0:
+			why = append(why, typ+" namespace missing")
+		case c.Namespaces[i].Engine == 0 || c.Namespaces[i].Controller == 0:
+			why = append(why, typ+" namespace identity unread")
+		case c.Namespaces[i].Engine == c.Namespaces[i].Controller:
+			why = append(why, fmt.Sprintf("%s namespace %d is the controller's", typ, c.Namespaces[i].Engine))
+		}
+	}
+	if len(c.Masked) == 0 {
+		why = append(why, "nothing masked")
+	}
+	for _, m := range c.Masked {
+		if !strings.HasPrefix(m, "/") || path.Clean(m) != m {
+			why = append(why, fmt.Sprintf("masked path %q is not absolute and clean", m))
+		}
+	}
+	if c.CgroupRoot != cgroup {
+		why = append(why, fmt.Sprintf("cgroup namespace rooted at %q, not the cohort's %q", c.CgroupRoot, cgroup))
+	}
+	if len(why) > 0 {
+		return false, strings.Join(why, "; ")
+	}
+	return true, ""
+}
+
+// checkConfinement adds the confinement check of a cohort proof. A version
+// 1 proof predates confinement and never passes it.
+func checkConfinement(cs *checks, p *CohortProof) {
+	if p.Version < CohortVersion {
+		cs.add("confinement", false, ErrUnconfined,
+			"version %d proof predates engine confinement: nothing shows the agent's processes stayed in the cohort", p.Version)
+		return
+	}
+	ok, why := p.Confinement.Holds(p.Cgroup)
+	if ok {
+		var ns []string
+		for _, n := range p.Confinement.Namespaces {
+			ns = append(ns, fmt.Sprintf("%s %d", n.Type, n.Engine))
+		}
+		why = fmt.Sprintf("engine in its own namespaces (%s), cgroup view %s, masked %s",
+			strings.Join(ns, ", "), p.Confinement.CgroupRoot, strings.Join(p.Confinement.Masked, " "))
+	}
+	cs.add("confinement", ok, ErrUnconfined, "%s", why)
+}

@@ -1,0 +1,374 @@
+package scopes
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/mosaic-agents/mosaic/proofs"
+	"golang.org/x/sys/unix"
+)
+
+// ErrConfinement: the held child could not set up the engine's
+// confinement although the probe said it could; the engine never ran.
+var ErrConfinement = errors.New("engine confinement could not be set up")
+
+// confinePlan is what a held child sets up in its own namespaces before
+// the engine may run. The launcher computes it from its own environment and
+// mount table: the held child knows nothing but this.
+type confinePlan struct {
+	// Masks are made unreachable: an empty read-only tmpfs over a
+	// directory, /dev/null over anything else.
+	Masks []string `json:"masks"`
+	// CgroupMount is where cgroup2 is mounted afresh from inside the new
+	// cgroup namespace, so only the engine's subtree is reachable there.
+	CgroupMount string `json:"cgroup_mount"`
+	// Probe: set everything up, report, exit; no engine.
+	Probe bool `json:"probe,omitempty"`
+}
+
+// confineReport is the held child's answer to a release, one JSON line on
+// its ready pipe.
+type confineReport struct {
+	Confined bool     `json:"confined"`
+	Error    string   `json:"error,omitempty"`
+	Masked   []string `json:"masked,omitempty"`
+	Absent   []string `json:"absent,omitempty"` // mask targets that did not exist
+	// CgroupSelf is the 0:: line of /proc/self/cgroup after the cgroup
+	// namespace was made: "/" when it is rooted at the child's cgroup.
+	CgroupSelf string `json:"cgroup_self,omitempty"`
+}
+
+// confinedAttr makes the held child in new user, mount and pid namespaces
+// at clone time (unshare(CLONE_NEWUSER) is refused to a multithreaded
+// process). The user namespace maps only the user's own uid and gid, to
+// themselves, with setgroups denied, so what the agent writes keeps the
+// user's ownership; CAP_SYS_ADMIN is kept across the held child's exec as an
+// ambient capability (its uid is not 0 inside) so it can mount, and is
+// cleared before the engine's exec. The cgroup namespace comes later: it
+// must be rooted at the engine cgroup the child is moved into.
+func confinedAttr() *syscall.SysProcAttr {
+	uid, gid := os.Getuid(), os.Getgid()
+	return &syscall.SysProcAttr{
+		Setpgid:                    true,
+		Cloneflags:                 unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID,
+		UidMappings:                []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}},
+		GidMappings:                []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}},
+		GidMappingsEnableSetgroups: false,
+		AmbientCaps:                []uintptr{unix.CAP_SYS_ADMIN},
+	}
+}
+
+// planConfinement computes the masks and the cgroup view from this
+// process's environment and mount table.
+func planConfinement() (confinePlan, error) {
+	uid := os.Getuid()
+	var masks []string
+	add := func(p string) {
+		if p != "" && path.IsAbs(p) && !slices.Contains(masks, path.Clean(p)) {
+			masks = append(masks, path.Clean(p))
+		}
+	}
+	var rts []string
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+		rts = append(rts, d)
+	}
+	rts = append(rts, "/run/user/"+strconv.Itoa(uid))
+	for _, rt := range rts {
+		if _, err := os.Stat(rt); err != nil {
+			continue
+		}
+		add(path.Join(rt, "bus"))     // the user's D-Bus: systemd-run --user, notifications, secrets
+		add(path.Join(rt, "systemd")) // the user manager's private socket
+		// mosaic's own: every conversation's controller socket. Made
+		// here if missing, so a controller started later is masked too.
+		_ = os.Mkdir(path.Join(rt, "mosaic"), 0o700)
+		add(path.Join(rt, "mosaic"))
+	}
+	for _, env := range []string{"DBUS_SESSION_BUS_ADDRESS", "DBUS_SYSTEM_BUS_ADDRESS"} {
+		for _, a := range strings.Split(os.Getenv(env), ";") {
+			if p, ok := strings.CutPrefix(a, "unix:path="); ok {
+				p, _, _ = strings.Cut(p, ",")
+				add(p)
+			}
+		}
+	}
+	// The system bus: privileged daemons act on a user's request there
+	// (polkit's allow_active: power off, mount, install packages), which
+	// no proof about the cohort covers.
+	add("/run/dbus/system_bus_socket")
+	// Every cgroup hierarchy mounted outside the fresh view.
+	const cgroupView = "/sys/fs/cgroup"
+	mounts, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return confinePlan{}, fmt.Errorf("%w: read mountinfo: %w", ErrConfinement, err)
+	}
+	for line := range strings.SplitSeq(string(mounts), "\n") {
+		pre, post, ok := strings.Cut(line, " - ")
+		f, pf := strings.Fields(pre), strings.Fields(post)
+		if !ok || len(f) < 5 || len(pf) < 1 || (pf[0] != "cgroup" && pf[0] != "cgroup2") {
+			continue
+		}
+		mp := unescapeMount(f[4])
+		if mp != cgroupView && !strings.HasPrefix(mp, cgroupView+"/") {
+			add(mp)
+		}
+	}
+	return confinePlan{Masks: masks, CgroupMount: cgroupView}, nil
+}
+
+// unescapeMount undoes mountinfo's octal escapes (\040 for a space, …).
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// confine runs in the held child, in its new user, mount and pid
+// namespaces with CAP_SYS_ADMIN there, on the main thread (locked by this
+// package's init): it makes the masks, a fresh /proc for the new pid
+// namespace, a cgroup namespace rooted at the child's present cgroup (the
+// launcher moved it into the engine cgroup first) and a cgroup2 mount from
+// inside it. Each step closes a path out:
+//
+//   - mount propagation private: nothing mounted here leaks out, and a
+//     remount of the runtime directory outside cannot bring the sockets back;
+//   - masks: no systemd-run --user, no D-Bus activation, no new engines from
+//     mosaic's own controllers;
+//   - /proc: /proc/<outside pid>/root would reach every masked socket
+//     through a same-uid process outside, and ptrace of those processes
+//     needs their pids;
+//   - cgroup namespace and view: cgroup.procs of any cgroup outside the
+//     engine's subtree cannot be named, so no move out of the cohort, with
+//     or without nsdelegate.
+//
+// The engine (uid not 0 inside, no ambient capabilities) cannot undo any
+// of it; a nested user and mount namespace gets every one of these mounts
+// locked (MNT_LOCKED), so umount there fails too.
+func confine(plan confinePlan) confineReport {
+	var rep confineReport
+	fail := func(format string, args ...any) confineReport {
+		rep.Error = fmt.Sprintf(format, args...)
+		return rep
+	}
+	// Not ptrace-able, even by a same-uid process that had the
+	// capabilities it keeps until the engine's exec.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fail("prctl(PR_SET_DUMPABLE): %v", err)
+	}
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fail("make / private: %v", err)
+	}
+	for _, m := range plan.Masks {
+		real, err := filepath.EvalSymlinks(m)
+		if errors.Is(err, os.ErrNotExist) {
+			rep.Absent = append(rep.Absent, m)
+			continue
+		}
+		if err != nil {
+			return fail("mask %s: %v", m, err)
+		}
+		if err := mask(real); err != nil {
+			return fail("mask %s: %v", m, err)
+		}
+		rep.Masked = append(rep.Masked, m)
+	}
+	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fail("mount a fresh /proc: %v", err)
+	}
+	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
+		return fail("unshare(CLONE_NEWCGROUP): %v", err)
+	}
+	// The same cgroup2 superblock cannot be mounted right on top of its own
+	// root (EBUSY): an empty tmpfs goes between, and hides whatever else
+	// was mounted below (cgroup v1 hierarchies of a hybrid host) as well.
+	if err := mask(plan.CgroupMount); err != nil {
+		return fail("cover %s: %v", plan.CgroupMount, err)
+	}
+	if err := unix.Mount("cgroup2", plan.CgroupMount, "cgroup2", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fail("mount cgroup2 on %s from inside the cgroup namespace: %v", plan.CgroupMount, err)
+	}
+	cg, err := procCgroup(os.Getpid())
+	if err != nil {
+		return fail("read /proc/self/cgroup: %v", err)
+	}
+	rep.CgroupSelf = cg
+	if cg != "/" {
+		return fail("cgroup namespace not rooted at the child's cgroup: /proc/self/cgroup says %q", cg)
+	}
+	rep.Confined = true
+	return rep
+}
+
+// mask makes p unreachable: an empty, read-only tmpfs over a directory,
+// /dev/null bound over anything else (a socket there answers ECONNREFUSED).
+func mask(p string) error {
+	st, err := os.Lstat(p)
+	if err != nil {
+		return err
+	}
+	if st.IsDir() {
+		return unix.Mount("mosaic-mask", p, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC,
+			"size=4k,nr_inodes=1,mode=0555")
+	}
+	return unix.Mount("/dev/null", p, "", unix.MS_BIND, "")
+}
+
+// dropPrivileges runs on the held child's main thread right before the
+// engine is forked from it: no ambient capability reaches the engine's
+// exec, and no_new_privs keeps a setuid or file-capability binary from
+// handing one back.
+func dropPrivileges() error {
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("prctl(PR_SET_NO_NEW_PRIVS): %w", err)
+	}
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+		return fmt.Errorf("prctl(PR_CAP_AMBIENT_CLEAR_ALL): %w", err)
+	}
+	return nil
+}
+
+// nsInode reads the inode number of a namespace link such as
+// /proc/<pid>/ns/user ("user:[4026531837]").
+func nsInode(p string) (uint64, error) {
+	l, err := os.Readlink(p)
+	if err != nil {
+		return 0, err
+	}
+	_, rest, ok := strings.Cut(l, ":[")
+	if !ok || !strings.HasSuffix(rest, "]") {
+		return 0, fmt.Errorf("%s: unexpected link %q", p, l)
+	}
+	return strconv.ParseUint(strings.TrimSuffix(rest, "]"), 10, 64)
+}
+
+// namespaces reads pid's namespaces of each confined type with this
+// process's own, and checks that each differs.
+func namespaces(pid int) ([]proofs.Namespace, error) {
+	var out []proofs.Namespace
+	for _, typ := range proofs.ConfinedNamespaces {
+		e, err := nsInode(fmt.Sprintf("/proc/%d/ns/%s", pid, typ))
+		if err != nil {
+			return out, err
+		}
+		c, err := nsInode("/proc/self/ns/" + typ)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, proofs.Namespace{Type: typ, Engine: e, Controller: c})
+		if e == c {
+			return out, fmt.Errorf("held child %d shares this process's %s namespace %d", pid, typ, e)
+		}
+	}
+	return out, nil
+}
+
+// evidence turns a held child's report into the cohort's confinement
+// evidence, read from the kernel: its namespaces as /proc/<pid>/ns shows
+// them to the launcher.
+func evidence(pid int, rep confineReport, cgroup string) (proofs.Confinement, error) {
+	if !rep.Confined {
+		return proofs.Confinement{}, fmt.Errorf("%w: %s", ErrConfinement, rep.Error)
+	}
+	ns, err := namespaces(pid)
+	if err != nil {
+		return proofs.Confinement{}, fmt.Errorf("%w: %w", ErrConfinement, err)
+	}
+	if len(rep.Masked) == 0 {
+		return proofs.Confinement{}, fmt.Errorf("%w: nothing could be masked (absent: %v)", ErrConfinement, rep.Absent)
+	}
+	return proofs.Confinement{Confined: true, Namespaces: ns, Masked: rep.Masked, CgroupRoot: cgroup}, nil
+}
+
+// confinementAvailable probes whether engines can be confined on this
+// machine, and says why not. A success is kept for the Manager's life; a
+// failure is not, so a passing hiccup (a probe timing out on a loaded
+// machine) does not leave every later engine unconfined.
+func (m *Manager) confinementAvailable(ctx context.Context) (bool, string) {
+	if m.cfg.NoConfinement {
+		return false, "confinement turned off in the configuration"
+	}
+	m.probeMu.Lock()
+	defer m.probeMu.Unlock()
+	if m.probed {
+		return true, ""
+	}
+	if _, err := ProbeConfinement(ctx); err != nil {
+		return false, err.Error()
+	}
+	m.probed = true
+	return true, ""
+}
+
+// ProbeConfinement sets up an engine's confinement in a throwaway held
+// child that runs nothing, exactly as a launch would (namespaces, masks,
+// /proc, cgroup namespace and view), and returns the evidence it would
+// record. The program must call MaybeRunHeld first thing in main. An error
+// says why confinement is unavailable (for `mosaicctl doctor`).
+func ProbeConfinement(ctx context.Context) (proofs.Confinement, error) {
+	if os.Geteuid() == 0 {
+		return proofs.Confinement{}, fmt.Errorf("%w: running as root, the engine would be root in its user namespace: run mosaic as an ordinary user", ErrConfinement)
+	}
+	plan, err := planConfinement()
+	if err != nil {
+		return proofs.Confinement{}, err
+	}
+	plan.Probe = true
+	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		return proofs.Confinement{}, err
+	}
+	defer null.Close()
+	held, err := startHeld("/", null, null, os.Stderr, true)
+	if err != nil {
+		return proofs.Confinement{}, fmt.Errorf("%w: %w (user namespaces refused: on Ubuntu check kernel.apparmor_restrict_unprivileged_userns, elsewhere user.max_user_namespaces and kernel.unprivileged_userns_clone)", ErrConfinement, err)
+	}
+	defer held.abort()
+	by := time.Now().Add(10 * time.Second)
+	if d, ok := ctx.Deadline(); ok && d.Before(by) {
+		by = d
+	}
+	if err := awaitReady(held.ready, roleHeld, by); err != nil {
+		return proofs.Confinement{}, fmt.Errorf("probe: %w", err)
+	}
+	if err := held.sendRelease(release{Confine: &plan}); err != nil {
+		return proofs.Confinement{}, fmt.Errorf("probe: %w", err)
+	}
+	rep, err := held.awaitReport(by)
+	if err != nil {
+		return proofs.Confinement{}, fmt.Errorf("%w: probe: %w", ErrConfinement, err)
+	}
+	cg, _ := procCgroup(held.cmd.Process.Pid)
+	return evidence(held.cmd.Process.Pid, rep, cg)
+}
+
+// readLine reads one newline-terminated line from f before the deadline.
+func readLine(f *os.File, deadline time.Time) ([]byte, error) {
+	f.SetReadDeadline(deadline)
+	b, err := bufio.NewReaderSize(f, 64<<10).ReadBytes('\n')
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
