@@ -56,7 +56,7 @@ func TestNewCohortProofBuildsVerifiableProof(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"active_state":"inactive","boot_id":"` + bootA + `","cgroup":"/user.slice/user-1000.slice/user@1000.service/app.slice/mosaic-engine-conv\\x2d1-exec\\x2d1.scope","cgroup_present":true,"clock_ticks":100,"conversation":"conv-1","digest":"` + p.Digest + `","execution":"exec-1","invocation_id":"0123456789abcdef0123456789abcdef","members":[{"comm":"node","died_at_ns":60000000100,"pid":4200,"start_time":4000},{"comm":"sh","died_at_ns":60000000000,"pid":4242,"start_time":5000}],"observed_at_ns":60000000500,"observed_wall":"2026-12-02T10:00:00.000000005Z","populated":0,"result":"success","stop":"stop-1","type":"cohort","unit":"mosaic-engine-conv\\x2d1-exec\\x2d1.scope","version":1}`
+	want := `{"active_state":"inactive","basis":"empty-observed","boot_id":"` + bootA + `","cgroup":"/user.slice/user-1000.slice/user@1000.service/app.slice/mosaic-engine-conv\\x2d1-exec\\x2d1.scope","cgroup_present":true,"clock_ticks":100,"conversation":"conv-1","digest":"` + p.Digest + `","execution":"exec-1","invocation_id":"0123456789abcdef0123456789abcdef","members":[{"comm":"node","died_at_ns":60000000100,"pid":4200,"start_time":4000},{"comm":"sh","died_at_ns":60000000000,"pid":4242,"start_time":5000}],"observed_at_ns":60000000500,"observed_wall":"2026-12-02T10:00:00.000000005Z","populated":0,"result":"success","stop":"stop-1","type":"cohort","unit":"mosaic-engine-conv\\x2d1-exec\\x2d1.scope","version":1}`
 	if string(enc) != want {
 		t.Fatalf("encoding\n got %s\nwant %s", enc, want)
 	}

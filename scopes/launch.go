@@ -97,6 +97,9 @@ type Cohort struct {
 	InvocationID string `json:"invocation_id,omitempty"`
 	ScopeCgroup  string `json:"scope_cgroup,omitempty"` // the unit's ControlGroup
 	Cgroup       string `json:"cgroup,omitempty"`       // ScopeCgroup/engine: the cohort
+	// CgroupID is the kernel id of Cgroup (its directory's inode), so a
+	// stop can tell our cgroup from a later one at the same path.
+	CgroupID uint64 `json:"cgroup_id,omitempty"`
 	BootID       string `json:"boot_id"`
 	PID          int    `json:"pid"`        // the engine; its process group in the fallback
 	StartTime    uint64 `json:"start_time"` // the engine's, clock ticks since boot
@@ -178,6 +181,12 @@ type Handle struct {
 	anchor  *exec.Cmd
 	done    chan struct{}
 	exitErr error
+	// reapedAt and anchorReapedAt are the CLOCK_BOOTTIME times at which
+	// this process reaped the engine and the anchor; valid once done and
+	// anchorDone are closed. anchorDone is nil after Reattach.
+	reapedAt       uint64
+	anchorDone     chan struct{}
+	anchorReapedAt uint64
 
 	mu   sync.Mutex
 	term []*member // TERM-phase members, pinned by pidfd, for the kill phase
@@ -437,6 +446,10 @@ func (m *Manager) launchScope(ctx context.Context, spec Spec, name string, rel r
 			return nil, fmt.Errorf("%w: pid %d in %q (%v), want %s", ErrNotInScope, sub.pid, cg, cerr, sub.cg)
 		}
 	}
+	cgID, err := fs.id(engineCg)
+	if err != nil {
+		return nil, fmt.Errorf("scope %s: %w", name, err)
+	}
 	hst, err := readStat(hpid)
 	if err != nil {
 		return nil, fmt.Errorf("held child %d: %w", hpid, err)
@@ -461,16 +474,18 @@ func (m *Manager) launchScope(ctx context.Context, spec Spec, name string, rel r
 			InvocationID: st.InvocationID,
 			ScopeCgroup:  scopeCg,
 			Cgroup:       engineCg,
+			CgroupID:     cgID,
 			BootID:       boot,
 			PID:          hpid,
 			StartTime:    hst.StartTime,
 			AnchorPID:    apid,
 			AnchorStart:  ast.StartTime,
 		},
-		m:      m,
-		engine: held.cmd,
-		anchor: anchor,
-		done:   make(chan struct{}),
+		m:          m,
+		engine:     held.cmd,
+		anchor:     anchor,
+		done:       make(chan struct{}),
+		anchorDone: make(chan struct{}),
 	}
 	if spec.BeforeRelease != nil {
 		if err = spec.BeforeRelease(h.Cohort); err != nil {
@@ -481,7 +496,7 @@ func (m *Manager) launchScope(ctx context.Context, spec Spec, name string, rel r
 		return nil, fmt.Errorf("release held child %d: %w", hpid, err)
 	}
 	go h.reap()
-	go anchor.Wait()
+	go h.reapAnchor()
 	return h, nil
 }
 
@@ -558,7 +573,14 @@ func firstLine(s string) string {
 
 func (h *Handle) reap() {
 	h.exitErr = h.engine.Wait()
+	h.reapedAt = BoottimeNanos()
 	close(h.done)
+}
+
+func (h *Handle) reapAnchor() {
+	h.anchor.Wait()
+	h.anchorReapedAt = BoottimeNanos()
+	close(h.anchorDone)
 }
 
 // Reattach returns a handle on a cohort recorded by an earlier controller
