@@ -141,6 +141,13 @@ func (c *Controller) adopt(ctx context.Context, rec *claims.Recovery) error {
 		// end, and killing an empty cgroup kills nothing (brief §2
 		// "engine gone").
 		c.goStop(func() { c.conclude(context.WithoutCancel(ctx), x, newID("s-"), "restart observed an empty cohort") })
+	case errors.Is(err, scopes.ErrCgroupAbsent):
+		// The scope is gone (stopped from outside, or a stop whose
+		// stopped revision was never written): its removal, once shown to
+		// be this cgroup's, is the proof.
+		c.goStop(func() {
+			c.conclude(context.WithoutCancel(ctx), x, newID("s-"), "restart found the cohort's cgroup gone; its removal is the evidence")
+		})
 	}
 	return nil
 }
@@ -180,7 +187,7 @@ func (c *Controller) launch(ctx context.Context, head sessionHead, keys claims.K
 		if err := c.saveCohort(co); err != nil {
 			return err
 		}
-		return claim.Activate(ctx, claims.Process{BootID: co.BootID, PID: co.PID, StartTime: co.StartTime, Cgroup: co.Cgroup})
+		return claim.Activate(ctx, claims.Process{BootID: co.BootID, PID: co.PID, StartTime: co.StartTime, Cgroup: co.Cgroup, CgroupID: co.CgroupID})
 	}
 	h, err := c.cfg.Scopes.Launch(ctx, scopes.Spec{
 		Conversation: cv.ID, Execution: execID, Argv: spec.Args, Env: spec.Env, Dir: spec.Dir,
