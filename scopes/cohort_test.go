@@ -221,7 +221,6 @@ func TestK4StopOneOfTwo(t *testing.T) {
 	}
 }
 
-
 func waitUnitGone(t *testing.T, m *Manager, c Cohort) {
 	t.Helper()
 	for range 200 {

@@ -97,14 +97,15 @@ type Cohort struct {
 	InvocationID string `json:"invocation_id,omitempty"`
 	ScopeCgroup  string `json:"scope_cgroup,omitempty"` // the unit's ControlGroup
 	Cgroup       string `json:"cgroup,omitempty"`       // ScopeCgroup/engine: the cohort
-	// CgroupID is the kernel id of Cgroup (its directory's inode), so a
-	// stop can tell our cgroup from a later one at the same path.
-	CgroupID uint64 `json:"cgroup_id,omitempty"`
 	BootID       string `json:"boot_id"`
 	PID          int    `json:"pid"`        // the engine; its process group in the fallback
 	StartTime    uint64 `json:"start_time"` // the engine's, clock ticks since boot
 	AnchorPID    int    `json:"anchor_pid,omitempty"`
 	AnchorStart  uint64 `json:"anchor_start,omitempty"`
+
+	// CgroupID is the kernel id of Cgroup (its directory's inode), so a
+	// stop can tell our cgroup from a later one at the same path.
+	CgroupID uint64 `json:"cgroup_id,omitempty"`
 }
 
 // Manager launches and stops engines. Make one per process: it holds the
