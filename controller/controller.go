@@ -87,6 +87,9 @@ type Controller struct {
 	// inKill, when set (tests only), runs where beforeKill does, but
 	// inside what Close waits for: a test shuts the controller down there.
 	inKill func()
+	// beforeRetry, when set (tests only), runs before each background
+	// attempt to write a held proof, so a test can hold the retries back.
+	beforeRetry func()
 	// afterInterrupt, when set (tests only), runs in an interrupt after
 	// the engine answered and before the outcome is recorded, so an engine
 	// exit can land exactly there.

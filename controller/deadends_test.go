@@ -163,9 +163,8 @@ func fullStore(full *atomic.Bool) func(*Config) {
 // the space changed nothing, and a restarted controller inherited
 // "cgroup absent".
 func TestStoppedRevisionRetried(t *testing.T) {
-	for _, restart := range []bool{false, true} {
-		name := map[bool]string{false: "space freed", true: "controller restarted, then space freed"}[restart]
-		t.Run(name, func(t *testing.T) {
+	for _, mode := range []string{"space freed", "force stop writes it", "full before the stop began", "controller restarted, then space freed"} {
+		t.Run(mode, func(t *testing.T) {
 			var full atomic.Bool
 			r := newRig(t, toolChildScript, fullStore(&full))
 			r.waitBinding("active")
@@ -174,8 +173,19 @@ func TestStoppedRevisionRetried(t *testing.T) {
 			gen := r.takeover(ctl)
 			promptSettled(t, ctl, gen, "run it")
 			child := readPID(t, r)
-			// The claim already says stopping; then the filesystem fills.
-			r.ctrl.inKill = func() { full.Store(true) }
+			wantClaim := claims.Stopping
+			if mode == "full before the stop began" {
+				full.Store(true) // not even stopping can be recorded
+				wantClaim = claims.Active
+			} else {
+				// The claim already says stopping; then the filesystem fills.
+				r.ctrl.inKill = func() { full.Store(true) }
+			}
+			if mode == "force stop writes it" {
+				gate := make(chan struct{})
+				t.Cleanup(func() { close(gate) })
+				r.ctrl.beforeRetry = func() { <-gate }
+			}
 			cf := ctl.confirm("force-stop", gen)
 			rc := ctl.must(map[string]any{"type": "force-stop", "request": "f1", "generation": gen, "confirmation": cf}, "receipt")
 			if rc["state"] != protocol.ReceiptUncertain || !strings.Contains(rc["reason"].(string), "claim store refused") {
@@ -189,11 +199,22 @@ func TestStoppedRevisionRetried(t *testing.T) {
 			r.ctrl.mu.Lock()
 			rec := r.ctrl.st.claim.Record()
 			r.ctrl.mu.Unlock()
-			if rec.State != claims.Stopping {
-				t.Fatalf("claim %s while the store is full; want stopping", rec.State)
+			if rec.State != wantClaim {
+				t.Fatalf("claim %s while the store is full; want %s", rec.State, wantClaim)
 			}
 
-			if !restart {
+			switch mode {
+			case "force stop writes it":
+				// Retries held back: the user's force stop writes the
+				// held proof, and signals nothing.
+				full.Store(false)
+				cf := ctl.confirm("force-stop", gen)
+				rc := ctl.must(map[string]any{"type": "force-stop", "request": "f2", "generation": gen, "confirmation": cf}, "receipt")
+				if rc["state"] != protocol.ReceiptStopped || rc["stop"] != held.ID {
+					t.Fatalf("force stop with a held proof: %v; want %s stopped", rc, held.ID)
+				}
+				fallthrough
+			case "space freed", "full before the stop began":
 				full.Store(false)
 				r.waitBinding("stopped")
 				s := currentStop(r)
@@ -206,6 +227,11 @@ func TestStoppedRevisionRetried(t *testing.T) {
 				r.ctrl.mu.Unlock()
 				if rec.State != claims.Stopped || rec.Proof == nil || rec.Proof.Digest != s.ProofDigest || n != 1 {
 					t.Fatalf("claim %s proof %+v, %d stops; want stopped with %s by the one stop", rec.State, rec.Proof, n, s.ProofDigest)
+				}
+				for _, e := range r.audit.entries(t) {
+					if strings.Contains(e["MESSAGE"], "SIGTERM") && e["MOSAIC_STOP"] != held.ID {
+						t.Fatalf("signalled again: %v", e)
+					}
 				}
 				wayBack(t, r, ctl, gen)
 				return

@@ -87,6 +87,9 @@ func (c *Controller) retryProof(ps *pendingStop) {
 			return
 		case <-t.C:
 		}
+		if c.beforeRetry != nil {
+			c.beforeRetry()
+		}
 		if c.writeHeld(context.Background(), ps) {
 			return
 		}

@@ -93,6 +93,31 @@ func (h *Handle) findRemoved(ctx context.Context, fs *cgroupFS) (*proofs.Removal
 	return nil, false, nil
 }
 
+// stillOurs checks that the cohort's unit is still the recorded
+// invocation and, when its id was recorded, that the cgroup at the path is
+// the one created at launch: only then may anything there be signalled.
+func (h *Handle) stillOurs(ctx context.Context, fs *cgroupFS) error {
+	c := h.Cohort
+	st, err := h.m.bus.unitState(ctx, c.Unit)
+	if err != nil {
+		return fmt.Errorf("unit %s: state unreadable: %w", c.Unit, err)
+	}
+	if c.InvocationID != "" && st.InvocationID != c.InvocationID {
+		return fmt.Errorf("unit %s is invocation %q, not %s: %w", c.Unit, st.InvocationID, c.InvocationID, ErrCgroupAbsent)
+	}
+	if c.CgroupID == 0 {
+		return nil
+	}
+	id, err := fs.id(c.Cgroup)
+	if err != nil {
+		return err
+	}
+	if id != c.CgroupID {
+		return fmt.Errorf("cgroup %s has id %d, not %d: %w", c.Cgroup, id, c.CgroupID, ErrCgroupAbsent)
+	}
+	return nil
+}
+
 func descends(cg, ancestor string) bool {
 	return len(cg) > len(ancestor) && cg[:len(ancestor)] == ancestor && (ancestor == "/" || cg[len(ancestor)] == '/')
 }

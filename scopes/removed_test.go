@@ -206,6 +206,51 @@ func TestRemovedIdentity(t *testing.T) {
 			t.Fatalf("replaced with the same id %d", e.Cohort.CgroupID)
 		}
 	})
+	t.Run("unit name and cgroup path taken by another invocation", func(t *testing.T) {
+		// After the removal a process of the user starts a scope under the
+		// same unit name and puts a live process at our exact engine
+		// cgroup path. Ours is gone (seen replaced, another cgroup id);
+		// the impostor is not ours and is never touched.
+		e := launchEngine(t, m, setsidEngine)
+		got := e.expect(t, "engine", "setsid", "ready")
+		eng, child := pin(t, got["engine"]), pin(t, got["setsid"])
+		systemctl(t, "kill", "--signal=KILL", e.Cohort.Unit)
+		waitUnitGone(t, m, e.Cohort)
+		imp := exec.Command("systemd-run", "--user", "--scope", "--unit="+e.Cohort.Unit, "-p", "Delegate=yes",
+			"--slice="+path.Base(path.Dir(e.Cohort.ScopeCgroup)), "sleep", "300")
+		if err := imp.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			exec.Command("systemctl", "--user", "kill", "--signal=KILL", e.Cohort.Unit).Run()
+			imp.Wait()
+		})
+		var st UnitState
+		for range 200 {
+			if st, _ = m.bus.unitState(ctxT(t), e.Cohort.Unit); st.ActiveState == "active" {
+				break
+			}
+			time.Sleep(25 * time.Millisecond)
+		}
+		if st.ActiveState != "active" || st.InvocationID == e.Cohort.InvocationID {
+			t.Fatalf("impostor unit %+v", st)
+		}
+		impostor := pin(t, fmt.Sprint(imp.Process.Pid))
+		if err := fs.mkdir(e.Cohort.ScopeCgroup, EngineSubgroup); err != nil {
+			t.Fatal(err)
+		}
+		if err := fs.write(e.Cohort.Cgroup, "cgroup.procs", fmt.Sprint(impostor.pid)); err != nil {
+			t.Fatalf("move the impostor to %s: %v", e.Cohort.Cgroup, err)
+		}
+		res := reattached(t, e).Stop(ctxT(t), StopOptions{Stop: "stop-impostor", Grace: 100 * time.Millisecond})
+		assertRemovedProof(t, res, proofs.RemovedReplaced, eng, child)
+		if !impostor.alive() {
+			t.Fatal("the stop killed a process of another invocation")
+		}
+		if res.Observation.Removal.UnitInvocationID != st.InvocationID {
+			t.Fatalf("removal %+v does not record the other invocation %s", res.Observation.Removal, st.InvocationID)
+		}
+	})
 	t.Run("cgroup present with our id, known members dead, recorded invocation wrong", func(t *testing.T) {
 		// The engine leaves a setsid child and exits, the anchor is
 		// killed: every known member is dead, the cgroup (ours, by id)

@@ -98,6 +98,11 @@ func (h *Handle) Term(ctx context.Context, grace time.Duration) TermResult {
 	if err != nil {
 		return TermResult{Outcome: Uncertain, Reason: err.Error()}
 	}
+	// Signal nothing at the path unless it is still our cgroup: after a
+	// removal the unit name and the path can belong to someone else.
+	if err := h.stillOurs(ctx, fs); err != nil {
+		return TermResult{Outcome: Uncertain, Reason: "nothing signalled: " + err.Error()}
+	}
 	pids, err := fs.procs(c.Cgroup)
 	if err != nil {
 		if errors.Is(err, ErrCgroupAbsent) {
