@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"strconv"
@@ -84,7 +85,7 @@ func TestExternalScopeStopHasAWayBack(t *testing.T) {
 			promptSettled(t, ctl, gen, "run it")
 			child := readPID(t, r)
 			r.ctrl.mu.Lock()
-			unit := r.ctrl.st.exec.handle.Cohort.Unit
+			unit, cg := r.ctrl.st.exec.handle.Cohort.Unit, r.ctrl.st.exec.handle.Cohort.Cgroup
 			r.ctrl.mu.Unlock()
 
 			args := append([]string{"--user"}, external...)
@@ -93,12 +94,20 @@ func TestExternalScopeStopHasAWayBack(t *testing.T) {
 			}
 			r.waitBinding("uncertain")
 			waitGone(t, child)
+			for i := 0; ; i++ { // systemd removes the cgroup once the unit is stopped
+				if _, err := os.Stat("/sys/fs/cgroup" + cg); errors.Is(err, os.ErrNotExist) {
+					break
+				} else if i == 500 {
+					t.Fatalf("cgroup %s still there: %v", cg, err)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
 
 			m := ctl.refused(map[string]any{"type": "recover", "request": "rv0", "generation": gen, "confirmation": "cf-none"}, CodeStopProof)
 			if msg, _ := m["message"].(string); !strings.Contains(msg, "mosaicctl stop --take --yes") {
 				t.Fatalf("recover's refusal names no way out: %q", msg)
 			}
-			cf := ctl.confirm("force-stop", gen)
+			cf := confirmSaying(t, ctl, gen, "its cgroup is gone")
 			rc := ctl.must(map[string]any{"type": "force-stop", "request": "f1", "generation": gen, "confirmation": cf}, "receipt")
 			if rc["state"] != protocol.ReceiptStopped {
 				t.Fatalf("force stop after the scope was stopped from outside: %v", rc)
@@ -109,6 +118,18 @@ func TestExternalScopeStopHasAWayBack(t *testing.T) {
 			wayBack(t, r, ctl, gen)
 		})
 	}
+}
+
+// confirmSaying issues a force-stop confirmation, checks that the intent
+// a person confirms says want, and answers it.
+func confirmSaying(t *testing.T, ctl *peer, gen float64, want string) string {
+	t.Helper()
+	cf := ctl.must(map[string]any{"type": "issue-confirmation", "request": newID("ci-"), "operation": "force-stop", "generation": gen}, "confirmation")
+	if intent, _ := cf["intent"].(string); !strings.Contains(intent, want) {
+		t.Fatalf("force-stop intent %q does not say %q", intent, want)
+	}
+	ctl.must(map[string]any{"type": "answer-confirmation", "request": newID("ca-"), "confirmation": cf["id"], "answer": "confirm"}, "confirmation")
+	return cf["id"].(string)
 }
 
 // waitGone waits for pid to be gone (reaped, or a zombie of another
@@ -208,7 +229,7 @@ func TestStoppedRevisionRetried(t *testing.T) {
 				// Retries held back: the user's force stop writes the
 				// held proof, and signals nothing.
 				full.Store(false)
-				cf := ctl.confirm("force-stop", gen)
+				cf := confirmSaying(t, ctl, gen, "nothing is killed")
 				rc := ctl.must(map[string]any{"type": "force-stop", "request": "f2", "generation": gen, "confirmation": cf}, "receipt")
 				if rc["state"] != protocol.ReceiptStopped || rc["stop"] != held.ID {
 					t.Fatalf("force stop with a held proof: %v; want %s stopped", rc, held.ID)
