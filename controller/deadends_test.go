@@ -132,6 +132,53 @@ func confirmSaying(t *testing.T, ctl *peer, gen float64, want string) string {
 	return cf["id"].(string)
 }
 
+// TestRestartFinishesRemovedScope: the engine's scope was killed from
+// outside and the controller ended before anyone force stopped it: the
+// claim says uncertain. The next controller finds the cgroup gone and
+// finishes a stop by itself, on the basis cgroup-removed, without
+// signalling anything; recover then has a proof. On a build without the
+// basis the restarted controller left the claim uncertain for good.
+func TestRestartFinishesRemovedScope(t *testing.T) {
+	r := newRig(t, toolChildScript, nil)
+	r.waitBinding("active")
+	ctl := r.dial()
+	ctl.must(map[string]any{"type": "observe", "request": "o1"}, "observed")
+	gen := r.takeover(ctl)
+	promptSettled(t, ctl, gen, "run it")
+	child := readPID(t, r)
+	r.ctrl.mu.Lock()
+	unit := r.ctrl.st.exec.handle.Cohort.Unit
+	r.ctrl.mu.Unlock()
+	if out, err := exec.Command("systemctl", "--user", "kill", "--signal=KILL", unit).CombinedOutput(); err != nil {
+		t.Fatalf("systemctl kill: %v %s", err, out)
+	}
+	r.waitBinding("uncertain")
+	waitGone(t, child)
+	r.ctrl.Close()
+	r.ctrl.mu.Lock()
+	rec := r.ctrl.st.claim.Record()
+	r.ctrl.mu.Unlock()
+	if rec.State != claims.Uncertain {
+		t.Fatalf("claim %s after the engine exited without a stop; want uncertain", rec.State)
+	}
+	b, log := r.restart()
+	s := waitStop(t, b)
+	if s.State != "stopped" || proofBasis(t, s) != proofs.BasisCgroupRemoved {
+		t.Fatalf("restarted controller's stop %+v; want stopped on the cgroup's removal", s)
+	}
+	b.mu.Lock()
+	rec, binding := b.st.claim.Record(), b.st.binding
+	b.mu.Unlock()
+	if rec.State != claims.Stopped || rec.Proof == nil || rec.Proof.Digest != s.ProofDigest || binding != protocol.BindingStopped {
+		t.Fatalf("after the restart: claim %s %+v, binding %s", rec.State, rec.Proof, binding)
+	}
+	for _, e := range log.entries(t) {
+		if strings.Contains(e["MESSAGE"], "SIGTERM") {
+			t.Fatalf("the restarted controller signalled: %v", e)
+		}
+	}
+}
+
 // waitGone waits for pid to be gone (reaped, or a zombie of another
 // parent that is not ours to reap).
 func waitGone(t *testing.T, pid int) {
