@@ -153,6 +153,10 @@
 //     can write any cgroup.procs under user@<uid>.service) and so escape the
 //     enumeration; a cgroup namespace for the engine (with nsdelegate) would
 //     refuse it. Not done here.
+//   - The basis cgroup-removed needs the engine's and the anchor's pids and
+//     start times, which only the cohort record (Cohort JSON) keeps: a
+//     handle rebuilt from a claim record alone (CohortOf) can prove a
+//     running scope empty, not a removed one.
 //   - Times are CLOCK_BOOTTIME ns; the start time is field 22 of
 //     /proc/<pid>/stat in USER_HZ ticks (AT_CLKTCK).
 package scopes
