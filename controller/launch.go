@@ -104,6 +104,16 @@ func (c *Controller) adopt(ctx context.Context, rec *claims.Recovery) error {
 	r := rec.Claim.Record()
 	x := &execution{id: r.Execution, engineName: "orphan"}
 	co, cohortErr := c.loadCohort(r.Execution)
+	if e := r.Engine; cohortErr != nil && e != nil && e.Cgroup != "" {
+		// The cohort record is lost; the claim's incarnation still names
+		// the engine's cgroup (and its id), pid and start time: enough to
+		// prove a scope that still runs empty, not one already removed
+		// (the anchor is unknown).
+		if fb, err := scopes.CohortOf(r.Conversation, r.Execution, e.BootID, e.PID, e.StartTime, e.Cgroup); err == nil {
+			fb.CgroupID = e.CgroupID
+			co, cohortErr = fb, nil
+		}
+	}
 	if cohortErr == nil {
 		x.handle = c.cfg.Scopes.Reattach(co)
 	}
