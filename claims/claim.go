@@ -81,8 +81,11 @@ func (c *Claim) MarkUncertain(ctx context.Context, reason string) error {
 }
 
 // Stop records `stopped` with p, which must verify offline and be about
-// this claim's execution (same conversation, execution, boot id and
-// cgroup). Anything less is refused stop-proof and the claim is unchanged.
+// this claim's execution (same conversation, execution, boot id, cgroup
+// and, when recorded, cgroup id). Anything less is refused stop-proof and
+// the claim is unchanged. A Stop whose write failed (claim-store: the
+// store full, read-only) may be called again with the same proof until it
+// succeeds, whatever step the failed write reached.
 func (c *Claim) Stop(ctx context.Context, p proofs.Proof) error {
 	if p == nil {
 		return protocol.Refuse(CodeStopProof, "stopped needs a proof")
@@ -90,6 +93,9 @@ func (c *Claim) Stop(ctx context.Context, p proofs.Proof) error {
 	pr, err := newProofRecord(p)
 	if err != nil {
 		return protocol.Wrap(CodeStopProof, err, "encode proof")
+	}
+	if c.rec.State == Stopped && c.rec.Proof != nil && c.rec.Proof.Digest == pr.Digest {
+		return c.finishStop(ctx, pr)
 	}
 	return c.advance(ctx, "stop", []State{Active, Stopping, Uncertain}, func(r *Record) error {
 		r.State, r.Proof, r.Reason = Stopped, pr, ""
@@ -219,4 +225,22 @@ func (c *Claim) resync(ctx context.Context) {
 
 func (c *Claim) String() string {
 	return fmt.Sprintf("claim %s seq %d %s", c.rec.Claim, c.rec.Seq, c.rec.State)
+}
+
+// finishStop completes a Stop retried after a write that failed part way:
+// the seat key already holds this claim stopped with pr (the session key
+// may lag). Reading the keys settles the session key, itself a write that
+// can fail again (the store still full): then the error is returned and
+// the caller retries once more.
+func (c *Claim) finishStop(ctx context.Context, pr *ProofRecord) error {
+	v, err := c.s.load(ctx, c.keys)
+	if err != nil {
+		return refuseLoad(err)
+	}
+	cur := v.seat.current()
+	if cur == nil || cur.Claim != c.rec.Claim || cur.State != Stopped || cur.Proof == nil || cur.Proof.Digest != pr.Digest {
+		return protocol.Wrap(CodeStale, ErrStale, "stop: claim %s no longer holds proof %s", c.rec.Claim, pr.Digest)
+	}
+	c.rec = *cur
+	return nil
 }

@@ -75,6 +75,14 @@
 // Launcher may have, so it becomes uncertain and needs a cohort proof for
 // its execution's scope (or a boot proof for the launcher's boot).
 //
+// An incarnation may record its cgroup's kernel id (Process.CgroupID); a
+// cohort proof must then name the same id, so a cgroup re-created at the
+// same path can never stand in for the engine's. A Stop whose write failed
+// part way (claim-store: the store full or read-only; the seat key written
+// and the session key not, or a link that landed before a failed fsync)
+// may be called again with the same proof: it settles the keys instead of
+// refusing claim-state, so the caller can retry until the store takes it.
+//
 // No method releases a claim on disconnect, agent_settled, EOF, SIGTERM,
 // idle or an abort reply: there is no such method.
 //

@@ -104,6 +104,10 @@ func bindProof(rec *Record, p proofs.Proof) error {
 			return fmt.Errorf("cohort proof for %s/%s boot %s cgroup %s is not about execution %s/%s boot %s cgroup %s: %w",
 				q.Conversation, q.Execution, q.BootID, q.Cgroup, rec.Conversation, rec.Execution, e.BootID, e.Cgroup, proofs.ErrMalformed)
 		}
+		if e.CgroupID != 0 && q.CgroupID != e.CgroupID {
+			return fmt.Errorf("cohort proof names cgroup id %d, execution %s ran in cgroup id %d: %w",
+				q.CgroupID, rec.Execution, e.CgroupID, proofs.ErrMalformed)
+		}
 	case *proofs.BootProof:
 		if q.Conversation != rec.Conversation || q.Execution != rec.Execution || q.RecordedBootID != e.BootID {
 			return fmt.Errorf("boot proof for %s/%s boot %s is not about execution %s/%s boot %s: %w",

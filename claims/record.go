@@ -40,6 +40,10 @@ type Process struct {
 	PID       int    `json:"pid"`
 	StartTime uint64 `json:"start_time"`
 	Cgroup    string `json:"cgroup,omitempty"`
+	// CgroupID is the kernel id of Cgroup (its directory's inode), when
+	// recorded: a cohort proof must then name the same cgroup id, so a
+	// cgroup re-created at the same path can never stand in for it.
+	CgroupID uint64 `json:"cgroup_id,omitempty"`
 }
 
 // ProofRecord is the proof that allowed `stopped`, stored whole so the

@@ -4,12 +4,14 @@ import (
 	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/mosaic-agents/mosaic/audit"
 	"github.com/mosaic-agents/mosaic/protocol"
+	"github.com/mosaic-agents/mosaic/scopes"
 )
 
 // confirmation is a short-lived, single-use confirmation. It binds the
@@ -85,6 +87,10 @@ func (c *Controller) intentLocked(op, members, leaf string) string {
 		if x == nil || x.handle == nil {
 			return "force stop: no engine cohort is known; the stop will end uncertain"
 		}
+		if ps := c.st.pending; ps != nil {
+			return fmt.Sprintf("force stop execution %s: its cohort is already proven gone (proof %s); write that proof to the claim store now; nothing is killed",
+				x.id, ps.proof.Digest)
+		}
 		return fmt.Sprintf("force stop execution %s: kill every process in %s (%s); tool calls in flight become uncertain effects, nothing is rolled back",
 			x.id, x.handle.Cohort.Unit, members)
 	case protocol.CmdRecover:
@@ -104,6 +110,9 @@ func (c *Controller) memberSummary() string {
 		return "no cohort"
 	}
 	ms, err := x.handle.Members()
+	if errors.Is(err, scopes.ErrCgroupAbsent) {
+		return "its cgroup is gone: the stop proves the cohort ended from that removal if it is this execution's cgroup that went"
+	}
 	if err != nil {
 		return "membership unreadable: " + err.Error()
 	}

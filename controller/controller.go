@@ -43,6 +43,9 @@ type Config struct {
 	// PollInterval is how often the session file is checked for a
 	// foreign writer.
 	PollInterval time.Duration
+	// RecordRetry bounds the backoff between attempts to write a stopped
+	// revision the claim store refused (0: 5 s).
+	RecordRetry time.Duration
 }
 
 // Controller is the state machine of one conversation: binding, control,
@@ -57,8 +60,10 @@ type Controller struct {
 
 	dispatch sync.Mutex
 	claimMu  sync.Mutex     // one claim transition at a time: a Claim is not safe for concurrent use
-	writes   sync.WaitGroup // claim writes started in the background (markUncertainLocked)
-	stopping tally          // stops running off the read loops; Close waits for them
+	writes   sync.WaitGroup // claim writes started in the background (markUncertainLocked, retryProof)
+	closing  chan struct{}  // closed by Close: background retries give up
+	closed   sync.Once
+	stopping tally // stops running off the read loops; Close waits for them
 
 	mu    sync.Mutex
 	conns map[string]*conn
@@ -82,6 +87,9 @@ type Controller struct {
 	// inKill, when set (tests only), runs where beforeKill does, but
 	// inside what Close waits for: a test shuts the controller down there.
 	inKill func()
+	// beforeRetry, when set (tests only), runs before each background
+	// attempt to write a held proof, so a test can hold the retries back.
+	beforeRetry func()
 	// afterInterrupt, when set (tests only), runs in an interrupt after
 	// the engine answered and before the outcome is recorded, so an engine
 	// exit can land exactly there.
@@ -108,6 +116,9 @@ type state struct {
 	forceRunning bool           // a force stop is under way (one escalation at a time)
 	dialogSeen   bool
 	preflight    string // why the load check failed; prompts refuse preflight
+	// pending is a cohort proof the claim store refused to record: the
+	// cohort is proven gone, the claim not yet stopped (record.go).
+	pending *pendingStop
 }
 
 // New returns a controller for cfg. Run starts it.
@@ -125,7 +136,7 @@ func New(cfg Config) *Controller {
 		cfg: cfg, bus: newBus(), log: cfg.Audit,
 		conns: map[string]*conn{}, dedup: map[string]*dedupEntry{},
 		confs: map[string]*confirmation{}, elig: map[string]*eligibility{},
-		stops: map[string]*protocol.Stop{}, cursors: newCursors(),
+		stops: map[string]*protocol.Stop{}, cursors: newCursors(), closing: make(chan struct{}),
 		st: state{binding: protocol.BindingIdle, revoked: map[string]bool{}},
 	}
 }

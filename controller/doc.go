@@ -35,5 +35,13 @@
 //     stream and its observed record, written before any event of that
 //     epoch, retires the older ones (conn.go).
 //   - A restart that finds the claim stopping finishes that force stop
-//     (K10); one that finds an engine without a stop only reports it.
+//     (K10); one that finds an engine without a stop only reports it; one
+//     that finds the claim uncertain and the engine's cgroup gone
+//     finishes the stop on that removal.
+//   - A stopped revision the claim store refuses (full, read-only) does
+//     not undo the proof: it is held in memory and journaled
+//     (CLAIM_WRITE=refused), the stop stays stopping, and the controller
+//     writes it again with backoff, signalling nothing (record.go). A force
+//     stop meanwhile writes it at once. Refusals of recover and force stop
+//     name the way out of the state (wayout.go, docs/recovery.md).
 package controller

@@ -104,6 +104,16 @@ func (c *Controller) adopt(ctx context.Context, rec *claims.Recovery) error {
 	r := rec.Claim.Record()
 	x := &execution{id: r.Execution, engineName: "orphan"}
 	co, cohortErr := c.loadCohort(r.Execution)
+	if e := r.Engine; cohortErr != nil && e != nil && e.Cgroup != "" {
+		// The cohort record is lost; the claim's incarnation still names
+		// the engine's cgroup (and its id), pid and start time: enough to
+		// prove a scope that still runs empty, not one already removed
+		// (the anchor is unknown).
+		if fb, err := scopes.CohortOf(r.Conversation, r.Execution, e.BootID, e.PID, e.StartTime, e.Cgroup); err == nil {
+			fb.CgroupID = e.CgroupID
+			co, cohortErr = fb, nil
+		}
+	}
 	if cohortErr == nil {
 		x.handle = c.cfg.Scopes.Reattach(co)
 	}
@@ -141,6 +151,13 @@ func (c *Controller) adopt(ctx context.Context, rec *claims.Recovery) error {
 		// end, and killing an empty cgroup kills nothing (brief §2
 		// "engine gone").
 		c.goStop(func() { c.conclude(context.WithoutCancel(ctx), x, newID("s-"), "restart observed an empty cohort") })
+	case errors.Is(err, scopes.ErrCgroupAbsent):
+		// The scope is gone (stopped from outside, or a stop whose
+		// stopped revision was never written): its removal, once shown to
+		// be this cgroup's, is the proof.
+		c.goStop(func() {
+			c.conclude(context.WithoutCancel(ctx), x, newID("s-"), "restart found the cohort's cgroup gone; its removal is the evidence")
+		})
 	}
 	return nil
 }
@@ -180,7 +197,7 @@ func (c *Controller) launch(ctx context.Context, head sessionHead, keys claims.K
 		if err := c.saveCohort(co); err != nil {
 			return err
 		}
-		return claim.Activate(ctx, claims.Process{BootID: co.BootID, PID: co.PID, StartTime: co.StartTime, Cgroup: co.Cgroup})
+		return claim.Activate(ctx, claims.Process{BootID: co.BootID, PID: co.PID, StartTime: co.StartTime, Cgroup: co.Cgroup, CgroupID: co.CgroupID})
 	}
 	h, err := c.cfg.Scopes.Launch(ctx, scopes.Spec{
 		Conversation: cv.ID, Execution: execID, Argv: spec.Args, Env: spec.Env, Dir: spec.Dir,

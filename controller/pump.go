@@ -38,7 +38,7 @@ func (c *Controller) watchExit(x *execution) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	x.exited = true
-	if c.st.exec != x || c.st.forceRunning || c.st.binding == protocol.BindingStopped {
+	if c.st.exec != x || c.st.forceRunning || c.st.pending != nil || c.st.binding == protocol.BindingStopped {
 		return
 	}
 	c.st.binding = protocol.BindingUncertain

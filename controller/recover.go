@@ -28,7 +28,7 @@ func (c *Controller) recover(k *conn, cmd *protocol.Command) (any, error) {
 		return nil, r
 	}
 	if c.st.binding != protocol.BindingStopped || c.st.claim == nil {
-		return nil, protocol.Refuse(CodeStopProof, "recover needs a stop proven by a cohort or boot proof; the binding is %s", c.st.binding)
+		return nil, protocol.Refuse(CodeStopProof, "recover needs a stop proven by a cohort or boot proof; the binding is %s: %s", c.st.binding, c.wayOutLocked())
 	}
 	rec := c.st.claim.Record()
 	if err := claims.Proven(&rec); err != nil {

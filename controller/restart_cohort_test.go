@@ -3,16 +3,18 @@ package controller
 import (
 	"context"
 	"os"
-	"strings"
 	"testing"
 
 	"github.com/mosaic-agents/mosaic/claims"
-	"github.com/mosaic-agents/mosaic/protocol"
+	"github.com/mosaic-agents/mosaic/proofs"
 )
 
-// A restart finds a claim stopping but no readable cohort record: it can
-// neither resume nor prove that stop, so the binding is uncertain, with a
-// reason naming the missing cohort, never stopping for good.
+// A restart finds a claim stopping but no readable cohort record. The
+// claim's own incarnation (engine cgroup and its id, pid, start time)
+// still names the scope, which still runs: the restart rebuilds the
+// cohort from it and finishes the stop, stopped only with a proof, never
+// stopping for good. (A removed scope needs the anchor the lost record
+// kept: then the binding stays uncertain, docs/recovery.md.)
 func TestRestartStoppingWithoutCohort(t *testing.T) {
 	r := newRig(t, plainScript, nil)
 	r.waitBinding("active")
@@ -25,10 +27,14 @@ func TestRestartStoppingWithoutCohort(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, _ := r.restart()
+	s := waitStop(t, b)
+	if s.State != "stopped" || s.Execution != exec || proofBasis(t, s) != proofs.BasisEmptyObserved {
+		t.Fatalf("restart over a stopping claim without its cohort record: stop %+v; want %s stopped with a proof", s, exec)
+	}
 	b.mu.Lock()
-	st, reason, stop := b.st.binding, b.st.reason, b.st.stop
+	rec := b.st.claim.Record()
 	b.mu.Unlock()
-	if st != protocol.BindingUncertain || !strings.Contains(reason, "cohort") || stop != nil {
-		t.Fatalf("restart over a stopping claim without its cohort: binding %s (%s), stop %+v; want uncertain naming the cohort, no stop", st, reason, stop)
+	if rec.State != claims.Stopped || rec.Proof == nil || rec.Proof.Digest != s.ProofDigest {
+		t.Fatalf("claim after the restart: %s %+v", rec.State, rec.Proof)
 	}
 }

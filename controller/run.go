@@ -51,5 +51,6 @@ func (c *Controller) Close() {
 		x.conn.Close()
 	}
 	c.stopping.wait()
+	c.closed.Do(func() { close(c.closing) })
 	c.writes.Wait()
 }

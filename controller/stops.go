@@ -8,6 +8,7 @@ import (
 
 	"github.com/mosaic-agents/mosaic/audit"
 	"github.com/mosaic-agents/mosaic/claims"
+	"github.com/mosaic-agents/mosaic/proofs"
 	"github.com/mosaic-agents/mosaic/protocol"
 	"github.com/mosaic-agents/mosaic/scopes"
 )
@@ -183,17 +184,24 @@ func (c *Controller) forceStop(k *conn, cmd *protocol.Command) (any, error) {
 	switch {
 	case x == nil || x.handle == nil:
 		c.mu.Unlock()
-		return nil, protocol.Refuse(CodeNoEngine, "no engine cohort is known to stop")
+		return nil, protocol.Refuse(CodeNoEngine, "no engine cohort is known to stop: %s", c.wayOutLocked())
 	case c.st.forceRunning:
 		c.mu.Unlock()
 		return nil, protocol.Refuse(CodeFenced, "force stop %s is already running", c.st.stop.ID)
 	case c.st.binding == protocol.BindingStopped:
 		c.mu.Unlock()
-		return nil, protocol.Refuse(CodeFenced, "already stopped with a proof")
+		return nil, protocol.Refuse(CodeFenced, "already stopped with a proof: %s", c.wayOutLocked())
 	}
 	if r := c.useConfirmationLocked(k, cmd.Confirmation, protocol.CmdForceStop); r != nil {
 		c.mu.Unlock()
 		return nil, r
+	}
+	if ps := c.st.pending; ps != nil {
+		// The cohort is already proven gone: write the held proof now,
+		// signal nothing.
+		gen := c.st.generation
+		c.mu.Unlock()
+		return later(func() (any, error) { return c.recordHeld(k, cmd, ps, gen), nil }), nil
 	}
 	s := &protocol.Stop{Record: "stop", ID: newID("s-"), Kind: "force-stop", Execution: x.id}
 	if prev := c.st.stop; prev != nil {
@@ -269,15 +277,26 @@ func (c *Controller) finishStop(ctx context.Context, x *execution, s *protocol.S
 	c.mu.Unlock()
 	outcome, reason := res.Outcome, res.Reason
 	var proof *claims.ProofRecord
+	var held *proofs.CohortProof
+	var heldErr error
 	if outcome == scopes.Stopped {
-		if claim == nil {
-			outcome, reason = scopes.Uncertain, "no claim to record the proof in"
-		} else if err := c.claimDo(func(cl *claims.Claim) error { return cl.Conclude(ctx, res.Observation) }); err != nil {
+		p, err := proofs.NewCohortProof(res.Observation)
+		switch {
+		case err != nil:
 			outcome, reason = scopes.Uncertain, "the observation does not prove the stop: "+err.Error()
-		} else {
-			proof = claim.Record().Proof
+		case claim == nil:
+			outcome, reason = scopes.Uncertain, "no claim to record the proof in"
+		default:
+			// A store that cannot be written now (full, read-only) does
+			// not undo the proof: it is held and written again.
+			if proof, err = c.recordProof(ctx, p); err != nil && retryable(err) {
+				held, heldErr = p, err
+			} else if err != nil {
+				outcome, reason = scopes.Uncertain, "the claim refused the proof: "+err.Error()
+			}
 		}
-	} else if claim != nil {
+	}
+	if proof == nil && held == nil && claim != nil {
 		c.claimDo(func(cl *claims.Claim) error { return cl.MarkUncertain(ctx, "force stop "+s.ID+": "+reason) })
 	}
 	c.mu.Lock()
@@ -285,14 +304,12 @@ func (c *Controller) finishStop(ctx context.Context, x *execution, s *protocol.S
 	s.Effects = effectReport(open)
 	s.ApprovalDisposition = c.approvalLocked()
 	c.st.stopRunning, c.st.forceRunning = false, false
-	if proof != nil {
-		s.ProofDigest, s.Proof = proof.Digest, proof.Body
-		c.st.binding = protocol.BindingStopped
-		c.closeAdmissionLocked("stopped with proof " + proof.Digest)
-		c.transitionLocked(s, "stopped", "cohort proof "+proof.Digest)
-		c.audit(audit.Proof, nil, fmt.Sprintf("cohort proof %s for execution %s", proof.Digest, x.id),
-			map[string]string{"PROOF_DIGEST": proof.Digest, "PROOF_TYPE": proof.Type, "PROOF": string(proof.Body), "STOP": s.ID, "EXECUTION": x.id})
-	} else {
+	switch {
+	case proof != nil:
+		c.stoppedLocked(x, s, proof)
+	case held != nil:
+		c.holdProofLocked(x, s, held, heldErr)
+	default:
 		c.st.binding = protocol.BindingUncertain
 		c.closeAdmissionLocked("force stop " + s.ID + " ended uncertain: " + reason)
 		c.transitionLocked(s, "uncertain", reason)

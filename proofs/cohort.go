@@ -25,10 +25,14 @@ const Version = 1
 // writes: Version plus the confinement evidence.
 const CohortVersion = 2
 
-// CohortProof is the evidence that one engine's whole cohort is gone:
-// complete membership of its scope's cgroup, the death of each member, and
-// then the cgroup observed present and empty. Build it with NewCohortProof;
-// a literal is never trusted, Verify checks everything again.
+// CohortProof is the evidence that one engine's whole cohort is gone, on
+// one of two bases: complete membership of its scope's cgroup, the death
+// of each member, and then the cgroup observed present and empty
+// (BasisEmptyObserved); or the cgroup observed removed, with the death of
+// every member known by pid (BasisCgroupRemoved); in both, the engine
+// shown confined (Confinement). Build it with
+// NewCohortProof; a literal is never trusted, Verify checks everything
+// again.
 type CohortProof struct {
 	Type          string   `json:"type"`
 	Version       int      `json:"version"`
@@ -49,7 +53,14 @@ type CohortProof struct {
 	Result        string   `json:"result"`
 	// Confinement is absent only in a version 1 proof.
 	Confinement *Confinement `json:"confinement,omitempty"`
-	Digest      string       `json:"digest,omitempty"`
+
+	// What the proof rests on (see removal.go). Omitted in proofs written
+	// before bases existed, which are held to the empty-observed checks.
+	Basis    Basis    `json:"basis,omitempty"`
+	CgroupID uint64   `json:"cgroup_id,omitempty"` // the cohort cgroup's kernel id, recorded at launch
+	Removal  *Removal `json:"removal,omitempty"`   // only with BasisCgroupRemoved
+
+	Digest string `json:"digest,omitempty"`
 }
 
 // Member is one process of the cohort with its observed death.
@@ -69,11 +80,23 @@ func NewCohortProof(obs Observation) (*CohortProof, error) {
 	if obs.Kind != KindScope {
 		errs = append(errs, fmt.Errorf("observation kind %q: %w", obs.Kind, ErrProcessGroup))
 	}
-	if !obs.MembershipComplete {
-		errs = append(errs, ErrIncompleteMembership)
+	if obs.Basis == "" {
+		obs.Basis = BasisEmptyObserved
 	}
-	if !obs.CgroupPresent {
-		errs = append(errs, fmt.Errorf("cgroup %q: %w", obs.Cgroup, ErrCgroupAbsent))
+	switch obs.Basis {
+	case BasisEmptyObserved:
+		if !obs.MembershipComplete {
+			errs = append(errs, ErrIncompleteMembership)
+		}
+		if !obs.CgroupPresent {
+			errs = append(errs, fmt.Errorf("cgroup %q: %w", obs.Cgroup, ErrCgroupAbsent))
+		}
+	case BasisCgroupRemoved:
+		// The kernel emptied the cgroup before it went: no enumeration is
+		// needed, only that it is this cgroup that went (checkRemoval).
+		if obs.Removal == nil {
+			errs = append(errs, fmt.Errorf("cgroup %q: no removal evidence: %w", obs.Cgroup, ErrCgroupAbsent))
+		}
 	}
 	if ok, why := obs.Confinement.Holds(obs.Cgroup); !ok {
 		errs = append(errs, fmt.Errorf("%s: %w", why, ErrUnconfined))
@@ -101,6 +124,9 @@ func NewCohortProof(obs Observation) (*CohortProof, error) {
 		Populated:     obs.Populated,
 		ActiveState:   obs.ActiveState,
 		Result:        obs.Result,
+		Basis:         obs.Basis,
+		CgroupID:      obs.CgroupID,
+		Removal:       obs.Removal,
 	}
 	conf := obs.Confinement
 	conf.Namespaces = slices.Clone(conf.Namespaces)
@@ -121,7 +147,7 @@ func NewCohortProof(obs Observation) (*CohortProof, error) {
 	var cs checks
 	checkCohort(&cs, p)
 	for _, c := range cs {
-		if !c.OK && (c.Name != "cgroup-empty" || obs.CgroupPresent) && c.Name != "confinement" {
+		if !c.OK && (c.Name != "cgroup-empty" || obs.CgroupPresent) && c.Name != "confinement" && (c.Name != "basis" || obs.Removal != nil) {
 			errs = append(errs, fmt.Errorf("%s: %s: %w", c.Name, c.Detail, c.err))
 		}
 	}
@@ -152,8 +178,7 @@ func checkCohort(cs *checks, p *CohortProof) {
 	cs.add("clock-ticks", p.ClockTicks > 0 && p.ClockTicks <= 1_000_000_000, ErrMalformed,
 		"clock ticks %d per second", p.ClockTicks)
 	checkMembers(cs, p)
-	cs.add("cgroup-empty", p.CgroupPresent && p.Populated == 0, emptySentinel(p),
-		"cgroup present %t, populated %d", p.CgroupPresent, p.Populated)
+	checkBasis(cs, p)
 	cs.add("unit-state", p.ActiveState == "inactive" || p.ActiveState == "failed", ErrUnitActive,
 		"active state %q result %q", p.ActiveState, p.Result)
 	checkConfinement(cs, p)

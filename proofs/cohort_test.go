@@ -75,7 +75,7 @@ func TestNewCohortProofBuildsVerifiableProof(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"active_state":"inactive","boot_id":"` + bootA + `","cgroup":"/user.slice/user-1000.slice/user@1000.service/app.slice/mosaic-engine-conv\\x2d1-exec\\x2d1.scope","cgroup_present":true,"clock_ticks":100,` +
+	want := `{"active_state":"inactive","basis":"empty-observed","boot_id":"` + bootA + `","cgroup":"/user.slice/user-1000.slice/user@1000.service/app.slice/mosaic-engine-conv\\x2d1-exec\\x2d1.scope","cgroup_present":true,"clock_ticks":100,` +
 		`"confinement":{"cgroup_root":"/user.slice/user-1000.slice/user@1000.service/app.slice/mosaic-engine-conv\\x2d1-exec\\x2d1.scope","confined":true,` +
 		`"masked":["/run/user/1000/bus","/run/user/1000/systemd","/run/user/1000/mosaic","/run/dbus/system_bus_socket"],` +
 		`"namespaces":[{"controller":4026531837,"engine":4026532001,"type":"user"},{"controller":4026531841,"engine":4026532002,"type":"mnt"},{"controller":4026531836,"engine":4026532003,"type":"pid"},{"controller":4026531835,"engine":4026532004,"type":"cgroup"}]},` +

@@ -4,14 +4,25 @@
 // A stop is `stopped` only with a proof. Two kinds exist:
 //
 //   - A CohortProof says that every process of one engine's systemd scope is
-//     gone: the complete membership enumerated from the scope's cgroup, a
-//     death observed for every member, and afterwards the cgroup itself seen
-//     present with `populated 0`. It is built only by NewCohortProof from an
+//     gone, on one of two bases (its `basis` field). `empty-observed`: the
+//     complete membership enumerated from the scope's cgroup while frozen,
+//     a death observed for every member, and afterwards the cgroup itself
+//     seen present with `populated 0`. `cgroup-removed`: the cgroup seen
+//     gone (the kernel removes a cgroup only when no process is in it, and
+//     cgroup2 cannot rename one), shown to be this execution's cgroup that
+//     went (`removal`: ENOENT in systemd's view, or another cgroup id at the
+//     path; the unit no longer our running invocation), with the death of
+//     every member known by pid and start time (the engine, the anchor, the
+//     TERM-phase members). It is built only by NewCohortProof from an
 //     Observation, and NewCohortProof refuses anything less: a process-group
 //     observation (a `setsid` child can leave a process group, so such an
 //     observation can never be complete), a member whose death was not
 //     observed, an absent or unreadable cgroup (absent is not empty), an
 //     observation taken before a death, or an engine not shown confined.
+//     An absent cgroup counts only with the removal evidence (basis
+//     cgroup-removed, below); a proof written before bases existed has no
+//     `basis` field and is held to the empty-observed checks, so stripping
+//     the basis of a removal proof makes it fail.
 //     The cgroup is the cohort only if nothing the engine started could
 //     leave it or have a process started elsewhere: the proof carries the
 //     Confinement evidence (the engine's own user, mount, pid and cgroup

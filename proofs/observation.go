@@ -40,7 +40,7 @@ type Observation struct {
 	MembershipComplete bool
 
 	// Cgroup state read from cgroup.events after every death.
-	CgroupPresent bool // the directory and cgroup.events were read
+	CgroupPresent bool // the directory and cgroup.events were read (false when removed)
 	Populated     int  // the populated value read; meaningful only if CgroupPresent
 
 	// ObservedAt is CLOCK_BOOTTIME nanoseconds when cgroup.events was read.
@@ -54,6 +54,14 @@ type Observation struct {
 	// Confinement is what kept the engine's descendants inside the cgroup,
 	// recorded at launch. Without it no proof is built.
 	Confinement Confinement
+
+	// What the stop rests on (see Basis); "" means BasisEmptyObserved.
+	Basis Basis
+	// CgroupID is the cohort cgroup's kernel id (the inode of its
+	// directory on cgroup2), recorded at launch; 0 if not recorded.
+	CgroupID uint64
+	// Removal is the evidence of BasisCgroupRemoved; nil otherwise.
+	Removal *Removal
 }
 
 // MemberObservation is one process of the cohort.

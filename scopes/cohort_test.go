@@ -233,37 +233,6 @@ func TestK4StopOneOfTwo(t *testing.T) {
 	}
 }
 
-// TestAbsentCgroupIsUncertain: a cgroup that is gone or was never there is
-// an absent observation, never an empty one.
-func TestAbsentCgroupIsUncertain(t *testing.T) {
-	m := testManager(t)
-	t.Run("scope stopped behind our back", func(t *testing.T) {
-		e := launchEngine(t, m, setsidEngine)
-		e.expect(t, "ready")
-		if out, err := exec.Command("systemctl", "--user", "kill", "--signal=SIGKILL", e.Cohort.Unit).CombinedOutput(); err != nil {
-			t.Fatalf("systemctl kill: %v %s", err, out)
-		}
-		waitUnitGone(t, m, e.Cohort)
-		if term := e.Term(ctxT(t), 100*time.Millisecond); term.Outcome != Uncertain {
-			t.Fatalf("TERM phase on an absent cgroup: %+v", term)
-		}
-		res := e.Stop(ctxT(t), StopOptions{Stop: "stop-absent", Grace: 100 * time.Millisecond})
-		if res.Outcome != Uncertain || !strings.Contains(res.Reason, "absent") {
-			t.Fatalf("outcome %s (%s), want uncertain: absent", res.Outcome, res.Reason)
-		}
-	})
-	t.Run("cgroup path missing while the unit lives", func(t *testing.T) {
-		e := launchEngine(t, m, echoEngine)
-		e.expect(t, "ready")
-		c := e.Cohort
-		c.Cgroup += "-missing"
-		res := m.Reattach(c).Stop(ctxT(t), StopOptions{Stop: "stop-absent", Grace: 100 * time.Millisecond})
-		if res.Outcome != Uncertain || !strings.Contains(res.Reason, "absent") || res.Observation.CgroupPresent {
-			t.Fatalf("outcome %s (%s), want uncertain: absent", res.Outcome, res.Reason)
-		}
-	})
-}
-
 func waitUnitGone(t *testing.T, m *Manager, c Cohort) {
 	t.Helper()
 	for range 200 {

@@ -177,10 +177,47 @@
 // The membership in the observation is the frozen enumeration plus the
 // TERM-phase members whose deaths were observed. Outcome `stopped` comes
 // from one function (verdict) and needs all of it; anything missing gives
-// `uncertain` with the reason. A cgroup that is missing or unreadable
-// (ENOENT, ENODEV) is an absent observation, never an empty one. If the
-// engine cgroup is not observed empty the anchor is left alive so a later
-// stop can observe again.
+// `uncertain` with the reason. This is the basis `empty-observed`. A
+// cgroup that is unreadable is an absent observation, never an empty one.
+// If the engine cgroup is not observed empty the anchor is left alive so a
+// later stop can observe again.
+//
+// # A scope already removed (basis cgroup-removed)
+//
+// A scope that systemd stopped and removed (`systemctl --user stop` or
+// `kill` of the unit, or an earlier stop of ours whose outcome was never
+// recorded) is evidence, not a wall. The kernel refuses to rmdir a
+// populated cgroup and cgroup2 has no rename, so once this execution's
+// engine cgroup is gone everything that stayed in it has exited, setsid
+// tool children included. The kill phase checks, before it freezes
+// anything, whether that is the case (findRemoved, removed.go):
+//
+//   - the user manager's own cgroup (its ControlGroup over D-Bus) must
+//     resolve through our cgroup2 handle, so the lookup happens in the view
+//     systemd names paths in and an ENOENT is not an artefact of a cgroup
+//     namespace or another mount;
+//   - nothing at the path (ENOENT) is ours gone; a cgroup at the path whose
+//     id (the directory's inode, the kernel's cgroup id, recorded at launch
+//     as Cohort.CgroupID) differs is a later cgroup that could only be
+//     created after ours went (seen `replaced`); a cgroup with our id, or
+//     with no id recorded to compare, is never taken as gone;
+//   - our invocation of the unit must be over (the unit gone, another
+//     invocation under the name, or ours inactive): a cgroup missing under
+//     a running invocation was removed by a process of the user, which can
+//     do so only after moving every member elsewhere;
+//   - every member known by pid and start time must be observed dead: the
+//     engine and the anchor (reaped by this process, pidfd readable, pid
+//     gone, or pid now another process's) and each TERM-phase member
+//     (pidfd). A member could have moved out before the removal, and the
+//     removal says nothing about it; one still alive (after a short window:
+//     cgroup_exit runs before exit_notify) is ErrKnownMemberAlive;
+//   - the cgroup is looked up again after those deaths: that read is the
+//     observation time.
+//
+// The observation then has Basis cgroup-removed and a proofs.Removal with
+// all of it, and verdict says Stopped. What a member started after moving
+// itself out of the scope is covered by no proof; only confinement of the
+// engine (a cgroup namespace) keeps members in.
 //
 // All cgroup files are opened beneath an O_PATH handle on the cgroup2 mount
 // with openat2(RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS|RESOLVE_NO_XDEV); the
@@ -196,6 +233,10 @@
 //
 // # Open
 //
+//   - The basis cgroup-removed needs the engine's and the anchor's pids and
+//     start times, which only the cohort record (Cohort JSON) keeps: a
+//     handle rebuilt from a claim record alone (CohortOf) can prove a
+//     running scope empty, not a removed one.
 //   - Times are CLOCK_BOOTTIME ns; the start time is field 22 of
 //     /proc/<pid>/stat in USER_HZ ticks (AT_CLKTCK).
 package scopes

@@ -110,6 +110,10 @@ type Cohort struct {
 	// it ran (see proofs.Confinement); Confined false says why not. A
 	// cohort recorded without it counts as unconfined.
 	Confinement proofs.Confinement `json:"confinement"`
+
+	// CgroupID is the kernel id of Cgroup (its directory's inode), so a
+	// stop can tell our cgroup from a later one at the same path.
+	CgroupID uint64 `json:"cgroup_id,omitempty"`
 }
 
 // Manager launches and stops engines. Make one per process: it holds the
@@ -189,6 +193,12 @@ type Handle struct {
 	anchor  *exec.Cmd
 	done    chan struct{}
 	exitErr error
+	// reapedAt and anchorReapedAt are the CLOCK_BOOTTIME times at which
+	// this process reaped the engine and the anchor; valid once done and
+	// anchorDone are closed. anchorDone is nil after Reattach.
+	reapedAt       uint64
+	anchorDone     chan struct{}
+	anchorReapedAt uint64
 
 	mu   sync.Mutex
 	term []*member // TERM-phase members, pinned by pidfd, for the kill phase
@@ -459,6 +469,10 @@ func (m *Manager) launchScope(ctx context.Context, spec Spec, name string, rel r
 			return nil, fmt.Errorf("%w: pid %d in %q (%v), want %s", ErrNotInScope, sub.pid, cg, cerr, sub.cg)
 		}
 	}
+	cgID, err := fs.id(engineCg)
+	if err != nil {
+		return nil, fmt.Errorf("scope %s: %w", name, err)
+	}
 	hst, err := readStat(hpid)
 	if err != nil {
 		return nil, fmt.Errorf("held child %d: %w", hpid, err)
@@ -497,6 +511,7 @@ func (m *Manager) launchScope(ctx context.Context, spec Spec, name string, rel r
 			InvocationID: st.InvocationID,
 			ScopeCgroup:  scopeCg,
 			Cgroup:       engineCg,
+			CgroupID:     cgID,
 			BootID:       boot,
 			PID:          hpid,
 			StartTime:    hst.StartTime,
@@ -504,10 +519,11 @@ func (m *Manager) launchScope(ctx context.Context, spec Spec, name string, rel r
 			AnchorStart:  ast.StartTime,
 			Confinement:  conf,
 		},
-		m:      m,
-		engine: held.cmd,
-		anchor: anchor,
-		done:   make(chan struct{}),
+		m:          m,
+		engine:     held.cmd,
+		anchor:     anchor,
+		done:       make(chan struct{}),
+		anchorDone: make(chan struct{}),
 	}
 	if spec.BeforeRelease != nil {
 		if err = spec.BeforeRelease(h.Cohort); err != nil {
@@ -518,7 +534,7 @@ func (m *Manager) launchScope(ctx context.Context, spec Spec, name string, rel r
 		return nil, fmt.Errorf("release held child %d: %w", hpid, err)
 	}
 	go h.reap()
-	go anchor.Wait()
+	go h.reapAnchor()
 	return h, nil
 }
 
@@ -602,7 +618,14 @@ func firstLine(s string) string {
 
 func (h *Handle) reap() {
 	h.exitErr = h.engine.Wait()
+	h.reapedAt = BoottimeNanos()
 	close(h.done)
+}
+
+func (h *Handle) reapAnchor() {
+	h.anchor.Wait()
+	h.anchorReapedAt = BoottimeNanos()
+	close(h.anchorDone)
 }
 
 // Reattach returns a handle on a cohort recorded by an earlier controller

@@ -98,6 +98,11 @@ func (h *Handle) Term(ctx context.Context, grace time.Duration) TermResult {
 	if err != nil {
 		return TermResult{Outcome: Uncertain, Reason: err.Error()}
 	}
+	// Signal nothing at the path unless it is still our cgroup: after a
+	// removal the unit name and the path can belong to someone else.
+	if err := h.stillOurs(ctx, fs); err != nil {
+		return TermResult{Outcome: Uncertain, Reason: "nothing signalled: " + err.Error()}
+	}
 	pids, err := fs.procs(c.Cgroup)
 	if err != nil {
 		if errors.Is(err, ErrCgroupAbsent) {
@@ -179,6 +184,7 @@ func (h *Handle) baseObservation(stop string) proofs.Observation {
 		Unit:         c.Unit,
 		InvocationID: c.InvocationID,
 		Cgroup:       c.Cgroup,
+		CgroupID:     c.CgroupID,
 		BootID:       c.BootID,
 		ClockTicks:   ClockTicks(),
 		Confinement:  c.Confinement,
@@ -220,6 +226,12 @@ func (h *Handle) killScope(ctx context.Context, opts StopOptions) StopResult {
 		h.Cohort.InvocationID = st.InvocationID
 		res.Notes = append(res.Notes, "invocation id taken from the unit: "+st.InvocationID)
 	}
+	// Already gone (stopped by someone else, or by a stop whose record
+	// was never written): the kernel's removal of the cgroup is then the
+	// evidence, once it is shown to be ours that went.
+	if _, gone, _ := h.findRemoved(ctx, fs); gone {
+		return h.killRemoved(ctx, fs, dl, res)
+	}
 	if st.InvocationID != c.InvocationID {
 		obs.ActiveState, obs.Result = st.ActiveState, st.Result
 		return uncertain("unit %s is invocation %q (%s), not %s: the cohort's cgroup is %v", c.Unit, st.InvocationID, st.ActiveState, c.InvocationID, ErrCgroupAbsent)
@@ -227,6 +239,9 @@ func (h *Handle) killScope(ctx context.Context, opts StopOptions) StopResult {
 
 	// Freeze, so the membership cannot change while it is enumerated.
 	if err := fs.write(c.Cgroup, "cgroup.freeze", "1"); err != nil {
+		if _, gone, _ := h.findRemoved(ctx, fs); gone && errors.Is(err, ErrCgroupAbsent) {
+			return h.killRemoved(ctx, fs, dl, res) // removed under us, just now
+		}
 		return uncertain("freeze: %v", err)
 	}
 	_, frozen, err := fs.waitEvents(c.Cgroup, dl, func(e cgEvents) bool { return e.Frozen == 1 })
@@ -271,6 +286,7 @@ func (h *Handle) killScope(ctx context.Context, opts StopOptions) StopResult {
 	}
 	obs.ObservedAt, obs.ObservedWall = BoottimeNanos(), time.Now()
 	obs.CgroupPresent, obs.Populated = true, ev.Populated
+	obs.Basis = proofs.BasisEmptyObserved
 	if ev.Populated == 0 {
 		// Release the scope: kill the anchor, then the unit goes inactive.
 		st, err := h.releaseScope(ctx, fs, dl)
@@ -380,9 +396,11 @@ func (h *Handle) releaseScope(ctx context.Context, fs *cgroupFS, dl time.Time) (
 }
 
 // verdict is the one place that says Stopped. It requires, of a scope
-// observation: complete membership, every member's death observed before
-// the observation time, the cgroup present with populated 0 and the unit
-// inactive or failed.
+// observation: every member's death observed before the observation time,
+// the unit inactive or failed, and one of the two bases: complete
+// membership and the cgroup present with populated 0 (empty-observed), or
+// the cgroup shown removed with every known member's death
+// (cgroup-removed).
 func verdict(o *proofs.Observation) (Outcome, string) {
 	var why []string
 	if o.Kind != proofs.KindScope {
@@ -391,13 +409,24 @@ func verdict(o *proofs.Observation) (Outcome, string) {
 	if ok, reason := o.Confinement.Holds(o.Cgroup); !ok {
 		why = append(why, reason)
 	}
-	if !o.MembershipComplete {
-		why = append(why, "membership not enumerated completely while frozen")
-	}
-	if !o.CgroupPresent {
-		why = append(why, ErrCgroupAbsent.Error())
-	} else if o.Populated != 0 {
-		why = append(why, fmt.Sprintf("cgroup populated %d", o.Populated))
+	switch o.Basis {
+	case proofs.BasisCgroupRemoved:
+		if o.CgroupPresent || o.Removal == nil {
+			why = append(why, "cgroup removal not observed")
+		} else if o.Removal.Seen == proofs.RemovedReplaced && (o.CgroupID == 0 || o.Removal.SeenCgroupID == o.CgroupID) {
+			why = append(why, "the cgroup at the path cannot be told apart from ours")
+		} else if len(o.Removal.Known) != 2 {
+			why = append(why, "the deaths of the engine and the anchor not both observed")
+		}
+	default:
+		if !o.MembershipComplete {
+			why = append(why, "membership not enumerated completely while frozen")
+		}
+		if !o.CgroupPresent {
+			why = append(why, ErrCgroupAbsent.Error())
+		} else if o.Populated != 0 {
+			why = append(why, fmt.Sprintf("cgroup populated %d", o.Populated))
+		}
 	}
 	for _, m := range o.Members {
 		if !m.Died {

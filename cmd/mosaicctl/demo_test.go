@@ -40,7 +40,7 @@ func TestDemo(t *testing.T) {
 		"The listing is above.",          // the streamed answer after the tool
 		"/engine\n",                      // the setsid child's cgroup is the engine scope's
 		"background jobs left: 0",        // the force stop killed it
-		"verified: all 15 checks passed", // confinement included
+		"verified: all 16 checks passed", // basis and confinement included
 		"0 failed verification",          // the audit re-verified the journaled proof
 		"launched: execution",
 		"Back after the recovery",

@@ -30,7 +30,7 @@ func runRecover(ctx context.Context, c *cli.Context) error {
 	if b := s.c.State().Binding; b != nil && b.State != protocol.BindingStopped {
 		// Refused before taking control, as the controller would refuse
 		// it after: recover follows a proven stop only.
-		return protocol.Refuse("stop-proof", "recover needs a stop proven by a cohort or boot proof; the binding is %s (`mosaicctl stop %s` first)", b.State, s.id)
+		return protocol.Refuse("stop-proof", "recover needs a stop proven by a cohort or boot proof; the binding is %s: %s", b.State, recoverWayOut(b, s.id))
 	}
 	how := consent{yes: true, why: "the recover command"}
 	if err := s.take(ctx, c, true, how); err != nil {
@@ -58,4 +58,16 @@ func runRecover(ctx context.Context, c *cli.Context) error {
 	}
 	fmt.Fprintf(s.out, "launched: execution %s, generation %d (receipt %s)\n", rc.Execution, rc.Generation, rc.ID)
 	return nil
+}
+
+// recoverWayOut says what to run before recover, by binding state
+// (docs/recovery.md has every cause of uncertain).
+func recoverWayOut(b *protocol.Binding, id string) string {
+	switch b.State {
+	case protocol.BindingStopping:
+		return "a stop is under way or its proof waits to be recorded: " + orDash(b.AdmissionReason) + "; `mosaicctl status " + id + "` shows when it is stopped"
+	case protocol.BindingUncertain:
+		return "run `mosaicctl stop --take --yes " + id + "` first: it proves the cohort ended (also when its scope was already stopped or removed), then recover; see docs/recovery.md"
+	}
+	return "run `mosaicctl stop --take --yes " + id + "` first"
 }

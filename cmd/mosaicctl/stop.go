@@ -62,6 +62,12 @@ func runStop(ctx context.Context, c *cli.Context) error {
 			fmt.Fprintf(s.out, "  proof written to %s (mosaicctl proof verify %s)\n", file, file)
 		}
 	}
+	if rc.State != protocol.ReceiptStopped && st != nil && st.State == "stopping" {
+		// The controller holds a proof the claim store refused: the
+		// stop is not over, it ends stopped once the revision is written.
+		return unknown("the force stop is still stopping (stop %s, receipt %s)%s; `mosaicctl status %s` shows when it is stopped",
+			rc.Stop, rc.ID, reason(rc.Reason), s.id)
+	}
 	if rc.State != protocol.ReceiptStopped {
 		return unsettled(rc.State, "the force stop ended %s: nothing proves the cohort is gone (stop %s, receipt %s)%s",
 			rc.State, rc.Stop, rc.ID, reason(rc.Reason))
