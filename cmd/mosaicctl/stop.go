@@ -28,6 +28,11 @@ func stopCommand() *cli.Command {
 }
 
 func runStop(ctx context.Context, c *cli.Context) error {
+	if file := c.String("proof"); file != "" {
+		if err := checkProofFile(file); err != nil {
+			return err
+		}
+	}
 	s, err := startVerb(ctx, c, "stop")
 	if err != nil {
 		return err
@@ -56,8 +61,8 @@ func runStop(ctx context.Context, c *cli.Context) error {
 	if file := c.String("proof"); file != "" {
 		if st == nil || len(st.Proof) == 0 {
 			fmt.Fprintf(os.Stderr, "mosaicctl: no proof to write to %s: the stop ended %s\n", file, rc.State)
-		} else if err := os.WriteFile(file, append(st.Proof, '\n'), 0o600); err != nil {
-			return fmt.Errorf("write the proof: %w", err)
+		} else if err := writeProofFile(file, append(st.Proof, '\n')); err != nil {
+			return proofNotWritten(err, rc.Stop, s.id)
 		} else {
 			fmt.Fprintf(s.out, "  proof written to %s (mosaicctl proof verify %s)\n", file, file)
 		}
