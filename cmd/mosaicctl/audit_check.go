@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"sort"
 
 	"github.com/mosaic-agents/mosaic/claims"
 )
@@ -55,11 +56,11 @@ func crossCheck(r *auditReport, journaled map[string][]byte, failedDigests map[s
 			continue
 		}
 		body, ok := journaled[pr.Digest]
-		sp.journaled = ok
+		sp.journaled = ok || failedDigests[pr.Digest]
 		switch {
-		case !ok:
 		case failedDigests[pr.Digest]:
 			sp.err = fmt.Errorf("the journaled copy does not verify")
+		case !ok:
 		case body == nil: // left out of the entry as too large
 			sp.err = checkJournaledProof(pr.Body, pr.Digest)
 			sp.verified = sp.err == nil
@@ -72,6 +73,7 @@ func crossCheck(r *auditReport, journaled map[string][]byte, failedDigests map[s
 			r.onlyJournal = append(r.onlyJournal, d)
 		}
 	}
+	sort.Strings(r.onlyJournal)
 }
 
 // missing counts the store's proofs absent from the journal.
@@ -96,12 +98,13 @@ func (r *auditReport) dropped() int {
 // verdict is the audit's exit: nil when every proof of the store is in
 // the journal and verifies and journald dropped nothing.
 func (r *auditReport) verdict(id string) error {
-	unverified := r.failed
+	unverified := 0
 	for _, sp := range r.stored {
 		if sp.err != nil {
 			unverified++
 		}
 	}
+	unverified = max(unverified, r.failed)
 	switch {
 	case unverified > 0:
 		return unsettled(codeAuditUnverified, "%d proof(s) in the journal do not verify", unverified)
