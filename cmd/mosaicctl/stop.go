@@ -18,7 +18,8 @@ func stopCommand() *cli.Command {
 		ArgsUsage: "ID",
 		Description: "Shows the scope, its processes and the execution, then asks y/N on a terminal; --yes\n" +
 			"consents for scripts; without either it refuses confirmation-required. Prints the stop record\n" +
-			"and its proof. Exit 0 stopped with a proof, 2 refused, 3 outcome unknown, 4 uncertain.",
+			"and its proof; --proof FILE refuses a symlink before stopping and replaces a regular FILE whole.\n" +
+			"Exit 0 stopped with a proof, 2 refused, 3 outcome unknown, 4 uncertain or the proof file not written.",
 		Flags: verbFlags(
 			&cli.BoolFlag{Name: "yes", Usage: "consent without asking (scripts)"},
 			&cli.StringFlag{Name: "proof", Usage: "write the stop's proof to `FILE`, for `mosaicctl proof verify FILE`"},
