@@ -49,6 +49,7 @@ type aggregator struct {
 	window time.Duration
 	now    func() time.Time
 	keys   map[aggKey]*tally
+	ready  []Entry // counts of closed windows not yet written
 }
 
 func newAggregator() *aggregator {
@@ -57,7 +58,7 @@ func newAggregator() *aggregator {
 
 // admit reports whether e is to be written whole; otherwise it is counted,
 // and expire (called by the window's timer through onEnd) writes the count.
-func (a *aggregator) admit(e Entry, onEnd func(aggKey)) bool {
+func (a *aggregator) admit(e Entry, onEnd func(aggKey, *tally)) bool {
 	k := aggKey{e.Event, e.Refusal}
 	if _, ok := a.keys[k]; !ok && len(a.keys) >= maxKeys {
 		k.code = overflowKey
@@ -65,8 +66,8 @@ func (a *aggregator) admit(e Entry, onEnd func(aggKey)) bool {
 	now := a.now()
 	t := a.keys[k]
 	if t == nil || now.Sub(t.start) >= a.window {
-		if t != nil && t.timer != nil {
-			t.timer.Stop()
+		if t != nil { // its timer has not written the count yet
+			a.end(k, t)
 		}
 		t = &tally{start: now}
 		a.keys[k] = t
@@ -83,7 +84,7 @@ func (a *aggregator) admit(e Entry, onEnd func(aggKey)) bool {
 	t.peer = e.Peer
 	t.name(e.Connection)
 	if t.timer == nil {
-		t.timer = time.AfterFunc(t.start.Add(a.window).Sub(now), func() { onEnd(k) })
+		t.timer = time.AfterFunc(t.start.Add(a.window).Sub(now), func() { onEnd(k, t) })
 	}
 	return false
 }
@@ -101,11 +102,21 @@ func (t *tally) name(conn string) {
 	t.more++
 }
 
-// expire ends k's window: its summary, if anything was counted, and the
-// key forgotten.
-func (a *aggregator) expire(k aggKey) (Entry, bool) {
-	t := a.keys[k]
-	if t == nil {
+// end closes t, k's window, before a new one starts: its count, if any,
+// waits in ready for the Logger to write before anything else.
+func (a *aggregator) end(k aggKey, t *tally) {
+	if t.timer != nil {
+		t.timer.Stop()
+	}
+	if t.count > 0 {
+		a.ready = append(a.ready, summary(k, t, a.window))
+	}
+}
+
+// expire is t's timer: the window is over, its count is written and the
+// key forgotten, unless a later entry already closed t.
+func (a *aggregator) expire(k aggKey, t *tally) (Entry, bool) {
+	if a.keys[k] != t {
 		return Entry{}, false
 	}
 	delete(a.keys, k)
@@ -115,10 +126,17 @@ func (a *aggregator) expire(k aggKey) (Entry, bool) {
 	return summary(k, t, a.window), true
 }
 
+// takeReady returns the counts of windows closed by later entries.
+func (a *aggregator) takeReady() []Entry {
+	r := a.ready
+	a.ready = nil
+	return r
+}
+
 // drain returns the summaries of everything counted so far, in a stable
 // order; the windows go on, so later repeats are still counted.
 func (a *aggregator) drain() []Entry {
-	var out []Entry
+	out := a.takeReady()
 	for _, k := range sortedKeys(a.keys) {
 		t := a.keys[k]
 		if t.count == 0 {

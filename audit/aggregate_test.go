@@ -146,3 +146,21 @@ func TestManyCodesBounded(t *testing.T) {
 		t.Fatalf("%d keys tracked; want at most %d", n, maxKeys+1)
 	}
 }
+
+// TestLateWindowKeepsCount: when the next repeat arrives after the window
+// ended but before its timer wrote the count, the count is written first,
+// never dropped with the old window.
+func TestLateWindowKeepsCount(t *testing.T) {
+	l, s := newSent(t, WithAggregation(1, time.Hour))
+	now := time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC)
+	l.agg.now = func() time.Time { return now }
+	for range 3 {
+		l.Log(refusal("k-1", "busy"))
+	}
+	now = now.Add(2 * time.Hour) // the timer (real time) has not fired
+	l.Log(refusal("k-1", "busy"))
+	got := s.all()
+	if len(got) != 3 || got[1]["MOSAIC_COUNT"] != "2" || got[2]["MOSAIC_COUNT"] != "" {
+		t.Fatalf("entries %v; want one whole, the count of 2, then the new window's first whole", got)
+	}
+}

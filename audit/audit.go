@@ -136,7 +136,11 @@ func (l *Logger) Log(e Entry) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if peerCaused(e) {
-		if !l.agg.admit(e, l.summaryFunc()) {
+		admitted := l.agg.admit(e, l.summaryFunc())
+		for _, s := range l.agg.takeReady() {
+			l.writeLocked(s, journal.PriNotice)
+		}
+		if !admitted {
 			return
 		}
 	} else {
@@ -164,11 +168,11 @@ func (l *Logger) flushLocked() {
 }
 
 // summaryFunc is what a window's timer calls when it ends.
-func (l *Logger) summaryFunc() func(k aggKey) {
-	return func(k aggKey) {
+func (l *Logger) summaryFunc() func(aggKey, *tally) {
+	return func(k aggKey, t *tally) {
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		if s, ok := l.agg.expire(k); ok {
+		if s, ok := l.agg.expire(k, t); ok {
 			l.writeLocked(s, journal.PriNotice)
 		}
 	}
