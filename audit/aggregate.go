@@ -175,7 +175,8 @@ func summary(k aggKey, t *tally, window time.Duration) Entry {
 	if t.more > 0 {
 		who += fmt.Sprintf(" and %d more", t.more)
 	}
-	what := map[Event]string{Connect: "connected", Hello: "said hello", Disconnect: "disconnected", Refusal: "refused"}[k.event]
+	what := map[Event]string{Connect: "connected", Hello: "said hello", Disconnect: "disconnected", Refusal: "refused",
+		Receipt: "retried a request exactly"}[k.event]
 	if k.code != "" {
 		what += " " + k.code
 	}

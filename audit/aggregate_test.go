@@ -98,6 +98,12 @@ func TestDecisionsNeverCounted(t *testing.T) {
 	if got := s.all(); len(got) != 33 {
 		t.Fatalf("%d entries; want all 33 decisions written", len(got))
 	}
+	for range 3 { // an exact retry dispatches nothing: a peer's repeat
+		l.Log(Entry{Event: Receipt, Connection: "k-1", Message: "exact retry", Fields: map[string]string{"RETRY": "true"}})
+	}
+	if got := s.all(); len(got) != 34 {
+		t.Fatalf("%d entries after 3 exact retries; want one written, two counted", len(got))
+	}
 }
 
 // TestWindowEndWritesCount: a count held back is written when its window

@@ -184,6 +184,8 @@ func peerCaused(e Entry) bool {
 	switch e.Event {
 	case Connect, Hello, Disconnect, Refusal:
 		return e.Connection != ""
+	case Receipt: // an exact retry: the same record again, nothing dispatched
+		return e.Connection != "" && e.Fields["RETRY"] == "true"
 	}
 	return false
 }

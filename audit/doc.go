@@ -18,7 +18,8 @@
 // journald drop the decisions that follow. Three things keep them:
 //
 //   - Aggregation. Entries a peer's connection causes (connect, hello,
-//     refusal, disconnect) are counted per (event, refusal code): the first
+//     refusal, disconnect, the receipt of an exact retry) are counted per
+//     (event, refusal code): the first
 //     Burst of a Window are written whole, the rest become one entry
 //     "N more" with MOSAIC_COUNT=N when the window ends, or before the next
 //     decision, so the journal keeps the order of what happened. A flood of
