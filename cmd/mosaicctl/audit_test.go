@@ -170,7 +170,7 @@ func TestAuditSurvivesRefusalFlood(t *testing.T) {
 // the claim store is missing from the journal, and journald suppressed
 // messages; it exits 4 audit-gap instead of a clean "0 proofs".
 func TestAuditReportsSuppression(t *testing.T) {
-	sandboxtest.Require(t)
+	env := sandboxtest.Require(t)
 	bin := sandboxtest.Bin(t, "mosaicctl")
 	entry, _ := fakeEngine(t, stubmodel.Script{})
 	id, _, _ := startConversation(t, bin, "suppressed", "--engine", entry, "--provider", "fakellm", "--model", "fake-model")
@@ -223,5 +223,14 @@ func TestAuditReportsSuppression(t *testing.T) {
 	if !strings.HasPrefix(r.stderr, "mosaicctl: "+codeAuditGap+": ") || !strings.Contains(r.stdout, "MISSING from the journal") ||
 		!strings.Contains(r.stdout, "1 proofs in the claim store, 1 missing") {
 		t.Fatalf("audit of a proof the journal lost: exit %d\nstdout:\n%s\nstderr:\n%s\nwant audit-gap naming the missing proof", r.code, r.stdout, r.stderr)
+	}
+
+	// A user who may not read the system journal, where journald's notices
+	// are, is told the suppression was not checked, never "0 suppressed".
+	if env.PeerUser != "" {
+		r = runCmd(t, env.AsPeer(t, bin, "audit", id))
+		if !strings.Contains(r.stdout, "suppression NOT CHECKED") || strings.Contains(r.stdout, "suppressed 0") {
+			t.Fatalf("audit by a user who cannot read the system journal: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+		}
 	}
 }
