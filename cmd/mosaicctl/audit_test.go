@@ -152,6 +152,7 @@ func TestAuditSurvivesRefusalFlood(t *testing.T) {
 		}
 		accounted += c
 	}
+	t.Logf("%d entries of the controller in all; %d refusal entries account for %d refusals", len(entries), refusals, accounted)
 	if refusals > 100 || accounted != n+1 {
 		t.Errorf("%d refusal entries accounting for %d refusals; want a few counted entries accounting for all %d", refusals, accounted, n+1)
 	}
