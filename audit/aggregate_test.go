@@ -1,6 +1,8 @@
 package audit
 
 import (
+	"errors"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -168,5 +170,32 @@ func TestLateWindowKeepsCount(t *testing.T) {
 	got := s.all()
 	if len(got) != 3 || got[1]["MOSAIC_COUNT"] != "2" || got[2]["MOSAIC_COUNT"] != "" {
 		t.Fatalf("entries %v; want one whole, the count of 2, then the new window's first whole", got)
+	}
+}
+
+// TestJournalRetriedAfterFailure: one failed send puts that entry on
+// stderr; the next entry goes to the journal again with its fields.
+func TestJournalRetriedAfterFailure(t *testing.T) {
+	s := &sent{}
+	fail := true
+	l := New("pi-test", withSend(func(msg string, p journal.Priority, vars map[string]string) error {
+		if fail {
+			fail = false
+			return errors.New("journald restarting")
+		}
+		return s.send(msg, p, vars)
+	}))
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := os.Stderr
+	os.Stderr = devnull
+	l.Log(Entry{Event: Launch, Message: "first"})
+	os.Stderr = old
+	devnull.Close()
+	l.Log(Entry{Event: Launch, Message: "second"})
+	if got := s.all(); len(got) != 1 || got[0]["MESSAGE"] != "second" {
+		t.Fatalf("journal got %v; want the entry after the failure", got)
 	}
 }

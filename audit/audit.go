@@ -130,8 +130,9 @@ func NewWriter(conversation string, w io.Writer, opts ...Option) *Logger {
 
 // Log writes one entry, or counts it when it is one of a peer's repeated
 // entries beyond the window's burst. A decision first writes the counts
-// of everything held back before it. A journal failure falls back to
-// stderr rather than losing the entry.
+// of everything held back before it. An entry the journal refuses goes to
+// stderr (as a JSON line with MOSAIC_JOURNAL_ERROR) rather than being
+// lost.
 func (l *Logger) Log(e Entry) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -195,18 +196,22 @@ func peerCaused(e Entry) bool {
 func (l *Logger) writeLocked(e Entry, prio journal.Priority) {
 	vars := l.fields(e)
 	msg := bound(e.Message, MaxMessage)
-	if l.fallback == nil {
+	out := l.fallback
+	if out == nil {
 		err := l.send(msg, prio, vars)
 		if err == nil {
 			return
 		}
+		// This entry goes to stderr; the next one tries the journal again
+		// (journald restarts, a full socket buffer), so one failure does
+		// not strip every later entry of its fields.
 		vars["MOSAIC_JOURNAL_ERROR"] = bound(err.Error(), MaxField)
-		l.fallback = os.Stderr
+		out = os.Stderr
 	}
 	vars["MESSAGE"] = msg
 	vars["PRIORITY"] = strconv.Itoa(int(prio))
 	b, _ := json.Marshal(vars)
-	fmt.Fprintf(l.fallback, "%s\n", b)
+	fmt.Fprintf(out, "%s\n", b)
 }
 
 func (l *Logger) fields(e Entry) map[string]string {
