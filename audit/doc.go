@@ -28,8 +28,10 @@
 //     itself (a refusal without a connection).
 //   - Priority. Decisions are written at notice, peer-caused entries at
 //     info: `journalctl -p notice` lists the decisions alone. Both share
-//     journald's notice/info pool, which the aggregated peer entries can
-//     only reach by a few hundred entries per window; the unit template
+//     journald's notice/info pool, to which the aggregated peer entries
+//     add at most Burst+1 per (event, code) and window (about a thousand
+//     with every code the controller has; 21 for a flood of one code),
+//     a tenth of journald's default burst; the unit template
 //     sends the controller's stderr (and so the engine's) at warning with
 //     level prefixes ignored, into another pool, so engine output cannot
 //     crowd decisions out either.
