@@ -1,12 +1,3 @@
-// Package audit writes every decision of a controller (connect, hello,
-// refusal, disconnect; later admission, takeover, stop transition, proof) as
-// a structured journald entry, so `journalctl --user -u
-// mosaic-conv@<id>.service MOSAIC_EVENT=hello` is the audit trail.
-//
-// Each event kind has a stable MESSAGE_ID (journalctl MESSAGE_ID=...), and
-// fields carry the MOSAIC_ prefix. Where no journal is reachable (a
-// developer running `serve --listen` in a terminal) entries go to stderr as
-// JSON lines instead, so nothing is dropped silently.
 package audit
 
 import (
@@ -17,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/coreos/go-systemd/v22/journal"
 )
@@ -83,68 +75,160 @@ type Peer struct {
 	PID int
 }
 
-// Logger audits the decisions of one conversation's controller.
+// Logger audits the decisions of one conversation's controller. It is
+// safe for concurrent use.
 type Logger struct {
 	conversation string
 	mu           sync.Mutex
 	fallback     io.Writer // nil when the journal is used
 	send         func(msg string, p journal.Priority, vars map[string]string) error
+	agg          *aggregator
+}
+
+// Option configures a Logger.
+type Option func(*Logger)
+
+// WithAggregation sets how many entries of one (event, refusal code) a
+// peer's connections may cause per window before they are counted instead
+// of written (defaults Burst and Window). burst < 1 is taken as 1.
+func WithAggregation(burst int, window time.Duration) Option {
+	return func(l *Logger) {
+		if burst < 1 {
+			burst = 1
+		}
+		l.agg.burst, l.agg.window = burst, window
+	}
+}
+
+// withSend replaces journal.Send (tests).
+func withSend(send func(string, journal.Priority, map[string]string) error) Option {
+	return func(l *Logger) { l.send, l.fallback = send, nil }
 }
 
 // New returns a Logger for a conversation. It writes to the journal when
 // one is reachable and to stderr otherwise.
-func New(conversation string) *Logger {
-	l := &Logger{conversation: conversation, send: journal.Send}
+func New(conversation string, opts ...Option) *Logger {
+	l := &Logger{conversation: conversation, send: journal.Send, agg: newAggregator()}
 	if !journal.Enabled() {
 		l.fallback = os.Stderr
+	}
+	for _, o := range opts {
+		o(l)
 	}
 	return l
 }
 
 // NewWriter returns a Logger that writes JSON lines to w, for tests and
 // for `serve --listen` outside systemd.
-func NewWriter(conversation string, w io.Writer) *Logger {
-	return &Logger{conversation: conversation, fallback: w}
+func NewWriter(conversation string, w io.Writer, opts ...Option) *Logger {
+	l := &Logger{conversation: conversation, fallback: w, agg: newAggregator()}
+	for _, o := range opts {
+		o(l)
+	}
+	return l
 }
 
-// Log writes one entry. A journal failure falls back to stderr rather
-// than losing the entry.
+// Log writes one entry, or counts it when it is one of a peer's repeated
+// entries beyond the window's burst. A decision first writes the counts
+// of everything held back before it. An entry the journal refuses goes to
+// stderr (as a JSON line with MOSAIC_JOURNAL_ERROR) rather than being
+// lost.
 func (l *Logger) Log(e Entry) {
-	vars := l.fields(e)
-	prio := journal.PriInfo
-	if e.Event == Refusal {
-		prio = journal.PriNotice
-	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.fallback == nil {
-		err := l.send(e.Message, prio, vars)
+	if peerCaused(e) {
+		admitted := l.agg.admit(e, l.summaryFunc())
+		for _, s := range l.agg.takeReady() {
+			l.writeLocked(s, journal.PriNotice)
+		}
+		if !admitted {
+			return
+		}
+	} else {
+		l.flushLocked()
+	}
+	prio := journal.PriNotice
+	if peerCaused(e) {
+		prio = journal.PriInfo
+	}
+	l.writeLocked(e, prio)
+}
+
+// Flush writes the counts held back so far; a controller calls it before
+// it exits so that no count is lost.
+func (l *Logger) Flush() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.flushLocked()
+}
+
+func (l *Logger) flushLocked() {
+	for _, s := range l.agg.drain() {
+		l.writeLocked(s, journal.PriNotice)
+	}
+}
+
+// summaryFunc is what a window's timer calls when it ends.
+func (l *Logger) summaryFunc() func(aggKey, *tally) {
+	return func(k aggKey, t *tally) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if s, ok := l.agg.expire(k, t); ok {
+			l.writeLocked(s, journal.PriNotice)
+		}
+	}
+}
+
+// peerCaused reports whether an entry is one a peer's connection causes
+// and so may repeat at the peer's will. Everything else is a decision.
+func peerCaused(e Entry) bool {
+	switch e.Event {
+	case Connect, Hello, Disconnect, Refusal:
+		return e.Connection != ""
+	case Receipt: // an exact retry: the same record again, nothing dispatched
+		return e.Connection != "" && e.Fields["RETRY"] == "true"
+	}
+	return false
+}
+
+// writeLocked writes one entry: decisions and counts at notice, what a
+// peer's connection caused at info (see the package doc).
+func (l *Logger) writeLocked(e Entry, prio journal.Priority) {
+	vars := l.fields(e)
+	msg := bound(e.Message, MaxMessage)
+	out := l.fallback
+	if out == nil {
+		err := l.send(msg, prio, vars)
 		if err == nil {
 			return
 		}
-		vars["MOSAIC_JOURNAL_ERROR"] = err.Error()
-		l.fallback = os.Stderr
+		// This entry goes to stderr; the next one tries the journal again
+		// (journald restarts, a full socket buffer), so one failure does
+		// not strip every later entry of its fields.
+		vars["MOSAIC_JOURNAL_ERROR"] = bound(err.Error(), MaxField)
+		out = os.Stderr
 	}
-	vars["MESSAGE"] = e.Message
+	vars["MESSAGE"] = msg
+	vars["PRIORITY"] = strconv.Itoa(int(prio))
 	b, _ := json.Marshal(vars)
-	fmt.Fprintf(l.fallback, "%s\n", b)
+	fmt.Fprintf(out, "%s\n", b)
 }
 
 func (l *Logger) fields(e Entry) map[string]string {
 	vars := map[string]string{
 		"MESSAGE_ID":          messageIDs[e.Event],
 		"MOSAIC_EVENT":        string(e.Event),
-		"MOSAIC_CONVERSATION": l.conversation,
+		"MOSAIC_CONVERSATION": bound(l.conversation, MaxField),
 	}
 	if e.Connection != "" {
-		vars["MOSAIC_CONNECTION"] = e.Connection
+		vars["MOSAIC_CONNECTION"] = bound(e.Connection, MaxField)
 	}
 	if e.Peer != nil {
 		vars["MOSAIC_PEER_UID"] = strconv.Itoa(e.Peer.UID)
 		vars["MOSAIC_PEER_PID"] = strconv.Itoa(e.Peer.PID)
 	}
 	if e.Refusal != "" {
-		vars["MOSAIC_REFUSAL"] = e.Refusal
+		vars["MOSAIC_REFUSAL"] = bound(e.Refusal, MaxField)
 	}
 	keys := make([]string, 0, len(e.Fields))
 	for k := range e.Fields {
@@ -152,7 +236,19 @@ func (l *Logger) fields(e Entry) map[string]string {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		vars["MOSAIC_"+k] = e.Fields[k]
+		if !validName(k) {
+			continue // journald would refuse the whole entry
+		}
+		v := e.Fields[k]
+		if k == "PROOF" {
+			if len(v) > MaxProof {
+				vars["MOSAIC_PROOF_OMITTED"] = strconv.Itoa(len(v))
+				continue
+			}
+			vars["MOSAIC_PROOF"] = v
+			continue
+		}
+		vars["MOSAIC_"+k] = bound(v, MaxField)
 	}
 	return vars
 }

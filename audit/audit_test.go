@@ -33,7 +33,7 @@ func TestLogFields(t *testing.T) {
 	want := map[string]string{
 		"MESSAGE": "refused", "MESSAGE_ID": messageIDs[Refusal], "MOSAIC_EVENT": "refusal",
 		"MOSAIC_CONVERSATION": "pi-abc", "MOSAIC_CONNECTION": "k1", "MOSAIC_PEER_UID": "1000",
-		"MOSAIC_PEER_PID": "42", "MOSAIC_REFUSAL": "peer-uid", "MOSAIC_DETAIL": "x",
+		"MOSAIC_PEER_PID": "42", "MOSAIC_REFUSAL": "peer-uid", "MOSAIC_DETAIL": "x", "PRIORITY": "6",
 	}
 	for k, v := range want {
 		if got[k] != v {

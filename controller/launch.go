@@ -89,6 +89,7 @@ func (c *Controller) start(ctx context.Context) error {
 		c.st.binding = protocol.BindingStopped
 		c.closeAdmissionLocked("stopped with a proof; recover, then launch, to start again")
 		c.st.claim = rec.Claim
+		c.auditBootProof(rec.Claim.Record())
 		return nil
 	case claims.VerdictHeld:
 		return protocol.Refuse("already-active", "another controller holds conversation %s", c.cfg.Conversation.ID)

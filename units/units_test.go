@@ -20,7 +20,8 @@ func TestRender(t *testing.T) {
 		"mosaic-conv@.socket": {"ListenStream=%t/mosaic/conv/%i.sock", "SocketMode=0600", "DirectoryMode=0700",
 			"Accept=no", "FileDescriptorName=control", "RemoveOnStop=yes"},
 		"mosaic-conv@.service": {"Type=notify", "NotifyAccess=main", "ExecStart=/opt/mosaic/bin/mosaicctl serve --conversation %i",
-			"Requires=mosaic-conv@%i.socket", "After=mosaic-conv@%i.socket", "Restart=on-failure", "NoNewPrivileges=yes"},
+			"Requires=mosaic-conv@%i.socket", "After=mosaic-conv@%i.socket", "Restart=on-failure", "NoNewPrivileges=yes",
+			"SyslogLevel=warning", "SyslogLevelPrefix=no", "LogRateLimitIntervalSec=30s", "LogRateLimitBurst=10000"},
 	}
 	for _, f := range files {
 		if !IsOurs(f.Data) {

@@ -1,72 +1,172 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
-	"os/exec"
+	"time"
 
+	"github.com/mosaic-agents/mosaic/claims"
 	"github.com/mosaic-agents/mosaic/conversations"
 	"github.com/mosaic-agents/mosaic/proofs"
+	"github.com/mosaic-agents/mosaic/terminal"
+	"github.com/mosaic-agents/mosaic/units"
 	"github.com/urfave/cli/v2"
 )
 
 func auditCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "audit",
-		Usage:     "print a conversation's decisions from the journal and re-verify every proof found there",
+		Usage:     "print a conversation's decisions from the journal, re-verify every proof there and cross-check the claim store's proofs against it",
 		ArgsUsage: "ID",
+		Description: "Exit 0: every proof in the claim store is in the journal and verifies, and journald dropped nothing.\n" +
+			"Exit 4 (code first on stderr): audit-unverified, audit-gap (a stored proof is missing from the journal),\n" +
+			"audit-suppressed (journald's rate limit dropped messages), audit-store (claim keys unreadable).",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "json", Usage: "print the journal entries as JSON lines"},
+			&cli.StringFlag{Name: "claim-root", Usage: "the claim store `DIR` (default $XDG_STATE_HOME/mosaic/claims)"},
 		},
 		Action: func(c *cli.Context) error {
 			id := c.Args().First()
 			if c.NArg() != 1 || !conversations.ValidID(id) {
 				return fmt.Errorf("want exactly one conversation id; see `mosaicctl conv list`")
 			}
-			// journalctl reads the journal as the system administers it
-			// (split per user, rotated, access-controlled); parsing its
-			// JSON export keeps mosaicctl free of libsystemd.
-			out, err := exec.CommandContext(c.Context, "journalctl", "--user", "-o", "json", "--no-pager",
-				"MOSAIC_CONVERSATION="+id).Output()
-			if err != nil {
-				return fmt.Errorf("read the journal (journalctl --user MOSAIC_CONVERSATION=%s): %w", id, err)
+			err := runAudit(c, id)
+			var v *verdict
+			if errors.As(err, &v) {
+				fmt.Fprintf(os.Stderr, "mosaicctl: %s\n", v.Error())
+				os.Exit(v.status)
 			}
-			entries, proofsSeen, bad := 0, 0, 0
-			sc := bufio.NewScanner(bytes.NewReader(out))
-			sc.Buffer(make([]byte, 1<<20), 64<<20)
-			for sc.Scan() {
-				var e map[string]any
-				if json.Unmarshal(sc.Bytes(), &e) != nil {
-					continue
-				}
-				entries++
-				if c.Bool("json") {
-					fmt.Println(sc.Text())
-				} else {
-					fmt.Printf("%-13s %-12s %s\n", str(e["MOSAIC_EVENT"]), str(e["MOSAIC_CONNECTION"]), str(e["MESSAGE"]))
-				}
-				raw := str(e["MOSAIC_PROOF"])
-				if raw == "" {
-					continue
-				}
-				proofsSeen++
-				if err := checkJournaledProof([]byte(raw), str(e["MOSAIC_PROOF_DIGEST"])); err != nil {
-					bad++
-					fmt.Printf("  proof %s: FAILED: %v\n", str(e["MOSAIC_PROOF_DIGEST"]), err)
-				} else {
-					fmt.Printf("  proof %s: verified (digest, membership, deaths, empty cgroup)\n", str(e["MOSAIC_PROOF_DIGEST"]))
-				}
-			}
-			fmt.Fprintf(os.Stderr, "%d journal entries, %d proofs, %d failed verification\n", entries, proofsSeen, bad)
-			if bad > 0 {
-				return fmt.Errorf("%d proof(s) in the journal do not verify", bad)
-			}
-			return nil
+			return err
 		},
 	}
+}
+
+func runAudit(c *cli.Context, id string) error {
+	ctx := c.Context
+	service, uid := units.ServiceUnit(id), os.Getuid()
+	entries, err := conversationEntries(ctx, id, service, uid)
+	if err != nil {
+		return fmt.Errorf("read the journal: %w", err)
+	}
+	r := &auditReport{entries: len(entries)}
+	journaled := map[string][]byte{}
+	failed := map[string]bool{}
+	var since time.Time
+	for _, e := range entries {
+		if t := entryTime(e); !t.IsZero() && (since.IsZero() || t.Before(since)) {
+			since = t
+		}
+		printEntry(c.Bool("json"), e)
+		digest := e["MOSAIC_PROOF_DIGEST"]
+		if e["MOSAIC_EVENT"] != "proof" || digest == "" {
+			continue
+		}
+		r.journaled++
+		raw := e["MOSAIC_PROOF"]
+		if raw == "" { // left out as too large: the store's copy is checked
+			if _, ok := journaled[digest]; !ok {
+				journaled[digest] = nil
+			}
+			fmt.Printf("  proof %s: journaled without its body (%s bytes); checked against the claim store\n", digest, e["MOSAIC_PROOF_OMITTED"])
+			continue
+		}
+		if err := checkJournaledProof([]byte(raw), digest); err != nil {
+			r.failed++
+			failed[digest] = true
+			fmt.Printf("  proof %s: FAILED: %v\n", digest, err)
+			continue
+		}
+		journaled[digest] = []byte(raw)
+		fmt.Printf("  proof %s: verified (digest, membership, deaths, empty cgroup)\n", digest)
+	}
+
+	stored, err := storedProofs(ctx, c.String("claim-root"), id)
+	r.storeProblem = err
+	for _, rev := range stored {
+		r.stored = append(r.stored, storedProof{rev: rev})
+		if !rev.Written.IsZero() && (since.IsZero() || rev.Written.Before(since)) {
+			since = rev.Written
+		}
+	}
+	crossCheck(r, journaled, failed)
+	r.suppressed, r.noticesRead, err = suppressions(ctx, since, service, uid)
+	if err != nil {
+		return fmt.Errorf("read journald's suppression notices: %w", err)
+	}
+	printCrossCheck(r)
+	fmt.Printf("%d journal entries, %d proofs, %d failed verification; %d proofs in the claim store, %d missing from the journal; %s\n",
+		r.entries, r.journaled, r.failed, len(r.stored), r.missing(), suppressionSummary(r))
+	return r.verdict(id)
+}
+
+// storedProofs reads the claim store's proofs of the conversation; a store
+// that does not exist yet holds none.
+func storedProofs(ctx context.Context, root, id string) ([]claims.ProofRevision, error) {
+	if root == "" {
+		r, err := claims.DefaultRoot()
+		if err != nil {
+			return nil, err
+		}
+		root = r
+	}
+	if _, err := os.Stat(root); errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	store, err := claims.Open(root)
+	if err != nil {
+		return nil, err
+	}
+	return store.Proofs(ctx, id)
+}
+
+func printEntry(asJSON bool, e journalEntry) {
+	if asJSON {
+		b, _ := json.Marshal(e)
+		fmt.Println(string(b))
+		return
+	}
+	fmt.Printf("%-13s %-12s %s\n", e["MOSAIC_EVENT"], terminal.SanitizeLine(e["MOSAIC_CONNECTION"]), terminal.SanitizeLine(e["MESSAGE"]))
+}
+
+func printCrossCheck(r *auditReport) {
+	fmt.Printf("claim store: %d proof(s) of this conversation\n", len(r.stored))
+	for _, sp := range r.stored {
+		pr := sp.rev.Proof
+		what := fmt.Sprintf("  stored proof %s (%s, execution %s, claim %s revision %d)", pr.Digest, pr.Type, sp.rev.Execution, sp.rev.Claim, sp.rev.Seq)
+		switch {
+		case sp.exempt:
+			fmt.Printf("%s: no engine ran; not journaled\n", what)
+		case !sp.journaled:
+			fmt.Printf("%s: MISSING from the journal\n", what)
+		case sp.err != nil:
+			fmt.Printf("%s: in the journal, FAILED: %v\n", what, sp.err)
+		default:
+			fmt.Printf("%s: in the journal, verified\n", what)
+		}
+	}
+	for _, d := range r.onlyJournal {
+		fmt.Printf("  journaled proof %s: not in the claim store\n", d)
+	}
+	if r.storeProblem != nil {
+		fmt.Printf("  claim store: %v\n", r.storeProblem)
+	}
+	for _, s := range r.suppressed {
+		fmt.Printf("journald: suppressed %d messages from %s (notice at %s)\n", s.dropped, s.unit, s.at.UTC().Format(time.RFC3339))
+	}
+	if !r.noticesRead {
+		fmt.Println("journald: suppression NOT CHECKED: its notices are in the system journal, which this user may not read (add the user to group systemd-journal or adm)")
+	}
+}
+
+func suppressionSummary(r *auditReport) string {
+	if !r.noticesRead {
+		return "suppression not checked"
+	}
+	return fmt.Sprintf("journald suppressed %d messages", r.dropped())
 }
 
 // checkJournaledProof re-verifies a proof found in the journal and checks

@@ -18,7 +18,8 @@ func stopCommand() *cli.Command {
 		ArgsUsage: "ID",
 		Description: "Shows the scope, its processes and the execution, then asks y/N on a terminal; --yes\n" +
 			"consents for scripts; without either it refuses confirmation-required. Prints the stop record\n" +
-			"and its proof. Exit 0 stopped with a proof, 2 refused, 3 outcome unknown, 4 uncertain.",
+			"and its proof; --proof FILE refuses a symlink before stopping and replaces a regular FILE whole.\n" +
+			"Exit 0 stopped with a proof, 2 refused, 3 outcome unknown, 4 uncertain or the proof file not written.",
 		Flags: verbFlags(
 			&cli.BoolFlag{Name: "yes", Usage: "consent without asking (scripts)"},
 			&cli.StringFlag{Name: "proof", Usage: "write the stop's proof to `FILE`, for `mosaicctl proof verify FILE`"},
@@ -28,6 +29,11 @@ func stopCommand() *cli.Command {
 }
 
 func runStop(ctx context.Context, c *cli.Context) error {
+	if file := c.String("proof"); file != "" {
+		if err := checkProofFile(file); err != nil {
+			return err
+		}
+	}
 	s, err := startVerb(ctx, c, "stop")
 	if err != nil {
 		return err
@@ -56,8 +62,8 @@ func runStop(ctx context.Context, c *cli.Context) error {
 	if file := c.String("proof"); file != "" {
 		if st == nil || len(st.Proof) == 0 {
 			fmt.Fprintf(os.Stderr, "mosaicctl: no proof to write to %s: the stop ended %s\n", file, rc.State)
-		} else if err := os.WriteFile(file, append(st.Proof, '\n'), 0o600); err != nil {
-			return fmt.Errorf("write the proof: %w", err)
+		} else if err := writeProofFile(file, append(st.Proof, '\n')); err != nil {
+			return proofNotWritten(err, rc.Stop, s.id)
 		} else {
 			fmt.Fprintf(s.out, "  proof written to %s (mosaicctl proof verify %s)\n", file, file)
 		}

@@ -40,8 +40,30 @@ for u in "$testuser" "$peeruser"; do
 	fi
 done
 chroot "$root" usermod -a -G systemd-journal "$testuser"
+# It may also set journald's rate limit through one fixed root helper, which
+# is how a test makes journald drop messages (the sandbox turns the limit off
+# above); the helper takes only an interval and a burst, or "off".
+cat >"$root/usr/local/sbin/mosaic-sandbox-journald" <<'HELPER'
+#!/bin/sh
+# usage: mosaic-sandbox-journald ratelimit INTERVAL BURST | ratelimit off
+set -eu
+conf=/run/systemd/journald.conf.d/zz-test-ratelimit.conf
+case "${1:-}:${2:-}" in
+ratelimit:off) rm -f "$conf" ;;
+ratelimit:*)
+	echo "${2:-}" | grep -Eqx '[0-9]+(ms|s|min)?' || { echo "bad interval" >&2; exit 2; }
+	echo "${3:-}" | grep -Eqx '[0-9]+' || { echo "bad burst" >&2; exit 2; }
+	printf '[Journal]\nRateLimitIntervalSec=%s\nRateLimitBurst=%s\n' "$2" "$3" >"$conf" ;;
+*) echo "usage: $0 ratelimit INTERVAL BURST | ratelimit off" >&2; exit 2 ;;
+esac
+systemctl restart systemd-journald
+HELPER
+chmod 0755 "$root/usr/local/sbin/mosaic-sandbox-journald"
 if [ -d "$root/etc/sudoers.d" ]; then
-	printf '%s ALL=(%s) NOPASSWD: ALL\n' "$testuser" "$peeruser" >"$root/etc/sudoers.d/mosaic-sandbox"
+	{
+		printf '%s ALL=(%s) NOPASSWD: ALL\n' "$testuser" "$peeruser"
+		printf '%s ALL=(root) NOPASSWD: /usr/local/sbin/mosaic-sandbox-journald\n' "$testuser"
+	} >"$root/etc/sudoers.d/mosaic-sandbox"
 	chmod 0440 "$root/etc/sudoers.d/mosaic-sandbox"
 fi
 

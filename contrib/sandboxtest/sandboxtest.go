@@ -106,3 +106,28 @@ func (e Env) AsPeer(tb testing.TB, name string, args ...string) *exec.Cmd {
 	}
 	return exec.Command("sudo", append([]string{"-n", "-u", e.PeerUser, "--", name}, args...)...)
 }
+
+// JournalRateLimit sets the sandbox's journald rate limit (RateLimitIntervalSec=
+// interval, RateLimitBurst=burst, for every unit) until the test ends; the
+// sandbox otherwise runs journald without one. It restarts journald, which
+// forgets what it counted so far. Only the sandbox can do this (a fixed root
+// helper, see contrib/sandbox/inner.sh); elsewhere the test is unavailable.
+func JournalRateLimit(tb testing.TB, interval string, burst int) {
+	tb.Helper()
+	const helper = "/usr/local/sbin/mosaic-sandbox-journald"
+	set := func(args ...string) error {
+		out, err := exec.Command("sudo", append([]string{"-n", helper, "ratelimit"}, args...)...).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%s %v: %v: %s", helper, args, err, out)
+		}
+		return nil
+	}
+	if err := set(interval, strconv.Itoa(burst)); err != nil {
+		Unavailable(tb, "cannot set journald's rate limit: %v", err)
+	}
+	tb.Cleanup(func() {
+		if err := set("off"); err != nil {
+			tb.Errorf("restore journald's rate limit: %v", err)
+		}
+	})
+}

@@ -1,0 +1,51 @@
+package audit
+
+import (
+	"strconv"
+	"unicode/utf8"
+)
+
+// Bounds on what one entry may carry, in bytes. Peer text reaches entries
+// through messages and fields (a client name, a refusal that quotes a
+// record type); a bound keeps a prefix of it, never the whole.
+const (
+	// MaxField bounds every MOSAIC_ field but the proof.
+	MaxField = 512
+	// MaxMessage bounds MESSAGE, the human line.
+	MaxMessage = 1024
+	// MaxProof bounds MOSAIC_PROOF, the canonical JSON of a proof the
+	// controller recorded (not peer text). A larger proof is left out,
+	// its digest kept; the claim store holds it whole.
+	MaxProof = 1 << 20
+)
+
+// bound returns s if it fits in max bytes, else its longest prefix that
+// ends on a rune boundary and, with a note of how much was cut, fits.
+func bound(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	note := "…[cut from " + strconv.Itoa(len(s)) + " bytes]"
+	cut := max - len(note)
+	if cut < 0 { // no room to say so: the prefix alone
+		cut, note = max, ""
+	}
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + note
+}
+
+// validName reports whether k, prefixed with MOSAIC_, is a field name
+// journald accepts: upper-case letters, digits and underscores.
+func validName(k string) bool {
+	if k == "" || len(k) > 64-len("MOSAIC_") {
+		return false
+	}
+	for _, r := range k {
+		if !(r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_') {
+			return false
+		}
+	}
+	return true
+}

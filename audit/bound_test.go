@@ -1,0 +1,58 @@
+package audit
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+// TestFieldsBounded: a 1 MiB peer string (a record type, a client name)
+// reaches the journal as a short prefix in every field and the message.
+func TestFieldsBounded(t *testing.T) {
+	huge := strings.Repeat("é", 1<<19) // 1 MiB, two bytes a rune
+	l, s := newSent(t)
+	l.Log(Entry{Event: Hello, Connection: huge, Refusal: huge, Message: "got type " + huge,
+		Fields: map[string]string{"CLIENT": huge, "bad name": "x", "REQUEST": huge}})
+	l.Log(Entry{Event: Proof, Message: "proof", Fields: map[string]string{"PROOF": strings.Repeat("x", MaxProof+1), "PROOF_DIGEST": "d"}})
+	got := s.all()
+	for _, e := range got {
+		for k, v := range e {
+			max := MaxField
+			if k == "MESSAGE" {
+				max = MaxMessage
+			}
+			if len(v) > max {
+				t.Errorf("%s is %d bytes; want at most %d", k, len(v), max)
+			}
+			if !utf8.ValidString(v) {
+				t.Errorf("%s was cut inside a rune", k)
+			}
+		}
+	}
+	if !strings.HasSuffix(got[0]["MOSAIC_CLIENT"], "…[cut from 1048576 bytes]") {
+		t.Errorf("a cut field does not say so: %q", got[0]["MOSAIC_CLIENT"][len(got[0]["MOSAIC_CLIENT"])-40:])
+	}
+	if _, ok := got[0]["MOSAIC_bad name"]; ok {
+		t.Error("a field name journald refuses was written")
+	}
+	if got[1]["MOSAIC_PROOF"] != "" || got[1]["MOSAIC_PROOF_OMITTED"] != "1048577" || got[1]["MOSAIC_PROOF_DIGEST"] != "d" {
+		t.Errorf("an oversized proof: %v; want it left out, its size and digest kept", got[1])
+	}
+}
+
+func TestBound(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		max  int
+		want string
+	}{
+		{"short", 10, "short"},
+		{strings.Repeat("a", 40), 30, strings.Repeat("a", 30-len("…[cut from 40 bytes]")) + "…[cut from 40 bytes]"},
+		{strings.Repeat("a", 40), 5, "aaaaa"},
+		{strings.Repeat("é", 20), 5, "éé"},
+	} {
+		if got := bound(tc.in, tc.max); got != tc.want {
+			t.Errorf("bound(%d bytes, %d) = %q, want %q", len(tc.in), tc.max, got, tc.want)
+		}
+	}
+}

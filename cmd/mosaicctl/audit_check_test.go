@@ -1,0 +1,60 @@
+package main
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/mosaic-agents/mosaic/claims"
+)
+
+func stored(digest, typ string) storedProof {
+	return storedProof{rev: claims.ProofRevision{Record: claims.Record{Proof: &claims.ProofRecord{Type: typ, Digest: digest}}}}
+}
+
+// TestAuditCrossCheck: every cohort or boot proof of the claim store must
+// be in the journal; a missing one, a suppression, a proof that does not
+// verify or an unreadable store is never a clean audit.
+func TestAuditCrossCheck(t *testing.T) {
+	body := []byte("{}")
+	for _, tc := range []struct {
+		name      string
+		stored    []storedProof
+		journaled map[string][]byte
+		failed    map[string]bool
+		supp      []suppression
+		storeErr  error
+		code      string // "" = clean
+		missing   int
+	}{
+		{name: "nothing at all"},
+		{name: "every proof journaled", stored: []storedProof{stored("a", "cohort"), stored("b", "boot")},
+			journaled: map[string][]byte{"a": body, "b": body}},
+		{name: "unlaunched proofs are not journaled", stored: []storedProof{stored("u", claims.ProofUnlaunched)}},
+		{name: "a cohort proof missing", stored: []storedProof{stored("a", "cohort"), stored("b", "cohort")},
+			journaled: map[string][]byte{"a": body}, code: codeAuditGap, missing: 1},
+		{name: "a boot proof missing", stored: []storedProof{stored("b", "boot")}, code: codeAuditGap, missing: 1},
+		{name: "suppressed", stored: []storedProof{stored("a", "cohort")}, journaled: map[string][]byte{"a": body},
+			supp: []suppression{{dropped: 3, unit: "user@1000.service"}}, code: codeAuditSuppressed},
+		{name: "gap before suppression", stored: []storedProof{stored("a", "cohort")},
+			supp: []suppression{{dropped: 3}}, code: codeAuditGap, missing: 1},
+		{name: "journaled copy does not verify", stored: []storedProof{stored("a", "cohort")},
+			journaled: map[string][]byte{}, failed: map[string]bool{"a": true}, code: codeAuditUnverified},
+		{name: "store unreadable", storeErr: errors.New("EACCES"), code: codeAuditStore},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &auditReport{stored: tc.stored, suppressed: tc.supp, noticesRead: true, storeProblem: tc.storeErr}
+			crossCheck(r, tc.journaled, tc.failed)
+			if got := r.missing(); got != tc.missing {
+				t.Errorf("missing = %d, want %d", got, tc.missing)
+			}
+			err := r.verdict("pi-x")
+			var v *verdict
+			switch {
+			case tc.code == "" && err != nil:
+				t.Fatalf("verdict %v; want a clean audit", err)
+			case tc.code != "" && (!errors.As(err, &v) || v.code != tc.code || v.status != exitUnsettled):
+				t.Fatalf("verdict %v; want %s, exit %d", err, tc.code, exitUnsettled)
+			}
+		})
+	}
+}
