@@ -31,6 +31,8 @@ try systemd-run timeout 20 systemd-run --user --collect --unit=mosaic-escape-100
 sh -c 'if mkdir "$1" && echo $$ > "$1/cgroup.procs"; then echo "escape cgroup-move 0"; else echo "escape cgroup-move 1"; fi; exec sleep 1001' _ "%[1]s/evil-$$.scope" </dev/null 2>/dev/null &
 # 4. the masked sockets, directly and through an outside process's root
 try bus-socket test -S "$rt/bus"
+try user-bus timeout 10 busctl --user status
+try system-bus timeout 10 busctl --system status
 try manager-socket test -S "$rt/systemd/private"
 try proc-outside-root test -S "/proc/%[2]d/root$rt/bus"
 try proc-outside-environ cat "/proc/%[2]d/environ"
@@ -41,7 +43,7 @@ try umount-mask unshare -Urm sh -c "umount '$rt/systemd' 2>/dev/null || umount -
 setsid sh -c 'echo "setsid $$"; exec sleep 300' </dev/null &
 echo "ready 1"; exec cat`
 
-var escapes = []string{"systemd-run", "systemd-run-scope", "cgroup-move", "bus-socket", "manager-socket",
+var escapes = []string{"systemd-run", "systemd-run-scope", "cgroup-move", "bus-socket", "user-bus", "system-bus", "manager-socket",
 	"proc-outside-root", "proc-outside-environ", "proc-1-root", "umount-mask"}
 
 // TestConfinedEngineCannotEscape (issue 10, K13): a confined engine's tool
