@@ -106,6 +106,11 @@ func planConfinement() (confinePlan, error) {
 	// (polkit's allow_active: power off, mount, install packages), which
 	// no proof about the cohort covers.
 	add("/run/dbus/system_bus_socket")
+	// journald's sockets: every unit of the user manager shares one rate
+	// limit bucket (user@UID.service), so an engine that floods them could
+	// make journald drop the controller's decisions. The engine's stderr
+	// still reaches the journal through the controller.
+	add("/run/systemd/journal")
 	// Every cgroup hierarchy mounted outside the fresh view.
 	const cgroupView = "/sys/fs/cgroup"
 	mounts, err := os.ReadFile("/proc/self/mountinfo")

@@ -34,6 +34,7 @@ try bus-socket test -S "$rt/bus"
 try user-bus timeout 10 busctl --user status
 try system-bus timeout 10 busctl --system status
 try manager-socket test -S "$rt/systemd/private"
+try journal-socket test -S /run/systemd/journal/socket
 try proc-outside-root test -S "/proc/%[2]d/root$rt/bus"
 try proc-outside-environ cat "/proc/%[2]d/environ"
 try proc-1-root test -S "/proc/1/root$rt/bus"
@@ -43,7 +44,7 @@ try umount-mask unshare -Urm sh -c "umount '$rt/systemd' 2>/dev/null || umount -
 setsid sh -c 'echo "setsid $$"; exec sleep 300' </dev/null &
 echo "ready 1"; exec cat`
 
-var escapes = []string{"systemd-run", "systemd-run-scope", "cgroup-move", "bus-socket", "user-bus", "system-bus", "manager-socket",
+var escapes = []string{"systemd-run", "systemd-run-scope", "cgroup-move", "bus-socket", "user-bus", "system-bus", "manager-socket", "journal-socket",
 	"proc-outside-root", "proc-outside-environ", "proc-1-root", "umount-mask"}
 
 // TestConfinedEngineCannotEscape (issue 10, K13): a confined engine's tool
