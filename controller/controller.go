@@ -91,7 +91,7 @@ type Controller struct {
 // state is the binding and control state; guarded by Controller.mu.
 type state struct {
 	binding    string // protocol.Binding* states
-	admission  bool
+	admission  bool   // the controller's own gate; admissionLocked is what clients see
 	reason     string // why admission is closed
 	generation int64
 	controller string // connection id, "" when none
@@ -144,13 +144,11 @@ func newID(prefix string) string {
 func (c *Controller) bindingLocked() protocol.Binding {
 	b := protocol.Binding{
 		Record: "binding", Conversation: c.cfg.Conversation.ID, State: c.st.binding,
-		Admission: "closed", AdmissionReason: c.st.reason, Generation: c.st.generation,
+		Generation: c.st.generation,
 		Controller: c.st.controller, SessionID: c.st.sessionID, Leaf: c.st.leaf,
 		Reconcile: c.st.reconcile, EngineState: "none", LateEvents: c.bus.droppedLate(),
 	}
-	if c.st.admission {
-		b.Admission, b.AdmissionReason = "open", ""
-	}
+	b.Admission, b.AdmissionReason = c.admissionFieldsLocked()
 	if k := c.conns[c.st.controller]; k != nil {
 		b.ControllerConnected = true
 	}

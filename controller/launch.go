@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -250,25 +249,40 @@ var startupTypes = map[string]bool{"model_change": true, "thinking_level_change"
 // header id and its last entry as leaf, allowing only Pi's own startup
 // appends on top. A brand-new conversation pins what Pi reports, provided
 // Pi holds nothing but startup entries and no other file appeared.
+//
+// It never asks for the whole session: get_entries since the pinned leaf
+// returns only what Pi appended after it (its startup entries), however
+// large the file. An unknown leaf is Pi's refusal, a failed check. Each
+// command waits in proportion to the session file (engine.Budget): Pi
+// answers only once it has loaded it.
 func (c *Controller) loadCheck(ctx context.Context, x *execution, head sessionHead, expectLeaf string) (string, string, error) {
-	st, err := x.conn.GetState(ctx)
+	var size int64
+	if head.snap != nil {
+		size = head.snap.Size()
+	}
+	budget := engine.Budget(c.cfg.CommandTimeout, size)
+	st, err := x.conn.GetStateWithin(ctx, budget)
 	if err != nil {
 		return "", "", fmt.Errorf("get_state: %w", err)
 	}
 	if st.SessionFile != c.cfg.Conversation.Session {
 		return "", "", fmt.Errorf("engine loaded %q, not the bound session file", st.SessionFile)
 	}
-	tree, err := x.conn.GetTree(ctx)
-	if err != nil {
-		return "", "", fmt.Errorf("get_tree: %w", err)
-	}
-	nodes, err := flattenTree(tree.Tree)
-	if err != nil {
-		return "", "", err
-	}
 	want := head.leaf
 	if expectLeaf != "" {
 		want = expectLeaf
+	}
+	since := want
+	if !head.exists {
+		since = ""
+	}
+	ents, err := x.conn.GetEntriesWithin(ctx, since, budget)
+	if err != nil {
+		return "", "", fmt.Errorf("get_entries since %q: %w", since, err)
+	}
+	nodes, err := entryNodes(ents.Entries)
+	if err != nil {
+		return "", "", err
 	}
 	if !head.exists {
 		for id, n := range nodes {
@@ -279,21 +293,22 @@ func (c *Controller) loadCheck(ctx context.Context, x *execution, head sessionHe
 		if now, err := readSessionHead(c.cfg.Conversation.Session); err == nil && now.exists && now.id != st.SessionID {
 			return "", "", fmt.Errorf("a session file with header %s appeared; the engine reports %s", now.id, st.SessionID)
 		}
-		return st.SessionID, tree.LeafID, nil
+		return st.SessionID, ents.LeafID, nil
 	}
 	if st.SessionID != head.id {
 		return "", "", fmt.Errorf("engine loaded session %s, the file's header is %s", st.SessionID, head.id)
 	}
-	// Walk from Pi's leaf up through startup entries to the pinned leaf.
-	id := tree.LeafID
+	// Walk from Pi's leaf up through startup entries appended after the
+	// pinned leaf to the pinned leaf itself.
+	id := ents.LeafID
 	for id != want {
 		n, ok := nodes[id]
 		if !ok || !startupTypes[n.typ] || head.has(id) {
-			return "", "", fmt.Errorf("engine loaded leaf %s, the pinned leaf is %s", tree.LeafID, want)
+			return "", "", fmt.Errorf("engine loaded leaf %s, the pinned leaf is %s", ents.LeafID, want)
 		}
 		id = n.parent
 	}
-	return st.SessionID, tree.LeafID, nil
+	return st.SessionID, ents.LeafID, nil
 }
 
 type treeNode struct {
@@ -301,48 +316,23 @@ type treeNode struct {
 	typ    string
 }
 
-// flattenTree reads get_tree's nested [{entry, children}] into id -> node.
-func flattenTree(raw json.RawMessage) (map[string]treeNode, error) {
-	type node struct {
-		Entry struct {
+// entryNodes reads get_entries' entries into id -> node.
+func entryNodes(raw []json.RawMessage) (map[string]treeNode, error) {
+	out := make(map[string]treeNode, len(raw))
+	for _, r := range raw {
+		var e struct {
 			ID       string  `json:"id"`
 			ParentID *string `json:"parentId"`
 			Type     string  `json:"type"`
-		} `json:"entry"`
-		Children []json.RawMessage `json:"children"`
-	}
-	out := map[string]treeNode{}
-	var walk func(raw json.RawMessage, depth int) error
-	walk = func(raw json.RawMessage, depth int) error {
-		if depth > 100000 {
-			return errors.New("get_tree: too deep")
 		}
-		var n node
-		if err := json.Unmarshal(raw, &n); err != nil {
-			return fmt.Errorf("get_tree: %w", err)
+		if err := json.Unmarshal(r, &e); err != nil {
+			return nil, fmt.Errorf("get_entries: %w", err)
 		}
 		p := ""
-		if n.Entry.ParentID != nil {
-			p = *n.Entry.ParentID
+		if e.ParentID != nil {
+			p = *e.ParentID
 		}
-		out[n.Entry.ID] = treeNode{parent: p, typ: n.Entry.Type}
-		for _, ch := range n.Children {
-			if err := walk(ch, depth+1); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	var roots []json.RawMessage
-	if len(raw) > 0 && string(raw) != "null" {
-		if err := json.Unmarshal(raw, &roots); err != nil {
-			return nil, fmt.Errorf("get_tree: %w", err)
-		}
-	}
-	for _, r := range roots {
-		if err := walk(r, 0); err != nil {
-			return nil, err
-		}
+		out[e.ID] = treeNode{parent: p, typ: e.Type}
 	}
 	return out, nil
 }

@@ -25,6 +25,9 @@ func (c *Controller) pump(x *execution) {
 			c.mu.Unlock()
 		}
 		c.bus.publish(ev)
+		if ev.Kind == protocol.EventUnavailable && ev.Native == "" && (ev.Reason == protocol.ReasonLineTooLong || ev.Reason == protocol.ReasonUndecodable) {
+			c.engineLost(x, ev)
+		}
 	}
 }
 

@@ -102,7 +102,7 @@ func (s *session) launched(ctx context.Context) error {
 // that were running before the prompt settle first and are not printed.
 func (s *session) answer(ctx context.Context, i, skip int, rc *protocol.Receipt) error {
 	var stop *protocol.Stop
-	aborted := ""
+	aborted, truncated := "", false
 	for {
 		u, err := s.tape.next(ctx, &i)
 		if err != nil {
@@ -121,6 +121,7 @@ func (s *session) answer(ctx context.Context, i, skip int, rc *protocol.Receipt)
 			switch {
 			case e.Kind == protocol.EventMessageEnd && e.Role == "assistant":
 				s.printText(e.Content)
+				truncated = truncated || e.Truncated
 				if e.StopReason == "error" || e.StopReason == "aborted" {
 					aborted = e.StopReason
 				}
@@ -128,6 +129,8 @@ func (s *session) answer(ctx context.Context, i, skip int, rc *protocol.Receipt)
 				return unsettled("interrupted", "the turn was ended by %s %s (%s)", stop.Kind, stop.ID, stop.State)
 			case e.Kind == protocol.EventRunSettled && aborted != "":
 				return unsettled(aborted, "the turn ended with stop reason %s (receipt %s)", aborted, rc.ID)
+			case e.Kind == protocol.EventRunSettled && truncated:
+				return unsettled("truncated", "the answer is longer than the live stream carries: what was printed stops where it was cut; the whole text is in the history (`mosaicctl attach %s`)", s.id)
 			case e.Kind == protocol.EventRunSettled:
 				return nil
 			}
