@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"sync"
 	"time"
 
@@ -43,6 +44,10 @@ type Config struct {
 	// PollInterval is how often the session file is checked for a
 	// foreign writer.
 	PollInterval time.Duration
+	// EngineStderr receives the engine's stderr lines, rate-limited and
+	// prefixed with the execution (nil: the controller's own stderr, the
+	// journal under systemd).
+	EngineStderr io.Writer
 }
 
 // Controller is the state machine of one conversation: binding, control,
@@ -161,6 +166,7 @@ func (c *Controller) bindingLocked() protocol.Binding {
 		b.Cohort = string(x.handle.Cohort.Kind)
 		b.Scope = x.handle.Cohort.Unit
 		b.EngineState = x.engineState()
+		b.EngineEnd = x.end
 	}
 	return b
 }

@@ -183,7 +183,7 @@ func (c *Controller) launch(ctx context.Context, head sessionHead, keys claims.K
 	}
 	h, err := c.cfg.Scopes.Launch(ctx, scopes.Spec{
 		Conversation: cv.ID, Execution: execID, Argv: spec.Args, Env: spec.Env, Dir: spec.Dir,
-		Stderr: os.Stderr, Resources: res, BeforeRelease: activate,
+		Resources: res, BeforeRelease: activate,
 		Description: fmt.Sprintf("mosaic engine of conversation %s (execution %s)", cv.ID, execID),
 	})
 	if err != nil {
@@ -195,10 +195,11 @@ func (c *Controller) launch(ctx context.Context, head sessionHead, keys claims.K
 	conn, err := engine.New(h.Stdout, h.Stdin, engine.Options{Execution: execID,
 		CommandTimeout: c.cfg.CommandTimeout, AbortTimeout: c.cfg.AbortTimeout})
 	if err != nil {
+		c.readStderr(execID, h)
 		c.setUncertain("engine connection: " + err.Error())
 		return err
 	}
-	x := &execution{id: execID, handle: h, conn: conn, pins: pins, engineName: "pi " + cv.Engine.Version}
+	x := &execution{id: execID, handle: h, conn: conn, pins: pins, engineName: "pi " + cv.Engine.Version, stderr: c.readStderr(execID, h)}
 	if cv.Engine.Version == "" {
 		x.engineName = "pi (test engine)"
 	}
@@ -212,15 +213,20 @@ func (c *Controller) launch(ctx context.Context, head sessionHead, keys claims.K
 		map[string]string{"EXECUTION": execID, "SCOPE": co.Unit, "COHORT": string(co.Kind), "ENGINE_PID": fmt.Sprint(co.PID)})
 
 	sessionID, leaf, err := c.loadCheck(ctx, x, head, expectLeaf)
+	var end *protocol.EngineEnd
+	if err != nil {
+		end = c.engineEnd(x, err.Error())
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err != nil {
+		x.end = end
 		c.st.binding = protocol.BindingUncertain
 		c.st.preflight = err.Error()
 		c.closeAdmissionLocked("preflight: " + err.Error())
 		c.publishBindingLocked()
-		c.audit(audit.Refusal, nil, "load check failed; admission stays closed: "+err.Error(),
-			map[string]string{"EXECUTION": execID, "REFUSAL": "preflight"})
+		c.audit(audit.Refusal, nil, "load check failed; admission stays closed: "+err.Error()+endSummary(end),
+			endFields(end, map[string]string{"EXECUTION": execID, "REFUSAL": "preflight"}))
 		return nil // the controller serves, uncertain, so a client can force stop
 	}
 	c.st.sessionID, c.st.leaf = sessionID, leaf

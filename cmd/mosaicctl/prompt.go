@@ -27,7 +27,7 @@ func promptCommand() *cli.Command {
 	}
 }
 
-func runPrompt(ctx context.Context, c *cli.Context) error {
+func runPrompt(ctx context.Context, c *cli.Context) (err error) {
 	if c.NArg() != 2 {
 		return fmt.Errorf("want a conversation id and one text argument (quote it), or - to read the text from standard input")
 	}
@@ -44,6 +44,8 @@ func runPrompt(ctx context.Context, c *cli.Context) error {
 		return err
 	}
 	defer s.close()
+	// An engine that is gone says why, after the refusal or verdict.
+	defer func() { err = withEngineEnd(err, s.c.State().Binding) }()
 	// Events reach only a connection that observed; the seam says whether
 	// a turn that was running at the cut will settle first.
 	o, err := s.c.Observe(ctx)
