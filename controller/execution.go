@@ -2,8 +2,8 @@ package controller
 
 import (
 	"github.com/mosaic-agents/mosaic/claims"
-	"github.com/mosaic-agents/mosaic/protocol"
 	"github.com/mosaic-agents/mosaic/engine"
+	"github.com/mosaic-agents/mosaic/protocol"
 	"github.com/mosaic-agents/mosaic/scopes"
 )
 

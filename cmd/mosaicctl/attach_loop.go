@@ -54,7 +54,7 @@ type attacher struct {
 	// endShown is the engine end last shown as a notice, so a binding
 	// rebroadcast for another reason does not show it again.
 	endShown protocol.EngineEnd
-	quit    bool
+	quit     bool
 	// prompts counts prompts in flight: when the connection ends their
 	// lost outcomes are the notice, not the disconnect.
 	prompts int
