@@ -28,16 +28,16 @@ func (c *Controller) admissionLocked() *protocol.Refusal {
 		return protocol.Refuse(CodePreflight, "the load check did not pass: %s", c.st.preflight)
 	case !c.st.admission:
 		return protocol.Refuse(CodeFenced, "admission is closed: %s", c.st.reason)
-	case c.st.binding != protocol.BindingActive:
-		return protocol.Refuse(CodeFenced, "admission is closed: the binding is %s", c.st.binding)
 	case x.exited:
 		return protocol.Refuse(CodeFenced, "admission is closed: the engine of execution %s exited", x.id)
 	}
 	switch ts := x.conn.State(); {
 	case ts.Uncertain:
-		return protocol.Refuse(CodeFenced, "admission is closed: engine output was lost (%s)", strings.Join(ts.Reasons, "; "))
+		return protocol.Refuse(CodeFenced, "admission is closed: engine output was lost (%s); force stop, then recover", strings.Join(ts.Reasons, "; "))
 	case ts.Fenced:
 		return protocol.Refuse(CodeFenced, "admission is closed: the engine connection is fenced by an interrupt")
+	case c.st.binding != protocol.BindingActive:
+		return protocol.Refuse(CodeFenced, "admission is closed: the binding is %s", c.st.binding)
 	}
 	return nil
 }

@@ -44,6 +44,10 @@ type Config struct {
 	// PollInterval is how often the session file is checked for a
 	// foreign writer.
 	PollInterval time.Duration
+	// EngineMaxLine and EngineLineLimit are the engine framing bounds
+	// (engine.Options.MaxLine and LineLimit; 0: the engine defaults).
+	EngineMaxLine   int
+	EngineLineLimit int64
 	// EngineStderr receives the engine's stderr lines, rate-limited and
 	// prefixed with the execution (nil: the controller's own stderr, the
 	// journal under systemd).

@@ -193,7 +193,8 @@ func (c *Controller) launch(ctx context.Context, head sessionHead, keys claims.K
 	}
 	co := h.Cohort
 	conn, err := engine.New(h.Stdout, h.Stdin, engine.Options{Execution: execID,
-		CommandTimeout: c.cfg.CommandTimeout, AbortTimeout: c.cfg.AbortTimeout})
+		CommandTimeout: c.cfg.CommandTimeout, AbortTimeout: c.cfg.AbortTimeout,
+		MaxLine: c.cfg.EngineMaxLine, LineLimit: c.cfg.EngineLineLimit})
 	if err != nil {
 		c.readStderr(execID, h)
 		c.setUncertain("engine connection: " + err.Error())

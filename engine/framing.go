@@ -178,7 +178,7 @@ func (b *lineBody) Read(p []byte) (int, error) {
 		data := lr.buf[lr.start:lr.end]
 		if len(data) > 0 {
 			chunk := data
-			i := bytes.IndexByte(data, '\n')
+			i, w := lineEnd(data)
 			if i >= 0 {
 				chunk = data[:i]
 			}
@@ -186,7 +186,7 @@ func (b *lineBody) Read(p []byte) (int, error) {
 			lr.start += k
 			b.n += int64(k)
 			if i >= 0 && k == i {
-				lr.start++ // the LF
+				lr.start += w // the terminator
 				b.done = true
 			}
 			if b.n > lr.limit {
