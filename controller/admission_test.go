@@ -46,14 +46,33 @@ func TestBindingAdmissionAgreesWithPrompt(t *testing.T) {
 		t.Fatalf("the 3 MiB message_end over a 1 MiB limit gave %v", lost)
 	}
 	b := k.await(func(m map[string]any) bool { return m["record"] == "binding" && m["state"] == "uncertain" })
-	if !strings.Contains(b["admissionReason"].(string), "lost") {
+	agree(b, false)
+	if reason, _ := b["admissionReason"].(string); !strings.Contains(reason, "lost") {
 		t.Fatalf("the uncertain binding does not say output was lost: %v", b)
 	}
-	agree(b, false)
 	r.ctrl.mu.Lock()
 	now := r.ctrl.bindingLocked()
 	r.ctrl.mu.Unlock()
 	if now.Admission != "closed" || now.State != "uncertain" {
 		t.Fatalf("binding now %+v", now)
+	}
+}
+
+// TestPreflightReadsOnlyWhatPiAppended: the load check of a recovery asks
+// Pi for the entries after the pinned leaf, never for the whole tree, so a
+// large session cannot make it wait for one huge answer (issue 10: get_tree
+// after an 18 MiB message never arrived in time).
+func TestPreflightReadsOnlyWhatPiAppended(t *testing.T) {
+	r, k, gen, _ := settledTurn(t, nil)
+	k.must(map[string]any{"type": "force-stop", "request": "f1", "generation": gen, "confirmation": k.confirm("force-stop", gen)}, "receipt")
+	el := k.must(map[string]any{"type": "recover", "request": "rv", "generation": gen, "confirmation": k.confirm("recover", gen)}, "eligibility")
+	k.must(map[string]any{"type": "launch", "request": "l1", "generation": gen, "eligibility": el["id"]}, "receipt")
+	r.waitBinding("active")
+	in := r.stdinBytes()
+	if strings.Contains(in, `"get_tree"`) {
+		t.Fatalf("the load check asked for the whole tree:\n%s", in)
+	}
+	if want := `"since":"` + el["leaf"].(string) + `"`; !strings.Contains(in, want) {
+		t.Fatalf("the recovery's load check did not ask for the entries since the pinned leaf %v (%s):\n%s", el["leaf"], want, in)
 	}
 }
