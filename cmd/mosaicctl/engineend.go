@@ -12,13 +12,11 @@ import (
 // engineEndLine is one line for a status line or notice: how the engine
 // ended and its last stderr line, made inert.
 func engineEndLine(e *protocol.EngineEnd) string {
-	s := "engine of execution " + e.Execution
-	switch {
-	case e.Status != "" && e.Preflight != "":
-		s += " failed its load check and exited (" + e.Status + ")"
-	case e.Status != "":
+	// An exit explains a failed load check, not the other way round.
+	s := "engine " + e.Execution
+	if e.Status != "" {
 		s += " exited (" + e.Status + ")"
-	default:
+	} else {
 		s += " failed its load check: " + e.Preflight
 	}
 	if n := len(e.Stderr); n > 0 {

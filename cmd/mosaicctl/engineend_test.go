@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -75,6 +76,16 @@ func TestEngineExitShownOnRealCLI(t *testing.T) {
 		!strings.Contains(out, "    SyntaxError: Unexpected token '??='") {
 		t.Fatalf("status table does not show the engine's end:\n%s", out)
 	}
+
+	// attach shows it as the notice under its status line.
+	tsock := filepath.Join(t.TempDir(), "tmux.sock")
+	t.Cleanup(func() { exec.Command("tmux", "-S", tsock, "kill-server").Run() })
+	p := startPane(t, tsock, "attach", bin+" attach "+id)
+	p.wait("the engine's exit as a notice", func(rows []string) bool {
+		n := notice(rows, id)
+		return strings.Contains(n, "engine "+e.Execution+" exited (exit status 1); stderr: SyntaxError: Unexpected")
+	})
+	p.keys("C-c")
 
 	svc := "mosaic-conv@" + id + ".service"
 	ends := journal(t, "-u", svc, "MOSAIC_EXIT_STATUS=exit status 1")
