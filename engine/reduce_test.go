@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/mosaic-agents/mosaic/protocol"
@@ -271,6 +272,23 @@ func BenchmarkReduce(b *testing.B) {
 	for range b.N {
 		if _, _, err := reduce(bytes.NewReader(line)); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestBudget: the wait grows with the bytes, from the command timeout.
+func TestBudget(t *testing.T) {
+	for _, tc := range []struct {
+		base time.Duration
+		size int64
+		want time.Duration
+	}{
+		{0, 0, DefaultCommandTimeout},
+		{5 * time.Second, PerSecond - 1, 5 * time.Second},
+		{5 * time.Second, 256 << 20, 5*time.Second + 64*time.Second},
+	} {
+		if got := Budget(tc.base, tc.size); got != tc.want {
+			t.Errorf("Budget(%s, %d) = %s, want %s", tc.base, tc.size, got, tc.want)
 		}
 	}
 }
