@@ -292,3 +292,22 @@ func TestBudget(t *testing.T) {
 		}
 	}
 }
+
+// TestLongPromptStillStarts: a prompt whose user message comes back over
+// the framing's string bound (every character escaped) is still the
+// slot's item once Pi echoes it, not an external message.
+func TestLongPromptStillStarts(t *testing.T) {
+	p := startPeer(t, Options{})
+	text := strings.Repeat("\x01", 262144) // 1.5 MiB as JSON
+	done := make(chan error, 1)
+	go func() { _, err := p.conn.Prompt(context.Background(), text); done <- err }()
+	p.respond(p.next("prompt"), nil)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	p.emit(userMessage(text)...)
+	p.sync()
+	if s := p.conn.State(); s.Slot == nil || !s.Slot.Started || s.ExternalUser != 0 {
+		t.Fatalf("slot %+v, external %d", s.Slot, s.ExternalUser)
+	}
+}
