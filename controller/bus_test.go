@@ -2,8 +2,11 @@ package controller
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
+	mclient "github.com/mosaic-agents/mosaic/client"
+	"github.com/mosaic-agents/mosaic/engine"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
@@ -117,5 +120,20 @@ func TestBusRingBoundedInBytes(t *testing.T) {
 	b.reset("e2")
 	if b.bytes != 0 || b.ring[5].line != nil {
 		t.Fatal("reset kept the old execution's lines")
+	}
+}
+
+// TestBusEventLineUnderClientCap: an event as large as a reduced engine
+// line can make (3 MiB, its hard bound), made of the character HTML
+// escaping grows sixfold, still fits a client's line.
+func TestBusEventLineUnderClientCap(t *testing.T) {
+	e := ev("e1", 1)
+	e.Kind, e.Text = protocol.EventMessageEnd, ""
+	for range 3 {
+		e.Content = append(e.Content, protocol.Block{Type: "text", Text: strings.Repeat("<", engine.MaxLiveString), Truncated: true})
+	}
+	line, err := encodeEvent(e)
+	if err != nil || len(line) > mclient.DefaultMaxLine {
+		t.Fatalf("event line of %d bytes (%v), over the client cap %d", len(line), err, mclient.DefaultMaxLine)
 	}
 }
