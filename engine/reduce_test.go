@@ -171,8 +171,13 @@ func TestReduceKeepsMemoryBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	runtime.ReadMemStats(&after)
-	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 32<<20 {
-		t.Fatalf("reading a %d-byte line allocated %d bytes; want under 32 MiB", text, alloc)
+	// Holding the line would take 256 MiB; the reader's buffer, the
+	// reduced copy and their growth take a few MiB (under -race, and with
+	// whatever else the process allocates meanwhile, more).
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 64<<20 {
+		t.Fatalf("reading a %d-byte line allocated %d bytes; want under 64 MiB", text, alloc)
+	} else {
+		t.Logf("reading a %d-byte line allocated %d bytes in all", text, alloc)
 	}
 	var n struct {
 		Message nativeMessage `json:"message"`
