@@ -214,6 +214,11 @@ func (c *Controller) launch(ctx context.Context, head sessionHead, keys claims.K
 		map[string]string{"EXECUTION": execID, "SCOPE": co.Unit, "COHORT": string(co.Kind), "ENGINE_PID": fmt.Sprint(co.PID)})
 
 	sessionID, leaf, err := c.loadCheck(ctx, x, head, expectLeaf)
+	if ts := conn.State(); err == nil && ts.Uncertain {
+		// A line lost while launching would otherwise leave an active
+		// binding that no prompt can pass.
+		err = fmt.Errorf("engine output was lost during the load check: %s", strings.Join(ts.Reasons, "; "))
+	}
 	var end *protocol.EngineEnd
 	if err != nil {
 		end = c.engineEnd(x, err.Error())
