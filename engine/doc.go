@@ -24,8 +24,9 @@
 // could not hold), is reduced while it streams in (reduce.go): one pass
 // copies the JSON value keeping its structure, cuts each string to
 // MaxLiveString bytes of its JSON form on a whole escape and a whole UTF-8
-// sequence, empties strings and leaves array elements out once the copy
-// reaches 2 MiB, and gives up past 3 MiB. Memory is the in-memory bound
+// sequence, cuts strings to 1 KiB (ids and types stay whole) and leaves
+// array elements out once the copy reaches 2 MiB, and gives up past 3
+// MiB. Memory is the in-memory bound
 // plus the reduced copy, whatever the line's length; the Clip names what
 // was cut, and the mapper marks exactly the events and blocks that lost
 // something (Event.Truncated, Block.Truncated). A response that lost array

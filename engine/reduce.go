@@ -18,12 +18,14 @@ const (
 	// JSON form: the most of one text block a live event carries.
 	MaxLiveString = 1 << 20
 	// reduceBudget is the size of a reduced line past which every further
-	// string is emptied and every further array element dropped.
+	// string is cut to maxKey bytes and every further array element
+	// dropped.
 	reduceBudget = 2 << 20
 	// reduceHard is the size a reduced line may never pass: structure alone
 	// (keys, numbers, empty strings) beyond it makes the line lost.
 	reduceHard = reduceBudget + 1<<20
-	// maxKey bounds an object key of a reduced line.
+	// maxKey bounds an object key of a reduced line, and is what a string
+	// keeps past the budget.
 	maxKey = 1024
 	// maxNumber bounds a JSON number's text.
 	maxNumber = 64
@@ -41,7 +43,7 @@ var ErrReduce = errors.New("oversize engine line cannot be reduced")
 type Clip struct {
 	// Bytes is the length of the line as the engine wrote it.
 	Bytes int64
-	// Strings counts strings cut short (or emptied).
+	// Strings counts strings cut short.
 	Strings int
 	// Dropped counts array elements left out.
 	Dropped int
@@ -153,9 +155,12 @@ func (z *reducer) value(discard bool, depth int) error {
 	case b == '[':
 		return z.array(discard, depth)
 	case b == '"':
+		// Past the budget a string still keeps maxKey bytes: ids, types
+		// and names stay whole wherever they come in the line (a
+		// response's id may follow its data).
 		limit := 0
 		if !discard {
-			limit = max(0, min(MaxLiveString, reduceBudget-len(z.out)))
+			limit = max(maxKey, min(MaxLiveString, reduceBudget-len(z.out)))
 		}
 		return z.str(discard, limit)
 	case b == 't':

@@ -316,3 +316,47 @@ func TestLongPromptStillStarts(t *testing.T) {
 		t.Fatalf("slot %+v, external %d", s.Slot, s.ExternalUser)
 	}
 }
+
+// TestAnswerTooLargeIsRefused: a get_entries answer so large that framing
+// left entries out is an error, never a shorter list read as whole; one
+// whose long strings were cut is still the answer (ids stay whole).
+func TestAnswerTooLargeIsRefused(t *testing.T) {
+	p := startPeer(t, Options{})
+	entry := func(i int, text string) map[string]any {
+		return map[string]any{"type": "message", "id": fmt.Sprintf("e%07d", i), "parentId": nil,
+			"message": map[string]any{"role": "assistant", "content": []any{map[string]any{"type": "text", "text": text}}}}
+	}
+	ask := func() (Entries, error) {
+		type res struct {
+			e   Entries
+			err error
+		}
+		r := make(chan res, 1)
+		go func() { e, err := p.conn.GetEntries(context.Background(), "x"); r <- res{e, err} }()
+		cmd := p.next("get_entries")
+		var many []any
+		if len(p.cmds) == 0 && cmd["since"] == "x" {
+			for i := range 4000 {
+				many = append(many, entry(i, strings.Repeat("t", 1000)))
+			}
+		}
+		p.respond(cmd, map[string]any{"entries": many, "leafId": "e0003999"})
+		got := <-r
+		return got.e, got.err
+	}
+	if _, err := ask(); !errors.Is(err, ErrAnswerTooLarge) {
+		t.Fatalf("4 MB of entries: %v, want ErrAnswerTooLarge", err)
+	}
+
+	r := make(chan error, 1)
+	var got Entries
+	go func() {
+		var err error
+		got, err = p.conn.GetEntries(context.Background(), "")
+		r <- err
+	}()
+	p.respond(p.next("get_entries"), map[string]any{"entries": []any{entry(1, strings.Repeat("u", 3<<20))}, "leafId": "e0000001"})
+	if err := <-r; err != nil || len(got.Entries) != 1 || got.LeafID != "e0000001" || !strings.Contains(string(got.Entries[0]), `"id":"e0000001"`) {
+		t.Fatalf("one 3 MiB entry: %v, %d entries, leaf %q", err, len(got.Entries), got.LeafID)
+	}
+}
