@@ -111,12 +111,6 @@ func runOne(root string, m Mutant, timeout time.Duration) (string, []byte) {
 		return "stale", []byte(err.Error() + "\n")
 	}
 	defer os.RemoveAll(scratch)
-	// The sandbox runs the tests as its unprivileged user, in the package
-	// directories under scratch: MkdirTemp's 0700 would make every test
-	// binary fail to start (status 200, CHDIR), which reads as killed.
-	if err := os.Chmod(scratch, 0o755); err != nil {
-		return "stale", []byte(err.Error() + "\n")
-	}
 	if err := copyTracked(root, scratch); err != nil {
 		return "stale", []byte(err.Error() + "\n")
 	}
