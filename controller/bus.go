@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"bytes"
 	"encoding/json"
 	"sync"
 
@@ -12,6 +13,11 @@ import (
 const (
 	ringSize  = 8192
 	queueSize = 1024
+	// ringBytes bounds the encoded events the ring holds: the oldest go
+	// first past it. One event is bounded by engine framing (a reduced
+	// line, engine.MaxLiveString per string), so a few large messages
+	// shorten the replay window instead of growing memory.
+	ringBytes = 64 << 20
 )
 
 // bus fans the engine's events out to observers and keeps a bounded ring
@@ -24,6 +30,7 @@ type bus struct {
 	execution string
 	ring      []ringEntry // ring[i%ringSize] holds seq first+i
 	first     uint64      // seq of the oldest event held (0: none)
+	bytes     int         // encoded bytes of the events held
 	last      uint64      // seq of the newest event published
 	settled   uint64      // seq of the latest run-settled event
 	dropped   uint64      // late events of other executions, never delivered (H14)
@@ -51,7 +58,8 @@ func newBus() *bus {
 func (b *bus) reset(execution string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.execution, b.first, b.last, b.settled = execution, 0, 0, 0
+	b.execution, b.first, b.last, b.settled, b.bytes = execution, 0, 0, 0, 0
+	clear(b.ring) // the old execution's lines are never replayed again
 }
 
 // lastSettled returns the seq of the latest run-settled event: events
@@ -71,11 +79,10 @@ func (b *bus) droppedLate() uint64 {
 
 // publish encodes ev once and offers it to every subscriber.
 func (b *bus) publish(ev protocol.Event) {
-	line, err := json.Marshal(ev)
+	line, err := encodeEvent(ev)
 	if err != nil {
 		return // an Event always encodes; nothing to deliver otherwise
 	}
-	line = append(line, '\n')
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if ev.Execution != b.execution {
@@ -85,13 +92,14 @@ func (b *bus) publish(ev protocol.Event) {
 	if ev.Kind == protocol.EventRunSettled {
 		b.settled = ev.Seq
 	}
-	b.ring[ev.Seq%ringSize] = ringEntry{seq: ev.Seq, line: line}
-	switch {
-	case b.first == 0:
+	if b.first == 0 {
 		b.first = ev.Seq
-	case ev.Seq-b.first >= ringSize:
-		b.first = ev.Seq - ringSize + 1
 	}
+	for b.first < ev.Seq && (ev.Seq-b.first >= ringSize || b.bytes+len(line) > ringBytes) {
+		b.evictOldest()
+	}
+	b.ring[ev.Seq%ringSize] = ringEntry{seq: ev.Seq, line: line}
+	b.bytes += len(line)
 	b.last = ev.Seq
 	for s := range b.subs {
 		select {
@@ -100,6 +108,30 @@ func (b *bus) publish(ev protocol.Event) {
 			b.detach(s, ev.Seq)
 		}
 	}
+}
+
+// evictOldest drops the oldest event held from the replay window.
+func (b *bus) evictOldest() {
+	e := &b.ring[b.first%ringSize]
+	if e.seq == b.first {
+		b.bytes -= len(e.line)
+		*e = ringEntry{}
+	}
+	b.first++
+}
+
+// encodeEvent encodes one event line without HTML escaping: <, > and &
+// would each grow sixfold, so a message of them at the framing's string
+// bound could pass a client's line cap (16 MiB). JSON stays the same;
+// U+2028 and U+2029 are still escaped.
+func encodeEvent(ev protocol.Event) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(ev); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
 }
 
 // detach drops a subscriber that fell behind and tells it the first seq

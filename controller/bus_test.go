@@ -2,8 +2,11 @@ package controller
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
+	mclient "github.com/mosaic-agents/mosaic/client"
+	"github.com/mosaic-agents/mosaic/engine"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
@@ -81,5 +84,56 @@ func TestBusSlowSubscriberLosesPlace(t *testing.T) {
 	b.publish(ev("e1", queueSize+6))
 	if got := seqOf(t, <-fast.ch); got != queueSize+6 {
 		t.Fatalf("fast subscriber after the slow one left: seq %d", got)
+	}
+}
+
+// TestBusRingBoundedInBytes: large events shorten the replay window
+// instead of growing it: the ring never holds more than ringBytes (plus
+// the newest event), and what it holds replays in order without a gap.
+func TestBusRingBoundedInBytes(t *testing.T) {
+	b := newBus()
+	b.reset("e1")
+	big := string(make([]byte, 1<<20)) // 1 MiB of NULs: 6 MiB once escaped
+	for i := uint64(1); i <= 100; i++ {
+		e := ev("e1", i)
+		e.Text = big[:(1<<20)/int(1+i%3)]
+		b.publish(e)
+		if b.bytes > ringBytes+7<<20 {
+			t.Fatalf("after event %d the ring holds %d bytes", i, b.bytes)
+		}
+	}
+	_, first, last := b.window()
+	replay, _, complete := b.subscribe(0)
+	if complete || last != 100 || first <= 1 || uint64(len(replay)) != last-first+1 {
+		t.Fatalf("window %d..%d, %d replayed, complete %v", first, last, len(replay), complete)
+	}
+	held := 0
+	for i, line := range replay {
+		if got := seqOf(t, line); got != first+uint64(i) {
+			t.Fatalf("replay %d is seq %d, want %d", i, got, first+uint64(i))
+		}
+		held += len(line)
+	}
+	if held != b.bytes {
+		t.Fatalf("the ring counts %d bytes, holds %d", b.bytes, held)
+	}
+	b.reset("e2")
+	if b.bytes != 0 || b.ring[5].line != nil {
+		t.Fatal("reset kept the old execution's lines")
+	}
+}
+
+// TestBusEventLineUnderClientCap: an event as large as a reduced engine
+// line can make (3 MiB, its hard bound), made of the character HTML
+// escaping grows sixfold, still fits a client's line.
+func TestBusEventLineUnderClientCap(t *testing.T) {
+	e := ev("e1", 1)
+	e.Kind, e.Text = protocol.EventMessageEnd, ""
+	for range 3 {
+		e.Content = append(e.Content, protocol.Block{Type: "text", Text: strings.Repeat("<", engine.MaxLiveString), Truncated: true})
+	}
+	line, err := encodeEvent(e)
+	if err != nil || len(line) > mclient.DefaultMaxLine {
+		t.Fatalf("event line of %d bytes (%v), over the client cap %d", len(line), err, mclient.DefaultMaxLine)
 	}
 }

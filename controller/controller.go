@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"sync"
 	"time"
 
@@ -46,6 +47,14 @@ type Config struct {
 	// RecordRetry bounds the backoff between attempts to write a stopped
 	// revision the claim store refused (0: 5 s).
 	RecordRetry time.Duration
+	// EngineMaxLine and EngineLineLimit are the engine framing bounds
+	// (engine.Options.MaxLine and LineLimit; 0: the engine defaults).
+	EngineMaxLine   int
+	EngineLineLimit int64
+	// EngineStderr receives the engine's stderr lines, rate-limited and
+	// prefixed with the execution (nil: the controller's own stderr, the
+	// journal under systemd).
+	EngineStderr io.Writer
 }
 
 // Controller is the state machine of one conversation: binding, control,
@@ -99,7 +108,7 @@ type Controller struct {
 // state is the binding and control state; guarded by Controller.mu.
 type state struct {
 	binding    string // protocol.Binding* states
-	admission  bool
+	admission  bool   // the controller's own gate; admissionLocked is what clients see
 	reason     string // why admission is closed
 	generation int64
 	controller string // connection id, "" when none
@@ -155,13 +164,11 @@ func newID(prefix string) string {
 func (c *Controller) bindingLocked() protocol.Binding {
 	b := protocol.Binding{
 		Record: "binding", Conversation: c.cfg.Conversation.ID, State: c.st.binding,
-		Admission: "closed", AdmissionReason: c.st.reason, Generation: c.st.generation,
+		Generation: c.st.generation,
 		Controller: c.st.controller, SessionID: c.st.sessionID, Leaf: c.st.leaf,
 		Reconcile: c.st.reconcile, EngineState: "none", LateEvents: c.bus.droppedLate(),
 	}
-	if c.st.admission {
-		b.Admission, b.AdmissionReason = "open", ""
-	}
+	b.Admission, b.AdmissionReason = c.admissionFieldsLocked()
 	if k := c.conns[c.st.controller]; k != nil {
 		b.ControllerConnected = true
 	}
@@ -174,6 +181,7 @@ func (c *Controller) bindingLocked() protocol.Binding {
 		b.Cohort = string(x.handle.Cohort.Kind)
 		b.Scope = x.handle.Cohort.Unit
 		b.EngineState = x.engineState()
+		b.EngineEnd = x.end
 	}
 	return b
 }

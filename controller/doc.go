@@ -44,4 +44,28 @@
 //     writes it again with backoff, signalling nothing (record.go). A force
 //     stop meanwhile writes it at once. Refusals of recover and force stop
 //     name the way out of the state (wayout.go, docs/recovery.md).
+//   - Admission as the binding shows it and as a prompt meets it is one
+//     predicate (admissionLocked): the controller's own gate, the binding
+//     state, and the engine connection's own fence and lost output. A lost
+//     engine line (over the framing limit, or not JSON) turns the binding
+//     uncertain at once (engineLost), so no client reads open while
+//     prompts are refused. The alternative, closing the controller's gate
+//     from the engine's side, leaves two fields that can drift again.
+//   - The load check (K8) never asks Pi for the whole session: get_state,
+//     then get_entries since the pinned leaf, which returns only what Pi
+//     appended on start. Both wait engine.Budget: the command timeout plus
+//     a second per 4 MiB of session file, since Pi answers only once it
+//     has loaded the file. The foreign-writer check likewise asks only for
+//     the entries after the last one it vouched for.
+//   - The engine's stderr is a pipe the controller reads (stderr.go): the
+//     last 20 lines (4 KiB) are kept for the binding's engineEnd, and lines
+//     go on to the controller's stderr (the journal under systemd) with the
+//     execution named, at most 16 KiB a second; the rest is counted and
+//     reported as "N bytes of engine stderr dropped" when the next window
+//     begins or the pipe ends. A flood that then stops while the engine
+//     lives reports its drop with the next line. When the engine exits
+//     without a stop, or fails its load check, the binding carries
+//     engineEnd (exit status, load check failure, stderr tail) and the
+//     journal entry carries EXIT_STATUS and ENGINE_STDERR; an exit waits
+//     at most 500 ms for the pipe to end, since a descendant may hold it.
 package controller

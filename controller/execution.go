@@ -3,6 +3,7 @@ package controller
 import (
 	"github.com/mosaic-agents/mosaic/claims"
 	"github.com/mosaic-agents/mosaic/engine"
+	"github.com/mosaic-agents/mosaic/protocol"
 	"github.com/mosaic-agents/mosaic/scopes"
 )
 
@@ -15,6 +16,11 @@ type execution struct {
 	engineName string
 	pins       claims.Pins
 	exited     bool // the engine process is gone (not a stop by itself)
+	// stderr keeps the tail of the engine's stderr (nil for an orphan);
+	// end is what the binding reports once the engine exited without a
+	// stop or failed its load check. Both guarded by Controller.mu.
+	stderr *stderrTail
+	end    *protocol.EngineEnd
 }
 
 // engineState is the binding's engineState: none, exited, fenced, busy or

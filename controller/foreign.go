@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/mosaic-agents/mosaic/audit"
+	"github.com/mosaic-agents/mosaic/engine"
 	"github.com/mosaic-agents/mosaic/history"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
@@ -55,7 +56,7 @@ func (c *Controller) watchSession(x *execution, prev *history.Snapshot) {
 		if len(fresh) > 0 {
 			// Ask the engine after reading the file: Pi adds an entry to
 			// its session before it appends it to the file.
-			ours, err := engineEntries(x)
+			ours, err := engineEntries(x, prev, snap.Size())
 			if err != nil {
 				continue // checked again next tick: prev and lastSize stay
 			}
@@ -87,11 +88,19 @@ func (c *Controller) follow(x *execution, leaf string) {
 	c.publishBindingLocked()
 }
 
-// engineEntries returns the ids of the entries the engine holds.
-func engineEntries(x *execution) (map[string]bool, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	ents, err := x.conn.GetEntries(ctx, "")
+// engineEntries returns the ids of the entries the engine holds after the
+// last entry of prev, which the engine holds too (it loaded it or wrote
+// it, or an earlier check would have found it foreign): only what is new,
+// never the whole session. size is the file's size now: what it grew by
+// bounds how long the answer may take.
+func engineEntries(x *execution, prev *history.Snapshot, size int64) (map[string]bool, error) {
+	since, grown := "", size
+	if prev != nil && !prev.New() {
+		since = prev.LeafID()
+		grown -= prev.Size()
+	}
+	ctx := context.Background()
+	ents, err := x.conn.GetEntriesWithin(ctx, since, engine.Budget(10*time.Second, grown))
 	if err != nil {
 		return nil, err
 	}

@@ -202,7 +202,7 @@ func (c *Controller) launch(ctx context.Context, head sessionHead, keys claims.K
 	}
 	h, err := c.cfg.Scopes.Launch(ctx, scopes.Spec{
 		Conversation: cv.ID, Execution: execID, Argv: spec.Args, Env: spec.Env, Dir: spec.Dir,
-		Stderr: os.Stderr, Resources: res, BeforeRelease: activate,
+		Resources: res, BeforeRelease: activate,
 		Description: fmt.Sprintf("mosaic engine of conversation %s (execution %s)", cv.ID, execID),
 	})
 	if err != nil {
@@ -212,12 +212,14 @@ func (c *Controller) launch(ctx context.Context, head sessionHead, keys claims.K
 	}
 	co := h.Cohort
 	conn, err := engine.New(h.Stdout, h.Stdin, engine.Options{Execution: execID,
-		CommandTimeout: c.cfg.CommandTimeout, AbortTimeout: c.cfg.AbortTimeout})
+		CommandTimeout: c.cfg.CommandTimeout, AbortTimeout: c.cfg.AbortTimeout,
+		MaxLine: c.cfg.EngineMaxLine, LineLimit: c.cfg.EngineLineLimit})
 	if err != nil {
+		c.readStderr(execID, h)
 		c.setUncertain("engine connection: " + err.Error())
 		return err
 	}
-	x := &execution{id: execID, handle: h, conn: conn, pins: pins, engineName: "pi " + cv.Engine.Version}
+	x := &execution{id: execID, handle: h, conn: conn, pins: pins, engineName: "pi " + cv.Engine.Version, stderr: c.readStderr(execID, h)}
 	if cv.Engine.Version == "" {
 		x.engineName = "pi (test engine)"
 	}
@@ -231,15 +233,25 @@ func (c *Controller) launch(ctx context.Context, head sessionHead, keys claims.K
 		map[string]string{"EXECUTION": execID, "SCOPE": co.Unit, "COHORT": string(co.Kind), "ENGINE_PID": fmt.Sprint(co.PID)})
 
 	sessionID, leaf, err := c.loadCheck(ctx, x, head, expectLeaf)
+	if ts := conn.State(); err == nil && ts.Uncertain {
+		// A line lost while launching would otherwise leave an active
+		// binding that no prompt can pass.
+		err = fmt.Errorf("engine output was lost during the load check: %s", strings.Join(ts.Reasons, "; "))
+	}
+	var end *protocol.EngineEnd
+	if err != nil {
+		end = c.engineEnd(x, err.Error())
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err != nil {
+		x.end = end
 		c.st.binding = protocol.BindingUncertain
 		c.st.preflight = err.Error()
 		c.closeAdmissionLocked("preflight: " + err.Error())
 		c.publishBindingLocked()
-		c.audit(audit.Refusal, nil, "load check failed; admission stays closed: "+err.Error(),
-			map[string]string{"EXECUTION": execID, "REFUSAL": "preflight"})
+		c.audit(audit.Refusal, nil, "load check failed; admission stays closed: "+err.Error()+endSummary(end),
+			endFields(end, map[string]string{"EXECUTION": execID, "REFUSAL": "preflight"}))
 		return nil // the controller serves, uncertain, so a client can force stop
 	}
 	c.st.sessionID, c.st.leaf = sessionID, leaf
@@ -268,25 +280,40 @@ var startupTypes = map[string]bool{"model_change": true, "thinking_level_change"
 // header id and its last entry as leaf, allowing only Pi's own startup
 // appends on top. A brand-new conversation pins what Pi reports, provided
 // Pi holds nothing but startup entries and no other file appeared.
+//
+// It never asks for the whole session: get_entries since the pinned leaf
+// returns only what Pi appended after it (its startup entries), however
+// large the file. An unknown leaf is Pi's refusal, a failed check. Each
+// command waits in proportion to the session file (engine.Budget): Pi
+// answers only once it has loaded it.
 func (c *Controller) loadCheck(ctx context.Context, x *execution, head sessionHead, expectLeaf string) (string, string, error) {
-	st, err := x.conn.GetState(ctx)
+	var size int64
+	if head.snap != nil {
+		size = head.snap.Size()
+	}
+	budget := engine.Budget(c.cfg.CommandTimeout, size)
+	st, err := x.conn.GetStateWithin(ctx, budget)
 	if err != nil {
 		return "", "", fmt.Errorf("get_state: %w", err)
 	}
 	if st.SessionFile != c.cfg.Conversation.Session {
 		return "", "", fmt.Errorf("engine loaded %q, not the bound session file", st.SessionFile)
 	}
-	tree, err := x.conn.GetTree(ctx)
-	if err != nil {
-		return "", "", fmt.Errorf("get_tree: %w", err)
-	}
-	nodes, err := flattenTree(tree.Tree)
-	if err != nil {
-		return "", "", err
-	}
 	want := head.leaf
 	if expectLeaf != "" {
 		want = expectLeaf
+	}
+	since := want
+	if !head.exists {
+		since = ""
+	}
+	ents, err := x.conn.GetEntriesWithin(ctx, since, budget)
+	if err != nil {
+		return "", "", fmt.Errorf("get_entries since %q: %w", since, err)
+	}
+	nodes, err := entryNodes(ents.Entries)
+	if err != nil {
+		return "", "", err
 	}
 	if !head.exists {
 		for id, n := range nodes {
@@ -297,21 +324,22 @@ func (c *Controller) loadCheck(ctx context.Context, x *execution, head sessionHe
 		if now, err := readSessionHead(c.cfg.Conversation.Session); err == nil && now.exists && now.id != st.SessionID {
 			return "", "", fmt.Errorf("a session file with header %s appeared; the engine reports %s", now.id, st.SessionID)
 		}
-		return st.SessionID, tree.LeafID, nil
+		return st.SessionID, ents.LeafID, nil
 	}
 	if st.SessionID != head.id {
 		return "", "", fmt.Errorf("engine loaded session %s, the file's header is %s", st.SessionID, head.id)
 	}
-	// Walk from Pi's leaf up through startup entries to the pinned leaf.
-	id := tree.LeafID
+	// Walk from Pi's leaf up through startup entries appended after the
+	// pinned leaf to the pinned leaf itself.
+	id := ents.LeafID
 	for id != want {
 		n, ok := nodes[id]
 		if !ok || !startupTypes[n.typ] || head.has(id) {
-			return "", "", fmt.Errorf("engine loaded leaf %s, the pinned leaf is %s", tree.LeafID, want)
+			return "", "", fmt.Errorf("engine loaded leaf %s, the pinned leaf is %s", ents.LeafID, want)
 		}
 		id = n.parent
 	}
-	return st.SessionID, tree.LeafID, nil
+	return st.SessionID, ents.LeafID, nil
 }
 
 type treeNode struct {
@@ -319,48 +347,23 @@ type treeNode struct {
 	typ    string
 }
 
-// flattenTree reads get_tree's nested [{entry, children}] into id -> node.
-func flattenTree(raw json.RawMessage) (map[string]treeNode, error) {
-	type node struct {
-		Entry struct {
+// entryNodes reads get_entries' entries into id -> node.
+func entryNodes(raw []json.RawMessage) (map[string]treeNode, error) {
+	out := make(map[string]treeNode, len(raw))
+	for _, r := range raw {
+		var e struct {
 			ID       string  `json:"id"`
 			ParentID *string `json:"parentId"`
 			Type     string  `json:"type"`
-		} `json:"entry"`
-		Children []json.RawMessage `json:"children"`
-	}
-	out := map[string]treeNode{}
-	var walk func(raw json.RawMessage, depth int) error
-	walk = func(raw json.RawMessage, depth int) error {
-		if depth > 100000 {
-			return errors.New("get_tree: too deep")
 		}
-		var n node
-		if err := json.Unmarshal(raw, &n); err != nil {
-			return fmt.Errorf("get_tree: %w", err)
+		if err := json.Unmarshal(r, &e); err != nil {
+			return nil, fmt.Errorf("get_entries: %w", err)
 		}
 		p := ""
-		if n.Entry.ParentID != nil {
-			p = *n.Entry.ParentID
+		if e.ParentID != nil {
+			p = *e.ParentID
 		}
-		out[n.Entry.ID] = treeNode{parent: p, typ: n.Entry.Type}
-		for _, ch := range n.Children {
-			if err := walk(ch, depth+1); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	var roots []json.RawMessage
-	if len(raw) > 0 && string(raw) != "null" {
-		if err := json.Unmarshal(raw, &roots); err != nil {
-			return nil, fmt.Errorf("get_tree: %w", err)
-		}
-	}
-	for _, r := range roots {
-		if err := walk(r, 0); err != nil {
-			return nil, err
-		}
+		out[e.ID] = treeNode{parent: p, typ: e.Type}
 	}
 	return out, nil
 }

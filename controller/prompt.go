@@ -65,15 +65,8 @@ func (c *Controller) admit(k *conn, cmd *protocol.Command) *protocol.Refusal {
 	if r := c.checkControlLocked(k, cmd); r != nil {
 		return r
 	}
-	switch {
-	case c.st.exec == nil || c.st.exec.conn == nil:
-		return protocol.Refuse(CodeNoEngine, "no engine runs in this conversation (%s)", c.st.binding)
-	case c.st.binding == protocol.BindingLaunching:
-		return protocol.Refuse(CodePreflight, "the engine is still starting")
-	case c.st.preflight != "":
-		return protocol.Refuse(CodePreflight, "the load check did not pass: %s", c.st.preflight)
-	case !c.st.admission:
-		return protocol.Refuse(CodeFenced, "admission is closed: %s", c.st.reason)
+	if r := c.admissionLocked(); r != nil {
+		return r
 	}
 	if cmd.Text == "" || utf8.RuneCountInString(cmd.Text) > maxPromptChars {
 		return protocol.Refuse(CodeDraft, "a prompt needs 1 to %d characters", maxPromptChars)

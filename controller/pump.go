@@ -25,6 +25,9 @@ func (c *Controller) pump(x *execution) {
 			c.mu.Unlock()
 		}
 		c.bus.publish(ev)
+		if ev.Kind == protocol.EventUnavailable && ev.Native == "" && (ev.Reason == protocol.ReasonLineTooLong || ev.Reason == protocol.ReasonUndecodable) {
+			c.engineLost(x, ev)
+		}
 	}
 }
 
@@ -33,19 +36,27 @@ func (c *Controller) pump(x *execution) {
 // binding and the claim become uncertain unless a force stop already owns
 // the ending. An interrupt does not: an engine that dies around its abort
 // leaves a cohort nobody proved.
+//
+// The binding then carries the exit status and the tail of the engine's
+// stderr (engineEnd), and the journal entry says the same.
 func (c *Controller) watchExit(x *execution) {
 	<-x.handle.Done()
+	end := c.engineEnd(x, "")
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	x.exited = true
 	if c.st.exec != x || c.st.forceRunning || c.st.pending != nil || c.st.binding == protocol.BindingStopped {
 		return
 	}
+	if x.end != nil { // the load check failed first: keep what it said
+		end.Preflight = x.end.Preflight
+	}
+	x.end = end
 	c.st.binding = protocol.BindingUncertain
-	c.closeAdmissionLocked(fmt.Sprintf("the engine of execution %s exited (%v); that is not a stop: force stop to prove the cohort ended", x.id, x.handle.ExitErr()))
+	c.closeAdmissionLocked(fmt.Sprintf("the engine of execution %s exited (%s); that is not a stop: force stop to prove the cohort ended", x.id, end.Status))
 	c.markUncertainLocked("engine exited without a stop")
 	c.publishBindingLocked()
-	c.audit(audit.Transition, nil, c.st.reason, map[string]string{"EXECUTION": x.id, "STATE": "uncertain"})
+	c.audit(audit.Transition, nil, c.st.reason+endSummary(end), endFields(end, map[string]string{"EXECUTION": x.id, "STATE": "uncertain"}))
 }
 
 // cohortPath is where an execution's cohort is kept for a restarted

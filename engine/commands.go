@@ -3,8 +3,26 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"time"
 )
+
+// Budget is how long a command may take that makes Pi read or write
+// about size bytes: the command timeout plus one second per PerSecond
+// bytes. Pi answers its first command only once its session is loaded,
+// and a large answer takes its time through framing, so one fixed timeout
+// is either too short for a large session or too long for a small one.
+func Budget(base time.Duration, size int64) time.Duration {
+	if base <= 0 {
+		base = DefaultCommandTimeout
+	}
+	return base + time.Duration(size/PerSecond)*time.Second
+}
+
+// PerSecond is the throughput Budget assumes: 4 MiB a second, well below
+// what pinned Pi loads or writes on a slow machine.
+const PerSecond = 4 << 20
 
 // promptCommand is the only shape of prompt the adapter can write. It has
 // no streamingBehavior field, so Mosaic input never enters Pi's native
@@ -66,8 +84,16 @@ func simple(cmd string) func(string) any {
 	return func(id string) any { return simpleCommand{Type: cmd, ID: id} }
 }
 
+// ErrAnswerTooLarge is wrapped when a response was so large that framing
+// left elements of it out (strings cut short are still an answer: ids and
+// types stay whole).
+var ErrAnswerTooLarge = errors.New("engine answer too large to read whole")
+
 // decodeData decodes a response's data into v.
 func decodeData(n *native, cmd string, v any) error {
+	if n.clip != nil && n.clip.Dropped > 0 {
+		return fmt.Errorf("%s: %w (%d bytes; %d elements left out)", cmd, ErrAnswerTooLarge, n.clip.Bytes, n.clip.Dropped)
+	}
 	if err := json.Unmarshal(n.Data, v); err != nil {
 		return fmt.Errorf("%s: decode response data: %w", cmd, err)
 	}
@@ -76,8 +102,15 @@ func decodeData(n *native, cmd string, v any) error {
 
 // GetState asks Pi for its session state.
 func (c *Conn) GetState(ctx context.Context) (State, error) {
+	return c.GetStateWithin(ctx, c.opts.CommandTimeout)
+}
+
+// GetStateWithin is GetState waiting at most timeout: the first command
+// of an execution waits for Pi to load its session, which takes time in
+// proportion to the file (see Budget).
+func (c *Conn) GetStateWithin(ctx context.Context, timeout time.Duration) (State, error) {
 	var s State
-	n, err := c.call(ctx, "get_state", c.opts.CommandTimeout, simple("get_state"))
+	n, err := c.call(ctx, "get_state", max(timeout, c.opts.CommandTimeout), simple("get_state"))
 	if err != nil {
 		return s, err
 	}
@@ -97,8 +130,16 @@ func (c *Conn) GetTree(ctx context.Context) (Tree, error) {
 // GetEntries asks Pi for the session entries after since (all if empty).
 // An unknown since is Pi's refusal, a *NativeError.
 func (c *Conn) GetEntries(ctx context.Context, since string) (Entries, error) {
+	return c.GetEntriesWithin(ctx, since, c.opts.CommandTimeout)
+}
+
+// GetEntriesWithin is GetEntries waiting at most timeout. An answer so
+// large that framing left entries out fails with ErrAnswerTooLarge; one
+// whose long strings were cut is returned (ids, parents and types are
+// short and stay whole).
+func (c *Conn) GetEntriesWithin(ctx context.Context, since string, timeout time.Duration) (Entries, error) {
 	var e Entries
-	n, err := c.call(ctx, "get_entries", c.opts.CommandTimeout, func(id string) any {
+	n, err := c.call(ctx, "get_entries", max(timeout, c.opts.CommandTimeout), func(id string) any {
 		return entriesCommand{Type: "get_entries", ID: id, Since: since}
 	})
 	if err != nil {

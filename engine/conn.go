@@ -43,8 +43,14 @@ type Options struct {
 	// Execution is the execution incarnation id stamped on every event.
 	// Required: events from two incarnations must never be confused.
 	Execution string
-	// MaxLine bounds one engine output line (DefaultMaxLine if zero).
+	// MaxLine bounds the engine output line held whole (DefaultMaxLine
+	// if zero).
 	MaxLine int
+	// LineLimit bounds the longest line read at all (DefaultLineLimit if
+	// zero); a line between MaxLine and LineLimit is reduced as it
+	// streams in: strings cut, Event.Truncated set. A LineLimit not above
+	// MaxLine turns reduction off.
+	LineLimit int64
 	// CommandTimeout bounds each command but abort.
 	CommandTimeout time.Duration
 	// AbortTimeout bounds abort.
@@ -93,7 +99,12 @@ func New(r io.Reader, w io.WriteCloser, opts Options) (*Conn, error) {
 		out:   make(chan protocol.Event),
 		done:  make(chan struct{}),
 	}
-	go c.read(NewLineReader(r, opts.MaxLine))
+	if opts.LineLimit == 0 {
+		opts.LineLimit = DefaultLineLimit
+	}
+	lr := NewLineReader(r, opts.MaxLine)
+	lr.Reduce(opts.LineLimit)
+	go c.read(lr)
 	go c.pump()
 	return c, nil
 }
@@ -140,6 +151,9 @@ func (c *Conn) read(lr *LineReader) {
 		case errors.Is(err, ErrLineTooLong):
 			c.lose(protocol.ReasonLineTooLong, "", err)
 			continue
+		case errors.Is(err, ErrReduce):
+			c.lose(protocol.ReasonUndecodable, "", err)
+			continue
 		case errors.Is(err, io.EOF):
 			c.finish(nil)
 			return
@@ -147,7 +161,7 @@ func (c *Conn) read(lr *LineReader) {
 			c.finish(fmt.Errorf("read engine output: %w", err))
 			return
 		}
-		c.handle(line)
+		c.handle(line, lr.Clip())
 	}
 }
 
@@ -160,12 +174,13 @@ func (c *Conn) lose(reason, nativeType string, cause error) {
 	c.push(c.mp.unavailable(reason, nativeType))
 }
 
-func (c *Conn) handle(line []byte) {
+func (c *Conn) handle(line []byte, clip *Clip) {
 	n, err := decodeLine(line)
 	if err != nil {
 		c.lose(protocol.ReasonUndecodable, "", err)
 		return
 	}
+	n.clip = clip
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if n.Type == "response" {

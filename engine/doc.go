@@ -4,9 +4,11 @@
 //
 // The exported surface is small:
 //
-//   - New wraps the pipes in a Conn: LF-only framing (LineReader), id
-//     correlated commands with timeouts (Prompt, ClearQueue, Abort,
-//     GetState, GetTree, GetEntries, GetCommands), native events mapped in
+//   - New wraps the pipes in a Conn: LF-only framing (LineReader, which
+//     reduces oversize lines), id correlated commands with timeouts
+//     (Prompt, ClearQueue, Abort, GetState, GetTree, GetEntries,
+//     GetCommands; the *Within forms take a timeout from Budget, which
+//     grows with the bytes Pi must load or send), native events mapped in
 //     wire order onto protocol.Event records (Events), the turn tracker
 //     (State) and the R3-1 interrupt (Interrupt, which returns a TurnProof).
 //   - CheckText is the slash policy; Prefixes is its one table.
@@ -16,13 +18,35 @@
 //
 // # Choices where the issue is silent
 //
-// Framing. A line over the bound (Options.MaxLine, default 16 MiB) is
-// reported as soon as the bound is passed, as an unavailable event with
-// reason line-too-long, and the binding is marked uncertain; the rest of
-// the line is skipped up to its LF. A final line without LF at EOF is
-// still decoded (Pi's own reader does the same). Undecodable lines are
-// unavailable events too and also make the binding uncertain: pinned Pi
-// sends only JSON on stdout, so anything else means something was lost.
+// Framing. A line up to Options.MaxLine (default 1 MiB) is read whole. A
+// longer one, up to Options.LineLimit (default 256 MiB, the history
+// reader's file limit: Pi writes nothing on one line that its session file
+// could not hold), is reduced while it streams in (reduce.go): one pass
+// copies the JSON value keeping its structure, cuts each string to
+// MaxLiveString bytes of its JSON form on a whole escape and a whole UTF-8
+// sequence, cuts strings to 1 KiB (ids and types stay whole) and leaves
+// array elements out once the copy reaches 2 MiB, and gives up past 3
+// MiB. Memory is the in-memory bound
+// plus the reduced copy, whatever the line's length; the Clip names what
+// was cut, and the mapper marks exactly the events and blocks that lost
+// something (Event.Truncated, Block.Truncated). A response that lost array
+// elements is refused by its command (ErrAnswerTooLarge) rather than read
+// as whole; cut strings are fine for commands, which read ids and types.
+// Pi writes large messages whole on one line four times (text_end,
+// message_end, turn_end, agent_end), so an 18 MiB answer costs four passes
+// of about 40 ms each. Alternatives weighed: raising the in-memory bound
+// to 256 MiB (four 18 MiB copies in flight, and a client line cap of 16
+// MiB exceeded by the event), and splitting message_end into parts (the
+// contract's multipart finals) while streaming, which needs the message's
+// role and stop reason before its content, not guaranteed by key order.
+// A line over the limit is reported as soon as the limit is passed, as an
+// unavailable event with reason line-too-long, and the binding is marked
+// uncertain; the rest of the line is skipped up to its LF. So is a line
+// that does not reduce (not one JSON value: undecodable-line). A final
+// line without LF at EOF is still decoded (Pi's own reader does the
+// same). Undecodable lines are unavailable events too and also make the
+// binding uncertain: pinned Pi sends only JSON on stdout, so anything else
+// means something was lost.
 // Prompt refuses text that is not valid UTF-8 (malformed) rather than let
 // encoding/json replace bytes. The writer relies on encoding/json, which
 // escapes control characters and always escapes U+2028/U+2029, so a

@@ -120,18 +120,21 @@ func (m *mapper) mapNative(n *native) []protocol.Event {
 	case "tool_execution_start":
 		e := m.toolEvent(protocol.EventToolStart, n)
 		e.Tool.Args = n.Args
+		e.Truncated = n.cut("/args")
 		return []protocol.Event{e}
 	case "tool_execution_update":
 		// partialResult is the accumulated output so far: replace, never append.
 		e := m.toolEvent(protocol.EventToolUpdate, n)
 		e.UpdateMode = protocol.UpdateReplace
 		e.Tool.Result = n.PartialResult
+		e.Truncated = n.cut("/partialResult")
 		return []protocol.Event{e}
 	case "tool_execution_end":
 		e := m.toolEvent(protocol.EventToolEnd, n)
 		e.UpdateMode = protocol.UpdateReplace
 		e.Tool.Result = n.Result
 		e.Tool.IsError = n.IsError
+		e.Truncated = n.cut("/result")
 		return []protocol.Event{e}
 	}
 	return []protocol.Event{m.unavailable(protocol.ReasonUnknownNative, n.Type)}
@@ -190,6 +193,7 @@ func (m *mapper) messageUpdate(n *native) []protocol.Event {
 	e.UpdateMode = protocol.UpdateAppend
 	if !last {
 		e.Text = u.Delta
+		e.Truncated = n.cut("/assistantMessageEvent/delta")
 	}
 	switch u.Type {
 	case "toolcall_start":
@@ -198,6 +202,7 @@ func (m *mapper) messageUpdate(n *native) []protocol.Event {
 	case "toolcall_end":
 		if tc := u.ToolCall; tc != nil {
 			e.Tool = &protocol.Tool{CallID: tc.ID, Name: tc.Name, Args: tc.Arguments}
+			e.Truncated = n.cut("/assistantMessageEvent/toolCall")
 			m.tools[tc.ID] = o.key
 		}
 	}
@@ -223,12 +228,15 @@ func (m *mapper) messageEnd(n *native) []protocol.Event {
 	e.Part, e.LastPart = protocol.Ordinal(0), true
 	e.StopReason = msg.StopReason
 	e.Content = make([]protocol.Block, 0, len(msg.Content))
-	for _, b := range msg.Content {
-		e.Content = append(e.Content, b.Block())
+	for i, b := range msg.Content {
+		blk := b.Block()
+		blk.Truncated = n.cut("/message/content/"+strconv.Itoa(i)) || (len(msg.Content) == 1 && n.cut("/message/content"))
+		e.Content = append(e.Content, blk)
 		if b.Type == "toolCall" {
 			m.tools[b.ID] = o.key
 		}
 	}
+	e.Truncated = n.cut("/message")
 	if msg.Role == "toolResult" {
 		e.Tool = &protocol.Tool{CallID: msg.ToolCallID, Name: msg.ToolName, IsError: msg.IsError}
 	}

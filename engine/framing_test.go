@@ -239,3 +239,63 @@ func BenchmarkFraming(b *testing.B) {
 	b.ReportMetric(float64(plain)/float64(ours), "x-of-indexbyte")
 	_ = sink
 }
+
+// FuzzLineReaderReduce: with reduction on, every line still comes back
+// exactly once and in order: whole up to the bound, reduced (the same
+// JSON value, being far under the string bound) between the bound and the
+// limit, refused past the limit or when it is not one JSON value.
+func FuzzLineReaderReduce(f *testing.F) {
+	for _, b := range recordings(f, ".stdout.jsonl") {
+		f.Add(b, uint16(40), uint16(400))
+	}
+	f.Add([]byte("{\"a\":\"bc\"}\r\n[1, 2]  \nnot json at all\n{}"), uint16(3), uint16(12))
+	f.Fuzz(func(t *testing.T, in []byte, max, limit uint16) {
+		if max == 0 || limit <= max {
+			return
+		}
+		var want []string
+		for _, raw := range bytes.SplitAfter(in, []byte("\n")) {
+			if len(raw) == 0 {
+				continue
+			}
+			body := bytes.TrimSuffix(raw, []byte("\n"))
+			switch {
+			case len(body) <= int(max):
+				want = append(want, string(trimCR(body)))
+			case len(body) > int(limit):
+				want = append(want, "!TOOLONG")
+			default:
+				out, _, err := reduce(bytes.NewReader(body))
+				if err != nil {
+					want = append(want, "!REDUCE")
+				} else {
+					want = append(want, string(out))
+				}
+			}
+		}
+		lr := NewLineReader(iotest.HalfReader(bytes.NewReader(in)), int(max))
+		lr.Reduce(int64(limit))
+		var got []string
+		for {
+			line, err := lr.Next()
+			switch {
+			case errors.Is(err, ErrLineTooLong):
+				got = append(got, "!TOOLONG")
+				continue
+			case errors.Is(err, ErrReduce):
+				got = append(got, "!REDUCE")
+				continue
+			case errors.Is(err, io.EOF):
+			case err != nil:
+				t.Fatalf("Next: %v", err)
+			default:
+				got = append(got, string(line))
+				continue
+			}
+			break
+		}
+		if strings.Join(got, "\x00|") != strings.Join(want, "\x00|") {
+			t.Fatalf("got %q, want %q", got, want)
+		}
+	})
+}

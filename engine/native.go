@@ -38,6 +38,15 @@ type native struct {
 	// queue_update.
 	Steering []string `json:"steering,omitempty"`
 	FollowUp []string `json:"followUp,omitempty"`
+
+	// clip says what framing cut from an oversize line (nil: whole).
+	clip *Clip
+}
+
+// cut reports whether the line lost anything at or below the JSON
+// pointer prefix.
+func (n *native) cut(prefix string) bool {
+	return n.clip != nil && (n.clip.Strings > 0 || n.clip.Dropped > 0) && n.clip.Under(prefix)
 }
 
 // assistantEvent is message_update.assistantMessageEvent.

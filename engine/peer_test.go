@@ -48,7 +48,7 @@ func startPeer(t *testing.T, opts Options) *peer {
 	}
 	p := &peer{t: t, conn: c, out: outW, cmds: make(chan map[string]any, 64), evDone: make(chan struct{})}
 	go func() {
-		lr := NewLineReader(inR, 0)
+		lr := NewLineReader(inR, 16<<20) // a prompt record can pass the default bound
 		for {
 			line, err := lr.Next()
 			if err != nil {

@@ -211,7 +211,7 @@ func (t *tracker) observe(n *native) {
 		if err != nil || msg.Role != "user" {
 			return
 		}
-		if s := t.slot; s != nil && !s.Started && s.Receipt != ReceiptFailed && msg.text() == s.Text {
+		if s := t.slot; s != nil && !s.Started && s.Receipt != ReceiptFailed && sameText(msg.text(), s.Text, n.cut("/message/content")) {
 			s.Started = true
 			return
 		}
@@ -300,4 +300,15 @@ func nearMatch(a, b string) bool {
 		return false
 	}
 	return strings.EqualFold(ta, tb) || strings.Contains(a, tb) || strings.Contains(b, ta)
+}
+
+// sameText reports whether a user message's text is the slot's text. A
+// prompt is at most 262144 characters, but its JSON form may pass the
+// framing's string bound (escaped control characters), so a message whose
+// text framing cut matches when it is a non-empty prefix of the slot's.
+func sameText(got, want string, cut bool) bool {
+	if !cut {
+		return got == want
+	}
+	return got != "" && strings.HasPrefix(want, got)
 }

@@ -295,7 +295,7 @@ func TestPromptTimeout(t *testing.T) {
 // event, the binding becomes uncertain and prompts refuse; later lines
 // still decode.
 func TestLineTooLongMakesUncertain(t *testing.T) {
-	p := startPeer(t, Options{MaxLine: 128})
+	p := startPeer(t, Options{MaxLine: 128, LineLimit: 256})
 	p.emit(`{"type":"message_update","assistantMessageEvent":{"type":"text_delta","contentIndex":0,"delta":"`+strings.Repeat("x", 500)+`"}}`,
 		`{"type":"agent_settled"}`)
 	p.sync()

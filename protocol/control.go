@@ -102,6 +102,27 @@ type Binding struct {
 	// LateEvents counts output of replaced executions that arrived late
 	// and was dropped, never rendered (H14).
 	LateEvents uint64 `json:"lateEvents,omitempty"`
+	// EngineEnd says why the current execution's engine is gone or never
+	// opened admission: set when it exited without a stop or failed its
+	// load check; absent otherwise.
+	EngineEnd *EngineEnd `json:"engineEnd,omitempty"`
+}
+
+// EngineEnd is what a user needs to see why an engine did not run: its
+// exit status and the last lines of its stderr.
+type EngineEnd struct {
+	Execution string `json:"execution"`
+	// Status is the exit status as the kernel reported it ("exit status
+	// 1", "signal: killed"); empty while the engine still runs.
+	Status string `json:"status,omitempty"`
+	// Preflight is the load check's failure, when that is what happened.
+	Preflight string `json:"preflight,omitempty"`
+	// Stderr holds the last lines of the engine's stderr (at most 20 and
+	// about 4 KiB, each cut to 512 bytes), oldest first, as UTF-8 text
+	// that a client must still make inert before showing it.
+	Stderr []string `json:"stderr,omitempty"`
+	// StderrCut says earlier lines were let go.
+	StderrCut bool `json:"stderrCut,omitempty"`
 }
 
 // ControlRecord answers a takeover or recovery-control acquisition and is

@@ -124,6 +124,13 @@ type Event struct {
 	// Native is the native event type that caused an unavailable event,
 	// cut to a bounded length. It is a label, never the payload.
 	Native string `json:"native,omitempty"`
+
+	// Truncated is set when the engine's line was too large to carry
+	// whole: strings of this event were cut (Text, a block's content, a
+	// tool's args or result) or elements left out. What was cut is never
+	// shown as whole; the message's full content is in the history pages
+	// once the engine persisted it.
+	Truncated bool `json:"truncated,omitempty"`
 }
 
 // Block is one content block of a final message.
@@ -137,6 +144,9 @@ type Block struct {
 	Args       json.RawMessage `json:"args,omitempty"`
 	// MimeType is set on image blocks; the image bytes are not streamed.
 	MimeType string `json:"mimeType,omitempty"`
+	// Truncated is set on a live block whose text or arguments were cut
+	// (see Event.Truncated); history blocks are never truncated.
+	Truncated bool `json:"truncated,omitempty"`
 }
 
 // Tool identifies a tool call and carries what the engine reported about it.

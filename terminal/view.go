@@ -493,7 +493,19 @@ func (m *message) lines(width int) []string {
 	return out
 }
 
+// cutNote follows a block the live stream carried only the start of
+// (protocol.Block.Truncated): the history holds it whole.
+const cutNote = "  [cut short in the live stream; the history holds all of it: Ctrl-O re-reads]"
+
 func finalBlock(b protocol.Block, width int) []string {
+	out := finalBody(b, width)
+	if b.Truncated {
+		out = append(out, clip(cutNote, width))
+	}
+	return out
+}
+
+func finalBody(b protocol.Block, width int) []string {
 	switch b.Type {
 	case "text":
 		if b.Text == "" {

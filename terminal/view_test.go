@@ -414,3 +414,16 @@ func TestCompactArgs(t *testing.T) {
 		})
 	}
 }
+
+// TestViewTruncatedBlockSaysSo: a final block the live stream cut short
+// is shown with a note, never as if whole.
+func TestViewTruncatedBlockSaysSo(t *testing.T) {
+	s := &stream{exec: "x1"}
+	cut := text("the start of a long answer")
+	cut.Truncated = true
+	tr := apply(&Transcript{},
+		s.ev(protocol.EventMessageStart, "m1", start("assistant")),
+		s.ev(protocol.EventMessageEnd, "m1", end("assistant", cut, text("whole"))),
+	)
+	wantLines(t, tr, 120, "[assistant]", "  the start of a long answer", cutNote, "  whole")
+}

@@ -51,7 +51,10 @@ type attacher struct {
 	pendingOn *client.Client
 
 	results chan func()
-	quit    bool
+	// endShown is the engine end last shown as a notice, so a binding
+	// rebroadcast for another reason does not show it again.
+	endShown protocol.EngineEnd
+	quit     bool
 	// prompts counts prompts in flight: when the connection ends their
 	// lost outcomes are the notice, not the disconnect.
 	prompts int
@@ -214,6 +217,11 @@ func (a *attacher) update(u client.Update) {
 		a.scr.SetNotice(u.Notice.Kind + ": " + u.Notice.Message)
 	case u.Refusal != nil && !u.Reply:
 		a.scr.SetNotice("refused: " + u.Refusal.Code + ": " + u.Refusal.Message)
+	case u.Binding != nil && u.Binding.EngineEnd != nil:
+		if e := u.Binding.EngineEnd; e.Execution != a.endShown.Execution || e.Status != a.endShown.Status || e.Preflight != a.endShown.Preflight {
+			a.endShown = *e
+			a.scr.SetNotice(engineEndLine(e))
+		}
 	}
 	a.syncControl()
 }

@@ -27,7 +27,7 @@ func promptCommand() *cli.Command {
 	}
 }
 
-func runPrompt(ctx context.Context, c *cli.Context) error {
+func runPrompt(ctx context.Context, c *cli.Context) (err error) {
 	if c.NArg() != 2 {
 		return fmt.Errorf("want a conversation id and one text argument (quote it), or - to read the text from standard input")
 	}
@@ -44,6 +44,8 @@ func runPrompt(ctx context.Context, c *cli.Context) error {
 		return err
 	}
 	defer s.close()
+	// An engine that is gone says why, after the refusal or verdict.
+	defer func() { err = withEngineEnd(err, s.c.State().Binding) }()
 	// Events reach only a connection that observed; the seam says whether
 	// a turn that was running at the cut will settle first.
 	o, err := s.c.Observe(ctx)
@@ -102,7 +104,7 @@ func (s *session) launched(ctx context.Context) error {
 // that were running before the prompt settle first and are not printed.
 func (s *session) answer(ctx context.Context, i, skip int, rc *protocol.Receipt) error {
 	var stop *protocol.Stop
-	aborted := ""
+	aborted, truncated := "", false
 	for {
 		u, err := s.tape.next(ctx, &i)
 		if err != nil {
@@ -121,6 +123,7 @@ func (s *session) answer(ctx context.Context, i, skip int, rc *protocol.Receipt)
 			switch {
 			case e.Kind == protocol.EventMessageEnd && e.Role == "assistant":
 				s.printText(e.Content)
+				truncated = truncated || e.Truncated
 				if e.StopReason == "error" || e.StopReason == "aborted" {
 					aborted = e.StopReason
 				}
@@ -128,6 +131,8 @@ func (s *session) answer(ctx context.Context, i, skip int, rc *protocol.Receipt)
 				return unsettled("interrupted", "the turn was ended by %s %s (%s)", stop.Kind, stop.ID, stop.State)
 			case e.Kind == protocol.EventRunSettled && aborted != "":
 				return unsettled(aborted, "the turn ended with stop reason %s (receipt %s)", aborted, rc.ID)
+			case e.Kind == protocol.EventRunSettled && truncated:
+				return unsettled("truncated", "the answer is longer than the live stream carries: what was printed stops where it was cut; the whole text is in the history (`mosaicctl attach %s`)", s.id)
 			case e.Kind == protocol.EventRunSettled:
 				return nil
 			}

@@ -307,6 +307,11 @@ func printStatus(list []*convStatus) error {
 		return err
 	}
 	for _, st := range list {
+		if st.Binding != nil && st.Binding.EngineEnd != nil {
+			fmt.Printf("%s: %s\n", st.Conversation, engineEndText(st.Binding.EngineEnd))
+		}
+	}
+	for _, st := range list {
 		for _, e := range st.Errors {
 			fmt.Fprintf(os.Stderr, "mosaicctl: %s: %s\n", st.Conversation, e)
 		}

@@ -312,7 +312,7 @@ func (e *engine) streamAssistant(ctx context.Context) (obj, *stubmodel.ToolCall)
 		e.update(zeroUsage(), obj{{"type", "text_delta"}, {"contentIndex", 0}, {"delta", chunk}})
 		return true
 	}
-	for _, c := range turn.Text {
+	for _, c := range turn.Chunks() {
 		if !sendText(c) {
 			aborted = true
 			break

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 )
 
@@ -23,6 +24,10 @@ type Script struct {
 type Turn struct {
 	// Text is streamed as one delta per element.
 	Text []string `json:"text,omitempty"`
+	// Bulk appends BulkText(Bulk) after Text: that many bytes of
+	// generated text, streamed in BulkChunk deltas, for answers too large
+	// to write into a script (the 18 MiB answer of issue 10).
+	Bulk int `json:"bulk,omitempty"`
 	// Tool, when set, makes the answer end in one bash tool call.
 	Tool *ToolCall `json:"tool,omitempty"`
 	// Endless keeps streaming text chunks until the client goes away (an
@@ -65,6 +70,36 @@ type Dialog struct {
 	Placeholder string   `json:"placeholder,omitempty"`
 	Prefill     string   `json:"prefill,omitempty"`
 	TimeoutMS   int      `json:"timeout,omitempty"`
+}
+
+// BulkChunk is the size of one streamed delta of a Bulk answer.
+const BulkChunk = 256 << 10
+
+// Chunks returns the deltas of the turn's text: Text, then the Bulk text
+// cut into BulkChunk pieces.
+func (t Turn) Chunks() []string {
+	if t.Bulk <= 0 {
+		return t.Text
+	}
+	out := append([]string(nil), t.Text...)
+	bulk := BulkText(t.Bulk)
+	for len(bulk) > BulkChunk {
+		out = append(out, bulk[:BulkChunk])
+		bulk = bulk[BulkChunk:]
+	}
+	return append(out, bulk)
+}
+
+// BulkText is n bytes of numbered 64-byte lines ("00000001 bulk ...\n"),
+// cut short at n, so a reader can check a large text whole and see where
+// a copy of it stops.
+func BulkText(n int) string {
+	var b strings.Builder
+	b.Grow(n + 64)
+	for i := 1; b.Len() < n; i++ {
+		fmt.Fprintf(&b, "%08d bulk %049d\n", i, i)
+	}
+	return b.String()[:n]
 }
 
 // DefaultChunkDelay paces streamed chunks when a turn sets none.

@@ -255,7 +255,7 @@ func (st *sseStream) run(turn Turn, n int) error {
 	if err := st.send(map[string]any{"role": "assistant", "content": ""}, nil, nil); err != nil {
 		return err
 	}
-	for _, c := range turn.Text {
+	for _, c := range turn.Chunks() {
 		if err := st.pause(delay); err != nil {
 			return err
 		}

@@ -1,0 +1,74 @@
+package controller
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/mosaic-agents/mosaic/audit"
+	"github.com/mosaic-agents/mosaic/protocol"
+)
+
+// admissionLocked is the one answer to "may a prompt be admitted now?",
+// nil for yes. The binding's admission field and admit both read it, so a
+// client is never told open while prompts are refused.
+//
+// st.admission is only the controller's own gate (closed by interrupts,
+// stops, launch, foreign writers). Admission as clients see it also needs
+// an active binding and an engine connection that neither fenced itself
+// nor lost output: the engine's tracker refuses prompts then whatever the
+// controller's gate says, so it is read here too.
+func (c *Controller) admissionLocked() *protocol.Refusal {
+	x := c.st.exec
+	switch {
+	case x == nil || x.conn == nil:
+		return protocol.Refuse(CodeNoEngine, "no engine runs in this conversation (%s)", c.st.binding)
+	case c.st.binding == protocol.BindingLaunching:
+		return protocol.Refuse(CodePreflight, "the engine is still starting")
+	case c.st.preflight != "":
+		return protocol.Refuse(CodePreflight, "the load check did not pass: %s", c.st.preflight)
+	case !c.st.admission:
+		return protocol.Refuse(CodeFenced, "admission is closed: %s", c.st.reason)
+	case x.exited:
+		return protocol.Refuse(CodeFenced, "admission is closed: the engine of execution %s exited", x.id)
+	}
+	switch ts := x.conn.State(); {
+	case ts.Uncertain:
+		return protocol.Refuse(CodeFenced, "admission is closed: engine output was lost (%s); force stop, then recover", strings.Join(ts.Reasons, "; "))
+	case ts.Fenced:
+		return protocol.Refuse(CodeFenced, "admission is closed: the engine connection is fenced by an interrupt")
+	case c.st.binding != protocol.BindingActive:
+		return protocol.Refuse(CodeFenced, "admission is closed: the binding is %s", c.st.binding)
+	}
+	return nil
+}
+
+// admissionFieldsLocked projects admissionLocked for the binding record:
+// the controller's own reason when its gate is closed, else the refusal's.
+func (c *Controller) admissionFieldsLocked() (state, reason string) {
+	r := c.admissionLocked()
+	switch {
+	case r == nil:
+		return "open", ""
+	case !c.st.admission && c.st.reason != "":
+		return "closed", c.st.reason
+	}
+	return "closed", strings.TrimPrefix(r.Message, "admission is closed: ")
+}
+
+// engineLost is the engine connection reporting a line it could not read
+// (over the framing limit, or not JSON): what it carried is gone, so the
+// binding becomes uncertain, as it does for an engine exit, and clients
+// learn it now rather than at their next prompt.
+func (c *Controller) engineLost(x *execution, ev protocol.Event) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.st.exec != x || c.st.binding != protocol.BindingActive {
+		c.publishBindingLocked()
+		return
+	}
+	why := fmt.Sprintf("engine output of execution %s was lost (%s at event %d); force stop, then recover", x.id, ev.Reason, ev.Seq)
+	c.st.binding = protocol.BindingUncertain
+	c.markUncertainLocked(why)
+	c.publishBindingLocked()
+	c.audit(audit.Transition, nil, why, map[string]string{"EXECUTION": x.id, "STATE": "uncertain", "REASON": ev.Reason})
+}
