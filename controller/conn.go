@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mosaic-agents/mosaic/activation"
 	"github.com/mosaic-agents/mosaic/audit"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
@@ -35,11 +36,20 @@ var errStopped = errors.New("feed replaced by a new observe")
 // only in the epoch of the latest observed record it wrote, so no event of
 // a replaced subscription follows the observed record that replaced it.
 type conn struct {
-	id         string
-	c          net.Conn
-	peer       *audit.Peer
-	enginePeer bool // the peer lives inside a mosaic engine scope
-	hello      bool
+	id    string
+	c     net.Conn
+	peer  *audit.Peer // what the journal names: uid and pid
+	hello bool
+
+	// The peer's identity: its pidfd and the judge that classifies it at
+	// accept and again at every control command. Once an engine peer,
+	// always one (engine, why): a peer that moves itself out of its scope
+	// after the hello, or exits, gains nothing.
+	peerMu sync.Mutex
+	ident  *activation.Peer
+	judge  *activation.Judge
+	engine bool
+	why    string
 
 	ctl     chan record // control records: replies, refusals, broadcasts
 	out     chan record // events; the writer prefers ctl
@@ -71,6 +81,30 @@ type feed struct {
 
 func newConn(id string, c net.Conn) *conn {
 	return &conn{id: id, c: c, ctl: make(chan record, outSize), out: make(chan record, outSize), closing: make(chan struct{}), wdone: make(chan struct{})}
+}
+
+// judgePeer classifies the peer now and returns whether it is an engine
+// peer and why. A connection without a judge is one (fail closed).
+func (k *conn) judgePeer() (bool, string) {
+	k.peerMu.Lock()
+	defer k.peerMu.Unlock()
+	switch {
+	case k.engine:
+	case k.judge == nil || k.ident == nil:
+		k.engine, k.why = true, "the peer's identity was never read"
+	default:
+		if v := k.judge.Judge(k.ident); v.Engine {
+			k.engine, k.why = true, v.Reason
+		}
+	}
+	return k.engine, k.why
+}
+
+// enginePeer reports the latest verdict without judging again.
+func (k *conn) enginePeer() bool {
+	k.peerMu.Lock()
+	defer k.peerMu.Unlock()
+	return k.engine
 }
 
 // writeLoop drains the queues to the socket until the connection closes,

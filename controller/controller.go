@@ -64,7 +64,7 @@ type Controller struct {
 	conns map[string]*conn
 	st    state
 
-	dedup map[string]*dedupEntry
+	dedup *dedupIndex
 	confs map[string]*confirmation
 	elig  map[string]*eligibility
 	stops map[string]*protocol.Stop
@@ -123,7 +123,7 @@ func New(cfg Config) *Controller {
 	}
 	return &Controller{
 		cfg: cfg, bus: newBus(), log: cfg.Audit,
-		conns: map[string]*conn{}, dedup: map[string]*dedupEntry{},
+		conns: map[string]*conn{}, dedup: newDedupIndex(),
 		confs: map[string]*confirmation{}, elig: map[string]*eligibility{},
 		stops: map[string]*protocol.Stop{}, cursors: newCursors(),
 		st: state{binding: protocol.BindingIdle, revoked: map[string]bool{}},
@@ -205,6 +205,7 @@ func (c *Controller) audit(ev audit.Event, k *conn, msg string, fields map[strin
 // refuse is the one way a command is refused: a refusal record to the
 // client and a journal entry with the code.
 func (c *Controller) refuse(k *conn, request string, r *protocol.Refusal) {
+	r = clipRefusal(r)
 	c.log.Log(audit.Entry{Event: audit.Refusal, Connection: k.id, Peer: k.peer, Refusal: r.Code,
 		Message: fmt.Sprintf("refused %s on connection %s: %s", r.Code, k.id, r.Message),
 		Fields:  map[string]string{"REQUEST": request}})
@@ -240,6 +241,11 @@ func (c *Controller) detach(k *conn) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.conns, k.id)
+	// A gone connection's id is never used again: what is kept about it
+	// only (revoked, confirmations bound to it) goes with it, so takeovers
+	// by ever new connections do not grow the state.
+	delete(c.st.revoked, k.id)
+	c.dropConfirmationsLocked(k.id)
 	if c.st.controller == k.id {
 		c.publishBindingLocked() // controllerConnected is now false
 	}
