@@ -15,7 +15,7 @@ import (
 // handled are never forgotten (their number is bounded by the
 // connections, each reading one command at a time, and the stops).
 const (
-	maxReceipts = 4096
+	maxReceipts = 1024
 	receiptTTL  = time.Hour
 )
 

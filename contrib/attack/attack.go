@@ -14,10 +14,11 @@
 //     connection to a child and exit at once; the child waits until the
 //     connecting process is gone, then takes over and reports.
 //   - conns: MOSAIC_ATTACK_N connection attempts, holding every connection
-//     not refused; reports once stdin closes.
+//     not refused; prints a progress line when done, and the report once
+//     stdin closes.
 //   - partial: MOSAIC_ATTACK_N connections, each a hello and then
-//     MOSAIC_ATTACK_BYTES bytes without a newline; reports when every
-//     write ended ("written"), then holds until stdin closes.
+//     MOSAIC_ATTACK_BYTES bytes without a newline; prints a progress line
+//     when every write ended, and the report once stdin closes.
 //   - confirm: MOSAIC_ATTACK_N issue-confirmation acquire-recovery-control
 //     on one connection; reports the replies by record and code.
 package attack
@@ -316,16 +317,20 @@ func (t *tally) snapshot() map[string]int {
 	return out
 }
 
-// watch counts the first record a connection receives (a refusal for a
-// refused one) and closes it when the server does.
+// watch counts the records a connection receives until the server closes
+// it, and closes it after a refusal.
 func watch(s *session, t *tally, wg *sync.WaitGroup, held *int64mu) {
 	defer wg.Done()
-	m, err := s.next()
-	if err == nil {
+	for {
+		m, err := s.next()
+		if err != nil {
+			return
+		}
 		t.add(m)
 		if m["record"] == "refusal" {
 			s.c.Close()
 			held.add(-1)
+			return
 		}
 	}
 }
@@ -355,6 +360,7 @@ func conns(sock string, n int) Report {
 		wg.Add(1)
 		go watch(s, &t, &wg, &held)
 	}
+	fmt.Printf("{\"held\":%d,\"dialErrs\":%d}\n", held.get(), errs)
 	io.Copy(io.Discard, os.Stdin) // hold until the test has measured
 	rep := Report{Records: t.snapshot(), Held: held.get(), DialErrs: errs}
 	for _, s := range all {
@@ -400,7 +406,7 @@ func partial(sock string, n, size int) Report {
 		}()
 	}
 	writes.Wait()
-	fmt.Printf("{\"written\":%d}\n", written.get())
+	fmt.Printf("{\"written\":%d,\"held\":%d}\n", written.get(), held.get())
 	io.Copy(io.Discard, os.Stdin)
 	rep := Report{Records: t.snapshot(), Held: held.get(), DialErrs: errs, Written: written.get()}
 	for _, s := range all {
