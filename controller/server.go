@@ -34,6 +34,11 @@ const (
 	// DefaultMaxBuffered caps the bytes held for unfinished client lines
 	// across all connections.
 	DefaultMaxBuffered = 64 << 20
+	// DefaultMaxQueued caps the bytes of control records (replies,
+	// observed records with their history page) queued for clients that
+	// have not read them yet, across all connections; a client whose
+	// record does not fit is closed as too slow.
+	DefaultMaxQueued = 256 << 20
 
 	// fdReserve is kept free under RLIMIT_NOFILE for everything that is
 	// not a connection: the engine's pipes, the session watch, history
@@ -77,9 +82,11 @@ type Server struct {
 	HelloTimeout time.Duration // accept to complete hello (0: DefaultHelloTimeout)
 	IdleTimeout  time.Duration // silence before the hello (0: DefaultIdleTimeout)
 	MaxBuffered  int64         // bytes of unfinished lines, all connections (0: DefaultMaxBuffered)
+	MaxQueued    int64         // bytes of control records queued, all connections (0: DefaultMaxQueued)
 
 	judge    *activation.Judge
 	lines    *budget
+	queue    *budget
 	limit    int
 	refusals *burstLog
 
@@ -103,6 +110,7 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	s.judge = judge
 	s.limit, _ = ConnLimit(s.MaxConns)
 	s.lines = &budget{max: cmp.Or(s.MaxBuffered, DefaultMaxBuffered)}
+	s.queue = &budget{max: cmp.Or(s.MaxQueued, DefaultMaxQueued)}
 	s.refusals = newBurstLog(s.Audit, refusalWindow)
 	s.mu.Unlock()
 	defer s.refusals.flush()
@@ -226,10 +234,12 @@ func (s *Server) attach(k *conn) func() {
 // it could not be) and judged v.
 func (s *Server) handle(ctx context.Context, c net.Conn, p *activation.Peer, perr error, v activation.Verdict) {
 	k := newConn(newID("k-"), c)
+	k.queue = s.queue
 	go k.writeLoop()
 	defer func() {
 		k.close()
 		k.flush()
+		k.releaseQueue()
 		closeGracefully(c)
 	}()
 	defer s.track(k)()

@@ -111,6 +111,12 @@ func runOne(root string, m Mutant, timeout time.Duration) (string, []byte) {
 		return "stale", []byte(err.Error() + "\n")
 	}
 	defer os.RemoveAll(scratch)
+	// The sandbox runs each test binary as an unprivileged user in its
+	// package directory: MkdirTemp's 0700 would fail that chdir (systemd's
+	// 200/CHDIR), which is not a test failure.
+	if err := os.Chmod(scratch, 0o755); err != nil {
+		return "stale", []byte(err.Error() + "\n")
+	}
 	if err := copyTracked(root, scratch); err != nil {
 		return "stale", []byte(err.Error() + "\n")
 	}
