@@ -13,6 +13,7 @@ import (
 	"github.com/mosaic-agents/mosaic/claims"
 	"github.com/mosaic-agents/mosaic/conversations"
 	"github.com/mosaic-agents/mosaic/engine"
+	"github.com/mosaic-agents/mosaic/history"
 	"github.com/mosaic-agents/mosaic/protocol"
 	"github.com/mosaic-agents/mosaic/scopes"
 )
@@ -70,6 +71,11 @@ type Controller struct {
 	stops map[string]*protocol.Stop
 	// cursors are the history page cursors handed to connections.
 	cursors *cursors
+	// readers bounds concurrent session reads of observes; lastSnap is the
+	// latest snapshot they read, shared while the file is unchanged.
+	readers  chan struct{}
+	snapMu   sync.Mutex
+	lastSnap *history.Snapshot
 
 	// afterAdmit, when set (tests only), runs between a prompt's
 	// admission and its dispatch, so a race can land exactly there.
@@ -125,7 +131,7 @@ func New(cfg Config) *Controller {
 		cfg: cfg, bus: newBus(), log: cfg.Audit,
 		conns: map[string]*conn{}, dedup: newDedupIndex(),
 		confs: map[string]*confirmation{}, elig: map[string]*eligibility{},
-		stops: map[string]*protocol.Stop{}, cursors: newCursors(),
+		stops: map[string]*protocol.Stop{}, cursors: newCursors(), readers: make(chan struct{}, observeReaders),
 		st: state{binding: protocol.BindingIdle, revoked: map[string]bool{}},
 	}
 }
