@@ -39,9 +39,6 @@ func newDedupIndex() *dedupIndex {
 	return &dedupIndex{m: map[string]*dedupEntry{}, answered: list.New()}
 }
 
-// len returns the entries held, pending or answered.
-func (d *dedupIndex) len() int { return len(d.m) }
-
 // prune forgets answered entries past the TTL or beyond the cap.
 func (d *dedupIndex) prune(now time.Time) {
 	for e := d.answered.Front(); e != nil; e = d.answered.Front() {
