@@ -279,16 +279,20 @@ func TestPartialLineFlood(t *testing.T) {
 	during := f.usage()
 	f.binding()
 	t.Logf("base %s; during (%v) %s", base, progress, during)
-	if grew := during.hwm - base.rss; grew > 64*mib+96*mib {
-		t.Errorf("the controller's peak RSS rose by %d MiB; want at most the 64 MiB line budget and 96 MiB besides", grew>>20)
+	// Buffers grow by doubling against the 64 MiB budget, so the garbage
+	// of their growth is about the budget again, and Go's collector lets
+	// the heap reach about twice what is live before it runs: 3 x 64 MiB.
+	if grew := during.hwm - base.rss; grew > 3*64*mib {
+		t.Errorf("the controller's peak RSS rose by %d MiB; want at most three times the 64 MiB line budget", grew>>20)
 	}
 	rep := a.finish(t)
+	t.Logf("attack report %+v", rep)
 	if rep.Records["refusal:"+controller.CodeBuffersFull] == 0 {
 		t.Errorf("attack report %+v: want refusals buffers-full", rep)
 	}
 	after := f.settle(base)
 	t.Logf("after %s", after)
-	if grew := after.rss - base.rss; grew > 64*mib+96*mib {
+	if grew := after.rss - base.rss; grew > 3*64*mib {
 		t.Errorf("after the flood the controller's RSS is %d MiB above its start", grew>>20)
 	}
 	f.admissionOpen()
