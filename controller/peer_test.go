@@ -67,8 +67,10 @@ func (r *rig) runAttack(t testing.TB, mode string, wrap func(string) []string, e
 // tools), one that left the engine scope from inside its own namespaces,
 // one started by a tool child in a scope of its own through the user
 // manager (systemd-run --user --scope), one that left the scope while its
-// parent stayed, and one that made itself unreadable (non-dumpable). On
-// the main before this change every one of them got control.
+// parent stayed, one that made itself unreadable (non-dumpable), and a
+// connection whose connecting process, judged at accept, exited after
+// its welcome and left it to another. On the main before this change
+// every one of them got control.
 func TestEnginePeerRoutes(t *testing.T) {
 	r := newRig(t, plainScript, nil)
 	r.waitBinding("active")
@@ -90,11 +92,15 @@ func TestEnginePeerRoutes(t *testing.T) {
 		{"left the scope, parent inside", "takeover", inScope(engine, fmt.Sprintf(
 			`sh -c 'mkdir -p %s && echo $$ > %s/cgroup.procs && exec "$0"' "$ATTACK"; true`, evil, evil))},
 		{"non-dumpable outside any scope", "nodump-takeover", nil},
+		// Judged at accept while alive and outside any scope; by the
+		// takeover the connecting process is gone and another holds the
+		// connection: only the judgement at the command sees it.
+		{"connector gone after its welcome", "fork", nil},
 	}
 	for _, tt := range routes {
 		t.Run(tt.name, func(t *testing.T) {
 			gen := r.generation()
-			rep := r.runAttack(t, tt.mode, tt.wrap)
+			rep := r.runAttack(t, tt.mode, tt.wrap, attack.EnvHello+"=welcome")
 			if rep.Reply["record"] != "refusal" || rep.Reply["code"] != CodeEnginePeer {
 				t.Fatalf("takeover from %s: %v; want refusal engine-peer", tt.name, rep.Reply)
 			}

@@ -10,9 +10,10 @@
 //     reports the reply record.
 //   - nodump-takeover: takeover after prctl(PR_SET_DUMPABLE, 0), which
 //     makes the process's /proc namespace links unreadable to others.
-//   - fork: connect (and hello, with MOSAIC_ATTACK_HELLO=1), hand the
-//     connection to a child and exit at once; the child waits until the
-//     connecting process is gone, then takes over and reports.
+//   - fork: connect (and hello, with MOSAIC_ATTACK_HELLO=1; and wait for
+//     the welcome and binding too, with MOSAIC_ATTACK_HELLO=welcome), hand
+//     the connection to a child and exit at once; the child waits until
+//     the connecting process is gone, then takes over and reports.
 //   - conns: MOSAIC_ATTACK_N connection attempts, holding every connection
 //     not refused; prints a progress line when done, and the report once
 //     stdin closes.
@@ -223,6 +224,11 @@ func takeoverOn(s *session, hello bool) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
+	return takeoverAt(s, gen)
+}
+
+func takeoverAt(s *session, gen float64) (Report, error) {
+	s.c.SetDeadline(time.Now().Add(60 * time.Second))
 	m, err := s.request(map[string]any{"type": "takeover", "request": fmt.Sprintf("atk-%d-%d", os.Getpid(), time.Now().UnixNano()), "generation": gen})
 	return Report{Reply: m}, err
 }
@@ -253,18 +259,56 @@ func fork(sock string) error {
 	if err := unix.Connect(fd, &unix.SockaddrUnix{Name: sock}); err != nil {
 		return err
 	}
-	if os.Getenv(EnvHello) == "1" {
+	msg := []byte{'-'}
+	if h := os.Getenv(EnvHello); h == "1" || h == "welcome" {
 		if _, err := unix.Write(fd, []byte(`{"type":"hello","client":"attack"}`+"\n")); err != nil {
 			return err
 		}
+		if h == "welcome" {
+			gen, err := readBinding(fd)
+			if err != nil {
+				return err
+			}
+			msg = []byte(strconv.FormatFloat(gen, 'f', -1, 64))
+		}
 	}
-	return unix.Sendmsg(pair[0], []byte{0}, unix.UnixRights(fd), nil, 0) // and exit at once
+	return unix.Sendmsg(pair[0], msg, unix.UnixRights(fd), nil, 0) // and exit at once
+}
+
+// readBinding reads the connection's records a byte at a time (leaving
+// nothing buffered for the child) up to the binding after the welcome,
+// and returns its generation.
+func readBinding(fd int) (float64, error) {
+	var line []byte
+	b := make([]byte, 1)
+	for {
+		n, err := unix.Read(fd, b)
+		if err != nil || n == 0 {
+			return 0, fmt.Errorf("read the welcome: %v", err)
+		}
+		if b[0] != '\n' {
+			line = append(line, b[0])
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal(line, &m); err != nil {
+			return 0, err
+		}
+		line = line[:0]
+		switch m["record"] {
+		case "refusal":
+			return 0, fmt.Errorf("refused at hello: %v", m)
+		case "binding":
+			g, _ := m["generation"].(float64)
+			return g, nil
+		}
+	}
 }
 
 func forked() (Report, error) {
 	parent, _ := strconv.Atoi(os.Getenv(envParent))
-	buf, oob := make([]byte, 1), make([]byte, unix.CmsgSpace(4))
-	_, oobn, _, _, err := unix.Recvmsg(3, buf, oob, 0)
+	buf, oob := make([]byte, 32), make([]byte, unix.CmsgSpace(4))
+	n, oobn, _, _, err := unix.Recvmsg(3, buf, oob, 0)
 	if err != nil {
 		return Report{}, fmt.Errorf("receive the connection: %w", err)
 	}
@@ -285,6 +329,13 @@ func forked() (Report, error) {
 	}
 	defer c.Close()
 	s := &session{c: c, r: bufio.NewReaderSize(c, 64<<10)}
+	if os.Getenv(EnvHello) == "welcome" { // the parent read the binding
+		gen, err := strconv.ParseFloat(string(buf[:n]), 64)
+		if err != nil {
+			return Report{}, err
+		}
+		return takeoverAt(s, gen)
+	}
 	return takeoverOn(s, os.Getenv(EnvHello) != "1")
 }
 
