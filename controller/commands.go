@@ -38,15 +38,22 @@ const (
 	CodeNoEngine           = "no-engine"
 )
 
+// Refusal codes of the transport bounds (server.go, docs/protocol.md §1).
+const (
+	// CodeTooManyConnections: the connection cap is reached; the refused
+	// connection is closed right after this line.
+	CodeTooManyConnections = "too-many-connections"
+	// CodeHelloTimeout: no complete hello within the hello timeout, or no
+	// byte within the idle timeout before it; the connection is closed.
+	CodeHelloTimeout = "hello-timeout"
+	// CodeBuffersFull: the bytes held for unfinished lines across all
+	// connections reached their cap; the connection that needed more is
+	// closed.
+	CodeBuffersFull = "buffers-full"
+)
+
 // maxRequestID bounds a client request id.
 const maxRequestID = 128
-
-// dedupEntry is one admitted request of this controller incarnation.
-type dedupEntry struct {
-	digest  string
-	pending bool
-	reply   []byte // the final record, resent on an exact retry
-}
 
 // handler runs one command and returns its final record, or a later.
 type handler func(k *conn, cmd *protocol.Command) (any, error)
@@ -89,11 +96,19 @@ func (c *Controller) command(k *conn, typ string, line []byte) {
 	}
 	h, ok := c.handlers()[typ]
 	if !ok {
-		c.refuse(k, cmd.Request, protocol.Refuse(protocol.CodeUnknownCommand, "unknown record type %q", typ))
+		c.refuse(k, cmd.Request, protocol.Refuse(protocol.CodeUnknownCommand, "unknown record type %s", quoted(typ)))
 		return
 	}
 	if cmd.Request == "" || len(cmd.Request) > maxRequestID {
 		c.refuse(k, "", protocol.Refuse(protocol.CodeMalformed, "a %s needs a request id of 1-%d characters", typ, maxRequestID))
+		return
+	}
+	// Every command but observe may act: the peer is judged again now, so
+	// one that moved itself out of its engine scope, or whose connecting
+	// process exited, after the hello gains nothing.
+	if engine, why := k.judgePeer(); engine {
+		c.refuse(k, cmd.Request, protocol.Refuse(CodeEnginePeer,
+			"this peer may observe, never act on the conversation: %s", why))
 		return
 	}
 	digest := fingerprint(&cmd)
@@ -144,41 +159,6 @@ func fingerprint(cmd *protocol.Command) string {
 	}
 	sum := sha256.Sum256(canon)
 	return hex.EncodeToString(sum[:])
-}
-
-// dedupBegin returns the stored record of an exact retry, a refusal, or
-// neither (a new request, now pending).
-func (c *Controller) dedupBegin(request, digest string, retry bool) ([]byte, *protocol.Refusal) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.dedup[request]
-	switch {
-	case ok && e.digest != digest:
-		return nil, protocol.Refuse(CodeConflictingRequest, "request id %q was used for another command; use a new id", request)
-	case ok && e.pending:
-		return nil, protocol.Refuse(CodeRequestPending, "request %q is still being handled; wait for its record", request)
-	case ok:
-		return e.reply, nil
-	case retry:
-		return nil, protocol.Refuse(CodeReceiptUnknown,
-			"this controller has no record of request %q (it may have restarted); nothing was dispatched again: check the transcript", request)
-	}
-	c.dedup[request] = &dedupEntry{digest: digest, pending: true}
-	return nil, nil
-}
-
-func (c *Controller) dedupDone(request string, reply []byte) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if e := c.dedup[request]; e != nil {
-		e.pending, e.reply = false, reply
-	}
-}
-
-func (c *Controller) dedupDrop(request string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.dedup, request)
 }
 
 // checkControlLocked is the fence every control command passes: the

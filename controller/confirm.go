@@ -25,6 +25,14 @@ type confirmation struct {
 	leaf string
 }
 
+// Confirmation bounds: at most maxConfirmations are kept in all and
+// maxConfirmationsPerConn per connection, each until it expires
+// (Config.ConfirmTTL, default 2 minutes) or its connection closes.
+const (
+	maxConfirmations        = 64
+	maxConfirmationsPerConn = 8
+)
+
 var confirmable = map[string]bool{
 	protocol.CmdForceStop: true, protocol.CmdRecover: true, protocol.CmdAcquireRecoveryControl: true,
 }
@@ -39,8 +47,11 @@ func (c *Controller) stopContextLocked() string {
 }
 
 func (c *Controller) issueConfirmation(k *conn, cmd *protocol.Command) (any, error) {
+	if k.enginePeer() {
+		return nil, protocol.Refuse(CodeEnginePeer, "an engine peer may not issue confirmations")
+	}
 	if !confirmable[cmd.Operation] {
-		return nil, protocol.Refuse(CodeConfirmation, "operation %q cannot be confirmed; use force-stop, recover or acquire-recovery-control", cmd.Operation)
+		return nil, protocol.Refuse(CodeConfirmation, "operation %s cannot be confirmed; use force-stop, recover or acquire-recovery-control", quoted(cmd.Operation))
 	}
 	members := c.memberSummary()
 	// A recover names the leaf the file is on now, read like recover reads
@@ -65,6 +76,9 @@ func (c *Controller) issueConfirmation(k *conn, cmd *protocol.Command) (any, err
 		exec = c.st.exec.id
 	}
 	now := time.Now()
+	if r := c.roomForConfirmationLocked(k, now); r != nil {
+		return nil, r
+	}
 	cf := &confirmation{expires: now.Add(c.cfg.ConfirmTTL), leaf: leaf}
 	cf.rec = protocol.Confirmation{Record: "confirmation", ID: newID("cf-"), Request: cmd.Request, Operation: cmd.Operation,
 		State: "issued", Connection: k.id, Execution: exec, Generation: c.st.generation,
@@ -133,7 +147,7 @@ func (c *Controller) answerConfirmation(k *conn, cmd *protocol.Command) (any, er
 	cf := c.confs[cmd.Confirmation]
 	switch {
 	case cf == nil:
-		return nil, protocol.Refuse(CodeConfirmation, "no confirmation %q", cmd.Confirmation)
+		return nil, protocol.Refuse(CodeConfirmation, "no confirmation %s (never issued, or expired and forgotten)", quoted(cmd.Confirmation))
 	case cf.rec.Connection != k.id:
 		return nil, protocol.Refuse(CodeConfirmation, "confirmation %s was issued to another connection", cf.rec.ID)
 	case cf.rec.State != "issued":
@@ -148,7 +162,7 @@ func (c *Controller) answerConfirmation(k *conn, cmd *protocol.Command) (any, er
 	case "decline":
 		cf.rec.State = "declined"
 	default:
-		return nil, protocol.Refuse(CodeConfirmation, "answer must be \"confirm\" or \"decline\", got %q", cmd.Answer)
+		return nil, protocol.Refuse(CodeConfirmation, "answer must be \"confirm\" or \"decline\", got %s", quoted(cmd.Answer))
 	}
 	out := cf.rec
 	out.Request = cmd.Request
@@ -170,7 +184,7 @@ func (c *Controller) useConfirmationLocked(k *conn, id, op string) *protocol.Ref
 	case id == "" || cf == nil:
 		return protocol.Refuse(CodeConfirmation, "%s needs an answered confirmation: issue-confirmation, then answer-confirmation", op)
 	case cf.rec.Connection != k.id:
-		return protocol.Refuse(CodeConfirmation, "confirmation %s belongs to another connection", id)
+		return protocol.Refuse(CodeConfirmation, "confirmation %s belongs to another connection", quoted(id))
 	case cf.rec.Operation != op:
 		return protocol.Refuse(CodeConfirmation, "confirmation %s is for %s, not %s", id, cf.rec.Operation, op)
 	case cf.rec.State == "used":
@@ -188,4 +202,35 @@ func (c *Controller) useConfirmationLocked(k *conn, id, op string) *protocol.Ref
 	c.audit(audit.Confirmation, k, fmt.Sprintf("confirmation %s used for %s", id, op),
 		map[string]string{"CONFIRMATION": id, "STATE": "used", "OPERATION": op})
 	return nil
+}
+
+// roomForConfirmationLocked forgets expired confirmations and refuses a
+// new one beyond the caps. Callers hold mu.
+func (c *Controller) roomForConfirmationLocked(k *conn, now time.Time) *protocol.Refusal {
+	mine := 0
+	for id, cf := range c.confs {
+		switch {
+		case now.After(cf.expires):
+			delete(c.confs, id)
+		case cf.rec.Connection == k.id:
+			mine++
+		}
+	}
+	switch {
+	case mine >= maxConfirmationsPerConn:
+		return protocol.Refuse(CodeConfirmation, "this connection holds %d unexpired confirmations, the most it may; use or decline them, or wait %s for them to expire", mine, c.cfg.ConfirmTTL)
+	case len(c.confs) >= maxConfirmations:
+		return protocol.Refuse(CodeConfirmation, "the controller holds %d unexpired confirmations, the most it keeps; wait %s for them to expire", len(c.confs), c.cfg.ConfirmTTL)
+	}
+	return nil
+}
+
+// dropConfirmationsLocked forgets the confirmations of a closed
+// connection: they are bound to it and no other may use them.
+func (c *Controller) dropConfirmationsLocked(conn string) {
+	for id, cf := range c.confs {
+		if cf.rec.Connection == conn {
+			delete(c.confs, id)
+		}
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mosaic-agents/mosaic/activation"
 	"github.com/mosaic-agents/mosaic/audit"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
@@ -18,6 +19,9 @@ import (
 const (
 	outSize  = 256
 	sendWait = 5 * time.Second
+	// maxQueuedPerConn bounds the bytes of control records queued for one
+	// connection: room for a few full history pages.
+	maxQueuedPerConn = 32 << 20
 )
 
 // errSlow means a client did not read its records in time.
@@ -35,11 +39,27 @@ var errStopped = errors.New("feed replaced by a new observe")
 // only in the epoch of the latest observed record it wrote, so no event of
 // a replaced subscription follows the observed record that replaced it.
 type conn struct {
-	id         string
-	c          net.Conn
-	peer       *audit.Peer
-	enginePeer bool // the peer lives inside a mosaic engine scope
-	hello      bool
+	id    string
+	c     net.Conn
+	peer  *audit.Peer // what the journal names: uid and pid
+	hello bool
+
+	// The peer's identity: its pidfd and the judge that classifies it at
+	// accept and again at every control command. Once an engine peer,
+	// always one (engine, why): a peer that moves itself out of its scope
+	// after the hello, or exits, gains nothing.
+	// queue is the server's budget for queued control records; qheld is
+	// this connection's part of it (qdone once the connection is gone).
+	queue *budget
+	qmu   sync.Mutex
+	qheld int
+	qdone bool
+
+	peerMu sync.Mutex
+	ident  *activation.Peer
+	judge  *activation.Judge
+	engine bool
+	why    string
 
 	ctl     chan record // control records: replies, refusals, broadcasts
 	out     chan record // events; the writer prefers ctl
@@ -73,6 +93,30 @@ func newConn(id string, c net.Conn) *conn {
 	return &conn{id: id, c: c, ctl: make(chan record, outSize), out: make(chan record, outSize), closing: make(chan struct{}), wdone: make(chan struct{})}
 }
 
+// judgePeer classifies the peer now and returns whether it is an engine
+// peer and why. A connection without a judge is one (fail closed).
+func (k *conn) judgePeer() (bool, string) {
+	k.peerMu.Lock()
+	defer k.peerMu.Unlock()
+	switch {
+	case k.engine:
+	case k.judge == nil || k.ident == nil:
+		k.engine, k.why = true, "the peer's identity was never read"
+	default:
+		if v := k.judge.Judge(k.ident); v.Engine {
+			k.engine, k.why = true, v.Reason
+		}
+	}
+	return k.engine, k.why
+}
+
+// enginePeer reports the latest verdict without judging again.
+func (k *conn) enginePeer() bool {
+	k.peerMu.Lock()
+	defer k.peerMu.Unlock()
+	return k.engine
+}
+
 // writeLoop drains the queues to the socket until the connection closes,
 // control records first: a stream of events never delays a receipt. Before
 // an event it writes the control records queued ahead of it, so an
@@ -85,9 +129,11 @@ func (k *conn) writeLoop() {
 		var r record
 		select {
 		case r = <-k.ctl:
+			k.unreserve(len(r.line))
 		default:
 			select {
 			case r = <-k.ctl:
+				k.unreserve(len(r.line))
 			case ev := <-k.out:
 				if !k.writeCtl(&epoch) {
 					k.close()
@@ -117,6 +163,7 @@ func (k *conn) writeCtl(epoch *uint64) bool {
 	for {
 		select {
 		case r := <-k.ctl:
+			k.unreserve(len(r.line))
 			if r.epoch != 0 {
 				*epoch = r.epoch
 			}
@@ -142,6 +189,7 @@ func (k *conn) flush() {
 	for {
 		select {
 		case r := <-k.ctl:
+			k.unreserve(len(r.line))
 			if !k.write(r.line) {
 				return
 			}
@@ -178,6 +226,21 @@ func (k *conn) enqueue(line []byte, epoch uint64, wait time.Duration) error {
 
 // put queues r, waiting up to wait for room; a closed stop ends the wait.
 func (k *conn) put(q chan record, r record, wait time.Duration, stop <-chan struct{}) error {
+	if q == k.ctl {
+		if !k.reserve(len(r.line)) {
+			k.close()
+			return errSlow
+		}
+		err := k.putWait(q, r, wait, stop)
+		if err != nil {
+			k.unreserve(len(r.line))
+		}
+		return err
+	}
+	return k.putWait(q, r, wait, stop)
+}
+
+func (k *conn) putWait(q chan record, r record, wait time.Duration, stop <-chan struct{}) error {
 	select {
 	case q <- r:
 		return nil
@@ -208,11 +271,61 @@ func (k *conn) offer(line []byte) { k.offerEpoch(line, 0) }
 // offerEpoch is offer for a record that may start an epoch (an observed
 // record).
 func (k *conn) offerEpoch(line []byte, epoch uint64) {
+	if !k.reserve(len(line)) {
+		k.close()
+		return
+	}
 	select {
 	case k.ctl <- record{line: line, epoch: epoch}:
 	default:
+		k.unreserve(len(line))
 		k.close()
 	}
+}
+
+// reserve accounts n bytes of a control record about to be queued: at
+// most maxQueuedPerConn on one connection and the server's queue budget
+// in all (an observed record carries a history page of up to 8 MiB, and
+// a client that asks for pages without reading them must not make the
+// controller hold them). False means the client is too slow: close it.
+func (k *conn) reserve(n int) bool {
+	if k.queue == nil {
+		return true
+	}
+	k.qmu.Lock()
+	defer k.qmu.Unlock()
+	if k.qdone || k.qheld+n > maxQueuedPerConn || !k.queue.take(n) {
+		return false
+	}
+	k.qheld += n
+	return true
+}
+
+// unreserve gives back the bytes of a record taken off the queue.
+func (k *conn) unreserve(n int) {
+	if k.queue == nil {
+		return
+	}
+	k.qmu.Lock()
+	defer k.qmu.Unlock()
+	if k.qdone {
+		return
+	}
+	k.qheld -= n
+	k.queue.give(n)
+}
+
+// releaseQueue gives back whatever the connection still holds when it is
+// gone; records queued later are refused.
+func (k *conn) releaseQueue() {
+	if k.queue == nil {
+		return
+	}
+	k.qmu.Lock()
+	defer k.qmu.Unlock()
+	k.qdone = true
+	k.queue.give(k.qheld)
+	k.qheld = 0
 }
 
 // follow starts forwarding s to the connection in epoch; the caller ended

@@ -2,8 +2,6 @@ package controller
 
 import (
 	"fmt"
-	"os"
-	"strings"
 
 	"github.com/mosaic-agents/mosaic/audit"
 	"github.com/mosaic-agents/mosaic/protocol"
@@ -32,8 +30,8 @@ func (c *Controller) takeover(k *conn, cmd *protocol.Command) (any, error) {
 // it names the current generation. Callers hold the dispatch lock and mu.
 func (c *Controller) mayGainControlLocked(k *conn, cmd *protocol.Command) *protocol.Refusal {
 	switch {
-	case k.enginePeer:
-		return protocol.Refuse(CodeEnginePeer, "this peer runs inside a mosaic engine scope (an agent's tool); it may observe, never take control")
+	case k.enginePeer():
+		return protocol.Refuse(CodeEnginePeer, "this peer is an engine peer (an agent's tool, or a process that cannot be vouched for); it may observe, never take control")
 	case c.st.controller == k.id:
 		return protocol.Refuse(CodeAlreadyController, "this connection already holds control (generation %d)", c.st.generation)
 	case cmd.Generation == nil || *cmd.Generation != c.st.generation:
@@ -84,8 +82,8 @@ func (c *Controller) commitControlLocked(k *conn, request, how string) protocol.
 	old := c.st.controller
 	c.st.generation++
 	c.st.controller = k.id
-	if old != "" {
-		c.st.revoked[old] = true
+	if old != "" && c.conns[old] != nil {
+		c.st.revoked[old] = true // a gone connection needs no fence: its id never returns
 	}
 	delete(c.st.revoked, k.id)
 	// Confirmations are bound to a generation: every one issued before
@@ -115,14 +113,4 @@ func (c *Controller) offerLocked(k *conn, v any) {
 	if err == nil {
 		k.offer(line)
 	}
-}
-
-// inEngineScope reports whether pid lives in a mosaic engine scope: an
-// agent's tool child connecting to this (or another) conversation.
-func inEngineScope(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
-	if err != nil {
-		return false
-	}
-	return strings.Contains(string(b), "/mosaic-engine-")
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mosaic-agents/mosaic/activation"
 	"github.com/mosaic-agents/mosaic/proofs"
 )
 
@@ -363,10 +364,21 @@ func TestSecondControllerAndEnginePeer(t *testing.T) {
 	r.ctrl.mu.Lock()
 	pid := r.ctrl.st.exec.handle.Cohort.PID
 	r.ctrl.mu.Unlock()
-	if !inEngineScope(pid) {
-		t.Fatalf("the engine (pid %d) is not recognised as living in an engine scope", pid)
+	judge, err := activation.NewJudge()
+	if err != nil {
+		t.Fatal(err)
 	}
-	if inEngineScope(os.Getpid()) {
-		t.Fatal("the test process is taken for an engine peer")
+	for _, tt := range []struct {
+		pid    int
+		engine bool
+	}{{pid, true}, {os.Getpid(), false}} {
+		p, err := activation.ProcessPeer(tt.pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := judge.Judge(p); v.Engine != tt.engine {
+			t.Errorf("pid %d judged %+v; want engine %v", tt.pid, v, tt.engine)
+		}
+		p.Close()
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/mosaic-agents/mosaic/claims"
 	"github.com/mosaic-agents/mosaic/conversations"
 	"github.com/mosaic-agents/mosaic/engine"
+	"github.com/mosaic-agents/mosaic/history"
 	"github.com/mosaic-agents/mosaic/protocol"
 	"github.com/mosaic-agents/mosaic/scopes"
 )
@@ -78,12 +79,17 @@ type Controller struct {
 	conns map[string]*conn
 	st    state
 
-	dedup map[string]*dedupEntry
+	dedup *dedupIndex
 	confs map[string]*confirmation
 	elig  map[string]*eligibility
 	stops map[string]*protocol.Stop
 	// cursors are the history page cursors handed to connections.
 	cursors *cursors
+	// readers bounds concurrent session reads of observes; lastSnap is the
+	// latest snapshot they read, shared while the file is unchanged.
+	readers  chan struct{}
+	snapMu   sync.Mutex
+	lastSnap *history.Snapshot
 
 	// afterAdmit, when set (tests only), runs between a prompt's
 	// admission and its dispatch, so a race can land exactly there.
@@ -143,9 +149,9 @@ func New(cfg Config) *Controller {
 	}
 	return &Controller{
 		cfg: cfg, bus: newBus(), log: cfg.Audit,
-		conns: map[string]*conn{}, dedup: map[string]*dedupEntry{},
+		conns: map[string]*conn{}, dedup: newDedupIndex(),
 		confs: map[string]*confirmation{}, elig: map[string]*eligibility{},
-		stops: map[string]*protocol.Stop{}, cursors: newCursors(), closing: make(chan struct{}),
+		stops: map[string]*protocol.Stop{}, cursors: newCursors(), closing: make(chan struct{}), readers: make(chan struct{}, observeReaders),
 		st: state{binding: protocol.BindingIdle, revoked: map[string]bool{}},
 	}
 }
@@ -224,6 +230,7 @@ func (c *Controller) audit(ev audit.Event, k *conn, msg string, fields map[strin
 // refuse is the one way a command is refused: a refusal record to the
 // client and a journal entry with the code.
 func (c *Controller) refuse(k *conn, request string, r *protocol.Refusal) {
+	r = clipRefusal(r)
 	c.log.Log(audit.Entry{Event: audit.Refusal, Connection: k.id, Peer: k.peer, Refusal: r.Code,
 		Message: fmt.Sprintf("refused %s on connection %s: %s", r.Code, k.id, r.Message),
 		Fields:  map[string]string{"REQUEST": request}})
@@ -259,6 +266,11 @@ func (c *Controller) detach(k *conn) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.conns, k.id)
+	// A gone connection's id is never used again: what is kept about it
+	// only (revoked, confirmations bound to it) goes with it, so takeovers
+	// by ever new connections do not grow the state.
+	delete(c.st.revoked, k.id)
+	c.dropConfirmationsLocked(k.id)
 	if c.st.controller == k.id {
 		c.publishBindingLocked() // controllerConnected is now false
 	}

@@ -3,9 +3,24 @@
 // as the control issues land — fences control by generation, dispatches to
 // the engine and records every decision in the journal.
 //
-// Transport rules (the walking skeleton):
+// Transport rules:
 //   - The peer's uid is read with SO_PEERCRED at accept; another uid is
-//     refused (peer-uid) and the connection closed.
+//     refused (peer-uid) and the connection closed. The peer is held by a
+//     pidfd and judged (activation.Judge) at accept and again before every
+//     command but observe: an engine peer may observe, never act, and a
+//     peer that cannot be read is one (engine-peer).
+//   - Bounds (server.go, docs/protocol.md §1): at most MaxConns
+//     connections (256, lowered to fit RLIMIT_NOFILE with 128 fds to
+//     spare, two fds a connection), of which engine peers hold at most
+//     seven eighths (too-many-connections, written before close, journaled
+//     once per 10 s with a count); a hello within 10 s of accept and no 5 s
+//     of silence before it (hello-timeout); 64 MiB of unfinished lines
+//     across all connections (buffers-full); 256 MiB of unread control
+//     records across all connections and 32 MiB on one (the slow client is
+//     closed). State bounds: 64 confirmations (8 a connection), each until
+//     it expires or its connection closes; 1024 receipts for at most an
+//     hour (dedup.go); revoked ids and confirmations of closed connections
+//     are forgotten. A refusal quotes at most 64 bytes of client input.
 //   - The first line must be a hello; anything else is refused
 //     (hello-required) and the connection closed, so a client that speaks
 //     another protocol learns at once. After the hello a bad line is refused

@@ -24,7 +24,7 @@ func (c *Controller) observe(k *conn, cmd *protocol.Command) {
 		c.olderPage(k, cmd)
 		return
 	}
-	snap, err := history.Read(c.cfg.Conversation.Session, history.Options{})
+	snap, err := c.readSnapshot()
 	if err != nil {
 		c.refuse(k, cmd.Request, asRefusal(err))
 		return
@@ -115,4 +115,29 @@ func encodePage(snap *history.Snapshot, branch string, end, total int) ([]byte, 
 		return nil, 0, protocol.Wrap(protocol.CodeMalformed, err, "encode the history page: %v", err)
 	}
 	return raw, page.From, nil
+}
+
+// observeReaders bounds the session reads of observes running at once: a
+// read parses the whole file, and observers (engine peers among them) may
+// ask as often as they like.
+const observeReaders = 4
+
+// readSnapshot reads the session file for an observe and returns the
+// snapshot the previous observe kept when the file is byte for byte the
+// same, so the cursors of every connection share one snapshot instead of
+// holding one each.
+func (c *Controller) readSnapshot() (*history.Snapshot, error) {
+	c.readers <- struct{}{}
+	defer func() { <-c.readers }()
+	snap, err := history.Read(c.cfg.Conversation.Session, history.Options{})
+	if err != nil {
+		return nil, err
+	}
+	c.snapMu.Lock()
+	defer c.snapMu.Unlock()
+	if last := c.lastSnap; last != nil && last.Digest() == snap.Digest() && last.Size() == snap.Size() && last.Epoch() == snap.Epoch() {
+		return last, nil
+	}
+	c.lastSnap = snap
+	return snap, nil
 }

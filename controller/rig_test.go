@@ -14,6 +14,7 @@ import (
 	"github.com/mosaic-agents/mosaic/activation"
 	"github.com/mosaic-agents/mosaic/audit"
 	"github.com/mosaic-agents/mosaic/claims"
+	"github.com/mosaic-agents/mosaic/contrib/attack"
 	"github.com/mosaic-agents/mosaic/contrib/fakepi"
 	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
 	"github.com/mosaic-agents/mosaic/conversations"
@@ -25,6 +26,7 @@ import (
 // held child and anchor.
 func TestMain(m *testing.M) {
 	scopes.MaybeRunHeld()
+	attack.MaybeRun()
 	os.Exit(m.Run())
 }
 

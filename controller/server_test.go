@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -264,3 +265,156 @@ func TestAuditTrail(t *testing.T) {
 }
 
 func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+// TestTransportBounds: the connection cap refuses too-many-connections
+// before close and the operator's connection keeps working; a connection
+// silent before its hello is refused hello-timeout; the cap on unfinished
+// bytes refuses buffers-full; a huge type is echoed and journaled only as
+// a short prefix with its length.
+func TestTransportBounds(t *testing.T) {
+	t.Run("connection cap", func(t *testing.T) {
+		h := start(t, func(s *Server) { s.MaxConns = 2 })
+		a, b := h.dial(t), h.dial(t)
+		a.hello()
+		b.hello()
+		c := h.dial(t)
+		if r := c.read(); r["record"] != "refusal" || r["code"] != CodeTooManyConnections {
+			t.Fatalf("third connection: %v; want refusal too-many-connections", r)
+		}
+		if !c.closed() {
+			t.Fatal("a refused connection was left open")
+		}
+		if !a.open() {
+			t.Fatal("a connection within the cap stopped serving")
+		}
+		b.c.Close()
+		for i := 0; ; i++ { // b's slot comes back once its handler ended
+			k := h.dial(t)
+			k.send(`{"type":"hello"}` + "\n")
+			if r := k.read(); r["record"] == "welcome" {
+				break
+			} else if i == 100 {
+				t.Fatalf("the slot of a closed connection never came back: %v", r)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+	t.Run("idle before hello", func(t *testing.T) {
+		h := start(t, func(s *Server) { s.IdleTimeout = 200 * time.Millisecond })
+		k := h.dial(t)
+		k.send(`{"type":"hel`) // a start, then silence
+		if r := k.read(); r["record"] != "refusal" || r["code"] != CodeHelloTimeout {
+			t.Fatalf("silent connection: %v; want refusal hello-timeout", r)
+		}
+		if !k.closed() {
+			t.Fatal("a connection that timed out before its hello was left open")
+		}
+		w := h.dial(t)
+		w.hello()
+		time.Sleep(400 * time.Millisecond) // after the hello, silence is allowed
+		if !w.open() {
+			t.Fatal("an idle connection after its hello was closed")
+		}
+	})
+	t.Run("hello deadline", func(t *testing.T) {
+		h := start(t, func(s *Server) { s.HelloTimeout = 300 * time.Millisecond; s.IdleTimeout = time.Minute })
+		k := h.dial(t)
+		stop := make(chan struct{})
+		defer close(stop)
+		go func() { // a byte now and then, never a whole line
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(50 * time.Millisecond):
+					if _, err := k.c.Write([]byte(" ")); err != nil {
+						return
+					}
+				}
+			}
+		}()
+		if r := k.read(); r["record"] != "refusal" || r["code"] != CodeHelloTimeout {
+			t.Fatalf("trickling connection: %v; want refusal hello-timeout", r)
+		}
+	})
+	t.Run("unfinished bytes", func(t *testing.T) {
+		h := start(t, func(s *Server) { s.MaxLine = 64 << 10; s.MaxBuffered = 100 << 10 })
+		a, b := h.dial(t), h.dial(t)
+		a.hello()
+		b.hello()
+		part := strings.Repeat("x", 60<<10)
+		a.send(`{"type":"probe","x":"` + part) // holds ~64 KiB of the 100 KiB
+		// a's bytes are reserved once the server read them; b's line
+		// would then need more than what is left.
+		for i := 0; ; i++ {
+			k := h.dial(t)
+			k.hello()
+			k.send(`{"type":"probe","x":"` + part)
+			r := k.read()
+			if r["record"] == "refusal" && r["code"] == CodeBuffersFull {
+				if !k.closed() {
+					t.Fatal("a connection refused buffers-full was left open")
+				}
+				break
+			}
+			if i == 3 {
+				t.Fatalf("no buffers-full refusal: %v", r)
+			}
+		}
+		a.send("\"}\n") // a's line completes and is answered
+		if r := a.read(); r["code"] != protocol.CodeUnknownCommand {
+			t.Fatalf("the line within the budget: %v", r)
+		}
+	})
+	t.Run("echo is clipped", func(t *testing.T) {
+		h := start(t, func(s *Server) { s.MaxLine = 2 << 20 })
+		k := h.dial(t)
+		k.hello()
+		typ := strings.Repeat("t", 1<<20)
+		k.send(`{"type":"` + typ + `"}` + "\n")
+		r := k.read()
+		msg, _ := r["message"].(string)
+		if r["code"] != protocol.CodeUnknownCommand || len(msg) > maxMessage+32 || !strings.Contains(msg, "1048576 bytes") {
+			t.Fatalf("refusal of a 1 MiB type: code %v, %d bytes of message %.200q", r["code"], len(msg), msg)
+		}
+		for _, e := range h.audit.entries(t) {
+			for k, v := range e {
+				if len(v) > 2*maxMessage {
+					t.Fatalf("journal field %s holds %d bytes", k, len(v))
+				}
+			}
+		}
+	})
+}
+
+// TestJudgeFailsClosed: a process the kernel still names but that cannot
+// be read (it made itself non-dumpable, so its namespace links are closed
+// to us) and one that exited are engine peers; the test process is not.
+func TestJudgeFailsClosed(t *testing.T) {
+	judge, err := activation.NewJudge()
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, err := activation.ProcessPeer(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer self.Close()
+	if v := judge.Judge(self); v.Engine {
+		t.Fatalf("the test process judged an engine peer: %s", v.Reason)
+	}
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	gone, err := activation.ProcessPeer(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gone.Close()
+	cmd.Process.Kill()
+	cmd.Wait()
+	if v := judge.Judge(gone); !v.Engine {
+		t.Fatal("an exited peer was judged an outsider; want an engine peer")
+	}
+}

@@ -26,6 +26,11 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "conversation", Usage: "conversation `ID`", Required: true},
 			&cli.StringFlag{Name: "listen", Usage: "serve on `PATH` instead of the activated socket (development)"},
 			&cli.IntFlag{Name: "max-line", Usage: "cap on one client line in `BYTES`", Value: protocol.MaxLine},
+			&cli.IntFlag{Name: "max-conns", Usage: "cap on open connections (`N`; lowered to fit RLIMIT_NOFILE)", Value: controller.DefaultMaxConns},
+			&cli.Int64Flag{Name: "max-buffered", Usage: "cap on `BYTES` of unfinished client lines across all connections", Value: controller.DefaultMaxBuffered},
+			&cli.Int64Flag{Name: "max-queued", Usage: "cap on `BYTES` of replies queued for clients that do not read, across all connections", Value: controller.DefaultMaxQueued},
+			&cli.DurationFlag{Name: "hello-timeout", Usage: "time from connect to a complete hello", Value: controller.DefaultHelloTimeout},
+			&cli.DurationFlag{Name: "idle-timeout", Usage: "silence allowed before the hello", Value: controller.DefaultIdleTimeout},
 			&cli.StringFlag{Name: "claim-root", Usage: "writer-claim `DIR` (default $XDG_STATE_HOME/mosaic/claims)"},
 			&cli.DurationFlag{Name: "grace", Usage: "TERM phase of a force stop before the kill phase", Value: 3 * time.Second},
 			&cli.BoolFlag{Name: "allow-pgroup", Usage: "without a user manager, run the engine in a process group (its stops can never be proven)"},
@@ -76,13 +81,22 @@ func serveCommand() *cli.Command {
 			ctrl := controller.New(controller.Config{Conversation: cv, Claims: store, Scopes: mgr, Audit: log,
 				Grace: c.Duration("grace")})
 			defer ctrl.Close()
+			if c.Int("max-conns") < 1 || c.Int64("max-buffered") < int64(c.Int("max-line")) || c.Int64("max-queued") < 16<<20 || c.Duration("hello-timeout") <= 0 || c.Duration("idle-timeout") <= 0 {
+				l.Close()
+				return fail(protocol.Refuse(protocol.CodeConfiguration,
+					"--max-conns must be at least 1, --max-buffered at least --max-line, --max-queued at least 16 MiB (a history page is up to 8 MiB), and the timeouts positive"))
+			}
+			conns, nofile := controller.ConnLimit(c.Int("max-conns"))
 			srv := &controller.Server{Conversation: cv.ID, Version: "mosaic/" + version, UID: os.Getuid(),
-				MaxLine: c.Int("max-line"), Audit: log, Controller: ctrl}
+				MaxLine: c.Int("max-line"), Audit: log, Controller: ctrl,
+				MaxConns: conns, MaxBuffered: c.Int64("max-buffered"), MaxQueued: c.Int64("max-queued"),
+				HelloTimeout: c.Duration("hello-timeout"), IdleTimeout: c.Duration("idle-timeout")}
 			if err := ctrl.Start(ctx); err != nil {
 				l.Close()
 				return fail(err)
 			}
-			log.Log(audit.Entry{Event: audit.Start, Message: fmt.Sprintf("controller for %s serving on %s (project %s, seat %s)", cv.ID, l.Addr(), cv.Project, cv.Seat)})
+			log.Log(audit.Entry{Event: audit.Start, Message: fmt.Sprintf("controller for %s serving on %s (project %s, seat %s); at most %d connections (RLIMIT_NOFILE %d)", cv.ID, l.Addr(), cv.Project, cv.Seat, conns, nofile),
+				Fields: map[string]string{"MAX_CONNS": fmt.Sprint(conns), "NOFILE": fmt.Sprint(nofile)}})
 			activation.Notify(fmt.Sprintf("READY=1\nSTATUS=serving conversation %s (seat %s, project %s)", cv.ID, cv.Seat, cv.Project))
 			err = srv.Serve(ctx, l)
 			activation.Notify("STOPPING=1")

@@ -1,0 +1,89 @@
+package controller
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mosaic-agents/mosaic/conversations"
+)
+
+// TestControlQueueBudget: control records queued for a client that does
+// not read count against the server's queue budget; the record that does
+// not fit closes the connection as too slow, and what the connection held
+// is given back when it is gone, so one slow reader cannot keep others'
+// records out.
+func TestControlQueueBudget(t *testing.T) {
+	srv, cli := net.Pipe()
+	defer cli.Close()
+	q := &budget{max: 1 << 20}
+	k := newConn("k-test", srv)
+	k.queue = q // no writeLoop: nothing is read off the queue
+	page := map[string]string{"record": "observed", "history": strings.Repeat("x", 200<<10)}
+	var err error
+	sent := 0
+	for ; sent < 10 && err == nil; sent++ {
+		err = k.send(page)
+	}
+	if !errors.Is(err, errSlow) {
+		t.Fatalf("after %d records of 200 KiB into a 1 MiB budget: %v; want errSlow", sent, err)
+	}
+	select {
+	case <-k.closing:
+	default:
+		t.Fatal("the slow connection was not closed")
+	}
+	if used := q.inUse(); used == 0 || used > q.max {
+		t.Fatalf("budget in use %d; want within (0, %d]", used, q.max)
+	}
+	other := newConn("k-other", srv)
+	other.queue = q
+	k.releaseQueue()
+	if used := q.inUse(); used != 0 {
+		t.Fatalf("budget in use after the connection is gone: %d", used)
+	}
+	if err := other.send(page); err != nil {
+		t.Fatalf("another connection after the release: %v", err)
+	}
+}
+
+// TestObservesShareSnapshot: observes of an unchanged session file share
+// one snapshot (so cursors of many connections hold one copy), and a
+// change of the file gives a new one.
+func TestObservesShareSnapshot(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.jsonl")
+	session := `{"type":"session","version":3,"id":"s-1","timestamp":"2026-12-01T00:00:00.000Z","cwd":"/p"}` + "\n" +
+		`{"type":"message","id":"m1","parentId":null,"timestamp":"2026-12-01T00:00:01.000Z","message":{"role":"user","content":[{"type":"text","text":"hi"}]}}` + "\n"
+	if err := os.WriteFile(path, []byte(session), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := New(Config{Conversation: &conversations.Conversation{Session: path}})
+	a, err := c.readSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.readSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a != b {
+		t.Fatal("two observes of an unchanged file hold two snapshots")
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(f, `{"type":"message","id":"z1","parentId":"m1","timestamp":"2026-12-01T00:00:02.000Z","message":{"role":"user","content":[{"type":"text","text":"more"}]}}`+"\n")
+	f.Close()
+	d, err := c.readSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d == a || !d.Has("z1") {
+		t.Fatal("an observe after the file grew got the old snapshot")
+	}
+}
