@@ -40,13 +40,6 @@ type Engine struct {
 	AgentDir string `toml:"agent_dir"`
 }
 
-// Limits are resource properties of the engine's scope.
-type Limits struct {
-	MemoryMax string `toml:"memory_max"` // systemd syntax, e.g. "4G"; empty: none
-	TasksMax  uint64 `toml:"tasks_max"`  // 0: none
-	CPUQuota  string `toml:"cpu_quota"`  // e.g. "200%"; empty: none
-}
-
 // DefaultWorkspace is the workspace of a conversation added without one.
 const DefaultWorkspace = "default"
 
