@@ -74,7 +74,7 @@ func serveCommand() *cli.Command {
 			mgr := scopes.NewManager(scopes.Config{Fallback: c.Bool("allow-pgroup")})
 			defer mgr.Close()
 			ctrl := controller.New(controller.Config{Conversation: cv, Claims: store, Scopes: mgr, Audit: log,
-				Grace: c.Duration("grace")})
+				Grace: c.Duration("grace"), Load: func() (*conversations.Conversation, error) { return s.Load(id) }})
 			defer ctrl.Close()
 			srv := &controller.Server{Conversation: cv.ID, Version: "mosaic/" + version, UID: os.Getuid(),
 				MaxLine: c.Int("max-line"), Audit: log, Controller: ctrl}
