@@ -43,7 +43,7 @@ func (c *Controller) spec(cv *conversations.Conversation) (engine.Spec, error) {
 			"conversation %s has no engine; add it again with `mosaicctl conv add --engine PATH --replace`", cv.ID)
 	}
 	cfg := engine.Config{
-		Pin:         engine.Pin{Version: e.Version, Entry: e.Entry, SHA256: e.SHA256, PackageDir: e.PackageDir, Node: e.Node},
+		Pin:         pinOf(e),
 		Seal:        engine.Seal{Session: cv.Session, Provider: e.Provider, Model: e.Model, Thinking: e.Thinking},
 		AgentDir:    e.AgentDir,
 		ProjectRoot: cv.Project,

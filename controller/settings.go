@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/mosaic-agents/mosaic/conversations"
+	"github.com/mosaic-agents/mosaic/engine"
 	"github.com/mosaic-agents/mosaic/protocol"
 	"github.com/mosaic-agents/mosaic/scopes"
 )
@@ -78,4 +79,10 @@ func limitsText(l conversations.Limits) string {
 		return "none"
 	}
 	return s
+}
+
+// pinOf is the engine pin recorded in the conversation file.
+func pinOf(e conversations.Engine) engine.Pin {
+	return engine.Pin{Version: e.Version, Entry: e.Entry, SHA256: e.SHA256, PackageDir: e.PackageDir, PackageDigest: e.PackageDigest,
+		Node: e.Node, NodeVersion: e.NodeVersion, NodeSHA256: e.NodeSHA256}
 }

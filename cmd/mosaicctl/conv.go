@@ -56,8 +56,13 @@ func convCommand() *cli.Command {
 					if err != nil {
 						return err
 					}
-					_, err = os.Stdout.Write(b)
-					return err
+					if _, err = os.Stdout.Write(b); err != nil {
+						return err
+					}
+					ctx, cancel := context.WithTimeout(c.Context, 10*time.Second)
+					defer cancel()
+					showRunning(ctx, os.Stdout, cv)
+					return nil
 				},
 			},
 			{
@@ -130,6 +135,7 @@ func convAddCommand() *cli.Command {
 			&cli.StringFlag{Name: "session", Usage: "absolute session `FILE` (.jsonl)", Required: true},
 			&cli.StringFlag{Name: "workspace", Usage: "workspace `NAME`", Value: conversations.DefaultWorkspace},
 			&cli.StringFlag{Name: "engine", Usage: "the `pi` executable or its entry file (default: pi from PATH), pinned now"},
+			&cli.StringFlag{Name: "node", Usage: "the Node `PATH` to run the engine with (default: the one the engine's wrapper names, else the node on this PATH), pinned now"},
 			&cli.StringFlag{Name: "provider", Usage: "Pi --provider `NAME`"},
 			&cli.StringFlag{Name: "model", Usage: "Pi --model `NAME`"},
 			&cli.StringFlag{Name: "thinking", Usage: "Pi --thinking `LEVEL`"},
@@ -163,7 +169,7 @@ func convAddCommand() *cli.Command {
 			if err := cv.CheckPaths(); err != nil {
 				return err
 			}
-			if err := pinEngine(cv, c.String("engine")); err != nil {
+			if err := pinEngine(cv, c.String("engine"), c.String("node")); err != nil {
 				return err
 			}
 			s, err := conversations.Open()
@@ -183,6 +189,9 @@ func convAddCommand() *cli.Command {
 			}
 			if err := s.Save(cv); err != nil {
 				return err
+			}
+			if old != nil {
+				reportReplace(os.Stderr, old, cv)
 			}
 			fmt.Println(cv.ID)
 			return nil
