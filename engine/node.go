@@ -19,29 +19,35 @@ import (
 // absolute interpreter as written or "/usr/bin/env node" looked up in
 // path (the user's PATH at conv add, not the user manager's). The result
 // is absolute and symlink-free, so a later `nvm use` or a relinked
-// /usr/local/bin/node is a change the pin sees.
-func findNode(entry, wrapperNode, path string) (string, error) {
+// /usr/local/bin/node is a change the pin sees. isNode is false when the
+// #! line names another program (a test's shell-script engine): that
+// interpreter is pinned by path and hash, without a Node version.
+func findNode(entry, wrapperNode, path string) (node string, isNode bool, err error) {
 	name := wrapperNode
 	if name == "" {
 		interp, err := shebang(entry)
 		if err != nil {
-			return "", err
+			return "", false, err
 		}
 		name = interp
+		base := filepath.Base(name)
+		isNode = base == "node" || base == "nodejs"
+	} else {
+		isNode = true
 	}
 	if !filepath.IsAbs(name) {
 		found, err := lookPath(name, path)
 		if err != nil {
-			return "", protocol.Refuse("engine-pin-mismatch",
+			return "", false, protocol.Refuse("engine-pin-mismatch",
 				"the engine %s runs %q, which is not on PATH (%s); install Node %s or name one with --node PATH", entry, name, path, PinnedNodeRange)
 		}
 		name = found
 	}
 	real, err := filepath.EvalSymlinks(name)
 	if err != nil {
-		return "", protocol.Wrap("engine-pin-mismatch", err, "interpreter %s: %v; name one with --node PATH", name, err)
+		return "", false, protocol.Wrap("engine-pin-mismatch", err, "interpreter %s: %v; name one with --node PATH", name, err)
 	}
-	return real, nil
+	return real, isNode, nil
 }
 
 // shebang returns the interpreter of entry's "#!" line: the program, or
@@ -201,12 +207,14 @@ func compareVersion(a, b [3]int) int {
 // its recorded version inside Pi's engines.node, present, and the same
 // bytes (re-hashed only when its stat fingerprint changed).
 func checkNode(p Pin, rng string) error {
-	if p.Node == "" || p.NodeSHA256 == "" || p.NodeVersion == "" {
+	if p.Node == "" || p.NodeSHA256 == "" {
 		return protocol.Refuse("engine-pin-mismatch",
 			"the conversation pins no interpreter (added before mosaic pinned Node); pin it: mosaicctl conv add ... --engine PATH --replace")
 	}
-	if err := checkNodeRange(p.Node, p.NodeVersion, rng); err != nil {
-		return err
+	if p.NodeVersion != "" { // "" only for an entry whose #! names no node
+		if err := checkNodeRange(p.Node, p.NodeVersion, rng); err != nil {
+			return err
+		}
 	}
 	e, err := statEntry(p.Node)
 	if err != nil {

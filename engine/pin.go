@@ -110,21 +110,24 @@ func Resolve(path string, opts ResolveOptions) (Pin, error) {
 	if opts.Node != "" {
 		node = opts.Node
 	}
-	if node, err = findNode(entry, node, opts.PATH); err != nil {
-		return Pin{}, err
-	}
-	version, err := nodeVersion(node)
+	node, isNode, err := findNode(entry, node, opts.PATH)
 	if err != nil {
 		return Pin{}, err
 	}
-	if err := checkNodeRange(node, version, pkg.Engines.Node); err != nil {
-		return Pin{}, err
+	version := ""
+	if isNode {
+		if version, err = nodeVersion(node); err != nil {
+			return Pin{}, err
+		}
+		if err := checkNodeRange(node, version, pkg.Engines.Node); err != nil {
+			return Pin{}, err
+		}
 	}
 	nodeSum, err := hashPath(node)
 	if err != nil {
 		return Pin{}, protocol.Wrap("engine-pin-mismatch", err, "hash interpreter %s", node)
 	}
-	digest, err := PackageDigest(dir)
+	digest, err := PackageDigest(dir, node)
 	if err != nil {
 		return Pin{}, err
 	}
@@ -193,7 +196,7 @@ func Check(p Pin) error {
 		return protocol.Refuse("engine-pin-mismatch",
 			"the conversation pins only the entry file of %s (added before mosaic pinned the whole package); pin it: mosaicctl conv add ... --engine PATH --replace", p.PackageDir)
 	}
-	if err := checkPackageDigest(p.PackageDir, p.PackageDigest); err != nil {
+	if err := checkPackageDigest(p.PackageDir, p.Node, p.PackageDigest); err != nil {
 		return err
 	}
 	return checkNode(p, pkg.Engines.Node)

@@ -30,7 +30,7 @@ func realPackage(b *testing.B) string {
 func BenchmarkPackageDigest(b *testing.B) {
 	dir := realPackage(b)
 	b.Setenv("XDG_STATE_HOME", b.TempDir())
-	roots, err := packageRoots(dir)
+	roots, err := packageRoots(dir, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func BenchmarkPackageDigest(b *testing.B) {
 	}
 	b.ResetTimer()
 	for range b.N {
-		if _, err := PackageDigest(dir); err != nil {
+		if _, err := PackageDigest(dir, ""); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -58,7 +58,7 @@ func BenchmarkPackageDigest(b *testing.B) {
 func BenchmarkPackageCheck(b *testing.B) {
 	dir := realPackage(b)
 	b.Setenv("XDG_STATE_HOME", b.TempDir())
-	digest, err := PackageDigest(dir)
+	digest, err := PackageDigest(dir, "")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func BenchmarkPackageCheck(b *testing.B) {
 	}
 	b.ResetTimer()
 	for range b.N {
-		if err := checkPackageDigest(dir, digest); err != nil {
+		if err := checkPackageDigest(dir, "", digest); err != nil {
 			b.Fatal(err)
 		}
 	}

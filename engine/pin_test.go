@@ -119,6 +119,11 @@ func TestPackageDigest(t *testing.T) {
 			must(t, os.MkdirAll(nested, 0o755))
 			must(t, os.WriteFile(filepath.Join(nested, "package.json"), []byte(`{"name":"dep-a"}`), 0o644))
 		}, "added"},
+		{"optional dependency planted in ~/.node_modules", func(t *testing.T, dir string) {
+			planted := filepath.Join(os.Getenv("HOME"), ".node_modules", "not-installed")
+			must(t, os.MkdirAll(planted, 0o755))
+			must(t, os.WriteFile(filepath.Join(planted, "package.json"), []byte(`{"name":"not-installed","main":"evil.js"}`), 0o644))
+		}, "added"},
 		{"touched, unchanged", func(t *testing.T, dir string) {
 			now := time.Now().Add(time.Hour)
 			must(t, os.Chtimes(filepath.Join(dir, "dist", "bundle", "chunks", "chunk-A.js"), now, now))

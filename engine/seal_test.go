@@ -76,6 +76,7 @@ func TestSealArgs(t *testing.T) {
 func fakePackage(t *testing.T, version string) (bin string, dir string) {
 	t.Helper()
 	t.Setenv("XDG_STATE_HOME", t.TempDir()) // the pin's manifest cache
+	t.Setenv("HOME", t.TempDir())           // Node's global folders
 	root := t.TempDir()
 	dir = filepath.Join(root, "node_modules", "@earendil-works", "pi-coding-agent")
 	must(t, os.MkdirAll(filepath.Join(dir, "dist", "bundle", "chunks"), 0o755))

@@ -44,9 +44,10 @@ func (a fileEntry) sameStat(b fileEntry) bool {
 // every package it can load by name: its dependencies, optional and peer
 // dependencies, and theirs, each resolved as Node resolves a bare
 // specifier (the nearest node_modules/NAME going up from the importing
-// package's real path). A dependency that is not installed loads nothing
-// and adds nothing.
-func packageRoots(dir string) ([]string, error) {
+// package's real path, then Node's global folders). A dependency that is
+// not installed loads nothing and adds nothing; one planted later in any
+// of those places becomes a root, and so a change of the digest.
+func packageRoots(dir string, globals []string) ([]string, error) {
 	real, err := filepath.EvalSymlinks(dir)
 	if err != nil {
 		return nil, protocol.Wrap("engine-pin-mismatch", err, "resolve package %s", dir)
@@ -61,7 +62,7 @@ func packageRoots(dir string) ([]string, error) {
 			return nil, err
 		}
 		for _, name := range deps {
-			found := resolveBare(d, name)
+			found := resolveBare(d, name, globals)
 			if found == "" || seen[found] {
 				continue
 			}
@@ -109,22 +110,53 @@ func readDeps(path string) ([]string, error) {
 
 // resolveBare finds name as Node's module resolution does from a file in
 // the package at dir: dir/node_modules/name, then each ancestor's
-// node_modules (skipping directories that are themselves node_modules).
-// It returns the package's real path, or "" if none is installed.
-func resolveBare(dir, name string) string {
+// node_modules (skipping directories that are themselves node_modules),
+// then the global folders. It returns the package's real path, or "" if
+// none is installed.
+func resolveBare(dir, name string, globals []string) string {
 	for d := dir; ; d = filepath.Dir(d) {
 		if filepath.Base(d) != "node_modules" {
-			cand := filepath.Join(d, "node_modules", name)
-			if fi, err := os.Stat(filepath.Join(cand, "package.json")); err == nil && fi.Mode().IsRegular() {
-				if real, err := filepath.EvalSymlinks(cand); err == nil {
-					return real
-				}
+			if real := packageAt(filepath.Join(d, "node_modules", name)); real != "" {
+				return real
 			}
 		}
 		if filepath.Dir(d) == d {
-			return ""
+			break
 		}
 	}
+	for _, g := range globals {
+		if real := packageAt(filepath.Join(g, name)); real != "" {
+			return real
+		}
+	}
+	return ""
+}
+
+// packageAt returns the real path of dir if it holds a package.json.
+func packageAt(dir string) string {
+	if fi, err := os.Stat(filepath.Join(dir, "package.json")); err != nil || !fi.Mode().IsRegular() {
+		return ""
+	}
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return ""
+	}
+	return real
+}
+
+// nodeGlobals are Node's last-resort folders for a bare name
+// (Module._initPaths): $HOME/.node_modules, $HOME/.node_libraries and
+// PREFIX/lib/node, PREFIX being the directory above the node binary's.
+// NODE_PATH is never passed to the engine, so it is not among them.
+func nodeGlobals(node string) []string {
+	var g []string
+	if home, err := os.UserHomeDir(); err == nil {
+		g = append(g, filepath.Join(home, ".node_modules"), filepath.Join(home, ".node_libraries"))
+	}
+	if node != "" {
+		g = append(g, filepath.Join(filepath.Dir(filepath.Dir(node)), "lib", "node"))
+	}
+	return g
 }
 
 // listTree walks every root (a root inside another is walked once) and
@@ -349,9 +381,10 @@ func writeCache(digest, ext string, b []byte) error {
 }
 
 // PackageDigest computes the digest of the package at dir and everything
-// it can load by name, and caches its manifest. conv add calls it once.
-func PackageDigest(dir string) (string, error) {
-	roots, err := packageRoots(dir)
+// it can load by name when run by node, and caches its manifest. conv
+// add calls it once.
+func PackageDigest(dir, node string) (string, error) {
+	roots, err := packageRoots(dir, nodeGlobals(node))
 	if err != nil {
 		return "", err
 	}
@@ -372,8 +405,8 @@ func PackageDigest(dir string) (string, error) {
 // cached with the manifest; otherwise the files whose fingerprint
 // differs (all of them without a manifest) are re-hashed and the digest
 // recomputed.
-func checkPackageDigest(dir, want string) error {
-	roots, err := packageRoots(dir)
+func checkPackageDigest(dir, node, want string) error {
+	roots, err := packageRoots(dir, nodeGlobals(node))
 	if err != nil {
 		return err
 	}
