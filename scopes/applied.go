@@ -47,10 +47,9 @@ func (m *Manager) Applied(ctx context.Context, unit string) (Applied, error) {
 // EngineScopes lists the loaded engine scopes of a conversation (running
 // or stopping), in name order.
 func (m *Manager) EngineScopes(ctx context.Context, conversation string) ([]string, error) {
-	// The escaped name holds "\x2d" for each '-': fnmatch needs the
-	// backslash itself escaped to match it.
-	esc := strings.ReplaceAll(unit.UnitNameEscape(conversation), `\`, `\\`)
-	pattern := "mosaic-engine-" + esc + "-*.scope"
+	// systemd matches unit patterns with FNM_NOESCAPE: the "\x2d" of
+	// an escaped '-' is matched as written.
+	pattern := "mosaic-engine-" + unit.UnitNameEscape(conversation) + "-*.scope"
 	var out []string
 	err := m.bus.do(ctx, func(c *sddbus.Conn) error {
 		us, err := c.ListUnitsByPatternsContext(ctx, []string{"active", "activating", "deactivating", "reloading"}, []string{pattern})
