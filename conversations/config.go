@@ -96,6 +96,9 @@ func (c *Conversation) Validate() error {
 	if c.Engine.Path != "" && !filepath.IsAbs(c.Engine.Path) {
 		return refuseField("engine.path", c.Engine.Path, "must be absolute")
 	}
+	if err := c.Limits.validate(); err != nil {
+		return err
+	}
 	if c.Engine.Node != "" && !filepath.IsAbs(c.Engine.Node) {
 		return refuseField("engine.node", c.Engine.Node, "must be absolute")
 	}

@@ -19,6 +19,22 @@ type Limits struct {
 	CPUQuota  CPUQuota  `toml:"cpu_quota,omitempty"`
 }
 
+// validate checks that each limit reads back as itself from the file, so
+// a value built in code (not parsed) cannot be saved in a form Load
+// refuses, or one systemd would refuse.
+func (l Limits) validate() error {
+	if m, err := ParseMemoryMax("limits.memory_max", l.MemoryMax.String()); err != nil || m != l.MemoryMax {
+		return refuseLimit("limits.memory_max", l.MemoryMax.String(), fmt.Sprintf("%+v does not read back as itself", l.MemoryMax), memoryExamples)
+	}
+	if t, err := ParseTasksMax("limits.tasks_max", l.TasksMax.String()); err != nil || t != l.TasksMax {
+		return refuseLimit("limits.tasks_max", l.TasksMax.String(), fmt.Sprintf("%+v does not read back as itself", l.TasksMax), tasksExamples)
+	}
+	if q, err := ParseCPUQuota("limits.cpu_quota", l.CPUQuota.String()); err != nil || q != l.CPUQuota {
+		return refuseLimit("limits.cpu_quota", l.CPUQuota.String(), fmt.Sprintf("%+v does not read back as itself", l.CPUQuota), cpuExamples)
+	}
+	return nil
+}
+
 // Permyriad is a share in hundredths of a percent: 10000 is 100%.
 type Permyriad uint32
 

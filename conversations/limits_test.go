@@ -22,6 +22,25 @@ func TestPermyriadScaleAndQuota(t *testing.T) {
 	}
 }
 
+// TestLimitsBuiltInCodeAreChecked: Save refuses limits that would not
+// read back (two forms at once, a share over 100%, UINT64_MAX bytes).
+func TestLimitsBuiltInCodeAreChecked(t *testing.T) {
+	s := &Store{Dir: filepath.Join(t.TempDir(), "conversations")}
+	for _, l := range []Limits{
+		{MemoryMax: MemoryMax{Bytes: 1 << 30, Share: 1000}},
+		{MemoryMax: MemoryMax{Share: 10001}},
+		{MemoryMax: MemoryMax{Bytes: math.MaxUint64}},
+		{TasksMax: TasksMax{Count: 5, Unlimited: true}},
+		{CPUQuota: CPUQuota{Share: math.MaxUint32}},
+	} {
+		c := fixture(t)
+		c.Limits = l
+		if err := s.Save(c); protocol.CodeOf(err) != protocol.CodeConfiguration {
+			t.Errorf("Save(%+v) = %v; want a configuration refusal", l, err)
+		}
+	}
+}
+
 func TestLimitsFileRoundTripAndLoadChecks(t *testing.T) {
 	s := &Store{Dir: filepath.Join(t.TempDir(), "conversations")}
 	c := fixture(t)
