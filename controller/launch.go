@@ -48,10 +48,7 @@ func (c *Controller) spec(cv *conversations.Conversation) (engine.Spec, error) {
 		AgentDir:    e.AgentDir,
 		ProjectRoot: cv.Project,
 	}
-	if err := engine.Check(cfg.Pin); err != nil {
-		return engine.Spec{}, err
-	}
-	return engine.Command(cfg, os.Environ())
+	return engine.Command(cfg, os.Environ()) // checks the pin first
 }
 
 // pinsOf digests the launch: the engine version and entry hash, and the
