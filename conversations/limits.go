@@ -328,9 +328,15 @@ func (q CPUQuota) String() string {
 // MarshalText writes the normalized value into the conversation file.
 func (m MemoryMax) MarshalText() ([]byte, error) { return []byte(m.String()), nil }
 
-// UnmarshalText parses the file's value: every load re-checks it.
-func (m *MemoryMax) UnmarshalText(b []byte) (err error) {
-	*m, err = ParseMemoryMax("limits.memory_max", string(b))
+// UnmarshalTOML parses the file's value: every load re-checks it. Only a
+// string is read: a bare TOML number would be bytes to systemd and
+// something else to whoever wrote it.
+func (m *MemoryMax) UnmarshalTOML(v any) (err error) {
+	s, ok := v.(string)
+	if !ok {
+		return refuseLimit("limits.memory_max", fmt.Sprint(v), "must be a quoted string", memoryExamples)
+	}
+	*m, err = ParseMemoryMax("limits.memory_max", s)
 	return err
 }
 
@@ -358,8 +364,12 @@ func (t *TasksMax) UnmarshalTOML(v any) (err error) {
 // MarshalText writes the normalized value into the conversation file.
 func (q CPUQuota) MarshalText() ([]byte, error) { return []byte(q.String()), nil }
 
-// UnmarshalText parses the file's value.
-func (q *CPUQuota) UnmarshalText(b []byte) (err error) {
-	*q, err = ParseCPUQuota("limits.cpu_quota", string(b))
+// UnmarshalTOML parses the file's value; only a string is read.
+func (q *CPUQuota) UnmarshalTOML(v any) (err error) {
+	s, ok := v.(string)
+	if !ok {
+		return refuseLimit("limits.cpu_quota", fmt.Sprint(v), "must be a quoted string", cpuExamples)
+	}
+	*q, err = ParseCPUQuota("limits.cpu_quota", s)
 	return err
 }

@@ -76,6 +76,9 @@ func TestLimitsFileRoundTripAndLoadChecks(t *testing.T) {
 		{"tasks_max = 0\n", ""},
 		{"tasks_max = 512\n", ""},
 		{"tasks_max = -3\n", `limits.tasks_max "-3"`},
+		{"memory_max = \"\"\ntasks_max = 0\ncpu_quota = \"\"\n", ""}, // what conv add wrote before
+		{"memory_max = 4\n", "memory_max"},
+		{"cpu_quota = 2.5\n", "cpu_quota"},
 	} {
 		enc, _ := Encode(&Conversation{ID: c.ID, Project: c.Project, Seat: c.Seat, Workspace: c.Workspace, Session: c.Session})
 		text := strings.Replace(string(enc), "[limits]\n", "[limits]\n"+tc.limits, 1)

@@ -124,6 +124,13 @@ func TestPackageDigest(t *testing.T) {
 			must(t, os.MkdirAll(planted, 0o755))
 			must(t, os.WriteFile(filepath.Join(planted, "package.json"), []byte(`{"name":"not-installed","main":"evil.js"}`), 0o644))
 		}, "added"},
+		{"chunk swapped for a symlink to the same bytes elsewhere", func(t *testing.T, dir string) {
+			chunk := filepath.Join(dir, "dist", "bundle", "chunks", "chunk-A.js")
+			elsewhere := filepath.Join(t.TempDir(), "chunk-A.js")
+			must(t, os.WriteFile(elsewhere, []byte("export const a = 1\n"), 0o644))
+			must(t, os.Remove(chunk))
+			must(t, os.Symlink(elsewhere, chunk))
+		}, "chunk-A.js"},
 		{"touched, unchanged", func(t *testing.T, dir string) {
 			now := time.Now().Add(time.Hour)
 			must(t, os.Chtimes(filepath.Join(dir, "dist", "bundle", "chunks", "chunk-A.js"), now, now))
