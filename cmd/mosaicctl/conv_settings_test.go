@@ -1,6 +1,9 @@
 package main
 
 import (
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -84,5 +87,93 @@ func TestConvLimitsAsTyped(t *testing.T) {
 	running := regexp.MustCompile(`(?m)^# running engine .*\n#   memory_max = "([^"]*)"`).FindAllStringSubmatch(show, -1)
 	if len(running) != 1 || running[0][1] != "2G" || strings.Contains(show, "differ") {
 		t.Fatalf("after stop and recover, the running engine does not have the new limits:\n%s", show)
+	}
+}
+
+// TestConvAddPinsTheUsersNode is the ordinary npm install: the pinned Pi
+// registered by its node_modules/.bin/pi (an entry with "#!/usr/bin/env
+// node") by a user whose PATH has a Node 22 first, then started by the
+// user manager, whose PATH finds the system's node first (Debian's
+// /usr/bin/node is Node 20 here; none at all elsewhere). The engine runs
+// on the Node pinned at conv add and answers. Before, conv add pinned no
+// interpreter, the engine ran through env with the manager's PATH and
+// died on its first line.
+func TestConvAddPinsTheUsersNode(t *testing.T) {
+	sandboxtest.Require(t)
+	bin := sandboxtest.Bin(t, "mosaicctl")
+	wrapper := os.Getenv("MOSAIC_PI")
+	if wrapper == "" {
+		sandboxtest.Unavailable(t, "MOSAIC_PI is not set: `make test` installs the pinned Pi")
+	}
+	b, err := os.ReadFile(wrapper)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var node, entry string
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "# pi-node: "); ok {
+			node = v
+		}
+		if v, ok := strings.CutPrefix(l, "# pi-entry: "); ok {
+			entry = v
+		}
+	}
+	if node == "" || entry == "" {
+		t.Fatalf("MOSAIC_PI %s is not a contrib/pi/install.sh wrapper", wrapper)
+	}
+	_, pkg, _ := strings.Cut(entry, "/node_modules/")
+	npmBin := filepath.Join(strings.TrimSuffix(entry, pkg), ".bin", "pi") // what npm links: node_modules/.bin/pi
+	if target, err := filepath.EvalSymlinks(npmBin); err != nil || target != entry {
+		t.Fatalf("%s does not lead to the entry %s (%s, %v)", npmBin, entry, target, err)
+	}
+	userBin := t.TempDir() // the user's own bin directory, with their Node 22
+	if err := os.Symlink(node, filepath.Join(userBin, "node")); err != nil {
+		t.Fatal(err)
+	}
+
+	stub, err := stubmodel.Start(stubmodel.Script{Turns: []stubmodel.Turn{{Text: []string{"Hello ", "from Node 22."}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stub.Close() })
+	model, err := stubmodel.WriteAgentDir(t.TempDir(), stub.BaseURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, bin, "install")
+	t.Cleanup(func() { run(t, bin, "uninstall", "--force") })
+	proj, session := project(t, "npm")
+	add := exec.Command(bin, "conv", "add", "--project", proj, "--seat", "npm", "--session", session, "--engine", npmBin,
+		"--provider", model.Provider, "--model", model.Model, "--agent-dir", model.AgentDir)
+	add.Env = append(os.Environ(), "PATH="+userBin+":/usr/local/bin:/usr/bin:/bin")
+	r := runCmd(t, add)
+	if r.code != 0 {
+		t.Fatalf("conv add: exit %d, %s", r.code, r.stderr)
+	}
+	id := strings.TrimSpace(r.stdout)
+	show := mustRun(t, bin, "conv", "show", id)
+	if !strings.Contains(show, "node = \""+node+"\"") || !strings.Contains(show, `node_version = "22.`) {
+		t.Fatalf("conv show does not pin the user's Node %s:\n%s", node, show)
+	}
+	sock, svc := "mosaic-conv@"+id+".socket", "mosaic-conv@"+id+".service"
+	mustRun(t, "systemctl", "--user", "start", sock)
+	t.Cleanup(func() { run(t, "systemctl", "--user", "stop", sock, svc) })
+	if r := run(t, bin, "prompt", "--take", id, "say hello"); r.code != 0 || r.stdout != "Hello from Node 22.\n" {
+		t.Fatalf("prompt: exit %d, stdout %q, stderr %q; want the engine to run on the pinned Node", r.code, r.stdout, r.stderr)
+	}
+
+	// A user whose PATH finds only an old Node is refused at conv add,
+	// with the fix.
+	old := t.TempDir()
+	script := "#!/bin/sh\nif [ \"$1\" = --version ]; then echo v20.11.1; exit 0; fi\nexit 1\n"
+	if err := os.WriteFile(filepath.Join(old, "node"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	proj2, session2 := project(t, "old")
+	add = exec.Command(bin, "conv", "add", "--project", proj2, "--seat", "old", "--session", session2, "--engine", npmBin)
+	add.Env = append(os.Environ(), "PATH="+old+":/usr/bin:/bin")
+	if r := runCmd(t, add); r.code == 0 || !strings.Contains(r.stderr, "engine-pin-mismatch") || !strings.Contains(r.stderr, "Pi needs node >=22.19.0") ||
+		!strings.Contains(r.stderr, "--node PATH") {
+		t.Fatalf("conv add with Node 20 first on PATH: exit %d, stderr %q; want engine-pin-mismatch naming the range and --node", r.code, r.stderr)
 	}
 }
