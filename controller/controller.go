@@ -34,6 +34,10 @@ type Config struct {
 	// pinned Pi of the conversation (engine.Command); tests put a fake Pi
 	// here, behind the same seal.
 	Spec func(cv *conversations.Conversation) (engine.Spec, error)
+	// Load re-reads the conversation's settings at each launch and
+	// recover, so `conv add --replace` applies at the next launch; nil
+	// means Conversation as given, for the controller's life.
+	Load func() (*conversations.Conversation, error)
 	// Grace is the TERM phase of a force stop before the kill phase.
 	Grace time.Duration
 	// CommandTimeout bounds engine commands (0: engine defaults).

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 
 	"github.com/mosaic-agents/mosaic/audit"
 	"github.com/mosaic-agents/mosaic/claims"
@@ -32,26 +31,24 @@ func (c *Controller) keys(head sessionHead) claims.Keys {
 	return k
 }
 
-// spec returns the engine command of the conversation.
-func (c *Controller) spec() (engine.Spec, error) {
+// spec returns the engine command of the conversation as configured in
+// cv (settings).
+func (c *Controller) spec(cv *conversations.Conversation) (engine.Spec, error) {
 	if c.cfg.Spec != nil {
-		return c.cfg.Spec(c.cfg.Conversation)
+		return c.cfg.Spec(cv)
 	}
-	e := c.cfg.Conversation.Engine
+	e := cv.Engine
 	if e.Entry == "" {
 		return engine.Spec{}, protocol.Refuse(protocol.CodeConfiguration,
-			"conversation %s has no engine; add it again with `mosaicctl conv add --engine PATH --replace`", c.cfg.Conversation.ID)
+			"conversation %s has no engine; add it again with `mosaicctl conv add --engine PATH --replace`", cv.ID)
 	}
 	cfg := engine.Config{
-		Pin:         engine.Pin{Version: e.Version, Entry: e.Entry, SHA256: e.SHA256, PackageDir: e.PackageDir, Node: e.Node},
-		Seal:        engine.Seal{Session: c.cfg.Conversation.Session, Provider: e.Provider, Model: e.Model, Thinking: e.Thinking},
+		Pin:         pinOf(e),
+		Seal:        engine.Seal{Session: cv.Session, Provider: e.Provider, Model: e.Model, Thinking: e.Thinking},
 		AgentDir:    e.AgentDir,
-		ProjectRoot: c.cfg.Conversation.Project,
+		ProjectRoot: cv.Project,
 	}
-	if err := engine.Check(cfg.Pin); err != nil {
-		return engine.Spec{}, err
-	}
-	return engine.Command(cfg, os.Environ())
+	return engine.Command(cfg, os.Environ()) // checks the pin first
 }
 
 // pinsOf digests the launch: the engine version and entry hash, and the
@@ -167,8 +164,11 @@ func (c *Controller) adopt(ctx context.Context, rec *claims.Recovery) error {
 // record the incarnation, check what Pi loaded (K8), open admission.
 // expectLeaf is the leaf a recovery's eligibility pinned ("" at first start).
 func (c *Controller) launch(ctx context.Context, head sessionHead, keys claims.Keys, expectLeaf string) error {
-	cv := c.cfg.Conversation
-	spec, err := c.spec()
+	cv, err := c.settings()
+	if err != nil {
+		return err
+	}
+	spec, err := c.spec(cv)
 	if err != nil {
 		return err
 	}
@@ -190,7 +190,7 @@ func (c *Controller) launch(ctx context.Context, head sessionHead, keys claims.K
 	if err := claim.BeginLaunch(ctx); err != nil {
 		return err
 	}
-	res := scopes.Resources{MemoryMax: parseBytes(cv.Limits.MemoryMax), TasksMax: cv.Limits.TasksMax, CPUQuota: parsePercent(cv.Limits.CPUQuota)}
+	res := resourcesOf(cv.Limits)
 	// The claim records the incarnation, and the cohort is kept for a
 	// restarted controller, before the held child may exec the engine: a
 	// crash at any point leaves a claim that names what might run.
@@ -229,8 +229,8 @@ func (c *Controller) launch(ctx context.Context, head sessionHead, keys claims.K
 	c.mu.Unlock()
 	go c.pump(x)
 	go c.watchExit(x)
-	c.audit(audit.Launch, nil, fmt.Sprintf("launched execution %s in %s (%s, pid %d)", execID, co.Unit, co.Kind, co.PID),
-		map[string]string{"EXECUTION": execID, "SCOPE": co.Unit, "COHORT": string(co.Kind), "ENGINE_PID": fmt.Sprint(co.PID)})
+	c.audit(audit.Launch, nil, fmt.Sprintf("launched execution %s in %s (%s, pid %d; limits %s)", execID, co.Unit, co.Kind, co.PID, limitsText(cv.Limits)),
+		map[string]string{"EXECUTION": execID, "SCOPE": co.Unit, "COHORT": string(co.Kind), "ENGINE_PID": fmt.Sprint(co.PID), "LIMITS": limitsText(cv.Limits)})
 
 	sessionID, leaf, err := c.loadCheck(ctx, x, head, expectLeaf)
 	if ts := conn.State(); err == nil && ts.Uncertain {
@@ -366,40 +366,4 @@ func entryNodes(raw []json.RawMessage) (map[string]treeNode, error) {
 		out[e.ID] = treeNode{parent: p, typ: e.Type}
 	}
 	return out, nil
-}
-
-// parseBytes reads a MemoryMax= value (K, M, G, T suffixes, base 1024).
-func parseBytes(s string) uint64 {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return 0
-	}
-	mult := uint64(1)
-	switch s[len(s)-1] {
-	case 'K', 'k':
-		mult = 1 << 10
-	case 'M', 'm':
-		mult = 1 << 20
-	case 'G', 'g':
-		mult = 1 << 30
-	case 'T', 't':
-		mult = 1 << 40
-	}
-	if mult != 1 {
-		s = s[:len(s)-1]
-	}
-	var n uint64
-	if _, err := fmt.Sscan(s, &n); err != nil {
-		return 0
-	}
-	return n * mult
-}
-
-// parsePercent reads a CPUQuota= value such as "200%".
-func parsePercent(s string) float64 {
-	var f float64
-	if _, err := fmt.Sscanf(strings.TrimSpace(s), "%g%%", &f); err != nil {
-		return 0
-	}
-	return f
 }

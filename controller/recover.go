@@ -6,6 +6,7 @@ import (
 
 	"github.com/mosaic-agents/mosaic/audit"
 	"github.com/mosaic-agents/mosaic/claims"
+	"github.com/mosaic-agents/mosaic/engine"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
@@ -20,7 +21,11 @@ type eligibility struct {
 // reconciled or explicitly uncertain, an exact confirmation and the same
 // pins. Nothing launches here (K6).
 func (c *Controller) recover(k *conn, cmd *protocol.Command) (any, error) {
-	spec, specErr := c.spec()
+	cv, specErr := c.settings()
+	var spec engine.Spec
+	if specErr == nil {
+		spec, specErr = c.spec(cv)
+	}
 	head, headErr := readSessionHead(c.cfg.Conversation.Session)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -37,8 +42,8 @@ func (c *Controller) recover(k *conn, cmd *protocol.Command) (any, error) {
 	if specErr != nil {
 		return nil, specErr
 	}
-	if pins := pinsOf(c.cfg.Conversation, spec); pins != rec.Pins {
-		return nil, protocol.Refuse("engine-pin-mismatch", "the engine or its arguments changed since the stopped execution (%+v, now %+v)", rec.Pins, pins)
+	if pins := pinsOf(cv, spec); pins != rec.Pins {
+		return nil, protocol.Refuse("engine-pin-mismatch", "the engine or its arguments changed since the stopped execution (%+v, now %+v): a resume runs the engine it stopped; add the conversation again with its earlier --engine, --node, --provider, --model and --thinking to recover", rec.Pins, pins)
 	}
 	if headErr != nil {
 		return nil, protocol.Wrap(CodeTarget, headErr, "%v", headErr)

@@ -25,26 +25,25 @@ type Conversation struct {
 type Engine struct {
 	// Path is the absolute path of the `pi` executable or its entry file.
 	Path string `toml:"path"`
-	// Version, SHA256, Entry, PackageDir and Node pin the engine at add
-	// time (engine.Resolve); a launch whose engine no longer matches refuses
-	// engine-pin-mismatch.
-	Version    string `toml:"version"`
-	SHA256     string `toml:"sha256"`
-	Entry      string `toml:"entry"`
-	PackageDir string `toml:"package_dir"`
-	Node       string `toml:"node"`
-	Provider   string `toml:"provider"`
-	Model      string `toml:"model"`
-	Thinking   string `toml:"thinking"`
+	// Version, SHA256, Entry, PackageDir, PackageDigest and the Node
+	// fields pin the engine at add time (engine.Resolve); a launch whose
+	// engine no longer matches refuses engine-pin-mismatch. Node is the
+	// interpreter the engine runs with (argv[0]), NodeVersion its
+	// `node --version`, NodeSHA256 its bytes; PackageDigest covers every
+	// file the package and its dependencies hold.
+	Version       string `toml:"version"`
+	SHA256        string `toml:"sha256"`
+	Entry         string `toml:"entry"`
+	PackageDir    string `toml:"package_dir"`
+	PackageDigest string `toml:"package_digest"`
+	Node          string `toml:"node"`
+	NodeVersion   string `toml:"node_version"`
+	NodeSHA256    string `toml:"node_sha256"`
+	Provider      string `toml:"provider"`
+	Model         string `toml:"model"`
+	Thinking      string `toml:"thinking"`
 	// AgentDir is passed as PI_CODING_AGENT_DIR; empty means Pi's default.
 	AgentDir string `toml:"agent_dir"`
-}
-
-// Limits are resource properties of the engine's scope.
-type Limits struct {
-	MemoryMax string `toml:"memory_max"` // systemd syntax, e.g. "4G"; empty: none
-	TasksMax  uint64 `toml:"tasks_max"`  // 0: none
-	CPUQuota  string `toml:"cpu_quota"`  // e.g. "200%"; empty: none
 }
 
 // DefaultWorkspace is the workspace of a conversation added without one.
@@ -96,6 +95,12 @@ func (c *Conversation) Validate() error {
 	}
 	if c.Engine.Path != "" && !filepath.IsAbs(c.Engine.Path) {
 		return refuseField("engine.path", c.Engine.Path, "must be absolute")
+	}
+	if err := c.Limits.validate(); err != nil {
+		return err
+	}
+	if c.Engine.Node != "" && !filepath.IsAbs(c.Engine.Node) {
+		return refuseField("engine.node", c.Engine.Node, "must be absolute")
 	}
 	if c.Engine.AgentDir != "" && !filepath.IsAbs(c.Engine.AgentDir) {
 		return refuseField("engine.agent_dir", c.Engine.AgentDir, "must be absolute")

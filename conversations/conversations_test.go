@@ -117,7 +117,7 @@ func TestValidateAndPaths(t *testing.T) {
 func TestStoreRoundTripAndStrictness(t *testing.T) {
 	s := &Store{Dir: filepath.Join(t.TempDir(), "conversations")}
 	c := fixture(t)
-	c.Limits.TasksMax = 512
+	c.Limits.TasksMax = TasksMax{Count: 512}
 	if err := s.Save(c); err != nil {
 		t.Fatal(err)
 	}

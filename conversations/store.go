@@ -58,7 +58,14 @@ func (s *Store) Load(id string) (*Conversation, error) {
 	}
 	var c Conversation
 	md, err := toml.Decode(string(b), &c)
-	if err != nil {
+	var pe toml.ParseError
+	switch {
+	case errors.As(err, &pe) && strings.HasPrefix(pe.Message, protocol.CodeConfiguration+": "):
+		// A limit that does not parse: its own refusal names the key,
+		// the value and an example (the decoder keeps only its text).
+		return nil, protocol.Refuse(protocol.CodeConfiguration, "%s: line %d: %s", p, pe.Position.Line,
+			strings.TrimPrefix(pe.Message, protocol.CodeConfiguration+": "))
+	case err != nil:
 		return nil, protocol.Wrap(protocol.CodeConfiguration, err, "%s: %v", p, err)
 	}
 	if extra := md.Undecoded(); len(extra) > 0 {

@@ -95,17 +95,39 @@
 // not interpreted (LaterLineSlashInterpreted).
 //
 // Seal and pin. --flag=value forms are refused; the --session path must
-// be absolute and clean. The pin hashes only the entry file
-// (dist/bundle/cli.js), which imports its chunks by relative path: a
-// changed chunk with an unchanged entry and package.json is not caught.
-// Resolve also refuses any package or version other than the pinned one,
-// since every table here was derived from that version. Spec.Path is the
-// resolved entry (run through its node shebang), not the pi symlink; when
-// the engine path is the contrib/pi/install.sh wrapper, Resolve follows
-// its "# pi-entry:" line and records its "# pi-node:" interpreter in
-// Pin.Node (the machine's node may be older than Pi's >=22.19), and the
-// Spec runs that node with the entry. The node binary is not hashed. The
-// environment passes PATH, HOME, USER, LOGNAME, LANG, LC_ALL, LC_CTYPE,
+// be absolute and clean. Resolve refuses any package or version other
+// than the pinned one, since every table here was derived from that
+// version. The pin (pin.go, tree.go, node.go) covers what can run:
+//   - the entry file's SHA-256 (also the claim's BinarySHA256);
+//   - PackageDigest, over every file of the package tree and of every
+//     package it loads by name (dependencies, optional and peer
+//     dependencies, transitively, each resolved as Node resolves a bare
+//     specifier from the importing package's real path): path, type and
+//     permissions, size, content hash or symlink target. Packages merely
+//     installed alongside (an npm prefix's other packages) are not
+//     covered: Pi does not load them by name, and pinning them would make
+//     an unrelated `npm install -g` break every conversation. NODE_PATH
+//     is dropped from the environment, so it is not searched;
+//   - the interpreter: the "# pi-node:" of a contrib/pi/install.sh
+//     wrapper, else the entry's "#!" program ("/usr/bin/env node" looked
+//     up in the PATH where conv add runs: the user's, not the user
+//     manager's), else ResolveOptions.Node; its real path, `node
+//     --version` (checked against the package's engines.node) and
+//     SHA-256. A "#!" naming something other than node (the test fakes'
+//     /bin/sh) is pinned by path and hash without a version.
+//
+// Spec.Path is always the pinned interpreter, with the entry as its first
+// argument, so the PATH the engine is spawned with never picks the node.
+// Check re-verifies everything before each spawn, cheaply: the tree is
+// walked and every file lstat'ed; when the digest of those stat
+// fingerprints (size, mtime, ctime, inode) equals the one cached with the
+// manifest under $XDG_STATE_HOME/mosaic/pins, nothing is read; otherwise
+// only changed files are re-hashed (all of them without a cache). The
+// cache holds no more authority than the conversation file beside it.
+// Node's last-resort global folders ($HOME/.node_modules,
+// $HOME/.node_libraries, PREFIX/lib/node) are searched like Node does,
+// so an optional dependency planted there later changes the digest.
+// The environment passes PATH, HOME, USER, LOGNAME, LANG, LC_ALL, LC_CTYPE,
 // TZ, TMPDIR and XDG_*; TERM is not passed (there is no terminal); any
 // inherited PI_* is dropped; PI_OFFLINE=1, PI_SKIP_VERSION_CHECK=1 and
 // PI_TELEMETRY=0 are forced, and PI_CODING_AGENT_DIR is set from Config.

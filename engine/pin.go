@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -21,9 +20,11 @@ const (
 	PinnedVersion = "0.85.1"
 )
 
-// Pin records which engine a conversation runs: the package version and
-// the SHA-256 of the entry file node executes. It is taken at conv add
-// time (Resolve) and checked before every spawn (Check).
+// Pin records which engine a conversation runs: the package version, the
+// SHA-256 of the entry file, a digest of every file the package can load
+// (the package tree and the dependencies it resolves by name) and the
+// interpreter that runs it (path, version, SHA-256). It is taken at conv
+// add time (Resolve) and checked before every spawn (Check).
 type Pin struct {
 	Version string `toml:"version" json:"version"`
 	// Entry is the resolved, symlink-free entry file (dist/bundle/cli.js).
@@ -32,27 +33,48 @@ type Pin struct {
 	SHA256 string `toml:"sha256" json:"sha256"`
 	// PackageDir is the package root holding package.json.
 	PackageDir string `toml:"package_dir" json:"packageDir"`
-	// Node is the interpreter to run Entry with, when the resolved engine
-	// named one (the contrib/pi/install.sh wrapper does, because the
-	// machine's node may be older than Pi needs). Empty means the entry's
-	// own "#!/usr/bin/env node" line.
-	Node string `toml:"node,omitempty" json:"node,omitempty"`
+	// PackageDigest covers every file of the package tree and of the
+	// packages it can load by name (tree.go).
+	PackageDigest string `toml:"package_digest" json:"packageDigest"`
+	// Node is the interpreter Entry runs with, always explicitly
+	// (argv[0]), so the PATH of the user manager does not choose it:
+	// the node a contrib/pi/install.sh wrapper names, else the one the
+	// entry's "#!/usr/bin/env node" finds on the user's PATH at conv
+	// add, else --node. NodeVersion is its `node --version` (checked
+	// against Pi's engines.node), NodeSHA256 its bytes.
+	Node        string `toml:"node" json:"node"`
+	NodeVersion string `toml:"node_version" json:"nodeVersion"`
+	NodeSHA256  string `toml:"node_sha256" json:"nodeSHA256"`
 }
 
 type packageJSON struct {
 	Name    string          `json:"name"`
 	Version string          `json:"version"`
 	Bin     json.RawMessage `json:"bin"`
+	Engines struct {
+		Node string `json:"node"`
+	} `json:"engines"`
+}
+
+// ResolveOptions say how Resolve finds the interpreter.
+type ResolveOptions struct {
+	// Node names the interpreter (conv add --node); "" means the one a
+	// wrapper names, else the entry's #! line resolved in PATH.
+	Node string
+	// PATH is the search path for a bare engine name and for
+	// "#!/usr/bin/env node": the user's PATH where conv add runs.
+	PATH string
 }
 
 // Resolve finds the engine behind path (the pi executable, a symlink to
-// it, or the entry file; a bare name is looked up in PATH), and returns
-// its pin. It refuses engine-pin-mismatch for a package other than the
-// pinned one, another version, or a file that is not the package's pi
-// entry.
-func Resolve(path string) (Pin, error) {
+// it, or the entry file; a bare name is looked up in opts.PATH) and its
+// interpreter, and returns their pin. It refuses engine-pin-mismatch for
+// a package other than the pinned one, another version, a file that is
+// not the package's pi entry, or an interpreter that is missing or older
+// than Pi's engines.node.
+func Resolve(path string, opts ResolveOptions) (Pin, error) {
 	if !strings.ContainsRune(path, filepath.Separator) {
-		found, err := exec.LookPath(path)
+		found, err := lookPath(path, opts.PATH)
 		if err != nil {
 			return Pin{}, protocol.Wrap("engine-pin-mismatch", err, "engine %q not found", path)
 		}
@@ -85,7 +107,32 @@ func Resolve(path string) (Pin, error) {
 	if err != nil {
 		return Pin{}, err
 	}
-	return Pin{Version: pkg.Version, Entry: entry, SHA256: sum, PackageDir: dir, Node: node}, nil
+	if opts.Node != "" {
+		node = opts.Node
+	}
+	node, isNode, err := findNode(entry, node, opts.PATH)
+	if err != nil {
+		return Pin{}, err
+	}
+	version := ""
+	if isNode {
+		if version, err = nodeVersion(node); err != nil {
+			return Pin{}, err
+		}
+		if err := checkNodeRange(node, version, pkg.Engines.Node); err != nil {
+			return Pin{}, err
+		}
+	}
+	nodeSum, err := hashPath(node)
+	if err != nil {
+		return Pin{}, protocol.Wrap("engine-pin-mismatch", err, "hash interpreter %s", node)
+	}
+	digest, err := PackageDigest(dir, node)
+	if err != nil {
+		return Pin{}, err
+	}
+	return Pin{Version: pkg.Version, Entry: entry, SHA256: sum, PackageDir: dir, PackageDigest: digest,
+		Node: node, NodeVersion: version, NodeSHA256: nodeSum}, nil
 }
 
 // wrapperHead bounds how much of a file readWrapper looks at.
@@ -121,8 +168,12 @@ func readWrapper(path string) (node, entry string, err error) {
 	return node, entry, nil
 }
 
-// Check re-reads the pinned package and entry file and refuses
-// engine-pin-mismatch if either changed. Call it right before spawn.
+// Check re-reads the pinned package, entry file, package tree and
+// interpreter and refuses engine-pin-mismatch, naming the fix, if any of
+// them changed or is missing. Call it right before spawn. The tree and
+// the interpreter are re-hashed only where their stat fingerprints
+// (size, mtime, ctime, inode) differ from the manifest cached at the
+// previous check.
 func Check(p Pin) error {
 	pkg, err := readPackage(filepath.Join(p.PackageDir, "package.json"))
 	if err != nil {
@@ -141,7 +192,14 @@ func Check(p Pin) error {
 	if sum != p.SHA256 {
 		return protocol.Refuse("engine-pin-mismatch", "engine entry %s has sha256 %s, pinned %s", p.Entry, sum, p.SHA256)
 	}
-	return nil
+	if p.PackageDigest == "" {
+		return protocol.Refuse("engine-pin-mismatch",
+			"the conversation pins only the entry file of %s (added before mosaic pinned the whole package); pin it: mosaicctl conv add ... --engine PATH --replace", p.PackageDir)
+	}
+	if err := checkPackageDigest(p.PackageDir, p.Node, p.PackageDigest); err != nil {
+		return err
+	}
+	return checkNode(p, pkg.Engines.Node)
 }
 
 // findPackage walks up from the entry to the nearest package.json.

@@ -110,7 +110,7 @@ func startRig(t *testing.T, engine string, script stubmodel.Script, opts Options
 			t.Cleanup(func() { c.Close() })
 		}
 	case "real":
-		pin, err := Resolve(os.Getenv("MOSAIC_PI"))
+		pin, err := Resolve(os.Getenv("MOSAIC_PI"), ResolveOptions{PATH: os.Getenv("PATH")})
 		must(t, err)
 		home := filepath.Join(dir, "home")
 		must(t, os.MkdirAll(home, 0o755))

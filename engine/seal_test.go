@@ -75,15 +75,48 @@ func TestSealArgs(t *testing.T) {
 // pi bin, dist/bundle/cli.js, and node_modules/.bin/pi as a symlink.
 func fakePackage(t *testing.T, version string) (bin string, dir string) {
 	t.Helper()
+	t.Setenv("XDG_STATE_HOME", t.TempDir()) // the pin's manifest cache
+	t.Setenv("HOME", t.TempDir())           // Node's global folders
 	root := t.TempDir()
 	dir = filepath.Join(root, "node_modules", "@earendil-works", "pi-coding-agent")
-	must(t, os.MkdirAll(filepath.Join(dir, "dist", "bundle"), 0o755))
-	must(t, os.WriteFile(filepath.Join(dir, "package.json"), []byte(`{"name":"@earendil-works/pi-coding-agent","version":"`+version+`","bin":{"pi":"dist/bundle/cli.js"}}`), 0o644))
+	must(t, os.MkdirAll(filepath.Join(dir, "dist", "bundle", "chunks"), 0o755))
+	must(t, os.WriteFile(filepath.Join(dir, "package.json"), []byte(`{"name":"@earendil-works/pi-coding-agent","version":"`+version+`","bin":{"pi":"dist/bundle/cli.js"},"engines":{"node":">=22.19.0"},"dependencies":{"dep-a":"1.0.0"},"optionalDependencies":{"not-installed":"1"}}`), 0o644))
 	must(t, os.WriteFile(filepath.Join(dir, "dist", "bundle", "cli.js"), []byte("#!/usr/bin/env node\nmain()\n"), 0o755))
+	must(t, os.WriteFile(filepath.Join(dir, "dist", "bundle", "chunks", "chunk-A.js"), []byte("export const a = 1\n"), 0o644))
+	// A hoisted dependency, as npm installs it, with one of its own.
+	dep := filepath.Join(root, "node_modules", "dep-a")
+	must(t, os.MkdirAll(dep, 0o755))
+	must(t, os.WriteFile(filepath.Join(dep, "package.json"), []byte(`{"name":"dep-a","version":"1.0.0","dependencies":{"dep-b":"1"}}`), 0o644))
+	must(t, os.WriteFile(filepath.Join(dep, "index.js"), []byte("module.exports = 1\n"), 0o644))
+	depB := filepath.Join(root, "node_modules", "dep-b")
+	must(t, os.MkdirAll(depB, 0o755))
+	must(t, os.WriteFile(filepath.Join(depB, "package.json"), []byte(`{"name":"dep-b","version":"1.0.0"}`), 0o644))
+	must(t, os.WriteFile(filepath.Join(depB, "index.js"), []byte("module.exports = 2\n"), 0o644))
+	// Installed next to Pi but not a dependency of it: not pinned.
+	must(t, os.MkdirAll(filepath.Join(root, "node_modules", "unrelated"), 0o755))
+	must(t, os.WriteFile(filepath.Join(root, "node_modules", "unrelated", "package.json"), []byte(`{"name":"unrelated"}`), 0o644))
 	must(t, os.MkdirAll(filepath.Join(root, "node_modules", ".bin"), 0o755))
 	bin = filepath.Join(root, "node_modules", ".bin", "pi")
 	must(t, os.Symlink("../@earendil-works/pi-coding-agent/dist/bundle/cli.js", bin))
 	return bin, dir
+}
+
+// fakeNode writes an executable "node" into a new directory that prints
+// vVERSION for --version and, run on anything else, dies as an old Node
+// dies on Pi's first line. It returns the directory.
+func fakeNode(t *testing.T, version string) string {
+	t.Helper()
+	d := t.TempDir()
+	script := "#!/bin/sh\nif [ \"$1\" = --version ]; then echo v" + version + "; exit 0; fi\n" +
+		"echo \"fake node " + version + ": SyntaxError: Invalid regular expression flags\" >&2\nexit 1\n"
+	must(t, os.WriteFile(filepath.Join(d, "node"), []byte(script), 0o755))
+	return d
+}
+
+// resolve pins path as conv add does for a user whose PATH has a Node 22.
+func resolve(t *testing.T, path string) (Pin, error) {
+	t.Helper()
+	return Resolve(path, ResolveOptions{PATH: fakeNode(t, "22.23.3") + ":/usr/bin:/bin"})
 }
 
 func must(t *testing.T, err error) {
@@ -95,15 +128,17 @@ func must(t *testing.T, err error) {
 
 func TestResolveAndCheck(t *testing.T) {
 	bin, dir := fakePackage(t, PinnedVersion)
-	pin, err := Resolve(bin)
+	path := fakeNode(t, "22.23.3")
+	pin, err := Resolve(bin, ResolveOptions{PATH: path})
 	if err != nil {
 		t.Fatal(err)
 	}
 	entry := filepath.Join(dir, "dist", "bundle", "cli.js")
-	if pin.Version != PinnedVersion || pin.Entry != entry || len(pin.SHA256) != 64 || pin.PackageDir != dir {
+	if pin.Version != PinnedVersion || pin.Entry != entry || len(pin.SHA256) != 64 || pin.PackageDir != dir ||
+		len(pin.PackageDigest) != 64 || pin.Node != filepath.Join(path, "node") || pin.NodeVersion != "22.23.3" || len(pin.NodeSHA256) != 64 {
 		t.Fatalf("pin %+v", pin)
 	}
-	if again, err := Resolve(entry); err != nil || again != pin {
+	if again, err := Resolve(entry, ResolveOptions{PATH: path}); err != nil || again != pin {
 		t.Fatalf("resolving the entry itself: %+v %v", again, err)
 	}
 	if err := Check(pin); err != nil {
@@ -128,21 +163,21 @@ func TestResolveAndCheck(t *testing.T) {
 	})
 	t.Run("other version refused at add", func(t *testing.T) {
 		other, _ := fakePackage(t, "0.86.0")
-		if _, err := Resolve(other); code(err) != "engine-pin-mismatch" {
+		if _, err := resolve(t, other); code(err) != "engine-pin-mismatch" {
 			t.Fatalf("got %v", err)
 		}
 	})
 	t.Run("not the pi entry", func(t *testing.T) {
 		stray := filepath.Join(dir, "dist", "stray.js")
 		must(t, os.WriteFile(stray, []byte("x"), 0o644))
-		if _, err := Resolve(stray); code(err) != "engine-pin-mismatch" {
+		if _, err := resolve(t, stray); code(err) != "engine-pin-mismatch" {
 			t.Fatalf("got %v", err)
 		}
 	})
 	t.Run("no package", func(t *testing.T) {
 		lone := filepath.Join(t.TempDir(), "pi")
 		must(t, os.WriteFile(lone, []byte("x"), 0o755))
-		if _, err := Resolve(lone); code(err) != "engine-pin-mismatch" {
+		if _, err := resolve(t, lone); code(err) != "engine-pin-mismatch" {
 			t.Fatalf("got %v", err)
 		}
 	})
@@ -150,7 +185,7 @@ func TestResolveAndCheck(t *testing.T) {
 
 func TestCommandSpec(t *testing.T) {
 	bin, _ := fakePackage(t, PinnedVersion)
-	pin, err := Resolve(bin)
+	pin, err := resolve(t, bin)
 	must(t, err)
 	environ := []string{"PATH=/usr/bin", "HOME=/home/u", "LANG=C.UTF-8", "XDG_RUNTIME_DIR=/run/user/1", "ANTHROPIC_API_KEY=secret", "NODE_OPTIONS=--require evil", "PI_CODING_AGENT_DIR=/inherited", "TERM=xterm"}
 	spec, err := Command(Config{Pin: pin, Seal: Seal{Session: "/p/s.jsonl", Provider: "fakellm"}, AgentDir: "/agent", ProjectRoot: "/p"}, environ)
@@ -159,7 +194,7 @@ func TestCommandSpec(t *testing.T) {
 	if !slices.Equal(spec.Env, wantEnv) {
 		t.Fatalf("env %q", spec.Env)
 	}
-	if spec.Path != pin.Entry || spec.Dir != "/p" || spec.Args[0] != pin.Entry || CheckArgs(spec.Args[1:]) != nil {
+	if spec.Path != pin.Node || spec.Dir != "/p" || spec.Args[0] != pin.Node || spec.Args[1] != pin.Entry || CheckArgs(spec.Args[2:]) != nil {
 		t.Fatalf("spec %+v", spec)
 	}
 	if _, err := Command(Config{Pin: pin, Seal: Seal{Session: "rel"}, ProjectRoot: "/p"}, nil); code(err) != "unsealed-engine" {
@@ -177,12 +212,14 @@ func TestResolveWrapper(t *testing.T) {
 	_, dir := fakePackage(t, PinnedVersion)
 	entry := filepath.Join(dir, "dist", "bundle", "cli.js")
 	wrapper := filepath.Join(t.TempDir(), "pi")
-	must(t, os.WriteFile(wrapper, []byte("#!/bin/sh\n# pi-entry: "+entry+"\n# pi-node: /opt/node/bin/node\nexec /opt/node/bin/node "+entry+" \"$@\"\n"), 0o755))
-	pin, err := Resolve(wrapper)
+	node := filepath.Join(fakeNode(t, "22.23.3"), "node")
+	must(t, os.WriteFile(wrapper, []byte("#!/bin/sh\n# pi-entry: "+entry+"\n# pi-node: "+node+"\nexec "+node+" "+entry+" \"$@\"\n"), 0o755))
+	// The wrapper's node wins over an older one first on the user's PATH.
+	pin, err := Resolve(wrapper, ResolveOptions{PATH: fakeNode(t, "20.11.1")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pin.Entry != entry || pin.Node != "/opt/node/bin/node" {
+	if pin.Entry != entry || pin.Node != node {
 		t.Fatalf("pin %+v", pin)
 	}
 	spec, err := Command(Config{Pin: pin, Seal: Seal{Session: "/p/s"}, ProjectRoot: "/p"}, nil)

@@ -24,10 +24,9 @@ type Config struct {
 // starts it (inside its systemd scope) with stdin and stdout as pipes that
 // it hands to New, and keeps stdin open for the engine's whole life.
 type Spec struct {
-	// Path is the program: the pinned entry file itself, run through its
-	// "#!/usr/bin/env node" line, or Pin.Node with the entry as its first
-	// argument; either way the bytes that run are the bytes pinned, not
-	// whatever a pi symlink or wrapper points to later.
+	// Path is the program: Pin.Node, with the pinned entry file as its
+	// first argument, so the bytes that run are the bytes pinned, not
+	// whatever a pi symlink, wrapper or PATH points to later.
 	Path string
 	// Args is argv including argv[0].
 	Args []string
@@ -63,17 +62,12 @@ func Command(cfg Config, environ []string) (Spec, error) {
 		}
 		env = append(env, "PI_CODING_AGENT_DIR="+cfg.AgentDir)
 	}
-	if cfg.Pin.Node != "" {
-		return Spec{
-			Path: cfg.Pin.Node,
-			Args: append([]string{cfg.Pin.Node, cfg.Pin.Entry}, args...),
-			Env:  env,
-			Dir:  cfg.ProjectRoot,
-		}, nil
-	}
+	// The pinned interpreter runs the pinned entry: never the entry's own
+	// "#!/usr/bin/env node", which would take whatever node comes first
+	// on the user manager's PATH (Check refused a pin without one).
 	return Spec{
-		Path: cfg.Pin.Entry,
-		Args: append([]string{cfg.Pin.Entry}, args...),
+		Path: cfg.Pin.Node,
+		Args: append([]string{cfg.Pin.Node, cfg.Pin.Entry}, args...),
 		Env:  env,
 		Dir:  cfg.ProjectRoot,
 	}, nil

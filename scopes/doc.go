@@ -26,8 +26,8 @@
 // (/proc/self/exe, recognised by MaybeRunHeld): a held child, which blocks
 // reading a pipe, and an anchor. It creates the scope with
 // StartTransientUnit (PIDs = both, Slice, Description, Delegate=yes,
-// CollectMode=inactive-or-failed, TimeoutStopUSec=10s, MemoryMax,
-// TasksMax, CPUQuotaPerSecUSec), waits for the job on a buffered channel
+// CollectMode=inactive-or-failed, TimeoutStopUSec=10s, MemoryMax or
+// MemoryMaxScale, TasksMax or TasksMaxScale, CPUQuotaPerSecUSec), waits for the job on a buffered channel
 // with a timeout and requires "done", confirms both pids' /proc/<pid>/cgroup
 // name the scope, moves them into the scope's sub-cgroups `anchor` and
 // `engine`, confirms again, and only then writes the release (argv,

@@ -62,9 +62,17 @@ type Config struct {
 // conversation config. Zero means unset. Where no controller is enabled
 // (a hybrid host, the test sandbox) systemd accepts them without enforcing.
 type Resources struct {
-	MemoryMax uint64  // bytes (MemoryMax=)
-	TasksMax  uint64  // processes and threads (TasksMax=)
+	MemoryMax uint64  // bytes (MemoryMax=); math.MaxUint64 is infinity
+	TasksMax  uint64  // processes and threads (TasksMax=); math.MaxUint64 is infinity
 	CPUQuota  float64 // percent of one CPU, 150 = CPUQuota=150% (CPUQuotaPerSecUSec)
+	// MemoryMaxScale and TasksMaxScale are a share of physical memory or
+	// of the system's task limit, math.MaxUint32 = 100%, which systemd
+	// resolves as it does MemoryMax=10% (systemd-run sends the same).
+	MemoryMaxScale uint32
+	TasksMaxScale  uint32
+	// CPUQuotaPerSecUSec, when set, is sent instead of CPUQuota: exact,
+	// where a float percent may round down a microsecond.
+	CPUQuotaPerSecUSec uint64
 }
 
 // Spec says what to launch.
@@ -323,7 +331,16 @@ func (m *Manager) properties(spec Spec, pids ...uint32) []sddbus.Property {
 	if r.TasksMax > 0 {
 		props = append(props, sddbus.Property{Name: "TasksMax", Value: dbus.MakeVariant(r.TasksMax)})
 	}
-	if r.CPUQuota > 0 {
+	if r.MemoryMaxScale > 0 {
+		props = append(props, sddbus.Property{Name: "MemoryMaxScale", Value: dbus.MakeVariant(r.MemoryMaxScale)})
+	}
+	if r.TasksMaxScale > 0 {
+		props = append(props, sddbus.Property{Name: "TasksMaxScale", Value: dbus.MakeVariant(r.TasksMaxScale)})
+	}
+	switch {
+	case r.CPUQuotaPerSecUSec > 0:
+		props = append(props, sddbus.Property{Name: "CPUQuotaPerSecUSec", Value: dbus.MakeVariant(r.CPUQuotaPerSecUSec)})
+	case r.CPUQuota > 0:
 		usec := uint64(r.CPUQuota * 10000) // 100% = 1 s of CPU per second
 		props = append(props, sddbus.Property{Name: "CPUQuotaPerSecUSec", Value: dbus.MakeVariant(usec)})
 	}

@@ -46,10 +46,16 @@ func fakeEngine(t *testing.T, script stubmodel.Script) (entry, stdinLog string) 
 	sj, _ := json.Marshal(script)
 	scriptPath, stdinLog := filepath.Join(dir, "script.json"), filepath.Join(dir, "stdin.log")
 	pkg, _ := json.Marshal(map[string]any{"name": engine.PinnedPackage, "version": engine.PinnedVersion, "bin": map[string]string{"pi": "pi.sh"}})
-	entry = filepath.Join(dir, "pi.sh")
+	// The package sits in its own directory: the pin covers every file
+	// of it, and the fake's logs and control sockets change as it runs.
+	pkgDir := filepath.Join(dir, "pkg")
+	if err := os.Mkdir(pkgDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	entry = filepath.Join(pkgDir, "pi.sh")
 	sh := fmt.Sprintf("#!/bin/sh\nexport FAKEPI_SCRIPT=%q FAKEPI_STDIN_LOG=%q FAKEPI_CONTROL=%q$$\nexec %q \"$@\"\n",
 		scriptPath, stdinLog, filepath.Join(dir, "ctl-"), fake)
-	for name, b := range map[string][]byte{"script.json": sj, "package.json": pkg, "pi.sh": []byte(sh)} {
+	for name, b := range map[string][]byte{"script.json": sj, "pkg/package.json": pkg, "pkg/pi.sh": []byte(sh)} {
 		if err := os.WriteFile(filepath.Join(dir, name), b, 0o755); err != nil {
 			t.Fatal(err)
 		}

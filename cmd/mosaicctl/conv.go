@@ -56,8 +56,13 @@ func convCommand() *cli.Command {
 					if err != nil {
 						return err
 					}
-					_, err = os.Stdout.Write(b)
-					return err
+					if _, err = os.Stdout.Write(b); err != nil {
+						return err
+					}
+					ctx, cancel := context.WithTimeout(c.Context, 10*time.Second)
+					defer cancel()
+					showRunning(ctx, os.Stdout, cv)
+					return nil
 				},
 			},
 			{
@@ -130,13 +135,14 @@ func convAddCommand() *cli.Command {
 			&cli.StringFlag{Name: "session", Usage: "absolute session `FILE` (.jsonl)", Required: true},
 			&cli.StringFlag{Name: "workspace", Usage: "workspace `NAME`", Value: conversations.DefaultWorkspace},
 			&cli.StringFlag{Name: "engine", Usage: "the `pi` executable or its entry file (default: pi from PATH), pinned now"},
+			&cli.StringFlag{Name: "node", Usage: "the Node `PATH` to run the engine with (default: the one the engine's wrapper names, else the node on this PATH), pinned now"},
 			&cli.StringFlag{Name: "provider", Usage: "Pi --provider `NAME`"},
 			&cli.StringFlag{Name: "model", Usage: "Pi --model `NAME`"},
 			&cli.StringFlag{Name: "thinking", Usage: "Pi --thinking `LEVEL`"},
 			&cli.StringFlag{Name: "agent-dir", Usage: "Pi agent `DIR` (PI_CODING_AGENT_DIR); default Pi's ~/.pi/agent"},
-			&cli.StringFlag{Name: "memory-max", Usage: "MemoryMax= of the engine's scope, e.g. 4G"},
-			&cli.Uint64Flag{Name: "tasks-max", Usage: "TasksMax= of the engine's scope"},
-			&cli.StringFlag{Name: "cpu-quota", Usage: "CPUQuota= of the engine's scope, e.g. 200%"},
+			&cli.StringFlag{Name: "memory-max", Usage: "MemoryMax= of the engine's scope: `SIZE` in bytes with K, M, G, T suffixes (base 1024), N% of physical memory, or infinity; e.g. 4G"},
+			&cli.StringFlag{Name: "tasks-max", Usage: "TasksMax= of the engine's scope: a `COUNT`, N% of the system's task limit, or infinity"},
+			&cli.StringFlag{Name: "cpu-quota", Usage: "CPUQuota= of the engine's scope: `PERCENT` of one CPU, e.g. 200% for two CPUs"},
 			&cli.BoolFlag{Name: "replace", Usage: "replace an existing conversation's settings"},
 		},
 		Action: func(c *cli.Context) error {
@@ -150,10 +156,12 @@ func convAddCommand() *cli.Command {
 					Provider: c.String("provider"), Model: c.String("model"),
 					Thinking: c.String("thinking"), AgentDir: c.String("agent-dir"),
 				},
-				Limits: conversations.Limits{
-					MemoryMax: c.String("memory-max"), TasksMax: c.Uint64("tasks-max"), CPUQuota: c.String("cpu-quota"),
-				},
 			}
+			limits, err := limitsFromFlags(c.String("memory-max"), c.String("tasks-max"), c.String("cpu-quota"))
+			if err != nil {
+				return err
+			}
+			cv.Limits = limits
 			cv.ID = conversations.ID(cv.Project, cv.Seat, filepath.Base(session))
 			if err := cv.Validate(); err != nil {
 				return err
@@ -161,7 +169,7 @@ func convAddCommand() *cli.Command {
 			if err := cv.CheckPaths(); err != nil {
 				return err
 			}
-			if err := pinEngine(cv, c.String("engine")); err != nil {
+			if err := pinEngine(cv, c.String("engine"), c.String("node")); err != nil {
 				return err
 			}
 			s, err := conversations.Open()
@@ -181,6 +189,9 @@ func convAddCommand() *cli.Command {
 			}
 			if err := s.Save(cv); err != nil {
 				return err
+			}
+			if old != nil {
+				reportReplace(os.Stderr, old, cv)
 			}
 			fmt.Println(cv.ID)
 			return nil

@@ -12,9 +12,13 @@ import (
 )
 
 // pinEngine resolves the engine named by --engine (default: pi from PATH)
-// and pins it: package version and SHA-256 of its entry file. A conversation without an engine can be observed
-// but never launched, so a missing default is a warning, not a refusal.
-func pinEngine(cv *conversations.Conversation, flag string) error {
+// and pins it: package version, SHA-256 of its entry file, digest of the
+// package and its dependencies, and the interpreter (--node, else the
+// one the wrapper or the entry's #! line finds on this PATH, the user's
+// own, not the user manager's). A conversation without an engine can be
+// observed but never launched, so a missing default is a warning, not a
+// refusal.
+func pinEngine(cv *conversations.Conversation, flag, node string) error {
 	name := flag
 	if name == "" {
 		name = "pi"
@@ -30,12 +34,21 @@ func pinEngine(cv *conversations.Conversation, flag string) error {
 	if p, err = filepath.Abs(p); err != nil {
 		return fmt.Errorf("--engine %q: %w", name, err)
 	}
-	pin, err := engine.Resolve(p)
+	if node != "" {
+		if node, err = exec.LookPath(node); err != nil {
+			return fmt.Errorf("--node: %w", err)
+		}
+		if node, err = filepath.Abs(node); err != nil {
+			return fmt.Errorf("--node: %w", err)
+		}
+	}
+	pin, err := engine.Resolve(p, engine.ResolveOptions{Node: node, PATH: os.Getenv("PATH")})
 	if err != nil {
 		return fmt.Errorf("--engine %q: %w", p, err)
 	}
 	cv.Engine.Path = p
 	cv.Engine.Version, cv.Engine.SHA256 = pin.Version, pin.SHA256
-	cv.Engine.Entry, cv.Engine.PackageDir, cv.Engine.Node = pin.Entry, pin.PackageDir, pin.Node
+	cv.Engine.Entry, cv.Engine.PackageDir, cv.Engine.PackageDigest = pin.Entry, pin.PackageDir, pin.PackageDigest
+	cv.Engine.Node, cv.Engine.NodeVersion, cv.Engine.NodeSHA256 = pin.Node, pin.NodeVersion, pin.NodeSHA256
 	return nil
 }

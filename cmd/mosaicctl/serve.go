@@ -79,7 +79,7 @@ func serveCommand() *cli.Command {
 			mgr := scopes.NewManager(scopes.Config{Fallback: c.Bool("allow-pgroup")})
 			defer mgr.Close()
 			ctrl := controller.New(controller.Config{Conversation: cv, Claims: store, Scopes: mgr, Audit: log,
-				Grace: c.Duration("grace")})
+				Grace: c.Duration("grace"), Load: func() (*conversations.Conversation, error) { return s.Load(id) }})
 			defer ctrl.Close()
 			if c.Int("max-conns") < 1 || c.Int64("max-buffered") < int64(c.Int("max-line")) || c.Int64("max-queued") < 16<<20 || c.Duration("hello-timeout") <= 0 || c.Duration("idle-timeout") <= 0 {
 				l.Close()

@@ -1,0 +1,156 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"runtime"
+	"strings"
+
+	"github.com/mosaic-agents/mosaic/conversations"
+	"github.com/mosaic-agents/mosaic/scopes"
+	"github.com/mosaic-agents/mosaic/units"
+)
+
+// limitsFromFlags parses the limit flags of conv add with systemd's
+// syntax for each property; a refusal names the flag, the value and an
+// example.
+func limitsFromFlags(memory, tasks, cpu string) (conversations.Limits, error) {
+	var l conversations.Limits
+	var err error
+	if l.MemoryMax, err = conversations.ParseMemoryMax("--memory-max", memory); err != nil {
+		return l, err
+	}
+	if l.TasksMax, err = conversations.ParseTasksMax("--tasks-max", tasks); err != nil {
+		return l, err
+	}
+	if l.CPUQuota, err = conversations.ParseCPUQuota("--cpu-quota", cpu); err != nil {
+		return l, err
+	}
+	// systemd takes any quota up to 21474836.47%; one above every CPU of
+	// this machine never binds, which is worth saying, not refusing (the
+	// conversation may move to a larger machine).
+	if n := runtime.NumCPU(); l.CPUQuota.Share > conversations.Permyriad(n*10000) {
+		fmt.Fprintf(os.Stderr, "mosaicctl: note: --cpu-quota %s is more than the %d CPUs of this machine (%d%%): it never limits the engine here\n",
+			l.CPUQuota, n, n*100)
+	}
+	return l, nil
+}
+
+// showRunning appends to conv show what systemd holds for the live
+// engine scopes of cv (read over D-Bus: the values in force, percentages
+// resolved), as TOML comments so the output stays a valid conversation
+// file, and says when configured limits that differ take effect.
+func showRunning(ctx context.Context, w io.Writer, cv *conversations.Conversation) {
+	mgr := scopes.NewManager(scopes.Config{})
+	defer mgr.Close()
+	units, err := mgr.EngineScopes(ctx, cv.ID)
+	if err != nil {
+		fmt.Fprintf(w, "\n# running engine: unknown (%v)\n", err)
+		return
+	}
+	if len(units) == 0 {
+		fmt.Fprintf(w, "\n# running engine: none (no live engine scope); the limits above apply at the next launch\n")
+		return
+	}
+	for _, u := range units {
+		a, err := mgr.Applied(ctx, u)
+		if err != nil {
+			fmt.Fprintf(w, "\n# running engine %s: limits unknown (%v)\n", u, err)
+			continue
+		}
+		mem, tasks, cpu := appliedLimits(a)
+		fmt.Fprintf(w, "\n# running engine %s, as systemd holds it (read over D-Bus):\n", u)
+		fmt.Fprintf(w, "#   memory_max = %q\n#   tasks_max = %q\n#   cpu_quota = %q\n", mem, tasks, cpu)
+		if differs(cv.Limits, a) {
+			fmt.Fprintf(w, "# the configured limits differ: they apply at the next launch (mosaicctl stop %s, then mosaicctl recover %s)\n", cv.ID, cv.ID)
+		}
+	}
+}
+
+// appliedLimits prints what systemd reports in the configuration's
+// syntax: "infinity" for no limit, sizes with the largest exact suffix.
+func appliedLimits(a scopes.Applied) (mem, tasks, cpu string) {
+	mem, tasks, cpu = "infinity", "infinity", "none"
+	if a.MemoryMax != math.MaxUint64 {
+		mem = conversations.MemoryMax{Bytes: a.MemoryMax}.String()
+	}
+	if a.TasksMax != math.MaxUint64 {
+		tasks = conversations.TasksMax{Count: a.TasksMax}.String()
+	}
+	if a.CPUQuotaPerSecUSec != math.MaxUint64 {
+		if a.CPUQuotaPerSecUSec%100 == 0 {
+			cpu = conversations.Permyriad(a.CPUQuotaPerSecUSec / 100).String()
+		} else {
+			cpu = fmt.Sprintf("%dus per second", a.CPUQuotaPerSecUSec)
+		}
+	}
+	return mem, tasks, cpu
+}
+
+// differs reports whether the configured limits would launch with other
+// values than a holds. A percentage, and an unset TasksMax= (the
+// manager's DefaultTasksMax=), are resolved by systemd and not compared.
+func differs(l conversations.Limits, a scopes.Applied) bool {
+	mem, tasks, cpu := appliedLimits(a)
+	switch m := l.MemoryMax; {
+	case m.Share > 0:
+	case !m.IsSet():
+		if mem != "infinity" {
+			return true
+		}
+	case mem != m.String():
+		return true
+	}
+	if k := l.TasksMax; k.Share == 0 && k.IsSet() && tasks != k.String() {
+		return true
+	}
+	return cpu != cmp.Or(l.CPUQuota.String(), "none")
+}
+
+// reportReplace says on w what conv add --replace changed and when each
+// change takes effect, so nobody believes a running engine was changed.
+func reportReplace(w io.Writer, old, cv *conversations.Conversation) {
+	var limits, engine, env, identity []string
+	diff := func(list *[]string, key, a, b string) {
+		if a != b {
+			*list = append(*list, fmt.Sprintf("  %s: %s -> %s", key, cmp.Or(a, "(unset)"), cmp.Or(b, "(unset)")))
+		}
+	}
+	diff(&limits, "limits.memory_max", old.Limits.MemoryMax.String(), cv.Limits.MemoryMax.String())
+	diff(&limits, "limits.tasks_max", old.Limits.TasksMax.String(), cv.Limits.TasksMax.String())
+	diff(&limits, "limits.cpu_quota", old.Limits.CPUQuota.String(), cv.Limits.CPUQuota.String())
+	oe, ne := old.Engine, cv.Engine
+	diff(&engine, "engine.entry", oe.Entry, ne.Entry)
+	diff(&engine, "engine.version", oe.Version, ne.Version)
+	diff(&engine, "engine.sha256", oe.SHA256, ne.SHA256)
+	diff(&engine, "engine.package_digest", oe.PackageDigest, ne.PackageDigest)
+	diff(&engine, "engine.node", oe.Node, ne.Node)
+	diff(&engine, "engine.node_version", oe.NodeVersion, ne.NodeVersion)
+	diff(&engine, "engine.node_sha256", oe.NodeSHA256, ne.NodeSHA256)
+	diff(&engine, "engine.provider", oe.Provider, ne.Provider)
+	diff(&engine, "engine.model", oe.Model, ne.Model)
+	diff(&engine, "engine.thinking", oe.Thinking, ne.Thinking)
+	diff(&env, "engine.agent_dir", oe.AgentDir, ne.AgentDir)
+	diff(&env, "engine.path", oe.Path, ne.Path)
+	diff(&identity, "workspace", old.Workspace, cv.Workspace)
+	id := cv.ID
+	if len(limits)+len(env) > 0 {
+		fmt.Fprintf(w, "mosaicctl: replaced in %s:\n%s\n", id, strings.Join(append(limits, env...), "\n"))
+		fmt.Fprintf(w, "mosaicctl: these apply at the next launch of the engine; a running engine keeps its old values until then:\n"+
+			"  mosaicctl stop %s, then mosaicctl recover %s (mosaicctl conv show %s shows what the running engine has)\n", id, id, id)
+	}
+	if len(engine) > 0 {
+		fmt.Fprintf(w, "mosaicctl: replaced the engine or its arguments of %s:\n%s\n", id, strings.Join(engine, "\n"))
+		fmt.Fprintf(w, "mosaicctl: they apply at the next launch of a conversation that never ran; once an execution of %s ran,\n"+
+			"  its claim pins the engine it ran and `mosaicctl recover` refuses engine-pin-mismatch until they are back as they were\n", id)
+	}
+	if len(identity) > 0 {
+		fmt.Fprintf(w, "mosaicctl: replaced in %s:\n%s\n", id, strings.Join(identity, "\n"))
+		fmt.Fprintf(w, "mosaicctl: the workspace keys the conversation's claim: it applies when its controller restarts:\n"+
+			"  mosaicctl stop %s, then systemctl --user restart %s\n", id, units.ServiceUnit(id))
+	}
+}
