@@ -44,6 +44,11 @@ type Process struct {
 	// recorded: a cohort proof must then name the same cgroup id, so a
 	// cgroup re-created at the same path can never stand in for it.
 	CgroupID uint64 `json:"cgroup_id,omitempty"`
+	// Confinement is the engine's confinement evidence as the launcher
+	// recorded it (proofs.Confinement as compact JSON, a string so Process
+	// stays comparable), so a cohort rebuilt from the claim alone, when
+	// its cohort record is lost, can still prove a stop.
+	Confinement string `json:"confinement,omitempty"`
 }
 
 // ProofRecord is the proof that allowed `stopped`, stored whole so the

@@ -14,6 +14,7 @@ import (
 	"github.com/mosaic-agents/mosaic/claims"
 	"github.com/mosaic-agents/mosaic/conversations"
 	"github.com/mosaic-agents/mosaic/engine"
+	"github.com/mosaic-agents/mosaic/proofs"
 	"github.com/mosaic-agents/mosaic/protocol"
 	"github.com/mosaic-agents/mosaic/scopes"
 )
@@ -110,6 +111,15 @@ func (c *Controller) adopt(ctx context.Context, rec *claims.Recovery) error {
 		// (the anchor is unknown).
 		if fb, err := scopes.CohortOf(r.Conversation, r.Execution, e.BootID, e.PID, e.StartTime, e.Cgroup); err == nil {
 			fb.CgroupID = e.CgroupID
+			if len(e.Confinement) > 0 {
+				// Without it the rebuilt cohort counts as unconfined and
+				// no stop of it could ever be proven.
+				var conf proofs.Confinement
+				if err := json.Unmarshal([]byte(e.Confinement), &conf); err != nil {
+					conf = proofs.Confinement{Reason: fmt.Sprintf("the claim's confinement record does not decode: %v", err)}
+				}
+				fb.Confinement = conf
+			}
 			co, cohortErr = fb, nil
 		}
 	}
@@ -199,7 +209,11 @@ func (c *Controller) launch(ctx context.Context, head sessionHead, keys claims.K
 		if err := c.saveCohort(co); err != nil {
 			return err
 		}
-		return claim.Activate(ctx, claims.Process{BootID: co.BootID, PID: co.PID, StartTime: co.StartTime, Cgroup: co.Cgroup, CgroupID: co.CgroupID})
+		conf, err := json.Marshal(co.Confinement)
+		if err != nil {
+			return err
+		}
+		return claim.Activate(ctx, claims.Process{BootID: co.BootID, PID: co.PID, StartTime: co.StartTime, Cgroup: co.Cgroup, CgroupID: co.CgroupID, Confinement: string(conf)})
 	}
 	h, err := c.cfg.Scopes.Launch(ctx, scopes.Spec{
 		Conversation: cv.ID, Execution: execID, Argv: spec.Args, Env: spec.Env, Dir: spec.Dir,

@@ -92,7 +92,7 @@ func TestRemovedScopeIsProof(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := launchEngine(t, m, setsidEngine)
 			got := e.expect(t, "engine", "setsid", "ready")
-			eng, child := pin(t, got["engine"]), pin(t, got["setsid"])
+			eng, child := e.pin(t, got["engine"]), e.pin(t, got["setsid"])
 			systemctl(t, append(tc.external, e.Cohort.Unit)...)
 			waitUnitGone(t, m, e.Cohort)
 			child.waitDead(t)
@@ -137,10 +137,12 @@ func escape(t *testing.T, fs *cgroupFS, c Cohort, p pinned) {
 }
 
 // TestRemovedCgroupNeedsKnownDeaths (mutant 15): the removal of the
-// cgroup proves nothing about a process that left it first. The engine
-// moves itself out of its scope, the scope is killed and removed; the
-// stop must end uncertain naming the living engine, never stopped, by
-// this handle and by a restarted controller's.
+// cgroup proves nothing about a known member that left it first. The
+// anchor (a known member that, unlike the engine, lives outside the
+// engine's pid namespace, so the namespace's end does not take it along)
+// is moved out of its scope, the scope is killed and removed; the stop
+// must end uncertain naming the living anchor, never stopped, by this
+// handle and by a restarted controller's.
 func TestRemovedCgroupNeedsKnownDeaths(t *testing.T) {
 	m := testManager(t)
 	fs, err := m.cgroupFS()
@@ -150,8 +152,8 @@ func TestRemovedCgroupNeedsKnownDeaths(t *testing.T) {
 	for _, reattach := range []bool{false, true} {
 		t.Run(fmt.Sprintf("reattached=%t", reattach), func(t *testing.T) {
 			e := launchEngine(t, m, echoEngine)
-			got := e.expect(t, "engine", "ready")
-			eng := pin(t, got["engine"])
+			e.expect(t, "engine", "ready")
+			eng := pin(t, fmt.Sprint(e.Cohort.AnchorPID))
 			escape(t, fs, e.Cohort, eng)
 			systemctl(t, "kill", "--signal=KILL", e.Cohort.Unit)
 			waitUnitGone(t, m, e.Cohort)
@@ -161,10 +163,10 @@ func TestRemovedCgroupNeedsKnownDeaths(t *testing.T) {
 			}
 			res := h.Stop(ctxT(t), StopOptions{Stop: "stop-escaped", Grace: 100 * time.Millisecond})
 			if res.Outcome == Stopped || !strings.Contains(res.Reason, ErrKnownMemberAlive.Error()) {
-				t.Fatalf("outcome %s (%s); want uncertain: the engine left the cgroup before it was removed", res.Outcome, res.Reason)
+				t.Fatalf("outcome %s (%s); want uncertain: the anchor left the cgroup before it was removed", res.Outcome, res.Reason)
 			}
 			if !eng.alive() {
-				t.Fatal("the escaped engine died: the test proves nothing")
+				t.Fatal("the escaped anchor died: the test proves nothing")
 			}
 			if _, err := proofs.NewCohortProof(res.Observation); err == nil {
 				t.Fatal("a proof was built from the observation of a living engine")
@@ -188,7 +190,7 @@ func TestRemovedIdentity(t *testing.T) {
 	t.Run("path re-created after the removal", func(t *testing.T) {
 		e := launchEngine(t, m, setsidEngine)
 		got := e.expect(t, "engine", "setsid", "ready")
-		eng, child := pin(t, got["engine"]), pin(t, got["setsid"])
+		eng, child := e.pin(t, got["engine"]), e.pin(t, got["setsid"])
 		systemctl(t, "kill", "--signal=KILL", e.Cohort.Unit)
 		waitUnitGone(t, m, e.Cohort)
 		for _, d := range []string{e.Cohort.ScopeCgroup, e.Cohort.Cgroup} {
@@ -213,7 +215,7 @@ func TestRemovedIdentity(t *testing.T) {
 		// the impostor is not ours and is never touched.
 		e := launchEngine(t, m, setsidEngine)
 		got := e.expect(t, "engine", "setsid", "ready")
-		eng, child := pin(t, got["engine"]), pin(t, got["setsid"])
+		eng, child := e.pin(t, got["engine"]), e.pin(t, got["setsid"])
 		systemctl(t, "kill", "--signal=KILL", e.Cohort.Unit)
 		waitUnitGone(t, m, e.Cohort)
 		imp := exec.Command("systemd-run", "--user", "--scope", "--unit="+e.Cohort.Unit, "-p", "Delegate=yes",
@@ -252,14 +254,24 @@ func TestRemovedIdentity(t *testing.T) {
 		}
 	})
 	t.Run("cgroup present with our id, known members dead, recorded invocation wrong", func(t *testing.T) {
-		// The engine leaves a setsid child and exits, the anchor is
-		// killed: every known member is dead, the cgroup (ours, by id)
-		// still holds the child. A record with a stale invocation id must
-		// not make that cgroup look removed.
-		e := launchEngine(t, m, printCgroup+`setsid sh -c 'echo "setsid $$"; exec sleep 300' </dev/null & echo "ready 1"; exec sleep 0`)
-		got := e.expect(t, "setsid", "ready")
-		child := pin(t, got["setsid"])
-		t.Cleanup(child.kill)
+		// Every known member dies (the engine's PID 1, so its whole pid
+		// namespace, and the anchor) while the cgroup (ours, by id) still
+		// holds a process: one a same-uid process outside moved in, since
+		// nothing inside the confined engine outlives its namespace. A
+		// record with a stale invocation id must not make that cgroup
+		// look removed.
+		e := launchEngine(t, m, echoEngine)
+		e.expect(t, "engine", "ready")
+		outside := exec.Command("sleep", "300")
+		if err := outside.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { outside.Process.Kill(); outside.Wait() })
+		child := pin(t, fmt.Sprint(outside.Process.Pid))
+		if err := fs.write(e.Cohort.Cgroup, "cgroup.procs", fmt.Sprint(child.pid)); err != nil {
+			t.Fatalf("move pid %d into the engine cgroup: %v", child.pid, err)
+		}
+		pin(t, fmt.Sprint(e.Cohort.PID)).kill()
 		<-e.Done()
 		anchor := pin(t, fmt.Sprint(e.Cohort.AnchorPID))
 		anchor.kill()
@@ -274,7 +286,7 @@ func TestRemovedIdentity(t *testing.T) {
 	t.Run("engine cgroup missing while our invocation runs", func(t *testing.T) {
 		e := launchEngine(t, m, echoEngine)
 		got := e.expect(t, "engine", "ready")
-		eng := pin(t, got["engine"])
+		eng := e.pin(t, got["engine"])
 		c := e.Cohort
 		c.Cgroup += "-missing"
 		res := m.Reattach(c).Stop(ctxT(t), StopOptions{Stop: "stop-absent", Grace: 100 * time.Millisecond})
