@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 
-	"github.com/mosaic-agents/mosaic/conversations"
 	"github.com/mosaic-agents/mosaic/proofs"
 	"github.com/urfave/cli/v2"
 )
@@ -22,9 +21,9 @@ func auditCommand() *cli.Command {
 			&cli.BoolFlag{Name: "json", Usage: "print the journal entries as JSON lines"},
 		},
 		Action: func(c *cli.Context) error {
-			id := c.Args().First()
-			if c.NArg() != 1 || !conversations.ValidID(id) {
-				return fmt.Errorf("want exactly one conversation id; see `mosaicctl conv list`")
+			id, err := idArg(c)
+			if err != nil {
+				return err
 			}
 			// journalctl reads the journal as the system administers it
 			// (split per user, rotated, access-controlled); parsing its
