@@ -68,6 +68,9 @@ func uninstallCommand() *cli.Command {
 			if !c.Bool("force") && !c.Bool("global") {
 				ctx, cancel := context.WithTimeout(c.Context, 10*time.Second)
 				defer cancel()
+				if err := refuseLiveEngines(ctx, "", "uninstall"); err != nil {
+					return err
+				}
 				active, err := units.ActiveSockets(ctx)
 				if err != nil {
 					return fmt.Errorf("check for active conversation sockets: %w; pass --force to uninstall without checking", err)
