@@ -178,3 +178,36 @@ func TestParseEngineScope(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckBinary: a go-build temporary is refused, a binary inside a
+// checkout warns, an installed one is quiet.
+func TestCheckBinary(t *testing.T) {
+	root := t.TempDir()
+	clone := filepath.Join(root, "src", "mosaic")
+	for _, d := range []string{filepath.Join(clone, ".git"), filepath.Join(clone, ".build", "bin"), filepath.Join(root, "prefix", "bin")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(clone, "go.mod"), []byte("module x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ path, warn, err string }{
+		{filepath.Join(root, "prefix", "bin", "mosaicctl"), "", ""},
+		{filepath.Join(clone, ".build", "bin", "mosaicctl"), "inside the source checkout " + clone, ""},
+		{filepath.Join(clone, "mosaicctl"), "make install PREFIX=~/.local", ""},
+		{"/tmp/go-build1234/b001/exe/mosaicctl", "", "temporary build"},
+		{filepath.Join(root, ".cache", "go-build", "ab", "mosaicctl"), "", "temporary build"},
+	} {
+		warn, err := CheckBinary(tc.path)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("CheckBinary(%s) = %q, %v; want the error %q", tc.path, warn, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || (tc.warn == "") != (warn == "") || !strings.Contains(warn, tc.warn) {
+			t.Errorf("CheckBinary(%s) = %q, %v; want a warning with %q", tc.path, warn, err, tc.warn)
+		}
+	}
+}

@@ -33,6 +33,13 @@ func installCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			warning, err := units.CheckBinary(bin)
+			if err != nil {
+				return fmt.Errorf("install: %w", err)
+			}
+			if warning != "" {
+				fmt.Fprintf(os.Stderr, "mosaicctl: warning: %s\n", warning)
+			}
 			files, err := units.Render(bin)
 			if err != nil {
 				return err
@@ -109,7 +116,9 @@ func unitDir(c *cli.Context) (string, error) {
 }
 
 // selfPath is the absolute, symlink-free path of this binary, which the
-// service unit's ExecStart= names.
+// service unit's ExecStart= names: the file itself, so a symlink that is
+// later repointed (or a PATH entry) never changes what the units run
+// unnoticed; units.CheckBinary decides whether it lasts.
 func selfPath() (string, error) {
 	p, err := os.Executable()
 	if err != nil {
