@@ -245,3 +245,20 @@ func TestAnswerFollowsItsTurn(t *testing.T) {
 		})
 	}
 }
+
+// TestNoEngineNamesTheFix: a conversation registered where no pi is on
+// PATH has no engine; a prompt is refused no-engine, and the client adds
+// the conv add line that gives it one, with its own settings.
+func TestNoEngineNamesTheFix(t *testing.T) {
+	sandboxtest.Require(t)
+	bin := sandboxtest.Bin(t, "mosaicctl")
+	t.Setenv("PATH", "/usr/bin:/bin") // no pi
+	id, proj, _ := startConversation(t, bin, "noengine", "--provider", "fakellm")
+	r := run(t, bin, "prompt", id, "--take", "hi")
+	wantRefusal(t, r, "no-engine")
+	want := "`mosaicctl conv add --engine PATH --replace --project " + proj + " --seat noengine --workspace default --session " +
+		filepath.Join(proj, ".pi", "state", "noengine", "sessions", "main.jsonl") + " --provider fakellm`"
+	if !strings.Contains(r.stderr, want) {
+		t.Fatalf("no-engine refusal %q; want it to name %s", r.stderr, want)
+	}
+}
