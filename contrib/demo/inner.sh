@@ -81,8 +81,9 @@ project=$HOME/mosaic-demo
 mkdir -p "$project/.pi/state/demo/sessions"
 printf 'A demo project for mosaic.\n' >"$project/README"
 step "mosaicctl conv add  (the engine is pinned: path, version, sha256)"
+session=$project/.pi/state/demo/sessions/main-$(date +%s).jsonl
 id=$("$bin" conv add --project "$project" --seat demo \
-	--session "$project/.pi/state/demo/sessions/main-$(date +%s).jsonl" \
+	--session "$session" \
 	--engine "$pi" --provider "$provider" --model "$model" --agent-dir "$agent")
 echo "$id"
 "$bin" conv show "$id"
@@ -155,7 +156,6 @@ fi
 step "journalctl --user -u mosaic-conv@$id.service  (the raw audit trail, last 25 lines)"
 journalctl --user -u "mosaic-conv@$id.service" --no-pager -o cat | tail -n 25
 
-session=$("$bin" conv show "$id" | sed -n 's/^session *= *"\(.*\)"$/\1/p')
 kept=''
 if [ -n "$keep" ]; then
 	[ -f "$session" ] && cp "$session" "$keep/session.jsonl" && kept="$keep/session.jsonl (a copy of the session file), "
