@@ -87,7 +87,7 @@ command -v npm >/dev/null 2>&1 || die "npm is needed to install from the npm reg
 
 stage=$(mktemp -d "$dir/.stage.XXXXXX")
 
-log "installing $node_pkg@$NODE_VERSION and $PI_PACKAGE@$PI_VERSION into $dir (about 150 MB from the npm registry, once)"
+log "installing $node_pkg@$NODE_VERSION and $PI_PACKAGE@$PI_VERSION into $dir (about 300 MB on disk, from the npm registry, once)"
 # npm at --loglevel=error is silent for the whole download: say every 10 s
 # how far it got.
 (
