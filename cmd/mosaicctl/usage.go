@@ -107,8 +107,11 @@ func withHint(err error, verb, id string) error {
 	switch r.Code {
 	case "not-controller":
 		example := fmt.Sprintf("mosaicctl %s --take %s", verb, id)
-		if verb == "prompt" {
+		switch verb {
+		case "prompt":
 			example += " TEXT"
+		case "stop":
+			example = "mosaicctl stop --take --yes " + id
 		}
 		hint = fmt.Sprintf("pass --take to take control first: `%s`", example)
 	case "no-engine":
