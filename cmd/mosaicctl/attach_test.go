@@ -501,12 +501,14 @@ func TestAttachInTmux(t *testing.T) {
 		before, runs := len(stdin()), lib.runs()
 		p.keys("C-t")
 		p.wait("controller mode, an empty composer and how to restore", func(rows []string) bool {
+			// The notice of the change is replaced at once by the
+			// takeover's outcome; the status line keeps the draft.
 			return strings.Contains(status(rows, id), " | controller | ") && reflect.DeepEqual(composer(rows, id), []string{">"}) &&
-				strings.Contains(notice(rows, id), "Ctrl-Y restores")
+				strings.HasSuffix(status(rows, id), " | draft kept (Ctrl-Y)")
 		})
 		p.keys("C-y")
 		p.wait("the draft back in the composer", func(rows []string) bool {
-			return reflect.DeepEqual(composer(rows, id), []string{"> draft question"}) && strings.Contains(notice(rows, id), "draft restored")
+			return reflect.DeepEqual(composer(rows, id), []string{"> draft question"}) && !strings.Contains(status(rows, id), "draft kept")
 		})
 		if after := stdin()[before:]; strings.Contains(string(after), "draft question") || len(promptsIn(t, after)) != 0 {
 			t.Fatalf("the transfer or the restore sent something to the engine: %q", after)
