@@ -93,3 +93,35 @@ func TestNoEngineLeftUnseen(t *testing.T) {
 		t.Fatalf("uninstall after the proven stop: exit %d, stderr %q", r.code, r.stderr)
 	}
 }
+
+// TestAdviceWorksWhenOnlyTheScopeIsLeft: Pi exits when its controller goes
+// (the end of its stdin), but the scope lives on, held by its anchor. The
+// advice of conv rm, typed as given, still ends in a proven stop, whether
+// the verb stops the cohort itself or follows the stop a restarted
+// controller already began; then conv rm succeeds.
+func TestAdviceWorksWhenOnlyTheScopeIsLeft(t *testing.T) {
+	sandboxtest.Require(t)
+	pc := realPiConversation(t, "leftover", stubmodel.Script{Turns: []stubmodel.Turn{{Text: []string{"up"}}}})
+	bin, id := pc.bin, pc.id
+	if r := run(t, bin, "prompt", id, "--take", "hi"); r.code != 0 {
+		t.Fatalf("prompt: exit %d, stderr %q", r.code, r.stderr)
+	}
+	scope := readStatus(t, bin, id).Scope.Name
+	mustRun(t, "systemctl", "--user", "stop", "mosaic-conv@"+id+".socket", "mosaic-conv@"+id+".service")
+	r := run(t, bin, "conv", "rm", id)
+	wantRefusal(t, r, codeEngineAlive)
+	if !strings.Contains(r.stderr, scope) {
+		t.Fatalf("conv rm: %q; want the scope %s named", r.stderr, scope)
+	}
+	r = run(t, bin, "stop", "--take", "--yes", id)
+	if r.code != 0 || !strings.Contains(r.stdout, "stopped: execution ") {
+		t.Fatalf("the advised stop: exit %d, stdout %q, stderr %q; want stopped with a proof", r.code, r.stdout, r.stderr)
+	}
+	if st := readStatus(t, bin, id); st.Claim == nil || st.Claim.State != "stopped" || !st.Claim.Proven {
+		t.Fatalf("claim after the advised stop: %+v; want stopped with a proof", st.Claim)
+	}
+	mustRun(t, "systemctl", "--user", "stop", "mosaic-conv@"+id+".socket", "mosaic-conv@"+id+".service")
+	if r := run(t, bin, "conv", "rm", id); r.code != 0 {
+		t.Fatalf("conv rm after the advised stop: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
