@@ -48,6 +48,8 @@ uninstall:
 
 # The main job: a real conversation with the pinned Pi under a real systemd
 # (stub model; DEMO_ARGS="--provider P --model M --agent-dir DIR" for a real one).
+# It prints the tmux command that watches its attached pane live, and keeps
+# the stop's proof and a copy of the session file in .build/demo.
 demo: build pi
 	@bash contrib/demo/demo.sh $(DEMO_ARGS)
 
