@@ -4,11 +4,25 @@ BIN       := $(CURDIR)/.build/bin
 PI_DIR    ?= $(CURDIR)/.build/pi
 SANDBOX   := $(CURDIR)/contrib/sandbox/exec
 FUZZTIME  ?=
-STATICCHECK ?= $(shell command -v staticcheck 2>/dev/null || echo $(HOME)/go/bin/staticcheck)
+# The pinned staticcheck, run by version: `go run` fetches it into the
+# module cache once (checked against the checksum database) and builds it
+# into the build cache, so nothing is installed and the README's
+# prerequisites are the whole list. Not a `tool` directive: that would put
+# staticcheck's dependencies (golang.org/x/tools, ...) into go.mod, where
+# they could raise the versions the project itself builds with.
+STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
+# `make install PREFIX=~/.local` puts mosaicctl in PREFIX/bin; DESTDIR
+# stages it for packaging.
+PREFIX    ?= /usr/local
+DESTDIR   ?=
+# Every recipe line runs in bash with pipefail, so a test run piped
+# through its progress printer still fails when a test fails.
+SHELL     := /bin/bash
+.SHELLFLAGS := -o pipefail -c
 
 export MOSAIC_BIN_DIR := $(BIN)
 
-.PHONY: all build demo test check unit fuzz bench pi mutants clean
+.PHONY: all build demo test check unit fuzz bench pi mutants clean install uninstall
 
 all: build
 
@@ -22,22 +36,41 @@ build:
 pi:
 	@bash contrib/pi/install.sh $(PI_DIR) >/dev/null
 
+# mosaicctl on PATH, at a path that outlives the checkout: the units that
+# `mosaicctl install` writes name the binary they were written by, so run
+# the installed one (`$(PREFIX)/bin/mosaicctl install`), not .build/bin's.
+install: build
+	install -D -m 0755 $(BIN)/mosaicctl $(DESTDIR)$(PREFIX)/bin/mosaicctl
+	@echo "installed $(DESTDIR)$(PREFIX)/bin/mosaicctl; next: $(PREFIX)/bin/mosaicctl install (writes the user units that run it)"
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/mosaicctl
+
 # The main job: a real conversation with the pinned Pi under a real systemd
 # (stub model; DEMO_ARGS="--provider P --model M --agent-dir DIR" for a real one).
+# It prints the tmux command that watches its attached pane live, and keeps
+# the stop's proof and a copy of the session file in .build/demo.
 demo: build pi
 	@bash contrib/demo/demo.sh $(DEMO_ARGS)
 
 # Every test: static checks, then every package with the race detector, each
 # test binary inside a fresh systemd sandbox (as root; elsewhere the
 # integration tests skip and say why), then short fuzz runs.
+# Progress: each top-level test prints one line as it ends (a package
+# in the sandbox runs for minutes), and a failing test its whole output
+# (contrib/testprogress reads `go test -json`).
 test: check build pi
+	@echo "==> go test -race, every package, each test binary in a fresh systemd sandbox"
 	MOSAIC_PI=$$(bash contrib/pi/install.sh $(PI_DIR)) \
-		$(GO) test -race -count=1 -exec $(SANDBOX) ./...
+		$(GO) test -json -race -count=1 -exec $(SANDBOX) ./... | $(GO) run ./contrib/testprogress
 	$(MAKE) --no-print-directory fuzz
 
 check:
+	@echo "==> gofmt"
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
+	@echo "==> go vet"
 	$(GO) vet ./...
+	@echo "==> staticcheck v0.8.2 (the first run downloads and builds it)"
 	$(STATICCHECK) ./...
 
 # Counts, not durations: a duration -fuzztime can fail with a spurious
@@ -45,6 +78,7 @@ check:
 # mostly on a loaded machine. Each count is about 5-10 s here; FUZZTIME=30s
 # overrides all four.
 fuzz:
+	@echo "==> short fuzz runs (four targets)"
 	$(GO) test -run '^$$' -fuzz '^FuzzLineReader$$' -fuzztime $(or $(FUZZTIME),5000x) ./engine/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(or $(FUZZTIME),100000x) ./engine/
 	$(GO) test -run '^$$' -fuzz '^FuzzParser$$' -fuzztime $(or $(FUZZTIME),200000x) ./terminal/

@@ -58,12 +58,22 @@ type Outcome struct {
 // Composer is the local message buffer. It is empty at start, cleared
 // after each submit and whenever control changes, and it submits only
 // while its connection is the controller. The zero value is ready to use.
+//
+// What a control change clears is kept as the draft, which only
+// RestoreDraft (Ctrl-Y) puts back: taking control does not throw away
+// what an observer typed, and nothing typed before a transfer is ever
+// sent by it or prefixes the next submit unasked (S4).
 type Composer struct {
 	text    string
+	draft   string
 	control Control
 	known   bool
 	notice  string
 }
+
+// DraftKey names the key that restores the draft, for notices and the
+// legend.
+const DraftKey = "Ctrl-Y"
 
 // Text returns the buffer.
 func (c *Composer) Text() string { return c.text }
@@ -130,8 +140,36 @@ func (c *Composer) SetControl(ctl Control) bool {
 	if c.text == "" {
 		return false
 	}
+	c.keepDraft()
 	c.text = ""
-	c.notice = fmt.Sprintf("control changed (generation %d): composer cleared", ctl.Generation)
+	c.notice = fmt.Sprintf("control changed (generation %d): composer cleared; %s restores your text", ctl.Generation, DraftKey)
+	return true
+}
+
+// keepDraft keeps the buffer as the draft, after an older draft not yet
+// restored, so no text is lost over several transfers.
+func (c *Composer) keepDraft() {
+	if c.draft != "" {
+		c.draft += "\n"
+	}
+	c.draft += c.text
+}
+
+// Draft returns the text the last control changes cleared and no
+// RestoreDraft has put back yet.
+func (c *Composer) Draft() string { return c.draft }
+
+// RestoreDraft appends the draft to the buffer (which is usually empty)
+// and forgets it; it reports whether there was one. The text is only
+// shown: Enter sends it, as the controller, like anything typed.
+func (c *Composer) RestoreDraft() bool {
+	if c.draft == "" {
+		c.notice = "no draft to restore"
+		return false
+	}
+	c.text += c.draft
+	c.draft = ""
+	c.notice = "draft restored: Enter sends it"
 	return true
 }
 

@@ -47,6 +47,9 @@ const (
 	KeyForceStop
 	// KeyRecover is Ctrl-R: ask for a confirmed recovery and launch.
 	KeyRecover
+	// KeyRestoreDraft is Ctrl-Y: put back the text a control change
+	// cleared from the composer.
+	KeyRestoreDraft
 )
 
 var keyNames = map[KeyKind]string{
@@ -55,7 +58,7 @@ var keyNames = map[KeyKind]string{
 	KeyQuit: "quit", KeyPageUp: "page-up", KeyPageDown: "page-down",
 	KeyBackspace: "backspace", KeyUp: "up", KeyDown: "down", KeyRight: "right",
 	KeyLeft: "left", KeyEscape: "escape", KeyUnknown: "unknown",
-	KeyForceStop: "force-stop", KeyRecover: "recover",
+	KeyForceStop: "force-stop", KeyRecover: "recover", KeyRestoreDraft: "restore-draft",
 }
 
 func (k KeyKind) String() string {
@@ -182,7 +185,7 @@ func emit(out []Key, k Key) []Key {
 var controls = map[byte]KeyKind{
 	'\r': KeyEnter, '\n': KeyNewline, 0x14: KeyTakeControl, 0x07: KeyInterrupt,
 	0x0F: KeyReconnect, 0x03: KeyQuit, 0x04: KeyQuit, 0x7F: KeyBackspace, 0x08: KeyBackspace,
-	0x18: KeyForceStop, 0x12: KeyRecover,
+	0x18: KeyForceStop, 0x12: KeyRecover, 0x19: KeyRestoreDraft,
 }
 
 var sequences = map[string]KeyKind{

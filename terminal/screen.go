@@ -39,6 +39,10 @@ const (
 // happens), and at least one row.
 const MinComposerRows = 1
 
+// Legend is the one-line key legend that ? shows on an empty composer.
+// Most used first: a narrow screen cuts the end. A second ? types a ?.
+const Legend = "keys: ^T take control, ^Y restore draft, ^G interrupt, ^X stop, ^R recover, ^J newline, ^O reconnect, PgUp/PgDn, ^C quit"
+
 // Screen is the attach screen without I/O: the transcript viewport, the
 // status line, the composer and a dialog, and what each key does to them.
 // The loop feeds it keys and records, asks Render for a frame and writes
@@ -53,6 +57,9 @@ type Screen struct {
 
 	dialog *Dialog
 	notice string
+	// legend is set while the notice shows the key legend: a second ?
+	// then types a ? (a prompt may start with one).
+	legend bool
 
 	// Scrolling: top is the first transcript line shown while scrolled;
 	// otherwise the viewport follows the end. lines and rows are the
@@ -116,7 +123,18 @@ func (s *Screen) Handle(k Key) (Action, string) {
 	if s.dialog != nil {
 		return s.answer(k), ""
 	}
+	legend := s.legend
+	s.legend = false
 	switch k.Kind {
+	case KeyText:
+		if k.Text == "?" && s.Composer.Text() == "" && !legend {
+			s.notice, s.legend = Legend, true
+			return ActNone, ""
+		}
+	case KeyRestoreDraft:
+		s.Composer.RestoreDraft()
+		s.notice = s.Composer.Notice()
+		return ActNone, ""
 	case KeyQuit:
 		return ActQuit, ""
 	case KeyTakeControl:
@@ -259,6 +277,10 @@ func (s *Screen) Render(width, height int) Frame {
 	}
 	st := s.Status
 	st.Notice = "" // the notice has a row of its own
+	// The notice of the change that kept a draft is soon replaced (by
+	// the takeover's own outcome, a broadcast): the status line keeps
+	// saying that there is one.
+	st.Draft = s.Composer.Draft() != ""
 	if s.scrolled {
 		st.Scroll = fmt.Sprintf("lines %d-%d of %d (PageDown)", top+1, min(top+rows, len(lines)), len(lines))
 	}

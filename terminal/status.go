@@ -20,6 +20,8 @@ type Status struct {
 	// Scroll says where the viewport stands when it does not follow the
 	// end, e.g. "lines 1-35 of 120", or "".
 	Scroll string
+	// Draft says that the composer keeps a draft (Ctrl-Y restores it).
+	Draft bool
 	// Notice is the composer's notice or a request outcome; it comes
 	// last, so a narrow screen cuts it first.
 	Notice string
@@ -43,6 +45,9 @@ func (s Status) Line(width int) string {
 	}
 	if s.Scroll != "" {
 		parts = append(parts, s.Scroll)
+	}
+	if s.Draft {
+		parts = append(parts, "draft kept ("+DraftKey+")")
 	}
 	if s.Notice != "" {
 		parts = append(parts, s.Notice)

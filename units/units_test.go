@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mosaic-agents/mosaic/scopes"
 )
 
 func TestRender(t *testing.T) {
@@ -155,5 +157,58 @@ func TestUninstall(t *testing.T) {
 	changes, err = Uninstall(dir, false)
 	if err != nil || actions(changes) != "absent,absent" {
 		t.Fatalf("second Uninstall = %s, %v", actions(changes), err)
+	}
+}
+
+// TestParseEngineScope reads back what scopes.UnitName writes, and refuses
+// names it cannot have written.
+func TestParseEngineScope(t *testing.T) {
+	for _, tc := range [][2]string{{"pi-0123456789abcdef0123", "x-1"}, {"pi-00000000000000000000", "e7"}, {"a.b", "c\\d"}} {
+		name, err := scopes.UnitName(tc[0], tc[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, x, ok := ParseEngineScope(name)
+		if !ok || c != tc[0] || x != tc[1] {
+			t.Errorf("ParseEngineScope(%q) = %q, %q, %v; want %q, %q", name, c, x, ok, tc[0], tc[1])
+		}
+	}
+	for _, name := range []string{"mosaic-engine-a.scope", "mosaic-engine-a-b-c.scope", "mosaic-conv@a.socket", "mosaic-engine--x.scope", "mosaic-engine-a-b.service"} {
+		if c, x, ok := ParseEngineScope(name); ok {
+			t.Errorf("ParseEngineScope(%q) = %q, %q, true; want a refusal", name, c, x)
+		}
+	}
+}
+
+// TestCheckBinary: a go-build temporary is refused, a binary inside a
+// checkout warns, an installed one is quiet.
+func TestCheckBinary(t *testing.T) {
+	root := t.TempDir()
+	clone := filepath.Join(root, "src", "mosaic")
+	for _, d := range []string{filepath.Join(clone, ".git"), filepath.Join(clone, ".build", "bin"), filepath.Join(root, "prefix", "bin")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(clone, "go.mod"), []byte("module x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ path, warn, err string }{
+		{filepath.Join(root, "prefix", "bin", "mosaicctl"), "", ""},
+		{filepath.Join(clone, ".build", "bin", "mosaicctl"), "inside the source checkout " + clone, ""},
+		{filepath.Join(clone, "mosaicctl"), "make install PREFIX=~/.local", ""},
+		{"/tmp/go-build1234/b001/exe/mosaicctl", "", "temporary build"},
+		{filepath.Join(root, ".cache", "go-build", "ab", "mosaicctl"), "", "temporary build"},
+	} {
+		warn, err := CheckBinary(tc.path)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("CheckBinary(%s) = %q, %v; want the error %q", tc.path, warn, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || (tc.warn == "") != (warn == "") || !strings.Contains(warn, tc.warn) {
+			t.Errorf("CheckBinary(%s) = %q, %v; want a warning with %q", tc.path, warn, err, tc.warn)
+		}
 	}
 }

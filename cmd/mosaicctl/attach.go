@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/mosaic-agents/mosaic/client"
-	"github.com/mosaic-agents/mosaic/conversations"
 	"github.com/urfave/cli/v2"
 )
 
@@ -33,9 +32,9 @@ func attachCommand() *cli.Command {
 }
 
 func runAttach(c *cli.Context) error {
-	id := c.Args().First()
-	if c.NArg() != 1 || !conversations.ValidID(id) {
-		return fmt.Errorf("want exactly one conversation id; see `mosaicctl conv list`")
+	id, err := idArg(c)
+	if err != nil {
+		return err
 	}
 	path, err := conversationSocket(c.Context, id, c.String("socket"))
 	if err != nil {

@@ -107,6 +107,9 @@ func (a *attacher) prompt(text string) {
 	a.prompts++
 	a.async(func(ctx context.Context) func() {
 		r, err := c.Prompt(ctx, text)
+		if protocol.CodeOf(err) == "no-engine" {
+			err = withHint(err, "prompt", a.conv) // how to add one, on the notice line
+		}
 		o := outcomeOf(r, err)
 		return func() {
 			a.prompts--

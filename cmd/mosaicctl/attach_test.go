@@ -489,6 +489,58 @@ func TestAttachInTmux(t *testing.T) {
 		submit(t, "s4 text")
 	})
 
+	t.Run("taking control keeps the typed text as a draft that Ctrl-Y restores and only Enter sends", func(t *testing.T) {
+		p := p.on(t)
+		// S4 above kept its cleared "/abandoned" aside, unsent: Ctrl-Y
+		// shows it again; erase it.
+		p.wait("the kept draft", func(rows []string) bool { return strings.Contains(status(rows, id), " | draft kept (Ctrl-Y)") })
+		p.keys("C-y")
+		p.wait("S4's draft restored", func(rows []string) bool { return reflect.DeepEqual(composer(rows, id), []string{"> /abandoned"}) })
+		p.keys("BSpace", "BSpace", "BSpace", "BSpace", "BSpace", "BSpace", "BSpace", "BSpace", "BSpace", "BSpace")
+		p.wait("an empty composer", func(rows []string) bool { return reflect.DeepEqual(composer(rows, id), []string{">"}) })
+		if _, err := lib.c.Takeover(ctx); err != nil {
+			t.Fatal(err)
+		}
+		p.wait("observer mode", func(rows []string) bool { return strings.Contains(status(rows, id), " | observer | ") })
+		p.text("draft question")
+		p.wait("the typed text", func(rows []string) bool { return reflect.DeepEqual(composer(rows, id), []string{"> draft question"}) })
+		before, runs := len(stdin()), lib.runs()
+		p.keys("C-t")
+		p.wait("controller mode, an empty composer and how to restore", func(rows []string) bool {
+			// The notice of the change is replaced at once by the
+			// takeover's outcome; the status line keeps the draft.
+			return strings.Contains(status(rows, id), " | controller | ") && reflect.DeepEqual(composer(rows, id), []string{">"}) &&
+				strings.HasSuffix(status(rows, id), " | draft kept (Ctrl-Y)")
+		})
+		p.keys("C-y")
+		p.wait("the draft back in the composer", func(rows []string) bool {
+			return reflect.DeepEqual(composer(rows, id), []string{"> draft question"}) && !strings.Contains(status(rows, id), "draft kept")
+		})
+		if after := stdin()[before:]; strings.Contains(string(after), "draft question") || len(promptsIn(t, after)) != 0 {
+			t.Fatalf("the transfer or the restore sent something to the engine: %q", after)
+		}
+		p.keys("Enter")
+		waitFor(t, func() bool { return lib.runs() > runs })
+		if got := promptsIn(t, stdin()[before:]); !reflect.DeepEqual(got, []string{"draft question"}) {
+			t.Fatalf("engine prompts %q; want exactly the restored draft", got)
+		}
+	})
+
+	t.Run("? on an empty composer shows the key legend and types nothing", func(t *testing.T) {
+		p := p.on(t)
+		p.wait("an empty composer", func(rows []string) bool { return reflect.DeepEqual(composer(rows, id), []string{">"}) })
+		p.text("?")
+		p.wait("the legend", func(rows []string) bool {
+			n := strings.TrimSuffix(notice(rows, id), "…")
+			return n != "" && strings.HasPrefix(terminal.Legend, n) && strings.Contains(n, "^T take control") &&
+				reflect.DeepEqual(composer(rows, id), []string{">"})
+		})
+		p.text("?")
+		p.wait("a typed ?", func(rows []string) bool { return reflect.DeepEqual(composer(rows, id), []string{"> ?"}) })
+		p.keys("BSpace")
+		p.wait("an empty composer", func(rows []string) bool { return reflect.DeepEqual(composer(rows, id), []string{">"}) })
+	})
+
 	t.Run("S5 observer paste and Enter sends nothing and keeps the text", func(t *testing.T) {
 		p := p.on(t)
 		if _, err := lib.c.Takeover(ctx); err != nil {

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/mosaic-agents/mosaic/claims"
-	"github.com/mosaic-agents/mosaic/conversations"
 	"github.com/mosaic-agents/mosaic/proofs"
 	"github.com/mosaic-agents/mosaic/terminal"
 	"github.com/mosaic-agents/mosaic/units"
@@ -30,11 +29,11 @@ func auditCommand() *cli.Command {
 			&cli.StringFlag{Name: "claim-root", Usage: "the claim store `DIR` (default $XDG_STATE_HOME/mosaic/claims)"},
 		},
 		Action: func(c *cli.Context) error {
-			id := c.Args().First()
-			if c.NArg() != 1 || !conversations.ValidID(id) {
-				return fmt.Errorf("want exactly one conversation id; see `mosaicctl conv list`")
+			id, err := idArg(c)
+			if err != nil {
+				return err
 			}
-			err := runAudit(c, id)
+			err = runAudit(c, id)
 			var v *verdict
 			if errors.As(err, &v) {
 				fmt.Fprintf(os.Stderr, "mosaicctl: %s\n", v.Error())

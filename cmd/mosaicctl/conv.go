@@ -76,10 +76,13 @@ func convCommand() *cli.Command {
 					}
 					ctx, cancel := context.WithTimeout(c.Context, 10*time.Second)
 					defer cancel()
+					if err := refuseLiveEngines(ctx, cv.ID, "conv rm "+cv.ID); err != nil {
+						return err
+					}
 					if active, err := units.ActiveSockets(ctx); err == nil {
 						for _, u := range active {
 							if u == units.SocketUnit(cv.ID) {
-								return fmt.Errorf("conversation %s is active (%s); stop it first: systemctl --user stop %s mosaic-conv@%s.service", cv.ID, u, u, cv.ID)
+								return fmt.Errorf("conversation %s is active (%s); stop it first: systemctl --user stop %s %s", cv.ID, u, u, units.ServiceUnit(cv.ID))
 							}
 						}
 					}
@@ -113,14 +116,15 @@ func reportUnloadable(bad map[string]error) {
 }
 
 func loadArg(c *cli.Context) (*conversations.Conversation, error) {
-	if c.NArg() != 1 {
-		return nil, fmt.Errorf("want exactly one conversation id; see `mosaicctl conv list`")
+	id, err := idArg(c)
+	if err != nil {
+		return nil, err
 	}
 	s, err := conversations.Open()
 	if err != nil {
 		return nil, err
 	}
-	return s.Load(c.Args().First())
+	return s.Load(id)
 }
 
 func convAddCommand() *cli.Command {

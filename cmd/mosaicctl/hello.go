@@ -8,7 +8,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/mosaic-agents/mosaic/conversations"
 	"github.com/mosaic-agents/mosaic/protocol"
 	"github.com/urfave/cli/v2"
 )
@@ -22,8 +21,8 @@ func helloCommand() *cli.Command {
 			&cli.StringFlag{Name: "socket", Usage: "connect to `PATH` instead of the conversation's socket"},
 		},
 		Action: func(c *cli.Context) error {
-			if c.NArg() != 1 || !conversations.ValidID(c.Args().First()) {
-				return fmt.Errorf("want exactly one conversation id; see `mosaicctl conv list`")
+			if _, err := idArg(c); err != nil {
+				return err
 			}
 			path, err := conversationSocket(c.Context, c.Args().First(), c.String("socket"))
 			if err != nil {

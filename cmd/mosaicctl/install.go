@@ -33,6 +33,13 @@ func installCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			warning, err := units.CheckBinary(bin)
+			if err != nil {
+				return fmt.Errorf("install: %w", err)
+			}
+			if warning != "" {
+				fmt.Fprintf(os.Stderr, "mosaicctl: warning: %s\n", warning)
+			}
 			files, err := units.Render(bin)
 			if err != nil {
 				return err
@@ -68,6 +75,9 @@ func uninstallCommand() *cli.Command {
 			if !c.Bool("force") && !c.Bool("global") {
 				ctx, cancel := context.WithTimeout(c.Context, 10*time.Second)
 				defer cancel()
+				if err := refuseLiveEngines(ctx, "", "uninstall"); err != nil {
+					return err
+				}
 				active, err := units.ActiveSockets(ctx)
 				if err != nil {
 					return fmt.Errorf("check for active conversation sockets: %w; pass --force to uninstall without checking", err)
@@ -106,7 +116,9 @@ func unitDir(c *cli.Context) (string, error) {
 }
 
 // selfPath is the absolute, symlink-free path of this binary, which the
-// service unit's ExecStart= names.
+// service unit's ExecStart= names: the file itself, so a symlink that is
+// later repointed (or a PATH entry) never changes what the units run
+// unnoticed; units.CheckBinary decides whether it lasts.
 func selfPath() (string, error) {
 	p, err := os.Executable()
 	if err != nil {

@@ -19,6 +19,18 @@ func main() {
 	// The scope launcher re-executes this binary as a held child and an
 	// anchor; those never reach the CLI.
 	scopes.MaybeRunHeld()
+	app := newApp()
+	argv, err := interspersed(app, os.Args)
+	if err == nil {
+		err = app.Run(argv)
+	}
+	if err != nil {
+		os.Exit(report(err))
+	}
+}
+
+// newApp is the command tree, strict about its command lines (usage.go).
+func newApp() *cli.App {
 	app := &cli.App{
 		Name:    "mosaicctl",
 		Usage:   "systemd-native controller for coding-agent conversations",
@@ -41,10 +53,17 @@ func main() {
 		},
 		// Errors are printed once, by main, with their refusal code.
 		ExitErrHandler: func(*cli.Context, error) {},
+		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
+			return usageError("%v; see `mosaicctl --help`", err)
+		},
 	}
-	if err := app.Run(os.Args); err != nil {
-		os.Exit(report(err))
+	// `mosaicctl help NAME` of an unknown NAME: one line, not "No help topic".
+	app.CommandNotFound = func(c *cli.Context, name string) {
+		fmt.Fprintf(os.Stderr, "mosaicctl: %s: unknown command %q; see `mosaicctl --help`\n", codeUsage, name)
+		os.Exit(2)
 	}
+	strict(app.Commands, "mosaicctl")
+	return app
 }
 
 // report prints err and returns the exit status: 2 for a refusal (its code

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/mosaic-agents/mosaic/client"
+	"github.com/mosaic-agents/mosaic/conversations"
 	"github.com/mosaic-agents/mosaic/protocol"
 	"github.com/mosaic-agents/mosaic/terminal"
 	"github.com/urfave/cli/v2"
@@ -28,8 +29,12 @@ func promptCommand() *cli.Command {
 }
 
 func runPrompt(ctx context.Context, c *cli.Context) (err error) {
+	if id := c.Args().First(); c.NArg() > 0 && !conversations.ValidID(id) {
+		return notAnID(id)
+	}
 	if c.NArg() != 2 {
-		return fmt.Errorf("want a conversation id and one text argument (quote it), or - to read the text from standard input")
+		return usageError("`mosaicctl prompt` wants a conversation id and one text argument, got %d arguments: quote the text, "+
+			"put `--` before a text that starts with -, or give - to read it from standard input", c.NArg())
 	}
 	text := c.Args().Get(1)
 	if text == "-" {

@@ -19,7 +19,7 @@ func proofCommand() *cli.Command {
 			ArgsUsage: "FILE|-",
 			Action: func(c *cli.Context) error {
 				if c.NArg() != 1 {
-					return fmt.Errorf("want one proof file, or - for standard input")
+					return usageError("`mosaicctl proof verify` wants one proof file, or - for standard input, got %d arguments", c.NArg())
 				}
 				var r io.Reader = os.Stdin
 				if name := c.Args().First(); name != "-" {

@@ -84,7 +84,10 @@ func statusCommand() *cli.Command {
 
 func runStatus(c *cli.Context) error {
 	if c.NArg() > 1 {
-		return fmt.Errorf("want at most one conversation id")
+		return usageError("`mosaicctl status` wants at most one conversation id, got %d arguments", c.NArg())
+	}
+	if id := c.Args().First(); id != "" && !conversations.ValidID(id) {
+		return notAnID(id)
 	}
 	convs, err := statusConversations(c.Args().First())
 	if err != nil {
@@ -111,6 +114,12 @@ func runStatus(c *cli.Context) error {
 	if err := scopeStates(ctx, list); err != nil {
 		return err
 	}
+	var unseen []unseenScope
+	if c.NArg() == 0 {
+		if unseen, err = unseenScopes(ctx, list); err != nil {
+			return err
+		}
+	}
 	if c.Bool("json") {
 		enc := json.NewEncoder(os.Stdout)
 		for _, st := range list {
@@ -118,9 +127,17 @@ func runStatus(c *cli.Context) error {
 				return err
 			}
 		}
+		for _, u := range unseen {
+			if err := enc.Encode(u); err != nil {
+				return err
+			}
+		}
 		return nil
 	}
-	return printStatus(list)
+	if err := printStatus(list); err != nil {
+		return err
+	}
+	return printUnseen(unseen)
 }
 
 // statusConversations loads one conversation or every one; a file that

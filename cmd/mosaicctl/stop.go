@@ -56,7 +56,9 @@ func runStop(ctx context.Context, c *cli.Context) error {
 	}
 	rc, err := s.c.ForceStop(ctx, id)
 	if s.got(err) != nil {
-		return err
+		if rc, err = s.joinRunningStop(ctx, err); err != nil {
+			return err
+		}
 	}
 	st := s.report(ctx, rc)
 	if file := c.String("proof"); file != "" {

@@ -22,7 +22,7 @@ type piConversation struct {
 
 // realPiConversation installs the units and registers a conversation on
 // seat with the pinned Pi (MOSAIC_PI) talking to a stub model that plays
-// script, then starts its socket. Cleanups stop the units, uninstall and
+// script, then starts its socket. Cleanups stop the engine and the units, uninstall and
 // close the stub, in that order.
 func realPiConversation(t *testing.T, seat string, script stubmodel.Script) piConversation {
 	t.Helper()
@@ -58,7 +58,13 @@ func startConversation(t *testing.T, bin, seat string, flags ...string) (id, pro
 		"--project", proj, "--seat", seat, "--session", session}, flags...)...))
 	sock, svc := "mosaic-conv@"+id+".socket", "mosaic-conv@"+id+".service"
 	mustRun(t, "systemctl", "--user", "start", sock)
-	t.Cleanup(func() { run(t, "systemctl", "--user", "stop", sock, svc) })
+	// The engine first, with a proven stop: stopping the socket and the
+	// service alone leaves the engine's scope running, and the next test
+	// in this sandbox could not uninstall (engine-alive).
+	t.Cleanup(func() {
+		run(t, bin, "stop", "--take", "--yes", "--timeout", "1m", id)
+		run(t, "systemctl", "--user", "stop", sock, svc)
+	})
 	path, err := units.SocketPath(id)
 	if err != nil {
 		t.Fatal(err)

@@ -94,7 +94,7 @@ func oneShot(run func(context.Context, *cli.Context) error) cli.ActionFunc {
 		case errors.As(err, &lost):
 			v = unknown("%v; see what happened with `mosaicctl attach %s`, never send it again as new", err, c.Args().First())
 		default:
-			return err
+			return withHint(err, c.Command.Name, c.Args().First())
 		}
 		fmt.Fprintf(os.Stderr, "mosaicctl: %s: %s\n", v.code, v.message)
 		os.Exit(v.status)
@@ -119,7 +119,7 @@ type session struct {
 func dialVerb(ctx context.Context, c *cli.Context, name string) (*session, error) {
 	id := c.Args().First()
 	if !conversations.ValidID(id) {
-		return nil, fmt.Errorf("want a conversation id first; see `mosaicctl conv list`")
+		return nil, notAnID(id)
 	}
 	path, err := conversationSocket(ctx, id, c.String("socket"))
 	if err != nil {
@@ -146,8 +146,8 @@ func dialVerb(ctx context.Context, c *cli.Context, name string) (*session, error
 // startVerb checks that the one argument is there, connects and makes
 // sure the binding is known: the start of interrupt, stop and recover.
 func startVerb(ctx context.Context, c *cli.Context, name string) (*session, error) {
-	if c.NArg() != 1 {
-		return nil, fmt.Errorf("want exactly one conversation id; see `mosaicctl conv list`")
+	if _, err := idArg(c); err != nil {
+		return nil, err
 	}
 	s, err := dialVerb(ctx, c, name)
 	if err != nil {

@@ -35,18 +35,24 @@ func TestOneShotVerbsOnRealPi(t *testing.T) {
 		t.Fatalf("status before any client: %+v; want the socket listening, no controller, no claim, no generation", st)
 	}
 
-	// Without --take the connection is an observer: nothing is sent.
-	wantRefusal(t, run(t, bin, "prompt", id, "say hello"), "not-controller")
+	// Without --take the connection is an observer: nothing is sent, and
+	// the refusal names the flag that fixes it, as a command to type.
+	r := run(t, bin, "prompt", id, "say hello")
+	wantRefusal(t, r, "not-controller")
+	if !strings.Contains(r.stderr, "`mosaicctl prompt --take "+id+" TEXT`") {
+		t.Fatalf("the not-controller refusal does not name --take as a command: %q", r.stderr)
+	}
 	if got := stub.Requests(); len(got) != 0 {
 		t.Fatalf("a refused prompt reached the model: %v", got)
 	}
-	if r := run(t, bin, "prompt", "--take", id, "say hello"); r.code != 0 || r.stdout != "Hello from the stub.\n" {
-		t.Fatalf("prompt --take: exit %d, stdout %q, stderr %q; want the answer alone", r.code, r.stdout, r.stderr)
+	// Flags after the positionals, as systemctl and git take them.
+	if r := run(t, bin, "prompt", id, "--take", "say hello"); r.code != 0 || r.stdout != "Hello from the stub.\n" {
+		t.Fatalf("prompt ID --take TEXT: exit %d, stdout %q, stderr %q; want the answer alone", r.code, r.stdout, r.stderr)
 	}
 
 	// The endless turn never settles: the verb gives up with the outcome
 	// unknown (never "failed"), and an interrupt reconciles the turn.
-	r := run(t, bin, "prompt", "--take", "--timeout", "5s", id, "go on forever")
+	r = run(t, bin, "prompt", "--take", "--timeout", "5s", id, "go on forever")
 	if r.code != exitUnknown || !strings.HasPrefix(r.stderr, "mosaicctl: outcome-unknown: ") {
 		t.Fatalf("prompt of an endless turn with --timeout: exit %d, stderr %q; want %d outcome-unknown", r.code, r.stderr, exitUnknown)
 	}
@@ -60,6 +66,13 @@ func TestOneShotVerbsOnRealPi(t *testing.T) {
 		t.Fatalf("status of a running conversation: %+v", st)
 	}
 	scope, gen := st.Scope.Name, *st.Generation
+
+	// recover before a stop: the refusal's advice works as typed.
+	r = run(t, bin, "recover", id, "--take")
+	wantRefusal(t, r, "stop-proof")
+	if !strings.Contains(r.stderr, "`mosaicctl stop --take --yes "+id+"`") {
+		t.Fatalf("recover before a stop does not advise a stop that works as typed: %q", r.stderr)
+	}
 
 	// No terminal and no --yes: refused, after saying what would stop.
 	r = run(t, bin, "stop", "--take", id)
@@ -81,7 +94,7 @@ func TestOneShotVerbsOnRealPi(t *testing.T) {
 	}
 
 	proof := filepath.Join(t.TempDir(), "proof.json")
-	r = run(t, bin, "stop", "--take", "--yes", "--json", "--proof", proof, id)
+	r = run(t, bin, "stop", id, "--take", "--yes", "--json", "--proof", proof)
 	if r.code != 0 {
 		t.Fatalf("stop --yes: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
@@ -104,8 +117,9 @@ func TestOneShotVerbsOnRealPi(t *testing.T) {
 	if r := run(t, bin, "recover", "--take", id); r.code != 0 || !strings.Contains(r.stdout, "launched: execution ") {
 		t.Fatalf("recover --take: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
-	if r := run(t, bin, "prompt", "--take", id, "again"); r.code != 0 || r.stdout != "Plain answer to: again\n" {
-		t.Fatalf("prompt after recover: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	// `--` ends the flags: a prompt may start with a dash.
+	if r := run(t, bin, "prompt", id, "--take", "--", "--again"); r.code != 0 || r.stdout != "Plain answer to: --again\n" {
+		t.Fatalf("prompt ID --take -- --again after recover: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 
 	table := mustRun(t, bin, "status")
@@ -120,11 +134,11 @@ func TestOneShotVerbsOnRealPi(t *testing.T) {
 	}
 }
 
-// readStatus runs `mosaicctl status --json ID` and decodes its one line.
+// readStatus runs `mosaicctl status ID --json` and decodes its one line.
 func readStatus(t *testing.T, bin, id string) convStatus {
 	t.Helper()
 	var st convStatus
-	out := mustRun(t, bin, "status", "--json", id)
+	out := mustRun(t, bin, "status", id, "--json")
 	if err := json.Unmarshal([]byte(out), &st); err != nil || st.Conversation != id {
 		t.Fatalf("status --json %s: %q (%v)", id, out, err)
 	}
@@ -229,5 +243,22 @@ func TestAnswerFollowsItsTurn(t *testing.T) {
 				t.Fatalf("answer: %v, want exit %d with code %s", err, tc.status, tc.code)
 			}
 		})
+	}
+}
+
+// TestNoEngineNamesTheFix: a conversation registered where no pi is on
+// PATH has no engine; a prompt is refused no-engine, and the client adds
+// the conv add line that gives it one, with its own settings.
+func TestNoEngineNamesTheFix(t *testing.T) {
+	sandboxtest.Require(t)
+	bin := sandboxtest.Bin(t, "mosaicctl")
+	t.Setenv("PATH", "/usr/bin:/bin") // no pi
+	id, proj, _ := startConversation(t, bin, "noengine", "--provider", "fakellm")
+	r := run(t, bin, "prompt", id, "--take", "hi")
+	wantRefusal(t, r, "no-engine")
+	want := "`mosaicctl conv add --engine PATH --replace --project " + proj + " --seat noengine --workspace default --session " +
+		filepath.Join(proj, ".pi", "state", "noengine", "sessions", "main.jsonl") + " --provider fakellm`"
+	if !strings.Contains(r.stderr, want) {
+		t.Fatalf("no-engine refusal %q; want it to name %s", r.stderr, want)
 	}
 }

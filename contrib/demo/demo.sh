@@ -27,12 +27,37 @@ while [ $# -gt 0 ]; do
 	esac
 done
 
+# The attached pane's tmux socket, the proof and a copy of the session file
+# go to .build/demo, which the sandbox shares (it shares the checkout).
+export MOSAIC_DEMO_DIR=$checkout/.build/demo
+mkdir -p "$MOSAIC_DEMO_DIR"
+rm -f "$MOSAIC_DEMO_DIR/session.jsonl" "$MOSAIC_DEMO_DIR/proof.json"
+# On a terminal, wait a little for a watcher to attach to the pane.
+if [ -t 1 ]; then
+	export MOSAIC_DEMO_WAIT=${MOSAIC_DEMO_WAIT:-20}
+fi
+
 if [ "$(id -u)" != 0 ] && systemctl --user show-environment >/dev/null 2>&1; then
 	exec bash "$here/inner.sh"
 fi
 if [ "$(id -u)" = 0 ]; then
 	echo "demo: no user manager for root here; booting a systemd sandbox (see docs/sandbox.md)" >&2
-	exec bash "$checkout/contrib/sandbox/sandbox.sh" run "${share[@]}" -- bash "$here/inner.sh"
+	# The sandbox's unprivileged user writes there.
+	chmod 1777 "$MOSAIC_DEMO_DIR"
+	export MOSAIC_DEMO_SANDBOX=1
+	status=0
+	bash "$checkout/contrib/sandbox/sandbox.sh" run "${share[@]}" -- bash "$here/inner.sh" || status=$?
+	kept=()
+	for f in "$MOSAIC_DEMO_DIR/session.jsonl" "$MOSAIC_DEMO_DIR/proof.json"; do
+		[ -f "$f" ] && kept+=("$f")
+	done
+	echo
+	if [ "$status" != 0 ]; then
+		echo "demo failed (exit $status) in a throwaway systemd sandbox, which is gone with its files${kept[*]:+; kept: ${kept[*]}}"
+		exit "$status"
+	fi
+	echo "demo done in a throwaway systemd sandbox, now gone with its units, conversation and project; kept on this machine: ${kept[*]:-nothing}"
+	exit 0
 fi
 echo "demo: no systemd user manager answers (systemctl --user); log in through systemd-logind, or run as root to use the sandbox" >&2
 exit 1

@@ -86,9 +86,17 @@ fi
 command -v npm >/dev/null 2>&1 || die "npm is needed to install from the npm registry"
 
 stage=$(mktemp -d "$dir/.stage.XXXXXX")
-trap 'rm -rf -- "$stage"' EXIT
 
-log "installing $node_pkg@$NODE_VERSION and $PI_PACKAGE@$PI_VERSION into $dir"
+log "installing $node_pkg@$NODE_VERSION and $PI_PACKAGE@$PI_VERSION into $dir (about 300 MB on disk, from the npm registry, once)"
+# npm at --loglevel=error is silent for the whole download: say every 10 s
+# how far it got.
+(
+	while sleep 10; do
+		log "still installing: $(du -sm -- "$stage" 2>/dev/null | cut -f1) MB so far"
+	done
+) >&2 &
+heartbeat=$!
+trap 'kill "$heartbeat" 2>/dev/null; rm -rf -- "$stage"' EXIT
 # --ignore-scripts: the pinned packages need no install script (Node comes
 # as a plain platform package, Pi ships a shrinkwrap of pure JS/wasm deps),
 # and a script would be code from the registry running as root in CI.
@@ -98,6 +106,7 @@ npm install \
 	--omit=dev --loglevel=error \
 	"$node_pkg@$NODE_VERSION" "$PI_PACKAGE@$PI_VERSION" >&2 ||
 	die "npm install failed"
+kill "$heartbeat" 2>/dev/null || true
 
 got_pi=$(package_version "$stage/node_modules/$PI_PACKAGE/package.json")
 [[ $got_pi == "$PI_VERSION" ]] || die "installed $PI_PACKAGE is $got_pi, want exactly $PI_VERSION"

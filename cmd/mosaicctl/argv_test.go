@@ -1,0 +1,124 @@
+package main
+
+import (
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
+	"github.com/mosaic-agents/mosaic/conversations"
+	"github.com/mosaic-agents/mosaic/protocol"
+)
+
+const anID = "pi-0123456789abcdef0123"
+
+// TestInterspersed checks the argv step against the real command tree:
+// flags after positionals move in front, a value-taking flag keeps its
+// value, and everything after `--` stays positional.
+func TestInterspersed(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   string
+		want string // "" with err
+		err  string
+	}{
+		{"flag after id", "prompt ID --take hi", "prompt --take -- ID hi", ""},
+		{"flags first already", "prompt --take ID hi", "prompt --take -- ID hi", ""},
+		{"value flag keeps its value", "prompt ID hi --timeout 5s --take", "prompt --timeout 5s --take -- ID hi", ""},
+		{"value flag with =", "prompt ID --timeout=5s hi", "prompt --timeout=5s -- ID hi", ""},
+		{"value that looks like a flag", "stop ID --proof --yes", "stop --proof --yes -- ID", ""},
+		{"double dash ends flags", "prompt ID --take -- --json -x", "prompt --take -- ID --json -x", ""},
+		{"stdin dash is positional", "prompt ID - --take", "prompt --take -- ID -", ""},
+		{"status json after id", "status ID --json", "status --json -- ID", ""},
+		{"subcommand", "conv show ID --help", "conv show --help -- ID", ""},
+		{"subcommand value flags", "conv add --project /p --seat s --session /p/x.jsonl --tasks-max 5", "conv add --project /p --seat s --session /p/x.jsonl --tasks-max 5", ""},
+		{"unknown flag is passed on", "stop ID --bogus", "stop --bogus -- ID", ""},
+		{"no positionals", "status --json", "status --json", ""},
+		{"help is left alone", "help prompt --take", "help prompt --take", ""},
+		{"app flags", "--help", "--help", ""},
+		{"unknown command", "promt ID hi", "", `unknown command "promt"; see ` + "`mosaicctl --help`"},
+		{"unknown subcommand", "conv remove ID", "", `unknown command "remove"; see ` + "`mosaicctl conv --help`"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := append([]string{"mosaicctl"}, strings.Fields(strings.ReplaceAll(tc.in, "ID", anID))...)
+			got, err := interspersed(newApp(), in)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("interspersed(%q) = %q, %v; want the error %q", tc.in, got, err, tc.err)
+				}
+				return
+			}
+			want := append([]string{"mosaicctl"}, strings.Fields(strings.ReplaceAll(tc.want, "ID", anID))...)
+			if err != nil || !slices.Equal(got, want) {
+				t.Fatalf("interspersed(%q) = %q, %v; want %q", tc.in, got, err, want)
+			}
+		})
+	}
+}
+
+// TestCommandLineRefusals runs the built mosaicctl as a user types it:
+// each refusal is one line on stderr that names the fix, exit 2, and no
+// help page. None of these reaches systemd.
+func TestCommandLineRefusals(t *testing.T) {
+	bin := sandboxtest.Bin(t, "mosaicctl")
+	home := t.TempDir()
+	notID := `mosaicctl: unknown-conversation: "pi-12" is not a conversation id (pi- and 20 hex digits); see ` + "`mosaicctl conv list`\n"
+	for _, tc := range []struct {
+		args   string
+		stderr string
+	}{
+		{"prompt pi-12 hi", notID},
+		{"prompt pi-12 --take hi", notID},
+		{"stop pi-12 --yes", notID},
+		{"interrupt pi-12", notID},
+		{"recover pi-12 --take", notID},
+		{"status pi-12 --json", notID},
+		{"attach pi-12", notID},
+		{"hello pi-12", notID},
+		{"audit pi-12", notID},
+		{"conv show pi-12", notID},
+		{"conv rm pi-12", notID},
+		{"frobnicate", "mosaicctl: usage: unknown command \"frobnicate\"; see `mosaicctl --help`\n"},
+		{"help frobnicate", "mosaicctl: usage: unknown command \"frobnicate\"; see `mosaicctl --help`\n"},
+		{"conv remove " + anID, "mosaicctl: usage: unknown command \"remove\"; see `mosaicctl conv --help`\n"},
+		{"conv add --seat s", "mosaicctl: usage: `mosaicctl conv add` needs --project, --session; see `mosaicctl conv add --help`\n"},
+		{"serve", "mosaicctl: usage: `mosaicctl serve` needs --conversation; see `mosaicctl serve --help`\n"},
+		{"stop " + anID + " --yse", "mosaicctl: usage: flag provided but not defined: -yse; see `mosaicctl stop --help`\n"},
+		{"prompt " + anID, "mosaicctl: usage: `mosaicctl prompt` wants a conversation id and one text argument, got 1 arguments: " +
+			"quote the text, put `--` before a text that starts with -, or give - to read it from standard input\n"},
+		{"stop " + anID + " " + anID, "mosaicctl: usage: `mosaicctl stop` wants exactly one conversation id, got 2 arguments; see `mosaicctl conv list`\n"},
+	} {
+		t.Run(tc.args, func(t *testing.T) {
+			cmd := exec.Command(bin, strings.Fields(tc.args)...)
+			cmd.Env = append(cmd.Environ(), "XDG_CONFIG_HOME="+home, "XDG_STATE_HOME="+home)
+			r := runCmd(t, cmd)
+			if r.code != 2 || r.stderr != tc.stderr || r.stdout != "" {
+				t.Fatalf("mosaicctl %s: exit %d\nstdout %q\nstderr %q\nwant exit 2, no stdout and stderr %q", tc.args, r.code, r.stdout, r.stderr, tc.stderr)
+			}
+		})
+	}
+}
+
+// TestNoEngineHint: for a conversation without an engine the hint is a
+// conv add line with its own settings, quoted for a shell.
+func TestNoEngineHint(t *testing.T) {
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	s, err := conversations.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cv := &conversations.Conversation{Project: "/home/a/my app", Seat: "alice", Workspace: "default",
+		Session: "/home/a/my app/.pi/state/alice/sessions/main.jsonl", Engine: conversations.Engine{Model: "m"}}
+	cv.ID = conversations.ID(cv.Project, cv.Seat, "main.jsonl")
+	if err := s.Save(cv); err != nil {
+		t.Fatal(err)
+	}
+	err = withHint(protocol.Refuse("no-engine", "no engine runs in this conversation (idle)"), "prompt", cv.ID)
+	want := "no-engine: no engine runs in this conversation (idle); conversation " + cv.ID + " has no engine; add one with " +
+		"`mosaicctl conv add --engine PATH --replace --project '/home/a/my app' --seat alice --workspace default " +
+		"--session '/home/a/my app/.pi/state/alice/sessions/main.jsonl' --model m`"
+	if err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("hint:\n%v\nwant it to start\n%s", err, want)
+	}
+}

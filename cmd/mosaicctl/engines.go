@@ -1,0 +1,154 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/mosaic-agents/mosaic/conversations"
+	"github.com/mosaic-agents/mosaic/protocol"
+	"github.com/mosaic-agents/mosaic/units"
+)
+
+// codeEngineAlive refuses `conv rm` and `uninstall` while an engine scope
+// lives: stopping a conversation's socket and service leaves its scope
+// running, and removing the conversation then would leave an engine that
+// nothing shows and nothing can stop with a proof.
+const codeEngineAlive = "engine-alive"
+
+// refuseLiveEngines refuses when an engine scope of conversation id (of any
+// conversation, for id "") is alive, naming each and the command that
+// stops it. A user manager that cannot be asked refuses too: an engine
+// nobody looked for is not an engine known to be gone.
+func refuseLiveEngines(ctx context.Context, id, what string) error {
+	scopes, err := units.EngineScopes(ctx)
+	if err != nil {
+		return fmt.Errorf("%s: check for running engines: %w", what, err)
+	}
+	registered := registeredIDs()
+	var names, fixes []string
+	for _, s := range scopes {
+		if id != "" && s.Conversation != id {
+			continue
+		}
+		names = append(names, fmt.Sprintf("%s (%s/%s)", s.Name, s.ActiveState, s.SubState))
+		fixes = append(fixes, stopAdvice(s, registered))
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	return protocol.Refuse(codeEngineAlive, "%s: an engine still runs in %s; stop it first: %s",
+		what, strings.Join(names, ", "), strings.Join(dedupe(fixes), ", then "))
+}
+
+// stopAdvice is how to stop s, as a sentence with the command quoted.
+func stopAdvice(s units.EngineScope, registered map[string]bool) string {
+	cmd := stopCommandFor(s, registered)
+	if registered[s.Conversation] {
+		return "`" + cmd + "`"
+	}
+	return "`" + cmd + "` (its conversation is not registered, so no proof is possible)"
+}
+
+// stopCommandFor is the command that stops s: a proven force stop through
+// its conversation when that is registered, else systemctl (no proof).
+func stopCommandFor(s units.EngineScope, registered map[string]bool) string {
+	if registered[s.Conversation] {
+		return "mosaicctl stop --take --yes " + s.Conversation
+	}
+	return "systemctl --user stop " + s.Name
+}
+
+// registeredIDs is the set of registered conversations; a store that does
+// not open or list is an empty set (the advice falls back to systemctl).
+func registeredIDs() map[string]bool {
+	ids := map[string]bool{}
+	s, err := conversations.Open()
+	if err != nil {
+		return ids
+	}
+	list, bad, err := s.List()
+	if err != nil {
+		return ids
+	}
+	for _, cv := range list {
+		ids[cv.ID] = true
+	}
+	for id := range bad {
+		ids[id] = true
+	}
+	return ids
+}
+
+func dedupe(ss []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, s := range ss {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// unseenScope is an alive engine scope that no row of `status` shows: its
+// conversation is not registered, or its execution is not the one the
+// conversation's binding or claim names. No controller knows it, so no
+// force stop can prove it gone; the fix is systemctl's stop of the scope,
+// which kills its whole cgroup.
+type unseenScope struct {
+	Scope        unitStatus `json:"unownedScope"`
+	Conversation string     `json:"conversation,omitempty"`
+	Execution    string     `json:"execution,omitempty"`
+	Registered   bool       `json:"registered"`
+	Fix          string     `json:"fix"`
+}
+
+// unseenScopes lists the alive engine scopes that list does not show.
+func unseenScopes(ctx context.Context, list []*convStatus) ([]unseenScope, error) {
+	scopes, err := units.EngineScopes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	shown := map[string]bool{}
+	for _, st := range list {
+		if st.Scope != nil {
+			shown[st.Scope.Name] = true
+		}
+	}
+	registered := registeredIDs()
+	var out []unseenScope
+	for _, s := range scopes {
+		if shown[s.Name] {
+			continue
+		}
+		out = append(out, unseenScope{
+			Scope:        unitStatus{Name: s.Name, LoadState: "loaded", ActiveState: s.ActiveState, SubState: s.SubState},
+			Conversation: s.Conversation, Execution: s.Execution, Registered: registered[s.Conversation],
+			Fix: "systemctl --user stop " + s.Name,
+		})
+	}
+	return out, nil
+}
+
+// printUnseen lists, after the status table, the engine scopes no row
+// shows, each with the command that stops it.
+func printUnseen(unseen []unseenScope) error {
+	if len(unseen) == 0 {
+		return nil
+	}
+	fmt.Println()
+	fmt.Println("Engine scopes no registered conversation shows (no controller knows them; stopping one kills its whole cgroup, without a proof):")
+	for _, u := range unseen {
+		owner := "conversation " + u.Conversation + ", not registered"
+		if u.Registered {
+			owner = "conversation " + u.Conversation + ", execution " + u.Execution + " (not the one its controller or claim names)"
+		}
+		if u.Conversation == "" {
+			owner = "a name mosaic did not make"
+		}
+		fmt.Printf("  %s  %s/%s  %s: %s\n", u.Scope.Name, u.Scope.ActiveState, u.Scope.SubState, owner, u.Fix)
+	}
+	return nil
+}

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/mosaic-agents/mosaic/conversations"
+	"github.com/mosaic-agents/mosaic/protocol"
+	"github.com/urfave/cli/v2"
+)
+
+// codeUsage refuses a command line that cannot be run as typed: an unknown
+// command or flag, a missing required flag, the wrong number of
+// arguments. Nothing was done, so it exits 2 like every refusal.
+const codeUsage = "usage"
+
+func usageError(format string, args ...any) error {
+	return protocol.Refuse(codeUsage, format, args...)
+}
+
+// notAnID is the one message every verb gives for a malformed id, with the
+// code `conv show` gets from the store for the same id.
+func notAnID(id string) error {
+	return protocol.Refuse(protocol.CodeUnknownConv,
+		"%q is not a conversation id (pi- and 20 hex digits); see `mosaicctl conv list`", id)
+}
+
+// idArg returns the one argument of a command that takes exactly one
+// conversation id.
+func idArg(c *cli.Context) (string, error) {
+	if c.NArg() != 1 {
+		return "", usageError("`%s` wants exactly one conversation id, got %d arguments; see `mosaicctl conv list`",
+			c.Command.HelpName, c.NArg())
+	}
+	id := c.Args().First()
+	if !conversations.ValidID(id) {
+		return "", notAnID(id)
+	}
+	return id, nil
+}
+
+// strict makes every command of app refuse a bad command line with one
+// line naming the fix instead of printing its help: an unparsable or
+// unknown flag, a missing required flag (checked here so the error comes
+// first; urfave/cli v2 prints the whole help before it). It recurses into
+// subcommands.
+func strict(cmds []*cli.Command, parent string) {
+	for _, cmd := range cmds {
+		name := parent + " " + cmd.Name
+		cmd.OnUsageError = func(_ *cli.Context, err error, _ bool) error {
+			return usageError("%v; see `%s --help`", err, name)
+		}
+		if req := takeRequired(cmd.Flags); len(req) > 0 {
+			before := cmd.Before
+			cmd.Before = func(c *cli.Context) error {
+				var missing []string
+				for _, f := range req {
+					if !c.IsSet(f) {
+						missing = append(missing, "--"+f)
+					}
+				}
+				if len(missing) > 0 {
+					return usageError("`%s` needs %s; see `%s --help`", name, strings.Join(missing, ", "), name)
+				}
+				if before != nil {
+					return before(c)
+				}
+				return nil
+			}
+		}
+		strict(cmd.Subcommands, name)
+	}
+}
+
+// takeRequired clears the Required mark of cmd's flags and returns their
+// names, so the check runs in strict's Before instead of urfave/cli's.
+func takeRequired(flags []cli.Flag) []string {
+	var names []string
+	for _, f := range flags {
+		switch f := f.(type) {
+		case *cli.StringFlag:
+			if f.Required {
+				f.Required = false
+				f.Usage += " (required)"
+				names = append(names, f.Name)
+			}
+		case *cli.PathFlag:
+			if f.Required {
+				f.Required = false
+				f.Usage += " (required)"
+				names = append(names, f.Name)
+			}
+		}
+	}
+	return names
+}
+
+// withHint adds to a refusal what a one-shot verb's user can do about it,
+// as a command that works as typed.
+func withHint(err error, verb, id string) error {
+	var r *protocol.Refusal
+	if !errors.As(err, &r) {
+		return err
+	}
+	hint := ""
+	switch r.Code {
+	case "not-controller":
+		example := fmt.Sprintf("mosaicctl %s --take %s", verb, id)
+		switch verb {
+		case "prompt":
+			example += " TEXT"
+		case "stop":
+			example = "mosaicctl stop --take --yes " + id
+		}
+		hint = fmt.Sprintf("pass --take to take control first: `%s`", example)
+	case "no-engine":
+		hint = noEngineHint(id)
+	}
+	if hint == "" || strings.Contains(r.Message, hint) {
+		return err
+	}
+	return &protocol.Refusal{Code: r.Code, Message: r.Message + "; " + hint}
+}
+
+// noEngineHint says how to give conversation id an engine when its
+// settings have none, with its own project, seat and session filled in;
+// when they name one, the engine is not running and status says why.
+func noEngineHint(id string) string {
+	s, err := conversations.Open()
+	if err != nil {
+		return ""
+	}
+	cv, err := s.Load(id)
+	if err != nil {
+		return ""
+	}
+	if cv.Engine.Path != "" {
+		return fmt.Sprintf("the engine %s is not running; see `mosaicctl status %s`", cv.Engine.Path, id)
+	}
+	cmd := fmt.Sprintf("mosaicctl conv add --engine PATH --replace --project %s --seat %s --workspace %s --session %s",
+		shellQuote(cv.Project), shellQuote(cv.Seat), shellQuote(cv.Workspace), shellQuote(cv.Session))
+	for _, f := range [][2]string{{"provider", cv.Engine.Provider}, {"model", cv.Engine.Model},
+		{"thinking", cv.Engine.Thinking}, {"agent-dir", cv.Engine.AgentDir}} {
+		if f[1] != "" {
+			cmd += " --" + f[0] + " " + shellQuote(f[1])
+		}
+	}
+	return fmt.Sprintf("conversation %s has no engine; add one with `%s` (PATH: the pi executable; add your limits again, `mosaicctl conv show %s` lists them)",
+		id, cmd, id)
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:@+,", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
