@@ -443,7 +443,12 @@ func TestAttachInTmux(t *testing.T) {
 			running = lib.lines()
 			return strings.Contains(strings.Join(running, "\n"), "[tool bash running]")
 		})
-		p.wait("the library's transcript while the tool runs", func(rows []string) bool { return sameTranscript(rows, id, running) })
+		// Both sides may get the tool's progress after the snapshot above:
+		// compare with the library as it is at each look, not as it was.
+		p.wait("the library's transcript while the tool runs", func(rows []string) bool {
+			running = lib.lines()
+			return sameTranscript(rows, id, running)
+		})
 		if err := fc.Release(ctx, fakepi.PointToolRunning); err != nil {
 			t.Fatal(err)
 		}
@@ -468,8 +473,11 @@ func TestAttachInTmux(t *testing.T) {
 	t.Run("E7 controller takes control, submits, and renders the library's stream", func(t *testing.T) {
 		p := p.on(t)
 		submit(t, "second question")
-		want := lib.lines()
-		p.wait("the library's transcript", func(rows []string) bool { return sameTranscript(rows, id, want) })
+		var want []string
+		p.wait("the library's transcript", func(rows []string) bool {
+			want = lib.lines()
+			return sameTranscript(rows, id, want)
+		})
 		if lib.c.State().Mode != client.ModeObserver {
 			t.Fatalf("the library client is %s after the terminal took control", lib.c.State().Mode)
 		}
