@@ -39,13 +39,14 @@ try proc-outside-root test -S "/proc/%[2]d/root$rt/bus"
 try proc-outside-environ cat "/proc/%[2]d/environ"
 try proc-1-root test -S "/proc/1/root$rt/bus"
 # 5. a nested user and mount namespace, root inside, undoing the masks
+try umount-direct umount "$rt/systemd"
 try nested-userns unshare -Urm true
 try umount-mask unshare -Urm sh -c "umount '$rt/systemd' 2>/dev/null || umount -l '$rt/systemd' 2>/dev/null || umount /proc 2>/dev/null; test -S '$rt/systemd/private' || test -S '/proc/%[2]d/root$rt/bus'"
 setsid sh -c 'echo "setsid $$"; exec sleep 300' </dev/null &
 echo "ready 1"; exec cat`
 
 var escapes = []string{"systemd-run", "systemd-run-scope", "cgroup-move", "bus-socket", "user-bus", "system-bus", "manager-socket", "journal-socket",
-	"proc-outside-root", "proc-outside-environ", "proc-1-root", "umount-mask"}
+	"proc-outside-root", "proc-outside-environ", "proc-1-root", "umount-direct", "umount-mask"}
 
 // TestConfinedEngineCannotEscape (issue 10, K13): a confined engine's tool
 // children cannot start a process outside the cohort (systemd-run --user,
