@@ -14,20 +14,6 @@ import (
 	"github.com/mosaic-agents/mosaic/proofs"
 )
 
-// Launch errors. Each is wrapped with the unit name and the cause.
-var (
-	// ErrUnitExists: a unit with the scope's name exists and stayed after
-	// one reset-failed and retry (another live execution has the name).
-	ErrUnitExists = errors.New("scope unit already exists")
-	// ErrJobFailed: the start job ended with a result other than "done".
-	ErrJobFailed = errors.New("scope start job did not end done")
-	// ErrJobTimeout: the start job gave no result within Config.JobTimeout.
-	ErrJobTimeout = errors.New("scope start job timed out")
-	// ErrNotInScope: after the job, /proc/<pid>/cgroup did not name the
-	// scope's engine cgroup, so the engine was never released.
-	ErrNotInScope = errors.New("held child is not in the scope's engine cgroup")
-)
-
 // Sub-cgroups of every scope (the scope is delegated, Delegate=yes).
 const (
 	EngineSubgroup = proofs.EngineSubgroup // "engine": the engine and every process it spawns
