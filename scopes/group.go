@@ -57,16 +57,8 @@ func (m *Manager) launchGroup(spec Spec, rel release, cause error) (h *Handle, e
 	if err != nil {
 		return nil, fmt.Errorf("launch in process group: %w", err)
 	}
-	h = &Handle{
-		Stdin:  pipes.inW,
-		Stdout: pipes.outR,
-		Stderr: pipes.errR,
-		Cohort: cohort,
-		m:      m,
-		engine: held.cmd,
-		done:   make(chan struct{}),
-		leader: leader,
-	}
+	h = newHandle(m, pipes, held, cohort)
+	h.leader = leader
 	go h.reap()
 	return h, nil
 }

@@ -51,6 +51,20 @@ func (h *Handle) ExitErr() error {
 	}
 }
 
+// newHandle is the Handle of an engine just released: its end of each
+// pipe, and the held child it reaps.
+func newHandle(m *Manager, pipes *stdio, held *heldChild, c Cohort) *Handle {
+	return &Handle{
+		Stdin:  pipes.inW,
+		Stdout: pipes.outR,
+		Stderr: pipes.errR,
+		Cohort: c,
+		m:      m,
+		engine: held.cmd,
+		done:   make(chan struct{}),
+	}
+}
+
 func (h *Handle) reap() {
 	h.exitErr = h.engine.Wait()
 	h.reapedAt = BoottimeNanos()

@@ -205,17 +205,9 @@ func (l *scopeLaunch) identify() error {
 
 // handle is the launched engine's Handle, its pipes handed over.
 func (l *scopeLaunch) handle() *Handle {
-	return &Handle{
-		Stdin:      l.pipes.inW,
-		Stdout:     l.pipes.outR,
-		Stderr:     l.pipes.errR,
-		Cohort:     l.cohort,
-		m:          l.m,
-		engine:     l.held.cmd,
-		anchor:     l.anchor,
-		done:       make(chan struct{}),
-		anchorDone: make(chan struct{}),
-	}
+	h := newHandle(l.m, l.pipes, l.held, l.cohort)
+	h.anchor, h.anchorDone = l.anchor, make(chan struct{})
+	return h
 }
 
 func (l *scopeLaunch) closeReady() {
