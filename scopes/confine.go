@@ -71,52 +71,84 @@ func confinedAttr() *syscall.SysProcAttr {
 // planConfinement computes the masks and the cgroup view from this
 // process's environment and mount table.
 func planConfinement() (confinePlan, error) {
-	uid := os.Getuid()
-	var masks []string
-	add := func(p string) {
-		if p != "" && path.IsAbs(p) && !slices.Contains(masks, path.Clean(p)) {
-			masks = append(masks, path.Clean(p))
-		}
-	}
-	var rts []string
-	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
-		rts = append(rts, d)
-	}
-	rts = append(rts, "/run/user/"+strconv.Itoa(uid))
-	for _, rt := range rts {
-		if _, err := os.Stat(rt); err != nil {
-			continue
-		}
-		add(path.Join(rt, "bus"))     // the user's D-Bus: systemd-run --user, notifications, secrets
-		add(path.Join(rt, "systemd")) // the user manager's private socket
-		// mosaic's own: every conversation's controller socket. Made
-		// here if missing, so a controller started later is masked too.
-		_ = os.Mkdir(path.Join(rt, "mosaic"), 0o700)
-		add(path.Join(rt, "mosaic"))
-	}
-	for _, env := range []string{"DBUS_SESSION_BUS_ADDRESS", "DBUS_SYSTEM_BUS_ADDRESS"} {
-		for _, a := range strings.Split(os.Getenv(env), ";") {
-			if p, ok := strings.CutPrefix(a, "unix:path="); ok {
-				p, _, _ = strings.Cut(p, ",")
-				add(p)
-			}
-		}
-	}
+	var masks maskSet
+	masks.add(runtimeMasks()...)
+	masks.add(busMasks()...)
 	// The system bus: privileged daemons act on a user's request there
 	// (polkit's allow_active: power off, mount, install packages), which
 	// no proof about the cohort covers.
-	add("/run/dbus/system_bus_socket")
+	masks.add("/run/dbus/system_bus_socket")
 	// journald's sockets: every unit of the user manager shares one rate
 	// limit bucket (user@UID.service), so an engine that floods them could
 	// make journald drop the controller's decisions. The engine's stderr
 	// still reaches the journal through the controller.
-	add("/run/systemd/journal")
-	// Every cgroup hierarchy mounted outside the fresh view.
+	masks.add("/run/systemd/journal")
 	const cgroupView = "/sys/fs/cgroup"
-	mounts, err := os.ReadFile("/proc/self/mountinfo")
+	others, err := otherCgroupMounts(cgroupView)
 	if err != nil {
 		return confinePlan{}, fmt.Errorf("%w: read mountinfo: %w", ErrConfinement, err)
 	}
+	masks.add(others...)
+	return confinePlan{Masks: masks, CgroupMount: cgroupView}, nil
+}
+
+// maskSet is a list of absolute, cleaned paths, each once, in the order
+// first added.
+type maskSet []string
+
+func (s *maskSet) add(ps ...string) {
+	for _, p := range ps {
+		if p != "" && path.IsAbs(p) && !slices.Contains(*s, path.Clean(p)) {
+			*s = append(*s, path.Clean(p))
+		}
+	}
+}
+
+// runtimeMasks are the user's sockets in each runtime directory that
+// exists ($XDG_RUNTIME_DIR, /run/user/<uid>).
+func runtimeMasks() []string {
+	var rts, out []string
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+		rts = append(rts, d)
+	}
+	rts = append(rts, "/run/user/"+strconv.Itoa(os.Getuid()))
+	for _, rt := range rts {
+		if _, err := os.Stat(rt); err != nil {
+			continue
+		}
+		out = append(out, path.Join(rt, "bus"), // the user's D-Bus: systemd-run --user, notifications, secrets
+			path.Join(rt, "systemd")) // the user manager's private socket
+		// mosaic's own: every conversation's controller socket. Made
+		// here if missing, so a controller started later is masked too.
+		_ = os.Mkdir(path.Join(rt, "mosaic"), 0o700)
+		out = append(out, path.Join(rt, "mosaic"))
+	}
+	return out
+}
+
+// busMasks are the socket paths of the D-Bus addresses in the
+// environment.
+func busMasks() []string {
+	var out []string
+	for _, env := range []string{"DBUS_SESSION_BUS_ADDRESS", "DBUS_SYSTEM_BUS_ADDRESS"} {
+		for _, a := range strings.Split(os.Getenv(env), ";") {
+			if p, ok := strings.CutPrefix(a, "unix:path="); ok {
+				p, _, _ = strings.Cut(p, ",")
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// otherCgroupMounts lists every cgroup hierarchy mounted outside view:
+// the engine gets a fresh cgroup2 mount at view, and nothing else.
+func otherCgroupMounts(view string) ([]string, error) {
+	mounts, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	var out []string
 	for line := range strings.SplitSeq(string(mounts), "\n") {
 		pre, post, ok := strings.Cut(line, " - ")
 		f, pf := strings.Fields(pre), strings.Fields(post)
@@ -124,11 +156,11 @@ func planConfinement() (confinePlan, error) {
 			continue
 		}
 		mp := unescapeMount(f[4])
-		if mp != cgroupView && !strings.HasPrefix(mp, cgroupView+"/") {
-			add(mp)
+		if mp != view && !strings.HasPrefix(mp, view+"/") {
+			out = append(out, mp)
 		}
 	}
-	return confinePlan{Masks: masks, CgroupMount: cgroupView}, nil
+	return out, nil
 }
 
 // unescapeMount undoes mountinfo's octal escapes (\040 for a space, …).

@@ -180,7 +180,13 @@
 // `uncertain` with the reason. This is the basis `empty-observed`. A
 // cgroup that is unreadable is an absent observation, never an empty one.
 // If the engine cgroup is not observed empty the anchor is left alive so a
-// later stop can observe again.
+// later stop can observe again. A kill phase that gives up between the
+// freeze and cgroup.kill (no `frozen 1` in time, cgroup.events unreadable,
+// cgroup.kill refused) thaws the cgroup on the way out, in a defer as
+// opencontainers/cgroups fs2/freezer.go does: an engine left frozen would
+// hold its conversation with nothing left to thaw it, and the next stop
+// freezes again anyway. After cgroup.kill it makes no difference: SIGKILL
+// reaches frozen tasks.
 //
 // # A scope already removed (basis cgroup-removed)
 //
@@ -218,6 +224,21 @@
 // all of it, and verdict says Stopped. What a member started after moving
 // itself out of the scope is covered by no proof; only confinement of the
 // engine (a cgroup namespace) keeps members in.
+//
+// # Files
+//
+// One job each: launch.go (Manager, Launch), launchscope.go (the steps of
+// a scope launch: start the children, create the scope, place and
+// identify them, undo on failure), properties.go and startunit.go (the
+// unit), handshake.go (release, confinement report, record, go), held.go,
+// confine.go and pid1.go (the held child's side), group.go (the
+// process-group fallback), handle.go and cohort.go, stdio.go; stop.go (the
+// results, Stop), term.go (the TERM phase), kill.go (the kill phase),
+// freeze.go (freeze, enumerate, kill; thaw on failure), removed.go (basis
+// cgroup-removed), verdict.go (the one place that says Stopped),
+// member.go (pidfd-pinned members), cgroupfs.go. Tests inject failures
+// only where the kernel or systemd cannot be made to fail on demand
+// (faults.go).
 //
 // All cgroup files are opened beneath an O_PATH handle on the cgroup2 mount
 // with openat2(RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS|RESOLVE_NO_XDEV); the

@@ -87,6 +87,9 @@ func signalReady(fd uintptr, role string) {
 	f.Close()
 }
 
+// runHeld is the held child's life: announce the role, wait for the
+// release, set up the confinement and report it, wait for "go", run the
+// engine. Any step that fails exits 125 without running it.
 func runHeld() {
 	// Named for what it is in a cohort's membership (not "exe").
 	os.WriteFile("/proc/self/comm", []byte("mosaic-held"), 0)
@@ -94,15 +97,8 @@ func runHeld() {
 	ready.Write([]byte(roleHeld))
 	f := os.NewFile(releaseFD, "release")
 	br := bufio.NewReader(f)
-	msg, err := br.ReadBytes('\n')
-	if err != nil || len(msg) <= 1 {
-		// The controller gave up (or died) before the scope was
-		// confirmed: the engine must not run outside it.
-		os.Exit(125)
-	}
-	var r release
-	if err := json.Unmarshal(msg, &r); err != nil || (r.Confine == nil || !r.Confine.Probe) && (r.Path == "" || len(r.Argv) == 0) {
-		fmt.Fprintf(os.Stderr, "mosaic held child: bad release message: %v\n", err)
+	r, ok := readRelease(br)
+	if !ok {
 		os.Exit(125)
 	}
 	var rep confineReport
@@ -122,18 +118,39 @@ func runHeld() {
 		// The confinement was not confirmed: never run.
 		os.Exit(125)
 	}
-	// Nothing but stdin, stdout and stderr may leak into the engine.
-	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
-		for fd := 3; fd < 1024; fd++ {
-			unix.CloseOnExec(fd)
-		}
-	}
+	closeInherited()
 	if r.Confine != nil {
 		runPID1(r)
 	}
 	err = syscall.Exec(r.Path, r.Argv, r.Env)
 	fmt.Fprintf(os.Stderr, "mosaic held child: exec %s: %v\n", r.Path, err)
 	os.Exit(127)
+}
+
+// readRelease reads the release line. EOF first means the controller gave
+// up (or died) before the scope was confirmed: the engine must not run
+// outside it.
+func readRelease(br *bufio.Reader) (release, bool) {
+	var r release
+	msg, err := br.ReadBytes('\n')
+	if err != nil || len(msg) <= 1 {
+		return r, false
+	}
+	if err := json.Unmarshal(msg, &r); err != nil || (r.Confine == nil || !r.Confine.Probe) && (r.Path == "" || len(r.Argv) == 0) {
+		fmt.Fprintf(os.Stderr, "mosaic held child: bad release message: %v\n", err)
+		return r, false
+	}
+	return r, true
+}
+
+// closeInherited marks every descriptor above stderr close-on-exec:
+// nothing but stdin, stdout and stderr may leak into the engine.
+func closeInherited() {
+	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		for fd := 3; fd < 1024; fd++ {
+			unix.CloseOnExec(fd)
+		}
+	}
 }
 
 func runAnchor() {

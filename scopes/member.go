@@ -9,17 +9,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Reasons a process is not taken as a member or not signalled.
-var (
-	// ErrVanished: the process was gone before it could be identified.
-	ErrVanished = errors.New("process vanished before it could be identified")
-	// ErrPIDReused: the pid now names a process with another start time,
-	// so it is not the process that was recorded and is never signalled.
-	ErrPIDReused = errors.New("pid reused: start time differs from the recorded one")
-	// ErrNotMember: the pid is no longer in the cohort's cgroup.
-	ErrNotMember = errors.New("process is not in the cohort's cgroup")
-)
-
 // Member is one process of a cohort, identified by pid and start time.
 type Member struct {
 	PID       int    `json:"pid"`

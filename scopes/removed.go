@@ -132,63 +132,84 @@ func descends(cg, ancestor string) bool {
 // anchor, each TERM-phase member) is dead too, since one could have left
 // the cgroup before it went; and, after all that, that the cgroup is
 // still gone. Anything missing is uncertain.
-func (h *Handle) killRemoved(ctx context.Context, fs *cgroupFS, dl time.Time, res StopResult) StopResult {
-	c := h.Cohort
-	obs := &res.Observation
+func (k *killPhase) killRemoved(ctx context.Context) StopResult {
+	c := k.h.Cohort
+	obs := k.obs()
 	obs.Basis, obs.CgroupPresent, obs.Populated = proofs.BasisCgroupRemoved, false, 0
-	uncertain := func(format string, args ...any) StopResult {
-		res.Outcome, res.Reason = Uncertain, fmt.Sprintf(format, args...)
-		h.fillMembers(obs)
-		return res
-	}
-	st, err := h.m.bus.unitState(ctx, c.Unit)
+	st, err := k.removedBySystemd(ctx)
 	if err != nil {
-		return uncertain("unit %s: state unreadable: %v", c.Unit, err)
+		return k.uncertain("%v", err)
 	}
-	if st.InvocationID == c.InvocationID && !st.inactive() {
-		// systemd removes a unit's cgroups when the unit stops. Our
-		// invocation still running without its engine cgroup means a
-		// process of the user removed it, which it can do only after
-		// moving every member elsewhere: that proves nothing.
-		obs.ActiveState, obs.Result = st.ActiveState, st.Result
-		return uncertain("cgroup %s is gone while unit %s is still our invocation (%s): not a removal systemd made; the members may have moved elsewhere first",
-			c.Cgroup, c.Unit, st.ActiveState)
-	}
-	h.mu.Lock()
-	alive := waitDeaths(h.term, dl)
-	h.mu.Unlock()
-	if len(alive) > 0 {
-		return uncertain("cgroup %s removed, but pid %d, signalled in the TERM phase, is alive: %v", c.Cgroup, alive[0].PID, ErrKnownMemberAlive)
-	}
-	known, err := h.knownDeaths(dl)
+	known, err := k.awaitKnownDeaths()
 	if err != nil {
-		return uncertain("cgroup %s removed, but %v", c.Cgroup, err)
+		return k.uncertain("%v", err)
 	}
 	// The observation proper, after every death: the cgroup is still gone.
-	rm, gone, err := h.findRemoved(ctx, fs)
+	rm, gone, err := k.h.findRemoved(ctx, k.fs)
 	if err != nil || !gone {
-		return uncertain("cgroup %s no longer observed removed (%v)", c.Cgroup, err)
+		return k.uncertain("cgroup %s no longer observed removed (%v)", c.Cgroup, err)
 	}
 	obs.ObservedAt, obs.ObservedWall = BoottimeNanos(), time.Now()
 	rm.Known = known
 	rm.UnitLoadState, rm.UnitActiveState, rm.UnitInvocationID = st.LoadState, st.ActiveState, st.InvocationID
 	obs.Removal = rm
-	if st.InvocationID == c.InvocationID {
-		obs.ActiveState, obs.Result = st.ActiveState, st.Result
-	} else {
-		// Our invocation is over: the unit is gone (not-found reads
-		// inactive) or the name belongs to another invocation.
-		obs.ActiveState, obs.Result = "inactive", st.Result
-		if st.InvocationID != "" {
-			obs.Result = "unknown"
-		}
+	obs.ActiveState, obs.Result = invocationEnd(st, c.InvocationID)
+	k.h.fillMembers(obs)
+	k.res.Outcome, k.res.Reason = verdict(obs)
+	if k.res.Outcome == Stopped {
+		k.h.closeMembers()
 	}
-	h.fillMembers(obs)
-	res.Outcome, res.Reason = verdict(obs)
-	if res.Outcome == Stopped {
-		h.closeMembers()
+	return k.res
+}
+
+// removedBySystemd reads the unit's state and refuses a removal made while
+// our invocation still runs. systemd removes a unit's cgroups when the unit
+// stops; our invocation running without its engine cgroup means a process
+// of the user removed it, which it can do only after moving every member
+// elsewhere: that proves nothing.
+func (k *killPhase) removedBySystemd(ctx context.Context) (UnitState, error) {
+	c := k.h.Cohort
+	st, err := k.h.m.bus.unitState(ctx, c.Unit)
+	if err != nil {
+		return st, fmt.Errorf("unit %s: state unreadable: %w", c.Unit, err)
 	}
-	return res
+	if st.InvocationID == c.InvocationID && !st.inactive() {
+		k.obs().ActiveState, k.obs().Result = st.ActiveState, st.Result
+		return st, fmt.Errorf("cgroup %s is gone while unit %s is still our invocation (%s): not a removal systemd made; the members may have moved elsewhere first",
+			c.Cgroup, c.Unit, st.ActiveState)
+	}
+	return st, nil
+}
+
+// awaitKnownDeaths observes the death of every member known by pid and
+// start time: each TERM-phase member, then the engine and the anchor. One
+// alive left the cgroup before it went, so the removal says nothing of it.
+func (k *killPhase) awaitKnownDeaths() ([]proofs.KnownDeath, error) {
+	h, cg := k.h, k.h.Cohort.Cgroup
+	h.mu.Lock()
+	alive := waitDeaths(h.term, k.dl)
+	h.mu.Unlock()
+	if len(alive) > 0 {
+		return nil, fmt.Errorf("cgroup %s removed, but pid %d, signalled in the TERM phase, is alive: %w", cg, alive[0].PID, ErrKnownMemberAlive)
+	}
+	known, err := h.knownDeaths(k.dl)
+	if err != nil {
+		return nil, fmt.Errorf("cgroup %s removed, but %w", cg, err)
+	}
+	return known, nil
+}
+
+// invocationEnd is the unit's state as the observation records it. Once
+// our invocation is over the unit is gone (not-found reads inactive) or the
+// name belongs to another invocation, whose result is not ours.
+func invocationEnd(st UnitState, invocation string) (active, result string) {
+	switch {
+	case st.InvocationID == invocation:
+		return st.ActiveState, st.Result
+	case st.InvocationID != "":
+		return "inactive", "unknown"
+	}
+	return "inactive", st.Result
 }
 
 // knownDeaths observes the death of the engine and the anchor, the two

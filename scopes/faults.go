@@ -1,0 +1,17 @@
+package scopes
+
+// faults are fault points for tests, where a step of the kernel or of
+// systemd cannot be made to fail on demand. The zero value injects none.
+type faults struct {
+	// afterFrozen, if set, fails the kill phase's wait for frozen 1 after
+	// the cgroup did report frozen 1.
+	afterFrozen func() error
+}
+
+// frozenWait is the fault at the kill phase's wait for frozen 1.
+func (f *faults) frozenWait() error {
+	if f.afterFrozen == nil {
+		return nil
+	}
+	return f.afterFrozen()
+}

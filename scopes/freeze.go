@@ -1,0 +1,120 @@
+package scopes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// errRemovedUnder: the cohort's cgroup was removed between the check and
+// the freeze; the kill phase goes on as for a cgroup found removed.
+var errRemovedUnder = errors.New("cgroup removed before the freeze")
+
+// freezeKill freezes the engine cgroup, enumerates its membership while
+// frozen and kills it with cgroup.kill. An error after the freeze thaws the
+// cgroup before it returns, deferred as in opencontainers/cgroups
+// fs2/freezer.go: a kill phase that gives up leaves the engine as it found
+// it, not frozen for good with nothing left to thaw it. Once cgroup.kill is
+// written, frozen or not makes no difference: SIGKILL reaches frozen tasks.
+func (k *killPhase) freezeKill(ctx context.Context) (ms []*member, err error) {
+	cg := k.h.Cohort.Cgroup
+	// Frozen, the membership cannot change while it is enumerated.
+	if err := k.fs.write(cg, "cgroup.freeze", "1"); err != nil {
+		if _, gone, _ := k.h.findRemoved(ctx, k.fs); gone && errors.Is(err, ErrCgroupAbsent) {
+			return nil, errRemovedUnder
+		}
+		return nil, fmt.Errorf("freeze: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			k.thaw()
+		}
+	}()
+	if err := k.awaitFrozen(); err != nil {
+		return nil, err
+	}
+	ms = k.enumerateFrozen()
+	if err := k.fs.write(cg, "cgroup.kill", "1"); err != nil {
+		return nil, fmt.Errorf("cgroup.kill: %w", err)
+	}
+	return ms, nil
+}
+
+// awaitFrozen waits for cgroup.events to report frozen 1: until then a
+// member can still fork, and the enumeration would not be complete.
+func (k *killPhase) awaitFrozen() error {
+	cg := k.h.Cohort.Cgroup
+	_, frozen, err := k.fs.waitEvents(cg, k.dl, func(e cgEvents) bool { return e.Frozen == 1 })
+	if err == nil {
+		err = k.h.m.faults.frozenWait()
+	}
+	if err != nil {
+		return fmt.Errorf("waiting for frozen 1: %w", err)
+	}
+	if !frozen {
+		return fmt.Errorf("cgroup %s did not report frozen 1 in time: membership cannot be enumerated completely", cg)
+	}
+	return nil
+}
+
+// enumerateFrozen enumerates the frozen cgroup. A member (same uid) could
+// have thawed the cgroup and forked while it was enumerated: the
+// enumeration counts as complete only if the cgroup is still frozen after.
+func (k *killPhase) enumerateFrozen() []*member {
+	cg := k.h.Cohort.Cgroup
+	ms, complete, notes := k.h.enumerate(k.fs, cg)
+	k.res.Notes = append(k.res.Notes, notes...)
+	if ev, err := k.fs.events(cg); err != nil || ev.Frozen != 1 {
+		complete = false
+		k.note(fmt.Sprintf("cgroup not frozen after the enumeration (%+v, %v)", ev, err))
+	}
+	k.obs().MembershipComplete = complete
+	return ms
+}
+
+// thaw undoes the freeze of a kill phase that gave up.
+func (k *killPhase) thaw() {
+	if err := k.fs.write(k.h.Cohort.Cgroup, "cgroup.freeze", "0"); err != nil {
+		k.note("thaw: " + err.Error())
+	}
+}
+
+// enumerate lists the frozen cgroup's members, each pinned by a pidfd and
+// checked to be inside the cgroup, merged with the TERM phase's members. A
+// pid that vanished or was not a member makes it re-read cgroup.procs; the
+// membership is complete once a whole read opens cleanly.
+func (h *Handle) enumerate(fs *cgroupFS, cg string) ([]*member, bool, []string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var notes []string
+	seen := map[[2]uint64]bool{}
+	for _, m := range h.term {
+		seen[identity(m)] = true
+	}
+	for range 3 {
+		pids, err := fs.procs(cg)
+		if err != nil {
+			notes = append(notes, "enumeration failed: "+err.Error())
+			return h.term, false, notes
+		}
+		clean := true
+		for _, pid := range pids {
+			m, err := openMember(pid, 0, cg)
+			if err != nil {
+				notes = append(notes, "enumeration: "+err.Error())
+				clean = false
+				continue
+			}
+			if seen[identity(m)] {
+				m.close()
+				continue
+			}
+			seen[identity(m)] = true
+			h.term = append(h.term, m)
+		}
+		if clean {
+			return h.term, true, notes
+		}
+	}
+	return h.term, false, notes
+}

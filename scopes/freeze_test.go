@@ -1,0 +1,63 @@
+package scopes
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestKillPhaseThawsOnFailure: a kill phase that gives up after it froze
+// the engine cgroup leaves the cgroup thawed, the engine answering, and a
+// later stop still proves. The wait for frozen 1 cannot be made to fail on
+// demand, so a fault point fails it after the cgroup did report frozen 1.
+func TestKillPhaseThawsOnFailure(t *testing.T) {
+	m := testManager(t)
+	fs, err := m.cgroupFS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	errInjected := errors.New("injected: cgroup.events unreadable")
+	for _, tc := range []struct {
+		name  string
+		fault func(f *faults, fail func() error)
+	}{
+		{"wait for frozen 1 fails", func(f *faults, fail func() error) { f.afterFrozen = fail }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := launchEngine(t, m, setsidEngine)
+			got := e.expect(t, "engine", "setsid", "ready")
+			eng, child := e.pin(t, got["engine"]), e.pin(t, got["setsid"])
+			cg := e.Cohort.Cgroup
+			frozenAtFault := false
+			tc.fault(&m.faults, func() error {
+				ev, err := fs.events(cg)
+				frozenAtFault = err == nil && ev.Frozen == 1
+				return errInjected
+			})
+			res := e.Kill(ctxT(t), StopOptions{Stop: "stop-thaw"})
+			m.faults = faults{}
+			if !frozenAtFault {
+				t.Fatal("the fault ran while the cgroup was not frozen: nothing shown")
+			}
+			if res.Outcome != Uncertain || !strings.Contains(res.Reason, errInjected.Error()) {
+				t.Fatalf("outcome %s (%s), want uncertain with the injected failure", res.Outcome, res.Reason)
+			}
+			if b, err := fs.read(cg, "cgroup.freeze"); err != nil || strings.TrimSpace(string(b)) != "0" {
+				t.Fatalf("cgroup.freeze is %q (%v) after the kill phase gave up: the engine is left frozen", b, err)
+			}
+			if ev, ok, err := fs.waitEvents(cg, time.Now().Add(10*time.Second), func(e cgEvents) bool { return e.Frozen == 0 }); !ok {
+				t.Fatalf("cgroup.events %+v (%v): still frozen", ev, err)
+			}
+			if !eng.alive() || !child.alive() {
+				t.Fatal("a member died although nothing was killed")
+			}
+			e.Stdin.WriteString("thawed?\n")
+			if l := e.line(t); l != "thawed?" {
+				t.Fatalf("engine answered %q", l)
+			}
+			res = e.Stop(ctxT(t), StopOptions{Stop: "stop-thaw-again"})
+			assertProvenStop(t, res, eng, child)
+		})
+	}
+}

@@ -1,0 +1,91 @@
+package scopes
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"sync"
+)
+
+// Handle is a launched engine.
+type Handle struct {
+	// Stdin is the engine's stdin. Keep it open for the engine's whole life
+	// (Pi exits at EOF); closing it is not a stop.
+	Stdin  *os.File
+	Stdout *os.File
+	Stderr *os.File // nil if Spec.Stderr was given
+	Cohort Cohort
+
+	m       *Manager
+	engine  *exec.Cmd // nil after Reattach
+	anchor  *exec.Cmd
+	done    chan struct{}
+	exitErr error
+	// reapedAt and anchorReapedAt are the CLOCK_BOOTTIME times at which
+	// this process reaped the engine and the anchor; valid once done and
+	// anchorDone are closed. anchorDone is nil after Reattach.
+	reapedAt       uint64
+	anchorDone     chan struct{}
+	anchorReapedAt uint64
+
+	mu   sync.Mutex
+	term []*member // TERM-phase members, pinned by pidfd, for the kill phase
+	// leader pins the process-group fallback's engine: while its pidfd is
+	// open the pid number, and so the pgid, cannot be reused, so signalling
+	// the group can only reach the engine's group.
+	leader *member
+}
+
+// Done is closed when the engine process has exited and been reaped. An
+// exit proves nothing about the cohort: its children may live on. For a
+// Reattach handle it is closed from the start (ExitErr says why).
+func (h *Handle) Done() <-chan struct{} { return h.done }
+
+// ExitErr is the engine's exit status (as exec.Cmd.Wait) once Done is closed.
+func (h *Handle) ExitErr() error {
+	select {
+	case <-h.done:
+		return h.exitErr
+	default:
+		return nil
+	}
+}
+
+// newHandle is the Handle of an engine just released: its end of each
+// pipe, and the held child it reaps.
+func newHandle(m *Manager, pipes *stdio, held *heldChild, c Cohort) *Handle {
+	return &Handle{
+		Stdin:  pipes.inW,
+		Stdout: pipes.outR,
+		Stderr: pipes.errR,
+		Cohort: c,
+		m:      m,
+		engine: held.cmd,
+		done:   make(chan struct{}),
+	}
+}
+
+func (h *Handle) reap() {
+	h.exitErr = h.engine.Wait()
+	h.reapedAt = BoottimeNanos()
+	close(h.done)
+}
+
+func (h *Handle) reapAnchor() {
+	h.anchor.Wait()
+	h.anchorReapedAt = BoottimeNanos()
+	close(h.anchorDone)
+}
+
+// Reattach returns a handle on a cohort recorded by an earlier controller
+// (K10: a restart resumes a stop). It has no stdio and reaps nothing; Term,
+// Kill and Stop re-check everything from systemd and the kernel. A record
+// that kept only the claim's incarnation (boot id, pid, start time,
+// cgroup) works too: see CohortOf.
+func (m *Manager) Reattach(c Cohort) *Handle {
+	done := make(chan struct{})
+	close(done)
+	return &Handle{Cohort: c, m: m, done: done, exitErr: errReattached}
+}
+
+var errReattached = errors.New("reattached handle: this process is not the engine's parent, its exit is unknown")

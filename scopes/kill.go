@@ -1,0 +1,201 @@
+package scopes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/mosaic-agents/mosaic/proofs"
+)
+
+// Kill runs the kill phase: freeze the engine cgroup and wait for frozen 1,
+// enumerate the complete membership recursively (pid, start time, comm,
+// each pinned by a pidfd), write cgroup.kill, observe each member's death on
+// its pidfd, then read cgroup.events for populated 0 while the anchor still
+// holds the scope, then kill the anchor and wait for the unit to go
+// inactive. A missing or unreadable cgroup is an absent observation: the
+// result is Uncertain.
+func (h *Handle) Kill(ctx context.Context, opts StopOptions) StopResult {
+	if opts.KillTimeout <= 0 {
+		opts.KillTimeout = 10 * time.Second
+	}
+	if h.Cohort.Kind == proofs.KindProcessGroup {
+		return h.killGroup(ctx, opts)
+	}
+	return h.killScope(ctx, opts)
+}
+
+// killPhase is one kill phase of a scope cohort in progress: each step
+// adds to its result, and the first that cannot be observed ends it
+// uncertain.
+type killPhase struct {
+	h   *Handle
+	fs  *cgroupFS
+	dl  time.Time
+	res StopResult
+}
+
+func (k *killPhase) obs() *proofs.Observation { return &k.res.Observation }
+
+func (k *killPhase) note(s string) { k.res.Notes = append(k.res.Notes, s) }
+
+// uncertain ends the phase uncertain, with the members seen so far.
+func (k *killPhase) uncertain(format string, args ...any) StopResult {
+	k.res.Outcome, k.res.Reason = Uncertain, fmt.Sprintf(format, args...)
+	k.h.fillMembers(k.obs())
+	return k.res
+}
+
+// killScope is the kill phase of a scope cohort: identify, then freeze,
+// enumerate and kill (freezeKill), observe every death, the cgroup empty
+// and the unit inactive.
+func (h *Handle) killScope(ctx context.Context, opts StopOptions) StopResult {
+	k := &killPhase{h: h, dl: deadline(ctx, opts.KillTimeout),
+		res: StopResult{Outcome: Uncertain, Observation: h.baseObservation(opts.Stop)}}
+	st, err := k.identify(ctx)
+	if err != nil {
+		return k.uncertain("%v", err)
+	}
+	// Already gone (stopped by someone else, or by a stop whose record
+	// was never written): the kernel's removal of the cgroup is then the
+	// evidence, once it is shown to be ours that went.
+	if _, gone, _ := h.findRemoved(ctx, k.fs); gone {
+		return k.killRemoved(ctx)
+	}
+	c := h.Cohort
+	if st.InvocationID != c.InvocationID {
+		k.obs().ActiveState, k.obs().Result = st.ActiveState, st.Result
+		return k.uncertain("unit %s is invocation %q (%s), not %s: the cohort's cgroup is %v", c.Unit, st.InvocationID, st.ActiveState, c.InvocationID, ErrCgroupAbsent)
+	}
+	ms, err := k.freezeKill(ctx)
+	if errors.Is(err, errRemovedUnder) {
+		return k.killRemoved(ctx)
+	}
+	if err != nil {
+		return k.uncertain("%v", err)
+	}
+	if alive := waitDeaths(ms, k.dl); len(alive) > 0 {
+		return k.uncertain("%d member(s) not observed dead before the deadline, first pid %d", len(alive), alive[0].PID)
+	}
+	ev, err := k.awaitEmpty()
+	if err != nil {
+		return k.uncertain("%v", err)
+	}
+	return k.observe(ctx, st, ev)
+}
+
+// identify ties the cohort's cgroup path to this cohort before anything
+// there is touched: the same boot, and the unit's state, which says which
+// invocation holds the path. A cohort rebuilt from a claim record without
+// the InvocationID (CohortOf) takes the running unit's: the execution id
+// names one launch only.
+func (k *killPhase) identify(ctx context.Context) (UnitState, error) {
+	h := k.h
+	c := h.Cohort
+	boot, err := BootID()
+	if err != nil {
+		return UnitState{}, fmt.Errorf("boot id unreadable: %w", err)
+	}
+	if boot != c.BootID {
+		k.obs().BootID = boot
+		return UnitState{}, fmt.Errorf("boot id is %s, the cohort ran under %s: its processes are gone, but that needs a boot proof, not a cohort proof", boot, c.BootID)
+	}
+	if k.fs, err = h.m.cgroupFS(); err != nil {
+		return UnitState{}, err
+	}
+	// The cgroup path is only this cohort's while the unit is the same
+	// invocation; otherwise it is absent for us, and never touched.
+	st, err := h.m.bus.unitState(ctx, c.Unit)
+	if err != nil {
+		return st, fmt.Errorf("unit %s: state unreadable, so its cgroup cannot be tied to invocation %s: %w", c.Unit, c.InvocationID, err)
+	}
+	if c.InvocationID == "" && st.InvocationID != "" && st.ActiveState == "active" {
+		h.Cohort.InvocationID, k.obs().InvocationID = st.InvocationID, st.InvocationID
+		k.note("invocation id taken from the unit: " + st.InvocationID)
+	}
+	return st, nil
+}
+
+// awaitEmpty reads cgroup.events once every enumerated member is dead. The
+// anchor still holds the scope, so the engine cgroup is still there to be
+// read; populated 1 now means something was in the cgroup that the
+// enumeration missed, and the membership was not complete.
+func (k *killPhase) awaitEmpty() (cgEvents, error) {
+	cg := k.h.Cohort.Cgroup
+	ev, err := k.fs.events(cg)
+	if err != nil {
+		return ev, fmt.Errorf("cgroup.events after the deaths: %w", err)
+	}
+	if ev.Populated == 0 {
+		return ev, nil
+	}
+	k.obs().MembershipComplete = false
+	k.note("cgroup still populated after every enumerated member died")
+	ev, _, err = k.fs.waitEvents(cg, k.dl, func(e cgEvents) bool { return e.Populated == 0 })
+	if err != nil {
+		return ev, fmt.Errorf("cgroup.events: %w", err)
+	}
+	return ev, nil
+}
+
+// observe records the observation proper and releases the scope if the
+// cgroup is empty; the verdict then decides.
+func (k *killPhase) observe(ctx context.Context, st UnitState, ev cgEvents) StopResult {
+	h, obs := k.h, k.obs()
+	obs.ObservedAt, obs.ObservedWall = BoottimeNanos(), time.Now()
+	obs.CgroupPresent, obs.Populated = true, ev.Populated
+	obs.Basis = proofs.BasisEmptyObserved
+	if ev.Populated == 0 {
+		// Release the scope: kill the anchor, then the unit goes inactive.
+		rst, err := h.releaseScope(ctx, k.fs, k.dl)
+		st = rst
+		if err != nil {
+			k.note(err.Error())
+		}
+	} else {
+		k.note("scope kept (anchor alive) so the cohort can be observed again")
+	}
+	obs.ActiveState, obs.Result = st.ActiveState, st.Result
+	h.fillMembers(obs)
+	k.res.Outcome, k.res.Reason = verdict(obs)
+	if k.res.Outcome == Stopped {
+		h.closeMembers()
+	}
+	return k.res
+}
+
+// releaseScope kills what is left in the scope (the anchor) with the
+// scope's cgroup.kill and waits for the unit to be inactive or failed
+// (resetting a failed one). A transient unit collected in the meantime
+// reads back as inactive with LoadState not-found.
+func (h *Handle) releaseScope(ctx context.Context, fs *cgroupFS, dl time.Time) (UnitState, error) {
+	c := h.Cohort
+	if err := fs.write(c.ScopeCgroup, "cgroup.kill", "1"); err != nil && !errors.Is(err, ErrCgroupAbsent) {
+		return UnitState{}, fmt.Errorf("release scope: %w", err)
+	}
+	wait := time.Millisecond
+	for {
+		st, err := h.m.bus.unitState(ctx, c.Unit)
+		if err == nil && (st.inactive() || (st.InvocationID != "" && st.InvocationID != c.InvocationID)) {
+			if st.InvocationID != "" && st.InvocationID != c.InvocationID {
+				// A new invocation took the name: ours is gone.
+				st = UnitState{LoadState: st.LoadState, ActiveState: "inactive", Result: "unknown"}
+			}
+			if st.ActiveState == "failed" {
+				if err := h.m.bus.resetFailed(ctx, c.Unit); err != nil {
+					return st, fmt.Errorf("reset-failed %s: %w", c.Unit, err)
+				}
+			}
+			return st, nil
+		}
+		if !time.Now().Before(dl) {
+			if err != nil {
+				return st, fmt.Errorf("unit %s state: %w", c.Unit, err)
+			}
+			return st, fmt.Errorf("unit %s still %s/%s at the deadline", c.Unit, st.ActiveState, st.SubState)
+		}
+		time.Sleep(wait)
+		wait = min(2*wait, 10*time.Millisecond)
+	}
+}

@@ -1,0 +1,236 @@
+package scopes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path"
+	"time"
+
+	"github.com/mosaic-agents/mosaic/proofs"
+)
+
+// scopeLaunch is one scope launch in progress: what it has started, and
+// so what undo must take back if a later step fails.
+type scopeLaunch struct {
+	m    *Manager
+	spec Spec
+	fs   *cgroupFS
+
+	pipes       *stdio
+	anchor      *exec.Cmd
+	anchorReady *os.File // read end of the anchor's ready pipe
+	held        *heldChild
+	unitCreated bool   // a failed launch must reset the unit it made
+	cohort      Cohort // filled in step by step
+}
+
+// launchScope runs the steps of a scope launch in order; the first error
+// undoes everything, so no engine runs and no unit is left behind.
+func (m *Manager) launchScope(ctx context.Context, spec Spec, name string, rel release) (h *Handle, err error) {
+	fs, err := m.cgroupFS()
+	if err != nil {
+		return nil, err
+	}
+	l := &scopeLaunch{m: m, spec: spec, fs: fs, cohort: Cohort{
+		Kind: proofs.KindScope, Conversation: spec.Conversation, Execution: spec.Execution, Unit: name,
+	}}
+	defer func() {
+		l.closeReady()
+		if err != nil {
+			l.undo(context.WithoutCancel(ctx))
+		}
+	}()
+	if l.pipes, err = newStdio(spec.Stderr); err != nil {
+		return nil, err
+	}
+	confined, why := m.confinementAvailable(ctx)
+	if rel.Confine, err = planIf(confined); err != nil {
+		return nil, err
+	}
+	if err = l.startChildren(confined); err != nil {
+		return nil, err
+	}
+	if err = l.createScope(ctx); err != nil {
+		return nil, err
+	}
+	if err = l.placeChildren(ctx); err != nil {
+		return nil, err
+	}
+	if err = l.identify(); err != nil {
+		return nil, err
+	}
+	// The held child sets up the confinement now that it is in the engine
+	// cgroup (its cgroup namespace is rooted there).
+	l.cohort.Confinement, err = l.held.confineScope(rel, l.cohort.Cgroup, why, time.Now().Add(m.cfg.JobTimeout))
+	if err != nil {
+		return nil, fmt.Errorf("launch %s: %w", name, err)
+	}
+	h = l.handle()
+	if err = l.held.runEngine(h.Cohort, spec.BeforeRelease); err != nil {
+		return nil, fmt.Errorf("launch %s: %w", name, err)
+	}
+	go h.reap()
+	go h.reapAnchor()
+	return h, nil
+}
+
+// planIf computes the confinement plan when engines can be confined here.
+func planIf(confined bool) (*confinePlan, error) {
+	if !confined {
+		return nil, nil
+	}
+	p, err := planConfinement()
+	if err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// startChildren starts the anchor and the held child (parked, the engine
+// not yet run), and closes this process's copies of the child's pipe ends.
+func (l *scopeLaunch) startChildren(confined bool) error {
+	anchor, ready, err := startAnchor()
+	if err != nil {
+		return err
+	}
+	l.anchor, l.anchorReady = anchor, ready
+	held, err := startHeld(l.spec.Dir, l.pipes.inR, l.pipes.outW, l.pipes.errW, confined)
+	if err != nil {
+		return err
+	}
+	l.held = held
+	l.pipes.closeChild()
+	l.cohort.AnchorPID, l.cohort.PID = anchor.Process.Pid, held.cmd.Process.Pid
+	return nil
+}
+
+// createScope creates the unit with both children in it and waits until
+// each is parked in its role: MaybeRunHeld is wired into main, and the
+// anchor had the whole scope job to get there.
+func (l *scopeLaunch) createScope(ctx context.Context) error {
+	c := &l.cohort
+	props := l.m.properties(l.spec, uint32(c.AnchorPID), uint32(c.PID))
+	if err := l.m.startUnit(ctx, c.Unit, props, c.PID); err != nil {
+		l.unitCreated = errors.Is(err, ErrJobTimeout) || errors.Is(err, ErrJobFailed)
+		return err
+	}
+	l.unitCreated = true
+	readyBy := time.Now().Add(l.m.cfg.JobTimeout)
+	if err := awaitReady(l.anchorReady, roleAnchor, readyBy); err != nil {
+		return fmt.Errorf("anchor: %w", err)
+	}
+	if err := awaitReady(l.held.ready, roleHeld, readyBy); err != nil {
+		return fmt.Errorf("held child: %w", err)
+	}
+	return nil
+}
+
+// placeChildren reads the scope's cgroup and invocation from systemd,
+// confirms both children are in that cgroup, then moves each into its
+// sub-cgroup and confirms again from /proc/<pid>/cgroup: the engine can
+// only ever run in <scope>/engine.
+func (l *scopeLaunch) placeChildren(ctx context.Context) error {
+	c := &l.cohort
+	scopeCg, err := l.m.bus.controlGroup(ctx, c.Unit)
+	if err != nil {
+		return fmt.Errorf("scope %s: read ControlGroup: %w", c.Unit, err)
+	}
+	if scopeCg == "" || path.Base(scopeCg) != c.Unit {
+		return fmt.Errorf("%w: scope %s has ControlGroup %q", ErrNotInScope, c.Unit, scopeCg)
+	}
+	st, err := l.m.bus.unitState(ctx, c.Unit)
+	if err != nil {
+		return fmt.Errorf("scope %s: read InvocationID: %w", c.Unit, err)
+	}
+	c.InvocationID, c.ScopeCgroup, c.Cgroup = st.InvocationID, scopeCg, path.Join(scopeCg, EngineSubgroup)
+	for _, pid := range []int{c.AnchorPID, c.PID} {
+		if err := confirmIn(pid, scopeCg); err != nil {
+			return err
+		}
+	}
+	if err := l.move(c.AnchorPID, AnchorSubgroup); err != nil {
+		return err
+	}
+	return l.move(c.PID, EngineSubgroup)
+}
+
+// move puts pid into the scope's sub-cgroup sub and confirms it there.
+func (l *scopeLaunch) move(pid int, sub string) error {
+	scopeCg, name := l.cohort.ScopeCgroup, l.cohort.Unit
+	if err := l.fs.mkdir(scopeCg, sub); err != nil {
+		return fmt.Errorf("scope %s: %w", name, err)
+	}
+	cg := path.Join(scopeCg, sub)
+	if err := l.fs.write(cg, "cgroup.procs", fmt.Sprint(pid)); err != nil {
+		return fmt.Errorf("scope %s: move pid %d: %w", name, pid, err)
+	}
+	return confirmIn(pid, cg)
+}
+
+// confirmIn checks /proc/<pid>/cgroup names cg exactly.
+func confirmIn(pid int, cg string) error {
+	if got, err := procCgroup(pid); err != nil || got != cg {
+		return fmt.Errorf("%w: pid %d in %q (%v), want %s", ErrNotInScope, pid, got, err, cg)
+	}
+	return nil
+}
+
+// identify records what tells this cohort from any later one: the engine
+// cgroup's kernel id, the boot, and the start times of the held child and
+// the anchor (their pids are ours and unreaped, so these are theirs).
+func (l *scopeLaunch) identify() error {
+	c := &l.cohort
+	id, err := l.fs.id(c.Cgroup)
+	if err != nil {
+		return fmt.Errorf("scope %s: %w", c.Unit, err)
+	}
+	held, err := readStat(c.PID)
+	if err != nil {
+		return fmt.Errorf("held child %d: %w", c.PID, err)
+	}
+	anchor, err := readStat(c.AnchorPID)
+	if err != nil {
+		return fmt.Errorf("anchor %d: %w", c.AnchorPID, err)
+	}
+	boot, err := BootID()
+	if err != nil {
+		return err
+	}
+	c.CgroupID, c.StartTime, c.AnchorStart, c.BootID = id, held.StartTime, anchor.StartTime, boot
+	return nil
+}
+
+// handle is the launched engine's Handle, its pipes handed over.
+func (l *scopeLaunch) handle() *Handle {
+	h := newHandle(l.m, l.pipes, l.held, l.cohort)
+	h.anchor, h.anchorDone = l.anchor, make(chan struct{})
+	return h
+}
+
+func (l *scopeLaunch) closeReady() {
+	if l.anchorReady != nil {
+		l.anchorReady.Close()
+	}
+}
+
+// undo takes back what a failed launch started: the held child gets EOF
+// on its release pipe and is killed (the engine never ran), the anchor is
+// killed, so the scope empties; a unit this launch created is reset.
+func (l *scopeLaunch) undo(ctx context.Context) {
+	if l.held != nil {
+		l.held.abort()
+	}
+	if l.anchor != nil {
+		l.anchor.Process.Kill()
+		l.anchor.Wait()
+	}
+	if l.pipes != nil {
+		l.pipes.closeAll()
+	}
+	if l.unitCreated {
+		_ = l.m.bus.resetFailed(ctx, l.cohort.Unit)
+	}
+}
