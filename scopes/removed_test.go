@@ -114,7 +114,10 @@ func TestRemovedScopeIsProof(t *testing.T) {
 // cgroup namespace, and returns that cgroup's path for cleanup.
 func escape(t *testing.T, fs *cgroupFS, c Cohort, p pinned) {
 	t.Helper()
-	dir := path.Join(path.Dir(c.ScopeCgroup), fmt.Sprintf("escape-%d.scope", p.pid))
+	// Beside app-mosaic.slice, not in it: systemd stops that slice (and
+	// kills all below it) once its last unit is gone, which would take the
+	// escapee with it whenever the slice is collected first.
+	dir := path.Join(path.Dir(path.Dir(c.ScopeCgroup)), fmt.Sprintf("escape-%d.scope", p.pid))
 	full := filepath.Join(fs.mount, dir)
 	if err := os.Mkdir(full, 0o755); err != nil {
 		t.Fatal(err)
