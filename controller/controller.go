@@ -85,8 +85,8 @@ type Controller struct {
 
 	dedup *dedupIndex
 	confs map[string]*confirmation
-	elig  map[string]*eligibility
-	stops map[string]*protocol.Stop
+	elig  *index[*eligibility]   // bounded: maxEligibilities
+	stops *index[*protocol.Stop] // bounded: maxStops
 	// cursors are the history page cursors handed to connections.
 	cursors *cursors
 	// readers bounds concurrent session reads of observes; lastSnap is the
@@ -168,8 +168,8 @@ func New(cfg Config) *Controller {
 	c := &Controller{
 		cfg: cfg, bus: newBus(), log: cfg.Audit,
 		conns: map[string]*conn{}, dedup: newDedupIndex(),
-		confs: map[string]*confirmation{}, elig: map[string]*eligibility{},
-		stops: map[string]*protocol.Stop{}, cursors: newCursors(), closing: make(chan struct{}), readers: make(chan struct{}, observeReaders),
+		confs: map[string]*confirmation{}, elig: newIndex[*eligibility](maxEligibilities),
+		stops: newIndex[*protocol.Stop](maxStops), cursors: newCursors(), closing: make(chan struct{}), readers: make(chan struct{}, observeReaders),
 		st: state{binding: protocol.BindingIdle, revoked: map[string]bool{}},
 	}
 	c.cmds = c.handlers()

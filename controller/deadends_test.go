@@ -291,7 +291,7 @@ func TestStoppedRevisionRetried(t *testing.T) {
 				}
 				r.ctrl.mu.Lock()
 				rec = r.ctrl.st.claim.Record()
-				n := len(r.ctrl.stops)
+				n := len(r.ctrl.stops.m)
 				r.ctrl.mu.Unlock()
 				if rec.State != claims.Stopped || rec.Proof == nil || rec.Proof.Digest != s.ProofDigest || n != 1 {
 					t.Fatalf("claim %s proof %+v, %d stops; want stopped with %s by the one stop", rec.State, rec.Proof, n, s.ProofDigest)

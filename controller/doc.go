@@ -20,7 +20,9 @@
 //     records across all connections and 32 MiB on one (the slow client is
 //     closed). State bounds: 64 confirmations (8 a connection), each until
 //     it expires or its connection closes; 1024 receipts for at most an
-//     hour (dedup.go); revoked ids and confirmations of closed connections
+//     hour (dedup.go); 64 stops and 16 eligibilities, the finished ones
+//     (terminal stops, used or stale eligibilities) forgotten first
+//     (bounded.go); revoked ids and confirmations of closed connections
 //     are forgotten. A refusal quotes at most 64 bytes of client input.
 //   - The first line must be a hello; anything else is refused
 //     (hello-required) and the connection closed, so a client that speaks

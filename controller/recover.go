@@ -71,7 +71,7 @@ func (c *Controller) recover(ctx context.Context, k *conn, cmd *protocol.Command
 	e := &eligibility{keys: keys, rec: protocol.Eligibility{Record: "eligibility", ID: newID("el-"), Request: cmd.Request,
 		Conversation: c.cfg.Conversation.ID, Stop: stop, ProofDigest: rec.Proof.Digest, SessionID: head.id,
 		Leaf: head.leaf, Generation: c.st.generation}}
-	c.elig[e.rec.ID] = e
+	c.keepEligibilityLocked(e)
 	c.audit(audit.Confirmation, k, fmt.Sprintf("recover: eligibility %s on leaf %q after proof %s", e.rec.ID, head.leaf, rec.Proof.Digest),
 		map[string]string{"ELIGIBILITY": e.rec.ID, "PROOF_DIGEST": rec.Proof.Digest})
 	return done(e.rec), nil
@@ -90,7 +90,7 @@ func (c *Controller) launchCmd(ctx context.Context, k *conn, cmd *protocol.Comma
 		c.mu.Unlock()
 		return nil, r
 	}
-	e := c.elig[cmd.Eligibility]
+	e, _ := c.elig.get(cmd.Eligibility)
 	switch {
 	case e == nil || e.used:
 		c.mu.Unlock()

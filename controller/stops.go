@@ -22,7 +22,7 @@ var terminal = map[string]bool{"reconciled": true, "uncertain": true, "stopped":
 // transitionLocked moves a stop to state, journals and broadcasts it.
 func (c *Controller) transitionLocked(s *protocol.Stop, state, reason string) {
 	s.State, s.Reason = state, reason
-	c.stops[s.ID] = s
+	c.keepStopLocked(s)
 	c.broadcastLocked(*s)
 	fields := map[string]string{"STOP": s.ID, "KIND": s.Kind, "STATE": state, "EXECUTION": s.Execution}
 	if s.ProofDigest != "" {
