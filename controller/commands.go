@@ -2,14 +2,11 @@ package controller
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 
 	"github.com/mosaic-agents/mosaic/audit"
-	"github.com/mosaic-agents/mosaic/proofs"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
@@ -161,20 +158,6 @@ func (c *Controller) reply(k *conn, cmd *protocol.Command, rec any, err error) {
 	b = append(b, '\n')
 	c.dedupDone(cmd.Request, b)
 	k.enqueueCtl(b)
-}
-
-// fingerprint digests the command without its request id and retry flag:
-// the same content under the same id is a retry, other content a conflict.
-func fingerprint(cmd *protocol.Command) string {
-	fp := *cmd
-	fp.Request, fp.Retry = "", false
-	raw, _ := json.Marshal(fp)
-	canon, err := proofs.CanonicalizeJSON(raw)
-	if err != nil {
-		canon = raw
-	}
-	sum := sha256.Sum256(canon)
-	return hex.EncodeToString(sum[:])
 }
 
 // checkControlLocked is the fence every control command passes: the

@@ -13,10 +13,7 @@ import (
 // the dispatch lock, so a prompt being written either finished first (its
 // receipt keeps the old controller) or is refused at dispatch (H3).
 func (c *Controller) takeover(ctx context.Context, k *conn, cmd *protocol.Command) (*outcome, error) {
-	c.dispatch.Lock()
-	defer c.dispatch.Unlock()
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.lockDispatch()()
 	if r := c.mayGainControlLocked(k, cmd); r != nil {
 		return nil, r
 	}
@@ -24,6 +21,17 @@ func (c *Controller) takeover(ctx context.Context, k *conn, cmd *protocol.Comman
 		return nil, protocol.Refuse(CodeFenced, "admission is closed (%s); ordinary takeover is refused while fenced: use acquire-recovery-control", c.st.reason)
 	}
 	return done(c.commitControlLocked(k, cmd.Request, "takeover")), nil
+}
+
+// lockDispatch takes the dispatch lock, then mu, in the one order every
+// holder of both takes them, and returns what releases both.
+func (c *Controller) lockDispatch() (unlock func()) {
+	c.dispatch.Lock()
+	c.mu.Lock()
+	return func() {
+		c.mu.Unlock()
+		c.dispatch.Unlock()
+	}
 }
 
 // mayGainControlLocked is what every way of gaining control checks first:
@@ -59,10 +67,7 @@ func (c *Controller) fencedLocked() bool {
 // the previous controller is gone or revoked, with a confirmation. It
 // raises the generation without reopening admission or launching.
 func (c *Controller) acquireRecoveryControl(ctx context.Context, k *conn, cmd *protocol.Command) (*outcome, error) {
-	c.dispatch.Lock()
-	defer c.dispatch.Unlock()
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.lockDispatch()()
 	if r := c.mayGainControlLocked(k, cmd); r != nil {
 		return nil, r
 	}
