@@ -1,14 +1,12 @@
 package controller
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 
 	"github.com/mosaic-agents/mosaic/audit"
-	"github.com/mosaic-agents/mosaic/proofs"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
@@ -55,16 +53,31 @@ const (
 // maxRequestID bounds a client request id.
 const maxRequestID = 128
 
-// handler runs one command and returns its final record, or a later.
-type handler func(k *conn, cmd *protocol.Command) (any, error)
+// handler runs one command: its final record in an outcome, or a refusal.
+// ctx is the server's (Server.Serve): a shutdown cancels it, and with it
+// an engine call the command already sent.
+type handler func(ctx context.Context, k *conn, cmd *protocol.Command) (*outcome, error)
 
-// later is what a handler returns when its record waits on the engine (an
-// interrupt's settle, a force stop's kill): the command is already checked
-// and fenced, in the order the connection sent it, and the rest runs off
-// the connection's read loop, so the same connection can act meanwhile —
-// a force stop superseding its own interrupt (H10).
-type later func() (any, error)
+// outcome is what a handler returns on success. rec is the final record;
+// when the record waits on the engine (an interrupt's settle, a force
+// stop's kill), wait holds the rest instead: the command is already
+// checked and fenced, in the order the connection sent it, and wait runs
+// off the connection's read loop, so the same connection can act
+// meanwhile (a force stop superseding its own interrupt, H10).
+type outcome struct {
+	rec  any
+	wait func() protocol.Receipt
+}
 
+// done is the outcome of a command whose final record is rec.
+func done(rec any) *outcome { return &outcome{rec: rec} }
+
+// deferred is the outcome of a command whose receipt wait produces.
+func deferred(wait func() protocol.Receipt) *outcome { return &outcome{wait: wait} }
+
+// handlers builds the command table; New builds it once per controller.
+// observe is not in it: it is served before the gate that judges the peer
+// again, since every peer may observe.
 func (c *Controller) handlers() map[string]handler {
 	return map[string]handler{
 		protocol.CmdPrompt:                 c.prompt,
@@ -76,7 +89,7 @@ func (c *Controller) handlers() map[string]handler {
 		protocol.CmdAnswerConfirmation:     c.answerConfirmation,
 		protocol.CmdRecover:                c.recover,
 		protocol.CmdLaunch:                 c.launchCmd,
-		protocol.CmdApproval: func(*conn, *protocol.Command) (any, error) {
+		protocol.CmdApproval: func(context.Context, *conn, *protocol.Command) (*outcome, error) {
 			return nil, protocol.Refuse(CodeUnsupported, "native dialogs are shown disabled in this version; nothing answers them")
 		},
 	}
@@ -84,7 +97,7 @@ func (c *Controller) handlers() map[string]handler {
 
 // command handles one line after the hello. Only a failed write ends the
 // connection; every refusal is answered and journaled.
-func (c *Controller) command(k *conn, typ string, line []byte) {
+func (c *Controller) command(ctx context.Context, k *conn, typ string, line []byte) {
 	var cmd protocol.Command
 	if err := protocol.Decode(line, &cmd); err != nil {
 		c.refuse(k, "", asRefusal(err))
@@ -94,7 +107,7 @@ func (c *Controller) command(k *conn, typ string, line []byte) {
 		c.observe(k, &cmd)
 		return
 	}
-	h, ok := c.handlers()[typ]
+	h, ok := c.cmds[typ]
 	if !ok {
 		c.refuse(k, cmd.Request, protocol.Refuse(protocol.CodeUnknownCommand, "unknown record type %s", quoted(typ)))
 		return
@@ -122,15 +135,15 @@ func (c *Controller) command(k *conn, typ string, line []byte) {
 		k.enqueueCtl(reply)
 		return
 	}
-	rec, err := h(k, &cmd)
-	if rest, ok := rec.(later); ok && err == nil {
-		c.goStop(func() {
-			rec, err := rest()
-			c.reply(k, &cmd, rec, err)
-		})
-		return
+	out, err := h(ctx, k, &cmd)
+	switch {
+	case err != nil:
+		c.reply(k, &cmd, nil, err)
+	case out.wait != nil:
+		c.goStop(func() { c.reply(k, &cmd, out.wait(), nil) })
+	default:
+		c.reply(k, &cmd, out.rec, nil)
 	}
-	c.reply(k, &cmd, rec, err)
 }
 
 // reply sends a command's final record (or its refusal) and records it
@@ -145,20 +158,6 @@ func (c *Controller) reply(k *conn, cmd *protocol.Command, rec any, err error) {
 	b = append(b, '\n')
 	c.dedupDone(cmd.Request, b)
 	k.enqueueCtl(b)
-}
-
-// fingerprint digests the command without its request id and retry flag:
-// the same content under the same id is a retry, other content a conflict.
-func fingerprint(cmd *protocol.Command) string {
-	fp := *cmd
-	fp.Request, fp.Retry = "", false
-	raw, _ := json.Marshal(fp)
-	canon, err := proofs.CanonicalizeJSON(raw)
-	if err != nil {
-		canon = raw
-	}
-	sum := sha256.Sum256(canon)
-	return hex.EncodeToString(sum[:])
 }
 
 // checkControlLocked is the fence every control command passes: the

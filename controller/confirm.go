@@ -2,6 +2,7 @@ package controller
 
 import (
 	"cmp"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -46,7 +47,7 @@ func (c *Controller) stopContextLocked() string {
 	return "binding/" + c.st.binding
 }
 
-func (c *Controller) issueConfirmation(k *conn, cmd *protocol.Command) (any, error) {
+func (c *Controller) issueConfirmation(ctx context.Context, k *conn, cmd *protocol.Command) (*outcome, error) {
 	if k.enginePeer() {
 		return nil, protocol.Refuse(CodeEnginePeer, "an engine peer may not issue confirmations")
 	}
@@ -90,7 +91,7 @@ func (c *Controller) issueConfirmation(k *conn, cmd *protocol.Command) (any, err
 	c.confs[cf.rec.ID] = cf
 	c.audit(audit.Confirmation, k, fmt.Sprintf("issued confirmation %s for %s: %s", cf.rec.ID, cmd.Operation, cf.rec.Intent),
 		map[string]string{"CONFIRMATION": cf.rec.ID, "OPERATION": cmd.Operation, "STATE": "issued"})
-	return cf.rec, nil
+	return done(cf.rec), nil
 }
 
 // intentLocked is the exact text a person confirms.
@@ -141,7 +142,7 @@ func (c *Controller) memberSummary() string {
 	return fmt.Sprintf("%d processes: %s", len(ms), strings.Join(parts, ", "))
 }
 
-func (c *Controller) answerConfirmation(k *conn, cmd *protocol.Command) (any, error) {
+func (c *Controller) answerConfirmation(ctx context.Context, k *conn, cmd *protocol.Command) (*outcome, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cf := c.confs[cmd.Confirmation]
@@ -168,7 +169,7 @@ func (c *Controller) answerConfirmation(k *conn, cmd *protocol.Command) (any, er
 	out.Request = cmd.Request
 	c.audit(audit.Confirmation, k, fmt.Sprintf("confirmation %s %s", cf.rec.ID, cf.rec.State),
 		map[string]string{"CONFIRMATION": cf.rec.ID, "STATE": cf.rec.State})
-	return out, nil
+	return done(out), nil
 }
 
 // useConfirmationLocked consumes an answered confirmation for op: it must

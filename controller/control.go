@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/mosaic-agents/mosaic/audit"
@@ -11,18 +12,26 @@ import (
 // controller becomes an observer and is fenced (H2, H15). It commits under
 // the dispatch lock, so a prompt being written either finished first (its
 // receipt keeps the old controller) or is refused at dispatch (H3).
-func (c *Controller) takeover(k *conn, cmd *protocol.Command) (any, error) {
-	c.dispatch.Lock()
-	defer c.dispatch.Unlock()
-	c.mu.Lock()
-	defer c.mu.Unlock()
+func (c *Controller) takeover(ctx context.Context, k *conn, cmd *protocol.Command) (*outcome, error) {
+	defer c.lockDispatch()()
 	if r := c.mayGainControlLocked(k, cmd); r != nil {
 		return nil, r
 	}
 	if c.fencedLocked() {
 		return nil, protocol.Refuse(CodeFenced, "admission is closed (%s); ordinary takeover is refused while fenced: use acquire-recovery-control", c.st.reason)
 	}
-	return c.commitControlLocked(k, cmd.Request, "takeover"), nil
+	return done(c.commitControlLocked(k, cmd.Request, "takeover")), nil
+}
+
+// lockDispatch takes the dispatch lock, then mu, in the one order every
+// holder of both takes them, and returns what releases both.
+func (c *Controller) lockDispatch() (unlock func()) {
+	c.dispatch.Lock()
+	c.mu.Lock()
+	return func() {
+		c.mu.Unlock()
+		c.dispatch.Unlock()
+	}
 }
 
 // mayGainControlLocked is what every way of gaining control checks first:
@@ -57,11 +66,8 @@ func (c *Controller) fencedLocked() bool {
 // acquireRecoveryControl binds an observer while admission is closed and
 // the previous controller is gone or revoked, with a confirmation. It
 // raises the generation without reopening admission or launching.
-func (c *Controller) acquireRecoveryControl(k *conn, cmd *protocol.Command) (any, error) {
-	c.dispatch.Lock()
-	defer c.dispatch.Unlock()
-	c.mu.Lock()
-	defer c.mu.Unlock()
+func (c *Controller) acquireRecoveryControl(ctx context.Context, k *conn, cmd *protocol.Command) (*outcome, error) {
+	defer c.lockDispatch()()
 	if r := c.mayGainControlLocked(k, cmd); r != nil {
 		return nil, r
 	}
@@ -74,7 +80,7 @@ func (c *Controller) acquireRecoveryControl(k *conn, cmd *protocol.Command) (any
 	if err := c.useConfirmationLocked(k, cmd.Confirmation, protocol.CmdAcquireRecoveryControl); err != nil {
 		return nil, err
 	}
-	return c.commitControlLocked(k, cmd.Request, "recovery-control"), nil
+	return done(c.commitControlLocked(k, cmd.Request, "recovery-control")), nil
 }
 
 // commitControlLocked gives k control at generation+1 and tells everyone.

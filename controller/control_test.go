@@ -157,11 +157,13 @@ func TestBusyWhileRunning(t *testing.T) {
 	}
 }
 
-// K1 on the fake with a real scope, N1-style interrupt, H17, K6, K7: a
-// tool child that calls setsid is killed by a confirmed force stop, which
-// ends stopped with a verifying cohort proof; confirmations are
-// single-use; recover needs the proof and a confirmation; launch starts a
-// new execution at generation+1 and replays nothing.
+// K1 on the fake with a real scope, H17, K6, K7: an interrupt with
+// nothing queued reconciles, having written clear_queue before abort on
+// the engine's stdin; a tool child that calls setsid is killed by a
+// confirmed force stop, which ends stopped with a verifying cohort proof;
+// confirmations are single-use; recover needs the proof and a
+// confirmation; launch starts a new execution at generation+1 and
+// replays nothing.
 func TestInterruptForceStopRecover(t *testing.T) {
 	script := `{"turns":[{"text":["starting "],"tool":{"command":"setsid sleep 300 & echo $! > child.pid; echo started"}},{"endless":true,"chunkDelayMs":20}]}`
 	r := newRig(t, script, nil)
@@ -294,8 +296,9 @@ func (r *rig) waitBindingField(field string, want any) map[string]any {
 	return nil
 }
 
-// H3/H9 and mutant 1: a takeover that commits after a prompt's admission
-// but before its dispatch makes the dispatch recheck refuse: zero bytes.
+// H3 and mutant 1 (the same recheck guards H9, which no test lands): a
+// takeover that commits after a prompt's admission but before its
+// dispatch makes the dispatch recheck refuse: zero bytes.
 func TestDispatchRechecksAfterTakeover(t *testing.T) {
 	r := newRig(t, plainScript, nil)
 	r.waitBinding("active")
@@ -303,7 +306,7 @@ func TestDispatchRechecksAfterTakeover(t *testing.T) {
 	gen := r.takeover(a)
 	admitted, proceed := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	r.ctrl.afterAdmit = func() { once.Do(func() { close(admitted); <-proceed }) }
+	r.ctrl.test.afterAdmit = func() { once.Do(func() { close(admitted); <-proceed }) }
 	res := make(chan map[string]any, 1)
 	go func() {
 		res <- a.reply(map[string]any{"type": "prompt", "request": "p1", "generation": gen, "text": "from the old controller"})

@@ -85,8 +85,8 @@ type Controller struct {
 
 	dedup *dedupIndex
 	confs map[string]*confirmation
-	elig  map[string]*eligibility
-	stops map[string]*protocol.Stop
+	elig  *index[*eligibility]   // bounded: maxEligibilities
+	stops *index[*protocol.Stop] // bounded: maxStops
 	// cursors are the history page cursors handed to connections.
 	cursors *cursors
 	// readers bounds concurrent session reads of observes; lastSnap is the
@@ -95,24 +95,38 @@ type Controller struct {
 	snapMu   sync.Mutex
 	lastSnap *history.Snapshot
 
-	// afterAdmit, when set (tests only), runs between a prompt's
-	// admission and its dispatch, so a race can land exactly there.
+	// cmds is the command table, built once by New.
+	cmds map[string]handler
+	// test holds the hooks tests set; all nil in production.
+	test hooks
+}
+
+// hooks are the points where a test makes a race land exactly: each runs
+// when set, and none is set outside tests.
+type hooks struct {
+	// afterAdmit runs between a prompt's admission and its dispatch.
 	afterAdmit func()
-	// beforeKill, when set (tests only), runs in a force stop after the
-	// claim recorded stopping and before any signal: a test stops the
-	// controller there to model a crash mid-stop (K10). A crashed
-	// controller waits for nothing, so Close does not wait for it.
+	// beforeKill runs in a force stop after the claim recorded stopping
+	// and before any signal: a test stops the controller there to model
+	// a crash mid-stop (K10). A crashed controller waits for nothing, so
+	// Close does not wait for it.
 	beforeKill func()
-	// inKill, when set (tests only), runs where beforeKill does, but
-	// inside what Close waits for: a test shuts the controller down there.
+	// inKill runs where beforeKill does, but inside what Close waits for:
+	// a test shuts the controller down there.
 	inKill func()
-	// beforeRetry, when set (tests only), runs before each background
-	// attempt to write a held proof, so a test can hold the retries back.
+	// beforeRetry runs before each background attempt to write a held
+	// proof, so a test can hold the retries back.
 	beforeRetry func()
-	// afterInterrupt, when set (tests only), runs in an interrupt after
-	// the engine answered and before the outcome is recorded, so an engine
-	// exit can land exactly there.
+	// afterInterrupt runs in an interrupt after the engine answered and
+	// before the outcome is recorded, so an engine exit can land there.
 	afterInterrupt func()
+}
+
+// run calls a hook that is set.
+func run(hook func()) {
+	if hook != nil {
+		hook()
+	}
 }
 
 // state is the binding and control state; guarded by Controller.mu.
@@ -151,13 +165,15 @@ func New(cfg Config) *Controller {
 	if cfg.PollInterval == 0 {
 		cfg.PollInterval = time.Second
 	}
-	return &Controller{
+	c := &Controller{
 		cfg: cfg, bus: newBus(), log: cfg.Audit,
 		conns: map[string]*conn{}, dedup: newDedupIndex(),
-		confs: map[string]*confirmation{}, elig: map[string]*eligibility{},
-		stops: map[string]*protocol.Stop{}, cursors: newCursors(), closing: make(chan struct{}), readers: make(chan struct{}, observeReaders),
+		confs: map[string]*confirmation{}, elig: newIndex[*eligibility](maxEligibilities),
+		stops: newIndex[*protocol.Stop](maxStops), cursors: newCursors(), closing: make(chan struct{}), readers: make(chan struct{}, observeReaders),
 		st: state{binding: protocol.BindingIdle, revoked: map[string]bool{}},
 	}
+	c.cmds = c.handlers()
+	return c
 }
 
 // newID returns a random id with a prefix: k- connections, e- executions,
@@ -216,7 +232,9 @@ func (c *Controller) publishBindingLocked() {
 	c.broadcastLocked(c.bindingLocked())
 }
 
-// closeAdmissionLocked closes admission with a reason and publishes it.
+// closeAdmissionLocked closes the controller's own admission gate with a
+// reason. It only sets the state: callers publish the binding once their
+// whole change is made.
 func (c *Controller) closeAdmissionLocked(reason string) {
 	c.st.admission = false
 	c.st.reason = reason

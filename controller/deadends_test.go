@@ -247,12 +247,12 @@ func TestStoppedRevisionRetried(t *testing.T) {
 				wantClaim = claims.Active
 			} else {
 				// The claim already says stopping; then the filesystem fills.
-				r.ctrl.inKill = func() { full.Store(true) }
+				r.ctrl.test.inKill = func() { full.Store(true) }
 			}
 			if mode == "force stop writes it" {
 				gate := make(chan struct{})
 				t.Cleanup(func() { close(gate) })
-				r.ctrl.beforeRetry = func() { <-gate }
+				r.ctrl.test.beforeRetry = func() { <-gate }
 			}
 			cf := ctl.confirm("force-stop", gen)
 			rc := ctl.must(map[string]any{"type": "force-stop", "request": "f1", "generation": gen, "confirmation": cf}, "receipt")
@@ -291,7 +291,7 @@ func TestStoppedRevisionRetried(t *testing.T) {
 				}
 				r.ctrl.mu.Lock()
 				rec = r.ctrl.st.claim.Record()
-				n := len(r.ctrl.stops)
+				n := len(r.ctrl.stops.m)
 				r.ctrl.mu.Unlock()
 				if rec.State != claims.Stopped || rec.Proof == nil || rec.Proof.Digest != s.ProofDigest || n != 1 {
 					t.Fatalf("claim %s proof %+v, %d stops; want stopped with %s by the one stop", rec.State, rec.Proof, n, s.ProofDigest)

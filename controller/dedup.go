@@ -2,8 +2,12 @@ package controller
 
 import (
 	"container/list"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"time"
 
+	"github.com/mosaic-agents/mosaic/proofs"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
@@ -93,4 +97,18 @@ func (c *Controller) dedupDrop(request string) {
 		}
 		delete(c.dedup.m, request)
 	}
+}
+
+// fingerprint digests the command without its request id and retry flag:
+// the same content under the same id is a retry, other content a conflict.
+func fingerprint(cmd *protocol.Command) string {
+	fp := *cmd
+	fp.Request, fp.Retry = "", false
+	raw, _ := json.Marshal(fp)
+	canon, err := proofs.CanonicalizeJSON(raw)
+	if err != nil {
+		canon = raw
+	}
+	sum := sha256.Sum256(canon)
+	return hex.EncodeToString(sum[:])
 }

@@ -1,9 +1,10 @@
 // Package controller is the per-conversation controller process: it serves
-// the conversation socket (JSON lines), admits clients as observers, and —
-// as the control issues land — fences control by generation, dispatches to
-// the engine and records every decision in the journal.
+// the conversation socket (JSON lines), admits clients as observers,
+// fences control by generation, dispatches to the engine and records every
+// decision in the journal.
 //
-// Transport rules:
+// # Transport
+//
 //   - The peer's uid is read with SO_PEERCRED at accept; another uid is
 //     refused (peer-uid) and the connection closed. The peer is held by a
 //     pidfd and judged (activation.Judge) at accept and again before every
@@ -19,7 +20,9 @@
 //     records across all connections and 32 MiB on one (the slow client is
 //     closed). State bounds: 64 confirmations (8 a connection), each until
 //     it expires or its connection closes; 1024 receipts for at most an
-//     hour (dedup.go); revoked ids and confirmations of closed connections
+//     hour (dedup.go); 64 stops and 16 eligibilities, the finished ones
+//     (terminal stops, used or stale eligibilities) forgotten first
+//     (bounded.go); revoked ids and confirmations of closed connections
 //     are forgotten. A refusal quotes at most 64 bytes of client input.
 //   - The first line must be a hello; anything else is refused
 //     (hello-required) and the connection closed, so a client that speaks
@@ -31,14 +34,26 @@
 //   - Every write has a deadline, so a client that stops reading loses its
 //     connection instead of stalling the controller.
 //
-// Protocol behaviour beyond the skeleton (docs/protocol.md is the
-// reference):
+// # Protocol behaviour
+//
+// docs/protocol.md is the reference.
+//
 //   - The binding follows the welcome on every connection, then every
 //     change of it is broadcast.
 //   - Commands are read in order; an interrupt or force stop is checked
 //     and fenced in that order, then waits for the engine off the read
 //     loop, so the same connection may confirm and force stop meanwhile
-//     (H10).
+//     (H10). Each command is one entry of a table built once (commands.go)
+//     and returns an outcome: its final record, or the rest to run off the
+//     read loop.
+//   - A shutdown (the context given to Server.Serve) reaches the engine
+//     calls a command already sent: a prompt waiting for Pi's
+//     acknowledgement ends delivery-unknown at once (instead of at the
+//     command timeout, which held Serve's return until then), and an
+//     interrupt's clear_queue or abort ends uncertain. A launch, a force
+//     stop and the write of a held proof do not take it: they are claim
+//     transactions that Serve or Close waits for, so the claim never
+//     stays reserved or stopping.
 //   - observe answers the newest history page of the default branch and a
 //     cursor; observe with the cursor pages back through the same
 //     snapshot (pages.go).

@@ -23,8 +23,10 @@ type execution struct {
 	end    *protocol.EngineEnd
 }
 
-// engineState is the binding's engineState: none, exited, fenced, busy or
-// idle, read from the turn tracker.
+// engineState is the binding's engineState for an execution: orphan when
+// no engine connection is held (an engine found at restart), exited, or
+// else fenced, busy or idle as the turn tracker reads. Without an
+// execution bindingLocked reports none.
 func (x *execution) engineState() string {
 	switch {
 	case x.conn == nil:

@@ -17,7 +17,7 @@ func TestEngineExitEndsInterruptUncertain(t *testing.T) {
 	r.ctrl.mu.Lock()
 	x := r.ctrl.st.exec
 	r.ctrl.mu.Unlock()
-	r.ctrl.afterInterrupt = func() {
+	r.ctrl.test.afterInterrupt = func() {
 		if err := syscall.Kill(x.handle.Cohort.PID, syscall.SIGKILL); err != nil {
 			t.Errorf("kill the engine: %v", err)
 			return

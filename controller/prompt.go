@@ -18,15 +18,13 @@ const maxPromptChars = 262144
 // recheck binding state, open admission, controller and generation,
 // execution and the text policy; dispatch does it again under the
 // dispatch lock, right before the one engine write (brief §1).
-func (c *Controller) prompt(k *conn, cmd *protocol.Command) (any, error) {
+func (c *Controller) prompt(ctx context.Context, k *conn, cmd *protocol.Command) (*outcome, error) {
 	if r := c.admit(k, cmd); r != nil {
 		return nil, r
 	}
 	c.audit(audit.Admission, k, fmt.Sprintf("admitted prompt %s (%d characters)", cmd.Request, utf8.RuneCountInString(cmd.Text)),
 		map[string]string{"REQUEST": cmd.Request, "COMMAND": "prompt"})
-	if c.afterAdmit != nil {
-		c.afterAdmit()
-	}
+	run(c.test.afterAdmit)
 	c.dispatch.Lock()
 	defer c.dispatch.Unlock()
 	if r := c.admit(k, cmd); r != nil {
@@ -35,7 +33,7 @@ func (c *Controller) prompt(k *conn, cmd *protocol.Command) (any, error) {
 	c.mu.Lock()
 	x, gen := c.st.exec, c.st.generation
 	c.mu.Unlock()
-	d, err := x.conn.Prompt(context.Background(), cmd.Text)
+	d, err := x.conn.Prompt(ctx, cmd.Text)
 	rec := protocol.Receipt{Record: "receipt", ID: newID("rc-"), Request: cmd.Request, Command: protocol.CmdPrompt,
 		Revision: 1, Execution: x.id, Generation: gen, Actor: Actor, Connection: k.id, Digest: fingerprint(cmd)}
 	var native *engine.NativeError
@@ -55,7 +53,7 @@ func (c *Controller) prompt(k *conn, cmd *protocol.Command) (any, error) {
 	}
 	c.audit(audit.Receipt, k, fmt.Sprintf("prompt %s %s", cmd.Request, rec.State),
 		map[string]string{"REQUEST": cmd.Request, "RECEIPT": rec.ID, "STATE": rec.State, "EXECUTION": x.id, "GENERATION": fmt.Sprint(gen)})
-	return rec, nil
+	return done(rec), nil
 }
 
 // admit runs the admission checks; nil admits.

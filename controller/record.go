@@ -87,9 +87,7 @@ func (c *Controller) retryProof(ps *pendingStop) {
 			return
 		case <-t.C:
 		}
-		if c.beforeRetry != nil {
-			c.beforeRetry()
-		}
+		run(c.test.beforeRetry)
 		if c.writeHeld(context.Background(), ps) {
 			return
 		}

@@ -17,10 +17,14 @@ type eligibility struct {
 	used bool
 }
 
-// recover reports eligibility only (Q15): a proven stop, effects
-// reconciled or explicitly uncertain, an exact confirmation and the same
-// pins. Nothing launches here (K6).
-func (c *Controller) recover(k *conn, cmd *protocol.Command) (any, error) {
+// recover reports eligibility only (Q15): a proven stop, an exact
+// confirmation and the same pins. Nothing launches here (K6). Effects
+// need no check of their own: a stop this controller ran lists every
+// tool call still open in the engine's stream as an uncertain effect
+// (effectReport), and none is ever counted as rolled back. A stop
+// concluded after a restart had no engine stream to read, so its report
+// lists none.
+func (c *Controller) recover(ctx context.Context, k *conn, cmd *protocol.Command) (*outcome, error) {
 	cv, specErr := c.settings()
 	var spec engine.Spec
 	if specErr == nil {
@@ -67,16 +71,16 @@ func (c *Controller) recover(k *conn, cmd *protocol.Command) (any, error) {
 	e := &eligibility{keys: keys, rec: protocol.Eligibility{Record: "eligibility", ID: newID("el-"), Request: cmd.Request,
 		Conversation: c.cfg.Conversation.ID, Stop: stop, ProofDigest: rec.Proof.Digest, SessionID: head.id,
 		Leaf: head.leaf, Generation: c.st.generation}}
-	c.elig[e.rec.ID] = e
+	c.keepEligibilityLocked(e)
 	c.audit(audit.Confirmation, k, fmt.Sprintf("recover: eligibility %s on leaf %q after proof %s", e.rec.ID, head.leaf, rec.Proof.Digest),
 		map[string]string{"ELIGIBILITY": e.rec.ID, "PROOF_DIGEST": rec.Proof.Digest})
-	return e.rec, nil
+	return done(e.rec), nil
 }
 
 // launchCmd starts a new execution with an eligibility record: same
 // session and leaf, generation +1. The cancelled prompt is not replayed:
 // nothing is sent to the new engine until a client prompts (K7).
-func (c *Controller) launchCmd(k *conn, cmd *protocol.Command) (any, error) {
+func (c *Controller) launchCmd(ctx context.Context, k *conn, cmd *protocol.Command) (*outcome, error) {
 	head, err := readSessionHead(c.cfg.Conversation.Session)
 	if err != nil {
 		return nil, protocol.Wrap(CodeTarget, err, "%v", err)
@@ -86,7 +90,7 @@ func (c *Controller) launchCmd(k *conn, cmd *protocol.Command) (any, error) {
 		c.mu.Unlock()
 		return nil, r
 	}
-	e := c.elig[cmd.Eligibility]
+	e, _ := c.elig.get(cmd.Eligibility)
 	switch {
 	case e == nil || e.used:
 		c.mu.Unlock()
@@ -104,7 +108,10 @@ func (c *Controller) launchCmd(k *conn, cmd *protocol.Command) (any, error) {
 	c.st.preflight = ""
 	c.st.dialogSeen = false
 	c.mu.Unlock()
-	if err := c.launch(context.Background(), head, e.keys, e.rec.Leaf); err != nil {
+	// A launch is a sequence of claim writes around the scope's start: a
+	// shutdown does not cut it short (Serve waits for it), since a claim
+	// left reserved would need the next controller to classify it.
+	if err := c.launch(context.WithoutCancel(ctx), head, e.keys, e.rec.Leaf); err != nil {
 		return nil, protocol.Wrap("launch-failed", err, "launch: %v", err)
 	}
 	c.mu.Lock()
@@ -120,5 +127,5 @@ func (c *Controller) launchCmd(k *conn, cmd *protocol.Command) (any, error) {
 		r.State, r.Reason = protocol.ReceiptUncertain, c.st.reason
 	}
 	c.publishBindingLocked()
-	return r, nil
+	return done(r), nil
 }

@@ -67,8 +67,8 @@ func (r *rig) queued(t *testing.T, id string, n int) {
 // for it (in the bus queue, the connection's queue and the socket): after
 // each observed record the events must be exactly the execution's from
 // seam.replayStart on, in order, none of the replaced subscription's (the
-// Ctrl-O of mosaicctl attach). Before the fix the queued events followed
-// the observed record, and the client saw a gap and re-observed.
+// Ctrl-O of mosaicctl attach). Otherwise queued events could follow the
+// observed record, and the client would see a gap and re-observe.
 func TestReobserveSameConnection(t *testing.T) {
 	r := newRig(t, `{"turns":[{"endless":true,"chunkDelayMs":1}]}`, nil)
 	r.waitBinding("active")

@@ -90,7 +90,7 @@ func TestRestartDuringForceStop(t *testing.T) {
 			exec := r.execution()
 			if stopping {
 				crashed := make(chan struct{})
-				r.ctrl.beforeKill = func() { close(crashed); select {} } // the controller never gets further
+				r.ctrl.test.beforeKill = func() { close(crashed); select {} } // the controller never gets further
 				cf := ctl.confirm("force-stop", gen)
 				ctl.send(map[string]any{"type": "force-stop", "request": "f1", "generation": gen, "confirmation": cf})
 				<-crashed

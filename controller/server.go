@@ -285,7 +285,7 @@ func (s *Server) handle(ctx context.Context, c net.Conn, p *activation.Peer, per
 			s.readFailed(k, err)
 			return
 		}
-		s.dispatch(k, line)
+		s.dispatch(ctx, k, line)
 		select {
 		case <-k.closing:
 			return // dropped as too slow
@@ -354,8 +354,8 @@ func (s *Server) hello(k *conn, lines *lineReader) bool {
 	return true
 }
 
-// dispatch handles one line after the hello.
-func (s *Server) dispatch(k *conn, line []byte) {
+// dispatch handles one line after the hello; ctx reaches the command.
+func (s *Server) dispatch(ctx context.Context, k *conn, line []byte) {
 	typ, err := protocol.Type(line)
 	if err != nil {
 		s.refuse(k, "", asRefusal(err))
@@ -365,7 +365,7 @@ func (s *Server) dispatch(k *conn, line []byte) {
 	case typ == "hello":
 		s.refuse(k, "", protocol.Refuse(protocol.CodeDuplicateHello, "this connection already said hello"))
 	case s.Controller != nil:
-		s.Controller.command(k, typ, line)
+		s.Controller.command(ctx, k, typ, line)
 	default:
 		s.refuse(k, "", protocol.Refuse(protocol.CodeUnknownCommand, "unknown record type %s", quoted(typ)))
 	}

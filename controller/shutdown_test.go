@@ -1,10 +1,12 @@
 package controller
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"github.com/mosaic-agents/mosaic/claims"
+	"github.com/mosaic-agents/mosaic/contrib/fakepi"
 	"github.com/mosaic-agents/mosaic/proofs"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
@@ -16,7 +18,7 @@ import (
 func TestShutdownWaitsForForceStop(t *testing.T) {
 	r := newRig(t, `{"turns":[{"endless":true,"chunkDelayMs":20}]}`, nil)
 	reached, release := make(chan struct{}), make(chan struct{})
-	r.ctrl.inKill = func() { close(reached); <-release }
+	r.ctrl.test.inKill = func() { close(reached); <-release }
 	r.waitBinding("active")
 	ctl := r.dial()
 	ctl.must(map[string]any{"type": "observe", "request": "o1"}, "observed")
@@ -66,4 +68,43 @@ func TestShutdownWaitsForForceStop(t *testing.T) {
 	if rec := cl.Record(); rec.State != claims.Stopped || rec.Proof == nil || rec.Proof.Digest != s.ProofDigest {
 		t.Fatalf("claim when Close returned: %s, proof %+v; want stopped with %s", rec.State, rec.Proof, s.ProofDigest)
 	}
+}
+
+// A shutdown reaches a prompt already written to the engine: with the
+// engine holding its acknowledgement and the command timeout far off,
+// Serve returns once its context is cancelled, and the prompt's receipt
+// is journaled delivery-unknown (the engine may or may not hold it).
+// Without the context the read loop would wait out the command timeout,
+// and Serve with it.
+func TestShutdownReachesPromptSent(t *testing.T) {
+	r := newRig(t, plainScript, func(c *Config) { c.CommandTimeout = 10 * time.Minute })
+	r.waitBinding("active")
+	fc := r.fakeControl()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := fc.Arm(ctx, fakepi.PointPromptReceived); err != nil {
+		t.Fatal(err)
+	}
+	ctl := r.dial()
+	gen := r.takeover(ctl)
+	ctl.send(map[string]any{"type": "prompt", "request": "p1", "generation": gen, "text": "hold it"})
+	if _, err := fc.Wait(ctx, fakepi.PointPromptReceived); err != nil {
+		t.Fatal(err)
+	}
+
+	r.cancel()
+	select {
+	case <-r.served:
+	case <-ctx.Done():
+		t.Fatal("Serve did not return while the engine held the prompt's acknowledgement")
+	}
+	for _, e := range r.audit.entries(t) {
+		if e["MOSAIC_REQUEST"] == "p1" && e["MOSAIC_RECEIPT"] != "" {
+			if e["MOSAIC_STATE"] != protocol.ReceiptDeliveryUnknown {
+				t.Fatalf("prompt receipt after shutdown: %v; want %s", e, protocol.ReceiptDeliveryUnknown)
+			}
+			return
+		}
+	}
+	t.Fatalf("no receipt journaled for the prompt: %v", r.audit.entries(t))
 }

@@ -22,7 +22,7 @@ var terminal = map[string]bool{"reconciled": true, "uncertain": true, "stopped":
 // transitionLocked moves a stop to state, journals and broadcasts it.
 func (c *Controller) transitionLocked(s *protocol.Stop, state, reason string) {
 	s.State, s.Reason = state, reason
-	c.stops[s.ID] = s
+	c.keepStopLocked(s)
 	c.broadcastLocked(*s)
 	fields := map[string]string{"STOP": s.ID, "KIND": s.Kind, "STATE": state, "EXECUTION": s.Execution}
 	if s.ProofDigest != "" {
@@ -34,7 +34,7 @@ func (c *Controller) transitionLocked(s *protocol.Stop, state, reason string) {
 // interrupt is Q20: close admission, clear_queue, abort, wait for the
 // settle, build the turn proof, reconcile, reopen under current control.
 // A hang leaves the stop uncertain and force stop available (K9).
-func (c *Controller) interrupt(k *conn, cmd *protocol.Command) (any, error) {
+func (c *Controller) interrupt(ctx context.Context, k *conn, cmd *protocol.Command) (*outcome, error) {
 	c.mu.Lock()
 	if r := c.checkControlLocked(k, cmd); r != nil {
 		c.mu.Unlock()
@@ -63,22 +63,20 @@ func (c *Controller) interrupt(k *conn, cmd *protocol.Command) (any, error) {
 	c.publishBindingLocked()
 	gen := c.st.generation
 	c.mu.Unlock()
-	return later(func() (any, error) { return c.cancelTurn(k, cmd, x, s, gen), nil }), nil
+	return deferred(func() protocol.Receipt { return c.cancelTurn(ctx, k, cmd, x, s, gen) }), nil
 }
 
 // cancelTurn is the waiting part of an interrupt: clear_queue, abort,
 // settle, turn proof, reconcile; a force stop may supersede it meanwhile.
-func (c *Controller) cancelTurn(k *conn, cmd *protocol.Command, x *execution, s *protocol.Stop, gen int64) protocol.Receipt {
+func (c *Controller) cancelTurn(ctx context.Context, k *conn, cmd *protocol.Command, x *execution, s *protocol.Stop, gen int64) protocol.Receipt {
 	if !c.fenceDispatch(s) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		return c.stopReceipt(k, cmd, s, gen)
 	}
 
-	proof, err := x.conn.Interrupt(context.Background(), s.ID)
-	if c.afterInterrupt != nil {
-		c.afterInterrupt()
-	}
+	proof, err := x.conn.Interrupt(ctx, s.ID)
+	run(c.test.afterInterrupt)
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -170,7 +168,7 @@ func (c *Controller) stopReceipt(k *conn, cmd *protocol.Command, s *protocol.Sto
 
 // forceStop needs an answered confirmation; it supersedes a running
 // interrupt (H10) and reaches stopped only with a cohort proof.
-func (c *Controller) forceStop(k *conn, cmd *protocol.Command) (any, error) {
+func (c *Controller) forceStop(ctx context.Context, k *conn, cmd *protocol.Command) (*outcome, error) {
 	c.mu.Lock()
 	if c.st.revoked[k.id] || c.st.controller != k.id {
 		defer c.mu.Unlock()
@@ -201,7 +199,7 @@ func (c *Controller) forceStop(k *conn, cmd *protocol.Command) (any, error) {
 		// signal nothing.
 		gen := c.st.generation
 		c.mu.Unlock()
-		return later(func() (any, error) { return c.recordHeld(k, cmd, ps, gen), nil }), nil
+		return deferred(func() protocol.Receipt { return c.recordHeld(k, cmd, ps, gen) }), nil
 	}
 	s := &protocol.Stop{Record: "stop", ID: newID("s-"), Kind: "force-stop", Execution: x.id}
 	if prev := c.st.stop; prev != nil {
@@ -218,7 +216,7 @@ func (c *Controller) forceStop(k *conn, cmd *protocol.Command) (any, error) {
 	gen := c.st.generation
 	claim := c.st.claim
 	c.mu.Unlock()
-	return later(func() (any, error) { return c.killCohort(k, cmd, x, s, claim, gen), nil }), nil
+	return deferred(func() protocol.Receipt { return c.killCohort(k, cmd, x, s, claim, gen) }), nil
 }
 
 // killCohort is the waiting part of a force stop: the claim records
@@ -234,14 +232,12 @@ func (c *Controller) killCohort(k *conn, cmd *protocol.Command, x *execution, s 
 	c.mu.Lock()
 	c.transitionLocked(s, "stopping", fmt.Sprintf("SIGTERM to the cohort, %s grace, then freeze and kill", c.cfg.Grace))
 	c.mu.Unlock()
-	if c.beforeKill != nil {
+	if c.test.beforeKill != nil {
 		c.stopping.add(-1)
-		c.beforeKill()
+		c.test.beforeKill()
 		c.stopping.add(1)
 	}
-	if c.inKill != nil {
-		c.inKill()
-	}
+	run(c.test.inKill)
 	res := x.handle.Stop(ctx, scopes.StopOptions{Stop: s.ID, Grace: c.cfg.Grace})
 	c.finishStop(ctx, x, s, res)
 	c.mu.Lock()
