@@ -111,6 +111,11 @@ func TestRestartDuringForceStop(t *testing.T) {
 			if s.State != "stopped" || s.Execution != exec {
 				t.Fatalf("resumed stop %+v; want stopped, of execution %s", s, exec)
 			}
+			// The resumed stop never read the engine's stream: its effects
+			// are unknown, never reconciled.
+			if s.Effects == nil || s.Effects.Disposition != "uncertain" {
+				t.Fatalf("resumed stop effects %+v; want uncertain (the stream was not observed)", s.Effects)
+			}
 			if _, rep, err := proofs.VerifyBytes(s.Proof); err != nil || !rep.OK() {
 				t.Fatalf("the resumed stop's proof does not verify: %v %+v", err, rep)
 			}

@@ -298,6 +298,13 @@ func (c *Controller) finishStop(ctx context.Context, x *execution, s *protocol.S
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s.Effects = effectReport(open)
+	if x.conn == nil {
+		// A stop this controller resumed or made after a restart never
+		// read the engine's stream: which tool calls were open is not
+		// known, so the report must not say reconciled.
+		s.Effects.Uncertain = append(s.Effects.Uncertain, protocol.Effect{Reason: "stream-not-observed"})
+		s.Effects.Disposition = "uncertain"
+	}
 	s.ApprovalDisposition = c.approvalLocked()
 	c.st.stopRunning, c.st.forceRunning = false, false
 	switch {

@@ -206,7 +206,9 @@ type EffectReport struct {
 type Effect struct {
 	CallID string `json:"callId"`
 	Tool   string `json:"tool"`
-	// Reason: started-without-end (killing never counts as rollback).
+	// Reason: started-without-end (killing never counts as rollback), or
+	// stream-not-observed (no call id: the stop was made by a controller
+	// that never read the engine's stream, so open calls are unknown).
 	Reason string `json:"reason"`
 }
 
