@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
-	"github.com/mosaic-agents/mosaic/conversations"
 	"github.com/mosaic-agents/mosaic/scopes"
 )
 
@@ -147,13 +146,9 @@ func listControllers(have map[string]bool) string {
 // limitsUsing names the registered conversations that set a limit one of
 // the missing controllers would enforce.
 func limitsUsing(missing []string) []string {
-	s, err := conversations.Open()
+	list, _, err := registered()
 	if err != nil {
-		return nil
-	}
-	list, _, err := s.List()
-	if err != nil {
-		return nil
+		return nil // engine-pins reports a store that does not list
 	}
 	gone := map[string]bool{}
 	for _, m := range missing {

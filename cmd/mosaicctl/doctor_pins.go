@@ -16,11 +16,7 @@ import (
 // so doctor says so first, with the command that re-pins it. A file that
 // does not load fails too: its conversation cannot start.
 func checkPins(ctx context.Context) (string, error) {
-	s, err := conversations.Open()
-	if err != nil {
-		return "", err
-	}
-	list, bad, err := s.List()
+	list, bad, err := registered()
 	if err != nil {
 		return "", err
 	}
@@ -70,6 +66,16 @@ func checkPins(ctx context.Context) (string, error) {
 		n = "1 conversation"
 	}
 	return fmt.Sprintf("%s; engine and interpreter pins match (%s)", n, strings.Join(sortedKeys(versions), ", ")), nil
+}
+
+// registered lists the conversations of the default store, and those
+// whose files do not load.
+func registered() ([]*conversations.Conversation, map[string]error, error) {
+	s, err := conversations.Open()
+	if err != nil {
+		return nil, nil, err
+	}
+	return s.List()
 }
 
 // repinCommand is the `conv add --replace` that pins cv's engine again

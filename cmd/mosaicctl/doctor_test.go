@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
 	"github.com/mosaic-agents/mosaic/contrib/stubmodel"
@@ -178,7 +179,10 @@ func newDoctorEnv(t *testing.T) *doctorEnv {
 func (d *doctorEnv) run(env []string, args ...string) result {
 	d.t.Helper()
 	cmd := exec.Command(d.bin, args...)
-	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+d.config)
+	cmd.Env = os.Environ()
+	if d.config != "" {
+		cmd.Env = append(cmd.Env, "XDG_CONFIG_HOME="+d.config)
+	}
 	cmd.Env = append(cmd.Env, env...)
 	return runCmd(d.t, cmd)
 }
@@ -387,6 +391,41 @@ func TestDoctorInSandbox(t *testing.T) {
 			t.Fatalf("exit %d with a failing check", code)
 		}
 	})
+}
+
+// TestDoctorUnitsLoaded: the user manager's own unit directory. A unit
+// file changed since the manager loaded it (an upgrade or an install
+// without a reload) warns until `systemctl --user daemon-reload`; drop-ins
+// are named, not judged.
+func TestDoctorUnitsLoaded(t *testing.T) {
+	sandboxtest.Require(t)
+	d := &doctorEnv{t: t, bin: sandboxtest.Bin(t, "mosaicctl")}
+	entry, _ := fakeEngine(t, stubmodel.Script{})
+	id, _, _ := startConversation(t, d.bin, "doctor-loaded", "--engine", entry, "--provider", "fakellm", "--model", "fake-model")
+	dir, err := units.UserDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	socket := filepath.Join(dir, "mosaic-conv@.socket")
+	later := time.Now().Add(time.Minute)
+	if err := os.Chtimes(socket, later, later); err != nil {
+		t.Fatal(err)
+	}
+	// Other checks may fail here (other tests' conversations share this
+	// store); only the units line is this test's.
+	_, rs := d.doctor()
+	want(t, rs, "units", verdictWarn, "still runs the old text for mosaic-conv@"+id+".socket", "systemctl --user daemon-reload")
+	mustRun(t, "systemctl", "--user", "daemon-reload")
+	_, rs = d.doctor()
+	want(t, rs, "units", verdictOK, "current (run "+d.bin+")", "")
+
+	dropIn := filepath.Join(dir, "mosaic-conv@.service.d")
+	if err := os.MkdirAll(dropIn, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dropIn) })
+	_, rs = d.doctor()
+	want(t, rs, "units", verdictOK, "amended by drop-ins in "+dropIn, "")
 }
 
 // limitsEnforced reads the user manager's cgroup.controllers itself.

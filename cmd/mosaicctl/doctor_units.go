@@ -8,8 +8,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 
+	sd "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/mosaic-agents/mosaic/units"
 )
 
@@ -34,8 +36,9 @@ func unitFix(dir string) string {
 // (say, from an install before the package was upgraded) runs old units
 // however current the others are. The comparison renders the templates
 // with the binary the installed service names, so units that run another
-// mosaicctl are reported as such rather than as outdated.
-func checkUnits(context.Context) (string, error) {
+// mosaicctl are reported as such rather than as outdated. Files current on
+// disk that the manager loaded before they changed warn until a reload.
+func checkUnits(ctx context.Context) (string, error) {
 	userDir, err := units.UserDir()
 	if err != nil {
 		return "", err
@@ -106,7 +109,58 @@ func checkUnits(context.Context) (string, error) {
 		return "", warnf("run `"+self+" install` if the units should run this mosaicctl",
 			"%s are current for %s, but this is %s", strings.Join(paths, " and "), bin, self)
 	}
-	return fmt.Sprintf("%s current (run %s)", strings.Join(paths, " and "), bin), nil
+	if stale := staleLoaded(ctx); len(stale) > 0 {
+		return "", warnf("`systemctl --user daemon-reload` (running conversations keep running)",
+			"%s are current on disk, but the user manager still runs the old text for %s", strings.Join(paths, " and "), strings.Join(stale, ", "))
+	}
+	return fmt.Sprintf("%s current (run %s)%s", strings.Join(paths, " and "), bin, dropIns(dirs)), nil
+}
+
+// staleLoaded lists the loaded mosaic-conv@ units whose files changed
+// since the user manager read them (NeedDaemonReload): an upgrade or an
+// install without a reload leaves them running the old text. With no
+// user manager to ask it lists nothing (user-manager reports that).
+func staleLoaded(ctx context.Context) []string {
+	c, err := sd.NewUserConnectionContext(ctx)
+	if err != nil {
+		return nil
+	}
+	defer c.Close()
+	loaded, err := c.ListUnitsByPatternsContext(ctx, nil, []string{"mosaic-conv@*"})
+	if err != nil {
+		return nil
+	}
+	var stale []string
+	for _, u := range loaded {
+		p, err := c.GetUnitPropertyContext(ctx, u.Name, "NeedDaemonReload")
+		if err != nil {
+			continue
+		}
+		if need, ok := p.Value.Value().(bool); ok && need {
+			stale = append(stale, u.Name)
+		}
+	}
+	sort.Strings(stale)
+	return stale
+}
+
+// dropIns names the drop-in directories that amend the units (what
+// `systemctl --user edit` writes): they are the user's, not compared, but
+// a reader of doctor's line should know they apply.
+func dropIns(dirs []string) string {
+	var found []string
+	for _, d := range dirs {
+		for _, name := range units.Names {
+			p := filepath.Join(d, name+".d")
+			if st, err := os.Stat(p); err == nil && st.IsDir() {
+				found = append(found, p)
+			}
+		}
+	}
+	if len(found) == 0 {
+		return ""
+	}
+	return "; amended by drop-ins in " + strings.Join(found, ", ")
 }
 
 // unitBinary reads the mosaicctl path back from a rendered service file's
