@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -38,7 +39,8 @@ func TestJournalCatalogExplainsRefusal(t *testing.T) {
 		t.Fatalf("the explanation shows before the catalog is installed:\n%s", before)
 	}
 
-	f, err := os.Open("../../packaging/catalog/mosaic.catalog")
+	const catalog = "../../packaging/catalog/mosaic.catalog"
+	f, err := os.Open(catalog)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,6 +49,21 @@ func TestJournalCatalogExplainsRefusal(t *testing.T) {
 	cmd.Stdin = f
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("install the catalog: %v\n%s", err, out)
+	}
+	// systemd's own parser took every entry of the file.
+	text, err := os.ReadFile(catalog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := regexp.MustCompile(`(?m)^-- ([0-9a-f]{32})$`).FindAllStringSubmatch(string(text), -1)
+	listed := mustRun(t, "journalctl", "--list-catalog")
+	for _, id := range ids {
+		if !regexp.MustCompile(`(?m)^` + id[1] + ` mosaic: `).MatchString(listed) {
+			t.Errorf("journalctl --list-catalog has no entry %s", id[1])
+		}
+	}
+	if len(ids) < 14 {
+		t.Errorf("%d entries in %s", len(ids), catalog)
 	}
 	after := mustRun(t, "journalctl", args...)
 	t.Logf("journalctl -x:\n%s", after)

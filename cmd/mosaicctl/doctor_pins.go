@@ -43,7 +43,7 @@ func checkPins(ctx context.Context) (string, error) {
 			continue
 		}
 		if p.NodeVersion != "" {
-			versions[fmt.Sprintf("Pi %s on node %s", p.Version, p.NodeVersion)] = true
+			versions[fmt.Sprintf("Pi %s on Node %s", p.Version, p.NodeVersion)] = true
 		} else {
 			versions[fmt.Sprintf("Pi %s run by %s", p.Version, p.Node)] = true
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
 	"github.com/mosaic-agents/mosaic/contrib/stubmodel"
 	"github.com/mosaic-agents/mosaic/conversations"
+	"github.com/mosaic-agents/mosaic/engine"
 	"github.com/mosaic-agents/mosaic/units"
 )
 
@@ -271,6 +272,20 @@ func TestDoctorInSandbox(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("doctor: exit %d with only warnings", code)
 	}
+
+	t.Run("real Pi", func(t *testing.T) {
+		pi := os.Getenv("MOSAIC_PI")
+		if pi == "" {
+			sandboxtest.Unavailable(t, "MOSAIC_PI is not set: `make test` installs the pinned Pi")
+		}
+		real := d.addConversation("doctor-pi", "--engine", pi)
+		code, rs := d.doctor()
+		want(t, rs, "engine-pins", verdictOK, "2 conversations; engine and interpreter pins match", "")
+		if !strings.Contains(rs["engine-pins"].Detail, "Pi "+engine.PinnedVersion+" on Node ") || code != 0 {
+			t.Errorf("exit %d; the pins check does not name Pi and its Node: %q", code, rs["engine-pins"].Detail)
+		}
+		d.mustRun("conv", "rm", real)
+	})
 
 	t.Run("changed pin", func(t *testing.T) {
 		f, err := os.OpenFile(entry, os.O_APPEND|os.O_WRONLY, 0)
