@@ -5,7 +5,9 @@
 // the audit trail.
 //
 // Each event kind has a stable MESSAGE_ID (journalctl MESSAGE_ID=...), and
-// fields carry the MOSAIC_ prefix. Where no journal is reachable (a
+// fields carry the MOSAIC_ prefix. packaging/catalog/mosaic.catalog explains
+// each MESSAGE_ID in words for `journalctl -x`; a test keeps the two in
+// step, so a new event kind needs its catalog entry. Where no journal is reachable (a
 // developer running `serve --listen` in a terminal) entries go to stderr as
 // JSON lines instead, so nothing is dropped silently.
 //

@@ -83,6 +83,5 @@ func limitsText(l conversations.Limits) string {
 
 // pinOf is the engine pin recorded in the conversation file.
 func pinOf(e conversations.Engine) engine.Pin {
-	return engine.Pin{Version: e.Version, Entry: e.Entry, SHA256: e.SHA256, PackageDir: e.PackageDir, PackageDigest: e.PackageDigest,
-		Node: e.Node, NodeVersion: e.NodeVersion, NodeSHA256: e.NodeSHA256}
+	return e.Pin()
 }

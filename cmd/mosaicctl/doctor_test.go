@@ -3,37 +3,155 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"io/fs"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
+	"github.com/mosaic-agents/mosaic/contrib/stubmodel"
+	"github.com/mosaic-agents/mosaic/conversations"
+	"github.com/mosaic-agents/mosaic/engine"
+	"github.com/mosaic-agents/mosaic/units"
 )
 
 func TestRunChecksOneLinePerCheck(t *testing.T) {
 	cs := []check{
 		{Name: "passes", Run: func(context.Context) (string, error) { return "all good", nil }, Fix: "none"},
 		{Name: "fails", Run: func(context.Context) (string, error) { return "", errors.New("it broke") }, Fix: "mend it"},
+		{Name: "warns", Run: func(context.Context) (string, error) { return "", warnf("", "odd") }, Fix: "look"},
+		{Name: "own-fix", Run: func(context.Context) (string, error) { return "", failf("this way", "bad") }, Fix: "not this"},
 	}
+	rs := runChecks(context.Background(), cs)
 	var out bytes.Buffer
-	if failed := runChecks(context.Background(), &out, cs); failed != 1 {
-		t.Fatalf("%d failed, want 1", failed)
-	}
-	want := "ok    passes               all good\nFAIL  fails                it broke; fix: mend it\n"
+	printResults(&out, rs)
+	want := "ok    passes               all good\n" +
+		"FAIL  fails                it broke; fix: mend it\n" +
+		"warn  warns                odd; fix: look\n" +
+		"FAIL  own-fix              bad; fix: this way\n"
 	if out.String() != want {
 		t.Fatalf("output\n%q\nwant\n%q", out.String(), want)
+	}
+	out.Reset()
+	if err := printResultsJSON(&out, rs); err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Checks   []checkResult
+		Failed   int
+		Warnings int
+	}
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Failed != 2 || got.Warnings != 1 || len(got.Checks) != 4 || got.Checks[3] != (checkResult{Name: "own-fix", Verdict: "fail", Detail: "bad", Fix: "this way"}) {
+		t.Fatalf("json: %s", out.String())
+	}
+}
+
+func TestJudgeJournal(t *testing.T) {
+	dir := t.TempDir()
+	readable := filepath.Join(dir, "user-1000.journal")
+	if err := os.WriteFile(readable, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	absent := filepath.Join(dir, "user-1001.journal")
+	for _, tc := range []struct {
+		name    string
+		conf    map[string]string
+		statErr error
+		file    string
+		verdict string
+		says    string
+	}{
+		{"persistent", map[string]string{"Storage": "persistent"}, nil, readable, verdictOK, "persistent (Storage=persistent, SplitMode=uid)"},
+		{"auto on disk", nil, nil, readable, verdictOK, "Storage=auto"},
+		{"auto in memory", nil, fs.ErrNotExist, readable, verdictWarn, "volatile (Storage=auto, /var/log/journal absent)"},
+		{"volatile", map[string]string{"Storage": "volatile"}, nil, readable, verdictWarn, "lost at reboot"},
+		{"none", map[string]string{"Storage": "none"}, nil, readable, verdictFail, "discards every entry"},
+		{"not split", map[string]string{"SplitMode": "none"}, nil, readable, verdictWarn, "SplitMode=none"},
+		{"no user file yet", nil, nil, absent, verdictWarn, "no user journal file"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			found, err := judgeJournal(tc.conf, tc.statErr, tc.file)
+			r := judge(check{Name: "journal", Fix: "default"}, found, err)
+			if r.Verdict != tc.verdict || !strings.Contains(r.Detail, tc.says) {
+				t.Fatalf("%+v; want %s saying %q", r, tc.verdict, tc.says)
+			}
+		})
+	}
+}
+
+func TestParseJournalSection(t *testing.T) {
+	merged := "# /etc/systemd/journald.conf\n[Journal]\n#Storage=auto\nStorage=volatile\n[Other]\nStorage=none\n" +
+		"# /run/systemd/journald.conf.d/x.conf\n[Journal]\nStorage = persistent\n"
+	if got := parseJournalSection([]byte(merged)); got["Storage"] != "persistent" || len(got) != 1 {
+		t.Fatalf("%v; want the last [Journal] value", got)
+	}
+}
+
+func TestLingering(t *testing.T) {
+	u, err := user.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if on, _, err := lingering(context.Background(), dir, u); err != nil || on {
+		t.Fatalf("no linger file: on=%v err=%v", on, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, u.Username), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if on, how, err := lingering(context.Background(), dir, u); err != nil || !on || !strings.Contains(how, dir) {
+		t.Fatalf("linger file: on=%v how=%q err=%v", on, how, err)
+	}
+}
+
+func TestUnitBinary(t *testing.T) {
+	for _, bin := range []string{"/usr/bin/mosaicctl", "/opt/my tools/mosaicctl", "/opt/50%/mosaicctl"} {
+		files, err := units.Render(bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range files {
+			if f.Name != "mosaic-conv@.service" {
+				continue
+			}
+			if got, err := unitBinary(f.Data); err != nil || got != bin {
+				t.Errorf("unitBinary of the unit rendered for %q: %q, %v", bin, got, err)
+			}
+		}
+	}
+	if _, err := unitBinary([]byte("[Service]\nExecStart=mosaicctl serve\n")); err == nil {
+		t.Error("a relative ExecStart= binary was accepted")
+	}
+}
+
+func TestRepinCommand(t *testing.T) {
+	cv := &conversations.Conversation{ID: "pi-0123456789abcdef0123", Project: "/home/u/my project", Seat: "s1", Workspace: "w",
+		Session: "/home/u/s.jsonl", Engine: conversations.Engine{Path: "/opt/pi/bin/pi", Provider: "p", Model: "m"}}
+	got := repinCommand(cv)
+	want := "`mosaicctl conv add --project '/home/u/my project' --seat s1 --session /home/u/s.jsonl --workspace w --engine /opt/pi/bin/pi --provider p --model m --replace`"
+	if got != want {
+		t.Fatalf("%s\nwant %s", got, want)
 	}
 }
 
 // TestDoctorConfinement: on the sandbox confinement is available and
-// doctor says so with exit 0; where a user namespace cannot be made (an
-// ancestor's user.max_user_namespaces is used up) it fails with the fix and
-// exit 1.
+// doctor says so; where a user namespace cannot be made (an ancestor's
+// user.max_user_namespaces is used up) it fails with the fix and exit 1.
 func TestDoctorConfinement(t *testing.T) {
 	sandboxtest.Require(t)
 	bin := sandboxtest.Bin(t, "mosaicctl")
 	r := run(t, bin, "doctor")
-	if r.code != 0 || !strings.Contains(r.stdout, "ok    engine-confinement") || !strings.Contains(r.stdout, "cgroup") {
+	if !strings.Contains(r.stdout, "ok    engine-confinement") || !strings.Contains(r.stdout, "cgroup") {
 		t.Fatalf("doctor: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	// Root of a user namespace of its own limits it to one namespace below
@@ -44,4 +162,302 @@ func TestDoctorConfinement(t *testing.T) {
 	if r.code != 1 || !strings.Contains(r.stdout, "FAIL  engine-confinement") || !strings.Contains(r.stdout, "fix: allow unprivileged user namespaces") {
 		t.Fatalf("doctor without user namespaces: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
+}
+
+// doctorEnv runs mosaicctl with its own XDG_CONFIG_HOME, so that the
+// conversations and unit files doctor looks at are this test's alone
+// (other tests in the same sandbox leave conversations behind).
+type doctorEnv struct {
+	t      *testing.T
+	bin    string
+	config string
+}
+
+func newDoctorEnv(t *testing.T) *doctorEnv {
+	return &doctorEnv{t: t, bin: sandboxtest.Bin(t, "mosaicctl"), config: t.TempDir()}
+}
+
+func (d *doctorEnv) run(env []string, args ...string) result {
+	d.t.Helper()
+	cmd := exec.Command(d.bin, args...)
+	cmd.Env = os.Environ()
+	if d.config != "" {
+		cmd.Env = append(cmd.Env, "XDG_CONFIG_HOME="+d.config)
+	}
+	cmd.Env = append(cmd.Env, env...)
+	return runCmd(d.t, cmd)
+}
+
+func (d *doctorEnv) mustRun(args ...string) string {
+	d.t.Helper()
+	r := d.run(nil, args...)
+	if r.code != 0 {
+		d.t.Fatalf("mosaicctl %v: exit %d\n%s%s", args, r.code, r.stdout, r.stderr)
+	}
+	return r.stdout
+}
+
+// doctor runs `mosaicctl doctor --json` and returns its exit status and
+// each check's result by name.
+func (d *doctorEnv) doctor(env ...string) (int, map[string]checkResult) {
+	d.t.Helper()
+	r := d.run(env, "doctor", "--json")
+	var out struct{ Checks []checkResult }
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+		d.t.Fatalf("doctor --json: exit %d: %v\n%s%s", r.code, err, r.stdout, r.stderr)
+	}
+	byName := map[string]checkResult{}
+	for _, c := range out.Checks {
+		byName[c.Name] = c
+	}
+	if len(byName) != len(checks) {
+		d.t.Fatalf("doctor --json printed %d checks, want %d:\n%s", len(byName), len(checks), r.stdout)
+	}
+	d.t.Logf("doctor --json: exit %d\n%s", r.code, r.stdout)
+	return r.code, byName
+}
+
+// addConversation registers a conversation on seat with the further
+// `conv add` flags and returns its id.
+func (d *doctorEnv) addConversation(seat string, flags ...string) string {
+	d.t.Helper()
+	proj, session := project(d.t, seat)
+	return strings.TrimSpace(d.mustRun(append([]string{"conv", "add", "--project", proj, "--seat", seat, "--session", session}, flags...)...))
+}
+
+// want fails the test unless check name has the verdict and its detail
+// (and, when not ok, its fix) say what is expected.
+func want(t *testing.T, rs map[string]checkResult, name, verdict, detail, fix string) {
+	t.Helper()
+	r := rs[name]
+	if r.Verdict != verdict || !strings.Contains(r.Detail, detail) || !strings.Contains(r.Fix, fix) {
+		t.Errorf("%s: %+v; want %s, detail with %q, fix with %q", name, r, verdict, detail, fix)
+	}
+}
+
+// TestDoctorInSandbox: in the sandbox every check passes except the two
+// this host cannot give (lingering is off for the test user: the sandbox
+// starts its manager directly; this hybrid host's cgroup2 has no
+// controllers, so limits are accepted but not enforced), which warn with
+// exit 0; then each check that can be broken from a user's seat is broken
+// and fails with its fix, and the fix mends it.
+func TestDoctorInSandbox(t *testing.T) {
+	sandboxtest.Require(t)
+	d := newDoctorEnv(t)
+	entry, _ := fakeEngine(t, stubmodel.Script{})
+
+	code, rs := d.doctor()
+	want(t, rs, "units", verdictFail, "the mosaic-conv@ units are not installed", "`mosaicctl install`")
+	want(t, rs, "engine-pins", verdictOK, "no conversations registered", "")
+	if code != 1 {
+		t.Fatalf("doctor: exit %d without units", code)
+	}
+
+	d.mustRun("install")
+	t.Cleanup(func() { d.run(nil, "uninstall", "--force") })
+	id := d.addConversation("doctor", "--engine", entry, "--provider", "fakellm", "--model", "fake-model")
+	code, rs = d.doctor()
+	want(t, rs, "user-manager", verdictOK, "user manager, running", "")
+	want(t, rs, "journal", verdictOK, "persistent (Storage=persistent, SplitMode=uid)", "")
+	want(t, rs, "engine-confinement", verdictOK, "namespaces", "")
+	want(t, rs, "engine-pins", verdictOK, "1 conversation; engine and interpreter pins match", "")
+	want(t, rs, "units", verdictOK, "mosaic-conv@.service current (run "+d.bin+")", "")
+	want(t, rs, "linger", verdictWarn, "lingering is off for mosaic-test", "loginctl enable-linger")
+	enforced := limitsEnforced(t)
+	if enforced {
+		want(t, rs, "cgroup", verdictOK, "are enforced", "")
+	} else {
+		want(t, rs, "cgroup", verdictWarn, "accepted but NOT enforced on this host (no registered conversation sets one)", "")
+	}
+	if code != 0 {
+		t.Fatalf("doctor: exit %d with only warnings", code)
+	}
+
+	t.Run("real Pi", func(t *testing.T) {
+		pi := os.Getenv("MOSAIC_PI")
+		if pi == "" {
+			sandboxtest.Unavailable(t, "MOSAIC_PI is not set: `make test` installs the pinned Pi")
+		}
+		real := d.addConversation("doctor-pi", "--engine", pi)
+		code, rs := d.doctor()
+		want(t, rs, "engine-pins", verdictOK, "2 conversations; engine and interpreter pins match", "")
+		if !strings.Contains(rs["engine-pins"].Detail, "Pi "+engine.PinnedVersion+" on Node ") || code != 0 {
+			t.Errorf("exit %d; the pins check does not name Pi and its Node: %q", code, rs["engine-pins"].Detail)
+		}
+		d.mustRun("conv", "rm", real)
+	})
+
+	t.Run("changed pin", func(t *testing.T) {
+		f, err := os.OpenFile(entry, os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.WriteString("# changed\n")
+		f.Close()
+		code, rs := d.doctor()
+		want(t, rs, "engine-pins", verdictFail, id+": engine-pin-mismatch: engine entry "+entry+" has sha256", "mosaicctl conv add --project")
+		if code != 1 {
+			t.Fatalf("exit %d with a failing check", code)
+		}
+		// The fix is a command: run it, and the pin matches again.
+		m := regexp.MustCompile("`mosaicctl (conv add [^`]*)`").FindStringSubmatch(rs["engine-pins"].Fix)
+		if m == nil {
+			t.Fatalf("no command in %q", rs["engine-pins"].Fix)
+		}
+		cmd := exec.Command("sh", "-c", `exec "$MOSAICCTL" `+m[1])
+		cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+d.config, "MOSAICCTL="+d.bin)
+		if r := runCmd(t, cmd); r.code != 0 {
+			t.Fatalf("the fix %q: exit %d\n%s%s", m[1], r.code, r.stdout, r.stderr)
+		}
+		_, rs = d.doctor()
+		want(t, rs, "engine-pins", verdictOK, "pins match", "")
+	})
+
+	t.Run("changed interpreter", func(t *testing.T) {
+		entry, _ := fakeEngine(t, stubmodel.Script{})
+		sh := filepath.Join(filepath.Dir(filepath.Dir(entry)), "sh")
+		b, err := os.ReadFile("/bin/sh")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(sh, b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		script, err := os.ReadFile(entry)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(entry, bytes.Replace(script, []byte("#!/bin/sh"), []byte("#!"+sh), 1), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		interp := d.addConversation("doctor-interp", "--engine", entry)
+		_, rs := d.doctor()
+		want(t, rs, "engine-pins", verdictOK, "2 conversations; engine and interpreter pins match", "")
+		if !strings.Contains(rs["engine-pins"].Detail, "run by "+sh) {
+			t.Errorf("the pins check does not name the interpreter %s: %q", sh, rs["engine-pins"].Detail)
+		}
+		f, err := os.OpenFile(sh, os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.WriteString("changed")
+		f.Close()
+		code, rs := d.doctor()
+		want(t, rs, "engine-pins", verdictFail, "1 of 2 conversations cannot launch: "+interp+": engine-pin-mismatch: the pinned interpreter "+sh+" changed", "--seat doctor-interp")
+		if code != 1 {
+			t.Fatalf("exit %d with a failing check", code)
+		}
+		d.mustRun("conv", "rm", interp)
+	})
+
+	t.Run("limit not enforced", func(t *testing.T) {
+		if enforced {
+			t.Skip("this host enforces limits")
+		}
+		limited := d.addConversation("doctor-limited", "--engine", entry, "--memory-max", "1G")
+		code, rs := d.doctor()
+		want(t, rs, "cgroup", verdictFail, limited+" sets MemoryMax=1G (unbounded here)", "drop those limits")
+		if code != 1 {
+			t.Fatalf("exit %d with a failing check", code)
+		}
+		d.mustRun("conv", "rm", limited)
+	})
+
+	service := filepath.Join(d.config, "systemd", "user", "mosaic-conv@.service")
+	t.Run("outdated unit", func(t *testing.T) {
+		b, err := os.ReadFile(service)
+		if err != nil {
+			t.Fatal(err)
+		}
+		old := bytes.Replace(b, []byte("KillMode=mixed"), []byte("KillMode=control-group"), 1)
+		if err := os.WriteFile(service, old, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, rs := d.doctor()
+		want(t, rs, "units", verdictFail, service+` is outdated: line `, "`mosaicctl install`")
+		if !strings.Contains(rs["units"].Detail, `is "KillMode=control-group", current is "KillMode=mixed"`) || code != 1 {
+			t.Fatalf("exit %d, %q", code, rs["units"].Detail)
+		}
+		d.mustRun("install")
+		_, rs = d.doctor()
+		want(t, rs, "units", verdictOK, "current", "")
+	})
+
+	t.Run("foreign unit", func(t *testing.T) {
+		b, err := os.ReadFile(service)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(service, bytes.Replace(b, []byte(units.Marker), []byte("# mine:"), 1), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, rs := d.doctor()
+		want(t, rs, "units", verdictWarn, "was not written by mosaic", "move it away")
+		if code != 0 {
+			t.Fatalf("exit %d with a warning", code)
+		}
+		d.mustRun("install", "--force")
+	})
+
+	t.Run("no user manager", func(t *testing.T) {
+		code, rs := d.doctor("DBUS_SESSION_BUS_ADDRESS=unix:path=/nonexistent/bus")
+		want(t, rs, "user-manager", verdictFail, "no user manager on the user bus", "dbus-user-session")
+		if code != 1 {
+			t.Fatalf("exit %d with a failing check", code)
+		}
+	})
+}
+
+// TestDoctorUnitsLoaded: the user manager's own unit directory. A unit
+// file changed since the manager loaded it (an upgrade or an install
+// without a reload) warns until `systemctl --user daemon-reload`; drop-ins
+// are named, not judged.
+func TestDoctorUnitsLoaded(t *testing.T) {
+	sandboxtest.Require(t)
+	d := &doctorEnv{t: t, bin: sandboxtest.Bin(t, "mosaicctl")}
+	entry, _ := fakeEngine(t, stubmodel.Script{})
+	id, _, _ := startConversation(t, d.bin, "doctor-loaded", "--engine", entry, "--provider", "fakellm", "--model", "fake-model")
+	dir, err := units.UserDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	socket := filepath.Join(dir, "mosaic-conv@.socket")
+	later := time.Now().Add(time.Minute)
+	if err := os.Chtimes(socket, later, later); err != nil {
+		t.Fatal(err)
+	}
+	// Other checks may fail here (other tests' conversations share this
+	// store); only the units line is this test's.
+	_, rs := d.doctor()
+	want(t, rs, "units", verdictWarn, "still runs the old text for mosaic-conv@"+id+".socket", "systemctl --user daemon-reload")
+	mustRun(t, "systemctl", "--user", "daemon-reload")
+	_, rs = d.doctor()
+	want(t, rs, "units", verdictOK, "current (run "+d.bin+")", "")
+
+	dropIn := filepath.Join(dir, "mosaic-conv@.service.d")
+	if err := os.MkdirAll(dropIn, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dropIn) })
+	_, rs = d.doctor()
+	want(t, rs, "units", verdictOK, "amended by drop-ins in "+dropIn, "")
+}
+
+// limitsEnforced reads the user manager's cgroup.controllers itself.
+func limitsEnforced(t *testing.T) bool {
+	t.Helper()
+	cg := strings.TrimPrefix(strings.TrimSpace(mustRun(t, "systemctl", "--user", "show", "-p", "ControlGroup", "--value")), "/")
+	b, err := os.ReadFile(filepath.Join("/sys/fs/cgroup", cg, "cgroup.controllers"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := strings.Fields(string(b))
+	n := 0
+	for _, c := range have {
+		if c == "memory" || c == "pids" || c == "cpu" {
+			n++
+		}
+	}
+	t.Logf("the user manager's cgroup has controllers %q", have)
+	return n == 3
 }

@@ -59,10 +59,24 @@ esac
 systemctl restart systemd-journald
 HELPER
 chmod 0755 "$root/usr/local/sbin/mosaic-sandbox-journald"
+# And install mosaic's journal message catalog, read from its stdin (so the
+# caller's own permissions decide what it can read), as the package does:
+# that is how a test sees `journalctl -x` explain an entry.
+cat >"$root/usr/local/sbin/mosaic-sandbox-catalog" <<'HELPER'
+#!/bin/sh
+# usage: mosaic-sandbox-catalog install < mosaic.catalog
+set -eu
+[ "${1:-}" = install ] || { echo "usage: $0 install < mosaic.catalog" >&2; exit 2; }
+mkdir -p /usr/lib/systemd/catalog
+head -c 1048576 >/usr/lib/systemd/catalog/mosaic.catalog
+journalctl --update-catalog
+HELPER
+chmod 0755 "$root/usr/local/sbin/mosaic-sandbox-catalog"
 if [ -d "$root/etc/sudoers.d" ]; then
 	{
 		printf '%s ALL=(%s) NOPASSWD: ALL\n' "$testuser" "$peeruser"
 		printf '%s ALL=(root) NOPASSWD: /usr/local/sbin/mosaic-sandbox-journald\n' "$testuser"
+		printf '%s ALL=(root) NOPASSWD: /usr/local/sbin/mosaic-sandbox-catalog install\n' "$testuser"
 	} >"$root/etc/sudoers.d/mosaic-sandbox"
 	chmod 0440 "$root/etc/sudoers.d/mosaic-sandbox"
 fi
