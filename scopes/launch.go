@@ -14,6 +14,7 @@ import (
 	sddbus "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/coreos/go-systemd/v22/unit"
 	"github.com/godbus/dbus/v5"
+	"github.com/mosaic-agents/mosaic/internal/procfs"
 	"github.com/mosaic-agents/mosaic/proofs"
 )
 
@@ -360,7 +361,7 @@ func (m *Manager) startUnit(ctx context.Context, name string, props []sddbus.Pro
 		})
 		if isUnitExists(err) {
 			// After a reconnect the unit may be ours from the first try.
-			if cg, cerr := procCgroup(heldPID); cerr == nil && path.Base(cg) == name {
+			if cg, cerr := procfs.Cgroup2(heldPID); cerr == nil && path.Base(cg) == name {
 				return nil
 			}
 			if attempt == 0 {
@@ -466,7 +467,7 @@ func (m *Manager) launchScope(ctx context.Context, spec Spec, name string, rel r
 	// systemd put both children in the scope's cgroup; confirm, then move
 	// each into its sub-cgroup and confirm again.
 	for _, pid := range []int{apid, hpid} {
-		if cg, cerr := procCgroup(pid); cerr != nil || cg != scopeCg {
+		if cg, cerr := procfs.Cgroup2(pid); cerr != nil || cg != scopeCg {
 			return nil, fmt.Errorf("%w: pid %d in %q (%v), want %s", ErrNotInScope, pid, cg, cerr, scopeCg)
 		}
 	}
@@ -482,7 +483,7 @@ func (m *Manager) launchScope(ctx context.Context, spec Spec, name string, rel r
 		if err = fs.write(sub.cg, "cgroup.procs", fmt.Sprint(sub.pid)); err != nil {
 			return nil, fmt.Errorf("scope %s: move pid %d: %w", name, sub.pid, err)
 		}
-		if cg, cerr := procCgroup(sub.pid); cerr != nil || cg != sub.cg {
+		if cg, cerr := procfs.Cgroup2(sub.pid); cerr != nil || cg != sub.cg {
 			return nil, fmt.Errorf("%w: pid %d in %q (%v), want %s", ErrNotInScope, sub.pid, cg, cerr, sub.cg)
 		}
 	}
@@ -490,15 +491,15 @@ func (m *Manager) launchScope(ctx context.Context, spec Spec, name string, rel r
 	if err != nil {
 		return nil, fmt.Errorf("scope %s: %w", name, err)
 	}
-	hst, err := readStat(hpid)
+	hst, err := procfs.ReadStat(hpid)
 	if err != nil {
 		return nil, fmt.Errorf("held child %d: %w", hpid, err)
 	}
-	ast, err := readStat(apid)
+	ast, err := procfs.ReadStat(apid)
 	if err != nil {
 		return nil, fmt.Errorf("anchor %d: %w", apid, err)
 	}
-	boot, err := BootID()
+	boot, err := procfs.BootID()
 	if err != nil {
 		return nil, err
 	}
@@ -578,7 +579,7 @@ func (m *Manager) launchGroup(spec Spec, rel release, cause error) (*Handle, err
 	}
 	// Our unreaped child: the pid cannot be reused before the pidfd pins it.
 	leader, err := openMember(pid, 0, "")
-	boot, berr := BootID()
+	boot, berr := procfs.BootID()
 	if err == nil {
 		err = berr
 	}
@@ -635,13 +636,13 @@ func firstLine(s string) string {
 
 func (h *Handle) reap() {
 	h.exitErr = h.engine.Wait()
-	h.reapedAt = BoottimeNanos()
+	h.reapedAt = procfs.BoottimeNanos()
 	close(h.done)
 }
 
 func (h *Handle) reapAnchor() {
 	h.anchor.Wait()
-	h.anchorReapedAt = BoottimeNanos()
+	h.anchorReapedAt = procfs.BoottimeNanos()
 	close(h.anchorDone)
 }
 

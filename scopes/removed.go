@@ -10,6 +10,7 @@ import (
 	"time"
 
 	sddbus "github.com/coreos/go-systemd/v22/dbus"
+	"github.com/mosaic-agents/mosaic/internal/procfs"
 	"github.com/mosaic-agents/mosaic/proofs"
 	"golang.org/x/sys/unix"
 )
@@ -169,7 +170,7 @@ func (h *Handle) killRemoved(ctx context.Context, fs *cgroupFS, dl time.Time, re
 	if err != nil || !gone {
 		return uncertain("cgroup %s no longer observed removed (%v)", c.Cgroup, err)
 	}
-	obs.ObservedAt, obs.ObservedWall = BoottimeNanos(), time.Now()
+	obs.ObservedAt, obs.ObservedWall = procfs.BoottimeNanos(), time.Now()
 	rm.Known = known
 	rm.UnitLoadState, rm.UnitActiveState, rm.UnitInvocationID = st.LoadState, st.ActiveState, st.InvocationID
 	obs.Removal = rm
@@ -256,7 +257,7 @@ func observeDeath(role string, pid int, start uint64, reaped <-chan struct{}, at
 			return d, fmt.Errorf("%s pid %d: %w", role, pid, err)
 		}
 		if how != "" {
-			d.How, d.DiedAt = how, BoottimeNanos()
+			d.How, d.DiedAt = how, procfs.BoottimeNanos()
 			return d, nil
 		}
 		if !time.Now().Before(until) {
@@ -282,7 +283,7 @@ func probeDeath(pid int, start uint64) (string, error) {
 		return "", fmt.Errorf("pidfd_open: %w", err)
 	}
 	defer unix.Close(fd)
-	st, serr := readStat(pid)
+	st, serr := procfs.ReadStat(pid)
 	exited := pidfdExited(fd)
 	switch {
 	case serr == nil && st.StartTime != start:

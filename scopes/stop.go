@@ -9,8 +9,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mosaic-agents/mosaic/proofs"
 	"golang.org/x/sys/unix"
+
+	"github.com/mosaic-agents/mosaic/internal/procfs"
+	"github.com/mosaic-agents/mosaic/proofs"
 )
 
 // Outcome is the state a stop phase leaves the cohort in, as the writer
@@ -186,7 +188,7 @@ func (h *Handle) baseObservation(stop string) proofs.Observation {
 		Cgroup:       c.Cgroup,
 		CgroupID:     c.CgroupID,
 		BootID:       c.BootID,
-		ClockTicks:   ClockTicks(),
+		ClockTicks:   procfs.ClockTicks(),
 		Confinement:  c.Confinement,
 	}
 }
@@ -201,7 +203,7 @@ func (h *Handle) killScope(ctx context.Context, opts StopOptions) StopResult {
 		h.fillMembers(obs)
 		return res
 	}
-	boot, err := BootID()
+	boot, err := procfs.BootID()
 	if err != nil {
 		return uncertain("boot id unreadable: %v", err)
 	}
@@ -284,7 +286,7 @@ func (h *Handle) killScope(ctx context.Context, opts StopOptions) StopResult {
 			return uncertain("cgroup.events: %v", err)
 		}
 	}
-	obs.ObservedAt, obs.ObservedWall = BoottimeNanos(), time.Now()
+	obs.ObservedAt, obs.ObservedWall = procfs.BoottimeNanos(), time.Now()
 	obs.CgroupPresent, obs.Populated = true, ev.Populated
 	obs.Basis = proofs.BasisEmptyObserved
 	if ev.Populated == 0 {
@@ -501,7 +503,7 @@ func (h *Handle) killGroup(ctx context.Context, opts StopOptions) StopResult {
 		waitDeaths(ms, deadline(ctx, opts.KillTimeout))
 	}
 	h.mu.Unlock()
-	obs.ObservedAt, obs.ObservedWall = BoottimeNanos(), time.Now()
+	obs.ObservedAt, obs.ObservedWall = procfs.BoottimeNanos(), time.Now()
 	for _, m := range ms {
 		obs.Members = append(obs.Members, proofs.MemberObservation{
 			PID: m.PID, StartTime: m.StartTime, Comm: m.Comm, Died: m.Died, DiedAt: m.DiedAt,
