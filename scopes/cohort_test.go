@@ -389,9 +389,10 @@ func TestReconnectAfterClosedBus(t *testing.T) {
 	m := testManager(t)
 	a := launchEngine(t, m, echoEngine)
 	a.expect(t, "ready")
-	m.bus.mu.Lock()
-	old := m.bus.conn
-	m.bus.mu.Unlock()
+	old, err := m.bus.Conn(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
 	old.Close()
 	b := launchEngine(t, m, echoEngine)
 	b.expect(t, "ready")

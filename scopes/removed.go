@@ -37,7 +37,7 @@ func (c *cgroupFS) id(cgroup string) (uint64, error) {
 }
 
 // managerCgroup is the user manager's own cgroup (its ControlGroup).
-func (b *bus) managerCgroup(ctx context.Context) (string, error) {
+func (b bus) managerCgroup(ctx context.Context) (string, error) {
 	var cg string
 	err := b.do(ctx, func(c *sddbus.Conn) error {
 		v, err := c.GetManagerProperty("ControlGroup")
