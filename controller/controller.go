@@ -244,9 +244,6 @@ func jsonLine(v any) ([]byte, error) {
 	return append(b, '\n'), nil
 }
 
-// engineEffect is a tool call the engine started and never ended.
-type engineEffect = engine.Effect
-
 // attach registers a connection that said hello and sends it the binding
 // at once, so a one-shot client knows generation, execution and state
 // without observing. Under mu, so every later broadcast follows it.
