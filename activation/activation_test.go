@@ -128,29 +128,24 @@ func TestListener(t *testing.T) {
 		t.Cleanup(func() { f.Close() })
 		return f, p
 	}
-	datagram := func(t *testing.T) (*os.File, string) {
-		fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_DGRAM, 0)
-		if err != nil {
-			t.Fatal(err)
+	// socket makes an unbound, unlistening socket of typ.
+	socket := func(typ int) func(*testing.T) (*os.File, string) {
+		return func(t *testing.T) (*os.File, string) {
+			fd, err := syscall.Socket(syscall.AF_UNIX, typ, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := os.NewFile(uintptr(fd), "socket")
+			t.Cleanup(func() { f.Close() })
+			return f, ""
 		}
-		f := os.NewFile(uintptr(fd), "dgram")
-		t.Cleanup(func() { f.Close() })
-		return f, ""
 	}
+	datagram, unbound := socket(syscall.SOCK_DGRAM), socket(syscall.SOCK_STREAM)
 	regular := func(t *testing.T) (*os.File, string) {
 		f, err := os.Create(filepath.Join(dir, "file"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { f.Close() })
-		return f, ""
-	}
-	unbound := func(t *testing.T) (*os.File, string) {
-		fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f := os.NewFile(uintptr(fd), "stream")
 		t.Cleanup(func() { f.Close() })
 		return f, ""
 	}

@@ -1,9 +1,9 @@
 package procfs
 
 import (
-	"fmt"
-	"os"
-	"syscall"
+	"io/fs"
+
+	"golang.org/x/sys/unix"
 )
 
 // NS identifies a namespace: namespaces(7) names one by the device and
@@ -12,16 +12,16 @@ type NS struct{ Dev, Ino uint64 }
 
 // Namespace stats /proc/<pid>/ns/<typ> (typ "user", "pid", "mnt",
 // "cgroup", …). Another process's links need ptrace read access: a process
-// that made itself non-dumpable cannot be read.
+// that made itself non-dumpable cannot be read. A process that is gone is
+// fs.ErrNotExist.
 func Namespace(pid int, typ string) (NS, error) {
 	p := Path(pid, "ns/"+typ)
-	fi, err := os.Stat(p)
-	if err != nil {
-		return NS{}, err
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return NS{}, fmt.Errorf("stat %s: no inode", p)
+	var st unix.Stat_t
+	if err := unix.Stat(p, &st); err != nil {
+		if err == unix.ESRCH {
+			err = unix.ENOENT
+		}
+		return NS{}, &fs.PathError{Op: "stat", Path: p, Err: err}
 	}
 	return NS{Dev: st.Dev, Ino: st.Ino}, nil
 }
