@@ -53,7 +53,7 @@ func TestNoBus(t *testing.T) {
 			t.Fatalf("Do #%d = %v (op ran: %v); want ErrNoUserManager with the hint", i, err, ran)
 		}
 	}
-	if Default() != Default() {
+	if a, b := Default(), Default(); a != b {
 		t.Fatal("Default made two connections")
 	}
 }
