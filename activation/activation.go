@@ -59,6 +59,7 @@ import (
 
 	"github.com/coreos/go-systemd/v22/activation"
 	"github.com/coreos/go-systemd/v22/daemon"
+	"golang.org/x/sys/unix"
 )
 
 // FDName is the FileDescriptorName= of the conversation socket.
@@ -68,37 +69,53 @@ const FDName = "control"
 var ErrNoListener = errors.New("no activated listener")
 
 // Listener returns the single activated listener named FDName. It refuses
-// to guess: zero listeners, several, or one that is not a stream socket is
-// an error, since serving the wrong socket would expose the conversation.
-// The LISTEN_* variables are unset so they never reach the engine.
+// to guess: zero activated fds, several, or one that is not a listening
+// stream socket is an error, since serving the wrong socket would expose
+// the conversation. The LISTEN_* variables are unset so they never reach
+// the engine.
 func Listener() (net.Listener, error) {
-	named, err := activation.ListenersWithNames()
-	if err != nil {
-		return nil, fmt.Errorf("read activated sockets: %w", err)
-	}
-	var all []net.Listener
-	for name, ls := range named {
-		for _, l := range ls {
-			if l == nil {
-				return nil, fmt.Errorf("%w: activated fd %q is not a listening socket", ErrNoListener, name)
-			}
-			all = append(all, l)
+	files := activation.Files(true)
+	defer func() {
+		for _, f := range files {
+			f.Close() // a listener made from f holds its own dup
 		}
-	}
+	}()
 	switch {
-	case len(all) == 0:
+	case len(files) == 0:
 		return nil, fmt.Errorf("%w: start the conversation with `systemctl --user start mosaic-conv@<id>.socket`, or pass --listen PATH for development", ErrNoListener)
-	case len(all) > 1:
-		for _, l := range all {
-			l.Close()
-		}
-		return nil, fmt.Errorf("%w: got %d activated sockets, want exactly one", ErrNoListener, len(all))
+	case len(files) > 1:
+		return nil, fmt.Errorf("%w: got %d activated sockets, want exactly one", ErrNoListener, len(files))
 	}
-	if ls := named[FDName]; len(ls) != 1 {
-		all[0].Close()
+	f := files[0]
+	if f.Name() != FDName {
 		return nil, fmt.Errorf("%w: the activated socket is not named %q (FileDescriptorName=)", ErrNoListener, FDName)
 	}
-	return all[0], nil
+	if err := streamListening(f); err != nil {
+		return nil, fmt.Errorf("%w: activated fd %q: %w", ErrNoListener, f.Name(), err)
+	}
+	l, err := net.FileListener(f)
+	if err != nil {
+		return nil, fmt.Errorf("%w: activated fd %q: %w", ErrNoListener, f.Name(), err)
+	}
+	return l, nil
+}
+
+// streamListening checks that f is a socket in listen(2) state of type
+// SOCK_STREAM: net.FileListener takes any socket with an address, a
+// datagram one too, and would then fail at the first accept.
+func streamListening(f *os.File) error {
+	fd := int(f.Fd())
+	typ, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TYPE)
+	if err != nil {
+		return fmt.Errorf("not a socket: %w", err)
+	}
+	if typ != unix.SOCK_STREAM {
+		return fmt.Errorf("socket type %d is not SOCK_STREAM (ListenStream=)", typ)
+	}
+	if acc, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ACCEPTCONN); err != nil || acc != 1 {
+		return fmt.Errorf("the socket is not listening (%v)", err)
+	}
+	return nil
 }
 
 // Listen creates a development listener at path (what --listen does): the

@@ -1,12 +1,10 @@
 package activation
 
 import (
-	"bytes"
 	"fmt"
-	"os"
-	"strconv"
 	"strings"
-	"syscall"
+
+	"github.com/mosaic-agents/mosaic/internal/procfs"
 )
 
 // EngineScopePrefix starts the name of every engine scope unit
@@ -36,16 +34,14 @@ type Judge struct {
 }
 
 // namespaces identifies a process's pid and user namespaces by the nsfs
-// inode of /proc/<pid>/ns/{pid,user}.
+// device and inode of /proc/<pid>/ns/{pid,user}.
 type namespaces struct {
-	pid, user nsID
+	pid, user procfs.NS
 }
-
-type nsID struct{ dev, ino uint64 }
 
 // NewJudge reads this process's own namespaces.
 func NewJudge() (*Judge, error) {
-	ns, err := namespacesOf("self")
+	ns, err := namespacesOf(procfs.Self)
 	if err != nil {
 		return nil, fmt.Errorf("read the controller's own namespaces: %w", err)
 	}
@@ -89,7 +85,7 @@ func (j *Judge) look(p *Peer) (string, error) {
 // observe reads what makes pid an engine peer: its namespaces, its cgroup
 // and its parents' cgroups. It returns the first reason found, or "".
 func (j *Judge) observe(pid int) (string, error) {
-	ns, err := namespacesOf(strconv.Itoa(pid))
+	ns, err := namespacesOf(pid)
 	if err != nil {
 		return "", err
 	}
@@ -125,44 +121,29 @@ func (j *Judge) observe(pid int) (string, error) {
 	}
 }
 
-// namespacesOf stats /proc/<who>/ns/{pid,user}. Another process's links
+// namespacesOf stats /proc/<pid>/ns/{pid,user}. Another process's links
 // need ptrace read access: a peer that made itself non-dumpable cannot be
 // read, and so is not believed.
-func namespacesOf(who string) (namespaces, error) {
+func namespacesOf(pid int) (namespaces, error) {
 	var ns namespaces
 	for _, x := range []struct {
 		name string
-		id   *nsID
+		id   *procfs.NS
 	}{{"pid", &ns.pid}, {"user", &ns.user}} {
-		fi, err := os.Stat("/proc/" + who + "/ns/" + x.name)
+		id, err := procfs.Namespace(pid, x.name)
 		if err != nil {
 			return namespaces{}, fmt.Errorf("%w: %w", ErrPeerUnreadable, err)
 		}
-		st, ok := fi.Sys().(*syscall.Stat_t)
-		if !ok {
-			return namespaces{}, fmt.Errorf("%w: stat %s: no inode", ErrPeerUnreadable, x.name)
-		}
-		*x.id = nsID{dev: st.Dev, ino: st.Ino}
+		*x.id = id
 	}
 	return ns, nil
 }
 
 // cgroupOf returns the cgroup paths of pid, one per hierarchy line.
 func cgroupOf(pid int) ([]string, error) {
-	b, err := readProc(pid, "cgroup")
+	paths, err := procfs.Cgroups(pid)
 	if err != nil {
-		return nil, err
-	}
-	var paths []string
-	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		// hierarchy-ID:controllers:path; the path may contain ':'.
-		parts := strings.SplitN(line, ":", 3)
-		if len(parts) == 3 {
-			paths = append(paths, parts[2])
-		}
-	}
-	if len(paths) == 0 {
-		return nil, fmt.Errorf("%w: /proc/%d/cgroup names no cgroup", ErrPeerUnreadable, pid)
+		return nil, fmt.Errorf("%w: %w", ErrPeerUnreadable, err)
 	}
 	return paths, nil
 }
@@ -182,21 +163,9 @@ func engineScope(paths []string) string {
 // parentOf reads the parent pid from /proc/<pid>/stat (field 4, after the
 // command name, which may itself hold spaces and parentheses).
 func parentOf(pid int) (int, error) {
-	b, err := readProc(pid, "stat")
+	st, err := procfs.ReadStat(pid)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("%w: %w", ErrPeerUnreadable, err)
 	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("%w: /proc/%d/stat: no command name", ErrPeerUnreadable, pid)
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 2 {
-		return 0, fmt.Errorf("%w: /proc/%d/stat: too short", ErrPeerUnreadable, pid)
-	}
-	ppid, err := strconv.Atoi(f[1])
-	if err != nil {
-		return 0, fmt.Errorf("%w: /proc/%d/stat: parent %q: %w", ErrPeerUnreadable, pid, f[1], err)
-	}
-	return ppid, nil
+	return st.PPID, nil
 }

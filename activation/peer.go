@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 
 	"golang.org/x/sys/unix"
 )
@@ -137,16 +136,4 @@ func control(c net.Conn, f func(fd int) error) error {
 		return fmt.Errorf("peer credentials: %w", ferr)
 	}
 	return nil
-}
-
-// procPath is /proc/<pid>/<name>.
-func procPath(pid int, name string) string { return fmt.Sprintf("/proc/%d/%s", pid, name) }
-
-// readProc reads /proc/<pid>/<name>.
-func readProc(pid int, name string) ([]byte, error) {
-	b, err := os.ReadFile(procPath(pid, name))
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrPeerUnreadable, err)
-	}
-	return b, nil
 }

@@ -1,6 +1,7 @@
-// Package audit writes every decision of a controller (admission, takeover,
-// each stop transition, proof, recover, launch) and what peers did
-// (connect, hello, refusal, disconnect) as structured journald entries, so
+// Package audit writes every decision of a controller (start, stop,
+// admission, receipt, takeover, each binding and stop transition, proof,
+// confirmation, launch, a foreign writer) and what peers did (connect,
+// hello, refusal, disconnect) as structured journald entries, so
 // `journalctl --user -u mosaic-conv@<id>.service MOSAIC_EVENT=takeover` is
 // the audit trail.
 //

@@ -1,13 +1,12 @@
 package claims
 
 import (
-	"bytes"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
-	"strconv"
 	"time"
+
+	"github.com/mosaic-agents/mosaic/internal/procfs"
 )
 
 // Host is what restart classification reads from the machine. LocalHost
@@ -30,13 +29,7 @@ func LocalHost() Host { return localHost{} }
 
 type localHost struct{}
 
-func (localHost) BootID() (string, error) {
-	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	if err != nil {
-		return "", fmt.Errorf("read boot id: %w", err)
-	}
-	return string(bytes.TrimSpace(b)), nil
-}
+func (localHost) BootID() (string, error) { return procfs.BootID() }
 
 func (h localHost) Self() (Process, error) {
 	boot, err := h.BootID()
@@ -64,26 +57,9 @@ func (localHost) Alive(p Process) (bool, error) {
 
 func (localHost) Now() time.Time { return time.Now() }
 
-// startTime reads field 22 of /proc/<pid>/stat. The command name (field 2)
-// may hold spaces and parentheses, so fields are counted after the last ')'.
+// startTime is field 22 of /proc/<pid>/stat; a process that is gone is
+// fs.ErrNotExist.
 func startTime(pid int) (uint64, error) {
-	path := "/proc/" + strconv.Itoa(pid) + "/stat"
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, fmt.Errorf("read %q: %w", path, err)
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("parse %q: no command name", path)
-	}
-	fields := bytes.Fields(b[i+1:])
-	// After ')' come field 3 (state) onward; field 22 is index 19.
-	if len(fields) < 20 {
-		return 0, fmt.Errorf("parse %q: %d fields", path, len(fields))
-	}
-	v, err := strconv.ParseUint(string(fields[19]), 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("parse %q start time: %w", path, err)
-	}
-	return v, nil
+	st, err := procfs.ReadStat(pid)
+	return st.StartTime, err
 }

@@ -2,8 +2,6 @@ package claims
 
 import (
 	"bytes"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +13,8 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/mosaic-agents/mosaic/internal/atomicfile"
+	"github.com/mosaic-agents/mosaic/internal/ids"
 	"github.com/mosaic-agents/mosaic/proofs"
 )
 
@@ -123,7 +123,7 @@ func (s *Store) publish(dir string, rec Record) error {
 	}
 	data = append(data, '\n')
 	final := filepath.Join(dir, revisionFile(rec.Revision))
-	tmp := filepath.Join(dir, fmt.Sprintf(".r%010d.%d.%s.tmp", rec.Revision, os.Getpid(), randomHex(8)))
+	tmp := filepath.Join(dir, fmt.Sprintf(".r%010d.%d.%s.tmp", rec.Revision, os.Getpid(), ids.Hex(8)))
 	if err := s.writeTemp(tmp, data); err != nil {
 		os.Remove(tmp)
 		return err
@@ -143,7 +143,7 @@ func (s *Store) publish(dir string, rec Record) error {
 	if err := s.fault(FaultLinked, final); err != nil {
 		return fmt.Errorf("sync revision %q: %w", final, err)
 	}
-	if err := syncDir(dir); err != nil {
+	if err := atomicfile.SyncDir(dir); err != nil {
 		return fmt.Errorf("sync revision %q: %w", final, err)
 	}
 	return s.fault(FaultDirSynced, final)
@@ -187,24 +187,9 @@ func (s *Store) ensureDir(dir string) error {
 		return fmt.Errorf("create claim directory %q: %w", dir, err)
 	}
 	for _, d := range []string{parent, s.root} {
-		if err := syncDir(d); err != nil {
+		if err := atomicfile.SyncDir(d); err != nil {
 			return fmt.Errorf("create claim directory %q: %w", dir, err)
 		}
 	}
 	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	rand.Read(b)
-	return hex.EncodeToString(b)
 }

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/mosaic-agents/mosaic/internal/ids"
+	"github.com/mosaic-agents/mosaic/internal/xdg"
 )
 
 // Errors carried (via errors.Is) by refusals and failures of this package.
@@ -75,7 +78,7 @@ func Open(root string, opts ...Option) (*Store, error) {
 	if !filepath.IsAbs(root) {
 		return nil, fmt.Errorf("claim root %q is not absolute: %w", root, ErrInvalid)
 	}
-	s := &Store{root: filepath.Clean(root), host: LocalHost(), newID: func() string { return randomHex(16) }}
+	s := &Store{root: filepath.Clean(root), host: LocalHost(), newID: func() string { return ids.Hex(16) }}
 	for _, o := range opts {
 		o(s)
 	}
@@ -92,14 +95,11 @@ func (s *Store) Root() string { return s.root }
 // ~/.local/state/mosaic/claims when XDG_STATE_HOME is unset or relative
 // (the XDG spec says to ignore a relative value).
 func DefaultRoot() (string, error) {
-	if x := os.Getenv("XDG_STATE_HOME"); filepath.IsAbs(x) {
-		return filepath.Join(x, "mosaic", "claims"), nil
-	}
-	home, err := os.UserHomeDir()
+	base, err := xdg.StateHome()
 	if err != nil {
 		return "", fmt.Errorf("default claim root: %w", err)
 	}
-	return filepath.Join(home, ".local", "state", "mosaic", "claims"), nil
+	return filepath.Join(base, "mosaic", "claims"), nil
 }
 
 func (s *Store) fault(point, path string) error {

@@ -2,13 +2,12 @@ package client
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
+	"github.com/mosaic-agents/mosaic/internal/ids"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
@@ -157,9 +156,5 @@ func (c *Client) write(ctx context.Context, line []byte) (n int, err error) {
 // 128 random bits, so ids never collide across connections or restarts of
 // this client.
 func newRequestID() string {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic(fmt.Sprintf("crypto/rand: %v", err)) // never fails on Linux ≥ 3.17
-	}
-	return "r-" + hex.EncodeToString(b[:])
+	return ids.New("r-", 16)
 }

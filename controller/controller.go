@@ -2,8 +2,6 @@ package controller
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,6 +13,7 @@ import (
 	"github.com/mosaic-agents/mosaic/conversations"
 	"github.com/mosaic-agents/mosaic/engine"
 	"github.com/mosaic-agents/mosaic/history"
+	"github.com/mosaic-agents/mosaic/internal/ids"
 	"github.com/mosaic-agents/mosaic/protocol"
 	"github.com/mosaic-agents/mosaic/scopes"
 )
@@ -179,11 +178,7 @@ func New(cfg Config) *Controller {
 // newID returns a random id with a prefix: k- connections, e- executions,
 // s- stops, cf- confirmations, el- eligibility, rc- receipts.
 func newID(prefix string) string {
-	var b [8]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic(fmt.Sprintf("crypto/rand: %v", err))
-	}
-	return prefix + hex.EncodeToString(b[:])
+	return ids.New(prefix, 8)
 }
 
 // bindingLocked projects the state for clients. Callers hold mu.
@@ -266,9 +261,6 @@ func jsonLine(v any) ([]byte, error) {
 	}
 	return append(b, '\n'), nil
 }
-
-// engineEffect is a tool call the engine started and never ended.
-type engineEffect = engine.Effect
 
 // attach registers a connection that said hello and sends it the binding
 // at once, so a one-shot client knows generation, execution and state

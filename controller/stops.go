@@ -8,6 +8,7 @@ import (
 
 	"github.com/mosaic-agents/mosaic/audit"
 	"github.com/mosaic-agents/mosaic/claims"
+	"github.com/mosaic-agents/mosaic/engine"
 	"github.com/mosaic-agents/mosaic/proofs"
 	"github.com/mosaic-agents/mosaic/protocol"
 	"github.com/mosaic-agents/mosaic/scopes"
@@ -132,7 +133,7 @@ func (c *Controller) fenceDispatch(s *protocol.Stop) bool {
 
 // effectReport turns tool calls started and never ended into uncertain
 // effects: killing or aborting never counts as rollback.
-func effectReport(open []engineEffect) *protocol.EffectReport {
+func effectReport(open []engine.Effect) *protocol.EffectReport {
 	r := &protocol.EffectReport{Record: "effectReport", Uncertain: []protocol.Effect{}, Disposition: "reconciled"}
 	for _, e := range open {
 		r.Uncertain = append(r.Uncertain, protocol.Effect{CallID: e.CallID, Tool: e.Name, Reason: "started-without-end"})
@@ -264,7 +265,7 @@ func (c *Controller) finishStop(ctx context.Context, x *execution, s *protocol.S
 	if x.conn != nil {
 		x.conn.Close() // the cohort is dead or not: stdin has no reader to keep
 	}
-	var open []engineEffect
+	var open []engine.Effect
 	if x.conn != nil {
 		open = x.conn.State().OpenTools
 	}

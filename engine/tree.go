@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/mosaic-agents/mosaic/internal/xdg"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
@@ -297,13 +298,9 @@ type manifest struct {
 // <digest>.stat, the stat digest alone, which is all a check of an
 // unchanged tree reads.
 func manifestPath(digest, ext string) (string, error) {
-	base := os.Getenv("XDG_STATE_HOME")
-	if !filepath.IsAbs(base) {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return "", err
-		}
-		base = filepath.Join(home, ".local", "state")
+	base, err := xdg.StateHome()
+	if err != nil {
+		return "", err
 	}
 	return filepath.Join(base, "mosaic", "pins", digest+ext), nil
 }

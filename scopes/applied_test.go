@@ -18,7 +18,7 @@ func TestAppliedAndEngineScopes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	units, err := m.EngineScopes(ctx, e.Cohort.Conversation)
-	if err != nil || len(units) != 1 || units[0] != e.Cohort.Unit {
+	if err != nil || len(units) != 1 || units[0].Name != e.Cohort.Unit {
 		t.Fatalf("EngineScopes(%q) = %v, %v; want [%s]", e.Cohort.Conversation, units, err, e.Cohort.Unit)
 	}
 	if other, err := m.EngineScopes(ctx, e.Cohort.Conversation+"x"); err != nil || len(other) != 0 {

@@ -17,6 +17,7 @@ import (
 
 	sddbus "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/godbus/dbus/v5"
+	"github.com/mosaic-agents/mosaic/internal/procfs"
 	"github.com/mosaic-agents/mosaic/proofs"
 )
 
@@ -77,7 +78,7 @@ func TestLaunchConfirmsScopeBeforeEngineRuns(t *testing.T) {
 	if c.Confinement.CgroupRoot != c.Cgroup {
 		t.Fatalf("cgroup namespace rooted at %q, want %q", c.Confinement.CgroupRoot, c.Cgroup)
 	}
-	if cg, err := procCgroup(c.PID); err != nil || cg != c.Cgroup {
+	if cg, err := procfs.Cgroup2(c.PID); err != nil || cg != c.Cgroup {
 		t.Fatalf("engine started in %q (%v), want the scope's engine cgroup %q", cg, err, c.Cgroup)
 	}
 	if path.Base(c.ScopeCgroup) != c.Unit || c.Cgroup != c.ScopeCgroup+"/"+EngineSubgroup {
@@ -90,7 +91,7 @@ func TestLaunchConfirmsScopeBeforeEngineRuns(t *testing.T) {
 	if err != nil || st.ActiveState != "active" || st.InvocationID != c.InvocationID {
 		t.Fatalf("unit state %+v, %v", st, err)
 	}
-	if cg, _ := procCgroup(c.AnchorPID); cg != c.ScopeCgroup+"/"+AnchorSubgroup {
+	if cg, _ := procfs.Cgroup2(c.AnchorPID); cg != c.ScopeCgroup+"/"+AnchorSubgroup {
 		t.Fatalf("anchor in %q", cg)
 	}
 	// Stdin stays open and the engine answers.
@@ -115,7 +116,7 @@ func TestK1ScopeStopKillsSetsidChild(t *testing.T) {
 			e := launchEngine(t, m, setsidEngine)
 			got := e.expect(t, "cgroup", "engine", "setsid", "ready")
 			eng, child := e.pin(t, got["engine"]), e.pin(t, got["setsid"])
-			if cg, err := procCgroup(child.pid); err != nil || cg != e.Cohort.Cgroup {
+			if cg, err := procfs.Cgroup2(child.pid); err != nil || cg != e.Cohort.Cgroup {
 				t.Fatalf("setsid child in %q (%v), want %s", cg, err, e.Cohort.Cgroup)
 			}
 			res := e.Stop(ctxT(t), StopOptions{Stop: "stop-k1", Grace: tc.grace})
@@ -388,9 +389,10 @@ func TestReconnectAfterClosedBus(t *testing.T) {
 	m := testManager(t)
 	a := launchEngine(t, m, echoEngine)
 	a.expect(t, "ready")
-	m.bus.mu.Lock()
-	old := m.bus.conn
-	m.bus.mu.Unlock()
+	old, err := m.bus.Conn(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
 	old.Close()
 	b := launchEngine(t, m, echoEngine)
 	b.expect(t, "ready")
@@ -416,7 +418,7 @@ func TestBeforeRelease(t *testing.T) {
 					if _, err := os.Stat(marker); err == nil {
 						t.Errorf("engine ran before release")
 					}
-					if cg, err := procCgroup(c.PID); err != nil || cg != c.Cgroup {
+					if cg, err := procfs.Cgroup2(c.PID); err != nil || cg != c.Cgroup {
 						t.Errorf("held child in %q (%v), want %s", cg, err, c.Cgroup)
 					}
 					if fail {

@@ -14,8 +14,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/mosaic-agents/mosaic/proofs"
 	"golang.org/x/sys/unix"
+
+	"github.com/mosaic-agents/mosaic/internal/procfs"
+	"github.com/mosaic-agents/mosaic/internal/xdg"
+	"github.com/mosaic-agents/mosaic/proofs"
 )
 
 // ErrConfinement: the held child could not set up the engine's
@@ -108,7 +111,7 @@ func (s *maskSet) add(ps ...string) {
 // exists ($XDG_RUNTIME_DIR, /run/user/<uid>).
 func runtimeMasks() []string {
 	var rts, out []string
-	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+	if d, err := xdg.RuntimeDir(); err == nil {
 		rts = append(rts, d)
 	}
 	rts = append(rts, "/run/user/"+strconv.Itoa(os.Getuid()))
@@ -246,7 +249,7 @@ func confine(plan confinePlan) confineReport {
 	if err := unix.Mount("cgroup2", plan.CgroupMount, "cgroup2", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return fail("mount cgroup2 on %s from inside the cgroup namespace: %v", plan.CgroupMount, err)
 	}
-	cg, err := procCgroup(os.Getpid())
+	cg, err := procfs.Cgroup2(os.Getpid())
 	if err != nil {
 		return fail("read /proc/self/cgroup: %v", err)
 	}
@@ -286,33 +289,20 @@ func dropPrivileges() error {
 	return nil
 }
 
-// nsInode reads the inode number of a namespace link such as
-// /proc/<pid>/ns/user ("user:[4026531837]").
-func nsInode(p string) (uint64, error) {
-	l, err := os.Readlink(p)
-	if err != nil {
-		return 0, err
-	}
-	_, rest, ok := strings.Cut(l, ":[")
-	if !ok || !strings.HasSuffix(rest, "]") {
-		return 0, fmt.Errorf("%s: unexpected link %q", p, l)
-	}
-	return strconv.ParseUint(strings.TrimSuffix(rest, "]"), 10, 64)
-}
-
 // namespaces reads pid's namespaces of each confined type with this
 // process's own, and checks that each differs.
 func namespaces(pid int) ([]proofs.Namespace, error) {
 	var out []proofs.Namespace
 	for _, typ := range proofs.ConfinedNamespaces {
-		e, err := nsInode(fmt.Sprintf("/proc/%d/ns/%s", pid, typ))
+		en, err := procfs.Namespace(pid, typ)
 		if err != nil {
 			return out, err
 		}
-		c, err := nsInode("/proc/self/ns/" + typ)
+		cn, err := procfs.Namespace(procfs.Self, typ)
 		if err != nil {
 			return out, err
 		}
+		e, c := en.Ino, cn.Ino
 		out = append(out, proofs.Namespace{Type: typ, Engine: e, Controller: c})
 		if e == c {
 			return out, fmt.Errorf("held child %d shares this process's %s namespace %d", pid, typ, e)
@@ -396,7 +386,7 @@ func ProbeConfinement(ctx context.Context) (proofs.Confinement, error) {
 	if err != nil {
 		return proofs.Confinement{}, fmt.Errorf("%w: probe: %w", ErrConfinement, err)
 	}
-	cg, _ := procCgroup(held.cmd.Process.Pid)
+	cg, _ := procfs.Cgroup2(held.cmd.Process.Pid)
 	return evidence(held.cmd.Process.Pid, rep, cg)
 }
 

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/mosaic-agents/mosaic/internal/procfs"
 )
 
 func TestUnescapeMount(t *testing.T) {
@@ -45,8 +47,8 @@ func TestPlanConfinement(t *testing.T) {
 	if p.CgroupMount != "/sys/fs/cgroup" {
 		t.Errorf("cgroup view on %q", p.CgroupMount)
 	}
-	if _, err := nsInode("/proc/self/ns/user"); err != nil {
-		t.Errorf("nsInode: %v", err)
+	if _, err := procfs.Namespace(procfs.Self, "user"); err != nil {
+		t.Errorf("procfs.Namespace: %v", err)
 	}
 	if ns, err := namespaces(os.Getpid()); err == nil {
 		t.Errorf("this process's namespaces taken for an engine's: %v", ns)

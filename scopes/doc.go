@@ -146,9 +146,11 @@
 //   - The user bus is dialled (DBUS_SESSION_BUS_ADDRESS, else
 //     $XDG_RUNTIME_DIR/bus) with EXTERNAL auth and Hello, as runc does; the
 //     first use also reads the manager's Version so a bus without a user
-//     manager is told apart. One connection per Manager, created on first
-//     use and redialled once after dbus.ErrClosed. Make one Manager per
-//     process; it is the only state (plus the cgroup2 mount handle).
+//     manager is told apart (internal/userbus). One connection per process,
+//     shared with the unit verbs and mosaicctl status, created on first use
+//     and redialled once after dbus.ErrClosed; a Manager with its own
+//     Config.BusAddress owns a private one. Make one Manager per process; it
+//     holds no other state than the cgroup2 mount handle.
 //   - UnitExists: if the held child is already in that unit (a retry after
 //     a reconnect), the first start worked; otherwise reset-failed and retry
 //     once; then ErrUnitExists.

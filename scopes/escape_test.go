@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mosaic-agents/mosaic/internal/procfs"
 	"github.com/mosaic-agents/mosaic/proofs"
 )
 
@@ -60,7 +61,7 @@ func TestConfinedEngineCannotEscape(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	own, err := procCgroup(os.Getpid())
+	own, err := procfs.Cgroup2(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package scopes
 import (
 	"context"
 	"fmt"
+	"github.com/mosaic-agents/mosaic/internal/procfs"
 	"strings"
 	"time"
 
@@ -66,7 +67,7 @@ func (m *Manager) launchGroup(spec Spec, rel release, cause error) (h *Handle, e
 // groupCohort is the process-group cohort of a pinned leader: its pid is
 // the pgid, and the reason says why no stop of it can be proven.
 func groupCohort(spec Spec, leader *member, cause error) (Cohort, error) {
-	boot, err := BootID()
+	boot, err := procfs.BootID()
 	if err != nil {
 		return Cohort{}, err
 	}
@@ -144,7 +145,7 @@ func (h *Handle) killGroup(ctx context.Context, opts StopOptions) StopResult {
 		waitDeaths(ms, deadline(ctx, opts.KillTimeout))
 	}
 	h.mu.Unlock()
-	obs.ObservedAt, obs.ObservedWall = BoottimeNanos(), time.Now()
+	obs.ObservedAt, obs.ObservedWall = procfs.BoottimeNanos(), time.Now()
 	for _, m := range ms {
 		obs.Members = append(obs.Members, proofs.MemberObservation{
 			PID: m.PID, StartTime: m.StartTime, Comm: m.Comm, Died: m.Died, DiedAt: m.DiedAt,

@@ -2,6 +2,7 @@ package scopes
 
 import (
 	"errors"
+	"github.com/mosaic-agents/mosaic/internal/procfs"
 	"os"
 	"os/exec"
 	"sync"
@@ -67,13 +68,13 @@ func newHandle(m *Manager, pipes *stdio, held *heldChild, c Cohort) *Handle {
 
 func (h *Handle) reap() {
 	h.exitErr = h.engine.Wait()
-	h.reapedAt = BoottimeNanos()
+	h.reapedAt = procfs.BoottimeNanos()
 	close(h.done)
 }
 
 func (h *Handle) reapAnchor() {
 	h.anchor.Wait()
-	h.anchorReapedAt = BoottimeNanos()
+	h.anchorReapedAt = procfs.BoottimeNanos()
 	close(h.anchorDone)
 }
 

@@ -288,3 +288,11 @@ func startAnchor() (*exec.Cmd, *os.File, error) {
 	}
 	return cmd, readyR, nil
 }
+
+// truncate bounds what an error quotes of a report.
+func truncate(b []byte) []byte {
+	if len(b) > 64 {
+		return b[:64]
+	}
+	return b
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/mosaic-agents/mosaic/internal/procfs"
 	"time"
 
 	"github.com/mosaic-agents/mosaic/proofs"
@@ -93,7 +94,7 @@ func (h *Handle) killScope(ctx context.Context, opts StopOptions) StopResult {
 func (k *killPhase) identify(ctx context.Context) (UnitState, error) {
 	h := k.h
 	c := h.Cohort
-	boot, err := BootID()
+	boot, err := procfs.BootID()
 	if err != nil {
 		return UnitState{}, fmt.Errorf("boot id unreadable: %w", err)
 	}
@@ -143,7 +144,7 @@ func (k *killPhase) awaitEmpty() (cgEvents, error) {
 // cgroup is empty; the verdict then decides.
 func (k *killPhase) observe(ctx context.Context, st UnitState, ev cgEvents) StopResult {
 	h, obs := k.h, k.obs()
-	obs.ObservedAt, obs.ObservedWall = BoottimeNanos(), time.Now()
+	obs.ObservedAt, obs.ObservedWall = procfs.BoottimeNanos(), time.Now()
 	obs.CgroupPresent, obs.Populated = true, ev.Populated
 	obs.Basis = proofs.BasisEmptyObserved
 	if ev.Populated == 0 {

@@ -101,7 +101,7 @@ func NewManager(cfg Config) *Manager {
 	if cfg.JobTimeout <= 0 {
 		cfg.JobTimeout = 10 * time.Second
 	}
-	return &Manager{cfg: cfg, bus: bus{addr: cfg.BusAddress}}
+	return &Manager{cfg: cfg, bus: newBus(cfg.BusAddress)}
 }
 
 // Close drops the bus connection and the cgroup2 handle.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/mosaic-agents/mosaic/internal/procfs"
 	"os"
 	"os/exec"
 	"path"
@@ -172,7 +173,7 @@ func (l *scopeLaunch) move(pid int, sub string) error {
 
 // confirmIn checks /proc/<pid>/cgroup names cg exactly.
 func confirmIn(pid int, cg string) error {
-	if got, err := procCgroup(pid); err != nil || got != cg {
+	if got, err := procfs.Cgroup2(pid); err != nil || got != cg {
 		return fmt.Errorf("%w: pid %d in %q (%v), want %s", ErrNotInScope, pid, got, err, cg)
 	}
 	return nil
@@ -187,15 +188,15 @@ func (l *scopeLaunch) identify() error {
 	if err != nil {
 		return fmt.Errorf("scope %s: %w", c.Unit, err)
 	}
-	held, err := readStat(c.PID)
+	held, err := procfs.ReadStat(c.PID)
 	if err != nil {
 		return fmt.Errorf("held child %d: %w", c.PID, err)
 	}
-	anchor, err := readStat(c.AnchorPID)
+	anchor, err := procfs.ReadStat(c.AnchorPID)
 	if err != nil {
 		return fmt.Errorf("anchor %d: %w", c.AnchorPID, err)
 	}
-	boot, err := BootID()
+	boot, err := procfs.BootID()
 	if err != nil {
 		return err
 	}

@@ -11,8 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
 	"golang.org/x/sys/unix"
+
+	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
+	"github.com/mosaic-agents/mosaic/internal/procfs"
 )
 
 func TestMain(m *testing.M) {
@@ -182,7 +184,7 @@ func assertProvenStop(t *testing.T, res StopResult, pins ...pinned) {
 // ticksToNanos converts a start time in clock ticks to nanoseconds since
 // boot.
 func ticksToNanos(t uint64) uint64 {
-	hz := ClockTicks()
+	hz := procfs.ClockTicks()
 	return t/hz*uint64(time.Second) + t%hz*uint64(time.Second)/hz
 }
 

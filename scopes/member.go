@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mosaic-agents/mosaic/internal/procfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -50,13 +51,13 @@ func openMember(pid int, wantStart uint64, within string) (*member, error) {
 		m.close()
 		return nil, err
 	}
-	st, err := readStat(pid)
+	st, err := procfs.ReadStat(pid)
 	if err != nil {
 		return fail(fmt.Errorf("pid %d: %w (%v)", pid, ErrVanished, err))
 	}
 	var cg string
 	if within != "" {
-		if cg, err = procCgroup(pid); err != nil {
+		if cg, err = procfs.Cgroup2(pid); err != nil {
 			return fail(fmt.Errorf("pid %d: %w (%v)", pid, ErrVanished, err))
 		}
 	}
@@ -109,7 +110,7 @@ func waitDeaths(ms []*member, deadline time.Time) []*member {
 			return pending
 		}
 		if n > 0 {
-			now := BoottimeNanos()
+			now := procfs.BoottimeNanos()
 			for i, f := range fds {
 				if f.Revents&(unix.POLLIN|unix.POLLHUP) != 0 {
 					pending[i].Died, pending[i].DiedAt = true, now

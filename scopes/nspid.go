@@ -3,10 +3,8 @@ package scopes
 import (
 	"errors"
 	"fmt"
-	"os"
-	"strconv"
-	"strings"
 
+	"github.com/mosaic-agents/mosaic/internal/procfs"
 	"github.com/mosaic-agents/mosaic/proofs"
 )
 
@@ -25,7 +23,7 @@ func (h *Handle) HostPID(nsPID int) (int, error) {
 	}
 	// The held child is PID 1 one level below this process's view: its
 	// NSpid line gives the level the engine's pids are at.
-	root, err := nsPIDs(c.PID)
+	root, err := procfs.NSpid(c.PID)
 	if err != nil {
 		return 0, fmt.Errorf("pid namespace of cohort %s: %w", c.Unit, err)
 	}
@@ -39,35 +37,10 @@ func (h *Handle) HostPID(nsPID int) (int, error) {
 		return 0, err
 	}
 	for _, pid := range pids {
-		ns, err := nsPIDs(pid)
+		ns, err := procfs.NSpid(pid)
 		if err == nil && len(ns) > level && ns[level] == nsPID {
 			return pid, nil
 		}
 	}
 	return 0, fmt.Errorf("pid %d of %s: %w", nsPID, c.Unit, ErrNoSuchMember)
-}
-
-// nsPIDs reads the NSpid line of /proc/<pid>/status: the process's pid in
-// each pid namespace from this /proc's down to its own.
-func nsPIDs(pid int) ([]int, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return nil, err
-	}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		rest, ok := strings.CutPrefix(line, "NSpid:")
-		if !ok {
-			continue
-		}
-		var out []int
-		for f := range strings.FieldsSeq(rest) {
-			n, err := strconv.Atoi(f)
-			if err != nil {
-				return nil, fmt.Errorf("NSpid %q: %w", rest, err)
-			}
-			out = append(out, n)
-		}
-		return out, nil
-	}
-	return nil, fmt.Errorf("/proc/%d/status has no NSpid line", pid)
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	sddbus "github.com/coreos/go-systemd/v22/dbus"
+	"github.com/mosaic-agents/mosaic/internal/procfs"
 	"github.com/mosaic-agents/mosaic/proofs"
 	"golang.org/x/sys/unix"
 )
@@ -36,7 +37,7 @@ func (c *cgroupFS) id(cgroup string) (uint64, error) {
 }
 
 // managerCgroup is the user manager's own cgroup (its ControlGroup).
-func (b *bus) managerCgroup(ctx context.Context) (string, error) {
+func (b bus) managerCgroup(ctx context.Context) (string, error) {
 	var cg string
 	err := b.do(ctx, func(c *sddbus.Conn) error {
 		v, err := c.GetManagerProperty("ControlGroup")
@@ -149,7 +150,7 @@ func (k *killPhase) killRemoved(ctx context.Context) StopResult {
 	if err != nil || !gone {
 		return k.uncertain("cgroup %s no longer observed removed (%v)", c.Cgroup, err)
 	}
-	obs.ObservedAt, obs.ObservedWall = BoottimeNanos(), time.Now()
+	obs.ObservedAt, obs.ObservedWall = procfs.BoottimeNanos(), time.Now()
 	rm.Known = known
 	rm.UnitLoadState, rm.UnitActiveState, rm.UnitInvocationID = st.LoadState, st.ActiveState, st.InvocationID
 	obs.Removal = rm
@@ -277,7 +278,7 @@ func observeDeath(role string, pid int, start uint64, reaped <-chan struct{}, at
 			return d, fmt.Errorf("%s pid %d: %w", role, pid, err)
 		}
 		if how != "" {
-			d.How, d.DiedAt = how, BoottimeNanos()
+			d.How, d.DiedAt = how, procfs.BoottimeNanos()
 			return d, nil
 		}
 		if !time.Now().Before(until) {
@@ -303,7 +304,7 @@ func probeDeath(pid int, start uint64) (string, error) {
 		return "", fmt.Errorf("pidfd_open: %w", err)
 	}
 	defer unix.Close(fd)
-	st, serr := readStat(pid)
+	st, serr := procfs.ReadStat(pid)
 	exited := pidfdExited(fd)
 	switch {
 	case serr == nil && st.StartTime != start:

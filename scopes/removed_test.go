@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mosaic-agents/mosaic/internal/procfs"
 	"github.com/mosaic-agents/mosaic/proofs"
 )
 
@@ -134,7 +135,7 @@ func escape(t *testing.T, fs *cgroupFS, c Cohort, p pinned) {
 	if err := fs.write(dir, "cgroup.procs", fmt.Sprint(p.pid)); err != nil {
 		t.Fatalf("move pid %d out of the scope: %v", p.pid, err)
 	}
-	if cg, err := procCgroup(p.pid); err != nil || cg != dir {
+	if cg, err := procfs.Cgroup2(p.pid); err != nil || cg != dir {
 		t.Fatalf("pid %d in %q (%v), want %s", p.pid, cg, err, dir)
 	}
 }

@@ -3,6 +3,7 @@ package scopes
 import (
 	"context"
 	"fmt"
+	"github.com/mosaic-agents/mosaic/internal/procfs"
 	"path"
 	"time"
 
@@ -22,7 +23,7 @@ func (m *Manager) startUnit(ctx context.Context, name string, props []sddbus.Pro
 		})
 		if isUnitExists(err) {
 			// After a reconnect the unit may be ours from the first try.
-			if cg, cerr := procCgroup(heldPID); cerr == nil && path.Base(cg) == name {
+			if cg, cerr := procfs.Cgroup2(heldPID); cerr == nil && path.Base(cg) == name {
 				return nil
 			}
 			if attempt == 0 {

@@ -7,8 +7,10 @@ import (
 	"slices"
 	"time"
 
-	"github.com/mosaic-agents/mosaic/proofs"
 	"golang.org/x/sys/unix"
+
+	"github.com/mosaic-agents/mosaic/internal/procfs"
+	"github.com/mosaic-agents/mosaic/proofs"
 )
 
 // Outcome is the state a stop phase leaves the cohort in, as the writer
@@ -95,7 +97,7 @@ func (h *Handle) baseObservation(stop string) proofs.Observation {
 		Cgroup:       c.Cgroup,
 		CgroupID:     c.CgroupID,
 		BootID:       c.BootID,
-		ClockTicks:   ClockTicks(),
+		ClockTicks:   procfs.ClockTicks(),
 		Confinement:  c.Confinement,
 	}
 }

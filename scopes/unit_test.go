@@ -9,50 +9,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mosaic-agents/mosaic/internal/procfs"
 	"github.com/mosaic-agents/mosaic/proofs"
 )
 
-func TestParseStat(t *testing.T) {
-	// Field 22 counted after a comm that holds spaces and parentheses.
-	tail := " S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 4242 19 20\n"
-	for _, tc := range []struct {
-		in, comm string
-		start    uint64
-		bad      bool
-	}{
-		{"12 (sleep)" + tail, "sleep", 4242, false},
-		{"12 (a) b (c))" + tail, "a) b (c)", 4242, false},
-		{"12 ( )" + tail, " ", 4242, false},
-		{"12 sleep S 1", "", 0, true},
-		{"12 (sleep) S 1 2", "", 0, true},
-	} {
-		st, err := parseStat([]byte(tc.in))
-		if tc.bad {
-			if err == nil {
-				t.Errorf("%q: no error", tc.in)
-			}
-			continue
-		}
-		if err != nil || st.Comm != tc.comm || st.StartTime != tc.start {
-			t.Errorf("%q: %+v %v", tc.in, st, err)
-		}
-	}
-}
-
-func TestParseEventsAndCgroup(t *testing.T) {
+func TestParseEvents(t *testing.T) {
 	ev, err := parseEvents([]byte("populated 0\nfrozen 1\n"))
 	if err != nil || ev.Populated != 0 || ev.Frozen != 1 {
 		t.Fatalf("%+v %v", ev, err)
 	}
 	if _, err := parseEvents([]byte("frozen 1\n")); err == nil {
 		t.Fatal("events without populated accepted")
-	}
-	cg, err := parseProcCgroup([]byte("1:name=systemd:/\n0::/a/b.scope/engine\n"))
-	if err != nil || cg != "/a/b.scope/engine" {
-		t.Fatalf("%q %v", cg, err)
-	}
-	if _, err := parseProcCgroup([]byte("4:memory:/\n")); err == nil {
-		t.Fatal("no 0:: line accepted")
 	}
 }
 
@@ -79,6 +46,26 @@ func TestUnitName(t *testing.T) {
 	}
 }
 
+// TestParseEngineScope reads back what UnitName writes, and refuses
+// names it cannot have written.
+func TestParseEngineScope(t *testing.T) {
+	for _, tc := range [][2]string{{"pi-0123456789abcdef0123", "x-1"}, {"pi-00000000000000000000", "e7"}, {"a.b", "c\\d"}} {
+		name, err := UnitName(tc[0], tc[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, x, ok := ParseEngineScope(name)
+		if !ok || c != tc[0] || x != tc[1] {
+			t.Errorf("ParseEngineScope(%q) = %q, %q, %v; want %q, %q", name, c, x, ok, tc[0], tc[1])
+		}
+	}
+	for _, name := range []string{"mosaic-engine-a.scope", "mosaic-engine-a-b-c.scope", "mosaic-conv@a.socket", "mosaic-engine--x.scope", "mosaic-engine-a-b.service"} {
+		if c, x, ok := ParseEngineScope(name); ok {
+			t.Errorf("ParseEngineScope(%q) = %q, %q, true; want a refusal", name, c, x)
+		}
+	}
+}
+
 // TestOpenMemberIdentity: pid reuse (a start time that does not match) and
 // a vanished process are refused and never signalled; a process outside
 // the cohort's cgroup is not a member.
@@ -89,11 +76,11 @@ func TestOpenMemberIdentity(t *testing.T) {
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	pid := cmd.Process.Pid
-	st, err := readStat(pid)
+	st, err := procfs.ReadStat(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	own, err := procCgroup(pid)
+	own, err := procfs.Cgroup2(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +143,7 @@ func TestWaitDeathsObservesEachDeath(t *testing.T) {
 	if alive := waitDeaths(ms, time.Time{}); len(alive) != 3 {
 		t.Fatalf("%d alive, want 3", len(alive))
 	}
-	before := BoottimeNanos()
+	before := procfs.BoottimeNanos()
 	for _, m := range ms[:2] {
 		if err := m.signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)

@@ -13,10 +13,11 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 	"text/template"
+
+	"github.com/mosaic-agents/mosaic/internal/xdg"
 )
 
 //go:embed templates
@@ -83,9 +84,9 @@ func IsOurs(data []byte) bool { return bytes.HasPrefix(data, []byte(Marker)) }
 // SocketPath returns where mosaic-conv@<id>.socket listens for the calling
 // user: ListenStream=%t/mosaic/conv/%i.sock, %t being $XDG_RUNTIME_DIR.
 func SocketPath(id string) (string, error) {
-	rt := os.Getenv("XDG_RUNTIME_DIR")
-	if rt == "" {
-		return "", fmt.Errorf("XDG_RUNTIME_DIR is not set: the conversation sockets live under the user's runtime directory (log in through PAM/systemd-logind, or export XDG_RUNTIME_DIR=/run/user/$(id -u))")
+	rt, err := xdg.RuntimeDir()
+	if err != nil {
+		return "", fmt.Errorf("%w: the conversation sockets live under the user's runtime directory (log in through PAM/systemd-logind, or export XDG_RUNTIME_DIR=/run/user/$(id -u))", err)
 	}
 	return filepath.Join(rt, "mosaic", "conv", id+".sock"), nil
 }

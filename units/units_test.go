@@ -6,8 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/mosaic-agents/mosaic/scopes"
 )
 
 func TestRender(t *testing.T) {
@@ -157,26 +155,6 @@ func TestUninstall(t *testing.T) {
 	changes, err = Uninstall(dir, false)
 	if err != nil || actions(changes) != "absent,absent" {
 		t.Fatalf("second Uninstall = %s, %v", actions(changes), err)
-	}
-}
-
-// TestParseEngineScope reads back what scopes.UnitName writes, and refuses
-// names it cannot have written.
-func TestParseEngineScope(t *testing.T) {
-	for _, tc := range [][2]string{{"pi-0123456789abcdef0123", "x-1"}, {"pi-00000000000000000000", "e7"}, {"a.b", "c\\d"}} {
-		name, err := scopes.UnitName(tc[0], tc[1])
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, x, ok := ParseEngineScope(name)
-		if !ok || c != tc[0] || x != tc[1] {
-			t.Errorf("ParseEngineScope(%q) = %q, %q, %v; want %q, %q", name, c, x, ok, tc[0], tc[1])
-		}
-	}
-	for _, name := range []string{"mosaic-engine-a.scope", "mosaic-engine-a-b-c.scope", "mosaic-conv@a.socket", "mosaic-engine--x.scope", "mosaic-engine-a-b.service"} {
-		if c, x, ok := ParseEngineScope(name); ok {
-			t.Errorf("ParseEngineScope(%q) = %q, %q, true; want a refusal", name, c, x)
-		}
 	}
 }
 

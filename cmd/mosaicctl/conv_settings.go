@@ -57,13 +57,13 @@ func showRunning(ctx context.Context, w io.Writer, cv *conversations.Conversatio
 		return
 	}
 	for _, u := range units {
-		a, err := mgr.Applied(ctx, u)
+		a, err := mgr.Applied(ctx, u.Name)
 		if err != nil {
-			fmt.Fprintf(w, "\n# running engine %s: limits unknown (%v)\n", u, err)
+			fmt.Fprintf(w, "\n# running engine %s: limits unknown (%v)\n", u.Name, err)
 			continue
 		}
 		mem, tasks, cpu := appliedLimits(a)
-		fmt.Fprintf(w, "\n# running engine %s, as systemd holds it (read over D-Bus):\n", u)
+		fmt.Fprintf(w, "\n# running engine %s, as systemd holds it (read over D-Bus):\n", u.Name)
 		fmt.Fprintf(w, "#   memory_max = %q\n#   tasks_max = %q\n#   cpu_quota = %q\n", mem, tasks, cpu)
 		if differs(cv.Limits, a) {
 			fmt.Fprintf(w, "# the configured limits differ: they apply at the next launch (mosaicctl stop %s, then mosaicctl recover %s)\n", cv.ID, cv.ID)

@@ -7,7 +7,7 @@ import (
 
 	"github.com/mosaic-agents/mosaic/conversations"
 	"github.com/mosaic-agents/mosaic/protocol"
-	"github.com/mosaic-agents/mosaic/units"
+	"github.com/mosaic-agents/mosaic/scopes"
 )
 
 // codeEngineAlive refuses `conv rm` and `uninstall` while an engine scope
@@ -21,13 +21,13 @@ const codeEngineAlive = "engine-alive"
 // stops it. A user manager that cannot be asked refuses too: an engine
 // nobody looked for is not an engine known to be gone.
 func refuseLiveEngines(ctx context.Context, id, what string) error {
-	scopes, err := units.EngineScopes(ctx)
+	live, err := liveEngineScopes(ctx)
 	if err != nil {
 		return fmt.Errorf("%s: check for running engines: %w", what, err)
 	}
 	registered := registeredIDs()
 	var names, fixes []string
-	for _, s := range scopes {
+	for _, s := range live {
 		if id != "" && s.Conversation != id {
 			continue
 		}
@@ -41,8 +41,15 @@ func refuseLiveEngines(ctx context.Context, id, what string) error {
 		what, strings.Join(names, ", "), strings.Join(dedupe(fixes), ", then "))
 }
 
+// liveEngineScopes lists every alive engine scope of the user manager.
+func liveEngineScopes(ctx context.Context) ([]scopes.EngineScope, error) {
+	m := scopes.NewManager(scopes.Config{})
+	defer m.Close()
+	return m.EngineScopes(ctx, "")
+}
+
 // stopAdvice is how to stop s, as a sentence with the command quoted.
-func stopAdvice(s units.EngineScope, registered map[string]bool) string {
+func stopAdvice(s scopes.EngineScope, registered map[string]bool) string {
 	cmd := stopCommandFor(s, registered)
 	if registered[s.Conversation] {
 		return "`" + cmd + "`"
@@ -52,7 +59,7 @@ func stopAdvice(s units.EngineScope, registered map[string]bool) string {
 
 // stopCommandFor is the command that stops s: a proven force stop through
 // its conversation when that is registered, else systemctl (no proof).
-func stopCommandFor(s units.EngineScope, registered map[string]bool) string {
+func stopCommandFor(s scopes.EngineScope, registered map[string]bool) string {
 	if registered[s.Conversation] {
 		return "mosaicctl stop --take --yes " + s.Conversation
 	}
@@ -107,7 +114,7 @@ type unseenScope struct {
 
 // unseenScopes lists the alive engine scopes that list does not show.
 func unseenScopes(ctx context.Context, list []*convStatus) ([]unseenScope, error) {
-	scopes, err := units.EngineScopes(ctx)
+	live, err := liveEngineScopes(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +126,7 @@ func unseenScopes(ctx context.Context, list []*convStatus) ([]unseenScope, error
 	}
 	registered := registeredIDs()
 	var out []unseenScope
-	for _, s := range scopes {
+	for _, s := range live {
 		if shown[s.Name] {
 			continue
 		}

@@ -1,14 +1,14 @@
 package main
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"os"
 	"path/filepath"
 
-	"github.com/mosaic-agents/mosaic/protocol"
 	"golang.org/x/sys/unix"
+
+	"github.com/mosaic-agents/mosaic/internal/ids"
+	"github.com/mosaic-agents/mosaic/protocol"
 )
 
 // Refusal codes of `stop --proof FILE`.
@@ -104,9 +104,7 @@ func writeProofFile(file string, data []byte) (err error) {
 // symlink and never an existing file.
 func createTemp(dfd int, name string) (string, int, error) {
 	for range 10 {
-		var b [8]byte
-		rand.Read(b[:])
-		tmp := "." + name + ".tmp-" + hex.EncodeToString(b[:])
+		tmp := "." + name + ".tmp-" + ids.Hex(8)
 		fd, err := unix.Openat(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 		if errors.Is(err, unix.EEXIST) {
 			continue

@@ -15,6 +15,7 @@ import (
 	"github.com/mosaic-agents/mosaic/claims"
 	"github.com/mosaic-agents/mosaic/client"
 	"github.com/mosaic-agents/mosaic/conversations"
+	"github.com/mosaic-agents/mosaic/internal/userbus"
 	"github.com/mosaic-agents/mosaic/protocol"
 	"github.com/mosaic-agents/mosaic/scopes"
 	"github.com/mosaic-agents/mosaic/units"
@@ -207,29 +208,26 @@ func readClaim(ctx context.Context, root string, cv *conversations.Conversation,
 // unitStates reads the socket and service units of every conversation in
 // one call, and the main pid of each running controller.
 func unitStates(ctx context.Context, list []*convStatus) error {
-	conn, err := sd.NewUserConnectionContext(ctx)
-	if err != nil {
-		return fmt.Errorf("connect to the systemd user manager: %w", err)
-	}
-	defer conn.Close()
 	var names []string
 	for _, st := range list {
 		names = append(names, st.Socket.Name, st.Service.Name)
 	}
-	got, err := listUnits(ctx, conn, names)
-	if err != nil {
-		return err
-	}
-	for _, st := range list {
-		fill(&st.Socket, got)
-		fill(&st.Service, got)
-		if st.Service.ActiveState == "active" || st.Service.ActiveState == "deactivating" {
-			if p, err := conn.GetServicePropertyContext(ctx, st.Service.Name, "MainPID"); err == nil {
-				st.Service.MainPID, _ = p.Value.Value().(uint32)
+	return userbus.Default().Do(ctx, func(conn *sd.Conn) error {
+		got, err := listUnits(ctx, conn, names)
+		if err != nil {
+			return err
+		}
+		for _, st := range list {
+			fill(&st.Socket, got)
+			fill(&st.Service, got)
+			if st.Service.ActiveState == "active" || st.Service.ActiveState == "deactivating" {
+				if p, err := conn.GetServicePropertyContext(ctx, st.Service.Name, "MainPID"); err == nil {
+					st.Service.MainPID, _ = p.Value.Value().(uint32)
+				}
 			}
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // scopeStates names each conversation's engine scope (from the live
@@ -252,21 +250,18 @@ func scopeStates(ctx context.Context, list []*convStatus) error {
 	if len(names) == 0 {
 		return nil
 	}
-	conn, err := sd.NewUserConnectionContext(ctx)
-	if err != nil {
-		return fmt.Errorf("connect to the systemd user manager: %w", err)
-	}
-	defer conn.Close()
-	got, err := listUnits(ctx, conn, names)
-	if err != nil {
-		return err
-	}
-	for _, st := range list {
-		if st.Scope != nil {
-			fill(st.Scope, got)
+	return userbus.Default().Do(ctx, func(conn *sd.Conn) error {
+		got, err := listUnits(ctx, conn, names)
+		if err != nil {
+			return err
 		}
-	}
-	return nil
+		for _, st := range list {
+			if st.Scope != nil {
+				fill(st.Scope, got)
+			}
+		}
+		return nil
+	})
 }
 
 func listUnits(ctx context.Context, conn *sd.Conn, names []string) (map[string]sd.UnitStatus, error) {

@@ -1,0 +1,154 @@
+// Package userbus is mosaic's one connection to the calling user's systemd
+// manager, over the user D-Bus: dialled on first use, redialled after
+// dbus.ErrClosed (the user manager can be restarted or re-executed under
+// us), as opencontainers/cgroups does in systemd/dbus.go.
+//
+// Default is the process's connection for the environment's bus, and the
+// only global state mosaic keeps: a controller (scopes), the unit verbs
+// (units) and mosaicctl status all talk to the same manager, and a
+// connection per call costs a dial, an EXTERNAL auth and a Hello each
+// time, while a connection per package is three sockets where one does.
+// New makes a private one, for an explicit address (tests point one at a
+// bus that does not answer).
+//
+// Alternatives weighed: go-systemd's NewUserConnectionContext dials once
+// and never redials, and its error carries no hint; keeping the connection
+// in scopes and having units take a *scopes.Manager would make the unit
+// verbs depend on the engine launcher for a socket.
+package userbus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+
+	sddbus "github.com/coreos/go-systemd/v22/dbus"
+	"github.com/godbus/dbus/v5"
+
+	"github.com/mosaic-agents/mosaic/internal/xdg"
+)
+
+// ErrNoUserManager means no systemd user manager answered on the user bus.
+// The error text carries a hint on how to get one.
+var ErrNoUserManager = errors.New("no systemd user manager on the user bus")
+
+// Hint says how to get a user manager on the user bus.
+const Hint = "the systemd user manager is reached over the user D-Bus: install dbus-user-session " +
+	"(Debian/Ubuntu) so $XDG_RUNTIME_DIR/bus exists, check that `systemctl --user status` answers, " +
+	"and for a user without a login session run `loginctl enable-linger $USER`"
+
+// Bus is a lazily dialled, reconnecting connection to the user manager.
+// It is safe for concurrent use.
+type Bus struct {
+	addr string // "" = from the environment
+
+	mu   sync.Mutex
+	conn *sddbus.Conn
+}
+
+// New returns a private Bus on addr; "" means $DBUS_SESSION_BUS_ADDRESS,
+// else unix:path=$XDG_RUNTIME_DIR/bus. Nothing is dialled until used.
+func New(addr string) *Bus { return &Bus{addr: addr} }
+
+// Default returns the process's Bus for the environment's address.
+var Default = sync.OnceValue(func() *Bus { return New("") })
+
+// Do runs op on the connection, dialling it on first use, and redials
+// once if the connection turned out to be closed.
+func (b *Bus) Do(ctx context.Context, op func(*sddbus.Conn) error) error {
+	for attempt := 0; ; attempt++ {
+		c, err := b.Conn(ctx)
+		if err != nil {
+			return err
+		}
+		err = op(c)
+		if err == nil || attempt > 0 || !(errors.Is(err, dbus.ErrClosed) || !c.Connected()) {
+			return err
+		}
+		b.drop(c)
+	}
+}
+
+// Conn returns the connection, dialling it on first use. The context is
+// not used for the dial: the connection outlives the call.
+func (b *Bus) Conn(ctx context.Context) (*sddbus.Conn, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.conn != nil {
+		return b.conn, nil
+	}
+	c, err := b.dial()
+	if err != nil {
+		return nil, err
+	}
+	b.conn = c
+	return c, nil
+}
+
+// Close closes the connection; the next use dials again.
+func (b *Bus) Close() { b.drop(nil) }
+
+// drop closes the connection if it is c (any connection when c is nil):
+// a caller that saw c fail must not close the one another caller has
+// already redialled.
+func (b *Bus) drop(c *sddbus.Conn) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.conn != nil && (c == nil || b.conn == c) {
+		b.conn.Close()
+		b.conn = nil
+	}
+}
+
+// address returns the user bus address: the configured one, else
+// $DBUS_SESSION_BUS_ADDRESS, else unix:path=$XDG_RUNTIME_DIR/bus.
+func (b *Bus) address() (string, error) {
+	if b.addr != "" {
+		return b.addr, nil
+	}
+	if a := os.Getenv("DBUS_SESSION_BUS_ADDRESS"); a != "" {
+		return a, nil
+	}
+	if d, err := xdg.RuntimeDir(); err == nil {
+		return "unix:path=" + filepath.Join(d, "bus"), nil
+	}
+	return "", fmt.Errorf("%w: neither DBUS_SESSION_BUS_ADDRESS nor XDG_RUNTIME_DIR is set; %s", ErrNoUserManager, Hint)
+}
+
+func (b *Bus) dial() (*sddbus.Conn, error) {
+	addr, err := b.address()
+	if err != nil {
+		return nil, err
+	}
+	uid := strconv.Itoa(os.Getuid())
+	c, err := sddbus.NewConnection(func() (*dbus.Conn, error) {
+		// No dbus.WithContext: it would close the connection when the
+		// caller's context ends, and this one outlives every call.
+		conn, err := dbus.Dial(addr)
+		if err != nil {
+			return nil, fmt.Errorf("dial user bus %q: %w", addr, err)
+		}
+		if err := conn.Auth([]dbus.Auth{dbus.AuthExternal(uid)}); err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("authenticate on user bus %q as uid %s: %w", addr, uid, err)
+		}
+		if err := conn.Hello(); err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("hello on user bus %q: %w", addr, err)
+		}
+		return conn, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w; %s", ErrNoUserManager, err, Hint)
+	}
+	// The bus may answer while no user manager owns org.freedesktop.systemd1.
+	if _, err := c.GetManagerProperty("Version"); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("%w: user bus %q answers but systemd does not: %w; %s", ErrNoUserManager, addr, err, Hint)
+	}
+	return c, nil
+}

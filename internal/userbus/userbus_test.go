@@ -1,0 +1,97 @@
+package userbus
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	sddbus "github.com/coreos/go-systemd/v22/dbus"
+
+	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
+)
+
+// TestAddress: an explicit address wins, then DBUS_SESSION_BUS_ADDRESS,
+// then $XDG_RUNTIME_DIR/bus; with neither, ErrNoUserManager with the hint.
+func TestAddress(t *testing.T) {
+	for _, tc := range []struct {
+		name, addr, session, runtime, want string
+	}{
+		{"explicit", "unix:path=/x", "unix:path=/s", "/run/user/7", "unix:path=/x"},
+		{"session", "", "unix:path=/s", "/run/user/7", "unix:path=/s"},
+		{"runtime", "", "", "/run/user/7", "unix:path=/run/user/7/bus"},
+		{"neither", "", "", "", ""},
+		{"relative runtime", "", "", "run/user/7", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("DBUS_SESSION_BUS_ADDRESS", tc.session)
+			t.Setenv("XDG_RUNTIME_DIR", tc.runtime)
+			got, err := New(tc.addr).address()
+			if tc.want == "" {
+				if !errors.Is(err, ErrNoUserManager) || !strings.Contains(err.Error(), "dbus-user-session") {
+					t.Fatalf("address = %q, %v; want ErrNoUserManager with the hint", got, err)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("address = %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestNoBus: a bus that does not answer is ErrNoUserManager with the hint,
+// op never runs, and the next call dials again (nothing is cached).
+func TestNoBus(t *testing.T) {
+	b := New("unix:path=" + filepath.Join(t.TempDir(), "no-bus"))
+	for i := range 2 {
+		ran := false
+		err := b.Do(context.Background(), func(*sddbus.Conn) error { ran = true; return nil })
+		if !errors.Is(err, ErrNoUserManager) || !strings.Contains(err.Error(), "loginctl enable-linger") || ran {
+			t.Fatalf("Do #%d = %v (op ran: %v); want ErrNoUserManager with the hint", i, err, ran)
+		}
+	}
+	if a, b := Default(), Default(); a != b {
+		t.Fatal("Default made two connections")
+	}
+}
+
+// TestRedial: one connection serves every call; after it is closed under
+// the Bus (the user manager restarted), the next call redials once and
+// succeeds.
+func TestRedial(t *testing.T) {
+	sandboxtest.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b := New("")
+	t.Cleanup(b.Close)
+	version := func() error {
+		return b.Do(ctx, func(c *sddbus.Conn) error {
+			_, err := c.GetManagerProperty("Version")
+			return err
+		})
+	}
+	if err := version(); err != nil {
+		t.Fatal(err)
+	}
+	first, err := b.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := b.Conn(ctx); again != first {
+		t.Fatal("a second call dialled a second connection")
+	}
+	first.Close()
+	if err := version(); err != nil {
+		t.Fatalf("call after the connection closed: %v", err)
+	}
+	if second, _ := b.Conn(ctx); second == first {
+		t.Fatal("the closed connection was kept")
+	}
+	b.Close()
+	if err := version(); err != nil {
+		t.Fatalf("call after Close: %v", err)
+	}
+}
