@@ -155,9 +155,9 @@ func TestConvAddPinsTheUsersNode(t *testing.T) {
 	if !strings.Contains(show, "node = \""+node+"\"") || !strings.Contains(show, `node_version = "22.`) {
 		t.Fatalf("conv show does not pin the user's Node %s:\n%s", node, show)
 	}
-	sock, svc := "mosaic-conv@"+id+".socket", "mosaic-conv@"+id+".service"
+	sock := "mosaic-conv@" + id + ".socket"
 	mustRun(t, "systemctl", "--user", "start", sock)
-	t.Cleanup(func() { run(t, "systemctl", "--user", "stop", sock, svc) })
+	t.Cleanup(func() { endConversation(t, bin, id) })
 	if r := run(t, bin, "prompt", "--take", id, "say hello"); r.code != 0 || r.stdout != "Hello from Node 22.\n" {
 		t.Fatalf("prompt: exit %d, stdout %q, stderr %q; want the engine to run on the pinned Node", r.code, r.stdout, r.stderr)
 	}

@@ -24,11 +24,8 @@ func TestClientStartsTheSocket(t *testing.T) {
 	proj, session := project(t, "dial")
 	id := strings.TrimSpace(mustRun(t, bin, "conv", "add", "--project", proj, "--seat", "dial", "--session", session,
 		"--engine", pi))
-	sock, svc := "mosaic-conv@"+id+".socket", "mosaic-conv@"+id+".service"
-	t.Cleanup(func() {
-		run(t, bin, "stop", "--take", "--yes", "--timeout", "1m", id) // the engine's scope outlives the units
-		run(t, "systemctl", "--user", "stop", sock, svc)
-	})
+	sock := "mosaic-conv@" + id + ".socket"
+	t.Cleanup(func() { endConversation(t, bin, id) })
 	if r := run(t, "systemctl", "--user", "is-active", sock); strings.TrimSpace(r.stdout) == "active" {
 		t.Fatalf("%s is active before any client", sock)
 	}

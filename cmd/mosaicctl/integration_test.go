@@ -100,7 +100,7 @@ func TestSkeletonOnRealSystemd(t *testing.T) {
 	}
 	sock, svc := "mosaic-conv@"+id+".socket", "mosaic-conv@"+id+".service"
 	mustRun(t, "systemctl", "--user", "start", sock)
-	t.Cleanup(func() { run(t, "systemctl", "--user", "stop", sock, svc) })
+	t.Cleanup(func() { endConversation(t, bin, id) })
 
 	path := filepath.Join(os.Getenv("XDG_RUNTIME_DIR"), "mosaic", "conv", id+".sock")
 	assertMode(t, path, os.ModeSocket|0o600)

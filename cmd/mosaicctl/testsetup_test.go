@@ -7,6 +7,7 @@ import (
 
 	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
 	"github.com/mosaic-agents/mosaic/contrib/stubmodel"
+	"github.com/mosaic-agents/mosaic/scopes"
 	"github.com/mosaic-agents/mosaic/units"
 )
 
@@ -56,18 +57,41 @@ func startConversation(t *testing.T, bin, seat string, flags ...string) (id, pro
 	proj, session := project(t, seat)
 	id = strings.TrimSpace(mustRun(t, bin, append([]string{"conv", "add",
 		"--project", proj, "--seat", seat, "--session", session}, flags...)...))
-	sock, svc := "mosaic-conv@"+id+".socket", "mosaic-conv@"+id+".service"
+	sock := "mosaic-conv@" + id + ".socket"
 	mustRun(t, "systemctl", "--user", "start", sock)
 	// The engine first, with a proven stop: stopping the socket and the
 	// service alone leaves the engine's scope running, and the next test
 	// in this sandbox could not uninstall (engine-alive).
-	t.Cleanup(func() {
-		run(t, bin, "stop", "--take", "--yes", "--timeout", "1m", id)
-		run(t, "systemctl", "--user", "stop", sock, svc)
-	})
+	t.Cleanup(func() { endConversation(t, bin, id) })
 	path, err := units.SocketPath(id)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return id, proj, path
+}
+
+// endConversation is the cleanup of a test's conversation: the engine
+// first, with a proven stop (stopping the socket and the service alone
+// leaves the engine's scope running, and a later test in this sandbox
+// could not uninstall: engine-alive), then the units. A scope the stop did
+// not end (the test failed mid-turn, the stop timed out under load) is
+// killed and logged, so one failure does not cascade into the next test.
+func endConversation(t *testing.T, bin, id string) {
+	t.Helper()
+	if r := run(t, bin, "stop", "--take", "--yes", "--timeout", "1m", id); r.code != 0 {
+		t.Logf("cleanup: stop %s: exit %d: %s", id, r.code, strings.TrimSpace(r.stderr))
+	}
+	run(t, "systemctl", "--user", "stop", "mosaic-conv@"+id+".socket", "mosaic-conv@"+id+".service")
+	out := run(t, "systemctl", "--user", "list-units", "--plain", "--no-legend", "--all", "mosaic-engine-*.scope").stdout
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		if conv, _, ok := scopes.ParseEngineScope(f[0]); ok && conv == id {
+			t.Logf("cleanup: %s outlived the stop; killing it", f[0])
+			run(t, "systemctl", "--user", "kill", "--signal=KILL", f[0])
+			run(t, "systemctl", "--user", "stop", f[0])
+		}
+	}
 }
