@@ -141,8 +141,7 @@ func (c *Controller) reply(k *conn, cmd *protocol.Command, rec any, err error) {
 		c.refuse(k, cmd.Request, asRefusal(err))
 		return
 	}
-	b, _ := json.Marshal(rec)
-	b = append(b, '\n')
+	b, _ := protocol.Line(rec)
 	c.dedupDone(cmd.Request, b)
 	k.enqueueCtl(b)
 }

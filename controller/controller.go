@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"sync"
@@ -199,11 +198,10 @@ func (c *Controller) bindingLocked() protocol.Binding {
 // broadcastLocked sends v to every connection that said hello. Callers
 // hold mu; sends are queued, never blocking on a client.
 func (c *Controller) broadcastLocked(v any) {
-	line, err := json.Marshal(v)
+	line, err := protocol.Line(v)
 	if err != nil {
 		return
 	}
-	line = append(line, '\n')
 	for _, k := range c.conns {
 		if k.hello {
 			k.offer(line)
@@ -239,14 +237,6 @@ func (c *Controller) refuse(k *conn, request string, r *protocol.Refusal) {
 		Message: fmt.Sprintf("refused %s on connection %s: %s", r.Code, k.id, r.Message),
 		Fields:  map[string]string{"REQUEST": request}})
 	k.send(r.Record(request))
-}
-
-func jsonLine(v any) ([]byte, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	return append(b, '\n'), nil
 }
 
 // engineEffect is a tool call the engine started and never ended.
