@@ -86,8 +86,9 @@ func (v View) Page() (*history.Page, error) {
 // rules: (execution, seq) identifies an event; an identical repeat is
 // dropped; a repeat with other content, a gap or a new execution puts a
 // marker after what is held and holds what follows — never concatenated —
-// until the transcript is observed again. It keeps data only; rendering
-// (terminal.View) is built from a View.
+// until the transcript is observed again. It keeps data only; it is the one
+// model of order, deduplication and seams, and a renderer
+// (terminal.FromView) shows a View of it without applying them again.
 //
 // Feed it every Update of a Client, in order; it is safe for concurrent
 // use, so a renderer may take Snapshots from another goroutine.

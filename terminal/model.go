@@ -9,9 +9,8 @@ import (
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
-// HistoryMessage is one finished message of a history page, in the form
-// the client library hands it over (the page format is the controller's;
-// the library converts each entry).
+// HistoryMessage is one finished message of a history page: what AddPage
+// makes of a page entry, its parts and fragments joined.
 type HistoryMessage struct {
 	Role       string
 	Content    []protocol.Block
