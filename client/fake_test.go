@@ -522,6 +522,7 @@ func (f *fakeServer) observe(k *fakeConn, cmd protocol.Command) {
 		if first > 0 && from < first {
 			seam.Reconcile, from = true, first
 		}
+		seam.ReplayStart = from
 		for s := from; s >= 1 && s <= last; s++ {
 			replay = append(replay, f.events[s-1])
 		}

@@ -57,8 +57,8 @@ type View struct {
 	SeamMarker string
 	// Execution is the execution the events belong to.
 	Execution string
-	// From is the seq the events start at (the first after the page's
-	// cut): a renderer's own dedup expects it next (terminal's Expect).
+	// From is the seq the events start at: the seam's replayStart, the
+	// first event that follows the page on the connection.
 	From uint64
 	// Events are the execution's events after the page, contiguous by seq
 	// and deduplicated.
@@ -86,8 +86,9 @@ func (v View) Page() (*history.Page, error) {
 // rules: (execution, seq) identifies an event; an identical repeat is
 // dropped; a repeat with other content, a gap or a new execution puts a
 // marker after what is held and holds what follows — never concatenated —
-// until the transcript is observed again. It keeps data only; rendering
-// (terminal.View) is built from a View.
+// until the transcript is observed again. It keeps data only; it is the one
+// model of order, deduplication and seams, and a renderer
+// (terminal.FromView) shows a View of it without applying them again.
 //
 // Feed it every Update of a Client, in order; it is safe for concurrent
 // use, so a renderer may take Snapshots from another goroutine.
@@ -97,9 +98,7 @@ type Transcript struct {
 	history   json.RawMessage
 	execution string
 	base      uint64 // seq of events[0]; earlier seqs are in the page
-	floating  bool   // base is a guess until the first event (see observe)
 	events    []protocol.Event
-	canon     [][]byte // canonical bytes of events[i], for repeats
 	seam      string
 	tail      string
 	held      int
@@ -175,14 +174,15 @@ func (t *Transcript) next() uint64 { return t.base + uint64(len(t.events)) }
 // the server sets it whenever a run is visible, which matters for a new
 // page, not for a resume that keeps the old one.)
 //
-// Anything else starts over from the new page. After a quiet cut the page
-// holds every event up to ReplayUntil, so the stream continues at
-// ReplayUntil+1. After a cut that is not quiet the server replays the
-// running turn from its last settled run, an earlier seq the seam does not
-// name: the first event sets where the events start, and the seam marker
-// stays until a quiet re-read after the next run-settled. A resume that
-// was not clean also asks for a fresh page, because its replay overlaps
-// this one with events that cannot be matched to it.
+// Anything else starts over from the new page. The events continue at the
+// seam's ReplayStart: after a quiet cut the page holds every event up to
+// ReplayUntil, so that is ReplayUntil+1; after a cut that is not quiet the
+// server replays the running turn from its last settled run, and the seam
+// marker stays until a quiet re-read after the next run-settled. (A seam
+// without ReplayStart, from a server older than the field, is read as
+// continuing at ReplayUntil+1.) A resume that was not clean also asks for
+// a fresh page, because its replay overlaps this one with events that
+// cannot be matched to it.
 func (t *Transcript) observe(obs *protocol.Observed, fromSeq *uint64) Want {
 	t.reconcile = obs.Binding.Reconcile
 	if fromSeq != nil && t.observed && !obs.Binding.Reconcile && obs.Seam.Execution == t.execution &&
@@ -190,14 +190,17 @@ func (t *Transcript) observe(obs *protocol.Observed, fromSeq *uint64) Want {
 		if t.want.Observe && !t.want.Resume {
 			return Want{} // a fresh observe is still owed; keep holding
 		}
-		t.tail, t.held, t.want, t.floating = "", 0, Want{}, false
+		t.tail, t.held, t.want = "", 0, Want{}
 		return Want{}
 	}
 	t.observed = true
 	t.history = obs.History
 	t.execution = obs.Seam.Execution
-	t.base, t.floating = obs.Seam.ReplayUntil+1, !obs.Seam.Quiet
-	t.events, t.canon = nil, nil
+	t.base = obs.Seam.ReplayStart
+	if t.base == 0 {
+		t.base = obs.Seam.ReplayUntil + 1
+	}
+	t.events = nil
 	t.tail, t.held, t.seam = "", 0, ""
 	t.want, t.reread = Want{}, false
 	if fromSeq != nil {
@@ -219,16 +222,12 @@ func (t *Transcript) apply(ev protocol.Event) Want {
 		t.held++
 		return t.mark(ReasonNewExecution, Want{Observe: true, Reason: ReasonNewExecution})
 	}
-	if t.floating && len(t.events) == 0 && ev.Seq <= t.base {
-		t.base = ev.Seq // the replay of a cut that was not quiet starts here
-	}
-	t.floating = false
 	next := t.next()
 	switch {
 	case ev.Seq < t.base:
 		return Want{} // before the cut: the page holds it
 	case ev.Seq < next:
-		if bytes.Equal(canonical(ev), t.canon[ev.Seq-t.base]) {
+		if bytes.Equal(canonical(ev), canonical(t.events[ev.Seq-t.base])) {
 			return Want{} // identical repeat
 		}
 		t.held++
@@ -238,7 +237,6 @@ func (t *Transcript) apply(ev protocol.Event) Want {
 		return t.mark(ReasonGap, Want{Observe: true, Resume: true, FromSeq: next - 1, Reason: ReasonGap})
 	}
 	t.events = append(t.events, ev)
-	t.canon = append(t.canon, canonical(ev))
 	if ev.Kind == protocol.EventRunSettled && t.reread {
 		t.reread = false
 		return t.ask(Want{Observe: true, Reason: ReasonNotQuiet})
@@ -297,7 +295,8 @@ func (t *Transcript) ask(w Want) Want {
 
 // canonical returns the bytes an event is compared by: its re-encoding, so
 // two deliveries of one record compare equal whatever the server's
-// spacing, and any difference in content does not.
+// spacing, and any difference in content does not. It is computed when a
+// repeat arrives (rare: an overlapping replay), not kept per event.
 func canonical(ev protocol.Event) []byte {
 	b, _ := json.Marshal(ev) // an Event always encodes
 	return b

@@ -35,7 +35,16 @@ func obsWindow(page, exec string, first, until uint64, quiet, reconcile bool, fr
 	return Update{Record: recObserved, FromSeq: from, Observed: &protocol.Observed{Record: recObserved,
 		History: json.RawMessage(page), Binding: protocol.Binding{Execution: exec},
 		Seam: protocol.Seam{Execution: exec, Replay: "available", ReplayFrom: first, ReplayUntil: until,
-			Quiet: quiet, Reconcile: reconcile}}}
+			ReplayStart: until + 1, Quiet: quiet, Reconcile: reconcile}}}
+}
+
+// startingAt sets where the events after an observed reply start: a cut
+// that is not quiet replays the running turn from before ReplayUntil.
+func startingAt(u Update, start uint64) Update {
+	o := *u.Observed
+	o.Seam.ReplayStart = start
+	u.Observed = &o
+	return u
 }
 
 func notice(kind string) Update {
@@ -131,9 +140,15 @@ func TestTranscript(t *testing.T) {
 		},
 		{
 			name: "a cut that is not quiet replays from the last settled run",
-			steps: []Update{obs("P", "x", 5, false, true, nil), ev("x", 4, "a"), ev("x", 5, "b"), ev("x", 6, "c"),
+			steps: []Update{startingAt(obs("P", "x", 5, false, true, nil), 4), ev("x", 4, "a"), ev("x", 5, "b"), ev("x", 6, "c"),
 				ev("x", 3, "old")},
 			view: "P <seam-not-quiet> a4 b5 c6",
+		},
+		{
+			name:  "a replay that does not start at replayStart is a gap",
+			steps: []Update{startingAt(obs("P", "x", 5, false, true, nil), 4), ev("x", 5, "b"), ev("x", 6, "c")},
+			wants: []Want{{}, resume(3, ReasonGap), {}},
+			view:  "P <seam-not-quiet> <gap+2>",
 		},
 		{
 			name:  "a cut that is not quiet and replays nothing continues after the window",

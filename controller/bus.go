@@ -1,8 +1,6 @@
 package controller
 
 import (
-	"bytes"
-	"encoding/json"
 	"sync"
 
 	"github.com/mosaic-agents/mosaic/protocol"
@@ -79,7 +77,7 @@ func (b *bus) droppedLate() uint64 {
 
 // publish encodes ev once and offers it to every subscriber.
 func (b *bus) publish(ev protocol.Event) {
-	line, err := encodeEvent(ev)
+	line, err := protocol.Line(ev)
 	if err != nil {
 		return // an Event always encodes; nothing to deliver otherwise
 	}
@@ -118,20 +116,6 @@ func (b *bus) evictOldest() {
 		*e = ringEntry{}
 	}
 	b.first++
-}
-
-// encodeEvent encodes one event line without HTML escaping: <, > and &
-// would each grow sixfold, so a message of them at the framing's string
-// bound could pass a client's line cap (16 MiB). JSON stays the same;
-// U+2028 and U+2029 are still escaped.
-func encodeEvent(ev protocol.Event) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(ev); err != nil {
-		return nil, err
-	}
-	return b.Bytes(), nil
 }
 
 // detach drops a subscriber that fell behind and tells it the first seq

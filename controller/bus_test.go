@@ -132,8 +132,14 @@ func TestBusEventLineUnderClientCap(t *testing.T) {
 	for range 3 {
 		e.Content = append(e.Content, protocol.Block{Type: "text", Text: strings.Repeat("<", engine.MaxLiveString), Truncated: true})
 	}
-	line, err := encodeEvent(e)
-	if err != nil || len(line) > mclient.DefaultMaxLine {
-		t.Fatalf("event line of %d bytes (%v), over the client cap %d", len(line), err, mclient.DefaultMaxLine)
+	b := newBus()
+	b.reset("e1")
+	b.publish(e)
+	replay, _, _ := b.subscribe(0)
+	if len(replay) != 1 {
+		t.Fatalf("%d event lines, want 1", len(replay))
+	}
+	if len(replay[0]) > mclient.DefaultMaxLine {
+		t.Fatalf("event line of %d bytes, over the client cap %d", len(replay[0]), mclient.DefaultMaxLine)
 	}
 }

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -154,8 +153,7 @@ func (c *Controller) reply(k *conn, cmd *protocol.Command, rec any, err error) {
 		c.refuse(k, cmd.Request, asRefusal(err))
 		return
 	}
-	b, _ := json.Marshal(rec)
-	b = append(b, '\n')
+	b, _ := protocol.Line(rec)
 	c.dedupDone(cmd.Request, b)
 	k.enqueueCtl(b)
 }

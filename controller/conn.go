@@ -207,11 +207,11 @@ func (k *conn) close() {
 // control record (receipt, refusal, control change) must not be dropped
 // silently, so the client loses the connection and reconciles on reconnect.
 func (k *conn) send(v any) error {
-	b, err := json.Marshal(v)
+	line, err := protocol.Line(v)
 	if err != nil {
 		return fmt.Errorf("encode record for connection %s: %w", k.id, err)
 	}
-	return k.put(k.ctl, record{line: append(b, '\n')}, sendWait, nil)
+	return k.put(k.ctl, record{line: line}, sendWait, nil)
 }
 
 // enqueueCtl queues an encoded control record.

@@ -115,7 +115,7 @@ func (c *Controller) commitControlLocked(k *conn, request, how string) protocol.
 
 // offerLocked queues one record for one connection without waiting.
 func (c *Controller) offerLocked(k *conn, v any) {
-	line, err := jsonLine(v)
+	line, err := protocol.Line(v)
 	if err == nil {
 		k.offer(line)
 	}

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"sync"
@@ -210,11 +209,10 @@ func (c *Controller) bindingLocked() protocol.Binding {
 // broadcastLocked sends v to every connection that said hello. Callers
 // hold mu; sends are queued, never blocking on a client.
 func (c *Controller) broadcastLocked(v any) {
-	line, err := json.Marshal(v)
+	line, err := protocol.Line(v)
 	if err != nil {
 		return
 	}
-	line = append(line, '\n')
 	for _, k := range c.conns {
 		if k.hello {
 			k.offer(line)
@@ -254,13 +252,6 @@ func (c *Controller) refuse(k *conn, request string, r *protocol.Refusal) {
 	k.send(r.Record(request))
 }
 
-func jsonLine(v any) ([]byte, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	return append(b, '\n'), nil
-}
 
 // attach registers a connection that said hello and sends it the binding
 // at once, so a one-shot client knows generation, execution and state

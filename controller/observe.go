@@ -1,8 +1,6 @@
 package controller
 
 import (
-	"encoding/json"
-
 	"github.com/mosaic-agents/mosaic/history"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
@@ -70,7 +68,7 @@ func (c *Controller) observe(k *conn, cmd *protocol.Command) {
 	obs := protocol.Observed{Record: "observed", Request: cmd.Request, Binding: c.bindingLocked(), History: raw,
 		Seam: protocol.Seam{Execution: exec, Replay: "available", ReplayFrom: from, ReplayUntil: until, ReplayStart: start,
 			Quiet: quiet, Reconcile: !complete || !quiet || c.st.reconcile}, Cursor: cursor}
-	if line, err := jsonLine(obs); err == nil {
+	if line, err := protocol.Line(obs); err == nil {
 		k.offerEpoch(line, epoch)
 	}
 	c.mu.Unlock()
@@ -110,7 +108,7 @@ func encodePage(snap *history.Snapshot, branch string, end, total int) ([]byte, 
 	if err != nil {
 		return nil, 0, err
 	}
-	raw, err := json.Marshal(page)
+	raw, err := protocol.Marshal(page)
 	if err != nil {
 		return nil, 0, protocol.Wrap(protocol.CodeMalformed, err, "encode the history page: %v", err)
 	}

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/mosaic-agents/mosaic/protocol"
 )
 
 // dialPaced dials r's socket as a client whose reads the test paces, so
@@ -26,7 +28,7 @@ func (r *rig) dialPaced(t *testing.T) (*client, string) {
 // command sends one command line.
 func (k *client) command(v map[string]any) {
 	k.t.Helper()
-	line, err := jsonLine(v)
+	line, err := protocol.Line(v)
 	if err != nil {
 		k.t.Fatal(err)
 	}

@@ -192,7 +192,7 @@ func (s *Server) refuseFull(c net.Conn, engine bool) {
 		r = protocol.Refuse(CodeTooManyConnections,
 			"engine peers already hold their share (%d) of the controller's %d connections; close one and connect again", s.engineShare(), s.limit)
 	}
-	if line, err := jsonLine(r.Record("")); err == nil {
+	if line, err := protocol.Line(r.Record("")); err == nil {
 		c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
 		c.Write(line)
 	}

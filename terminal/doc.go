@@ -12,13 +12,14 @@
 //     SetControl (clears on any control change), Settle (outcomes).
 //   - Status (status.go): the one-line status; Dialog (dialog.go): a
 //     confirmation whose every row stays one line.
-//   - Transcript (view.go): the view model; Apply(protocol.Event),
-//     AddHistory, Expect, Mark, Reset, Lines(width). AddPage
-//     (history.go) adds a history page, its parts and fragments joined;
-//     FromView, Compose and Follow (follow.go) build it from a
-//     client.View, with the Older history read back above its page
-//     (older.go), the same way for the terminal and any other renderer
-//     of the library.
+//   - Transcript: the view model (model.go: Apply(protocol.Event),
+//     AddHistory, Mark, Reset) and its rendering (render.go:
+//     Lines(width)). AddPage (history.go) adds a history page, its parts
+//     and fragments joined; FromView, Compose and Follow (follow.go) build
+//     it from a client.View, with the Older history read back above its
+//     page (older.go), the same way for the terminal and any other
+//     renderer of the library. The client library's Transcript is the one
+//     model of order, deduplication and seams; this one shows its view.
 //   - Screen (screen.go): the whole attach screen without I/O: Handle(Key)
 //     returns the Action for the loop, Render(width, height) the Frame
 //     (viewport, status line, composer or dialog) to write; history
@@ -78,32 +79,34 @@
 // because the composer keeps no copy of submitted text. Editing is
 // append and backspace only (no cursor movement yet).
 //
-// Transcript. Events are deduplicated and ordered by (execution, seq):
-// the first event must be seq 1 unless Expect named the resume point; an
-// identical repeat (same bytes, by SHA-256 of the JSON encoding) within
-// the last DedupWindow events (at least) is dropped; a repeat with other
-// bytes, or one no longer remembered, is not applied and shows a reconcile marker;
-// a gap or a new execution shows a reconcile marker and the event is
-// applied after it. Every marker starts a new segment: message keys and
-// tool call ids are looked up only within the current segment, so content
-// after a marker is never joined to content before it (a delta for a
-// message whose start is behind a marker makes a new message, "start not
-// seen", and a block whose first fragment is not 0 starts with "…").
-// Inside the stream, a fragment out of order, a delta after message-end
-// and a second message-start for a key also mark a reconcile. Deltas
-// append to their block (the kind decides text, thinking or tool-call
-// arguments); message-end replaces the message's provisional blocks with
-// its parts in part order (a missing part is shown as missing; until the
-// last part the header shows "…"); tool-update and tool-end replace the
-// tool's result; a tool's progress item shows from tool-start until a
-// toolResult message for its call id is present (from the stream or the
-// page), with at most MaxToolLines lines of output. run-settled and
-// unavailable are notices; an unknown kind is shown as unavailable. The
-// Transcript only marks; re-reading the page (and Reset) is the client
-// library's decision, and Marked tells it a marker was shown. Lines keeps
-// each item's rendered lines by width and a version every change bumps,
-// so a frame re-wraps only what changed (a long conversation is not
-// re-wrapped per streamed delta).
+// Transcript. Order, deduplication and seams belong to the client
+// library's Transcript: it joins the history page and the live stream by
+// (execution, seq), drops identical repeats and holds what follows a gap,
+// a conflicting repeat or a new execution behind a marker; this package
+// renders its View and keeps no second copy of those rules. FromView shows
+// the page, the view's seam marker (a page read while a run was visible),
+// the events, and its tail marker with the count of events held. Every
+// marker starts a new segment: message keys and tool call ids are looked
+// up only within the current segment, so content after a marker is never
+// joined to content before it (a delta for a message whose start is
+// behind a marker makes a new message, "start not seen", and a block whose
+// first fragment is not 0 starts with "…"). Inside the stream, a fragment
+// out of order, a delta after message-end and a second message-start for
+// a key also mark a reconcile. Deltas append to their block (the kind
+// decides text, thinking or tool-call arguments); message-end replaces the
+// message's provisional blocks with its parts in part order (a missing
+// part is shown as missing; until the last part the header shows "…");
+// tool-update and tool-end replace the tool's result; a tool's progress
+// item shows from tool-start until a toolResult message for its call id is
+// present (from the stream or the page), with at most MaxToolLines lines
+// of output. run-settled and unavailable are notices; an unknown kind is
+// shown as unavailable. Tool arguments are shown as their JSON says: the
+// controller writes every record without HTML escaping (protocol.Line), so
+// "2>&1" arrives as written and nothing is unescaped here. Follow folds in
+// only the events a view appended since the last one; Lines keeps each
+// item's rendered lines by width and a version every change bumps, so a
+// frame re-wraps only what changed (a long conversation is not re-wrapped
+// per streamed delta).
 //
 // Screen. Layout from the top: the transcript viewport (following the
 // end; PageUp/PageDown move by the viewport less one line and keep the

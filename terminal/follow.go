@@ -29,7 +29,8 @@ func reasonText(r string) string {
 // FromView builds the Transcript of a client library view: the history
 // page under a marker saying what is above it, a seam marker when the
 // page and the events may not join, the events from v.From on, and a tail
-// marker when the stream broke after them. The terminal and any other
+// marker when the stream broke after them. The view's order, deduplication
+// and markers are the client library's; the terminal and any other
 // renderer of the library build the same Transcript from the same View,
 // so they show the same lines (E7).
 func FromView(v client.View) *Transcript { return Compose(Older{}, v) }
@@ -50,9 +51,6 @@ func Compose(o Older, v client.View) *Transcript {
 	if v.SeamMarker != "" {
 		t.Mark(reasonText(v.SeamMarker))
 	}
-	if v.Execution != "" {
-		t.Expect(v.Execution, v.From)
-	}
 	for _, e := range v.Events {
 		t.Apply(e)
 	}
@@ -68,9 +66,10 @@ func (t *Transcript) tail(v client.View) {
 
 // Follow keeps the Transcript of successive views of one
 // client.Transcript and the older history above them: equal to Compose of
-// the latest, built by applying only the events appended since the
-// previous view, and rebuilt when anything else changed (older history, a
-// new page, a seam, a marker).
+// the latest, built by folding in only the events appended since the
+// previous view (a streamed delta costs one event, not the conversation),
+// and rebuilt when anything else changed (older history, a new page, a
+// seam, a marker).
 type Follow struct {
 	t     *Transcript
 	last  client.View

@@ -367,7 +367,7 @@ func TestLinesCacheFollowsChanges(t *testing.T) {
 			e.Tool = &protocol.Tool{CallID: "c1", Name: "bash"}
 		}),
 	}
-	s.seq += 3 // a gap: a marker, and m1 continues as a new message
+	s.seq += 3 // a late delta for m1: a marker, and m1 continues as a new message
 	evs = append(evs, s.ev(protocol.EventTextDelta, "m1", delta(0, 5, "late", false)))
 	warm := &Transcript{}
 	for i, e := range evs {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mosaic-agents/mosaic/contrib/stubmodel"
+	"github.com/mosaic-agents/mosaic/protocol"
 )
 
 // busyText is the refusal of a prompt without streamingBehavior while Pi
@@ -79,7 +80,7 @@ type engine struct {
 
 // emit writes one JSON record and LF. Callers hold e.mu.
 func (e *engine) emit(v any) {
-	b, err := marshalNoEscape(v)
+	b, err := protocol.Marshal(v)
 	if err != nil {
 		b = []byte(fmt.Sprintf(`{"type":"fakepi_error","error":%q}`, err.Error()))
 	}

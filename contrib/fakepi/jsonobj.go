@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+
+	"github.com/mosaic-agents/mosaic/protocol"
 )
 
 // obj is a JSON object that keeps its key order, so the fake writes fields
@@ -30,7 +32,7 @@ func (o obj) MarshalJSON() ([]byte, error) {
 		}
 		b.Write(k)
 		b.WriteByte(':')
-		v, err := marshalNoEscape(p.v)
+		v, err := protocol.Marshal(p.v)
 		if err != nil {
 			return nil, fmt.Errorf("value of %q: %w", p.k, err)
 		}
@@ -67,16 +69,4 @@ func (o obj) with(k string, v any) obj {
 		out = append(out, kv{k, v})
 	}
 	return out
-}
-
-// marshalNoEscape is json.Marshal without HTML escaping: JSON.stringify
-// writes <, > and & as they are.
-func marshalNoEscape(v any) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimRight(b.Bytes(), "\n"), nil
 }

@@ -13,6 +13,8 @@ import (
 	"io/fs"
 	"os"
 	"time"
+
+	"github.com/mosaic-agents/mosaic/protocol"
 )
 
 // session models Pi's SessionManager for one --session file: entries kept
@@ -64,7 +66,7 @@ func openSession(path, cwd string, log io.Writer, now func() time.Time) (*sessio
 	if len(b) == 0 {
 		// Pi initialises an empty file with a header at once.
 		s.newHeader()
-		line, err := marshalNoEscape(s.header)
+		line, err := protocol.Marshal(s.header)
 		if err != nil {
 			return nil, err
 		}
@@ -129,7 +131,7 @@ func (s *session) headerLine() ([]byte, error) {
 	if raw, ok := s.header.get("raw").(json.RawMessage); ok && len(s.header) == 1 {
 		return raw, nil
 	}
-	return marshalNoEscape(s.header)
+	return protocol.Marshal(s.header)
 }
 
 func newEntryID(taken []string) string {
@@ -197,7 +199,7 @@ func (s *session) append(typ string, fields obj) (string, error) {
 	}
 	e := obj{{"type", typ}, {"id", id}, {"parentId", parent}, {"timestamp", isoTime(s.now())}}
 	e = append(e, fields...)
-	line, err := marshalNoEscape(e)
+	line, err := protocol.Marshal(e)
 	if err != nil {
 		return "", fmt.Errorf("encode entry: %w", err)
 	}

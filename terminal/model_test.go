@@ -2,10 +2,12 @@ package terminal
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/mosaic-agents/mosaic/client"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
@@ -49,6 +51,21 @@ func apply(t *Transcript, es ...protocol.Event) *Transcript {
 		t.Apply(e)
 	}
 	return t
+}
+
+// library feeds events through the client library's Transcript, after
+// an observed reply with an empty page whose events start at seq start
+// (quiet or not), and returns what it shows.
+func library(exec string, start uint64, quiet bool, es ...protocol.Event) *Transcript {
+	ct := client.NewTranscript()
+	ct.Update(client.Update{Record: "observed", Observed: &protocol.Observed{Record: "observed",
+		Binding: protocol.Binding{Execution: exec},
+		Seam: protocol.Seam{Execution: exec, Replay: "available", ReplayFrom: 1, ReplayUntil: start - 1,
+			ReplayStart: start, Quiet: quiet, Reconcile: !quiet}}})
+	for _, e := range es {
+		ct.Update(client.Update{Record: protocol.RecordEvent, Event: &e})
+	}
+	return FromView(ct.Snapshot())
 }
 
 func wantLines(t *testing.T, tr *Transcript, width int, want ...string) {
@@ -145,45 +162,74 @@ func TestViewToolOutputBounded(t *testing.T) {
 	}
 }
 
+// TestViewSeams: order, deduplication and seams are the client library's
+// (its Transcript); the terminal shows the markers it puts in its view,
+// and never joins what follows one to what came before it.
 func TestViewSeams(t *testing.T) {
+	held := func(reason string, n int) string {
+		return fmt.Sprintf("== reconcile: %s; %d later events held until the page is re-read ==", reasonText(reason), n)
+	}
 	cases := []struct {
 		name   string
+		start  uint64
+		quiet  bool
 		events func(s *stream) []protocol.Event
 		want   []string
 		marked bool
 	}{
-		{"identical repeat is dropped", func(s *stream) []protocol.Event {
+		{"identical repeat is dropped", 1, true, func(s *stream) []protocol.Event {
 			a := s.ev(protocol.EventMessageStart, "m1", start("assistant"))
 			b := s.ev(protocol.EventTextDelta, "m1", delta(0, 0, "ab", false))
 			c := s.ev(protocol.EventTextDelta, "m1", delta(0, 1, "cd", false))
 			return []protocol.Event{a, b, a, b, c, b, c}
 		}, []string{"[assistant] …", "  abcd"}, false},
-		{"repeat with other bytes reconciles", func(s *stream) []protocol.Event {
+		{"repeat with other bytes reconciles", 1, true, func(s *stream) []protocol.Event {
 			a := s.ev(protocol.EventMessageStart, "m1", start("assistant"))
 			b := s.ev(protocol.EventTextDelta, "m1", delta(0, 0, "ab", false))
 			b2 := b
 			b2.Text = "XY"
 			return []protocol.Event{a, b, b2}
-		}, []string{"[assistant] …", "  ab", "== reconcile: event 2 repeated with different content =="}, true},
-		{"gap reconciles and is never concatenated across", func(s *stream) []protocol.Event {
+		}, []string{"[assistant] …", "  ab", held(client.ReasonConflict, 1)}, true},
+		{"gap reconciles and is never concatenated across", 1, true, func(s *stream) []protocol.Event {
 			a := s.ev(protocol.EventMessageStart, "m1", start("assistant"))
 			b := s.ev(protocol.EventTextDelta, "m1", delta(0, 0, "before", false))
 			s.ev(protocol.EventTextDelta, "m1", delta(0, 1, " lost", false))
 			d := s.ev(protocol.EventTextDelta, "m1", delta(0, 2, " after", false))
 			return []protocol.Event{a, b, d}
-		}, []string{"[assistant] …", "  before", "== reconcile: sequence gap: expected 3, got 4 ==", "[assistant] … (start not seen)", "  … after"}, true},
-		{"new execution reconciles; its m1 is another message", func(s *stream) []protocol.Event {
+		}, []string{"[assistant] …", "  before", held(client.ReasonGap, 1)}, true},
+		{"new execution reconciles; its m1 is never joined to the old one", 1, true, func(s *stream) []protocol.Event {
 			a := s.ev(protocol.EventMessageStart, "m1", start("assistant"))
 			b := s.ev(protocol.EventTextDelta, "m1", delta(0, 0, "old", false))
 			s2 := &stream{exec: "x2"}
 			c := s2.ev(protocol.EventMessageStart, "m1", start("assistant"))
 			d := s2.ev(protocol.EventTextDelta, "m1", delta(0, 0, "new", false))
 			return []protocol.Event{a, b, c, d}
-		}, []string{"[assistant] …", "  old", "== reconcile: new execution x2 ==", "[assistant] …", "  new"}, true},
-		{"joined mid-stream", func(s *stream) []protocol.Event {
+		}, []string{"[assistant] …", "  old", held(client.ReasonNewExecution, 2)}, true},
+		{"joined mid-run", 7, false, func(s *stream) []protocol.Event {
 			s.seq = 6
 			return []protocol.Event{s.ev(protocol.EventTextDelta, "m3", delta(0, 4, "tail", false))}
-		}, []string{"== reconcile: joined execution x1 at seq 7 ==", "[assistant] … (start not seen)", "  …tail"}, true},
+		}, []string{"== reconcile: " + reasonText(client.ReasonNotQuiet) + " ==", "[assistant] … (start not seen)", "  …tail"}, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			tr := library("x1", c.start, c.quiet, c.events(&stream{exec: "x1"})...)
+			wantLines(t, tr, 0, c.want...)
+			if tr.Marked() != c.marked {
+				t.Fatalf("Marked = %v, want %v", tr.Marked(), c.marked)
+			}
+		})
+	}
+}
+
+// TestViewStreamChecks: what the stream says about its own messages is
+// checked where they are built.
+func TestViewStreamChecks(t *testing.T) {
+	cases := []struct {
+		name   string
+		events func(s *stream) []protocol.Event
+		want   []string
+		marked bool
+	}{
 		{"fragment gap within the stream", func(s *stream) []protocol.Event {
 			return []protocol.Event{
 				s.ev(protocol.EventMessageStart, "m1", start("assistant")),
@@ -246,11 +292,10 @@ func TestViewSeams(t *testing.T) {
 	}
 }
 
-func TestViewExpectAndHistory(t *testing.T) {
+func TestViewHistoryThenEvents(t *testing.T) {
 	tr := &Transcript{}
 	tr.AddHistory(HistoryMessage{Role: "user", Content: []protocol.Block{text("from the page")}})
 	tr.AddHistory(HistoryMessage{Role: "toolResult", Content: []protocol.Block{text("ok")}, Tool: &protocol.Tool{CallID: "c9", Name: "read"}})
-	tr.Expect("x5", 12)
 	s := &stream{exec: "x5", seq: 11}
 	apply(tr,
 		s.ev(protocol.EventToolEnd, "m4", func(e *protocol.Event) { e.Tool = &protocol.Tool{CallID: "c9", Name: "read"} }),
@@ -269,7 +314,7 @@ func TestViewExpectAndHistory(t *testing.T) {
 }
 
 // E7: the library and the terminal build the same Transcript from the
-// same wire records; what the terminal decodes from JSON renders exactly
+// same wire records; what the library decodes from JSON renders exactly
 // as the events the adapter produced, and a replay overlapping what was
 // already applied changes nothing.
 func TestViewSameStreamFromTheWire(t *testing.T) {
@@ -278,14 +323,14 @@ func TestViewSameStreamFromTheWire(t *testing.T) {
 		s.ev(protocol.EventMessageStart, "m1", start("assistant")),
 		s.ev(protocol.EventTextDelta, "m1", delta(0, 0, "a\u2028b\x1b", false)),
 		s.ev(protocol.EventToolStart, "m1", func(e *protocol.Event) {
-			e.Tool = &protocol.Tool{CallID: "c", Name: "bash", Args: json.RawMessage(`{"command":"echo hi"}`)}
+			e.Tool = &protocol.Tool{CallID: "c", Name: "bash", Args: json.RawMessage(`{"command":"echo hi 2>&1 <in"}`)}
 		}),
 		s.ev(protocol.EventMessageEnd, "m1", end("assistant", text("a\u2028b\x1b"))),
 	}
 	direct := apply(&Transcript{}, evs...)
-	wire := &Transcript{}
+	var decoded []protocol.Event
 	for i, e := range append(evs, evs[1:]...) {
-		b, err := json.Marshal(e)
+		b, err := protocol.Line(e)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -293,8 +338,9 @@ func TestViewSameStreamFromTheWire(t *testing.T) {
 		if err := json.Unmarshal(b, &d); err != nil {
 			t.Fatalf("event %d: %v", i, err)
 		}
-		wire.Apply(d)
+		decoded = append(decoded, d)
 	}
+	wire := library("x1", 1, true, decoded...)
 	for _, w := range []int{0, 10, 80} {
 		if a, b := direct.Lines(w), wire.Lines(w); !reflect.DeepEqual(a, b) {
 			t.Fatalf("width %d: direct %q, wire %q", w, a, b)
@@ -302,6 +348,11 @@ func TestViewSameStreamFromTheWire(t *testing.T) {
 	}
 	if wire.Marked() {
 		t.Fatal("overlapping replay marked a reconcile")
+	}
+	// Records are encoded without HTML escaping, so arguments read as
+	// the model wrote them with nothing undone at render time.
+	if all := strings.Join(wire.Lines(0), "\n"); !strings.Contains(all, `{"command":"echo hi 2>&1 <in"}`) {
+		t.Fatalf("tool arguments not as written: %q", all)
 	}
 }
 
@@ -327,83 +378,58 @@ func TestViewLinesFitWidth(t *testing.T) {
 	}
 }
 
-func TestDigestOfInvalidRawJSON(t *testing.T) {
-	a := protocol.Event{Kind: protocol.EventToolStart, Tool: &protocol.Tool{CallID: "c", Args: json.RawMessage("{bad")}}
-	b := a
-	b.Tool = &protocol.Tool{CallID: "c", Args: json.RawMessage("{worse")}
-	a2 := a
-	a2.Tool = &protocol.Tool{CallID: "c", Args: json.RawMessage("{bad")}
-	if digest(a) == digest(b) || digest(a) != digest(a2) {
-		t.Fatal("digest of events with invalid raw JSON")
-	}
-}
-
-func TestViewDedupWindow(t *testing.T) {
-	tr := &Transcript{}
-	s := &stream{exec: "x1"}
-	first := s.ev(protocol.EventRunSettled, "", nil)
-	tr.Apply(first)
-	for i := 0; i < 3*DedupWindow; i++ {
-		s.seq++ // a gap every time: digests must stay bounded anyway
-		tr.Apply(s.ev(protocol.EventRunSettled, "", nil))
-	}
-	if n := len(tr.digests); n > 2*DedupWindow+1 {
-		t.Fatalf("%d digests kept", n)
-	}
-	tr = &Transcript{}
-	s = &stream{exec: "x1"}
-	first = s.ev(protocol.EventRunSettled, "", nil)
-	tr.Apply(first)
-	var last protocol.Event
-	for i := 0; i < 3*DedupWindow; i++ {
-		last = s.ev(protocol.EventRunSettled, "", nil)
-		tr.Apply(last)
-	}
-	tr.Apply(last)
-	if tr.Marked() {
-		t.Fatal("contiguous stream with an identical repeat marked")
-	}
-	tr.Apply(first)
-	if !tr.Marked() {
-		t.Fatal("a repeat older than the window must mark a reconcile")
-	}
-}
-
-// FuzzTranscript applies arbitrary decoded events: no panic, and every
-// rendered line is inert and fits its width.
+// FuzzTranscript feeds arbitrary decoded events through the client
+// library's Transcript (the first one names the execution and where the
+// events start) and renders its views: no panic, every rendered line is
+// inert and fits its width, and the incremental Follow shows what a fresh
+// build of the last view shows.
 func FuzzTranscript(f *testing.F) {
 	f.Add([]byte(`{"record":"event","kind":"message-start","execution":"x","seq":1,"message":"m1","role":"assistant"}
 {"record":"event","kind":"text-delta","execution":"x","seq":2,"message":"m1","block":0,"fragment":0,"text":"hi\u001b["}
-{"record":"event","kind":"tool-start","execution":"x","seq":4,"tool":{"callId":"c","name":"b\n"}}
-{"record":"event","kind":"message-end","execution":"x","seq":5,"message":"m1","part":3,"content":[{"type":"toolCall","args":{"a":1}}]}`), uint8(20))
+{"record":"event","kind":"tool-start","execution":"x","seq":3,"tool":{"callId":"c","name":"b\n"}}
+{"record":"event","kind":"text-delta","execution":"x","seq":2,"message":"m1","block":0,"fragment":0,"text":"hi\u001b["}
+{"record":"event","kind":"message-end","execution":"x","seq":4,"message":"m1","part":3,"content":[{"type":"toolCall","args":{"a":1}}]}
+{"record":"event","kind":"message-end","execution":"x","seq":6,"message":"m1","part":3,"content":[{"type":"toolCall","args":{"a":1}}]}`), uint8(20))
 	f.Fuzz(func(t *testing.T, in []byte, w uint8) {
-		tr := &Transcript{}
+		ct := client.NewTranscript()
+		var fl Follow
+		width := int(w%100) + 6
+		var last *Transcript
 		for _, line := range strings.Split(string(in), "\n") {
 			var e protocol.Event
-			if json.Unmarshal([]byte(line), &e) == nil {
-				tr.Apply(e)
+			if json.Unmarshal([]byte(line), &e) != nil {
+				continue
+			}
+			if last == nil {
+				ct.Update(client.Update{Record: "observed", Observed: &protocol.Observed{Record: "observed",
+					Seam: protocol.Seam{Execution: e.Execution, ReplayStart: e.Seq, Quiet: e.Seq%2 == 0}}})
+			}
+			ct.Update(client.Update{Record: protocol.RecordEvent, Event: &e})
+			last = fl.Update(Older{}, ct.Snapshot())
+			for _, l := range last.Lines(width) {
+				if Width(l) > width {
+					t.Fatalf("line %q wider than %d", l, width)
+				}
+				if bad := raw(l); bad != "" {
+					t.Fatalf("line %q holds %s", l, bad)
+				}
 			}
 		}
-		width := int(w%100) + 6
-		for _, l := range tr.Lines(width) {
-			if Width(l) > width {
-				t.Fatalf("line %q wider than %d", l, width)
-			}
-			if bad := raw(l); bad != "" {
-				t.Fatalf("line %q holds %s", l, bad)
+		if last != nil {
+			if got, want := last.Lines(width), FromView(ct.Snapshot()).Lines(width); !reflect.DeepEqual(got, want) {
+				t.Fatalf("follow\n%q\nfresh\n%q", got, want)
 			}
 		}
 	})
 }
 
-// TestCompactArgs: tool arguments read as the model wrote them, whatever
-// HTML escaping json.Marshal added on the way; an escaped backslash before
-// "u003e" is not an escape.
+// TestCompactArgs: tool arguments are shown compact, as the JSON has
+// them: the controller writes records without HTML escaping, so nothing is
+// undone here, and an escape in the JSON itself stays as written.
 func TestCompactArgs(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
-		{`{"command": "ls 2\u003e\u00261 \u003c in"}`, `{"command":"ls 2>&1 < in"}`},
+		{`{"command": "ls 2>&1 < in"}`, `{"command":"ls 2>&1 < in"}`},
 		{`{"command":"a\\u003e b"}`, `{"command":"a\\u003e b"}`},
-		{`{"command":"a\\\u003e b"}`, `{"command":"a\\> b"}`},
 		{`{"x":"\u2028 \"q\""}`, `{"x":"\u2028 \"q\""}`},
 		{`not json`, `not json`},
 	} {
