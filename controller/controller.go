@@ -252,7 +252,6 @@ func (c *Controller) refuse(k *conn, request string, r *protocol.Refusal) {
 	k.send(r.Record(request))
 }
 
-
 // attach registers a connection that said hello and sends it the binding
 // at once, so a one-shot client knows generation, execution and state
 // without observing. Under mu, so every later broadcast follows it.
