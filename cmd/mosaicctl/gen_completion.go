@@ -96,6 +96,29 @@ func shellTables(b *strings.Builder, t []compNode, line func(table, key, value s
 	}
 }
 
+// shellWalk is the walker of bash and zsh (the same syntax): it reads
+// words[first..cword-1] into p (the command path), npos (positionals after
+// it) and skip (the current word is a flag's value), from the tables named
+// prefix+"subs" and prefix+"vflags".
+func shellWalk(words, cword string, first int, prefix string) string {
+	return strings.NewReplacer("WORDS", words, "CWORD", cword, "FIRST", fmt.Sprint(first), "T_", prefix).Replace(
+		`	local p=mosaicctl w i npos=0 skip=0 cur=${WORDS[CWORD]}
+	for ((i = FIRST; i < CWORD; i++)); do
+		w=${WORDS[i]}
+		if ((skip)); then skip=0; continue; fi
+		if [[ $w == -* ]]; then
+			[[ $w != *=* && " ${T_vflags[$p]} " == *" $w "* ]] && skip=1
+			continue
+		fi
+		if ((npos == 0)) && [[ " ${T_subs[$p]} " == *" $w "* ]]; then
+			p="$p $w"
+			continue
+		fi
+		((npos++))
+	done
+`)
+}
+
 const idsCommand = `mosaicctl conv list 2>/dev/null | awk 'NR > 1 { print $1 }'`
 
 func bashCompletion(t []compNode) string {
@@ -107,28 +130,14 @@ func bashCompletion(t []compNode) string {
 	})
 	b.WriteString(`
 _mosaicctl() {
-	local cur=${COMP_WORDS[COMP_CWORD]} path=mosaicctl w i npos=0 skip=0
-	for ((i = 1; i < COMP_CWORD; i++)); do
-		w=${COMP_WORDS[i]}
-		if ((skip)); then skip=0; continue; fi
-		if [[ $w == -* ]]; then
-			[[ $w != *=* && " ${_mosaicctl_vflags[$path]} " == *" $w "* ]] && skip=1
-			continue
-		fi
-		if ((npos == 0)) && [[ " ${_mosaicctl_subs[$path]} " == *" $w "* ]]; then
-			path="$path $w"
-			continue
-		fi
-		((npos++))
-	done
-	COMPREPLY=()
+` + shellWalk("COMP_WORDS", "COMP_CWORD", 1, "_mosaicctl_") + `	COMPREPLY=()
 	if ((skip)); then
 		COMPREPLY=($(compgen -f -- "$cur"))
 	elif [[ $cur == -* ]]; then
-		COMPREPLY=($(compgen -W "${_mosaicctl_flags[$path]}" -- "$cur"))
-	elif [[ -n ${_mosaicctl_subs[$path]} ]] && ((npos == 0)); then
-		COMPREPLY=($(compgen -W "${_mosaicctl_subs[$path]}" -- "$cur"))
-	elif [[ -n ${_mosaicctl_id[$path]} ]] && ((npos == 0)); then
+		COMPREPLY=($(compgen -W "${_mosaicctl_flags[$p]}" -- "$cur"))
+	elif [[ -n ${_mosaicctl_subs[$p]} ]] && ((npos == 0)); then
+		COMPREPLY=($(compgen -W "${_mosaicctl_subs[$p]}" -- "$cur"))
+	elif [[ -n ${_mosaicctl_id[$p]} ]] && ((npos == 0)); then
 		COMPREPLY=($(compgen -W "$(` + idsCommand + `)" -- "$cur"))
 	else
 		COMPREPLY=($(compgen -f -- "$cur"))
@@ -146,21 +155,7 @@ func zshCompletion(t []compNode) string {
 	shellTables(&b, t, func(table, key, value string) string {
 		return fmt.Sprintf("\t%s+=(%s %s)\n", table, zq(key), zq(value))
 	})
-	b.WriteString(`	local p=mosaicctl w i npos=0 skip=0 cur=${words[CURRENT]}
-	for ((i = 2; i < CURRENT; i++)); do
-		w=${words[i]}
-		if ((skip)); then skip=0; continue; fi
-		if [[ $w == -* ]]; then
-			[[ $w != *=* && " ${vflags[$p]} " == *" $w "* ]] && skip=1
-			continue
-		fi
-		if ((npos == 0)) && [[ " ${subs[$p]} " == *" $w "* ]]; then
-			p="$p $w"
-			continue
-		fi
-		((npos++))
-	done
-	if ((skip)); then
+	b.WriteString(`` + shellWalk("words", "CURRENT", 2, "") + `	if ((skip)); then
 		_files
 	elif [[ $cur == -* ]]; then
 		compadd -- ${=flags[$p]}
