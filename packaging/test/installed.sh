@@ -49,14 +49,22 @@ pid=$(uctl show -p MainPID --value "$svc")
 mapfile -t scopes < <(uctl list-units --plain --no-legend --state=active "mosaic-engine-*" | awk '{ print $1 }')
 [ "${#scopes[@]}" -gt 0 ] || fail "no active engine scope after the prompt"
 
+# The user manager's loaded definition of the running service is made
+# older than the file the reinstall writes back (systemd flags a reload
+# when the file's mtime is newer than the one it loaded): only the reload
+# by postinst then clears NeedDaemonReload.
+touch -d @1 /usr/lib/systemd/user/mosaic-conv@.service
+uctl daemon-reload
+[ "$(uctl show -p NeedDaemonReload --value "$svc")" = no ] || fail "$svc needs a reload right after one"
 # The upgrade path: prerm upgrade, postinst configure OLD-VERSION.
 apt-get install -y -q --reinstall "$deb" >/tmp/apt.log 2>&1 || { cat /tmp/apt.log; fail "apt-get install --reinstall"; }
 diag() { uctl status --no-pager "$svc" "${scopes[@]}" || true; journalctl --no-pager -n 40 _UID="$uid" || true; }
 [ "$(uctl show -p MainPID --value "$svc")" = "$pid" ] || { diag; fail "the reinstall restarted $svc (main pid $pid -> $(uctl show -p MainPID --value "$svc"))"; }
+[ "$(uctl show -p NeedDaemonReload --value "$svc")" = no ] || fail "postinst did not reload the user manager: $svc needs a daemon-reload"
 for s in "${scopes[@]}"; do
 	uctl is-active --quiet "$s" || fail "the reinstall ended the engine scope $s"
 done
-pass "reinstall (upgrade path): controller pid $pid and engine scope kept"
+pass "reinstall (upgrade path): the user manager reloaded, controller pid $pid and engine scope kept"
 
 asuser stop "$id"
 
