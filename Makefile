@@ -22,7 +22,7 @@ SHELL     := /bin/bash
 
 export MOSAIC_BIN_DIR := $(BIN)
 
-.PHONY: all build demo test check unit fuzz bench pi mutants clean install uninstall
+.PHONY: all build demo test check unit fuzz bench pi mutants clean install uninstall deb test-deb
 
 all: build
 
@@ -46,6 +46,20 @@ install: build
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/mosaicctl
 
+# The Debian package, .build/deb/mosaic_<version>_<arch>.deb: mosaicctl, the
+# user units, man pages, completions and the journal catalog, all generated
+# by the binary being packaged (packaging/build.sh; version in
+# cmd/mosaicctl/version.txt).
+deb:
+	@bash packaging/build.sh $(CURDIR)/.build/deb
+
+# The package's tests: metadata, contents, man pages, then installed in a
+# systemd sandbox as root and driven as a user (packaging/test/run.sh).
+test-deb: build pi
+	@echo "==> the Debian package: contents, man pages, installed in a sandbox"
+	MOSAIC_PI=$$(bash contrib/pi/install.sh $(PI_DIR)) \
+		bash packaging/test/run.sh $$(bash packaging/build.sh $(CURDIR)/.build/deb)
+
 # The main job: a real conversation with the pinned Pi under a real systemd
 # (stub model; DEMO_ARGS="--provider P --model M --agent-dir DIR" for a real one).
 # It prints the tmux command that watches its attached pane live, and keeps
@@ -63,6 +77,7 @@ test: check build pi
 	@echo "==> go test -race, every package, each test binary in a fresh systemd sandbox"
 	MOSAIC_PI=$$(bash contrib/pi/install.sh $(PI_DIR)) \
 		$(GO) test -json -race -count=1 -exec $(SANDBOX) ./... | $(GO) run ./contrib/testprogress
+	$(MAKE) --no-print-directory test-deb
 	$(MAKE) --no-print-directory fuzz
 
 check:

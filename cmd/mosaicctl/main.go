@@ -12,9 +12,6 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "0.1.0-dev"
-
 func main() {
 	// The scope launcher re-executes this binary as a held child and an
 	// anchor; those never reach the CLI.
@@ -50,6 +47,7 @@ func newApp() *cli.App {
 			proofCommand(),
 			auditCommand(),
 			doctorCommand(),
+			genCommand(),
 		},
 		// Errors are printed once, by main, with their refusal code.
 		ExitErrHandler: func(*cli.Context, error) {},
