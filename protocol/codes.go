@@ -81,14 +81,14 @@ const (
 // The history reader behind observe, and paging back with a cursor (each
 // cursor code carries reconcile).
 const (
-	CodeUnsafePath       = "unsafe-path"
-	CodeTooLarge         = "too-large"
-	CodeNotAPiSession    = "not-a-pi-session"
-	CodeIncompleteHeader = "incomplete-header"
-	CodeSourceReplaced   = "source-replaced"
-	CodeUnreadable       = "unreadable"      // the session file cannot be read or encoded
-	CodeForeignProject   = "foreign-project" // the session's cwd is outside the project
-	CodeUnknownBranch    = "unknown-branch"  // the session has no such branch
+	CodeUnsafePath       = "unsafe-path"       // a symlink, a swap, not a regular file, or no file
+	CodeTooLarge         = "too-large"         // over the reader's size cap
+	CodeNotAPiSession    = "not-a-pi-session"  // line 1 is not a Pi session header
+	CodeIncompleteHeader = "incomplete-header" // line 1 is not complete yet
+	CodeSourceReplaced   = "source-replaced"   // gone, another file or shorter since it was read
+	CodeUnreadable       = "unreadable"        // the session file cannot be read or encoded
+	CodeForeignProject   = "foreign-project"   // the session's cwd is outside the project
+	CodeUnknownBranch    = "unknown-branch"    // the session has no such branch
 	CodeCursorUnknown    = "cursor-unknown"
 	CodeCursorExpired    = "cursor-expired"
 	CodeCursorForeign    = "cursor-foreign"
