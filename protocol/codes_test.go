@@ -302,12 +302,17 @@ func checkFile(t *testing.T, fset *token.FileSet, f *ast.File, codes map[string]
 		switch x := n.(type) {
 		case *ast.ImportSpec:
 			return false
-		case *ast.Field:
-			// struct tags are not values
-			if x.Type != nil {
-				ast.Inspect(x.Type, func(ast.Node) bool { return true })
+		case *ast.ValueSpec:
+			for i, id := range x.Names {
+				if i >= len(x.Values) || !strings.HasPrefix(id.Name, "Code") || !ast.IsExported(id.Name) {
+					continue
+				}
+				if lit, ok := x.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
+					t.Errorf("%s: %s declares a refusal code outside protocol; declare it in protocol/codes.go and docs/protocol.md", fset.Position(id.Pos()), id.Name)
+				}
 			}
-			return false
+		case *ast.Field:
+			return false // a struct tag is no value, and a field holds no other literal
 		case *ast.CallExpr:
 			name := ""
 			switch fn := x.Fun.(type) {
