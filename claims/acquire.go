@@ -40,7 +40,7 @@ func (r Request) validate() error {
 // controller is released by Recover, not here.
 func (s *Store) Acquire(ctx context.Context, req Request) (*Claim, error) {
 	if err := req.validate(); err != nil {
-		return nil, protocol.Wrap(CodeClaimState, err, "acquire")
+		return nil, protocol.Wrap(protocol.CodeClaimState, err, "acquire")
 	}
 	v, err := s.load(ctx, req.Keys)
 	if err != nil {
@@ -54,7 +54,7 @@ func (s *Store) Acquire(ctx context.Context, req Request) (*Claim, error) {
 	}
 	self, err := s.host.Self()
 	if err != nil {
-		return nil, protocol.Wrap(CodeClaimStore, err, "acquire: identify controller")
+		return nil, protocol.Wrap(protocol.CodeClaimStore, err, "acquire: identify controller")
 	}
 	rec := Record{
 		Format: formatVersion, Claim: s.newID(), Seq: 1, Seat: req.Keys.Seat, Session: req.Keys.Session,
@@ -111,7 +111,7 @@ func (s *Store) refuseLost(ctx context.Context, keys Keys, cause error) error {
 			}
 		}
 	}
-	return protocol.Wrap(CodeAlreadyActive, cause, "another controller took the claim first")
+	return protocol.Wrap(protocol.CodeAlreadyActive, cause, "another controller took the claim first")
 }
 
 // undo releases a reservation this call may have published, so a refusal

@@ -47,7 +47,7 @@ func (c *Claim) BeginLaunch(ctx context.Context) error {
 // Cgroup, and its claim can then never be stopped by a cohort proof.
 func (c *Claim) Activate(ctx context.Context, engine Process) error {
 	if !proofs.ValidBootID(engine.BootID) || engine.PID <= 0 || engine.StartTime == 0 {
-		return protocol.Wrap(CodeClaimState, ErrInvalid, "engine incarnation %+v incomplete", engine)
+		return protocol.Wrap(protocol.CodeClaimState, ErrInvalid, "engine incarnation %+v incomplete", engine)
 	}
 	return c.advance(ctx, "activate", []State{Reserved}, func(r *Record) error {
 		r.State, r.Engine, r.Reason = Active, &engine, ""
@@ -88,11 +88,11 @@ func (c *Claim) MarkUncertain(ctx context.Context, reason string) error {
 // succeeds, whatever step the failed write reached.
 func (c *Claim) Stop(ctx context.Context, p proofs.Proof) error {
 	if p == nil {
-		return protocol.Refuse(CodeStopProof, "stopped needs a proof")
+		return protocol.Refuse(protocol.CodeStopProof, "stopped needs a proof")
 	}
 	pr, err := newProofRecord(p)
 	if err != nil {
-		return protocol.Wrap(CodeStopProof, err, "encode proof")
+		return protocol.Wrap(protocol.CodeStopProof, err, "encode proof")
 	}
 	if c.rec.State == Stopped && c.rec.Proof != nil && c.rec.Proof.Digest == pr.Digest {
 		return c.finishStop(ctx, pr)
@@ -100,7 +100,7 @@ func (c *Claim) Stop(ctx context.Context, p proofs.Proof) error {
 	return c.advance(ctx, "stop", []State{Active, Stopping, Uncertain}, func(r *Record) error {
 		r.State, r.Proof, r.Reason = Stopped, pr, ""
 		if err := proven(r); err != nil {
-			return protocol.Wrap(CodeStopProof, err, "proof %s %s does not prove execution %s stopped",
+			return protocol.Wrap(protocol.CodeStopProof, err, "proof %s %s does not prove execution %s stopped",
 				pr.Type, pr.Digest, r.Execution)
 		}
 		return nil
@@ -150,14 +150,14 @@ func (c *Claim) advance(ctx context.Context, op string, from []State, mutate fun
 	}
 	cur := v.seat.current()
 	if cur == nil || cur.Claim != c.rec.Claim || cur.Seq != c.rec.Seq {
-		return protocol.Wrap(CodeStale, ErrStale, "%s: claim %s seq %d is no longer current", op, c.rec.Claim, c.rec.Seq)
+		return protocol.Wrap(protocol.CodeStaleGeneration, ErrStale, "%s: claim %s seq %d is no longer current", op, c.rec.Claim, c.rec.Seq)
 	}
 	if !slices.Contains(from, cur.State) {
 		return errState(cur, op)
 	}
 	self, err := s.host.Self()
 	if err != nil {
-		return protocol.Wrap(CodeClaimStore, err, "%s: identify controller", op)
+		return protocol.Wrap(protocol.CodeClaimStore, err, "%s: identify controller", op)
 	}
 	next := *cur
 	next.Seq++
@@ -239,7 +239,7 @@ func (c *Claim) finishStop(ctx context.Context, pr *ProofRecord) error {
 	}
 	cur := v.seat.current()
 	if cur == nil || cur.Claim != c.rec.Claim || cur.State != Stopped || cur.Proof == nil || cur.Proof.Digest != pr.Digest {
-		return protocol.Wrap(CodeStale, ErrStale, "stop: claim %s no longer holds proof %s", c.rec.Claim, pr.Digest)
+		return protocol.Wrap(protocol.CodeStaleGeneration, ErrStale, "stop: claim %s no longer holds proof %s", c.rec.Claim, pr.Digest)
 	}
 	c.rec = *cur
 	return nil

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/mosaic-agents/mosaic/proofs"
+	"github.com/mosaic-agents/mosaic/protocol"
 )
 
 func TestLifecycleWritesBothKeys(t *testing.T) {
@@ -55,10 +56,10 @@ func TestAcquireRefusesHeldKeys(t *testing.T) {
 		state State
 		code  string
 	}{
-		{Reserved, CodeAlreadyActive},
-		{Active, CodeAlreadyActive},
-		{Stopping, CodeUnsafeReplacement},
-		{Uncertain, CodeUnsafeReplacement},
+		{Reserved, protocol.CodeAlreadyActive},
+		{Active, protocol.CodeAlreadyActive},
+		{Stopping, protocol.CodeUnsafeReplacement},
+		{Uncertain, protocol.CodeUnsafeReplacement},
 	}
 	for _, tt := range tests {
 		for _, probe := range []struct {
@@ -130,7 +131,7 @@ func TestStoppedWithoutProofIsUnsafe(t *testing.T) {
 				}
 			}
 			_, err := s.Acquire(context.Background(), testRequest(keys))
-			wantCode(t, err, CodeUnsafeReplacement)
+			wantCode(t, err, protocol.CodeUnsafeReplacement)
 			if st := mustCurrent(t, s, keys); st.Free {
 				t.Fatal("stopped without proof reads as free")
 			}
@@ -151,17 +152,17 @@ func TestStopNeedsBindingProof(t *testing.T) {
 		proof func(*testing.T, Record) proofs.Proof
 		code  string
 	}{
-		{"nil proof", func(*testing.T, Record) proofs.Proof { return nil }, CodeStopProof},
-		{"another execution", otherExec, CodeStopProof},
+		{"nil proof", func(*testing.T, Record) proofs.Proof { return nil }, protocol.CodeStopProof},
+		{"another execution", otherExec, protocol.CodeStopProof},
 		{"tampered after build", func(t *testing.T, r Record) proofs.Proof {
 			p := cohortProof(t, r)
 			p.Populated = 1
 			return p
-		}, CodeStopProof},
+		}, protocol.CodeStopProof},
 		{"boot proof while the boot is current", func(t *testing.T, r Record) proofs.Proof {
 			return &proofs.BootProof{Type: proofs.TypeBoot, Version: 1, Conversation: r.Conversation,
 				Execution: r.Execution, RecordedBootID: bootA, CurrentBootID: bootA}
-		}, CodeStopProof},
+		}, protocol.CodeStopProof},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -189,7 +190,7 @@ func TestStopNeedsBindingProof(t *testing.T) {
 		rec := c.Record()
 		rec.Engine = &Process{BootID: bootA, PID: 4200, StartTime: 4000, Cgroup: testCgroup}
 		err = c.Stop(ctx, cohortProof(t, rec))
-		wantCode(t, err, CodeStopProof)
+		wantCode(t, err, protocol.CodeStopProof)
 		if !errors.Is(err, proofs.ErrProcessGroup) {
 			t.Fatalf("err %v lacks ErrProcessGroup", err)
 		}
@@ -240,13 +241,13 @@ func TestTransitionsFromWrongState(t *testing.T) {
 	ctx := context.Background()
 	s := openStore(t, t.TempDir(), newHost(100))
 	c := claimIn(t, s, testKeys(), Active)
-	wantCode(t, c.Activate(ctx, testEngine()), CodeClaimState)
-	wantCode(t, c.Abandon(ctx, "x"), CodeClaimState)
+	wantCode(t, c.Activate(ctx, testEngine()), protocol.CodeClaimState)
+	wantCode(t, c.Abandon(ctx, "x"), protocol.CodeClaimState)
 	if err := c.Conclude(ctx, observation(c.Record())); err != nil {
 		t.Fatal(err) // active -> stopped with a complete proof is allowed
 	}
-	wantCode(t, c.BeginStop(ctx, "again"), CodeClaimState)
-	wantCode(t, c.MarkUncertain(ctx, "late"), CodeClaimState)
+	wantCode(t, c.BeginStop(ctx, "again"), protocol.CodeClaimState)
+	wantCode(t, c.MarkUncertain(ctx, "late"), protocol.CodeClaimState)
 }
 
 // A handle whose claim moved under it refuses stale-generation.
@@ -268,7 +269,7 @@ func TestStaleHandle(t *testing.T) {
 	if rec.Verdict != VerdictEngineAlive || rec.Claim.Record().Generation != 2 {
 		t.Fatalf("recovery %+v %+v", rec.Verdict, rec.Claim.Record())
 	}
-	wantCode(t, c.BeginStop(ctx, "old controller"), CodeStale)
+	wantCode(t, c.BeginStop(ctx, "old controller"), protocol.CodeStaleGeneration)
 }
 
 func TestAbandonReleasesUnlaunchedReservation(t *testing.T) {

@@ -88,7 +88,7 @@ func TestAcquireRaceProcesses(t *testing.T) {
 				switch f := strings.Fields(outs[i].String()); {
 				case len(f) >= 2 && f[0] == "won":
 					won++
-				case len(f) >= 2 && f[0] == "refused" && f[1] == CodeAlreadyActive:
+				case len(f) >= 2 && f[0] == "refused" && f[1] == protocol.CodeAlreadyActive:
 					refused++
 				default:
 					t.Errorf("child said %q", outs[i])

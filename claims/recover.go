@@ -95,7 +95,7 @@ type Recovery struct {
 // whose controller is still alive is refused already-active.
 func (s *Store) Recover(ctx context.Context, keys Keys) (*Recovery, error) {
 	if err := keys.validate(); err != nil {
-		return nil, protocol.Wrap(CodeClaimState, err, "recover")
+		return nil, protocol.Wrap(protocol.CodeClaimState, err, "recover")
 	}
 	v, err := s.load(ctx, keys)
 	if err != nil {
@@ -114,7 +114,7 @@ func (s *Store) Recover(ctx context.Context, keys Keys) (*Recovery, error) {
 	c := &Claim{s: s, keys: keys, rec: *cur}
 	verdict, err := Classify(cur, s.host)
 	if err != nil {
-		return nil, protocol.Wrap(CodeUnsafeReplacement, err, "classify claim %s", cur.Claim)
+		return nil, protocol.Wrap(protocol.CodeUnsafeReplacement, err, "classify claim %s", cur.Claim)
 	}
 	if verdict == VerdictStopped && free(cur) {
 		return &Recovery{Verdict: verdict, Claim: c}, nil
@@ -133,7 +133,7 @@ func (c *Claim) takeOver(ctx context.Context, verdict Verdict) error {
 	s := c.s
 	boot, err := s.host.BootID()
 	if err != nil {
-		return protocol.Wrap(CodeClaimStore, err, "recover: read boot id")
+		return protocol.Wrap(protocol.CodeClaimStore, err, "recover: read boot id")
 	}
 	return c.advance(ctx, "recover", []State{Reserved, Active, Stopping, Uncertain, Stopped}, func(r *Record) error {
 		r.Generation++
@@ -154,7 +154,7 @@ func (c *Claim) takeOver(ctx context.Context, verdict Verdict) error {
 			}
 			p, err := proofs.NewBootProof(r.Conversation, r.Execution, recorded, boot, s.host.Now())
 			if err != nil {
-				return protocol.Wrap(CodeStopProof, err, "recover: boot proof")
+				return protocol.Wrap(protocol.CodeStopProof, err, "recover: boot proof")
 			}
 			pr, err := newProofRecord(p)
 			if err != nil {
@@ -169,7 +169,7 @@ func (c *Claim) takeOver(ctx context.Context, verdict Verdict) error {
 		}
 		if r.State == Stopped {
 			if err := proven(r); err != nil {
-				return protocol.Wrap(CodeStopProof, err, "recover: proof")
+				return protocol.Wrap(protocol.CodeStopProof, err, "recover: proof")
 			}
 		}
 		return nil

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/mosaic-agents/mosaic/proofs"
+	"github.com/mosaic-agents/mosaic/protocol"
 )
 
 // Restart classification (W6, W7, K10) and what Recover records.
@@ -64,7 +65,7 @@ func TestRecover(t *testing.T) {
 			} else {
 				// No launch: a new acquisition still refuses.
 				_, err := s.Acquire(ctx, testRequest(testKeys()))
-				wantCode(t, err, CodeUnsafeReplacement)
+				wantCode(t, err, protocol.CodeUnsafeReplacement)
 			}
 		})
 	}
@@ -78,7 +79,7 @@ func TestRecoverLeavesLiveControllerAlone(t *testing.T) {
 	second := newHost(200)
 	second.set(first.self, true) // the first controller still runs (H16)
 	_, err := openStore(t, root, second).Recover(ctx, testKeys())
-	wantCode(t, err, CodeAlreadyActive)
+	wantCode(t, err, protocol.CodeAlreadyActive)
 	if st := mustCurrent(t, openStore(t, root, first), testKeys()); !sameRevision(*st.Seat, c.Record()) {
 		t.Fatal("live controller's claim changed")
 	}
@@ -113,7 +114,7 @@ func TestRecoverFreeAndForeign(t *testing.T) {
 	other := testKeys()
 	other.Seat.Seat = "darkwing"
 	_, err = openStore(t, root, newHost(200)).Recover(ctx, other)
-	wantCode(t, err, CodeAlreadyActive) // the session is held under another seat (W4)
+	wantCode(t, err, protocol.CodeAlreadyActive) // the session is held under another seat (W4)
 }
 
 // W8, W9: resume after a proven stop.
@@ -124,12 +125,12 @@ func TestResume(t *testing.T) {
 		code   string
 	}{
 		{"same pins (W8)", func(*Request) {}, ""},
-		{"changed binary (W9)", func(r *Request) { r.Pins.BinarySHA256 = "cc" }, CodePinMismatch},
-		{"changed argv digest (W9)", func(r *Request) { r.Pins.ArgvDigest = "dd" }, CodePinMismatch},
-		{"changed engine version", func(r *Request) { r.Pins.EngineVersion = "0.86.0" }, CodePinMismatch},
-		{"changed branch (W9)", func(r *Request) { r.Branch = "b.x" }, CodeTarget},
-		{"changed leaf (W9)", func(r *Request) { r.Leaf = "leaf-10" }, CodeTarget},
-		{"other conversation", func(r *Request) { r.Conversation = "conv-2" }, CodeTarget},
+		{"changed binary (W9)", func(r *Request) { r.Pins.BinarySHA256 = "cc" }, protocol.CodePinMismatch},
+		{"changed argv digest (W9)", func(r *Request) { r.Pins.ArgvDigest = "dd" }, protocol.CodePinMismatch},
+		{"changed engine version", func(r *Request) { r.Pins.EngineVersion = "0.86.0" }, protocol.CodePinMismatch},
+		{"changed branch (W9)", func(r *Request) { r.Branch = "b.x" }, protocol.CodeTarget},
+		{"changed leaf (W9)", func(r *Request) { r.Leaf = "leaf-10" }, protocol.CodeTarget},
+		{"other conversation", func(r *Request) { r.Conversation = "conv-2" }, protocol.CodeTarget},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -168,14 +169,14 @@ func TestResume(t *testing.T) {
 			claimIn(t, s, testKeys(), state)
 			_, err := s.Resume(context.Background(), testRequest(testKeys()))
 			if state == Active {
-				wantCode(t, err, CodeAlreadyActive)
+				wantCode(t, err, protocol.CodeAlreadyActive)
 			} else {
-				wantCode(t, err, CodeUnsafeReplacement)
+				wantCode(t, err, protocol.CodeUnsafeReplacement)
 			}
 		}
 		s := openStore(t, t.TempDir(), newHost(100))
 		_, err := s.Resume(context.Background(), testRequest(testKeys()))
-		wantCode(t, err, CodeStopProof)
+		wantCode(t, err, protocol.CodeStopProof)
 	})
 }
 
@@ -203,7 +204,7 @@ func TestPartialReservationReleasedWhenWriterGone(t *testing.T) {
 			free := Keys{Seat: keys.Seat, Session: "pi-session-9"}
 			_, err := s.Acquire(ctx, testRequest(free))
 			if writerAlive {
-				wantCode(t, err, CodeAlreadyActive)
+				wantCode(t, err, protocol.CodeAlreadyActive)
 				return
 			}
 			if err != nil {
@@ -228,7 +229,7 @@ func TestLaunchBegunNeverReleasedAsUnlaunched(t *testing.T) {
 		if err := c.BeginLaunch(ctx); err != nil {
 			t.Fatal(err)
 		}
-		wantCode(t, c.Abandon(ctx, "launch failed"), CodeClaimState)
+		wantCode(t, c.Abandon(ctx, "launch failed"), protocol.CodeClaimState)
 		if err := c.MarkUncertain(ctx, "launch failed after it began"); err != nil {
 			t.Fatal(err)
 		}
@@ -265,7 +266,7 @@ func TestLaunchBegunNeverReleasedAsUnlaunched(t *testing.T) {
 				t.Fatalf("%s %s", got.Verdict, got.Claim.Record().State)
 			}
 			_, err = s.Acquire(ctx, testRequest(testKeys()))
-			wantCode(t, err, CodeUnsafeReplacement)
+			wantCode(t, err, protocol.CodeUnsafeReplacement)
 			if err := got.Claim.Conclude(ctx, observation(got.Claim.Record())); err != nil {
 				t.Fatal(err)
 			}

@@ -13,13 +13,13 @@ import (
 func refuseHeld(which string, rec *Record) error {
 	switch rec.State {
 	case Reserved, Active:
-		return protocol.Refuse(CodeAlreadyActive, "%s key is held by claim %s (%s, conversation %q)",
+		return protocol.Refuse(protocol.CodeAlreadyActive, "%s key is held by claim %s (%s, conversation %q)",
 			which, rec.Claim, rec.State, rec.Conversation)
 	case Stopped:
-		return protocol.Wrap(CodeUnsafeReplacement, proven(rec), "%s key: claim %s is stopped without a verified proof",
+		return protocol.Wrap(protocol.CodeUnsafeReplacement, proven(rec), "%s key: claim %s is stopped without a verified proof",
 			which, rec.Claim)
 	}
-	return protocol.Refuse(CodeUnsafeReplacement, "%s key: claim %s is %s (conversation %q); only a proven stop frees it",
+	return protocol.Refuse(protocol.CodeUnsafeReplacement, "%s key: claim %s is %s (conversation %q); only a proven stop frees it",
 		which, rec.Claim, rec.State, rec.Conversation)
 }
 
@@ -28,12 +28,12 @@ func refuseHeld(which string, rec *Record) error {
 // claim-store failure. Neither is ever read as free.
 func refuseLoad(err error) error {
 	if errors.Is(err, ErrCorrupt) {
-		return protocol.Wrap(CodeUnsafeReplacement, err, "claim record unreadable; treated as uncertain")
+		return protocol.Wrap(protocol.CodeUnsafeReplacement, err, "claim record unreadable; treated as uncertain")
 	}
 	if protocol.CodeOf(err) != "" {
 		return err
 	}
-	return protocol.Wrap(CodeClaimStore, err, "claim store unavailable")
+	return protocol.Wrap(protocol.CodeClaimStore, err, "claim store unavailable")
 }
 
 // refuseWrite turns a failed revision write into a refusal.
@@ -42,12 +42,12 @@ func refuseWrite(err error, format string, args ...any) error {
 		return err
 	}
 	if errors.Is(err, ErrRevisionExists) || errors.Is(err, ErrStale) {
-		return protocol.Wrap(CodeStale, err, format, args...)
+		return protocol.Wrap(protocol.CodeStaleGeneration, err, format, args...)
 	}
-	return protocol.Wrap(CodeClaimStore, err, format, args...)
+	return protocol.Wrap(protocol.CodeClaimStore, err, format, args...)
 }
 
 func errState(rec *Record, op string) error {
-	return protocol.Wrap(CodeClaimState, fmt.Errorf("%s from %s: %w", op, rec.State, ErrInvalid),
+	return protocol.Wrap(protocol.CodeClaimState, fmt.Errorf("%s from %s: %w", op, rec.State, ErrInvalid),
 		"claim %s is %s; %s is not allowed", rec.Claim, rec.State, op)
 }

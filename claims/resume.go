@@ -15,7 +15,7 @@ import (
 // records eligibility to launch; the launcher then calls Activate.
 func (s *Store) Resume(ctx context.Context, req Request) (*Claim, error) {
 	if err := req.validate(); err != nil {
-		return nil, protocol.Wrap(CodeClaimState, err, "resume")
+		return nil, protocol.Wrap(protocol.CodeClaimState, err, "resume")
 	}
 	v, err := s.load(ctx, req.Keys)
 	if err != nil {
@@ -24,18 +24,18 @@ func (s *Store) Resume(ctx context.Context, req Request) (*Claim, error) {
 	cur := v.seat.current()
 	switch {
 	case cur == nil:
-		return nil, protocol.Refuse(CodeStopProof, "no claim to resume for this seat")
+		return nil, protocol.Refuse(protocol.CodeStopProof, "no claim to resume for this seat")
 	case cur.Session != req.Keys.Session:
-		return nil, protocol.Refuse(CodeTarget, "the seat's claim is for another session")
+		return nil, protocol.Refuse(protocol.CodeTarget, "the seat's claim is for another session")
 	case !free(cur):
 		return nil, refuseHeld("seat", cur)
 	case cur.Harness != req.Harness || cur.Conversation != req.Conversation:
-		return nil, protocol.Refuse(CodeTarget, "claim %s is for %s conversation %q", cur.Claim, cur.Harness, cur.Conversation)
+		return nil, protocol.Refuse(protocol.CodeTarget, "claim %s is for %s conversation %q", cur.Claim, cur.Harness, cur.Conversation)
 	case cur.Branch != req.Branch || cur.Leaf != req.Leaf:
-		return nil, protocol.Refuse(CodeTarget, "claim %s stopped at branch %q leaf %q, not %q %q",
+		return nil, protocol.Refuse(protocol.CodeTarget, "claim %s stopped at branch %q leaf %q, not %q %q",
 			cur.Claim, cur.Branch, cur.Leaf, req.Branch, req.Leaf)
 	case cur.Pins != req.Pins:
-		return nil, protocol.Refuse(CodePinMismatch, "claim %s pins %+v differ from %+v", cur.Claim, cur.Pins, req.Pins)
+		return nil, protocol.Refuse(protocol.CodePinMismatch, "claim %s pins %+v differ from %+v", cur.Claim, cur.Pins, req.Pins)
 	}
 	if sc := v.session.current(); !free(sc) {
 		return nil, refuseHeld("session", sc)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/mosaic-agents/mosaic/proofs"
+	"github.com/mosaic-agents/mosaic/protocol"
 )
 
 // TestStopRetriedUntilWritten: a `stopped` revision that could not be
@@ -39,13 +40,13 @@ func TestStopRetriedUntilWritten(t *testing.T) {
 				if hits == 0 {
 					t.Skip("fault point not on this key")
 				}
-				wantCode(t, err, CodeClaimStore)
+				wantCode(t, err, protocol.CodeClaimStore)
 				if !errors.Is(err, syscall.ENOSPC) {
 					t.Fatalf("cause lost: %v", err)
 				}
 				// Still full: the retry fails the same way, never another way.
 				if err := c.Stop(ctx, p); err != nil {
-					wantCode(t, err, CodeClaimStore)
+					wantCode(t, err, protocol.CodeClaimStore)
 				}
 				full = false
 				if err := c.Stop(ctx, p); err != nil {
@@ -98,7 +99,7 @@ func TestStopBindsCgroupID(t *testing.T) {
 				t.Fatalf("stop with a proof of cgroup id %d over an incarnation of id 77: %v", tc.proved, err)
 			}
 			if !tc.ok {
-				wantCode(t, err, CodeStopProof)
+				wantCode(t, err, protocol.CodeStopProof)
 			}
 		})
 	}

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+
+	"github.com/mosaic-agents/mosaic/protocol"
 )
 
 // Mutant 3: a revision is created exclusively and never overwritten.
@@ -59,7 +61,7 @@ func TestAcquireRaceExactlyOneWins(t *testing.T) {
 			if bErr != nil {
 				t.Fatalf("B: %v", bErr)
 			}
-			wantCode(t, aErr, CodeAlreadyActive)
+			wantCode(t, aErr, protocol.CodeAlreadyActive)
 			st := mustCurrent(t, b, testKeys())
 			for _, r := range []*Record{st.Seat, st.Session} {
 				if r.Claim != bClaim.Record().Claim || r.State != Reserved || r.Revision != 1 {
@@ -93,7 +95,7 @@ func TestAcquireLosesSessionKeyAndUndoes(t *testing.T) {
 		return nil
 	}))
 	_, err := a.Acquire(ctx, testRequest(testKeys()))
-	wantCode(t, err, CodeAlreadyActive)
+	wantCode(t, err, protocol.CodeAlreadyActive)
 	st := mustCurrent(t, a, testKeys())
 	if !st.Seat.State.valid() || st.Seat.State != Stopped || Proven(st.Seat) != nil || st.Seat.Proof.Type != ProofUnlaunched {
 		t.Fatalf("A's seat key: %+v", st.Seat)
@@ -143,7 +145,7 @@ func TestWriteFailures(t *testing.T) {
 					if hits == 0 {
 						t.Skip("fault point not on this key")
 					}
-					wantCode(t, err, CodeClaimStore)
+					wantCode(t, err, protocol.CodeClaimStore)
 					if !errors.Is(err, errno) {
 						t.Fatalf("cause lost: %v", err)
 					}
@@ -162,7 +164,7 @@ func TestWriteFailures(t *testing.T) {
 					hits, armed = 0, true
 					err = c.BeginStop(ctx, "stop")
 					armed = false
-					wantCode(t, err, CodeClaimStore)
+					wantCode(t, err, protocol.CodeClaimStore)
 					st = mustCurrent(t, s, testKeys())
 					if st.Seat.State != Active && st.Seat.State != Stopping || !sameRevision(*st.Seat, *st.Session) {
 						t.Fatalf("after failed transition: %+v / %+v", st.Seat, st.Session)
@@ -191,7 +193,7 @@ func TestReadOnlyRoot(t *testing.T) {
 	}
 	t.Cleanup(func() { os.Chmod(root, 0o700) })
 	_, err := s.Acquire(ctx, testRequest(testKeys()))
-	wantCode(t, err, CodeClaimStore)
+	wantCode(t, err, protocol.CodeClaimStore)
 	os.Chmod(root, 0o700)
 	if !mustCurrent(t, s, testKeys()).Free {
 		t.Fatal("claim left behind")
@@ -240,7 +242,7 @@ func TestCorruptRevisions(t *testing.T) {
 			_ = c
 			tt.damage(t, s.seatDir(testKeys().Seat))
 			_, err := s.Acquire(ctx, testRequest(testKeys()))
-			wantCode(t, err, CodeUnsafeReplacement)
+			wantCode(t, err, protocol.CodeUnsafeReplacement)
 			if !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("%v lacks ErrCorrupt", err)
 			}
@@ -248,7 +250,7 @@ func TestCorruptRevisions(t *testing.T) {
 				t.Fatalf("Current: %v", err)
 			}
 			_, err = openStore(t, root, newHost(200)).Recover(ctx, testKeys())
-			wantCode(t, err, CodeUnsafeReplacement)
+			wantCode(t, err, protocol.CodeUnsafeReplacement)
 		})
 	}
 }

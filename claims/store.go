@@ -25,18 +25,6 @@ var (
 	ErrInvalid = errors.New("invalid claim argument")
 )
 
-// Refusal codes this package returns as *protocol.Refusal.
-const (
-	CodeAlreadyActive     = "already-active"      // W1, W2, W4
-	CodeUnsafeReplacement = "unsafe-replacement"  // W3, corrupt records
-	CodeStale             = "stale-generation"    // a handle lost a race
-	CodeStopProof         = "stop-proof"          // no verified proof for stopped or resume
-	CodePinMismatch       = "engine-pin-mismatch" // W9 pins
-	CodeTarget            = "target"              // W9 conversation, branch or leaf
-	CodeClaimState        = "claim-state"         // a transition not allowed from this state
-	CodeClaimStore        = "claim-store"         // the store cannot be read or written
-)
-
 // Fault points, in the order a write passes them. A fault hook sees each.
 const (
 	FaultTempCreated = "temp-created" // temp file created, empty

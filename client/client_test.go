@@ -115,7 +115,7 @@ func TestObserveNeedsNothingElse(t *testing.T) {
 	if !s.Bound || s.Generation != 1 || s.Execution != "x-1" || s.Mode != ModeObserver {
 		t.Fatalf("state after observe: %+v", s)
 	}
-	u := next(t, c, recObserved)
+	u := next(t, c, protocol.RecordObserved)
 	if !u.Reply || u.FromSeq != nil || u.Observed.Request != obs.Request {
 		t.Fatalf("observed on Updates: %+v", u)
 	}
@@ -218,11 +218,11 @@ func TestBroadcast(t *testing.T) {
 	if s := a.State(); s.Mode != ModeController || s.Generation != 2 {
 		t.Fatalf("a after takeover: %+v", s)
 	}
-	u := next(t, b, recControl)
+	u := next(t, b, protocol.RecordControl)
 	if u.Reply || u.Control.Mode != ModeObserver || u.Control.Controller != a.State().Connection {
 		t.Fatalf("b's control broadcast: %+v", u.Control)
 	}
-	next(t, b, recBinding)
+	next(t, b, protocol.RecordBinding)
 	if s := b.State(); s.Mode != ModeObserver || s.Generation != 2 || s.Controller != a.State().Connection {
 		t.Fatalf("b after a's takeover: %+v", s)
 	}
@@ -231,9 +231,9 @@ func TestBroadcast(t *testing.T) {
 	if _, err := b.Takeover(ctx); err != nil {
 		t.Fatal(err)
 	}
-	u = next(t, a, recControl)
+	u = next(t, a, protocol.RecordControl)
 	for u.Reply { // a's own takeover reply is on Updates too
-		u = next(t, a, recControl)
+		u = next(t, a, protocol.RecordControl)
 	}
 	if u.Control.Revoked != a.State().Connection || u.Control.Mode != ModeObserver {
 		t.Fatalf("a's revocation: %+v", u.Control)
@@ -311,7 +311,7 @@ func TestRefusals(t *testing.T) {
 			if got := protocol.CodeOf(err); got != tt.code {
 				t.Fatalf("CodeOf: %q", got)
 			}
-			u := next(t, c, recRefusal) // refusals are on Updates too
+			u := next(t, c, protocol.RecordRefusal) // refusals are on Updates too
 			if !u.Reply || u.Refusal.Code != tt.code {
 				t.Fatalf("refusal on Updates: %+v", u.Refusal)
 			}
@@ -336,7 +336,7 @@ func TestStops(t *testing.T) {
 	}
 	var states []string
 	for len(states) < 3 {
-		u := next(t, c, recStop)
+		u := next(t, c, protocol.RecordStop)
 		if u.Stop.ID == r.Stop {
 			states = append(states, u.Stop.State)
 		}
@@ -357,7 +357,7 @@ func TestStops(t *testing.T) {
 		t.Fatalf("force stop: %+v, %v", r, err)
 	}
 	for {
-		u := next(t, c, recStop)
+		u := next(t, c, protocol.RecordStop)
 		if u.Stop.ID == r.Stop && u.Stop.State == "stopped" {
 			if u.Stop.ProofDigest == "" || len(u.Stop.Proof) == 0 {
 				t.Fatalf("stopped without proof: %+v", u.Stop)
@@ -397,9 +397,9 @@ func TestRecoveryControl(t *testing.T) {
 	if _, err := a.ForceStop(ctx, ""); err != nil {
 		t.Fatal(err)
 	}
-	next(t, b, recBinding)
+	next(t, b, protocol.RecordBinding)
 	for b.State().Binding.State != protocol.BindingStopped {
-		next(t, b, recBinding)
+		next(t, b, protocol.RecordBinding)
 	}
 	_, err := b.Takeover(ctx)
 	wantCode(t, err, "fenced")
@@ -493,7 +493,7 @@ func TestResendTakeoverOnNewConnection(t *testing.T) {
 	if after := d.State(); after.Mode != ModeObserver || after.Generation != before.Generation {
 		t.Fatalf("state after the resend: %+v (before %+v)", after, before)
 	}
-	u := next(t, d, recControl)
+	u := next(t, d, protocol.RecordControl)
 	if !u.Reply || !u.Retry {
 		t.Fatalf("the resent reply on Updates: %+v", u)
 	}
@@ -598,9 +598,9 @@ func TestContextEndsWait(t *testing.T) {
 	}
 	close(release)
 	// The late reply is still recognised as this client's, with its fromSeq.
-	u := next(t, c, recObserved)
+	u := next(t, c, protocol.RecordObserved)
 	for u.Observed.Request != "held" {
-		u = next(t, c, recObserved)
+		u = next(t, c, protocol.RecordObserved)
 	}
 	if !u.Reply || u.FromSeq == nil || *u.FromSeq != 0 {
 		t.Fatalf("late observed: %+v", u)

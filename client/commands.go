@@ -234,7 +234,7 @@ func (c *Client) Confirm(ctx context.Context, operation string) (string, error) 
 	if err != nil {
 		return "", err
 	}
-	if answered.State != "answered" {
+	if answered.State != protocol.ConfirmationAnswered {
 		return "", fmt.Errorf("confirm %s: confirmation %s is %s, not answered", operation, issued.ID, answered.State)
 	}
 	return issued.ID, nil

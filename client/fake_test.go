@@ -581,7 +581,7 @@ func (f *fakeServer) losePlace(id string) {
 	defer f.mu.Unlock()
 	k := f.conns[id]
 	k.lost = true
-	k.send(protocol.Notice{Record: "notice", Kind: NoticeLostPlace, Message: "too slow",
+	k.send(protocol.Notice{Record: "notice", Kind: protocol.NoticeLostPlace, Message: "too slow",
 		Detail: json.RawMessage(fmt.Sprintf(`{"missedFrom":%d}`, len(f.events)+1))})
 }
 

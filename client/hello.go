@@ -38,9 +38,9 @@ func handshake(ctx context.Context, conn net.Conn, opts Options) (protocol.Welco
 		return w, nil, err
 	}
 	switch u.Record {
-	case recWelcome:
+	case protocol.RecordWelcome:
 		w = *u.Welcome
-	case recRefusal:
+	case protocol.RecordRefusal:
 		return w, nil, refusalOf(u.Refusal)
 	default:
 		return w, nil, fmt.Errorf("%w: the server answered the hello with a %q record", ErrProtocol, u.Record)

@@ -44,7 +44,7 @@ func (c *Client) receive(line []byte) error {
 	if err != nil {
 		return err
 	}
-	if u.Record == recWelcome {
+	if u.Record == protocol.RecordWelcome {
 		return fmt.Errorf("%w: a second welcome", ErrProtocol)
 	}
 	c.mu.Lock()
@@ -76,18 +76,18 @@ func (c *Client) receive(line []byte) error {
 // broadcast naming a takeover, say) is not taken for the reply.
 func answers(cmd, kind string) bool {
 	switch kind {
-	case recRefusal:
+	case protocol.RecordRefusal:
 		return true
-	case recObserved, recPage:
+	case protocol.RecordObserved, protocol.RecordPage:
 		return cmd == protocol.CmdObserve
-	case recControl:
+	case protocol.RecordControl:
 		return cmd == protocol.CmdTakeover || cmd == protocol.CmdAcquireRecoveryControl
-	case recReceipt:
+	case protocol.RecordReceipt:
 		return cmd == protocol.CmdPrompt || cmd == protocol.CmdInterrupt ||
 			cmd == protocol.CmdForceStop || cmd == protocol.CmdLaunch || !known(cmd)
-	case recConfirmation:
+	case protocol.RecordConfirmation:
 		return cmd == protocol.CmdIssueConfirmation || cmd == protocol.CmdAnswerConfirmation
-	case recEligibility:
+	case protocol.RecordEligibility:
 		return cmd == protocol.CmdRecover
 	}
 	return !known(cmd)

@@ -8,35 +8,6 @@ import (
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
-// Server record names (the "record" field of every server line).
-const (
-	recWelcome      = "welcome"
-	recRefusal      = "refusal"
-	recEvent        = protocol.RecordEvent
-	recBinding      = "binding"
-	recControl      = "control"
-	recStop         = "stop"
-	recNotice       = "notice"
-	recObserved     = "observed"
-	recReceipt      = "receipt"
-	recConfirmation = "confirmation"
-	recEligibility  = "eligibility"
-	recPage         = "page"
-)
-
-// Notice kinds the client and Transcript act on.
-const (
-	// NoticeLostPlace: the connection read too slowly and receives no more
-	// events until it observes again; detail {"missedFrom": N}.
-	NoticeLostPlace = "lost-place"
-	// NoticeReconcile: the server asks clients to re-read history.
-	NoticeReconcile = "reconcile"
-	// NoticeForeignWriter: someone else appended to the session file.
-	NoticeForeignWriter = "foreign-writer"
-	// NoticeDialog: a native dialog, shown disabled with a reason.
-	NoticeDialog = "dialog"
-)
-
 // ErrProtocol classifies a server line this client cannot accept: not
 // strict JSON, no "record", or a known record of the wrong shape. The
 // connection ends, since nothing after it can be trusted to line up.
@@ -114,40 +85,40 @@ func decodeRecord(line []byte) (Update, error) {
 	u.Record = head.Record
 	var v any
 	switch u.Record {
-	case recWelcome:
+	case protocol.RecordWelcome:
 		u.Welcome = new(protocol.Welcome)
 		v = u.Welcome
-	case recRefusal:
+	case protocol.RecordRefusal:
 		u.Refusal = new(protocol.RefusalRecord)
 		v = u.Refusal
-	case recEvent:
+	case protocol.RecordEvent:
 		u.Event = new(protocol.Event)
 		v = u.Event
-	case recBinding:
+	case protocol.RecordBinding:
 		u.Binding = new(protocol.Binding)
 		v = u.Binding
-	case recControl:
+	case protocol.RecordControl:
 		u.Control = new(protocol.ControlRecord)
 		v = u.Control
-	case recStop:
+	case protocol.RecordStop:
 		u.Stop = new(protocol.Stop)
 		v = u.Stop
-	case recNotice:
+	case protocol.RecordNotice:
 		u.Notice = new(protocol.Notice)
 		v = u.Notice
-	case recObserved:
+	case protocol.RecordObserved:
 		u.Observed = new(protocol.Observed)
 		v = u.Observed
-	case recReceipt:
+	case protocol.RecordReceipt:
 		u.Receipt = new(protocol.Receipt)
 		v = u.Receipt
-	case recConfirmation:
+	case protocol.RecordConfirmation:
 		u.Confirmation = new(protocol.Confirmation)
 		v = u.Confirmation
-	case recEligibility:
+	case protocol.RecordEligibility:
 		u.Eligibility = new(protocol.Eligibility)
 		v = u.Eligibility
-	case recPage:
+	case protocol.RecordPage:
 		u.Page = new(protocol.PageRecord)
 		v = u.Page
 	default:
@@ -168,8 +139,8 @@ func refusalOf(r *protocol.RefusalRecord) *protocol.Refusal {
 // overflows: the same shape as the server's, marked local in its detail.
 func lostPlace(missedFrom uint64) Update {
 	detail, _ := json.Marshal(map[string]any{"missedFrom": missedFrom, "local": true})
-	n := &protocol.Notice{Record: recNotice, Kind: NoticeLostPlace, Detail: detail,
+	n := &protocol.Notice{Record: protocol.RecordNotice, Kind: protocol.NoticeLostPlace, Detail: detail,
 		Message: "this client's update queue overflowed; events are dropped until the next observe"}
 	raw, _ := json.Marshal(n)
-	return Update{Record: recNotice, Notice: n, Raw: raw}
+	return Update{Record: protocol.RecordNotice, Notice: n, Raw: raw}
 }

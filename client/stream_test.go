@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mosaic-agents/mosaic/protocol"
 )
 
 // follow feeds c's updates to tr, performing each observe it asks for, until
@@ -97,7 +99,7 @@ func TestQueueOverflowLosesPlace(t *testing.T) {
 	seen := follow(t, c, tr, clean(10))
 	var local bool
 	for _, u := range seen {
-		if u.Notice != nil && u.Notice.Kind == NoticeLostPlace && bytes.Contains(u.Notice.Detail, []byte(`"local":true`)) {
+		if u.Notice != nil && u.Notice.Kind == protocol.NoticeLostPlace && bytes.Contains(u.Notice.Detail, []byte(`"local":true`)) {
 			local = true
 		}
 	}

@@ -246,12 +246,12 @@ func (t *Transcript) apply(ev protocol.Event) Want {
 
 func (t *Transcript) notice(n *protocol.Notice) Want {
 	switch n.Kind {
-	case NoticeLostPlace:
+	case protocol.NoticeLostPlace:
 		if !t.observed {
 			return t.ask(Want{Observe: true, Reason: ReasonLostPlace})
 		}
 		return t.mark(ReasonLostPlace, Want{Observe: true, Resume: true, FromSeq: t.next() - 1, Reason: ReasonLostPlace})
-	case NoticeReconcile, NoticeForeignWriter:
+	case protocol.NoticeReconcile, protocol.NoticeForeignWriter:
 		return t.mark(ReasonServer, Want{Observe: true, Reason: ReasonServer})
 	}
 	return Want{}

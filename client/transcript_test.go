@@ -12,12 +12,12 @@ import (
 // Builders for the transcript's input, one Update each.
 
 func ev(exec string, seq uint64, text string) Update {
-	return Update{Record: recEvent, Event: &protocol.Event{Record: protocol.RecordEvent,
+	return Update{Record: protocol.RecordEvent, Event: &protocol.Event{Record: protocol.RecordEvent,
 		Kind: protocol.EventTextDelta, Execution: exec, Seq: seq, Text: text}}
 }
 
 func settled(exec string, seq uint64) Update {
-	return Update{Record: recEvent, Event: &protocol.Event{Record: protocol.RecordEvent,
+	return Update{Record: protocol.RecordEvent, Event: &protocol.Event{Record: protocol.RecordEvent,
 		Kind: protocol.EventRunSettled, Execution: exec, Seq: seq}}
 }
 
@@ -32,7 +32,7 @@ func obs(page, exec string, until uint64, quiet, reconcile bool, from *uint64) U
 }
 
 func obsWindow(page, exec string, first, until uint64, quiet, reconcile bool, from *uint64) Update {
-	return Update{Record: recObserved, FromSeq: from, Observed: &protocol.Observed{Record: recObserved,
+	return Update{Record: protocol.RecordObserved, FromSeq: from, Observed: &protocol.Observed{Record: protocol.RecordObserved,
 		History: json.RawMessage(page), Binding: protocol.Binding{Execution: exec},
 		Seam: protocol.Seam{Execution: exec, Replay: "available", ReplayFrom: first, ReplayUntil: until,
 			ReplayStart: until + 1, Quiet: quiet, Reconcile: reconcile}}}
@@ -48,11 +48,11 @@ func startingAt(u Update, start uint64) Update {
 }
 
 func notice(kind string) Update {
-	return Update{Record: recNotice, Notice: &protocol.Notice{Record: recNotice, Kind: kind}}
+	return Update{Record: protocol.RecordNotice, Notice: &protocol.Notice{Record: protocol.RecordNotice, Kind: kind}}
 }
 
 func binding(exec string, reconcile bool) Update {
-	return Update{Record: recBinding, Binding: &protocol.Binding{Record: recBinding, Execution: exec, Reconcile: reconcile}}
+	return Update{Record: protocol.RecordBinding, Binding: &protocol.Binding{Record: protocol.RecordBinding, Execution: exec, Reconcile: reconcile}}
 }
 
 func seq(n uint64) *uint64 { return &n }
@@ -157,15 +157,15 @@ func TestTranscript(t *testing.T) {
 		},
 		{
 			name: "a resume during a running turn is clean when the window reaches",
-			steps: []Update{obs("P", "x", 0, true, false, nil), ev("x", 1, "a"), notice(NoticeLostPlace),
+			steps: []Update{obs("P", "x", 0, true, false, nil), ev("x", 1, "a"), notice(protocol.NoticeLostPlace),
 				obsWindow("P2", "x", 1, 3, false, true, seq(1)), ev("x", 2, "b"), ev("x", 3, "c")},
 			wants: []Want{{}, {}, resume(1, ReasonLostPlace)},
 			view:  "P a1 b2 c3",
 		},
 		{
 			name: "a resume while the server reconciles starts over",
-			steps: []Update{obs("P", "x", 0, true, false, nil), ev("x", 1, "a"), notice(NoticeLostPlace),
-				{Record: recObserved, FromSeq: seq(1), Observed: &protocol.Observed{History: json.RawMessage("P2"),
+			steps: []Update{obs("P", "x", 0, true, false, nil), ev("x", 1, "a"), notice(protocol.NoticeLostPlace),
+				{Record: protocol.RecordObserved, FromSeq: seq(1), Observed: &protocol.Observed{History: json.RawMessage("P2"),
 					Binding: protocol.Binding{Execution: "x", Reconcile: true},
 					Seam:    protocol.Seam{Execution: "x", ReplayFrom: 1, ReplayUntil: 1, Quiet: true}}}},
 			wants: []Want{{}, {}, resume(1, ReasonLostPlace), fresh(ReasonReplayMissed)},
@@ -178,26 +178,26 @@ func TestTranscript(t *testing.T) {
 		},
 		{
 			name:  "lost place asks to resume from the last seq held",
-			steps: []Update{obs("P", "x", 4, true, false, nil), ev("x", 5, "a"), notice(NoticeLostPlace), ev("x", 9, "late")},
+			steps: []Update{obs("P", "x", 4, true, false, nil), ev("x", 5, "a"), notice(protocol.NoticeLostPlace), ev("x", 9, "late")},
 			wants: []Want{{}, {}, resume(5, ReasonLostPlace), {}},
 			view:  "P a5 <lost-place+1>",
 		},
 		{
 			name: "a resume that missed the window starts over and asks for a fresh page",
-			steps: []Update{obs("P", "x", 0, true, false, nil), ev("x", 1, "a"), notice(NoticeLostPlace),
+			steps: []Update{obs("P", "x", 0, true, false, nil), ev("x", 1, "a"), notice(protocol.NoticeLostPlace),
 				obsWindow("P2", "x", 40, 50, true, true, seq(1)), ev("x", 40, "replayed")},
 			wants: []Want{{}, {}, resume(1, ReasonLostPlace), fresh(ReasonReplayMissed), {}},
 			view:  "P2 <replay-missed+1>",
 		},
 		{
 			name:  "a fresh need is not replaced by a resume",
-			steps: []Update{obs("P", "x", 0, true, false, nil), notice(NoticeForeignWriter), notice(NoticeLostPlace)},
+			steps: []Update{obs("P", "x", 0, true, false, nil), notice(protocol.NoticeForeignWriter), notice(protocol.NoticeLostPlace)},
 			wants: []Want{{}, fresh(ReasonServer), {}},
 			view:  "P <server-reconcile+0>",
 		},
 		{
 			name: "a clean resume does not clear a fresh need",
-			steps: []Update{obs("P", "x", 0, true, false, nil), ev("x", 1, "a"), notice(NoticeReconcile),
+			steps: []Update{obs("P", "x", 0, true, false, nil), ev("x", 1, "a"), notice(protocol.NoticeReconcile),
 				obs("P", "x", 1, true, false, seq(1)), ev("x", 2, "b")},
 			wants: []Want{{}, {}, fresh(ReasonServer)},
 			view:  "P a1 <server-reconcile+1>",
@@ -211,7 +211,7 @@ func TestTranscript(t *testing.T) {
 		{
 			name: "a refusal that says reconcile asks for a fresh page",
 			steps: []Update{obs("P", "x", 0, true, false, nil),
-				{Record: recRefusal, Refusal: &protocol.RefusalRecord{Code: "target", Reconcile: true}}},
+				{Record: protocol.RecordRefusal, Refusal: &protocol.RefusalRecord{Code: "target", Reconcile: true}}},
 			wants: []Want{{}, fresh(ReasonServer)},
 			view:  "P <server-reconcile+0>",
 		},

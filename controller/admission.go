@@ -21,23 +21,23 @@ func (c *Controller) admissionLocked() *protocol.Refusal {
 	x := c.st.exec
 	switch {
 	case x == nil || x.conn == nil:
-		return protocol.Refuse(CodeNoEngine, "no engine runs in this conversation (%s)", c.st.binding)
+		return protocol.Refuse(protocol.CodeNoEngine, "no engine runs in this conversation (%s)", c.st.binding)
 	case c.st.binding == protocol.BindingLaunching:
-		return protocol.Refuse(CodePreflight, "the engine is still starting")
+		return protocol.Refuse(protocol.CodePreflight, "the engine is still starting")
 	case c.st.preflight != "":
-		return protocol.Refuse(CodePreflight, "the load check did not pass: %s", c.st.preflight)
+		return protocol.Refuse(protocol.CodePreflight, "the load check did not pass: %s", c.st.preflight)
 	case !c.st.admission:
-		return protocol.Refuse(CodeFenced, "admission is closed: %s", c.st.reason)
+		return protocol.Refuse(protocol.CodeFenced, "admission is closed: %s", c.st.reason)
 	case x.exited:
-		return protocol.Refuse(CodeFenced, "admission is closed: the engine of execution %s exited", x.id)
+		return protocol.Refuse(protocol.CodeFenced, "admission is closed: the engine of execution %s exited", x.id)
 	}
 	switch ts := x.conn.State(); {
 	case ts.Uncertain:
-		return protocol.Refuse(CodeFenced, "admission is closed: engine output was lost (%s); force stop, then recover", strings.Join(ts.Reasons, "; "))
+		return protocol.Refuse(protocol.CodeFenced, "admission is closed: engine output was lost (%s); force stop, then recover", strings.Join(ts.Reasons, "; "))
 	case ts.Fenced:
-		return protocol.Refuse(CodeFenced, "admission is closed: the engine connection is fenced by an interrupt")
+		return protocol.Refuse(protocol.CodeFenced, "admission is closed: the engine connection is fenced by an interrupt")
 	case c.st.binding != protocol.BindingActive:
-		return protocol.Refuse(CodeFenced, "admission is closed: the binding is %s", c.st.binding)
+		return protocol.Refuse(protocol.CodeFenced, "admission is closed: the binding is %s", c.st.binding)
 	}
 	return nil
 }
@@ -48,11 +48,11 @@ func (c *Controller) admissionFieldsLocked() (state, reason string) {
 	r := c.admissionLocked()
 	switch {
 	case r == nil:
-		return "open", ""
+		return protocol.AdmissionOpen, ""
 	case !c.st.admission && c.st.reason != "":
-		return "closed", c.st.reason
+		return protocol.AdmissionClosed, c.st.reason
 	}
-	return "closed", strings.TrimPrefix(r.Message, "admission is closed: ")
+	return protocol.AdmissionClosed, strings.TrimPrefix(r.Message, "admission is closed: ")
 }
 
 // engineLost is the engine connection reporting a line it could not read
@@ -70,5 +70,5 @@ func (c *Controller) engineLost(x *execution, ev protocol.Event) {
 	c.st.binding = protocol.BindingUncertain
 	c.markUncertainLocked(why)
 	c.publishBindingLocked()
-	c.audit(audit.Transition, nil, why, map[string]string{"EXECUTION": x.id, "STATE": "uncertain", "REASON": ev.Reason})
+	c.audit(audit.Transition, nil, why, map[string]string{"EXECUTION": x.id, "STATE": protocol.BindingUncertain, "REASON": ev.Reason})
 }

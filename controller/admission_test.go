@@ -3,6 +3,8 @@ package controller
 import (
 	"strings"
 	"testing"
+
+	"github.com/mosaic-agents/mosaic/protocol"
 )
 
 // TestBindingAdmissionAgreesWithPrompt: the binding's admission says what
@@ -29,7 +31,7 @@ func TestBindingAdmissionAgreesWithPrompt(t *testing.T) {
 			return
 		}
 		rec := k.reply(map[string]any{"type": "prompt", "request": newID("p-"), "generation": gen, "text": "still there?"})
-		if rec["record"] != "refusal" || rec["code"] != CodeFenced {
+		if rec["record"] != "refusal" || rec["code"] != protocol.CodeFenced {
 			t.Fatalf("the binding says closed (%v), but a prompt got %v", b["admissionReason"], rec)
 		}
 	}

@@ -36,7 +36,7 @@ func TestClientLibraryAgainstController(t *testing.T) {
 			break
 		}
 	}
-	if _, err := c.Prompt(ctx, "/goal no"); protocol.CodeOf(err) != CodeTextPolicy {
+	if _, err := c.Prompt(ctx, "/goal no"); protocol.CodeOf(err) != protocol.CodeTextPolicy {
 		t.Fatalf("slash prompt: %v; want a text-policy refusal", err)
 	}
 	id, err := c.Confirm(ctx, protocol.CmdForceStop)

@@ -9,46 +9,6 @@ import (
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
-// Refusal codes of the control layer (brief §1, §5, §6; seed 003).
-const (
-	CodeNotController      = "not-controller"
-	CodeStaleGeneration    = "stale-generation"
-	CodeRevoked            = "revoked"
-	CodeTarget             = "target"
-	CodeFenced             = "fenced"
-	CodeBusy               = "busy"
-	CodeTextPolicy         = "text-policy"
-	CodeDraft              = "draft"
-	CodePreflight          = "preflight"
-	CodeConflictingRequest = "conflicting-request"
-	CodeReceiptUnknown     = "receipt-unknown"
-	CodeRequestPending     = "request-pending"
-	CodeNoTurn             = "no-turn"
-	CodeAlreadyController  = "already-controller"
-	CodeControllerPresent  = "controller-present"
-	CodeEnginePeer         = "engine-peer"
-	CodeConfirmation       = "confirmation"
-	CodeStopProof          = "stop-proof"
-	CodeEligibility        = "eligibility"
-	CodeDispatchRefused    = "dispatch-refused"
-	CodeUnsupported        = "unsupported-capability"
-	CodeNoEngine           = "no-engine"
-)
-
-// Refusal codes of the transport bounds (server.go, docs/protocol.md §1).
-const (
-	// CodeTooManyConnections: the connection cap is reached; the refused
-	// connection is closed right after this line.
-	CodeTooManyConnections = "too-many-connections"
-	// CodeHelloTimeout: no complete hello within the hello timeout, or no
-	// byte within the idle timeout before it; the connection is closed.
-	CodeHelloTimeout = "hello-timeout"
-	// CodeBuffersFull: the bytes held for unfinished lines across all
-	// connections reached their cap; the connection that needed more is
-	// closed.
-	CodeBuffersFull = "buffers-full"
-)
-
 // maxRequestID bounds a client request id.
 const maxRequestID = 128
 
@@ -89,7 +49,7 @@ func (c *Controller) handlers() map[string]handler {
 		protocol.CmdRecover:                c.recover,
 		protocol.CmdLaunch:                 c.launchCmd,
 		protocol.CmdApproval: func(context.Context, *conn, *protocol.Command) (*outcome, error) {
-			return nil, protocol.Refuse(CodeUnsupported, "native dialogs are shown disabled in this version; nothing answers them")
+			return nil, protocol.Refuse(protocol.CodeUnsupported, "native dialogs are shown disabled in this version; nothing answers them")
 		},
 	}
 }
@@ -119,7 +79,7 @@ func (c *Controller) command(ctx context.Context, k *conn, typ string, line []by
 	// one that moved itself out of its engine scope, or whose connecting
 	// process exited, after the hello gains nothing.
 	if engine, why := k.judgePeer(); engine {
-		c.refuse(k, cmd.Request, protocol.Refuse(CodeEnginePeer,
+		c.refuse(k, cmd.Request, protocol.Refuse(protocol.CodeEnginePeer,
 			"this peer may observe, never act on the conversation: %s", why))
 		return
 	}
@@ -163,16 +123,16 @@ func (c *Controller) reply(k *conn, cmd *protocol.Command, rec any, err error) {
 // current execution. Callers hold mu.
 func (c *Controller) checkControlLocked(k *conn, cmd *protocol.Command) *protocol.Refusal {
 	if c.st.revoked[k.id] {
-		return protocol.Refuse(CodeRevoked, "this connection lost control (generation is now %d); it may only observe", c.st.generation)
+		return protocol.Refuse(protocol.CodeRevoked, "this connection lost control (generation is now %d); it may only observe", c.st.generation)
 	}
 	if c.st.controller != k.id {
-		return protocol.Refuse(CodeNotController, "not admitted: this connection is an observer; take control first")
+		return protocol.Refuse(protocol.CodeNotController, "not admitted: this connection is an observer; take control first")
 	}
 	if cmd.Generation == nil || *cmd.Generation != c.st.generation {
-		return protocol.Refuse(CodeStaleGeneration, "the controller generation is %d; refresh and retry", c.st.generation)
+		return protocol.Refuse(protocol.CodeStaleGeneration, "the controller generation is %d; refresh and retry", c.st.generation)
 	}
 	if cmd.Execution != "" && (c.st.exec == nil || cmd.Execution != c.st.exec.id) {
-		return protocol.Refuse(CodeTarget, "execution %q is not the current execution", cmd.Execution)
+		return protocol.Refuse(protocol.CodeTarget, "execution %q is not the current execution", cmd.Execution)
 	}
 	return nil
 }
@@ -182,5 +142,5 @@ func asRefusal(err error) *protocol.Refusal {
 	if errors.As(err, &r) {
 		return r
 	}
-	return protocol.Wrap(protocol.CodeMalformed, err, "%v", err)
+	return protocol.Wrap(protocol.CodeMalformed, err, "")
 }

@@ -49,10 +49,10 @@ func (c *Controller) stopContextLocked() string {
 
 func (c *Controller) issueConfirmation(ctx context.Context, k *conn, cmd *protocol.Command) (*outcome, error) {
 	if k.enginePeer() {
-		return nil, protocol.Refuse(CodeEnginePeer, "an engine peer may not issue confirmations")
+		return nil, protocol.Refuse(protocol.CodeEnginePeer, "an engine peer may not issue confirmations")
 	}
 	if !confirmable[cmd.Operation] {
-		return nil, protocol.Refuse(CodeConfirmation, "operation %s cannot be confirmed; use force-stop, recover or acquire-recovery-control", quoted(cmd.Operation))
+		return nil, protocol.Refuse(protocol.CodeConfirmation, "operation %s cannot be confirmed; use force-stop, recover or acquire-recovery-control", quoted(cmd.Operation))
 	}
 	members := c.memberSummary()
 	// A recover names the leaf the file is on now, read like recover reads
@@ -67,7 +67,7 @@ func (c *Controller) issueConfirmation(ctx context.Context, k *conn, cmd *protoc
 	defer c.mu.Unlock()
 	if cmd.Operation == protocol.CmdAcquireRecoveryControl {
 		if cmd.Generation == nil || *cmd.Generation != c.st.generation {
-			return nil, protocol.Refuse(CodeStaleGeneration, "the controller generation is %d", c.st.generation)
+			return nil, protocol.Refuse(protocol.CodeStaleGeneration, "the controller generation is %d", c.st.generation)
 		}
 	} else if r := c.checkControlLocked(k, cmd); r != nil {
 		return nil, r
@@ -81,8 +81,8 @@ func (c *Controller) issueConfirmation(ctx context.Context, k *conn, cmd *protoc
 		return nil, r
 	}
 	cf := &confirmation{expires: now.Add(c.cfg.ConfirmTTL), leaf: leaf}
-	cf.rec = protocol.Confirmation{Record: "confirmation", ID: newID("cf-"), Request: cmd.Request, Operation: cmd.Operation,
-		State: "issued", Connection: k.id, Execution: exec, Generation: c.st.generation,
+	cf.rec = protocol.Confirmation{Record: protocol.RecordConfirmation, ID: newID("cf-"), Request: cmd.Request, Operation: cmd.Operation,
+		State: protocol.ConfirmationIssued, Connection: k.id, Execution: exec, Generation: c.st.generation,
 		StopContext: c.stopContextLocked(), Expires: cf.expires.UTC().Format(time.RFC3339)}
 	cf.rec.Intent = c.intentLocked(cmd.Operation, members, leaf)
 	sum := sha256.Sum256([]byte(strings.Join([]string{cf.rec.ID, cf.rec.Operation, cf.rec.Connection, cf.rec.Execution,
@@ -90,7 +90,7 @@ func (c *Controller) issueConfirmation(ctx context.Context, k *conn, cmd *protoc
 	cf.rec.Digest = hex.EncodeToString(sum[:])
 	c.confs[cf.rec.ID] = cf
 	c.audit(audit.Confirmation, k, fmt.Sprintf("issued confirmation %s for %s: %s", cf.rec.ID, cmd.Operation, cf.rec.Intent),
-		map[string]string{"CONFIRMATION": cf.rec.ID, "OPERATION": cmd.Operation, "STATE": "issued"})
+		map[string]string{"CONFIRMATION": cf.rec.ID, "OPERATION": cmd.Operation, "STATE": protocol.ConfirmationIssued})
 	return done(cf.rec), nil
 }
 
@@ -148,22 +148,22 @@ func (c *Controller) answerConfirmation(ctx context.Context, k *conn, cmd *proto
 	cf := c.confs[cmd.Confirmation]
 	switch {
 	case cf == nil:
-		return nil, protocol.Refuse(CodeConfirmation, "no confirmation %s (never issued, or expired and forgotten)", quoted(cmd.Confirmation))
+		return nil, protocol.Refuse(protocol.CodeConfirmation, "no confirmation %s (never issued, or expired and forgotten)", quoted(cmd.Confirmation))
 	case cf.rec.Connection != k.id:
-		return nil, protocol.Refuse(CodeConfirmation, "confirmation %s was issued to another connection", cf.rec.ID)
-	case cf.rec.State != "issued":
-		return nil, protocol.Refuse(CodeConfirmation, "confirmation %s is %s, not issued", cf.rec.ID, cf.rec.State)
+		return nil, protocol.Refuse(protocol.CodeConfirmation, "confirmation %s was issued to another connection", cf.rec.ID)
+	case cf.rec.State != protocol.ConfirmationIssued:
+		return nil, protocol.Refuse(protocol.CodeConfirmation, "confirmation %s is %s, not issued", cf.rec.ID, cf.rec.State)
 	case time.Now().After(cf.expires):
-		cf.rec.State = "expired"
-		return nil, protocol.Refuse(CodeConfirmation, "confirmation %s expired", cf.rec.ID)
+		cf.rec.State = protocol.ConfirmationExpired
+		return nil, protocol.Refuse(protocol.CodeConfirmation, "confirmation %s expired", cf.rec.ID)
 	}
 	switch cmd.Answer {
 	case "confirm":
-		cf.rec.State = "answered"
+		cf.rec.State = protocol.ConfirmationAnswered
 	case "decline":
-		cf.rec.State = "declined"
+		cf.rec.State = protocol.ConfirmationDeclined
 	default:
-		return nil, protocol.Refuse(CodeConfirmation, "answer must be \"confirm\" or \"decline\", got %s", quoted(cmd.Answer))
+		return nil, protocol.Refuse(protocol.CodeConfirmation, "answer must be \"confirm\" or \"decline\", got %s", quoted(cmd.Answer))
 	}
 	out := cf.rec
 	out.Request = cmd.Request
@@ -183,25 +183,25 @@ func (c *Controller) useConfirmationLocked(k *conn, id, op string) *protocol.Ref
 	}
 	switch {
 	case id == "" || cf == nil:
-		return protocol.Refuse(CodeConfirmation, "%s needs an answered confirmation: issue-confirmation, then answer-confirmation", op)
+		return protocol.Refuse(protocol.CodeConfirmation, "%s needs an answered confirmation: issue-confirmation, then answer-confirmation", op)
 	case cf.rec.Connection != k.id:
-		return protocol.Refuse(CodeConfirmation, "confirmation %s belongs to another connection", quoted(id))
+		return protocol.Refuse(protocol.CodeConfirmation, "confirmation %s belongs to another connection", quoted(id))
 	case cf.rec.Operation != op:
-		return protocol.Refuse(CodeConfirmation, "confirmation %s is for %s, not %s", id, cf.rec.Operation, op)
-	case cf.rec.State == "used":
-		return protocol.Refuse(CodeConfirmation, "confirmation %s was already used; confirmations are single-use", id)
-	case cf.rec.State != "answered":
-		return protocol.Refuse(CodeConfirmation, "confirmation %s is %s, not answered", id, cf.rec.State)
+		return protocol.Refuse(protocol.CodeConfirmation, "confirmation %s is for %s, not %s", id, cf.rec.Operation, op)
+	case cf.rec.State == protocol.ConfirmationUsed:
+		return protocol.Refuse(protocol.CodeConfirmation, "confirmation %s was already used; confirmations are single-use", id)
+	case cf.rec.State != protocol.ConfirmationAnswered:
+		return protocol.Refuse(protocol.CodeConfirmation, "confirmation %s is %s, not answered", id, cf.rec.State)
 	case time.Now().After(cf.expires):
-		cf.rec.State = "expired"
-		return protocol.Refuse(CodeConfirmation, "confirmation %s expired", id)
+		cf.rec.State = protocol.ConfirmationExpired
+		return protocol.Refuse(protocol.CodeConfirmation, "confirmation %s expired", id)
 	case cf.rec.Generation != c.st.generation || cf.rec.Execution != exec || cf.rec.StopContext != c.stopContextLocked():
-		cf.rec.State = "expired"
-		return protocol.Refuse(CodeConfirmation, "confirmation %s was issued for another state (%s); the stop context changed: confirm again", id, cf.rec.StopContext)
+		cf.rec.State = protocol.ConfirmationExpired
+		return protocol.Refuse(protocol.CodeConfirmation, "confirmation %s was issued for another state (%s); the stop context changed: confirm again", id, cf.rec.StopContext)
 	}
-	cf.rec.State = "used"
+	cf.rec.State = protocol.ConfirmationUsed
 	c.audit(audit.Confirmation, k, fmt.Sprintf("confirmation %s used for %s", id, op),
-		map[string]string{"CONFIRMATION": id, "STATE": "used", "OPERATION": op})
+		map[string]string{"CONFIRMATION": id, "STATE": protocol.ConfirmationUsed, "OPERATION": op})
 	return nil
 }
 
@@ -219,9 +219,9 @@ func (c *Controller) roomForConfirmationLocked(k *conn, now time.Time) *protocol
 	}
 	switch {
 	case mine >= maxConfirmationsPerConn:
-		return protocol.Refuse(CodeConfirmation, "this connection holds %d unexpired confirmations, the most it may; use or decline them, or wait %s for them to expire", mine, c.cfg.ConfirmTTL)
+		return protocol.Refuse(protocol.CodeConfirmation, "this connection holds %d unexpired confirmations, the most it may; use or decline them, or wait %s for them to expire", mine, c.cfg.ConfirmTTL)
 	case len(c.confs) >= maxConfirmations:
-		return protocol.Refuse(CodeConfirmation, "the controller holds %d unexpired confirmations, the most it keeps; wait %s for them to expire", len(c.confs), c.cfg.ConfirmTTL)
+		return protocol.Refuse(protocol.CodeConfirmation, "the controller holds %d unexpired confirmations, the most it keeps; wait %s for them to expire", len(c.confs), c.cfg.ConfirmTTL)
 	}
 	return nil
 }

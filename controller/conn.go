@@ -368,7 +368,7 @@ func (k *conn) lostPlace(f *feed) {
 	select {
 	case missed := <-f.s.lost:
 		detail, _ := json.Marshal(map[string]uint64{"missedFrom": missed})
-		b, err := json.Marshal(protocol.Notice{Record: "notice", Kind: "lost-place", Detail: detail,
+		b, err := json.Marshal(protocol.Notice{Record: protocol.RecordNotice, Kind: protocol.NoticeLostPlace, Detail: detail,
 			Message: fmt.Sprintf("this connection read too slowly and lost its place at event %d; observe again with fromSeq", missed)})
 		if err == nil {
 			k.put(k.ctl, record{line: append(b, '\n')}, sendWait, f.stop)

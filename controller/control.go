@@ -18,7 +18,7 @@ func (c *Controller) takeover(ctx context.Context, k *conn, cmd *protocol.Comman
 		return nil, r
 	}
 	if c.fencedLocked() {
-		return nil, protocol.Refuse(CodeFenced, "admission is closed (%s); ordinary takeover is refused while fenced: use acquire-recovery-control", c.st.reason)
+		return nil, protocol.Refuse(protocol.CodeFenced, "admission is closed (%s); ordinary takeover is refused while fenced: use acquire-recovery-control", c.st.reason)
 	}
 	return done(c.commitControlLocked(k, cmd.Request, "takeover")), nil
 }
@@ -40,11 +40,11 @@ func (c *Controller) lockDispatch() (unlock func()) {
 func (c *Controller) mayGainControlLocked(k *conn, cmd *protocol.Command) *protocol.Refusal {
 	switch {
 	case k.enginePeer():
-		return protocol.Refuse(CodeEnginePeer, "this peer is an engine peer (an agent's tool, or a process that cannot be vouched for); it may observe, never take control")
+		return protocol.Refuse(protocol.CodeEnginePeer, "this peer is an engine peer (an agent's tool, or a process that cannot be vouched for); it may observe, never take control")
 	case c.st.controller == k.id:
-		return protocol.Refuse(CodeAlreadyController, "this connection already holds control (generation %d)", c.st.generation)
+		return protocol.Refuse(protocol.CodeAlreadyController, "this connection already holds control (generation %d)", c.st.generation)
 	case cmd.Generation == nil || *cmd.Generation != c.st.generation:
-		return protocol.Refuse(CodeStaleGeneration, "the controller generation is %d, not the expected one; someone else took control", c.st.generation)
+		return protocol.Refuse(protocol.CodeStaleGeneration, "the controller generation is %d, not the expected one; someone else took control", c.st.generation)
 	}
 	return nil
 }
@@ -73,9 +73,9 @@ func (c *Controller) acquireRecoveryControl(ctx context.Context, k *conn, cmd *p
 	}
 	switch {
 	case !c.fencedLocked():
-		return nil, protocol.Refuse(CodeFenced, "admission is open; use an ordinary takeover")
+		return nil, protocol.Refuse(protocol.CodeFenced, "admission is open; use an ordinary takeover")
 	case c.st.controller != "" && c.conns[c.st.controller] != nil:
-		return nil, protocol.Refuse(CodeControllerPresent, "the controller %s is still connected", c.st.controller)
+		return nil, protocol.Refuse(protocol.CodeControllerPresent, "the controller %s is still connected", c.st.controller)
 	}
 	if err := c.useConfirmationLocked(k, cmd.Confirmation, protocol.CmdAcquireRecoveryControl); err != nil {
 		return nil, err
@@ -95,11 +95,11 @@ func (c *Controller) commitControlLocked(k *conn, request, how string) protocol.
 	// Confirmations are bound to a generation: every one issued before
 	// this change is now stale (H17).
 	for _, cf := range c.confs {
-		if cf.rec.State == "issued" || cf.rec.State == "answered" {
-			cf.rec.State = "expired"
+		if cf.rec.State == protocol.ConfirmationIssued || cf.rec.State == protocol.ConfirmationAnswered {
+			cf.rec.State = protocol.ConfirmationExpired
 		}
 	}
-	rec := protocol.ControlRecord{Record: "control", Request: request, Generation: c.st.generation, Controller: k.id, Mode: "controller", Revoked: old}
+	rec := protocol.ControlRecord{Record: protocol.RecordControl, Request: request, Generation: c.st.generation, Controller: k.id, Mode: "controller", Revoked: old}
 	for _, other := range c.conns {
 		if other.hello && other != k {
 			o := rec

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mosaic-agents/mosaic/activation"
 	"github.com/mosaic-agents/mosaic/proofs"
+	"github.com/mosaic-agents/mosaic/protocol"
 )
 
 const plainScript = `{"turns":[{"text":["Hello ","from ","the ","fake."]}]}`
@@ -57,9 +58,9 @@ func TestPromptStreamsAndDedups(t *testing.T) {
 		t.Fatalf("replay from seq 3 began with %v", ev)
 	}
 	// H13: same id, other text.
-	ctl.refused(map[string]any{"type": "prompt", "request": "p1", "generation": gen, "execution": r.execution(), "text": "other"}, CodeConflictingRequest)
+	ctl.refused(map[string]any{"type": "prompt", "request": "p1", "generation": gen, "execution": r.execution(), "text": "other"}, protocol.CodeConflictingRequest)
 	// A retry the controller never saw (it restarted) is never dispatched.
-	ctl.refused(map[string]any{"type": "prompt", "request": "p-lost", "generation": gen, "text": "x", "retry": true}, CodeReceiptUnknown)
+	ctl.refused(map[string]any{"type": "prompt", "request": "p-lost", "generation": gen, "text": "x", "retry": true}, protocol.CodeReceiptUnknown)
 	if n := r.prompts(); n != 1 {
 		t.Fatalf("engine received %d prompts after refusals, want 1", n)
 	}
@@ -84,9 +85,9 @@ func TestTakeoverRaces(t *testing.T) {
 	wg.Wait()
 	var winner, loser *peer
 	switch {
-	case results[0]["record"] == "control" && results[1]["code"] == CodeStaleGeneration:
+	case results[0]["record"] == "control" && results[1]["code"] == protocol.CodeStaleGeneration:
 		winner, loser = a, b
-	case results[1]["record"] == "control" && results[0]["code"] == CodeStaleGeneration:
+	case results[1]["record"] == "control" && results[0]["code"] == protocol.CodeStaleGeneration:
 		winner, loser = b, a
 	default:
 		t.Fatalf("H1: takeover results %v", results)
@@ -94,10 +95,10 @@ func TestTakeoverRaces(t *testing.T) {
 	if r.generation() != gen+1 {
 		t.Fatalf("generation %v, want %v", r.generation(), gen+1)
 	}
-	winner.refused(map[string]any{"type": "takeover", "request": "self", "generation": r.generation()}, CodeAlreadyController)
+	winner.refused(map[string]any{"type": "takeover", "request": "self", "generation": r.generation()}, protocol.CodeAlreadyController)
 	// The loser takes over properly; the old winner is now revoked.
 	r.takeover(loser)
-	winner.refused(map[string]any{"type": "prompt", "request": "late", "generation": gen + 1, "text": "stale"}, CodeRevoked)
+	winner.refused(map[string]any{"type": "prompt", "request": "late", "generation": gen + 1, "text": "stale"}, protocol.CodeRevoked)
 	if n := r.prompts(); n != 0 {
 		t.Fatalf("H2: engine received %d prompts from a fenced controller", n)
 	}
@@ -116,10 +117,10 @@ func TestZeroEngineBytesOnRefusal(t *testing.T) {
 	r.waitBinding("active")
 	obs, ctl := r.dial(), r.dial()
 	ctl.must(map[string]any{"type": "observe", "request": "o1"}, "observed")
-	obs.refused(map[string]any{"type": "prompt", "request": "s5", "generation": r.generation(), "text": "pasted text"}, CodeNotController)
+	obs.refused(map[string]any{"type": "prompt", "request": "s5", "generation": r.generation(), "text": "pasted text"}, protocol.CodeNotController)
 	gen := r.takeover(ctl)
 	for i, text := range []string{"/goal x", "   /goal x", "\t/goal x", "\u00a0/skill:y"} {
-		ctl.refused(map[string]any{"type": "prompt", "request": fmt.Sprintf("s1-%d", i), "generation": gen, "text": text}, CodeTextPolicy)
+		ctl.refused(map[string]any{"type": "prompt", "request": fmt.Sprintf("s1-%d", i), "generation": gen, "text": text}, protocol.CodeTextPolicy)
 	}
 	if got := r.stdinBytes(); strings.Contains(got, "goal") || strings.Contains(got, "pasted") || strings.Contains(got, `"prompt"`) {
 		t.Fatalf("engine stdin holds refused text: %q", got)
@@ -151,7 +152,7 @@ func TestBusyWhileRunning(t *testing.T) {
 	ctl := r.dial()
 	gen := r.takeover(ctl)
 	ctl.must(map[string]any{"type": "prompt", "request": "p1", "generation": gen, "text": "go"}, "receipt")
-	ctl.refused(map[string]any{"type": "prompt", "request": "p2", "generation": gen, "text": "more"}, CodeBusy)
+	ctl.refused(map[string]any{"type": "prompt", "request": "p2", "generation": gen, "text": "more"}, protocol.CodeBusy)
 	if n := r.prompts(); n != 1 {
 		t.Fatalf("engine received %d prompts, want 1", n)
 	}
@@ -187,17 +188,17 @@ func TestInterruptForceStopRecover(t *testing.T) {
 	r.waitBindingField("admission", "open")
 
 	// K6: recover without a proven stop refuses.
-	ctl.refused(map[string]any{"type": "recover", "request": "rv0", "generation": gen, "confirmation": "cf-none"}, CodeStopProof)
+	ctl.refused(map[string]any{"type": "recover", "request": "rv0", "generation": gen, "confirmation": "cf-none"}, protocol.CodeStopProof)
 	// H17: a confirmation from another connection, and one reused.
 	cf := ctl.confirm("force-stop", gen)
-	other.refused(map[string]any{"type": "answer-confirmation", "request": "x1", "confirmation": cf, "answer": "confirm"}, CodeConfirmation)
+	other.refused(map[string]any{"type": "answer-confirmation", "request": "x1", "confirmation": cf, "answer": "confirm"}, protocol.CodeConfirmation)
 
 	childPID := readPID(t, r)
 	rc = ctl.must(map[string]any{"type": "force-stop", "request": "f1", "generation": gen, "confirmation": cf}, "receipt")
 	if rc["state"] != "stopped" {
 		t.Fatalf("force stop receipt %v", rc)
 	}
-	ctl.refused(map[string]any{"type": "force-stop", "request": "f2", "generation": gen, "confirmation": cf}, CodeFenced)
+	ctl.refused(map[string]any{"type": "force-stop", "request": "f2", "generation": gen, "confirmation": cf}, protocol.CodeFenced)
 	if _, err := os.Stat(fmt.Sprintf("/proc/%d", childPID)); err == nil {
 		t.Fatalf("K1: the setsid tool child %d survived the force stop", childPID)
 	}
@@ -210,11 +211,11 @@ func TestInterruptForceStopRecover(t *testing.T) {
 	}
 
 	// K6: recover needs a confirmation; K7: with one, eligibility, then launch.
-	ctl.refused(map[string]any{"type": "recover", "request": "rv1", "generation": gen}, CodeConfirmation)
+	ctl.refused(map[string]any{"type": "recover", "request": "rv1", "generation": gen}, protocol.CodeConfirmation)
 	rcf := ctl.confirm("recover", gen)
 	el := ctl.must(map[string]any{"type": "recover", "request": "rv2", "generation": gen, "confirmation": rcf}, "eligibility")
 	// Mutant 8: a used confirmation must not work twice.
-	ctl.refused(map[string]any{"type": "recover", "request": "rv3", "generation": gen, "confirmation": rcf}, CodeConfirmation)
+	ctl.refused(map[string]any{"type": "recover", "request": "rv3", "generation": gen, "confirmation": rcf}, protocol.CodeConfirmation)
 	if el["proofDigest"] != stop.ProofDigest {
 		t.Fatalf("eligibility %v does not name the proof %s", el, stop.ProofDigest)
 	}
@@ -223,7 +224,7 @@ func TestInterruptForceStopRecover(t *testing.T) {
 	if lr["state"] != "launched" || lr["execution"] == exec1 || lr["generation"] != gen+1 {
 		t.Fatalf("launch receipt %v", lr)
 	}
-	ctl.refused(map[string]any{"type": "launch", "request": "l2", "generation": gen + 1, "eligibility": el["id"]}, CodeEligibility)
+	ctl.refused(map[string]any{"type": "launch", "request": "l2", "generation": gen + 1, "eligibility": el["id"]}, protocol.CodeEligibility)
 	r.waitBinding("active")
 	if r.prompts() != before {
 		t.Fatal("K7: the new execution received a prompt nobody sent (replay)")
@@ -275,7 +276,7 @@ func TestForeignWriterAndNoWrites(t *testing.T) {
 	if b["admission"] != "closed" || b["reconcile"] != true {
 		t.Fatalf("after a foreign append: %v", b)
 	}
-	ctl.refused(map[string]any{"type": "prompt", "request": "p2", "generation": gen, "text": "more"}, CodeFenced)
+	ctl.refused(map[string]any{"type": "prompt", "request": "p2", "generation": gen, "text": "more"}, protocol.CodeFenced)
 }
 
 func (r *rig) waitBindingField(field string, want any) map[string]any {
@@ -314,7 +315,7 @@ func TestDispatchRechecksAfterTakeover(t *testing.T) {
 	<-admitted
 	b.must(map[string]any{"type": "takeover", "request": "t2", "generation": gen}, "control")
 	close(proceed)
-	if m := <-res; m["record"] != "refusal" || m["code"] != CodeDispatchRefused {
+	if m := <-res; m["record"] != "refusal" || m["code"] != protocol.CodeDispatchRefused {
 		t.Fatalf("prompt admitted before a takeover and dispatched after it: %v; want dispatch-refused", m)
 	}
 	if n := r.prompts(); n != 0 {
@@ -340,8 +341,8 @@ func TestInterruptThatNeverSettles(t *testing.T) {
 	if rc["state"] != "uncertain" {
 		t.Fatalf("an interrupt whose abort never answers: %v; want uncertain", rc)
 	}
-	other.refused(map[string]any{"type": "takeover", "request": "t2", "generation": gen}, CodeFenced)
-	ctl.refused(map[string]any{"type": "prompt", "request": "p2", "generation": gen, "text": "more"}, CodeFenced)
+	other.refused(map[string]any{"type": "takeover", "request": "t2", "generation": gen}, protocol.CodeFenced)
+	ctl.refused(map[string]any{"type": "prompt", "request": "p2", "generation": gen, "text": "more"}, protocol.CodeFenced)
 	cf := ctl.confirm("force-stop", gen)
 	fs := ctl.must(map[string]any{"type": "force-stop", "request": "f1", "generation": gen, "confirmation": cf}, "receipt")
 	if fs["state"] != "stopped" {

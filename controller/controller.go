@@ -183,7 +183,7 @@ func newID(prefix string) string {
 // bindingLocked projects the state for clients. Callers hold mu.
 func (c *Controller) bindingLocked() protocol.Binding {
 	b := protocol.Binding{
-		Record: "binding", Conversation: c.cfg.Conversation.ID, State: c.st.binding,
+		Record: protocol.RecordBinding, Conversation: c.cfg.Conversation.ID, State: c.st.binding,
 		Generation: c.st.generation,
 		Controller: c.st.controller, SessionID: c.st.sessionID, Leaf: c.st.leaf,
 		Reconcile: c.st.reconcile, EngineState: "none", LateEvents: c.bus.droppedLate(),

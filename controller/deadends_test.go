@@ -103,7 +103,7 @@ func TestExternalScopeStopHasAWayBack(t *testing.T) {
 				time.Sleep(20 * time.Millisecond)
 			}
 
-			m := ctl.refused(map[string]any{"type": "recover", "request": "rv0", "generation": gen, "confirmation": "cf-none"}, CodeStopProof)
+			m := ctl.refused(map[string]any{"type": "recover", "request": "rv0", "generation": gen, "confirmation": "cf-none"}, protocol.CodeStopProof)
 			if msg, _ := m["message"].(string); !strings.Contains(msg, "mosaicctl stop --take --yes") {
 				t.Fatalf("recover's refusal names no way out: %q", msg)
 			}

@@ -64,13 +64,13 @@ func (c *Controller) dedupBegin(request, digest string, retry bool) ([]byte, *pr
 	e, ok := c.dedup.m[request]
 	switch {
 	case ok && e.digest != digest:
-		return nil, protocol.Refuse(CodeConflictingRequest, "request id %s was used for another command; use a new id", quoted(request))
+		return nil, protocol.Refuse(protocol.CodeConflictingRequest, "request id %s was used for another command; use a new id", quoted(request))
 	case ok && e.pending:
-		return nil, protocol.Refuse(CodeRequestPending, "request %s is still being handled; wait for its record", quoted(request))
+		return nil, protocol.Refuse(protocol.CodeRequestPending, "request %s is still being handled; wait for its record", quoted(request))
 	case ok:
 		return e.reply, nil
 	case retry:
-		return nil, protocol.Refuse(CodeReceiptUnknown,
+		return nil, protocol.Refuse(protocol.CodeReceiptUnknown,
 			"this controller has no record of request %s (it may have restarted, or forgotten it after %s or %d newer receipts); nothing was dispatched again: check the transcript",
 			quoted(request), receiptTTL, maxReceipts)
 	}

@@ -3,6 +3,8 @@ package controller
 import (
 	"strings"
 	"testing"
+
+	"github.com/mosaic-agents/mosaic/protocol"
 )
 
 // TestNativeDialogShownDisabled: an extension dialog the engine opens is
@@ -34,7 +36,7 @@ func TestNativeDialogShownDisabled(t *testing.T) {
 	if !strings.Contains(notice["message"].(string), "disabled") {
 		t.Fatalf("dialog notice %v does not say it is disabled", notice)
 	}
-	ctl.refused(map[string]any{"type": "approval", "request": "a1", "generation": gen}, CodeUnsupported)
+	ctl.refused(map[string]any{"type": "approval", "request": "a1", "generation": gen}, protocol.CodeUnsupported)
 
 	cf := ctl.confirm("force-stop", gen)
 	rc := ctl.must(map[string]any{"type": "force-stop", "request": "f1", "generation": gen, "confirmation": cf}, "receipt")

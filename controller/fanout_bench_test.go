@@ -282,7 +282,7 @@ func (f *fanoutRig) prompt(b *testing.B) {
 		switch {
 		case m["record"] == "receipt" && m["state"] == protocol.ReceiptAcknowledged:
 			return
-		case m["record"] == "refusal" && m["code"] == CodeBusy:
+		case m["record"] == "refusal" && m["code"] == protocol.CodeBusy:
 			time.Sleep(5 * time.Millisecond)
 		default:
 			b.Fatalf("prompt: %v", m)
@@ -473,7 +473,7 @@ func (f *fanoutRig) observer(ctx context.Context) (*floodReader, error) {
 				if r.event(u.Event, now) {
 					return
 				}
-			case u.Notice != nil && u.Notice.Kind == mclient.NoticeLostPlace:
+			case u.Notice != nil && u.Notice.Kind == protocol.NoticeLostPlace:
 				// As a client does: resume after the last event held,
 				// from the controller's replay window.
 				r.lost++
@@ -548,7 +548,7 @@ func stalledVerdict(b *testing.B, c net.Conn) string {
 		}
 		json.Unmarshal(line, &m)
 		switch {
-		case m.Record == "notice" && m.Kind == mclient.NoticeLostPlace:
+		case m.Record == "notice" && m.Kind == protocol.NoticeLostPlace:
 			return "lost its place"
 		case m.Record == "event" && m.Kind == string(protocol.EventRunSettled):
 			b.Fatalf("the stalled observer kept its place through the flood (%d events)", events)

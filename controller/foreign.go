@@ -124,11 +124,11 @@ func (c *Controller) foreign(x *execution, what, id string) {
 	c.st.binding = protocol.BindingUncertain
 	c.st.reconcile = true
 	c.closeAdmissionLocked("foreign-writer: " + what)
-	c.broadcastLocked(protocol.Notice{Record: "notice", Kind: "foreign-writer",
+	c.broadcastLocked(protocol.Notice{Record: protocol.RecordNotice, Kind: protocol.NoticeForeignWriter,
 		Message: "another writer changed this conversation's session file (" + what + "); admission is closed and the view must be re-read"})
 	c.publishBindingLocked()
 	c.markUncertainLocked("foreign writer: " + what)
-	fields := map[string]string{"EXECUTION": x.id, "REFUSAL": "foreign-writer"}
+	fields := map[string]string{"EXECUTION": x.id, "REFUSAL": protocol.NoticeForeignWriter}
 	if id != "" {
 		fields["ENTRY"] = id
 	}

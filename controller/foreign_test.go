@@ -6,6 +6,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/mosaic-agents/mosaic/protocol"
 )
 
 // W10, the file replaced rather than appended to: a session file that no
@@ -50,7 +52,7 @@ func TestReplacedSessionIsForeign(t *testing.T) {
 			if bd["admission"] != "closed" || bd["reconcile"] != true || !strings.Contains(fmt.Sprint(bd["admissionReason"]), tc.code) {
 				t.Fatalf("after the swap: %v; want admission closed for %s, reconcile", bd, tc.code)
 			}
-			ctl.refused(map[string]any{"type": "prompt", "request": "p1", "generation": gen, "text": "more"}, CodeFenced)
+			ctl.refused(map[string]any{"type": "prompt", "request": "p1", "generation": gen, "text": "more"}, protocol.CodeFenced)
 		})
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/mosaic-agents/mosaic/protocol"
 )
 
 // An interrupt whose abort hangs holds the dispatch lock only for its
@@ -27,8 +29,8 @@ func TestHangingInterruptLeavesDispatchFree(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	other.refused(map[string]any{"type": "takeover", "request": "t2", "generation": gen}, CodeFenced)
-	other.refused(map[string]any{"type": "acquire-recovery-control", "request": "a2", "generation": gen}, CodeControllerPresent)
+	other.refused(map[string]any{"type": "takeover", "request": "t2", "generation": gen}, protocol.CodeFenced)
+	other.refused(map[string]any{"type": "acquire-recovery-control", "request": "a2", "generation": gen}, protocol.CodeControllerPresent)
 	other.must(map[string]any{"type": "observe", "request": "o2"}, "observed")
 	r.ctrl.mu.Lock()
 	state := r.ctrl.st.stop.State

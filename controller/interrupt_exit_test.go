@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/mosaic-agents/mosaic/claims"
+	"github.com/mosaic-agents/mosaic/protocol"
 )
 
 // The engine dies right after its interrupt settled, before the
@@ -39,7 +40,7 @@ func TestEngineExitEndsInterruptUncertain(t *testing.T) {
 	if b := r.waitBinding("uncertain"); b["admission"] != "closed" {
 		t.Fatalf("binding after the engine died: %v; want admission closed", b)
 	}
-	ctl.refused(map[string]any{"type": "prompt", "request": "p2", "generation": gen, "text": "again"}, CodeFenced)
+	ctl.refused(map[string]any{"type": "prompt", "request": "p2", "generation": gen, "text": "again"}, protocol.CodeFenced)
 	r.ctrl.writes.Wait()
 	r.ctrl.mu.Lock()
 	cl := r.ctrl.st.claim

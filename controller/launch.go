@@ -67,7 +67,7 @@ func pinsOf(cv *conversations.Conversation, spec engine.Spec) claims.Pins {
 func (c *Controller) start(ctx context.Context) error {
 	head, err := readSessionHead(c.cfg.Conversation.Session)
 	if err != nil {
-		return protocol.Wrap(protocol.CodeConfiguration, err, "%v", err)
+		return protocol.Wrap(protocol.CodeConfiguration, err, "")
 	}
 	keys := c.keys(head)
 	// A previous start may have keyed a new conversation by its id and
@@ -91,7 +91,7 @@ func (c *Controller) start(ctx context.Context) error {
 		c.auditBootProof(rec.Claim.Record())
 		return nil
 	case claims.VerdictHeld:
-		return protocol.Refuse("already-active", "another controller holds conversation %s", c.cfg.Conversation.ID)
+		return protocol.Refuse(protocol.CodeAlreadyActive, "another controller holds conversation %s", c.cfg.Conversation.ID)
 	default: // engine alive, or gone with members left, or a stop in progress
 		return c.adopt(ctx, rec)
 	}
@@ -266,7 +266,7 @@ func (c *Controller) launch(ctx context.Context, head sessionHead, keys claims.K
 		c.closeAdmissionLocked("preflight: " + err.Error())
 		c.publishBindingLocked()
 		c.audit(audit.Refusal, nil, "load check failed; admission stays closed: "+err.Error()+endSummary(end),
-			endFields(end, map[string]string{"EXECUTION": execID, "REFUSAL": "preflight"}))
+			endFields(end, map[string]string{"EXECUTION": execID, "REFUSAL": protocol.CodePreflight}))
 		return nil // the controller serves, uncertain, so a client can force stop
 	}
 	c.st.sessionID, c.st.leaf = sessionID, leaf

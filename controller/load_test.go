@@ -10,6 +10,7 @@ import (
 
 	"github.com/mosaic-agents/mosaic/conversations"
 	"github.com/mosaic-agents/mosaic/engine"
+	"github.com/mosaic-agents/mosaic/protocol"
 )
 
 // writeSession writes a Pi v3 session file with n messages, alternately
@@ -127,9 +128,9 @@ func TestLoadCheck(t *testing.T) {
 			}
 			// Fenced: ordinary takeover refuses; recovery control may act,
 			// and still nothing reaches the engine.
-			k.refused(map[string]any{"type": "takeover", "request": "t1", "generation": r.generation()}, CodeFenced)
+			k.refused(map[string]any{"type": "takeover", "request": "t1", "generation": r.generation()}, protocol.CodeFenced)
 			gen := r.recoveryControl(k)
-			k.refused(map[string]any{"type": "prompt", "request": "p1", "generation": gen, "text": "go on"}, CodePreflight)
+			k.refused(map[string]any{"type": "prompt", "request": "p1", "generation": gen, "text": "go on"}, protocol.CodePreflight)
 			if n := r.prompts(); n != 0 {
 				t.Fatalf("engine received %d prompts after a failed load check", n)
 			}

@@ -65,7 +65,7 @@ func (c *Controller) observe(k *conn, cmd *protocol.Command) {
 	}
 	replay, sub, start, complete := c.bus.subscribeFrom(after)
 	exec, from, until := c.bus.window()
-	obs := protocol.Observed{Record: "observed", Request: cmd.Request, Binding: c.bindingLocked(), History: raw,
+	obs := protocol.Observed{Record: protocol.RecordObserved, Request: cmd.Request, Binding: c.bindingLocked(), History: raw,
 		Seam: protocol.Seam{Execution: exec, Replay: "available", ReplayFrom: from, ReplayUntil: until, ReplayStart: start,
 			Quiet: quiet, Reconcile: !complete || !quiet || c.st.reconcile}, Cursor: cursor}
 	if line, err := protocol.Line(obs); err == nil {
@@ -94,7 +94,7 @@ func (c *Controller) olderPage(k *conn, cmd *protocol.Command) {
 		c.refuse(k, cmd.Request, asRefusal(err))
 		return
 	}
-	rec := protocol.PageRecord{Record: "page", Request: cmd.Request, History: raw}
+	rec := protocol.PageRecord{Record: protocol.RecordPage, Request: cmd.Request, History: raw}
 	if from > 0 {
 		rec.Cursor = c.cursors.issue(k.id, pc.snap, pc.branch, from, pc.total)
 	}
@@ -110,7 +110,7 @@ func encodePage(snap *history.Snapshot, branch string, end, total int) ([]byte, 
 	}
 	raw, err := protocol.Marshal(page)
 	if err != nil {
-		return nil, 0, protocol.Wrap(protocol.CodeMalformed, err, "encode the history page: %v", err)
+		return nil, 0, protocol.Wrap(protocol.CodeMalformed, err, "encode the history page")
 	}
 	return raw, page.From, nil
 }

@@ -17,14 +17,6 @@ const (
 	cursorTTL  = 10 * time.Minute
 )
 
-// Cursor refusal codes; each carries reconcile: the client keeps the view
-// it has and observes afresh to page back again.
-const (
-	CodeCursorUnknown = "cursor-unknown"
-	CodeCursorExpired = "cursor-expired"
-	CodeCursorForeign = "cursor-foreign"
-)
-
 // pageCursor is where a connection stands when paging back: the snapshot
 // it read, the branch, and the first part of the page it holds. It is
 // bound to the connection (the actor's one view) and expires.
@@ -72,12 +64,12 @@ func (cs *cursors) use(conn, id string) (*pageCursor, *protocol.Refusal) {
 	var r *protocol.Refusal
 	switch {
 	case pc == nil:
-		r = protocol.Refuse(CodeCursorUnknown, "cursor %q is unknown: never issued, replaced by a later observe on this connection, or evicted; observe again", cut(id))
+		r = protocol.Refuse(protocol.CodeCursorUnknown, "cursor %q is unknown: never issued, replaced by a later observe on this connection, or evicted; observe again", cut(id))
 	case pc.conn != conn:
-		r = protocol.Refuse(CodeCursorForeign, "cursor %q was issued to another connection", cut(id))
+		r = protocol.Refuse(protocol.CodeCursorForeign, "cursor %q was issued to another connection", cut(id))
 	case time.Now().After(pc.expires):
 		cs.remove(pc)
-		r = protocol.Refuse(CodeCursorExpired, "cursor %q expired; observe again", cut(id))
+		r = protocol.Refuse(protocol.CodeCursorExpired, "cursor %q expired; observe again", cut(id))
 	default:
 		cs.lru.MoveToBack(pc.elem)
 		return pc, nil
@@ -116,7 +108,7 @@ func cut(s string) string {
 func partCount(snap *history.Snapshot, branch string) (int, error) {
 	valid := func(n int) (bool, error) {
 		_, err := snap.Page(branch, n)
-		if protocol.CodeOf(err) == "cursor-unknown" {
+		if protocol.CodeOf(err) == protocol.CodeCursorUnknown {
 			return false, nil
 		}
 		return err == nil, err

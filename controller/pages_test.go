@@ -160,8 +160,8 @@ func TestObservePagesBack(t *testing.T) {
 	}
 	all, cursor := newest, obs.Cursor
 	other := r.libClient(ctx)
-	if _, err := other.OlderPage(ctx, cursor); protocol.CodeOf(err) != CodeCursorForeign {
-		t.Fatalf("another connection's cursor: %v; want %s", err, CodeCursorForeign)
+	if _, err := other.OlderPage(ctx, cursor); protocol.CodeOf(err) != protocol.CodeCursorForeign {
+		t.Fatalf("another connection's cursor: %v; want %s", err, protocol.CodeCursorForeign)
 	}
 	for cursor != "" {
 		p, err := c.OlderPage(ctx, cursor)
@@ -184,8 +184,8 @@ func TestObservePagesBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.OlderPage(ctx, obs.Cursor); protocol.CodeOf(err) != CodeCursorUnknown {
-		t.Fatalf("a cursor from before the last observe: %v; want %s", err, CodeCursorUnknown)
+	if _, err := c.OlderPage(ctx, obs.Cursor); protocol.CodeOf(err) != protocol.CodeCursorUnknown {
+		t.Fatalf("a cursor from before the last observe: %v; want %s", err, protocol.CodeCursorUnknown)
 	}
 	if _, err := c.OlderPage(ctx, again.Cursor); err != nil {
 		t.Fatalf("the new cursor: %v", err)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/mosaic-agents/mosaic/contrib/attack"
+	"github.com/mosaic-agents/mosaic/protocol"
 )
 
 // engineCgroup returns the cgroupfs directory of the rig's engine (the
@@ -101,7 +102,7 @@ func TestEnginePeerRoutes(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			gen := r.generation()
 			rep := r.runAttack(t, tt.mode, tt.wrap, attack.EnvHello+"=welcome")
-			if rep.Reply["record"] != "refusal" || rep.Reply["code"] != CodeEnginePeer {
+			if rep.Reply["record"] != "refusal" || rep.Reply["code"] != protocol.CodeEnginePeer {
 				t.Fatalf("takeover from %s: %v; want refusal engine-peer", tt.name, rep.Reply)
 			}
 			if r.generation() != gen {
@@ -140,7 +141,7 @@ func TestForkRace(t *testing.T) {
 			switch {
 			case rep.Reply["record"] == "control":
 				wins++
-			case rep.Reply["code"] != CodeEnginePeer && rep.Reply["code"] != CodeStaleGeneration:
+			case rep.Reply["code"] != protocol.CodeEnginePeer && rep.Reply["code"] != protocol.CodeStaleGeneration:
 				t.Errorf("try %d: %v; want refusal engine-peer", i, rep.Reply)
 			}
 		}()
@@ -159,7 +160,7 @@ func TestEnginePeerMayNotConfirm(t *testing.T) {
 	r.waitBinding("active")
 	engine, _ := r.engineCgroup()
 	rep := r.runAttack(t, "confirm", inScope(engine, `exec "$ATTACK"`), attack.EnvN+"=50")
-	if rep.Records["refusal:"+CodeEnginePeer] != 50 {
+	if rep.Records["refusal:"+protocol.CodeEnginePeer] != 50 {
 		t.Fatalf("issue-confirmation from an engine peer: %v; want 50 refusals engine-peer", rep.Records)
 	}
 	r.ctrl.mu.Lock()

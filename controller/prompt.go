@@ -28,13 +28,13 @@ func (c *Controller) prompt(ctx context.Context, k *conn, cmd *protocol.Command)
 	c.dispatch.Lock()
 	defer c.dispatch.Unlock()
 	if r := c.admit(k, cmd); r != nil {
-		return nil, protocol.Refuse(CodeDispatchRefused, "refused at dispatch, nothing was written: %s: %s", r.Code, r.Message)
+		return nil, protocol.Refuse(protocol.CodeDispatchRefused, "refused at dispatch, nothing was written: %s: %s", r.Code, r.Message)
 	}
 	c.mu.Lock()
 	x, gen := c.st.exec, c.st.generation
 	c.mu.Unlock()
 	d, err := x.conn.Prompt(ctx, cmd.Text)
-	rec := protocol.Receipt{Record: "receipt", ID: newID("rc-"), Request: cmd.Request, Command: protocol.CmdPrompt,
+	rec := protocol.Receipt{Record: protocol.RecordReceipt, ID: newID("rc-"), Request: cmd.Request, Command: protocol.CmdPrompt,
 		Revision: 1, Execution: x.id, Generation: gen, Actor: Actor, Connection: k.id, Digest: fingerprint(cmd)}
 	var native *engine.NativeError
 	switch {
@@ -67,14 +67,14 @@ func (c *Controller) admit(k *conn, cmd *protocol.Command) *protocol.Refusal {
 		return r
 	}
 	if cmd.Text == "" || utf8.RuneCountInString(cmd.Text) > maxPromptChars {
-		return protocol.Refuse(CodeDraft, "a prompt needs 1 to %d characters", maxPromptChars)
+		return protocol.Refuse(protocol.CodeDraft, "a prompt needs 1 to %d characters", maxPromptChars)
 	}
 	if err := engine.CheckText(cmd.Text); err != nil {
 		return asRefusal(err)
 	}
 	ts := c.st.exec.conn.State()
 	if ts.Running || ts.Slot != nil {
-		return protocol.Refuse(CodeBusy, "the engine is busy with a turn; there is no queue in this version, so the text stays with you")
+		return protocol.Refuse(protocol.CodeBusy, "the engine is busy with a turn; there is no queue in this version, so the text stays with you")
 	}
 	return nil
 }

@@ -20,7 +20,7 @@ func (c *Controller) pump(x *execution) {
 		if ev.Kind == protocol.EventUnavailable && ev.Native == "extension_ui_request" {
 			c.mu.Lock()
 			c.st.dialogSeen = true
-			c.broadcastLocked(protocol.Notice{Record: "notice", Kind: "dialog",
+			c.broadcastLocked(protocol.Notice{Record: protocol.RecordNotice, Kind: protocol.NoticeDialog,
 				Message: "the engine opened a dialog; dialogs are not supported yet, so it is shown disabled and nobody answers it"})
 			c.mu.Unlock()
 		}
@@ -56,7 +56,7 @@ func (c *Controller) watchExit(x *execution) {
 	c.closeAdmissionLocked(fmt.Sprintf("the engine of execution %s exited (%s); that is not a stop: force stop to prove the cohort ended", x.id, end.Status))
 	c.markUncertainLocked("engine exited without a stop")
 	c.publishBindingLocked()
-	c.audit(audit.Transition, nil, c.st.reason+endSummary(end), endFields(end, map[string]string{"EXECUTION": x.id, "STATE": "uncertain"}))
+	c.audit(audit.Transition, nil, c.st.reason+endSummary(end), endFields(end, map[string]string{"EXECUTION": x.id, "STATE": protocol.BindingUncertain}))
 }
 
 // cohortPath is where an execution's cohort is kept for a restarted

@@ -29,7 +29,7 @@ const recordRetryMax = 5 * time.Second
 
 // retryable reports whether a failed claim write may succeed later
 // without anything else changing: the store could not be written.
-func retryable(err error) bool { return protocol.CodeOf(err) == claims.CodeClaimStore }
+func retryable(err error) bool { return protocol.CodeOf(err) == protocol.CodeClaimStore }
 
 // recordProof writes the stopped revision for p. It returns the stored
 // proof record, or, when the store refused, nil and the error; a refusal
@@ -59,7 +59,7 @@ func (c *Controller) holdProofLocked(x *execution, s *protocol.Stop, p *proofs.C
 		p.Digest, p.Basis, err)
 	c.st.binding = protocol.BindingStopping
 	c.closeAdmissionLocked(why)
-	c.transitionLocked(s, "stopping", why)
+	c.transitionLocked(s, protocol.StopStopping, why)
 	c.audit(audit.Transition, nil, fmt.Sprintf("cohort proof %s for execution %s held: the claim store refused it: %v", p.Digest, x.id, err),
 		map[string]string{"PROOF_DIGEST": p.Digest, "PROOF_TYPE": p.ProofType(), "PROOF": string(body), "STOP": s.ID,
 			"EXECUTION": x.id, "STATE": "stopping", "CLAIM_WRITE": "refused"})
@@ -122,7 +122,7 @@ func (c *Controller) writeHeld(ctx context.Context, ps *pendingStop) bool {
 		reason := "the claim refused the held proof " + ps.proof.Digest + ": " + err.Error()
 		c.st.binding = protocol.BindingUncertain
 		c.closeAdmissionLocked("force stop " + ps.stop.ID + " ended uncertain: " + reason)
-		c.transitionLocked(ps.stop, "uncertain", reason)
+		c.transitionLocked(ps.stop, protocol.StopUncertain, reason)
 	}
 	c.publishBindingLocked()
 	return true
@@ -133,7 +133,7 @@ func (c *Controller) stoppedLocked(x *execution, s *protocol.Stop, proof *claims
 	s.ProofDigest, s.Proof = proof.Digest, proof.Body
 	c.st.binding = protocol.BindingStopped
 	c.closeAdmissionLocked("stopped with proof " + proof.Digest)
-	c.transitionLocked(s, "stopped", "cohort proof "+proof.Digest)
+	c.transitionLocked(s, protocol.StopStopped, "cohort proof "+proof.Digest)
 	c.audit(audit.Proof, nil, fmt.Sprintf("cohort proof %s for execution %s", proof.Digest, x.id),
 		map[string]string{"PROOF_DIGEST": proof.Digest, "PROOF_TYPE": proof.Type, "PROOF": string(proof.Body), "STOP": s.ID, "EXECUTION": x.id})
 }

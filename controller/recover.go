@@ -37,29 +37,29 @@ func (c *Controller) recover(ctx context.Context, k *conn, cmd *protocol.Command
 		return nil, r
 	}
 	if c.st.binding != protocol.BindingStopped || c.st.claim == nil {
-		return nil, protocol.Refuse(CodeStopProof, "recover needs a stop proven by a cohort or boot proof; the binding is %s: %s", c.st.binding, c.wayOutLocked())
+		return nil, protocol.Refuse(protocol.CodeStopProof, "recover needs a stop proven by a cohort or boot proof; the binding is %s: %s", c.st.binding, c.wayOutLocked())
 	}
 	rec := c.st.claim.Record()
 	if err := claims.Proven(&rec); err != nil {
-		return nil, protocol.Wrap(CodeStopProof, err, "the recorded stop does not verify: %v", err)
+		return nil, protocol.Wrap(protocol.CodeStopProof, err, "the recorded stop does not verify")
 	}
 	if specErr != nil {
 		return nil, specErr
 	}
 	if pins := pinsOf(cv, spec); pins != rec.Pins {
-		return nil, protocol.Refuse("engine-pin-mismatch", "the engine or its arguments changed since the stopped execution (%+v, now %+v): a resume runs the engine it stopped; add the conversation again with its earlier --engine, --node, --provider, --model and --thinking to recover", rec.Pins, pins)
+		return nil, protocol.Refuse(protocol.CodePinMismatch, "the engine or its arguments changed since the stopped execution (%+v, now %+v): a resume runs the engine it stopped; add the conversation again with its earlier --engine, --node, --provider, --model and --thinking to recover", rec.Pins, pins)
 	}
 	if headErr != nil {
-		return nil, protocol.Wrap(CodeTarget, headErr, "%v", headErr)
+		return nil, protocol.Wrap(protocol.CodeTarget, headErr, "")
 	}
 	keys := c.keys(head)
 	if rec.Session != keys.Session && !(head.exists && rec.Session == "new:"+c.cfg.Conversation.ID) {
-		return nil, protocol.Refuse(CodeTarget, "the session file now has header %s; the claim was for %s", head.id, rec.Session)
+		return nil, protocol.Refuse(protocol.CodeTarget, "the session file now has header %s; the claim was for %s", head.id, rec.Session)
 	}
 	keys.Session = rec.Session
 	if cf := c.confs[cmd.Confirmation]; cf != nil && cf.rec.Connection == k.id && cf.leaf != "" && cf.leaf != head.leaf {
-		cf.rec.State = "expired"
-		return nil, protocol.Refuse(CodeTarget, "the session moved from leaf %s, which the confirmation named, to %s: confirm again", cf.leaf, head.leaf)
+		cf.rec.State = protocol.ConfirmationExpired
+		return nil, protocol.Refuse(protocol.CodeTarget, "the session moved from leaf %s, which the confirmation named, to %s: confirm again", cf.leaf, head.leaf)
 	}
 	if r := c.useConfirmationLocked(k, cmd.Confirmation, protocol.CmdRecover); r != nil {
 		return nil, r
@@ -68,7 +68,7 @@ func (c *Controller) recover(ctx context.Context, k *conn, cmd *protocol.Command
 	if c.st.stop != nil {
 		stop = c.st.stop.ID
 	}
-	e := &eligibility{keys: keys, rec: protocol.Eligibility{Record: "eligibility", ID: newID("el-"), Request: cmd.Request,
+	e := &eligibility{keys: keys, rec: protocol.Eligibility{Record: protocol.RecordEligibility, ID: newID("el-"), Request: cmd.Request,
 		Conversation: c.cfg.Conversation.ID, Stop: stop, ProofDigest: rec.Proof.Digest, SessionID: head.id,
 		Leaf: head.leaf, Generation: c.st.generation}}
 	c.keepEligibilityLocked(e)
@@ -83,7 +83,7 @@ func (c *Controller) recover(ctx context.Context, k *conn, cmd *protocol.Command
 func (c *Controller) launchCmd(ctx context.Context, k *conn, cmd *protocol.Command) (*outcome, error) {
 	head, err := readSessionHead(c.cfg.Conversation.Session)
 	if err != nil {
-		return nil, protocol.Wrap(CodeTarget, err, "%v", err)
+		return nil, protocol.Wrap(protocol.CodeTarget, err, "")
 	}
 	c.mu.Lock()
 	if r := c.checkControlLocked(k, cmd); r != nil {
@@ -94,13 +94,13 @@ func (c *Controller) launchCmd(ctx context.Context, k *conn, cmd *protocol.Comma
 	switch {
 	case e == nil || e.used:
 		c.mu.Unlock()
-		return nil, protocol.Refuse(CodeEligibility, "eligibility %q is unknown or was used", cmd.Eligibility)
+		return nil, protocol.Refuse(protocol.CodeEligibility, "eligibility %q is unknown or was used", cmd.Eligibility)
 	case e.rec.Generation != c.st.generation || c.st.binding != protocol.BindingStopped:
 		c.mu.Unlock()
-		return nil, protocol.Refuse(CodeEligibility, "eligibility %s is from another state; recover again", e.rec.ID)
+		return nil, protocol.Refuse(protocol.CodeEligibility, "eligibility %s is from another state; recover again", e.rec.ID)
 	case head.leaf != e.rec.Leaf || head.id != e.rec.SessionID:
 		c.mu.Unlock()
-		return nil, protocol.Refuse(CodeTarget, "the session moved since eligibility (leaf %q, was %q)", head.leaf, e.rec.Leaf)
+		return nil, protocol.Refuse(protocol.CodeTarget, "the session moved since eligibility (leaf %q, was %q)", head.leaf, e.rec.Leaf)
 	}
 	e.used = true
 	c.st.generation++
@@ -112,7 +112,7 @@ func (c *Controller) launchCmd(ctx context.Context, k *conn, cmd *protocol.Comma
 	// shutdown does not cut it short (Serve waits for it), since a claim
 	// left reserved would need the next controller to classify it.
 	if err := c.launch(context.WithoutCancel(ctx), head, e.keys, e.rec.Leaf); err != nil {
-		return nil, protocol.Wrap("launch-failed", err, "launch: %v", err)
+		return nil, protocol.Wrap(protocol.CodeLaunchFailed, err, "launch")
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -120,7 +120,7 @@ func (c *Controller) launchCmd(ctx context.Context, k *conn, cmd *protocol.Comma
 	if c.st.exec != nil {
 		execID = c.st.exec.id
 	}
-	r := protocol.Receipt{Record: "receipt", ID: newID("rc-"), Request: cmd.Request, Command: protocol.CmdLaunch,
+	r := protocol.Receipt{Record: protocol.RecordReceipt, ID: newID("rc-"), Request: cmd.Request, Command: protocol.CmdLaunch,
 		State: protocol.ReceiptLaunched, Revision: 1, Execution: execID, Generation: c.st.generation, Actor: Actor,
 		Connection: k.id, Digest: fingerprint(cmd)}
 	if c.st.binding != protocol.BindingActive {

@@ -18,11 +18,11 @@ func (c *Controller) Start(ctx context.Context) error {
 	if err == nil {
 		return nil
 	}
-	if protocol.CodeOf(err) == "already-active" {
+	if protocol.CodeOf(err) == protocol.CodeAlreadyActive {
 		return err
 	}
 	c.audit(audit.Transition, nil, fmt.Sprintf("start of %s: %v", c.cfg.Conversation.ID, err),
-		map[string]string{"STATE": "uncertain", "REFUSAL": protocol.CodeOf(err)})
+		map[string]string{"STATE": protocol.BindingUncertain, "REFUSAL": protocol.CodeOf(err)})
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.st.binding == protocol.BindingIdle || c.st.binding == protocol.BindingLaunching {

@@ -186,10 +186,10 @@ func (s *Server) engineShare() int { return max(1, s.limit-max(1, s.limit/8)) }
 // block, then close. The journal gets one entry per burst (burstLog), not
 // one per connection.
 func (s *Server) refuseFull(c net.Conn, engine bool) {
-	r := protocol.Refuse(CodeTooManyConnections,
+	r := protocol.Refuse(protocol.CodeTooManyConnections,
 		"the controller already serves its cap of %d connections; close one (or raise `serve --max-conns`) and connect again", s.limit)
 	if engine {
-		r = protocol.Refuse(CodeTooManyConnections,
+		r = protocol.Refuse(protocol.CodeTooManyConnections,
 			"engine peers already hold their share (%d) of the controller's %d connections; close one and connect again", s.engineShare(), s.limit)
 	}
 	if line, err := protocol.Line(r.Record("")); err == nil {
@@ -197,7 +197,7 @@ func (s *Server) refuseFull(c net.Conn, engine bool) {
 		c.Write(line)
 	}
 	closeNow(c)
-	s.refusals.note(CodeTooManyConnections, r.Message)
+	s.refusals.note(protocol.CodeTooManyConnections, r.Message)
 }
 
 func (s *Server) closeAll() {
@@ -342,7 +342,7 @@ func (s *Server) hello(k *conn, lines *lineReader) bool {
 			"protocol %d is not supported; this server speaks protocol %d", h.Protocol, protocol.Version))
 		return false
 	}
-	w := protocol.Welcome{Record: "welcome", Conversation: s.Conversation, Connection: k.id,
+	w := protocol.Welcome{Record: protocol.RecordWelcome, Conversation: s.Conversation, Connection: k.id,
 		Mode: "observer", Server: s.Version, Protocol: protocol.Version}
 	if err := k.send(w); err != nil {
 		return false
@@ -379,10 +379,10 @@ func (s *Server) readFailed(k *conn, err error) {
 	case errors.Is(err, protocol.ErrLineTooLong):
 		s.refuse(k, "", protocol.Wrap(protocol.CodeLineTooLong, err, "a line exceeded the cap; the connection is closed"))
 	case errors.Is(err, errBuffers):
-		s.refuse(k, "", protocol.Wrap(CodeBuffersFull, err,
+		s.refuse(k, "", protocol.Wrap(protocol.CodeBuffersFull, err,
 			"the controller holds its cap of %d bytes of unfinished lines across all connections; this connection is closed: send whole lines and connect again (`serve --max-buffered`)", s.lines.max))
 	case !k.hello && errors.Is(err, os.ErrDeadlineExceeded):
-		r := protocol.Refuse(CodeHelloTimeout, "no complete hello in time (%s in all, %s without a byte); the connection is closed",
+		r := protocol.Refuse(protocol.CodeHelloTimeout, "no complete hello in time (%s in all, %s without a byte); the connection is closed",
 			cmp.Or(s.HelloTimeout, DefaultHelloTimeout), cmp.Or(s.IdleTimeout, DefaultIdleTimeout))
 		s.refusals.note(r.Code, r.Message)
 		k.send(r.Record(""))

@@ -278,7 +278,7 @@ func TestTransportBounds(t *testing.T) {
 		a.hello()
 		b.hello()
 		c := h.dial(t)
-		if r := c.read(); r["record"] != "refusal" || r["code"] != CodeTooManyConnections {
+		if r := c.read(); r["record"] != "refusal" || r["code"] != protocol.CodeTooManyConnections {
 			t.Fatalf("third connection: %v; want refusal too-many-connections", r)
 		}
 		if !c.closed() {
@@ -303,7 +303,7 @@ func TestTransportBounds(t *testing.T) {
 		h := start(t, func(s *Server) { s.IdleTimeout = 200 * time.Millisecond })
 		k := h.dial(t)
 		k.send(`{"type":"hel`) // a start, then silence
-		if r := k.read(); r["record"] != "refusal" || r["code"] != CodeHelloTimeout {
+		if r := k.read(); r["record"] != "refusal" || r["code"] != protocol.CodeHelloTimeout {
 			t.Fatalf("silent connection: %v; want refusal hello-timeout", r)
 		}
 		if !k.closed() {
@@ -333,7 +333,7 @@ func TestTransportBounds(t *testing.T) {
 				}
 			}
 		}()
-		if r := k.read(); r["record"] != "refusal" || r["code"] != CodeHelloTimeout {
+		if r := k.read(); r["record"] != "refusal" || r["code"] != protocol.CodeHelloTimeout {
 			t.Fatalf("trickling connection: %v; want refusal hello-timeout", r)
 		}
 	})
@@ -351,7 +351,7 @@ func TestTransportBounds(t *testing.T) {
 			k.hello()
 			k.send(`{"type":"probe","x":"` + part)
 			r := k.read()
-			if r["record"] == "refusal" && r["code"] == CodeBuffersFull {
+			if r["record"] == "refusal" && r["code"] == protocol.CodeBuffersFull {
 				if !k.closed() {
 					t.Fatal("a connection refused buffers-full was left open")
 				}

@@ -27,7 +27,7 @@ func (h sessionHead) has(id string) bool { return h.snap != nil && h.snap.Has(id
 // empty one: Pi gives it a header at start, so there is nothing to pin.
 func readSessionHead(path string) (sessionHead, error) {
 	snap, err := history.Read(path, history.Options{})
-	if protocol.CodeOf(err) == "incomplete-header" && emptyFile(path) {
+	if protocol.CodeOf(err) == protocol.CodeIncompleteHeader && emptyFile(path) {
 		return sessionHead{}, nil
 	}
 	if err != nil {

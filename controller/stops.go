@@ -18,7 +18,7 @@ import (
 const stopTimeout = 2 * time.Minute
 
 // terminal stop states: nothing moves a stop out of them.
-var terminal = map[string]bool{"reconciled": true, "uncertain": true, "stopped": true, "superseded": true}
+var terminal = map[string]bool{protocol.StopReconciled: true, protocol.StopUncertain: true, protocol.StopStopped: true, protocol.StopSuperseded: true}
 
 // transitionLocked moves a stop to state, journals and broadcasts it.
 func (c *Controller) transitionLocked(s *protocol.Stop, state, reason string) {
@@ -45,22 +45,22 @@ func (c *Controller) interrupt(ctx context.Context, k *conn, cmd *protocol.Comma
 	switch {
 	case x == nil || x.conn == nil:
 		c.mu.Unlock()
-		return nil, protocol.Refuse(CodeNoEngine, "no engine to interrupt")
+		return nil, protocol.Refuse(protocol.CodeNoEngine, "no engine to interrupt")
 	case c.st.stopRunning:
 		c.mu.Unlock()
-		return nil, protocol.Refuse(CodeFenced, "stop %s is already running", c.st.stop.ID)
+		return nil, protocol.Refuse(protocol.CodeFenced, "stop %s is already running", c.st.stop.ID)
 	case c.st.binding != protocol.BindingActive:
 		c.mu.Unlock()
-		return nil, protocol.Refuse(CodeFenced, "the binding is %s: %s", c.st.binding, c.st.reason)
+		return nil, protocol.Refuse(protocol.CodeFenced, "the binding is %s: %s", c.st.binding, c.st.reason)
 	}
 	if ts := x.conn.State(); !ts.Running && ts.Slot == nil {
 		c.mu.Unlock()
-		return nil, protocol.Refuse(CodeNoTurn, "nothing is running to interrupt")
+		return nil, protocol.Refuse(protocol.CodeNoTurn, "nothing is running to interrupt")
 	}
-	s := &protocol.Stop{Record: "stop", ID: newID("s-"), Kind: "interrupt", Execution: x.id}
+	s := &protocol.Stop{Record: protocol.RecordStop, ID: newID("s-"), Kind: protocol.StopInterrupt, Execution: x.id}
 	c.st.stop, c.st.stopRunning = s, true
 	c.closeAdmissionLocked("interrupt " + s.ID + " in progress")
-	c.transitionLocked(s, "fenced", "admission closed")
+	c.transitionLocked(s, protocol.StopFenced, "admission closed")
 	c.publishBindingLocked()
 	gen := c.st.generation
 	c.mu.Unlock()
@@ -81,7 +81,7 @@ func (c *Controller) cancelTurn(ctx context.Context, k *conn, cmd *protocol.Comm
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if s.State == "superseded" {
+	if s.State == protocol.StopSuperseded {
 		return c.stopReceipt(k, cmd, s, gen)
 	}
 	s.TurnProof, _ = json.Marshal(proof)
@@ -101,9 +101,9 @@ func (c *Controller) cancelTurn(ctx context.Context, k *conn, cmd *protocol.Comm
 		c.st.binding = protocol.BindingUncertain
 		c.closeAdmissionLocked("interrupt " + s.ID + " ended uncertain: " + why)
 		c.markUncertainLocked("interrupt " + s.ID + " ended uncertain: " + why)
-		c.transitionLocked(s, "uncertain", why)
+		c.transitionLocked(s, protocol.StopUncertain, why)
 	} else {
-		c.transitionLocked(s, "reconciled", "turn proof: native queue "+proof.NativeQueue)
+		c.transitionLocked(s, protocol.StopReconciled, "turn proof: native queue "+proof.NativeQueue)
 		// Reopen only under valid current control: a takeover, a
 		// revocation or an overlap meanwhile keeps it closed.
 		if c.st.binding == protocol.BindingActive && c.st.exec == x {
@@ -124,42 +124,42 @@ func (c *Controller) fenceDispatch(s *protocol.Stop) bool {
 	defer c.dispatch.Unlock()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if s.State == "superseded" {
+	if s.State == protocol.StopSuperseded {
 		return false
 	}
-	c.transitionLocked(s, "cancelling", "clear_queue, then abort")
+	c.transitionLocked(s, protocol.StopCancelling, "clear_queue, then abort")
 	return true
 }
 
 // effectReport turns tool calls started and never ended into uncertain
 // effects: killing or aborting never counts as rollback.
 func effectReport(open []engine.Effect) *protocol.EffectReport {
-	r := &protocol.EffectReport{Record: "effectReport", Uncertain: []protocol.Effect{}, Disposition: "reconciled"}
+	r := &protocol.EffectReport{Record: protocol.RecordEffectReport, Uncertain: []protocol.Effect{}, Disposition: protocol.DispositionReconciled}
 	for _, e := range open {
 		r.Uncertain = append(r.Uncertain, protocol.Effect{CallID: e.CallID, Tool: e.Name, Reason: "started-without-end"})
 	}
 	if len(r.Uncertain) > 0 {
-		r.Disposition = "uncertain"
+		r.Disposition = protocol.DispositionUncertain
 	}
 	return r
 }
 
 func (c *Controller) approvalLocked() string {
 	if c.st.dialogSeen {
-		return "uncertain"
+		return protocol.DispositionUncertain
 	}
-	return "resolved"
+	return protocol.DispositionResolved
 }
 
 func (c *Controller) stopReceipt(k *conn, cmd *protocol.Command, s *protocol.Stop, gen int64) protocol.Receipt {
 	state := protocol.ReceiptUncertain
 	switch s.State {
-	case "reconciled":
+	case protocol.StopReconciled:
 		state = protocol.ReceiptReconciled
-	case "stopped":
+	case protocol.StopStopped:
 		state = protocol.ReceiptStopped
 	}
-	r := protocol.Receipt{Record: "receipt", ID: newID("rc-"), Request: cmd.Request, Command: cmd.Type, State: state,
+	r := protocol.Receipt{Record: protocol.RecordReceipt, ID: newID("rc-"), Request: cmd.Request, Command: cmd.Type, State: state,
 		Revision: 1, Execution: s.Execution, Generation: gen, Actor: Actor, Connection: k.id, Digest: fingerprint(cmd),
 		Stop: s.ID, Reason: s.Reason}
 	c.audit(audit.Receipt, k, fmt.Sprintf("%s %s: %s", cmd.Type, cmd.Request, state),
@@ -177,19 +177,19 @@ func (c *Controller) forceStop(ctx context.Context, k *conn, cmd *protocol.Comma
 	}
 	if cmd.Generation == nil || *cmd.Generation != c.st.generation {
 		defer c.mu.Unlock()
-		return nil, protocol.Refuse(CodeStaleGeneration, "the controller generation is %d", c.st.generation)
+		return nil, protocol.Refuse(protocol.CodeStaleGeneration, "the controller generation is %d", c.st.generation)
 	}
 	x := c.st.exec
 	switch {
 	case x == nil || x.handle == nil:
 		c.mu.Unlock()
-		return nil, protocol.Refuse(CodeNoEngine, "no engine cohort is known to stop: %s", c.wayOutLocked())
+		return nil, protocol.Refuse(protocol.CodeNoEngine, "no engine cohort is known to stop: %s", c.wayOutLocked())
 	case c.st.forceRunning:
 		c.mu.Unlock()
-		return nil, protocol.Refuse(CodeFenced, "force stop %s is already running", c.st.stop.ID)
+		return nil, protocol.Refuse(protocol.CodeFenced, "force stop %s is already running", c.st.stop.ID)
 	case c.st.binding == protocol.BindingStopped:
 		c.mu.Unlock()
-		return nil, protocol.Refuse(CodeFenced, "already stopped with a proof: %s", c.wayOutLocked())
+		return nil, protocol.Refuse(protocol.CodeFenced, "already stopped with a proof: %s", c.wayOutLocked())
 	}
 	if r := c.useConfirmationLocked(k, cmd.Confirmation, protocol.CmdForceStop); r != nil {
 		c.mu.Unlock()
@@ -202,17 +202,17 @@ func (c *Controller) forceStop(ctx context.Context, k *conn, cmd *protocol.Comma
 		c.mu.Unlock()
 		return deferred(func() protocol.Receipt { return c.recordHeld(k, cmd, ps, gen) }), nil
 	}
-	s := &protocol.Stop{Record: "stop", ID: newID("s-"), Kind: "force-stop", Execution: x.id}
+	s := &protocol.Stop{Record: protocol.RecordStop, ID: newID("s-"), Kind: protocol.StopForce, Execution: x.id}
 	if prev := c.st.stop; prev != nil {
 		s.Predecessor = prev.ID
 		if !terminal[prev.State] {
-			c.transitionLocked(prev, "superseded", "force stop "+s.ID+" took over")
+			c.transitionLocked(prev, protocol.StopSuperseded, "force stop "+s.ID+" took over")
 		}
 	}
 	c.st.stop, c.st.stopRunning, c.st.forceRunning = s, true, true
 	c.st.binding = protocol.BindingStopping
 	c.closeAdmissionLocked("force stop " + s.ID + " in progress")
-	c.transitionLocked(s, "fenced", "admission closed")
+	c.transitionLocked(s, protocol.StopFenced, "admission closed")
 	c.publishBindingLocked()
 	gen := c.st.generation
 	claim := c.st.claim
@@ -231,7 +231,7 @@ func (c *Controller) killCohort(k *conn, cmd *protocol.Command, x *execution, s 
 		}
 	}
 	c.mu.Lock()
-	c.transitionLocked(s, "stopping", fmt.Sprintf("SIGTERM to the cohort, %s grace, then freeze and kill", c.cfg.Grace))
+	c.transitionLocked(s, protocol.StopStopping, fmt.Sprintf("SIGTERM to the cohort, %s grace, then freeze and kill", c.cfg.Grace))
 	c.mu.Unlock()
 	if c.test.beforeKill != nil {
 		c.stopping.add(-1)
@@ -249,10 +249,10 @@ func (c *Controller) killCohort(k *conn, cmd *protocol.Command, x *execution, s 
 // conclude finishes a stop a restarted controller resumes (K10) or an
 // observation of a cohort that is already empty.
 func (c *Controller) conclude(ctx context.Context, x *execution, stopID, why string) {
-	s := &protocol.Stop{Record: "stop", ID: stopID, Kind: "force-stop", Execution: x.id}
+	s := &protocol.Stop{Record: protocol.RecordStop, ID: stopID, Kind: protocol.StopForce, Execution: x.id}
 	c.mu.Lock()
 	c.st.stop, c.st.stopRunning, c.st.forceRunning = s, true, true
-	c.transitionLocked(s, "stopping", why)
+	c.transitionLocked(s, protocol.StopStopping, why)
 	c.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, stopTimeout)
 	defer cancel()
@@ -304,7 +304,7 @@ func (c *Controller) finishStop(ctx context.Context, x *execution, s *protocol.S
 		// read the engine's stream: which tool calls were open is not
 		// known, so the report must not say reconciled.
 		s.Effects.Uncertain = append(s.Effects.Uncertain, protocol.Effect{Reason: "stream-not-observed"})
-		s.Effects.Disposition = "uncertain"
+		s.Effects.Disposition = protocol.DispositionUncertain
 	}
 	s.ApprovalDisposition = c.approvalLocked()
 	c.st.stopRunning, c.st.forceRunning = false, false
@@ -316,7 +316,7 @@ func (c *Controller) finishStop(ctx context.Context, x *execution, s *protocol.S
 	default:
 		c.st.binding = protocol.BindingUncertain
 		c.closeAdmissionLocked("force stop " + s.ID + " ended uncertain: " + reason)
-		c.transitionLocked(s, "uncertain", reason)
+		c.transitionLocked(s, protocol.StopUncertain, reason)
 	}
 	c.publishBindingLocked()
 }

@@ -221,7 +221,7 @@ func TestStreamOverlapGapEpoch(t *testing.T) {
 	seen := follow(t, ctx, slow, str, settledClean(1))
 	var lost bool
 	for _, u := range seen {
-		lost = lost || (u.Notice != nil && u.Notice.Kind == mclient.NoticeLostPlace)
+		lost = lost || (u.Notice != nil && u.Notice.Kind == protocol.NoticeLostPlace)
 	}
 	sv, ov := str.Snapshot(), tr.Snapshot()
 	if !lost || viewString(sv) != viewString(ov) {

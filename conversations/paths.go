@@ -38,7 +38,7 @@ func (c *Conversation) CheckPaths() error {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil // a new conversation: Pi writes the file lazily
 	case err != nil:
-		return protocol.Wrap(protocol.CodeConfiguration, err, "session %q: %v", c.Session, err)
+		return protocol.Wrap(protocol.CodeConfiguration, err, "session %q", c.Session)
 	case fi.Mode()&fs.ModeSymlink != 0:
 		return refuseField("session", c.Session, "is a symlink; name the real file")
 	case !fi.Mode().IsRegular():
@@ -60,7 +60,7 @@ func checkNoSymlinks(field, p string) error {
 			return nil // the caller's stat names what is missing
 		}
 		if err != nil {
-			return protocol.Wrap(protocol.CodeConfiguration, err, "%s %q: %v", field, p, err)
+			return protocol.Wrap(protocol.CodeConfiguration, err, "%s %q", field, p)
 		}
 		if fi.Mode()&fs.ModeSymlink != 0 {
 			real, rerr := filepath.EvalSymlinks(p)

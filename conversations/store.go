@@ -54,7 +54,7 @@ func (s *Store) Load(id string) (*Conversation, error) {
 		return nil, protocol.Refuse(protocol.CodeUnknownConv, "no conversation %s (no %s); see `mosaicctl conv list`", id, p)
 	}
 	if err != nil {
-		return nil, protocol.Wrap(protocol.CodeConfiguration, err, "read %s: %v", p, err)
+		return nil, protocol.Wrap(protocol.CodeConfiguration, err, "read %s", p)
 	}
 	var c Conversation
 	md, err := toml.Decode(string(b), &c)
@@ -66,7 +66,7 @@ func (s *Store) Load(id string) (*Conversation, error) {
 		return nil, protocol.Refuse(protocol.CodeConfiguration, "%s: line %d: %s", p, pe.Position.Line,
 			strings.TrimPrefix(pe.Message, protocol.CodeConfiguration+": "))
 	case err != nil:
-		return nil, protocol.Wrap(protocol.CodeConfiguration, err, "%s: %v", p, err)
+		return nil, protocol.Wrap(protocol.CodeConfiguration, err, "%s", p)
 	}
 	if extra := md.Undecoded(); len(extra) > 0 {
 		keys := make([]string, len(extra))

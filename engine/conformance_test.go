@@ -44,7 +44,7 @@ func (r *rig) staleView() {
 func (r *rig) prompt(text string) Dispatch {
 	r.t.Helper()
 	d, err := r.conn.Prompt(context.Background(), text)
-	if err != nil || d.Receipt != ReceiptAcknowledged {
+	if err != nil || d.Receipt != protocol.ReceiptAcknowledged {
 		r.t.Fatalf("prompt %q: %+v %v", text, d, err)
 	}
 	return d
@@ -169,7 +169,7 @@ func TestEngineN6(t *testing.T) {
 			if code(err) != "engine-refused" || !errors.As(err, &ne) || ne.Text != busyText {
 				t.Fatalf("got %v", err)
 			}
-			if d.Receipt != ReceiptFailed || d.Evidence != busyText || d.Text != text {
+			if d.Receipt != protocol.ReceiptFailed || d.Evidence != busyText || d.Text != text {
 				t.Fatalf("dispatch %+v", d)
 			}
 			proof, err := r.conn.Interrupt(context.Background(), "stop-n6")

@@ -334,7 +334,7 @@ func (c *Conn) call(ctx context.Context, cmd string, timeout time.Duration, mk f
 // delivery-unknown.
 func (c *Conn) Prompt(ctx context.Context, text string) (Dispatch, error) {
 	if !utf8.ValidString(text) {
-		return Dispatch{}, protocol.Refuse("malformed", "prompt text is not valid UTF-8")
+		return Dispatch{}, protocol.Refuse(protocol.CodeMalformed, "prompt text is not valid UTF-8")
 	}
 	if err := CheckText(text); err != nil {
 		return Dispatch{}, err
@@ -349,7 +349,7 @@ func (c *Conn) Prompt(ctx context.Context, text string) (Dispatch, error) {
 	if err != nil {
 		c.tr.release()
 		c.mu.Unlock()
-		return Dispatch{}, protocol.Wrap("engine-gone", err, "the engine is gone")
+		return Dispatch{}, protocol.Wrap(protocol.CodeEngineGone, err, "the engine is gone")
 	}
 	c.mu.Unlock()
 
@@ -362,11 +362,11 @@ func (c *Conn) Prompt(ctx context.Context, text string) (Dispatch, error) {
 	defer c.mu.Unlock()
 	if sendErr != nil {
 		c.tr.lost(id)
-		return c.dispatch(id), protocol.Wrap(ReceiptDeliveryUnknown, sendErr, "the engine may or may not hold the prompt")
+		return c.dispatch(id), protocol.Wrap(protocol.CodeDeliveryUnknown, sendErr, "the engine may or may not hold the prompt")
 	}
 	d := c.dispatch(id)
 	if n.Success == nil || !*n.Success {
-		return d, protocol.Wrap("engine-refused", &NativeError{Command: "prompt", ID: id, Text: n.Error}, "%s", n.Error)
+		return d, protocol.Wrap(protocol.CodeEngineRefused, &NativeError{Command: "prompt", ID: id, Text: n.Error}, "")
 	}
 	return d, nil
 }
@@ -378,5 +378,5 @@ func (c *Conn) dispatch(id string) Dispatch {
 			return *d
 		}
 	}
-	return Dispatch{RequestID: id, Receipt: ReceiptDeliveryUnknown}
+	return Dispatch{RequestID: id, Receipt: protocol.ReceiptDeliveryUnknown}
 }

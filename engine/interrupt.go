@@ -27,7 +27,7 @@ func (c *Conn) Interrupt(ctx context.Context, stopRef string) (TurnProof, error)
 	c.mu.Lock()
 	if c.tr.stopping {
 		c.mu.Unlock()
-		return proof, protocol.Refuse("fenced", "an interrupt is already running")
+		return proof, protocol.Refuse(protocol.CodeFenced, "an interrupt is already running")
 	}
 	c.tr.stopping, c.tr.fenced = true, true
 	if c.tr.running {
@@ -61,14 +61,14 @@ func (c *Conn) abortUnless(ctx context.Context, clearErr error) error {
 func (c *Conn) conclude(p *TurnProof, q QueueState, qerr, aerr error) {
 	s := c.tr.slot
 	var item *Dispatch
-	if s != nil && !s.Started && s.Receipt != ReceiptFailed {
+	if s != nil && !s.Started && s.Receipt != protocol.ReceiptFailed {
 		item = s
 	}
 	if qerr != nil {
 		p.NativeQueue = QueueUnknown
 		p.uncertain("clear_queue: " + qerr.Error())
 		if item != nil {
-			item.Receipt = ReceiptDeliveryUnknown
+			item.Receipt = protocol.ReceiptDeliveryUnknown
 		}
 	} else {
 		p.NativeQueue = QueueCleared
@@ -81,7 +81,7 @@ func (c *Conn) conclude(p *TurnProof, q QueueState, qerr, aerr error) {
 			// (acknowledged) and the item is never resent (R3-1.3).
 			item.Unconsumed = true
 		case len(ambiguous) > 0:
-			item.Receipt = ReceiptDeliveryUnknown
+			item.Receipt = protocol.ReceiptDeliveryUnknown
 			p.uncertain("clear_queue returned the item's text ambiguously")
 		}
 	}
@@ -92,7 +92,7 @@ func (c *Conn) conclude(p *TurnProof, q QueueState, qerr, aerr error) {
 	}
 	if s != nil && s.Receipt == ReceiptPending {
 		// The prompt's own response never came: nobody can say.
-		s.Receipt = ReceiptDeliveryUnknown
+		s.Receipt = protocol.ReceiptDeliveryUnknown
 		p.uncertain("prompt response missing at interrupt")
 	}
 	p.Effects = c.tr.effects()

@@ -38,14 +38,14 @@ func findNode(entry, wrapperNode, path string) (node string, isNode bool, err er
 	if !filepath.IsAbs(name) {
 		found, err := lookPath(name, path)
 		if err != nil {
-			return "", false, protocol.Refuse("engine-pin-mismatch",
+			return "", false, protocol.Refuse(protocol.CodePinMismatch,
 				"the engine %s runs %q, which is not on PATH (%s); install Node %s or name one with --node PATH", entry, name, path, PinnedNodeRange)
 		}
 		name = found
 	}
 	real, err := filepath.EvalSymlinks(name)
 	if err != nil {
-		return "", false, protocol.Wrap("engine-pin-mismatch", err, "interpreter %s: %v; name one with --node PATH", name, err)
+		return "", false, protocol.Wrap(protocol.CodePinMismatch, err, "interpreter %s (name one with --node PATH)", name)
 	}
 	return real, isNode, nil
 }
@@ -55,17 +55,17 @@ func findNode(entry, wrapperNode, path string) (node string, isNode bool, err er
 func shebang(entry string) (string, error) {
 	f, err := os.Open(entry)
 	if err != nil {
-		return "", protocol.Wrap("engine-pin-mismatch", err, "open engine entry %s", entry)
+		return "", protocol.Wrap(protocol.CodePinMismatch, err, "open engine entry %s", entry)
 	}
 	defer f.Close()
 	line, _ := bufio.NewReader(f).ReadString('\n')
 	rest, ok := strings.CutPrefix(strings.TrimSpace(line), "#!")
 	if !ok {
-		return "", protocol.Refuse("engine-pin-mismatch", "engine entry %s has no #! line naming its interpreter; name one with --node PATH", entry)
+		return "", protocol.Refuse(protocol.CodePinMismatch, "engine entry %s has no #! line naming its interpreter; name one with --node PATH", entry)
 	}
 	fields := strings.Fields(rest)
 	if len(fields) == 0 {
-		return "", protocol.Refuse("engine-pin-mismatch", "engine entry %s has an empty #! line; name its interpreter with --node PATH", entry)
+		return "", protocol.Refuse(protocol.CodePinMismatch, "engine entry %s has an empty #! line; name its interpreter with --node PATH", entry)
 	}
 	if filepath.Base(fields[0]) != "env" {
 		return fields[0], nil
@@ -75,7 +75,7 @@ func shebang(entry string) (string, error) {
 			return f, nil
 		}
 	}
-	return "", protocol.Refuse("engine-pin-mismatch", "engine entry %s: no program on its #! line %q; name its interpreter with --node PATH", entry, line)
+	return "", protocol.Refuse(protocol.CodePinMismatch, "engine entry %s: no program on its #! line %q; name its interpreter with --node PATH", entry, line)
 }
 
 // lookPath finds an executable name in a PATH list, as a shell does.
@@ -101,11 +101,11 @@ func nodeVersion(node string) (string, error) {
 	cmd.Env = []string{}
 	out, err := cmd.Output()
 	if err != nil {
-		return "", protocol.Wrap("engine-pin-mismatch", err, "interpreter %s does not run (%v); install Node %s or name one with --node PATH", node, err, PinnedNodeRange)
+		return "", protocol.Wrap(protocol.CodePinMismatch, err, "interpreter %s does not run (install Node %s or name one with --node PATH)", node, PinnedNodeRange)
 	}
 	v := strings.TrimPrefix(strings.TrimSpace(string(out)), "v")
 	if _, ok := parseVersion(v); !ok {
-		return "", protocol.Refuse("engine-pin-mismatch", "interpreter %s printed %q for --version, not a Node version; name Node with --node PATH", node, out)
+		return "", protocol.Refuse(protocol.CodePinMismatch, "interpreter %s printed %q for --version, not a Node version; name Node with --node PATH", node, out)
 	}
 	return v, nil
 }
@@ -121,7 +121,7 @@ const PinnedNodeRange = ">=22.19.0"
 func checkNodeRange(node, version, rng string) error {
 	v, ok := parseVersion(version)
 	if !ok {
-		return protocol.Refuse("engine-pin-mismatch", "interpreter %s has version %q, not X.Y.Z", node, version)
+		return protocol.Refuse(protocol.CodePinMismatch, "interpreter %s has version %q, not X.Y.Z", node, version)
 	}
 	if strings.TrimSpace(rng) == "" || strings.TrimSpace(rng) == "*" {
 		return nil
@@ -131,7 +131,7 @@ func checkNodeRange(node, version, rng string) error {
 		for _, c := range strings.Fields(alt) {
 			ok, err := satisfies(v, c)
 			if err != nil {
-				return protocol.Refuse("engine-pin-mismatch", "Pi's engines.node %q: %v", rng, err)
+				return protocol.Refuse(protocol.CodePinMismatch, "Pi's engines.node %q: %v", rng, err)
 			}
 			okAll = okAll && ok
 		}
@@ -139,7 +139,7 @@ func checkNodeRange(node, version, rng string) error {
 			return nil
 		}
 	}
-	return protocol.Refuse("engine-pin-mismatch",
+	return protocol.Refuse(protocol.CodePinMismatch,
 		"interpreter %s is Node %s; Pi needs node %s; install a newer Node and name it with --node PATH (or put it first on PATH), then mosaicctl conv add ... --replace", node, version, rng)
 }
 
@@ -208,7 +208,7 @@ func compareVersion(a, b [3]int) int {
 // bytes (re-hashed only when its stat fingerprint changed).
 func checkNode(p Pin, rng string) error {
 	if p.Node == "" || p.NodeSHA256 == "" {
-		return protocol.Refuse("engine-pin-mismatch",
+		return protocol.Refuse(protocol.CodePinMismatch,
 			"the conversation pins no interpreter (added before mosaic pinned Node); pin it: mosaicctl conv add ... --engine PATH --replace")
 	}
 	if p.NodeVersion != "" { // "" only for an entry whose #! names no node
@@ -218,16 +218,16 @@ func checkNode(p Pin, rng string) error {
 	}
 	e, err := statEntry(p.Node)
 	if err != nil {
-		return protocol.Wrap("engine-pin-mismatch", err, "the pinned interpreter %s is gone (%v); install it again or pin another: mosaicctl conv add ... --node PATH --replace", p.Node, err)
+		return protocol.Wrap(protocol.CodePinMismatch, err, "the pinned interpreter %s is gone (install it again or pin another: mosaicctl conv add ... --node PATH --replace)", p.Node)
 	}
 	if cachedStatDigest("node-"+p.NodeSHA256) == statDigest([]fileEntry{e}) {
 		return nil
 	}
 	if err := fillContent(&e); err != nil {
-		return protocol.Wrap("engine-pin-mismatch", err, "read the pinned interpreter %s: %v", p.Node, err)
+		return protocol.Wrap(protocol.CodePinMismatch, err, "read the pinned interpreter %s", p.Node)
 	}
 	if e.SHA256 != p.NodeSHA256 {
-		return protocol.Refuse("engine-pin-mismatch",
+		return protocol.Refuse(protocol.CodePinMismatch,
 			"the pinned interpreter %s changed (sha256 %s, pinned %s for Node %s); if you upgraded Node on purpose, pin it again: mosaicctl conv add ... --replace",
 			p.Node, e.SHA256, p.NodeSHA256, p.NodeVersion)
 	}

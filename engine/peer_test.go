@@ -313,7 +313,7 @@ func (p *peer) acked(text string, before ...string) Dispatch {
 	p.emit(before...)
 	p.respond(cmd, nil)
 	res := recv(p.t, r)
-	if res.err != nil || res.d.Receipt != ReceiptAcknowledged {
+	if res.err != nil || res.d.Receipt != protocol.ReceiptAcknowledged {
 		p.t.Fatalf("prompt: %+v %v", res.d, res.err)
 	}
 	return res.d

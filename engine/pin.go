@@ -76,13 +76,13 @@ func Resolve(path string, opts ResolveOptions) (Pin, error) {
 	if !strings.ContainsRune(path, filepath.Separator) {
 		found, err := lookPath(path, opts.PATH)
 		if err != nil {
-			return Pin{}, protocol.Wrap("engine-pin-mismatch", err, "engine %q not found", path)
+			return Pin{}, protocol.Wrap(protocol.CodePinMismatch, err, "engine %q not found", path)
 		}
 		path = found
 	}
 	entry, err := filepath.EvalSymlinks(path)
 	if err != nil {
-		return Pin{}, protocol.Wrap("engine-pin-mismatch", err, "resolve engine %q", path)
+		return Pin{}, protocol.Wrap(protocol.CodePinMismatch, err, "resolve engine %q", path)
 	}
 	if entry, err = filepath.Abs(entry); err != nil {
 		return Pin{}, fmt.Errorf("resolve engine %q: %w", path, err)
@@ -93,7 +93,7 @@ func Resolve(path string, opts ResolveOptions) (Pin, error) {
 	}
 	if wrapped != "" {
 		if entry, err = filepath.EvalSymlinks(wrapped); err != nil {
-			return Pin{}, protocol.Wrap("engine-pin-mismatch", err, "resolve entry named by wrapper %s", path)
+			return Pin{}, protocol.Wrap(protocol.CodePinMismatch, err, "resolve entry named by wrapper %s", path)
 		}
 	}
 	dir, pkg, err := findPackage(entry)
@@ -125,7 +125,7 @@ func Resolve(path string, opts ResolveOptions) (Pin, error) {
 	}
 	nodeSum, err := hashPath(node)
 	if err != nil {
-		return Pin{}, protocol.Wrap("engine-pin-mismatch", err, "hash interpreter %s", node)
+		return Pin{}, protocol.Wrap(protocol.CodePinMismatch, err, "hash interpreter %s", node)
 	}
 	digest, err := PackageDigest(dir, node)
 	if err != nil {
@@ -145,7 +145,7 @@ const wrapperHead = 4096
 func readWrapper(path string) (node, entry string, err error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return "", "", protocol.Wrap("engine-pin-mismatch", err, "open engine %s", path)
+		return "", "", protocol.Wrap(protocol.CodePinMismatch, err, "open engine %s", path)
 	}
 	defer f.Close()
 	head := make([]byte, wrapperHead)
@@ -163,7 +163,7 @@ func readWrapper(path string) (node, entry string, err error) {
 		}
 	}
 	if entry != "" && !filepath.IsAbs(entry) || node != "" && !filepath.IsAbs(node) {
-		return "", "", protocol.Refuse("engine-pin-mismatch", "wrapper %s names relative paths", path)
+		return "", "", protocol.Refuse(protocol.CodePinMismatch, "wrapper %s names relative paths", path)
 	}
 	return node, entry, nil
 }
@@ -180,7 +180,7 @@ func Check(p Pin) error {
 		return err
 	}
 	if pkg.Version != p.Version {
-		return protocol.Refuse("engine-pin-mismatch", "engine version is %s, pinned %s", pkg.Version, p.Version)
+		return protocol.Refuse(protocol.CodePinMismatch, "engine version is %s, pinned %s", pkg.Version, p.Version)
 	}
 	if err := checkPackage(pkg, p.PackageDir, p.Entry); err != nil {
 		return err
@@ -190,10 +190,10 @@ func Check(p Pin) error {
 		return err
 	}
 	if sum != p.SHA256 {
-		return protocol.Refuse("engine-pin-mismatch", "engine entry %s has sha256 %s, pinned %s", p.Entry, sum, p.SHA256)
+		return protocol.Refuse(protocol.CodePinMismatch, "engine entry %s has sha256 %s, pinned %s", p.Entry, sum, p.SHA256)
 	}
 	if p.PackageDigest == "" {
-		return protocol.Refuse("engine-pin-mismatch",
+		return protocol.Refuse(protocol.CodePinMismatch,
 			"the conversation pins only the entry file of %s (added before mosaic pinned the whole package); pin it: mosaicctl conv add ... --engine PATH --replace", p.PackageDir)
 	}
 	if err := checkPackageDigest(p.PackageDir, p.Node, p.PackageDigest); err != nil {
@@ -211,7 +211,7 @@ func findPackage(entry string) (string, packageJSON, error) {
 			return dir, pkg, err
 		}
 		if parent := filepath.Dir(dir); parent == dir {
-			return "", packageJSON{}, protocol.Refuse("engine-pin-mismatch", "no package.json above engine %s", entry)
+			return "", packageJSON{}, protocol.Refuse(protocol.CodePinMismatch, "no package.json above engine %s", entry)
 		}
 	}
 }
@@ -220,10 +220,10 @@ func readPackage(path string) (packageJSON, error) {
 	var pkg packageJSON
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return pkg, protocol.Wrap("engine-pin-mismatch", err, "read %s", path)
+		return pkg, protocol.Wrap(protocol.CodePinMismatch, err, "read %s", path)
 	}
 	if err := json.Unmarshal(b, &pkg); err != nil {
-		return pkg, protocol.Wrap("engine-pin-mismatch", err, "decode %s", path)
+		return pkg, protocol.Wrap(protocol.CodePinMismatch, err, "decode %s", path)
 	}
 	return pkg, nil
 }
@@ -232,18 +232,18 @@ func readPackage(path string) (packageJSON, error) {
 // entry is its pi bin.
 func checkPackage(pkg packageJSON, dir, entry string) error {
 	if pkg.Name != PinnedPackage || pkg.Version != PinnedVersion {
-		return protocol.Refuse("engine-pin-mismatch", "engine package is %s@%s, need %s@%s", pkg.Name, pkg.Version, PinnedPackage, PinnedVersion)
+		return protocol.Refuse(protocol.CodePinMismatch, "engine package is %s@%s, need %s@%s", pkg.Name, pkg.Version, PinnedPackage, PinnedVersion)
 	}
 	var bins map[string]string
 	if err := json.Unmarshal(pkg.Bin, &bins); err != nil || bins["pi"] == "" {
-		return protocol.Refuse("engine-pin-mismatch", "package %s declares no pi bin", dir)
+		return protocol.Refuse(protocol.CodePinMismatch, "package %s declares no pi bin", dir)
 	}
 	want, err := filepath.EvalSymlinks(filepath.Join(dir, bins["pi"]))
 	if err != nil {
-		return protocol.Wrap("engine-pin-mismatch", err, "resolve pi bin of %s", dir)
+		return protocol.Wrap(protocol.CodePinMismatch, err, "resolve pi bin of %s", dir)
 	}
 	if want != entry {
-		return protocol.Refuse("engine-pin-mismatch", "engine %s is not the package's pi entry %s", entry, want)
+		return protocol.Refuse(protocol.CodePinMismatch, "engine %s is not the package's pi entry %s", entry, want)
 	}
 	return nil
 }
@@ -251,12 +251,12 @@ func checkPackage(pkg packageJSON, dir, entry string) error {
 func hashFile(path string) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return "", protocol.Wrap("engine-pin-mismatch", err, "open engine entry")
+		return "", protocol.Wrap(protocol.CodePinMismatch, err, "open engine entry")
 	}
 	defer f.Close()
 	h := sha256.New()
 	if _, err := io.Copy(h, f); err != nil {
-		return "", protocol.Wrap("engine-pin-mismatch", err, "hash engine entry")
+		return "", protocol.Wrap(protocol.CodePinMismatch, err, "hash engine entry")
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
 }

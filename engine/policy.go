@@ -53,7 +53,7 @@ func CheckText(text string) error {
 	rest := strings.TrimLeftFunc(text, ignorable)
 	for _, p := range Prefixes {
 		if p.Interpreted && strings.HasPrefix(rest, p.Prefix) {
-			return protocol.Refuse("text-policy", "text starting with %q is interpreted by the engine (%s)", p.Prefix, p.Source)
+			return protocol.Refuse(protocol.CodeTextPolicy, "text starting with %q is interpreted by the engine (%s)", p.Prefix, p.Source)
 		}
 	}
 	return nil

@@ -102,5 +102,5 @@ func contains(list []string, s string) bool {
 }
 
 func unsealed(format string, args ...any) error {
-	return protocol.Refuse("unsealed-engine", format, args...)
+	return protocol.Refuse(protocol.CodeUnsealedEngine, format, args...)
 }

@@ -51,7 +51,7 @@ func (a fileEntry) sameStat(b fileEntry) bool {
 func packageRoots(dir string, globals []string) ([]string, error) {
 	real, err := filepath.EvalSymlinks(dir)
 	if err != nil {
-		return nil, protocol.Wrap("engine-pin-mismatch", err, "resolve package %s", dir)
+		return nil, protocol.Wrap(protocol.CodePinMismatch, err, "resolve package %s", dir)
 	}
 	seen := map[string]bool{real: true}
 	queue := []string{real}
@@ -84,7 +84,7 @@ func packageRoots(dir string, globals []string) ([]string, error) {
 func readDeps(path string) ([]string, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, protocol.Wrap("engine-pin-mismatch", err, "read %s", path)
+		return nil, protocol.Wrap(protocol.CodePinMismatch, err, "read %s", path)
 	}
 	var pkg struct {
 		Deps     map[string]string `json:"dependencies"`
@@ -92,7 +92,7 @@ func readDeps(path string) ([]string, error) {
 		Peer     map[string]string `json:"peerDependencies"`
 	}
 	if err := json.Unmarshal(b, &pkg); err != nil {
-		return nil, protocol.Wrap("engine-pin-mismatch", err, "decode %s", path)
+		return nil, protocol.Wrap(protocol.CodePinMismatch, err, "decode %s", path)
 	}
 	var names []string
 	for _, m := range []map[string]string{pkg.Deps, pkg.Optional, pkg.Peer} {
@@ -190,7 +190,7 @@ func listTree(roots []string) ([]fileEntry, error) {
 			return nil
 		})
 		if err != nil {
-			return nil, protocol.Wrap("engine-pin-mismatch", err, "read the engine package %s: %v", root, err)
+			return nil, protocol.Wrap(protocol.CodePinMismatch, err, "read the engine package %s", root)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
@@ -207,7 +207,7 @@ func fillTree(entries []fileEntry, known map[string]fileEntry) error {
 			continue
 		}
 		if err := fillContent(e); err != nil {
-			return protocol.Wrap("engine-pin-mismatch", err, "read the engine package: %v", err)
+			return protocol.Wrap(protocol.CodePinMismatch, err, "read the engine package")
 		}
 	}
 	return nil
@@ -419,7 +419,7 @@ func checkPackageDigest(dir, node, want string) error {
 		return err
 	}
 	if got := treeDigest(entries); got != want {
-		return protocol.Refuse("engine-pin-mismatch", "the engine package %s changed since it was pinned (%s); reinstall it, or if the change is yours, pin it again: mosaicctl conv add ... --engine PATH --replace",
+		return protocol.Refuse(protocol.CodePinMismatch, "the engine package %s changed since it was pinned (%s); reinstall it, or if the change is yours, pin it again: mosaicctl conv add ... --engine PATH --replace",
 			dir, describeChange(known, entries))
 	}
 	saveManifest(want, entries)

@@ -7,19 +7,10 @@ import (
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
-// Receipt states of a dispatched prompt, as the brief names them.
-const (
-	// ReceiptPending: the prompt is written, its response not yet read.
-	ReceiptPending = "pending"
-	// ReceiptAcknowledged: Pi answered success (accepted, queued or
-	// handled; rpc.md:76). It is not an answer and not proof of a run.
-	ReceiptAcknowledged = "acknowledged"
-	// ReceiptFailed: Pi refused the prompt; Evidence holds its text (N6).
-	ReceiptFailed = "failed"
-	// ReceiptDeliveryUnknown: the adapter cannot tell whether Pi has the
-	// text (write error, response timeout, or an ambiguous clear_queue).
-	ReceiptDeliveryUnknown = "delivery-unknown"
-)
+// ReceiptPending is the dispatch slot's state from the write of a prompt
+// until Pi answers it; the other states a slot takes are the receipt
+// states of protocol (acknowledged, failed, delivery-unknown).
+const ReceiptPending = "pending"
 
 // Native queue states recorded in a TurnProof.
 const (
@@ -142,11 +133,11 @@ func newTracker() *tracker { return &tracker{open: make(map[string]Effect)} }
 func (t *tracker) claim(id, text string) error {
 	switch {
 	case t.fenced || t.uncertain:
-		return protocol.Refuse("fenced", "admission to the engine is closed")
+		return protocol.Refuse(protocol.CodeFenced, "admission to the engine is closed")
 	case t.slot != nil:
-		return protocol.Refuse("busy", "a prompt already holds the dispatch slot")
+		return protocol.Refuse(protocol.CodeBusy, "a prompt already holds the dispatch slot")
 	case t.running:
-		return protocol.Refuse("busy", "the engine is running")
+		return protocol.Refuse(protocol.CodeBusy, "the engine is running")
 	}
 	t.slot = &Dispatch{RequestID: id, Text: text, Receipt: ReceiptPending}
 	return nil
@@ -160,12 +151,12 @@ func (t *tracker) respond(n *native) {
 		return
 	}
 	if n.Success != nil && *n.Success {
-		if s.Receipt == ReceiptPending || s.Receipt == ReceiptDeliveryUnknown {
-			s.Receipt = ReceiptAcknowledged
+		if s.Receipt == ReceiptPending || s.Receipt == protocol.ReceiptDeliveryUnknown {
+			s.Receipt = protocol.ReceiptAcknowledged
 		}
 		return
 	}
-	s.Receipt, s.Evidence = ReceiptFailed, n.Error
+	s.Receipt, s.Evidence = protocol.ReceiptFailed, n.Error
 	t.release()
 }
 
@@ -173,7 +164,7 @@ func (t *tracker) respond(n *native) {
 // slot stays held: Pi may still have the text.
 func (t *tracker) lost(id string) {
 	if t.slot != nil && t.slot.RequestID == id && t.slot.Receipt == ReceiptPending {
-		t.slot.Receipt = ReceiptDeliveryUnknown
+		t.slot.Receipt = protocol.ReceiptDeliveryUnknown
 	}
 }
 
@@ -203,7 +194,7 @@ func (t *tracker) observe(n *native) {
 		// continuations). It ends the run, never the cohort.
 		t.running, t.ends, t.willRetry = false, 0, false
 		t.settles++
-		if s := t.slot; s != nil && !t.stopping && (s.Started || s.Receipt == ReceiptAcknowledged) {
+		if s := t.slot; s != nil && !t.stopping && (s.Started || s.Receipt == protocol.ReceiptAcknowledged) {
 			t.release()
 		}
 	case "message_start":
@@ -211,7 +202,7 @@ func (t *tracker) observe(n *native) {
 		if err != nil || msg.Role != "user" {
 			return
 		}
-		if s := t.slot; s != nil && !s.Started && s.Receipt != ReceiptFailed && sameText(msg.text(), s.Text, n.cut("/message/content")) {
+		if s := t.slot; s != nil && !s.Started && s.Receipt != protocol.ReceiptFailed && sameText(msg.text(), s.Text, n.cut("/message/content")) {
 			s.Started = true
 			return
 		}

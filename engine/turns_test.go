@@ -86,10 +86,10 @@ func TestN6(t *testing.T) {
 	if !errors.As(res.err, &ne) || ne.Text != busyText {
 		t.Fatalf("native evidence lost: %v", res.err)
 	}
-	if res.d.Receipt != ReceiptFailed || res.d.Evidence != busyText || res.d.Text != text {
+	if res.d.Receipt != protocol.ReceiptFailed || res.d.Evidence != busyText || res.d.Text != text {
 		t.Fatalf("dispatch %+v", res.d)
 	}
-	if s := p.conn.State(); s.Slot != nil || s.Last == nil || s.Last.Receipt != ReceiptFailed {
+	if s := p.conn.State(); s.Slot != nil || s.Last == nil || s.Last.Receipt != protocol.ReceiptFailed {
 		t.Fatalf("state %+v", s)
 	}
 	p.acked("PLAIN resend") // the slot is free for an explicit resend
@@ -123,7 +123,7 @@ func TestN1(t *testing.T) {
 	if len(proof.ItemsMatched) != 1 || proof.ItemsMatched[0].Text != text || len(proof.External) != 0 {
 		t.Fatalf("matched %+v external %+v", proof.ItemsMatched, proof.External)
 	}
-	if d := proof.Dispatch; d == nil || d.Receipt != ReceiptAcknowledged || !d.Unconsumed || d.Started {
+	if d := proof.Dispatch; d == nil || d.Receipt != protocol.ReceiptAcknowledged || !d.Unconsumed || d.Started {
 		t.Fatalf("dispatch %+v", proof.Dispatch)
 	}
 	if proof.InterruptedRun != 1 || proof.StopRef != "stop-1" || proof.Execution != "exec-t" {
@@ -185,7 +185,7 @@ func TestN4(t *testing.T) {
 			if !proof.Uncertain || len(proof.ItemsMatched) != 0 || len(proof.Ambiguous) != len(tc.queued) {
 				t.Fatalf("proof %+v", proof)
 			}
-			if proof.Dispatch == nil || proof.Dispatch.Receipt != ReceiptDeliveryUnknown || proof.Dispatch.Unconsumed {
+			if proof.Dispatch == nil || proof.Dispatch.Receipt != protocol.ReceiptDeliveryUnknown || proof.Dispatch.Unconsumed {
 				t.Fatalf("dispatch %+v", proof.Dispatch)
 			}
 			if s := p.conn.State(); !s.Fenced {
@@ -210,7 +210,7 @@ func TestN5(t *testing.T) {
 	if proof.NativeQueue != QueueUnknown || !proof.Uncertain || proof.AbortAcknowledged {
 		t.Fatalf("proof %+v", proof)
 	}
-	if proof.Dispatch == nil || proof.Dispatch.Receipt != ReceiptDeliveryUnknown {
+	if proof.Dispatch == nil || proof.Dispatch.Receipt != protocol.ReceiptDeliveryUnknown {
 		t.Fatalf("dispatch %+v", proof.Dispatch)
 	}
 	if s := p.conn.State(); !s.Fenced {
@@ -278,7 +278,7 @@ func TestPromptTimeout(t *testing.T) {
 	r := p.goPrompt("PLAIN hello")
 	cmd := p.next("prompt")
 	res := recv(t, r)
-	if code(res.err) != ReceiptDeliveryUnknown || res.d.Receipt != ReceiptDeliveryUnknown {
+	if code(res.err) != protocol.ReceiptDeliveryUnknown || res.d.Receipt != protocol.ReceiptDeliveryUnknown {
 		t.Fatalf("got %+v %v", res.d, res.err)
 	}
 	if s := p.conn.State(); s.Slot == nil {
@@ -286,7 +286,7 @@ func TestPromptTimeout(t *testing.T) {
 	}
 	p.respond(cmd, nil) // late answer still lands on the slot
 	p.sync()
-	if s := p.conn.State(); s.Slot == nil || s.Slot.Receipt != ReceiptAcknowledged {
+	if s := p.conn.State(); s.Slot == nil || s.Slot.Receipt != protocol.ReceiptAcknowledged {
 		t.Fatalf("late ack: %+v", s.Slot)
 	}
 }

@@ -35,7 +35,7 @@ func openSafe(path string, max int64) (*source, error) {
 	// kernel follow a symlinked sessions directory despite O_NOFOLLOW.
 	dir, base := filepath.Dir(path), filepath.Base(path)
 	if base == "." || base == ".." || base == string(filepath.Separator) || path == "" || path[len(path)-1] == '/' {
-		return nil, protocol.Refuse("unsafe-path", "session path %q names no file", path)
+		return nil, protocol.Refuse(protocol.CodeUnsafePath, "session path %q names no file", path)
 	}
 	dfd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -65,7 +65,7 @@ func openAt(dfd int, base string, before *unix.Stat_t, path string, max int64) (
 	fd, err := unix.Openat(dfd, base, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) {
-			return nil, protocol.Wrap("unsafe-path", err, "session file %s vanished between lstat and open", path)
+			return nil, protocol.Wrap(protocol.CodeUnsafePath, err, "session file %s vanished between lstat and open", path)
 		}
 		return nil, refuseOpen(err, "open session file %s", path)
 	}
@@ -73,7 +73,7 @@ func openAt(dfd int, base string, before *unix.Stat_t, path string, max int64) (
 	var after unix.Stat_t
 	if err := unix.Fstat(fd, &after); err != nil {
 		f.Close()
-		return nil, protocol.Wrap("unreadable", err, "fstat session file %s", path)
+		return nil, protocol.Wrap(protocol.CodeUnreadable, err, "fstat session file %s", path)
 	}
 	if err := checkKind(after.Mode, path); err != nil {
 		f.Close()
@@ -81,11 +81,11 @@ func openAt(dfd int, base string, before *unix.Stat_t, path string, max int64) (
 	}
 	if uint64(after.Dev) != uint64(before.Dev) || after.Ino != before.Ino {
 		f.Close()
-		return nil, protocol.Refuse("unsafe-path", "session file %s was swapped during open", path)
+		return nil, protocol.Refuse(protocol.CodeUnsafePath, "session file %s was swapped during open", path)
 	}
 	if after.Size > max {
 		f.Close()
-		return nil, protocol.Refuse("too-large", "session file %s is %d bytes, over %d", path, after.Size, max)
+		return nil, protocol.Refuse(protocol.CodeTooLarge, "session file %s is %d bytes, over %d", path, after.Size, max)
 	}
 	return &source{f: f, dev: uint64(after.Dev), ino: after.Ino, size: after.Size}, nil
 }
@@ -96,9 +96,9 @@ func checkKind(mode uint32, path string) error {
 	case unix.S_IFREG:
 		return nil
 	case unix.S_IFLNK:
-		return protocol.Refuse("unsafe-path", "session file %s is a symlink", path)
+		return protocol.Refuse(protocol.CodeUnsafePath, "session file %s is a symlink", path)
 	}
-	return protocol.Refuse("unsafe-path", "session file %s is not a regular file", path)
+	return protocol.Refuse(protocol.CodeUnsafePath, "session file %s is not a regular file", path)
 }
 
 // refuseOpen maps an open or stat error onto a refusal code: a symlink
@@ -107,9 +107,9 @@ func checkKind(mode uint32, path string) error {
 func refuseOpen(err error, format string, args ...any) error {
 	switch {
 	case errors.Is(err, unix.ELOOP), errors.Is(err, unix.ENOTDIR):
-		return protocol.Wrap("unsafe-path", err, format, args...)
+		return protocol.Wrap(protocol.CodeUnsafePath, err, format, args...)
 	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
-		return protocol.Wrap("unreadable", err, format, args...)
+		return protocol.Wrap(protocol.CodeUnreadable, err, format, args...)
 	}
-	return protocol.Wrap("unreadable", err, format, args...)
+	return protocol.Wrap(protocol.CodeUnreadable, err, format, args...)
 }

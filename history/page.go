@@ -57,12 +57,12 @@ func (s *Snapshot) Page(branch string, from int) (Page, error) {
 	}
 	all, ok := s.branchParts(branch)
 	if !ok {
-		r := protocol.Refuse("unknown-branch", "%s has no branch %q", s.path, cut(branch))
+		r := protocol.Refuse(protocol.CodeUnknownBranch, "%s has no branch %q", s.path, cut(branch))
 		r.Reconcile = true
 		return Page{}, r
 	}
 	if from < 0 || from > len(all) {
-		r := protocol.Refuse("cursor-unknown", "branch %q of %s has %d parts, not %d", cut(branch), s.path, len(all), from)
+		r := protocol.Refuse(protocol.CodeCursorUnknown, "branch %q of %s has %d parts, not %d", cut(branch), s.path, len(all), from)
 		r.Reconcile = true
 		return Page{}, r
 	}
@@ -117,7 +117,7 @@ func (s *Snapshot) page(branch string, all []Part, from int) (Page, error) {
 	for ; i < len(all) && len(p.Parts) < MaxPageParts; i++ {
 		b, err := json.Marshal(all[i])
 		if err != nil {
-			return Page{}, protocol.Wrap("unreadable", err, "encode part %d of %s", i, s.path)
+			return Page{}, protocol.Wrap(protocol.CodeUnreadable, err, "encode part %d of %s", i, s.path)
 		}
 		if used+len(b)+1 > MaxPageBytes && len(p.Parts) > 0 {
 			break

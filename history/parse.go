@@ -151,16 +151,16 @@ func parseHeader(b []byte, path string) (Header, error) {
 		ParentSession any             `json:"parentSession"`
 	}
 	if err := json.Unmarshal(b, &h); err != nil {
-		return Header{}, protocol.Wrap("not-a-pi-session", err, "line 1 of %s is not a JSON object", path)
+		return Header{}, protocol.Wrap(protocol.CodeNotAPiSession, err, "line 1 of %s is not a JSON object", path)
 	}
 	if h.Type == nil || *h.Type != "session" {
-		return Header{}, protocol.Refuse("not-a-pi-session", "line 1 of %s is not a session header", path)
+		return Header{}, protocol.Refuse(protocol.CodeNotAPiSession, "line 1 of %s is not a session header", path)
 	}
 	if string(h.Version) != "3" {
-		return Header{}, protocol.Refuse("not-a-pi-session", "session %s has version %s, want %d", path, cut(string(h.Version)), SessionVersion)
+		return Header{}, protocol.Refuse(protocol.CodeNotAPiSession, "session %s has version %s, want %d", path, cut(string(h.Version)), SessionVersion)
 	}
 	if h.ID == nil || *h.ID == "" {
-		return Header{}, protocol.Refuse("not-a-pi-session", "session header of %s has no id", path)
+		return Header{}, protocol.Refuse(protocol.CodeNotAPiSession, "session header of %s has no id", path)
 	}
 	str := func(v any) string { s, _ := v.(string); return s }
 	return Header{ID: *h.ID, Version: SessionVersion, Timestamp: str(h.Timestamp), Cwd: str(h.Cwd), ParentSession: str(h.ParentSession)}, nil

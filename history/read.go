@@ -81,7 +81,7 @@ func load(path string, prev *Snapshot, opts Options) (*Snapshot, error) {
 }
 
 func replaced(path, why string) *protocol.Refusal {
-	r := protocol.Refuse("source-replaced", "%s: %s", path, why)
+	r := protocol.Refuse(protocol.CodeSourceReplaced, "%s: %s", path, why)
 	r.Reconcile = true
 	return r
 }
@@ -119,7 +119,7 @@ func scan(path string, src *source, prev *Snapshot, max int64, project string) (
 			continue
 		}
 		if err != nil && !errors.Is(err, io.EOF) {
-			return nil, protocol.Wrap("unreadable", err, "read session file %s", path)
+			return nil, protocol.Wrap(protocol.CodeUnreadable, err, "read session file %s", path)
 		}
 		b := chunk
 		if len(pending) > 0 {
@@ -127,7 +127,7 @@ func scan(path string, src *source, prev *Snapshot, max int64, project string) (
 			b = pending
 		}
 		if off+int64(len(b)) > max {
-			return nil, protocol.Refuse("too-large", "session file %s grew over %d bytes", path, max)
+			return nil, protocol.Refuse(protocol.CodeTooLarge, "session file %s grew over %d bytes", path, max)
 		}
 		if err != nil { // EOF: b is a trailing partial line, left out
 			if line == 0 && prev == nil {
@@ -185,11 +185,11 @@ func scan(path string, src *source, prev *Snapshot, max int64, project string) (
 func incompleteHeader(path string, b []byte) error {
 	t := bytes.TrimLeft(b, " \t\r")
 	if len(t) == 0 || t[0] == '{' {
-		r := protocol.Refuse("incomplete-header", "session file %s has no complete header line yet", path)
+		r := protocol.Refuse(protocol.CodeIncompleteHeader, "session file %s has no complete header line yet", path)
 		r.Reconcile = true
 		return r
 	}
-	return protocol.Refuse("not-a-pi-session", "line 1 of %s is not a session header", path)
+	return protocol.Refuse(protocol.CodeNotAPiSession, "line 1 of %s is not a session header", path)
 }
 
 // epoch names a source: the file identity and the digest at first open.

@@ -61,16 +61,6 @@ type Command struct {
 	Retry bool `json:"retry,omitempty"`
 }
 
-// Binding states.
-const (
-	BindingLaunching = "launching" // claim reserved, engine starting, admission closed
-	BindingActive    = "active"    // engine running, bound to the pinned session and leaf
-	BindingStopping  = "stopping"  // a stop chain is running
-	BindingUncertain = "uncertain" // something is not known; admission closed
-	BindingStopped   = "stopped"   // stopped with a proof
-	BindingIdle      = "idle"      // no engine and no claim: a launch may start one
-)
-
 // Binding is the public projection of the controller's binding: what a
 // client needs to address commands and show state, never private paths of
 // other conversations.
@@ -137,17 +127,6 @@ type ControlRecord struct {
 	// Revoked names the connection that lost control, if any.
 	Revoked string `json:"revoked,omitempty"`
 }
-
-// Receipt states.
-const (
-	ReceiptAcknowledged    = "acknowledged"     // the engine accepted the prompt
-	ReceiptFailed          = "failed"           // the engine refused it; evidence holds its text
-	ReceiptDeliveryUnknown = "delivery-unknown" // written, outcome not known
-	ReceiptReconciled      = "reconciled"       // an interrupt settled with a trusted turn proof
-	ReceiptStopped         = "stopped"          // a force stop ended with a cohort proof
-	ReceiptUncertain       = "uncertain"        // a stop ended without proof
-	ReceiptLaunched        = "launched"         // a launch started a new execution
-)
 
 // Receipt records the outcome of one admitted request. It is revised
 // monotonically; an exact retry returns the current revision.

@@ -2,10 +2,6 @@ package protocol
 
 import "encoding/json"
 
-// RecordEvent is the value of Event.Record: every stream record names its
-// variant so a client can switch on it without guessing from field shapes.
-const RecordEvent = "event"
-
 // EventKind names what an Event does to a client's view. Kinds are stable
 // wire names; a client that meets a kind it does not know treats the event
 // like an unavailable one (shows a gap, never guesses).

@@ -7,11 +7,13 @@ package protocol
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Refusal is a refusal with a stable, machine-readable code and a human
-// message. Codes are kebab-case names from the brief (busy, text-policy,
-// already-active, ...); they never change once published.
+// message. Codes are stable kebab-case names (the brief's where it names
+// one: busy, text-policy, already-active, ...), declared in codes.go; they
+// never change once published.
 type Refusal struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
@@ -26,15 +28,37 @@ func Refuse(code, format string, args ...any) *Refusal {
 	return &Refusal{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
-// Wrap returns a *Refusal that keeps err as its cause.
+// Wrap returns a *Refusal that keeps err as its cause. The message is the
+// formatted text followed by the cause's text, once: Err never travels, so
+// a client learns the cause only from the message. Callers do not format
+// err themselves; an empty format makes the cause the whole message. When
+// err carries a refusal, its code is left out of the text: the new code
+// replaces it, and errors.As still finds it through Unwrap.
 func Wrap(code string, err error, format string, args ...any) *Refusal {
-	return &Refusal{Code: code, Message: fmt.Sprintf(format, args...), Err: err}
+	return &Refusal{Code: code, Message: fold(fmt.Sprintf(format, args...), err), Err: err}
 }
 
-func (r *Refusal) Error() string {
-	if r.Err != nil {
-		return fmt.Sprintf("%s: %s: %v", r.Code, r.Message, r.Err)
+// fold appends the text of cause to msg.
+func fold(msg string, cause error) string {
+	if cause == nil {
+		return msg
 	}
+	text := cause.Error()
+	var inner *Refusal
+	if errors.As(cause, &inner) {
+		text = strings.Replace(text, inner.Code+": "+inner.Message, inner.Message, 1)
+	}
+	switch {
+	case text == "":
+		return msg
+	case msg == "":
+		return text
+	}
+	return msg + ": " + text
+}
+
+// Error returns "code: message"; the message already holds the cause.
+func (r *Refusal) Error() string {
 	return r.Code + ": " + r.Message
 }
 

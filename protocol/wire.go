@@ -19,21 +19,6 @@ const Version = 1
 // unbounded is what the cap is for.
 const MaxLine = 1 << 20
 
-// Refusal codes of the transport layer. Each is stable once published.
-const (
-	CodeMalformed       = "malformed"        // not strict JSON, or not a known record shape
-	CodeInvalidUTF8     = "invalid-utf8"     // a line that is not UTF-8
-	CodeLineTooLong     = "line-too-long"    // a line over the cap; the connection closes
-	CodeHelloRequired   = "hello-required"   // the first line was not a hello
-	CodeDuplicateHello  = "duplicate-hello"  // a second hello on one connection
-	CodeProtocolVersion = "protocol-version" // a hello naming an unsupported protocol
-	CodePeerUID         = "peer-uid"         // the peer runs as another user
-	CodeUnknownCommand  = "unknown-command"  // a record type this server does not serve
-	CodeUnknownConv     = "unknown-conversation"
-	CodeConfiguration   = "configuration"   // a conversation config that does not hold
-	CodeServerShutdown  = "server-shutdown" // the controller is stopping
-)
-
 // Hello is the first line a client sends. Every field but Type is optional.
 type Hello struct {
 	Type     string `json:"type"`
@@ -65,7 +50,7 @@ type RefusalRecord struct {
 
 // Record returns r as its wire record.
 func (r *Refusal) Record(request string) RefusalRecord {
-	return RefusalRecord{Record: "refusal", Code: r.Code, Message: r.Message, Request: request, Reconcile: r.Reconcile}
+	return RefusalRecord{Record: RecordRefusal, Code: r.Code, Message: r.Message, Request: request, Reconcile: r.Reconcile}
 }
 
 // ErrLineTooLong is returned by LineReader for a line over its cap.
@@ -117,12 +102,12 @@ func Decode(line []byte, v any) error {
 		if !utf8Valid(line) {
 			return Wrap(CodeInvalidUTF8, err, "the line is not valid UTF-8")
 		}
-		return Wrap(CodeMalformed, err, "the line is not a strict JSON object: %v", err)
+		return Wrap(CodeMalformed, err, "the line is not a strict JSON object")
 	}
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return Wrap(CodeMalformed, err, "the record does not fit its shape: %v", err)
+		return Wrap(CodeMalformed, err, "the record does not fit its shape")
 	}
 	return nil
 }
@@ -136,7 +121,7 @@ func Type(line []byte) (string, error) {
 		if !utf8Valid(line) {
 			return "", Wrap(CodeInvalidUTF8, err, "the line is not valid UTF-8")
 		}
-		return "", Wrap(CodeMalformed, err, "the line is not a strict JSON object: %v", err)
+		return "", Wrap(CodeMalformed, err, "the line is not a strict JSON object")
 	}
 	if err := json.Unmarshal(line, &head); err != nil || head.Type == "" {
 		return "", Refuse(CodeMalformed, "the line is not a JSON object with a string \"type\"")

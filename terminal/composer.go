@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/mosaic-agents/mosaic/protocol"
 )
 
 // Control is what the client holds about who controls the conversation:
@@ -25,7 +27,7 @@ func (r *Refusal) Error() string { return r.Message }
 // The composer's refusals.
 var (
 	// ErrNotController: the connection is an observer; the text is kept.
-	ErrNotController = &Refusal{"not-controller", "not admitted: you are an observer; Ctrl-T takes control"}
+	ErrNotController = &Refusal{protocol.CodeNotController, "not admitted: you are an observer; Ctrl-T takes control"}
 	// ErrEmpty: Enter on an empty composer sends nothing.
 	ErrEmpty = &Refusal{"empty", "nothing to send"}
 )

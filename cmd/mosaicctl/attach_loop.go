@@ -295,7 +295,7 @@ func (a *attacher) status() {
 	if b := st.Binding; b != nil {
 		s.Engine = b.EngineState
 		s.Binding = b.State
-		if b.Admission == "closed" {
+		if b.Admission == protocol.AdmissionClosed {
 			s.Binding += " (admission closed"
 			if b.AdmissionReason != "" {
 				s.Binding += ": " + b.AdmissionReason

@@ -44,7 +44,7 @@ func (a *attacher) pageBack() {
 			case err == nil:
 				a.older.Prepend(p)
 				a.cursor = next
-			case code == "cursor-unknown" || code == "cursor-expired" || code == "cursor-foreign":
+			case code == protocol.CodeCursorUnknown || code == protocol.CodeCursorExpired || code == protocol.CodeCursorForeign:
 				a.reconnect()
 				a.scr.SetNotice(fmt.Sprintf("older history refused (%s): re-reading from the newest page", code))
 			default:

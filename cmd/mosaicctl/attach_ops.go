@@ -74,7 +74,7 @@ func (a *attacher) takeover() {
 	a.scr.SetNotice("takeover…")
 	a.async(func(ctx context.Context) func() {
 		r, err := c.Takeover(ctx)
-		if protocol.CodeOf(err) == "fenced" {
+		if protocol.CodeOf(err) == protocol.CodeFenced {
 			return func() { a.confirmation(protocol.CmdAcquireRecoveryControl) }
 		}
 		if err != nil {
@@ -107,7 +107,7 @@ func (a *attacher) prompt(text string) {
 	a.prompts++
 	a.async(func(ctx context.Context) func() {
 		r, err := c.Prompt(ctx, text)
-		if protocol.CodeOf(err) == "no-engine" {
+		if protocol.CodeOf(err) == protocol.CodeNoEngine {
 			err = withHint(err, "prompt", a.conv) // how to add one, on the notice line
 		}
 		o := outcomeOf(r, err)

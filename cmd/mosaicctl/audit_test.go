@@ -19,6 +19,7 @@ import (
 	"github.com/mosaic-agents/mosaic/audit"
 	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
 	"github.com/mosaic-agents/mosaic/contrib/stubmodel"
+	"github.com/mosaic-agents/mosaic/protocol"
 )
 
 // floodRefusals connects as a client would, says hello and sends n bad
@@ -88,7 +89,7 @@ func TestAuditSurvivesRefusalFlood(t *testing.T) {
 	must(t, os.WriteFile(victim, []byte("keep"), 0o600))
 	must(t, os.Symlink(victim, link))
 	r := run(t, bin, "stop", "--take", "--yes", "--proof", link, id)
-	wantRefusal(t, r, codeProofFileSymlink)
+	wantRefusal(t, r, protocol.CodeProofFileSymlink)
 	if b, _ := os.ReadFile(victim); string(b) != "keep" {
 		t.Fatalf("stop --proof wrote through the symlink: the target now holds %q", b)
 	}

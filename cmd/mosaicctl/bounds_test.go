@@ -18,6 +18,7 @@ import (
 	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
 	"github.com/mosaic-agents/mosaic/contrib/stubmodel"
 	"github.com/mosaic-agents/mosaic/controller"
+	"github.com/mosaic-agents/mosaic/protocol"
 )
 
 // TestMain lets the containment tests re-execute this binary as an
@@ -253,14 +254,14 @@ func TestConnectionFlood(t *testing.T) {
 		t.Errorf("the controller's peak RSS rose by %d MiB; want at most 64", (during.hwm-base.rss)>>20)
 	}
 	rep := a.finish(t)
-	refused := rep.Records["refusal:"+controller.CodeTooManyConnections]
+	refused := rep.Records["refusal:"+protocol.CodeTooManyConnections]
 	if refused < 10000 {
 		t.Errorf("attack report %+v: want most of 20,000 attempts refused too-many-connections", rep)
 	}
 	after := f.settle(base)
 	t.Logf("after %s", after)
 	f.admissionOpen()
-	if n := f.journaled(controller.CodeTooManyConnections); n == 0 || n > refused/100 {
+	if n := f.journaled(protocol.CodeTooManyConnections); n == 0 || n > refused/100 {
 		t.Errorf("%d refusals too-many-connections made %d journal entries; want a few counted ones", refused, n)
 	}
 }
@@ -287,7 +288,7 @@ func TestPartialLineFlood(t *testing.T) {
 	}
 	rep := a.finish(t)
 	t.Logf("attack report %+v", rep)
-	if rep.Records["refusal:"+controller.CodeBuffersFull] == 0 {
+	if rep.Records["refusal:"+protocol.CodeBuffersFull] == 0 {
 		t.Errorf("attack report %+v: want refusals buffers-full", rep)
 	}
 	after := f.settle(base)

@@ -186,7 +186,7 @@ func convAddCommand() *cli.Command {
 				fmt.Println(cv.ID) // the same settings: nothing to do
 				return nil
 			case err == nil && !c.Bool("replace"):
-				return protocol.Refuse("conversation-exists",
+				return protocol.Refuse(protocol.CodeConversationExists,
 					"conversation %s exists with other settings; pass --replace to change them (see `mosaicctl conv show %s`)", cv.ID, cv.ID)
 			case err != nil && protocol.CodeOf(err) != protocol.CodeUnknownConv && !c.Bool("replace"):
 				return err

@@ -10,12 +10,6 @@ import (
 	"github.com/mosaic-agents/mosaic/scopes"
 )
 
-// codeEngineAlive refuses `conv rm` and `uninstall` while an engine scope
-// lives: stopping a conversation's socket and service leaves its scope
-// running, and removing the conversation then would leave an engine that
-// nothing shows and nothing can stop with a proof.
-const codeEngineAlive = "engine-alive"
-
 // refuseLiveEngines refuses when an engine scope of conversation id (of any
 // conversation, for id "") is alive, naming each and the command that
 // stops it. A user manager that cannot be asked refuses too: an engine
@@ -37,7 +31,7 @@ func refuseLiveEngines(ctx context.Context, id, what string) error {
 	if len(names) == 0 {
 		return nil
 	}
-	return protocol.Refuse(codeEngineAlive, "%s: an engine still runs in %s; stop it first: %s",
+	return protocol.Refuse(protocol.CodeEngineAlive, "%s: an engine still runs in %s; stop it first: %s",
 		what, strings.Join(names, ", "), strings.Join(dedupe(fixes), ", then "))
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
 	"github.com/mosaic-agents/mosaic/contrib/stubmodel"
+	"github.com/mosaic-agents/mosaic/protocol"
 	"github.com/mosaic-agents/mosaic/scopes"
 )
 
@@ -38,7 +39,7 @@ func TestNoEngineLeftUnseen(t *testing.T) {
 	advice := "`mosaicctl stop --take --yes " + id + "`"
 	for _, args := range [][]string{{"conv", "rm", id}, {"uninstall"}} {
 		r := run(t, bin, args...)
-		wantRefusal(t, r, codeEngineAlive)
+		wantRefusal(t, r, protocol.CodeEngineAlive)
 		if !strings.Contains(r.stderr, scope) || !strings.Contains(r.stderr, advice) {
 			t.Fatalf("%v with the engine running: %q; want the scope %s and %s named", args, r.stderr, scope, advice)
 		}
@@ -80,7 +81,7 @@ func TestNoEngineLeftUnseen(t *testing.T) {
 		t.Fatalf("status --json has no unownedScope record for %s", stray)
 	}
 	r := run(t, bin, "uninstall")
-	wantRefusal(t, r, codeEngineAlive)
+	wantRefusal(t, r, protocol.CodeEngineAlive)
 	if !strings.Contains(r.stderr, "`systemctl --user stop "+stray+"`") || strings.Contains(r.stderr, advice) {
 		t.Fatalf("uninstall with a stray scope: %q; want only its systemctl stop named", r.stderr)
 	}
@@ -109,7 +110,7 @@ func TestAdviceWorksWhenOnlyTheScopeIsLeft(t *testing.T) {
 	scope := readStatus(t, bin, id).Scope.Name
 	mustRun(t, "systemctl", "--user", "stop", "mosaic-conv@"+id+".socket", "mosaic-conv@"+id+".service")
 	r := run(t, bin, "conv", "rm", id)
-	wantRefusal(t, r, codeEngineAlive)
+	wantRefusal(t, r, protocol.CodeEngineAlive)
 	if !strings.Contains(r.stderr, scope) {
 		t.Fatalf("conv rm: %q; want the scope %s named", r.stderr, scope)
 	}

@@ -57,7 +57,7 @@ func newApp() *cli.App {
 	}
 	// `mosaicctl help NAME` of an unknown NAME: one line, not "No help topic".
 	app.CommandNotFound = func(c *cli.Context, name string) {
-		fmt.Fprintf(os.Stderr, "mosaicctl: %s: unknown command %q; see `mosaicctl --help`\n", codeUsage, name)
+		fmt.Fprintf(os.Stderr, "mosaicctl: %s: unknown command %q; see `mosaicctl --help`\n", protocol.CodeUsage, name)
 		os.Exit(2)
 	}
 	strict(app.Commands, "mosaicctl")

@@ -146,7 +146,7 @@ func (s *session) answer(ctx context.Context, i, skip int, rc *protocol.Receipt)
 		case u.Binding != nil && gone(u.Binding, rc.Execution):
 			return unsettled("stopped", "the turn did not settle: the binding is %s (%s)", u.Binding.State,
 				terminal.SanitizeLine(u.Binding.AdmissionReason))
-		case u.Notice != nil && u.Notice.Kind == client.NoticeLostPlace:
+		case u.Notice != nil && u.Notice.Kind == protocol.NoticeLostPlace:
 			return unknown("events of the turn were lost (the connection fell behind; receipt %s); see `mosaicctl attach %s`", rc.ID, s.id)
 		}
 	}

@@ -11,17 +11,6 @@ import (
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
-// Refusal codes of `stop --proof FILE`.
-const (
-	// codeProofFileSymlink: FILE is a symbolic link. Writing through it
-	// would let whoever planted it (an agent in the project directory)
-	// choose which file the proof overwrites.
-	codeProofFileSymlink = "proof-file-symlink"
-	// codeProofFile: FILE cannot be written: its directory is missing or
-	// not writable, or FILE exists and is not a regular file.
-	codeProofFile = "proof-file"
-)
-
 // checkProofFile refuses, before anything is stopped, a --proof FILE that
 // writeProofFile would refuse: a symlink, or anything but a regular file,
 // or a directory that is not one.
@@ -31,7 +20,7 @@ func checkProofFile(file string) error {
 		dir = "."
 	}
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-		return protocol.Refuse(codeProofFile, "--proof %s: the directory %s does not exist or is not a directory; create it or name another file", file, dir)
+		return protocol.Refuse(protocol.CodeProofFile, "--proof %s: the directory %s does not exist or is not a directory; create it or name another file", file, dir)
 	}
 	return checkTarget(dir, name, file)
 }
@@ -43,11 +32,11 @@ func checkTarget(dir, name, file string) error {
 	case errors.Is(err, os.ErrNotExist):
 		return nil
 	case err != nil:
-		return protocol.Wrap(codeProofFile, err, "--proof %s: %v", file, err)
+		return protocol.Wrap(protocol.CodeProofFile, err, "--proof %s", file)
 	case fi.Mode()&os.ModeSymlink != 0:
-		return protocol.Refuse(codeProofFileSymlink, "--proof %s is a symbolic link; the proof is never written through one: remove the link or name another file", file)
+		return protocol.Refuse(protocol.CodeProofFileSymlink, "--proof %s is a symbolic link; the proof is never written through one: remove the link or name another file", file)
 	case !fi.Mode().IsRegular():
-		return protocol.Refuse(codeProofFile, "--proof %s exists and is not a regular file (%s); name another file", file, fi.Mode().Type())
+		return protocol.Refuse(protocol.CodeProofFile, "--proof %s exists and is not a regular file (%s); name another file", file, fi.Mode().Type())
 	}
 	return nil
 }
@@ -72,12 +61,12 @@ func writeProofFile(file string, data []byte) (err error) {
 	}
 	dfd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return protocol.Wrap(codeProofFile, err, "--proof %s: open the directory %s: %v", file, dir, err)
+		return protocol.Wrap(protocol.CodeProofFile, err, "--proof %s: open the directory %s", file, dir)
 	}
 	defer unix.Close(dfd)
 	tmp, fd, err := createTemp(dfd, name)
 	if err != nil {
-		return protocol.Wrap(codeProofFile, err, "--proof %s: create a temp file in %s: %v; check that the directory is writable", file, dir, err)
+		return protocol.Wrap(protocol.CodeProofFile, err, "--proof %s: create a temp file in %s (check that the directory is writable)", file, dir)
 	}
 	defer func() {
 		if err != nil {
@@ -86,16 +75,16 @@ func writeProofFile(file string, data []byte) (err error) {
 	}()
 	f := os.NewFile(uintptr(fd), filepath.Join(dir, tmp))
 	if err := writeAll(f, data); err != nil {
-		return protocol.Wrap(codeProofFile, err, "--proof %s: write: %v", file, err)
+		return protocol.Wrap(protocol.CodeProofFile, err, "--proof %s: write", file)
 	}
 	if err := checkAt(dfd, name, file); err != nil {
 		return err
 	}
 	if err := unix.Renameat(dfd, tmp, dfd, name); err != nil {
-		return protocol.Wrap(codeProofFile, err, "--proof %s: rename into place: %v", file, err)
+		return protocol.Wrap(protocol.CodeProofFile, err, "--proof %s: rename into place", file)
 	}
 	if err := unix.Fsync(dfd); err != nil {
-		return protocol.Wrap(codeProofFile, err, "--proof %s: sync the directory: %v", file, err)
+		return protocol.Wrap(protocol.CodeProofFile, err, "--proof %s: sync the directory", file)
 	}
 	return nil
 }
@@ -140,11 +129,11 @@ func checkAt(dfd int, name, file string) error {
 	case errors.Is(err, unix.ENOENT):
 		return nil
 	case err != nil:
-		return protocol.Wrap(codeProofFile, err, "--proof %s: %v", file, err)
+		return protocol.Wrap(protocol.CodeProofFile, err, "--proof %s", file)
 	case st.Mode&unix.S_IFMT == unix.S_IFLNK:
-		return protocol.Refuse(codeProofFileSymlink, "--proof %s is a symbolic link; the proof is never written through one: remove the link or name another file", file)
+		return protocol.Refuse(protocol.CodeProofFileSymlink, "--proof %s is a symbolic link; the proof is never written through one: remove the link or name another file", file)
 	case st.Mode&unix.S_IFMT != unix.S_IFREG:
-		return protocol.Refuse(codeProofFile, "--proof %s exists and is not a regular file; name another file", file)
+		return protocol.Refuse(protocol.CodeProofFile, "--proof %s exists and is not a regular file; name another file", file)
 	}
 	return nil
 }
@@ -154,7 +143,7 @@ func checkAt(dfd int, name, file string) error {
 // the write's code first. The proof is not lost: the stop record printed
 // above carries it, and the claim store and the journal hold it.
 func proofNotWritten(err error, stop, id string) error {
-	code, msg := codeProofFile, err.Error()
+	code, msg := protocol.CodeProofFile, err.Error()
 	var r *protocol.Refusal
 	if errors.As(err, &r) {
 		code, msg = r.Code, r.Message

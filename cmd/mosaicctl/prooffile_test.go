@@ -36,7 +36,7 @@ func TestProofFile(t *testing.T) {
 					t.Errorf("the hard link's content became %q; the proof was written through it", b)
 				}
 			}},
-		{name: "symlink to a file", code: codeProofFileSymlink,
+		{name: "symlink to a file", code: protocol.CodeProofFileSymlink,
 			setup: func(t *testing.T, dir, file string) {
 				must(t, os.WriteFile(filepath.Join(dir, "victim"), []byte("keep"), 0o644))
 				must(t, os.Symlink(filepath.Join(dir, "victim"), file))
@@ -46,16 +46,16 @@ func TestProofFile(t *testing.T) {
 					t.Errorf("the symlink's target became %q", b)
 				}
 			}},
-		{name: "dangling symlink", code: codeProofFileSymlink,
+		{name: "dangling symlink", code: protocol.CodeProofFileSymlink,
 			setup: func(t *testing.T, dir, file string) { must(t, os.Symlink(filepath.Join(dir, "new-victim"), file)) },
 			check: func(t *testing.T, dir, file string) {
 				if _, err := os.Lstat(filepath.Join(dir, "new-victim")); !errors.Is(err, os.ErrNotExist) {
 					t.Errorf("the dangling symlink's target was created: %v", err)
 				}
 			}},
-		{name: "directory", code: codeProofFile,
+		{name: "directory", code: protocol.CodeProofFile,
 			setup: func(t *testing.T, dir, file string) { must(t, os.Mkdir(file, 0o700)) }},
-		{name: "fifo", code: codeProofFile,
+		{name: "fifo", code: protocol.CodeProofFile,
 			setup: func(t *testing.T, dir, file string) { must(t, syscall.Mkfifo(file, 0o600)) }},
 	}
 	for _, tc := range tests {
@@ -109,8 +109,8 @@ func TestProofFileMissingDirectory(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "no-such-dir", "proof.json")
 	for _, err := range []error{checkProofFile(file), writeProofFile(file, []byte("x"))} {
 		var r *protocol.Refusal
-		if !errors.As(err, &r) || r.Code != codeProofFile {
-			t.Errorf("err %v; want refusal %s", err, codeProofFile)
+		if !errors.As(err, &r) || r.Code != protocol.CodeProofFile {
+			t.Errorf("err %v; want refusal %s", err, protocol.CodeProofFile)
 		}
 	}
 }

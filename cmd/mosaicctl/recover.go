@@ -30,7 +30,7 @@ func runRecover(ctx context.Context, c *cli.Context) error {
 	if b := s.c.State().Binding; b != nil && b.State != protocol.BindingStopped {
 		// Refused before taking control, as the controller would refuse
 		// it after: recover follows a proven stop only.
-		return protocol.Refuse("stop-proof", "recover needs a stop proven by a cohort or boot proof; the binding is %s: %s", b.State, recoverWayOut(b, s.id))
+		return protocol.Refuse(protocol.CodeStopProof, "recover needs a stop proven by a cohort or boot proof; the binding is %s: %s", b.State, recoverWayOut(b, s.id))
 	}
 	how := consent{yes: true, why: "the recover command"}
 	if err := s.take(ctx, c, true, how); err != nil {

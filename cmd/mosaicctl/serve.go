@@ -41,7 +41,7 @@ func serveCommand() *cli.Command {
 			fail := func(err error) error {
 				code := protocol.CodeOf(err)
 				if code == "" {
-					code = "serve-failed"
+					code = protocol.CodeServeFailed
 				}
 				log.Log(audit.Entry{Event: audit.Refusal, Refusal: code, Message: fmt.Sprintf("controller for %s not started: %v", id, err)})
 				activation.Notify(fmt.Sprintf("STATUS=not serving: %v", err))

@@ -42,7 +42,7 @@ func runStop(ctx context.Context, c *cli.Context) error {
 	if b := s.c.State().Binding; b != nil && b.State == protocol.BindingStopped {
 		// Refused before taking control: a control grab that ends in the
 		// controller's own refusal would only revoke someone.
-		return protocol.Refuse("fenced", "already stopped with a proof (stop %s); `mosaicctl recover --take %s` starts it again", orDash(b.LastStop), s.id)
+		return protocol.Refuse(protocol.CodeFenced, "already stopped with a proof (stop %s); `mosaicctl recover --take %s` starts it again", orDash(b.LastStop), s.id)
 	}
 	how := consent{yes: c.Bool("yes"), why: "--yes"}
 	// An orphan found at restart or an uncertain binding fences takeover:

@@ -20,7 +20,7 @@ import (
 // cohort on its own. Any other error is returned unchanged.
 func (s *session) joinRunningStop(ctx context.Context, err error) (*protocol.Receipt, error) {
 	var r *protocol.Refusal
-	if !errors.As(err, &r) || r.Code != "fenced" {
+	if !errors.As(err, &r) || r.Code != protocol.CodeFenced {
 		return nil, err
 	}
 	running, stopped := strings.Contains(r.Message, "already running"), strings.Contains(r.Message, "already stopped")
@@ -51,7 +51,7 @@ func (s *session) joinRunningStop(ctx context.Context, err error) (*protocol.Rec
 		st = u.Stop
 	}
 	fmt.Fprintf(s.out, "force stop %s, already under way when this one was asked, ended %s\n", id, st.State)
-	return &protocol.Receipt{Record: "receipt", ID: "-", Command: protocol.CmdForceStop, State: st.State,
+	return &protocol.Receipt{Record: protocol.RecordReceipt, ID: "-", Command: protocol.CmdForceStop, State: st.State,
 		Stop: st.ID, Execution: st.Execution, Reason: st.Reason}, nil
 }
 

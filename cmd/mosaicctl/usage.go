@@ -10,13 +10,8 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// codeUsage refuses a command line that cannot be run as typed: an unknown
-// command or flag, a missing required flag, the wrong number of
-// arguments. Nothing was done, so it exits 2 like every refusal.
-const codeUsage = "usage"
-
 func usageError(format string, args ...any) error {
-	return protocol.Refuse(codeUsage, format, args...)
+	return protocol.Refuse(protocol.CodeUsage, format, args...)
 }
 
 // notAnID is the one message every verb gives for a malformed id, with the
@@ -105,7 +100,7 @@ func withHint(err error, verb, id string) error {
 	}
 	hint := ""
 	switch r.Code {
-	case "not-controller":
+	case protocol.CodeNotController:
 		example := fmt.Sprintf("mosaicctl %s --take %s", verb, id)
 		switch verb {
 		case "prompt":
@@ -114,7 +109,7 @@ func withHint(err error, verb, id string) error {
 			example = "mosaicctl stop --take --yes " + id
 		}
 		hint = fmt.Sprintf("pass --take to take control first: `%s`", example)
-	case "no-engine":
+	case protocol.CodeNoEngine:
 		hint = noEngineHint(id)
 	}
 	if hint == "" || strings.Contains(r.Message, hint) {

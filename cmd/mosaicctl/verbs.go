@@ -34,12 +34,10 @@ const (
 	exitUnsettled = 4
 )
 
-// Local refusal codes: consent is asked for here, before anything is sent.
-const (
-	codeConsentRequired = "confirmation-required"
-	codeDeclined        = "declined"
-	codeOutcomeUnknown  = "outcome-unknown"
-)
+// codeOutcomeUnknown is a verdict, not a refusal: it never travels on the
+// socket, so it stays here with the exit statuses (refusal codes live in
+// protocol).
+const codeOutcomeUnknown = "outcome-unknown"
 
 // connectTimeout bounds the dial and the hello. Socket activation starts the
 // controller, which launches the engine before it says welcome.
@@ -221,7 +219,7 @@ func (s *session) take(ctx context.Context, c *cli.Context, recovery bool, conse
 		return nil
 	}
 	_, err := s.c.Takeover(ctx)
-	if s.got(err) == nil || !recovery || protocol.CodeOf(err) != "fenced" {
+	if s.got(err) == nil || !recovery || protocol.CodeOf(err) != protocol.CodeFenced {
 		return err
 	}
 	id, err := s.confirm(ctx, protocol.CmdAcquireRecoveryControl, consent)
@@ -255,7 +253,7 @@ func (s *session) confirm(ctx context.Context, op string, how consent) (string, 
 		_, derr := s.c.AnswerConfirmation(ctx, cf.ID, client.AnswerDecline)
 		s.got(derr)
 		if err == nil {
-			err = protocol.Refuse(codeDeclined, "%s declined; nothing was done", op)
+			err = protocol.Refuse(protocol.CodeDeclined, "%s declined; nothing was done", op)
 		}
 		return "", err
 	}
@@ -263,7 +261,7 @@ func (s *session) confirm(ctx context.Context, op string, how consent) (string, 
 	if s.got(err) != nil {
 		return "", err
 	}
-	if answered.State != "answered" {
+	if answered.State != protocol.ConfirmationAnswered {
 		return "", fmt.Errorf("confirmation %s for %s is %s, not answered", cf.ID, op, answered.State)
 	}
 	return cf.ID, nil
@@ -277,7 +275,7 @@ func (s *session) ask(cf *protocol.Confirmation, how consent) (bool, error) {
 		return true, nil
 	}
 	if !term.IsTerminal(int(os.Stdin.Fd())) {
-		return false, protocol.Refuse(codeConsentRequired,
+		return false, protocol.Refuse(protocol.CodeConfirmationRequired,
 			"%s needs consent: pass --yes, or run on a terminal to answer y/N; it would %s",
 			cf.Operation, strings.TrimPrefix(cf.Intent, cf.Operation+" "))
 	}

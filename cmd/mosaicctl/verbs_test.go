@@ -198,7 +198,7 @@ func TestAnswerFollowsItsTurn(t *testing.T) {
 		Role: "assistant", Content: []protocol.Block{{Type: "text", Text: "late"}}}}
 	stop := client.Update{Record: "stop", Stop: &protocol.Stop{ID: "s-1", Kind: "interrupt", Execution: "e-1", State: "reconciled"}}
 	stopping := client.Update{Record: "binding", Binding: &protocol.Binding{State: protocol.BindingStopping, Execution: "e-1"}}
-	lost := client.Update{Record: "notice", Notice: &protocol.Notice{Kind: client.NoticeLostPlace}}
+	lost := client.Update{Record: "notice", Notice: &protocol.Notice{Kind: protocol.NoticeLostPlace}}
 
 	for _, tc := range []struct {
 		name   string

@@ -1,0 +1,126 @@
+package protocol
+
+// Refusal codes. Every code a mosaic program refuses with is declared here
+// and nowhere else, so a client, the CLI and the docs share one spelling;
+// codes_test.go holds this list against docs/protocol.md and README.md and
+// keeps literals of these codes out of the rest of the module. A code is
+// stable once published.
+
+// Transport: framing, the hello, the connection's bounds (docs/protocol.md
+// §1-§3).
+const (
+	CodeMalformed       = "malformed"        // not strict JSON, or not a known record shape
+	CodeInvalidUTF8     = "invalid-utf8"     // a line that is not UTF-8
+	CodeLineTooLong     = "line-too-long"    // a line over the cap; the connection closes
+	CodeHelloRequired   = "hello-required"   // the first line was not a hello
+	CodeDuplicateHello  = "duplicate-hello"  // a second hello on one connection
+	CodeProtocolVersion = "protocol-version" // a hello naming an unsupported protocol
+	CodePeerUID         = "peer-uid"         // the peer runs as another user
+	CodeUnknownCommand  = "unknown-command"  // a record type this server does not serve
+	CodeUnknownConv     = "unknown-conversation"
+	CodeConfiguration   = "configuration"   // a conversation config that does not hold
+	CodeServerShutdown  = "server-shutdown" // the controller is stopping
+	// CodeTooManyConnections: the connection cap is reached; the refused
+	// connection is closed right after this line.
+	CodeTooManyConnections = "too-many-connections"
+	// CodeHelloTimeout: no complete hello within the hello timeout, or no
+	// byte within the idle timeout before it; the connection is closed.
+	CodeHelloTimeout = "hello-timeout"
+	// CodeBuffersFull: the bytes held for unfinished lines across all
+	// connections reached their cap; the connection that needed more is
+	// closed.
+	CodeBuffersFull = "buffers-full"
+)
+
+// Control: who may act, on what, and whether a prompt is admitted
+// (docs/protocol.md §4-§6).
+const (
+	CodeNotController      = "not-controller"
+	CodeStaleGeneration    = "stale-generation" // also a claim handle that lost a race
+	CodeRevoked            = "revoked"
+	CodeTarget             = "target" // another execution; a claim's conversation, branch or leaf
+	CodeFenced             = "fenced"
+	CodeBusy               = "busy"
+	CodeTextPolicy         = "text-policy"
+	CodeDraft              = "draft"
+	CodePreflight          = "preflight"
+	CodeConflictingRequest = "conflicting-request"
+	CodeReceiptUnknown     = "receipt-unknown"
+	CodeRequestPending     = "request-pending"
+	CodeNoTurn             = "no-turn"
+	CodeAlreadyController  = "already-controller"
+	CodeControllerPresent  = "controller-present"
+	CodeEnginePeer         = "engine-peer"
+	CodeConfirmation       = "confirmation"
+	CodeDispatchRefused    = "dispatch-refused"
+	CodeUnsupported        = "unsupported-capability"
+	CodeNoEngine           = "no-engine"
+)
+
+// The engine connection. A prompt Pi refused or may not hold becomes a
+// receipt (failed, delivery-unknown), not a refusal.
+const (
+	CodeEngineGone      = "engine-gone"      // the engine connection is closed
+	CodeEngineRefused   = "engine-refused"   // Pi answered the prompt with an error
+	CodeDeliveryUnknown = "delivery-unknown" // written; whether Pi holds it is not known
+	CodeUnsealedEngine  = "unsealed-engine"  // the engine's argv or environment is not sealed
+)
+
+// Recovery and the writer claim (docs/recovery.md).
+const (
+	CodeStopProof         = "stop-proof"          // no verified proof for stopped or resume
+	CodeEligibility       = "eligibility"         // a missing, used or stale eligibility
+	CodePinMismatch       = "engine-pin-mismatch" // the engine is not the pinned one (W9)
+	CodeLaunchFailed      = "launch-failed"       // the new execution did not start
+	CodeAlreadyActive     = "already-active"      // another writer holds the claim (W1, W2, W4)
+	CodeUnsafeReplacement = "unsafe-replacement"  // W3, corrupt records
+	CodeClaimState        = "claim-state"         // a transition not allowed from this state
+	CodeClaimStore        = "claim-store"         // the store cannot be read or written
+)
+
+// The history reader behind observe, and paging back with a cursor (each
+// cursor code carries reconcile).
+const (
+	CodeUnsafePath       = "unsafe-path"       // a symlink, a swap, not a regular file, or no file
+	CodeTooLarge         = "too-large"         // over the reader's size cap
+	CodeNotAPiSession    = "not-a-pi-session"  // line 1 is not a Pi session header
+	CodeIncompleteHeader = "incomplete-header" // line 1 is not complete yet
+	CodeSourceReplaced   = "source-replaced"   // gone, another file or shorter since it was read
+	CodeUnreadable       = "unreadable"        // the session file cannot be read or encoded
+	CodeForeignProject   = "foreign-project"   // the session's cwd is outside the project
+	CodeUnknownBranch    = "unknown-branch"    // the session has no such branch
+	CodeCursorUnknown    = "cursor-unknown"
+	CodeCursorExpired    = "cursor-expired"
+	CodeCursorForeign    = "cursor-foreign"
+)
+
+// Codes mosaicctl refuses with itself, before or instead of a request;
+// they never travel on the socket (docs/cli.md). The CLI's verdict words
+// for a command carried out that did not end as asked (outcome-unknown,
+// truncated, audit-gap, ...) are not refusals and stay in cmd/mosaicctl.
+const (
+	// CodeUsage: a command line that cannot be run as typed: an unknown
+	// command or flag, a missing required flag, the wrong number of
+	// arguments. Nothing was done, so it exits 2 like every refusal.
+	CodeUsage = "usage"
+	// CodeConfirmationRequired: a verb that needs consent got none.
+	CodeConfirmationRequired = "confirmation-required"
+	// CodeDeclined: the person declined the confirmation; nothing was done.
+	CodeDeclined = "declined"
+	// CodeEngineAlive: `conv rm` or `uninstall` while an engine scope
+	// lives: stopping a conversation's socket and service leaves its scope
+	// running, and removing the conversation then would leave an engine
+	// that nothing shows and nothing can stop with a proof.
+	CodeEngineAlive = "engine-alive"
+	// CodeConversationExists: `conv add` of an id already registered.
+	CodeConversationExists = "conversation-exists"
+	// CodeProofFile: `stop --proof FILE` cannot write FILE: its directory
+	// is missing or not writable, or FILE is not a regular file.
+	CodeProofFile = "proof-file"
+	// CodeProofFileSymlink: FILE is a symbolic link. Writing through it
+	// would let whoever planted it choose which file the proof overwrites.
+	CodeProofFileSymlink = "proof-file-symlink"
+	// CodeServeFailed: `serve` could not start the controller for a
+	// reason that carries no code of its own (journal only).
+	CodeServeFailed = "serve-failed"
+)

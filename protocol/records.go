@@ -1,0 +1,38 @@
+package protocol
+
+// Record names: the "record" field of every line the server sends (a
+// client's lines name their kind in "type", see the Cmd constants).
+const (
+	RecordWelcome = "welcome"
+	RecordRefusal = "refusal"
+	RecordBinding = "binding"
+	RecordControl = "control"
+	RecordStop    = "stop"
+	RecordNotice  = "notice"
+	// RecordEvent is the value of Event.Record: every stream record names
+	// its variant so a client can switch on it without guessing from field
+	// shapes.
+	RecordEvent        = "event"
+	RecordObserved     = "observed"
+	RecordPage         = "page"
+	RecordReceipt      = "receipt"
+	RecordConfirmation = "confirmation"
+	RecordEligibility  = "eligibility"
+	// RecordEffectReport is not a line of its own: it is the "effects"
+	// field of a stop.
+	RecordEffectReport = "effectReport"
+)
+
+// Notice kinds: the "kind" of a notice record.
+const (
+	// NoticeDialog: a native Pi dialog, shown disabled; nothing answers it.
+	NoticeDialog = "dialog"
+	// NoticeForeignWriter: someone else wrote the session file; admission
+	// closes and clients must re-read.
+	NoticeForeignWriter = "foreign-writer"
+	// NoticeLostPlace: this connection read too slowly and lost events; it
+	// must observe again.
+	NoticeLostPlace = "lost-place"
+	// NoticeReconcile: the server asks for a re-read.
+	NoticeReconcile = "reconcile"
+)

@@ -1,0 +1,67 @@
+package protocol
+
+// The states and kinds records carry. Several words recur across sets
+// ("uncertain", "stopped", "fenced"); each set names its own so a reader
+// sees which field a value belongs to.
+
+// Binding states.
+const (
+	BindingLaunching = "launching" // claim reserved, engine starting, admission closed
+	BindingActive    = "active"    // engine running, bound to the pinned session and leaf
+	BindingStopping  = "stopping"  // a stop chain is running
+	BindingUncertain = "uncertain" // something is not known; admission closed
+	BindingStopped   = "stopped"   // stopped with a proof
+	BindingIdle      = "idle"      // no engine and no claim: a launch may start one
+)
+
+// Receipt states.
+const (
+	ReceiptAcknowledged    = "acknowledged"     // the engine accepted the prompt
+	ReceiptFailed          = "failed"           // the engine refused it; evidence holds its text
+	ReceiptDeliveryUnknown = "delivery-unknown" // written, outcome not known
+	ReceiptReconciled      = "reconciled"       // an interrupt settled with a trusted turn proof
+	ReceiptStopped         = "stopped"          // a force stop ended with a cohort proof
+	ReceiptUncertain       = "uncertain"        // a stop ended without proof
+	ReceiptLaunched        = "launched"         // a launch started a new execution
+)
+
+// Admission of a binding: open when a prompt may be admitted now.
+const (
+	AdmissionOpen   = "open"
+	AdmissionClosed = "closed"
+)
+
+// Stop kinds (Stop.Kind): the command that started the stop.
+const (
+	StopInterrupt = CmdInterrupt
+	StopForce     = CmdForceStop
+)
+
+// Stop states (Stop.State), in the order a stop may pass them. The last
+// four are terminal.
+const (
+	StopFenced     = "fenced"     // admission closed, nothing sent yet
+	StopCancelling = "cancelling" // an interrupt: clear_queue, then abort
+	StopStopping   = "stopping"   // a force stop: TERM, grace, freeze and kill
+	StopReconciled = "reconciled" // an interrupt settled with a trusted turn proof
+	StopUncertain  = "uncertain"  // ended without proof
+	StopStopped    = "stopped"    // the cohort is gone, with a proof
+	StopSuperseded = "superseded" // a force stop took over this one
+)
+
+// Confirmation states (Confirmation.State).
+const (
+	ConfirmationIssued   = "issued"
+	ConfirmationAnswered = "answered"
+	ConfirmationDeclined = "declined"
+	ConfirmationUsed     = "used"
+	ConfirmationExpired  = "expired"
+)
+
+// Dispositions of a stop's effects (EffectReport.Disposition) and of its
+// native dialogs (Stop.ApprovalDisposition).
+const (
+	DispositionReconciled = "reconciled" // every tool call that started ended
+	DispositionUncertain  = "uncertain"  // some did not, or a dialog was seen
+	DispositionResolved   = "resolved"   // no native dialog was seen
+)
