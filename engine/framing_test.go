@@ -98,7 +98,8 @@ func TestLineReaderLongLineGrowsBuffer(t *testing.T) {
 }
 
 // TestRecordingsFrameE2 frames every recording, byte by byte, and checks
-// each record is one JSON value: U+2028 inside strings included (E2).
+// each record is one JSON value (E2; the recordings hold no U+2028, so
+// TestLineReader is what holds the separator rule).
 func TestRecordingsFrameE2(t *testing.T) {
 	for name, b := range recordings(t, ".stdout.jsonl") {
 		t.Run(name, func(t *testing.T) {

@@ -85,7 +85,8 @@ func (f *fixture) follow(t *testing.T, prev *Snapshot) (*Snapshot, error) {
 }
 
 // unchanged runs fn and asserts the tree under root is byte-for-byte and
-// inode-for-inode the same before and after (seed W11/F17): size, SHA-256,
+// inode-for-inode the same before and after (F17; W11 asks the same of the
+// controller): size, SHA-256,
 // mtime, (dev, ino) and mode of every file, and every directory listing.
 func unchanged(t *testing.T, root string, fn func()) {
 	t.Helper()
