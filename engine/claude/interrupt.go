@@ -36,6 +36,9 @@ func (c *Conn) Interrupt(ctx context.Context, stopRef string) (engine.TurnProof,
 		proof.InterruptedRun = c.tr.runs
 	}
 	results, settle := c.tr.results, c.tr.settle
+	// The item held now: the CLI reports a cancelled queued prompt's
+	// lifecycle before the receipt, which releases the slot meanwhile.
+	held := c.tr.slot
 	c.mu.Unlock()
 
 	resp, err := c.control(ctx, map[string]any{"subtype": "interrupt", "cancel_queued": true}, c.opts.CommandTimeout)
@@ -47,7 +50,7 @@ func (c *Conn) Interrupt(ctx context.Context, stopRef string) (engine.TurnProof,
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.conclude(&proof, rec, err, running, settled)
+	c.conclude(&proof, held, rec, err, running, settled)
 	c.tr.stopping = false
 	if !proof.Uncertain {
 		c.tr.fenced = false
@@ -82,8 +85,7 @@ func (c *Conn) awaitResult(ctx context.Context, after int, settle chan struct{})
 }
 
 // conclude fills the proof; c.mu is held.
-func (c *Conn) conclude(p *engine.TurnProof, rec interruptReceipt, err error, running, settled bool) {
-	s := c.tr.slot
+func (c *Conn) conclude(p *engine.TurnProof, s *engine.Dispatch, rec interruptReceipt, err error, running, settled bool) {
 	if err != nil {
 		p.NativeQueue = engine.QueueUnknown
 		uncertain(p, "interrupt: "+err.Error())
@@ -135,7 +137,7 @@ func (c *Conn) conclude(p *engine.TurnProof, rec interruptReceipt, err error, ru
 	if s != nil {
 		d := *s
 		p.Dispatch = &d
-		if !p.Uncertain && (s.Unconsumed || slices.Contains(rec.Cancelled, s.RequestID) || settled) {
+		if c.tr.slot == s && !p.Uncertain && (s.Unconsumed || slices.Contains(rec.Cancelled, s.RequestID) || settled) {
 			c.tr.release()
 		}
 	} else if c.tr.last != nil && running {

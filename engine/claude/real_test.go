@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -133,8 +135,11 @@ func (l *live) waitDecision(t *testing.T, seen int) engine.NativeDecision {
 type claudeRig struct {
 	m    *scopes.Manager
 	fake *fakeanthropic.Server
-	cfg  Config
-	n    int
+	// decoy is what the controller's own environment points at: it must
+	// see nothing.
+	decoy *fakeanthropic.Server
+	cfg   Config
+	n     int
 }
 
 func newClaudeRig(t *testing.T) *claudeRig {
@@ -146,6 +151,11 @@ func newClaudeRig(t *testing.T) *claudeRig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { fake.Close() })
+	decoy, err := fakeanthropic.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { decoy.Close() })
 	pin, err := Resolve(ctxT(t, time.Minute), bin, os.Environ())
 	if err != nil {
 		t.Fatal(err)
@@ -166,9 +176,13 @@ func newClaudeRig(t *testing.T) *claudeRig {
 	}
 	m := scopes.NewManager(scopes.Config{})
 	t.Cleanup(m.Close)
-	return &claudeRig{m: m, fake: fake, cfg: Config{
+	// The controller's environment carries credentials, a base URL and
+	// settings of its own: none of them may reach the engine.
+	ctl := append(os.Environ(), "ANTHROPIC_API_KEY=controller-leak", "ANTHROPIC_BASE_URL="+decoy.URL,
+		"CLAUDE_CONFIG_DIR="+filepath.Join(root, "controller-claude"), "DISABLE_TELEMETRY=0", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=0")
+	return &claudeRig{m: m, fake: fake, decoy: decoy, cfg: Config{
 		Pin: pin, Session: NewSession(), ProjectRoot: filepath.Join(root, "work"),
-		Dirs: dirs, EnvFile: envFile, Environ: os.Environ(),
+		Dirs: dirs, EnvFile: envFile, Environ: ctl,
 	}}
 }
 
@@ -263,6 +277,35 @@ func TestRealClaudeSession(t *testing.T) {
 		}
 		if l.Turn().Running || l.Turn().Slot != nil {
 			t.Fatalf("turn after result %+v", l.Turn())
+		}
+	})
+
+	t.Run("the running engine's environment is sealed", func(t *testing.T) {
+		members, err := l.h.Members()
+		if err != nil {
+			t.Fatal(err)
+		}
+		checked := 0
+		for _, m := range members {
+			b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(m.PID), "environ"))
+			if err != nil || !strings.Contains(string(b), "CLAUDE_CONFIG_DIR=") {
+				continue
+			}
+			env := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+			for _, f := range Forced {
+				if !slices.Contains(env, f) {
+					t.Errorf("pid %d (%s) runs without %s", m.PID, m.Comm, f)
+				}
+			}
+			for _, kv := range env {
+				if strings.Contains(kv, "controller-leak") || strings.Contains(kv, r.decoy.URL) || strings.Contains(kv, "controller-claude") || kv == "DISABLE_TELEMETRY=0" {
+					t.Errorf("pid %d (%s) has the controller's %s", m.PID, m.Comm, kv)
+				}
+			}
+			checked++
+		}
+		if checked == 0 {
+			t.Fatalf("no engine process found in %+v", members)
 		}
 	})
 
@@ -445,6 +488,9 @@ func TestRealClaudeSession(t *testing.T) {
 		reqs := r.fake.Requests()
 		if len(reqs) == 0 {
 			t.Fatal("the fake saw nothing")
+		}
+		if d := r.decoy.Requests(); len(d) != 0 {
+			t.Fatalf("the controller's base URL was contacted: %+v", d)
 		}
 		if u := r.fake.Unexpected(); len(u) != 0 {
 			t.Fatalf("unexpected requests: %+v", u)
