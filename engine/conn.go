@@ -62,19 +62,17 @@ type Options struct {
 // tracker and holds the one dispatch slot. It never closes stdin except
 // in Close: Pi exits at stdin EOF, even mid-run.
 type Conn struct {
-	opts  Options
-	w     io.WriteCloser
-	wmu   sync.Mutex
-	ids   uint64
-	mu    sync.Mutex
-	wait  map[string]chan *native
-	tr    *tracker
-	mp    *mapper
-	q     []protocol.Event
-	qwake chan struct{}
-	out   chan protocol.Event
-	done  chan struct{}
-	err   error
+	opts Options
+	w    io.WriteCloser
+	wmu  sync.Mutex
+	ids  uint64
+	mu   sync.Mutex
+	wait map[string]chan *native
+	tr   *tracker
+	mp   *mapper
+	q    *EventQueue
+	done chan struct{}
+	err  error
 }
 
 // New starts reading the engine's stdout (r) and returns a Conn that
@@ -92,12 +90,11 @@ func New(r io.Reader, w io.WriteCloser, opts Options) (*Conn, error) {
 	}
 	c := &Conn{
 		opts: opts, w: w,
-		wait:  make(map[string]chan *native),
-		tr:    newTracker(),
-		mp:    newMapper(opts.Execution),
-		qwake: make(chan struct{}, 1),
-		out:   make(chan protocol.Event),
-		done:  make(chan struct{}),
+		wait: make(map[string]chan *native),
+		tr:   newTracker(),
+		mp:   newMapper(opts.Execution),
+		q:    NewEventQueue(),
+		done: make(chan struct{}),
 	}
 	if opts.LineLimit == 0 {
 		opts.LineLimit = DefaultLineLimit
@@ -105,7 +102,6 @@ func New(r io.Reader, w io.WriteCloser, opts Options) (*Conn, error) {
 	lr := NewLineReader(r, opts.MaxLine)
 	lr.Reduce(opts.LineLimit)
 	go c.read(lr)
-	go c.pump()
 	return c, nil
 }
 
@@ -113,7 +109,7 @@ func New(r io.Reader, w io.WriteCloser, opts Options) (*Conn, error) {
 // engine's output ended and every event was delivered. Events queue
 // without bound inside the Conn so a slow reader never stalls responses;
 // the caller must keep draining.
-func (c *Conn) Events() <-chan protocol.Event { return c.out }
+func (c *Conn) Events() <-chan protocol.Event { return c.q.Out() }
 
 // Done is closed when the engine's output ended.
 func (c *Conn) Done() <-chan struct{} { return c.done }
@@ -200,14 +196,8 @@ func (c *Conn) handle(line []byte, clip *Clip) {
 	}
 }
 
-// push queues an event; c.mu is held.
-func (c *Conn) push(e protocol.Event) {
-	c.q = append(c.q, e)
-	select {
-	case c.qwake <- struct{}{}:
-	default:
-	}
-}
+// push queues an event; c.mu is held, so events keep wire order.
+func (c *Conn) push(e protocol.Event) { c.q.Push(e) }
 
 func (c *Conn) finish(err error) {
 	c.mu.Lock()
@@ -218,37 +208,7 @@ func (c *Conn) finish(err error) {
 	}
 	c.mu.Unlock()
 	close(c.done)
-	select {
-	case c.qwake <- struct{}{}:
-	default:
-	}
-}
-
-// pump moves queued events to the Events channel in order.
-func (c *Conn) pump() {
-	defer close(c.out)
-	for {
-		c.mu.Lock()
-		batch := c.q
-		c.q = nil
-		c.mu.Unlock()
-		for _, e := range batch {
-			c.out <- e
-		}
-		if len(batch) > 0 {
-			continue
-		}
-		select {
-		case <-c.qwake:
-		case <-c.done:
-			c.mu.Lock()
-			empty := len(c.q) == 0
-			c.mu.Unlock()
-			if empty {
-				return
-			}
-		}
-	}
+	c.q.Close()
 }
 
 func (c *Conn) newID(prefix string) string {

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"regexp"
 	"strings"
+
+	hclaude "github.com/mosaic-agents/mosaic/history/claude"
 )
 
 type messagesRequest struct {
@@ -14,12 +16,6 @@ type messagesRequest struct {
 
 type message struct {
 	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
-}
-
-type block struct {
-	Type    string          `json:"type"`
-	Text    string          `json:"text"`
 	Content json.RawMessage `json:"content"`
 }
 
@@ -39,12 +35,12 @@ func script(msgs []message) reply {
 		if msgs[i].Role != "user" {
 			continue
 		}
-		blocks := contentBlocks(msgs[i].Content)
+		blocks := hclaude.Blocks(msgs[i].Content)
 		for j := len(blocks) - 1; j >= 0; j-- {
 			b := blocks[j]
 			switch {
 			case b.Type == "tool_result":
-				return reply{kind: "text", arg: "TOOL_DONE: " + resultText(b.Content)}
+				return reply{kind: "text", arg: "TOOL_DONE: " + hclaude.ResultText(b.Content)}
 			case b.Type == "text" && !strings.HasPrefix(b.Text, "<system-reminder>"):
 				return textReply(b.Text)
 			}
@@ -62,25 +58,4 @@ func textReply(t string) reply {
 		return reply{kind: "hang"}
 	}
 	return reply{kind: "text", arg: "Hello from fake. You said: " + t}
-}
-
-// contentBlocks reads content that is either a string or a block list.
-func contentBlocks(raw json.RawMessage) []block {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return []block{{Type: "text", Text: s}}
-	}
-	var bs []block
-	_ = json.Unmarshal(raw, &bs)
-	return bs
-}
-
-func resultText(raw json.RawMessage) string {
-	var parts []string
-	for _, b := range contentBlocks(raw) {
-		if b.Type == "text" {
-			parts = append(parts, b.Text)
-		}
-	}
-	return strings.Join(parts, "")
 }

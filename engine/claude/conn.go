@@ -33,9 +33,7 @@ type Conn struct {
 	mp      *mapper
 	dec     []*decision
 	changed chan struct{}
-	q       []protocol.Event
-	qwake   chan struct{}
-	out     chan protocol.Event
+	q       *engine.EventQueue
 	done    chan struct{}
 	err     error
 }
@@ -64,20 +62,18 @@ func New(r io.Reader, w io.WriteCloser, session string, opts engine.Options) (*C
 		tr:      newTracker(),
 		mp:      newMapper(opts.Execution),
 		changed: make(chan struct{}),
-		qwake:   make(chan struct{}, 1),
-		out:     make(chan protocol.Event),
+		q:       engine.NewEventQueue(),
 		done:    make(chan struct{}),
 	}
 	lr := engine.NewLineReader(r, opts.MaxLine)
 	lr.Reduce(opts.LineLimit)
 	go c.read(lr)
-	go c.pump()
 	return c, nil
 }
 
 // Events delivers the mapped events in wire order; closed once the
 // output ended and every event was delivered. The caller keeps draining.
-func (c *Conn) Events() <-chan protocol.Event { return c.out }
+func (c *Conn) Events() <-chan protocol.Event { return c.q.Out() }
 
 // Done is closed when the CLI's output ended.
 func (c *Conn) Done() <-chan struct{} { return c.done }
@@ -174,14 +170,8 @@ func (c *Conn) handle(line []byte, cut bool) {
 	}
 }
 
-// push queues an event; c.mu is held.
-func (c *Conn) push(e protocol.Event) {
-	c.q = append(c.q, e)
-	select {
-	case c.qwake <- struct{}{}:
-	default:
-	}
-}
+// push queues an event; c.mu is held, so events keep wire order.
+func (c *Conn) push(e protocol.Event) { c.q.Push(e) }
 
 func (c *Conn) finish(err error) {
 	c.mu.Lock()
@@ -193,37 +183,7 @@ func (c *Conn) finish(err error) {
 	c.tr.gone()
 	c.mu.Unlock()
 	close(c.done)
-	select {
-	case c.qwake <- struct{}{}:
-	default:
-	}
-}
-
-// pump moves queued events to the Events channel in order.
-func (c *Conn) pump() {
-	defer close(c.out)
-	for {
-		c.mu.Lock()
-		batch := c.q
-		c.q = nil
-		c.mu.Unlock()
-		for _, e := range batch {
-			c.out <- e
-		}
-		if len(batch) > 0 {
-			continue
-		}
-		select {
-		case <-c.qwake:
-		case <-c.done:
-			c.mu.Lock()
-			empty := len(c.q) == 0
-			c.mu.Unlock()
-			if empty {
-				return
-			}
-		}
-	}
+	c.q.Close()
 }
 
 // send writes one frame as one JSONL record.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strconv"
 
+	hclaude "github.com/mosaic-agents/mosaic/history/claude"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
@@ -206,7 +207,7 @@ func (m *mapper) assistant(f *frame, cut bool) []protocol.Event {
 		out = append(out, e)
 	}
 	o.cut = o.cut || cut
-	for _, b := range blocks(msg.Content) {
+	for _, b := range hclaude.Blocks(msg.Content) {
 		blk := b.Block()
 		blk.Truncated = cut
 		o.content = append(o.content, blk)
@@ -238,7 +239,7 @@ func (m *mapper) user(f *frame, cut bool) []protocol.Event {
 	}
 	var out []protocol.Event
 	var text []Block
-	for _, b := range blocks(msg.Content) {
+	for _, b := range hclaude.Blocks(msg.Content) {
 		if b.Type != "tool_result" {
 			blk := b.Block()
 			blk.Truncated = cut

@@ -1,6 +1,10 @@
 package claude
 
-import "encoding/json"
+import (
+	"encoding/json"
+
+	hclaude "github.com/mosaic-agents/mosaic/history/claude"
+)
 
 // frame is one decoded stdout line of the CLI. Only the fields the
 // adapter reads are decoded; content it passes on stays raw JSON.
@@ -29,11 +33,11 @@ type frame struct {
 }
 
 type streamEvent struct {
-	Type         string      `json:"type"`
-	Index        int         `json:"index"`
-	Message      *apiMessage `json:"message,omitempty"`
-	ContentBlock *apiBlock   `json:"content_block,omitempty"`
-	Delta        *delta      `json:"delta,omitempty"`
+	Type         string            `json:"type"`
+	Index        int               `json:"index"`
+	Message      *apiMessage       `json:"message,omitempty"`
+	ContentBlock *hclaude.APIBlock `json:"content_block,omitempty"`
+	Delta        *delta            `json:"delta,omitempty"`
 }
 
 type delta struct {
@@ -50,19 +54,6 @@ type apiMessage struct {
 	Model      string          `json:"model,omitempty"`
 	Content    json.RawMessage `json:"content"`
 	StopReason *string         `json:"stop_reason"`
-}
-
-// apiBlock is a Messages API content block as the CLI echoes it.
-type apiBlock struct {
-	Type      string          `json:"type"`
-	Text      string          `json:"text,omitempty"`
-	Thinking  string          `json:"thinking,omitempty"`
-	ID        string          `json:"id,omitempty"`
-	Name      string          `json:"name,omitempty"`
-	Input     json.RawMessage `json:"input,omitempty"`
-	ToolUseID string          `json:"tool_use_id,omitempty"`
-	Content   json.RawMessage `json:"content,omitempty"`
-	IsError   bool            `json:"is_error,omitempty"`
 }
 
 type controlResponse struct {
@@ -90,49 +81,4 @@ type canUseTool struct {
 type interruptReceipt struct {
 	StillQueued []string `json:"still_queued"`
 	Cancelled   []string `json:"cancelled"`
-}
-
-// blocks reads message content that is a string or a block list.
-func blocks(raw json.RawMessage) []apiBlock {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return []apiBlock{{Type: "text", Text: s}}
-	}
-	var bs []apiBlock
-	_ = json.Unmarshal(raw, &bs)
-	return bs
-}
-
-// Block converts an API content block to a protocol block. An unknown
-// type keeps its place (ordinals stay right) but none of its content;
-// redacted reasoning is unavailable, as in Pi's adapter.
-func (b apiBlock) Block() Block {
-	switch b.Type {
-	case "text":
-		return Block{Type: "text", Text: b.Text}
-	case "thinking":
-		return Block{Type: "thinking", Text: b.Thinking}
-	case "tool_use":
-		return Block{Type: "toolCall", ToolCallID: b.ID, ToolName: b.Name, Args: b.Input}
-	case "tool_result":
-		return Block{Type: "text", Text: resultText(b.Content)}
-	}
-	return Block{Type: "unavailable"}
-}
-
-// resultText is a tool result's text: its string, or its text blocks.
-func resultText(raw json.RawMessage) string {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	var bs []apiBlock
-	_ = json.Unmarshal(raw, &bs)
-	out := ""
-	for _, b := range bs {
-		if b.Type == "text" {
-			out += b.Text
-		}
-	}
-	return out
 }

@@ -4,6 +4,7 @@ import (
 	"sort"
 
 	"github.com/mosaic-agents/mosaic/engine"
+	hclaude "github.com/mosaic-agents/mosaic/history/claude"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
@@ -75,14 +76,14 @@ func (t *tracker) observe(f *frame) {
 			t.runs++
 		}
 	case "user":
-		for _, b := range blocks(userContent(f)) {
+		for _, b := range hclaude.Blocks(userContent(f)) {
 			if b.Type == "tool_result" {
 				delete(t.open, b.ToolUseID)
 			}
 		}
 	}
 	if f.Type == "assistant" {
-		for _, b := range blocks(messageContent(f)) {
+		for _, b := range hclaude.Blocks(messageContent(f)) {
 			if b.Type == "tool_use" {
 				t.open[b.ID] = engine.Effect{CallID: b.ID, Name: b.Name, State: "uncertain"}
 			}

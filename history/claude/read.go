@@ -104,18 +104,6 @@ type message struct {
 	Content json.RawMessage `json:"content"`
 }
 
-type block struct {
-	Type      string          `json:"type"`
-	Text      string          `json:"text"`
-	Thinking  string          `json:"thinking"`
-	ID        string          `json:"id"`
-	Name      string          `json:"name"`
-	Input     json.RawMessage `json:"input"`
-	ToolUseID string          `json:"tool_use_id"`
-	Content   json.RawMessage `json:"content"`
-	IsError   bool            `json:"is_error"`
-}
-
 // MaxLine bounds one transcript line.
 const MaxLine = 64 << 20
 
@@ -205,50 +193,19 @@ func (t *Transcript) add(b []byte, n int) error {
 	return nil
 }
 
-// render fills the rendered role and blocks of a user or assistant line.
+// render fills the rendered role and blocks of a user or assistant line;
+// a tool result makes the entry a toolResult message.
 func render(e *Entry, raw json.RawMessage) {
 	var m message
 	_ = json.Unmarshal(raw, &m)
-	var bs []block
-	var s string
-	if json.Unmarshal(m.Content, &s) == nil {
-		bs = []block{{Type: "text", Text: s}}
-	} else {
-		_ = json.Unmarshal(m.Content, &bs)
-	}
 	e.Role = m.Role
-	for _, b := range bs {
-		switch b.Type {
-		case "text":
-			e.Blocks = append(e.Blocks, protocol.Block{Type: "text", Text: b.Text})
-		case "thinking":
-			e.Blocks = append(e.Blocks, protocol.Block{Type: "thinking", Text: b.Thinking})
-		case "tool_use":
-			e.Blocks = append(e.Blocks, protocol.Block{Type: "toolCall", ToolCallID: b.ID, ToolName: b.Name, Args: b.Input})
-		case "tool_result":
+	for _, b := range Blocks(m.Content) {
+		if b.Type == "tool_result" {
 			e.Role = "toolResult"
 			e.Tool = &protocol.Tool{CallID: b.ToolUseID, IsError: b.IsError, Result: b.Content}
-			e.Blocks = append(e.Blocks, protocol.Block{Type: "text", Text: resultText(b.Content)})
-		default:
-			e.Blocks = append(e.Blocks, protocol.Block{Type: "unavailable"})
 		}
+		e.Blocks = append(e.Blocks, b.Block())
 	}
-}
-
-func resultText(raw json.RawMessage) string {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	var bs []block
-	_ = json.Unmarshal(raw, &bs)
-	var out strings.Builder
-	for _, b := range bs {
-		if b.Type == "text" {
-			out.WriteString(b.Text)
-		}
-	}
-	return out.String()
 }
 
 // SessionKey is the session UUID.
