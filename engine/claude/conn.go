@@ -33,9 +33,7 @@ type Conn struct {
 	mp      *mapper
 	dec     []*decision
 	changed chan struct{}
-	q       *engine.EventQueue
-	done    chan struct{}
-	err     error
+	*engine.Output
 }
 
 var _ engine.Driver = (*Conn)(nil)
@@ -62,27 +60,12 @@ func New(r io.Reader, w io.WriteCloser, session string, opts engine.Options) (*C
 		tr:      newTracker(),
 		mp:      newMapper(opts.Execution),
 		changed: make(chan struct{}),
-		q:       engine.NewEventQueue(),
-		done:    make(chan struct{}),
+		Output:  engine.NewOutput(),
 	}
 	lr := engine.NewLineReader(r, opts.MaxLine)
 	lr.Reduce(opts.LineLimit)
-	go c.read(lr)
+	go engine.ReadLines(lr, c.handle, c.lose, c.finish)
 	return c, nil
-}
-
-// Events delivers the mapped events in wire order; closed once the
-// output ended and every event was delivered. The caller keeps draining.
-func (c *Conn) Events() <-chan protocol.Event { return c.q.Out() }
-
-// Done is closed when the CLI's output ended.
-func (c *Conn) Done() <-chan struct{} { return c.done }
-
-// Err says why the output ended (nil for EOF) once Done is closed.
-func (c *Conn) Err() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.err
 }
 
 // Close closes the CLI's stdin. The CLI finishes a running turn first and
@@ -104,24 +87,6 @@ func (c *Conn) Changed() <-chan struct{} {
 	return c.changed
 }
 
-func (c *Conn) read(lr *engine.LineReader) {
-	for {
-		line, err := lr.Next()
-		switch {
-		case err == nil:
-			c.handle(line, lr.Clip() != nil)
-		case errors.Is(err, io.EOF):
-			c.finish(nil)
-			return
-		case errors.Is(err, engine.ErrLineTooLong) || errors.Is(err, engine.ErrReduce):
-			c.lose(protocol.ReasonLineTooLong, err)
-		default:
-			c.finish(err)
-			return
-		}
-	}
-}
-
 func (c *Conn) lose(reason string, cause error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -129,7 +94,8 @@ func (c *Conn) lose(reason string, cause error) {
 	c.push(c.mp.unavailable(reason, ""))
 }
 
-func (c *Conn) handle(line []byte, cut bool) {
+func (c *Conn) handle(line []byte, clip *engine.Clip) {
+	cut := clip != nil
 	var f frame
 	if err := json.Unmarshal(line, &f); err != nil || f.Type == "" {
 		c.mu.Lock()
@@ -171,19 +137,15 @@ func (c *Conn) handle(line []byte, cut bool) {
 }
 
 // push queues an event; c.mu is held, so events keep wire order.
-func (c *Conn) push(e protocol.Event) { c.q.Push(e) }
+func (c *Conn) push(e protocol.Event) { c.Push(e) }
 
 func (c *Conn) finish(err error) {
+	// The cause is recorded before any waiting command wakes to read it.
+	c.End(err)
 	c.mu.Lock()
-	c.err = err
-	for id, ch := range c.wait {
-		close(ch)
-		delete(c.wait, id)
-	}
+	engine.CloseWaiters(c.wait)
 	c.tr.gone()
 	c.mu.Unlock()
-	close(c.done)
-	c.q.Close()
 }
 
 // send writes one frame as one JSONL record.
@@ -204,7 +166,7 @@ func (c *Conn) send(v any) error {
 func (c *Conn) control(ctx context.Context, request any, timeout time.Duration) (*controlResponse, error) {
 	c.mu.Lock()
 	select {
-	case <-c.done:
+	case <-c.Done():
 		c.mu.Unlock()
 		return nil, engine.ErrClosed
 	default:

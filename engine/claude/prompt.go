@@ -54,7 +54,7 @@ func (c *Conn) Prompt(ctx context.Context, text string) (engine.Dispatch, error)
 		defer t.Stop()
 		select {
 		case <-acked:
-		case <-c.done:
+		case <-c.Done():
 			err = engine.ErrClosed
 		case <-t.C:
 			err = fmt.Errorf("%w: no command_lifecycle for prompt %s", engine.ErrTimeout, id)
