@@ -23,9 +23,10 @@
 #     traffic would reach the network. Its version is read from the
 #     package.json beside it; engine/claude pins the version by running it
 #     with the sealed environment.
-#   - Staging directory renamed into place, a stamp, a lock and a
-#     world-readable result, as contrib/pi/install.sh does, for the same
-#     reasons (CI installs as root; tests run as another user).
+#   - Fast offline reruns, a lock, a staging directory renamed into place
+#     (contrib/lib/npm-install.sh, shared with contrib/pi/install.sh) and a
+#     world-readable result (CI installs as root; tests run as another
+#     user).
 #
 # Progress goes to stderr; stdout carries only the binary's path.
 set -euo pipefail
@@ -36,8 +37,9 @@ CLAUDE_VERSION=2.1.328
 # another binary and so another hash, which this script does not know.
 CLAUDE_SHA256_linux_x64=a982d38030b97e750848add2cbb2df6d9a70d5544a22ca9b216a349ba25865e8
 
-log() { printf 'contrib/claude/install.sh: %s\n' "$*" >&2; }
-die() { log "error: $*"; exit 1; }
+log_prefix=contrib/claude/install.sh
+# shellcheck source=../lib/npm-install.sh
+source "$(dirname -- "${BASH_SOURCE[0]}")/../lib/npm-install.sh"
 
 case "$(uname -s)-$(uname -m)" in
 	Linux-x86_64 | Linux-amd64) plat=linux-x64 want_sha=$CLAUDE_SHA256_linux_x64 ;;
@@ -55,10 +57,6 @@ bin=$lib/node_modules/$plat_pkg/claude
 stamp=$dir/.installed
 want="claude=$CLAUDE_VERSION plat=$plat sha256=$want_sha"
 
-package_version() {
-	sed -n 's/^[[:space:]]*"version"[[:space:]]*:[[:space:]]*"\([^"]*\)".*/\1/p' "$1" | head -n 1
-}
-
 sha() { sha256sum -- "$1" | cut -d' ' -f1; }
 
 # installed_ok succeeds when DIR holds exactly the pinned binary. The hash
@@ -71,42 +69,16 @@ installed_ok() {
 	[[ $(sha "$bin") == "$want_sha" ]] || return 1
 }
 
-if installed_ok; then
-	printf '%s\n' "$bin"
-	exit 0
-fi
+result=$bin
+done_if_installed
+lock_dir
 
-exec 9>"$dir/.lock"
-if command -v flock >/dev/null 2>&1; then
-	flock 9
-	if installed_ok; then
-		printf '%s\n' "$bin"
-		exit 0
-	fi
-fi
-
-command -v npm >/dev/null 2>&1 || die "npm is needed to install from the npm registry"
-
-stage=$(mktemp -d "$dir/.stage.XXXXXX")
 log "installing $CLAUDE_PACKAGE@$CLAUDE_VERSION ($plat) into $dir (about 380 MB on disk, from the npm registry, once)"
-(
-	while sleep 10; do
-		log "still installing: $(du -sm -- "$stage" 2>/dev/null | cut -f1) MB so far"
-	done
-) >&2 &
-heartbeat=$!
-trap 'kill "$heartbeat" 2>/dev/null; rm -rf -- "$stage"' EXIT
 # The platform package is named explicitly, at the same version, so npm's
 # optional-dependency resolution (os/cpu filters, --omit=optional in a
 # user's npmrc) cannot leave it out silently. An older node only warns
 # about the package's engines field (>=22); the binary needs no node.
-npm install \
-	--prefix "$stage" \
-	--no-audit --no-fund --no-update-notifier --ignore-scripts \
-	--omit=dev --loglevel=error \
-	"$CLAUDE_PACKAGE@$CLAUDE_VERSION" "$plat_pkg@$CLAUDE_VERSION" >&2 ||
-	die "npm install failed"
-kill "$heartbeat" 2>/dev/null || true
+npm_stage "$CLAUDE_PACKAGE@$CLAUDE_VERSION" "$plat_pkg@$CLAUDE_VERSION"
 
 got=$(package_version "$stage/node_modules/$plat_pkg/package.json")
 [[ $got == "$CLAUDE_VERSION" ]] || die "installed $plat_pkg is $got, want exactly $CLAUDE_VERSION"
