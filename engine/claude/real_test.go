@@ -253,6 +253,9 @@ func exists(p string) bool { _, err := os.Stat(p); return err == nil }
 // pinned leaf. The fake's log shows it was the only thing contacted.
 func TestRealClaudeSession(t *testing.T) {
 	r := newClaudeRig(t)
+	tmpBefore := claudeTmp(t)
+	home, _ := os.UserHomeDir()
+	_, homeErr := os.Lstat(filepath.Join(home, ".claude"))
 	l := r.launch(t, false)
 	if _, err := l.Initialize(ctxT(t, time.Minute)); err != nil {
 		t.Fatal(err)
@@ -382,6 +385,16 @@ func TestRealClaudeSession(t *testing.T) {
 		prompt(t, l, "BASH{touch pending.txt}")
 		d := l.waitDecision(t, decisions)
 		decisions++
+		// A client that reconnects re-reads the pending request through
+		// initialize, in the shape the digest recorded: the same
+		// decision, not a second one.
+		pending, err := l.Initialize(ctxT(t, time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pending) != 1 || pending[0].ID != d.ID || len(l.Decisions()) != decisions {
+			t.Fatalf("initialize re-read %+v, decisions %+v", pending, l.Decisions())
+		}
 		p, err := l.Interrupt(ctxT(t, 2*time.Minute), "stop-pending")
 		if err != nil {
 			t.Fatal(err)
@@ -484,6 +497,18 @@ func TestRealClaudeSession(t *testing.T) {
 		l2.Close()
 	})
 
+	t.Run("nothing written outside the owned directories", func(t *testing.T) {
+		if after := claudeTmp(t); !slices.Equal(after, tmpBefore) {
+			t.Errorf("the CLI wrote to /tmp: %v, before %v", after, tmpBefore)
+		}
+		if _, err := os.Lstat(filepath.Join(home, ".claude")); (err == nil) != (homeErr == nil) {
+			t.Errorf("~/.claude appeared or vanished (before: %v, after: %v)", homeErr, err)
+		}
+		if _, err := os.Stat(filepath.Join(r.cfg.Dirs.Config, "projects", hclaude.Slug(work), r.cfg.Session+".jsonl")); err != nil {
+			t.Errorf("the transcript is not in the owned config dir: %v", err)
+		}
+	})
+
 	t.Run("only the fake was contacted", func(t *testing.T) {
 		reqs := r.fake.Requests()
 		if len(reqs) == 0 {
@@ -503,6 +528,23 @@ func TestRealClaudeSession(t *testing.T) {
 	})
 }
 
+// claudeTmp lists what the CLI leaves in /tmp when TMPDIR and
+// XDG_RUNTIME_DIR are not sealed (claude-<uid>/, cc-socks/).
+func claudeTmp(t *testing.T) []string {
+	t.Helper()
+	ents, err := os.ReadDir(os.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), "claude") || strings.HasPrefix(e.Name(), "cc-socks") {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
 // chainHas reports whether leaf is an ancestor of id in the transcript.
 func chainHas(t *testing.T, cfg Config, id, leaf string) bool {
 	t.Helper()
@@ -511,4 +553,24 @@ func chainHas(t *testing.T, cfg Config, id, leaf string) bool {
 		t.Fatal(err)
 	}
 	return tr.Ancestor(leaf, id)
+}
+
+// BenchmarkCheck measures the pin check before every spawn: a full
+// SHA-256 of the pinned binary.
+func BenchmarkCheck(b *testing.B) {
+	bin := os.Getenv("MOSAIC_CLAUDE")
+	if bin == "" {
+		b.Skip("MOSAIC_CLAUDE is unset")
+	}
+	pin := Pin{Path: bin, Version: PinnedVersion, SHA256: PinnedSHA256}
+	st, err := os.Stat(bin)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(st.Size())
+	for b.Loop() {
+		if err := Check(pin); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
