@@ -8,8 +8,6 @@ import (
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
-func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
-
 // tracked frames feed the tracker and carry nothing a client renders.
 var trackedSystem = map[string]bool{"init": true, "status": true, "session_state_changed": true}
 

@@ -1,6 +1,7 @@
 package claude
 
 import (
+	"encoding/json"
 	"sort"
 
 	"github.com/mosaic-agents/mosaic/engine"
@@ -172,7 +173,7 @@ func (c *Conn) Turn() engine.TurnSummary {
 func userContent(f *frame) []byte { return messageContent(f) }
 func messageContent(f *frame) []byte {
 	var m apiMessage
-	if len(f.Message) == 0 || jsonUnmarshal(f.Message, &m) != nil {
+	if len(f.Message) == 0 || json.Unmarshal(f.Message, &m) != nil {
 		return nil
 	}
 	return m.Content

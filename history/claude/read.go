@@ -28,16 +28,24 @@ type Ref struct {
 	Session string
 }
 
-// Slug is the CLI's project directory name for dir: every character
-// outside [a-zA-Z0-9] becomes '-' (DIGEST §8). Longer than 200 the CLI
-// appends a hash this reader does not reproduce: such projects refuse.
+// Slug is the CLI's project directory name for dir: every UTF-16 code
+// unit outside [a-zA-Z0-9] becomes '-' (DIGEST §8; the CLI's JavaScript
+// replaces per code unit, so a character beyond U+FFFF gives two). Longer
+// than 200 the CLI appends a hash this reader does not reproduce: such
+// projects refuse. dir must be the real path the CLI's getcwd reports.
 func Slug(dir string) string {
-	return strings.Map(func(r rune) rune {
-		if r < 128 && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
-			return r
+	var b strings.Builder
+	for _, r := range dir {
+		switch {
+		case r < 128 && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'):
+			b.WriteRune(r)
+		case r > 0xFFFF:
+			b.WriteString("--")
+		default:
+			b.WriteByte('-')
 		}
-		return '-'
-	}, dir)
+	}
+	return b.String()
 }
 
 // Path returns the one file Ref names, or refuses unsafe-path.

@@ -283,3 +283,21 @@ func snapshot(t *testing.T, root string) []string {
 	}
 	return out
 }
+
+// TestSlug: the CLI's project directory names, from the probe's paths
+// and JavaScript's per-code-unit replacement.
+func TestSlug(t *testing.T) {
+	for in, want := range map[string]string{
+		"/var/tmp/claude-probe/scratch/golden/work": "-var-tmp-claude-probe-scratch-golden-work",
+		"/home/u/My Project.v2":                     "-home-u-My-Project-v2",
+		"/p/é":                                      "-p--",
+		"/p/😀":                                      "-p---",
+	} {
+		if got := Slug(in); got != want {
+			t.Errorf("Slug(%q) = %q, want %q", in, got, want)
+		}
+	}
+	long := Ref{ConfigDir: "/c", Project: "/" + strings.Repeat("a", 250), Session: goldenSession}
+	_, err := long.Path()
+	wantCode(t, err, protocol.CodeUnsafePath)
+}
