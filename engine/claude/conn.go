@@ -121,7 +121,7 @@ func (c *Conn) handle(line []byte, clip *engine.Clip) {
 		c.push(c.mp.unavailable("uncorrelated-response", "control_response"))
 		return
 	case "control_request":
-		c.controlRequest(&f)
+		c.controlRequest(&f, cut)
 		return
 	case "control_cancel_request":
 		c.cancelDecision(f.RequestID)
@@ -219,7 +219,7 @@ func (c *Conn) Initialize(ctx context.Context) ([]engine.NativeDecision, error) 
 	defer c.mu.Unlock()
 	var out []engine.NativeDecision
 	for i := range r.Pending {
-		if d := c.addDecision(&r.Pending[i]); d != nil {
+		if d := c.addDecision(&r.Pending[i], false); d != nil {
 			out = append(out, d.view())
 		}
 	}

@@ -26,14 +26,15 @@ func (d *decision) view() engine.NativeDecision {
 
 // controlRequest handles a request from the CLI; c.mu is held. Only
 // can_use_tool is served; anything else is answered with an error (the
-// CLI would otherwise wait for ever) and shown unavailable.
-func (c *Conn) controlRequest(f *frame) {
+// CLI would otherwise wait for ever) and shown unavailable. cut says
+// framing reduced the line.
+func (c *Conn) controlRequest(f *frame, cut bool) {
 	var sub struct {
 		Subtype string `json:"subtype"`
 	}
 	_ = json.Unmarshal(f.Request, &sub)
 	if sub.Subtype == "can_use_tool" {
-		if c.addDecision(f) != nil {
+		if c.addDecision(f, cut) != nil {
 			c.wake()
 			return
 		}
@@ -46,8 +47,11 @@ func (c *Conn) controlRequest(f *frame) {
 }
 
 // addDecision registers a can_use_tool frame (live, or re-sent in an
-// initialize response) once per request id; c.mu is held.
-func (c *Conn) addDecision(f *frame) *decision {
+// initialize response) once per request id; c.mu is held. A request whose
+// line framing had to cut offers deny only: allow sends the input back as
+// updatedInput, which the CLI runs, and a cut input would run something
+// the model never asked for and nobody saw whole.
+func (c *Conn) addDecision(f *frame, cut bool) *decision {
 	var r canUseTool
 	if f.Type != "control_request" || json.Unmarshal(f.Request, &r) != nil || r.Subtype != "can_use_tool" || f.RequestID == "" {
 		return nil
@@ -68,6 +72,10 @@ func (c *Conn) addDecision(f *frame) *decision {
 		Choices: []string{engine.ChoiceAllowOnce, engine.ChoiceDeny},
 		State:   engine.DecisionPending,
 	}}
+	if cut {
+		d.Choices = []string{engine.ChoiceDeny}
+		d.Message = "the request was too large to show whole; it can only be denied"
+	}
 	c.dec = append(c.dec, d)
 	return d
 }

@@ -26,9 +26,14 @@ type peer struct {
 
 func newPeer(t *testing.T, timeout time.Duration) *peer {
 	t.Helper()
+	return newPeerOpts(t, engine.Options{Execution: "x1", CommandTimeout: timeout, AbortTimeout: timeout})
+}
+
+func newPeerOpts(t *testing.T, opts engine.Options) *peer {
+	t.Helper()
 	or, ow := io.Pipe()
 	ir, iw := io.Pipe()
-	c, err := New(or, iw, testSession, engine.Options{Execution: "x1", CommandTimeout: timeout, AbortTimeout: timeout})
+	c, err := New(or, iw, testSession, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,5 +346,32 @@ func TestInterruptCancelsQueuedItem(t *testing.T) {
 	}
 	if tr := p.c.Turn(); tr.Slot != nil || tr.Fenced {
 		t.Fatalf("turn %+v", tr)
+	}
+}
+
+// TestCutRequestDenyOnly: a permission request whose line framing had to
+// cut (a command over the in-memory bound) can only be denied: allowing
+// would send the cut input back as updatedInput, and the CLI runs that.
+func TestCutRequestDenyOnly(t *testing.T) {
+	p := newPeerOpts(t, engine.Options{Execution: "x1", MaxLine: 4096, CommandTimeout: time.Second})
+	cmd := "echo " + strings.Repeat("A", 2<<20) + " && rm -rf ~/important"
+	ch := p.c.Changed()
+	p.send(`{"type":"control_request","request_id":"r1","request":{"subtype":"can_use_tool","tool_name":"Bash","input":{"command":"` + cmd + `"},"tool_use_id":"toolu_1"}}`)
+	select {
+	case <-ch:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no decision")
+	}
+	d := p.c.Decisions()[0]
+	if len(d.Choices) != 1 || d.Choices[0] != engine.ChoiceDeny {
+		t.Fatalf("a cut request offers %v", d.Choices)
+	}
+	wantCode(t, p.c.Decide(context.Background(), d.ID, engine.ChoiceAllowOnce), protocol.CodeUnsupported)
+	p.quiet()
+	if err := p.c.Decide(context.Background(), d.ID, engine.ChoiceDeny); err != nil {
+		t.Fatal(err)
+	}
+	if m := p.read(); m["response"].(map[string]any)["response"].(map[string]any)["behavior"] != "deny" {
+		t.Fatalf("answer %v", m)
 	}
 }

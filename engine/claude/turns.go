@@ -77,7 +77,7 @@ func (t *tracker) observe(f *frame) {
 			t.runs++
 		}
 	case "user":
-		for _, b := range hclaude.Blocks(userContent(f)) {
+		for _, b := range hclaude.Blocks(messageContent(f)) {
 			if b.Type == "tool_result" {
 				delete(t.open, b.ToolUseID)
 			}
