@@ -58,6 +58,8 @@
 // Approvals. A permission request is answered once. Allow sends the
 // model's own input back as updatedInput (the CLI runs updatedInput, so
 // anything else would run something nobody saw) and never
-// updatedPermissions; deny sends a fixed message. permission_suggestions
-// (add a rule, a directory, a mode) are never projected.
+// updatedPermissions; deny sends a fixed message. A request whose line
+// framing had to cut offers deny only, for the same reason.
+// permission_suggestions (add a rule, a directory, a mode) are never
+// projected.
 package claude
