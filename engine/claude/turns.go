@@ -170,7 +170,7 @@ func (c *Conn) Turn() engine.TurnSummary {
 	return s
 }
 
-func userContent(f *frame) []byte { return messageContent(f) }
+// messageContent is the raw content of an assistant or user frame.
 func messageContent(f *frame) []byte {
 	var m apiMessage
 	if len(f.Message) == 0 || json.Unmarshal(f.Message, &m) != nil {
