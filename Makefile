@@ -2,6 +2,7 @@
 GO        ?= go
 BIN       := $(CURDIR)/.build/bin
 PI_DIR    ?= $(CURDIR)/.build/pi
+CLAUDE_DIR ?= $(CURDIR)/.build/claude
 SANDBOX   := $(CURDIR)/contrib/sandbox/exec
 FUZZTIME  ?=
 # The pinned staticcheck, run by version: `go run` fetches it into the
@@ -22,7 +23,7 @@ SHELL     := /bin/bash
 
 export MOSAIC_BIN_DIR := $(BIN)
 
-.PHONY: all build demo test check unit fuzz bench pi mutants clean install uninstall deb test-deb
+.PHONY: all build demo test check unit fuzz bench pi claude mutants clean install uninstall deb test-deb
 
 all: build
 
@@ -35,6 +36,12 @@ build:
 # The pinned Pi 0.85.1 and its Node 22, from the npm registry, into .build/pi.
 pi:
 	@bash contrib/pi/install.sh $(PI_DIR) >/dev/null
+
+# The pinned Claude Code 2.1.328 native binary, from the npm registry, into
+# .build/claude, its SHA-256 checked (contrib/claude/install.sh). Never run
+# by hand without the traffic-disabling environment engine/claude seals.
+claude:
+	@bash contrib/claude/install.sh $(CLAUDE_DIR) >/dev/null
 
 # mosaicctl on PATH, at a path that outlives the checkout: the units that
 # `mosaicctl install` writes name the binary they were written by, so run
@@ -73,9 +80,10 @@ demo: build pi
 # Progress: each top-level test prints one line as it ends (a package
 # in the sandbox runs for minutes), and a failing test its whole output
 # (contrib/testprogress reads `go test -json`).
-test: check build pi
+test: check build pi claude
 	@echo "==> go test -race, every package, each test binary in a fresh systemd sandbox"
 	MOSAIC_PI=$$(bash contrib/pi/install.sh $(PI_DIR)) \
+	MOSAIC_CLAUDE=$$(bash contrib/claude/install.sh $(CLAUDE_DIR)) \
 		$(GO) test -json -race -count=1 -exec $(SANDBOX) ./... | $(GO) run ./contrib/testprogress
 	$(MAKE) --no-print-directory test-deb
 	$(MAKE) --no-print-directory fuzz
@@ -108,5 +116,6 @@ clean:
 	rm -rf .build
 
 # The brief's mutation list: every mutant must make a test fail.
-mutants: pi
-	MOSAIC_PI=$$(bash contrib/pi/install.sh $(PI_DIR)) $(GO) run ./contrib/mutants/runner
+mutants: pi claude
+	MOSAIC_PI=$$(bash contrib/pi/install.sh $(PI_DIR)) \
+	MOSAIC_CLAUDE=$$(bash contrib/claude/install.sh $(CLAUDE_DIR)) $(GO) run ./contrib/mutants/runner

@@ -62,19 +62,15 @@ type Options struct {
 // tracker and holds the one dispatch slot. It never closes stdin except
 // in Close: Pi exits at stdin EOF, even mid-run.
 type Conn struct {
-	opts  Options
-	w     io.WriteCloser
-	wmu   sync.Mutex
-	ids   uint64
-	mu    sync.Mutex
-	wait  map[string]chan *native
-	tr    *tracker
-	mp    *mapper
-	q     []protocol.Event
-	qwake chan struct{}
-	out   chan protocol.Event
-	done  chan struct{}
-	err   error
+	opts Options
+	w    io.WriteCloser
+	wmu  sync.Mutex
+	ids  uint64
+	mu   sync.Mutex
+	wait map[string]chan *native
+	tr   *tracker
+	mp   *mapper
+	*Output
 }
 
 // New starts reading the engine's stdout (r) and returns a Conn that
@@ -92,38 +88,18 @@ func New(r io.Reader, w io.WriteCloser, opts Options) (*Conn, error) {
 	}
 	c := &Conn{
 		opts: opts, w: w,
-		wait:  make(map[string]chan *native),
-		tr:    newTracker(),
-		mp:    newMapper(opts.Execution),
-		qwake: make(chan struct{}, 1),
-		out:   make(chan protocol.Event),
-		done:  make(chan struct{}),
+		wait:   make(map[string]chan *native),
+		tr:     newTracker(),
+		mp:     newMapper(opts.Execution),
+		Output: NewOutput(),
 	}
 	if opts.LineLimit == 0 {
 		opts.LineLimit = DefaultLineLimit
 	}
 	lr := NewLineReader(r, opts.MaxLine)
 	lr.Reduce(opts.LineLimit)
-	go c.read(lr)
-	go c.pump()
+	go ReadLines(lr, c.handle, func(reason string, err error) { c.lose(reason, "", err) }, c.finish)
 	return c, nil
-}
-
-// Events delivers the mapped events in wire order. It is closed after the
-// engine's output ended and every event was delivered. Events queue
-// without bound inside the Conn so a slow reader never stalls responses;
-// the caller must keep draining.
-func (c *Conn) Events() <-chan protocol.Event { return c.out }
-
-// Done is closed when the engine's output ended.
-func (c *Conn) Done() <-chan struct{} { return c.done }
-
-// Err returns why the output ended (nil for a clean EOF) once Done is
-// closed.
-func (c *Conn) Err() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.err
 }
 
 // State returns a snapshot of the turn tracker.
@@ -142,27 +118,6 @@ func (c *Conn) Close() error {
 		return fmt.Errorf("close engine stdin: %w", err)
 	}
 	return nil
-}
-
-func (c *Conn) read(lr *LineReader) {
-	for {
-		line, err := lr.Next()
-		switch {
-		case errors.Is(err, ErrLineTooLong):
-			c.lose(protocol.ReasonLineTooLong, "", err)
-			continue
-		case errors.Is(err, ErrReduce):
-			c.lose(protocol.ReasonUndecodable, "", err)
-			continue
-		case errors.Is(err, io.EOF):
-			c.finish(nil)
-			return
-		case err != nil:
-			c.finish(fmt.Errorf("read engine output: %w", err))
-			return
-		}
-		c.handle(line, lr.Clip())
-	}
 }
 
 // lose emits an unavailable event for a line the adapter could not read
@@ -200,55 +155,15 @@ func (c *Conn) handle(line []byte, clip *Clip) {
 	}
 }
 
-// push queues an event; c.mu is held.
-func (c *Conn) push(e protocol.Event) {
-	c.q = append(c.q, e)
-	select {
-	case c.qwake <- struct{}{}:
-	default:
-	}
-}
+// push queues an event; c.mu is held, so events keep wire order.
+func (c *Conn) push(e protocol.Event) { c.Push(e) }
 
 func (c *Conn) finish(err error) {
+	// The cause is recorded before any waiting command wakes to read it.
+	c.End(err)
 	c.mu.Lock()
-	c.err = err
-	for id, ch := range c.wait {
-		close(ch)
-		delete(c.wait, id)
-	}
+	CloseWaiters(c.wait)
 	c.mu.Unlock()
-	close(c.done)
-	select {
-	case c.qwake <- struct{}{}:
-	default:
-	}
-}
-
-// pump moves queued events to the Events channel in order.
-func (c *Conn) pump() {
-	defer close(c.out)
-	for {
-		c.mu.Lock()
-		batch := c.q
-		c.q = nil
-		c.mu.Unlock()
-		for _, e := range batch {
-			c.out <- e
-		}
-		if len(batch) > 0 {
-			continue
-		}
-		select {
-		case <-c.qwake:
-		case <-c.done:
-			c.mu.Lock()
-			empty := len(c.q) == 0
-			c.mu.Unlock()
-			if empty {
-				return
-			}
-		}
-	}
 }
 
 func (c *Conn) newID(prefix string) string {
@@ -261,7 +176,7 @@ func (c *Conn) newID(prefix string) string {
 // register makes a waiter for id; c.mu is held.
 func (c *Conn) register(id string) (chan *native, error) {
 	select {
-	case <-c.done:
+	case <-c.Done():
 		return nil, ErrClosed
 	default:
 	}

@@ -1,4 +1,9 @@
-// Package engine drives one sealed headless Pi coding agent (pinned
+// Package engine holds the engine seam (seam.go: Engine, Driver, History,
+// NativeDecision; docs/engines.md says how each engine kind fills it) and,
+// until it moves to engine/pi, the Pi adapter. engine/claude is the
+// Claude Code adapter.
+//
+// The Pi adapter drives one sealed headless Pi coding agent (pinned
 // @earendil-works/pi-coding-agent 0.85.1, `pi --mode rpc`) over the stdin
 // and stdout pipes the controller hands it.
 //

@@ -74,8 +74,11 @@ type TurnProof struct {
 	// the run settled).
 	AbortAcknowledged bool `json:"abortAcknowledged"`
 	// Effects lists tool executions started and never ended: uncertain.
-	Effects   []Effect `json:"effects"`
-	Uncertain bool     `json:"uncertain"`
+	Effects []Effect `json:"effects"`
+	// TerminalReason is the engine's own word for how the interrupted
+	// turn ended, where it has one (Claude's result.terminal_reason).
+	TerminalReason string `json:"terminalReason,omitempty"`
+	Uncertain      bool   `json:"uncertain"`
 	// Reasons says why the proof is uncertain, one stable phrase each.
 	Reasons []string `json:"reasons,omitempty"`
 }

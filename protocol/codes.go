@@ -76,6 +76,9 @@ const (
 	CodeUnsafeReplacement = "unsafe-replacement"  // W3, corrupt records
 	CodeClaimState        = "claim-state"         // a transition not allowed from this state
 	CodeClaimStore        = "claim-store"         // the store cannot be read or written
+	// CodeEnvFile: a Claude conversation's env file is not 0600, not
+	// the user's, a symlink, or names a variable outside the allow-list.
+	CodeEnvFile = "env-file"
 )
 
 // The history reader behind observe, and paging back with a cursor (each
@@ -92,6 +95,9 @@ const (
 	CodeCursorUnknown    = "cursor-unknown"
 	CodeCursorExpired    = "cursor-expired"
 	CodeCursorForeign    = "cursor-foreign"
+	// CodeUnsupportedHarness: a Claude transcript written by another
+	// Claude Code version than the pinned one (L2).
+	CodeUnsupportedHarness = "unsupported-harness"
 )
 
 // Codes mosaicctl refuses with itself, before or instead of a request;

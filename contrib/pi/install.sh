@@ -14,13 +14,10 @@
 #     platform package that the `node` npm package installs through its
 #     preinstall script. Installing the platform package directly needs no
 #     install script and gives the same binary.
-#   - A second run is fast and offline: a stamp file plus a version check of
-#     the installed files decide, and npm is not called.
 #   - CI installs as root into a shared directory and the tests run as
 #     another user, so the result is made world-readable.
-#   - The install goes to a staging directory first and is renamed into
-#     place, so an interrupted run never leaves a half-installed Pi that the
-#     stamp would vouch for.
+#   - Fast offline reruns, a lock, a staging directory renamed into place:
+#     contrib/lib/npm-install.sh, shared with contrib/claude/install.sh.
 #
 # Progress goes to stderr; stdout carries only the wrapper path.
 set -euo pipefail
@@ -29,8 +26,9 @@ PI_PACKAGE=@earendil-works/pi-coding-agent
 PI_VERSION=0.85.1
 NODE_VERSION=22.23.3
 
-log() { printf 'contrib/pi/install.sh: %s\n' "$*" >&2; }
-die() { log "error: $*"; exit 1; }
+log_prefix=contrib/pi/install.sh
+# shellcheck source=../lib/npm-install.sh
+source "$(dirname -- "${BASH_SOURCE[0]}")/../lib/npm-install.sh"
 
 case "$(uname -m)" in
 	x86_64 | amd64) node_arch=x64 ;;
@@ -52,13 +50,6 @@ wrapper=$dir/bin/pi
 stamp=$dir/.installed
 want="pi=$PI_VERSION node=$NODE_VERSION arch=$node_arch"
 
-# package_version FILE prints the "version" of a package.json without
-# needing any node: the file is read with sed, which is enough for npm's
-# own formatting of a published package.json.
-package_version() {
-	sed -n 's/^[[:space:]]*"version"[[:space:]]*:[[:space:]]*"\([^"]*\)".*/\1/p' "$1" | head -n 1
-}
-
 # installed_ok succeeds when DIR already holds exactly the pinned versions.
 installed_ok() {
 	[[ -f $stamp && $(cat -- "$stamp") == "$want" ]] || return 1
@@ -67,46 +58,14 @@ installed_ok() {
 	[[ $("$node_bin" --version 2>/dev/null) == "v$NODE_VERSION" ]] || return 1
 }
 
-if installed_ok; then
-	printf '%s\n' "$wrapper"
-	exit 0
-fi
-
-# One installer at a time per DIR; a second one waits, then finds the
-# first one's result.
-exec 9>"$dir/.lock"
-if command -v flock >/dev/null 2>&1; then
-	flock 9
-	if installed_ok; then
-		printf '%s\n' "$wrapper"
-		exit 0
-	fi
-fi
-
-command -v npm >/dev/null 2>&1 || die "npm is needed to install from the npm registry"
-
-stage=$(mktemp -d "$dir/.stage.XXXXXX")
+result=$wrapper
+done_if_installed
+lock_dir
 
 log "installing $node_pkg@$NODE_VERSION and $PI_PACKAGE@$PI_VERSION into $dir (about 300 MB on disk, from the npm registry, once)"
-# npm at --loglevel=error is silent for the whole download: say every 10 s
-# how far it got.
-(
-	while sleep 10; do
-		log "still installing: $(du -sm -- "$stage" 2>/dev/null | cut -f1) MB so far"
-	done
-) >&2 &
-heartbeat=$!
-trap 'kill "$heartbeat" 2>/dev/null; rm -rf -- "$stage"' EXIT
-# --ignore-scripts: the pinned packages need no install script (Node comes
-# as a plain platform package, Pi ships a shrinkwrap of pure JS/wasm deps),
-# and a script would be code from the registry running as root in CI.
-npm install \
-	--prefix "$stage" \
-	--no-audit --no-fund --no-update-notifier --ignore-scripts \
-	--omit=dev --loglevel=error \
-	"$node_pkg@$NODE_VERSION" "$PI_PACKAGE@$PI_VERSION" >&2 ||
-	die "npm install failed"
-kill "$heartbeat" 2>/dev/null || true
+# No install script is needed: the pinned packages need none (Node comes
+# as a plain platform package, Pi ships a shrinkwrap of pure JS/wasm deps).
+npm_stage "$node_pkg@$NODE_VERSION" "$PI_PACKAGE@$PI_VERSION"
 
 got_pi=$(package_version "$stage/node_modules/$PI_PACKAGE/package.json")
 [[ $got_pi == "$PI_VERSION" ]] || die "installed $PI_PACKAGE is $got_pi, want exactly $PI_VERSION"

@@ -1,0 +1,227 @@
+package claude
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/mosaic-agents/mosaic/engine"
+	"github.com/mosaic-agents/mosaic/protocol"
+)
+
+// Block is the protocol's content block.
+type Block = protocol.Block
+
+// Conn speaks Claude Code's stream-json protocol over the CLI's stdin and
+// stdout: it correlates control responses by request id, maps frames onto
+// protocol events in wire order, tracks turns and the one dispatch slot,
+// and holds the native permission decisions. It implements
+// engine.Driver.
+type Conn struct {
+	opts    engine.Options
+	session string
+	w       io.WriteCloser
+	wmu     sync.Mutex
+	mu      sync.Mutex
+	ids     uint64
+	wait    map[string]chan *frame
+	tr      *tracker
+	mp      *mapper
+	dec     []*decision
+	changed chan struct{}
+	*engine.Output
+}
+
+var _ engine.Driver = (*Conn)(nil)
+
+// New starts reading the CLI's stdout (r) and returns a Conn writing to
+// its stdin (w). session is the session UUID the seal passed; a frame
+// naming another session marks the binding uncertain.
+func New(r io.Reader, w io.WriteCloser, session string, opts engine.Options) (*Conn, error) {
+	if opts.Execution == "" {
+		return nil, errors.New("claude: Options.Execution is required")
+	}
+	if opts.CommandTimeout <= 0 {
+		opts.CommandTimeout = engine.DefaultCommandTimeout
+	}
+	if opts.AbortTimeout <= 0 {
+		opts.AbortTimeout = engine.DefaultAbortTimeout
+	}
+	if opts.LineLimit == 0 {
+		opts.LineLimit = engine.DefaultLineLimit
+	}
+	c := &Conn{
+		opts: opts, session: session, w: w,
+		wait:    make(map[string]chan *frame),
+		tr:      newTracker(),
+		mp:      newMapper(opts.Execution),
+		changed: make(chan struct{}),
+		Output:  engine.NewOutput(),
+	}
+	lr := engine.NewLineReader(r, opts.MaxLine)
+	lr.Reduce(opts.LineLimit)
+	go engine.ReadLines(lr, c.handle, c.lose, c.finish)
+	return c, nil
+}
+
+// Close closes the CLI's stdin. The CLI finishes a running turn first and
+// stays alive while a background task runs (DIGEST §9).
+func (c *Conn) Close() error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if err := c.w.Close(); err != nil {
+		return fmt.Errorf("close claude stdin: %w", err)
+	}
+	return nil
+}
+
+// Changed is closed (and replaced) whenever a decision is added or
+// resolved: the controller re-reads Decisions.
+func (c *Conn) Changed() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.changed
+}
+
+func (c *Conn) lose(reason string, cause error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.tr.markUncertain(reason + ": " + cause.Error())
+	c.push(c.mp.unavailable(reason, ""))
+}
+
+func (c *Conn) handle(line []byte, clip *engine.Clip) {
+	cut := clip != nil
+	var f frame
+	if err := json.Unmarshal(line, &f); err != nil || f.Type == "" {
+		c.mu.Lock()
+		c.tr.markUncertain("undecodable line")
+		c.push(c.mp.unavailable(protocol.ReasonUndecodable, ""))
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if f.SessionID != "" && c.session != "" && f.SessionID != c.session {
+		c.tr.markUncertain("frame of session " + label(f.SessionID))
+	}
+	switch f.Type {
+	case "control_response":
+		if f.Response != nil {
+			if ch, ok := c.wait[f.Response.RequestID]; ok {
+				delete(c.wait, f.Response.RequestID)
+				ch <- &f
+				return
+			}
+		}
+		c.push(c.mp.unavailable("uncorrelated-response", "control_response"))
+		return
+	case "control_request":
+		c.controlRequest(&f, cut)
+		return
+	case "control_cancel_request":
+		c.cancelDecision(f.RequestID)
+		return
+	}
+	c.tr.observe(&f)
+	for _, e := range c.mp.mapFrame(&f, cut) {
+		c.push(e)
+	}
+	if f.Type == "result" {
+		c.tr.settled(&f)
+	}
+}
+
+// push queues an event; c.mu is held, so events keep wire order.
+func (c *Conn) push(e protocol.Event) { c.Push(e) }
+
+func (c *Conn) finish(err error) {
+	// The cause is recorded before any waiting command wakes to read it.
+	c.End(err)
+	c.mu.Lock()
+	engine.CloseWaiters(c.wait)
+	c.tr.gone()
+	c.mu.Unlock()
+}
+
+// send writes one frame as one JSONL record.
+func (c *Conn) send(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode claude frame: %w", err)
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if _, err := c.w.Write(append(b, '\n')); err != nil {
+		return fmt.Errorf("write claude stdin: %w", err)
+	}
+	return nil
+}
+
+// control sends a control request and waits for its response.
+func (c *Conn) control(ctx context.Context, request any, timeout time.Duration) (*controlResponse, error) {
+	c.mu.Lock()
+	select {
+	case <-c.Done():
+		c.mu.Unlock()
+		return nil, engine.ErrClosed
+	default:
+	}
+	c.ids++
+	id := fmt.Sprintf("mosaic-%d", c.ids)
+	ch := make(chan *frame, 1)
+	c.wait[id] = ch
+	c.mu.Unlock()
+	if err := c.send(map[string]any{"type": "control_request", "request_id": id, "request": request}); err != nil {
+		c.forget(id)
+		return nil, err
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case f, ok := <-ch:
+		if !ok {
+			return nil, engine.ErrClosed
+		}
+		if f.Response.Subtype != "success" {
+			return f.Response, &engine.NativeError{Command: "control_request", ID: id, Text: f.Response.Error}
+		}
+		return f.Response, nil
+	case <-t.C:
+		c.forget(id)
+		return nil, fmt.Errorf("%w: control request %s", engine.ErrTimeout, id)
+	case <-ctx.Done():
+		c.forget(id)
+		return nil, ctx.Err()
+	}
+}
+
+func (c *Conn) forget(id string) {
+	c.mu.Lock()
+	delete(c.wait, id)
+	c.mu.Unlock()
+}
+
+// Initialize sends the initialize control request and returns the
+// permission requests the CLI still waits on, as it re-sends them
+// (pending_permission_requests, DIGEST §3); they are (re)registered as
+// decisions. Optional: the CLI runs prompts without it.
+func (c *Conn) Initialize(ctx context.Context) ([]engine.NativeDecision, error) {
+	r, err := c.control(ctx, map[string]any{"subtype": "initialize", "hooks": nil}, c.opts.CommandTimeout)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []engine.NativeDecision
+	for i := range r.Pending {
+		if d := c.addDecision(&r.Pending[i], false); d != nil {
+			out = append(out, d.view())
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,158 @@
+package claude
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+
+	"github.com/mosaic-agents/mosaic/engine"
+	"github.com/mosaic-agents/mosaic/protocol"
+)
+
+// denyMessage is what the model reads as the tool result of a denial.
+const denyMessage = "The user denied this tool use in mosaic."
+
+// decision is one can_use_tool request and what became of it.
+type decision struct {
+	engine.NativeDecision
+	requestID string
+}
+
+func (d *decision) view() engine.NativeDecision {
+	v := d.NativeDecision
+	v.Choices = slices.Clone(v.Choices)
+	return v
+}
+
+// controlRequest handles a request from the CLI; c.mu is held. Only
+// can_use_tool is served; anything else is answered with an error (the
+// CLI would otherwise wait for ever) and shown unavailable. cut says
+// framing reduced the line.
+func (c *Conn) controlRequest(f *frame, cut bool) {
+	var sub struct {
+		Subtype string `json:"subtype"`
+	}
+	_ = json.Unmarshal(f.Request, &sub)
+	if sub.Subtype == "can_use_tool" {
+		if c.addDecision(f, cut) != nil {
+			c.wake()
+			return
+		}
+	}
+	c.push(c.mp.unavailable(protocol.ReasonUnsupportedNative, "control_request/"+sub.Subtype))
+	go func() {
+		_ = c.send(map[string]any{"type": "control_response", "response": map[string]any{
+			"subtype": "error", "request_id": f.RequestID, "error": "not supported by mosaic"}})
+	}()
+}
+
+// addDecision registers a can_use_tool frame (live, or re-sent in an
+// initialize response) once per request id; c.mu is held. A request whose
+// line framing had to cut offers deny only: allow sends the input back as
+// updatedInput, which the CLI runs, and a cut input would run something
+// the model never asked for and nobody saw whole.
+func (c *Conn) addDecision(f *frame, cut bool) *decision {
+	var r canUseTool
+	if f.Type != "control_request" || json.Unmarshal(f.Request, &r) != nil || r.Subtype != "can_use_tool" || f.RequestID == "" {
+		return nil
+	}
+	for _, d := range c.dec {
+		if d.requestID == f.RequestID {
+			return d
+		}
+	}
+	title := r.Description
+	if title == "" {
+		title = r.DisplayName
+	}
+	d := &decision{requestID: f.RequestID, NativeDecision: engine.NativeDecision{
+		ID: f.RequestID + "/" + r.ToolUseID, Kind: "permission",
+		ToolName: r.ToolName, ToolUseID: r.ToolUseID, Input: r.Input,
+		Title: title, Message: r.DecisionReason,
+		Choices: []string{engine.ChoiceAllowOnce, engine.ChoiceDeny},
+		State:   engine.DecisionPending,
+	}}
+	if cut {
+		d.Choices = []string{engine.ChoiceDeny}
+		d.Message = "the request was too large to show whole; it can only be denied"
+	}
+	c.dec = append(c.dec, d)
+	return d
+}
+
+// cancelDecision resolves a request the CLI withdrew; c.mu is held.
+func (c *Conn) cancelDecision(requestID string) {
+	for _, d := range c.dec {
+		if d.requestID == requestID && d.State == engine.DecisionPending {
+			d.State, d.Answer = engine.DecisionCancelled, "control_cancel_request"
+			c.wake()
+			return
+		}
+	}
+}
+
+// wake tells Changed's waiters; c.mu is held.
+func (c *Conn) wake() {
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+// Decisions lists this execution's permission requests, in arrival order.
+func (c *Conn) Decisions() []engine.NativeDecision {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]engine.NativeDecision, 0, len(c.dec))
+	for _, d := range c.dec {
+		out = append(out, d.view())
+	}
+	return out
+}
+
+// Decide answers decision id with allow-once or deny, once. Allow sends
+// the model's own input back as updatedInput (the CLI runs updatedInput,
+// DIGEST §5: never anything else) and no updatedPermissions, so nothing
+// widens. The same answer again is a no-op; another answer refuses
+// conflicting-request; a cancelled or unknown decision refuses no-turn.
+func (c *Conn) Decide(ctx context.Context, id, choice string) error {
+	c.mu.Lock()
+	var d *decision
+	for _, x := range c.dec {
+		if x.ID == id {
+			d = x
+		}
+	}
+	switch {
+	case d == nil:
+		c.mu.Unlock()
+		return protocol.Refuse(protocol.CodeNoTurn, "no permission request %q in this execution", id)
+	case !slices.Contains(d.Choices, choice):
+		c.mu.Unlock()
+		return protocol.Refuse(protocol.CodeUnsupported, "choice %q is not offered (only %v)", choice, d.Choices)
+	case d.State == engine.DecisionAnswered && d.Answer == choice:
+		c.mu.Unlock()
+		return nil
+	case d.State == engine.DecisionAnswered:
+		c.mu.Unlock()
+		return protocol.Refuse(protocol.CodeConflictingRequest, "permission request %q was already answered %s", id, d.Answer)
+	case d.State == engine.DecisionCancelled:
+		c.mu.Unlock()
+		return protocol.Refuse(protocol.CodeNoTurn, "permission request %q was cancelled by the engine", id)
+	}
+	d.State, d.Answer = engine.DecisionAnswered, choice
+	c.wake()
+	c.mu.Unlock()
+	body := map[string]any{"behavior": "deny", "message": denyMessage, "toolUseID": d.ToolUseID}
+	if choice == engine.ChoiceAllowOnce {
+		input := d.Input
+		if len(input) == 0 {
+			input = json.RawMessage("{}")
+		}
+		body = map[string]any{"behavior": "allow", "updatedInput": input, "toolUseID": d.ToolUseID}
+	}
+	err := c.send(map[string]any{"type": "control_response", "response": map[string]any{
+		"subtype": "success", "request_id": d.requestID, "response": body}})
+	if err != nil {
+		return protocol.Wrap(protocol.CodeDeliveryUnknown, err, "the answer to %q may or may not have reached the engine", id)
+	}
+	return nil
+}

@@ -1,0 +1,65 @@
+// Package claude drives one sealed headless Claude Code CLI (pinned
+// @anthropic-ai/claude-code 2.1.328, its linux-x64 native binary) over
+// stream-json on the stdin and stdout pipes the controller hands it. It
+// fills the engine seam (engine.Engine with Engine, engine.Driver with
+// Conn); docs/engines.md puts it next to Pi. Every table here comes from
+// the probe of that exact binary (reference/claude-code-2.1.328/DIGEST.md).
+//
+// The exported surface: Resolve/Check (the pin), Seal/CheckArgs (argv),
+// Environ/CheckEnv/LoadEnvFile (environment), Command (the Spec), New (the
+// Conn: Initialize, Prompt, Interrupt, Decisions, Decide, Turn, Events),
+// NewEngine (the seam value), NewSession.
+//
+// # Choices where the issue is silent
+//
+// Pin. The version is read by running `--version` once, at Resolve, with
+// the sealed environment (traffic switches on, a throwaway config dir, no
+// credentials): the binary is never started without them. Check does not
+// run it again; it re-hashes the whole file before every spawn (same
+// bytes, same version). A binary with the pinned version and another hash
+// (another platform's build) is pinned by its own hash; the digest's hash
+// is checked by contrib/claude/install.sh and by the real-binary test.
+// Alternative weighed: refusing every hash but the digest's, which would
+// tie mosaic to linux-x64 without saying so at conv add.
+//
+// Argv. `-p` is kept although the SDK does not pass it: the recordings
+// were made with it. --replay-user-messages is not passed: the prompt's
+// own lifecycle frames already correlate it, and a replay is one more
+// frame type to trust.
+//
+// Environment. HOME is the user's (tools need it; the CLI wrote nothing
+// to HOME outside CLAUDE_CONFIG_DIR in the probe). CLAUDE_CODE_TMPDIR and
+// TMPDIR point at a controller-owned directory so nothing lands in a
+// shared /tmp; XDG_RUNTIME_DIR too, for the CLI's cc-socks socket (left
+// stale after SIGKILL). CLAUDE_CODE_SDK_READS_SESSION_STATE is not set:
+// the tracker needs none of its frames. Env-file values are verbatim: no
+// quotes, no expansion, so what the file says is what the engine gets.
+//
+// Prompts. The CLI queues a prompt sent during a turn, coalesces two
+// queued ones and folds one sent during a tool into the running turn
+// (DIGEST §7). So Prompt refuses busy while a turn runs or a prompt holds
+// the slot, and the controller's queue stays the only queue. The uuid is
+// fresh per prompt; the transcript's user line carries it.
+//
+// Events. The CLI emits one `assistant` frame per content block, all
+// sharing message.id; they are gathered and the message ends at the
+// stream's message_stop, so a client sees one message-end per message as
+// with Pi. A tool_use block becomes tool-start when its assistant frame
+// arrives: from there the CLI may run it (auto-allowed commands ask
+// nobody), so a stop in between counts it as an uncertain effect: saying
+// more than was observed is not allowed, saying less is.
+//
+// Interrupt. cancel_queued is always set: the controller never queues
+// natively, so anything queued is either the slot's item (then proven
+// unconsumed by `cancelled`) or external. When a turn was running, the
+// proof waits for that turn's result (AbortTimeout) and records its
+// terminal_reason; no result leaves the proof uncertain and the fence up.
+//
+// Approvals. A permission request is answered once. Allow sends the
+// model's own input back as updatedInput (the CLI runs updatedInput, so
+// anything else would run something nobody saw) and never
+// updatedPermissions; deny sends a fixed message. A request whose line
+// framing had to cut offers deny only, for the same reason.
+// permission_suggestions (add a rule, a directory, a mode) are never
+// projected.
+package claude

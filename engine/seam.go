@@ -1,0 +1,154 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+
+	"github.com/mosaic-agents/mosaic/protocol"
+)
+
+// Engine kinds a conversation can name (conv add --engine-kind).
+const (
+	KindPi     = "pi"
+	KindClaude = "claude"
+)
+
+// Engine is the seam the controller drives: one value per conversation
+// and engine kind, built from the conversation's config. It covers the
+// launch (pin and seal), the session identity and the history reader;
+// Open wraps a started engine's pipes in a Driver for everything live.
+// docs/engines.md says how Pi and Claude Code each fill it.
+type Engine interface {
+	// Kind is KindPi or KindClaude.
+	Kind() string
+	// CheckPin re-verifies the pinned executable (W9, L7) and refuses
+	// engine-pin-mismatch; Spec calls it too, so nothing launches
+	// unpinned.
+	CheckPin(ctx context.Context) error
+	// Spec returns the sealed program, argv, environment and directory
+	// (unsealed-engine or engine-pin-mismatch otherwise). resume says the
+	// session already exists and must be continued, not created.
+	Spec(ctx context.Context, resume bool) (Spec, error)
+	// SessionKey is the claim's session key: Pi's session file path,
+	// Claude's session UUID.
+	SessionKey() string
+	// Open starts reading a launched engine's stdout (r) and writing its
+	// stdin (w). The caller owns the process and its scope.
+	Open(r io.Reader, w io.WriteCloser, opts Options) (Driver, error)
+	// History reads the session the binding names, and only that file.
+	History(ctx context.Context) (History, error)
+}
+
+// Driver is one running engine: framing, commands, the event mapping,
+// the turn tracker, the interrupt with its turn proof, and native
+// decisions (dialogs and permission requests).
+type Driver interface {
+	// Events are the protocol event records, in wire order; closed after
+	// the engine's output ended and every event was delivered.
+	Events() <-chan protocol.Event
+	Done() <-chan struct{}
+	Err() error
+	// Prompt sends one prompt only when no turn runs and no prompt holds
+	// the slot (busy otherwise): the controller's queue stays the only
+	// queue.
+	Prompt(ctx context.Context, text string) (Dispatch, error)
+	// Interrupt fences the engine, stops the turn natively and returns
+	// the proof of what happened to the dispatched item.
+	Interrupt(ctx context.Context, stopRef string) (TurnProof, error)
+	// Turn is a snapshot of the tracker in engine-neutral terms.
+	Turn() TurnSummary
+	// Decisions lists the native decisions the engine waits on or
+	// resolved during this execution.
+	Decisions() []NativeDecision
+	// Decide answers one pending decision with one of its choices, once.
+	Decide(ctx context.Context, id, choice string) error
+	// Changed is closed (and replaced) whenever a decision is added or
+	// resolved.
+	Changed() <-chan struct{}
+	// Close closes the engine's stdin (both engines exit at EOF once the
+	// turn ends; Claude stays for background tasks: force stop is the
+	// scope's job).
+	Close() error
+}
+
+// TurnSummary is what the controller reads of a tracker, whatever the
+// engine.
+type TurnSummary struct {
+	Fenced    bool      `json:"fenced"`
+	Running   bool      `json:"running"`
+	Uncertain bool      `json:"uncertain"`
+	Reasons   []string  `json:"reasons,omitempty"`
+	Slot      *Dispatch `json:"slot,omitempty"`
+	OpenTools []Effect  `json:"openTools,omitempty"`
+	// Waiting says a native decision is pending (waiting-for-approval).
+	Waiting bool `json:"waiting,omitempty"`
+}
+
+// Native decision choices. Only these two are ever offered for a
+// permission request: a choice that widens permissions (always allow,
+// add a rule, change the mode, add a directory) is never projected, and
+// there is no invented cancel.
+const (
+	ChoiceAllowOnce = "allow-once"
+	ChoiceDeny      = "deny"
+)
+
+// Native decision states.
+const (
+	DecisionPending   = "pending"
+	DecisionAnswered  = "answered"
+	DecisionCancelled = "cancelled"
+)
+
+// NativeDecision is the engine-neutral shape of a native approval: what
+// the approval record projects. The controller allocates projection ids;
+// ID here is the native decision identity, stable for the execution.
+type NativeDecision struct {
+	// ID is the native decision identity: for Claude the control request
+	// id and the tool_use_id ("<request_id>/<tool_use_id>").
+	ID string `json:"id"`
+	// Kind is "permission" (Claude can_use_tool).
+	Kind string `json:"kind"`
+	// ToolName, ToolUseID and Input describe the tool call asking;
+	// Input is the model's input, untrusted render data.
+	ToolName  string          `json:"toolName,omitempty"`
+	ToolUseID string          `json:"toolUseId,omitempty"`
+	Input     json.RawMessage `json:"input,omitempty"`
+	// Title and Message are the engine's texts (description, decision
+	// reason), untrusted render data.
+	Title   string `json:"title,omitempty"`
+	Message string `json:"message,omitempty"`
+	// Choices are exactly the answers Decide accepts.
+	Choices []string `json:"choices"`
+	State   string   `json:"state"`
+	// Answer is the choice sent (answered) or why it resolved
+	// (cancelled: "control_cancel_request").
+	Answer string `json:"answer,omitempty"`
+}
+
+// History is a read-only view of the engine's own session record, in
+// engine-neutral terms.
+type History interface {
+	// SessionKey names the session read (Engine.SessionKey).
+	SessionKey() string
+	// New says the file does not exist yet: a conversation with no turn.
+	New() bool
+	// DefaultLeaf is the leaf the engine continues on resume.
+	DefaultLeaf() string
+	// Leaves lists every branch's leaf, the default one included.
+	Leaves() []string
+	// Messages returns the rendered messages from the root to leaf ("":
+	// the default leaf); unknown-branch for a leaf not in Leaves.
+	Messages(leaf string) ([]HistoryMessage, error)
+}
+
+// HistoryMessage is one rendered message of a branch.
+type HistoryMessage struct {
+	ID     string           `json:"id"`
+	Parent string           `json:"parent,omitempty"`
+	Role   string           `json:"role"`
+	Blocks []protocol.Block `json:"content"`
+	// Tool is set on toolResult messages.
+	Tool *protocol.Tool `json:"tool,omitempty"`
+}

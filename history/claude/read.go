@@ -1,0 +1,305 @@
+package claude
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/mosaic-agents/mosaic/engine"
+	"github.com/mosaic-agents/mosaic/history"
+	"github.com/mosaic-agents/mosaic/protocol"
+)
+
+// Version is the only Claude Code version whose transcripts are read.
+const Version = "2.1.328"
+
+var sessionRE = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+
+// Ref names one transcript the way a binding does.
+type Ref struct {
+	// ConfigDir is the conversation's CLAUDE_CONFIG_DIR (controller-owned).
+	ConfigDir string
+	// Project is the engine's working directory; it selects the slug.
+	Project string
+	// Session is the session UUID.
+	Session string
+}
+
+// Slug is the CLI's project directory name for dir: every UTF-16 code
+// unit outside [a-zA-Z0-9] becomes '-' (DIGEST §8; the CLI's JavaScript
+// replaces per code unit, so a character beyond U+FFFF gives two). Longer
+// than 200 the CLI appends a hash this reader does not reproduce: such
+// projects refuse. dir must be the real path the CLI's getcwd reports.
+func Slug(dir string) string {
+	var b strings.Builder
+	for _, r := range dir {
+		switch {
+		case r < 128 && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'):
+			b.WriteRune(r)
+		case r > 0xFFFF:
+			b.WriteString("--")
+		default:
+			b.WriteByte('-')
+		}
+	}
+	return b.String()
+}
+
+// Path returns the one file Ref names, or refuses unsafe-path.
+func (r Ref) Path() (string, error) {
+	if !sessionRE.MatchString(r.Session) {
+		return "", protocol.Refuse(protocol.CodeUnsafePath, "claude session %q is not a session UUID", cutID(r.Session))
+	}
+	if !filepath.IsAbs(r.ConfigDir) || filepath.Clean(r.ConfigDir) != r.ConfigDir || !filepath.IsAbs(r.Project) || filepath.Clean(r.Project) != r.Project {
+		return "", protocol.Refuse(protocol.CodeUnsafePath, "claude config dir %q and project %q must be clean absolute paths", r.ConfigDir, r.Project)
+	}
+	slug := Slug(r.Project)
+	if len(slug) > 200 {
+		return "", protocol.Refuse(protocol.CodeUnsafePath, "project path %q is over 200 characters; its transcript directory name is hashed", r.Project)
+	}
+	return filepath.Join(r.ConfigDir, "projects", slug, r.Session+".jsonl"), nil
+}
+
+// Entry is one line of the parent chain.
+type Entry struct {
+	UUID, Parent string
+	// Type is user, assistant, attachment or system.
+	Type string
+	// Role is user, assistant or toolResult for rendered entries, "" for
+	// bookkeeping links.
+	Role      string
+	Blocks    []protocol.Block
+	Tool      *protocol.Tool
+	Sidechain bool
+	Line      int
+}
+
+// Transcript is what one read found.
+type Transcript struct {
+	ref     Ref
+	path    string
+	isNew   bool
+	entries map[string]*Entry
+	order   []string // main-chain entries in file order
+	side    []Entry
+	kids    map[string]int
+	// Bookkeeping counts lines that are not rendered.
+	Bookkeeping int
+	// LastPromptLeaf is the last last-prompt line's leafUuid (a hint).
+	LastPromptLeaf string
+}
+
+var _ engine.History = (*Transcript)(nil)
+
+// line is the part of a transcript line the reader needs.
+type line struct {
+	Type        string          `json:"type"`
+	UUID        string          `json:"uuid"`
+	ParentUUID  *string         `json:"parentUuid"`
+	IsSidechain bool            `json:"isSidechain"`
+	Version     string          `json:"version"`
+	SessionID   string          `json:"sessionId"`
+	Cwd         string          `json:"cwd"`
+	Message     json.RawMessage `json:"message"`
+	LeafUUID    string          `json:"leafUuid"`
+}
+
+type message struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+// MaxLine bounds one transcript line.
+const MaxLine = 64 << 20
+
+// Read reads the transcript ref names. A missing file is a new session.
+func Read(ref Ref) (*Transcript, error) {
+	path, err := ref.Path()
+	if err != nil {
+		return nil, err
+	}
+	t := &Transcript{ref: ref, path: path, entries: map[string]*Entry{}, kids: map[string]int{}}
+	f, err := history.OpenRead(path, history.DefaultMaxSize)
+	if err != nil {
+		return nil, err
+	}
+	if f == nil {
+		t.isNew = true
+		return t, nil
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64<<10), MaxLine)
+	for n := 1; sc.Scan(); n++ {
+		if err := t.add(sc.Bytes(), n); err != nil {
+			return nil, err
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, protocol.Wrap(protocol.CodeUnreadable, err, "read claude transcript %s", path)
+	}
+	return t, nil
+}
+
+func (t *Transcript) add(b []byte, n int) error {
+	if len(strings.TrimSpace(string(b))) == 0 {
+		return nil
+	}
+	var l line
+	if err := json.Unmarshal(b, &l); err != nil {
+		return protocol.Wrap(protocol.CodeUnreadable, err, "%s:%d is not a JSON line", t.path, n)
+	}
+	if l.Version != "" && l.Version != Version {
+		return protocol.Refuse(protocol.CodeUnsupportedHarness, "%s:%d was written by Claude Code %s; this reader knows only %s", t.path, n, cutID(l.Version), Version)
+	}
+	if l.SessionID != "" && l.SessionID != t.ref.Session && !l.IsSidechain {
+		return protocol.Refuse(protocol.CodeUnsafePath, "%s:%d belongs to session %s, not %s", t.path, n, cutID(l.SessionID), t.ref.Session)
+	}
+	if l.Type == "last-prompt" {
+		t.LastPromptLeaf = l.LeafUUID
+	}
+	switch l.Type {
+	case "user", "assistant", "attachment", "system":
+	default:
+		t.Bookkeeping++
+		return nil
+	}
+	if l.UUID == "" {
+		t.Bookkeeping++
+		return nil
+	}
+	if l.Version == "" {
+		return protocol.Refuse(protocol.CodeUnsupportedHarness, "%s:%d carries no version", t.path, n)
+	}
+	if l.Cwd != "" && l.Cwd != t.ref.Project && !strings.HasPrefix(l.Cwd, t.ref.Project+"/") {
+		return protocol.Refuse(protocol.CodeForeignProject, "%s:%d ran in %s, outside the project %s", t.path, n, l.Cwd, t.ref.Project)
+	}
+	e := &Entry{UUID: l.UUID, Type: l.Type, Sidechain: l.IsSidechain, Line: n}
+	if l.ParentUUID != nil {
+		e.Parent = *l.ParentUUID
+	}
+	if l.Type == "user" || l.Type == "assistant" {
+		render(e, l.Message)
+	} else {
+		t.Bookkeeping++
+	}
+	if e.Sidechain {
+		t.side = append(t.side, *e)
+		return nil
+	}
+	if _, dup := t.entries[e.UUID]; dup {
+		return protocol.Refuse(protocol.CodeUnreadable, "%s:%d repeats entry %s", t.path, n, cutID(e.UUID))
+	}
+	t.entries[e.UUID] = e
+	t.order = append(t.order, e.UUID)
+	if e.Parent != "" {
+		t.kids[e.Parent]++
+	}
+	return nil
+}
+
+// render fills the rendered role and blocks of a user or assistant line;
+// a tool result makes the entry a toolResult message.
+func render(e *Entry, raw json.RawMessage) {
+	var m message
+	_ = json.Unmarshal(raw, &m)
+	e.Role = m.Role
+	for _, b := range Blocks(m.Content) {
+		if b.Type == "tool_result" {
+			e.Role = "toolResult"
+			e.Tool = &protocol.Tool{CallID: b.ToolUseID, IsError: b.IsError, Result: b.Content}
+		}
+		e.Blocks = append(e.Blocks, b.Block())
+	}
+}
+
+// SessionKey is the session UUID.
+func (t *Transcript) SessionKey() string { return t.ref.Session }
+
+// New says the transcript does not exist yet.
+func (t *Transcript) New() bool { return t.isNew }
+
+// Path is the one file read.
+func (t *Transcript) Path() string { return t.path }
+
+// Leaves lists every childless main-chain entry, in file order.
+func (t *Transcript) Leaves() []string {
+	var out []string
+	for _, id := range t.order {
+		if t.kids[id] == 0 {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// DefaultLeaf is the newest childless main-chain entry.
+func (t *Transcript) DefaultLeaf() string {
+	l := t.Leaves()
+	if len(l) == 0 {
+		return ""
+	}
+	return l[len(l)-1]
+}
+
+// Messages returns the rendered entries from the root to leaf ("" for
+// the default leaf).
+func (t *Transcript) Messages(leaf string) ([]engine.HistoryMessage, error) {
+	if leaf == "" {
+		leaf = t.DefaultLeaf()
+		if leaf == "" {
+			return nil, nil
+		}
+	}
+	e, ok := t.entries[leaf]
+	if !ok || t.kids[leaf] != 0 {
+		return nil, protocol.Refuse(protocol.CodeUnknownBranch, "%s has no branch ending at %q", t.path, cutID(leaf))
+	}
+	var rev []engine.HistoryMessage
+	for seen := 0; e != nil; seen++ {
+		if seen > len(t.entries) {
+			return nil, protocol.Refuse(protocol.CodeUnreadable, "%s: the parent chain of %s loops", t.path, cutID(leaf))
+		}
+		if e.Role != "" {
+			rev = append(rev, engine.HistoryMessage{ID: e.UUID, Parent: e.Parent, Role: e.Role, Blocks: e.Blocks, Tool: e.Tool})
+		}
+		e = t.entries[e.Parent]
+	}
+	out := make([]engine.HistoryMessage, len(rev))
+	for i := range rev {
+		out[i] = rev[len(rev)-1-i]
+	}
+	return out, nil
+}
+
+// Sidechain returns the sidechain (subagent) entries, apart from every
+// main branch.
+func (t *Transcript) Sidechain() []Entry { return append([]Entry(nil), t.side...) }
+
+func cutID(s string) string {
+	if len(s) > 80 {
+		s = s[:80]
+	}
+	q := fmt.Sprintf("%q", s)
+	return q[1 : len(q)-1]
+}
+
+// Ancestor reports whether anc is on the parent chain of id (id
+// included): the K8 check that a resumed session continues the pinned
+// leaf.
+func (t *Transcript) Ancestor(anc, id string) bool {
+	for seen := 0; id != "" && seen <= len(t.entries); seen++ {
+		if id == anc {
+			return true
+		}
+		e, ok := t.entries[id]
+		if !ok {
+			return false
+		}
+		id = e.Parent
+	}
+	return false
+}
