@@ -298,11 +298,21 @@ type manifest struct {
 // <digest>.stat, the stat digest alone, which is all a check of an
 // unchanged tree reads.
 func manifestPath(digest, ext string) (string, error) {
+	dir, err := PinDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, digest+ext), nil
+}
+
+// PinDir is the directory of the pinned trees' manifests,
+// $XDG_STATE_HOME/mosaic/pins.
+func PinDir() (string, error) {
 	base, err := xdg.StateHome()
 	if err != nil {
 		return "", err
 	}
-	return filepath.Join(base, "mosaic", "pins", digest+ext), nil
+	return filepath.Join(base, "mosaic", "pins"), nil
 }
 
 // cachedStatDigest returns the stat digest saved with digest's manifest.

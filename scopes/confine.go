@@ -72,9 +72,15 @@ func confinedAttr() *syscall.SysProcAttr {
 }
 
 // planConfinement computes the masks and the cgroup view from this
-// process's environment and mount table.
-func planConfinement() (confinePlan, error) {
+// process's environment and mount table, hiding the directories in hide
+// as well (Spec.Hide).
+func planConfinement(hide ...string) (confinePlan, error) {
 	var masks maskSet
+	dirs, err := hiddenDirs(hide)
+	if err != nil {
+		return confinePlan{}, err
+	}
+	masks.add(dirs...)
 	masks.add(runtimeMasks()...)
 	masks.add(busMasks()...)
 	// The system bus: privileged daemons act on a user's request there
@@ -105,6 +111,23 @@ func (s *maskSet) add(ps ...string) {
 			*s = append(*s, path.Clean(p))
 		}
 	}
+}
+
+// hiddenDirs makes each directory of hide that is missing (0700, parents
+// too) so that the mask covers it from the start: a directory created after
+// the launch would otherwise be reachable until the next one.
+func hiddenDirs(hide []string) ([]string, error) {
+	var out []string
+	for _, d := range hide {
+		if !path.IsAbs(d) {
+			return nil, fmt.Errorf("%w: hidden directory %q is not absolute", ErrConfinement, d)
+		}
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("%w: hidden directory: %w", ErrConfinement, err)
+		}
+		out = append(out, d)
+	}
+	return out, nil
 }
 
 // runtimeMasks are the user's sockets in each runtime directory that

@@ -70,6 +70,13 @@ type Spec struct {
 	// is Handle.Stderr (the caller must drain it).
 	Stderr    *os.File
 	Resources Resources
+	// Hide are directories of the caller's own state the engine must
+	// neither read nor write (the claims, the queue, the conversations'
+	// settings): a tool that could write there would forge a claim or a
+	// queued prompt and act with the user's authority. Each is masked like
+	// the sockets when the engine is confined, and made (0700) first when
+	// missing, so one created after the launch is hidden too.
+	Hide []string
 	// BeforeRelease, if set, is called once the cohort is confirmed and
 	// before the engine may exec: the controller records the incarnation
 	// (the claim's `active` revision) here. An error aborts the launch and

@@ -49,12 +49,12 @@ type engine struct {
 
 // launchEngine launches `sh -c script` and registers cleanup that kills
 // whatever is left, without proving anything.
-func launchEngine(t testing.TB, m *Manager, script string) *engine {
+func launchEngine(t testing.TB, m *Manager, script string, hide ...string) *engine {
 	t.Helper()
 	conv, exe := ids(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	h, err := m.Launch(ctx, Spec{Conversation: conv, Execution: exe, Argv: []string{"sh", "-c", script}, Stderr: os.Stderr,
+	h, err := m.Launch(ctx, Spec{Conversation: conv, Execution: exe, Argv: []string{"sh", "-c", script}, Stderr: os.Stderr, Hide: hide,
 		Resources: Resources{MemoryMax: 1 << 30, TasksMax: 1024, CPUQuota: 200}})
 	if err != nil {
 		t.Fatalf("launch: %v", err)
