@@ -202,6 +202,10 @@ func (c *Controller) bindingLocked() protocol.Binding {
 		b.Scope = x.handle.Cohort.Unit
 		b.EngineState = x.engineState()
 		b.EngineEnd = x.end
+		b.PendingApprovals = c.pendingApprovalsLocked()
+		if b.PendingApprovals > 0 && (b.EngineState == "busy" || b.EngineState == "idle") {
+			b.EngineState = protocol.EngineWaitingForApproval
+		}
 	}
 	return b
 }

@@ -62,19 +62,21 @@ type Options struct {
 // tracker and holds the one dispatch slot. It never closes stdin except
 // in Close: Pi exits at stdin EOF, even mid-run.
 type Conn struct {
-	opts  Options
-	w     io.WriteCloser
-	wmu   sync.Mutex
-	ids   uint64
-	mu    sync.Mutex
-	wait  map[string]chan *native
-	tr    *tracker
-	mp    *mapper
-	q     []protocol.Event
-	qwake chan struct{}
-	out   chan protocol.Event
-	done  chan struct{}
-	err   error
+	opts Options
+	w    io.WriteCloser
+	wmu  sync.Mutex
+	ids  uint64
+	mu   sync.Mutex
+	wait map[string]chan *native
+	// dialogs are the native dialogs open on the engine (dialogs.go).
+	dialogs map[string]dialog
+	tr      *tracker
+	mp      *mapper
+	q       []protocol.Event
+	qwake   chan struct{}
+	out     chan protocol.Event
+	done    chan struct{}
+	err     error
 }
 
 // New starts reading the engine's stdout (r) and returns a Conn that
@@ -92,12 +94,13 @@ func New(r io.Reader, w io.WriteCloser, opts Options) (*Conn, error) {
 	}
 	c := &Conn{
 		opts: opts, w: w,
-		wait:  make(map[string]chan *native),
-		tr:    newTracker(),
-		mp:    newMapper(opts.Execution),
-		qwake: make(chan struct{}, 1),
-		out:   make(chan protocol.Event),
-		done:  make(chan struct{}),
+		wait:    make(map[string]chan *native),
+		dialogs: make(map[string]dialog),
+		tr:      newTracker(),
+		mp:      newMapper(opts.Execution),
+		qwake:   make(chan struct{}, 1),
+		out:     make(chan protocol.Event),
+		done:    make(chan struct{}),
 	}
 	if opts.LineLimit == 0 {
 		opts.LineLimit = DefaultLineLimit
@@ -195,6 +198,14 @@ func (c *Conn) handle(line []byte, clip *Clip) {
 		return
 	}
 	c.tr.observe(n)
+	if n.Type == "extension_ui_request" {
+		if len(c.dialogs) < maxOpenDialogs {
+			c.uiEvent(line, n)
+		} else {
+			c.push(c.mp.unavailable(protocol.ReasonUnsupportedNative, n.Type))
+		}
+		return
+	}
 	for _, e := range c.mp.mapNative(n) {
 		c.push(e)
 	}

@@ -74,8 +74,11 @@ type TurnProof struct {
 	// the run settled).
 	AbortAcknowledged bool `json:"abortAcknowledged"`
 	// Effects lists tool executions started and never ended: uncertain.
-	Effects   []Effect `json:"effects"`
-	Uncertain bool     `json:"uncertain"`
+	Effects []Effect `json:"effects"`
+	// CancelledDialogs lists the native dialogs the interrupt cancelled
+	// right after writing abort (their native request ids).
+	CancelledDialogs []string `json:"cancelledDialogs,omitempty"`
+	Uncertain        bool     `json:"uncertain"`
 	// Reasons says why the proof is uncertain, one stable phrase each.
 	Reasons []string `json:"reasons,omitempty"`
 }

@@ -1,0 +1,269 @@
+package controller
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/mosaic-agents/mosaic/protocol"
+)
+
+// hostile is a title with markup, ANSI, bidi controls and newlines: it
+// must reach every client byte for byte.
+const hostile = "Allow <b>rm -rf</b> **now**? \u001b[31mRED\u001b[0m RLO:\u202eevil.exe\u202c\nline2 \u2028 <script>x</script>"
+
+// dialogScript is a fake Pi script whose first turn opens d before its
+// model call.
+func dialogScript(t *testing.T, d map[string]any) string {
+	t.Helper()
+	b, err := json.Marshal(map[string]any{"turns": []any{map[string]any{"dialog": d, "text": []string{"after the dialog"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// pendingApproval starts a turn that opens a dialog and returns the
+// controller, an observer, the generation and the first projection as the
+// observer saw it.
+func pendingApproval(t *testing.T, r *rig) (ctl, obs *peer, gen float64, ap map[string]any) {
+	t.Helper()
+	r.waitBinding("active")
+	ctl, obs = r.dial(), r.dial()
+	obs.must(map[string]any{"type": "observe", "request": "o1"}, "observed")
+	gen = r.takeover(ctl)
+	ctl.must(map[string]any{"type": "prompt", "request": "p1", "generation": gen, "text": "clean up"}, "receipt")
+	ap = obs.await(func(m map[string]any) bool { return m["record"] == "approval" && m["state"] != "superseded" })
+	return ctl, obs, gen, ap
+}
+
+// responses returns the extension_ui_response records the engine read.
+func (r *rig) responses() []map[string]any {
+	var out []map[string]any
+	for _, line := range strings.Split(r.stdinBytes(), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) == nil && m["type"] == "extension_ui_response" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func answer(req string, gen float64, ap, choice string) map[string]any {
+	return map[string]any{"type": "approval", "request": req, "generation": gen, "approval": ap, "choice": choice}
+}
+
+// TestApprovalConfirmAnsweredOnce covers P1, H6 and H7: the exact title
+// reaches an observer, the binding says waiting-for-approval, an observer
+// and a non-native choice are refused with nothing written, the
+// controller's answer is one extension_ui_response with the native id and
+// a real boolean, a duplicate sends nothing more, a conflicting one
+// refuses, and every client sees approval-resolved with who decided.
+func TestApprovalConfirmAnsweredOnce(t *testing.T) {
+	r := newRig(t, dialogScript(t, map[string]any{"method": "confirm", "title": hostile, "message": "line1\nline2 &amp;"}), nil)
+	ctl, obs, gen, ap := pendingApproval(t, r)
+	id, decision := ap["id"].(string), ap["decision"].(string)
+	if ap["title"] != hostile || ap["message"] != "line1\nline2 &amp;" || ap["state"] != "pending" || ap["form"] != "confirm" {
+		t.Fatalf("approval %v: the render data or state is not exact", ap)
+	}
+	if ap["controller"] != ctl.id {
+		t.Fatalf("approval names controller %v, want %s", ap["controller"], ctl.id)
+	}
+	obs.await(func(m map[string]any) bool {
+		return m["record"] == "binding" && m["engineState"] == protocol.EngineWaitingForApproval && m["pendingApprovals"] == 1.0
+	})
+
+	obs.refused(answer("a0", gen, id, "true"), protocol.CodeNotController)
+	ctl.refused(answer("a1", gen, id, "yes"), protocol.CodeApprovalChoice)
+	if n := len(r.responses()); n != 0 {
+		t.Fatalf("%d responses written for refused answers", n)
+	}
+
+	res := ctl.must(answer("a2", gen, id, "true"), "approval-resolved")
+	by, _ := res["resolvedBy"].(map[string]any)
+	if res["state"] != "resolved" || res["chosen"] != "true" || by["connection"] != ctl.id || by["request"] != "a2" {
+		t.Fatalf("resolution %v", res)
+	}
+	seen := obs.await(func(m map[string]any) bool { return m["record"] == "approval-resolved" })
+	if seen["decision"] != decision || seen["chosen"] != "true" {
+		t.Fatalf("observer saw %v", seen)
+	}
+	again := ctl.must(answer("a3", gen, id, "true"), "approval-resolved") // H6
+	if again["chosen"] != "true" || again["request"] != "a3" {
+		t.Fatalf("duplicate answer got %v", again)
+	}
+	ctl.refused(answer("a4", gen, id, "false"), protocol.CodeApprovalConflict) // H7
+	obs.settled()
+
+	got := r.responses()
+	if len(got) != 1 || got[0]["id"] != decision || got[0]["confirmed"] != true || len(got[0]) != 3 {
+		t.Fatalf("engine read %v; want one {type, id:%s, confirmed:true}", got, decision)
+	}
+}
+
+// TestApprovalSelectExactLabels covers P2: labels with markup, bidi
+// controls and newlines reach clients exactly, a client attaching later
+// gets the pending approval in observe's answer, a label not among the
+// native options (even a near one) is refused with nothing written, and
+// the exact label goes out byte for byte.
+func TestApprovalSelectExactLabels(t *testing.T) {
+	labels := []string{"Allow <i>once</i>", "**Block**", "\u202egnp.exe\u202c (RLO label)", "multi\nline", "\u001b[1mbold\u001b[0m"}
+	r := newRig(t, dialogScript(t, map[string]any{"method": "select", "title": hostile, "options": labels}), nil)
+	ctl, obs, gen, ap := pendingApproval(t, r)
+	got := fmt.Sprint(ap["choices"])
+	if want := fmt.Sprint(anySlice(labels)); got != want {
+		t.Fatalf("choices %q, want %q", got, want)
+	}
+	late := r.dial()
+	o := late.must(map[string]any{"type": "observe", "request": "o2"}, "observed")
+	aps, _ := o["approvals"].([]any)
+	if len(aps) != 1 || aps[0].(map[string]any)["id"] != ap["id"] {
+		t.Fatalf("observe answered approvals %v, want the pending %v", aps, ap["id"])
+	}
+	id := ap["id"].(string)
+	for _, bad := range []string{"Allow", "gnp.exe (RLO label)", "Allow <i>once</i> ", "true"} {
+		ctl.refused(answer("bad-"+bad, gen, id, bad), protocol.CodeApprovalChoice)
+	}
+	if n := len(r.responses()); n != 0 {
+		t.Fatalf("%d responses written for labels not among the options", n)
+	}
+	ctl.must(answer("a1", gen, id, labels[2]), "approval-resolved")
+	obs.settled()
+	resp := r.responses()
+	if len(resp) != 1 || resp[0]["value"] != labels[2] || resp[0]["id"] != ap["decision"] {
+		t.Fatalf("engine read %v", resp)
+	}
+}
+
+func anySlice(s []string) []any {
+	out := make([]any, len(s))
+	for i, v := range s {
+		out[i] = v
+	}
+	return out
+}
+
+// TestApprovalTakeoverReprojects covers H5 and P5: a takeover supersedes
+// the pending projection and issues a new one for the same decision; the
+// old controller's answer refuses revoked, the old projection id refuses
+// approval-superseded, and the decision is answered once, through the new
+// projection.
+func TestApprovalTakeoverReprojects(t *testing.T) {
+	r := newRig(t, dialogScript(t, map[string]any{"method": "confirm", "title": "Allow?", "message": "rm"}), nil)
+	old, obs, gen, ap := pendingApproval(t, r)
+	next := r.dial()
+	gen2 := r.takeover(next)
+	sup := obs.await(func(m map[string]any) bool { return m["record"] == "approval" && m["id"] == ap["id"] && m["state"] == "superseded" })
+	cur := obs.await(func(m map[string]any) bool { return m["record"] == "approval" && m["supersedes"] == ap["id"] })
+	if cur["decision"] != ap["decision"] || cur["id"] == ap["id"] || cur["generation"] != gen2 || cur["title"] != ap["title"] || cur["controller"] != next.id {
+		t.Fatalf("re-projection %v of %v (superseded %v)", cur, ap, sup)
+	}
+	old.refused(answer("a1", gen, ap["id"].(string), "true"), protocol.CodeRevoked)
+	next.refused(answer("a2", gen2, ap["id"].(string), "true"), protocol.CodeApprovalSuperseded)
+	if n := len(r.responses()); n != 0 {
+		t.Fatalf("%d responses after refused answers", n)
+	}
+	next.must(answer("a3", gen2, cur["id"].(string), "false"), "approval-resolved")
+	obs.settled()
+	if resp := r.responses(); len(resp) != 1 || resp[0]["confirmed"] != false {
+		t.Fatalf("engine read %v, want one confirmed:false", resp)
+	}
+}
+
+// TestApprovalDeadline covers H8 and P4: when the native timeout passes
+// the approval becomes uncertain, an answer refuses approval-closed and
+// nothing is written, and the run's settle (native evidence) resolves it
+// natively with no invented chooser.
+func TestApprovalDeadline(t *testing.T) {
+	r := newRig(t, dialogScript(t, map[string]any{"method": "confirm", "title": "Timed", "message": "soon", "timeout": 800}), nil)
+	ctl, obs, gen, ap := pendingApproval(t, r)
+	if ap["deadline"] == nil {
+		t.Fatalf("approval %v has no deadline", ap)
+	}
+	obs.await(func(m map[string]any) bool { return m["record"] == "approval" && m["id"] == ap["id"] && m["state"] == "uncertain" })
+	ctl.refused(answer("late", gen, ap["id"].(string), "true"), protocol.CodeApprovalClosed)
+	fin := obs.await(func(m map[string]any) bool { return m["record"] == "approval-resolved" && m["id"] == ap["id"] })
+	if fin["state"] != "resolved-natively" || fin["evidence"] == nil || fin["resolvedBy"] != nil || fin["chosen"] != nil {
+		t.Fatalf("native resolution %v", fin)
+	}
+	if n := len(r.responses()); n != 0 {
+		t.Fatalf("%d responses written after the deadline", n)
+	}
+}
+
+// TestApprovalInterruptUncertain covers P6: an interrupt while a dialog
+// is pending makes the approval uncertain, never denied; the interrupt
+// cancels the open dialog right after its abort and says so on the stop
+// record and the approval; an answer then refuses.
+func TestApprovalInterruptUncertain(t *testing.T) {
+	r := newRig(t, dialogScript(t, map[string]any{"method": "select", "title": "Gate", "options": []string{"Allow", "Block"}}), nil)
+	ctl, obs, gen, ap := pendingApproval(t, r)
+	ctl.send(map[string]any{"type": "interrupt", "request": "i1", "generation": gen})
+	un := obs.await(func(m map[string]any) bool { return m["record"] == "approval" && m["id"] == ap["id"] && m["state"] != "pending" })
+	if un["state"] != "uncertain" || un["chosen"] != nil {
+		t.Fatalf("after interrupt the approval is %v; want uncertain, nobody chose", un)
+	}
+	rc := ctl.await(func(m map[string]any) bool { return m["record"] == "receipt" && m["request"] == "i1" })
+	stop := obs.await(func(m map[string]any) bool { return m["record"] == "stop" && m["id"] == rc["stop"] && m["state"] != "fenced" && m["state"] != "cancelling" })
+	if ids, _ := stop["cancelledDialogs"].([]any); !slices.Contains(ids, ap["decision"]) {
+		t.Fatalf("stop %v does not record the cancelled dialog %v", stop, ap["decision"])
+	}
+	ctl.refused(answer("a1", gen, ap["id"].(string), "Allow"), protocol.CodeApprovalClosed)
+	resp := r.responses()
+	if len(resp) != 1 || resp[0]["cancelled"] != true || resp[0]["id"] != ap["decision"] {
+		t.Fatalf("engine read %v; want one cancel of %v", resp, ap["decision"])
+	}
+	if in := r.stdinBytes(); strings.Index(in, `"abort"`) > strings.Index(in, "extension_ui_response") {
+		t.Fatalf("the dialog was cancelled before the abort was written: %q", in)
+	}
+}
+
+// TestApprovalInputDisabled covers P3: an input dialog is shown disabled
+// with a reason, offers no choice, refuses an answer, and nothing is ever
+// written for it.
+func TestApprovalInputDisabled(t *testing.T) {
+	r := newRig(t, dialogScript(t, map[string]any{"method": "input", "title": "Name?", "placeholder": "x", "timeout": 700}), nil)
+	ctl, obs, gen, ap := pendingApproval(t, r)
+	if ap["state"] != "disabled" || ap["reason"] == nil || len(ap["choices"].([]any)) != 0 {
+		t.Fatalf("input approval %v", ap)
+	}
+	ctl.refused(answer("a1", gen, ap["id"].(string), "x"), protocol.CodeApprovalClosed)
+	obs.settled()
+	if n := len(r.responses()); n != 0 {
+		t.Fatalf("%d responses written for an input dialog", n)
+	}
+}
+
+// TestForceStopCancelsOpenDialog: a force stop with a dialog nobody
+// answered makes it uncertain, cancels it before signalling the cohort,
+// and records that on the stop and the approval.
+func TestForceStopCancelsOpenDialog(t *testing.T) {
+	r := newRig(t, dialogScript(t, map[string]any{"method": "confirm", "title": "Allow?", "message": "rm -rf build"}), nil)
+	ctl, obs, gen, ap := pendingApproval(t, r)
+	cf := ctl.confirm("force-stop", gen)
+	rc := ctl.must(map[string]any{"type": "force-stop", "request": "f1", "generation": gen, "confirmation": cf}, "receipt")
+	if rc["state"] != "stopped" {
+		t.Fatalf("force stop receipt %v", rc)
+	}
+	un := obs.await(func(m map[string]any) bool { return m["record"] == "approval" && m["id"] == ap["id"] && m["cancelled"] == true })
+	if un["state"] != "uncertain" {
+		t.Fatalf("approval after force stop %v", un)
+	}
+	r.ctrl.mu.Lock()
+	s := *r.ctrl.st.stop
+	r.ctrl.mu.Unlock()
+	// The disposition may be resolved: the fake can read the cancel and
+	// settle its run (native evidence) before the TERM lands.
+	if s.ApprovalDisposition == "" || !slices.Contains(s.CancelledDialogs, ap["decision"].(string)) {
+		t.Fatalf("stop %+v", s)
+	}
+	// The engine may be killed before it reads the cancel; what it read
+	// is never an answer.
+	for _, resp := range r.responses() {
+		if resp["cancelled"] != true {
+			t.Fatalf("engine read %v; want only a cancel", resp)
+		}
+	}
+}
