@@ -155,7 +155,9 @@ func TestApprovalTakeoverReprojects(t *testing.T) {
 	old, obs, gen, ap := pendingApproval(t, r)
 	next := r.dial()
 	gen2 := r.takeover(next)
-	sup := obs.await(func(m map[string]any) bool { return m["record"] == "approval" && m["id"] == ap["id"] && m["state"] == "superseded" })
+	sup := obs.await(func(m map[string]any) bool {
+		return m["record"] == "approval" && m["id"] == ap["id"] && m["state"] == "superseded"
+	})
 	cur := obs.await(func(m map[string]any) bool { return m["record"] == "approval" && m["supersedes"] == ap["id"] })
 	if cur["decision"] != ap["decision"] || cur["id"] == ap["id"] || cur["generation"] != gen2 || cur["title"] != ap["title"] || cur["controller"] != next.id {
 		t.Fatalf("re-projection %v of %v (superseded %v)", cur, ap, sup)
@@ -182,7 +184,9 @@ func TestApprovalDeadline(t *testing.T) {
 	if ap["deadline"] == nil {
 		t.Fatalf("approval %v has no deadline", ap)
 	}
-	obs.await(func(m map[string]any) bool { return m["record"] == "approval" && m["id"] == ap["id"] && m["state"] == "uncertain" })
+	obs.await(func(m map[string]any) bool {
+		return m["record"] == "approval" && m["id"] == ap["id"] && m["state"] == "uncertain"
+	})
 	ctl.refused(answer("late", gen, ap["id"].(string), "true"), protocol.CodeApprovalClosed)
 	fin := obs.await(func(m map[string]any) bool { return m["record"] == "approval-resolved" && m["id"] == ap["id"] })
 	if fin["state"] != "resolved-natively" || fin["evidence"] == nil || fin["resolvedBy"] != nil || fin["chosen"] != nil {
@@ -201,12 +205,16 @@ func TestApprovalInterruptUncertain(t *testing.T) {
 	r := newRig(t, dialogScript(t, map[string]any{"method": "select", "title": "Gate", "options": []string{"Allow", "Block"}}), nil)
 	ctl, obs, gen, ap := pendingApproval(t, r)
 	ctl.send(map[string]any{"type": "interrupt", "request": "i1", "generation": gen})
-	un := obs.await(func(m map[string]any) bool { return m["record"] == "approval" && m["id"] == ap["id"] && m["state"] != "pending" })
+	un := obs.await(func(m map[string]any) bool {
+		return m["record"] == "approval" && m["id"] == ap["id"] && m["state"] != "pending"
+	})
 	if un["state"] != "uncertain" || un["chosen"] != nil {
 		t.Fatalf("after interrupt the approval is %v; want uncertain, nobody chose", un)
 	}
 	rc := ctl.await(func(m map[string]any) bool { return m["record"] == "receipt" && m["request"] == "i1" })
-	stop := obs.await(func(m map[string]any) bool { return m["record"] == "stop" && m["id"] == rc["stop"] && m["state"] != "fenced" && m["state"] != "cancelling" })
+	stop := obs.await(func(m map[string]any) bool {
+		return m["record"] == "stop" && m["id"] == rc["stop"] && m["state"] != "fenced" && m["state"] != "cancelling"
+	})
 	if ids, _ := stop["cancelledDialogs"].([]any); !slices.Contains(ids, ap["decision"]) {
 		t.Fatalf("stop %v does not record the cancelled dialog %v", stop, ap["decision"])
 	}
@@ -247,7 +255,9 @@ func TestForceStopCancelsOpenDialog(t *testing.T) {
 	if rc["state"] != "stopped" {
 		t.Fatalf("force stop receipt %v", rc)
 	}
-	un := obs.await(func(m map[string]any) bool { return m["record"] == "approval" && m["id"] == ap["id"] && m["cancelled"] == true })
+	un := obs.await(func(m map[string]any) bool {
+		return m["record"] == "approval" && m["id"] == ap["id"] && m["cancelled"] == true
+	})
 	if un["state"] != "uncertain" {
 		t.Fatalf("approval after force stop %v", un)
 	}
