@@ -49,6 +49,7 @@ func (c *Controller) spec(cv *conversations.Conversation) (engine.Spec, error) {
 		Seal:        engine.Seal{Session: cv.Session, Provider: e.Provider, Model: e.Model, Thinking: e.Thinking},
 		AgentDir:    e.AgentDir,
 		ProjectRoot: cv.Project,
+		Extensions:  e.Pins(),
 	}
 	return engine.Command(cfg, os.Environ()) // checks the pin first
 }
