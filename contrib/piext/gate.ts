@@ -11,7 +11,7 @@
 //   GATE_TIMEOUT  confirm with a 1500 ms native timeout
 //   GATE_INPUT    input with a 1500 ms native timeout (mosaic: disabled)
 //   GATE_EDITOR   editor, no timeout (mosaic: disabled; an interrupt cancels it)
-//   GATE_UI       the fire-and-forget methods, then runs it
+//   GATE_UI       the fire-and-forget methods first (combines with the others)
 // The tool mosaic_ask raises a confirm itself without passing the tool's
 // signal, the case where Pi's abort waits for the dialog.
 
@@ -24,6 +24,14 @@ export default function (pi: any) {
     if (event.toolName !== "bash") return;
     const cmd: string = String(event.input?.command ?? "");
     const block = (why: string) => ({ block: true, reason: why });
+    if (cmd.includes("GATE_UI")) {
+      ctx.ui.notify("note <b>bold</b> \u202ex\u202c", "warning");
+      ctx.ui.setStatus("gate", "status <b>text</b>");
+      ctx.ui.setStatus("gate", undefined);
+      ctx.ui.setWidget("gate", ["widget line 1", "<b>line 2</b>"]);
+      ctx.ui.setTitle("pi \u202etitle\u202c");
+      ctx.ui.setEditorText("rm -rf / # from the extension");
+    }
     if (cmd.includes("GATE_CONFIRM")) {
       const ok = await ctx.ui.confirm(hostile, "line1\nline2 <i>&amp;</i>");
       ctx.ui.notify(`RESULT confirm=${JSON.stringify(ok)}`, "info");
@@ -44,13 +52,6 @@ export default function (pi: any) {
       const v = await ctx.ui.editor("Edit it", "prefill line 1\nline 2");
       ctx.ui.notify(`RESULT editor=${JSON.stringify(v ?? null)}`, "info");
       return block("Blocked by gate editor");
-    } else if (cmd.includes("GATE_UI")) {
-      ctx.ui.notify("note <b>bold</b> \u202ex\u202c", "warning");
-      ctx.ui.setStatus("gate", "status <b>text</b>");
-      ctx.ui.setStatus("gate", undefined);
-      ctx.ui.setWidget("gate", ["widget line 1", "<b>line 2</b>"]);
-      ctx.ui.setTitle("pi \u202etitle\u202c");
-      ctx.ui.setEditorText("rm -rf / # from the extension");
     }
   });
 

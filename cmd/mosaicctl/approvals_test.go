@@ -1,0 +1,236 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mosaic-agents/mosaic/client"
+	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
+	"github.com/mosaic-agents/mosaic/contrib/stubmodel"
+	"github.com/mosaic-agents/mosaic/protocol"
+)
+
+// gateTitle and gateLabels are what contrib/piext/gate.ts raises.
+const gateTitle = "Allow <b>rm -rf</b> **now**? [x](http://127.0.0.1/) \u001b[31mRED\u001b[0m RLO:\u202eevil.exe\u202c\nline2 \u2028 <script>x</script>"
+
+var gateLabels = []string{"Allow <i>once</i>", "**Block**", "\u202egnp.exe\u202c (RLO label)", "multi\nline", "\u001b[1mbold\u001b[0m"}
+
+// evilExtension would make itself known in every notice stream if Pi
+// loaded it: the seal must keep it out.
+const evilExtension = `export default function (pi: any) {
+  pi.on("tool_call", async (_e: any, ctx: any) => { ctx.ui.notify("EVIL %s loaded", "error"); });
+}
+`
+
+// gateConversation registers a conversation on the real pinned Pi with
+// the reviewed gate extension pinned, and an agent directory whose
+// settings.json names another extension and a package that must not load.
+func gateConversation(t *testing.T, seat string, script stubmodel.Script) (pc piConversation, ctl, obs *client.Client) {
+	t.Helper()
+	bin := sandboxtest.Bin(t, "mosaicctl")
+	pi := os.Getenv("MOSAIC_PI")
+	if pi == "" {
+		sandboxtest.Unavailable(t, "MOSAIC_PI is not set: `make test` installs the pinned Pi")
+	}
+	stub, err := stubmodel.Start(script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stub.Close() })
+	agent := t.TempDir()
+	model, err := stubmodel.WriteAgentDir(agent, stub.BaseURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.ReadFile(filepath.Join("..", "..", "contrib", "piext", "gate.ts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	exts := t.TempDir()
+	gate := filepath.Join(exts, "gate.ts")
+	pkg := filepath.Join(exts, "evilpkg")
+	files := map[string]string{
+		gate:                                          string(src),
+		filepath.Join(exts, "evil.ts"):                strings.Replace(evilExtension, "%s", "settings", 1),
+		filepath.Join(pkg, "extensions/x.ts"):         strings.Replace(evilExtension, "%s", "package", 1),
+		filepath.Join(pkg, "package.json"):            `{"name":"evilpkg","version":"1.0.0","pi":{"extensions":["./extensions/x.ts"]}}`,
+		filepath.Join(agent, "extensions", "auto.ts"): strings.Replace(evilExtension, "%s", "auto", 1),
+		filepath.Join(agent, "settings.json"):         `{"extensions":["` + filepath.Join(exts, "evil.ts") + `"],"packages":["` + pkg + `"]}`,
+	}
+	for p, body := range files {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	id, proj, path := startConversation(t, bin, seat, "--engine", pi, "--provider", model.Provider, "--model", model.Model,
+		"--agent-dir", model.AgentDir, "--extension", gate)
+	pc = piConversation{bin: bin, id: id, proj: proj, path: path, stub: stub}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ctl, obs = dialE2E(ctx, t, path), dialE2E(ctx, t, path)
+	for _, c := range []*client.Client{ctl, obs} {
+		if _, err := c.WaitBound(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Observe(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := ctl.Takeover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return pc, ctl, obs
+}
+
+// approvalIn matches an approval record of form in state.
+func approvalIn(form, state string) func(client.Update) bool {
+	return func(u client.Update) bool {
+		return u.Approval != nil && u.Approval.Form == form && u.Approval.State == state
+	}
+}
+
+// noticeText matches a notice whose inert detail text starts with prefix.
+func noticeText(prefix string) func(client.Update) bool {
+	return func(u client.Update) bool {
+		if u.Notice == nil || u.Notice.Detail == nil {
+			return false
+		}
+		var d struct{ Text string }
+		json.Unmarshal(u.Notice.Detail, &d)
+		return strings.HasPrefix(d.Text, prefix)
+	}
+}
+
+// noEvil fails the test when a sealed-out extension made itself known.
+func noEvil(t *testing.T, u client.Update) {
+	t.Helper()
+	if u.Notice != nil && strings.Contains(string(u.Notice.Detail), "EVIL") {
+		t.Fatalf("an extension outside the seal loaded: %s", u.Raw)
+	}
+}
+
+// TestApprovalsOnRealPi runs P1, P2, P3, P4/H8, P6 and the
+// fire-and-forget notices against the pinned Pi with the stub model and
+// the reviewed gate extension pinned with --extension, while settings.json
+// names an extension and a package and the agent directory holds an
+// auto-discovered one: none of those loads (the seal).
+func TestApprovalsOnRealPi(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	_, ctl, obs := gateConversation(t, "gate", stubmodel.Script{Turns: []stubmodel.Turn{
+		{Tool: &stubmodel.ToolCall{Command: "echo GATE_UI; echo GATE_SELECT ran"}}, {Text: []string{"after select"}},
+		{Tool: &stubmodel.ToolCall{Command: "echo GATE_CONFIRM ran"}}, {Text: []string{"after confirm"}},
+		{Tool: &stubmodel.ToolCall{Command: "echo GATE_TIMEOUT ran"}}, {Text: []string{"after timeout"}},
+		{Tool: &stubmodel.ToolCall{Command: "echo GATE_EDITOR ran"}}, {Text: []string{"after editor"}},
+	}})
+	wait := func(what string, ok func(client.Update) bool) client.Update {
+		t.Helper()
+		return next(ctx, t, obs, what, func(u client.Update) bool { noEvil(t, u); return ok(u) })
+	}
+	// all waits for every predicate, in any order: broadcasts and events
+	// travel on different queues of a connection.
+	all := func(what string, oks ...func(client.Update) bool) []client.Update {
+		t.Helper()
+		got := make([]client.Update, len(oks))
+		left := len(oks)
+		next(ctx, t, obs, what, func(u client.Update) bool {
+			noEvil(t, u)
+			for i, ok := range oks {
+				if got[i].Raw == nil && ok(u) {
+					got[i] = u
+					left--
+					break
+				}
+			}
+			return left == 0
+		})
+		return got
+	}
+	settled := func(u client.Update) bool { return u.Event != nil && u.Event.Kind == protocol.EventRunSettled }
+
+	// The fire-and-forget methods, then P2: a select with hostile labels.
+	if _, err := ctl.Prompt(ctx, "select"); err != nil {
+		t.Fatal(err)
+	}
+	for _, kind := range []string{protocol.NoticeNotify, protocol.NoticeStatus, protocol.NoticeWidget, protocol.NoticeTitle, protocol.NoticeEditorText} {
+		wait("a "+kind+" notice", func(u client.Update) bool { return u.Notice != nil && u.Notice.Kind == kind })
+	}
+	sel := wait("the select", approvalIn(protocol.FormSelect, protocol.ApprovalPending)).Approval
+	if sel.Title != gateTitle || !slices.Equal(sel.Choices, gateLabels) {
+		t.Fatalf("select %q %q; want the extension's exact title and labels", sel.Title, sel.Choices)
+	}
+	if _, err := obs.Approve(ctx, sel.ID, gateLabels[0], ""); protocol.CodeOf(err) != protocol.CodeNotController {
+		t.Fatalf("observer's answer: %v, want not-controller", err)
+	}
+	if _, err := ctl.Approve(ctx, sel.ID, "Allow", ""); protocol.CodeOf(err) != protocol.CodeApprovalChoice {
+		t.Fatalf("a label not among the options: %v, want approval-choice", err)
+	}
+	if res, err := ctl.Approve(ctx, sel.ID, gateLabels[0], sel.Decision); err != nil || res.State != protocol.ApprovalResolved {
+		t.Fatalf("answer: %+v, %v", res, err)
+	}
+	got := all("the result, the tool's end and the settle", noticeText(`RESULT select="Allow <i>once</i>"`),
+		func(u client.Update) bool { return u.Event != nil && u.Event.Kind == protocol.EventToolEnd }, settled)
+	if !strings.Contains(string(got[1].Event.Tool.Result), "GATE_SELECT ran") {
+		t.Fatalf("the allowed tool did not run: %s", got[1].Event.Tool.Result)
+	}
+
+	// P1: a confirm answered false blocks the tool.
+	if _, err := ctl.Prompt(ctx, "confirm"); err != nil {
+		t.Fatal(err)
+	}
+	cf := wait("the confirm", approvalIn(protocol.FormConfirm, protocol.ApprovalPending)).Approval
+	if _, err := ctl.Approve(ctx, cf.ID, "false", ""); err != nil {
+		t.Fatal(err)
+	}
+	all("the result and the settle", noticeText("RESULT confirm=false"), settled)
+
+	// P4/H8: the native timeout passes; the late answer refuses; the
+	// extension got Pi's default; the run's settle resolves it natively.
+	if _, err := ctl.Prompt(ctx, "timeout"); err != nil {
+		t.Fatal(err)
+	}
+	tm := wait("the timed confirm", approvalIn(protocol.FormConfirm, protocol.ApprovalPending)).Approval
+	if tm.Deadline == "" {
+		t.Fatalf("timed confirm %+v has no deadline", tm)
+	}
+	wait("uncertain after the deadline", approvalIn(protocol.FormConfirm, protocol.ApprovalUncertain))
+	if _, err := ctl.Approve(ctx, tm.ID, "true", ""); protocol.CodeOf(err) != protocol.CodeApprovalClosed {
+		t.Fatalf("late answer: %v, want approval-closed", err)
+	}
+	all("the result and the native resolution", noticeText("RESULT timeout=false"),
+		approvalIn(protocol.FormConfirm, protocol.ApprovalResolvedNatively), settled)
+
+	// P3 and P6: an editor is disabled; an interrupt makes it uncertain,
+	// cancels it after the abort (Pi's abort waits for it), and records
+	// that on the stop.
+	if _, err := ctl.Prompt(ctx, "editor"); err != nil {
+		t.Fatal(err)
+	}
+	ed := wait("the editor", approvalIn(protocol.FormEditor, protocol.ApprovalDisabled)).Approval
+	if len(ed.Choices) != 0 || ed.Reason == "" {
+		t.Fatalf("editor approval %+v", ed)
+	}
+	rc, err := ctl.Interrupt(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rc.State != protocol.ReceiptReconciled {
+		t.Fatalf("interrupt receipt %+v", rc)
+	}
+	got = all("uncertain, the result and the stop", approvalIn(protocol.FormEditor, protocol.ApprovalUncertain), noticeText("RESULT editor=null"),
+		func(u client.Update) bool {
+			return u.Stop != nil && u.Stop.ID == rc.Stop && u.Stop.State == protocol.StopReconciled
+		})
+	if st := got[2].Stop; !slices.Contains(st.CancelledDialogs, ed.Decision) {
+		t.Fatalf("stop %+v does not record the cancelled editor %s", got[2].Stop, ed.Decision)
+	}
+}
