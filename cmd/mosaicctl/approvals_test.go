@@ -234,3 +234,36 @@ func TestApprovalsOnRealPi(t *testing.T) {
 		t.Fatalf("stop %+v does not record the cancelled editor %s", got[2].Stop, ed.Decision)
 	}
 }
+
+// TestApproveVerb: `mosaicctl approve ID` lists the pending select with
+// its labels escaped (a newline or bidi control is shown, never laid
+// out); `approve --take ID --choice LABEL` answers it through the current
+// projection, and the extension receives exactly that label.
+func TestApproveVerb(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pc, ctl, obs := gateConversation(t, "approve", stubmodel.Script{Turns: []stubmodel.Turn{
+		{Tool: &stubmodel.ToolCall{Command: "echo GATE_SELECT ran"}}, {Text: []string{"after select"}},
+	}})
+	if _, err := ctl.Prompt(ctx, "select"); err != nil {
+		t.Fatal(err)
+	}
+	sel := next(ctx, t, obs, "the select", approvalIn(protocol.FormSelect, protocol.ApprovalPending)).Approval
+	list := mustRun(t, pc.bin, "approve", pc.id)
+	for _, want := range []string{sel.ID, "choice 4: multi^Jline", "<U+202E>gnp.exe<U+202C> (RLO label)", "^[[1mbold^[[0m"} {
+		if !strings.Contains(list, want) {
+			t.Fatalf("approve list lacks %q:\n%s", want, list)
+		}
+	}
+	if strings.ContainsAny(list, "\u202e\u001b") {
+		t.Fatalf("approve list writes raw controls:\n%q", list)
+	}
+	if r := run(t, pc.bin, "approve", "--take", pc.id, "--choice", "Allow"); r.code != 2 || !strings.Contains(r.stderr, protocol.CodeApprovalChoice) {
+		t.Fatalf("a label not among the options: exit %d, %s", r.code, r.stderr)
+	}
+	out := mustRun(t, pc.bin, "approve", "--take", pc.id, sel.Decision, "--choice", gateLabels[2])
+	if !strings.Contains(out, "resolved") {
+		t.Fatalf("approve said %q", out)
+	}
+	next(ctx, t, obs, "the extension's result", noticeText("RESULT select=\"\u202egnp.exe\u202c (RLO label)\""))
+}
