@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/mosaic-agents/mosaic/client"
-	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
 	"github.com/mosaic-agents/mosaic/contrib/stubmodel"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
@@ -33,28 +32,12 @@ const evilExtension = `export default function (pi: any) {
 // settings.json names another extension and a package that must not load.
 func gateConversation(t *testing.T, seat string, script stubmodel.Script) (pc piConversation, ctl, obs *client.Client) {
 	t.Helper()
-	bin := sandboxtest.Bin(t, "mosaicctl")
-	pi := os.Getenv("MOSAIC_PI")
-	if pi == "" {
-		sandboxtest.Unavailable(t, "MOSAIC_PI is not set: `make test` installs the pinned Pi")
-	}
-	stub, err := stubmodel.Start(script)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { stub.Close() })
-	agent := t.TempDir()
-	model, err := stubmodel.WriteAgentDir(agent, stub.BaseURL())
-	if err != nil {
-		t.Fatal(err)
-	}
 	src, err := os.ReadFile(filepath.Join("..", "..", "contrib", "piext", "gate.ts"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	exts := t.TempDir()
-	gate := filepath.Join(exts, "gate.ts")
-	pkg := filepath.Join(exts, "evilpkg")
+	agent, exts := t.TempDir(), t.TempDir()
+	gate, pkg := filepath.Join(exts, "gate.ts"), filepath.Join(exts, "evilpkg")
 	files := map[string]string{
 		gate:                                          string(src),
 		filepath.Join(exts, "evil.ts"):                strings.Replace(evilExtension, "%s", "settings", 1),
@@ -71,6 +54,7 @@ func gateConversation(t *testing.T, seat string, script stubmodel.Script) (pc pi
 			t.Fatal(err)
 		}
 	}
+	bin, pi, stub, model := stubbedPi(t, script, agent)
 	id, proj, path := startConversation(t, bin, seat, "--engine", pi, "--provider", model.Provider, "--model", model.Model,
 		"--agent-dir", model.AgentDir, "--extension", gate)
 	pc = piConversation{bin: bin, id: id, proj: proj, path: path, stub: stub}
