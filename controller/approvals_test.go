@@ -51,12 +51,20 @@ func (r *rig) responses() []map[string]any {
 	return out
 }
 
+// dialogOpen is what the queue's dispatch asks before it writes.
+func (r *rig) dialogOpen() bool {
+	r.ctrl.mu.Lock()
+	defer r.ctrl.mu.Unlock()
+	return r.ctrl.nativeDialogOpenLocked()
+}
+
 func answer(req string, gen float64, ap, choice string) map[string]any {
 	return map[string]any{"type": "approval", "request": req, "generation": gen, "approval": ap, "choice": choice}
 }
 
 // TestApprovalConfirmAnsweredOnce covers P1, H6 and H7: the exact title
-// reaches an observer, the binding says waiting-for-approval, an observer
+// reaches an observer, the binding says waiting-for-approval, the
+// controller says a native dialog is open until it is answered, an observer
 // and a non-native choice are refused with nothing written, the
 // controller's answer is one extension_ui_response with the native id and
 // a real boolean, a duplicate sends nothing more, a conflicting one
@@ -75,6 +83,9 @@ func TestApprovalConfirmAnsweredOnce(t *testing.T) {
 		return m["record"] == "binding" && m["engineState"] == protocol.EngineWaitingForApproval && m["pendingApprovals"] == 1.0
 	})
 
+	if !r.dialogOpen() {
+		t.Fatal("nativeDialogOpenLocked is false with the confirm open")
+	}
 	obs.refused(answer("a0", gen, id, "true"), protocol.CodeNotController)
 	ctl.refused(answer("a1", gen, id, "yes"), protocol.CodeApprovalChoice)
 	if n := len(r.responses()); n != 0 {
@@ -89,6 +100,9 @@ func TestApprovalConfirmAnsweredOnce(t *testing.T) {
 	seen := obs.await(func(m map[string]any) bool { return m["record"] == "approval-resolved" })
 	if seen["decision"] != decision || seen["chosen"] != "true" {
 		t.Fatalf("observer saw %v", seen)
+	}
+	if r.dialogOpen() {
+		t.Fatal("nativeDialogOpenLocked is still true after the answer")
 	}
 	again := ctl.must(answer("a3", gen, id, "true"), "approval-resolved") // H6
 	if again["chosen"] != "true" || again["request"] != "a3" {
