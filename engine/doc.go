@@ -115,10 +115,10 @@
 // spec. Under --no-extensions pinned Pi then loads those files and its
 // built-in hidden llama.cpp extension; settings.json extensions and
 // packages and auto-discovered ones are not loaded, and PI_OFFLINE=1
-// keeps it from installing anything. Alternatives weighed: a directory
-// per extension (its manifest can add skills under --no-skills), and a
-// controller-written agent dir (it would have to copy the user's
-// models.json and credentials, which Pi refreshes in place).
+// keeps it from installing anything; besides, the controller gives the
+// engine an agent directory of its own (controller/agentdir.go), so the
+// user's settings.json is never read. Alternative weighed: a directory
+// per extension (its manifest can add skills under --no-skills).
 //
 // Slash policy. Pinned Pi tests only index 0 of the raw message, so " /x"
 // is not interpreted by Pi itself; the policy still refuses a slash after

@@ -143,7 +143,7 @@ func convAddCommand() *cli.Command {
 			&cli.StringFlag{Name: "provider", Usage: "Pi --provider `NAME`"},
 			&cli.StringFlag{Name: "model", Usage: "Pi --model `NAME`"},
 			&cli.StringFlag{Name: "thinking", Usage: "Pi --thinking `LEVEL`"},
-			&cli.StringFlag{Name: "agent-dir", Usage: "Pi agent `DIR` (PI_CODING_AGENT_DIR); default Pi's ~/.pi/agent"},
+			&cli.StringFlag{Name: "agent-dir", Usage: "the Pi agent `DIR` whose models.json and auth.json the engine uses (default ~/.pi/agent); its settings.json and extensions are never loaded: the controller gives the engine an agent directory of its own"},
 			&cli.StringFlag{Name: "memory-max", Usage: "MemoryMax= of the engine's scope: `SIZE` in bytes with K, M, G, T suffixes (base 1024), N% of physical memory, or infinity; e.g. 4G"},
 			&cli.StringFlag{Name: "tasks-max", Usage: "TasksMax= of the engine's scope: a `COUNT`, N% of the system's task limit, or infinity"},
 			&cli.StringFlag{Name: "cpu-quota", Usage: "CPUQuota= of the engine's scope: `PERCENT` of one CPU, e.g. 200% for two CPUs"},
