@@ -21,7 +21,11 @@ const deadlineMargin = 250 * time.Millisecond
 // approval is one native decision of an execution and its current
 // projection. Guarded by Controller.mu.
 type approval struct {
-	rec      protocol.Approval
+	rec protocol.Approval
+	// prev is the projection the current one superseded: an answer to it
+	// is told which is current; older ones are forgotten (unknown), so
+	// takeovers do not grow the set.
+	prev     string
 	inRun    bool
 	deadline time.Time
 	timer    *time.Timer
@@ -205,6 +209,8 @@ func (c *Controller) reprojectLocked() {
 		old := a.rec
 		old.State, old.Reason, old.Record = protocol.ApprovalSuperseded, fmt.Sprintf("control moved to generation %d", c.st.generation), protocol.RecordApproval
 		c.broadcastLocked(old)
+		delete(x.approvals.projections, a.prev)
+		a.prev = old.ID
 		a.rec.ID, a.rec.Supersedes = newID("ap-"), old.ID
 		a.rec.Generation, a.rec.Controller = c.st.generation, c.st.controller
 		x.approvals.projections[a.rec.ID] = a
