@@ -39,6 +39,11 @@ func TestApprovalShownInert(t *testing.T) {
 	if s.Composer.Text() != "" {
 		t.Fatalf("keys reached the composer: %q", s.Composer.Text())
 	}
+	for k, want := range map[KeyKind]Action{KeyTakeControl: ActTakeControl, KeyInterrupt: ActInterrupt, KeyForceStop: ActForceStop} {
+		if act, _ := s.Handle(Key{Kind: k}); act != want {
+			t.Fatalf("control key %v while an approval shows: %v, want %v", k, act, want)
+		}
+	}
 	if act, c := s.Handle(Key{Kind: KeyText, Text: "2"}); act != ActApprove || c != labels[1] {
 		t.Fatalf("2: %v %q", act, c)
 	}

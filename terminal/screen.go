@@ -140,7 +140,7 @@ func (s *Screen) Handle(k Key) (Action, string) {
 	if s.dialog != nil {
 		return s.answer(k), ""
 	}
-	if s.approval != nil {
+	if s.approval != nil && !actionKey(k) {
 		return s.approve(k)
 	}
 	legend := s.legend
@@ -203,17 +203,25 @@ func (s *Screen) answer(k Key) Action {
 	return ActNone
 }
 
-// approve takes a key while an approval shows: a choice key answers it
-// (the loop sends it; the approval stays until the controller says it is
-// resolved), Esc hides it, and the quit keys still quit.
+// actionKey reports whether k is a control key that acts while an
+// approval shows (take control, interrupt, stop, recover, reconnect,
+// scroll, quit); typing keys go to the approval, never to the composer.
+func actionKey(k Key) bool {
+	switch k.Kind {
+	case KeyQuit, KeyTakeControl, KeyInterrupt, KeyReconnect, KeyForceStop, KeyRecover, KeyPageUp, KeyPageDown:
+		return true
+	}
+	return false
+}
+
+// approve takes a typing key while an approval shows: a choice key
+// answers it (the loop sends it; the approval stays until the controller
+// says it is resolved), Esc hides it, anything else does nothing.
 func (s *Screen) approve(k Key) (Action, string) {
-	switch {
-	case k.Kind == KeyEscape:
+	if k.Kind == KeyEscape {
 		s.notice = fmt.Sprintf("approval %s hidden; it stays %s (mosaicctl approve lists it)", s.approval.Approval.ID, s.approval.Approval.State)
 		s.approval = nil
 		return ActNone, ""
-	case k.Kind == KeyQuit:
-		return ActQuit, ""
 	}
 	if c, ok := s.approval.choice(k); ok {
 		s.notice = "answering…"
