@@ -53,7 +53,9 @@ func TestAttachApprovalInTmux(t *testing.T) {
 	}
 	p.keys("3") // an observer's digit answers nothing
 	p.keys("C-t")
-	p.wait("the controller's keys", func(rows []string) bool { return strings.Contains(strings.Join(rows, "\n"), "1-3 answers with exactly that choice") })
+	p.wait("the controller's keys", func(rows []string) bool {
+		return strings.Contains(strings.Join(rows, "\n"), "1-3 answers with exactly that choice")
+	})
 	p.keys("3")
 	waitFor(t, func() bool { return len(responsesIn(stdinLog)) > 0 })
 	waitFor(t, func() bool { return lib.runs() >= 1 })
