@@ -1,12 +1,15 @@
 package controller
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/mosaic-agents/mosaic/contrib/fakepi"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
@@ -289,5 +292,96 @@ func TestForceStopCancelsOpenDialog(t *testing.T) {
 		if resp["cancelled"] != true {
 			t.Fatalf("engine read %v; want only a cancel", resp)
 		}
+	}
+}
+
+// TestApprovalInterruptRace lands on the fake Pi's pause point before its
+// abort response (pinned Pi's abort waits there for a dialog whose
+// extension took no signal): the interrupt is still cancelling, the
+// approval is already uncertain, the engine has read the cancel of the
+// open dialog, and an answer now refuses approval-closed with nothing
+// written; released, the interrupt reconciles.
+func TestApprovalInterruptRace(t *testing.T) {
+	r := newRig(t, dialogScript(t, map[string]any{"method": "confirm", "title": "Allow?", "message": "rm"}), nil)
+	ctl, obs, gen, ap := pendingApproval(t, r)
+	fc := r.fakeControl()
+	ctx := context.Background()
+	if err := fc.Arm(ctx, fakepi.PointBeforeAbortResponse); err != nil {
+		t.Fatal(err)
+	}
+	ctl.send(map[string]any{"type": "interrupt", "request": "i1", "generation": gen})
+	if _, err := fc.Wait(ctx, fakepi.PointBeforeAbortResponse); err != nil {
+		t.Fatal(err)
+	}
+	obs.await(func(m map[string]any) bool { return m["record"] == "approval" && m["id"] == ap["id"] && m["state"] == "uncertain" })
+	waitUntil(t, func() bool { return len(r.responses()) == 1 })
+	if resp := r.responses(); resp[0]["cancelled"] != true || resp[0]["id"] != ap["decision"] {
+		t.Fatalf("while the abort is unanswered the engine read %v; want the cancel", resp)
+	}
+	r.ctrl.mu.Lock()
+	state := r.ctrl.st.stop.State
+	r.ctrl.mu.Unlock()
+	if state != protocol.StopCancelling {
+		t.Fatalf("stop is %s while the abort is unanswered", state)
+	}
+	ctl.refused(answer("a1", gen, ap["id"].(string), "true"), protocol.CodeApprovalClosed)
+	if err := fc.Release(ctx, fakepi.PointBeforeAbortResponse); err != nil {
+		t.Fatal(err)
+	}
+	rc := ctl.await(func(m map[string]any) bool { return m["record"] == "receipt" && m["request"] == "i1" })
+	if rc["state"] != "reconciled" {
+		t.Fatalf("interrupt receipt %v", rc)
+	}
+	if n := len(r.responses()); n != 1 {
+		t.Fatalf("%d responses; want only the cancel", n)
+	}
+}
+
+func waitUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	for i := 0; !cond(); i++ {
+		if i > 1500 {
+			t.Fatal("condition not met within the bound")
+		}
+		sleep20()
+	}
+}
+
+// TestApprovalAnswerRacesTakeover (H5): a takeover that arrives while an
+// answer is between its checks and its engine write waits for the write
+// (both hold the dispatch lock): the answer resolves the decision for the
+// controller that checked it, the takeover then commits, and a decision
+// already resolved is not re-projected; the engine reads one response.
+func TestApprovalAnswerRacesTakeover(t *testing.T) {
+	r := newRig(t, dialogScript(t, map[string]any{"method": "confirm", "title": "Allow?", "message": "rm"}), nil)
+	ctl, obs, gen, ap := pendingApproval(t, r)
+	next := r.dial()
+	r.ctrl.test.beforeAnswer = func() {
+		next.send(map[string]any{"type": "takeover", "request": "t2", "generation": gen})
+		time.Sleep(200 * time.Millisecond) // the takeover reaches the dispatch lock meanwhile
+	}
+	res := ctl.must(answer("a1", gen, ap["id"].(string), "true"), "approval-resolved")
+	if by := res["resolvedBy"].(map[string]any); by["connection"] != ctl.id || by["generation"] != gen {
+		t.Fatalf("resolution %v", res)
+	}
+	next.await(func(m map[string]any) bool { return m["record"] == "control" && m["request"] == "t2" })
+	var order []string
+	obs.await(func(m map[string]any) bool {
+		switch {
+		case m["record"] == "approval-resolved":
+			order = append(order, "resolved")
+		case m["record"] == "control":
+			order = append(order, "control")
+		case m["record"] == "approval" && m["supersedes"] != nil:
+			t.Fatalf("a resolved decision was re-projected: %v", m)
+		}
+		return len(order) == 2
+	})
+	if order[0] != "resolved" {
+		t.Fatalf("the observer saw %v; the takeover committed before the answer's write", order)
+	}
+	obs.settled()
+	if resp := r.responses(); len(resp) != 1 || resp[0]["confirmed"] != true {
+		t.Fatalf("engine read %v", resp)
 	}
 }

@@ -56,6 +56,7 @@ func (c *Controller) approve(ctx context.Context, k *conn, cmd *protocol.Command
 	// client) and inside the dispatch lock (no takeover, no other answer).
 	decision := a.rec.Decision
 	c.mu.Unlock()
+	run(c.test.beforeAnswer)
 	err := x.conn.Answer(decision, cmd.Choice)
 	c.mu.Lock()
 	switch {
