@@ -313,7 +313,9 @@ func TestApprovalInterruptRace(t *testing.T) {
 	if _, err := fc.Wait(ctx, fakepi.PointBeforeAbortResponse); err != nil {
 		t.Fatal(err)
 	}
-	obs.await(func(m map[string]any) bool { return m["record"] == "approval" && m["id"] == ap["id"] && m["state"] == "uncertain" })
+	obs.await(func(m map[string]any) bool {
+		return m["record"] == "approval" && m["id"] == ap["id"] && m["state"] == "uncertain"
+	})
 	waitUntil(t, func() bool { return len(r.responses()) == 1 })
 	if resp := r.responses(); resp[0]["cancelled"] != true || resp[0]["id"] != ap["decision"] {
 		t.Fatalf("while the abort is unanswered the engine read %v; want the cancel", resp)
