@@ -219,7 +219,8 @@ func TestApprovalsOnRealPi(t *testing.T) {
 	}
 }
 
-// TestApproveVerb: `mosaicctl approve ID` lists the pending select with
+// TestApproveVerb: `mosaicctl status` says the turn is
+// waiting-for-approval; `mosaicctl approve ID` lists the pending select with
 // its labels escaped (a newline or bidi control is shown, never laid
 // out); `approve --take ID --choice LABEL` answers it through the current
 // projection, and the extension receives exactly that label.
@@ -233,6 +234,9 @@ func TestApproveVerb(t *testing.T) {
 		t.Fatal(err)
 	}
 	sel := next(ctx, t, obs, "the select", approvalIn(protocol.FormSelect, protocol.ApprovalPending)).Approval
+	if st := mustRun(t, pc.bin, "status", pc.id); !strings.Contains(st, protocol.EngineWaitingForApproval) {
+		t.Fatalf("status does not say the turn waits for an approval:\n%s", st)
+	}
 	list := mustRun(t, pc.bin, "approve", pc.id)
 	for _, want := range []string{sel.ID, "choice 4: multi^Jline", "<U+202E>gnp.exe<U+202C> (RLO label)", "^[[1mbold^[[0m"} {
 		if !strings.Contains(list, want) {
