@@ -120,24 +120,13 @@ func TestApprovalsOnRealPi(t *testing.T) {
 		t.Helper()
 		return next(ctx, t, obs, what, func(u client.Update) bool { noEvil(t, u); return ok(u) })
 	}
-	// all waits for every predicate, in any order: broadcasts and events
-	// travel on different queues of a connection.
 	all := func(what string, oks ...func(client.Update) bool) []client.Update {
 		t.Helper()
-		got := make([]client.Update, len(oks))
-		left := len(oks)
-		next(ctx, t, obs, what, func(u client.Update) bool {
-			noEvil(t, u)
-			for i, ok := range oks {
-				if got[i].Raw == nil && ok(u) {
-					got[i] = u
-					left--
-					break
-				}
-			}
-			return left == 0
-		})
-		return got
+		checked := make([]func(client.Update) bool, len(oks))
+		for i, ok := range oks {
+			checked[i] = func(u client.Update) bool { noEvil(t, u); return ok(u) }
+		}
+		return nextAll(ctx, t, obs, what, checked...)
 	}
 	settled := func(u client.Update) bool { return u.Event != nil && u.Event.Kind == protocol.EventRunSettled }
 
@@ -254,4 +243,62 @@ func TestApproveVerb(t *testing.T) {
 		t.Fatalf("approve said %q", out)
 	}
 	next(ctx, t, obs, "the extension's result", noticeText("RESULT select=\"\u202egnp.exe\u202c (RLO label)\""))
+}
+
+// TestApprovalToolAbortOnRealPi (P6): the gate's own tool raises a confirm
+// without passing the tool's signal, the case where pinned Pi's abort
+// waits until the dialog is answered. An interrupt leaves the approval
+// uncertain (never denied by mosaic), cancels the dialog right after its
+// abort so the abort completes, records that on the stop, and the
+// extension sees Pi's cancel value (false).
+func TestApprovalToolAbortOnRealPi(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	_, ctl, obs := gateConversation(t, "ask", stubmodel.Script{Turns: []stubmodel.Turn{
+		{Tool: &stubmodel.ToolCall{Name: "mosaic_ask", Args: json.RawMessage(`{"question":"Deploy <b>now</b>?\nsure"}`)}},
+		{Text: []string{"after ask"}},
+	}})
+	if _, err := ctl.Prompt(ctx, "ask"); err != nil {
+		t.Fatal(err)
+	}
+	ask := next(ctx, t, obs, "the tool's confirm", approvalIn(protocol.FormConfirm, protocol.ApprovalPending)).Approval
+	if ask.Title != "mosaic_ask" || ask.Message != "Deploy <b>now</b>?\nsure" {
+		t.Fatalf("the tool's confirm %+v", ask)
+	}
+	rc, err := ctl.Interrupt(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rc.State != protocol.ReceiptReconciled {
+		t.Fatalf("interrupt receipt %+v", rc)
+	}
+	got := nextAll(ctx, t, obs, "uncertain, the result and the stop",
+		func(u client.Update) bool { return u.Approval != nil && u.Approval.Decision == ask.Decision && u.Approval.State != protocol.ApprovalPending },
+		noticeText("RESULT ask=false"),
+		func(u client.Update) bool { return u.Stop != nil && u.Stop.ID == rc.Stop && u.Stop.State == protocol.StopReconciled })
+	if a := got[0].Approval; a.State != protocol.ApprovalUncertain || a.Chosen != "" || a.ResolvedBy != nil {
+		t.Fatalf("after the interrupt the approval is %+v; want uncertain, nobody chose", a)
+	}
+	if st := got[2].Stop; !slices.Contains(st.CancelledDialogs, ask.Decision) {
+		t.Fatalf("stop %+v does not record the cancelled confirm", st)
+	}
+}
+
+// nextAll reads c's updates until each predicate matched one, in any
+// order (broadcasts and events travel on different queues of a
+// connection), and returns the matches in the predicates' order.
+func nextAll(ctx context.Context, t *testing.T, c *client.Client, what string, oks ...func(client.Update) bool) []client.Update {
+	t.Helper()
+	got := make([]client.Update, len(oks))
+	left := len(oks)
+	next(ctx, t, c, what, func(u client.Update) bool {
+		for i, ok := range oks {
+			if got[i].Raw == nil && ok(u) {
+				got[i], left = u, left-1
+				break
+			}
+		}
+		return left == 0
+	})
+	return got
 }
