@@ -273,9 +273,13 @@ func TestApprovalToolAbortOnRealPi(t *testing.T) {
 		t.Fatalf("interrupt receipt %+v", rc)
 	}
 	got := nextAll(ctx, t, obs, "uncertain, the result and the stop",
-		func(u client.Update) bool { return u.Approval != nil && u.Approval.Decision == ask.Decision && u.Approval.State != protocol.ApprovalPending },
+		func(u client.Update) bool {
+			return u.Approval != nil && u.Approval.Decision == ask.Decision && u.Approval.State != protocol.ApprovalPending
+		},
 		noticeText("RESULT ask=false"),
-		func(u client.Update) bool { return u.Stop != nil && u.Stop.ID == rc.Stop && u.Stop.State == protocol.StopReconciled })
+		func(u client.Update) bool {
+			return u.Stop != nil && u.Stop.ID == rc.Stop && u.Stop.State == protocol.StopReconciled
+		})
 	if a := got[0].Approval; a.State != protocol.ApprovalUncertain || a.Chosen != "" || a.ResolvedBy != nil {
 		t.Fatalf("after the interrupt the approval is %+v; want uncertain, nobody chose", a)
 	}
