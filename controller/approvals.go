@@ -13,6 +13,12 @@ import (
 // (resolved, resolved natively, uncertain and no longer open) go first.
 const maxApprovals = 256
 
+// maxApprovalText bounds the render data an approval keeps (title,
+// message and choices together): 256 decisions of at most 64 KiB each. A
+// larger dialog cannot be shown whole, so it is disabled and keeps only
+// a 1 KiB prefix of its title and message.
+const maxApprovalText = 64 << 10
+
 // deadlineMargin is taken off a native timeout: Pi starts its timer before
 // it writes the request, and drops an answer that arrives after it
 // silently, so an answer too close to the end could be lost unseen.
@@ -96,9 +102,14 @@ func (c *Controller) dialogOpened(x *execution, ui *protocol.NativeUI) {
 		a.rec.State = protocol.ApprovalDisabled
 		a.rec.Reason = fmt.Sprintf("a native %s form asks for free text; mosaic answers only confirm and select with the engine's exact choices, so nothing is sent", ui.Method)
 	}
-	if ui.Cut {
+	size := len(ui.Title) + len(ui.Message)
+	for _, o := range ui.Options {
+		size += len(o)
+	}
+	if ui.Cut || size > maxApprovalText {
 		a.rec.State, a.rec.Choices = protocol.ApprovalDisabled, []string{}
-		a.rec.Reason = "the dialog's text was too large to carry whole; what cannot be shown whole cannot be answered"
+		a.rec.Title, a.rec.Message = clipTo(ui.Title, 1<<10), clipTo(ui.Message, 1<<10)
+		a.rec.Reason = fmt.Sprintf("the dialog's text (%d bytes) is too large to show whole; what cannot be shown whole cannot be answered", size)
 	}
 	if ui.TimeoutMS > 0 {
 		a.deadline = time.Now().Add(time.Duration(ui.TimeoutMS)*time.Millisecond - deadlineMargin)

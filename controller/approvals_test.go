@@ -387,3 +387,19 @@ func TestApprovalAnswerRacesTakeover(t *testing.T) {
 		t.Fatalf("engine read %v", resp)
 	}
 }
+
+// TestApprovalTooLargeDisabled: a dialog whose text passes the bound an
+// approval keeps cannot be shown whole, so it is disabled with a reason,
+// keeps only a prefix, and refuses an answer with nothing written.
+func TestApprovalTooLargeDisabled(t *testing.T) {
+	r := newRig(t, dialogScript(t, map[string]any{"method": "select", "title": strings.Repeat("T", 70<<10), "options": []string{"Allow", "Block"}, "timeout": 700}), nil)
+	ctl, obs, gen, ap := pendingApproval(t, r)
+	if ap["state"] != "disabled" || len(ap["choices"].([]any)) != 0 || len(ap["title"].(string)) > 2<<10 || !strings.Contains(ap["reason"].(string), "too large") {
+		t.Fatalf("large approval: state %v, %d title bytes, reason %v", ap["state"], len(ap["title"].(string)), ap["reason"])
+	}
+	ctl.refused(answer("a1", gen, ap["id"].(string), "Allow"), protocol.CodeApprovalClosed)
+	obs.settled()
+	if n := len(r.responses()); n != 0 {
+		t.Fatalf("%d responses written for a disabled dialog", n)
+	}
+}
