@@ -127,9 +127,11 @@
 //     engine's exit makes every live approval uncertain, never denied; the
 //     stop chains cancel the open dialogs (engine) and record them on the
 //     stop (cancelledDialogs) and the approvals (cancelled).
-//   - input and editor, a dialog whose text framing cut, and one past the
-//     bound of 256 decisions an execution keeps (closed ones are forgotten
-//     first) are disabled with a reason and never answered.
+//   - input and editor, a dialog whose text framing cut or that holds
+//     more than 64 KiB of render data (a 1 KiB prefix is kept), and one
+//     past the bound of 256 decisions an execution keeps (closed ones are
+//     forgotten first) are disabled with a reason and never answered;
+//     memory is at most 256 × 64 KiB an execution.
 //   - A takeover re-projects every live decision (pending, disabled,
 //     uncertain): the old projection is broadcast superseded, then the new
 //     one; nothing is sent to the engine.
