@@ -58,6 +58,20 @@ func gateConversation(t *testing.T, seat string, script stubmodel.Script) (pc pi
 	id, proj, path := startConversation(t, bin, seat, "--engine", pi, "--provider", model.Provider, "--model", model.Model,
 		"--agent-dir", model.AgentDir, "--extension", gate)
 	pc = piConversation{bin: bin, id: id, proj: proj, path: path, stub: stub}
+	// The project is the agent's to write: its own settings.json and
+	// extensions must not widen the seal either (the engine starts on
+	// the first connection, below).
+	for p, body := range map[string]string{
+		filepath.Join(proj, ".pi", "settings.json"):         `{"extensions":["` + filepath.Join(exts, "evil.ts") + `"],"packages":["` + pkg + `"]}`,
+		filepath.Join(proj, ".pi", "extensions", "proj.ts"): strings.Replace(evilExtension, "%s", "project", 1),
+	} {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	ctl, obs = dialE2E(ctx, t, path), dialE2E(ctx, t, path)
@@ -104,9 +118,10 @@ func noEvil(t *testing.T, u client.Update) {
 
 // TestApprovalsOnRealPi runs P1, P2, P3, P4/H8, P6 and the
 // fire-and-forget notices against the pinned Pi with the stub model and
-// the reviewed gate extension pinned with --extension, while settings.json
-// names an extension and a package and the agent directory holds an
-// auto-discovered one: none of those loads (the seal).
+// the reviewed gate extension pinned with --extension, while the user's
+// and the project's settings.json name an extension and a package and
+// both agent and project directories hold an auto-discovered one: none of
+// those loads (the seal).
 func TestApprovalsOnRealPi(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
