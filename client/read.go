@@ -89,6 +89,8 @@ func answers(cmd, kind string) bool {
 		return cmd == protocol.CmdIssueConfirmation || cmd == protocol.CmdAnswerConfirmation
 	case protocol.RecordEligibility:
 		return cmd == protocol.CmdRecover
+	case protocol.RecordApprovalResolved:
+		return cmd == protocol.CmdApproval
 	}
 	return !known(cmd)
 }
@@ -98,7 +100,7 @@ func known(cmd string) bool {
 	switch cmd {
 	case protocol.CmdObserve, protocol.CmdTakeover, protocol.CmdAcquireRecoveryControl,
 		protocol.CmdPrompt, protocol.CmdInterrupt, protocol.CmdForceStop, protocol.CmdLaunch,
-		protocol.CmdIssueConfirmation, protocol.CmdAnswerConfirmation, protocol.CmdRecover:
+		protocol.CmdIssueConfirmation, protocol.CmdAnswerConfirmation, protocol.CmdRecover, protocol.CmdApproval:
 		return true
 	}
 	return false
@@ -110,5 +112,5 @@ func replyOf(u *Update) (*Reply, error) {
 		return nil, refusalOf(u.Refusal)
 	}
 	return &Reply{Record: u.Record, Observed: u.Observed, Control: u.Control, Receipt: u.Receipt,
-		Confirmation: u.Confirmation, Eligibility: u.Eligibility, Page: u.Page, Raw: u.Raw}, nil
+		Confirmation: u.Confirmation, Eligibility: u.Eligibility, Page: u.Page, Approval: u.Approval, Raw: u.Raw}, nil
 }

@@ -33,6 +33,8 @@ type Update struct {
 	Page         *protocol.PageRecord
 	Refusal      *protocol.RefusalRecord
 	Welcome      *protocol.Welcome
+	// Approval is set for approval and approval-resolved records.
+	Approval *protocol.Approval
 
 	// Reply is set when the record answered a request of this client.
 	Reply bool
@@ -63,6 +65,8 @@ func (u *Update) request() string {
 		return u.Page.Request
 	case u.Refusal != nil:
 		return u.Refusal.Request
+	case u.Approval != nil:
+		return u.Approval.Request
 	}
 	return ""
 }
@@ -121,6 +125,9 @@ func decodeRecord(line []byte) (Update, error) {
 	case protocol.RecordPage:
 		u.Page = new(protocol.PageRecord)
 		v = u.Page
+	case protocol.RecordApproval, protocol.RecordApprovalResolved:
+		u.Approval = new(protocol.Approval)
+		v = u.Approval
 	default:
 		return u, nil
 	}

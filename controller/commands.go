@@ -48,9 +48,7 @@ func (c *Controller) handlers() map[string]handler {
 		protocol.CmdAnswerConfirmation:     c.answerConfirmation,
 		protocol.CmdRecover:                c.recover,
 		protocol.CmdLaunch:                 c.launchCmd,
-		protocol.CmdApproval: func(context.Context, *conn, *protocol.Command) (*outcome, error) {
-			return nil, protocol.Refuse(protocol.CodeUnsupported, "native dialogs are shown disabled in this version; nothing answers them")
-		},
+		protocol.CmdApproval:               c.approve,
 	}
 }
 

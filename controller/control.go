@@ -99,6 +99,7 @@ func (c *Controller) commitControlLocked(k *conn, request, how string) protocol.
 			cf.rec.State = protocol.ConfirmationExpired
 		}
 	}
+	c.reprojectLocked()
 	rec := protocol.ControlRecord{Record: protocol.RecordControl, Request: request, Generation: c.st.generation, Controller: k.id, Mode: "controller", Revoked: old}
 	for _, other := range c.conns {
 		if other.hello && other != k {

@@ -118,6 +118,9 @@ type hooks struct {
 	// afterInterrupt runs in an interrupt after the engine answered and
 	// before the outcome is recorded, so an engine exit can land there.
 	afterInterrupt func()
+	// beforeAnswer runs in an approval answer after its checks and before
+	// the engine write, with the dispatch lock held and mu released.
+	beforeAnswer func()
 }
 
 // run calls a hook that is set.
@@ -202,6 +205,10 @@ func (c *Controller) bindingLocked() protocol.Binding {
 		b.Scope = x.handle.Cohort.Unit
 		b.EngineState = x.engineState()
 		b.EngineEnd = x.end
+		b.PendingApprovals = c.pendingApprovalsLocked()
+		if b.PendingApprovals > 0 && (b.EngineState == "busy" || b.EngineState == "idle") {
+			b.EngineState = protocol.EngineWaitingForApproval
+		}
 	}
 	return b
 }

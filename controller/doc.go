@@ -98,4 +98,48 @@
 //     engineEnd (exit status, load check failure, stderr tail) and the
 //     journal entry carries EXIT_STATUS and ENGINE_STDERR; an exit waits
 //     at most 500 ms for the pipe to end, since a descendant may hold it.
+//
+// # Native decisions (approvals.go, approve.go)
+//
+// A native confirm or select the engine opens becomes an approval: the
+// native decision id (opaque, engine-neutral), a projection id issued per
+// controller generation, the exact title, message and choices, the
+// deadline and a state. Choices where the contract is silent:
+//
+//   - Only the current controller answers, at its generation, under the
+//     dispatch lock (so a takeover either committed first and the answer
+//     refuses revoked, or waits for the write), through the current
+//     projection (an older one refuses approval-superseded and names the
+//     new one), with exactly one native choice (approval-choice; checked
+//     where the response is built, engine.Conn.Answer).
+//   - The same choice again under another request id answers the same
+//     approval-resolved record and writes nothing (H6); another choice
+//     refuses approval-conflict (H7). The record goes to every client.
+//   - No cancel is offered. A confirm's cancel is false, already a
+//     choice; a select's cancel reaches the extension as undefined, whose
+//     meaning the extension alone decides (it could mean allow).
+//   - The deadline is the native timeout less 250 ms from when the
+//     request was read (Pi starts its timer first and drops a late answer
+//     silently). At the deadline, or when an answer comes after it, the
+//     approval becomes uncertain; it becomes resolved-natively, with
+//     evidence and no chooser, when the run that raised it settles and the
+//     engine no longer holds the dialog. An interrupt, a force stop or the
+//     engine's exit makes every live approval uncertain, never denied; the
+//     stop chains cancel the open dialogs (engine) and record them on the
+//     stop (cancelledDialogs) and the approvals (cancelled).
+//   - input and editor, a dialog whose text framing cut or that holds
+//     more than 64 KiB of render data (a 1 KiB prefix is kept), and one
+//     past the bound of 256 decisions an execution keeps (closed ones are
+//     forgotten first) are disabled with a reason and never answered;
+//     memory is at most 256 × 64 KiB an execution.
+//   - A takeover re-projects every live decision (pending, disabled,
+//     uncertain): the old projection is broadcast superseded, then the new
+//     one; nothing is sent to the engine.
+//   - observe answers the live projections (Observed.Approvals); the
+//     binding counts the pending ones and shows engineState
+//     waiting-for-approval while any is pending.
+//   - nativeDialogOpenLocked tells dispatch of queued input whether the
+//     engine holds a dialog open (pinned Pi runs a prompt beside one).
+//   - The fire-and-forget methods become notices whose detail holds the
+//     untrusted text; set_editor_text is shown, never put in a composer.
 package controller

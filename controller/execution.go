@@ -21,6 +21,9 @@ type execution struct {
 	// stop or failed its load check. Both guarded by Controller.mu.
 	stderr *stderrTail
 	end    *protocol.EngineEnd
+	// approvals are the native decisions its engine raised (approvals.go);
+	// guarded by Controller.mu.
+	approvals approvalSet
 }
 
 // engineState is the binding's engineState for an execution: orphan when

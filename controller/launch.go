@@ -44,11 +44,16 @@ func (c *Controller) spec(cv *conversations.Conversation) (engine.Spec, error) {
 		return engine.Spec{}, protocol.Refuse(protocol.CodeConfiguration,
 			"conversation %s has no engine; add it again with `mosaicctl conv add --engine PATH --replace`", cv.ID)
 	}
+	agent, err := c.ownAgentDir(cv)
+	if err != nil {
+		return engine.Spec{}, err
+	}
 	cfg := engine.Config{
 		Pin:         pinOf(e),
 		Seal:        engine.Seal{Session: cv.Session, Provider: e.Provider, Model: e.Model, Thinking: e.Thinking},
-		AgentDir:    e.AgentDir,
+		AgentDir:    agent,
 		ProjectRoot: cv.Project,
+		Extensions:  e.Pins(),
 	}
 	return engine.Command(cfg, os.Environ()) // checks the pin first
 }

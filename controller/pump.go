@@ -14,15 +14,24 @@ import (
 )
 
 // pump moves the engine's events to the bus, in order, until the engine's
-// stdout ends. Native dialogs are shown disabled and never answered.
+// stdout ends. A native dialog becomes an approval and a fire-and-forget
+// update a notice before its event goes out; a dialog request the adapter
+// could not read is shown disabled and never answered.
 func (c *Controller) pump(x *execution) {
 	for ev := range x.conn.Events() {
-		if ev.Kind == protocol.EventUnavailable && ev.Native == "extension_ui_request" {
+		switch {
+		case ev.UI != nil && protocol.IsForm(ev.UI.Method):
+			c.dialogOpened(x, ev.UI)
+		case ev.UI != nil:
+			c.uiNotice(ev.UI)
+		case ev.Kind == protocol.EventUnavailable && ev.Native == "extension_ui_request":
 			c.mu.Lock()
 			c.st.dialogSeen = true
 			c.broadcastLocked(protocol.Notice{Record: protocol.RecordNotice, Kind: protocol.NoticeDialog,
-				Message: "the engine opened a dialog; dialogs are not supported yet, so it is shown disabled and nobody answers it"})
+				Message: "the engine opened a dialog mosaic cannot read whole; it is shown disabled and nobody answers it"})
 			c.mu.Unlock()
+		case ev.Kind == protocol.EventRunSettled:
+			c.runSettled(x, ev.Seq)
 		}
 		c.bus.publish(ev)
 		if ev.Kind == protocol.EventUnavailable && ev.Native == "" && (ev.Reason == protocol.ReasonLineTooLong || ev.Reason == protocol.ReasonUndecodable) {
@@ -55,6 +64,7 @@ func (c *Controller) watchExit(x *execution) {
 	c.st.binding = protocol.BindingUncertain
 	c.closeAdmissionLocked(fmt.Sprintf("the engine of execution %s exited (%s); that is not a stop: force stop to prove the cohort ended", x.id, end.Status))
 	c.markUncertainLocked("engine exited without a stop")
+	c.unsettleLocked(x, "the engine exited with the dialog open")
 	c.publishBindingLocked()
 	c.audit(audit.Transition, nil, c.st.reason+endSummary(end), endFields(end, map[string]string{"EXECUTION": x.id, "STATE": protocol.BindingUncertain}))
 }

@@ -60,6 +60,7 @@ func (c *Controller) interrupt(ctx context.Context, k *conn, cmd *protocol.Comma
 	s := &protocol.Stop{Record: protocol.RecordStop, ID: newID("s-"), Kind: protocol.StopInterrupt, Execution: x.id}
 	c.st.stop, c.st.stopRunning = s, true
 	c.closeAdmissionLocked("interrupt " + s.ID + " in progress")
+	c.unsettleLocked(x, "interrupt "+s.ID+" began while the dialog was open; its outcome is left to native evidence")
 	c.transitionLocked(s, protocol.StopFenced, "admission closed")
 	c.publishBindingLocked()
 	gen := c.st.generation
@@ -85,8 +86,10 @@ func (c *Controller) cancelTurn(ctx context.Context, k *conn, cmd *protocol.Comm
 		return c.stopReceipt(k, cmd, s, gen)
 	}
 	s.TurnProof, _ = json.Marshal(proof)
+	s.CancelledDialogs = proof.CancelledDialogs
+	c.cancelledLocked(x, proof.CancelledDialogs, "interrupt "+s.ID)
 	s.Effects = effectReport(proof.Effects)
-	s.ApprovalDisposition = c.approvalLocked()
+	s.ApprovalDisposition = c.approvalDispositionLocked()
 	c.st.stopRunning = false
 	if err != nil || proof.Uncertain || x.exited {
 		why := fmt.Sprint(proof.Reasons)
@@ -142,13 +145,6 @@ func effectReport(open []engine.Effect) *protocol.EffectReport {
 		r.Disposition = protocol.DispositionUncertain
 	}
 	return r
-}
-
-func (c *Controller) approvalLocked() string {
-	if c.st.dialogSeen {
-		return protocol.DispositionUncertain
-	}
-	return protocol.DispositionResolved
 }
 
 func (c *Controller) stopReceipt(k *conn, cmd *protocol.Command, s *protocol.Stop, gen int64) protocol.Receipt {
@@ -212,6 +208,7 @@ func (c *Controller) forceStop(ctx context.Context, k *conn, cmd *protocol.Comma
 	c.st.stop, c.st.stopRunning, c.st.forceRunning = s, true, true
 	c.st.binding = protocol.BindingStopping
 	c.closeAdmissionLocked("force stop " + s.ID + " in progress")
+	c.unsettleLocked(x, "force stop "+s.ID+" began while the dialog was open; its outcome is not known")
 	c.transitionLocked(s, protocol.StopFenced, "admission closed")
 	c.publishBindingLocked()
 	gen := c.st.generation
@@ -239,11 +236,31 @@ func (c *Controller) killCohort(k *conn, cmd *protocol.Command, x *execution, s 
 		c.stopping.add(1)
 	}
 	run(c.test.inKill)
+	c.cancelDialogs(x, s)
 	res := x.handle.Stop(ctx, scopes.StopOptions{Stop: s.ID, Grace: c.cfg.Grace})
 	c.finishStop(ctx, x, s, res)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.stopReceipt(k, cmd, s, gen)
+}
+
+// cancelDialogs cancels every native dialog the engine still holds before
+// a force stop signals it, so an extension that waits on one lets the
+// engine end, and records that on the stop and the approvals.
+func (c *Controller) cancelDialogs(x *execution, s *protocol.Stop) {
+	if x.conn == nil {
+		return
+	}
+	ids, _ := x.conn.Cancel()
+	if len(ids) == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s.CancelledDialogs = append(s.CancelledDialogs, ids...)
+	c.cancelledLocked(x, ids, "force stop "+s.ID)
+	c.audit(audit.Transition, nil, fmt.Sprintf("force stop %s cancelled %d native dialog(s) before signalling the cohort", s.ID, len(ids)),
+		map[string]string{"STOP": s.ID, "DIALOGS": fmt.Sprint(ids)})
 }
 
 // conclude finishes a stop a restarted controller resumes (K10) or an
@@ -306,7 +323,7 @@ func (c *Controller) finishStop(ctx context.Context, x *execution, s *protocol.S
 		s.Effects.Uncertain = append(s.Effects.Uncertain, protocol.Effect{Reason: "stream-not-observed"})
 		s.Effects.Disposition = protocol.DispositionUncertain
 	}
-	s.ApprovalDisposition = c.approvalLocked()
+	s.ApprovalDisposition = c.approvalDispositionLocked()
 	c.st.stopRunning, c.st.forceRunning = false, false
 	switch {
 	case proof != nil:

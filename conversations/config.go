@@ -4,7 +4,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"path/filepath"
+	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/mosaic-agents/mosaic/protocol"
@@ -44,6 +46,16 @@ type Engine struct {
 	Thinking      string `toml:"thinking"`
 	// AgentDir is passed as PI_CODING_AGENT_DIR; empty means Pi's default.
 	AgentDir string `toml:"agent_dir"`
+	// Extensions are the reviewed extension files admitted into the seal,
+	// each pinned by real path and SHA-256 (engine.PinExtension) and
+	// checked before every spawn.
+	Extensions []Extension `toml:"extensions,omitempty"`
+}
+
+// Extension is one pinned extension file.
+type Extension struct {
+	Path   string `toml:"path"`
+	SHA256 string `toml:"sha256"`
 }
 
 // DefaultWorkspace is the workspace of a conversation added without one.
@@ -51,6 +63,7 @@ const DefaultWorkspace = "default"
 
 var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 var idPattern = regexp.MustCompile(`^pi-[0-9a-f]{20}$`)
+var sha256Pattern = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 // ID returns the conversation id for a project root, seat and session file
 // name (with its .jsonl suffix).
@@ -105,9 +118,27 @@ func (c *Conversation) Validate() error {
 	if c.Engine.AgentDir != "" && !filepath.IsAbs(c.Engine.AgentDir) {
 		return refuseField("engine.agent_dir", c.Engine.AgentDir, "must be absolute")
 	}
+	for _, e := range c.Engine.Extensions {
+		if !filepath.IsAbs(e.Path) || filepath.Clean(e.Path) != e.Path {
+			return refuseField("engine.extensions.path", e.Path, "must be a clean absolute path; add the conversation again with --extension FILE")
+		}
+		if !sha256Pattern.MatchString(e.SHA256) {
+			return refuseField("engine.extensions.sha256", e.SHA256, "must be 64 lowercase hex digits; add the conversation again with --extension FILE")
+		}
+	}
 	return nil
 }
 
 func refuseField(field, value, fix string) error {
 	return protocol.Refuse(protocol.CodeConfiguration, "%s %q: %s", field, value, fix)
+}
+
+// Same reports whether c and o hold the same settings.
+func (c *Conversation) Same(o *Conversation) bool {
+	if !slices.Equal(c.Engine.Extensions, o.Engine.Extensions) {
+		return false
+	}
+	a, b := *c, *o
+	a.Engine.Extensions, b.Engine.Extensions = nil, nil
+	return reflect.DeepEqual(a, b)
 }

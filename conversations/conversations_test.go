@@ -125,7 +125,7 @@ func TestStoreRoundTripAndStrictness(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *got != *c {
+	if !got.Same(c) {
 		t.Fatalf("round trip: got %+v, want %+v", got, c)
 	}
 	fi, err := os.Stat(s.path(c.ID))

@@ -68,8 +68,10 @@ type Conn struct {
 	ids  uint64
 	mu   sync.Mutex
 	wait map[string]chan *native
-	tr   *tracker
-	mp   *mapper
+	// dialogs are the native dialogs open on the engine (dialogs.go).
+	dialogs map[string]dialog
+	tr      *tracker
+	mp      *mapper
 	*Output
 }
 
@@ -88,10 +90,11 @@ func New(r io.Reader, w io.WriteCloser, opts Options) (*Conn, error) {
 	}
 	c := &Conn{
 		opts: opts, w: w,
-		wait:   make(map[string]chan *native),
-		tr:     newTracker(),
-		mp:     newMapper(opts.Execution),
-		Output: NewOutput(),
+		wait:    make(map[string]chan *native),
+		dialogs: make(map[string]dialog),
+		tr:      newTracker(),
+		mp:      newMapper(opts.Execution),
+		Output:  NewOutput(),
 	}
 	if opts.LineLimit == 0 {
 		opts.LineLimit = DefaultLineLimit
@@ -150,6 +153,14 @@ func (c *Conn) handle(line []byte, clip *Clip) {
 		return
 	}
 	c.tr.observe(n)
+	if n.Type == "extension_ui_request" {
+		if len(c.dialogs) < maxOpenDialogs {
+			c.uiEvent(line, n)
+		} else {
+			c.push(c.mp.unavailable(protocol.ReasonUnsupportedNative, n.Type))
+		}
+		return
+	}
 	for _, e := range c.mp.mapNative(n) {
 		c.push(e)
 	}

@@ -92,6 +92,39 @@
 // (or containing) a returned text. An uncertain proof keeps the slot held
 // (delivery-unknown) and the fence up; a certain one releases both.
 //
+// Dialogs (dialogs.go). extension_ui_request becomes a native-ui event
+// whose UI field (never on the wire) carries the request verbatim: a
+// dialog (confirm, select, input, editor) or a fire-and-forget update.
+// The Conn keeps every open dialog with its exact native choices ("true"
+// and "false" for a confirm, the labels for a select), at most 256; a
+// request past that, or one without a usable id (1-128 bytes) or with an
+// unknown method, is an unavailable event and never answerable. Answer
+// writes one extension_ui_response only for an open confirm or select
+// and only with one of its choices (a confirm's as a real boolean, a
+// select's label byte for byte), closing the dialog first, so one id is
+// never answered twice; pinned Pi validates nothing, so this is the only
+// check between a client and the extension. Input and editor are never
+// answered. A request whose line framing cut is marked Cut. Interrupt
+// writes abort, then at once cancels every open dialog
+// ({"cancelled":true}) before waiting for the abort's answer: pinned Pi's
+// abort waits for a dialog whose extension took no signal (DIGEST §1.4),
+// and after the abort an answer no longer runs a gated tool; the proof
+// lists them (CancelledDialogs). Cancel does the same for a force stop.
+// Forget closes a dialog whose native timeout passed without writing.
+//
+// Extensions (extensions.go). A conversation may pin reviewed extension
+// files: PinExtension resolves the real path and hashes a regular file
+// (at most 4 MiB); Command re-hashes each before every spawn (opened
+// O_NOFOLLOW, so a symlink swapped in refuses) and passes -e PATH;
+// CheckArgs admits -e only with a clean absolute path, so no npm: or git:
+// spec. Under --no-extensions pinned Pi then loads those files and its
+// built-in hidden llama.cpp extension; settings.json extensions and
+// packages and auto-discovered ones are not loaded, and PI_OFFLINE=1
+// keeps it from installing anything; besides, the controller gives the
+// engine an agent directory of its own (controller/agentdir.go), so the
+// user's settings.json is never read. Alternative weighed: a directory
+// per extension (its manifest can add skills under --no-skills).
+//
 // Slash policy. Pinned Pi tests only index 0 of the raw message, so " /x"
 // is not interpreted by Pi itself; the policy still refuses a slash after
 // any Unicode white space or invisible format character (Cf, U+FEFF),

@@ -47,7 +47,7 @@ var nativeEvents = map[string]disposition{
 	"summarization_retry_attempt_start": tracked,
 	"summarization_retry_finished":      tracked,
 	"bash_execution_update":             unsupported, // the adapter never sends bash
-	"extension_ui_request":              unsupported, // dialogs: shown disabled, never answered (controller/pump.go)
+	"extension_ui_request":              mapped,      // native-ui events carrying the request (dialogs.go)
 	"extension_error":                   unsupported,
 }
 

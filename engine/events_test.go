@@ -155,7 +155,7 @@ func TestUnknownNativeE5(t *testing.T) {
 	}{
 		{"unknown type", `{"type":"frobnicated","secret":"payload"}`, protocol.ReasonUnknownNative, "frobnicated"},
 		{"unknown delta", `{"type":"message_update","assistantMessageEvent":{"type":"image_delta","contentIndex":0,"delta":"payload"}}`, protocol.ReasonUnknownNative, "message_update/image_delta"},
-		{"dialog", `{"type":"extension_ui_request","id":"d1","method":"confirm","title":"payload"}`, protocol.ReasonUnsupportedNative, "extension_ui_request"},
+		{"extension error", `{"type":"extension_error","error":"payload"}`, protocol.ReasonUnsupportedNative, "extension_error"},
 		{"long type", `{"type":"` + strings.Repeat("x", 200) + `"}`, protocol.ReasonUnknownNative, strings.Repeat("x", maxNativeLabel)},
 	}
 	for _, tc := range tests {

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/mosaic-agents/mosaic/protocol"
 )
@@ -36,7 +37,8 @@ func (c *Conn) Interrupt(ctx context.Context, stopRef string) (TurnProof, error)
 	c.mu.Unlock()
 
 	q, qerr := c.ClearQueue(ctx)
-	aerr := c.abortUnless(ctx, qerr)
+	cancelled, aerr := c.abortUnless(ctx, qerr)
+	proof.CancelledDialogs = cancelled
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -48,12 +50,34 @@ func (c *Conn) Interrupt(ctx context.Context, stopRef string) (TurnProof, error)
 	return proof, nil
 }
 
-// abortUnless sends abort unless clearing the queue failed.
-func (c *Conn) abortUnless(ctx context.Context, clearErr error) error {
+// abortUnless sends abort unless clearing the queue failed. Right after
+// the abort is written, and before waiting for its answer, every dialog
+// still open is cancelled: pinned Pi's abort waits for a dialog whose
+// extension took no signal (DIGEST §1.4), and an answer written after the
+// abort no longer runs a gated tool. It returns the cancelled dialogs.
+func (c *Conn) abortUnless(ctx context.Context, clearErr error) ([]string, error) {
 	if clearErr != nil {
-		return errAbortSkipped
+		return nil, errAbortSkipped
 	}
-	return c.Abort(ctx)
+	id := c.newID("abort-")
+	c.mu.Lock()
+	ch, err := c.register(id)
+	c.mu.Unlock()
+	if err != nil {
+		return nil, fmt.Errorf("abort: %w", err)
+	}
+	if err := c.send(simple("abort")(id)); err != nil {
+		return nil, fmt.Errorf("abort: %w", err)
+	}
+	cancelled, _ := c.Cancel()
+	n, err := c.await(ctx, id, "abort", ch, c.opts.AbortTimeout)
+	if err != nil {
+		return cancelled, err
+	}
+	if n.Success == nil || !*n.Success {
+		return cancelled, &NativeError{Command: "abort", ID: id, Text: n.Error}
+	}
+	return cancelled, nil
 }
 
 // conclude fills the proof from the clear and abort results and the

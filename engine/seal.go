@@ -21,7 +21,14 @@ type Seal struct {
 	Session string
 	// Provider, Model and Thinking are optional plain values.
 	Provider, Model, Thinking string
+	// Extensions are the absolute paths of the reviewed extension files,
+	// each passed as -e PATH (Command checks their pins first).
+	Extensions []string
 }
+
+// extensionFlag loads one extension file; under --no-extensions it is the
+// only way an extension enters.
+const extensionFlag = "-e"
 
 // Args returns Pi's arguments for s, checked by CheckArgs.
 func (s Seal) Args() ([]string, error) {
@@ -32,6 +39,9 @@ func (s Seal) Args() ([]string, error) {
 			args = append(args, optionFlags[i], v)
 		}
 	}
+	for _, e := range s.Extensions {
+		args = append(args, extensionFlag, e)
+	}
 	if err := CheckArgs(args); err != nil {
 		return nil, err
 	}
@@ -41,14 +51,23 @@ func (s Seal) Args() ([]string, error) {
 // CheckArgs refuses unsealed-engine unless args (Pi's arguments, without
 // the program) are exactly the seal: --mode rpc, the five --no-* flags,
 // --session with an absolute path, and at most one each of --provider,
-// --model and --thinking with a plain value. Anything else refuses: an
-// extension, a second --mode or --session (Pi keeps the last), a
+// --model and --thinking with a plain value, and any number of -e with a
+// clean absolute path (a reviewed extension file, pinned by Command; never
+// an npm: or git: spec). Anything else refuses: --extension or another
+// way to load one, a second --mode or --session (Pi keeps the last), a
 // --flag=value form, a session or output flag, or a bare word (Pi reads
 // it as a prompt).
 func CheckArgs(args []string) error {
 	seen := make(map[string]string)
 	for i := 0; i < len(args); i++ {
 		a := args[i]
+		if a == extensionFlag {
+			if i+1 >= len(args) || !filepath.IsAbs(args[i+1]) || filepath.Clean(args[i+1]) != args[i+1] {
+				return unsealed("-e needs a clean absolute path of one reviewed file")
+			}
+			i++
+			continue
+		}
 		if _, dup := seen[a]; dup {
 			return unsealed("%s given twice", a)
 		}

@@ -18,6 +18,10 @@ type Config struct {
 	AgentDir string
 	// ProjectRoot is the engine's working directory.
 	ProjectRoot string
+	// Extensions are the reviewed extension files, checked against their
+	// pins before the spawn and passed as -e (Seal.Extensions is set
+	// from them).
+	Extensions []Extension
 }
 
 // Spec is everything needed to start a sealed engine. The controller
@@ -47,6 +51,13 @@ var envForced = []string{"PI_OFFLINE=1", "PI_SKIP_VERSION_CHECK=1", "PI_TELEMETR
 func Command(cfg Config, environ []string) (Spec, error) {
 	if err := Check(cfg.Pin); err != nil {
 		return Spec{}, err
+	}
+	cfg.Seal.Extensions = nil
+	for _, e := range cfg.Extensions {
+		if err := CheckExtension(e); err != nil {
+			return Spec{}, err
+		}
+		cfg.Seal.Extensions = append(cfg.Seal.Extensions, e.Path)
 	}
 	args, err := cfg.Seal.Args()
 	if err != nil {

@@ -78,7 +78,10 @@ type TurnProof struct {
 	// TerminalReason is the engine's own word for how the interrupted
 	// turn ended, where it has one (Claude's result.terminal_reason).
 	TerminalReason string `json:"terminalReason,omitempty"`
-	Uncertain      bool   `json:"uncertain"`
+	// CancelledDialogs lists the native dialogs the interrupt cancelled
+	// right after writing abort (their native request ids).
+	CancelledDialogs []string `json:"cancelledDialogs,omitempty"`
+	Uncertain        bool     `json:"uncertain"`
 	// Reasons says why the proof is uncertain, one stable phrase each.
 	Reasons []string `json:"reasons,omitempty"`
 }

@@ -55,6 +55,12 @@ const (
 	CodeDispatchRefused    = "dispatch-refused"
 	CodeUnsupported        = "unsupported-capability"
 	CodeNoEngine           = "no-engine"
+	// Approvals (docs/protocol.md §6): the answer to a native decision.
+	CodeApprovalUnknown    = "approval-unknown"    // no such approval
+	CodeApprovalSuperseded = "approval-superseded" // an older projection: answer the current one
+	CodeApprovalClosed     = "approval-closed"     // resolved, uncertain, disabled or past its deadline
+	CodeApprovalChoice     = "approval-choice"     // not exactly one of the native choices
+	CodeApprovalConflict   = "approval-conflict"   // answered already, with another choice
 )
 
 // The engine connection. A prompt Pi refused or may not hold becomes a

@@ -51,10 +51,12 @@ type Command struct {
 	// came with (older parts), answered by a PageRecord; the connection's
 	// event subscription is untouched. Not combined with FromSeq.
 	Cursor string `json:"cursor,omitempty"`
-	// Decision and Choice answer a native dialog (approval); pinned Pi's
-	// dialogs are not supported yet, so approval always refuses.
+	// Approval, Choice and Decision answer a native dialog (approval):
+	// Approval is the current projection id, Choice exactly one of its
+	// choices, Decision (optional) the native decision it must belong to.
 	Decision string `json:"decision,omitempty"`
 	Choice   string `json:"choice,omitempty"`
+	Approval string `json:"approval,omitempty"`
 	// Retry marks a resend of a request whose outcome the client lost. A
 	// retry the controller does not know (it restarted since) refuses
 	// receipt-unknown instead of dispatching again.
@@ -96,6 +98,8 @@ type Binding struct {
 	// opened admission: set when it exited without a stop or failed its
 	// load check; absent otherwise.
 	EngineEnd *EngineEnd `json:"engineEnd,omitempty"`
+	// PendingApprovals counts the approvals the controller may answer now.
+	PendingApprovals int `json:"pendingApprovals,omitempty"`
 }
 
 // EngineEnd is what a user needs to see why an engine did not run: its
@@ -171,6 +175,9 @@ type Stop struct {
 	// ApprovalDisposition is resolved, or uncertain when a native dialog
 	// was seen during the execution.
 	ApprovalDisposition string `json:"approvalDisposition,omitempty"`
+	// CancelledDialogs are the native decisions whose open dialogs the
+	// stop chain cancelled itself (after the abort, or before the TERM).
+	CancelledDialogs []string `json:"cancelledDialogs,omitempty"`
 }
 
 // EffectReport lists the disposition of every tool invocation at a stop.
@@ -233,6 +240,10 @@ type Observed struct {
 	// Cursor, present when the branch has parts before this page, is what
 	// observe takes as cursor to read the page before it.
 	Cursor string `json:"cursor,omitempty"`
+	// Approvals are the current projections of the decisions still open
+	// (pending, disabled or uncertain), so a client that attaches late
+	// sees them.
+	Approvals []Approval `json:"approvals,omitempty"`
 }
 
 // PageRecord answers an observe with a cursor: the history page that ends

@@ -38,6 +38,11 @@ const (
 	// unknown native event, an unsupported one, or a line it could not
 	// frame or decode. It never carries the native payload.
 	EventUnavailable EventKind = "unavailable"
+	// EventNativeUI marks where the engine asked its user interface for
+	// something (a dialog or a fire-and-forget update). It carries only
+	// the method in Native; what it asked travels as an approval or a
+	// notice record, shown inert.
+	EventNativeUI EventKind = "native-ui"
 )
 
 // UpdateMode says how an event's content combines with what a client holds
@@ -127,6 +132,58 @@ type Event struct {
 	// shown as whole; the message's full content is in the history pages
 	// once the engine persisted it.
 	Truncated bool `json:"truncated,omitempty"`
+
+	// UI is the engine's parsed user-interface request behind a native-ui
+	// event, for the controller only: it never travels on the wire.
+	UI *NativeUI `json:"-"`
+}
+
+// NativeUI is one user-interface request of an engine, as its adapter
+// parsed it: a dialog that waits for one answer (confirm, select, input,
+// editor) or a fire-and-forget update (notify, status, widget, title,
+// editor text). Every string is untrusted render data, verbatim.
+type NativeUI struct {
+	// ID is the engine's own request id: the native decision identity of
+	// a dialog, echoed in the one answer.
+	ID     string `json:"id"`
+	Method string `json:"method"`
+	Title  string `json:"title,omitempty"`
+	// Message is a confirm's message, an input's placeholder, an editor's
+	// prefill, a notification, a status or editor text.
+	Message string `json:"message,omitempty"`
+	// Options are a select's labels, or a widget's lines.
+	Options []string `json:"options,omitempty"`
+	// TimeoutMS is the dialog's native timeout (0: none).
+	TimeoutMS int64 `json:"timeoutMs,omitempty"`
+	// Key names a status or widget slot; Level a notification's type.
+	Key   string `json:"key,omitempty"`
+	Level string `json:"level,omitempty"`
+	// Clear is set when a status or widget update removes its slot.
+	Clear bool `json:"clear,omitempty"`
+	// InRun is set when a run was visible as the request arrived: the run
+	// cannot settle while the dialog is open.
+	InRun bool `json:"inRun,omitempty"`
+	// Cut is set when framing cut any of the request's text: it cannot be
+	// shown whole, so it must not be answered.
+	Cut bool `json:"cut,omitempty"`
+}
+
+// Dialog methods an engine's NativeUI may carry that wait for an answer.
+const (
+	FormConfirm = "confirm"
+	FormSelect  = "select"
+	FormInput   = "input"
+	FormEditor  = "editor"
+)
+
+// IsForm reports whether a native UI method is a dialog that waits for
+// one answer.
+func IsForm(method string) bool {
+	switch method {
+	case FormConfirm, FormSelect, FormInput, FormEditor:
+		return true
+	}
+	return false
 }
 
 // Block is one content block of a final message.

@@ -36,3 +36,23 @@ const (
 	// NoticeReconcile: the server asks for a re-read.
 	NoticeReconcile = "reconcile"
 )
+
+// Approval records (an approval's projection, and its resolution).
+const (
+	// RecordApproval is a native decision as the current controller
+	// generation projects it: pending, disabled, uncertain or superseded.
+	RecordApproval = "approval"
+	// RecordApprovalResolved says a decision was answered (who decided,
+	// what), or resolved natively; every client gets it.
+	RecordApprovalResolved = "approval-resolved"
+)
+
+// Notice kinds for the engine's fire-and-forget user-interface updates:
+// shown inert, never acted on.
+const (
+	NoticeNotify     = "notify"      // a notification (level in detail)
+	NoticeStatus     = "status"      // a status slot set or cleared
+	NoticeWidget     = "widget"      // a widget's lines set or cleared
+	NoticeTitle      = "title"       // the engine asked for a window title
+	NoticeEditorText = "editor-text" // the engine offered composer text; never written into one
+)

@@ -65,3 +65,19 @@ const (
 	DispositionUncertain  = "uncertain"  // some did not, or a dialog was seen
 	DispositionResolved   = "resolved"   // no native dialog was seen
 )
+
+// Approval states (Approval.State).
+const (
+	ApprovalPending    = "pending"    // open, answerable by the current controller
+	ApprovalDisabled   = "disabled"   // shown with a reason, never answered (input, editor, cut text)
+	ApprovalResolved   = "resolved"   // answered once; the native response was written
+	ApprovalUncertain  = "uncertain"  // deadline, interrupt, stop or engine exit: outcome not known
+	ApprovalSuperseded = "superseded" // an older projection: a takeover re-projected the decision
+	// ApprovalResolvedNatively: the engine closed the dialog without a
+	// client choice (its timeout, an abort); Evidence says what showed it.
+	ApprovalResolvedNatively = "resolved-natively"
+)
+
+// EngineWaitingForApproval is the binding's engineState while a run
+// waits on an approval nobody has answered.
+const EngineWaitingForApproval = "waiting-for-approval"

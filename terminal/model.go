@@ -223,6 +223,9 @@ func (t *Transcript) Apply(e protocol.Event) {
 		}
 	case protocol.EventRunSettled:
 		t.notice("run settled")
+	case protocol.EventNativeUI:
+		// What it asked is an approval or a notice; here only where.
+		t.notice("extension ui: " + e.Native)
 	case protocol.EventUnavailable:
 		s := "unavailable: " + e.Reason
 		if e.Native != "" {

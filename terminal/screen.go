@@ -32,6 +32,9 @@ const (
 	// ActOlder: PageUp reached the first line of the transcript (or found
 	// it there): read the history page before the oldest one shown.
 	ActOlder
+	// ActApprove: answer the shown approval with the choice Handle
+	// returned (exactly one of its native choices).
+	ActApprove
 )
 
 // MinComposerRows and the composer's share of the height: the composer
@@ -56,7 +59,10 @@ type Screen struct {
 	Composer Composer
 
 	dialog *Dialog
-	notice string
+	// approval is the native decision shown in the composer's place; a
+	// confirmation dialog of the screen's own goes over it.
+	approval *ApprovalView
+	notice   string
 	// legend is set while the notice shows the key legend: a second ?
 	// then types a ? (a prompt may start with one).
 	legend bool
@@ -101,6 +107,17 @@ func (s *Screen) OpenDialog(d Dialog) { s.dialog = &d }
 // gone, e.g. the connection ended).
 func (s *Screen) CloseDialog() { s.dialog = nil }
 
+// Approval returns the approval shown, or nil.
+func (s *Screen) Approval() *ApprovalView { return s.approval }
+
+// ShowApproval shows v in the composer's place until it is hidden: while
+// it shows, keys go to it (digits or y/n answer a controller's, Esc hides
+// it), never to the composer.
+func (s *Screen) ShowApproval(v ApprovalView) { s.approval = &v }
+
+// HideApproval stops showing the approval.
+func (s *Screen) HideApproval() { s.approval = nil }
+
 // SetControl records who controls the conversation now; the composer is
 // cleared when that changed (S4), and the status shows this connection's
 // mode.
@@ -122,6 +139,9 @@ func (s *Screen) Settle(o Outcome) {
 func (s *Screen) Handle(k Key) (Action, string) {
 	if s.dialog != nil {
 		return s.answer(k), ""
+	}
+	if s.approval != nil && !actionKey(k) {
+		return s.approve(k)
 	}
 	legend := s.legend
 	s.legend = false
@@ -183,6 +203,33 @@ func (s *Screen) answer(k Key) Action {
 	return ActNone
 }
 
+// actionKey reports whether k is a control key that acts while an
+// approval shows (take control, interrupt, stop, recover, reconnect,
+// scroll, quit); typing keys go to the approval, never to the composer.
+func actionKey(k Key) bool {
+	switch k.Kind {
+	case KeyQuit, KeyTakeControl, KeyInterrupt, KeyReconnect, KeyForceStop, KeyRecover, KeyPageUp, KeyPageDown:
+		return true
+	}
+	return false
+}
+
+// approve takes a typing key while an approval shows: a choice key
+// answers it (the loop sends it; the approval stays until the controller
+// says it is resolved), Esc hides it, anything else does nothing.
+func (s *Screen) approve(k Key) (Action, string) {
+	if k.Kind == KeyEscape {
+		s.notice = fmt.Sprintf("approval %s hidden; it stays %s (mosaicctl approve lists it)", s.approval.Approval.ID, s.approval.Approval.State)
+		s.approval = nil
+		return ActNone, ""
+	}
+	if c, ok := s.approval.choice(k); ok {
+		s.notice = "answering…"
+		return ActApprove, c
+	}
+	return ActNone, ""
+}
+
 // step is how far a page key moves: the viewport less one line, so one
 // line of context stays.
 func (s *Screen) step() int { return max(s.rows-1, 1) }
@@ -241,8 +288,16 @@ func (s *Screen) Render(width, height int) Frame {
 	width, height = max(width, 1), max(height, 1)
 	var bottom []string
 	curRow, curCol := -1, 0
-	if s.dialog != nil {
-		bottom = s.dialog.Lines(width)
+	var over *Dialog
+	switch {
+	case s.dialog != nil:
+		over = s.dialog
+	case s.approval != nil:
+		d := s.approval.Dialog()
+		over = &d
+	}
+	if over != nil {
+		bottom = over.Lines(width)
 		if n := height - 1; len(bottom) > n {
 			bottom = bottom[len(bottom)-max(n, 0):]
 		}

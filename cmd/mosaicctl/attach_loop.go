@@ -58,6 +58,8 @@ type attacher struct {
 	// prompts counts prompts in flight: when the connection ends their
 	// lost outcomes are the notice, not the disconnect.
 	prompts int
+	// approvals are the open native decisions (attach_approval.go).
+	approvals approvalsOf
 }
 
 func newAttacher(ctx context.Context, tty *attachTTY, c *client.Client, conv string, escWait time.Duration) *attacher {
@@ -204,6 +206,11 @@ func (a *attacher) update(u client.Update) {
 		if bytes.Equal(a.lt.Snapshot().History, u.Observed.History) {
 			a.newChain(u.Observed.Cursor)
 		}
+		a.approvals.reset(u.Observed.Approvals)
+	case u.Approval != nil:
+		if n := a.approvals.put(*u.Approval); n != "" {
+			a.scr.SetNotice(n)
+		}
 	case u.Event != nil && u.Event.Execution == a.seam.Execution:
 		a.lastSeq = max(a.lastSeq, u.Event.Seq)
 	case u.Stop != nil:
@@ -214,7 +221,7 @@ func (a *attacher) update(u client.Update) {
 		}
 		a.scr.SetNotice(n)
 	case u.Notice != nil:
-		a.scr.SetNotice(u.Notice.Kind + ": " + u.Notice.Message)
+		a.scr.SetNotice(noticeLine(u.Notice))
 	case u.Refusal != nil && !u.Reply:
 		a.scr.SetNotice("refused: " + u.Refusal.Code + ": " + u.Refusal.Message)
 	case u.Binding != nil && u.Binding.EngineEnd != nil:
@@ -224,6 +231,7 @@ func (a *attacher) update(u client.Update) {
 		}
 	}
 	a.syncControl()
+	a.syncApproval()
 }
 
 // syncControl shows who controls the conversation; a change clears the

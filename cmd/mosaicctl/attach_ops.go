@@ -41,6 +41,8 @@ func (a *attacher) act(act terminal.Action, text string) {
 		a.answer(true)
 	case terminal.ActDecline:
 		a.answer(false)
+	case terminal.ActApprove:
+		a.approve(text)
 	}
 }
 

@@ -143,10 +143,11 @@ func convAddCommand() *cli.Command {
 			&cli.StringFlag{Name: "provider", Usage: "Pi --provider `NAME`"},
 			&cli.StringFlag{Name: "model", Usage: "Pi --model `NAME`"},
 			&cli.StringFlag{Name: "thinking", Usage: "Pi --thinking `LEVEL`"},
-			&cli.StringFlag{Name: "agent-dir", Usage: "Pi agent `DIR` (PI_CODING_AGENT_DIR); default Pi's ~/.pi/agent"},
+			&cli.StringFlag{Name: "agent-dir", Usage: "the Pi agent `DIR` whose models.json and auth.json the engine uses (default ~/.pi/agent); its settings.json and extensions are never loaded: the controller gives the engine an agent directory of its own"},
 			&cli.StringFlag{Name: "memory-max", Usage: "MemoryMax= of the engine's scope: `SIZE` in bytes with K, M, G, T suffixes (base 1024), N% of physical memory, or infinity; e.g. 4G"},
 			&cli.StringFlag{Name: "tasks-max", Usage: "TasksMax= of the engine's scope: a `COUNT`, N% of the system's task limit, or infinity"},
 			&cli.StringFlag{Name: "cpu-quota", Usage: "CPUQuota= of the engine's scope: `PERCENT` of one CPU, e.g. 200% for two CPUs"},
+			&cli.StringSliceFlag{Name: "extension", Usage: "a reviewed Pi extension `FILE` to load (-e under --no-extensions), pinned now by real path and SHA-256; repeatable; it runs with the engine's full rights (docs/security.md)"},
 			&cli.BoolFlag{Name: "replace", Usage: "replace an existing conversation's settings"},
 		},
 		Action: func(c *cli.Context) error {
@@ -176,13 +177,16 @@ func convAddCommand() *cli.Command {
 			if err := pinEngine(cv, c.String("engine"), c.String("node")); err != nil {
 				return err
 			}
+			if err := pinExtensions(cv, c.StringSlice("extension")); err != nil {
+				return err
+			}
 			s, err := conversations.Open()
 			if err != nil {
 				return err
 			}
 			old, err := s.Load(cv.ID)
 			switch {
-			case err == nil && *old == *cv:
+			case err == nil && old.Same(cv):
 				fmt.Println(cv.ID) // the same settings: nothing to do
 				return nil
 			case err == nil && !c.Bool("replace"):

@@ -134,6 +134,7 @@ func reportReplace(w io.Writer, old, cv *conversations.Conversation) {
 	diff(&engine, "engine.provider", oe.Provider, ne.Provider)
 	diff(&engine, "engine.model", oe.Model, ne.Model)
 	diff(&engine, "engine.thinking", oe.Thinking, ne.Thinking)
+	diff(&engine, "engine.extensions", extensionsText(oe.Extensions), extensionsText(ne.Extensions))
 	diff(&env, "engine.agent_dir", oe.AgentDir, ne.AgentDir)
 	diff(&env, "engine.path", oe.Path, ne.Path)
 	diff(&identity, "workspace", old.Workspace, cv.Workspace)
@@ -153,4 +154,13 @@ func reportReplace(w io.Writer, old, cv *conversations.Conversation) {
 		fmt.Fprintf(w, "mosaicctl: the workspace keys the conversation's claim: it applies when its controller restarts:\n"+
 			"  mosaicctl stop %s, then systemctl --user restart %s\n", id, units.ServiceUnit(id))
 	}
+}
+
+// extensionsText lists pinned extensions for a replace report.
+func extensionsText(exts []conversations.Extension) string {
+	var parts []string
+	for _, e := range exts {
+		parts = append(parts, e.Path+" ("+e.SHA256[:min(12, len(e.SHA256))]+")")
+	}
+	return strings.Join(parts, ", ")
 }

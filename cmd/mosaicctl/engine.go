@@ -9,6 +9,7 @@ import (
 
 	"github.com/mosaic-agents/mosaic/conversations"
 	"github.com/mosaic-agents/mosaic/engine"
+	"github.com/mosaic-agents/mosaic/protocol"
 )
 
 // pinEngine resolves the engine named by --engine (default: pi from PATH)
@@ -50,5 +51,23 @@ func pinEngine(cv *conversations.Conversation, flag, node string) error {
 	cv.Engine.Version, cv.Engine.SHA256 = pin.Version, pin.SHA256
 	cv.Engine.Entry, cv.Engine.PackageDir, cv.Engine.PackageDigest = pin.Entry, pin.PackageDir, pin.PackageDigest
 	cv.Engine.Node, cv.Engine.NodeVersion, cv.Engine.NodeSHA256 = pin.Node, pin.NodeVersion, pin.NodeSHA256
+	return nil
+}
+
+// pinExtensions pins each reviewed extension file by real path and
+// SHA-256; the same file twice is refused (Pi would load it twice).
+func pinExtensions(cv *conversations.Conversation, files []string) error {
+	for _, f := range files {
+		e, err := engine.PinExtension(f)
+		if err != nil {
+			return err
+		}
+		for _, have := range cv.Engine.Extensions {
+			if have.Path == e.Path {
+				return protocol.Refuse(protocol.CodeUsage, "--extension %s names %s a second time", f, e.Path)
+			}
+		}
+		cv.Engine.Extensions = append(cv.Engine.Extensions, conversations.Extension{Path: e.Path, SHA256: e.SHA256})
+	}
 	return nil
 }

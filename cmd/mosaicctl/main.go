@@ -41,6 +41,7 @@ func newApp() *cli.App {
 			attachCommand(),
 			promptCommand(),
 			interruptCommand(),
+			approveCommand(),
 			stopCommand(),
 			recoverCommand(),
 			statusCommand(),

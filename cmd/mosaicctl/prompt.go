@@ -143,6 +143,10 @@ func (s *session) answer(ctx context.Context, i, skip int, rc *protocol.Receipt)
 			}
 		case u.Stop != nil && u.Stop.Execution == rc.Execution:
 			stop = u.Stop
+		case u.Approval != nil && u.Approval.Execution == rc.Execution && u.Approval.State == protocol.ApprovalPending:
+			// The turn waits on a native dialog: say how to answer it.
+			fmt.Fprintf(os.Stderr, "mosaicctl: the turn waits for approval %s (%s): see `mosaicctl approve %s`, answer with `mosaicctl approve --take %s %s --choice LABEL`\n",
+				u.Approval.ID, u.Approval.Form, s.id, s.id, u.Approval.Decision)
 		case u.Binding != nil && gone(u.Binding, rc.Execution):
 			return unsettled("stopped", "the turn did not settle: the binding is %s (%s)", u.Binding.State,
 				terminal.SanitizeLine(u.Binding.AdmissionReason))

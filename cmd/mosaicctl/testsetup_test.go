@@ -25,10 +25,20 @@ type piConversation struct {
 // seat with the pinned Pi (MOSAIC_PI) talking to a stub model that plays
 // script, then starts its socket. Cleanups stop the engine and the units, uninstall and
 // close the stub, in that order.
-func realPiConversation(t *testing.T, seat string, script stubmodel.Script) piConversation {
+func realPiConversation(t *testing.T, seat string, script stubmodel.Script, flags ...string) piConversation {
 	t.Helper()
-	bin := sandboxtest.Bin(t, "mosaicctl")
-	pi := os.Getenv("MOSAIC_PI")
+	bin, pi, stub, model := stubbedPi(t, script, t.TempDir())
+	id, proj, path := startConversation(t, bin, seat, append([]string{
+		"--engine", pi, "--provider", model.Provider, "--model", model.Model, "--agent-dir", model.AgentDir}, flags...)...)
+	return piConversation{bin: bin, id: id, proj: proj, path: path, stub: stub}
+}
+
+// stubbedPi returns the mosaicctl under test, the pinned Pi (MOSAIC_PI)
+// and a stub model playing script, its models.json written into agent.
+func stubbedPi(t *testing.T, script stubmodel.Script, agent string) (bin, pi string, stub *stubmodel.Server, model stubmodel.PiModel) {
+	t.Helper()
+	bin = sandboxtest.Bin(t, "mosaicctl")
+	pi = os.Getenv("MOSAIC_PI")
 	if pi == "" {
 		sandboxtest.Unavailable(t, "MOSAIC_PI is not set: `make test` installs the pinned Pi")
 	}
@@ -37,13 +47,10 @@ func realPiConversation(t *testing.T, seat string, script stubmodel.Script) piCo
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { stub.Close() })
-	model, err := stubmodel.WriteAgentDir(t.TempDir(), stub.BaseURL())
-	if err != nil {
+	if model, err = stubmodel.WriteAgentDir(agent, stub.BaseURL()); err != nil {
 		t.Fatal(err)
 	}
-	id, proj, path := startConversation(t, bin, seat,
-		"--engine", pi, "--provider", model.Provider, "--model", model.Model, "--agent-dir", model.AgentDir)
-	return piConversation{bin: bin, id: id, proj: proj, path: path, stub: stub}
+	return bin, pi, stub, model
 }
 
 // startConversation installs the units, registers a conversation on seat

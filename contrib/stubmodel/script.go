@@ -53,12 +53,25 @@ type Turn struct {
 	FollowUp string `json:"followUp,omitempty"`
 }
 
-// ToolCall is a bash tool call.
+// ToolCall is a bash tool call, or (stub only) a call of another tool
+// an extension registered.
 type ToolCall struct {
 	// ID is the tool call id; empty means "call_<n>".
 	ID string `json:"id,omitempty"`
 	// Command is the bash command line.
 	Command string `json:"command"`
+	// Name and Args call the named tool with these JSON arguments instead
+	// of bash (the stub only: the fake Pi has only bash).
+	Name string          `json:"name,omitempty"`
+	Args json.RawMessage `json:"args,omitempty"`
+}
+
+// ToolName is the tool the call names: bash unless Name is set.
+func (c ToolCall) ToolName() string {
+	if c.Name != "" {
+		return c.Name
+	}
+	return "bash"
 }
 
 // Dialog is an extension UI dialog request.
@@ -121,6 +134,9 @@ func DefaultAnswer(lastUserText string) []string {
 
 // ToolArgsJSON is the tool call's arguments as the model streams them.
 func (c ToolCall) ToolArgsJSON() string {
+	if c.Name != "" {
+		return string(c.Args)
+	}
 	b, _ := json.Marshal(map[string]string{"command": c.Command})
 	return string(b)
 }

@@ -284,7 +284,7 @@ func (st *sseStream) run(turn Turn, n int) error {
 		}
 		first := map[string]any{"tool_calls": []any{map[string]any{
 			"index": 0, "id": id, "type": "function",
-			"function": map[string]any{"name": "bash", "arguments": ""},
+			"function": map[string]any{"name": turn.Tool.ToolName(), "arguments": ""},
 		}}}
 		if err := st.send(first, nil, nil); err != nil {
 			return err
