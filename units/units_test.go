@@ -13,7 +13,8 @@ func TestRender(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(files) != 2 || files[0].Name != "mosaic-conv@.socket" || files[1].Name != "mosaic-conv@.service" {
+	if len(files) != 4 || files[0].Name != "mosaic-conv@.socket" || files[1].Name != "mosaic-conv@.service" ||
+		files[2].Name != "mosaic-web.socket" || files[3].Name != "mosaic-web.service" {
 		t.Fatalf("files %v", files)
 	}
 	want := map[string][]string{
@@ -22,6 +23,10 @@ func TestRender(t *testing.T) {
 		"mosaic-conv@.service": {"Type=notify", "NotifyAccess=main", "ExecStart=/opt/mosaic/bin/mosaicctl serve --conversation %i",
 			"Requires=mosaic-conv@%i.socket", "After=mosaic-conv@%i.socket", "Restart=on-failure", "NoNewPrivileges=yes",
 			"SyslogLevel=warning", "SyslogLevelPrefix=no", "LogRateLimitIntervalSec=30s", "LogRateLimitBurst=10000"},
+		"mosaic-web.socket": {"ListenStream=127.0.0.1:7433", "ListenStream=%t/mosaic/web.sock", "SocketMode=0600",
+			"DirectoryMode=0700", "Accept=no", "FileDescriptorName=web"},
+		"mosaic-web.service": {"ExecStart=/opt/mosaic/bin/mosaicctl web serve --idle 10m", "Requires=mosaic-web.socket",
+			"Type=notify", "UMask=0077", "NoNewPrivileges=yes"},
 	}
 	for _, f := range files {
 		if !IsOurs(f.Data) {
