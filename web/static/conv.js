@@ -305,5 +305,8 @@
     confirmFlow("recover", "Recover");
   });
 
+  // The view this page acts on, for a person's console and the tests.
+  window.mosaicState = () => Object.assign({}, view);
+
   connect();
 })();
