@@ -102,7 +102,10 @@ func startBrowser(t *testing.T) context.Context {
 
 type testWriter struct{ t *testing.T }
 
-func (w testWriter) Write(b []byte) (int, error) { w.t.Log(strings.TrimSpace(string(b))); return len(b), nil }
+func (w testWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(b)))
+	return len(b), nil
+}
 
 // page is one browser context (its own cookie jar) with one tab.
 type page struct {
@@ -158,7 +161,10 @@ func eval[T any](p *page, js string) T {
 	return v
 }
 
-func (p *page) click(sel string) { p.t.Helper(); p.run("click "+sel, chromedp.Click(chromedp.CSS(sel))) }
+func (p *page) click(sel string) {
+	p.t.Helper()
+	p.run("click "+sel, chromedp.Click(chromedp.CSS(sel)))
+}
 
 func (p *page) set(sel, v string) {
 	p.t.Helper()

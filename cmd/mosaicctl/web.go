@@ -43,8 +43,8 @@ func webCommand() *cli.Command {
 		Action: runWeb,
 		Subcommands: []*cli.Command{
 			{
-				Name:   "serve",
-				Usage:  "run the web server (what mosaic-web.service runs)",
+				Name:  "serve",
+				Usage: "run the web server (what mosaic-web.service runs)",
 				Flags: []cli.Flag{store(),
 					&cli.StringFlag{Name: "listen", Usage: "listen on `HOST:PORT` instead of the activated sockets (development)"},
 					&cli.StringSliceFlag{Name: "allow-host", Usage: "also answer to `HOST[:PORT]` (the name a proxy forwards)"},
