@@ -315,6 +315,22 @@ func TestBrowserConversation(t *testing.T) {
 	o.click("#confirm-no")
 	o.until("a new execution idle", textHas("#engine", "idle")+` && `+textHas("#status", "binding active"))
 
+	t.Run("the list follows a change made elsewhere", func(t *testing.T) {
+		gen := eval[int64](o, `mosaicState().generation`)
+		a.run("open the list", chromedp.Navigate(s.base+"/"))
+		row := fmt.Sprintf(`document.querySelector('tr[data-id=%q]')`, id)
+		a.until("the row at the current generation", fmt.Sprintf(`%s && %s.children[3].textContent === "%d"`, row, row, gen))
+		// A terminal takes control: the list shows the new generation
+		// without a reload.
+		bin := sandboxtest.Bin(t, "mosaicctl")
+		if out, err := exec.Command(bin, "prompt", "--take", id, "from the terminal").CombinedOutput(); err != nil {
+			t.Fatalf("mosaicctl prompt --take: %v\n%s", err, out)
+		}
+		a.until("the row at the next generation", fmt.Sprintf(`%s.children[3].textContent === "%d"`, row, gen+1))
+		o.until("B an observer after the terminal's takeover", `document.querySelector("#mode").textContent === "observer"`)
+		o.until("the terminal's prompt in B", textHas("#transcript", "from the terminal"))
+	})
+
 	shots(t, s, id, a)
 }
 

@@ -187,14 +187,25 @@ func (l *lister) binding(ctx context.Context, r *row) {
 			r.Error = terminal.SanitizeLine(err.Error())
 			return
 		}
-		go func() {
-			for range c.Updates() {
-				l.signal()
-			}
-		}()
 		l.mu.Lock()
-		l.watch[r.ID] = c
-		l.mu.Unlock()
+		if old := l.watch[r.ID]; old != nil || l.viewers == 0 {
+			// Another list stream dialled it meanwhile, or every
+			// viewer left: keep one connection, or none.
+			l.mu.Unlock()
+			c.Close()
+			if old == nil {
+				return
+			}
+			c = old
+		} else {
+			l.watch[r.ID] = c
+			l.mu.Unlock()
+			go func() {
+				for range c.Updates() {
+					l.signal()
+				}
+			}()
+		}
 	}
 	st := c.State()
 	if b := st.Binding; b != nil {

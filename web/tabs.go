@@ -71,6 +71,9 @@ func newID() string {
 // reading it. The tab observes at once: its first page and the live
 // events arrive on its stream.
 func (ts *tabs) open(ctx context.Context, session, conv string) (*tab, error) {
+	if n := ts.ofSession(session); n >= MaxTabs {
+		return nil, protocol.Refuse(protocol.CodeWebTab, "this browser session has %d conversation tabs open (at most %d); close some, or wait %s after closing for their connections to end", n, MaxTabs, TabGrace)
+	}
 	path, err := ts.s.socket(ctx, conv)
 	if err != nil {
 		return nil, err
@@ -106,6 +109,23 @@ func (ts *tabs) get(id, session, conv string) *tab {
 		return nil
 	}
 	return t
+}
+
+// MaxTabs bounds the conversation tabs (and so the protocol connections)
+// one browser session holds: a page that reconnects in a loop cannot
+// exhaust a controller's connections.
+const MaxTabs = 32
+
+func (ts *tabs) ofSession(session string) int {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	n := 0
+	for _, t := range ts.m {
+		if t.session == session {
+			n++
+		}
+	}
+	return n
 }
 
 func (ts *tabs) count() int {
@@ -150,7 +170,14 @@ func (ts *tabs) closeAll() {
 
 // reap closes tabs whose stream has been gone for TabGrace.
 func (ts *tabs) reap() {
-	for range time.Tick(time.Second) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ts.s.ctx.Done():
+			return
+		case <-tick.C:
+		}
 		ts.mu.Lock()
 		var list []*tab
 		for _, t := range ts.m {
