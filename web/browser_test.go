@@ -34,19 +34,7 @@ const hostile = "<script>window.pwned=1</script><img src=x onerror=\"window.pwne
 func convPi(t *testing.T, seat string, script stubmodel.Script) string {
 	t.Helper()
 	bin := sandboxtest.Bin(t, "mosaicctl")
-	pi := os.Getenv("MOSAIC_PI")
-	if pi == "" {
-		sandboxtest.Unavailable(t, "MOSAIC_PI is not set: `make test` installs the pinned Pi")
-	}
-	stub, err := stubmodel.Start(script)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { stub.Close() })
-	model, err := stubmodel.WriteAgentDir(t.TempDir(), stub.BaseURL())
-	if err != nil {
-		t.Fatal(err)
-	}
+	pi, model, _ := sandboxtest.StubPi(t, script)
 	sh := func(args ...string) string {
 		out, err := exec.Command(bin, args...).CombinedOutput()
 		if err != nil {
@@ -171,6 +159,18 @@ func (p *page) set(sel, v string) {
 	p.run("type into "+sel, chromedp.SetValue(chromedp.CSS(sel), v))
 }
 
+// refusedAndKept sends text and checks that the page shows the refusal
+// code and that the composer still holds the text.
+func (p *page) refusedAndKept(text, code string) {
+	p.t.Helper()
+	p.set("#text", text)
+	p.click("#send")
+	p.until("the refusal "+code, textHas("#notice", "refused "+code+":"))
+	if kept := eval[string](p, `document.querySelector("#text").value`); kept != text {
+		p.t.Fatalf("%s: the composer holds %q after the %s refusal, want %q", p.who, kept, code, text)
+	}
+}
+
 func textHas(sel, s string) string {
 	return fmt.Sprintf(`(document.querySelector(%q)||{textContent:""}).textContent.includes(%q)`, sel, s)
 }
@@ -256,13 +256,7 @@ func TestBrowserConversation(t *testing.T) {
 	})
 
 	t.Run("an observer cannot send and keeps its text", func(t *testing.T) {
-		o.set("#text", "from the observer")
-		o.click("#send")
-		o.until("the refusal", textHas("#notice", "refused not-controller"))
-		kept := eval[string](o, `document.querySelector("#text").value`)
-		if kept != "from the observer" {
-			t.Fatalf("the observer's composer holds %q after the refusal", kept)
-		}
+		o.refusedAndKept("from the observer", "not-controller")
 	})
 
 	before := eval[int64](o, `mosaicState().generation`)
@@ -287,13 +281,7 @@ func TestBrowserConversation(t *testing.T) {
 	a.until("the engine busy in A", textHas("#engine", "busy")+` && document.title.startsWith("[busy")`)
 
 	t.Run("a prompt while busy is refused and kept", func(t *testing.T) {
-		o.set("#text", "second while busy")
-		o.click("#send")
-		o.until("the busy refusal", textHas("#notice", "refused busy"))
-		kept := eval[string](o, `document.querySelector("#text").value`)
-		if kept != "second while busy" {
-			t.Fatalf("the composer holds %q after the busy refusal", kept)
-		}
+		o.refusedAndKept("second while busy", "busy")
 	})
 
 	o.click("#interrupt")

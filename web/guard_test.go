@@ -25,10 +25,20 @@ type testServer struct {
 
 func startServer(t *testing.T, o web.Options) testServer {
 	t.Helper()
-	store := &web.Store{Dir: t.TempDir() + "/web"}
-	o.Store = store
+	srv, l, s := newServer(t, o)
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := web.New(ctx, o)
+	done := make(chan struct{})
+	go func() { srv.Serve(ctx, l); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return s
+}
+
+// newServer makes a server with a store of its own and its loopback
+// listener, not yet serving.
+func newServer(t *testing.T, o web.Options) (*web.Server, net.Listener, testServer) {
+	t.Helper()
+	o.Store = &web.Store{Dir: t.TempDir() + "/web"}
+	srv, err := web.New(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,10 +47,7 @@ func startServer(t *testing.T, o web.Options) testServer {
 		t.Fatal(err)
 	}
 	srv.AddListenerHosts(l)
-	done := make(chan struct{})
-	go func() { srv.Serve(ctx, l); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return testServer{base: "http://" + l.Addr().String(), store: store}
+	return srv, l, testServer{base: "http://" + l.Addr().String(), store: o.Store}
 }
 
 // noConversations is a server with no conversations: the refusals come

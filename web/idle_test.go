@@ -3,36 +3,23 @@ package web_test
 import (
 	"bufio"
 	"context"
-	"net"
 	"net/http"
 	"testing"
 	"time"
-
-	"github.com/mosaic-agents/mosaic/web"
 )
 
 // TestWebIdleExit: Serve returns once no browser is attached (socket
 // activation starts it again), and not while a page holds a stream open.
 func TestWebIdleExit(t *testing.T) {
 	o := noConversations
-	o.Store = &web.Store{Dir: t.TempDir() + "/web"}
 	o.Idle = 200 * time.Millisecond
-	srv, err := web.New(context.Background(), o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.AddListenerHosts(l)
+	srv, l, s := newServer(t, o)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
 
 	// A page attached before the server could go idle: its stream holds
 	// the server up.
-	s := testServer{base: "http://" + l.Addr().String(), store: o.Store}
 	go func() { done <- srv.Serve(ctx, l) }()
 	c := browser(t)
 	s.login(t, c)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"os"
 	"strings"
 	"testing"
 
@@ -28,19 +27,7 @@ type piConversation struct {
 func realPiConversation(t *testing.T, seat string, script stubmodel.Script) piConversation {
 	t.Helper()
 	bin := sandboxtest.Bin(t, "mosaicctl")
-	pi := os.Getenv("MOSAIC_PI")
-	if pi == "" {
-		sandboxtest.Unavailable(t, "MOSAIC_PI is not set: `make test` installs the pinned Pi")
-	}
-	stub, err := stubmodel.Start(script)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { stub.Close() })
-	model, err := stubmodel.WriteAgentDir(t.TempDir(), stub.BaseURL())
-	if err != nil {
-		t.Fatal(err)
-	}
+	pi, model, stub := sandboxtest.StubPi(t, script)
 	id, proj, path := startConversation(t, bin, seat,
 		"--engine", pi, "--provider", model.Provider, "--model", model.Model, "--agent-dir", model.AgentDir)
 	return piConversation{bin: bin, id: id, proj: proj, path: path, stub: stub}
