@@ -91,15 +91,15 @@ func TestInstallLifecycle(t *testing.T) {
 		want  string
 		err   error
 	}{
-		{name: "fresh", files: v1, want: "written,written"},
-		{name: "again changes nothing", files: v1, want: "unchanged,unchanged"},
-		{name: "a new binary rewrites ours", files: v2, want: "unchanged,rewritten"},
+		{name: "fresh", files: v1, want: "written,written,written,written"},
+		{name: "again changes nothing", files: v1, want: "unchanged,unchanged,unchanged,unchanged"},
+		{name: "a new binary rewrites ours", files: v2, want: "unchanged,rewritten,unchanged,rewritten"},
 		{name: "a foreign file is refused", files: v1, setup: func(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(dir, "mosaic-conv@.service"), []byte("[Service]\nExecStart=/bin/true\n"), 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}, err: ErrForeign},
-		{name: "force overwrites it", files: v1, force: true, want: "unchanged,rewritten"},
+		{name: "force overwrites it", files: v1, force: true, want: "unchanged,rewritten,unchanged,rewritten"},
 	}
 	for _, st := range steps {
 		t.Run(st.name, func(t *testing.T) {
@@ -154,11 +154,11 @@ func TestUninstall(t *testing.T) {
 	}
 	os.Remove(foreign)
 	changes, err := Uninstall(dir, false)
-	if err != nil || actions(changes) != "absent,removed" {
+	if err != nil || actions(changes) != "absent,removed,removed,removed" {
 		t.Fatalf("Uninstall = %s, %v", actions(changes), err)
 	}
 	changes, err = Uninstall(dir, false)
-	if err != nil || actions(changes) != "absent,absent" {
+	if err != nil || actions(changes) != "absent,absent,absent,absent" {
 		t.Fatalf("second Uninstall = %s, %v", actions(changes), err)
 	}
 }
