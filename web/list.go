@@ -257,7 +257,7 @@ func (s *Server) listStream(w http.ResponseWriter, r *http.Request) {
 		if time.Since(checked) > heartbeat {
 			checked = time.Now()
 			if _, err := s.store.Check(mustCookie(r)); err != nil {
-				e.send("gone", map[string]string{"message": "this browser session was revoked or expired"})
+				e.send("gone", map[string]any{"message": "this browser session was revoked or expired: run `mosaicctl web` to log in again", "final": true})
 				e.flush()
 				return
 			}

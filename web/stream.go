@@ -202,7 +202,7 @@ func (s *Server) convStream(w http.ResponseWriter, r *http.Request) {
 			time.Sleep(flushEvery)
 		case <-beat.C:
 			if _, err := s.store.Check(mustCookie(r)); err != nil {
-				e.send("gone", map[string]string{"message": "this browser session was revoked or expired"})
+				e.send("gone", map[string]any{"message": "this browser session was revoked or expired: run `mosaicctl web` to log in again", "final": true})
 				e.flush()
 				s.tabs.drop(t)
 				return

@@ -151,9 +151,12 @@
     es.addEventListener("record", (ev) => record(JSON.parse(ev.data)));
     es.addEventListener("gone", (ev) => {
       es.close();
-      say(JSON.parse(ev.data).message, "bad");
+      const g = JSON.parse(ev.data);
+      say(g.message, "bad");
       tab = "";
-      setTimeout(connect, 1000);
+      // A revoked session stays logged out; a closed connection comes
+      // back as a new observer.
+      if (!g.final) setTimeout(connect, 1000);
     });
     es.onerror = () => {
       say("stream interrupted: reconnecting (this tab keeps its connection for 30 s)", "warn");
