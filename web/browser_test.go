@@ -209,7 +209,7 @@ func TestBrowserConversation(t *testing.T) {
 	}
 
 	a.click("#take")
-	a.until("A in control", textHas("#mode", "controller"))
+	a.until("A in control", `document.querySelector("#mode").textContent === "controller"`)
 	o.until("B an observer with a controller present", `document.querySelector("#mode").textContent === "observer"`)
 
 	a.set("#text", "run the tool")
@@ -261,7 +261,7 @@ func TestBrowserConversation(t *testing.T) {
 
 	before := eval[int64](o, `mosaicState().generation`)
 	o.click("#take")
-	o.until("B in control", textHas("#mode", "controller"))
+	o.until("B in control", `document.querySelector("#mode").textContent === "controller"`)
 	a.until("A an observer", `document.querySelector("#mode").textContent === "observer"`)
 
 	t.Run("a stale view's command is refused", func(t *testing.T) {
@@ -320,6 +320,21 @@ func TestBrowserConversation(t *testing.T) {
 	})
 
 	shots(t, s, id, a)
+
+	t.Run("a revoked session's page is closed", func(t *testing.T) {
+		list, err := s.store.Sessions()
+		if err != nil || len(list) != 2 {
+			t.Fatalf("sessions %v, %v: want A's and B's", list, err)
+		}
+		if _, err := s.store.Revoke(list[1].ID); err != nil { // B logged in second
+			t.Fatal(err)
+		}
+		o.until("the revocation on B's page", textHas("#notice", "revoked"))
+		code := eval[string](o, fmt.Sprintf(`mosaic.post("/api/c/%s/command", {tab: mosaicState().tab, op: "interrupt", generation: mosaicState().generation}).then(j => j.refusal ? j.refusal.code : "accepted")`, id))
+		if code != "web-auth" {
+			t.Fatalf("a revoked page's command: %q, want web-auth", code)
+		}
+	})
 }
 
 // shots writes the screenshots of docs/web.md when MOSAIC_WEB_SHOTS names
