@@ -136,3 +136,25 @@ const (
 	// reason that carries no code of its own (journal only).
 	CodeServeFailed = "serve-failed"
 )
+
+// Codes of the web surface (mosaic-web, docs/web.md): what the HTTP server
+// refuses before a request reaches any conversation socket. They travel in
+// the server's JSON answers to the browser, never on a conversation socket.
+const (
+	// CodeWebHost: the request's Host is not one the server answers to
+	// (DNS rebinding, or a proxy that forwards a name not configured).
+	CodeWebHost = "web-host"
+	// CodeWebAuth: no session cookie, or one that names no live session
+	// (never issued, revoked, expired).
+	CodeWebAuth = "web-auth"
+	// CodeWebToken: a login token that is unknown, expired or already used.
+	CodeWebToken = "web-token"
+	// CodeWebOrigin: a state-changing request whose Origin is missing or
+	// is not the page's own.
+	CodeWebOrigin = "web-origin"
+	// CodeWebCSRF: a state-changing request without the session's CSRF token.
+	CodeWebCSRF = "web-csrf"
+	// CodeWebTab: a command names a browser tab this session does not own
+	// (closed, timed out, or another session's).
+	CodeWebTab = "web-tab"
+)

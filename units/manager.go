@@ -53,8 +53,10 @@ func ServiceUnit(id string) string { return "mosaic-conv@" + id + ".service" }
 
 // StartSocket starts conversation id's socket unit and waits for the job.
 // Starting a socket starts no controller: that waits for the first client.
-func StartSocket(ctx context.Context, id string) error {
-	name := SocketUnit(id)
+func StartSocket(ctx context.Context, id string) error { return StartUnit(ctx, SocketUnit(id)) }
+
+// StartUnit starts the unit name and waits for the job.
+func StartUnit(ctx context.Context, name string) error {
 	done := make(chan string, 1)
 	err := userbus.Default().Do(ctx, func(c *sd.Conn) error {
 		_, err := c.StartUnitContext(ctx, name, "replace", done)

@@ -24,7 +24,14 @@ import (
 var templates embed.FS
 
 // Names are the unit files this package writes, in install order.
-var Names = []string{"mosaic-conv@.socket", "mosaic-conv@.service"}
+var Names = []string{"mosaic-conv@.socket", "mosaic-conv@.service", WebSocketUnit, WebServiceUnit}
+
+// The web surface's units: one socket for every conversation's browser
+// views, activating one server (docs/web.md).
+const (
+	WebSocketUnit  = "mosaic-web.socket"
+	WebServiceUnit = "mosaic-web.service"
+)
 
 // Marker starts every file this package writes. A file without it was not
 // written by mosaic and is never overwritten or removed without --force.

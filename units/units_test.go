@@ -13,7 +13,8 @@ func TestRender(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(files) != 2 || files[0].Name != "mosaic-conv@.socket" || files[1].Name != "mosaic-conv@.service" {
+	if len(files) != 4 || files[0].Name != "mosaic-conv@.socket" || files[1].Name != "mosaic-conv@.service" ||
+		files[2].Name != "mosaic-web.socket" || files[3].Name != "mosaic-web.service" {
 		t.Fatalf("files %v", files)
 	}
 	want := map[string][]string{
@@ -22,6 +23,10 @@ func TestRender(t *testing.T) {
 		"mosaic-conv@.service": {"Type=notify", "NotifyAccess=main", "ExecStart=/opt/mosaic/bin/mosaicctl serve --conversation %i",
 			"Requires=mosaic-conv@%i.socket", "After=mosaic-conv@%i.socket", "Restart=on-failure", "NoNewPrivileges=yes",
 			"SyslogLevel=warning", "SyslogLevelPrefix=no", "LogRateLimitIntervalSec=30s", "LogRateLimitBurst=10000"},
+		"mosaic-web.socket": {"ListenStream=127.0.0.1:7433", "ListenStream=%t/mosaic/web.sock", "SocketMode=0600",
+			"DirectoryMode=0700", "Accept=no", "FileDescriptorName=web"},
+		"mosaic-web.service": {"ExecStart=/opt/mosaic/bin/mosaicctl web serve --idle 10m", "Requires=mosaic-web.socket",
+			"Type=notify", "UMask=0077", "NoNewPrivileges=yes"},
 	}
 	for _, f := range files {
 		if !IsOurs(f.Data) {
@@ -86,15 +91,15 @@ func TestInstallLifecycle(t *testing.T) {
 		want  string
 		err   error
 	}{
-		{name: "fresh", files: v1, want: "written,written"},
-		{name: "again changes nothing", files: v1, want: "unchanged,unchanged"},
-		{name: "a new binary rewrites ours", files: v2, want: "unchanged,rewritten"},
+		{name: "fresh", files: v1, want: "written,written,written,written"},
+		{name: "again changes nothing", files: v1, want: "unchanged,unchanged,unchanged,unchanged"},
+		{name: "a new binary rewrites ours", files: v2, want: "unchanged,rewritten,unchanged,rewritten"},
 		{name: "a foreign file is refused", files: v1, setup: func(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(dir, "mosaic-conv@.service"), []byte("[Service]\nExecStart=/bin/true\n"), 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}, err: ErrForeign},
-		{name: "force overwrites it", files: v1, force: true, want: "unchanged,rewritten"},
+		{name: "force overwrites it", files: v1, force: true, want: "unchanged,rewritten,unchanged,rewritten"},
 	}
 	for _, st := range steps {
 		t.Run(st.name, func(t *testing.T) {
@@ -149,11 +154,11 @@ func TestUninstall(t *testing.T) {
 	}
 	os.Remove(foreign)
 	changes, err := Uninstall(dir, false)
-	if err != nil || actions(changes) != "absent,removed" {
+	if err != nil || actions(changes) != "absent,removed,removed,removed" {
 		t.Fatalf("Uninstall = %s, %v", actions(changes), err)
 	}
 	changes, err = Uninstall(dir, false)
-	if err != nil || actions(changes) != "absent,absent" {
+	if err != nil || actions(changes) != "absent,absent,absent,absent" {
 		t.Fatalf("second Uninstall = %s, %v", actions(changes), err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mosaic-agents/mosaic/client"
+	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
 	"github.com/mosaic-agents/mosaic/contrib/stubmodel"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
@@ -54,7 +55,8 @@ func gateConversation(t *testing.T, seat string, script stubmodel.Script) (pc pi
 			t.Fatal(err)
 		}
 	}
-	bin, pi, stub, model := stubbedPi(t, script, agent)
+	bin := sandboxtest.Bin(t, "mosaicctl")
+	pi, model, stub := sandboxtest.StubPiIn(t, script, agent)
 	id, proj, path := startConversation(t, bin, seat, "--engine", pi, "--provider", model.Provider, "--model", model.Model,
 		"--agent-dir", model.AgentDir, "--extension", gate)
 	pc = piConversation{bin: bin, id: id, proj: proj, path: path, stub: stub}

@@ -24,13 +24,18 @@ func interspersed(app *cli.App, argv []string) ([]string, error) {
 		return argv, nil
 	}
 	out := []string{argv[0]}
-	cmds, path := app.Commands, "mosaicctl"
+	cmds, path, flags := app.Commands, "mosaicctl", app.Flags
 	i := 1
 	for {
-		// Flags of an intermediate level (--help, --version) stay where
-		// they are.
+		// Flags of an intermediate level (--help, --version, `web --addr
+		// A`) stay where they are, each with its value when its
+		// definition takes one: the value is not a subcommand's name.
 		for i < len(argv) && strings.HasPrefix(argv[i], "-") && argv[i] != "-" && argv[i] != "--" {
 			out = append(out, argv[i])
+			if !strings.Contains(argv[i], "=") && takesValue(flags, strings.TrimLeft(argv[i], "-")) && i+1 < len(argv) {
+				i++
+				out = append(out, argv[i])
+			}
 			i++
 		}
 		if i >= len(argv) || argv[i] == "help" || argv[i] == "h" || argv[i] == "--" {
@@ -46,7 +51,7 @@ func interspersed(app *cli.App, argv []string) ([]string, error) {
 		if len(cmd.Subcommands) == 0 {
 			return append(out, reorder(cmd.Flags, argv[i:])...), nil
 		}
-		cmds = cmd.Subcommands
+		cmds, flags = cmd.Subcommands, cmd.Flags
 	}
 }
 

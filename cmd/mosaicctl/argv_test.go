@@ -37,6 +37,8 @@ func TestInterspersed(t *testing.T) {
 		{"no positionals", "status --json", "status --json", ""},
 		{"help is left alone", "help prompt --take", "help prompt --take", ""},
 		{"app flags", "--help", "--help", ""},
+		{"value flag of a command with subcommands", "web --addr h:1 --no-browser", "web --addr h:1 --no-browser", ""},
+		{"subcommand after its parent's flag", "web --no-browser sessions --store /s", "web --no-browser sessions --store /s", ""},
 		{"unknown command", "promt ID hi", "", `unknown command "promt"; see ` + "`mosaicctl --help`"},
 		{"unknown subcommand", "conv remove ID", "", `unknown command "remove"; see ` + "`mosaicctl conv --help`"},
 	} {

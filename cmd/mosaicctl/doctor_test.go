@@ -261,7 +261,8 @@ func TestDoctorInSandbox(t *testing.T) {
 	want(t, rs, "journal", verdictOK, "persistent (Storage=persistent, SplitMode=uid)", "")
 	want(t, rs, "engine-confinement", verdictOK, "namespaces", "")
 	want(t, rs, "engine-pins", verdictOK, "1 conversation; engine and interpreter pins match", "")
-	want(t, rs, "units", verdictOK, "mosaic-conv@.service current (run "+d.bin+")", "")
+	want(t, rs, "units", verdictOK, filepath.Join(d.config, "systemd", "user", "mosaic-conv@.service")+" and ", "")
+	want(t, rs, "units", verdictOK, "mosaic-web.service current (run "+d.bin+")", "")
 	want(t, rs, "linger", verdictWarn, "lingering is off for mosaic-test", "loginctl enable-linger")
 	enforced := limitsEnforced(t)
 	if enforced {

@@ -223,7 +223,9 @@ mosaic-conv@ID.socket listens at $XDG_RUNTIME_DIR/mosaic/conv/ID.sock, mode 0600
 
 The first connection socket-activates mosaic-conv@ID.service, which runs mosaicctl serve --conversation ID: the controller. It launches the engine into a transient scope of its own, mosaic-engine-CONVERSATION-EXECUTION.scope, so stopping the socket or the service ends the controller but never the engine or any process the agent started. Only a confirmed force stop (mosaicctl stop) ends the engine, and it ends as stopped only with a proof of the whole cohort.
 
-The controller logs its decisions and refusals to the journal: journalctl --user -x -u mosaic-conv@ID.service shows them with their explanations from the message catalog.`)
+The controller logs its decisions and refusals to the journal: journalctl --user -x -u mosaic-conv@ID.service shows them with their explanations from the message catalog.
+
+mosaic-web.socket listens on 127.0.0.1:7433 and at $XDG_RUNTIME_DIR/mosaic/web.sock and socket-activates mosaic-web.service, which runs mosaicctl web serve: the web surface, one more client of the conversation sockets, which exits after ten minutes with no browser attached. mosaicctl web prints its one-time login link.`)
 	b.WriteString(".SH UNIT FILES\n")
 	para(&b, `The same two files, rendered from one template, come from three places; the user manager takes the first it finds:`)
 	for _, d := range [][2]string{

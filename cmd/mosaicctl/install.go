@@ -15,8 +15,8 @@ import (
 func installCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "install",
-		Usage: "write the mosaic-conv@ user units and reload the user manager",
-		Description: "Writes mosaic-conv@.socket and mosaic-conv@.service to ~/.config/systemd/user\n" +
+		Usage: "write the mosaic-conv@ and mosaic-web user units and reload the user manager",
+		Description: "Writes mosaic-conv@.socket, mosaic-conv@.service, mosaic-web.socket and mosaic-web.service to ~/.config/systemd/user\n" +
 			"(or /etc/systemd/user with --global, for every user) and reloads the user manager over\n" +
 			"D-Bus. Running it again changes nothing and says so.",
 		Flags: []cli.Flag{

@@ -49,6 +49,7 @@ func newApp() *cli.App {
 			auditCommand(),
 			doctorCommand(),
 			genCommand(),
+			webCommand(),
 		},
 		// Errors are printed once, by main, with their refusal code.
 		ExitErrHandler: func(*cli.Context, error) {},

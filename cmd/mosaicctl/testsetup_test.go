@@ -1,7 +1,6 @@
 package main
 
 import (
-	"os"
 	"strings"
 	"testing"
 
@@ -27,30 +26,11 @@ type piConversation struct {
 // close the stub, in that order.
 func realPiConversation(t *testing.T, seat string, script stubmodel.Script, flags ...string) piConversation {
 	t.Helper()
-	bin, pi, stub, model := stubbedPi(t, script, t.TempDir())
+	bin := sandboxtest.Bin(t, "mosaicctl")
+	pi, model, stub := sandboxtest.StubPi(t, script)
 	id, proj, path := startConversation(t, bin, seat, append([]string{
 		"--engine", pi, "--provider", model.Provider, "--model", model.Model, "--agent-dir", model.AgentDir}, flags...)...)
 	return piConversation{bin: bin, id: id, proj: proj, path: path, stub: stub}
-}
-
-// stubbedPi returns the mosaicctl under test, the pinned Pi (MOSAIC_PI)
-// and a stub model playing script, its models.json written into agent.
-func stubbedPi(t *testing.T, script stubmodel.Script, agent string) (bin, pi string, stub *stubmodel.Server, model stubmodel.PiModel) {
-	t.Helper()
-	bin = sandboxtest.Bin(t, "mosaicctl")
-	pi = os.Getenv("MOSAIC_PI")
-	if pi == "" {
-		sandboxtest.Unavailable(t, "MOSAIC_PI is not set: `make test` installs the pinned Pi")
-	}
-	stub, err := stubmodel.Start(script)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { stub.Close() })
-	if model, err = stubmodel.WriteAgentDir(agent, stub.BaseURL()); err != nil {
-		t.Fatal(err)
-	}
-	return bin, pi, stub, model
 }
 
 // startConversation installs the units, registers a conversation on seat

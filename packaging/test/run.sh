@@ -51,6 +51,8 @@ dpkg-deb -x "$deb" "$work/x"
 	echo "-rw-r--r-- root/root ./usr/lib/systemd/catalog/mosaic.catalog"
 	echo "-rw-r--r-- root/root ./usr/lib/systemd/user/mosaic-conv@.service"
 	echo "-rw-r--r-- root/root ./usr/lib/systemd/user/mosaic-conv@.socket"
+	echo "-rw-r--r-- root/root ./usr/lib/systemd/user/mosaic-web.service"
+	echo "-rw-r--r-- root/root ./usr/lib/systemd/user/mosaic-web.socket"
 	echo "-rw-r--r-- root/root ./usr/share/bash-completion/completions/mosaicctl"
 	echo "-rw-r--r-- root/root ./usr/share/fish/vendor_completions.d/mosaicctl.fish"
 	echo "-rw-r--r-- root/root ./usr/share/zsh/vendor-completions/_mosaicctl"
@@ -70,7 +72,7 @@ for v in prompt stop attach conv; do
 done
 [ -f "$work/man/mosaic-conv@.service.5" ] || fail "no mosaic-conv@.service(5)"
 "$work/x/usr/bin/mosaicctl" gen units --bin /usr/bin/mosaicctl "$work/units"
-for u in mosaic-conv@.socket mosaic-conv@.service; do
+for u in mosaic-conv@.socket mosaic-conv@.service mosaic-web.socket mosaic-web.service; do
 	cmp -s "$work/units/$u" "$work/x/usr/lib/systemd/user/$u" || fail "$u differs from what the binary renders"
 done
 grep -qx 'ExecStart=/usr/bin/mosaicctl serve --conversation %i' "$work/x/usr/lib/systemd/user/mosaic-conv@.service" ||

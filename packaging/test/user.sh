@@ -12,7 +12,8 @@ start)
 	[ "$(command -v mosaicctl)" = /usr/bin/mosaicctl ] || fail "mosaicctl on PATH is $(command -v mosaicctl)"
 	[ -z "$(find "$HOME" -name go.mod -print -quit)" ] || fail "a checkout in the test user's home"
 	[ ! -e "$HOME/.config/systemd/user/mosaic-conv@.service" ] || fail "user units exist: this must run without mosaicctl install"
-	out=$(systemd-analyze --user verify /usr/lib/systemd/user/mosaic-conv@.socket /usr/lib/systemd/user/mosaic-conv@.service 2>&1) ||
+	out=$(systemd-analyze --user verify /usr/lib/systemd/user/mosaic-conv@.socket /usr/lib/systemd/user/mosaic-conv@.service \
+		/usr/lib/systemd/user/mosaic-web.socket /usr/lib/systemd/user/mosaic-web.service 2>&1) ||
 		fail "systemd-analyze --user verify: $out"
 	[ -z "$out" ] || fail "systemd-analyze --user verify: $out"
 

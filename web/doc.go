@@ -1,0 +1,42 @@
+// Package web is the web surface: every conversation live in a browser,
+// served by `mosaicctl web serve` on mosaic-web.socket (docs/web.md).
+//
+// The server is one more client of the conversation sockets. Each browser
+// tab that opens a conversation gets its own protocol connection
+// (client.Dial), an observer until the page asks for control; every page
+// command is the protocol command of the same name, addressed with the
+// generation and execution the page showed, so a view made stale by a
+// takeover elsewhere is refused by the controller, never acted on. There is
+// no path into a controller that a terminal client lacks.
+//
+// What the page shows is rendered here: the client library's Transcript
+// joins the history page and the live events by the seam rules, and
+// terminal.Transcript turns them into the lines `mosaicctl attach` shows,
+// every engine string already made inert (control, bidi and invisible
+// characters as notation). The page receives those lines by item (only
+// the items that changed) over server-sent events and inserts them with
+// textContent. Alternatives weighed:
+//
+//   - Forwarding protocol records and rendering in the page would put a
+//     second implementation of the seam, deduplication and sanitizing
+//     rules in JavaScript, where it could drift from the terminal's.
+//   - Rendering Markdown (goldmark with HTML off, then bluemonday) would
+//     add an HTML producer and a sanitizer in the path of every engine
+//     string for headings and emphasis; escaped text shows exactly what
+//     the terminal shows and cannot become markup.
+//   - WebSocket instead of SSE: commands are plain POSTs with a CSRF
+//     header either way, and SSE reconnects by itself (Last-Event-ID
+//     names the tab) and passes proxies untouched.
+//
+// Authentication: `mosaicctl web` writes a one-time login token into the
+// Store (the hash only), under $XDG_RUNTIME_DIR/mosaic/web, which a
+// confined engine cannot see; the server redeems it for an HttpOnly,
+// SameSite=Strict session cookie. Every request checks Host (DNS
+// rebinding), every state change Origin and the session's CSRF token
+// (guard.go), and a revoked session's streams end within a heartbeat.
+//
+// A tab whose stream breaks keeps its connection for TabGrace, so a page
+// that reconnects keeps control and its place; the server exits after
+// Options.Idle with no browser attached and socket activation starts it
+// again.
+package web

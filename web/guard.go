@@ -1,0 +1,112 @@
+package web
+
+import (
+	"crypto/subtle"
+	"errors"
+	"net/http"
+	"slices"
+
+	"github.com/mosaic-agents/mosaic/protocol"
+)
+
+// CookieName is the session cookie.
+const CookieName = "mosaic_session"
+
+// CSRFHeader carries the session's CSRF token on every state change.
+const CSRFHeader = "X-Mosaic-CSRF"
+
+// headers are set on every answer. The CSP allows no inline script or
+// style and no other origin: even text that slipped past the renderer
+// into markup could not run. Nothing is cached, so a shared machine's
+// disk holds no transcript.
+func headers(w http.ResponseWriter) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "+
+		"connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Cross-Origin-Opener-Policy", "same-origin")
+	h.Set("Cross-Origin-Resource-Policy", "same-origin")
+}
+
+// checkHost refuses a Host the server does not answer to. A DNS-rebinding
+// page reaches 127.0.0.1 under its own name; its requests carry that name
+// as Host and end here, before any cookie is looked at.
+func (s *Server) checkHost(r *http.Request) error {
+	if slices.Contains(s.hosts, r.Host) {
+		return nil
+	}
+	return protocol.Refuse(protocol.CodeWebHost, "this server does not answer to host %q; open it as http://%s/ (or add the name with --allow-host)", r.Host, s.primary())
+}
+
+// checkOrigin refuses a state change whose Origin is not this server's own
+// page: a cross-site form or fetch carries the other site's Origin (or
+// "null"), and SameSite=Strict is the second wall, not the only one. A
+// browser sends Origin on every POST; a request without one did not come
+// from our page.
+func (s *Server) checkOrigin(r *http.Request) error {
+	o := r.Header.Get("Origin")
+	if o == "http://"+r.Host || o == "https://"+r.Host {
+		return nil
+	}
+	if o == "" {
+		return protocol.Refuse(protocol.CodeWebOrigin, "a state change without an Origin header is refused; use the page")
+	}
+	return protocol.Refuse(protocol.CodeWebOrigin, "a state change from origin %q is refused: only this server's own pages may act", clip(o, 100))
+}
+
+// checkCSRF compares the request's CSRF header with the session's token.
+func checkCSRF(r *http.Request, ss *Session) error {
+	got := r.Header.Get(CSRFHeader)
+	if got == "" || subtle.ConstantTimeCompare([]byte(got), []byte(ss.CSRF)) != 1 {
+		return protocol.Refuse(protocol.CodeWebCSRF, "the request's CSRF token is missing or wrong; reload the page")
+	}
+	return nil
+}
+
+// session returns the request's live session.
+func (s *Server) session(r *http.Request) (*Session, error) {
+	c, err := r.Cookie(CookieName)
+	if err != nil {
+		return nil, protocol.Refuse(protocol.CodeWebAuth, "not logged in: run `mosaicctl web` and open the link it prints")
+	}
+	return s.store.Check(c.Value)
+}
+
+// guard runs the checks every route needs, in order: Host, then the
+// session, then — for anything but GET and HEAD — Origin and CSRF.
+func (s *Server) guard(w http.ResponseWriter, r *http.Request) (*Session, bool) {
+	if err := s.checkHost(r); err != nil {
+		s.refuse(w, r, http.StatusMisdirectedRequest, err)
+		return nil, false
+	}
+	ss, err := s.session(r)
+	if err != nil {
+		s.refuse(w, r, http.StatusUnauthorized, err)
+		return nil, false
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		if err := s.checkOrigin(r); err != nil {
+			s.refuse(w, r, http.StatusForbidden, err)
+			return nil, false
+		}
+		if err := checkCSRF(r, ss); err != nil {
+			s.refuse(w, r, http.StatusForbidden, err)
+			return nil, false
+		}
+	}
+	return ss, true
+}
+
+// refuse answers with a refusal: JSON for the API, a small text page for
+// a person's navigation.
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, status int, err error) {
+	var ref *protocol.Refusal
+	if !errors.As(err, &ref) {
+		ref = &protocol.Refusal{Code: protocol.CodeServeFailed, Message: err.Error()}
+	}
+	s.logf("refused %s %s: %s: %s", r.Method, r.URL.Path, ref.Code, ref.Message)
+	writeJSON(w, status, map[string]any{"refusal": map[string]any{"code": ref.Code, "message": ref.Message, "reconcile": ref.Reconcile}})
+}

@@ -1,0 +1,36 @@
+// Shared helpers. Every piece of text from the server is put into the page
+// with textContent, never as markup: this file and the others never use
+// innerHTML, insertAdjacentHTML, document.write or a URL built from text.
+"use strict";
+
+const mosaic = {
+  csrf: document.querySelector('meta[name="csrf"]').content,
+
+  el(tag, cls, text) {
+    const e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined && text !== null) e.textContent = String(text);
+    return e;
+  },
+
+  // post sends a state change: same origin, the session cookie, the CSRF
+  // token in a header. The answer is the server's JSON.
+  async post(path, body) {
+    const r = await fetch(path, {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { "Content-Type": "application/json", "X-Mosaic-CSRF": mosaic.csrf },
+      body: JSON.stringify(body),
+    });
+    let j;
+    try { j = await r.json(); } catch (e) { j = { error: "the server answered HTTP " + r.status }; }
+    return j;
+  },
+
+  logout() {
+    mosaic.post("/logout", {}).then(() => { location.href = "/"; });
+  },
+};
+
+const lo = document.getElementById("logout");
+if (lo) lo.addEventListener("click", mosaic.logout);

@@ -1,0 +1,315 @@
+"use strict";
+
+// The conversation page: the transcript the server's tab holds (history,
+// then live events), the controls, and the dialogs. Every string from the
+// server arrives already made inert (control, bidi and invisible
+// characters shown as notation) and is inserted with textContent only.
+(function () {
+  const id = document.querySelector('meta[name="conversation"]').content;
+  const $ = (x) => document.getElementById(x);
+  const list = $("transcript"), records = $("records"), notice = $("notice"), text = $("text");
+  let es = null, tab = "", view = null, items = [], stops = new Map(), prevEngine = "";
+
+  function say(msg, cls) {
+    notice.textContent = msg;
+    notice.className = "notice " + (cls || "");
+  }
+
+  // ---- transcript ----
+  function itemNode(it) {
+    const li = mosaic.el("li", "item " + it.kind + (it.role ? " role-" + it.role : "") + (it.open ? " open" : ""));
+    const head = it.lines.length ? it.lines[0] : "";
+    const body = it.lines.slice(1).join("\n");
+    const fold = it.kind === "tool" || it.role === "toolResult";
+    if (fold) {
+      const d = mosaic.el("details");
+      d.appendChild(mosaic.el("summary", "head", head));
+      d.appendChild(mosaic.el("pre", "body", body));
+      li.appendChild(d);
+    } else if (it.kind === "message") {
+      li.appendChild(mosaic.el("div", "head", head));
+      if (body) li.appendChild(mosaic.el("pre", "body", body));
+    } else {
+      li.appendChild(mosaic.el("div", "line", it.kind === "marker" ? "reconcile: " + it.lines.join(" ").replace(/^== reconcile: | ==$/g, "") : head));
+    }
+    return li;
+  }
+
+  function patch(p) {
+    const atBottom = window.innerHeight + window.scrollY >= document.body.scrollHeight - 40;
+    for (const [k, it] of Object.entries(p.set)) {
+      const i = Number(k);
+      const n = itemNode(it);
+      // Keep a folded item open if the person opened it.
+      const old = items[i];
+      if (old) {
+        const od = old.querySelector("details"), nd = n.querySelector("details");
+        if (od && nd && od.open) nd.open = true;
+        list.replaceChild(n, old);
+      } else {
+        list.appendChild(n);
+      }
+      items[i] = n;
+    }
+    while (items.length > p.n) list.removeChild(items.pop());
+    if (atBottom) window.scrollTo(0, document.body.scrollHeight);
+  }
+
+  function reset() {
+    list.replaceChildren();
+    items = [];
+  }
+
+  // ---- state ----
+  function setState(s) {
+    if (s.tab !== tab) { reset(); tab = s.tab; }
+    const was = view;
+    view = s;
+    const ctl = s.mode === "controller";
+    $("mode").textContent = ctl ? "controller" : (s.controller ? "observer" : "observer · no controller");
+    $("mode").className = "pill " + (ctl ? "ok" : "");
+    $("engine").textContent = "engine " + (s.engineState || "-");
+    $("engine").className = "pill engine " + (s.engineState || "");
+    $("gen").textContent = "gen " + s.generation;
+    const st = $("status");
+    st.replaceChildren();
+    const add = (t, cls) => st.appendChild(mosaic.el("span", cls || "", t));
+    add("binding " + (s.state || "-"));
+    add("admission " + (s.admission || "-") + (s.admissionReason ? " (" + s.admissionReason + ")" : ""));
+    add("execution " + (s.execution || "-"));
+    if (s.lastStop) add("last stop " + s.lastStop);
+    if (s.controller && !s.controllerConnected) add("the controller's connection is gone", "warn");
+    if (s.engineEnd) add("engine ended: " + (s.engineEnd.status || "") + " " + (s.engineEnd.stderr || []).join(" | "), "warn");
+    if (s.dead) add("connection ended: " + s.dead, "bad");
+    $("older").hidden = !s.more;
+    $("older").disabled = s.loading;
+    $("older").textContent = s.loading ? "Loading older history…" : "Load older history";
+    text.placeholder = ctl ? "Prompt the engine" : "Observer: take control to send (your text is kept)";
+    document.title = "[" + (s.engineState || "-") + (ctl ? "" : " · observing") + "] " + id + " · mosaic";
+    if (was && was.engineState === "busy" && s.engineState === "idle") notify("turn ended", id);
+    if (was && was.mode === "controller" && !ctl) say("another client took control: this tab is an observer now (your text is kept)", "warn");
+    prevEngine = s.engineState;
+  }
+
+  // ---- records: stops, notices, records this page does not know ----
+  function record(r) {
+    if (r.record === "stop") {
+      stops.set(r.id, r);
+      renderStop(r);
+      if (r.state === "uncertain") notify("stop uncertain", r.reason || r.id);
+      if (r.kind === "force-stop" && r.state === "stopped") notify("stopped with a proof", r.proofDigest || "");
+      showDialogStop(r);
+      return;
+    }
+    if (r.record === "notice") {
+      records.appendChild(mosaic.el("div", "rec notice-rec", "notice " + r.kind + ": " + r.message));
+      return;
+    }
+    // Unknown records (a newer controller's: queue items, approvals)
+    // are shown as inert text and never acted on.
+    const d = mosaic.el("details", "rec unknown");
+    d.appendChild(mosaic.el("summary", "", (r.record === "unknown" ? r.kind : r.record) + " record"));
+    d.appendChild(mosaic.el("pre", "", r.text || r.message || JSON.stringify(r)));
+    records.appendChild(d);
+    if (r.kind === "approval") notify("waiting for an approval", id);
+  }
+
+  function stopText(r) {
+    let t = r.kind + " " + r.id + ": " + r.state;
+    if (r.proofDigest) t += " · proof " + r.proofDigest;
+    if (r.reason) t += " · " + r.reason;
+    if (r.effects) {
+      t += " · effects " + r.effects.disposition + ", " + r.effects.completed + " tool calls completed";
+      for (const u of r.effects.uncertain || []) t += "; uncertain: " + u.tool + " " + u.callId + " (" + u.reason + ")";
+    }
+    if (r.approvalDisposition) t += " · approvals " + r.approvalDisposition;
+    return t;
+  }
+
+  function renderStop(r) {
+    let box = records.querySelector('[data-stop="' + CSS.escape(r.id) + '"]');
+    if (!box) {
+      box = mosaic.el("div", "rec stop");
+      box.dataset.stop = r.id;
+      records.appendChild(box);
+    }
+    box.replaceChildren(mosaic.el("div", "stop-line state-" + r.state, stopText(r)));
+    if (r.proof) {
+      const d = mosaic.el("details", "proof");
+      d.appendChild(mosaic.el("summary", "", "proof"));
+      d.appendChild(mosaic.el("pre", "", typeof r.proof === "string" ? r.proof : JSON.stringify(r.proof)));
+      box.appendChild(d);
+    }
+  }
+
+  // ---- stream ----
+  function connect() {
+    const url = "/api/c/" + encodeURIComponent(id) + "/events" + (tab ? "?tab=" + encodeURIComponent(tab) : "");
+    es = new EventSource(url);
+    es.addEventListener("state", (ev) => setState(JSON.parse(ev.data)));
+    es.addEventListener("items", (ev) => patch(JSON.parse(ev.data)));
+    es.addEventListener("record", (ev) => record(JSON.parse(ev.data)));
+    es.addEventListener("gone", (ev) => {
+      es.close();
+      const g = JSON.parse(ev.data);
+      say(g.message, "bad");
+      tab = "";
+      // A revoked session stays logged out; a closed connection comes
+      // back as a new observer.
+      if (!g.final) setTimeout(connect, 1000);
+    });
+    es.onerror = () => {
+      say("stream interrupted: reconnecting (this tab keeps its connection for 30 s)", "warn");
+      if (es.readyState === EventSource.CLOSED) {
+        setTimeout(connect, 1000);
+      }
+    };
+    es.onopen = () => { if (notice.classList.contains("warn")) say(""); };
+  }
+
+  // ---- commands ----
+  // send posts an operation with the view it was decided on: the
+  // generation and execution this page shows. A stale view is refused by
+  // the controller (stale-generation), never acted on.
+  async function send(op, extra) {
+    if (!view) { say("not connected yet", "warn"); return null; }
+    const body = Object.assign({ tab: tab, op: op, generation: view.generation, execution: view.execution }, extra || {});
+    const j = await mosaic.post("/api/c/" + encodeURIComponent(id) + "/command", body);
+    if (j.refusal) say("refused " + j.refusal.code + ": " + j.refusal.message, "bad");
+    else if (j.unknown) say("outcome unknown: " + j.unknown, "bad");
+    else if (j.error) say(j.error, "bad");
+    return j;
+  }
+
+  $("composer").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const t = text.value;
+    if (!t.trim()) { say("nothing to send", "warn"); return; }
+    // The text stays in the composer until the engine acknowledged it.
+    const j = await send("prompt", { text: t });
+    if (j && j.reply) {
+      const rc = j.reply;
+      if (rc.state === "acknowledged") {
+        if (text.value === t) text.value = "";
+        say("sent (receipt " + rc.id + ")", "ok");
+      } else {
+        say("prompt " + rc.state + (rc.evidence ? ": " + rc.evidence : "") + (rc.reason ? " (" + rc.reason + ")" : "") + " — your text is kept", "bad");
+        if (rc.state === "failed") notify("turn failed", rc.evidence || "");
+      }
+    }
+  });
+  text.addEventListener("keydown", (ev) => {
+    if (ev.key === "Enter" && (ev.ctrlKey || ev.metaKey)) { ev.preventDefault(); $("composer").requestSubmit(); }
+  });
+
+  $("take").addEventListener("click", async () => {
+    const j = await send("takeover");
+    if (j && j.reply) say("this tab is the controller (generation " + j.reply.generation + ")", "ok");
+    else if (j && j.refusal && j.refusal.code === "fenced") say("refused fenced: " + j.refusal.message + " — Recover… acquires recovery control", "bad");
+  });
+  $("interrupt").addEventListener("click", async () => {
+    say("interrupting…");
+    const j = await send("interrupt");
+    if (j && j.reply) say("interrupt " + j.reply.state + (j.reply.stop ? " (stop " + j.reply.stop + ")" : ""), j.reply.state === "reconciled" ? "ok" : "warn");
+  });
+  $("older").addEventListener("click", () => send("older"));
+  $("notify").addEventListener("click", () => {
+    if (!("Notification" in window)) { say("this browser has no notifications", "warn"); return; }
+    Notification.requestPermission().then((p) => say("notifications: " + p));
+  });
+
+  function notify(title, body) {
+    if (!("Notification" in window) || Notification.permission !== "granted" || !document.hidden) return;
+    try { new Notification("mosaic " + id + ": " + title, { body: String(body).slice(0, 200) }); } catch (e) { /* not permitted here */ }
+  }
+
+  // ---- the confirmation dialog (force stop, recover, recovery control) ----
+  const dlg = $("confirm");
+  let pending = null; // {operation, confirmation, stop}
+
+  async function confirmFlow(operation, title) {
+    const j = await send("issue-confirmation", { operation: operation });
+    if (!j || !j.reply) return;
+    const c = j.reply;
+    pending = { operation: operation, confirmation: c.id, stop: "" };
+    $("confirm-title").textContent = title;
+    $("confirm-intent").textContent = c.intent;
+    $("confirm-meta").textContent = "confirmation " + c.id + " · execution " + (c.execution || "-") + " · generation " + c.generation + " · expires " + c.expires;
+    $("confirm-result").replaceChildren();
+    $("confirm-yes").hidden = false;
+    $("confirm-yes").disabled = false;
+    $("confirm-no").textContent = "Cancel";
+    dlg.showModal();
+  }
+
+  function result(t, cls) {
+    $("confirm-result").appendChild(mosaic.el("p", "result " + (cls || ""), t));
+  }
+
+  function showDialogStop(r) {
+    if (!pending || !dlg.open || pending.stop !== r.id) return;
+    $("confirm-result").replaceChildren(mosaic.el("p", "result state-" + r.state, stopText(r)));
+    if (r.proof) {
+      const d = mosaic.el("details", "proof");
+      d.open = true;
+      d.appendChild(mosaic.el("summary", "", "proof"));
+      d.appendChild(mosaic.el("pre", "", r.proof));
+      $("confirm-result").appendChild(d);
+    }
+  }
+
+  $("confirm-no").addEventListener("click", async () => {
+    if (pending && $("confirm-yes").hidden === false) {
+      await send("answer-confirmation", { confirmation: pending.confirmation, answer: "decline" });
+      say("declined: nothing was done");
+    }
+    pending = null;
+    dlg.close();
+  });
+
+  $("confirm-yes").addEventListener("click", async () => {
+    if (!pending) return;
+    $("confirm-yes").disabled = true;
+    const p = pending;
+    const a = await send("answer-confirmation", { confirmation: p.confirmation, answer: "confirm" });
+    if (!a || !a.reply) { result("the confirmation was refused: " + (a && a.refusal ? a.refusal.message : "no answer"), "bad"); return; }
+    $("confirm-yes").hidden = true;
+    $("confirm-no").textContent = "Close";
+    if (p.operation === "force-stop") {
+      result("stopping…");
+      const j = await send("force-stop", { confirmation: p.confirmation });
+      if (j && j.reply) {
+        p.stop = j.reply.stop;
+        const s = stops.get(p.stop);
+        if (s) showDialogStop(s); else result("force stop " + j.reply.state + " (stop " + j.reply.stop + ")");
+      } else if (j && j.refusal) result("refused " + j.refusal.code + ": " + j.refusal.message, "bad");
+    } else if (p.operation === "recover") {
+      const j = await send("recover", { confirmation: p.confirmation });
+      if (!j || !j.reply) { if (j && j.refusal) result("refused " + j.refusal.code + ": " + j.refusal.message, "bad"); return; }
+      const el = j.reply;
+      result("eligible after stop " + el.stop + " (proof " + el.proofDigest + "); launching…");
+      const l = await send("launch", { eligibility: el.id, generation: el.generation });
+      if (l && l.reply) result("launch " + l.reply.state + ": execution " + l.reply.execution + ", generation " + l.reply.generation, l.reply.state === "launched" ? "ok" : "bad");
+      else if (l && l.refusal) result("refused " + l.refusal.code + ": " + l.refusal.message, "bad");
+    } else if (p.operation === "acquire-recovery-control") {
+      const j = await send("acquire-recovery-control", { confirmation: p.confirmation });
+      if (j && j.reply) result("this tab holds recovery control (generation " + j.reply.generation + ")", "ok");
+      else if (j && j.refusal) result("refused " + j.refusal.code + ": " + j.refusal.message, "bad");
+    }
+  });
+
+  $("stop").addEventListener("click", () => {
+    if (!view || view.mode !== "controller") { say("force stop needs control: take control first (or Recover… for recovery control)", "warn"); return; }
+    confirmFlow("force-stop", "Force stop");
+  });
+  $("recover").addEventListener("click", () => {
+    if (!view) return;
+    if (view.mode !== "controller") { confirmFlow("acquire-recovery-control", "Take recovery control"); return; }
+    confirmFlow("recover", "Recover");
+  });
+
+  // The view this page acts on, for a person's console and the tests.
+  window.mosaicState = () => Object.assign({}, view);
+
+  connect();
+})();

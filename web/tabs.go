@@ -1,0 +1,317 @@
+package web
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/mosaic-agents/mosaic/client"
+	"github.com/mosaic-agents/mosaic/history"
+	"github.com/mosaic-agents/mosaic/protocol"
+	"github.com/mosaic-agents/mosaic/terminal"
+)
+
+// TabGrace is how long a tab's conversation connection outlives its event
+// stream. A browser whose stream broke (a network blip, a phone waking
+// up) reconnects within it to the same connection, so it keeps control
+// and its place; after it the connection is closed, and control (which a
+// disconnect never releases) stays with the closed connection until
+// someone takes it.
+const TabGrace = 30 * time.Second
+
+// maxOutbox bounds the records kept for a tab's stream.
+const maxOutbox = 512
+
+// tab is one browser tab's view of one conversation: its own protocol
+// connection (an observer until it takes control), the client library's
+// transcript of it, and the records to forward.
+type tab struct {
+	id, session, conv string
+	c                 *client.Client
+	tr                *client.Transcript
+	ctx               context.Context
+	cancel            context.CancelFunc
+
+	mu       sync.Mutex
+	follow   terminal.Follow
+	older    terminal.Older
+	cursor   string // reads the page before the oldest held
+	outbox   []json.RawMessage
+	dropped  uint64 // records dropped off the front of outbox
+	lastStop json.RawMessage
+	changed  chan struct{}
+	attached int
+	left     time.Time
+	dead     string // why the connection ended, once it has
+}
+
+type tabs struct {
+	s  *Server
+	mu sync.Mutex
+	m  map[string]*tab
+}
+
+func newTabs(s *Server) *tabs {
+	t := &tabs{s: s, m: map[string]*tab{}}
+	go t.reap()
+	return t
+}
+
+func newID() string {
+	b := make([]byte, 12)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// open dials the conversation for a new tab of session ss and starts
+// reading it. The tab observes at once: its first page and the live
+// events arrive on its stream.
+func (ts *tabs) open(ctx context.Context, session, conv string) (*tab, error) {
+	if n := ts.ofSession(session); n >= MaxTabs {
+		return nil, protocol.Refuse(protocol.CodeWebTab, "this browser session has %d conversation tabs open (at most %d); close some, or wait %s after closing for their connections to end", n, MaxTabs, TabGrace)
+	}
+	path, err := ts.s.socket(ctx, conv)
+	if err != nil {
+		return nil, err
+	}
+	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	c, err := client.Dial(dctx, path, client.Options{Name: "mosaic-web"})
+	if err != nil {
+		return nil, err
+	}
+	tctx, tcancel := context.WithCancel(ts.s.ctx)
+	t := &tab{id: newID(), session: session, conv: conv, c: c, tr: client.NewTranscript(),
+		ctx: tctx, cancel: tcancel, changed: make(chan struct{}, 1)}
+	ts.mu.Lock()
+	ts.m[t.id] = t
+	ts.mu.Unlock()
+	ts.s.logf("tab %s: session %s opened conversation %s as connection %s", t.id, session, conv, c.Welcome().Connection)
+	go t.read()
+	go func() {
+		if _, err := c.Observe(tctx); err != nil {
+			t.push(map[string]any{"record": "web-error", "message": terminal.SanitizeLine(err.Error())})
+		}
+	}()
+	return t, nil
+}
+
+// get returns the tab id of session on conversation conv.
+func (ts *tabs) get(id, session, conv string) *tab {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	t := ts.m[id]
+	if t == nil || t.session != session || t.conv != conv {
+		return nil
+	}
+	return t
+}
+
+// MaxTabs bounds the conversation tabs (and so the protocol connections)
+// one browser session holds: a page that reconnects in a loop cannot
+// exhaust a controller's connections.
+const MaxTabs = 32
+
+func (ts *tabs) ofSession(session string) int {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	n := 0
+	for _, t := range ts.m {
+		if t.session == session {
+			n++
+		}
+	}
+	return n
+}
+
+func (ts *tabs) count() int {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return len(ts.m)
+}
+
+func (ts *tabs) drop(t *tab) {
+	ts.mu.Lock()
+	delete(ts.m, t.id)
+	ts.mu.Unlock()
+	t.cancel()
+	t.c.Close()
+}
+
+func (ts *tabs) closeSession(session string) {
+	ts.mu.Lock()
+	var list []*tab
+	for _, t := range ts.m {
+		if t.session == session {
+			list = append(list, t)
+		}
+	}
+	ts.mu.Unlock()
+	for _, t := range list {
+		ts.drop(t)
+	}
+}
+
+func (ts *tabs) closeAll() {
+	ts.mu.Lock()
+	var list []*tab
+	for _, t := range ts.m {
+		list = append(list, t)
+	}
+	ts.mu.Unlock()
+	for _, t := range list {
+		ts.drop(t)
+	}
+}
+
+// reap closes tabs whose stream has been gone for TabGrace.
+func (ts *tabs) reap() {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ts.s.ctx.Done():
+			return
+		case <-tick.C:
+		}
+		ts.mu.Lock()
+		var list []*tab
+		for _, t := range ts.m {
+			t.mu.Lock()
+			if t.attached == 0 && time.Since(t.left) > TabGrace {
+				list = append(list, t)
+			}
+			t.mu.Unlock()
+		}
+		ts.mu.Unlock()
+		for _, t := range list {
+			ts.s.logf("tab %s: no stream for %s: closing its connection", t.id, TabGrace)
+			ts.drop(t)
+		}
+	}
+}
+
+// read folds every record of the connection into the transcript and the
+// outbox, asking for the observe the transcript wants (a resume from the
+// replay ring after a lost place, a fresh page after a gap).
+func (t *tab) read() {
+	for u := range t.c.Updates() {
+		if w := t.tr.Update(u); w.Observe {
+			go t.c.Reobserve(t.ctx, w)
+		}
+		t.mu.Lock()
+		switch {
+		case u.Observed != nil && u.FromSeq == nil:
+			// A fresh page: what was read back above the old one does
+			// not join it.
+			t.older, t.cursor = terminal.Older{}, u.Observed.Cursor
+		case u.Stop != nil:
+			t.lastStop = stopView(u.Stop)
+			t.pushLocked(t.lastStop)
+		case u.Notice != nil:
+			t.pushLocked(mustJSON(map[string]any{"record": protocol.RecordNotice, "kind": terminal.SanitizeLine(u.Notice.Kind),
+				"message": terminal.SanitizeLine(u.Notice.Message)}))
+		case u.Event == nil && u.Binding == nil && u.Control == nil && u.Observed == nil && u.Page == nil &&
+			u.Receipt == nil && u.Confirmation == nil && u.Eligibility == nil && u.Refusal == nil:
+			// A record this server does not know (a newer controller's):
+			// shown as inert text, never interpreted.
+			t.pushLocked(mustJSON(map[string]any{"record": "unknown", "kind": terminal.SanitizeLine(u.Record),
+				"text": terminal.SanitizeLine(string(u.Raw))}))
+		}
+		t.mu.Unlock()
+		t.signal()
+	}
+	t.mu.Lock()
+	t.dead = "the conversation connection ended"
+	if err := t.c.Err(); err != nil {
+		t.dead = terminal.SanitizeLine(err.Error())
+	}
+	t.mu.Unlock()
+	t.signal()
+}
+
+func (t *tab) signal() {
+	select {
+	case t.changed <- struct{}{}:
+	default:
+	}
+}
+
+func (t *tab) push(v any) {
+	t.mu.Lock()
+	t.pushLocked(mustJSON(v))
+	t.mu.Unlock()
+	t.signal()
+}
+
+func (t *tab) pushLocked(raw json.RawMessage) {
+	t.outbox = append(t.outbox, raw)
+	if n := len(t.outbox) - maxOutbox; n > 0 {
+		t.outbox = append([]json.RawMessage(nil), t.outbox[n:]...)
+		t.dropped += uint64(n)
+	}
+}
+
+// older reads the page before the oldest held and puts it above.
+func (t *tab) readOlder(ctx context.Context) error {
+	t.mu.Lock()
+	cur := t.cursor
+	t.older.Loading = cur != ""
+	t.mu.Unlock()
+	if cur == "" {
+		return nil
+	}
+	t.signal()
+	p, err := t.c.OlderPage(ctx, cur)
+	t.mu.Lock()
+	defer t.signal()
+	defer t.mu.Unlock()
+	t.older.Loading = false
+	if err != nil {
+		return err
+	}
+	if t.cursor != cur {
+		return nil // a fresh observe replaced the chain meanwhile
+	}
+	var page history.Page
+	if err := json.Unmarshal(p.History, &page); err != nil {
+		return fmt.Errorf("decode older page: %w", err)
+	}
+	t.older.Prepend(&page)
+	t.cursor = p.Cursor
+	return nil
+}
+
+// stopView is a stop record as the page shows it: the controller's
+// record with every string that can carry engine text made inert.
+func stopView(st *protocol.Stop) json.RawMessage {
+	s := *st
+	s.Reason = terminal.SanitizeLine(s.Reason)
+	if s.Effects != nil {
+		e := *s.Effects
+		e.Uncertain = append([]protocol.Effect(nil), e.Uncertain...)
+		for i := range e.Uncertain {
+			e.Uncertain[i].Tool = terminal.SanitizeLine(e.Uncertain[i].Tool)
+			e.Uncertain[i].CallID = terminal.SanitizeLine(e.Uncertain[i].CallID)
+		}
+		s.Effects = &e
+	}
+	s.TurnProof = nil
+	if len(s.Proof) > 0 {
+		// The proof is the controller's record; shown as text.
+		s.Proof = mustJSON(terminal.SanitizeLine(string(s.Proof)))
+	}
+	return mustJSON(s)
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		b, _ = json.Marshal(map[string]string{"record": "web-error", "message": err.Error()})
+	}
+	return b
+}

@@ -1,0 +1,75 @@
+package web_test
+
+import (
+	"net/http"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
+	"github.com/mosaic-agents/mosaic/protocol"
+)
+
+// TestWebUnits: the installed units on the sandbox's real user manager.
+// `mosaicctl web` starts mosaic-web.socket and prints a link to its port;
+// the first request socket-activates `mosaicctl web serve`, which answers
+// the login; `web sessions` lists the session and `web revoke all` ends it.
+func TestWebUnits(t *testing.T) {
+	sandboxtest.Require(t)
+	bin := sandboxtest.Bin(t, "mosaicctl")
+	sh := func(name string, args ...string) string {
+		t.Helper()
+		out, err := exec.Command(name, args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s %v: %v\n%s", name, args, err, out)
+		}
+		return string(out)
+	}
+	sh(bin, "install")
+	t.Cleanup(func() {
+		exec.Command("systemctl", "--user", "stop", "mosaic-web.socket", "mosaic-web.service").Run()
+		exec.Command(bin, "uninstall", "--force").Run()
+	})
+	out, err := exec.Command(bin, "web", "--no-browser").Output()
+	if err != nil {
+		t.Fatalf("mosaicctl web: %v", err)
+	}
+	link := strings.TrimSpace(string(out))
+	if !strings.HasPrefix(link, "http://127.0.0.1:7433/login?token=") {
+		t.Fatalf("mosaicctl web printed %q", link)
+	}
+	c := browser(t)
+	r, err := c.Get(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Body.Close()
+	if r.StatusCode != http.StatusSeeOther {
+		t.Fatalf("login through the activated socket: %s", r.Status)
+	}
+	if st := strings.TrimSpace(sh("systemctl", "--user", "is-active", "mosaic-web.service")); st != "active" {
+		t.Fatalf("mosaic-web.service is %s after a request", st)
+	}
+	r, err = c.Get("http://127.0.0.1:7433/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Body.Close()
+	if r.StatusCode != http.StatusOK {
+		t.Fatalf("the list after login: %s", r.Status)
+	}
+	if list := sh(bin, "web", "sessions"); strings.Count(list, "\n") != 2 || !strings.Contains(list, "Go-http-client") {
+		t.Fatalf("web sessions:\n%s", list)
+	}
+	sh(bin, "web", "revoke", "all")
+	r, err = c.Get("http://127.0.0.1:7433/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := refusal(t, r); code != protocol.CodeWebAuth {
+		t.Fatalf("after revoke: refused %q, want %q", code, protocol.CodeWebAuth)
+	}
+	if out, err := exec.Command(bin, "web", "revoke", "0123456789abcdef").CombinedOutput(); err == nil {
+		t.Fatalf("revoking an unknown session succeeded: %s", out)
+	}
+}
