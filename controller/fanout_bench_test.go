@@ -384,13 +384,21 @@ func (r *floodReader) event(ev *protocol.Event, now time.Time) (settled bool) {
 }
 
 // probe subscribes in process to the controller's bus: the baseline's
-// only reader, with no socket and no client between. Should it lose its
-// place it resumes from the bus's ring, as an observer would.
+// only reader, with no socket and no client between. It takes batches
+// from its cursor as a connection's writer does and decodes every line.
+// Should it lose its place it resumes from the bus's ring, as an observer
+// would.
 func (f *fanoutRig) probe() *floodReader {
 	bus := f.ctrl.bus
 	_, _, until := bus.window()
-	_, s, _ := bus.subscribe(until)
-	r := newFloodReader(func() { bus.unsubscribe(s) }) // called once the reader is done
+	wake := make(chan struct{}, 1)
+	s, _, _ := bus.subscribeFrom(until, wake)
+	var mu sync.Mutex
+	r := newFloodReader(func() { // called once the reader is done
+		mu.Lock()
+		defer mu.Unlock()
+		bus.unsubscribe(s)
+	})
 	take := func(line []byte) bool {
 		now := time.Now()
 		var ev protocol.Event
@@ -402,27 +410,29 @@ func (f *fanoutRig) probe() *floodReader {
 	}
 	go func() {
 		defer close(r.done)
-		var replay [][]byte
-		for {
-			for _, line := range replay {
+		var lines [][]byte
+		for range wake {
+			var lost uint64
+			if lines, lost = bus.take(s, lines[:0]); lost != 0 {
+				r.lost++
+				if r.next == 0 {
+					r.err = fmt.Errorf("the baseline probe lost its place before the first event")
+					return
+				}
+				var complete bool
+				mu.Lock()
+				s, _, complete = bus.subscribeFrom(r.next-1, wake)
+				mu.Unlock()
+				if !complete {
+					r.err = fmt.Errorf("the baseline probe lost events %d on, beyond the replay window", r.next)
+					return
+				}
+				continue
+			}
+			for _, line := range lines {
 				if take(line) {
 					return
 				}
-			}
-			for line := range s.ch {
-				if take(line) {
-					return
-				}
-			}
-			r.lost++
-			if r.next == 0 {
-				r.err = fmt.Errorf("the baseline probe lost its place before the first event")
-				return
-			}
-			var complete bool
-			if replay, s, complete = bus.subscribe(r.next - 1); !complete {
-				r.err = fmt.Errorf("the baseline probe lost events %d on, beyond the replay window", r.next)
-				return
 			}
 		}
 	}()
