@@ -128,7 +128,7 @@ func (k *conn) writeLoop() {
 	var lines [][]byte
 	for {
 		if !k.writeCtl(&epoch) {
-			k.close()
+			k.drop()
 			return
 		}
 		if f := k.current(); f != nil && f.epoch == epoch {
@@ -136,7 +136,7 @@ func (k *conn) writeLoop() {
 			lines, lost = f.bus.take(f.s, lines[:0])
 			if lost != 0 {
 				if k.endFeed(f) && !k.write(lostPlaceLine(lost)) {
-					k.close()
+					k.drop()
 					return
 				}
 				continue
@@ -145,7 +145,7 @@ func (k *conn) writeLoop() {
 				ok := k.writeBatch(lines)
 				clear(lines) // let the ring's lines go
 				if !ok {
-					k.close()
+					k.drop()
 					return
 				}
 				continue
@@ -158,7 +158,7 @@ func (k *conn) writeLoop() {
 				epoch = r.epoch
 			}
 			if !k.write(r.line) {
-				k.close()
+				k.drop()
 				return
 			}
 		case <-k.kick:
@@ -222,6 +222,15 @@ func (k *conn) close() {
 	k.once.Do(func() { close(k.closing) })
 }
 
+// drop closes a connection that is too slow or whose write failed. Its
+// reader may be blocked on a client that sends nothing (a stalled client
+// does not write either), so the read is ended too: the handler returns
+// and the socket closes now, not at the client's next line.
+func (k *conn) drop() {
+	k.close()
+	k.c.SetReadDeadline(time.Now())
+}
+
 // send queues one record. A client whose queue stays full is closed: a
 // control record (receipt, refusal, control change) must not be dropped
 // silently, so the client loses the connection and reconciles on reconnect.
@@ -241,7 +250,7 @@ func (k *conn) enqueueCtl(line []byte) error {
 // put queues a control record, waiting up to wait for room.
 func (k *conn) put(r record, wait time.Duration) error {
 	if !k.reserve(len(r.line)) {
-		k.close()
+		k.drop()
 		return errSlow
 	}
 	err := k.putWait(r, wait)
@@ -267,7 +276,7 @@ func (k *conn) putWait(r record, wait time.Duration) error {
 	case <-k.closing:
 		return net.ErrClosed
 	case <-t.C:
-		k.close()
+		k.drop()
 		return errSlow
 	}
 }
@@ -281,14 +290,14 @@ func (k *conn) offer(line []byte) { k.offerEpoch(line, 0) }
 // record).
 func (k *conn) offerEpoch(line []byte, epoch uint64) {
 	if !k.reserve(len(line)) {
-		k.close()
+		k.drop()
 		return
 	}
 	select {
 	case k.ctl <- record{line: line, epoch: epoch}:
 	default:
 		k.unreserve(len(line))
-		k.close()
+		k.drop()
 	}
 }
 
