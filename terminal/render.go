@@ -20,12 +20,56 @@ const MaxToolLines = 20
 func (t *Transcript) Lines(width int) []string {
 	var out []string
 	for _, it := range t.items {
-		if it.kind == itemTool && t.results[it.tool.callID] {
-			continue
+		if t.shown(it) {
+			out = append(out, it.lines(width)...)
 		}
-		out = append(out, it.lines(width)...)
 	}
 	return out
+}
+
+// shown says whether an item has lines of its own: a tool whose result
+// message arrived is shown by that message.
+func (t *Transcript) shown(it *item) bool {
+	return it.kind != itemTool || !t.results[it.tool.callID]
+}
+
+// count is len(t.Lines(width)) without building them: a frame needs the
+// length and only the lines of its viewport, and the items' line caches
+// make both cheap.
+func (t *Transcript) count(width int) int {
+	n := 0
+	for _, it := range t.items {
+		if t.shown(it) {
+			n += len(it.lines(width))
+		}
+	}
+	return n
+}
+
+// window appends to dst t.Lines(width)[from:from+n] (fewer at the end),
+// touching only the items it spans.
+func (t *Transcript) window(dst []string, width, from, n int) []string {
+	at := 0
+	for _, it := range t.items {
+		if n <= 0 {
+			break
+		}
+		if !t.shown(it) {
+			continue
+		}
+		all := it.lines(width)
+		if at+len(all) <= from {
+			at += len(all)
+			continue
+		}
+		ls := all[from-at:] // from >= at: the items before it were skipped or taken whole
+		ls = ls[:min(len(ls), n)]
+		dst = append(dst, ls...)
+		n -= len(ls)
+		at += len(all)
+		from = at
+	}
+	return dst
 }
 
 // lines renders one item, from the cache when neither the width nor the

@@ -58,6 +58,12 @@ func wrapLine(s string, width int) []string {
 // clip sanitizes a one-line string (LF shown as ^J) and cuts it to width
 // cells, ending with "…" when it was cut. width <= 0 means no cut.
 func clip(s string, width int) string {
+	if printableASCII(s) { // one cell a byte, nothing to escape
+		if width <= 0 || len(s) <= width {
+			return s
+		}
+		return s[:width-1] + "…"
+	}
 	us := units(s)
 	if width <= 0 {
 		return join(us)
@@ -80,4 +86,16 @@ func clip(s string, width int) string {
 	}
 	b.WriteString("…")
 	return b.String()
+}
+
+// printableASCII says whether s is only printable ASCII (space to ~),
+// the common case the clip of every frame meets: already sanitized and
+// wrapped lines.
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }
