@@ -111,12 +111,33 @@ func inner(width, n int) int {
 	return max(width-n, 1)
 }
 
+// body wraps s under prefix. The lines share one string: a first frame
+// wraps every message of the transcript, and one allocation per message
+// instead of one per line is most of what that frame costs.
 func body(prefix, s string, width int) []string {
+	in := inner(width, Width(prefix))
 	var out []string
-	for _, l := range strings.Split(s, "\n") {
-		for _, w := range wrapLine(l, inner(width, Width(prefix))) {
-			out = append(out, prefix+w)
+	if !strings.Contains(s, "\n") {
+		out = wrapLine(s, in) // the common case: no copy of the lines' slice
+	} else {
+		for l := range strings.SplitSeq(s, "\n") {
+			out = append(out, wrapLine(l, in)...)
 		}
+	}
+	n := 0
+	for _, w := range out {
+		n += len(prefix) + len(w)
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for _, w := range out {
+		b.WriteString(prefix)
+		b.WriteString(w)
+	}
+	all, at := b.String(), 0
+	for i, w := range out {
+		out[i] = all[at : at+len(prefix)+len(w)]
+		at += len(prefix) + len(w)
 	}
 	return out
 }
@@ -143,6 +164,12 @@ func (m *message) lines(width int) []string {
 		head += " (start not seen)"
 	}
 	out := []string{clip(head, width)}
+	if m.final && len(m.parts) == 1 && len(m.parts[0]) == 1 {
+		// One block, the common case: its lines after the header in one
+		// slice, without growing one.
+		ls := finalBlock(m.parts[0][0], width)
+		return append(append(make([]string, 0, 1+len(ls)), out[0]), ls...)
+	}
 	if m.final {
 		ps := make([]int, 0, len(m.parts))
 		for p := range m.parts {

@@ -72,6 +72,10 @@ var figures = []figure{
 		{"BenchmarkFollow10MB", "x-scanner", true, 2, ratio},
 	}},
 	{"attach frame on a 2,000-message transcript", "≤ 5 ms and ≤ 1 MB per frame", []check{
+		// The first frame wraps every message once; later frames are what
+		// a delta or a key costs.
+		{"BenchmarkScreenRender", "cold-frame-ms", true, 5, millis},
+		{"BenchmarkScreenRender", "cold-frame-B", true, 1 << 20, kib},
 		{"BenchmarkScreenRender", "ns/op", true, 5e6, nanos},
 		{"BenchmarkScreenRender", "B/op", true, 1 << 20, kib},
 	}},
