@@ -10,6 +10,35 @@ import (
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
+// pipeConn is a connection whose client end is cli, an unbuffered pipe
+// the test reads (or does not), and a bus in execution e1.
+func pipeConn(t *testing.T) (*conn, *bus, net.Conn) {
+	t.Helper()
+	srv, cli := net.Pipe()
+	t.Cleanup(func() { cli.Close() })
+	b := newBus()
+	b.reset("e1")
+	return newConn("k-"+t.Name(), srv), b, cli
+}
+
+// startWriter runs k's writer until the test ends.
+func startWriter(t *testing.T, k *conn) {
+	t.Helper()
+	go k.writeLoop()
+	t.Cleanup(func() { k.close(); <-k.wdone })
+}
+
+// observeAll makes k observe every event of b in epoch 1, after an
+// observed line, and starts its writer.
+func observeAll(t *testing.T, k *conn, b *bus) *subscriber {
+	t.Helper()
+	s, _, _ := b.subscribeFrom(0, k.kick)
+	k.offerEpoch([]byte(`{"record":"observed"}`+"\n"), 1)
+	k.follow(b, s, 1)
+	startWriter(t, k)
+	return s
+}
+
 // TestStalledConnectionDetached: a connection whose client never reads
 // (its writer blocked on its first batch) is detached once the ring
 // overwrites its cursor, which is at most ringSize events past the batch
@@ -18,16 +47,8 @@ import (
 // batch, contiguous from the first event, and then a lost-place notice
 // naming exactly the first event it did not get.
 func TestStalledConnectionDetached(t *testing.T) {
-	srv, cli := net.Pipe() // unbuffered: the writer blocks on its first write
-	t.Cleanup(func() { cli.Close() })
-	k := newConn("k-stalled", srv)
-	b := newBus()
-	b.reset("e1")
-	s, _, _ := b.subscribeFrom(0, k.kick)
-	k.offerEpoch([]byte(`{"record":"observed"}`+"\n"), 1)
-	k.follow(b, s, 1)
-	go k.writeLoop()
-	t.Cleanup(func() { k.close(); <-k.wdone })
+	k, b, cli := pipeConn(t) // unbuffered: the writer blocks on its first write
+	s := observeAll(t, k, b)
 	other, _, _ := b.subscribeFrom(0, nil)
 	var got [][]byte
 	bound := uint64(ringSize + batchEvents + 1)
@@ -83,16 +104,8 @@ func TestStalledConnectionDetached(t *testing.T) {
 // holds in batches; the client reads every event once, in order, with a
 // control record queued mid-stream arriving whole between two lines.
 func TestWriterBatchesInOrder(t *testing.T) {
-	srv, cli := net.Pipe()
-	t.Cleanup(func() { cli.Close() })
-	k := newConn("k-batch", srv)
-	b := newBus()
-	b.reset("e1")
-	s, _, _ := b.subscribeFrom(0, k.kick)
-	k.offerEpoch([]byte(`{"record":"observed"}`+"\n"), 1)
-	k.follow(b, s, 1)
-	go k.writeLoop()
-	t.Cleanup(func() { k.close(); <-k.wdone })
+	k, b, cli := pipeConn(t)
+	observeAll(t, k, b)
 	n := uint64(3*batchEvents + 11)
 	go func() {
 		for i := uint64(1); i <= n; i++ {

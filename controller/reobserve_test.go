@@ -129,11 +129,7 @@ func TestReobserveSameConnection(t *testing.T) {
 // before the events of its epoch, and a receipt queued after it before
 // them too (control first), even when the events were published first.
 func TestWriterDropsReplacedEpoch(t *testing.T) {
-	srv, cli := net.Pipe()
-	t.Cleanup(func() { cli.Close() })
-	k := newConn("k-test", srv)
-	b := newBus()
-	b.reset("e1")
+	k, b, cli := pipeConn(t)
 	line := func(s string) []byte { return []byte(s + "\n") }
 	s1, _, _ := b.subscribeFrom(0, k.kick)
 	k.offerEpoch(line("observed-1"), 1)
@@ -147,8 +143,7 @@ func TestWriterDropsReplacedEpoch(t *testing.T) {
 	k.follow(b, s2, 2)
 	b.publish(ev("e1", 3))
 	b.publish(ev("e1", 4))
-	go k.writeLoop()
-	t.Cleanup(func() { k.close(); <-k.wdone })
+	startWriter(t, k)
 	rd := bufio.NewReader(cli)
 	want := []string{"observed-1", "observed-2", "receipt", "seq 3", "seq 4"}
 	for i, w := range want {
