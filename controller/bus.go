@@ -17,6 +17,13 @@ const (
 	// line, engine.MaxLiveString per string), so a few large messages
 	// shorten the replay window instead of growing memory.
 	ringBytes = 64 << 20
+	// maxLag and maxLagBytes are how far behind the newest event a
+	// subscriber may fall before it loses its place: three quarters of
+	// the ring, so the event it missed is still held when it observes
+	// again with fromSeq (for another quarter of the ring), and a prompt
+	// resume is complete.
+	maxLag      = ringSize - ringSize/4
+	maxLagBytes = ringBytes - ringBytes/4
 )
 
 // Batch bounds: what one take hands a connection's writer, so a batch in
@@ -31,17 +38,19 @@ const (
 // of the current execution's events. Each event is encoded once; each
 // subscriber is a cursor into the ring that its connection's writer
 // drains in batches. Publishing never blocks and never waits for a
-// reader: a subscriber loses its place only when the ring overwrites its
-// cursor, that is when it is ringSize events or ringBytes of encoded
-// events behind the newest (whichever comes first); it is detached then
-// and told where it stopped, so a stalled reader holds nothing and slows
-// nobody.
+// reader: a subscriber loses its place only when it falls maxLag events or
+// maxLagBytes of encoded events behind the newest (whichever comes first),
+// or, with an event larger than the rest of the ring, when the ring
+// overwrites its cursor. It is detached then and told where it stopped,
+// so a stalled reader holds nothing and slows nobody, and the ring still
+// holds where it stopped for a resume.
 type bus struct {
 	mu        sync.Mutex
 	execution string
 	ring      []ringEntry // ring[i%ringSize] holds seq first+i
 	first     uint64      // seq of the oldest event held (0: none)
 	bytes     int         // encoded bytes of the events held
+	total     uint64      // encoded bytes of the execution's events so far
 	last      uint64      // seq of the newest event published
 	settled   uint64      // seq of the latest run-settled event
 	dropped   uint64      // late events of other executions, never delivered (H14)
@@ -51,6 +60,7 @@ type bus struct {
 type ringEntry struct {
 	seq  uint64
 	line []byte
+	at   uint64 // the execution's bytes before this event (bus.total then)
 }
 
 // subscriber is one observer's cursor into the ring. Its fields are
@@ -82,7 +92,7 @@ func (b *bus) reset(execution string) {
 		}
 		s.next = 0
 	}
-	b.execution, b.first, b.last, b.settled, b.bytes = execution, 0, 0, 0, 0
+	b.execution, b.first, b.last, b.settled, b.bytes, b.total = execution, 0, 0, 0, 0, 0
 	clear(b.ring) // the old execution's lines are never replayed again
 }
 
@@ -102,7 +112,7 @@ func (b *bus) droppedLate() uint64 {
 }
 
 // publish encodes ev once, adds it to the ring and wakes every
-// subscriber; one whose cursor the ring overwrote loses its place.
+// subscriber; one now too far behind loses its place.
 func (b *bus) publish(ev protocol.Event) {
 	line, err := protocol.Line(ev)
 	if err != nil {
@@ -128,15 +138,28 @@ func (b *bus) publish(ev protocol.Event) {
 	for b.first < ev.Seq && (ev.Seq-b.first >= ringSize || b.bytes+len(line) > ringBytes) {
 		b.evictOldest()
 	}
-	b.ring[ev.Seq%ringSize] = ringEntry{seq: ev.Seq, line: line}
+	b.ring[ev.Seq%ringSize] = ringEntry{seq: ev.Seq, line: line, at: b.total}
 	b.bytes += len(line)
+	b.total += uint64(len(line))
 	b.last = ev.Seq
 	for s := range b.subs {
-		if s.next < b.first {
+		if b.behind(s) {
 			b.lose(s, s.next)
 		}
 		signal(s.wake)
 	}
+}
+
+// behind says whether s has fallen too far behind to keep its place: its
+// cursor overwritten, or maxLag events or maxLagBytes behind the newest.
+func (b *bus) behind(s *subscriber) bool {
+	switch {
+	case s.next == 0 || s.next > b.last:
+		return false // nothing to take
+	case s.next < b.first:
+		return true
+	}
+	return b.last-s.next >= maxLag || b.total-b.ring[s.next%ringSize].at > maxLagBytes
 }
 
 // evictOldest drops the oldest event held from the replay window.
@@ -149,7 +172,7 @@ func (b *bus) evictOldest() {
 	b.first++
 }
 
-// lose detaches a subscriber the ring overtook: it keeps only the first
+// lose detaches a subscriber that fell behind: it keeps only the first
 // seq it missed, for its lost-place notice, so it can observe again from
 // there (replay permitting).
 func (b *bus) lose(s *subscriber, missed uint64) {

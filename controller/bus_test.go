@@ -105,12 +105,13 @@ func TestBusWindowAndGap(t *testing.T) {
 	contiguous(t, "replay", replay, from, until)
 }
 
-// TestBusLosesPlaceOnlyOnOverwrite: a subscriber that takes nothing keeps
-// its place while the ring still holds its cursor, ringSize events (or
-// ringBytes) behind, and loses it with the next event, told the first seq
-// it missed; one that keeps up never notices, and a subscriber just short
-// of the bound still gets every event in order.
-func TestBusLosesPlaceOnlyOnOverwrite(t *testing.T) {
+// TestBusLosesPlaceAtTheBound: a subscriber that takes nothing keeps its
+// place while it is fewer than maxLag events behind the newest and loses
+// it with the next event, told the first seq it missed, which the ring
+// still holds: a resume right then is complete. One that keeps up never
+// notices, and one just short of the bound still gets every event in
+// order.
+func TestBusLosesPlaceAtTheBound(t *testing.T) {
 	b := newBus()
 	b.reset("e1")
 	slow, _, _ := b.subscribeFrom(0, nil)
@@ -130,24 +131,30 @@ func TestBusLosesPlaceOnlyOnOverwrite(t *testing.T) {
 	if got, _ := drain(b, lagging); len(got) != 10 {
 		t.Fatalf("lagging took %d, want 10", len(got))
 	}
-	publish(11, ringSize)
+	publish(11, maxLag)
 	if lost := lostAt(b, slow); lost != 0 {
-		t.Fatalf("lost its place at %d with the ring still holding its cursor", lost)
+		t.Fatalf("lost its place at %d, %d events behind", lost, maxLag)
 	}
-	if n := b.lag(slow); n != ringSize {
-		t.Fatalf("slow lag %d, want %d", n, ringSize)
+	if n := b.lag(slow); n != maxLag {
+		t.Fatalf("slow lag %d, want %d", n, maxLag)
 	}
-	publish(ringSize+1, ringSize+10)
+	publish(maxLag+1, maxLag+10)
 	got, lost := b.take(slow, nil)
 	if lost != 1 || len(got) != 0 {
 		t.Fatalf("slow: lost at %d with %d events, want lost at 1 with none", lost, len(got))
 	}
+	resumed, first, complete := b.subscribeFrom(lost-1, nil)
+	if !complete || first != lost {
+		t.Fatalf("a resume from %d right after the notice: first %d, complete %v", lost-1, first, complete)
+	}
+	replay, _ := drain(b, resumed)
+	contiguous(t, "the resume", replay, 1, maxLag+10)
 	rest, lost := drain(b, lagging)
 	if lost != 0 {
-		t.Fatalf("lagging, %d behind, lost its place at %d", ringSize, lost)
+		t.Fatalf("lagging, %d behind, lost its place at %d", maxLag, lost)
 	}
-	contiguous(t, "lagging", rest, 11, ringSize+10)
-	contiguous(t, "fast", fastGot, 1, ringSize+10)
+	contiguous(t, "lagging", rest, 11, maxLag+10)
+	contiguous(t, "fast", fastGot, 1, maxLag+10)
 	b.mu.Lock()
 	_, held := b.subs[slow]
 	b.mu.Unlock()
@@ -156,8 +163,9 @@ func TestBusLosesPlaceOnlyOnOverwrite(t *testing.T) {
 	}
 }
 
-// TestBusLosesPlaceOnBytes: with large events the ring's byte bound
-// overwrites a cursor long before ringSize events.
+// TestBusLosesPlaceOnBytes: with large events the byte bound takes a
+// subscriber's place long before maxLag events, once it is maxLagBytes
+// behind, and the ring still holds the event it missed.
 func TestBusLosesPlaceOnBytes(t *testing.T) {
 	b := newBus()
 	b.reset("e1")
@@ -174,12 +182,15 @@ func TestBusLosesPlaceOnBytes(t *testing.T) {
 			}
 			break
 		}
-		if i > ringBytes>>20+1 {
+		if i > maxLagBytes>>20+1 {
 			t.Fatalf("%d MiB-events published and the cursor at 1 still held", i)
 		}
 	}
-	if i < ringBytes>>20-1 {
-		t.Fatalf("lost its place after %d MiB, before the ring's %d MiB", i, ringBytes>>20)
+	if i < maxLagBytes>>20-1 {
+		t.Fatalf("lost its place after %d MiB, before %d MiB", i, maxLagBytes>>20)
+	}
+	if _, _, complete := b.subscribeFrom(0, nil); !complete {
+		t.Fatal("the ring no longer holds the event the subscriber missed")
 	}
 }
 

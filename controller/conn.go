@@ -385,12 +385,12 @@ func (k *conn) lag() int {
 	return f.bus.lag(f.s)
 }
 
-// lostPlaceLine is the notice a connection gets when the ring overwrote
-// its cursor: missed is the first event it will not get.
+// lostPlaceLine is the notice a connection gets when it fell too far
+// behind: missed is the first event it will not get.
 func lostPlaceLine(missed uint64) []byte {
 	detail, _ := json.Marshal(map[string]uint64{"missedFrom": missed})
 	line, _ := protocol.Line(protocol.Notice{Record: protocol.RecordNotice, Kind: protocol.NoticeLostPlace, Detail: detail,
-		Message: fmt.Sprintf("this connection read too slowly and lost its place at event %d (the controller keeps the latest %d events, at most %d MiB); observe again with fromSeq", missed, ringSize, ringBytes>>20)})
+		Message: fmt.Sprintf("this connection read too slowly and lost its place at event %d (it fell %d events or %d MiB behind); observe again with fromSeq", missed, maxLag, maxLagBytes>>20)})
 	return line
 }
 

@@ -40,9 +40,9 @@ func observeAll(t *testing.T, k *conn, b *bus) *subscriber {
 }
 
 // TestStalledConnectionDetached: a connection whose client never reads
-// (its writer blocked on its first batch) is detached once the ring
-// overwrites its cursor, which is at most ringSize events past the batch
-// in its writer's hands, without holding publishing back; the bus keeps
+// (its writer blocked on its first batch) is detached once it is maxLag
+// events behind, that is at most maxLag events past the batch in its
+// writer's hands, without holding publishing back; the bus keeps
 // nothing for it after that. Once the client reads again it gets the
 // batch, contiguous from the first event, and then a lost-place notice
 // naming exactly the first event it did not get.
@@ -51,7 +51,7 @@ func TestStalledConnectionDetached(t *testing.T) {
 	s := observeAll(t, k, b)
 	other, _, _ := b.subscribeFrom(0, nil)
 	var got [][]byte
-	bound := uint64(ringSize + batchEvents + 1)
+	bound := uint64(maxLag + batchEvents + 1)
 	for i := uint64(1); i <= bound; i++ {
 		b.publish(ev("e1", i))
 		var lost uint64
