@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sync"
 	"time"
 
@@ -59,6 +60,7 @@ type conn struct {
 	engine bool
 	why    string
 
+	wait    time.Duration // writeTimeout, but for tests
 	ctl     chan record   // control records: replies, refusals, broadcasts
 	kick    chan struct{} // the feed may have events, or was replaced
 	closing chan struct{}
@@ -86,7 +88,7 @@ type feed struct {
 }
 
 func newConn(id string, c net.Conn) *conn {
-	return &conn{id: id, c: c, ctl: make(chan record, outSize), kick: make(chan struct{}, 1), closing: make(chan struct{}), wdone: make(chan struct{})}
+	return &conn{id: id, c: c, wait: writeTimeout, ctl: make(chan record, outSize), kick: make(chan struct{}, 1), closing: make(chan struct{}), wdone: make(chan struct{})}
 }
 
 // judgePeer classifies the peer now and returns whether it is an engine
@@ -188,11 +190,22 @@ func (k *conn) writeCtl(epoch *uint64) bool {
 }
 
 // writeBatch writes event lines in one writev (a few, past IOV_MAX).
+// writeTimeout bounds a write that makes no progress, as it does for a
+// single line: a reader that takes a large batch slowly but steadily is
+// slow, not stalled (the bus takes its place if it falls too far behind),
+// and cutting it off mid-batch would end it on half a line.
 func (k *conn) writeBatch(lines [][]byte) bool {
-	k.c.SetWriteDeadline(time.Now().Add(writeTimeout))
 	bufs := net.Buffers(lines)
-	_, err := bufs.WriteTo(k.c)
-	return err == nil
+	for {
+		k.c.SetWriteDeadline(time.Now().Add(k.wait))
+		n, err := bufs.WriteTo(k.c) // consumes bufs as it writes
+		switch {
+		case err == nil:
+			return true
+		case n == 0 || !errors.Is(err, os.ErrDeadlineExceeded):
+			return false
+		}
+	}
 }
 
 func (k *conn) write(line []byte) bool {

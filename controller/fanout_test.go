@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -145,5 +146,39 @@ func TestWriterBatchesInOrder(t *testing.T) {
 	}
 	if receipts != 1 {
 		t.Fatalf("%d receipts, want 1", receipts)
+	}
+}
+
+// TestSlowBatchNotCutOff: a client that reads a batch slowly, but never
+// pauses for a whole write timeout, gets all of it: the deadline bounds a
+// write without progress, not the batch. (Before, the batch's write ended
+// at the first deadline, and the client on half a line.)
+func TestSlowBatchNotCutOff(t *testing.T) {
+	k, _, cli := pipeConn(t)
+	k.wait = 100 * time.Millisecond
+	lines := make([][]byte, 12)
+	for i := range lines {
+		lines[i] = []byte(strings.Repeat("x", 99) + "\n")
+	}
+	done := make(chan bool, 1)
+	go func() {
+		ok := k.writeBatch(lines)
+		if !ok {
+			cli.Close() // ends the reads below at once
+		}
+		done <- ok
+	}()
+	buf := make([]byte, 1000)
+	cli.SetReadDeadline(time.Now().Add(30 * time.Second)) // bounds a hang only
+	for read := 0; read < len(lines)*100; {
+		time.Sleep(k.wait / 3) // every read well within the deadline, the batch over several
+		n, err := cli.Read(buf)
+		if err != nil {
+			t.Fatalf("after %d bytes: %v", read, err)
+		}
+		read += n
+	}
+	if !<-done {
+		t.Fatal("writeBatch gave up on a reader that kept reading")
 	}
 }
