@@ -11,19 +11,19 @@ import (
 // cursor into it, so the ring's bounds are also how far behind a reader
 // may fall before it loses its place.
 const (
-	ringSize = 8192
+	ringSize = 16384
 	// ringBytes bounds the encoded events the ring holds: the oldest go
 	// first past it. One event is bounded by engine framing (a reduced
 	// line, engine.MaxLiveString per string), so a few large messages
 	// shorten the replay window instead of growing memory.
 	ringBytes = 64 << 20
 	// maxLag and maxLagBytes are how far behind the newest event a
-	// subscriber may fall before it loses its place: three quarters of
-	// the ring, so the event it missed is still held when it observes
-	// again with fromSeq (for another quarter of the ring), and a prompt
-	// resume is complete.
-	maxLag      = ringSize - ringSize/4
-	maxLagBytes = ringBytes - ringBytes/4
+	// subscriber may fall before it loses its place: half the ring, so the
+	// event it missed is still held when it observes again with fromSeq
+	// (for as many events again), and a resume is complete unless that
+	// observe comes very late.
+	maxLag      = ringSize / 2
+	maxLagBytes = ringBytes / 2
 )
 
 // Batch bounds: what one take hands a connection's writer, so a batch in

@@ -64,10 +64,10 @@
 //     observe starts an epoch of the connection's stream whose observed
 //     record the writer writes before it takes any event of that epoch
 //     (conn.go). The writer drains a feed in batches, one writev each; a
-//     feed loses its place only when it falls 6144 events or 48 MiB
-//     behind, three quarters of the ring (bus.go), so a stalled client
-//     is detached within that bound and slows no one, and the event it
-//     missed is still in the ring for its resume.
+//     feed loses its place only when it falls 8192 events or 32 MiB
+//     behind, half the ring (bus.go), so a stalled client is detached
+//     within that bound and slows no one, and the event it missed is
+//     still in the ring for its resume.
 //   - A restart that finds the claim stopping finishes that force stop
 //     (K10); one that finds an engine without a stop only reports it; one
 //     that finds the claim uncertain and the engine's cgroup gone

@@ -26,10 +26,10 @@ import (
 // floodDeltas is how many text deltas one flood streams.
 const floodDeltas = 3000
 
-// stalledDeltas is the flood of the stalled case: twice the ring, so the
-// ring overwrites the stalled observer's cursor within every flood even
-// after what its socket buffer and its writer's batch hold back.
-const stalledDeltas = 2 * ringSize
+// stalledDeltas is the flood of the stalled case: past maxLag by more
+// than its socket buffer (~1100 events) and its writer's batch
+// (batchEvents) hold back, so it loses its place within every flood.
+const stalledDeltas = maxLag + 4000
 
 // pacedDeltas at pacedRate per second is the paced flood: an engine
 // streaming fast but not flat out, where latency rather than backlog is
