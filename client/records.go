@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -80,13 +81,11 @@ func decodeRecord(line []byte) (Update, error) {
 	if err := protocol.Validate(line); err != nil {
 		return u, fmt.Errorf("%w: %v", ErrProtocol, err)
 	}
-	var head struct {
-		Record string `json:"record"`
-	}
-	if err := json.Unmarshal(line, &head); err != nil || head.Record == "" {
+	record, ok := recordOf(line)
+	if !ok {
 		return u, fmt.Errorf("%w: a server line without a string \"record\"", ErrProtocol)
 	}
-	u.Record = head.Record
+	u.Record = record
 	var v any
 	switch u.Record {
 	case protocol.RecordWelcome:
@@ -135,6 +134,25 @@ func decodeRecord(line []byte) (Update, error) {
 		return u, fmt.Errorf("%w: a %s record that does not fit its shape: %v", ErrProtocol, u.Record, err)
 	}
 	return u, nil
+}
+
+// recordOf returns the "record" of a validated line. The server writes it
+// first, as a plain string, and Validate refused a second "record" key, so
+// the prefix names it without a decode per line; any other line is
+// decoded.
+func recordOf(line []byte) (string, bool) {
+	if rest, ok := bytes.CutPrefix(line, []byte(`{"record":"`)); ok {
+		if i := bytes.IndexByte(rest, '"'); i > 0 && bytes.IndexByte(rest[:i], '\\') < 0 {
+			return string(rest[:i]), true
+		}
+	}
+	var head struct {
+		Record string `json:"record"`
+	}
+	if err := json.Unmarshal(line, &head); err != nil || head.Record == "" {
+		return "", false
+	}
+	return head.Record, true
 }
 
 // refusalOf turns a wire refusal into the error callers match on.

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -23,25 +24,65 @@ func seqOf(t *testing.T, line []byte) uint64 {
 	return e.Seq
 }
 
+// drain takes everything s holds now, batch by batch.
+func drain(b *bus, s *subscriber) (lines [][]byte, lost uint64) {
+	for {
+		n := len(lines)
+		if lines, lost = b.take(s, lines); lost != 0 || len(lines) == n {
+			return lines, lost
+		}
+	}
+}
+
+// lostAt is the seq s missed first, once it lost its place (0 before).
+func lostAt(b *bus, s *subscriber) uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return s.lostAt
+}
+
+// seqs returns the seqs of lines.
+func seqs(t *testing.T, lines [][]byte) []uint64 {
+	t.Helper()
+	var out []uint64
+	for _, l := range lines {
+		out = append(out, seqOf(t, l))
+	}
+	return out
+}
+
+// contiguous fails unless lines are the seqs from..to in order.
+func contiguous(t *testing.T, what string, lines [][]byte, from, to uint64) {
+	t.Helper()
+	got := seqs(t, lines)
+	if uint64(len(got)) != to-from+1 {
+		t.Fatalf("%s: %d events, want %d..%d", what, len(got), from, to)
+	}
+	for i, seq := range got {
+		if seq != from+uint64(i) {
+			t.Fatalf("%s: event %d is seq %d, want %d", what, i, seq, from+uint64(i))
+		}
+	}
+}
+
 func TestBusReplayJoinsLive(t *testing.T) {
 	b := newBus()
 	b.reset("e1")
 	for i := uint64(1); i <= 10; i++ {
 		b.publish(ev("e1", i))
 	}
-	replay, s, complete := b.subscribe(4)
-	if !complete || len(replay) != 6 || seqOf(t, replay[0]) != 5 || seqOf(t, replay[5]) != 10 {
-		t.Fatalf("replay after 4: %d events, complete %v", len(replay), complete)
+	s, first, complete := b.subscribeFrom(4, nil)
+	replay, _ := drain(b, s)
+	if !complete || first != 5 {
+		t.Fatalf("subscribe after 4: first %d, complete %v", first, complete)
 	}
+	contiguous(t, "replay after 4", replay, 5, 10)
 	b.publish(ev("e1", 11))
-	if got := seqOf(t, <-s.ch); got != 11 {
-		t.Fatalf("live event seq %d, want 11", got)
-	}
+	live, _ := drain(b, s)
+	contiguous(t, "live", live, 11, 11)
 	b.publish(ev("e0", 12)) // an old execution's late output
-	select {
-	case line := <-s.ch:
-		t.Fatalf("late event of another execution delivered: %s", line)
-	default:
+	if late, _ := drain(b, s); len(late) != 0 {
+		t.Fatalf("late event of another execution delivered: %s", late[0])
 	}
 }
 
@@ -56,34 +97,174 @@ func TestBusWindowAndGap(t *testing.T) {
 	if from != n-ringSize+1 || until != n {
 		t.Fatalf("window %d..%d, want %d..%d", from, until, n-ringSize+1, n)
 	}
-	replay, _, complete := b.subscribe(0)
-	if complete || uint64(len(replay)) != ringSize || seqOf(t, replay[0]) != from {
-		t.Fatalf("replay from outside the window: %d events, complete %v", len(replay), complete)
+	s, first, complete := b.subscribeFrom(0, nil)
+	replay, _ := drain(b, s)
+	if complete || first != from {
+		t.Fatalf("replay from outside the window: first %d, complete %v", first, complete)
+	}
+	contiguous(t, "replay", replay, from, until)
+}
+
+// TestBusLosesPlaceAtTheBound: a subscriber that takes nothing keeps its
+// place while it is fewer than maxLag events behind the newest and loses
+// it with the next event, told the first seq it missed, which the ring
+// still holds: a resume right then is complete. One that keeps up never
+// notices, and one just short of the bound still gets every event in
+// order.
+func TestBusLosesPlaceAtTheBound(t *testing.T) {
+	b := newBus()
+	b.reset("e1")
+	slow, _, _ := b.subscribeFrom(0, nil)
+	lagging, _, _ := b.subscribeFrom(0, nil)
+	fast, _, _ := b.subscribeFrom(0, nil)
+	var fastGot [][]byte
+	publish := func(from, to uint64) {
+		for i := from; i <= to; i++ {
+			b.publish(ev("e1", i))
+			var lost uint64
+			if fastGot, lost = b.take(fast, fastGot); lost != 0 {
+				t.Fatalf("the fast subscriber lost its place at %d", lost)
+			}
+		}
+	}
+	publish(1, 10)
+	if got, _ := drain(b, lagging); len(got) != 10 {
+		t.Fatalf("lagging took %d, want 10", len(got))
+	}
+	publish(11, maxLag)
+	if lost := lostAt(b, slow); lost != 0 {
+		t.Fatalf("lost its place at %d, %d events behind", lost, maxLag)
+	}
+	if n := b.lag(slow); n != maxLag {
+		t.Fatalf("slow lag %d, want %d", n, maxLag)
+	}
+	publish(maxLag+1, maxLag+10)
+	got, lost := b.take(slow, nil)
+	if lost != 1 || len(got) != 0 {
+		t.Fatalf("slow: lost at %d with %d events, want lost at 1 with none", lost, len(got))
+	}
+	resumed, first, complete := b.subscribeFrom(lost-1, nil)
+	if !complete || first != lost {
+		t.Fatalf("a resume from %d right after the notice: first %d, complete %v", lost-1, first, complete)
+	}
+	replay, _ := drain(b, resumed)
+	contiguous(t, "the resume", replay, 1, maxLag+10)
+	rest, lost := drain(b, lagging)
+	if lost != 0 {
+		t.Fatalf("lagging, %d behind, lost its place at %d", maxLag, lost)
+	}
+	contiguous(t, "lagging", rest, 11, maxLag+10)
+	contiguous(t, "fast", fastGot, 1, maxLag+10)
+	b.mu.Lock()
+	_, held := b.subs[slow]
+	b.mu.Unlock()
+	if held || b.lag(slow) != 0 {
+		t.Fatal("the bus still feeds a subscriber that lost its place")
 	}
 }
 
-func TestBusSlowSubscriberLosesPlace(t *testing.T) {
+// TestBusLosesPlaceOnBytes: with large events the byte bound takes a
+// subscriber's place long before maxLag events, once it is maxLagBytes
+// behind, and the ring still holds the event it missed.
+func TestBusLosesPlaceOnBytes(t *testing.T) {
 	b := newBus()
 	b.reset("e1")
-	_, slow, _ := b.subscribe(0)
-	_, fast, _ := b.subscribe(0)
-	for i := uint64(1); i <= queueSize+5; i++ {
+	s, _, _ := b.subscribeFrom(0, nil)
+	big := strings.Repeat("x", 1<<20)
+	var i uint64
+	for i = 1; ; i++ {
+		e := ev("e1", i)
+		e.Text = big
+		b.publish(e)
+		if lost := lostAt(b, s); lost != 0 {
+			if lost != 1 {
+				t.Fatalf("missed from %d, want 1", lost)
+			}
+			break
+		}
+		if i > maxLagBytes>>20+1 {
+			t.Fatalf("%d MiB-events published and the cursor at 1 still held", i)
+		}
+	}
+	if i < maxLagBytes>>20-1 {
+		t.Fatalf("lost its place after %d MiB, before %d MiB", i, maxLagBytes>>20)
+	}
+	if _, _, complete := b.subscribeFrom(0, nil); !complete {
+		t.Fatal("the ring no longer holds the event the subscriber missed")
+	}
+}
+
+// TestBusTakeBatches: a take hands over at most batchEvents events and
+// batchBytes bytes (but always one event, however large), in order, and
+// the next take goes on where it stopped.
+func TestBusTakeBatches(t *testing.T) {
+	b := newBus()
+	b.reset("e1")
+	wake := make(chan struct{}, 1)
+	s, _, _ := b.subscribeFrom(0, wake)
+	n := uint64(3*batchEvents + 7)
+	for i := uint64(1); i <= n; i++ {
 		b.publish(ev("e1", i))
-		<-fast.ch // the fast reader keeps up
 	}
-	if missed := <-slow.lost; missed != queueSize+1 {
-		t.Fatalf("slow subscriber missed from %d, want %d", missed, queueSize+1)
+	huge := ev("e1", n+1)
+	huge.Text = strings.Repeat("y", 2*batchBytes)
+	b.publish(huge)
+	var all [][]byte
+	for {
+		<-wake // every take that leaves events behind signals again
+		batch, lost := b.take(s, nil)
+		if lost != 0 {
+			t.Fatalf("lost at %d", lost)
+		}
+		if len(batch) == 0 {
+			break
+		}
+		size := 0
+		for _, l := range batch {
+			size += len(l)
+		}
+		if len(batch) > batchEvents || (len(batch) > 1 && size > batchBytes) {
+			t.Fatalf("a batch of %d events, %d bytes", len(batch), size)
+		}
+		all = append(all, batch...)
+		if len(all) == int(n+1) {
+			break
+		}
 	}
-	n := 0
-	for range slow.ch {
-		n++
+	contiguous(t, "batches", all, 1, n+1)
+}
+
+// TestBusResetKeepsUntakenLines: a subscriber behind when a new execution
+// starts still gets the rest of the old one, then the new one from its
+// first event, without a gap.
+func TestBusResetKeepsUntakenLines(t *testing.T) {
+	b := newBus()
+	b.reset("e1")
+	s, _, _ := b.subscribeFrom(0, nil)
+	idle, _, _ := b.subscribeFrom(0, nil)
+	for i := uint64(1); i <= 5; i++ {
+		b.publish(ev("e1", i))
 	}
-	if n != queueSize {
-		t.Fatalf("slow subscriber kept %d queued events, want %d", n, queueSize)
+	b.take(s, nil) // takes 1..5
+	drain(b, idle)
+	b.publish(ev("e1", 6))
+	b.publish(ev("e1", 7))
+	b.reset("e2")
+	for i := uint64(1); i <= 3; i++ {
+		b.publish(ev("e2", i))
 	}
-	b.publish(ev("e1", queueSize+6))
-	if got := seqOf(t, <-fast.ch); got != queueSize+6 {
-		t.Fatalf("fast subscriber after the slow one left: seq %d", got)
+	got, _ := drain(b, s)
+	var names []string
+	for _, l := range got {
+		var e protocol.Event
+		json.Unmarshal(l, &e)
+		names = append(names, e.Execution+"/"+strconv.FormatUint(e.Seq, 10))
+	}
+	if want := "e1/6 e1/7 e2/1 e2/2 e2/3"; strings.Join(names, " ") != want {
+		t.Fatalf("after the reset: %v, want %s", names, want)
+	}
+	if got, _ := drain(b, idle); len(got) != 5 {
+		t.Fatalf("a subscriber in step got %d events, want e1/6, e1/7 and e2/1..3", len(got))
 	}
 }
 
@@ -103,7 +284,8 @@ func TestBusRingBoundedInBytes(t *testing.T) {
 		}
 	}
 	_, first, last := b.window()
-	replay, _, complete := b.subscribe(0)
+	s, _, complete := b.subscribeFrom(0, nil)
+	replay, _ := drain(b, s)
 	if complete || last != 100 || first <= 1 || uint64(len(replay)) != last-first+1 {
 		t.Fatalf("window %d..%d, %d replayed, complete %v", first, last, len(replay), complete)
 	}
@@ -135,7 +317,8 @@ func TestBusEventLineUnderClientCap(t *testing.T) {
 	b := newBus()
 	b.reset("e1")
 	b.publish(e)
-	replay, _, _ := b.subscribe(0)
+	s, _, _ := b.subscribeFrom(0, nil)
+	replay, _ := drain(b, s)
 	if len(replay) != 1 {
 		t.Fatalf("%d event lines, want 1", len(replay))
 	}

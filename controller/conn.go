@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sync"
 	"time"
 
@@ -27,17 +28,15 @@ const (
 // errSlow means a client did not read its records in time.
 var errSlow = errors.New("client too slow: its queue stayed full")
 
-// errStopped means a wait for room ended because its feed was replaced.
-var errStopped = errors.New("feed replaced by a new observe")
-
-// conn is one client connection: records to it go through a bounded queue
+// conn is one client connection: control records to it go through a
+// bounded queue and events through a cursor into the bus's ring, both
 // drained by its own writer, so no client can stall the controller.
 //
 // Each observe starts an epoch of the connection's event stream: its
-// observed record carries the epoch on the control queue, and its replay
-// and live events carry it on the event queue. The writer sends an event
-// only in the epoch of the latest observed record it wrote, so no event of
-// a replaced subscription follows the observed record that replaced it.
+// observed record carries the epoch on the control queue, and its feed
+// (the cursor) carries it too. The writer takes events only from a feed
+// of the epoch of the latest observed record it wrote, so no event of a
+// replaced subscription follows the observed record that replaced it.
 type conn struct {
 	id    string
 	c     net.Conn
@@ -61,8 +60,9 @@ type conn struct {
 	engine bool
 	why    string
 
-	ctl     chan record // control records: replies, refusals, broadcasts
-	out     chan record // events; the writer prefers ctl
+	wait    time.Duration // writeTimeout, but for tests
+	ctl     chan record   // control records: replies, refusals, broadcasts
+	kick    chan struct{} // the feed may have events, or was replaced
 	closing chan struct{}
 	wdone   chan struct{} // closed when writeLoop returns
 	once    sync.Once
@@ -72,25 +72,23 @@ type conn struct {
 	epoch uint64 // of the latest observe; only that observe touches it
 }
 
-// record is one encoded line on a queue. On the control queue a non-zero
-// epoch marks an observed record that starts that epoch; on the event
-// queue it is the epoch the event was queued for.
+// record is one encoded control line; a non-zero epoch marks an observed
+// record that starts that epoch.
 type record struct {
 	line  []byte
 	epoch uint64
 }
 
-// feed is a bus subscription forwarded to the connection by its own
-// goroutine, in one epoch.
+// feed is a bus subscription the connection's writer drains, in one
+// epoch.
 type feed struct {
+	bus   *bus
 	s     *subscriber
 	epoch uint64
-	stop  chan struct{} // closed to end the forwarding
-	done  chan struct{} // closed when the forwarding goroutine returned
 }
 
 func newConn(id string, c net.Conn) *conn {
-	return &conn{id: id, c: c, ctl: make(chan record, outSize), out: make(chan record, outSize), closing: make(chan struct{}), wdone: make(chan struct{})}
+	return &conn{id: id, c: c, wait: writeTimeout, ctl: make(chan record, outSize), kick: make(chan struct{}, 1), closing: make(chan struct{}), wdone: make(chan struct{})}
 }
 
 // judgePeer classifies the peer now and returns whether it is an engine
@@ -117,41 +115,56 @@ func (k *conn) enginePeer() bool {
 	return k.engine
 }
 
-// writeLoop drains the queues to the socket until the connection closes,
-// control records first: a stream of events never delays a receipt. Before
-// an event it writes the control records queued ahead of it, so an
-// observed record always precedes its replay, and it drops the events of
-// epochs an observed record already replaced.
+// writeLoop drains the control queue and the feed to the socket until
+// the connection closes, control records first: a stream of events never
+// delays a receipt. Before each batch of events it writes the control
+// records queued ahead of it, so an observed record always precedes its
+// replay, and it takes events only from the feed of the epoch the latest
+// observed record it wrote started. A batch is everything the feed holds
+// (up to batchEvents and batchBytes) in one writev, so a reader that
+// falls behind catches up in a few large writes instead of one line at a
+// time.
 func (k *conn) writeLoop() {
 	defer close(k.wdone)
 	var epoch uint64 // of the latest observed record written
+	var lines [][]byte
 	for {
-		var r record
-		select {
-		case r = <-k.ctl:
-			k.unreserve(len(r.line))
-		default:
-			select {
-			case r = <-k.ctl:
-				k.unreserve(len(r.line))
-			case ev := <-k.out:
-				if !k.writeCtl(&epoch) {
-					k.close()
+		if !k.writeCtl(&epoch) {
+			k.drop()
+			return
+		}
+		if f := k.current(); f != nil && f.epoch == epoch {
+			var lost uint64
+			lines, lost = f.bus.take(f.s, lines[:0])
+			if lost != 0 {
+				if k.endFeed(f) && !k.write(lostPlaceLine(lost)) {
+					k.drop()
 					return
 				}
-				if ev.epoch != epoch {
-					continue // queued for a subscription since replaced
+				continue
+			}
+			if len(lines) > 0 {
+				ok := k.writeBatch(lines)
+				clear(lines) // let the ring's lines go
+				if !ok {
+					k.drop()
+					return
 				}
-				r = record{line: ev.line}
-			case <-k.closing:
-				return
+				continue
 			}
 		}
-		if r.epoch != 0 {
-			epoch = r.epoch
-		}
-		if !k.write(r.line) {
-			k.close()
+		select {
+		case r := <-k.ctl:
+			k.unreserve(len(r.line))
+			if r.epoch != 0 {
+				epoch = r.epoch
+			}
+			if !k.write(r.line) {
+				k.drop()
+				return
+			}
+		case <-k.kick:
+		case <-k.closing:
 			return
 		}
 	}
@@ -172,6 +185,25 @@ func (k *conn) writeCtl(epoch *uint64) bool {
 			}
 		default:
 			return true
+		}
+	}
+}
+
+// writeBatch writes event lines in one writev (a few, past IOV_MAX).
+// writeTimeout bounds a write that makes no progress, as it does for a
+// single line: a reader that takes a large batch slowly but steadily is
+// slow, not stalled (the bus takes its place if it falls too far behind),
+// and cutting it off mid-batch would end it on half a line.
+func (k *conn) writeBatch(lines [][]byte) bool {
+	bufs := net.Buffers(lines)
+	for {
+		k.c.SetWriteDeadline(time.Now().Add(k.wait))
+		n, err := bufs.WriteTo(k.c) // consumes bufs as it writes
+		switch {
+		case err == nil:
+			return true
+		case n == 0 || !errors.Is(err, os.ErrDeadlineExceeded):
+			return false
 		}
 	}
 }
@@ -203,6 +235,15 @@ func (k *conn) close() {
 	k.once.Do(func() { close(k.closing) })
 }
 
+// drop closes a connection that is too slow or whose write failed. Its
+// reader may be blocked on a client that sends nothing (a stalled client
+// does not write either), so the read is ended too: the handler returns
+// and the socket closes now, not at the client's next line.
+func (k *conn) drop() {
+	k.close()
+	k.c.SetReadDeadline(time.Now())
+}
+
 // send queues one record. A client whose queue stays full is closed: a
 // control record (receipt, refusal, control change) must not be dropped
 // silently, so the client loses the connection and reconciles on reconnect.
@@ -211,38 +252,30 @@ func (k *conn) send(v any) error {
 	if err != nil {
 		return fmt.Errorf("encode record for connection %s: %w", k.id, err)
 	}
-	return k.put(k.ctl, record{line: line}, sendWait, nil)
+	return k.put(record{line: line}, sendWait)
 }
 
 // enqueueCtl queues an encoded control record.
 func (k *conn) enqueueCtl(line []byte) error {
-	return k.put(k.ctl, record{line: line}, sendWait, nil)
+	return k.put(record{line: line}, sendWait)
 }
 
-// enqueue queues an event line of epoch, waiting up to wait for room.
-func (k *conn) enqueue(line []byte, epoch uint64, wait time.Duration) error {
-	return k.put(k.out, record{line: line, epoch: epoch}, wait, nil)
-}
-
-// put queues r, waiting up to wait for room; a closed stop ends the wait.
-func (k *conn) put(q chan record, r record, wait time.Duration, stop <-chan struct{}) error {
-	if q == k.ctl {
-		if !k.reserve(len(r.line)) {
-			k.close()
-			return errSlow
-		}
-		err := k.putWait(q, r, wait, stop)
-		if err != nil {
-			k.unreserve(len(r.line))
-		}
-		return err
+// put queues a control record, waiting up to wait for room.
+func (k *conn) put(r record, wait time.Duration) error {
+	if !k.reserve(len(r.line)) {
+		k.drop()
+		return errSlow
 	}
-	return k.putWait(q, r, wait, stop)
+	err := k.putWait(r, wait)
+	if err != nil {
+		k.unreserve(len(r.line))
+	}
+	return err
 }
 
-func (k *conn) putWait(q chan record, r record, wait time.Duration, stop <-chan struct{}) error {
+func (k *conn) putWait(r record, wait time.Duration) error {
 	select {
-	case q <- r:
+	case k.ctl <- r:
 		return nil
 	case <-k.closing:
 		return net.ErrClosed
@@ -251,14 +284,12 @@ func (k *conn) putWait(q chan record, r record, wait time.Duration, stop <-chan 
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
-	case q <- r:
+	case k.ctl <- r:
 		return nil
 	case <-k.closing:
 		return net.ErrClosed
-	case <-stop:
-		return errStopped
 	case <-t.C:
-		k.close()
+		k.drop()
 		return errSlow
 	}
 }
@@ -272,14 +303,14 @@ func (k *conn) offer(line []byte) { k.offerEpoch(line, 0) }
 // record).
 func (k *conn) offerEpoch(line []byte, epoch uint64) {
 	if !k.reserve(len(line)) {
-		k.close()
+		k.drop()
 		return
 	}
 	select {
 	case k.ctl <- record{line: line, epoch: epoch}:
 	default:
 		k.unreserve(len(line))
-		k.close()
+		k.drop()
 	}
 }
 
@@ -328,70 +359,62 @@ func (k *conn) releaseQueue() {
 	k.qheld = 0
 }
 
-// follow starts forwarding s to the connection in epoch; the caller ended
-// the previous feed (unsubscribe).
-func (k *conn) follow(s *subscriber, epoch uint64) {
-	f := &feed{s: s, epoch: epoch, stop: make(chan struct{}), done: make(chan struct{})}
+// follow makes s, a subscription whose wake channel is k.kick, the
+// connection's feed in epoch; the caller ended the previous feed
+// (unsubscribe) and queued the observed record that starts epoch.
+func (k *conn) follow(b *bus, s *subscriber, epoch uint64) {
 	k.subMu.Lock()
-	k.feed = f
+	k.feed = &feed{bus: b, s: s, epoch: epoch}
 	k.subMu.Unlock()
-	go k.forward(f)
+	signal(k.kick)
 }
 
-// forward copies a feed's events to the event queue until it ends or is
-// stopped. A subscription that fell behind ends with a lost-place notice;
-// a stopped one ends silently, since an observe replaced it.
-func (k *conn) forward(f *feed) {
-	defer close(f.done)
-	for {
-		select {
-		case <-f.stop:
-			return
-		case line, ok := <-f.s.ch:
-			if !ok {
-				k.lostPlace(f)
-				return
-			}
-			if k.put(k.out, record{line: line, epoch: f.epoch}, sendWait, f.stop) != nil {
-				return
-			}
-		}
-	}
+// current returns the connection's feed, if any.
+func (k *conn) current() *feed {
+	k.subMu.Lock()
+	defer k.subMu.Unlock()
+	return k.feed
 }
 
-func (k *conn) lostPlace(f *feed) {
-	select {
-	case <-f.stop:
-		return // replaced: a stale notice would only send the client back
-	default:
+// endFeed forgets f, a feed that lost its place, and reports whether it
+// was still the connection's feed: an observe that replaced it meanwhile
+// makes a lost-place notice stale (it would only send the client back).
+func (k *conn) endFeed(f *feed) bool {
+	k.subMu.Lock()
+	defer k.subMu.Unlock()
+	if k.feed != f {
+		return false
 	}
-	select {
-	case missed := <-f.s.lost:
-		detail, _ := json.Marshal(map[string]uint64{"missedFrom": missed})
-		b, err := json.Marshal(protocol.Notice{Record: protocol.RecordNotice, Kind: protocol.NoticeLostPlace, Detail: detail,
-			Message: fmt.Sprintf("this connection read too slowly and lost its place at event %d; observe again with fromSeq", missed)})
-		if err == nil {
-			k.put(k.ctl, record{line: append(b, '\n')}, sendWait, f.stop)
-		}
-	default:
+	k.feed = nil
+	return true
+}
+
+// lag is how many events the connection's feed has yet to take.
+func (k *conn) lag() int {
+	f := k.current()
+	if f == nil {
+		return 0
 	}
+	return f.bus.lag(f.s)
+}
+
+// lostPlaceLine is the notice a connection gets when it fell too far
+// behind: missed is the first event it will not get.
+func lostPlaceLine(missed uint64) []byte {
+	detail, _ := json.Marshal(map[string]uint64{"missedFrom": missed})
+	line, _ := protocol.Line(protocol.Notice{Record: protocol.RecordNotice, Kind: protocol.NoticeLostPlace, Detail: detail,
+		Message: fmt.Sprintf("this connection read too slowly and lost its place at event %d (it fell %d events or %d MiB behind); observe again with fromSeq", missed, maxLag, maxLagBytes>>20)})
+	return line
 }
 
 // unsubscribe ends the connection's feed, if any: the bus forgets its
-// subscriber and its goroutine stops. It returns a channel closed once
-// that goroutine queues nothing more.
-func (k *conn) unsubscribe(b *bus) <-chan struct{} {
+// cursor and the writer takes nothing more from it.
+func (k *conn) unsubscribe(b *bus) {
 	k.subMu.Lock()
 	f := k.feed
 	k.feed = nil
 	k.subMu.Unlock()
-	if f == nil {
-		return closedChan
+	if f != nil {
+		b.unsubscribe(f.s)
 	}
-	close(f.stop)
-	b.unsubscribe(f.s)
-	return f.done
 }
-
-// closedChan is an already closed channel, for waits with nothing to wait on.
-var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()

@@ -60,10 +60,14 @@
 //   - After an observed record a connection gets exactly the events of
 //     seam.execution from seam.replayStart on, in order, without gap or
 //     duplicate, and none of the subscription that observe replaced: the
-//     old feed is stopped first, and the writer drops its events still
-//     queued, since each observe starts an epoch of the connection's
-//     stream and its observed record, written before any event of that
-//     epoch, retires the older ones (conn.go).
+//     old feed (a cursor into the bus's ring) is ended first, and each
+//     observe starts an epoch of the connection's stream whose observed
+//     record the writer writes before it takes any event of that epoch
+//     (conn.go). The writer drains a feed in batches, one writev each; a
+//     feed loses its place only when it falls 8192 events or 32 MiB
+//     behind, half the ring (bus.go), so a stalled client is detached
+//     within that bound and slows no one, and the event it missed is
+//     still in the ring for its resume.
 //   - A restart that finds the claim stopping finishes that force stop
 //     (K10); one that finds an engine without a stop only reports it; one
 //     that finds the claim uncertain and the engine's cgroup gone

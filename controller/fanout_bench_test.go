@@ -23,11 +23,21 @@ import (
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
-// floodDeltas is how many text deltas one flood streams: several times
-// what a stalled observer can hold back (its socket buffer, the
-// connection's queue of 256 and the bus queue of 1024), so it must lose
-// its place within every flood.
+// floodDeltas is how many text deltas one flood streams.
 const floodDeltas = 3000
+
+// stalledDeltas is the flood of the stalled case: past maxLag by more
+// than its socket buffer (~1100 events) and its writer's batch
+// (batchEvents) hold back, so it loses its place within every flood.
+const stalledDeltas = maxLag + 4000
+
+// pacedDeltas at pacedRate per second is the paced flood: an engine
+// streaming fast but not flat out, where latency rather than backlog is
+// what an observer sees.
+const (
+	pacedDeltas = 1000
+	pacedRate   = 1000
+)
 
 // floodWait bounds one flood, its observers' setup and the stalled
 // observer's verdict, so a broken controller fails the benchmark instead
@@ -58,7 +68,10 @@ const floodWait = 60 * time.Second
 //     client does, so every observer still receives every delta.
 //
 // The stalled observer must lose its place (a lost-place notice, or the
-// connection dropped as too slow) or the benchmark fails. Nothing here
+// connection dropped as too slow) or the benchmark fails; stalled-events
+// is how many events it had been sent when it was detached. The paced
+// case streams pacedDeltas at pacedRate per second instead of flat out,
+// for the latency an observer sees when it is not backlog. Nothing here
 // asserts a time: the numbers are reported, not judged.
 func BenchmarkFanout(b *testing.B) {
 	sandboxtest.Require(b)
@@ -67,17 +80,19 @@ func BenchmarkFanout(b *testing.B) {
 		name      string
 		observers int
 		stalled   bool
+		flood     string // FAKEPI_FLOOD
 	}{
-		{"observers=0", 0, false},
-		{"observers=1", 1, false},
-		{"observers=10", 10, false},
-		{"observers=100", 100, false},
-		{"observers=100+stalled", 100, true},
+		{"observers=0", 0, false, strconv.Itoa(floodDeltas)},
+		{"observers=1", 1, false, strconv.Itoa(floodDeltas)},
+		{"observers=10", 10, false, strconv.Itoa(floodDeltas)},
+		{"observers=100", 100, false, strconv.Itoa(floodDeltas)},
+		{"observers=100+stalled", 100, true, strconv.Itoa(stalledDeltas)},
+		{"observers=100+paced", 100, false, fmt.Sprintf("%d@%d", pacedDeltas, pacedRate)},
 	}
 	rows := make([]string, len(cases))
 	for i, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {
-			f := newFanoutRig(b)
+			f := newFanoutRig(b, tc.flood)
 			f.flood(b, 0, false) // warm-up: the first run pays for the lazy session write
 			var base, obs floodStats
 			b.ResetTimer()
@@ -106,9 +121,9 @@ func fanoutTable(rows []string) string {
 			ran = append(ran, r)
 		}
 	}
-	return fmt.Sprintf("fan-out of %d text deltas per flood, through the real controller to socket clients;\n"+
-		"x-* are against base/s, the paired floods with no observers\n%s\n%s",
-		floodDeltas, head, strings.Join(ran, "\n"))
+	return fmt.Sprintf("fan-out of %d text deltas per flood (%d with the stalled observer; %d at %d/s paced),\n"+
+		"through the real controller to socket clients; x-* are against base/s, the paired floods with no observers\n%s\n%s",
+		floodDeltas, stalledDeltas, pacedDeltas, pacedRate, head, strings.Join(ran, "\n"))
 }
 
 // fanoutReport sends the metrics of one sub-benchmark and returns its
@@ -132,7 +147,9 @@ func fanoutReport(b *testing.B, name string, base, obs floodStats, observed bool
 	}
 	stalled := "-"
 	if len(obs.stalled) > 0 {
-		stalled = strings.Join(obs.stalled, "; ")
+		stalled = fmt.Sprintf("%s, after at most %d events (%d KiB)", strings.Join(obs.stalled, "; "), obs.stalledMax, obs.stalledBytes>>10)
+		b.ReportMetric(float64(obs.stalledMax), "stalled-events")
+		b.ReportMetric(float64(obs.stalledBytes), "stalled-bytes")
 	}
 	return fmt.Sprintf("%-22s %9.0f %9.0f %9.0f %9.2f %9.2f %7.3f %7.1f %7.1f %7.1f %s", name,
 		base.eventsPerSec(), obs.eventsPerSec(), obs.enginePerSec(), millis(p50), millis(p99),
@@ -148,6 +165,9 @@ type floodResult struct {
 	latencies   []time.Duration // write to delivery, every delta and reader
 	lost        int             // times readers lost their place
 	stalled     string          // how the stalled observer ended, "" if none
+	stalledN    int             // events the stalled observer was sent
+	stalledB    int             // and their bytes
+	deltas      int
 }
 
 // floodStats adds up the floods of one sub-benchmark.
@@ -157,11 +177,15 @@ type floodStats struct {
 	latencies       []time.Duration
 	lost            int
 	stalled         []string
+	stalledMax      int // most events sent to a stalled observer
+	stalledBytes    int // most bytes of them
 }
 
 func (s *floodStats) add(r floodResult) {
 	s.floods++
-	s.deltas += floodDeltas
+	s.deltas += r.deltas
+	s.stalledMax = max(s.stalledMax, r.stalledN)
+	s.stalledBytes = max(s.stalledBytes, r.stalledB)
 	s.engine += r.last.Sub(r.first)
 	s.deliver += r.delivered.Sub(r.first)
 	s.latencies = append(s.latencies, r.latencies...)
@@ -193,19 +217,22 @@ type fanoutRig struct {
 	ctl     net.Conn
 	ctlIn   *bufio.Reader
 	gen     float64
+	deltas  int // per flood
 }
 
-func newFanoutRig(b *testing.B) *fanoutRig {
+func newFanoutRig(b *testing.B, flood string) *fanoutRig {
 	b.Helper()
 	r := newRig(b, `{"turns":[]}`, func(cfg *Config) {
 		spec := cfg.Spec
 		cfg.Spec = func(cv *conversations.Conversation) (engine.Spec, error) {
 			s, err := spec(cv)
-			s.Env = append(s.Env, fakepi.EnvFlood+"="+strconv.Itoa(floodDeltas))
+			s.Env = append(s.Env, fakepi.EnvFlood+"="+flood)
 			return s, err
 		}
 	})
+	n, _, _ := strings.Cut(flood, "@")
 	f := &fanoutRig{rig: r, session: r.session}
+	f.deltas, _ = strconv.Atoi(n)
 	f.takeControl(b)
 	return f
 }
@@ -317,14 +344,14 @@ func (f *fanoutRig) flood(b *testing.B, observers int, stalled bool) floodResult
 	}
 	b.StopTimer()
 	defer b.StartTimer()
-	var res floodResult
+	res := floodResult{deltas: f.deltas}
 	for _, r := range readers {
 		r.close()
 		if r.err != nil {
 			b.Fatal(r.err)
 		}
-		if r.n != floodDeltas {
-			b.Fatalf("a reader got %d deltas, want %d", r.n, floodDeltas)
+		if r.n != f.deltas {
+			b.Fatalf("a reader got %d deltas, want %d", r.n, f.deltas)
 		}
 		res.lost += r.lost
 		res.latencies = append(res.latencies, r.latencies...)
@@ -335,7 +362,7 @@ func (f *fanoutRig) flood(b *testing.B, observers int, stalled bool) floodResult
 	stamps := f.lastAnswer(b)
 	res.first, res.last = stamps[0], stamps[len(stamps)-1]
 	if stall != nil {
-		res.stalled = stalledVerdict(b, stall)
+		res.stalled, res.stalledN, res.stalledB = stalledVerdict(b, stall)
 	}
 	return res
 }
@@ -352,8 +379,8 @@ type floodReader struct {
 	close     func()
 }
 
-func newFloodReader(close func()) *floodReader {
-	return &floodReader{latencies: make([]time.Duration, 0, floodDeltas), done: make(chan struct{}), close: close}
+func newFloodReader(deltas int, close func()) *floodReader {
+	return &floodReader{latencies: make([]time.Duration, 0, deltas), done: make(chan struct{}), close: close}
 }
 
 // event takes one event received at now and says whether the run has
@@ -384,13 +411,21 @@ func (r *floodReader) event(ev *protocol.Event, now time.Time) (settled bool) {
 }
 
 // probe subscribes in process to the controller's bus: the baseline's
-// only reader, with no socket and no client between. Should it lose its
-// place it resumes from the bus's ring, as an observer would.
+// only reader, with no socket and no client between. It takes batches
+// from its cursor as a connection's writer does and decodes every line.
+// Should it lose its place it resumes from the bus's ring, as an observer
+// would.
 func (f *fanoutRig) probe() *floodReader {
 	bus := f.ctrl.bus
 	_, _, until := bus.window()
-	_, s, _ := bus.subscribe(until)
-	r := newFloodReader(func() { bus.unsubscribe(s) }) // called once the reader is done
+	wake := make(chan struct{}, 1)
+	s, _, _ := bus.subscribeFrom(until, wake)
+	var mu sync.Mutex
+	r := newFloodReader(f.deltas, func() { // called once the reader is done
+		mu.Lock()
+		defer mu.Unlock()
+		bus.unsubscribe(s)
+	})
 	take := func(line []byte) bool {
 		now := time.Now()
 		var ev protocol.Event
@@ -402,27 +437,29 @@ func (f *fanoutRig) probe() *floodReader {
 	}
 	go func() {
 		defer close(r.done)
-		var replay [][]byte
-		for {
-			for _, line := range replay {
+		var lines [][]byte
+		for range wake {
+			var lost uint64
+			if lines, lost = bus.take(s, lines[:0]); lost != 0 {
+				r.lost++
+				if r.next == 0 {
+					r.err = fmt.Errorf("the baseline probe lost its place before the first event")
+					return
+				}
+				var complete bool
+				mu.Lock()
+				s, _, complete = bus.subscribeFrom(r.next-1, wake)
+				mu.Unlock()
+				if !complete {
+					r.err = fmt.Errorf("the baseline probe lost events %d on, beyond the replay window", r.next)
+					return
+				}
+				continue
+			}
+			for _, line := range lines {
 				if take(line) {
 					return
 				}
-			}
-			for line := range s.ch {
-				if take(line) {
-					return
-				}
-			}
-			r.lost++
-			if r.next == 0 {
-				r.err = fmt.Errorf("the baseline probe lost its place before the first event")
-				return
-			}
-			var complete bool
-			if replay, s, complete = bus.subscribe(r.next - 1); !complete {
-				r.err = fmt.Errorf("the baseline probe lost events %d on, beyond the replay window", r.next)
-				return
 			}
 		}
 	}()
@@ -463,7 +500,7 @@ func (f *fanoutRig) observer(ctx context.Context) (*floodReader, error) {
 		c.Close()
 		return nil, err
 	}
-	r := newFloodReader(func() { c.Close() })
+	r := newFloodReader(f.deltas, func() { c.Close() })
 	go func() {
 		defer close(r.done)
 		for u := range c.Updates() {
@@ -528,19 +565,19 @@ func (f *fanoutRig) stalledObserver(b *testing.B) net.Conn {
 // stalledVerdict reads what the stalled observer was sent after the
 // flood: it must have lost its place, by a lost-place notice or by being
 // dropped as too slow. Keeping its place would mean it held the flood back.
-func stalledVerdict(b *testing.B, c net.Conn) string {
+// It returns how it ended and the events (and their bytes) it was sent.
+func stalledVerdict(b *testing.B, c net.Conn) (verdict string, events, size int) {
 	b.Helper()
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(floodWait))
 	in := bufio.NewReaderSize(c, 1<<20)
-	events := 0
 	for {
 		line, err := in.ReadBytes('\n')
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			b.Fatalf("the stalled observer heard neither a lost-place notice nor a close within %v (%d events)", floodWait, events)
 		}
 		if err != nil {
-			return fmt.Sprintf("dropped as too slow after %d events", events)
+			return "dropped as too slow", events, size
 		}
 		var m struct {
 			Record string `json:"record"`
@@ -549,18 +586,19 @@ func stalledVerdict(b *testing.B, c net.Conn) string {
 		json.Unmarshal(line, &m)
 		switch {
 		case m.Record == "notice" && m.Kind == protocol.NoticeLostPlace:
-			return "lost its place"
+			return "lost its place", events, size
 		case m.Record == "event" && m.Kind == string(protocol.EventRunSettled):
 			b.Fatalf("the stalled observer kept its place through the flood (%d events)", events)
 		case m.Record == "event":
 			events++
+			size += len(line)
 		}
 	}
 }
 
 // lastAnswer returns the write stamps of the last assistant message in the
 // session file, which the fake writes before its message_end: all
-// floodDeltas of them, in write order.
+// f.deltas of them, in write order.
 func (f *fanoutRig) lastAnswer(b *testing.B) []time.Time {
 	b.Helper()
 	raw, err := os.ReadFile(f.session)
@@ -588,8 +626,8 @@ func (f *fanoutRig) lastAnswer(b *testing.B) []time.Time {
 			}
 			stamps = append(stamps, time.Unix(0, ns))
 		}
-		if len(stamps) != floodDeltas {
-			b.Fatalf("the last answer holds %d stamps, want %d", len(stamps), floodDeltas)
+		if len(stamps) != f.deltas {
+			b.Fatalf("the last answer holds %d stamps, want %d", len(stamps), f.deltas)
 		}
 		return stamps
 	}

@@ -9,9 +9,9 @@ import (
 // default branch read from the session file (read-only), a cursor to page
 // back when there are older parts, and the seam; then it replays the
 // current execution's events after fromSeq (or after the last settled run)
-// and goes live. The replay and the live feed join under one lock, without
-// gap or overlap, and replace the connection's previous feed: no event of
-// it follows the observed record. With a cursor it answers only the older
+// and goes live. The replay and the live feed are one cursor into the
+// bus's ring, without gap or overlap, and replace the connection's
+// previous feed: no event of it follows the observed record. With a cursor it answers only the older
 // page.
 func (c *Controller) observe(k *conn, cmd *protocol.Command) {
 	switch {
@@ -48,7 +48,7 @@ func (c *Controller) observe(k *conn, cmd *protocol.Command) {
 	// The old feed ends before the new one starts, and the new epoch makes
 	// the writer drop whatever of it is still queued: after the observed
 	// record come only the events this observe subscribes to.
-	<-k.unsubscribe(c.bus)
+	k.unsubscribe(c.bus)
 	k.epoch++
 	epoch := k.epoch
 	c.mu.Lock()
@@ -63,7 +63,7 @@ func (c *Controller) observe(k *conn, cmd *protocol.Command) {
 	} else if quiet {
 		_, _, after = c.bus.window()
 	}
-	replay, sub, start, complete := c.bus.subscribeFrom(after)
+	sub, start, complete := c.bus.subscribeFrom(after, k.kick)
 	exec, from, until := c.bus.window()
 	obs := protocol.Observed{Record: protocol.RecordObserved, Request: cmd.Request, Binding: c.bindingLocked(), History: raw,
 		Seam: protocol.Seam{Execution: exec, Replay: "available", ReplayFrom: from, ReplayUntil: until, ReplayStart: start,
@@ -72,13 +72,7 @@ func (c *Controller) observe(k *conn, cmd *protocol.Command) {
 		k.offerEpoch(line, epoch)
 	}
 	c.mu.Unlock()
-	for _, line := range replay {
-		if k.enqueue(line, epoch, sendWait) != nil {
-			c.bus.unsubscribe(sub)
-			return
-		}
-	}
-	k.follow(sub, epoch)
+	k.follow(c.bus, sub, epoch)
 }
 
 // olderPage answers an observe with a cursor: the page before the cursor's,

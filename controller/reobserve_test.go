@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"net"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -45,8 +46,9 @@ func (k *client) reply(request string) map[string]any {
 	}
 }
 
-// queued waits until the controller holds at least n events in the queue
-// of connection id: its client is not reading, so its socket buffer is full too.
+// queued waits until the controller holds at least n events that
+// connection id has yet to take: its client is not reading, so its socket
+// buffer is full and its writer blocked.
 func (r *rig) queued(t *testing.T, id string, n int) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
@@ -54,7 +56,7 @@ func (r *rig) queued(t *testing.T, id string, n int) {
 		r.ctrl.mu.Lock()
 		k := r.ctrl.conns[id]
 		r.ctrl.mu.Unlock()
-		if k != nil && len(k.out) >= n {
+		if k != nil && k.lag() >= n {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -122,33 +124,39 @@ func TestReobserveSameConnection(t *testing.T) {
 	}
 }
 
-// TestWriterDropsReplacedEpoch: events queued for an epoch that a later
-// observed record replaced are never written, and an observed record is
-// written before the events of its epoch even when they were queued first
-// in the other queue.
+// TestWriterDropsReplacedEpoch: events of an epoch that a later observed
+// record replaced are never written, and an observed record is written
+// before the events of its epoch, and a receipt queued after it before
+// them too (control first), even when the events were published first.
 func TestWriterDropsReplacedEpoch(t *testing.T) {
-	srv, cli := net.Pipe()
-	t.Cleanup(func() { cli.Close() })
-	k := newConn("k-test", srv)
+	k, b, cli := pipeConn(t)
 	line := func(s string) []byte { return []byte(s + "\n") }
+	s1, _, _ := b.subscribeFrom(0, k.kick)
 	k.offerEpoch(line("observed-1"), 1)
-	k.enqueue(line("event-1a"), 1, sendWait)
-	k.enqueue(line("event-1b"), 1, sendWait)
+	k.follow(b, s1, 1)
+	b.publish(ev("e1", 1))
+	b.publish(ev("e1", 2))
+	k.unsubscribe(b)
+	s2, _, _ := b.subscribeFrom(2, k.kick)
 	k.offerEpoch(line("observed-2"), 2)
-	k.enqueue(line("event-2a"), 2, sendWait)
 	k.enqueueCtl(line("receipt"))
-	k.enqueue(line("event-2b"), 2, sendWait)
-	go k.writeLoop()
-	t.Cleanup(func() { k.close(); <-k.wdone })
+	k.follow(b, s2, 2)
+	b.publish(ev("e1", 3))
+	b.publish(ev("e1", 4))
+	startWriter(t, k)
 	rd := bufio.NewReader(cli)
-	want := []string{"observed-1", "observed-2", "receipt", "event-2a", "event-2b"}
+	want := []string{"observed-1", "observed-2", "receipt", "seq 3", "seq 4"}
 	for i, w := range want {
 		cli.SetReadDeadline(time.Now().Add(30 * time.Second))
-		got, err := rd.ReadString('\n')
+		got, err := rd.ReadBytes('\n')
 		if err != nil {
 			t.Fatalf("line %d: %v", i, err)
 		}
-		if got != w+"\n" {
+		if strings.HasPrefix(w, "seq ") {
+			if seq := seqOf(t, got); "seq "+strconv.FormatUint(seq, 10) != w {
+				t.Fatalf("line %d: %q, want %s", i, got, w)
+			}
+		} else if string(got) != w+"\n" {
 			t.Fatalf("line %d: %q, want %q", i, got, w)
 		}
 	}

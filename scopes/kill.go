@@ -60,9 +60,13 @@ func (h *Handle) killScope(ctx context.Context, opts StopOptions) StopResult {
 	}
 	// Already gone (stopped by someone else, or by a stop whose record
 	// was never written): the kernel's removal of the cgroup is then the
-	// evidence, once it is shown to be ours that went.
-	if _, gone, _ := h.findRemoved(ctx, k.fs); gone {
-		return k.killRemoved(ctx)
+	// evidence, once it is shown to be ours that went. The cgroup still
+	// at the path with the recorded id is not gone (findRemoved would say
+	// so too), and knowing it costs no manager round trip.
+	if !k.stillPresent() {
+		if _, gone, _ := h.findRemoved(ctx, k.fs); gone {
+			return k.killRemoved(ctx)
+		}
 	}
 	c := h.Cohort
 	if st.InvocationID != c.InvocationID {
@@ -84,6 +88,17 @@ func (h *Handle) killScope(ctx context.Context, opts StopOptions) StopResult {
 		return k.uncertain("%v", err)
 	}
 	return k.observe(ctx, st, ev)
+}
+
+// stillPresent says whether the cohort's cgroup is at its path with the
+// id recorded at launch. False means only "not known to be present".
+func (k *killPhase) stillPresent() bool {
+	c := k.h.Cohort
+	if c.CgroupID == 0 {
+		return false
+	}
+	id, err := k.fs.id(c.Cgroup)
+	return err == nil && id == c.CgroupID
 }
 
 // identify ties the cohort's cgroup path to this cohort before anything

@@ -20,12 +20,56 @@ const MaxToolLines = 20
 func (t *Transcript) Lines(width int) []string {
 	var out []string
 	for _, it := range t.items {
-		if it.kind == itemTool && t.results[it.tool.callID] {
-			continue
+		if t.shown(it) {
+			out = append(out, it.lines(width)...)
 		}
-		out = append(out, it.lines(width)...)
 	}
 	return out
+}
+
+// shown says whether an item has lines of its own: a tool whose result
+// message arrived is shown by that message.
+func (t *Transcript) shown(it *item) bool {
+	return it.kind != itemTool || !t.results[it.tool.callID]
+}
+
+// count is len(t.Lines(width)) without building them: a frame needs the
+// length and only the lines of its viewport, and the items' line caches
+// make both cheap.
+func (t *Transcript) count(width int) int {
+	n := 0
+	for _, it := range t.items {
+		if t.shown(it) {
+			n += len(it.lines(width))
+		}
+	}
+	return n
+}
+
+// window appends to dst t.Lines(width)[from:from+n] (fewer at the end),
+// touching only the items it spans.
+func (t *Transcript) window(dst []string, width, from, n int) []string {
+	at := 0
+	for _, it := range t.items {
+		if n <= 0 {
+			break
+		}
+		if !t.shown(it) {
+			continue
+		}
+		all := it.lines(width)
+		if at+len(all) <= from {
+			at += len(all)
+			continue
+		}
+		ls := all[from-at:] // from >= at: the items before it were skipped or taken whole
+		ls = ls[:min(len(ls), n)]
+		dst = append(dst, ls...)
+		n -= len(ls)
+		at += len(all)
+		from = at
+	}
+	return dst
 }
 
 // lines renders one item, from the cache when neither the width nor the
@@ -67,12 +111,33 @@ func inner(width, n int) int {
 	return max(width-n, 1)
 }
 
+// body wraps s under prefix. The lines share one string: a first frame
+// wraps every message of the transcript, and one allocation per message
+// instead of one per line is most of what that frame costs.
 func body(prefix, s string, width int) []string {
+	in := inner(width, Width(prefix))
 	var out []string
-	for _, l := range strings.Split(s, "\n") {
-		for _, w := range wrapLine(l, inner(width, Width(prefix))) {
-			out = append(out, prefix+w)
+	if !strings.Contains(s, "\n") {
+		out = wrapLine(s, in) // the common case: no copy of the lines' slice
+	} else {
+		for l := range strings.SplitSeq(s, "\n") {
+			out = append(out, wrapLine(l, in)...)
 		}
+	}
+	n := 0
+	for _, w := range out {
+		n += len(prefix) + len(w)
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for _, w := range out {
+		b.WriteString(prefix)
+		b.WriteString(w)
+	}
+	all, at := b.String(), 0
+	for i, w := range out {
+		out[i] = all[at : at+len(prefix)+len(w)]
+		at += len(prefix) + len(w)
 	}
 	return out
 }
@@ -99,6 +164,12 @@ func (m *message) lines(width int) []string {
 		head += " (start not seen)"
 	}
 	out := []string{clip(head, width)}
+	if m.final && len(m.parts) == 1 && len(m.parts[0]) == 1 {
+		// One block, the common case: its lines after the header in one
+		// slice, without growing one.
+		ls := finalBlock(m.parts[0][0], width)
+		return append(append(make([]string, 0, 1+len(ls)), out[0]), ls...)
+	}
 	if m.final {
 		ps := make([]int, 0, len(m.parts))
 		for p := range m.parts {

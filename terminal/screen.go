@@ -316,14 +316,16 @@ func (s *Screen) Render(width, height int) Frame {
 		curRow, curCol = len(bottom)-1, Width(bottom[len(bottom)-1])
 	}
 	rows := max(height-2-len(bottom), 0)
-	var lines []string
-	head := 0
+	// Only the viewport's lines are taken from the transcript; the items
+	// keep their wrapped lines between frames, so a frame costs what it
+	// shows, not the length of the conversation.
+	total, head := 0, 0
 	if s.Transcript != nil {
-		lines = s.Transcript.Lines(width)
+		total = s.Transcript.count(width)
 		head = s.Transcript.HeadLines(width)
 	}
-	s.keep(head, len(lines), width)
-	s.lines, s.rows, s.head, s.width = len(lines), rows, head, width
+	s.keep(head, total, width)
+	s.lines, s.rows, s.head, s.width = total, rows, head, width
 	top := s.end()
 	if s.scrolled {
 		s.top = min(s.top, s.end())
@@ -337,15 +339,17 @@ func (s *Screen) Render(width, height int) Frame {
 	// saying that there is one.
 	st.Draft = s.Composer.Draft() != ""
 	if s.scrolled {
-		st.Scroll = fmt.Sprintf("lines %d-%d of %d (PageDown)", top+1, min(top+rows, len(lines)), len(lines))
+		st.Scroll = fmt.Sprintf("lines %d-%d of %d (PageDown)", top+1, min(top+rows, total), total)
 	}
 	out := make([]string, 0, height)
-	for i := 0; i < rows; i++ {
-		if top+i < len(lines) {
-			out = append(out, clip(lines[top+i], width))
-		} else {
-			out = append(out, "")
-		}
+	if s.Transcript != nil {
+		out = s.Transcript.window(out, width, top, rows)
+	}
+	for i := range out {
+		out[i] = clip(out[i], width)
+	}
+	for len(out) < rows {
+		out = append(out, "")
 	}
 	statusRow := -1
 	if len(out) < height {

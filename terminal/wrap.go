@@ -8,6 +8,14 @@ import "strings"
 // wider than the whole width. width <= 0 means no wrapping. An empty line
 // gives one empty string.
 func wrapLine(s string, width int) []string {
+	if printableASCII(s) {
+		return wrapASCII(s, width)
+	}
+	return wrapUnits(s, width)
+}
+
+// wrapUnits is wrapLine unit by unit, for any text.
+func wrapUnits(s string, width int) []string {
 	us := units(s)
 	if width <= 0 {
 		return []string{join(us)}
@@ -55,9 +63,50 @@ func wrapLine(s string, width int) []string {
 	return append(lines, join(cur))
 }
 
+// wrapASCII is wrapLine for printable ASCII, where every byte is one
+// cell and nothing needs escaping: the same breaks, found by index, with
+// the lines sharing s's bytes instead of being built unit by unit.
+func wrapASCII(s string, width int) []string {
+	if width <= 0 || len(s) <= width {
+		return []string{s}
+	}
+	lines := make([]string, 0, len(s)/width+2) // a break never comes before width/2 on average
+	start := 0
+	for i := 0; i < len(s); i++ {
+		if i-start+1 <= width || i == start {
+			continue
+		}
+		// Break after the last space of s[start:i], if any (not at start).
+		cut := -1
+		for j := i - 1; j > start; j-- {
+			if s[j] == ' ' {
+				cut = j + 1
+				break
+			}
+		}
+		if cut < 0 || cut == i {
+			cut = i
+		}
+		lines = append(lines, s[start:cut])
+		start = cut
+	}
+	return append(lines, s[start:])
+}
+
 // clip sanitizes a one-line string (LF shown as ^J) and cuts it to width
 // cells, ending with "…" when it was cut. width <= 0 means no cut.
 func clip(s string, width int) string {
+	if printableASCII(s) { // one cell a byte, nothing to escape
+		if width <= 0 || len(s) <= width {
+			return s
+		}
+		return s[:width-1] + "…"
+	}
+	return clipUnits(s, width)
+}
+
+// clipUnits is clip unit by unit, for any text.
+func clipUnits(s string, width int) string {
 	us := units(s)
 	if width <= 0 {
 		return join(us)
@@ -80,4 +129,16 @@ func clip(s string, width int) string {
 	}
 	b.WriteString("…")
 	return b.String()
+}
+
+// printableASCII says whether s is only printable ASCII (space to ~),
+// the common case the clip of every frame meets: already sanitized and
+// wrapped lines.
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }

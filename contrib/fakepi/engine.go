@@ -75,7 +75,7 @@ type engine struct {
 	dialogs      map[string]chan json.RawMessage
 	turnFollowUp string
 
-	flood int // FAKEPI_FLOOD: stamped deltas per answer (flood.go)
+	flood floodSpec // FAKEPI_FLOOD: stamped deltas per answer (flood.go)
 }
 
 // emit writes one JSON record and LF. Callers hold e.mu.

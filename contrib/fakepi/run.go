@@ -293,7 +293,7 @@ func (e *engine) streamAssistant(ctx context.Context) (obj, *stubmodel.ToolCall)
 	text := ""
 	textStarted := false
 	aborted := false
-	if e.flood > 0 { // the fan-out benchmark's answer replaces the script's
+	if e.flood.n > 0 { // the fan-out benchmark's answer replaces the script's
 		turn = stubmodel.Turn{}
 		text, aborted = e.floodText(ctx)
 		textStarted = true
