@@ -48,6 +48,9 @@ func (c *Controller) handlers() map[string]handler {
 		protocol.CmdAnswerConfirmation:     c.answerConfirmation,
 		protocol.CmdRecover:                c.recover,
 		protocol.CmdLaunch:                 c.launchCmd,
+		protocol.CmdEditQueued:             c.editQueued,
+		protocol.CmdCancelQueued:           c.cancelQueued,
+		protocol.CmdResumeQueue:            c.resumeQueue,
 		protocol.CmdApproval: func(context.Context, *conn, *protocol.Command) (*outcome, error) {
 			return nil, protocol.Refuse(protocol.CodeUnsupported, "native dialogs are shown disabled in this version; nothing answers them")
 		},

@@ -21,6 +21,10 @@ type execution struct {
 	// stop or failed its load check. Both guarded by Controller.mu.
 	stderr *stderrTail
 	end    *protocol.EngineEnd
+	// settled counts the run-settled events the pump has published, so
+	// the queue dispatches only once the bus holds the last turn's end.
+	// Guarded by Controller.mu.
+	settled int
 }
 
 // engineState is the binding's engineState for an execution: orphan when

@@ -14,6 +14,10 @@ import (
 // anything else that goes wrong leaves the binding uncertain, served, so a
 // client can see why and force stop.
 func (c *Controller) Start(ctx context.Context) error {
+	c.loadQueue()
+	qctx, cancel := context.WithCancel(context.Background())
+	go func() { <-c.closing; cancel() }()
+	go c.schedule(qctx)
 	err := c.start(ctx)
 	if err == nil {
 		return nil

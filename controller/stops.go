@@ -60,6 +60,9 @@ func (c *Controller) interrupt(ctx context.Context, k *conn, cmd *protocol.Comma
 	s := &protocol.Stop{Record: protocol.RecordStop, ID: newID("s-"), Kind: protocol.StopInterrupt, Execution: x.id}
 	c.st.stop, c.st.stopRunning = s, true
 	c.closeAdmissionLocked("interrupt " + s.ID + " in progress")
+	// Otherwise the next item would fire into the turn just stopped
+	// (seed 002 §2): the items stay, shown paused, until resumed.
+	c.pauseQueueLocked("interrupt " + s.ID + "; resume to send the queued items, or cancel them")
 	c.transitionLocked(s, protocol.StopFenced, "admission closed")
 	c.publishBindingLocked()
 	gen := c.st.generation
@@ -211,6 +214,7 @@ func (c *Controller) forceStop(ctx context.Context, k *conn, cmd *protocol.Comma
 	}
 	c.st.stop, c.st.stopRunning, c.st.forceRunning = s, true, true
 	c.st.binding = protocol.BindingStopping
+	c.pauseQueueLocked("force stop " + s.ID + ": queued items become recovered drafts")
 	c.closeAdmissionLocked("force stop " + s.ID + " in progress")
 	c.transitionLocked(s, protocol.StopFenced, "admission closed")
 	c.publishBindingLocked()
@@ -225,6 +229,7 @@ func (c *Controller) forceStop(ctx context.Context, k *conn, cmd *protocol.Comma
 func (c *Controller) killCohort(k *conn, cmd *protocol.Command, x *execution, s *protocol.Stop, claim *claims.Claim, gen int64) protocol.Receipt {
 	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
 	defer cancel()
+	c.recoverDrafts(s)
 	if claim != nil {
 		if err := c.claimDo(func(cl *claims.Claim) error { return cl.BeginStop(ctx, "force stop "+s.ID) }); err != nil {
 			c.audit(audit.Transition, k, "claim could not record stopping: "+err.Error(), map[string]string{"STOP": s.ID})
@@ -254,6 +259,7 @@ func (c *Controller) conclude(ctx context.Context, x *execution, stopID, why str
 	c.st.stop, c.st.stopRunning, c.st.forceRunning = s, true, true
 	c.transitionLocked(s, protocol.StopStopping, why)
 	c.mu.Unlock()
+	c.recoverDrafts(s)
 	ctx, cancel := context.WithTimeout(ctx, stopTimeout)
 	defer cancel()
 	c.finishStop(ctx, x, s, x.handle.Kill(ctx, scopes.StopOptions{Stop: stopID}))

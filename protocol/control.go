@@ -17,6 +17,9 @@ const (
 	CmdIssueConfirmation      = "issue-confirmation"
 	CmdAnswerConfirmation     = "answer-confirmation"
 	CmdApproval               = "approval"
+	CmdEditQueued             = "edit-queued"
+	CmdCancelQueued           = "cancel-queued"
+	CmdResumeQueue            = "resume-queue"
 )
 
 // Command is every client command in one closed shape: fields a command
@@ -55,6 +58,10 @@ type Command struct {
 	// dialogs are not supported yet, so approval always refuses.
 	Decision string `json:"decision,omitempty"`
 	Choice   string `json:"choice,omitempty"`
+	// Item names a queued item (edit-queued, cancel-queued) and Revision
+	// the item revision the client saw: the command is a compare-and-set.
+	Item     string `json:"item,omitempty"`
+	Revision *int   `json:"revision,omitempty"`
 	// Retry marks a resend of a request whose outcome the client lost. A
 	// retry the controller does not know (it restarted since) refuses
 	// receipt-unknown instead of dispatching again.
@@ -149,6 +156,11 @@ type Receipt struct {
 	Digest string `json:"digest"`
 	// Stop names the stop record of an interrupt or force stop.
 	Stop string `json:"stop,omitempty"`
+	// Item is the queue item a prompt became; AfterSeq, once dispatched,
+	// the execution's newest event seq when it was written to the engine
+	// (its turn's events come after it).
+	Item     string `json:"item,omitempty"`
+	AfterSeq uint64 `json:"afterSeq,omitempty"`
 }
 
 // Stop is one stop record: interrupt or force stop, with its transitions.
@@ -171,6 +183,10 @@ type Stop struct {
 	// ApprovalDisposition is resolved, or uncertain when a native dialog
 	// was seen during the execution.
 	ApprovalDisposition string `json:"approvalDisposition,omitempty"`
+	// QueueDrafts lists the queue items a force stop turned into
+	// recovered drafts; QueueFailures those it could not (damaged).
+	QueueDrafts   []string `json:"queueDrafts,omitempty"`
+	QueueFailures []string `json:"queueFailures,omitempty"`
 }
 
 // EffectReport lists the disposition of every tool invocation at a stop.
@@ -233,6 +249,8 @@ type Observed struct {
 	// Cursor, present when the branch has parts before this page, is what
 	// observe takes as cursor to read the page before it.
 	Cursor string `json:"cursor,omitempty"`
+	// Queue is the prompt queue as of this observe.
+	Queue *Queue `json:"queue,omitempty"`
 }
 
 // PageRecord answers an observe with a cursor: the history page that ends
