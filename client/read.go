@@ -63,7 +63,17 @@ func (c *Client) receive(line []byte) error {
 	if !u.Retry {
 		c.note(&u)
 	}
+	var follow chan *protocol.Receipt
+	if p == nil && u.Receipt != nil {
+		follow = c.follows[u.Receipt.Request]
+	}
 	c.mu.Unlock()
+	if follow != nil {
+		select {
+		case follow <- u.Receipt:
+		default: // a waiter reads only the newest it needs; older ones may go
+		}
+	}
 	if p != nil {
 		p.resolve(replyOf(&u))
 	}
@@ -89,6 +99,8 @@ func answers(cmd, kind string) bool {
 		return cmd == protocol.CmdIssueConfirmation || cmd == protocol.CmdAnswerConfirmation
 	case protocol.RecordEligibility:
 		return cmd == protocol.CmdRecover
+	case protocol.RecordQueue:
+		return cmd == protocol.CmdEditQueued || cmd == protocol.CmdCancelQueued || cmd == protocol.CmdResumeQueue
 	}
 	return !known(cmd)
 }
@@ -98,7 +110,8 @@ func known(cmd string) bool {
 	switch cmd {
 	case protocol.CmdObserve, protocol.CmdTakeover, protocol.CmdAcquireRecoveryControl,
 		protocol.CmdPrompt, protocol.CmdInterrupt, protocol.CmdForceStop, protocol.CmdLaunch,
-		protocol.CmdIssueConfirmation, protocol.CmdAnswerConfirmation, protocol.CmdRecover:
+		protocol.CmdIssueConfirmation, protocol.CmdAnswerConfirmation, protocol.CmdRecover,
+		protocol.CmdEditQueued, protocol.CmdCancelQueued, protocol.CmdResumeQueue:
 		return true
 	}
 	return false
@@ -110,5 +123,5 @@ func replyOf(u *Update) (*Reply, error) {
 		return nil, refusalOf(u.Refusal)
 	}
 	return &Reply{Record: u.Record, Observed: u.Observed, Control: u.Control, Receipt: u.Receipt,
-		Confirmation: u.Confirmation, Eligibility: u.Eligibility, Page: u.Page, Raw: u.Raw}, nil
+		Confirmation: u.Confirmation, Eligibility: u.Eligibility, Page: u.Page, Queue: u.Queue, Raw: u.Raw}, nil
 }

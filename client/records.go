@@ -31,6 +31,7 @@ type Update struct {
 	Confirmation *protocol.Confirmation
 	Eligibility  *protocol.Eligibility
 	Page         *protocol.PageRecord
+	Queue        *protocol.Queue
 	Refusal      *protocol.RefusalRecord
 	Welcome      *protocol.Welcome
 
@@ -61,6 +62,8 @@ func (u *Update) request() string {
 		return u.Eligibility.Request
 	case u.Page != nil:
 		return u.Page.Request
+	case u.Queue != nil:
+		return u.Queue.Request
 	case u.Refusal != nil:
 		return u.Refusal.Request
 	}
@@ -121,6 +124,9 @@ func decodeRecord(line []byte) (Update, error) {
 	case protocol.RecordPage:
 		u.Page = new(protocol.PageRecord)
 		v = u.Page
+	case protocol.RecordQueue:
+		u.Queue = new(protocol.Queue)
+		v = u.Queue
 	default:
 		return u, nil
 	}

@@ -21,6 +21,7 @@ type Reply struct {
 	Confirmation *protocol.Confirmation
 	Eligibility  *protocol.Eligibility
 	Page         *protocol.PageRecord
+	Queue        *protocol.Queue
 	// Raw is the reply line, for a command this client has no shape for.
 	Raw []byte
 }

@@ -24,6 +24,8 @@ func (c *Controller) schedule(ctx context.Context) {
 		case <-c.q.kick:
 		case <-c.closing:
 			return
+		case <-ctx.Done():
+			return
 		}
 		for c.dispatchNext(ctx) {
 		}

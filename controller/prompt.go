@@ -57,14 +57,18 @@ func (c *Controller) prompt(ctx context.Context, k *conn, cmd *protocol.Command)
 	if n == 0 {
 		// The first waiting item authorises dispatch under the control
 		// that admitted it; later ones join what is authorised, and a
-		// paused queue waits for a resume.
+		// paused queue waits for a resume. A pause holds the items that
+		// were waiting when it began: with none left, it has nothing to
+		// hold, and the prompt typed after an interrupt runs.
 		c.q.gen, c.q.exec = gen, x.id
+		c.q.paused, c.q.reason = false, ""
 	}
 	c.q.seq = it.Seq
 	c.commitLocked(it, "")
 	c.mu.Unlock()
-	c.kickQueue()
-	return done(itemReceipt(&it)), nil
+	out := done(itemReceipt(&it))
+	out.then = c.kickQueue
+	return out, nil
 }
 
 // admit runs the admission checks; nil admits.

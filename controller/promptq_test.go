@@ -30,12 +30,46 @@ func (k *peer) queue(gen float64, text string) map[string]any {
 	return rc
 }
 
+// answered sends cmd (a prompt), which must be queued, and returns the
+// receipt revision that ends its wait: acknowledged, failed, ...
+func (k *peer) answered(cmd map[string]any) map[string]any {
+	k.t.Helper()
+	rc := k.must(cmd, "receipt")
+	if rc["state"] != protocol.ReceiptQueued {
+		k.t.Fatalf("prompt: %v; want queued", rc)
+	}
+	return k.await(func(m map[string]any) bool {
+		return m["record"] == "receipt" && m["request"] == cmd["request"] && m["state"] != protocol.ReceiptQueued && m["state"] != protocol.ReceiptDispatched
+	})
+}
+
 // receiptState waits for a receipt revision of request in state.
 func (k *peer) receiptState(request any, state string) map[string]any {
 	k.t.Helper()
 	return k.await(func(m map[string]any) bool {
 		return m["record"] == "receipt" && m["request"] == request && m["state"] == state
 	})
+}
+
+// waitItem waits until the controller holds item id in state.
+func (r *rig) waitItem(id any, state string) int {
+	r.t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; sleep20() {
+		st, rev := r.item(id)
+		if st == state {
+			return rev
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("item %v is %s, want %s", id, st, state)
+		}
+	}
+}
+
+// queuePaused reports whether the queue is paused.
+func (r *rig) queuePaused() bool {
+	r.ctrl.mu.Lock()
+	defer r.ctrl.mu.Unlock()
+	return r.ctrl.q.paused
 }
 
 // item returns the controller's current revision of an item.
@@ -61,7 +95,7 @@ func (r *rig) stdinPrompts() []string {
 	return out
 }
 
-// Q1: prompts sent while a turn runs are admitted (queued, never busy),
+// Prompts sent while a turn runs are admitted (queued, never busy),
 // and dispatched one turn each, in order, only after the running turn's
 // agent_settled: while the fake holds that settle (Pi already not
 // streaming, the digest's gap), nothing is written, even when the
@@ -106,9 +140,8 @@ func TestQueueDispatchesAtSettle(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, rc := range []map[string]any{a, b, c} {
-		ctl.receiptState(rc["request"], protocol.ReceiptAcknowledged)
+		r.waitItem(rc["item"], protocol.ReceiptAcknowledged)
 	}
-	ctl.settled()
 	for deadline := time.Now().Add(20 * time.Second); len(r.stdinPrompts()) < 3 || strings.Count(sessionText(t, r), "Plain answer to: third") < 1; sleep20() {
 		if time.Now().After(deadline) {
 			t.Fatalf("engine got %v", r.stdinPrompts())

@@ -15,7 +15,10 @@ import (
 // client can see why and force stop.
 func (c *Controller) Start(ctx context.Context) error {
 	c.loadQueue()
-	qctx, cancel := context.WithCancel(context.Background())
+	// The scheduler's engine calls take the serving context, as a
+	// prompt's did: a shutdown ends a dispatch waiting for Pi's answer
+	// delivery-unknown at once.
+	qctx, cancel := context.WithCancel(ctx)
 	go func() { <-c.closing; cancel() }()
 	go c.schedule(qctx)
 	err := c.start(ctx)

@@ -94,8 +94,10 @@ func (a *attacher) online(name string) *client.Client {
 	return a.c
 }
 
-// prompt sends the composed text. The composer already cleared it; its
-// outcome is shown, and a lost one is never resent.
+// prompt queues the composed text: it returns once the controller holds
+// it durably, so the composer never waits for a turn. The composer
+// already cleared it; its outcome is shown, and a lost one is never
+// resent. The item's later states show in the queue line.
 func (a *attacher) prompt(text string) {
 	if !a.connected {
 		// The composer sent it as the controller of a connection that has
@@ -106,7 +108,7 @@ func (a *attacher) prompt(text string) {
 	c := a.c
 	a.prompts++
 	a.async(func(ctx context.Context) func() {
-		r, err := c.Prompt(ctx, text)
+		r, err := c.Enqueue(ctx, text)
 		if protocol.CodeOf(err) == protocol.CodeNoEngine {
 			err = withHint(err, "prompt", a.conv) // how to add one, on the notice line
 		}
@@ -129,7 +131,7 @@ func outcomeOf(r *protocol.Receipt, err error) terminal.Outcome {
 		return terminal.Outcome{Kind: terminal.Refused, Code: ref.Code + ": " + ref.Message}
 	case err != nil:
 		return terminal.Outcome{Kind: terminal.Refused, Code: err.Error()}
-	case r.State == protocol.ReceiptAcknowledged:
+	case r.State == protocol.ReceiptAcknowledged || client.Waiting(r.State):
 		return terminal.Outcome{Kind: terminal.Admitted}
 	case r.State == protocol.ReceiptFailed:
 		return terminal.Outcome{Kind: terminal.Refused, Code: "the engine refused it: " + r.Evidence}
