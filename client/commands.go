@@ -114,7 +114,6 @@ func (c *Client) control(ctx context.Context, cmd protocol.Command) (*protocol.C
 	return r.Control, nil
 }
 
-
 // Interrupt asks the engine to stop its current turn. The stop's
 // transitions arrive as stop records on Updates; the receipt, once it has
 // settled, says reconciled or uncertain and names the stop. A hang is what

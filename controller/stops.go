@@ -259,7 +259,6 @@ func (c *Controller) conclude(ctx context.Context, x *execution, stopID, why str
 	c.st.stop, c.st.stopRunning, c.st.forceRunning = s, true, true
 	c.transitionLocked(s, protocol.StopStopping, why)
 	c.mu.Unlock()
-	c.recoverDrafts(s)
 	ctx, cancel := context.WithTimeout(ctx, stopTimeout)
 	defer cancel()
 	c.finishStop(ctx, x, s, x.handle.Kill(ctx, scopes.StopOptions{Stop: stopID}))
