@@ -182,6 +182,11 @@ func checkQueueAfterCrash(t *testing.T, dir string, admitted []string) {
 			t.Errorf("the session file holds %q, and its item is still queued", text)
 		}
 	}
+	var states []string
+	for _, id := range order {
+		states = append(states, items[id].State)
+	}
+	t.Logf("after the restart: %v", states)
 	if waitingLeft > 0 && !paused {
 		t.Errorf("%d items queued after the restart and the queue is not paused", waitingLeft)
 	}
