@@ -87,11 +87,7 @@ func (c *Controller) acquireRecoveryControl(ctx context.Context, k *conn, cmd *p
 func (c *Controller) commitControlLocked(k *conn, request, how string) protocol.ControlRecord {
 	old := c.st.controller
 	c.st.generation++
-	if n, _ := c.waitingLocked(); n > 0 {
-		// The queue is kept with its original actors; the new controller
-		// decides whether it goes on (resume), or edits or cancels items.
-		c.pauseQueueLocked(fmt.Sprintf("control changed to connection %s at generation %d (%s); resume to send the queued items", k.id, c.st.generation, how))
-	}
+	c.takeQueueLocked(k, how)
 	c.st.controller = k.id
 	if old != "" && c.conns[old] != nil {
 		c.st.revoked[old] = true // a gone connection needs no fence: its id never returns

@@ -200,6 +200,27 @@ func (c *Controller) pauseQueueLocked(reason string) {
 	c.audit(audit.Transition, nil, "queue paused: "+reason, map[string]string{"QUEUE": "paused"})
 }
 
+// takeQueueLocked hands the queue to a new controller. Its items keep
+// their original actor and connection. When they are all the new
+// controller's actor's, dispatch goes on under the new generation (a
+// person who takes control from another terminal of theirs keeps what
+// they queued); an item of another actor pauses the queue until the new
+// controller resumes, edits or cancels. This build has one actor, so the
+// pause is the rule's other half, written for when there are more.
+func (c *Controller) takeQueueLocked(k *conn, how string) {
+	for _, it := range c.q.items {
+		if waiting(it) && it.Actor != Actor {
+			c.pauseQueueLocked(fmt.Sprintf("control changed to connection %s at generation %d (%s) and the queue holds another actor's items; resume to send them",
+				k.id, c.st.generation, how))
+			return
+		}
+	}
+	if n, _ := c.waitingLocked(); n > 0 && c.q.gen == c.st.generation-1 {
+		c.q.gen = c.st.generation
+		c.publishQueueLocked()
+	}
+}
+
 // dialogOpenLocked reports whether a native dialog is open: the queue
 // never dispatches while one is. Dialogs are shown disabled in this
 // version and a dialog only opens inside a run (which already holds

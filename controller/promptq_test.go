@@ -315,38 +315,38 @@ func TestQueueForceStopRecoversDrafts(t *testing.T) {
 	}
 }
 
-// A takeover keeps the queue, paused: the items keep their original actor
-// and connection, nothing is sent under the new controller until it
-// resumes, and then they go in order.
+// A takeover keeps the queue: the items keep their original actor and
+// connection, the new controller may cancel them, and (being the same
+// actor) the rest goes on in order under the new generation.
 func TestQueueTakeoverKeepsQueue(t *testing.T) {
 	r := newRig(t, `{"turns":[]}`, nil)
 	fc := r.fakeControl()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	old, gen, _ := r.holdFirstTurn(ctx, fc)
-	b := old.queue(gen, "queued by the old controller")
+	b, c := old.queue(gen, "queued by the old controller"), old.queue(gen, "cancelled by the new one")
 	nw := r.dial()
 	nw.must(map[string]any{"type": "observe", "request": "o2"}, "observed")
 	gen2 := r.takeover(nw)
-	if !r.queuePaused() {
-		t.Fatal("the queue is not paused after a takeover")
+	if r.queuePaused() {
+		t.Fatal("a takeover by the same actor paused the queue")
 	}
+	nw.must(map[string]any{"type": "cancel-queued", "request": "c1", "generation": gen2, "item": c["item"], "revision": 1}, "queue")
+	old.refused(map[string]any{"type": "cancel-queued", "request": "c2", "generation": gen, "item": b["item"], "revision": 1}, protocol.CodeRevoked)
 	if err := fc.Release(ctx, fakepi.PointBeforeAgentSettled); err != nil {
 		t.Fatal(err)
 	}
-	nw.settled()
-	r.ctrl.dispatchNext(ctx)
-	if n := r.prompts(); n != 1 {
-		t.Fatalf("engine received %d prompts after the takeover; want 1", n)
-	}
+	r.waitItem(b["item"], protocol.ReceiptAcknowledged)
 	r.ctrl.mu.Lock()
 	it := *r.ctrl.itemLocked(b["item"].(string))
 	r.ctrl.mu.Unlock()
-	if it.Connection != old.id || it.Actor != Actor || it.Generation != int64(gen) {
-		t.Fatalf("item after takeover: connection %s actor %s generation %d; want the original %s %s %v", it.Connection, it.Actor, it.Generation, old.id, Actor, gen)
+	if it.Connection != old.id || it.Actor != Actor || it.Generation != int64(gen) || it.Dispatch.Generation != int64(gen2) {
+		t.Fatalf("item after takeover: connection %s actor %s generation %d dispatched at %d; want the original %s %s %v, dispatched at %v",
+			it.Connection, it.Actor, it.Generation, it.Dispatch.Generation, old.id, Actor, gen, gen2)
 	}
-	nw.must(map[string]any{"type": "resume-queue", "request": "r1", "generation": gen2}, "queue")
-	r.waitItem(b["item"], protocol.ReceiptAcknowledged)
+	if got := strings.Join(r.stdinPrompts(), ","); got != "first,queued by the old controller" {
+		t.Fatalf("engine received %s", got)
+	}
 }
 
 // The dedup index of prompts is durable: after a controller restart an

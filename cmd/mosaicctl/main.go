@@ -41,6 +41,7 @@ func newApp() *cli.App {
 			attachCommand(),
 			promptCommand(),
 			interruptCommand(),
+			queueCommand(),
 			stopCommand(),
 			recoverCommand(),
 			statusCommand(),
