@@ -17,29 +17,27 @@ import (
 )
 
 func queueCommand() *cli.Command {
-	revision := &cli.IntFlag{Name: "revision", Usage: "act only if the item is still at revision `N` (default: the revision just read)"}
 	return &cli.Command{
 		Name:      "queue",
 		Usage:     "list the prompts queued in a conversation, or cancel, edit or resume them",
-		ArgsUsage: "ID",
-		Description: "Lists the waiting items in order, then the newest finished ones: id, state, revision and text.\n" +
-			"A paused queue (after an interrupt, a takeover or a restart) says why; `queue resume` sends it on.",
-		Flags:  verbFlags(),
-		Action: oneShot(runQueueList),
-		Subcommands: []*cli.Command{
-			{
-				Name: "cancel", Usage: "cancel one queued item (compare-and-set on its revision)", ArgsUsage: "ID ITEM",
-				Flags: verbFlags(revision), Action: oneShot(runQueueCancel),
-			},
-			{
-				Name: "edit", Usage: "replace the text of one queued item (the original is kept)", ArgsUsage: "ID ITEM TEXT|-",
-				Flags: verbFlags(revision), Action: oneShot(runQueueEdit),
-			},
-			{
-				Name: "resume", Usage: "send the paused queue on, under this controller", ArgsUsage: "ID",
-				Flags: verbFlags(), Action: oneShot(runQueueResume),
-			},
-		},
+		ArgsUsage: "ID | cancel ID ITEM | edit ID ITEM TEXT|- | resume ID",
+		Description: "`queue ID` lists the waiting items in order, then the newest finished ones: id, state,\n" +
+			"revision and text; a paused queue (after an interrupt or a restart) says why.\n" +
+			"`queue cancel ID ITEM` and `queue edit ID ITEM TEXT` act on one queued item, compare-and-set\n" +
+			"on the revision just read (or --revision); `queue resume ID` sends a paused queue on.\n" +
+			"Each acting form needs control (--take). Exit 0 done, 2 refused (docs/cli.md).",
+		Flags: verbFlags(&cli.IntFlag{Name: "revision", Usage: "cancel or edit only if the item is still at revision `N` (default: the revision just read)"}),
+		Action: oneShot(func(ctx context.Context, c *cli.Context) error {
+			switch c.Args().First() {
+			case "cancel":
+				return runQueueCancel(ctx, c)
+			case "edit":
+				return runQueueEdit(ctx, c)
+			case "resume":
+				return runQueueResume(ctx, c)
+			}
+			return runQueueList(ctx, c)
+		}),
 	}
 }
 
@@ -99,16 +97,16 @@ func printQueue(s *session, q *protocol.Queue) {
 	w.Flush()
 }
 
-// itemArgs checks ID ITEM [TEXT] and returns the item with the revision to
-// act on: --revision, or the one the queue record shows now.
+// itemArgs returns the item (argument 2) with the revision to act on:
+// --revision, or the one the queue record shows now.
 func itemArgs(ctx context.Context, c *cli.Context, s *session) (string, int, error) {
-	item := c.Args().Get(1)
+	item := c.Args().Get(2)
+	if c.IsSet("revision") {
+		return item, c.Int("revision"), nil
+	}
 	q, err := s.queueOf(ctx)
 	if err != nil {
 		return "", 0, err
-	}
-	if c.IsSet("revision") {
-		return item, c.Int("revision"), nil
 	}
 	for _, it := range q.Items {
 		if it.ID == item {
@@ -118,30 +116,31 @@ func itemArgs(ctx context.Context, c *cli.Context, s *session) (string, int, err
 	return "", 0, protocol.Refuse(protocol.CodeUnknownItem, "the queue shows no item %s; see `mosaicctl queue %s`", strconv.Quote(item), s.id)
 }
 
-func wantArgs(c *cli.Context, n int, what string) error {
-	if id := c.Args().First(); c.NArg() > 0 && !conversations.ValidID(id) {
+// subArgs checks a sub-verb's arguments (the sub-verb itself first).
+func subArgs(c *cli.Context, n int, what string) error {
+	if id := c.Args().Get(1); c.NArg() > 1 && !conversations.ValidID(id) {
 		return notAnID(id)
 	}
 	if c.NArg() != n {
-		return usageError("`%s` wants %s, got %d arguments", c.Command.HelpName, what, c.NArg())
+		return usageError("`mosaicctl queue %s` wants %s, got %d arguments", c.Args().First(), what, c.NArg()-1)
 	}
 	return nil
 }
 
 func runQueueCancel(ctx context.Context, c *cli.Context) error {
-	if err := wantArgs(c, 2, "a conversation id and an item id"); err != nil {
+	if err := subArgs(c, 3, "a conversation id and an item id"); err != nil {
 		return err
 	}
-	return queueChange(ctx, c, func(s *session, item string, rev int) (*protocol.Queue, error) {
+	return queueAct(ctx, c, true, func(s *session, item string, rev int) (*protocol.Queue, error) {
 		return s.c.CancelQueued(ctx, item, rev)
 	})
 }
 
 func runQueueEdit(ctx context.Context, c *cli.Context) error {
-	if err := wantArgs(c, 3, "a conversation id, an item id and the new text (or - for standard input)"); err != nil {
+	if err := subArgs(c, 4, "a conversation id, an item id and the new text (or - for standard input)"); err != nil {
 		return err
 	}
-	text := c.Args().Get(2)
+	text := c.Args().Get(3)
 	if text == "-" {
 		b, err := io.ReadAll(os.Stdin)
 		if err != nil {
@@ -149,13 +148,24 @@ func runQueueEdit(ctx context.Context, c *cli.Context) error {
 		}
 		text = string(b)
 	}
-	return queueChange(ctx, c, func(s *session, item string, rev int) (*protocol.Queue, error) {
+	return queueAct(ctx, c, true, func(s *session, item string, rev int) (*protocol.Queue, error) {
 		return s.c.EditQueued(ctx, item, rev, text)
 	})
 }
 
-func queueChange(ctx context.Context, c *cli.Context, act func(*session, string, int) (*protocol.Queue, error)) error {
-	s, err := dialVerb(ctx, c, "queue")
+func runQueueResume(ctx context.Context, c *cli.Context) error {
+	if err := subArgs(c, 2, "a conversation id"); err != nil {
+		return err
+	}
+	return queueAct(ctx, c, false, func(s *session, _ string, _ int) (*protocol.Queue, error) {
+		return s.c.ResumeQueue(ctx)
+	})
+}
+
+// queueAct connects to the conversation named by argument 1, takes
+// control when asked, and runs one queue command.
+func queueAct(ctx context.Context, c *cli.Context, onItem bool, act func(*session, string, int) (*protocol.Queue, error)) error {
+	s, err := dialID(ctx, c, "queue "+c.Args().First(), c.Args().Get(1))
 	if err != nil {
 		return err
 	}
@@ -166,28 +176,13 @@ func queueChange(ctx context.Context, c *cli.Context, act func(*session, string,
 	if err := s.take(ctx, c, false, consent{}); err != nil {
 		return err
 	}
-	item, rev, err := itemArgs(ctx, c, s)
-	if err != nil {
-		return err
+	item, rev := "", 0
+	if onItem {
+		if item, rev, err = itemArgs(ctx, c, s); err != nil {
+			return err
+		}
 	}
 	q, err := act(s, item, rev)
-	if s.got(err) != nil {
-		return err
-	}
-	printQueue(s, q)
-	return nil
-}
-
-func runQueueResume(ctx context.Context, c *cli.Context) error {
-	s, err := startVerb(ctx, c, "queue resume")
-	if err != nil {
-		return err
-	}
-	defer s.close()
-	if err := s.take(ctx, c, false, consent{}); err != nil {
-		return err
-	}
-	q, err := s.c.ResumeQueue(ctx)
 	if s.got(err) != nil {
 		return err
 	}
