@@ -50,6 +50,10 @@ func (c *Controller) prompt(ctx context.Context, k *conn, cmd *protocol.Command)
 		map[string]string{"REQUEST": cmd.Request, "COMMAND": "prompt", "ITEM": it.ID})
 	run(c.test.afterAdmit)
 	if err := c.q.store.Write(it); err != nil {
+		// A failure after the link (the directory fsync) may have left
+		// the revision on disk: remove it, so a restart never finds an
+		// item its sender was told is not queued.
+		c.q.store.Forget(it.ID)
 		return nil, protocol.Wrap(protocol.CodeQueueStore, err, "the prompt could not be queued durably, so it was not admitted; the text stays with you")
 	}
 	run(c.test.afterQueued)
