@@ -41,7 +41,53 @@ func (a *attacher) act(act terminal.Action, text string) {
 		a.answer(true)
 	case terminal.ActDecline:
 		a.answer(false)
+	case terminal.ActResumeQueue:
+		a.request("resume the queue", func(ctx context.Context, c *client.Client) (string, error) {
+			if _, err := c.ResumeQueue(ctx); err != nil {
+				return "", err
+			}
+			return "queue resumed", nil
+		})
+	case terminal.ActCancelQueued:
+		if chip, ok := a.scr.Chips.Selected(); ok {
+			a.request("cancel "+chip.ID, func(ctx context.Context, c *client.Client) (string, error) {
+				if _, err := c.CancelQueued(ctx, chip.ID, chip.Revision); err != nil {
+					return "", err
+				}
+				return "cancelled " + chip.ID, nil
+			})
+		}
+	case terminal.ActEditQueued:
+		if chip, ok := a.scr.Chips.Editing(); ok {
+			a.scr.EditDone()
+			a.request("edit "+chip.ID, func(ctx context.Context, c *client.Client) (string, error) {
+				if _, err := c.EditQueued(ctx, chip.ID, chip.Revision, text); err != nil {
+					return "", err
+				}
+				return "edited " + chip.ID, nil
+			})
+		}
 	}
+}
+
+// chips shows the queue's waiting items under the composer.
+func (a *attacher) chips() {
+	q := a.c.State().Queue
+	if q == nil {
+		a.scr.Chips.Set(nil, "")
+		return
+	}
+	var items []terminal.Chip
+	for _, it := range q.Items {
+		if client.Waiting(it.State) {
+			items = append(items, terminal.Chip{ID: it.ID, Revision: it.Revision, State: it.State, Text: it.Text})
+		}
+	}
+	paused := ""
+	if q.Paused {
+		paused = q.PauseReason
+	}
+	a.scr.Chips.Set(items, paused)
 }
 
 // request runs one command on the current connection and shows its
