@@ -45,14 +45,6 @@ func (k *peer) answered(cmd map[string]any) map[string]any {
 	})
 }
 
-// receiptState waits for a receipt revision of request in state.
-func (k *peer) receiptState(request any, state string) map[string]any {
-	k.t.Helper()
-	return k.await(func(m map[string]any) bool {
-		return m["record"] == "receipt" && m["request"] == request && m["state"] == state
-	})
-}
-
 // waitItem waits until the controller holds item id in state.
 func (r *rig) waitItem(id any, state string) int {
 	r.t.Helper()
