@@ -45,9 +45,10 @@ func (c *Controller) readyLocked() (*execution, bool) {
 		return nil, false
 	}
 	ts := x.conn.State()
-	if ts.Running || ts.Slot != nil || ts.Settles != x.settled {
+	if ts.Running || ts.Slot != nil || ts.Settles != x.settled || (c.q.hold && x.settled <= c.q.heldAt) {
 		return nil, false
 	}
+	c.q.hold = false
 	return x, true
 }
 
@@ -118,6 +119,9 @@ func (c *Controller) dispatchNext(ctx context.Context) bool {
 	case errors.As(err, &native) && strings.HasPrefix(native.Text, piBusy):
 		// Not sent (DIGEST §2): the item stays at the head and goes after
 		// the next agent_settled.
+		c.mu.Lock()
+		c.q.hold, c.q.heldAt = true, x.settled
+		c.mu.Unlock()
 		return c.requeue(next, "the engine was still processing: "+native.Text)
 	case errors.As(err, &native) || d.Receipt == protocol.ReceiptFailed:
 		return c.finishItem(next, protocol.ReceiptFailed, "", d.Evidence)

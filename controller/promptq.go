@@ -40,6 +40,10 @@ type promptQueue struct {
 	gen    int64  // the generation dispatch is authorised under
 	exec   string // the execution dispatch is authorised to
 	rev    uint64
+	// hold is set when Pi answered "already processing": dispatch waits
+	// for an agent_settled after heldAt (execution.settled then).
+	hold   bool
+	heldAt int
 	kick   chan struct{}
 }
 
