@@ -194,9 +194,11 @@ func (c *Controller) commitLocked(it queue.Item, why string) {
 		map[string]string{"REQUEST": it.Request, "RECEIPT": it.Receipt, "ITEM": it.ID, "STATE": it.State, "REVISION": fmt.Sprint(it.Revision)})
 }
 
-// pauseQueueLocked holds dispatch until the controller resumes.
+// pauseQueueLocked holds dispatch until the controller resumes. A pause
+// holds the items waiting when it begins: with none, there is nothing to
+// hold, and the next prompt runs.
 func (c *Controller) pauseQueueLocked(reason string) {
-	if c.q.paused && c.q.reason == reason {
+	if n, _ := c.waitingLocked(); n == 0 || (c.q.paused && c.q.reason == reason) {
 		return
 	}
 	c.q.paused, c.q.reason = true, reason

@@ -56,6 +56,7 @@ func (c *Controller) loadQueue() {
 	}
 	c.audit(audit.Transition, nil, fmt.Sprintf("prompt queue loaded: %d items (%d queued), %d damaged", len(items), waitingLeft, len(damaged)),
 		map[string]string{"QUEUE": "loaded"})
+	c.forgetFinished()
 }
 
 // settleDelivery decides a dispatched item's delivery from native evidence
