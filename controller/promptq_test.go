@@ -238,7 +238,11 @@ func TestQueueEditLosesToDispatch(t *testing.T) {
 	if err := fc.Release(ctx, fakepi.PointBeforeAgentSettled); err != nil {
 		t.Fatal(err)
 	}
-	<-chosen
+	select {
+	case <-chosen:
+	case <-ctx.Done():
+		t.Fatalf("the dispatch never chose the item; the engine received %v", r.stdinPrompts())
+	}
 	res := make(chan map[string]any, 1)
 	go func() {
 		res <- ctl.reply(map[string]any{"type": "edit-queued", "request": "e1", "generation": gen, "item": b["item"], "revision": 1, "text": "edited"})
