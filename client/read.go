@@ -69,9 +69,18 @@ func (c *Client) receive(line []byte) error {
 	}
 	c.mu.Unlock()
 	if follow != nil {
-		select {
-		case follow <- u.Receipt:
-		default: // a waiter reads only the newest it needs; older ones may go
+		// The read loop never blocks on a waiter: when its buffer is full
+		// the oldest revision goes, never the newest.
+		for sent := false; !sent; {
+			select {
+			case follow <- u.Receipt:
+				sent = true
+			default:
+				select {
+				case <-follow:
+				default:
+				}
+			}
 		}
 	}
 	if p != nil {
