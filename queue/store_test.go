@@ -146,3 +146,23 @@ not json
 		t.Fatalf("missing file: %v %v", got, err)
 	}
 }
+
+// BenchmarkWrite is the cost of one durable transition (temp file, fsync,
+// link, directory fsync): what admission adds before the queued receipt.
+func BenchmarkWrite(b *testing.B) {
+	s, err := Open(b.TempDir(), "pi-bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	it := testItem("qi-00000000000000f6", 1, strings.Repeat("x", 1024))
+	if err := s.Write(it); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for range b.N {
+		it = it.Next()
+		if err := s.Write(it); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
