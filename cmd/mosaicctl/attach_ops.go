@@ -73,7 +73,7 @@ func (a *attacher) act(act terminal.Action, text string) {
 // chips shows the queue's waiting items under the composer.
 func (a *attacher) chips() {
 	q := a.c.State().Queue
-	if q == nil {
+	if q == nil || !a.connected { // a queue read before a disconnect is stale, and nothing can act on it
 		a.scr.Chips.Set(nil, "")
 		return
 	}
