@@ -268,6 +268,14 @@ func (c *Controller) forgetFinished() {
 		}
 		if c.q.byReq[it.Request] == it {
 			delete(c.q.byReq, it.Request)
+			// The in-memory copy of its first reply says queued: it must
+			// not answer a retry the durable index no longer can.
+			if e := c.dedup.m[it.Request]; e != nil && !e.pending {
+				if e.elem != nil {
+					c.dedup.answered.Remove(e.elem)
+				}
+				delete(c.dedup.m, it.Request)
+			}
 		}
 		c.mu.Unlock()
 	}
