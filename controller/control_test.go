@@ -351,7 +351,8 @@ func TestInterruptThatNeverSettles(t *testing.T) {
 	fc := r.fakeControl()
 	ctl, other := r.dial(), r.dial()
 	gen := r.takeover(ctl)
-	ctl.must(map[string]any{"type": "prompt", "request": "p1", "generation": gen, "text": "go"}, "receipt")
+	// The reply says queued; the turn exists once the engine acknowledged.
+	ctl.answered(map[string]any{"type": "prompt", "request": "p1", "generation": gen, "text": "go"})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := fc.Arm(ctx, "abort-received"); err != nil {
