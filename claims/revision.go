@@ -14,7 +14,6 @@ import (
 	"strconv"
 
 	"github.com/mosaic-agents/mosaic/internal/atomicfile"
-	"github.com/mosaic-agents/mosaic/internal/ids"
 	"github.com/mosaic-agents/mosaic/proofs"
 )
 
@@ -108,11 +107,10 @@ func readRevision(path string) (Record, error) {
 	return rec, nil
 }
 
-// publish writes rec as revision rec.Revision of dir, write-once: the bytes
-// go to a fresh temp file (O_EXCL|O_CREAT|O_WRONLY) that is written fully
-// and fsynced, then link(2) gives it its final name, failing with EEXIST if
-// that name exists, and the directory is fsynced. A final name therefore
-// only ever names a complete revision, and never a second time.
+// publish writes rec as revision rec.Revision of dir, write-once
+// (atomicfile.WriteOnce: temp file, fsync, link(2) to the final name, fsync
+// of the directory). A final name therefore only ever names a complete
+// revision, and never a second time.
 func (s *Store) publish(dir string, rec Record) error {
 	if err := s.ensureDir(dir); err != nil {
 		return err
@@ -123,52 +121,12 @@ func (s *Store) publish(dir string, rec Record) error {
 	}
 	data = append(data, '\n')
 	final := filepath.Join(dir, revisionFile(rec.Revision))
-	tmp := filepath.Join(dir, fmt.Sprintf(".r%010d.%d.%s.tmp", rec.Revision, os.Getpid(), ids.Hex(8)))
-	if err := s.writeTemp(tmp, data); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if err := s.fault(FaultTempSynced, final); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("create revision %q: %w", final, err)
-	}
-	err = os.Link(tmp, final)
-	os.Remove(tmp)
-	if errors.Is(err, fs.ErrExist) {
+	err = atomicfile.WriteOnce(final, data, atomicfile.Fault(s.hook))
+	if errors.Is(err, atomicfile.ErrExists) {
 		return fmt.Errorf("create revision %q: %w", final, ErrRevisionExists)
 	}
 	if err != nil {
-		return fmt.Errorf("create revision %q: %w", final, err)
-	}
-	if err := s.fault(FaultLinked, final); err != nil {
-		return fmt.Errorf("sync revision %q: %w", final, err)
-	}
-	if err := atomicfile.SyncDir(dir); err != nil {
-		return fmt.Errorf("sync revision %q: %w", final, err)
-	}
-	return s.fault(FaultDirSynced, final)
-}
-
-func (s *Store) writeTemp(tmp string, data []byte) error {
-	f, err := os.OpenFile(tmp, os.O_EXCL|os.O_CREATE|os.O_WRONLY, 0o600)
-	if err != nil {
-		return fmt.Errorf("create temp revision %q: %w", tmp, err)
-	}
-	defer f.Close()
-	if err := s.fault(FaultTempCreated, tmp); err != nil {
-		return fmt.Errorf("write temp revision %q: %w", tmp, err)
-	}
-	if _, err := f.Write(data); err != nil {
-		return fmt.Errorf("write temp revision %q: %w", tmp, err)
-	}
-	if err := s.fault(FaultTempWritten, tmp); err != nil {
-		return fmt.Errorf("sync temp revision %q: %w", tmp, err)
-	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("sync temp revision %q: %w", tmp, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("close temp revision %q: %w", tmp, err)
+		return fmt.Errorf("revision %d of %q: %w", rec.Revision, dir, err)
 	}
 	return nil
 }
@@ -176,20 +134,8 @@ func (s *Store) writeTemp(tmp string, data []byte) error {
 // ensureDir creates a key directory and makes its creation durable by
 // fsyncing each parent it had to create an entry in.
 func (s *Store) ensureDir(dir string) error {
-	if _, err := os.Stat(dir); err == nil {
-		return nil
-	}
-	parent := filepath.Dir(dir)
-	if err := os.MkdirAll(parent, 0o700); err != nil {
-		return fmt.Errorf("create claim directory %q: %w", parent, err)
-	}
-	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-		return fmt.Errorf("create claim directory %q: %w", dir, err)
-	}
-	for _, d := range []string{parent, s.root} {
-		if err := atomicfile.SyncDir(d); err != nil {
-			return fmt.Errorf("create claim directory %q: %w", dir, err)
-		}
+	if err := atomicfile.MakeDir(dir, s.root); err != nil {
+		return fmt.Errorf("claim key: %w", err)
 	}
 	return nil
 }

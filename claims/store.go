@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/mosaic-agents/mosaic/internal/atomicfile"
 	"github.com/mosaic-agents/mosaic/internal/ids"
 	"github.com/mosaic-agents/mosaic/internal/xdg"
 )
@@ -27,12 +28,12 @@ var (
 
 // Fault points, in the order a write passes them. A fault hook sees each.
 const (
-	FaultTempCreated = "temp-created" // temp file created, empty
-	FaultTempWritten = "temp-written" // temp file written, not fsynced
-	FaultTempSynced  = "temp-synced"  // temp file fsynced, final name not linked
-	FaultLinked      = "linked"       // final name linked, directory not fsynced
-	FaultDirSynced   = "dir-synced"   // revision durable under this key
-	FaultBetweenKeys = "between-keys" // seat key written, session key not yet
+	FaultTempCreated = atomicfile.FaultTempCreated // temp file created, empty
+	FaultTempWritten = atomicfile.FaultTempWritten // temp file written, not fsynced
+	FaultTempSynced  = atomicfile.FaultTempSynced  // temp file fsynced, final name not linked
+	FaultLinked      = atomicfile.FaultLinked      // final name linked, directory not fsynced
+	FaultDirSynced   = atomicfile.FaultDirSynced   // revision durable under this key
+	FaultBetweenKeys = "between-keys"              // seat key written, session key not yet
 )
 
 // FaultFunc is a test hook called at every fault point with the path

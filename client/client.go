@@ -63,6 +63,8 @@ type Client struct {
 
 	mu      sync.Mutex
 	pending map[string]*pending
+	// follows are prompts waiting for later revisions of their receipt.
+	follows map[string]chan *protocol.Receipt
 	state   State
 	err     error // why the connection ended; nil while it runs
 
@@ -93,7 +95,7 @@ func Dial(ctx context.Context, socketPath string, opts Options) (*Client, error)
 		opts:    opts,
 		conn:    conn,
 		welcome: w,
-		pending: map[string]*pending{},
+		pending: map[string]*pending{}, follows: map[string]chan *protocol.Receipt{},
 		state: State{Conversation: w.Conversation, Connection: w.Connection,
 			Server: w.Server, Mode: w.Mode},
 		updates: newQueue(opts.queueEvents()),

@@ -114,20 +114,6 @@ func (c *Client) control(ctx context.Context, cmd protocol.Command) (*protocol.C
 	return r.Control, nil
 }
 
-// Prompt sends text to the engine as this connection's controller,
-// addressed to the execution and generation last seen. The receipt says
-// acknowledged, failed (the engine's words in Evidence) or
-// delivery-unknown. A refusal (busy, text-policy, not-controller, ...)
-// means nothing was sent: the text is still the caller's.
-func (c *Client) Prompt(ctx context.Context, text string) (*protocol.Receipt, error) {
-	cmd, err := c.command(protocol.CmdPrompt, true)
-	if err != nil {
-		return nil, err
-	}
-	cmd.Text = text
-	return c.receipt(ctx, cmd)
-}
-
 // Interrupt asks the engine to stop its current turn. The stop's
 // transitions arrive as stop records on Updates; the receipt, once it has
 // settled, says reconciled or uncertain and names the stop. A hang is what

@@ -63,7 +63,26 @@ func (c *Client) receive(line []byte) error {
 	if !u.Retry {
 		c.note(&u)
 	}
+	var follow chan *protocol.Receipt
+	if p == nil && u.Receipt != nil {
+		follow = c.follows[u.Receipt.Request]
+	}
 	c.mu.Unlock()
+	if follow != nil {
+		// The read loop never blocks on a waiter: when its buffer is full
+		// the oldest revision goes, never the newest.
+		for sent := false; !sent; {
+			select {
+			case follow <- u.Receipt:
+				sent = true
+			default:
+				select {
+				case <-follow:
+				default:
+				}
+			}
+		}
+	}
 	if p != nil {
 		p.resolve(replyOf(&u))
 	}
@@ -91,6 +110,8 @@ func answers(cmd, kind string) bool {
 		return cmd == protocol.CmdRecover
 	case protocol.RecordApprovalResolved:
 		return cmd == protocol.CmdApproval
+	case protocol.RecordQueue:
+		return cmd == protocol.CmdEditQueued || cmd == protocol.CmdCancelQueued || cmd == protocol.CmdResumeQueue
 	}
 	return !known(cmd)
 }
@@ -100,7 +121,8 @@ func known(cmd string) bool {
 	switch cmd {
 	case protocol.CmdObserve, protocol.CmdTakeover, protocol.CmdAcquireRecoveryControl,
 		protocol.CmdPrompt, protocol.CmdInterrupt, protocol.CmdForceStop, protocol.CmdLaunch,
-		protocol.CmdIssueConfirmation, protocol.CmdAnswerConfirmation, protocol.CmdRecover, protocol.CmdApproval:
+		protocol.CmdIssueConfirmation, protocol.CmdAnswerConfirmation, protocol.CmdRecover, protocol.CmdApproval,
+		protocol.CmdEditQueued, protocol.CmdCancelQueued, protocol.CmdResumeQueue:
 		return true
 	}
 	return false
@@ -112,5 +134,5 @@ func replyOf(u *Update) (*Reply, error) {
 		return nil, refusalOf(u.Refusal)
 	}
 	return &Reply{Record: u.Record, Observed: u.Observed, Control: u.Control, Receipt: u.Receipt,
-		Confirmation: u.Confirmation, Eligibility: u.Eligibility, Page: u.Page, Approval: u.Approval, Raw: u.Raw}, nil
+		Confirmation: u.Confirmation, Eligibility: u.Eligibility, Page: u.Page, Approval: u.Approval, Queue: u.Queue, Raw: u.Raw}, nil
 }

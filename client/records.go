@@ -32,6 +32,7 @@ type Update struct {
 	Confirmation *protocol.Confirmation
 	Eligibility  *protocol.Eligibility
 	Page         *protocol.PageRecord
+	Queue        *protocol.Queue
 	Refusal      *protocol.RefusalRecord
 	Welcome      *protocol.Welcome
 	// Approval is set for approval and approval-resolved records.
@@ -64,6 +65,8 @@ func (u *Update) request() string {
 		return u.Eligibility.Request
 	case u.Page != nil:
 		return u.Page.Request
+	case u.Queue != nil:
+		return u.Queue.Request
 	case u.Refusal != nil:
 		return u.Refusal.Request
 	case u.Approval != nil:
@@ -127,6 +130,9 @@ func decodeRecord(line []byte) (Update, error) {
 	case protocol.RecordApproval, protocol.RecordApprovalResolved:
 		u.Approval = new(protocol.Approval)
 		v = u.Approval
+	case protocol.RecordQueue:
+		u.Queue = new(protocol.Queue)
+		v = u.Queue
 	default:
 		return u, nil
 	}

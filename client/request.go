@@ -22,6 +22,7 @@ type Reply struct {
 	Eligibility  *protocol.Eligibility
 	Page         *protocol.PageRecord
 	Approval     *protocol.Approval
+	Queue        *protocol.Queue
 	// Raw is the reply line, for a command this client has no shape for.
 	Raw []byte
 }

@@ -32,6 +32,9 @@ type State struct {
 	Controller string
 	// Binding is the latest binding record read, nil before the first.
 	Binding *protocol.Binding
+	// Queue is the latest prompt queue read (a queue record, or the one
+	// inside observed), nil before the first.
+	Queue *protocol.Queue
 }
 
 // State returns a copy of the connection's state.
@@ -78,6 +81,13 @@ func (c *Client) note(u *Update) {
 		c.bind(*u.Binding)
 	case u.Observed != nil:
 		c.bind(u.Observed.Binding)
+		if q := u.Observed.Queue; q != nil {
+			s.Queue = q
+		}
+	case u.Queue != nil:
+		if s.Queue == nil || u.Queue.Revision >= s.Queue.Revision || u.Queue.Request != "" {
+			s.Queue = u.Queue
+		}
 	case u.Control != nil:
 		// The mode follows from the controller's id rather than the
 		// record's own mode field, which is right only for the

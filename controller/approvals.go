@@ -161,6 +161,11 @@ func (c *Controller) changeLocked(a *approval, state, reason string) {
 	}
 	c.broadcastLocked(a.rec)
 	c.publishBindingLocked()
+	if state != protocol.ApprovalPending && state != protocol.ApprovalDisabled {
+		// A dialog raised outside a run held the queue back (dispatch.go);
+		// its close lets the scheduler look at the head again.
+		c.kickQueue()
+	}
 	c.audit(audit.Transition, nil, fmt.Sprintf("approval %s (decision %s): %s: %s", a.rec.ID, a.rec.Decision, state, reason),
 		map[string]string{"EXECUTION": a.rec.Execution, "DECISION": a.rec.Decision, "APPROVAL": a.rec.ID, "STATE": state})
 }

@@ -36,6 +36,29 @@ func TestClientLibraryAgainstController(t *testing.T) {
 			break
 		}
 	}
+	// Enqueue returns at queued; the queue record every client holds
+	// follows the item to acknowledged; an answered item can no longer be
+	// cancelled, and resume answers the queue.
+	eq, err := c.Enqueue(ctx, "queued from the library")
+	if err != nil || eq.State != protocol.ReceiptQueued || eq.Item == "" {
+		t.Fatalf("Enqueue = %+v, %v", eq, err)
+	}
+	for range c.Updates() {
+		if q := c.State().Queue; q != nil && len(q.Items) > 0 && q.Items[len(q.Items)-1].ID == eq.Item && q.Items[len(q.Items)-1].State == protocol.ReceiptAcknowledged {
+			break
+		}
+	}
+	if _, err := c.CancelQueued(ctx, eq.Item, 3); protocol.CodeOf(err) != protocol.CodeItemDispatched {
+		t.Fatalf("CancelQueued of an answered item: %v; want item-dispatched", err)
+	}
+	if q, err := c.ResumeQueue(ctx); err != nil || q.Paused {
+		t.Fatalf("ResumeQueue = %+v, %v", q, err)
+	}
+	for u := range c.Updates() {
+		if u.Event != nil && u.Event.Kind == protocol.EventRunSettled {
+			break
+		}
+	}
 	if _, err := c.Prompt(ctx, "/goal no"); protocol.CodeOf(err) != protocol.CodeTextPolicy {
 		t.Fatalf("slash prompt: %v; want a text-policy refusal", err)
 	}

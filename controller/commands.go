@@ -26,6 +26,9 @@ type handler func(ctx context.Context, k *conn, cmd *protocol.Command) (*outcome
 type outcome struct {
 	rec  any
 	wait func() protocol.Receipt
+	// then runs once rec is queued for the connection: what it starts
+	// (a dispatch) may send records that must follow the reply.
+	then func()
 }
 
 // done is the outcome of a command whose final record is rec.
@@ -49,6 +52,9 @@ func (c *Controller) handlers() map[string]handler {
 		protocol.CmdRecover:                c.recover,
 		protocol.CmdLaunch:                 c.launchCmd,
 		protocol.CmdApproval:               c.approve,
+		protocol.CmdEditQueued:             c.editQueued,
+		protocol.CmdCancelQueued:           c.cancelQueued,
+		protocol.CmdResumeQueue:            c.resumeQueue,
 	}
 }
 
@@ -100,6 +106,7 @@ func (c *Controller) command(ctx context.Context, k *conn, typ string, line []by
 		c.goStop(func() { c.reply(k, &cmd, out.wait(), nil) })
 	default:
 		c.reply(k, &cmd, out.rec, nil)
+		run(out.then)
 	}
 }
 

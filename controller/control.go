@@ -87,6 +87,7 @@ func (c *Controller) acquireRecoveryControl(ctx context.Context, k *conn, cmd *p
 func (c *Controller) commitControlLocked(k *conn, request, how string) protocol.ControlRecord {
 	old := c.st.controller
 	c.st.generation++
+	c.takeQueueLocked(k, how)
 	c.st.controller = k.id
 	if old != "" && c.conns[old] != nil {
 		c.st.revoked[old] = true // a gone connection needs no fence: its id never returns

@@ -28,7 +28,7 @@ func TestPromptStreamsAndDedups(t *testing.T) {
 	obs.must(map[string]any{"type": "observe", "request": "o1"}, "observed")
 	gen := r.takeover(ctl)
 	cmd := map[string]any{"type": "prompt", "request": "p1", "generation": gen, "execution": r.execution(), "text": "hi there"}
-	rc := ctl.must(cmd, "receipt")
+	rc := ctl.answered(cmd)
 	if rc["state"] != "acknowledged" || rc["actor"] != Actor {
 		t.Fatalf("receipt %v", rc)
 	}
@@ -130,7 +130,7 @@ func TestZeroEngineBytesOnRefusal(t *testing.T) {
 	// S7: ESC, paste markers and U+2028 travel as one JSON string.
 	ctl.settled()
 	s7 := "a\x1b[200~b\u2028c\x1b[201~"
-	ctl.must(map[string]any{"type": "prompt", "request": "s7", "generation": gen, "text": s7}, "receipt")
+	ctl.answered(map[string]any{"type": "prompt", "request": "s7", "generation": gen, "text": s7})
 	// The last prompt line, not the last line: the session watch may have
 	// asked the engine for its entries (get_entries) since.
 	var last map[string]any
@@ -145,14 +145,18 @@ func TestZeroEngineBytesOnRefusal(t *testing.T) {
 	}
 }
 
-// busy: no queue; a prompt during a run refuses and writes nothing.
-func TestBusyWhileRunning(t *testing.T) {
+// H18 with the durable queue: a prompt during a run is queued, never
+// refused busy, and nothing more is written to the engine while the run
+// lasts.
+func TestQueueWhileRunning(t *testing.T) {
 	r := newRig(t, `{"turns":[{"endless":true,"chunkDelayMs":20}]}`, nil)
 	r.waitBinding("active")
 	ctl := r.dial()
 	gen := r.takeover(ctl)
 	ctl.must(map[string]any{"type": "prompt", "request": "p1", "generation": gen, "text": "go"}, "receipt")
-	ctl.refused(map[string]any{"type": "prompt", "request": "p2", "generation": gen, "text": "more"}, protocol.CodeBusy)
+	if rc := ctl.must(map[string]any{"type": "prompt", "request": "p2", "generation": gen, "text": "more"}, "receipt"); rc["state"] != protocol.ReceiptQueued {
+		t.Fatalf("a prompt during a run: %v; want queued", rc)
+	}
 	if n := r.prompts(); n != 1 {
 		t.Fatalf("engine received %d prompts, want 1", n)
 	}
@@ -299,7 +303,9 @@ func (r *rig) waitBindingField(field string, want any) map[string]any {
 
 // H3 and mutant 1 (the same recheck guards H9, which no test lands): a
 // takeover that commits after a prompt's admission but before its
-// dispatch makes the dispatch recheck refuse: zero bytes.
+// dispatch makes the dispatch recheck hold the item: the queue pauses,
+// zero bytes reach the engine, and the item stays the old controller's
+// until the new one resumes the queue.
 func TestDispatchRechecksAfterTakeover(t *testing.T) {
 	r := newRig(t, plainScript, nil)
 	r.waitBinding("active")
@@ -315,11 +321,25 @@ func TestDispatchRechecksAfterTakeover(t *testing.T) {
 	<-admitted
 	b.must(map[string]any{"type": "takeover", "request": "t2", "generation": gen}, "control")
 	close(proceed)
-	if m := <-res; m["record"] != "refusal" || m["code"] != protocol.CodeDispatchRefused {
-		t.Fatalf("prompt admitted before a takeover and dispatched after it: %v; want dispatch-refused", m)
+	m := <-res
+	if m["record"] != "receipt" || m["state"] != protocol.ReceiptQueued || m["connection"] != a.id {
+		t.Fatalf("prompt admitted before a takeover: %v; want queued, the admitting connection's", m)
+	}
+	for deadline := time.Now().Add(20 * time.Second); !r.queuePaused(); sleep20() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the queue never paused; the engine received %d prompts", r.prompts())
+		}
 	}
 	if n := r.prompts(); n != 0 {
 		t.Fatalf("engine received %d prompts, want none", n)
+	}
+	if st, _ := r.item(m["item"]); st != protocol.ReceiptQueued {
+		t.Fatalf("item after the held dispatch: %s; want queued", st)
+	}
+	b.must(map[string]any{"type": "resume-queue", "request": "rq", "generation": gen + 1}, "queue")
+	r.waitItem(m["item"], protocol.ReceiptAcknowledged)
+	if n := r.prompts(); n != 1 {
+		t.Fatalf("engine received %d prompts after the resume, want 1", n)
 	}
 }
 
@@ -331,7 +351,8 @@ func TestInterruptThatNeverSettles(t *testing.T) {
 	fc := r.fakeControl()
 	ctl, other := r.dial(), r.dial()
 	gen := r.takeover(ctl)
-	ctl.must(map[string]any{"type": "prompt", "request": "p1", "generation": gen, "text": "go"}, "receipt")
+	// The reply says queued; the turn exists once the engine acknowledged.
+	ctl.answered(map[string]any{"type": "prompt", "request": "p1", "generation": gen, "text": "go"})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := fc.Arm(ctx, "abort-received"); err != nil {

@@ -82,6 +82,7 @@ type Controller struct {
 	st    state
 
 	dedup *dedupIndex
+	q     *promptQueue
 	confs map[string]*confirmation
 	elig  *index[*eligibility]   // bounded: maxEligibilities
 	stops *index[*protocol.Stop] // bounded: maxStops
@@ -121,6 +122,16 @@ type hooks struct {
 	// beforeAnswer runs in an approval answer after its checks and before
 	// the engine write, with the dispatch lock held and mu released.
 	beforeAnswer func()
+	// afterQueued runs once an admitted prompt's first revision is
+	// durable, before it is published; beforeDispatch before the
+	// dispatched revision is written; afterDispatchRecord after it is
+	// durable and before the engine write. A test stops the controller at
+	// each to model a crash there.
+	afterQueued         func()
+	beforeDispatch      func()
+	afterDispatchRecord func()
+	// queueFault sees every fault point of every queue revision write.
+	queueFault func(point, path string) error
 }
 
 // run calls a hook that is set.
@@ -168,7 +179,7 @@ func New(cfg Config) *Controller {
 	}
 	c := &Controller{
 		cfg: cfg, bus: newBus(), log: cfg.Audit,
-		conns: map[string]*conn{}, dedup: newDedupIndex(),
+		conns: map[string]*conn{}, dedup: newDedupIndex(), q: newPromptQueue(),
 		confs: map[string]*confirmation{}, elig: newIndex[*eligibility](maxEligibilities),
 		stops: newIndex[*protocol.Stop](maxStops), cursors: newCursors(), closing: make(chan struct{}), readers: make(chan struct{}, observeReaders),
 		st: state{binding: protocol.BindingIdle, revoked: map[string]bool{}},
@@ -269,6 +280,7 @@ func (c *Controller) attach(k *conn) {
 	defer c.mu.Unlock()
 	c.conns[k.id] = k
 	c.offerLocked(k, c.bindingLocked())
+	c.offerLocked(k, c.queueRecordLocked())
 }
 
 func (c *Controller) detach(k *conn) {

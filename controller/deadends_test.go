@@ -24,7 +24,7 @@ const toolChildScript = `{"turns":[{"text":["starting "],"tool":{"command":"sets
 // settle.
 func promptSettled(t *testing.T, ctl *peer, gen float64, text string) {
 	t.Helper()
-	rc := ctl.must(map[string]any{"type": "prompt", "request": newID("p-"), "generation": gen, "text": text}, "receipt")
+	rc := ctl.answered(map[string]any{"type": "prompt", "request": newID("p-"), "generation": gen, "text": text})
 	if rc["state"] != protocol.ReceiptAcknowledged {
 		t.Fatalf("prompt receipt %v", rc)
 	}

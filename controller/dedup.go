@@ -60,6 +60,17 @@ func (d *dedupIndex) prune(now time.Time) {
 func (c *Controller) dedupBegin(request, digest string, retry bool) ([]byte, *protocol.Refusal) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if it := c.q.byReq[request]; it != nil {
+		// A queued prompt's receipt is durable: an exact retry, after a
+		// restart too, returns its current revision and sends nothing.
+		if it.Fingerprint != digest {
+			return nil, protocol.Refuse(protocol.CodeConflictingRequest, "request id %s was used for another command; use a new id", quoted(request))
+		}
+		line, err := protocol.Line(itemReceipt(it))
+		if err == nil {
+			return line, nil
+		}
+	}
 	c.dedup.prune(time.Now())
 	e, ok := c.dedup.m[request]
 	switch {

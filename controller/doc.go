@@ -146,4 +146,38 @@
 //     engine holds a dialog open (pinned Pi runs a prompt beside one).
 //   - The fire-and-forget methods become notices whose detail holds the
 //     untrusted text; set_editor_text is shown, never put in a composer.
+//
+// # The prompt queue (docs/queue.md)
+//
+//   - A prompt is admitted into a durable per-conversation queue (package
+//     queue, beside the claims) and never refused busy: its first
+//     revision is on disk before the reply says queued (prompt.go).
+//   - One scheduler goroutine (dispatch.go) sends the head when a
+//     run-settled event went through the pump, an item was admitted, an
+//     item changed or the queue was resumed. It rechecks, under the queue
+//     lock and the dispatch lock, what a prompt's dispatch always
+//     rechecked (admission, control, generation, execution, text policy),
+//     plus the engine being idle with every agent_settled pumped, no
+//     pause and no native dialog open (nativeDialogOpenLocked; a
+//     dialog's close kicks the scheduler). The dispatched revision is
+//     durable before the engine write.
+//   - Locks: the queue lock (promptQueue.mu) is taken before the
+//     dispatch lock, which is taken before mu. Queue items change only
+//     with the queue lock and mu both held, so either suffices to read
+//     them; the durable write of a transition holds the queue lock only.
+//   - Choices where the issue is silent: a pause holds the items waiting
+//     when it began and ends when none is left (the prompt typed after an
+//     interrupt runs); a takeover by the items' own actor keeps the queue
+//     going under the new generation, another actor's items pause it; a
+//     control or execution change noticed at dispatch pauses instead of
+//     refusing the item (it stays the sender's to resume, edit or
+//     cancel); a stop inferred at restart keeps queued items queued (only
+//     a force stop makes drafts); the queue starts paused after a restart
+//     with items waiting. Bounds: 64 waiting items and 1 MiB of their
+//     text; finished items kept 24 hours and at most 1024 (the durable
+//     receipt index); a queue record carries the waiting items' text,
+//     the newest 32 finished items and drafts' text up to 2 MiB.
+//   - A receipt's later revisions go to the admitting connection only
+//     after its reply (outcome.then), so a client never reads dispatched
+//     before queued.
 package controller

@@ -24,6 +24,10 @@ type execution struct {
 	// approvals are the native decisions its engine raised (approvals.go);
 	// guarded by Controller.mu.
 	approvals approvalSet
+	// settled counts the run-settled events the pump has published, so
+	// the queue dispatches only once the bus holds the last turn's end.
+	// Guarded by Controller.mu.
+	settled int
 }
 
 // engineState is the binding's engineState for an execution: orphan when

@@ -307,7 +307,7 @@ func (f *fanoutRig) prompt(b *testing.B) {
 	for {
 		m := f.answer(b, map[string]any{"type": "prompt", "request": newID("p-"), "generation": f.gen, "execution": f.execution(), "text": "flood"})
 		switch {
-		case m["record"] == "receipt" && m["state"] == protocol.ReceiptAcknowledged:
+		case m["record"] == "receipt" && (m["state"] == protocol.ReceiptAcknowledged || m["state"] == protocol.ReceiptQueued):
 			return
 		case m["record"] == "refusal" && m["code"] == protocol.CodeBusy:
 			time.Sleep(5 * time.Millisecond)

@@ -34,6 +34,12 @@ func (c *Controller) pump(x *execution) {
 			c.runSettled(x, ev.Seq)
 		}
 		c.bus.publish(ev)
+		if ev.Kind == protocol.EventRunSettled {
+			c.mu.Lock()
+			x.settled++
+			c.mu.Unlock()
+			c.kickQueue()
+		}
 		if ev.Kind == protocol.EventUnavailable && ev.Native == "" && (ev.Reason == protocol.ReasonLineTooLong || ev.Reason == protocol.ReasonUndecodable) {
 			c.engineLost(x, ev)
 		}

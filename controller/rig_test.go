@@ -49,11 +49,19 @@ type rig struct {
 func newRig(t testing.TB, script string, mutate func(*Config)) *rig {
 	t.Helper()
 	sandboxtest.Require(t)
-	fake := sandboxtest.Bin(t, "fakepi")
 	dir, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
+	return newRigAt(t, dir, script, mutate, nil)
+}
+
+// newRigAt is newRig in dir, which may hold what an earlier controller
+// left (a crashed one's claims and queue); hook, if set, installs test
+// hooks before Start.
+func newRigAt(t testing.TB, dir, script string, mutate func(*Config), hook func(*Controller)) *rig {
+	t.Helper()
+	fake := sandboxtest.Bin(t, "fakepi")
 	project := filepath.Join(dir, "proj")
 	if err := os.MkdirAll(filepath.Join(project, ".pi", "state", "alice", "sessions"), 0o755); err != nil {
 		t.Fatal(err)
@@ -91,6 +99,9 @@ func newRig(t testing.TB, script string, mutate func(*Config)) *rig {
 	}
 	r.cfg = cfg
 	r.ctrl = New(cfg)
+	if hook != nil {
+		hook(r.ctrl)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := r.ctrl.Start(ctx); err != nil {
 		t.Fatalf("Start: %v", err)
@@ -125,6 +136,11 @@ func (r *rig) killAll() {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	x.handle.Kill(ctx, scopes.StopOptions{Stop: "test-cleanup"})
+	if x.conn == nil {
+		// An orphan found at restart: nothing watches its exit.
+		r.ctrl.writes.Wait()
+		return
+	}
 	// The exit watcher may record uncertain in the claim: let it finish
 	// before the temp directory goes (it queues that write under mu, with
 	// exited).

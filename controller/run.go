@@ -14,6 +14,13 @@ import (
 // anything else that goes wrong leaves the binding uncertain, served, so a
 // client can see why and force stop.
 func (c *Controller) Start(ctx context.Context) error {
+	c.loadQueue()
+	// The scheduler's engine calls take the serving context, as a
+	// prompt's did: a shutdown ends a dispatch waiting for Pi's answer
+	// delivery-unknown at once.
+	qctx, cancel := context.WithCancel(ctx)
+	go func() { <-c.closing; cancel() }()
+	go c.schedule(qctx)
 	err := c.start(ctx)
 	if err == nil {
 		return nil

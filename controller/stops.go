@@ -61,6 +61,9 @@ func (c *Controller) interrupt(ctx context.Context, k *conn, cmd *protocol.Comma
 	c.st.stop, c.st.stopRunning = s, true
 	c.closeAdmissionLocked("interrupt " + s.ID + " in progress")
 	c.unsettleLocked(x, "interrupt "+s.ID+" began while the dialog was open; its outcome is left to native evidence")
+	// Otherwise the next item would fire into the turn just stopped
+	// (seed 002 §2): the items stay, shown paused, until resumed.
+	c.pauseQueueLocked("interrupt " + s.ID + "; resume to send the queued items, or cancel them")
 	c.transitionLocked(s, protocol.StopFenced, "admission closed")
 	c.publishBindingLocked()
 	gen := c.st.generation
@@ -207,6 +210,7 @@ func (c *Controller) forceStop(ctx context.Context, k *conn, cmd *protocol.Comma
 	}
 	c.st.stop, c.st.stopRunning, c.st.forceRunning = s, true, true
 	c.st.binding = protocol.BindingStopping
+	c.pauseQueueLocked("force stop " + s.ID + ": queued items become recovered drafts")
 	c.closeAdmissionLocked("force stop " + s.ID + " in progress")
 	c.unsettleLocked(x, "force stop "+s.ID+" began while the dialog was open; its outcome is not known")
 	c.transitionLocked(s, protocol.StopFenced, "admission closed")
@@ -222,6 +226,7 @@ func (c *Controller) forceStop(ctx context.Context, k *conn, cmd *protocol.Comma
 func (c *Controller) killCohort(k *conn, cmd *protocol.Command, x *execution, s *protocol.Stop, claim *claims.Claim, gen int64) protocol.Receipt {
 	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
 	defer cancel()
+	c.recoverDrafts(s)
 	if claim != nil {
 		if err := c.claimDo(func(cl *claims.Claim) error { return cl.BeginStop(ctx, "force stop "+s.ID) }); err != nil {
 			c.audit(audit.Transition, k, "claim could not record stopping: "+err.Error(), map[string]string{"STOP": s.ID})

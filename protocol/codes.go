@@ -61,6 +61,12 @@ const (
 	CodeApprovalClosed     = "approval-closed"     // resolved, uncertain, disabled or past its deadline
 	CodeApprovalChoice     = "approval-choice"     // not exactly one of the native choices
 	CodeApprovalConflict   = "approval-conflict"   // answered already, with another choice
+	// The durable queue (docs/protocol.md "prompt", "edit-queued").
+	CodeQueueFull      = "queue-full"      // the queue holds its maximum of items or bytes
+	CodeUnknownItem    = "unknown-item"    // no such queue item
+	CodeStaleItem      = "stale-item"      // the item's revision is not the one named
+	CodeItemDispatched = "item-dispatched" // the item left the queue first (dispatch won)
+	CodeQueueStore     = "queue-store"     // the queue cannot be written durably
 )
 
 // The engine connection. A prompt Pi refused or may not hold becomes a

@@ -17,6 +17,9 @@ const (
 	CmdIssueConfirmation      = "issue-confirmation"
 	CmdAnswerConfirmation     = "answer-confirmation"
 	CmdApproval               = "approval"
+	CmdEditQueued             = "edit-queued"
+	CmdCancelQueued           = "cancel-queued"
+	CmdResumeQueue            = "resume-queue"
 )
 
 // Command is every client command in one closed shape: fields a command
@@ -57,6 +60,10 @@ type Command struct {
 	Decision string `json:"decision,omitempty"`
 	Choice   string `json:"choice,omitempty"`
 	Approval string `json:"approval,omitempty"`
+	// Item names a queued item (edit-queued, cancel-queued) and Revision
+	// the item revision the client saw: the command is a compare-and-set.
+	Item     string `json:"item,omitempty"`
+	Revision *int   `json:"revision,omitempty"`
 	// Retry marks a resend of a request whose outcome the client lost. A
 	// retry the controller does not know (it restarted since) refuses
 	// receipt-unknown instead of dispatching again.
@@ -153,6 +160,11 @@ type Receipt struct {
 	Digest string `json:"digest"`
 	// Stop names the stop record of an interrupt or force stop.
 	Stop string `json:"stop,omitempty"`
+	// Item is the queue item a prompt became; AfterSeq, once dispatched,
+	// the execution's newest event seq when it was written to the engine
+	// (its turn's events come after it).
+	Item     string `json:"item,omitempty"`
+	AfterSeq uint64 `json:"afterSeq,omitempty"`
 }
 
 // Stop is one stop record: interrupt or force stop, with its transitions.
@@ -178,6 +190,10 @@ type Stop struct {
 	// CancelledDialogs are the native decisions whose open dialogs the
 	// stop chain cancelled itself (after the abort, or before the TERM).
 	CancelledDialogs []string `json:"cancelledDialogs,omitempty"`
+	// QueueDrafts lists the queue items a force stop turned into
+	// recovered drafts; QueueFailures those it could not (damaged).
+	QueueDrafts   []string `json:"queueDrafts,omitempty"`
+	QueueFailures []string `json:"queueFailures,omitempty"`
 }
 
 // EffectReport lists the disposition of every tool invocation at a stop.
@@ -244,6 +260,8 @@ type Observed struct {
 	// (pending, disabled or uncertain), so a client that attaches late
 	// sees them.
 	Approvals []Approval `json:"approvals,omitempty"`
+	// Queue is the prompt queue as of this observe.
+	Queue *Queue `json:"queue,omitempty"`
 }
 
 // PageRecord answers an observe with a cursor: the history page that ends

@@ -21,6 +21,7 @@ const (
 	// RecordEffectReport is not a line of its own: it is the "effects"
 	// field of a stop.
 	RecordEffectReport = "effectReport"
+	RecordQueue        = "queue"
 )
 
 // Notice kinds: the "kind" of a notice record.

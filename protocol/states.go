@@ -23,6 +23,14 @@ const (
 	ReceiptStopped         = "stopped"          // a force stop ended with a cohort proof
 	ReceiptUncertain       = "uncertain"        // a stop ended without proof
 	ReceiptLaunched        = "launched"         // a launch started a new execution
+	// Queue item states, which are the receipt states of a prompt.
+	ReceiptQueued          = "queued"           // durably admitted, waiting for its turn
+	ReceiptDispatched      = "dispatched"       // being written to the engine
+	ReceiptDelivered       = "delivered"        // a restart found it in the session file
+	ReceiptCancelled       = "cancelled"        // cancelled while queued
+	ReceiptDispatchRefused = "dispatch-refused" // the recheck before the write refused it
+	ReceiptDraft           = "draft"            // a force stop recovered it as a draft; never resent
+	ReceiptRecoveryFailed  = "recovery-failed"  // its stored content is damaged
 )
 
 // Admission of a binding: open when a prompt may be admitted now.

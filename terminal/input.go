@@ -50,6 +50,8 @@ const (
 	// KeyRestoreDraft is Ctrl-Y: put back the text a control change
 	// cleared from the composer.
 	KeyRestoreDraft
+	// KeyResumeQueue is Ctrl-P: resume a paused queue.
+	KeyResumeQueue
 )
 
 var keyNames = map[KeyKind]string{
@@ -59,6 +61,7 @@ var keyNames = map[KeyKind]string{
 	KeyBackspace: "backspace", KeyUp: "up", KeyDown: "down", KeyRight: "right",
 	KeyLeft: "left", KeyEscape: "escape", KeyUnknown: "unknown",
 	KeyForceStop: "force-stop", KeyRecover: "recover", KeyRestoreDraft: "restore-draft",
+	KeyResumeQueue: "resume-queue",
 }
 
 func (k KeyKind) String() string {
@@ -185,7 +188,7 @@ func emit(out []Key, k Key) []Key {
 var controls = map[byte]KeyKind{
 	'\r': KeyEnter, '\n': KeyNewline, 0x14: KeyTakeControl, 0x07: KeyInterrupt,
 	0x0F: KeyReconnect, 0x03: KeyQuit, 0x04: KeyQuit, 0x7F: KeyBackspace, 0x08: KeyBackspace,
-	0x18: KeyForceStop, 0x12: KeyRecover, 0x19: KeyRestoreDraft,
+	0x18: KeyForceStop, 0x12: KeyRecover, 0x19: KeyRestoreDraft, 0x10: KeyResumeQueue,
 }
 
 var sequences = map[string]KeyKind{

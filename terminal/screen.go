@@ -29,6 +29,12 @@ const (
 	// closed).
 	ActConfirm
 	ActDecline
+	// ActCancelQueued and ActEditQueued act on the chip Chips.Selected
+	// and Chips.Editing name (the edit's text is Handle's); ActResumeQueue
+	// resumes a paused queue.
+	ActCancelQueued
+	ActEditQueued
+	ActResumeQueue
 	// ActOlder: PageUp reached the first line of the transcript (or found
 	// it there): read the history page before the oldest one shown.
 	ActOlder
@@ -44,7 +50,7 @@ const MinComposerRows = 1
 
 // Legend is the one-line key legend that ? shows on an empty composer.
 // Most used first: a narrow screen cuts the end. A second ? types a ?.
-const Legend = "keys: ^T take control, ^Y restore draft, ^G interrupt, ^X stop, ^R recover, ^J newline, ^O reconnect, PgUp/PgDn, ^C quit"
+const Legend = "keys: ^T take control, ^Y restore draft, ^G interrupt, ^X stop, ^R recover, ^J newline, ^O reconnect, PgUp/PgDn, ↑/↓ queued items, ^P resume queue, ^C quit"
 
 // Screen is the attach screen without I/O: the transcript viewport, the
 // status line, the composer and a dialog, and what each key does to them.
@@ -57,6 +63,8 @@ type Screen struct {
 	// Scroll.
 	Status   Status
 	Composer Composer
+	// Chips are the queue's waiting items under the composer.
+	Chips Chips
 
 	dialog *Dialog
 	// approval is the native decision shown in the composer's place; a
@@ -175,9 +183,17 @@ func (s *Screen) Handle(k Key) (Action, string) {
 	case KeyPageDown:
 		s.pageDown()
 		return ActNone, ""
+	case KeyResumeQueue:
+		return ActResumeQueue, ""
+	}
+	if act, ok := s.chipKey(k); ok {
+		return act, ""
 	}
 	send, ok, err := s.Composer.Handle(k, s.Status.Controller)
 	switch {
+	case ok && s.Chips.edit != nil:
+		s.notice = "saving the edit…"
+		return ActEditQueued, send
 	case ok:
 		s.notice = "sending…"
 		return ActSend, send
@@ -186,6 +202,51 @@ func (s *Screen) Handle(k Key) (Action, string) {
 	}
 	return ActNone, ""
 }
+
+// chipKey applies the keys that act on the queue's chips: with an empty
+// composer, ↑/↓ select a chip; on a selected chip Del cancels it and Tab
+// puts its text in the composer for an edit, which Enter saves and Esc
+// leaves. ok is false for every other key.
+func (s *Screen) chipKey(k Key) (Action, bool) {
+	c := &s.Chips
+	if c.edit != nil {
+		if k.Kind == KeyEscape {
+			c.edit = nil
+			s.Composer.text = ""
+			s.notice = "edit left; the item is unchanged"
+			return ActNone, true
+		}
+		return ActNone, false
+	}
+	if s.Composer.Text() != "" {
+		return ActNone, false
+	}
+	_, selected := c.Selected()
+	switch {
+	case k.Kind == KeyUp || k.Kind == KeyDown:
+		if len(c.Items) == 0 {
+			return ActNone, false
+		}
+		c.move(k.Kind == KeyUp)
+		s.notice = ""
+		if _, on := c.Selected(); on {
+			s.notice = ChipHelp
+		}
+		return ActNone, true
+	case selected && k.Kind == KeyBackspace:
+		return ActCancelQueued, true
+	case selected && k.Kind == KeyText && k.Text == "\t":
+		chip, _ := c.Selected()
+		c.edit = &chip
+		s.Composer.text = chip.Text
+		s.notice = "editing " + chip.ID + ": Enter saves, Esc leaves"
+		return ActNone, true
+	}
+	return ActNone, false
+}
+
+// EditDone ends an edit after its outcome arrived.
+func (s *Screen) EditDone() { s.Chips.edit = nil }
 
 // answer takes a key while the dialog is open: y or Y confirms; n, N,
 // Esc, Enter and Ctrl-C/Ctrl-D decline (the default is no); anything else
@@ -305,7 +366,7 @@ func (s *Screen) Render(width, height int) Frame {
 			curRow, curCol = len(bottom)-1, Width(bottom[len(bottom)-1])
 		}
 	} else {
-		bottom = s.Composer.Lines(width)
+		bottom = append(s.Chips.Lines(width), s.Composer.Lines(width)...)
 		if n := max(height/3, MinComposerRows); len(bottom) > n {
 			hidden := len(bottom) - n
 			bottom = bottom[hidden:]

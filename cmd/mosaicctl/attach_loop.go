@@ -269,6 +269,7 @@ func (a *attacher) disconnected() {
 // the composer.
 func (a *attacher) draw() {
 	a.status()
+	a.chips()
 	// A re-read (use) starts an empty transcript: keep the lines on screen
 	// until its page arrives, or the empty one would "fit" and the
 	// viewport would jump to the end.

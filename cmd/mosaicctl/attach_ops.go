@@ -43,7 +43,53 @@ func (a *attacher) act(act terminal.Action, text string) {
 		a.answer(false)
 	case terminal.ActApprove:
 		a.approve(text)
+	case terminal.ActResumeQueue:
+		a.request("resume the queue", func(ctx context.Context, c *client.Client) (string, error) {
+			if _, err := c.ResumeQueue(ctx); err != nil {
+				return "", err
+			}
+			return "queue resumed", nil
+		})
+	case terminal.ActCancelQueued:
+		if chip, ok := a.scr.Chips.Selected(); ok {
+			a.request("cancel "+chip.ID, func(ctx context.Context, c *client.Client) (string, error) {
+				if _, err := c.CancelQueued(ctx, chip.ID, chip.Revision); err != nil {
+					return "", err
+				}
+				return "cancelled " + chip.ID, nil
+			})
+		}
+	case terminal.ActEditQueued:
+		if chip, ok := a.scr.Chips.Editing(); ok {
+			a.scr.EditDone()
+			a.request("edit "+chip.ID, func(ctx context.Context, c *client.Client) (string, error) {
+				if _, err := c.EditQueued(ctx, chip.ID, chip.Revision, text); err != nil {
+					return "", err
+				}
+				return "edited " + chip.ID, nil
+			})
+		}
 	}
+}
+
+// chips shows the queue's waiting items under the composer.
+func (a *attacher) chips() {
+	q := a.c.State().Queue
+	if q == nil || !a.connected { // a queue read before a disconnect is stale, and nothing can act on it
+		a.scr.Chips.Set(nil, "")
+		return
+	}
+	var items []terminal.Chip
+	for _, it := range q.Items {
+		if client.Waiting(it.State) {
+			items = append(items, terminal.Chip{ID: it.ID, Revision: it.Revision, State: it.State, Text: it.Text})
+		}
+	}
+	paused := ""
+	if q.Paused {
+		paused = q.PauseReason
+	}
+	a.scr.Chips.Set(items, paused)
 }
 
 // request runs one command on the current connection and shows its
@@ -96,8 +142,10 @@ func (a *attacher) online(name string) *client.Client {
 	return a.c
 }
 
-// prompt sends the composed text. The composer already cleared it; its
-// outcome is shown, and a lost one is never resent.
+// prompt queues the composed text: it returns once the controller holds
+// it durably, so the composer never waits for a turn. The composer
+// already cleared it; its outcome is shown, and a lost one is never
+// resent. The item's later states show in the queue line.
 func (a *attacher) prompt(text string) {
 	if !a.connected {
 		// The composer sent it as the controller of a connection that has
@@ -108,7 +156,7 @@ func (a *attacher) prompt(text string) {
 	c := a.c
 	a.prompts++
 	a.async(func(ctx context.Context) func() {
-		r, err := c.Prompt(ctx, text)
+		r, err := c.Enqueue(ctx, text)
 		if protocol.CodeOf(err) == protocol.CodeNoEngine {
 			err = withHint(err, "prompt", a.conv) // how to add one, on the notice line
 		}
@@ -131,7 +179,7 @@ func outcomeOf(r *protocol.Receipt, err error) terminal.Outcome {
 		return terminal.Outcome{Kind: terminal.Refused, Code: ref.Code + ": " + ref.Message}
 	case err != nil:
 		return terminal.Outcome{Kind: terminal.Refused, Code: err.Error()}
-	case r.State == protocol.ReceiptAcknowledged:
+	case r.State == protocol.ReceiptAcknowledged || client.Waiting(r.State):
 		return terminal.Outcome{Kind: terminal.Admitted}
 	case r.State == protocol.ReceiptFailed:
 		return terminal.Outcome{Kind: terminal.Refused, Code: "the engine refused it: " + r.Evidence}

@@ -42,6 +42,7 @@ func newApp() *cli.App {
 			promptCommand(),
 			interruptCommand(),
 			approveCommand(),
+			queueCommand(),
 			stopCommand(),
 			recoverCommand(),
 			statusCommand(),

@@ -20,10 +20,11 @@ func promptCommand() *cli.Command {
 		Name:      "prompt",
 		Usage:     "send one prompt as the controller and print the answer",
 		ArgsUsage: "ID TEXT|-",
-		Description: "Sends TEXT (or standard input, with -) exactly as given, waits for the turn to settle and\n" +
-			"prints the text of each assistant message. Exit 0 answered, 2 refused (nothing sent),\n" +
-			"3 outcome unknown, 4 the engine refused it or the turn was stopped (docs/cli.md).",
-		Flags:  verbFlags(&cli.BoolFlag{Name: "no-wait", Usage: "print the receipt and exit once the engine accepted the prompt"}),
+		Description: "Queues TEXT (or standard input, with -) exactly as given, durably, behind any prompts already\n" +
+			"waiting; waits for its turn to settle and prints the text of each assistant message.\n" +
+			"Exit 0 answered, 2 refused (nothing queued), 3 outcome unknown, 4 the engine refused it,\n" +
+			"the turn was stopped, or the item left the queue unsent (docs/cli.md).",
+		Flags:  verbFlags(&cli.BoolFlag{Name: "no-wait", Usage: "print the receipt and exit as soon as the prompt is queued"}),
 		Action: oneShot(runPrompt),
 	}
 }
@@ -69,8 +70,15 @@ func runPrompt(ctx context.Context, c *cli.Context) (err error) {
 	if err := s.take(ctx, c, false, consent{}); err != nil {
 		return err
 	}
-	rc, err := s.c.Prompt(ctx, text)
+	rc, err := s.c.Enqueue(ctx, text)
 	if s.got(err) != nil {
+		return err
+	}
+	if c.Bool("no-wait") {
+		fmt.Fprintf(s.out, "%s: receipt %s, item %s, execution %s, generation %d\n", rc.State, rc.ID, rc.Item, rc.Execution, rc.Generation)
+		return nil
+	}
+	if rc, err = s.turn(ctx, rc); err != nil {
 		return err
 	}
 	switch rc.State {
@@ -78,16 +86,27 @@ func runPrompt(ctx context.Context, c *cli.Context) (err error) {
 		return unsettled(rc.State, "the engine refused the prompt (receipt %s): %s", rc.ID, terminal.SanitizeLine(rc.Evidence))
 	case protocol.ReceiptDeliveryUnknown:
 		return unknown("the prompt was written to the engine and its delivery is not known (receipt %s); see `mosaicctl attach %s`, never send it again as new", rc.ID, s.id)
+	case protocol.ReceiptCancelled, protocol.ReceiptDispatchRefused, protocol.ReceiptDraft, protocol.ReceiptRecoveryFailed:
+		return unsettled(rc.State, "queue item %s left the queue unsent: %s (receipt %s)", rc.Item, terminal.SanitizeLine(rc.Reason), rc.ID)
 	}
-	if c.Bool("no-wait") {
-		fmt.Fprintf(s.out, "%s: receipt %s, execution %s, generation %d\n", rc.State, rc.ID, rc.Execution, rc.Generation)
-		return nil
+	return s.answer(ctx, from, rc)
+}
+
+// turn waits for a queued prompt's receipt to leave the queue: the
+// controller sends this connection every later revision of it.
+func (s *session) turn(ctx context.Context, rc *protocol.Receipt) (*protocol.Receipt, error) {
+	i := 0
+	for client.Waiting(rc.State) {
+		u, err := s.tape.next(ctx, &i)
+		if err != nil {
+			return nil, unknown("prompt queued as item %s (receipt %s), then %v before it was sent; see `mosaicctl queue %s`, never send it again as new",
+				rc.Item, rc.ID, err, s.id)
+		}
+		if r := u.Receipt; r != nil && r.Request == rc.Request && r.Revision > rc.Revision {
+			rc = r
+		}
 	}
-	skip := 0
-	if !o.Seam.Quiet {
-		skip = 1 // the turn visible at the cut is replayed and settles first
-	}
-	return s.answer(ctx, from, skip, rc)
+	return rc, nil
 }
 
 // launched waits while the engine is launching: admission opens once it
@@ -105,9 +124,10 @@ func (s *session) launched(ctx context.Context) error {
 }
 
 // answer follows the stream from tape index i until the prompt's turn
-// settles, printing the final text of each assistant message. skip turns
-// that were running before the prompt settle first and are not printed.
-func (s *session) answer(ctx context.Context, i, skip int, rc *protocol.Receipt) error {
+// settles, printing the final text of each assistant message. Events up
+// to the receipt's afterSeq belong to turns before it: the controller
+// sends an item only once the turn before it settled.
+func (s *session) answer(ctx context.Context, i int, rc *protocol.Receipt) error {
 	var stop *protocol.Stop
 	aborted, truncated := "", false
 	for {
@@ -119,10 +139,7 @@ func (s *session) answer(ctx context.Context, i, skip int, rc *protocol.Receipt)
 		switch {
 		case u.Event != nil && u.Event.Execution == rc.Execution:
 			e := u.Event
-			if skip > 0 {
-				if e.Kind == protocol.EventRunSettled {
-					skip--
-				}
+			if e.Seq <= rc.AfterSeq {
 				continue
 			}
 			switch {

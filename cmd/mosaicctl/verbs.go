@@ -115,7 +115,11 @@ type session struct {
 // dialVerb connects to the conversation named by the first argument, as an
 // observer, and starts recording what the controller sends.
 func dialVerb(ctx context.Context, c *cli.Context, name string) (*session, error) {
-	id := c.Args().First()
+	return dialID(ctx, c, name, c.Args().First())
+}
+
+// dialID is dialVerb for the conversation id, wherever the verb reads it.
+func dialID(ctx context.Context, c *cli.Context, name, id string) (*session, error) {
 	if !conversations.ValidID(id) {
 		return nil, notAnID(id)
 	}

@@ -182,7 +182,8 @@ func lastRecord(recs []map[string]any, kind string) map[string]any {
 
 // TestAnswerFollowsItsTurn checks which events the prompt verb prints and
 // how it ends, on a tape fed by hand: the turn the prompt started, after
-// a turn replayed at a non-quiet seam, and every way it can fail to settle.
+// a turn that ran before the item was dispatched (events up to the
+// receipt's afterSeq), and every way it can fail to settle.
 func TestAnswerFollowsItsTurn(t *testing.T) {
 	ev := func(kind protocol.EventKind, role, text, stopReason string) client.Update {
 		e := &protocol.Event{Record: "event", Kind: kind, Execution: "e-1", Role: role, StopReason: stopReason}
@@ -202,7 +203,7 @@ func TestAnswerFollowsItsTurn(t *testing.T) {
 
 	for _, tc := range []struct {
 		name   string
-		skip   int
+		after  uint64
 		tape   []client.Update
 		ended  bool
 		out    string
@@ -210,7 +211,7 @@ func TestAnswerFollowsItsTurn(t *testing.T) {
 		code   string
 	}{
 		{name: "its turn", tape: []client.Update{user, said("Looking."), said(""), said("Done.\n"), settled}, out: "Looking.\nDone.\n"},
-		{name: "a replayed turn settles first", skip: 1,
+		{name: "a turn before the item settles first", after: 2,
 			tape: []client.Update{said("old"), settled, other, user, said("new"), settled}, out: "new\n"},
 		{name: "interrupted", tape: []client.Update{user, said("part"), stop, settled}, out: "part\n",
 			status: exitUnsettled, code: "interrupted"},
@@ -223,7 +224,12 @@ func TestAnswerFollowsItsTurn(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tp := &tape{wake: make(chan struct{})}
-			for _, u := range tc.tape {
+			for i, u := range tc.tape {
+				if u.Event != nil { // numbered as the stream numbers them
+					e := *u.Event
+					e.Seq = uint64(i + 1)
+					u.Event = &e
+				}
 				tp.add(u)
 			}
 			if tc.ended {
@@ -231,7 +237,7 @@ func TestAnswerFollowsItsTurn(t *testing.T) {
 			}
 			var out bytes.Buffer
 			s := &session{id: "pi-0", tape: tp, out: &out}
-			err := s.answer(t.Context(), 0, tc.skip, &protocol.Receipt{ID: "rc-1", Execution: "e-1"})
+			err := s.answer(t.Context(), 0, &protocol.Receipt{ID: "rc-1", Execution: "e-1", AfterSeq: tc.after})
 			if out.String() != tc.out {
 				t.Errorf("printed %q, want %q", out.String(), tc.out)
 			}

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
+	"github.com/mosaic-agents/mosaic/contrib/stubmodel"
+	"github.com/mosaic-agents/mosaic/protocol"
+)
+
+// The queue on the pinned Pi with the stub model: three prompts sent back
+// to back with --no-wait while the first one streams are each queued at
+// once, then answered in order, each exactly once (one model request
+// per prompt, its own text last); `mosaicctl queue` lists them with their
+// states, and a prompt without --no-wait waits for its own turn behind
+// the queue and prints only its answer.
+func TestQueueOnRealPi(t *testing.T) {
+	sandboxtest.Require(t)
+	slow := make([]string, 12)
+	for i := range slow {
+		slow[i] = "one "
+	}
+	pc := realPiConversation(t, "queue", stubmodel.Script{Turns: []stubmodel.Turn{
+		{Text: slow, ChunkDelayMS: 150},
+		{Text: []string{"answer ", "two"}},
+		{Text: []string{"answer ", "three"}},
+		{Text: []string{"answer ", "four"}},
+	}})
+	bin, id, stub := pc.bin, pc.id, pc.stub
+	defer endConversation(t, bin, id)
+
+	texts := []string{"first prompt", "second prompt", "third prompt"}
+	for _, text := range texts {
+		r := run(t, bin, "prompt", "--take", "--no-wait", id, text)
+		if r.code != 0 || !strings.HasPrefix(r.stdout, protocol.ReceiptQueued+": receipt rc-") || !strings.Contains(r.stdout, "item qi-") {
+			t.Fatalf("prompt --no-wait %q: exit %d, stdout %q, stderr %q; want queued with its receipt and item", text, r.code, r.stdout, r.stderr)
+		}
+	}
+	// Waits behind the three, and prints its own answer only.
+	if r := run(t, bin, "prompt", "--take", id, "fourth prompt"); r.code != 0 || r.stdout != "answer four\n" {
+		t.Fatalf("prompt behind the queue: exit %d, stdout %q, stderr %q; want its own answer", r.code, r.stdout, r.stderr)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	reqs, err := stub.WaitRequests(ctx, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, q := range reqs {
+		got = append(got, q.LastUserText)
+	}
+	if strings.Join(got, "|") != "first prompt|second prompt|third prompt|fourth prompt" {
+		t.Fatalf("the model was asked %q; want each prompt once, in order", got)
+	}
+
+	r := run(t, bin, "queue", "--json", id)
+	if r.code != 0 {
+		t.Fatalf("queue --json: exit %d, stderr %q", r.code, r.stderr)
+	}
+	var q protocol.Queue
+	for _, line := range strings.Split(r.stdout, "\n") {
+		if strings.Contains(line, `"record":"queue"`) {
+			if err := json.Unmarshal([]byte(line), &q); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if len(q.Items) != 4 {
+		t.Fatalf("queue lists %d items: %+v; want the four finished ones", len(q.Items), q)
+	}
+	for _, it := range q.Items {
+		if it.State != protocol.ReceiptAcknowledged {
+			t.Fatalf("item %s is %s; want acknowledged", it.ID, it.State)
+		}
+	}
+	if r := run(t, bin, "queue", id); r.code != 0 || strings.Count(r.stdout, protocol.ReceiptAcknowledged) != 4 {
+		t.Fatalf("queue: exit %d, stdout %q", r.code, r.stdout)
+	}
+	if r := run(t, bin, "queue", "cancel", "--take", id, q.Items[0].ID); r.code != 2 || !strings.Contains(r.stderr, protocol.CodeItemDispatched) {
+		t.Fatalf("queue cancel of an answered item: exit %d, stderr %q; want item-dispatched", r.code, r.stderr)
+	}
+}

@@ -1,0 +1,173 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/mosaic-agents/mosaic/engine"
+	"github.com/mosaic-agents/mosaic/protocol"
+	"github.com/mosaic-agents/mosaic/queue"
+)
+
+// piBusy is how pinned Pi refuses a prompt without streamingBehavior while
+// it is processing (DIGEST §2): the prompt was not taken.
+const piBusy = "Agent is already processing"
+
+// schedule dispatches the head of the queue whenever something that may
+// let it go happens (a run settled, an item was admitted, the queue was
+// resumed), until the controller closes.
+func (c *Controller) schedule(ctx context.Context) {
+	for {
+		select {
+		case <-c.q.kick:
+		case <-c.closing:
+			return
+		case <-ctx.Done():
+			return
+		}
+		for c.dispatchNext(ctx) {
+		}
+	}
+}
+
+// readyLocked says whether the head may be written to the engine now: the
+// queue is not paused, no native dialog is open, admission is open (the
+// same predicate a prompt meets), and the engine is idle: no run from
+// agent_start to agent_settled, no prompt holding the dispatch slot, and
+// every agent_settled the engine connection counted has been through the
+// pump (so the bus holds the previous turn's last event). Never agent_end:
+// retries and queued continuations follow it (DIGEST §3.3-3.4).
+func (c *Controller) readyLocked() (*execution, bool) {
+	x := c.st.exec
+	if c.q.paused || c.nativeDialogOpenLocked() || c.admissionLocked() != nil || x == nil || x.conn == nil {
+		return nil, false
+	}
+	ts := x.conn.State()
+	if ts.Running || ts.Slot != nil || ts.Settles != x.settled || (c.q.hold && x.settled <= c.q.heldAt) {
+		return nil, false
+	}
+	c.q.hold = false
+	return x, true
+}
+
+// dispatchNext writes the head item to the engine if it may go now, and
+// reports whether the queue moved (so the scheduler looks again). The
+// order is what makes a crash safe: the dispatched revision is durable
+// before the engine write, so a restarted controller settles the item
+// from the session file and never writes it again.
+func (c *Controller) dispatchNext(ctx context.Context) bool {
+	c.q.mu.Lock()
+	defer c.q.mu.Unlock()
+	c.dispatch.Lock()
+	defer c.dispatch.Unlock()
+	c.mu.Lock()
+	head := c.headLocked()
+	if head == nil || head.State != protocol.ReceiptQueued {
+		c.mu.Unlock()
+		return false
+	}
+	x, ok := c.readyLocked()
+	if !ok {
+		c.mu.Unlock()
+		return false
+	}
+	// Rechecked under the dispatch lock right before the write: control
+	// and target moved since admission pause the queue (the items stay
+	// theirs) rather than send under authority nobody resumed.
+	switch {
+	case c.st.controller == "":
+		c.pauseQueueLocked("nobody holds control; take control and resume the queue")
+	case c.st.generation != c.q.gen:
+		c.pauseQueueLocked(fmt.Sprintf("control changed (generation %d, the queue was authorised at %d); resume to send under the current controller", c.st.generation, c.q.gen))
+	case x.id != c.q.exec:
+		c.pauseQueueLocked(fmt.Sprintf("the execution changed (now %s, the queue was authorised for %s); resume to send to the current one", x.id, c.q.exec))
+	}
+	if c.q.paused {
+		c.mu.Unlock()
+		return false
+	}
+	gen := c.st.generation
+	_, _, after := c.bus.window()
+	c.mu.Unlock()
+
+	text := head.Current().Text
+	next := head.Next()
+	next.State, next.Reason, next.Evidence, next.Updated = protocol.ReceiptDispatched, "", "", now()
+	next.Dispatch = &queue.Dispatch{Execution: x.id, Generation: gen, AfterSeq: after, At: next.Updated}
+	if err := engine.CheckText(text); err != nil {
+		return c.finishItem(next, protocol.ReceiptDispatchRefused, "refused at dispatch, nothing was written: "+err.Error(), "")
+	}
+	run(c.test.beforeDispatch)
+	if err := c.q.store.Write(next); err != nil {
+		c.mu.Lock()
+		c.pauseQueueLocked("the queue store refused the dispatch record, nothing was written: " + err.Error())
+		c.mu.Unlock()
+		return false
+	}
+	c.mu.Lock()
+	c.commitLocked(next, "")
+	c.mu.Unlock()
+	run(c.test.afterDispatchRecord)
+
+	d, err := x.conn.Prompt(ctx, text)
+	var native *engine.NativeError
+	switch {
+	case err == nil:
+		return c.finishItem(next, protocol.ReceiptAcknowledged, "", "")
+	case errors.As(err, &native) && strings.HasPrefix(native.Text, piBusy):
+		// Not sent (DIGEST §2): the item stays at the head and goes after
+		// the next agent_settled.
+		c.mu.Lock()
+		c.q.hold, c.q.heldAt = true, x.settled
+		c.mu.Unlock()
+		return c.requeue(next, "the engine was still processing: "+native.Text)
+	case errors.As(err, &native) || d.Receipt == protocol.ReceiptFailed:
+		return c.finishItem(next, protocol.ReceiptFailed, "", d.Evidence)
+	case d.Receipt == protocol.ReceiptDeliveryUnknown:
+		return c.finishItem(next, protocol.ReceiptDeliveryUnknown, err.Error(), "")
+	case protocol.CodeOf(err) == protocol.CodeBusy || protocol.CodeOf(err) == protocol.CodeFenced:
+		// The engine connection refused before writing: nothing reached
+		// the engine, so the item is still the head.
+		return c.requeue(next, "not written: "+err.Error())
+	default:
+		return c.finishItem(next, protocol.ReceiptDispatchRefused, "refused at dispatch, nothing was written: "+err.Error(), "")
+	}
+}
+
+// finishItem records the item's outcome after its dispatch revision.
+func (c *Controller) finishItem(prev queue.Item, state, reason, evidence string) bool {
+	next := prev.Next()
+	next.State, next.Reason, next.Evidence, next.Updated = state, reason, evidence, now()
+	if err := c.q.store.Write(next); err != nil {
+		// The outcome is known in memory only: a restart settles the
+		// dispatched revision from the session file instead.
+		c.mu.Lock()
+		c.setItemLocked(next)
+		c.pauseQueueLocked(fmt.Sprintf("the queue store refused item %s's outcome (%s): %v", next.ID, state, err))
+		c.mu.Unlock()
+		return false
+	}
+	c.mu.Lock()
+	c.commitLocked(next, "")
+	c.mu.Unlock()
+	c.forgetFinished()
+	return state != protocol.ReceiptAcknowledged
+}
+
+// requeue puts a dispatched item that was not written back at the head.
+func (c *Controller) requeue(prev queue.Item, reason string) bool {
+	next := prev.Next()
+	next.State, next.Reason, next.Dispatch, next.Updated = protocol.ReceiptQueued, reason, nil, now()
+	if err := c.q.store.Write(next); err != nil {
+		c.mu.Lock()
+		c.pauseQueueLocked(fmt.Sprintf("the queue store refused to requeue item %s: %v", next.ID, err))
+		c.mu.Unlock()
+		return false
+	}
+	c.mu.Lock()
+	c.commitLocked(next, " ("+reason+")")
+	c.mu.Unlock()
+	return false
+}

@@ -1,0 +1,284 @@
+package controller
+
+import (
+	"fmt"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/mosaic-agents/mosaic/audit"
+	"github.com/mosaic-agents/mosaic/protocol"
+	"github.com/mosaic-agents/mosaic/queue"
+)
+
+// Queue bounds (controller/doc.go "The prompt queue"): waiting items and
+// their text bytes, finished items kept for receipts, and the text a queue
+// record carries for drafts.
+const (
+	maxQueued       = 64
+	maxQueuedBytes  = 1 << 20
+	maxFinished     = 1024
+	finishedTTL     = 24 * time.Hour
+	shownFinished   = 32
+	maxShownDrafted = 2 << 20
+)
+
+// promptQueue is the durable queue in memory. mu serialises transitions,
+// each held across its durable write; items and byReq change only with
+// both mu and Controller.mu held, so either lock suffices to read them.
+// paused, reason, gen, exec and rev are guarded by Controller.mu.
+type promptQueue struct {
+	mu    sync.Mutex
+	store *queue.Store
+	err   error // why the store could not be opened: prompts refuse
+	items []*queue.Item
+	byReq map[string]*queue.Item
+	seq   uint64
+
+	paused bool
+	reason string
+	gen    int64  // the generation dispatch is authorised under
+	exec   string // the execution dispatch is authorised to
+	rev    uint64
+	// hold is set when Pi answered "already processing": dispatch waits
+	// for an agent_settled after heldAt (execution.settled then).
+	hold   bool
+	heldAt int
+	kick   chan struct{}
+}
+
+func newPromptQueue() *promptQueue {
+	return &promptQueue{byReq: map[string]*queue.Item{}, kick: make(chan struct{}, 1)}
+}
+
+// queueRoot is where conversations' queues live: beside the claim root.
+func (c *Controller) queueRoot() string {
+	return filepath.Join(filepath.Dir(c.cfg.Claims.Root()), "queue")
+}
+
+// waiting reports whether an item still belongs to the queue.
+func waiting(it *queue.Item) bool {
+	return it.State == protocol.ReceiptQueued || it.State == protocol.ReceiptDispatched
+}
+
+// kickQueue asks the scheduler to look at the head again.
+func (c *Controller) kickQueue() {
+	select {
+	case c.q.kick <- struct{}{}:
+	default:
+	}
+}
+
+// setItemLocked replaces or appends an item's current revision; both
+// locks are held.
+func (c *Controller) setItemLocked(it queue.Item) {
+	p := &it
+	for i, old := range c.q.items {
+		if old.ID == it.ID {
+			c.q.items[i] = p
+			c.q.byReq[it.Request] = p
+			return
+		}
+	}
+	c.q.items = append(c.q.items, p)
+	c.q.byReq[it.Request] = p
+}
+
+// itemLocked finds an item by id.
+func (c *Controller) itemLocked(id string) *queue.Item {
+	for _, it := range c.q.items {
+		if it.ID == id {
+			return it
+		}
+	}
+	return nil
+}
+
+// headLocked is the first waiting item, queued or dispatched.
+func (c *Controller) headLocked() *queue.Item {
+	for _, it := range c.q.items {
+		if waiting(it) {
+			return it
+		}
+	}
+	return nil
+}
+
+// waitingLocked counts the waiting items and their text bytes.
+func (c *Controller) waitingLocked() (n, bytes int) {
+	for _, it := range c.q.items {
+		if waiting(it) {
+			n++
+			bytes += len(it.Current().Text)
+		}
+	}
+	return n, bytes
+}
+
+// queueRecordLocked projects the queue for clients: waiting items with
+// their text, then the newest finished ones, drafts with text while the
+// record's text stays under maxShownDrafted.
+func (c *Controller) queueRecordLocked() protocol.Queue {
+	q := protocol.Queue{Record: protocol.RecordQueue, Revision: c.q.rev, Paused: c.q.paused, PauseReason: c.q.reason, Items: []protocol.QueueItem{}}
+	var finished []*queue.Item
+	for _, it := range c.q.items {
+		if !waiting(it) {
+			finished = append(finished, it)
+		}
+	}
+	if len(finished) > shownFinished {
+		finished = finished[len(finished)-shownFinished:]
+	}
+	shown := map[string]bool{}
+	for _, it := range finished {
+		shown[it.ID] = true
+	}
+	budget := maxShownDrafted
+	for _, it := range c.q.items {
+		if !waiting(it) && !shown[it.ID] {
+			continue
+		}
+		qi := itemRecord(it)
+		switch {
+		case waiting(it):
+		case it.State == protocol.ReceiptDraft && len(qi.Text) <= budget:
+			budget -= len(qi.Text)
+		default:
+			qi.Text = ""
+		}
+		q.Items = append(q.Items, qi)
+	}
+	return q
+}
+
+func itemRecord(it *queue.Item) protocol.QueueItem {
+	cur := it.Current()
+	qi := protocol.QueueItem{ID: it.ID, Receipt: it.Receipt, Request: it.Request, Revision: it.Revision, State: it.State,
+		Text: cur.Text, Digest: cur.Digest, Original: it.Payloads[0].Digest, Edits: len(it.Payloads) - 1,
+		Actor: it.Actor, Connection: it.Connection, Generation: it.Generation, Execution: it.Execution,
+		Reason: it.Reason, Evidence: it.Evidence}
+	if d := it.Dispatch; d != nil {
+		qi.Execution, qi.AfterSeq = d.Execution, d.AfterSeq
+	}
+	return qi
+}
+
+// publishQueueLocked broadcasts the queue after a change.
+func (c *Controller) publishQueueLocked() {
+	c.q.rev++
+	c.broadcastLocked(c.queueRecordLocked())
+}
+
+// itemReceipt is an item's receipt: one revision per item revision.
+func itemReceipt(it *queue.Item) protocol.Receipt {
+	rc := protocol.Receipt{Record: protocol.RecordReceipt, ID: it.Receipt, Request: it.Request, Command: protocol.CmdPrompt,
+		State: it.State, Revision: it.Revision, Execution: it.Execution, Generation: it.Generation, Actor: it.Actor,
+		Connection: it.Connection, Digest: it.Fingerprint, Item: it.ID, Reason: it.Reason, Evidence: it.Evidence}
+	if d := it.Dispatch; d != nil {
+		rc.Execution, rc.AfterSeq = d.Execution, d.AfterSeq
+	}
+	return rc
+}
+
+// commitLocked makes it the item's current revision in memory, publishes
+// the queue, sends the receipt's new revision to the admitting connection
+// when it is still here, and journals it. Both locks are held; the
+// revision is already durable.
+func (c *Controller) commitLocked(it queue.Item, why string) {
+	c.setItemLocked(it)
+	c.publishQueueLocked()
+	if k := c.conns[it.Connection]; k != nil && it.Revision > 1 {
+		c.offerLocked(k, itemReceipt(&it))
+	}
+	c.audit(audit.Receipt, nil, fmt.Sprintf("queue item %s (request %s) revision %d: %s%s", it.ID, it.Request, it.Revision, it.State, why),
+		map[string]string{"REQUEST": it.Request, "RECEIPT": it.Receipt, "ITEM": it.ID, "STATE": it.State, "REVISION": fmt.Sprint(it.Revision)})
+}
+
+// pauseQueueLocked holds dispatch until the controller resumes. A pause
+// holds the items waiting when it begins: with none, there is nothing to
+// hold, and the next prompt runs.
+func (c *Controller) pauseQueueLocked(reason string) {
+	if n, _ := c.waitingLocked(); n == 0 || (c.q.paused && c.q.reason == reason) {
+		return
+	}
+	c.q.paused, c.q.reason = true, reason
+	c.publishQueueLocked()
+	c.audit(audit.Transition, nil, "queue paused: "+reason, map[string]string{"QUEUE": "paused"})
+}
+
+// takeQueueLocked hands the queue to a new controller. Its items keep
+// their original actor and connection. When they are all the new
+// controller's actor's, dispatch goes on under the new generation (a
+// person who takes control from another terminal of theirs keeps what
+// they queued); an item of another actor pauses the queue until the new
+// controller resumes, edits or cancels. This build has one actor, so the
+// pause is the rule's other half, written for when there are more.
+func (c *Controller) takeQueueLocked(k *conn, how string) {
+	for _, it := range c.q.items {
+		if waiting(it) && it.Actor != Actor {
+			c.pauseQueueLocked(fmt.Sprintf("control changed to connection %s at generation %d (%s) and the queue holds another actor's items; resume to send them",
+				k.id, c.st.generation, how))
+			return
+		}
+	}
+	if n, _ := c.waitingLocked(); n > 0 && c.q.gen == c.st.generation-1 {
+		c.q.gen = c.st.generation
+		c.publishQueueLocked()
+	}
+}
+
+// now is the time stamp revisions carry.
+func now() string { return time.Now().UTC().Format(time.RFC3339Nano) }
+
+// forgetFinished applies retention: finished items older than finishedTTL
+// or beyond the newest maxFinished are removed from disk and memory, so
+// the durable receipt index stays bounded. Called with the queue lock.
+func (c *Controller) forgetFinished() {
+	c.mu.Lock()
+	var drop []*queue.Item
+	finished := 0
+	for i := len(c.q.items) - 1; i >= 0; i-- {
+		it := c.q.items[i]
+		if waiting(it) {
+			continue
+		}
+		finished++
+		t, err := time.Parse(time.RFC3339Nano, it.Updated)
+		if finished > maxFinished || (err == nil && time.Since(t) > finishedTTL) {
+			drop = append(drop, it)
+		}
+	}
+	c.mu.Unlock()
+	for _, it := range drop {
+		if err := c.q.store.Forget(it.ID); err != nil {
+			continue // kept, and tried again at the next retention pass
+		}
+		c.mu.Lock()
+		for i, x := range c.q.items {
+			if x == it {
+				c.q.items = append(c.q.items[:i], c.q.items[i+1:]...)
+				break
+			}
+		}
+		if c.q.byReq[it.Request] == it {
+			delete(c.q.byReq, it.Request)
+			// The in-memory copy of its first reply says queued: it must
+			// not answer a retry the durable index no longer can.
+			if e := c.dedup.m[it.Request]; e != nil && !e.pending {
+				if e.elem != nil {
+					c.dedup.answered.Remove(e.elem)
+				}
+				delete(c.dedup.m, it.Request)
+			}
+		}
+		c.mu.Unlock()
+	}
+}
+
+// queueOptions passes the test's fault hook to the store.
+func (c *Controller) queueOptions() []queue.Option {
+	if c.test.queueFault == nil {
+		return nil
+	}
+	return []queue.Option{queue.WithFault(c.test.queueFault)}
+}

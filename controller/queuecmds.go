@@ -1,0 +1,113 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"unicode/utf8"
+
+	"github.com/mosaic-agents/mosaic/audit"
+	"github.com/mosaic-agents/mosaic/engine"
+	"github.com/mosaic-agents/mosaic/protocol"
+	"github.com/mosaic-agents/mosaic/queue"
+)
+
+// editQueued replaces a queued item's text by a new frozen payload
+// revision, compare-and-set on the item revision the client saw; the
+// earlier payloads stay in the item. A dispatch that won the race is
+// named in the refusal.
+func (c *Controller) editQueued(ctx context.Context, k *conn, cmd *protocol.Command) (*outcome, error) {
+	if cmd.Text == "" || utf8.RuneCountInString(cmd.Text) > maxPromptChars {
+		return nil, protocol.Refuse(protocol.CodeDraft, "an edit needs 1 to %d characters", maxPromptChars)
+	}
+	if err := engine.CheckText(cmd.Text); err != nil {
+		return nil, err
+	}
+	return c.changeItem(k, cmd, func(it *queue.Item, gen int64, at string) (string, *protocol.Refusal) {
+		_, size := c.waitingLocked()
+		if size-len(it.Current().Text)+len(cmd.Text) > maxQueuedBytes {
+			return "", protocol.Refuse(protocol.CodeQueueFull, "the edit would make the queue's text %d bytes, over %d: shorten it or cancel an item",
+				size-len(it.Current().Text)+len(cmd.Text), maxQueuedBytes)
+		}
+		it.Payloads = append(it.Payloads, queue.NewPayload(len(it.Payloads)+1, cmd.Text, Actor, k.id, gen, at))
+		it.Reason = ""
+		return "edited", nil
+	})
+}
+
+// cancelQueued cancels one queued item, compare-and-set like an edit.
+func (c *Controller) cancelQueued(ctx context.Context, k *conn, cmd *protocol.Command) (*outcome, error) {
+	return c.changeItem(k, cmd, func(it *queue.Item, _ int64, _ string) (string, *protocol.Refusal) {
+		it.State, it.Reason = protocol.ReceiptCancelled, "cancelled by connection "+k.id
+		return "cancelled", nil
+	})
+}
+
+// changeItem is the compare-and-set both edit and cancel make, under the
+// queue lock, so it and a dispatch are ordered: whichever takes the lock
+// first wins, and the other sees the winner's revision.
+func (c *Controller) changeItem(k *conn, cmd *protocol.Command, change func(*queue.Item, int64, string) (string, *protocol.Refusal)) (*outcome, error) {
+	if cmd.Item == "" || cmd.Revision == nil {
+		return nil, protocol.Refuse(protocol.CodeMalformed, "a %s names the item and the revision you saw (item, revision)", cmd.Type)
+	}
+	c.q.mu.Lock()
+	defer c.q.mu.Unlock()
+	c.mu.Lock()
+	if r := c.checkControlLocked(k, cmd); r != nil {
+		c.mu.Unlock()
+		return nil, r
+	}
+	cur := c.itemLocked(cmd.Item)
+	switch {
+	case cur == nil:
+		c.mu.Unlock()
+		return nil, protocol.Refuse(protocol.CodeUnknownItem, "the queue has no item %s (finished items are kept %s)", quoted(cmd.Item), finishedTTL)
+	case cur.State != protocol.ReceiptQueued:
+		c.mu.Unlock()
+		return nil, protocol.Refuse(protocol.CodeItemDispatched, "item %s is %s at revision %d; it left the queue before this %s", cur.ID, cur.State, cur.Revision, cmd.Type)
+	case cur.Revision != *cmd.Revision:
+		c.mu.Unlock()
+		return nil, protocol.Refuse(protocol.CodeStaleItem, "item %s is at revision %d, not %d: read the queue again", cur.ID, cur.Revision, *cmd.Revision)
+	}
+	next := cur.Next()
+	next.Updated = now()
+	what, r := change(&next, c.st.generation, next.Updated)
+	c.mu.Unlock()
+	if r != nil {
+		return nil, r
+	}
+	if err := c.q.store.Write(next); err != nil {
+		return nil, protocol.Wrap(protocol.CodeQueueStore, err, "the queue store refused the change; the item is unchanged")
+	}
+	c.mu.Lock()
+	c.commitLocked(next, " ("+what+" by "+k.id+")")
+	rec := c.queueRecordLocked()
+	c.mu.Unlock()
+	c.kickQueue()
+	rec.Request = cmd.Request
+	return done(rec), nil
+}
+
+// resumeQueue lifts a pause and authorises dispatch under the resuming
+// controller's generation and the current execution.
+func (c *Controller) resumeQueue(ctx context.Context, k *conn, cmd *protocol.Command) (*outcome, error) {
+	c.mu.Lock()
+	if r := c.checkControlLocked(k, cmd); r != nil {
+		c.mu.Unlock()
+		return nil, r
+	}
+	if c.st.exec == nil {
+		c.mu.Unlock()
+		return nil, protocol.Refuse(protocol.CodeNoEngine, "no engine runs in this conversation to send the queue to")
+	}
+	was := c.q.reason
+	c.q.paused, c.q.reason = false, ""
+	c.q.gen, c.q.exec = c.st.generation, c.st.exec.id
+	c.publishQueueLocked()
+	rec := c.queueRecordLocked()
+	gen := c.q.gen
+	c.mu.Unlock()
+	c.audit(audit.Transition, k, fmt.Sprintf("queue resumed at generation %d (was paused: %s)", gen, was), map[string]string{"QUEUE": "resumed"})
+	c.kickQueue()
+	rec.Request = cmd.Request
+	return done(rec), nil
+}

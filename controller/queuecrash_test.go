@@ -1,0 +1,199 @@
+package controller
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
+	"github.com/mosaic-agents/mosaic/protocol"
+	"github.com/mosaic-agents/mosaic/queue"
+)
+
+const (
+	envQueueCrashDir = "MOSAIC_QUEUE_CRASH_DIR"
+	envQueueCrashAt  = "MOSAIC_QUEUE_CRASH_AT"
+)
+
+// queueCrashTexts are the prompts of the crash scenario, sent back to
+// back while the first one runs.
+var queueCrashTexts = []string{"crash one", "crash two", "crash three"}
+
+// W5 for the queue: a controller process is SIGKILLed at every fault
+// point of admission, dispatch and settle (each write step of every queue
+// revision, and the points between the durable write and what follows
+// it), then a new controller starts on what it left. Every item is found
+// exactly once, no text reached the engine twice, the session file holds
+// each text at most once, nothing queued was ever sent, and no item is
+// left dispatched: each is settled delivered (the session file holds it)
+// or delivery-unknown, and never written again.
+func TestQueueCrashAtEveryPoint(t *testing.T) {
+	sandboxtest.Require(t)
+	if testing.Short() {
+		t.Skip("spawns a controller per fault point")
+	}
+	for n := 1; ; n++ {
+		dir, err := filepath.EvalSymlinks(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		admitted, finished, out := runQueueCrash(t, dir, n)
+		if finished {
+			if n < 30 {
+				t.Fatalf("only %d fault points hit; the hooks are not wired:\n%s", n-1, out)
+			}
+			t.Logf("crashed at each of %d fault points", n-1)
+			return
+		}
+		t.Run(fmt.Sprintf("crash-%03d", n), func(t *testing.T) { checkQueueAfterCrash(t, dir, admitted) })
+	}
+}
+
+// runQueueCrash runs the scenario in a child test process that kills
+// itself at fault point crashAt, and returns the items it saw admitted.
+func runQueueCrash(t *testing.T, dir string, crashAt int) (admitted []string, finished bool, out string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestQueueCrashChild$", "-test.v")
+	cmd.Env = append(os.Environ(), envQueueCrashDir+"="+dir, envQueueCrashAt+"="+strconv.Itoa(crashAt))
+	var b strings.Builder
+	cmd.Stdout, cmd.Stderr = &b, &b
+	err := cmd.Run()
+	sc := bufio.NewScanner(strings.NewReader(b.String()))
+	for sc.Scan() {
+		if f := strings.Fields(sc.Text()); len(f) == 2 && f[0] == "admitted" {
+			admitted = append(admitted, f[1])
+		}
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
+			return admitted, false, b.String()
+		}
+	}
+	if err != nil {
+		t.Fatalf("crash child at point %d: %v\n%s", crashAt, err, b.String())
+	}
+	if !strings.Contains(b.String(), "scenario finished") {
+		t.Fatalf("crash child at point %d neither crashed nor finished:\n%s", crashAt, b.String())
+	}
+	return admitted, true, b.String()
+}
+
+// TestQueueCrashChild is the crash scenario's controller process; it runs
+// only as TestQueueCrashAtEveryPoint's child.
+func TestQueueCrashChild(t *testing.T) {
+	dir, at := os.Getenv(envQueueCrashDir), os.Getenv(envQueueCrashAt)
+	if dir == "" {
+		t.Skip("the child of TestQueueCrashAtEveryPoint")
+	}
+	crashAt, _ := strconv.Atoi(at)
+	var n atomic.Int64
+	point := func() {
+		if n.Add(1) == int64(crashAt) {
+			syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {}
+		}
+	}
+	r := newRigAt(t, dir, `{"turns":[{"text":["slow ","answer"],"chunkDelayMs":30}]}`, nil, func(c *Controller) {
+		c.test.afterQueued, c.test.beforeDispatch, c.test.afterDispatchRecord = point, point, point
+		c.test.queueFault = func(string, string) error { point(); return nil }
+	})
+	ctl, gen := r.queuedCtl()
+	var items []any
+	for _, text := range queueCrashTexts {
+		rc := ctl.queue(gen, text)
+		fmt.Printf("admitted %s\n", rc["item"])
+		items = append(items, rc["item"])
+	}
+	for _, id := range items {
+		r.waitItem(id, protocol.ReceiptAcknowledged)
+	}
+	ctl.settled()
+	for deadline := time.Now().Add(20 * time.Second); strings.Count(sessionText(t, r), "Plain answer to") < 2; sleep20() {
+		if time.Now().After(deadline) {
+			break
+		}
+	}
+	fmt.Println("scenario finished")
+}
+
+// checkQueueAfterCrash starts a new controller on what the crashed one
+// left and checks the invariants.
+func checkQueueAfterCrash(t *testing.T, dir string, admitted []string) {
+	r := newRigAt(t, dir, `{"turns":[]}`, nil, nil)
+	r.ctrl.mu.Lock()
+	items := make(map[string]queue.Item)
+	var order []string
+	for _, it := range r.ctrl.q.items {
+		if _, dup := items[it.ID]; dup {
+			t.Errorf("item %s held twice", it.ID)
+		}
+		items[it.ID] = *it
+		order = append(order, it.ID)
+	}
+	paused, waitingLeft := r.ctrl.q.paused, 0
+	r.ctrl.mu.Unlock()
+	for _, id := range admitted {
+		if _, ok := items[id]; !ok {
+			t.Errorf("item %s was reported queued and is lost", id)
+		}
+	}
+	stdin := r.stdinBytes()
+	sess := sessionText(t, r)
+	for _, text := range queueCrashTexts {
+		if n := strings.Count(stdin, `"message":"`+text+`"`); n > 1 {
+			t.Errorf("%q reached the engine %d times", text, n)
+		}
+		if n := strings.Count(sess, `"text":"`+text+`"`); n > 1 {
+			t.Errorf("the session file holds %q %d times", text, n)
+		}
+	}
+	for _, id := range order {
+		it := items[id]
+		text := it.Current().Text
+		inSession := strings.Contains(sess, `"text":"`+text+`"`)
+		sent := strings.Contains(stdin, `"message":"`+text+`"`)
+		switch it.State {
+		case protocol.ReceiptQueued:
+			waitingLeft++
+			if sent {
+				t.Errorf("item %s (%q) is queued but reached the engine", id, text)
+			}
+		case protocol.ReceiptDispatched:
+			t.Errorf("item %s is still dispatched after the restart: it must be settled", id)
+		case protocol.ReceiptDelivered:
+			if !inSession {
+				t.Errorf("item %s is delivered, but the session file does not hold %q", id, text)
+			}
+		case protocol.ReceiptDeliveryUnknown, protocol.ReceiptAcknowledged:
+		default:
+			t.Errorf("item %s is %s after a crash", id, it.State)
+		}
+		if inSession && it.State == protocol.ReceiptQueued {
+			t.Errorf("the session file holds %q, and its item is still queued", text)
+		}
+	}
+	var states []string
+	for _, id := range order {
+		states = append(states, items[id].State)
+	}
+	t.Logf("after the restart: %v", states)
+	if waitingLeft > 0 && !paused {
+		t.Errorf("%d items queued after the restart and the queue is not paused", waitingLeft)
+	}
+	// Whatever is settled is never written again: this controller has no
+	// engine of its own (the crashed one's engine ended with its stdin),
+	// and a resume is refused rather than sending to nothing.
+	if got := r.stdinBytes(); got != stdin {
+		t.Errorf("the restarted controller wrote to the old engine")
+	}
+}
