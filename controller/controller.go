@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"sync"
 	"time"
 
@@ -58,6 +59,12 @@ type Config struct {
 	// prefixed with the execution (nil: the controller's own stderr, the
 	// journal under systemd).
 	EngineStderr io.Writer
+	// FDStore keeps each launched engine's pipes and pidfd across a
+	// controller restart (nil: none, the engine ends with the controller).
+	FDStore FDStore
+	// Kept are the descriptors a previous controller kept, by store name
+	// (LISTEN_FDNAMES): Start re-attaches to their engine (resume.go).
+	Kept map[string]*os.File
 }
 
 // Controller is the state machine of one conversation: binding, control,
@@ -150,6 +157,9 @@ type state struct {
 	// pending is a cohort proof the claim store refused to record: the
 	// cohort is proven gone, the claim not yet stopped (record.go).
 	pending *pendingStop
+	// restart is set when this controller re-attached to a running
+	// engine after a controller restart (resume.go).
+	restart *protocol.Restart
 }
 
 // New returns a controller for cfg. Run starts it.
@@ -203,6 +213,7 @@ func (c *Controller) bindingLocked() protocol.Binding {
 		b.EngineState = x.engineState()
 		b.EngineEnd = x.end
 	}
+	b.Restart = c.st.restart
 	return b
 }
 
@@ -262,6 +273,7 @@ func (c *Controller) attach(k *conn) {
 	defer c.mu.Unlock()
 	c.conns[k.id] = k
 	c.offerLocked(k, c.bindingLocked())
+	c.restartNoticeLocked(k)
 }
 
 func (c *Controller) detach(k *conn) {

@@ -21,6 +21,9 @@ type execution struct {
 	// stop or failed its load check. Both guarded by Controller.mu.
 	stderr *stderrTail
 	end    *protocol.EngineEnd
+	// kept is true while the engine's descriptors are in the fd store
+	// (resume.go); guarded by Controller.mu.
+	kept bool
 }
 
 // engineState is the binding's engineState for an execution: orphan when

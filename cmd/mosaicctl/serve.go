@@ -56,10 +56,17 @@ func serveCommand() *cli.Command {
 				return fail(err)
 			}
 			var l net.Listener
+			var kept map[string]*os.File
+			var fdstore controller.FDStore
 			if p := c.String("listen"); p != "" {
 				l, err = activation.Listen(p)
 			} else {
-				l, err = activation.Listener()
+				// Under systemd: the conversation socket, and the engine
+				// descriptors a previous controller kept in the fd store.
+				l, kept, err = activation.Activated()
+				if st := activation.NewFDStore(); st != nil {
+					fdstore = st
+				}
 			}
 			if err != nil {
 				return fail(err)
@@ -79,7 +86,8 @@ func serveCommand() *cli.Command {
 			mgr := scopes.NewManager(scopes.Config{Fallback: c.Bool("allow-pgroup")})
 			defer mgr.Close()
 			ctrl := controller.New(controller.Config{Conversation: cv, Claims: store, Scopes: mgr, Audit: log,
-				Grace: c.Duration("grace"), Load: func() (*conversations.Conversation, error) { return s.Load(id) }})
+				Grace: c.Duration("grace"), Load: func() (*conversations.Conversation, error) { return s.Load(id) },
+				FDStore: fdstore, Kept: kept})
 			defer ctrl.Close()
 			if c.Int("max-conns") < 1 || c.Int64("max-buffered") < int64(c.Int("max-line")) || c.Int64("max-queued") < 16<<20 || c.Duration("hello-timeout") <= 0 || c.Duration("idle-timeout") <= 0 {
 				l.Close()
