@@ -107,11 +107,11 @@ func New(r io.Reader, w io.WriteCloser, opts Options) (*Conn, error) {
 	}
 	c := &Conn{
 		opts: opts, w: w,
-		wait:  make(map[string]chan *native),
-		tr:    newTracker(),
-		mp:    newMapper(opts.Execution),
-		qwake: make(chan struct{}, 1),
-		out:   make(chan protocol.Event),
+		wait:   make(map[string]chan *native),
+		tr:     newTracker(),
+		mp:     newMapper(opts.Execution),
+		qwake:  make(chan struct{}, 1),
+		out:    make(chan protocol.Event),
 		done:   make(chan struct{}),
 		synced: make(chan struct{}),
 	}

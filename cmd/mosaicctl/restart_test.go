@@ -118,8 +118,8 @@ func sessionText(t *testing.T, proj string) []string {
 // running, a client that prompted it, and the engine's pids.
 type restartRig struct {
 	bin, id, proj, path, svc, stdinLog, want string
-	scope                                string
-	pids                                 []int
+	scope                                    string
+	pids                                     []int
 }
 
 func startLongTurn(t *testing.T, ctx context.Context, seat string, chunks, delay int) restartRig {
