@@ -330,3 +330,12 @@ func (c *Controller) restartNoticeLocked(k *conn) {
 	}
 	c.offerLocked(k, protocol.Notice{Record: protocol.RecordNotice, Kind: protocol.NoticeRestarted, Message: msg})
 }
+
+// beforeRestartLocked reports whether an observe's fromSeq names an event
+// of a controller before this re-attached one: its events are gone, so
+// the client must reconcile, even when the new ring is still empty and
+// the seam would otherwise look complete. Callers hold mu.
+func (c *Controller) beforeRestartLocked(from *uint64) bool {
+	r := c.st.restart
+	return r != nil && from != nil && *from <= r.Resume<<32
+}

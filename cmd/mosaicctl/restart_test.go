@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mosaic-agents/mosaic/claims"
 	"github.com/mosaic-agents/mosaic/client"
 	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
 	"github.com/mosaic-agents/mosaic/contrib/stubmodel"
@@ -209,6 +211,23 @@ func TestControllerRestartMidStream(t *testing.T) {
 	r.check(t, ctx, 1)
 }
 
+// TestControllerRestartAcrossDaemonReexec: the user manager re-executing
+// itself (`systemctl --user daemon-reexec`) mid-turn serialises the fd
+// store; a controller restarted after it still re-attaches.
+func TestControllerRestartAcrossDaemonReexec(t *testing.T) {
+	sandboxtest.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	r := startLongTurn(t, ctx, "alice", 80, 50)
+	time.Sleep(500 * time.Millisecond)
+	mustRun(t, "systemctl", "--user", "daemon-reexec")
+	if b, _ := currentBinding(t, ctx, r.path); b.Restart != nil || b.State != protocol.BindingActive {
+		t.Fatalf("after daemon-reexec the controller itself must still run: %+v", b)
+	}
+	mustRun(t, "systemctl", "--user", "restart", r.svc)
+	r.check(t, ctx, 1)
+}
+
 // TestControllerKilledAtRandom: SIGKILL of the controller at random
 // points of a long turn, again and again (MOSAIC_RESTART_KILLS times, 5
 // by default): after each the restarted controller re-attaches, and at
@@ -221,18 +240,193 @@ func TestControllerKilledAtRandom(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(kills)*20*time.Second+2*time.Minute)
 	defer cancel()
+	// A drop-in for this test only: restart at once and without a start
+	// limit, so hundreds of kills fit in CI's budget.
+	dropin := filepath.Join(os.Getenv("HOME"), ".config", "systemd", "user", "mosaic-conv@.service.d")
+	if err := os.MkdirAll(dropin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dropin, "test-fast-restart.conf"), []byte("[Unit]\nStartLimitIntervalSec=0\n[Service]\nRestartSec=10ms\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		os.RemoveAll(dropin)
+		run(t, "systemctl", "--user", "daemon-reload")
+	})
+	mustRun(t, "systemctl", "--user", "daemon-reload")
 	r := startLongTurn(t, ctx, "alice", 40*kills, 25)
+	start, midTurn := time.Now(), 0
 	for i := range kills {
 		time.Sleep(time.Duration(rand.IntN(400)) * time.Millisecond)
 		mustRun(t, "systemctl", "--user", "kill", "--signal=KILL", r.svc)
-		// Restart= brings it back; the start limit must not stop a test
-		// that kills on purpose.
-		run(t, "systemctl", "--user", "reset-failed", r.svc)
 		b, _ := currentBinding(t, ctx, r.path)
 		if b.Restart == nil || b.Restart.Resume != uint64(i+1) || b.State != protocol.BindingActive {
 			t.Fatalf("kill %d: binding %+v restart %+v", i+1, b, b.Restart)
 		}
+		if b.Restart.RunInProgress {
+			midTurn++
+		}
 	}
 	r.check(t, ctx, uint64(kills))
-	t.Logf("%d SIGKILLs of the controller mid-turn; the engine and the turn survived each", kills)
+	t.Logf("%d SIGKILLs of the controller (%d with the run in progress) in %s; the engine and the turn survived each", kills, midTurn, time.Since(start).Round(time.Millisecond))
+	if midTurn == 0 {
+		t.Fatal("no kill landed mid-turn: the test proved nothing")
+	}
+}
+
+// TestControllerRestartMidTool: on the real Pi, `systemctl --user
+// restart` of the controller while the agent's bash tool runs leaves the
+// engine and its tool running; the tool's result and the answer after it
+// reach the session file once, and the engine's processes after the turn
+// are the ones before it.
+func TestControllerRestartMidTool(t *testing.T) {
+	sandboxtest.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	pc := realPiConversation(t, "restart-tool", stubmodel.Script{Turns: []stubmodel.Turn{
+		{Text: []string{"Running it. "}, Tool: &stubmodel.ToolCall{Command: "sleep 3; echo tool-done"}},
+		{Text: []string{"The tool ", "said done."}},
+	}})
+	lib := activeLib(t, ctx, pc.path)
+	scope := lib.c.State().Binding.Scope
+	before := enginePIDs(t, scope)
+	if _, err := lib.c.Takeover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := lib.c.Prompt(ctx, "run the tool"); err != nil || r.State != protocol.ReceiptAcknowledged {
+		t.Fatalf("prompt: %v %+v", err, r)
+	}
+	waitFor(t, func() bool { return strings.Contains(strings.Join(lib.lines(), "\n"), "[tool bash running]") })
+	mustRun(t, "systemctl", "--user", "restart", "mosaic-conv@"+pc.id+".service")
+	b, _ := currentBinding(t, ctx, pc.path)
+	if b.Restart == nil || !b.Restart.RunInProgress || b.State != protocol.BindingActive {
+		t.Fatalf("binding after a restart mid-tool %+v (restart %+v); want active with a run in progress", b, b.Restart)
+	}
+	r := restartRig{path: pc.path}
+	if b := r.settled(t, ctx); b.State != protocol.BindingActive || b.EngineState != "idle" {
+		t.Fatalf("after the turn: %+v", b)
+	}
+	if got := enginePIDs(t, scope); !slices.Equal(got, before) {
+		t.Fatalf("engine pids %v after the turn, %v before it", got, before)
+	}
+	if got, want := sessionText(t, pc.proj), []string{"Running it. ", "The tool said done."}; !slices.Equal(got, want) {
+		t.Fatalf("session assistant text %q; want %q", got, want)
+	}
+	files, _ := filepath.Glob(filepath.Join(pc.proj, ".pi", "state", "*", "sessions", "*.jsonl"))
+	if b, _ := os.ReadFile(files[0]); strings.Count(string(b), `"role":"toolResult"`) != 1 {
+		t.Fatalf("the tool's result is in the session file %d times; want once:\n%s", strings.Count(string(b), `"role":"toolResult"`), b)
+	}
+}
+
+// bindingReaches connects now and returns a channel closed once a
+// binding broadcast shows state.
+func bindingReaches(t *testing.T, ctx context.Context, path, state string) <-chan struct{} {
+	t.Helper()
+	c, err := client.Dial(ctx, path, client.Options{Name: "restart-watch"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	ch := make(chan struct{})
+	go func() {
+		for u := range c.Updates() {
+			if u.Binding != nil && u.Binding.State == state {
+				close(ch)
+				for range c.Updates() {
+				}
+				return
+			}
+		}
+	}()
+	return ch
+}
+
+// claimOf reads the conversation's claim as `mosaicctl status --json`
+// shows it.
+func claimOf(t *testing.T, bin, id string) (st convStatus) {
+	t.Helper()
+	if err := json.Unmarshal([]byte(mustRun(t, bin, "status", "--json", id)), &st); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// TestControllerRestartMidForceStop: a controller restarted
+// (`systemctl --user restart`) or killed (SIGKILL) while a confirmed force
+// stop is in its TERM phase never leaves the stop stopped without a proof:
+// the graceful restart finishes the stop before it exits, the killed one's
+// successor resumes it (K10), and either way the claim ends stopped with a
+// proof that verifies, or uncertain, and no descriptor of the dead engine
+// is re-attached.
+func TestControllerRestartMidForceStop(t *testing.T) {
+	sandboxtest.Require(t)
+	for _, how := range []string{"restart", "kill"} {
+		t.Run(how, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			// A tool's child that ignores SIGTERM (and left the tool's
+			// process group, so no abort reaches it) keeps the stop in its
+			// TERM phase for the whole grace.
+			entry, _ := fakeEngine(t, stubmodel.Script{Turns: []stubmodel.Turn{
+				{Text: []string{"ok "}, Tool: &stubmodel.ToolCall{Command: "setsid sh -c \"trap '' TERM; sleep 120\" >/dev/null 2>&1 & sleep 0.5; echo trapped"}},
+				{Text: []string{"done"}},
+			}})
+			bin := sandboxtest.Bin(t, "mosaicctl")
+			id, _, path := startConversation(t, bin, "stop-"+how, "--engine", entry, "--provider", "fakellm", "--model", "fake-model")
+			svc := "mosaic-conv@" + id + ".service"
+			lib := activeLib(t, ctx, path)
+			if _, err := lib.c.Takeover(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := lib.c.Prompt(ctx, "start the tool"); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, func() bool { return lib.runs() >= 1 })
+			stopping := bindingReaches(t, ctx, path, protocol.BindingStopping)
+			stop := exec.CommandContext(ctx, bin, "stop", "--take", "--yes", "--timeout", "1m", id)
+			var stopOut strings.Builder
+			stop.Stdout, stop.Stderr = &stopOut, &stopOut
+			t.Cleanup(func() {
+				if t.Failed() {
+					t.Logf("mosaicctl stop: %s", stopOut.String())
+				}
+			})
+			if err := stop.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { stop.Wait() })
+			select {
+			case <-stopping:
+			case <-ctx.Done():
+				t.Fatal("the binding never showed the stop")
+			}
+			if how == "restart" {
+				mustRun(t, "systemctl", "--user", "restart", svc)
+			} else {
+				mustRun(t, "systemctl", "--user", "kill", "--signal=KILL", svc)
+			}
+			var st convStatus
+			for {
+				st = claimOf(t, bin, id)
+				if st.Claim != nil && (st.Claim.State == claims.Stopped || st.Claim.State == claims.Uncertain) {
+					break
+				}
+				select {
+				case <-ctx.Done():
+					t.Fatalf("the stop never ended: %+v", st.Claim)
+				case <-time.After(200 * time.Millisecond):
+				}
+			}
+			if st.Claim.State == claims.Stopped && !st.Claim.Proven {
+				t.Fatalf("claim stopped without a proof that verifies: %+v", st.Claim)
+			}
+			if st.Claim.State != claims.Stopped {
+				t.Logf("the stop ended uncertain: %s", st.Claim.Reason)
+			}
+			b, _ := currentBinding(t, ctx, path)
+			if b.Restart != nil || b.EngineState == "idle" || b.EngineState == "busy" {
+				t.Fatalf("after the stop a controller re-attached to the dead engine: %+v", b)
+			}
+		})
+	}
 }
