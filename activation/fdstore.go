@@ -26,7 +26,8 @@ import (
 // for good (`systemctl stop`, a failure without restart), which is the
 // engine's stdin EOF: Pi exits. It drops a stored descriptor by itself
 // when it polls EPOLLHUP or EPOLLERR (the engine closed its end of the
-// pipe); a pidfd never does, so the controller removes what it stored
+// pipe; a pidfd does so only once its process is reaped, and only on
+// Linux >= 6.9), so the controller removes what it stored
 // (FDSTOREREMOVE=1) once the engine is gone.
 
 // Activated returns the listener named FDName (as Listener does) and every

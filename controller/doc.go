@@ -64,6 +64,17 @@
 //     queued, since each observe starts an epoch of the connection's
 //     stream and its observed record, written before any event of that
 //     epoch, retires the older ones (conn.go).
+//   - A restart that finds the engine's descriptors in the fd store
+//     (resume.go; launch keeps them there, the engine's exit drops them)
+//     re-attaches to the same execution when the claim is active for it
+//     and a pidfd proves the recorded engine alive: same claim,
+//     generation and execution; connections, control and receipts do
+//     not survive, and clients are told (binding.restart, a restarted
+//     notice). The engine's output is joined at the first LF after a
+//     get_state probe, never in the middle of a line; the alternative,
+//     trusting the first bytes because they parse, would take the tail
+//     of a line whose head the dead controller consumed for a line of
+//     its own. Anything else drops the descriptors and goes on below.
 //   - A restart that finds the claim stopping finishes that force stop
 //     (K10); one that finds an engine without a stop only reports it; one
 //     that finds the claim uncertain and the engine's cgroup gone

@@ -75,7 +75,7 @@ func (c *Controller) keep(x *execution) {
 // unkeep drops an execution's descriptors from the store once its engine
 // is gone: a restarted controller must never re-attach to the pipes of a
 // dead engine (the manager drops a pipe whose other end closed by itself,
-// never a pidfd).
+// a pidfd only once reaped and only on Linux >= 6.9).
 func (c *Controller) unkeep(x *execution) {
 	c.mu.Lock()
 	kept := x.kept

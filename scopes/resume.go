@@ -65,31 +65,8 @@ func (m *Manager) Resume(c Cohort, k Kept) (*Handle, error) {
 	if k.Stdin == nil || k.Stdout == nil || k.PidFD == nil {
 		return nil, fmt.Errorf("%w: execution %s: stdin, stdout and pidfd are all needed", ErrNotResumable, c.Execution)
 	}
-	boot, err := procfs.BootID()
-	if err != nil || boot != c.BootID {
-		return nil, fmt.Errorf("%w: execution %s ran in boot %s, this is %s (%v)", ErrNotResumable, c.Execution, c.BootID, boot, err)
-	}
-	fd := int(k.PidFD.Fd())
-	pid, err := pidfdPID(fd)
-	if err != nil {
+	if err := provesEngine(int(k.PidFD.Fd()), c); err != nil {
 		return nil, fmt.Errorf("%w: execution %s: %w", ErrNotResumable, c.Execution, err)
-	}
-	if pid != c.PID {
-		return nil, fmt.Errorf("%w: execution %s: the pidfd names pid %d, the engine is %d", ErrNotResumable, c.Execution, pid, c.PID)
-	}
-	alive := func() error { return unix.PidfdSendSignal(fd, 0, nil, 0) }
-	if err := alive(); err != nil {
-		return nil, fmt.Errorf("%w: execution %s: engine %d is gone (%v)", ErrNotResumable, c.Execution, pid, err)
-	}
-	st, err := procfs.ReadStat(pid)
-	if err != nil {
-		return nil, fmt.Errorf("%w: execution %s: engine %d: %v", ErrNotResumable, c.Execution, pid, err)
-	}
-	if err := alive(); err != nil {
-		return nil, fmt.Errorf("%w: execution %s: engine %d exited while it was checked (%v)", ErrNotResumable, c.Execution, pid, err)
-	}
-	if st.StartTime != c.StartTime {
-		return nil, fmt.Errorf("%w: execution %s: pid %d started at %d, the engine at %d", ErrNotResumable, c.Execution, pid, st.StartTime, c.StartTime)
 	}
 	for _, f := range []*os.File{k.Stdin, k.Stdout, k.Stderr} {
 		if f == nil {
@@ -104,6 +81,41 @@ func (m *Manager) Resume(c Cohort, k Kept) (*Handle, error) {
 		done: make(chan struct{}), exitErr: errResumedExit}
 	go h.watchPidFD(k.PidFD)
 	return h, nil
+}
+
+// provesEngine checks that the pidfd fd names c's engine, alive, in this
+// boot: the one defence against re-attaching to the descriptors of a dead
+// engine when nobody dropped them from the store (a pidfd polls EPOLLHUP,
+// which makes the manager drop it, only once its process is reaped, and
+// only on Linux ≥ 6.9).
+func provesEngine(fd int, c Cohort) error {
+	boot, err := procfs.BootID()
+	if err != nil || boot != c.BootID {
+		return fmt.Errorf("the engine ran in boot %s, this is %s (%v)", c.BootID, boot, err)
+	}
+	pid, err := pidfdPID(fd)
+	if err != nil {
+		return err
+	}
+	if pid != c.PID {
+		return fmt.Errorf("the pidfd names pid %d, the engine is %d", pid, c.PID)
+	}
+	alive := func() error { return unix.PidfdSendSignal(fd, 0, nil, 0) }
+	if err := alive(); err != nil {
+		return fmt.Errorf("engine %d is gone (%v)", pid, err)
+	}
+	st, err := procfs.ReadStat(pid)
+	if err != nil {
+		return fmt.Errorf("engine %d: %w", pid, err)
+	}
+	// Alive after the read: the pid was not reused while it was read.
+	if err := alive(); err != nil {
+		return fmt.Errorf("engine %d exited while it was checked (%v)", pid, err)
+	}
+	if st.StartTime != c.StartTime {
+		return fmt.Errorf("pid %d started at %d, the engine at %d", pid, st.StartTime, c.StartTime)
+	}
+	return nil
 }
 
 var errResumedExit = errors.New("the engine was re-attached after a controller restart: this process is not its parent, its exit status is unknown")

@@ -430,3 +430,32 @@ func TestControllerRestartMidForceStop(t *testing.T) {
 		})
 	}
 }
+
+// TestStoppedEngineLeavesNothingKept: once a force stop ended the engine,
+// the controller dropped its descriptors from the fd store
+// (FDSTOREREMOVE): a controller restarted afterwards receives none, so
+// it has nothing of a dead engine to drop, let alone re-attach to. (On
+// Linux >= 6.9 the manager drops a reaped engine's pidfd by itself too, so
+// there this holds even without FDSTOREREMOVE; mutant 35 is killed by
+// scopes.TestResumeProvesTheEngine instead.)
+func TestStoppedEngineLeavesNothingKept(t *testing.T) {
+	sandboxtest.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	entry, _ := fakeEngine(t, stubmodel.Script{})
+	bin := sandboxtest.Bin(t, "mosaicctl")
+	id, _, path := startConversation(t, bin, "kept", "--engine", entry, "--provider", "fakellm", "--model", "fake-model")
+	svc := "mosaic-conv@" + id + ".service"
+	activeLib(t, ctx, path)
+	mustRun(t, bin, "stop", "--take", "--yes", "--timeout", "1m", id)
+	mustRun(t, "systemctl", "--user", "restart", svc)
+	b, _ := currentBinding(t, ctx, path)
+	if b.State != protocol.BindingStopped || b.Restart != nil {
+		t.Fatalf("after a proven stop and a restart: %+v", b)
+	}
+	for _, e := range journal(t, "-u", svc) {
+		if _, ok := e["MOSAIC_EXECUTIONS"]; ok {
+			t.Fatalf("the restarted controller received descriptors of the stopped engine: %v", e["MESSAGE"])
+		}
+	}
+}
