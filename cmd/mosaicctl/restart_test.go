@@ -124,11 +124,10 @@ type restartRig struct {
 	pids                                     []int
 }
 
-func startLongTurn(t *testing.T, ctx context.Context, seat string, chunks, delay int) restartRig {
+func startLongTurn(t *testing.T, ctx context.Context, bin, seat string, chunks, delay int) restartRig {
 	t.Helper()
 	script, want := longTurn(chunks, delay)
 	entry, stdinLog := fakeEngine(t, script)
-	bin := sandboxtest.Bin(t, "mosaicctl")
 	id, proj, path := startConversation(t, bin, seat, "--engine", entry, "--provider", "fakellm", "--model", "fake-model")
 	lib := activeLib(t, ctx, path)
 	if _, err := lib.c.Takeover(ctx); err != nil {
@@ -190,7 +189,8 @@ func (r restartRig) check(t *testing.T, ctx context.Context, resumes uint64) {
 }
 
 // TestControllerRestartMidStream: `systemctl --user restart` of the
-// controller while the engine streams leaves the engine running (same
+// controller while the engine streams, its binary replaced in place just
+// before (an upgrade), leaves the engine running (same
 // pids), the turn completes, the session file equals an uninterrupted
 // run's, nothing is dispatched twice, and the next client learns of the
 // restart and takes control again.
@@ -198,11 +198,28 @@ func TestControllerRestartMidStream(t *testing.T) {
 	sandboxtest.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	r := startLongTurn(t, ctx, "alice", 60, 50)
+	// The units run a copy of mosaicctl that the test may replace.
+	exe, err := os.ReadFile(sandboxtest.Bin(t, "mosaicctl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "mosaicctl")
+	if err := os.WriteFile(bin, exe, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := startLongTurn(t, ctx, bin, "alice", 60, 50)
 	time.Sleep(500 * time.Millisecond) // mid-stream: the turn runs 3 s
+	// An upgrade in place: the unit's binary is replaced (a new file
+	// renamed over it, as a package manager does), then restarted.
+	if err := os.WriteFile(bin+".upgrade", exe, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(bin+".upgrade", bin); err != nil {
+		t.Fatal(err)
+	}
 	mustRun(t, "systemctl", "--user", "restart", r.svc)
-	b, notices := currentBinding(t, ctx, r.path)
-	if b.Restart == nil || b.Controller != "" || b.Execution == "" {
+	bd, notices := currentBinding(t, ctx, r.path)
+	if b := bd; b.Restart == nil || b.Controller != "" || b.Execution == "" {
 		t.Fatalf("binding after restart %+v; want a restart, no controller", b)
 	}
 	if len(notices) == 0 || notices[0].Kind != protocol.NoticeRestarted {
@@ -218,7 +235,7 @@ func TestControllerRestartAcrossDaemonReexec(t *testing.T) {
 	sandboxtest.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	r := startLongTurn(t, ctx, "alice", 80, 50)
+	r := startLongTurn(t, ctx, sandboxtest.Bin(t, "mosaicctl"), "alice", 80, 50)
 	time.Sleep(500 * time.Millisecond)
 	mustRun(t, "systemctl", "--user", "daemon-reexec")
 	if b, _ := currentBinding(t, ctx, r.path); b.Restart != nil || b.State != protocol.BindingActive {
@@ -254,7 +271,7 @@ func TestControllerKilledAtRandom(t *testing.T) {
 		run(t, "systemctl", "--user", "daemon-reload")
 	})
 	mustRun(t, "systemctl", "--user", "daemon-reload")
-	r := startLongTurn(t, ctx, "alice", 40*kills, 25)
+	r := startLongTurn(t, ctx, sandboxtest.Bin(t, "mosaicctl"), "alice", 40*kills, 25)
 	start, midTurn := time.Now(), 0
 	for i := range kills {
 		time.Sleep(time.Duration(rand.IntN(400)) * time.Millisecond)
