@@ -162,6 +162,7 @@ func (c *Claim) advance(ctx context.Context, op string, from []State, mutate fun
 	next := *cur
 	next.Seq++
 	next.Controller = self
+	next.Policy = "" // only the transition that sets it keeps it
 	if err := mutate(&next); err != nil {
 		return err
 	}

@@ -100,6 +100,9 @@ type Controller struct {
 	snapMu   sync.Mutex
 	lastSnap *history.Snapshot
 
+	// hibernated is closed when the idle policy ended the engine with a
+	// proof: the controller's process should exit (hibernate.go).
+	hibernated chan struct{}
 	// cmds is the command table, built once by New.
 	cmds map[string]handler
 	// test holds the hooks tests set; all nil in production.
@@ -177,7 +180,7 @@ func New(cfg Config) *Controller {
 		cfg: cfg, bus: newBus(), log: cfg.Audit,
 		conns: map[string]*conn{}, dedup: newDedupIndex(),
 		confs: map[string]*confirmation{}, elig: newIndex[*eligibility](maxEligibilities),
-		stops: newIndex[*protocol.Stop](maxStops), cursors: newCursors(), closing: make(chan struct{}), readers: make(chan struct{}, observeReaders),
+		stops: newIndex[*protocol.Stop](maxStops), cursors: newCursors(), closing: make(chan struct{}), hibernated: make(chan struct{}), readers: make(chan struct{}, observeReaders),
 		st: state{binding: protocol.BindingIdle, revoked: map[string]bool{}},
 	}
 	c.cmds = c.handlers()

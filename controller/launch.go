@@ -88,6 +88,11 @@ func (c *Controller) start(ctx context.Context) error {
 	case claims.VerdictFree:
 		return c.launch(ctx, head, keys, "")
 	case claims.VerdictStopped:
+		// The idle policy's own proven stop wakes on the first client
+		// (hibernate.go); any other stop needs recover.
+		if woke, err := c.wake(ctx, head, keys, rec.Claim); woke {
+			return err
+		}
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		c.st.binding = protocol.BindingStopped
@@ -280,6 +285,7 @@ func (c *Controller) launch(ctx context.Context, head sessionHead, keys claims.K
 	c.st.admission, c.st.reason = true, ""
 	c.publishBindingLocked()
 	go c.watchSession(x, head.snap)
+	go c.watchIdle(x)
 	return nil
 }
 

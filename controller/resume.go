@@ -263,6 +263,7 @@ func (c *Controller) reattach(ctx context.Context, claim *claims.Claim, h *scope
 	c.audit(audit.Transition, nil, fmt.Sprintf("controller restarted: re-attached to execution %s (engine pid %d, resume %d, %d bytes skipped to a line boundary, run in progress %v)",
 		execID, h.Cohort.PID, n, skipped, st.IsStreaming), fields)
 	go c.watchSession(x, head.snap)
+	go c.watchIdle(x)
 	return nil
 }
 

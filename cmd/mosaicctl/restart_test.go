@@ -83,9 +83,8 @@ func currentBinding(t *testing.T, ctx context.Context, path string) (protocol.Bi
 	return *b, notices
 }
 
-// sessionText returns the assistant text of every message entry of the
-// session file, in order.
-func sessionText(t *testing.T, proj string) []string {
+// sessionLines returns the lines of the project's one session file.
+func sessionLines(t *testing.T, proj string) []string {
 	t.Helper()
 	files, _ := filepath.Glob(filepath.Join(proj, ".pi", "state", "*", "sessions", "*.jsonl"))
 	if len(files) != 1 {
@@ -95,8 +94,15 @@ func sessionText(t *testing.T, proj string) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return strings.Split(strings.TrimSpace(string(b)), "\n")
+}
+
+// sessionText returns the assistant text of every message entry of the
+// session file, in order.
+func sessionText(t *testing.T, proj string) []string {
+	t.Helper()
 	var out []string
-	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+	for _, line := range sessionLines(t, proj) {
 		var e struct {
 			Type    string
 			Message struct {
@@ -329,9 +335,8 @@ func TestControllerRestartMidTool(t *testing.T) {
 	if got, want := sessionText(t, pc.proj), []string{"Running it. ", "The tool said done."}; !slices.Equal(got, want) {
 		t.Fatalf("session assistant text %q; want %q", got, want)
 	}
-	files, _ := filepath.Glob(filepath.Join(pc.proj, ".pi", "state", "*", "sessions", "*.jsonl"))
-	if b, _ := os.ReadFile(files[0]); strings.Count(string(b), `"role":"toolResult"`) != 1 {
-		t.Fatalf("the tool's result is in the session file %d times; want once:\n%s", strings.Count(string(b), `"role":"toolResult"`), b)
+	if b := strings.Join(sessionLines(t, pc.proj), "\n"); strings.Count(b, `"role":"toolResult"`) != 1 {
+		t.Fatalf("the tool's result is in the session file %d times; want once:\n%s", strings.Count(b, `"role":"toolResult"`), b)
 	}
 }
 

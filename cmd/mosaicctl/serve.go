@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -106,6 +107,19 @@ func serveCommand() *cli.Command {
 			log.Log(audit.Entry{Event: audit.Start, Message: fmt.Sprintf("controller for %s serving on %s (project %s, seat %s); at most %d connections (RLIMIT_NOFILE %d)", cv.ID, l.Addr(), cv.Project, cv.Seat, conns, nofile),
 				Fields: map[string]string{"MAX_CONNS": fmt.Sprint(conns), "NOFILE": fmt.Sprint(nofile)}})
 			activation.Notify(fmt.Sprintf("READY=1\nSTATUS=serving conversation %s (seat %s, project %s)", cv.ID, cv.Seat, cv.Project))
+			// A hibernated conversation (the idle policy ended its engine
+			// with a proof) needs no controller: exit, and the socket
+			// starts the next one, which wakes it, on the next client.
+			ctx, hibernate := context.WithCancel(ctx)
+			defer hibernate()
+			go func() {
+				select {
+				case <-ctrl.Hibernated():
+					activation.Notify("STATUS=hibernated: the next client wakes the conversation")
+					hibernate()
+				case <-ctx.Done():
+				}
+			}()
 			err = srv.Serve(ctx, l)
 			activation.Notify("STOPPING=1")
 			log.Log(audit.Entry{Event: audit.Stop, Message: fmt.Sprintf("controller for %s stopped", cv.ID)})
