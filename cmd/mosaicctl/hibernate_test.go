@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
+	"strconv"
 	"slices"
 	"strings"
 	"testing"
@@ -15,6 +17,7 @@ import (
 	"github.com/mosaic-agents/mosaic/contrib/stubmodel"
 	"github.com/mosaic-agents/mosaic/protocol"
 	"github.com/mosaic-agents/mosaic/scopes"
+	"github.com/mosaic-agents/mosaic/units"
 )
 
 // engineScopes counts the engine scopes of conversation id that run.
@@ -159,4 +162,77 @@ func TestHibernateAndWake(t *testing.T) {
 			t.Fatalf("engine prompts %q; nothing may be replayed or lost", got)
 		}
 	})
+}
+
+// TestHibernateAtScale registers MOSAIC_HIBERNATE_N conversations (3 by
+// default; docs/recovery.md records a run of 1000) with a 1 s idle policy,
+// uses each once (one prompt on the fake Pi) and leaves it; then no
+// controller and no engine may be left. It logs the first prompt after a
+// wake (connect, wake, prompt, run settled) against one on the warm
+// conversation right after: figures, not assertions.
+func TestHibernateAtScale(t *testing.T) {
+	sandboxtest.Require(t)
+	n := 3
+	if v, err := strconv.Atoi(os.Getenv("MOSAIC_HIBERNATE_N")); err == nil && v > 0 {
+		n = v
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(n)*3*time.Second+3*time.Minute)
+	defer cancel()
+	entry, _ := fakeEngine(t, stubmodel.Script{})
+	bin := sandboxtest.Bin(t, "mosaicctl")
+	mustRun(t, bin, "install")
+	t.Cleanup(func() { run(t, bin, "uninstall", "--force") })
+	var ids, paths []string
+	start := time.Now()
+	for i := range n {
+		proj, session := project(t, "scale")
+		id := strings.TrimSpace(mustRun(t, bin, "conv", "add", "--project", proj, "--seat", "scale", "--session", session,
+			"--engine", entry, "--provider", "fakellm", "--model", "fake-model", "--idle-stop", "1s"))
+		mustRun(t, "systemctl", "--user", "start", "mosaic-conv@"+id+".socket")
+		t.Cleanup(func() {
+			run(t, "systemctl", "--user", "stop", "mosaic-conv@"+id+".socket", "mosaic-conv@"+id+".service")
+		})
+		path, err := units.SocketPath(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		promptOnce(t, ctx, path, fmt.Sprintf("use %d", i))
+		ids, paths = append(ids, id), append(paths, path)
+	}
+	used := time.Since(start)
+	deadline := time.Now().Add(time.Minute + time.Duration(n)*50*time.Millisecond)
+	var ctls, engines int
+	for {
+		ctls = strings.Count(run(t, "systemctl", "--user", "list-units", "--plain", "--no-legend", "--state=active", "mosaic-conv@*.service").stdout, ".service")
+		engines = strings.Count(run(t, "systemctl", "--user", "list-units", "--plain", "--no-legend", "--state=active", "mosaic-engine-*.scope").stdout, ".scope")
+		if ctls == 0 && engines == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if ctls != 0 || engines != 0 {
+		t.Fatalf("%d conversations used once and left idle: %d controllers and %d engines still run", n, ctls, engines)
+	}
+	hib := 0
+	for _, id := range ids {
+		if st := claimOf(t, bin, id); st.Claim != nil && st.Claim.State == claims.Stopped && st.Claim.Proven {
+			hib++
+		}
+	}
+	if hib != n {
+		t.Fatalf("%d of %d claims are stopped with a proof", hib, n)
+	}
+	// The first prompt after a wake, then a warm one on the same
+	// conversation, for a few of them.
+	var wake, warm []time.Duration
+	for _, path := range paths[:min(n, 5)] {
+		t0 := time.Now()
+		promptOnce(t, ctx, path, "after the wake")
+		wake = append(wake, time.Since(t0))
+		t0 = time.Now()
+		promptOnce(t, ctx, path, "warm")
+		warm = append(warm, time.Since(t0))
+	}
+	t.Logf("%d conversations used once in %s; then 0 controllers and 0 engines, %d claims stopped with a proof; first prompt after a wake %v, warm %v",
+		n, used.Round(time.Millisecond), hib, wake, warm)
 }
