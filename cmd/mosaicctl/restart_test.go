@@ -251,20 +251,11 @@ func TestControllerRestartAcrossDaemonReexec(t *testing.T) {
 	r.check(t, ctx, 1)
 }
 
-// TestControllerKilledAtRandom: SIGKILL of the controller at random
-// points of a long turn, again and again (MOSAIC_RESTART_KILLS times, 5
-// by default): after each the restarted controller re-attaches, and at
-// the end the turn is whole and was dispatched once.
-func TestControllerKilledAtRandom(t *testing.T) {
-	sandboxtest.Require(t)
-	kills := 5
-	if n, err := strconv.Atoi(os.Getenv("MOSAIC_RESTART_KILLS")); err == nil && n > 0 {
-		kills = n
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(kills)*20*time.Second+2*time.Minute)
-	defer cancel()
-	// A drop-in for this test only: restart at once and without a start
-	// limit, so hundreds of kills fit in CI's budget.
+// fastRestart installs a drop-in for this test only: controllers restart
+// at once and without a start limit, so tests that kill them on purpose,
+// hundreds of times, fit in CI's budget.
+func fastRestart(t *testing.T) {
+	t.Helper()
 	dropin := filepath.Join(os.Getenv("HOME"), ".config", "systemd", "user", "mosaic-conv@.service.d")
 	if err := os.MkdirAll(dropin, 0o755); err != nil {
 		t.Fatal(err)
@@ -277,6 +268,21 @@ func TestControllerKilledAtRandom(t *testing.T) {
 		run(t, "systemctl", "--user", "daemon-reload")
 	})
 	mustRun(t, "systemctl", "--user", "daemon-reload")
+}
+
+// TestControllerKilledAtRandom: SIGKILL of the controller at random
+// points of a long turn, again and again (MOSAIC_RESTART_KILLS times, 5
+// by default): after each the restarted controller re-attaches, and at
+// the end the turn is whole and was dispatched once.
+func TestControllerKilledAtRandom(t *testing.T) {
+	sandboxtest.Require(t)
+	kills := 5
+	if n, err := strconv.Atoi(os.Getenv("MOSAIC_RESTART_KILLS")); err == nil && n > 0 {
+		kills = n
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(kills)*20*time.Second+2*time.Minute)
+	defer cancel()
+	fastRestart(t)
 	r := startLongTurn(t, ctx, sandboxtest.Bin(t, "mosaicctl"), "alice", 40*kills, 25)
 	start, midTurn := time.Now(), 0
 	for i := range kills {
