@@ -75,6 +75,17 @@
 //     trusting the first bytes because they parse, would take the tail
 //     of a line whose head the dead controller consumed for a line of
 //     its own. Anything else drops the descriptors and goes on below.
+//   - A conversation with an idle policy (--idle-stop) hibernates once
+//     idleLocked (and idleTools) held for the whole duration: stdin EOF,
+//     then a stop of the cohort as a force stop does it, stopped with the
+//     proof as the policy's (claims.Claim.Hibernate), and the controller
+//     exits (Hibernated). The next controller wakes it on the same leaf
+//     without a confirmation only from such a revision
+//     (claims.Wakeable); any other stop still needs recover. The idle
+//     decision is one predicate so that every condition (the queue's, the
+//     approvals') is read under the same lock the hibernate re-checks it
+//     under; separate timers per condition could each be right and still
+//     hibernate a conversation one of them had just made busy.
 //   - A restart that finds the claim stopping finishes that force stop
 //     (K10); one that finds an engine without a stop only reports it; one
 //     that finds the claim uncertain and the engine's cgroup gone
