@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/mosaic-agents/mosaic/proofs"
-	"github.com/mosaic-agents/mosaic/protocol"
 )
 
 // PolicyHibernate marks a stopped revision that the idle policy made: the
@@ -21,26 +20,11 @@ const PolicyHibernate = "hibernate"
 // leaf. Like Stop it may be called again with the same proof after a
 // failed write.
 func (c *Claim) Hibernate(ctx context.Context, p proofs.Proof, leaf string) error {
-	if p == nil {
-		return protocol.Refuse(protocol.CodeStopProof, "hibernated needs a proof")
-	}
-	pr, err := newProofRecord(p)
-	if err != nil {
-		return protocol.Wrap(protocol.CodeStopProof, err, "encode proof")
-	}
-	if c.rec.State == Stopped && c.rec.Proof != nil && c.rec.Proof.Digest == pr.Digest {
-		return c.finishStop(ctx, pr)
-	}
-	return c.advance(ctx, "hibernate", []State{Stopping}, func(r *Record) error {
-		r.State, r.Proof, r.Reason, r.Policy = Stopped, pr, "hibernated: idle", PolicyHibernate
+	return c.stopWith(ctx, p, "hibernate", []State{Stopping}, func(r *Record) {
+		r.Reason, r.Policy = "hibernated: idle", PolicyHibernate
 		if leaf != "" {
 			r.Leaf = leaf
 		}
-		if err := proven(r); err != nil {
-			return protocol.Wrap(protocol.CodeStopProof, err, "proof %s %s does not prove execution %s stopped",
-				pr.Type, pr.Digest, r.Execution)
-		}
-		return nil
 	})
 }
 
