@@ -487,3 +487,38 @@ func TestStoppedEngineLeavesNothingKept(t *testing.T) {
 		}
 	}
 }
+
+// TestRestartAfterForeignAppend: an entry another writer appends to the
+// session file while no controller watches (between a crash and the
+// restart) is caught when the restarted controller re-attaches: the
+// binding is uncertain, admission closed, nothing is written to the
+// engine after the re-attachment's own checks.
+func TestRestartAfterForeignAppend(t *testing.T) {
+	sandboxtest.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r := startLongTurn(t, ctx, sandboxtest.Bin(t, "mosaicctl"), "alice", 10, 20)
+	r.settled(t, ctx)
+	files, _ := filepath.Glob(filepath.Join(r.proj, ".pi", "state", "*", "sessions", "*.jsonl"))
+	if len(files) != 1 {
+		t.Fatalf("session files %v", files)
+	}
+	mustRun(t, "systemctl", "--user", "kill", "--signal=KILL", r.svc)
+	// Restart=on-failure brings the controller back after RestartSec (1 s):
+	// the foreign line lands before.
+	last := lastEntry(t, r.proj)
+	f, err := os.OpenFile(files[0], os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(f, `{"type":"message","id":"foreign01","parentId":%q,"timestamp":"2026-12-03T00:00:00.000Z","message":{"role":"user","content":[{"type":"text","text":"someone else"}],"timestamp":0}}`+"\n", last)
+	f.Close()
+	var b protocol.Binding
+	waitFor(t, func() bool { b, _ = currentBinding(t, ctx, r.path); return b.State != protocol.BindingLaunching })
+	if b.State != protocol.BindingUncertain || b.Admission != protocol.AdmissionClosed || b.Restart == nil {
+		t.Fatalf("after a foreign append while the controller was down: %+v (restart %+v); want uncertain, closed, re-attached", b, b.Restart)
+	}
+	if !strings.Contains(b.AdmissionReason, "foreign") {
+		t.Fatalf("admission reason %q; want it to name the foreign writer", b.AdmissionReason)
+	}
+}
