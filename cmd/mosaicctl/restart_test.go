@@ -83,14 +83,20 @@ func currentBinding(t *testing.T, ctx context.Context, path string) (protocol.Bi
 	return *b, notices
 }
 
-// sessionLines returns the lines of the project's one session file.
-func sessionLines(t *testing.T, proj string) []string {
+// sessionFile returns the path of the project's one session file.
+func sessionFile(t *testing.T, proj string) string {
 	t.Helper()
 	files, _ := filepath.Glob(filepath.Join(proj, ".pi", "state", "*", "sessions", "*.jsonl"))
 	if len(files) != 1 {
 		t.Fatalf("session files %v; want one", files)
 	}
-	b, err := os.ReadFile(files[0])
+	return files[0]
+}
+
+// sessionLines returns the lines of the project's one session file.
+func sessionLines(t *testing.T, proj string) []string {
+	t.Helper()
+	b, err := os.ReadFile(sessionFile(t, proj))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -499,15 +505,12 @@ func TestRestartAfterForeignAppend(t *testing.T) {
 	defer cancel()
 	r := startLongTurn(t, ctx, sandboxtest.Bin(t, "mosaicctl"), "alice", 10, 20)
 	r.settled(t, ctx)
-	files, _ := filepath.Glob(filepath.Join(r.proj, ".pi", "state", "*", "sessions", "*.jsonl"))
-	if len(files) != 1 {
-		t.Fatalf("session files %v", files)
-	}
+	session := sessionFile(t, r.proj)
 	mustRun(t, "systemctl", "--user", "kill", "--signal=KILL", r.svc)
 	// Restart=on-failure brings the controller back after RestartSec (1 s):
 	// the foreign line lands before.
 	last := lastEntry(t, r.proj)
-	f, err := os.OpenFile(files[0], os.O_APPEND|os.O_WRONLY, 0)
+	f, err := os.OpenFile(session, os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
