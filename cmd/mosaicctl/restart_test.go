@@ -19,6 +19,7 @@ import (
 	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
 	"github.com/mosaic-agents/mosaic/contrib/stubmodel"
 	"github.com/mosaic-agents/mosaic/protocol"
+	"golang.org/x/sys/unix"
 )
 
 // Controller restarts (F19): the engine's pipes and a pidfd stay in the
@@ -523,5 +524,31 @@ func TestRestartAfterForeignAppend(t *testing.T) {
 	}
 	if !strings.Contains(b.AdmissionReason, "foreign") {
 		t.Fatalf("admission reason %q; want it to name the foreign writer", b.AdmissionReason)
+	}
+}
+
+// TestRestartAfterEngineDied: an engine that dies while no controller
+// runs is never re-attached to, whatever the fd store still holds: the
+// restarted controller classifies the claim as before (the cohort
+// observed, never stopped without a proof).
+func TestRestartAfterEngineDied(t *testing.T) {
+	sandboxtest.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r := startLongTurn(t, ctx, sandboxtest.Bin(t, "mosaicctl"), "alice", 200, 20)
+	mustRun(t, "systemctl", "--user", "kill", "--signal=KILL", r.svc)
+	for _, p := range r.pids {
+		unix.Kill(p, unix.SIGKILL)
+	}
+	var b protocol.Binding
+	waitFor(t, func() bool {
+		b, _ = currentBinding(t, ctx, r.path)
+		return b.State != protocol.BindingLaunching && b.State != protocol.BindingStopping
+	})
+	if b.Restart != nil || b.State == protocol.BindingActive {
+		t.Fatalf("re-attached to a dead engine: %+v (restart %+v)", b, b.Restart)
+	}
+	if v := soakInvariants(t, r.bin, r.id); len(v) > 0 {
+		t.Fatalf("after the restart: %v", v)
 	}
 }
