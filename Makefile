@@ -23,7 +23,7 @@ SHELL     := /bin/bash
 
 export MOSAIC_BIN_DIR := $(BIN)
 
-.PHONY: all build demo test check unit fuzz bench pi claude mutants clean install uninstall deb test-deb
+.PHONY: all build demo test check unit fuzz bench pi claude mutants clean install uninstall deb test-deb soak
 
 all: build
 
@@ -66,6 +66,18 @@ test-deb: build pi
 	@echo "==> the Debian package: contents, man pages, installed in a sandbox"
 	MOSAIC_PI=$$(bash contrib/pi/install.sh $(PI_DIR)) \
 		bash packaging/test/run.sh $$(bash packaging/build.sh $(CURDIR)/.build/deb)
+
+# The reliability campaign (docs/recovery.md "Soak"): random SIGKILLs of
+# controller and engine across launch, prompt, interrupt, stop and recover
+# with the invariants after each, then SIGKILLs of the controller at random
+# points of one long turn. `make test` runs both with small counts.
+SOAK_RUNS  ?= 200
+SOAK_TIME  ?= 15m
+SOAK_KILLS ?= 100
+soak: build pi
+	MOSAIC_PI=$$(bash contrib/pi/install.sh $(PI_DIR)) MOSAIC_SOAK_RUNS=$(SOAK_RUNS) MOSAIC_SOAK_TIME=$(SOAK_TIME) \
+		MOSAIC_RESTART_KILLS=$(SOAK_KILLS) $(GO) test -count=1 -timeout 60m -exec $(SANDBOX) ./cmd/mosaicctl \
+		-run '^(TestSoak|TestControllerKilledAtRandom)$$' -v | grep -E '^(soak:|---|ok|FAIL|PASS)|SIGKILLs'
 
 # The main job: a real conversation with the pinned Pi under a real systemd
 # (stub model; DEMO_ARGS="--provider P --model M --agent-dir DIR" for a real one).

@@ -57,7 +57,6 @@ import (
 	"net"
 	"os"
 
-	"github.com/coreos/go-systemd/v22/activation"
 	"github.com/coreos/go-systemd/v22/daemon"
 	"golang.org/x/sys/unix"
 )
@@ -74,28 +73,16 @@ var ErrNoListener = errors.New("no activated listener")
 // the conversation. The LISTEN_* variables are unset so they never reach
 // the engine.
 func Listener() (net.Listener, error) {
-	files := activation.Files(true)
-	defer func() {
-		for _, f := range files {
-			f.Close() // a listener made from f holds its own dup
-		}
-	}()
-	switch {
-	case len(files) == 0:
-		return nil, fmt.Errorf("%w: start the conversation with `systemctl --user start mosaic-conv@<id>.socket`, or pass --listen PATH for development", ErrNoListener)
-	case len(files) > 1:
-		return nil, fmt.Errorf("%w: got %d activated sockets, want exactly one", ErrNoListener, len(files))
-	}
-	f := files[0]
-	if f.Name() != FDName {
-		return nil, fmt.Errorf("%w: the activated socket is not named %q (FileDescriptorName=)", ErrNoListener, FDName)
-	}
-	if err := streamListening(f); err != nil {
-		return nil, fmt.Errorf("%w: activated fd %q: %w", ErrNoListener, f.Name(), err)
-	}
-	l, err := net.FileListener(f)
+	l, stored, err := Activated()
 	if err != nil {
-		return nil, fmt.Errorf("%w: activated fd %q: %w", ErrNoListener, f.Name(), err)
+		return nil, err
+	}
+	if len(stored) > 0 {
+		l.Close()
+		for _, f := range stored {
+			f.Close()
+		}
+		return nil, fmt.Errorf("%w: got %d activated fds besides %q, want exactly one", ErrNoListener, len(stored), FDName)
 	}
 	return l, nil
 }

@@ -87,6 +87,13 @@ func (c *Claim) MarkUncertain(ctx context.Context, reason string) error {
 // store full, read-only) may be called again with the same proof until it
 // succeeds, whatever step the failed write reached.
 func (c *Claim) Stop(ctx context.Context, p proofs.Proof) error {
+	return c.stopWith(ctx, p, "stop", []State{Active, Stopping, Uncertain}, func(r *Record) { r.Reason = "" })
+}
+
+// stopWith records stopped with proof p from one of the states from, with
+// what mark adds to the revision; a retry with the same proof completes a
+// write that failed part way.
+func (c *Claim) stopWith(ctx context.Context, p proofs.Proof, op string, from []State, mark func(*Record)) error {
 	if p == nil {
 		return protocol.Refuse(protocol.CodeStopProof, "stopped needs a proof")
 	}
@@ -97,8 +104,9 @@ func (c *Claim) Stop(ctx context.Context, p proofs.Proof) error {
 	if c.rec.State == Stopped && c.rec.Proof != nil && c.rec.Proof.Digest == pr.Digest {
 		return c.finishStop(ctx, pr)
 	}
-	return c.advance(ctx, "stop", []State{Active, Stopping, Uncertain}, func(r *Record) error {
-		r.State, r.Proof, r.Reason = Stopped, pr, ""
+	return c.advance(ctx, op, from, func(r *Record) error {
+		r.State, r.Proof = Stopped, pr
+		mark(r)
 		if err := proven(r); err != nil {
 			return protocol.Wrap(protocol.CodeStopProof, err, "proof %s %s does not prove execution %s stopped",
 				pr.Type, pr.Digest, r.Execution)
@@ -162,6 +170,7 @@ func (c *Claim) advance(ctx context.Context, op string, from []State, mutate fun
 	next := *cur
 	next.Seq++
 	next.Controller = self
+	next.Policy = "" // only the transition that sets it keeps it
 	if err := mutate(&next); err != nil {
 		return err
 	}

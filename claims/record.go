@@ -97,6 +97,9 @@ type Record struct {
 	State  State        `json:"state"`
 	Reason string       `json:"reason,omitempty"`
 	Proof  *ProofRecord `json:"proof"`
+	// Policy names the policy that made a stopped revision (PolicyHibernate);
+	// empty for a stop someone asked for. Each revision sets it anew.
+	Policy string `json:"policy,omitempty"`
 }
 
 const formatVersion = 1

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"sync"
 	"time"
 
@@ -58,6 +59,12 @@ type Config struct {
 	// prefixed with the execution (nil: the controller's own stderr, the
 	// journal under systemd).
 	EngineStderr io.Writer
+	// FDStore keeps each launched engine's pipes and pidfd across a
+	// controller restart (nil: none, the engine ends with the controller).
+	FDStore FDStore
+	// Kept are the descriptors a previous controller kept, by store name
+	// (LISTEN_FDNAMES): Start re-attaches to their engine (resume.go).
+	Kept map[string]*os.File
 }
 
 // Controller is the state machine of one conversation: binding, control,
@@ -94,6 +101,9 @@ type Controller struct {
 	snapMu   sync.Mutex
 	lastSnap *history.Snapshot
 
+	// hibernated is closed when the idle policy ended the engine with a
+	// proof: the controller's process should exit (hibernate.go).
+	hibernated chan struct{}
 	// cmds is the command table, built once by New.
 	cmds map[string]handler
 	// test holds the hooks tests set; all nil in production.
@@ -164,6 +174,9 @@ type state struct {
 	// pending is a cohort proof the claim store refused to record: the
 	// cohort is proven gone, the claim not yet stopped (record.go).
 	pending *pendingStop
+	// restart is set when this controller re-attached to a running
+	// engine after a controller restart (resume.go).
+	restart *protocol.Restart
 }
 
 // New returns a controller for cfg. Run starts it.
@@ -181,7 +194,7 @@ func New(cfg Config) *Controller {
 		cfg: cfg, bus: newBus(), log: cfg.Audit,
 		conns: map[string]*conn{}, dedup: newDedupIndex(), q: newPromptQueue(),
 		confs: map[string]*confirmation{}, elig: newIndex[*eligibility](maxEligibilities),
-		stops: newIndex[*protocol.Stop](maxStops), cursors: newCursors(), closing: make(chan struct{}), readers: make(chan struct{}, observeReaders),
+		stops: newIndex[*protocol.Stop](maxStops), cursors: newCursors(), closing: make(chan struct{}), hibernated: make(chan struct{}), readers: make(chan struct{}, observeReaders),
 		st: state{binding: protocol.BindingIdle, revoked: map[string]bool{}},
 	}
 	c.cmds = c.handlers()
@@ -221,6 +234,7 @@ func (c *Controller) bindingLocked() protocol.Binding {
 			b.EngineState = protocol.EngineWaitingForApproval
 		}
 	}
+	b.Restart = c.st.restart
 	return b
 }
 
@@ -281,6 +295,7 @@ func (c *Controller) attach(k *conn) {
 	c.conns[k.id] = k
 	c.offerLocked(k, c.bindingLocked())
 	c.offerLocked(k, c.queueRecordLocked())
+	c.restartNoticeLocked(k)
 }
 
 func (c *Controller) detach(k *conn) {

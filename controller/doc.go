@@ -68,6 +68,28 @@
 //     behind, half the ring (bus.go), so a stalled client is detached
 //     within that bound and slows no one, and the event it missed is
 //     still in the ring for its resume.
+//   - A restart that finds the engine's descriptors in the fd store
+//     (resume.go; launch keeps them there, the engine's exit drops them)
+//     re-attaches to the same execution when the claim is active for it
+//     and a pidfd proves the recorded engine alive: same claim,
+//     generation and execution; connections, control and receipts do
+//     not survive, and clients are told (binding.restart, a restarted
+//     notice). The engine's output is joined at the first LF after a
+//     get_state probe, never in the middle of a line; the alternative,
+//     trusting the first bytes because they parse, would take the tail
+//     of a line whose head the dead controller consumed for a line of
+//     its own. Anything else drops the descriptors and goes on below.
+//   - A conversation with an idle policy (--idle-stop) hibernates once
+//     idleLocked (and idleTools) held for the whole duration: stdin EOF,
+//     then a stop of the cohort as a force stop does it, stopped with the
+//     proof as the policy's (claims.Claim.Hibernate), and the controller
+//     exits (Hibernated). The next controller wakes it on the same leaf
+//     without a confirmation only from such a revision
+//     (claims.Wakeable); any other stop still needs recover. The idle
+//     decision is one predicate so that every condition (the queue's, the
+//     approvals') is read under the same lock the hibernate re-checks it
+//     under; separate timers per condition could each be right and still
+//     hibernate a conversation one of them had just made busy.
 //   - A restart that finds the claim stopping finishes that force stop
 //     (K10); one that finds an engine without a stop only reports it; one
 //     that finds the claim uncertain and the engine's cgroup gone

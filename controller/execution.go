@@ -28,6 +28,9 @@ type execution struct {
 	// the queue dispatches only once the bus holds the last turn's end.
 	// Guarded by Controller.mu.
 	settled int
+	// kept is true while the engine's descriptors are in the fd store
+	// (resume.go); guarded by Controller.mu.
+	kept bool
 }
 
 // engineState is the binding's engineState for an execution: orphan when

@@ -80,6 +80,11 @@ func (c *Controller) start(ctx context.Context) error {
 	if st, err := c.cfg.Claims.Current(ctx, keys); err == nil && st.Seat != nil && st.Seat.Session != keys.Session {
 		keys.Session = st.Seat.Session
 	}
+	// A previous controller kept its engine's descriptors: re-attach to
+	// that engine when the claim and the engine are still what it left.
+	if done, err := c.resume(ctx, keys); done || err != nil {
+		return err
+	}
 	rec, err := c.cfg.Claims.Recover(ctx, keys)
 	if err != nil {
 		return err
@@ -88,6 +93,11 @@ func (c *Controller) start(ctx context.Context) error {
 	case claims.VerdictFree:
 		return c.launch(ctx, head, keys, "")
 	case claims.VerdictStopped:
+		// The idle policy's own proven stop wakes on the first client
+		// (hibernate.go); any other stop needs recover.
+		if woke, err := c.wake(ctx, head, keys, rec.Claim); woke {
+			return err
+		}
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		c.st.binding = protocol.BindingStopped
@@ -247,6 +257,7 @@ func (c *Controller) launch(ctx context.Context, head sessionHead, keys claims.K
 	c.mu.Lock()
 	c.st.exec = x
 	c.mu.Unlock()
+	c.keep(x) // before watchExit, which drops what keep stored
 	go c.pump(x)
 	go c.watchExit(x)
 	c.audit(audit.Launch, nil, fmt.Sprintf("launched execution %s in %s (%s, pid %d; limits %s)", execID, co.Unit, co.Kind, co.PID, limitsText(cv.Limits)),
@@ -279,6 +290,7 @@ func (c *Controller) launch(ctx context.Context, head sessionHead, keys claims.K
 	c.st.admission, c.st.reason = true, ""
 	c.publishBindingLocked()
 	go c.watchSession(x, head.snap)
+	go c.watchIdle(x)
 	return nil
 }
 

@@ -56,6 +56,7 @@ func (c *Controller) pump(x *execution) {
 // stderr (engineEnd), and the journal entry says the same.
 func (c *Controller) watchExit(x *execution) {
 	<-x.handle.Done()
+	c.unkeep(x)
 	end := c.engineEnd(x, "")
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -35,10 +35,19 @@ func retryable(err error) bool { return protocol.CodeOf(err) == protocol.CodeCla
 // proof record, or, when the store refused, nil and the error; a refusal
 // that is not the store's (the proof is not about this claim, another
 // writer) is final.
-func (c *Controller) recordProof(ctx context.Context, p *proofs.CohortProof) (*claims.ProofRecord, error) {
+func (c *Controller) recordProof(ctx context.Context, p *proofs.CohortProof, kind string) (*claims.ProofRecord, error) {
 	var rec *claims.ProofRecord
+	c.mu.Lock()
+	leaf := c.st.leaf
+	c.mu.Unlock()
 	err := c.claimDo(func(cl *claims.Claim) error {
-		if err := cl.Stop(ctx, p); err != nil {
+		stop := func() error { return cl.Stop(ctx, p) }
+		if kind == protocol.KindHibernate {
+			// The idle policy's own stop: the one a client's connection
+			// may wake without a confirmation (hibernate.go).
+			stop = func() error { return cl.Hibernate(ctx, p, leaf) }
+		}
+		if err := stop(); err != nil {
 			return err
 		}
 		rec = cl.Record().Proof
@@ -104,7 +113,7 @@ func (c *Controller) writeHeld(ctx context.Context, ps *pendingStop) bool {
 		return true
 	}
 	c.mu.Unlock()
-	rec, err := c.recordProof(ctx, ps.proof)
+	rec, err := c.recordProof(ctx, ps.proof, ps.stop.Kind)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.st.pending != ps {

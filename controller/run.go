@@ -46,7 +46,9 @@ func (c *Controller) Start(ctx context.Context) error {
 // Close releases what the controller holds in this process and waits for
 // the stops under way and the claim writes it started. It does not stop
 // the engine: only a confirmed force stop does, and the engine exits by
-// itself when its stdin (this process) goes away. A force stop under way
+// itself when its stdin goes away. Under systemd the fd store keeps a copy
+// of that stdin (resume.go), so a restart of the controller service does
+// not end the engine; a stop of the service for good does. A force stop under way
 // finishes (its own timeouts bound it) so the claim and the stop end
 // stopped or uncertain, never stopping; an interrupt under way ends
 // uncertain, its engine having lost stdin.

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/mosaic-agents/mosaic/protocol"
 )
@@ -21,6 +22,23 @@ type Conversation struct {
 	Session   string `toml:"session"`
 	Engine    Engine `toml:"engine"`
 	Limits    Limits `toml:"limits"`
+	// IdleStop is the idle policy (`conv add --idle-stop`): a Go duration
+	// after which an idle conversation hibernates (its engine ends with a
+	// proof, its controller exits, the next client wakes it); empty is
+	// off, the default.
+	IdleStop string `toml:"idle_stop,omitempty"`
+}
+
+// MinIdleStop is the shortest idle policy accepted.
+const MinIdleStop = time.Second
+
+// IdleStopDuration returns the idle policy's duration, 0 when off.
+func (c *Conversation) IdleStopDuration() time.Duration {
+	d, err := time.ParseDuration(c.IdleStop)
+	if err != nil {
+		return 0
+	}
+	return d
 }
 
 // Engine is the pinned engine a conversation runs and its plain options.
@@ -111,6 +129,11 @@ func (c *Conversation) Validate() error {
 	}
 	if err := c.Limits.validate(); err != nil {
 		return err
+	}
+	if c.IdleStop != "" {
+		if d, err := time.ParseDuration(c.IdleStop); err != nil || d < MinIdleStop {
+			return refuseField("idle_stop", c.IdleStop, "must be a duration of at least 1s, such as 30m or 2h (or empty: off)")
+		}
 	}
 	if c.Engine.Node != "" && !filepath.IsAbs(c.Engine.Node) {
 		return refuseField("engine.node", c.Engine.Node, "must be absolute")

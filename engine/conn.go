@@ -55,6 +55,14 @@ type Options struct {
 	CommandTimeout time.Duration
 	// AbortTimeout bounds abort.
 	AbortTimeout time.Duration
+	// Resume joins the output of an engine that runs already (a controller
+	// re-attached after a restart, resume.go): nothing before the first LF
+	// is parsed, events are numbered from SeqBase+1, and command ids carry
+	// IDPrefix so that no response meant for an earlier reader of the same
+	// pipe can be taken for one of ours. Call Resync before anything else.
+	Resume   bool
+	SeqBase  uint64
+	IDPrefix string
 }
 
 // Conn speaks Pi's RPC protocol over the engine's stdin and stdout. It
@@ -73,6 +81,13 @@ type Conn struct {
 	tr      *tracker
 	mp      *mapper
 	*Output
+	// synced is closed once the reader passed the first LF (at once
+	// without Options.Resume); skipped counts the bytes it skipped.
+	synced  chan struct{}
+	skipped int64
+	// seed is the id of Resync's get_state: its answer sets the tracker's
+	// run state in wire order.
+	seed string
 }
 
 // New starts reading the engine's stdout (r) and returns a Conn that
@@ -95,12 +110,24 @@ func New(r io.Reader, w io.WriteCloser, opts Options) (*Conn, error) {
 		tr:      newTracker(),
 		mp:      newMapper(opts.Execution),
 		Output:  NewOutput(),
+		synced:  make(chan struct{}),
 	}
+	c.mp.seq = opts.SeqBase
 	if opts.LineLimit == 0 {
 		opts.LineLimit = DefaultLineLimit
 	}
 	lr := NewLineReader(r, opts.MaxLine)
 	lr.Reduce(opts.LineLimit)
+	if opts.Resume {
+		lr.SkipPartial(func(n int64) {
+			c.mu.Lock()
+			c.skipped = n
+			c.mu.Unlock()
+			close(c.synced)
+		})
+	} else {
+		close(c.synced)
+	}
 	go ReadLines(lr, c.handle, func(reason string, err error) { c.lose(reason, "", err) }, c.finish)
 	return c, nil
 }
@@ -143,6 +170,10 @@ func (c *Conn) handle(line []byte, clip *Clip) {
 	defer c.mu.Unlock()
 	if n.Type == "response" {
 		c.tr.respond(n)
+		if c.seed != "" && n.ID == c.seed {
+			c.seed = ""
+			c.tr.adopt(n)
+		}
 		ch, ok := c.wait[n.ID]
 		if !ok || n.ID == "" {
 			c.push(c.mp.unavailable("uncorrelated-response", "response/"+n.Command))
@@ -181,7 +212,7 @@ func (c *Conn) newID(prefix string) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.ids++
-	return prefix + strconv.FormatUint(c.ids, 10)
+	return c.opts.IDPrefix + prefix + strconv.FormatUint(c.ids, 10)
 }
 
 // register makes a waiter for id; c.mu is held.

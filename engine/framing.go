@@ -44,6 +44,10 @@ type LineReader struct {
 	// of refusing it, up to limit bytes; clip describes the last line.
 	limit int64
 	clip  *Clip
+	// partial, when set, is called once the bytes before the first LF
+	// were skipped (SkipPartial), with their count.
+	partial func(skipped int64)
+	skipped int64
 }
 
 // NewLineReader returns a reader over r whose lines may hold at most max
@@ -61,6 +65,20 @@ func NewLineReader(r io.Reader, max int) *LineReader {
 // held. Clip then describes what the last line lost.
 func (lr *LineReader) Reduce(limit int64) {
 	lr.limit = limit
+}
+
+// SkipPartial makes the reader skip everything up to and including the
+// first LF before it returns any line, and then call done with the number
+// of bytes skipped. It is for a stream joined in the middle (a controller
+// re-attached to a running engine's stdout after a restart): what comes
+// before the first LF may be the tail of a line whose head another reader
+// consumed, and a tail can be valid JSON that means something else, so it
+// is never parsed. A whole line that happened to come first is skipped too;
+// the caller reconciles from what it can prove. Call before the first
+// Next.
+func (lr *LineReader) SkipPartial(done func(skipped int64)) {
+	lr.discarding = true
+	lr.partial = done
 }
 
 // Clip describes what Next cut from the line it returned last; nil for a
@@ -87,6 +105,7 @@ func (lr *LineReader) Next() ([]byte, error) {
 			lr.scanned = 0
 			if lr.discarding {
 				lr.discarding = false
+				lr.skippedPartial(int64(i + w))
 				continue
 			}
 			if len(line) > lr.max {
@@ -96,6 +115,9 @@ func (lr *LineReader) Next() ([]byte, error) {
 		}
 		lr.scanned = len(data)
 		if lr.discarding {
+			if lr.partial != nil {
+				lr.skipped += int64(len(data))
+			}
 			lr.start, lr.end, lr.scanned = 0, 0, 0
 		} else if len(data) > lr.max && lr.limit > int64(lr.max) {
 			lr.scanned = 0
@@ -109,6 +131,15 @@ func (lr *LineReader) Next() ([]byte, error) {
 			return lr.drain()
 		}
 		lr.fill()
+	}
+}
+
+// skippedPartial ends a SkipPartial (n more bytes skipped up to its LF);
+// a discard of an over-long line does not call it.
+func (lr *LineReader) skippedPartial(n int64) {
+	if f := lr.partial; f != nil {
+		lr.partial = nil
+		f(lr.skipped + n)
 	}
 }
 

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/json"
 	"sort"
 	"strings"
 
@@ -220,6 +221,20 @@ func (t *tracker) observe(n *native) {
 	case "tool_execution_end":
 		delete(t.open, n.ToolCallID)
 	}
+}
+
+// adopt takes the run state from a get_state answer (n) when the tracker
+// joined an engine's output in the middle (Conn.Resync): a run that began
+// before is running until its agent_settled, which follows in wire order.
+func (t *tracker) adopt(n *native) {
+	var st struct {
+		IsStreaming bool `json:"isStreaming"`
+	}
+	if n.Success == nil || !*n.Success || json.Unmarshal(n.Data, &st) != nil {
+		t.markUncertain("the engine's run state could not be read after a controller restart")
+		return
+	}
+	t.running = st.IsStreaming
 }
 
 func (t *tracker) effects() []Effect {

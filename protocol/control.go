@@ -107,6 +107,31 @@ type Binding struct {
 	EngineEnd *EngineEnd `json:"engineEnd,omitempty"`
 	// PendingApprovals counts the approvals the controller may answer now.
 	PendingApprovals int `json:"pendingApprovals,omitempty"`
+	// Restart is set when this controller re-attached to an engine a
+	// previous controller launched (a controller restart); absent
+	// otherwise.
+	Restart *Restart `json:"restart,omitempty"`
+}
+
+// Restart describes a controller's re-attachment to a running engine
+// after a controller restart: the execution, claim and generation are
+// the ones before; control, connections, receipts and the replay ring are
+// not.
+type Restart struct {
+	// At is when this controller re-attached (RFC 3339, UTC).
+	At string `json:"at"`
+	// Resume counts the re-attachments to this execution (1 for the
+	// first restart); event seqs of this controller start above
+	// Resume<<32, so a seq of an earlier controller never names one of
+	// this one's.
+	Resume uint64 `json:"resume"`
+	// SkippedBytes is the engine output skipped to find a line boundary:
+	// the tail of a line the previous controller began reading, or a
+	// whole line. Never parsed; more than zero means stream events were
+	// lost (the session file still holds what Pi persisted).
+	SkippedBytes int64 `json:"skippedBytes"`
+	// RunInProgress is true when a run was in progress at re-attachment.
+	RunInProgress bool `json:"runInProgress"`
 }
 
 // EngineEnd is what a user needs to see why an engine did not run: its

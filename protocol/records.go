@@ -36,6 +36,10 @@ const (
 	NoticeLostPlace = "lost-place"
 	// NoticeReconcile: the server asks for a re-read.
 	NoticeReconcile = "reconcile"
+	// NoticeRestarted: the controller restarted and re-attached to the
+	// running engine; control did not survive, and stream events before
+	// the re-attachment are not replayed (the binding's restart says more).
+	NoticeRestarted = "restarted"
 )
 
 // Approval records (an approval's projection, and its resolution).

@@ -43,6 +43,10 @@ const (
 const (
 	StopInterrupt = CmdInterrupt
 	StopForce     = CmdForceStop
+	// KindHibernate: the idle policy's stop (conv add --idle-stop); it
+	// ends stopped with a cohort proof, or uncertain. Not a command, so
+	// not named Stop* (those are the command names).
+	KindHibernate = "hibernate"
 )
 
 // Stop states (Stop.State), in the order a stop may pass them. The last

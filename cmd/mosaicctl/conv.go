@@ -148,6 +148,7 @@ func convAddCommand() *cli.Command {
 			&cli.StringFlag{Name: "tasks-max", Usage: "TasksMax= of the engine's scope: a `COUNT`, N% of the system's task limit, or infinity"},
 			&cli.StringFlag{Name: "cpu-quota", Usage: "CPUQuota= of the engine's scope: `PERCENT` of one CPU, e.g. 200% for two CPUs"},
 			&cli.StringSliceFlag{Name: "extension", Usage: "a reviewed Pi extension `FILE` to load (-e under --no-extensions), pinned now by real path and SHA-256; repeatable; it runs with the engine's full rights (docs/security.md)"},
+			&cli.StringFlag{Name: "idle-stop", Usage: "hibernate after `DURATION` idle (no run, client, tool process, queued item or pending approval): the engine ends with a proof and the next client wakes it on the same leaf; default off"},
 			&cli.BoolFlag{Name: "replace", Usage: "replace an existing conversation's settings"},
 		},
 		Action: func(c *cli.Context) error {
@@ -167,6 +168,7 @@ func convAddCommand() *cli.Command {
 				return err
 			}
 			cv.Limits = limits
+			cv.IdleStop = c.String("idle-stop")
 			cv.ID = conversations.ID(cv.Project, cv.Seat, filepath.Base(session))
 			if err := cv.Validate(); err != nil {
 				return err

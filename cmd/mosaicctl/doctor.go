@@ -92,6 +92,11 @@ var checks = []check{
 		Run:  checkUnits,
 		Fix:  "`mosaicctl install` (or `sudo mosaicctl install --global`, or install the mosaic package)",
 	},
+	{
+		Name: "idle-policy",
+		Run:  checkIdlePolicy,
+		Fix:  "`mosaicctl conv add ... --idle-stop DURATION --replace` sets a conversation's idle policy",
+	},
 }
 
 func doctorCommand() *cli.Command {

@@ -103,6 +103,7 @@ func repinCommand(cv *conversations.Conversation) string {
 	opt("--memory-max", cv.Limits.MemoryMax.String())
 	opt("--tasks-max", cv.Limits.TasksMax.String())
 	opt("--cpu-quota", cv.Limits.CPUQuota.String())
+	opt("--idle-stop", cv.IdleStop)
 	args = append(args, "--replace")
 	for i, a := range args {
 		args[i] = shellQuote(a)

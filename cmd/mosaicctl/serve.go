@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -56,10 +57,17 @@ func serveCommand() *cli.Command {
 				return fail(err)
 			}
 			var l net.Listener
+			var kept map[string]*os.File
+			var fdstore controller.FDStore
 			if p := c.String("listen"); p != "" {
 				l, err = activation.Listen(p)
 			} else {
-				l, err = activation.Listener()
+				// Under systemd: the conversation socket, and the engine
+				// descriptors a previous controller kept in the fd store.
+				l, kept, err = activation.Activated()
+				if st := activation.NewFDStore(); st != nil {
+					fdstore = st
+				}
 			}
 			if err != nil {
 				return fail(err)
@@ -79,7 +87,8 @@ func serveCommand() *cli.Command {
 			mgr := scopes.NewManager(scopes.Config{Fallback: c.Bool("allow-pgroup")})
 			defer mgr.Close()
 			ctrl := controller.New(controller.Config{Conversation: cv, Claims: store, Scopes: mgr, Audit: log,
-				Grace: c.Duration("grace"), Load: func() (*conversations.Conversation, error) { return s.Load(id) }})
+				Grace: c.Duration("grace"), Load: func() (*conversations.Conversation, error) { return s.Load(id) },
+				FDStore: fdstore, Kept: kept})
 			defer ctrl.Close()
 			if c.Int("max-conns") < 1 || c.Int64("max-buffered") < int64(c.Int("max-line")) || c.Int64("max-queued") < 16<<20 || c.Duration("hello-timeout") <= 0 || c.Duration("idle-timeout") <= 0 {
 				l.Close()
@@ -98,6 +107,19 @@ func serveCommand() *cli.Command {
 			log.Log(audit.Entry{Event: audit.Start, Message: fmt.Sprintf("controller for %s serving on %s (project %s, seat %s); at most %d connections (RLIMIT_NOFILE %d)", cv.ID, l.Addr(), cv.Project, cv.Seat, conns, nofile),
 				Fields: map[string]string{"MAX_CONNS": fmt.Sprint(conns), "NOFILE": fmt.Sprint(nofile)}})
 			activation.Notify(fmt.Sprintf("READY=1\nSTATUS=serving conversation %s (seat %s, project %s)", cv.ID, cv.Seat, cv.Project))
+			// A hibernated conversation (the idle policy ended its engine
+			// with a proof) needs no controller: exit, and the socket
+			// starts the next one, which wakes it, on the next client.
+			ctx, hibernate := context.WithCancel(ctx)
+			defer hibernate()
+			go func() {
+				select {
+				case <-ctrl.Hibernated():
+					activation.Notify("STATUS=hibernated: the next client wakes the conversation")
+					hibernate()
+				case <-ctx.Done():
+				}
+			}()
 			err = srv.Serve(ctx, l)
 			activation.Notify("STOPPING=1")
 			log.Log(audit.Entry{Event: audit.Stop, Message: fmt.Sprintf("controller for %s stopped", cv.ID)})

@@ -40,7 +40,10 @@ type convStatus struct {
 	Generation *int64            `json:"generation"`
 	Binding    *protocol.Binding `json:"binding"`
 	// LastStop is the live binding's latest stop record id.
-	LastStop string   `json:"lastStop,omitempty"`
+	LastStop string `json:"lastStop,omitempty"`
+	// IdleStop is the conversation's idle policy (`conv add --idle-stop`),
+	// empty when off.
+	IdleStop string   `json:"idleStop,omitempty"`
 	Errors   []string `json:"errors,omitempty"`
 }
 
@@ -98,7 +101,7 @@ func runStatus(c *cli.Context) error {
 	defer cancel()
 	list := make([]*convStatus, len(convs))
 	for i, cv := range convs {
-		list[i] = &convStatus{Conversation: cv.ID,
+		list[i] = &convStatus{Conversation: cv.ID, IdleStop: cv.IdleStop,
 			Socket: unitStatus{Name: units.SocketUnit(cv.ID)}, Service: unitStatus{Name: units.ServiceUnit(cv.ID)}}
 		list[i].Socket.Path, _ = units.SocketPath(cv.ID)
 		readClaim(ctx, c.String("claim-root"), cv, list[i])
@@ -317,6 +320,11 @@ func printStatus(list []*convStatus) error {
 	}
 	if err := w.Flush(); err != nil {
 		return err
+	}
+	for _, st := range list {
+		if st.IdleStop != "" {
+			fmt.Printf("%s: hibernates after %s idle (the next client wakes it)\n", st.Conversation, st.IdleStop)
+		}
 	}
 	for _, st := range list {
 		if st.Binding != nil && st.Binding.EngineEnd != nil {

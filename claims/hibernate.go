@@ -1,0 +1,52 @@
+package claims
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/mosaic-agents/mosaic/proofs"
+)
+
+// PolicyHibernate marks a stopped revision that the idle policy made: the
+// controller found the conversation idle (no run, no client, no tool
+// process, nothing queued or pending), ended the engine the gentle way and
+// proved the cohort empty.
+const PolicyHibernate = "hibernate"
+
+// Hibernate records stopped with a cohort proof, as Stop does, for a stop
+// the idle policy made, and the leaf the conversation was on: the one
+// launch without a confirmation (Wakeable) relaunches on exactly that
+// leaf. Like Stop it may be called again with the same proof after a
+// failed write.
+func (c *Claim) Hibernate(ctx context.Context, p proofs.Proof, leaf string) error {
+	return c.stopWith(ctx, p, "hibernate", []State{Stopping}, func(r *Record) {
+		r.Reason, r.Policy = "hibernated: idle", PolicyHibernate
+		if leaf != "" {
+			r.Leaf = leaf
+		}
+	})
+}
+
+// ErrNotWakeable means a stopped claim needs recover (a confirmed launch):
+// it was not a proven stop of the idle policy.
+var ErrNotWakeable = errors.New("not a proven hibernate")
+
+// Wakeable reports whether rec may be launched again without a
+// confirmation: only a stopped revision the idle policy wrote
+// (PolicyHibernate) whose proof is a cohort proof that verifies. A force
+// stop, a boot proof, an unlaunched proof, anything uncertain: recover.
+func Wakeable(rec *Record) error {
+	switch {
+	case rec == nil:
+		return fmt.Errorf("%w: no claim", ErrNotWakeable)
+	case rec.State != Stopped || rec.Policy != PolicyHibernate:
+		return fmt.Errorf("%w: claim %s is %s (policy %q)", ErrNotWakeable, rec.Claim, rec.State, rec.Policy)
+	case rec.Proof == nil || rec.Proof.Type != proofs.TypeCohort:
+		return fmt.Errorf("%w: claim %s has no cohort proof", ErrNotWakeable, rec.Claim)
+	}
+	if err := proven(rec); err != nil {
+		return fmt.Errorf("%w: %w", ErrNotWakeable, err)
+	}
+	return nil
+}

@@ -1,0 +1,225 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/mosaic-agents/mosaic/audit"
+	"github.com/mosaic-agents/mosaic/claims"
+	"github.com/mosaic-agents/mosaic/protocol"
+	"github.com/mosaic-agents/mosaic/scopes"
+)
+
+// Hibernate: the idle policy (conversations.Conversation.IdleStop).
+//
+// A conversation idle for the policy's duration ends its engine the
+// gentle way (stdin EOF, so Pi exits by itself), then stops the cohort as
+// a force stop does (TERM to what is left, freeze, kill, observe) and
+// records stopped with the cohort proof and the policy (claims
+// PolicyHibernate), then the controller exits (Hibernated). The next
+// client connection socket-activates a controller that finds that
+// revision and launches on the same leaf without a confirmation (wake):
+// the one launch without one, allowed because the stop was the policy's
+// own, proven, with nothing in flight. Anything else (a hibernate that
+// ended uncertain, a force stop, a boot proof, a leaf that moved) needs
+// recover as before.
+
+// idleLocked is the one predicate of the idle policy: "" when the
+// conversation is idle, else why not. Callers hold mu. Tool processes are
+// counted outside the lock (idleTools), since it reads the cgroup.
+func (c *Controller) idleLocked(x *execution) string {
+	switch {
+	case c.st.exec != x || x.conn == nil || x.exited:
+		return "no engine this controller talks to"
+	case c.st.binding != protocol.BindingActive:
+		return "binding " + c.st.binding
+	case c.st.stopRunning || c.st.forceRunning || c.st.pending != nil:
+		return "a stop is under way"
+	case len(c.conns) > 0:
+		return "a client is connected"
+	}
+	if ts := x.conn.State(); ts.Running || ts.Slot != nil || ts.Fenced || ts.Uncertain || len(ts.OpenTools) > 0 {
+		return "a run, a prompt or a tool call is in progress"
+	}
+	if why := c.queuedLocked(); why != "" {
+		return why
+	}
+	if why := c.pendingApprovalLocked(); why != "" {
+		return why
+	}
+	return ""
+}
+
+// queuedLocked is the idle policy's check for queued prompts: "" when
+// no item waits (queued, or dispatched and not yet settled). A paused
+// queue counts: its items are the user's to resume, and a hibernate would
+// leave them to a wake that never dispatches on its own.
+func (c *Controller) queuedLocked() string {
+	n := 0
+	for _, it := range c.q.items {
+		if waiting(it) {
+			n++
+		}
+	}
+	if n > 0 {
+		return fmt.Sprintf("%d queued prompt(s) wait", n)
+	}
+	return ""
+}
+
+// pendingApprovalLocked is the idle policy's check for native decisions:
+// "" when the engine holds no dialog open and no approval waits for an
+// answer.
+func (c *Controller) pendingApprovalLocked() string {
+	if n := c.pendingApprovalsLocked(); n > 0 {
+		return fmt.Sprintf("%d approval(s) wait for an answer", n)
+	}
+	if c.nativeDialogOpenLocked() {
+		return "the engine holds a native dialog open"
+	}
+	return ""
+}
+
+// idleTools is the idle policy's check for tool processes: "" when the
+// cohort holds the engine alone.
+func idleTools(h *scopes.Handle) string {
+	n, err := h.ToolProcesses()
+	switch {
+	case err != nil:
+		return "the cohort cannot be read: " + err.Error()
+	case n > 0:
+		return fmt.Sprintf("%d tool processes are alive in the cohort", n)
+	}
+	return ""
+}
+
+// Hibernated is closed when the controller hibernated its conversation:
+// the caller (serve) then stops serving and exits, and the socket
+// activates the next controller, which wakes the conversation.
+func (c *Controller) Hibernated() <-chan struct{} { return c.hibernated }
+
+// watchIdle runs the idle policy for execution x: once it found the
+// conversation idle for the whole policy duration, it hibernates.
+func (c *Controller) watchIdle(x *execution) {
+	d := c.cfg.Conversation.IdleStopDuration()
+	if d <= 0 {
+		return
+	}
+	tick := min(max(d/8, 100*time.Millisecond), 5*time.Second)
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	var since time.Time // when the conversation was last seen busy; zero: now
+	for {
+		select {
+		case <-c.closing:
+			return
+		case <-t.C:
+		}
+		c.mu.Lock()
+		why := c.idleLocked(x)
+		gone := c.st.exec != x
+		c.mu.Unlock()
+		if gone {
+			return
+		}
+		if why == "" {
+			why = idleTools(x.handle)
+		}
+		if why != "" || since.IsZero() {
+			since = time.Now()
+			continue
+		}
+		if time.Since(since) < d {
+			continue
+		}
+		if c.hibernate(x, d) {
+			return
+		}
+		since = time.Now()
+	}
+}
+
+// hibernate ends x's engine for the idle policy. It returns false when the
+// conversation was no longer idle at the last check (nothing done).
+func (c *Controller) hibernate(x *execution, d time.Duration) bool {
+	unlock := c.lockDispatch()
+	if why := c.idleLocked(x); why != "" {
+		unlock()
+		return false
+	}
+	s := &protocol.Stop{Record: protocol.RecordStop, ID: newID("s-"), Kind: protocol.KindHibernate, Execution: x.id}
+	if prev := c.st.stop; prev != nil {
+		s.Predecessor = prev.ID
+	}
+	c.st.stop, c.st.stopRunning, c.st.forceRunning = s, true, true
+	c.st.binding = protocol.BindingStopping
+	c.closeAdmissionLocked(fmt.Sprintf("hibernating: idle for %s (stop %s)", d, s.ID))
+	c.transitionLocked(s, protocol.StopFenced, "admission closed: idle for "+d.String())
+	c.publishBindingLocked()
+	unlock()
+	c.audit(audit.Transition, nil, fmt.Sprintf("execution %s idle for %s: hibernating (stop %s)", x.id, d, s.ID),
+		map[string]string{"EXECUTION": x.id, "STOP": s.ID, "IDLE_STOP": d.String()})
+
+	c.stopping.add(1)
+	defer c.stopping.add(-1)
+	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
+	defer cancel()
+	if err := c.claimDo(func(cl *claims.Claim) error { return cl.BeginStop(ctx, "hibernate "+s.ID) }); err != nil {
+		c.audit(audit.Transition, nil, "claim could not record stopping: "+err.Error(), map[string]string{"STOP": s.ID})
+	}
+	// The gentle way first: stdin EOF, and Pi exits by itself.
+	x.conn.Close()
+	select {
+	case <-x.handle.Done():
+	case <-time.After(c.cfg.Grace):
+	}
+	c.mu.Lock()
+	c.transitionLocked(s, protocol.StopStopping, "stdin closed; TERM to what is left, then freeze, kill and observe")
+	c.mu.Unlock()
+	res := x.handle.Stop(ctx, scopes.StopOptions{Stop: s.ID, Grace: c.cfg.Grace})
+	c.finishStop(ctx, x, s, res)
+	c.mu.Lock()
+	proven := c.st.binding == protocol.BindingStopped
+	c.mu.Unlock()
+	if !proven {
+		c.audit(audit.Transition, nil, fmt.Sprintf("hibernate %s of execution %s ended without a proof; the controller stays", s.ID, x.id),
+			map[string]string{"EXECUTION": x.id, "STOP": s.ID})
+		return true
+	}
+	c.audit(audit.Stop, nil, fmt.Sprintf("execution %s hibernated with a proof (stop %s); the next client wakes it", x.id, s.ID),
+		map[string]string{"EXECUTION": x.id, "STOP": s.ID})
+	close(c.hibernated)
+	return true
+}
+
+// wake launches a hibernated conversation again, without a confirmation,
+// when the claim's stopped revision is the idle policy's, proven, with the
+// same pins and the session file still on the leaf it hibernated on. It
+// returns false (and changes nothing) otherwise: then the conversation
+// stays stopped and needs recover.
+func (c *Controller) wake(ctx context.Context, head sessionHead, keys claims.Keys, claim *claims.Claim) (bool, error) {
+	rec := claim.Record()
+	if err := claims.Wakeable(&rec); err != nil {
+		return false, nil
+	}
+	cv, err := c.settings()
+	if err != nil {
+		return false, nil
+	}
+	spec, err := c.spec(cv)
+	if err != nil || pinsOf(cv, spec) != rec.Pins {
+		return false, nil
+	}
+	if head.leaf != rec.Leaf || (head.exists && rec.Session != head.id && rec.Session != "new:"+cv.ID) {
+		c.audit(audit.Transition, nil, fmt.Sprintf("hibernated conversation not woken: the session moved from leaf %q to %q; recover", rec.Leaf, head.leaf), nil)
+		return false, nil
+	}
+	keys.Session = rec.Session
+	c.mu.Lock()
+	c.st.generation++
+	c.mu.Unlock()
+	c.audit(audit.Launch, nil, fmt.Sprintf("waking hibernated execution %s on leaf %q (proof %s)", rec.Execution, rec.Leaf, rec.Proof.Digest),
+		map[string]string{"EXECUTION": rec.Execution, "PROOF_DIGEST": rec.Proof.Digest})
+	return true, c.launch(ctx, head, keys, rec.Leaf)
+}

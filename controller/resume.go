@@ -1,0 +1,342 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/mosaic-agents/mosaic/audit"
+	"github.com/mosaic-agents/mosaic/claims"
+	"github.com/mosaic-agents/mosaic/engine"
+	"github.com/mosaic-agents/mosaic/protocol"
+	"github.com/mosaic-agents/mosaic/scopes"
+)
+
+// FDStore keeps descriptors across a controller restart: the service
+// manager's file descriptor store (activation.FDStore) under systemd.
+type FDStore interface {
+	// Store keeps a copy of f under name.
+	Store(name string, f *os.File) error
+	// Remove drops every copy kept under name.
+	Remove(name string) error
+}
+
+// The roles of the kept descriptors of an execution, stored under
+// "<execution>.<role>".
+const (
+	keptStdin  = "stdin"
+	keptStdout = "stdout"
+	keptStderr = "stderr"
+	keptPidFD  = "pidfd"
+)
+
+var keptRoles = []string{keptStdin, keptStdout, keptStderr, keptPidFD}
+
+func keptName(exec, role string) string { return exec + "." + role }
+
+// keep hands the engine's pipe ends and a pidfd of it to the fd store, so
+// that a restarted controller can re-attach (F19). Without a store, or if
+// any part fails, nothing stays kept: a partial set could not be resumed,
+// and the engine then ends with this controller, as it always did.
+func (c *Controller) keep(x *execution) {
+	st := c.cfg.FDStore
+	if st == nil {
+		return
+	}
+	h := x.handle
+	pidfd, err := h.EnginePidFD()
+	if err == nil {
+		defer pidfd.Close() // the store holds its own copy
+		for role, f := range map[string]*os.File{keptStdin: h.Stdin, keptStdout: h.Stdout, keptStderr: h.Stderr, keptPidFD: pidfd} {
+			if f == nil {
+				continue
+			}
+			if err = st.Store(keptName(x.id, role), f); err != nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		c.dropKept(x.id)
+		c.audit(audit.Transition, nil, fmt.Sprintf("execution %s is not kept in the fd store (%v): a controller restart will orphan its engine", x.id, err),
+			map[string]string{"EXECUTION": x.id})
+		return
+	}
+	c.mu.Lock()
+	x.kept = true
+	c.mu.Unlock()
+}
+
+// unkeep drops an execution's descriptors from the store once its engine
+// is gone: a restarted controller must never re-attach to the pipes of a
+// dead engine (the manager drops a pipe whose other end closed by itself,
+// a pidfd only once reaped and only on Linux >= 6.9).
+func (c *Controller) unkeep(x *execution) {
+	c.mu.Lock()
+	kept := x.kept
+	x.kept = false
+	c.mu.Unlock()
+	if kept {
+		c.dropKept(x.id)
+	}
+}
+
+func (c *Controller) dropKept(exec string) {
+	if c.cfg.FDStore == nil {
+		return
+	}
+	for _, role := range keptRoles {
+		c.cfg.FDStore.Remove(keptName(exec, role))
+	}
+}
+
+// keptByExecution groups the descriptors the store handed back by
+// execution and takes them out of the config (they are used once).
+func (c *Controller) keptByExecution() map[string]scopes.Kept {
+	out := map[string]scopes.Kept{}
+	for name, f := range c.cfg.Kept {
+		i := strings.LastIndexByte(name, '.')
+		if i <= 0 {
+			f.Close()
+			continue
+		}
+		exec, role := name[:i], name[i+1:]
+		k := out[exec]
+		switch role {
+		case keptStdin:
+			k.Stdin = f
+		case keptStdout:
+			k.Stdout = f
+		case keptStderr:
+			k.Stderr = f
+		case keptPidFD:
+			k.PidFD = f
+		default:
+			f.Close()
+		}
+		out[exec] = k
+	}
+	c.cfg.Kept = nil
+	return out
+}
+
+// resume re-attaches to the engine a previous controller of this
+// conversation launched, through the descriptors it kept (F19). It
+// returns false, having closed and dropped them, when there is nothing to
+// re-attach to: then start goes on as without them (Recover classifies
+// the claim; a live engine is an orphan). Only an active claim of the
+// kept execution whose engine the pidfd proves alive is resumed; the
+// claim stays what it was (claims.Store.Reattach).
+//
+// Once re-attached, a failure to find the line boundary or to match the
+// bound session leaves the binding uncertain, as a failed load check
+// does: the claim is the engine's, and only a force stop moves it on.
+func (c *Controller) resume(ctx context.Context, keys claims.Keys) (bool, error) {
+	all := c.keptByExecution()
+	if len(all) == 0 {
+		return false, nil
+	}
+	drop := func(why string) {
+		names := make([]string, 0, len(all))
+		for exec, k := range all {
+			k.Close()
+			c.dropKept(exec)
+			names = append(names, exec)
+		}
+		sort.Strings(names)
+		c.audit(audit.Transition, nil, fmt.Sprintf("kept descriptors of %s dropped: %s", strings.Join(names, ", "), why),
+			map[string]string{"EXECUTIONS": strings.Join(names, ",")})
+	}
+	cur, err := c.cfg.Claims.Current(ctx, keys)
+	if err != nil || cur.Seat == nil {
+		drop(fmt.Sprintf("no claim to re-attach (%v)", err))
+		return false, nil
+	}
+	rec := cur.Seat
+	k, ok := all[rec.Execution]
+	if !ok || rec.State != claims.Active {
+		drop(fmt.Sprintf("the claim is %s for execution %s", rec.State, rec.Execution))
+		return false, nil
+	}
+	delete(all, rec.Execution)
+	if len(all) > 0 {
+		drop("not the claim's execution " + rec.Execution)
+	}
+	all = map[string]scopes.Kept{rec.Execution: k}
+	co, err := c.loadCohort(rec.Execution)
+	if err != nil {
+		drop(err.Error())
+		return false, nil
+	}
+	h, err := c.cfg.Scopes.Resume(co, k)
+	if err != nil {
+		drop(err.Error())
+		return false, nil
+	}
+	claim, err := c.cfg.Claims.Reattach(ctx, keys, rec.Execution, claims.Process{BootID: co.BootID, PID: co.PID, StartTime: co.StartTime, Cgroup: co.Cgroup})
+	if err != nil {
+		if protocol.CodeOf(err) == protocol.CodeAlreadyActive {
+			k.Close() // the live controller keeps them in the store
+			return true, err
+		}
+		drop(err.Error())
+		return false, nil
+	}
+	n, err := c.countResume(rec.Execution)
+	if err != nil {
+		// The claim is ours now; an engine we cannot number events for
+		// is one we cannot show without confusing two streams.
+		drop(err.Error())
+		c.setUncertainClaim(claim, fmt.Sprintf("re-attach to execution %s: %v", rec.Execution, err))
+		return true, nil
+	}
+	return true, c.reattach(ctx, claim, h, n)
+}
+
+// reattach is resume once the claim is this controller's: talk to the
+// engine again, find a line boundary, check what it holds, open
+// admission.
+func (c *Controller) reattach(ctx context.Context, claim *claims.Claim, h *scopes.Handle, n uint64) error {
+	rec := claim.Record()
+	execID := rec.Execution
+	cv, err := c.settings()
+	if err != nil {
+		cv = c.cfg.Conversation
+	}
+	conn, err := engine.New(h.Stdout, h.Stdin, engine.Options{Execution: execID,
+		CommandTimeout: c.cfg.CommandTimeout, AbortTimeout: c.cfg.AbortTimeout,
+		MaxLine: c.cfg.EngineMaxLine, LineLimit: c.cfg.EngineLineLimit,
+		Resume: true, SeqBase: n << 32, IDPrefix: fmt.Sprintf("r%d.", n)})
+	if err != nil {
+		return err
+	}
+	x := &execution{id: execID, handle: h, conn: conn, pins: rec.Pins, engineName: "pi " + cv.Engine.Version,
+		stderr: c.readStderr(execID, h), kept: true}
+	if cv.Engine.Version == "" {
+		x.engineName = "pi (test engine)"
+	}
+	c.bus.reset(execID)
+	c.mu.Lock()
+	c.st.claim = claim
+	c.st.exec = x
+	c.st.binding = protocol.BindingLaunching
+	c.closeAdmissionLocked("re-attaching to the running engine after a controller restart")
+	c.mu.Unlock()
+	go c.pump(x)
+	go c.watchExit(x)
+
+	head, err := readSessionHead(c.cfg.Conversation.Session)
+	var size int64
+	if err == nil && head.snap != nil {
+		size = head.snap.Size()
+	}
+	st, skipped, rerr := conn.Resync(ctx, engine.Budget(c.cfg.CommandTimeout, size))
+	restart := &protocol.Restart{At: time.Now().UTC().Format(time.RFC3339Nano), Resume: n, SkippedBytes: skipped, RunInProgress: st.IsStreaming}
+	if err == nil {
+		err = rerr
+	}
+	var leaf string
+	if err == nil {
+		leaf, err = c.checkReattached(ctx, x, head, st, size)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.st.restart = restart
+	fields := map[string]string{"EXECUTION": execID, "ENGINE_PID": fmt.Sprint(h.Cohort.PID), "RESUME": fmt.Sprint(n),
+		"SKIPPED_BYTES": fmt.Sprint(skipped), "RUN_IN_PROGRESS": fmt.Sprint(st.IsStreaming)}
+	if err != nil {
+		c.st.binding = protocol.BindingUncertain
+		c.st.preflight = "re-attach: " + err.Error()
+		c.closeAdmissionLocked("re-attach after a controller restart failed: " + err.Error())
+		c.markUncertainLocked("re-attach failed: " + err.Error())
+		c.audit(audit.Transition, nil, fmt.Sprintf("re-attached to execution %s, but %v; admission stays closed", execID, err), fields)
+		return nil
+	}
+	c.st.sessionID, c.st.leaf = st.SessionID, leaf
+	c.st.binding = protocol.BindingActive
+	c.st.admission, c.st.reason = true, ""
+	c.audit(audit.Transition, nil, fmt.Sprintf("controller restarted: re-attached to execution %s (engine pid %d, resume %d, %d bytes skipped to a line boundary, run in progress %v)",
+		execID, h.Cohort.PID, n, skipped, st.IsStreaming), fields)
+	go c.watchSession(x, head.snap)
+	go c.watchIdle(x)
+	return nil
+}
+
+// checkReattached checks that the engine still holds the bound session
+// and that the session file's last entry is one of the engine's own (an
+// entry another writer appended while no controller watched is not), and
+// returns the engine's leaf.
+func (c *Controller) checkReattached(ctx context.Context, x *execution, head sessionHead, st engine.State, size int64) (string, error) {
+	if st.SessionFile != c.cfg.Conversation.Session {
+		return "", fmt.Errorf("engine holds %q, not the bound session file", st.SessionFile)
+	}
+	if !head.exists {
+		return "", nil
+	}
+	if st.SessionID != head.id {
+		return "", fmt.Errorf("engine holds session %s, the file's header is %s", st.SessionID, head.id)
+	}
+	ents, err := x.conn.GetEntriesWithin(ctx, head.leaf, engine.Budget(c.cfg.CommandTimeout, size))
+	if err != nil {
+		return "", fmt.Errorf("the session file's last entry %s is not the engine's (foreign writer?): %w", head.leaf, err)
+	}
+	return ents.LeafID, nil
+}
+
+// setUncertainClaim records uncertain on a claim this controller holds
+// but could not take up.
+func (c *Controller) setUncertainClaim(claim *claims.Claim, why string) {
+	c.mu.Lock()
+	c.st.claim = claim
+	c.st.binding = protocol.BindingUncertain
+	c.closeAdmissionLocked(why)
+	c.markUncertainLocked(why)
+	c.mu.Unlock()
+}
+
+// countResume numbers this re-attachment to exec: the first free n of
+// executions/<exec>.resume-<n>, created exclusively, so two controllers
+// (one after the other) never share an event seq space.
+func (c *Controller) countResume(exec string) (uint64, error) {
+	dir := filepath.Dir(c.cohortPath(exec))
+	for n := uint64(1); n < 1<<20; n++ {
+		f, err := os.OpenFile(filepath.Join(dir, fmt.Sprintf("%s.resume-%d", exec, n)), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if errors.Is(err, os.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return 0, fmt.Errorf("number the re-attachment of %s: %w", exec, err)
+		}
+		f.Close()
+		return n, nil
+	}
+	return 0, fmt.Errorf("execution %s was re-attached too often", exec)
+}
+
+// restartNoticeLocked tells a connection, right after its binding, that
+// this controller is a restarted one. Callers hold mu.
+func (c *Controller) restartNoticeLocked(k *conn) {
+	r := c.st.restart
+	if r == nil || c.st.exec == nil {
+		return
+	}
+	msg := fmt.Sprintf("the controller restarted at %s and re-attached to the running engine of execution %s: control did not survive (take it again), events before the restart are not replayed (read the history)", r.At, c.st.exec.id)
+	if r.SkippedBytes > 0 {
+		msg += fmt.Sprintf("; %d bytes of engine output were skipped to a line boundary", r.SkippedBytes)
+	}
+	c.offerLocked(k, protocol.Notice{Record: protocol.RecordNotice, Kind: protocol.NoticeRestarted, Message: msg})
+}
+
+// beforeRestartLocked reports whether an observe's fromSeq names an event
+// of a controller before this re-attached one: its events are gone, so
+// the client must reconcile, even when the new ring is still empty and
+// the seam would otherwise look complete. Callers hold mu.
+func (c *Controller) beforeRestartLocked(from *uint64) bool {
+	r := c.st.restart
+	return r != nil && from != nil && *from <= r.Resume<<32
+}

@@ -1,0 +1,154 @@
+package scopes
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/mosaic-agents/mosaic/internal/procfs"
+	"github.com/mosaic-agents/mosaic/proofs"
+	"golang.org/x/sys/unix"
+)
+
+// ErrNotResumable means descriptors kept by an earlier controller do not
+// lead to the recorded engine: the engine is gone, or a descriptor is
+// missing or names another process. The caller must treat the engine as
+// an orphan (or gone), never talk to it.
+var ErrNotResumable = errors.New("the kept descriptors do not lead to the recorded engine")
+
+// EnginePidFD returns a pidfd on the engine, checked to be the recorded
+// process (pid, start time, inside the engine cgroup) while it is alive.
+// The controller keeps it in the service manager's fd store with the
+// pipes, so that a later controller can tell the engine it re-attaches to
+// is this one and observe its exit without being its parent.
+func (h *Handle) EnginePidFD() (*os.File, error) {
+	c := h.Cohort
+	within := c.Cgroup
+	if c.Kind != proofs.KindScope {
+		within = ""
+	}
+	m, err := openMember(c.PID, c.StartTime, within)
+	if err != nil {
+		return nil, fmt.Errorf("pidfd of the engine of %s: %w", c.Execution, err)
+	}
+	return os.NewFile(uintptr(m.fd), fmt.Sprintf("pidfd:%d", c.PID)), nil
+}
+
+// Kept are the descriptors of a live engine an earlier controller kept:
+// its stdin write end, stdout and stderr read ends and a pidfd.
+type Kept struct {
+	Stdin, Stdout, Stderr, PidFD *os.File
+}
+
+// Close closes every kept descriptor.
+func (k Kept) Close() {
+	for _, f := range []*os.File{k.Stdin, k.Stdout, k.Stderr, k.PidFD} {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+// Resume returns a handle on the live engine of cohort c through the
+// descriptors an earlier controller kept. It checks, in an order that
+// closes each race: the pidfd names c's engine pid (fdinfo), that process
+// is alive (pidfd_send_signal 0, so the pid cannot be reused while we
+// read), its start time is the recorded one, it is still alive after the
+// read, the boot is the recorded one, and the pipes are pipes. The
+// handle's Done is closed when the pidfd polls readable (the engine
+// exited; this process is not its parent, so its exit status is unknown).
+// Stop, Term and Kill behave as after Reattach. On error nothing is
+// closed: the caller owns k.
+func (m *Manager) Resume(c Cohort, k Kept) (*Handle, error) {
+	if k.Stdin == nil || k.Stdout == nil || k.PidFD == nil {
+		return nil, fmt.Errorf("%w: execution %s: stdin, stdout and pidfd are all needed", ErrNotResumable, c.Execution)
+	}
+	if err := provesEngine(int(k.PidFD.Fd()), c); err != nil {
+		return nil, fmt.Errorf("%w: execution %s: %w", ErrNotResumable, c.Execution, err)
+	}
+	for _, f := range []*os.File{k.Stdin, k.Stdout, k.Stderr} {
+		if f == nil {
+			continue
+		}
+		var s unix.Stat_t
+		if err := unix.Fstat(int(f.Fd()), &s); err != nil || s.Mode&unix.S_IFMT != unix.S_IFIFO {
+			return nil, fmt.Errorf("%w: execution %s: kept %s is not a pipe (%v)", ErrNotResumable, c.Execution, f.Name(), err)
+		}
+	}
+	h := &Handle{Stdin: k.Stdin, Stdout: k.Stdout, Stderr: k.Stderr, Cohort: c, m: m,
+		done: make(chan struct{}), exitErr: errResumedExit}
+	go h.watchPidFD(k.PidFD)
+	return h, nil
+}
+
+// provesEngine checks that the pidfd fd names c's engine, alive, in this
+// boot: the one defence against re-attaching to the descriptors of a dead
+// engine when nobody dropped them from the store (a pidfd polls EPOLLHUP,
+// which makes the manager drop it, only once its process is reaped, and
+// only on Linux ≥ 6.9).
+func provesEngine(fd int, c Cohort) error {
+	boot, err := procfs.BootID()
+	if err != nil || boot != c.BootID {
+		return fmt.Errorf("the engine ran in boot %s, this is %s (%v)", c.BootID, boot, err)
+	}
+	pid, err := pidfdPID(fd)
+	if err != nil {
+		return err
+	}
+	if pid != c.PID {
+		return fmt.Errorf("the pidfd names pid %d, the engine is %d", pid, c.PID)
+	}
+	alive := func() error { return unix.PidfdSendSignal(fd, 0, nil, 0) }
+	if err := alive(); err != nil {
+		return fmt.Errorf("engine %d is gone (%v)", pid, err)
+	}
+	st, err := procfs.ReadStat(pid)
+	if err != nil {
+		return fmt.Errorf("engine %d: %w", pid, err)
+	}
+	// Alive after the read: the pid was not reused while it was read.
+	if err := alive(); err != nil {
+		return fmt.Errorf("engine %d exited while it was checked (%v)", pid, err)
+	}
+	if st.StartTime != c.StartTime {
+		return fmt.Errorf("pid %d started at %d, the engine at %d", pid, st.StartTime, c.StartTime)
+	}
+	return nil
+}
+
+var errResumedExit = errors.New("the engine was re-attached after a controller restart: this process is not its parent, its exit status is unknown")
+
+// watchPidFD closes done once the pidfd polls readable (the process
+// exited), then closes the pidfd.
+func (h *Handle) watchPidFD(f *os.File) {
+	defer close(h.done)
+	defer f.Close()
+	fds := []unix.PollFd{{Fd: int32(f.Fd()), Events: unix.POLLIN}}
+	for {
+		n, err := unix.Poll(fds, -1)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil || n > 0 {
+			h.reapedAt = procfs.BoottimeNanos()
+			return
+		}
+	}
+}
+
+// pidfdPID reads the pid a pidfd refers to from /proc/self/fdinfo: -1
+// once the process is gone (Linux ≥ 5.15 writes it so).
+func pidfdPID(fd int) (int, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/self/fdinfo/%d", fd))
+	if err != nil {
+		return 0, fmt.Errorf("fdinfo of pidfd %d: %w", fd, err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Pid:"); ok {
+			return strconv.Atoi(strings.TrimSpace(v))
+		}
+	}
+	return 0, fmt.Errorf("fd %d is not a pidfd (no Pid: in fdinfo)", fd)
+}
