@@ -181,7 +181,7 @@ func textHas(sel, s string) string {
 // one, prompt, and watch the streamed answer and the tool call arrive in
 // both without a reload; the observer's send is refused and its text
 // kept; a takeover from the second flips the modes; a prompt while busy is
-// refused and kept; interrupt; a force stop through the dialog that shows
+// queued; interrupt; a force stop through the dialog that shows
 // its intent, then the proof; recover and launch; a stale view's command
 // refused; hostile engine text inert.
 func TestBrowserConversation(t *testing.T) {
@@ -280,8 +280,13 @@ func TestBrowserConversation(t *testing.T) {
 	o.until("the engine busy", textHas("#engine", "busy"))
 	a.until("the engine busy in A", textHas("#engine", "busy")+` && document.title.startsWith("[busy")`)
 
-	t.Run("a prompt while busy is refused and kept", func(t *testing.T) {
-		o.refusedAndKept("second while busy", "busy")
+	t.Run("a prompt while busy is queued", func(t *testing.T) {
+		o.set("#text", "second while busy")
+		o.click("#send")
+		o.until("the prompt queued", textHas("#notice", "queued (item "))
+		if kept := eval[string](o, `document.querySelector("#text").value`); kept != "" {
+			t.Fatalf("the composer holds %q once the prompt is queued durably, want it cleared", kept)
+		}
 	})
 
 	o.click("#interrupt")

@@ -185,13 +185,16 @@
     ev.preventDefault();
     const t = text.value;
     if (!t.trim()) { say("nothing to send", "warn"); return; }
-    // The text stays in the composer until the engine acknowledged it.
+    // The text stays in the composer until the controller holds it: queued
+    // durably (it is sent in turn; `mosaicctl queue` and attach show it),
+    // or already sent.
     const j = await send("prompt", { text: t });
     if (j && j.reply) {
       const rc = j.reply;
-      if (rc.state === "acknowledged") {
+      if (["queued", "dispatched", "acknowledged", "delivered"].includes(rc.state)) {
         if (text.value === t) text.value = "";
-        say("sent (receipt " + rc.id + ")", "ok");
+        say(rc.state === "queued" ? "queued (item " + rc.item + ", receipt " + rc.id + "): sent when the engine is free" :
+          "sent (receipt " + rc.id + ")", "ok");
       } else {
         say("prompt " + rc.state + (rc.evidence ? ": " + rc.evidence : "") + (rc.reason ? " (" + rc.reason + ")" : "") + " — your text is kept", "bad");
         if (rc.state === "failed") notify("turn failed", rc.evidence || "");
