@@ -108,8 +108,14 @@ func sessionLines(t *testing.T, proj string) []string {
 // session file, in order.
 func sessionText(t *testing.T, proj string) []string {
 	t.Helper()
+	return messageTexts(sessionLines(t, proj), "assistant")
+}
+
+// messageTexts returns the text of every message entry of role among the
+// session lines, in order.
+func messageTexts(lines []string, role string) []string {
 	var out []string
-	for _, line := range sessionLines(t, proj) {
+	for _, line := range lines {
 		var e struct {
 			Type    string
 			Message struct {
@@ -117,7 +123,7 @@ func sessionText(t *testing.T, proj string) []string {
 				Content []struct{ Type, Text string }
 			}
 		}
-		if json.Unmarshal([]byte(line), &e) != nil || e.Type != "message" || e.Message.Role != "assistant" {
+		if json.Unmarshal([]byte(line), &e) != nil || e.Type != "message" || e.Message.Role != role {
 			continue
 		}
 		var s strings.Builder
@@ -548,7 +554,7 @@ func TestRestartAfterEngineDied(t *testing.T) {
 	if b.Restart != nil || b.State == protocol.BindingActive {
 		t.Fatalf("re-attached to a dead engine: %+v (restart %+v)", b, b.Restart)
 	}
-	if v := soakInvariants(t, r.bin, r.id); len(v) > 0 {
+	if v := soakInvariants(t, r.bin, r.id, r.proj); len(v) > 0 {
 		t.Fatalf("after the restart: %v", v)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -54,9 +55,26 @@ func engineCgroupPIDs(t *testing.T, scope string) []int {
 // scope (no orphan), at most one engine scope runs (never two non-stopped
 // claims: the seat key holds one claim, so a second engine would be one no
 // claim names), and a running scope is the claim's execution.
-func soakInvariants(t *testing.T, bin, id string) []string {
+func soakInvariants(t *testing.T, bin, id, proj string) []string {
 	t.Helper()
 	var bad []string
+	// A queued prompt's text is unique to its step: the engine holds it
+	// at most once however the faults fell (never dispatched twice).
+	files, _ := filepath.Glob(filepath.Join(proj, ".pi", "state", "*", "sessions", "*.jsonl"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		seen := map[string]int{}
+		for _, text := range messageTexts(strings.Split(string(b), "\n"), "user") {
+			if strings.HasPrefix(text, "soak-q") {
+				if seen[text]++; seen[text] == 2 {
+					bad = append(bad, fmt.Sprintf("the queued prompt %q reached the engine twice", text))
+				}
+			}
+		}
+	}
 	st := claimOf(t, bin, id)
 	scopes := engineScopes(t, id)
 	switch {
@@ -76,9 +94,21 @@ func soakInvariants(t *testing.T, bin, id string) []string {
 	return bad
 }
 
+// opName names a step's operation for the figures.
+func opName(op []string) string {
+	switch {
+	case op[0] == "queue":
+		return "queue-resume"
+	case slices.Contains(op, "--no-wait"):
+		return "prompt-queued"
+	}
+	return op[0]
+}
+
 // TestSoak runs MOSAIC_SOAK_RUNS steps (3 by default, bounded by
 // MOSAIC_SOAK_TIME, default 2m): each a random operation chosen for the
-// state (prompt or interrupt on an active conversation, force stop on an
+// state (prompt, a queued prompt, a queue resume or interrupt on an
+// active conversation, force stop on an
 // active or uncertain one, recover on a stopped one) with a random fault
 // at a random moment (none, SIGKILL of the controller, SIGKILL of the
 // engine's processes), then the invariants. It prints the figures.
@@ -103,7 +133,7 @@ func TestSoak(t *testing.T) {
 	}
 	entry, _ := fakeEngine(t, stubmodel.Script{Turns: turns})
 	bin := sandboxtest.Bin(t, "mosaicctl")
-	id, _, path := startConversation(t, bin, "soak", "--engine", entry, "--provider", "fakellm", "--model", "fake-model")
+	id, proj, path := startConversation(t, bin, "soak", "--engine", entry, "--provider", "fakellm", "--model", "fake-model")
 	svc := "mosaic-conv@" + id + ".service"
 	fastRestart(t)
 
@@ -116,15 +146,17 @@ func TestSoak(t *testing.T) {
 		case protocol.BindingActive:
 			op = [][]string{
 				{"prompt", id, "--take", "--timeout", "30s", "--", "soak"},
+				{"prompt", id, "--take", "--no-wait", "--timeout", "30s", "--", fmt.Sprintf("soak-q%d", fig.runs)},
+				{"queue", "resume", id, "--take", "--timeout", "30s"},
 				{"interrupt", id, "--take", "--timeout", "30s"},
 				{"stop", id, "--take", "--yes", "--timeout", "30s"},
-			}[rand.IntN(3)]
+			}[rand.IntN(5)]
 		case protocol.BindingStopped:
 			op = []string{"recover", id, "--take", "--timeout", "30s"}
 		default:
 			op = []string{"stop", id, "--take", "--yes", "--timeout", "30s"}
 		}
-		fig.ops[op[0]]++
+		fig.ops[opName(op)]++
 		cmd := exec.CommandContext(ctx, bin, op...)
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -156,7 +188,7 @@ func TestSoak(t *testing.T) {
 		}
 		fig.states[b.State]++
 		fig.runs++
-		for _, v := range soakInvariants(t, bin, id) {
+		for _, v := range soakInvariants(t, bin, id, proj) {
 			fig.violations++
 			t.Errorf("step %d (%v, binding %s): %s", fig.runs, op[0], b.State, v)
 		}
