@@ -1,0 +1,179 @@
+package web_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
+	"github.com/mosaic-agents/mosaic/contrib/stubmodel"
+	"github.com/mosaic-agents/mosaic/terminal"
+	"github.com/mosaic-agents/mosaic/web"
+)
+
+// gateTitle and gateLabels are the select contrib/piext/gate.ts raises
+// for a bash command holding GATE_SELECT: markup, Markdown, a link, ANSI,
+// bidi overrides and line breaks in the title and the labels.
+const gateTitle = "Allow <b>rm -rf</b> **now**? [x](http://127.0.0.1/) \u001b[31mRED\u001b[0m RLO:\u202eevil.exe\u202c\nline2 \u2028 <script>x</script>"
+
+var gateLabels = []string{"Allow <i>once</i>", "**Block**", "\u202egnp.exe\u202c (RLO label)", "multi\nline", "\u001b[1mbold\u001b[0m"}
+
+// gateExtension copies the reviewed fixture extension where the engine
+// may read it, for `conv add --extension`.
+func gateExtension(t *testing.T) string {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join("..", "contrib", "piext", "gate.ts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "gate.ts")
+	if err := os.WriteFile(p, src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestBrowserApproval answers a native select of the real Pi (the gate
+// extension, pinned) in Debian's Chromium: both tabs show the pending
+// approval with its exact title and labels made inert; the observer's
+// buttons are disabled and, forced, its answer is refused not-controller
+// and the refusal shown; the list shows the waiting; a reloaded observer
+// gets the approval from its observe; the controller answers with the
+// exact label (the extension lets the tool run only for it); both tabs
+// show who decided; a second, different answer is refused
+// approval-conflict and the same one again returns the resolution.
+func TestBrowserApproval(t *testing.T) {
+	sandboxtest.Require(t)
+	id := convPi(t, "webgate", stubmodel.Script{Turns: []stubmodel.Turn{
+		{Tool: &stubmodel.ToolCall{Command: "echo GATE_SELECT $((6*7))-ran"}},
+		{Text: []string{"after the gate"}},
+	}}, "--extension", gateExtension(t))
+	s := startServer(t, web.Options{Log: log.New(testWriter{t}, "server: ", 0)})
+	b := startBrowser(t)
+	a, o := newPage(t, b, "A"), newPage(t, b, "B")
+	conv := s.base + "/c/" + id
+	for _, p := range []*page{a, o} {
+		p.login(s, id)
+		p.run("open the conversation", chromedp.Navigate(conv))
+		p.until("an observer view of a running engine", textHas("#mode", "observer")+` && `+textHas("#engine", "idle"))
+	}
+	a.click("#take")
+	a.until("A in control", `document.querySelector("#mode").textContent === "controller"`)
+	o.until("B an observer", `document.querySelector("#mode").textContent === "observer"`)
+	a.set("#text", "run the gated tool")
+	a.click("#send")
+
+	const pending = `document.querySelector('#approvals .approval[data-state="pending"]')`
+	wantLabels := make([]string, len(gateLabels))
+	for i, l := range gateLabels {
+		wantLabels[i] = terminal.SanitizeLine(l)
+	}
+	type shown struct {
+		ID       string   `json:"id"`
+		Title    string   `json:"title"`
+		Labels   []string `json:"labels"`
+		Disabled []bool   `json:"disabled"`
+		Who      string   `json:"who"`
+		Markup   int      `json:"markup"`
+		Raw      bool     `json:"raw"`
+	}
+	look := func(p *page) shown {
+		t.Helper()
+		p.until("the pending approval", pending+` && `+pending+`.querySelectorAll("button.choice").length === 5`)
+		return eval[shown](p, `(() => { const a = `+pending+`, bs = Array.from(a.querySelectorAll("button.choice"));
+			return {id: a.dataset.approval, title: a.querySelector(".approval-title").textContent,
+				labels: bs.map(b => b.textContent), disabled: bs.map(b => b.disabled),
+				who: a.querySelector(".approval-who").textContent,
+				markup: document.querySelectorAll("#approvals b, #approvals i, #approvals script, #approvals a, #approvals-done b, #approvals-done i, #approvals-done script, #approvals-done a").length,
+				raw: /[\u001b\u202e\u202c\u2028]/.test(document.body.textContent)}; })()`)
+	}
+	inert := func(p *page, v shown) {
+		t.Helper()
+		if v.Title != terminal.SanitizeLine(gateTitle) {
+			t.Errorf("%s: the approval's title is %q, want the gate's title made inert %q", p.who, v.Title, terminal.SanitizeLine(gateTitle))
+		}
+		if !slices.Equal(v.Labels, wantLabels) {
+			t.Errorf("%s: the choices read %q, want the exact labels made inert %q", p.who, v.Labels, wantLabels)
+		}
+		if v.Markup != 0 || v.Raw {
+			t.Errorf("%s: the approval's text became markup (%d elements) or reached the page raw (%v)", p.who, v.Markup, v.Raw)
+		}
+	}
+
+	var ap shown
+	t.Run("the observer sees it read-only", func(t *testing.T) {
+		v := look(o)
+		inert(o, v)
+		if slices.Contains(v.Disabled, false) || !strings.Contains(v.Who, "read-only: only the controller") {
+			t.Errorf("B (observer): buttons disabled %v, %q: want every one disabled and read-only", v.Disabled, v.Who)
+		}
+		// Forced past the disabled button, the answer reaches the
+		// controller and is refused there; the page shows the refusal.
+		eval[bool](o, `(() => { const b = `+pending+`.querySelector("button.choice"); b.disabled = false; b.click(); return true; })()`)
+		o.until("the observer's refusal", textHas("#approvals-result", "refused not-controller:"))
+		o.until("the approval still pending", pending+` !== null`)
+	})
+
+	t.Run("the controller may answer", func(t *testing.T) {
+		ap = look(a)
+		inert(a, ap)
+		if slices.Contains(ap.Disabled, true) || !strings.Contains(ap.Who, "this tab is the controller") {
+			t.Errorf("A (controller): buttons disabled %v, %q: want every one enabled", ap.Disabled, ap.Who)
+		}
+		a.until("the waiting title", `document.title.startsWith("[waiting for approval")`)
+	})
+
+	t.Run("the list shows the waiting", func(t *testing.T) {
+		row := fmt.Sprintf(`document.querySelector('tr[data-id=%q]')`, id)
+		o.run("open the list", chromedp.Navigate(s.base+"/"))
+		o.until("one pending approval in the row", row+` && `+row+`.children[5].textContent === "1 pending" && `+row+`.children[1].textContent.includes("waiting for approval")`)
+		// A new tab learns of the open decision from its observe.
+		o.run("open the conversation again", chromedp.Navigate(conv))
+		v := look(o)
+		inert(o, v)
+		if v.ID != ap.ID || slices.Contains(v.Disabled, false) {
+			t.Errorf("B after a reload: approval %s, disabled %v: want %s, read-only", v.ID, v.Disabled, ap.ID)
+		}
+	})
+
+	a.click(`#approvals button.choice[data-index="0"]`)
+	a.until("the answer", textHas("#approvals-result", `answered "Allow <i>once</i>"`))
+	conn := eval[string](a, `mosaicState().connection`)
+	for _, p := range []*page{a, o} {
+		done := fmt.Sprintf(`document.querySelector('#approvals-done .approval[data-approval=%q][data-state="resolved"]')`, ap.ID)
+		p.until("the resolution and who decided", done+` && `+done+`.querySelector(".approval-who").textContent.startsWith(`+
+			jsString(`answered "Allow <i>once</i>" by connection `+conn)+`) && document.querySelector("#approvals").hidden`)
+		// The extension lets the tool run only for its exact first label.
+		p.until("the gated tool's output", textHas("#transcript", "GATE_SELECT 42-ran")+` && `+textHas("#transcript", "after the gate"))
+		if r := eval[bool](p, `/[\u001b\u202e\u202c\u2028]/.test(document.body.textContent) || document.querySelectorAll("#approvals-done b, #approvals-done i, #approvals-done script").length > 0`); r {
+			t.Errorf("%s: the resolved approval reached the page as markup or raw controls", p.who)
+		}
+	}
+
+	t.Run("a second answer", func(t *testing.T) {
+		post := func(choice int) string {
+			return eval[string](a, fmt.Sprintf(`mosaic.post("/api/c/%s/command", {tab: mosaicState().tab, op: "approval", approval: %q, choice: %d,
+				generation: mosaicState().generation, execution: mosaicState().execution}).then(j => j.refusal ? j.refusal.code : j.reply.state + " " + j.reply.chosen)`, id, ap.ID, choice))
+		}
+		if got := post(1); got != "approval-conflict" {
+			t.Errorf("another choice after the answer: %q, want approval-conflict", got)
+		}
+		if got := post(0); got != "resolved Allow <i>once</i>" {
+			t.Errorf("the same choice again: %q, want the resolution again (nothing sent)", got)
+		}
+		if got := post(7); got != "approval-choice" {
+			t.Errorf("a choice index the approval does not have: %q, want approval-choice", got)
+		}
+	})
+}
+
+func jsString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
