@@ -53,6 +53,8 @@ func TestBrowserApproval(t *testing.T) {
 	id := convPi(t, "webgate", stubmodel.Script{Turns: []stubmodel.Turn{
 		{Tool: &stubmodel.ToolCall{Command: "echo GATE_SELECT $((6*7))-ran"}},
 		{Text: []string{"after the gate"}},
+		{Tool: &stubmodel.ToolCall{Command: "echo GATE_CONFIRM $((6*7))-ran"}},
+		{Text: []string{"after the confirm"}},
 	}}, "--extension", gateExtension(t))
 	s := startServer(t, web.Options{Log: log.New(testWriter{t}, "server: ", 0)})
 	b := startBrowser(t)
@@ -171,6 +173,49 @@ func TestBrowserApproval(t *testing.T) {
 			t.Errorf("a choice index the approval does not have: %q, want approval-choice", got)
 		}
 	})
+
+	// A confirm, then control moves while it is pending: the decision is
+	// projected again for the new controller, the old view is refused.
+	a.set("#text", "confirm it")
+	a.click("#send")
+	for _, p := range []*page{a, o} {
+		p.until("the pending confirm", pending+` && `+pending+`.querySelectorAll("button.choice").length === 2`)
+	}
+	old := eval[string](a, pending+`.dataset.approval`)
+	o.click("#take")
+	o.until("B in control", `document.querySelector("#mode").textContent === "controller"`)
+	a.until("A an observer", `document.querySelector("#mode").textContent === "observer"`)
+	curCSS := fmt.Sprintf(`#approvals .approval[data-state="pending"]:not([data-approval=%q])`, old)
+	cur := fmt.Sprintf(`document.querySelector(%s)`, jsString(curCSS))
+	o.until("the confirm projected for B, answerable", cur+` && !`+cur+`.querySelector("button.choice").disabled`)
+	a.until("the confirm read-only in A", cur+` && `+cur+`.querySelector("button.choice").disabled`)
+
+	t.Run("a stale view's answer is refused", func(t *testing.T) {
+		post := func(p *page, id string, gen string) string {
+			return eval[string](p, fmt.Sprintf(`mosaic.post("/api/c/%s/command", {tab: mosaicState().tab, op: "approval", approval: %q, choice: 0,
+				generation: %s, execution: mosaicState().execution}).then(j => j.refusal ? j.refusal.code : j.reply.state)`, id, old, gen))
+		}
+		// A answers what it showed before B's takeover.
+		if got := post(a, id, "mosaicState().generation - 1"); got != "revoked" {
+			t.Errorf("A's answer on its view before the takeover: %q, want revoked", got)
+		}
+		// B answers the projection it saw as an observer.
+		if got := post(o, id, "mosaicState().generation"); got != "approval-superseded" {
+			t.Errorf("B's answer to the superseded projection: %q, want approval-superseded", got)
+		}
+	})
+
+	o.click(curCSS + ` button.choice[data-index="1"]`)
+	o.until("the answer false", textHas("#approvals-result", `answered "false"`))
+	bconn := eval[string](o, `mosaicState().connection`)
+	for _, p := range []*page{a, o} {
+		p.until("the confirm resolved by B", `Array.from(document.querySelectorAll('#approvals-done .approval[data-state="resolved"] .approval-who')).some(w => w.textContent.startsWith(`+
+			jsString(`answered "false" by connection `+bconn)+`))`)
+		p.until("the turn after the blocked tool", textHas("#transcript", "after the confirm"))
+	}
+	if got := eval[string](a, `document.querySelector("#transcript").textContent`); strings.Contains(got, "GATE_CONFIRM 42-ran") {
+		t.Errorf("the confirm answered false, yet the gated command ran")
+	}
 }
 
 func jsString(s string) string {
