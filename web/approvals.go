@@ -49,7 +49,7 @@ type approvalView struct {
 type heldApproval struct {
 	decision string // the engine's decision id, exactly
 	view     approvalView
-	choices map[string][]string // projection id -> exact choices
+	choices  map[string][]string // projection id -> exact choices
 }
 
 func viewOf(a *protocol.Approval) approvalView {

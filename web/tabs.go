@@ -46,9 +46,9 @@ type tab struct {
 	// approvals are the native decisions the page shows (approvals.go).
 	approvals []*heldApproval
 	changed   chan struct{}
-	attached int
-	left     time.Time
-	dead     string // why the connection ended, once it has
+	attached  int
+	left      time.Time
+	dead      string // why the connection ended, once it has
 }
 
 type tabs struct {
