@@ -83,7 +83,8 @@ func (t *tab) holdApprovalLocked(a *protocol.Approval) {
 		t.approvals = append(t.approvals, &heldApproval{decision: a.Decision, choices: map[string][]string{}})
 		i = len(t.approvals) - 1
 		if len(t.approvals) > maxHeldApprovals {
-			if j := slices.IndexFunc(t.approvals, func(h *heldApproval) bool { return !openState(h.view) }); j >= 0 {
+			// The new one (last) is never the one to go.
+			if j := slices.IndexFunc(t.approvals[:i], func(h *heldApproval) bool { return !openState(h.view) }); j >= 0 {
 				t.approvals = slices.Delete(t.approvals, j, j+1)
 			} else {
 				t.approvals = t.approvals[1:] // every one open: the controller's own bound is larger
