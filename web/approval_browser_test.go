@@ -3,7 +3,6 @@ package web_test
 import (
 	"encoding/json"
 	"fmt"
-	"log"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,29 +10,18 @@ import (
 	"testing"
 
 	"github.com/chromedp/chromedp"
+	"github.com/mosaic-agents/mosaic/contrib/piext"
 	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
 	"github.com/mosaic-agents/mosaic/contrib/stubmodel"
 	"github.com/mosaic-agents/mosaic/terminal"
-	"github.com/mosaic-agents/mosaic/web"
 )
 
-// gateTitle and gateLabels are the select contrib/piext/gate.ts raises
-// for a bash command holding GATE_SELECT: markup, Markdown, a link, ANSI,
-// bidi overrides and line breaks in the title and the labels.
-const gateTitle = "Allow <b>rm -rf</b> **now**? [x](http://127.0.0.1/) \u001b[31mRED\u001b[0m RLO:\u202eevil.exe\u202c\nline2 \u2028 <script>x</script>"
-
-var gateLabels = []string{"Allow <i>once</i>", "**Block**", "\u202egnp.exe\u202c (RLO label)", "multi\nline", "\u001b[1mbold\u001b[0m"}
-
-// gateExtension copies the reviewed fixture extension where the engine
+// gateExtension writes the reviewed fixture extension where the engine
 // may read it, for `conv add --extension`.
 func gateExtension(t *testing.T) string {
 	t.Helper()
-	src, err := os.ReadFile(filepath.Join("..", "contrib", "piext", "gate.ts"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	p := filepath.Join(t.TempDir(), "gate.ts")
-	if err := os.WriteFile(p, src, 0o644); err != nil {
+	if err := os.WriteFile(p, piext.Gate, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return p
@@ -56,24 +44,14 @@ func TestBrowserApproval(t *testing.T) {
 		{Tool: &stubmodel.ToolCall{Command: "echo GATE_CONFIRM $((6*7))-ran"}},
 		{Text: []string{"after the confirm"}},
 	}}, "--extension", gateExtension(t))
-	s := startServer(t, web.Options{Log: log.New(testWriter{t}, "server: ", 0)})
-	b := startBrowser(t)
-	a, o := newPage(t, b, "A"), newPage(t, b, "B")
+	s, a, o := twoTabs(t, id)
 	conv := s.base + "/c/" + id
-	for _, p := range []*page{a, o} {
-		p.login(s, id)
-		p.run("open the conversation", chromedp.Navigate(conv))
-		p.until("an observer view of a running engine", textHas("#mode", "observer")+` && `+textHas("#engine", "idle"))
-	}
-	a.click("#take")
-	a.until("A in control", `document.querySelector("#mode").textContent === "controller"`)
-	o.until("B an observer", `document.querySelector("#mode").textContent === "observer"`)
 	a.set("#text", "run the gated tool")
 	a.click("#send")
 
 	const pending = `document.querySelector('#approvals .approval[data-state="pending"]')`
-	wantLabels := make([]string, len(gateLabels))
-	for i, l := range gateLabels {
+	wantLabels := make([]string, len(piext.GateLabels))
+	for i, l := range piext.GateLabels {
 		wantLabels[i] = terminal.SanitizeLine(l)
 	}
 	type shown struct {
@@ -97,8 +75,8 @@ func TestBrowserApproval(t *testing.T) {
 	}
 	inert := func(p *page, v shown) {
 		t.Helper()
-		if v.Title != terminal.SanitizeLine(gateTitle) {
-			t.Errorf("%s: the approval's title is %q, want the gate's title made inert %q", p.who, v.Title, terminal.SanitizeLine(gateTitle))
+		if v.Title != terminal.SanitizeLine(piext.GateTitle) {
+			t.Errorf("%s: the approval's title is %q, want the gate's title made inert %q", p.who, v.Title, terminal.SanitizeLine(piext.GateTitle))
 		}
 		if !slices.Equal(v.Labels, wantLabels) {
 			t.Errorf("%s: the choices read %q, want the exact labels made inert %q", p.who, v.Labels, wantLabels)

@@ -113,6 +113,25 @@ func newPage(t *testing.T, browser context.Context, who string) *page {
 	return &page{t: t, ctx: ctx, who: who}
 }
 
+// twoTabs serves the web surface and opens conversation id in two
+// browser contexts, A and B, each logged in with its own token; A takes
+// control and B is an observer with a controller present.
+func twoTabs(t *testing.T, id string) (s testServer, a, o *page) {
+	t.Helper()
+	s = startServer(t, web.Options{Log: log.New(testWriter{t}, "server: ", 0)})
+	b := startBrowser(t)
+	a, o = newPage(t, b, "A"), newPage(t, b, "B")
+	for _, p := range []*page{a, o} {
+		p.login(s, id)
+		p.run("open the conversation", chromedp.Navigate(s.base+"/c/"+id))
+		p.until("an observer view of a running engine", textHas("#mode", "observer")+` && `+textHas("#engine", "idle"))
+	}
+	a.click("#take")
+	a.until("A in control", `document.querySelector("#mode").textContent === "controller"`)
+	o.until("B an observer with a controller present", `document.querySelector("#mode").textContent === "observer"`)
+	return s, a, o
+}
+
 // login redeems a fresh one-time token and waits for conversation id in
 // the live list.
 func (p *page) login(s testServer, id string) {
@@ -204,20 +223,7 @@ func TestBrowserConversation(t *testing.T) {
 		{Text: []string{"The tool ", "said 42."}},
 		{Endless: true, ChunkDelayMS: 50},
 	}})
-	s := startServer(t, web.Options{Log: log.New(testWriter{t}, "server: ", 0)})
-	b := startBrowser(t)
-	a, o := newPage(t, b, "A"), newPage(t, b, "B")
-	conv := s.base + "/c/" + id
-
-	for _, p := range []*page{a, o} {
-		p.login(s, id)
-		p.run("open the conversation", chromedp.Navigate(conv))
-		p.until("an observer view of a running engine", textHas("#mode", "observer")+` && `+textHas("#engine", "idle"))
-	}
-
-	a.click("#take")
-	a.until("A in control", `document.querySelector("#mode").textContent === "controller"`)
-	o.until("B an observer with a controller present", `document.querySelector("#mode").textContent === "observer"`)
+	s, a, o := twoTabs(t, id)
 
 	a.set("#text", "run the tool")
 	a.click("#send")
