@@ -43,6 +43,8 @@ func TestBrowserApproval(t *testing.T) {
 		{Text: []string{"after the gate"}},
 		{Tool: &stubmodel.ToolCall{Command: "echo GATE_CONFIRM $((6*7))-ran"}},
 		{Text: []string{"after the confirm"}},
+		{Tool: &stubmodel.ToolCall{Command: "echo GATE_SELECT again"}},
+		{Text: []string{"after the second select"}},
 	}}, "--extension", gateExtension(t))
 	s, a, o := twoTabs(t, id)
 	conv := s.base + "/c/" + id
@@ -194,6 +196,18 @@ func TestBrowserApproval(t *testing.T) {
 	if got := eval[string](a, `document.querySelector("#transcript").textContent`); strings.Contains(got, "GATE_CONFIRM 42-ran") {
 		t.Errorf("the confirm answered false, yet the gated command ran")
 	}
+
+	t.Run("a label with a line break is answered byte for byte", func(t *testing.T) {
+		// The controller takes only the engine's exact bytes: a label
+		// sent as the page shows it (multi^Jline) would be refused
+		// approval-choice.
+		o.set("#text", "select again")
+		o.click("#send")
+		o.until("the second select, answerable", pending+` && `+pending+`.querySelectorAll("button.choice").length === 5 && !`+pending+`.querySelector("button.choice").disabled`)
+		o.click(`#approvals .approval[data-state="pending"] button.choice[data-index="3"]`)
+		o.until("the answer multi^Jline", textHas("#approvals-result", `answered "multi^Jline"`))
+		o.until("the turn after it", textHas("#transcript", "after the second select"))
+	})
 }
 
 func jsString(s string) string {
