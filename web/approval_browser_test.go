@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/mosaic-agents/mosaic/contrib/piext"
@@ -124,6 +125,8 @@ func TestBrowserApproval(t *testing.T) {
 		}
 	})
 
+	approvalShots(t, o)
+
 	a.click(`#approvals button.choice[data-index="0"]`)
 	a.until("the answer", textHas("#approvals-result", `answered "Allow <i>once</i>"`))
 	conn := eval[string](a, `mosaicState().connection`)
@@ -213,4 +216,33 @@ func TestBrowserApproval(t *testing.T) {
 func jsString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+// approvalShots writes the screenshots of the approval panel of docs/web.md
+// when MOSAIC_WEB_SHOTS names a directory: the observer's read-only view
+// of the gate's select at desktop and at phone size.
+func approvalShots(t *testing.T, p *page) {
+	dir := os.Getenv("MOSAIC_WEB_SHOTS")
+	if dir == "" {
+		return
+	}
+	for _, size := range []struct {
+		name string
+		w, h int64
+		mob  bool
+	}{{"desktop", 1280, 860, false}, {"phone", 390, 844, true}} {
+		emu := []chromedp.EmulateViewportOption{chromedp.EmulateScale(1)}
+		if size.mob {
+			emu = append(emu, chromedp.EmulateMobile)
+		}
+		p.run("resize", chromedp.EmulateViewport(size.w, size.h, emu...), chromedp.Sleep(time.Second))
+		png, err := chromedp.Run(p.ctx, chromedp.CaptureScreenshot())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "web-approval-"+size.name+".png"), png, 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+	p.run("reset the viewport", chromedp.EmulateReset())
 }
