@@ -155,6 +155,16 @@ func TestBrowserApproval(t *testing.T) {
 		if got := post(7); got != "approval-choice" {
 			t.Errorf("a choice index the approval does not have: %q, want approval-choice", got)
 		}
+		for _, c := range []struct{ body, want string }{
+			{fmt.Sprintf(`{approval: %q}`, ap.ID), "malformed"},
+			{`{approval: "ap-not-shown", choice: 0}`, "approval-unknown"},
+		} {
+			got := eval[string](a, fmt.Sprintf(`mosaic.post("/api/c/%s/command", Object.assign({tab: mosaicState().tab, op: "approval",
+				generation: mosaicState().generation}, %s)).then(j => j.refusal ? j.refusal.code : "accepted")`, id, c.body))
+			if got != c.want {
+				t.Errorf("an answer %s: %q, want %s", c.body, got, c.want)
+			}
+		}
 	})
 
 	// A confirm, then control moves while it is pending: the decision is
