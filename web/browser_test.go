@@ -30,8 +30,8 @@ const hostile = "<script>window.pwned=1</script><img src=x onerror=\"window.pwne
 // convPi registers a conversation on the real pinned Pi with the stub
 // model playing script and starts its socket. The cleanup stops the
 // engine with a proof first (the socket and service alone leave it
-// running), then the units.
-func convPi(t *testing.T, seat string, script stubmodel.Script) string {
+// running), then the units. extra are more `conv add` flags.
+func convPi(t *testing.T, seat string, script stubmodel.Script, extra ...string) string {
 	t.Helper()
 	bin := sandboxtest.Bin(t, "mosaicctl")
 	pi, model, _ := sandboxtest.StubPi(t, script)
@@ -54,8 +54,8 @@ func convPi(t *testing.T, seat string, script stubmodel.Script) string {
 	if err := os.MkdirAll(sessions, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	id := sh("conv", "add", "--project", proj, "--seat", seat, "--session", filepath.Join(sessions, "main.jsonl"),
-		"--engine", pi, "--provider", model.Provider, "--model", model.Model, "--agent-dir", model.AgentDir)
+	id := sh(append([]string{"conv", "add", "--project", proj, "--seat", seat, "--session", filepath.Join(sessions, "main.jsonl"),
+		"--engine", pi, "--provider", model.Provider, "--model", model.Model, "--agent-dir", model.AgentDir}, extra...)...)
 	if out, err := exec.Command("systemctl", "--user", "start", "mosaic-conv@"+id+".socket").CombinedOutput(); err != nil {
 		t.Fatalf("start socket: %v: %s", err, out)
 	}
@@ -111,6 +111,38 @@ func newPage(t *testing.T, browser context.Context, who string) *page {
 		t.Fatalf("%s: open a tab: %v", who, err)
 	}
 	return &page{t: t, ctx: ctx, who: who}
+}
+
+// twoTabs serves the web surface and opens conversation id in two
+// browser contexts, A and B, each logged in with its own token; A takes
+// control and B is an observer with a controller present.
+func twoTabs(t *testing.T, id string) (s testServer, a, o *page) {
+	t.Helper()
+	s = startServer(t, web.Options{Log: log.New(testWriter{t}, "server: ", 0)})
+	b := startBrowser(t)
+	a, o = newPage(t, b, "A"), newPage(t, b, "B")
+	for _, p := range []*page{a, o} {
+		p.login(s, id)
+		p.run("open the conversation", chromedp.Navigate(s.base+"/c/"+id))
+		p.until("an observer view of a running engine", textHas("#mode", "observer")+` && `+textHas("#engine", "idle"))
+	}
+	a.click("#take")
+	a.until("A in control", `document.querySelector("#mode").textContent === "controller"`)
+	o.until("B an observer with a controller present", `document.querySelector("#mode").textContent === "observer"`)
+	return s, a, o
+}
+
+// login redeems a fresh one-time token and waits for conversation id in
+// the live list.
+func (p *page) login(s testServer, id string) {
+	p.t.Helper()
+	tok, err := s.store.NewToken()
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.run("login", chromedp.Navigate(s.base+"/login?token="+tok))
+	p.until("the conversation in the live list", fmt.Sprintf(`!!document.querySelector('tr[data-id=%q] a')`, id))
+	p.until("the token off the address bar", `location.pathname === "/" && location.search === ""`)
 }
 
 func (p *page) run(what string, actions ...chromedp.Action[chromedp.Void]) {
@@ -191,26 +223,7 @@ func TestBrowserConversation(t *testing.T) {
 		{Text: []string{"The tool ", "said 42."}},
 		{Endless: true, ChunkDelayMS: 50},
 	}})
-	s := startServer(t, web.Options{Log: log.New(testWriter{t}, "server: ", 0)})
-	b := startBrowser(t)
-	a, o := newPage(t, b, "A"), newPage(t, b, "B")
-	conv := s.base + "/c/" + id
-
-	for _, p := range []*page{a, o} {
-		tok, err := s.store.NewToken()
-		if err != nil {
-			t.Fatal(err)
-		}
-		p.run("login", chromedp.Navigate(s.base+"/login?token="+tok))
-		p.until("the conversation in the live list", fmt.Sprintf(`!!document.querySelector('tr[data-id=%q] a')`, id))
-		p.until("the token off the address bar", `location.pathname === "/" && location.search === ""`)
-		p.run("open the conversation", chromedp.Navigate(conv))
-		p.until("an observer view of a running engine", textHas("#mode", "observer")+` && `+textHas("#engine", "idle"))
-	}
-
-	a.click("#take")
-	a.until("A in control", `document.querySelector("#mode").textContent === "controller"`)
-	o.until("B an observer with a controller present", `document.querySelector("#mode").textContent === "observer"`)
+	s, a, o := twoTabs(t, id)
 
 	a.set("#text", "run the tool")
 	a.click("#send")

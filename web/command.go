@@ -35,6 +35,14 @@ type request struct {
 	Confirmation string `json:"confirmation"`
 	Answer       string `json:"answer"`
 	Eligibility  string `json:"eligibility"`
+	// Approval and Choice answer a native decision: the projection id
+	// the page showed and the index of the button pressed. The server
+	// sends the exact label it holds for that projection (choice), so
+	// what reaches the engine is the engine's own bytes.
+	Approval string `json:"approval"`
+	Choice   *int   `json:"choice"`
+
+	choice, decision string
 }
 
 // ops are the operations a page may ask for, each one protocol command;
@@ -43,6 +51,7 @@ var ops = map[string]bool{
 	protocol.CmdTakeover: true, protocol.CmdAcquireRecoveryControl: true, protocol.CmdPrompt: true,
 	protocol.CmdInterrupt: true, protocol.CmdIssueConfirmation: true, protocol.CmdAnswerConfirmation: true,
 	protocol.CmdForceStop: true, protocol.CmdRecover: true, protocol.CmdLaunch: true,
+	protocol.CmdApproval: true,
 }
 
 // opOlder reads the history page before the oldest shown.
@@ -74,6 +83,20 @@ func (s *Server) command(w http.ResponseWriter, r *http.Request) {
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"ok": true})
 		return
+	}
+	if req.Op == protocol.CmdApproval {
+		if req.Choice == nil {
+			s.refuse(w, r, http.StatusBadRequest, protocol.Refuse(protocol.CodeMalformed, "an approval names the approval and the index of a choice; reload the page"))
+			return
+		}
+		var err error
+		t.mu.Lock()
+		req.choice, req.decision, err = t.choiceLocked(req.Approval, *req.Choice)
+		t.mu.Unlock()
+		if err != nil {
+			s.answer(w, r, nil, err)
+			return
+		}
 	}
 	cmd, err := commandOf(req)
 	if err != nil {
@@ -110,6 +133,10 @@ func commandOf(req request) (protocol.Command, error) {
 		cmd.Confirmation = req.Confirmation
 	case protocol.CmdLaunch:
 		cmd.Eligibility = req.Eligibility
+	case protocol.CmdApproval:
+		// Addressed with the page's generation: a view made stale by a
+		// takeover, or an observer's, is refused by the controller.
+		cmd.Execution, cmd.Approval, cmd.Choice, cmd.Decision = req.Execution, req.Approval, req.choice, req.decision
 	}
 	return cmd, nil
 }
@@ -151,6 +178,8 @@ func replyView(r *client.Reply) any {
 		return r.Control
 	case r.Eligibility != nil:
 		return r.Eligibility
+	case r.Approval != nil:
+		return viewOf(r.Approval)
 	}
 	return map[string]string{"record": terminal.SanitizeLine(r.Record)}
 }

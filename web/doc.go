@@ -35,6 +35,17 @@
 // rebinding), every state change Origin and the session's CSRF token
 // (guard.go), and a revoked session's streams end within a heartbeat.
 //
+// Native decisions (approval records) are held per tab (approvals.go) and
+// sent to the page whole whenever they change, each string made inert as
+// the terminal's dialog shows it. The page answers by the index of a
+// choice and the server sends the exact label it holds for that
+// projection, with the page's generation: the engine's bytes never round-
+// trip through the browser, and a stale view or an observer is refused by
+// the controller. Sending the raw labels for the page to post back was
+// weighed: JSON carries them intact, but the page would then hold engine
+// bytes that no longer pass the one sanitizer, and a script bug could
+// alter what is answered.
+//
 // A tab whose stream breaks keeps its connection for TabGrace, so a page
 // that reconnects keeps control and its place; the server exits after
 // Options.Idle with no browser attached and socket activation starts it

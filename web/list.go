@@ -35,8 +35,10 @@ type row struct {
 	ControllerConnected bool   `json:"controllerConnected"`
 	LastStop            string `json:"lastStop"`
 	EngineEnd           string `json:"engineEnd"`
-	// Queue and Approvals are filled once controllers report them
-	// (queue and approval records); nil means not reported.
+	// Queue is filled once controllers report it (queue records); nil
+	// means not reported. Approvals counts the decisions the controller
+	// may answer now (the binding's pendingApprovals): more than none is
+	// the waiting-for-approval state; nil when no controller runs.
 	Queue     *int   `json:"queue"`
 	Approvals *int   `json:"approvals"`
 	Error     string `json:"error"`
@@ -212,6 +214,8 @@ func (l *lister) binding(ctx context.Context, r *row) {
 		g := b.Generation
 		r.State, r.EngineState, r.Admission, r.Generation = b.State, b.EngineState, b.Admission, &g
 		r.Controller, r.ControllerConnected, r.LastStop = b.Controller != "", b.ControllerConnected, b.LastStop
+		n := b.PendingApprovals
+		r.Approvals = &n
 		if b.EngineEnd != nil {
 			r.EngineEnd = terminal.SanitizeLine(b.EngineEnd.Status)
 		}

@@ -64,6 +64,7 @@ type stateView struct {
 	Admission           string              `json:"admission"`
 	AdmissionReason     string              `json:"admissionReason"`
 	EngineState         string              `json:"engineState"`
+	PendingApprovals    int                 `json:"pendingApprovals"`
 	Engine              string              `json:"engine"`
 	Scope               string              `json:"scope"`
 	LastStop            string              `json:"lastStop"`
@@ -82,6 +83,7 @@ func (t *tab) stateLocked() stateView {
 		v.ControllerConnected = b.ControllerConnected
 		v.State, v.Admission, v.AdmissionReason = b.State, b.Admission, terminal.SanitizeLine(b.AdmissionReason)
 		v.EngineState, v.Engine, v.Scope, v.LastStop = b.EngineState, terminal.SanitizeLine(b.Engine), b.Scope, b.LastStop
+		v.PendingApprovals = b.PendingApprovals
 		if b.EngineEnd != nil {
 			e := *b.EngineEnd
 			e.Status = terminal.SanitizeLine(e.Status)
@@ -140,6 +142,7 @@ func (s *Server) convStream(w http.ResponseWriter, r *http.Request) {
 	var (
 		sent    []string
 		last    []byte
+		lastAps []byte
 		pos     = uint64(0)
 		version = 0
 	)
@@ -160,6 +163,7 @@ func (s *Server) convStream(w http.ResponseWriter, r *http.Request) {
 		t.mu.Lock()
 		items := t.follow.Update(t.older, t.tr.Snapshot()).Items()
 		st := t.stateLocked()
+		aps := mustJSON(t.approvalViewsLocked())
 		var recs []json.RawMessage
 		if start := pos; start < t.dropped {
 			recs = append(recs, mustJSON(map[string]any{"record": "web-error", "message": fmt.Sprintf("%d records were dropped before this page read them", t.dropped-start)}))
@@ -173,6 +177,12 @@ func (s *Server) convStream(w http.ResponseWriter, r *http.Request) {
 		if b, _ := json.Marshal(st); !bytes.Equal(b, last) {
 			last = b
 			e.send("state", st)
+		}
+		if !bytes.Equal(aps, lastAps) {
+			// The whole set (bounded by maxHeldApprovals): a reattached
+			// page gets it the same way as a fresh one.
+			lastAps = aps
+			e.send("approvals", aps)
 		}
 		if patch := diff(sent, items); patch != nil {
 			sent = patch.next

@@ -43,10 +43,12 @@ type tab struct {
 	outbox   []json.RawMessage
 	dropped  uint64 // records dropped off the front of outbox
 	lastStop json.RawMessage
-	changed  chan struct{}
-	attached int
-	left     time.Time
-	dead     string // why the connection ended, once it has
+	// approvals are the native decisions the page shows (approvals.go).
+	approvals []*heldApproval
+	changed   chan struct{}
+	attached  int
+	left      time.Time
+	dead      string // why the connection ended, once it has
 }
 
 type tabs struct {
@@ -204,7 +206,12 @@ func (t *tab) read() {
 			go t.c.Reobserve(t.ctx, w)
 		}
 		t.mu.Lock()
+		if u.Observed != nil {
+			t.observedApprovalsLocked(u.Observed.Approvals)
+		}
 		switch {
+		case u.Approval != nil:
+			t.holdApprovalLocked(u.Approval)
 		case u.Observed != nil && u.FromSeq == nil:
 			// A fresh page: what was read back above the old one does
 			// not join it.

@@ -11,15 +11,16 @@ import (
 	"time"
 
 	"github.com/mosaic-agents/mosaic/client"
+	"github.com/mosaic-agents/mosaic/contrib/piext"
 	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
 	"github.com/mosaic-agents/mosaic/contrib/stubmodel"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
 // gateTitle and gateLabels are what contrib/piext/gate.ts raises.
-const gateTitle = "Allow <b>rm -rf</b> **now**? [x](http://127.0.0.1/) \u001b[31mRED\u001b[0m RLO:\u202eevil.exe\u202c\nline2 \u2028 <script>x</script>"
+const gateTitle = piext.GateTitle
 
-var gateLabels = []string{"Allow <i>once</i>", "**Block**", "\u202egnp.exe\u202c (RLO label)", "multi\nline", "\u001b[1mbold\u001b[0m"}
+var gateLabels = piext.GateLabels
 
 // evilExtension would make itself known in every notice stream if Pi
 // loaded it: the seal must keep it out.

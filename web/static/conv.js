@@ -9,6 +9,7 @@
   const $ = (x) => document.getElementById(x);
   const list = $("transcript"), records = $("records"), notice = $("notice"), text = $("text");
   let es = null, tab = "", view = null, items = [], stops = new Map(), prevEngine = "";
+  let approvals = [], notified = new Set();
 
   function say(msg, cls) {
     notice.textContent = msg;
@@ -78,6 +79,7 @@
     add("admission " + (s.admission || "-") + (s.admissionReason ? " (" + s.admissionReason + ")" : ""));
     add("execution " + (s.execution || "-"));
     if (s.lastStop) add("last stop " + s.lastStop);
+    if (s.pendingApprovals > 0) add("waiting for approval (" + s.pendingApprovals + ")", "warn");
     if (s.controller && !s.controllerConnected) add("the controller's connection is gone", "warn");
     if (s.engineEnd) add("engine ended: " + (s.engineEnd.status || "") + " " + (s.engineEnd.stderr || []).join(" | "), "warn");
     if (s.dead) add("connection ended: " + s.dead, "bad");
@@ -85,10 +87,101 @@
     $("older").disabled = s.loading;
     $("older").textContent = s.loading ? "Loading older history…" : "Load older history";
     text.placeholder = ctl ? "Prompt the engine" : "Observer: take control to send (your text is kept)";
-    document.title = "[" + (s.engineState || "-") + (ctl ? "" : " · observing") + "] " + id + " · mosaic";
+    document.title = "[" + (s.pendingApprovals > 0 ? "waiting for approval" : (s.engineState || "-")) + (ctl ? "" : " · observing") + "] " + id + " · mosaic";
     if (was && was.engineState === "busy" && s.engineState === "idle") notify("turn ended", id);
     if (was && was.mode === "controller" && !ctl) say("another client took control: this tab is an observer now (your text is kept)", "warn");
     prevEngine = s.engineState;
+    renderApprovals();
+  }
+
+  // ---- approvals: native decisions, answered only by the controller ----
+  // Each view arrives made inert by the server (title, message and every
+  // label); a button names its choice by index and the server sends the
+  // exact label it holds, so the engine's bytes never pass through here.
+  function isOpen(a) {
+    return !a.unseen && (a.state === "pending" || a.state === "disabled" || a.state === "uncertain");
+  }
+
+  function canAnswer(a) {
+    return !!view && view.mode === "controller" && a.state === "pending" && !a.unseen && a.generation === view.generation;
+  }
+
+  function approvalNode(a) {
+    const box = mosaic.el("div", "approval state-" + a.state + (a.unseen ? " unseen" : ""));
+    box.dataset.approval = a.id;
+    box.dataset.state = a.unseen ? "unseen" : a.state;
+    box.appendChild(mosaic.el("div", "approval-head", "approval: native " + a.form + " · " + (a.unseen ? "settled while this page was away" : a.state)));
+    box.appendChild(mosaic.el("pre", "approval-title", a.title));
+    if (a.message) box.appendChild(mosaic.el("pre", "approval-message", a.message));
+    if (isOpen(a) && a.choices.length) {
+      const bs = mosaic.el("div", "buttons choices");
+      a.choices.forEach((label, i) => {
+        const b = mosaic.el("button", "choice", label);
+        b.type = "button";
+        b.dataset.index = String(i);
+        b.disabled = !canAnswer(a);
+        b.addEventListener("click", () => answer(a, i, box));
+        bs.appendChild(b);
+      });
+      box.appendChild(bs);
+    }
+    let who;
+    if (a.state === "resolved" && a.resolvedBy) {
+      who = "answered " + JSON.stringify(a.chosen) + " by connection " + a.resolvedBy.connection + (view && a.resolvedBy.connection === view.connection ? " (this tab)" : "") +
+        " · request " + a.resolvedBy.request + " · generation " + a.resolvedBy.generation;
+    } else if (a.state === "pending" && !a.unseen) {
+      const mine = view && a.controller === view.connection;
+      who = mine ? (canAnswer(a) ? "this tab is the controller: it may answer" : "this tab's view is stale: wait for the current projection")
+        : "read-only: only the controller (" + (a.controller || "none") + ") may answer; take control to answer";
+    } else {
+      who = a.unseen ? "no longer open when this page observed again; the outcome is in the audit log" : "nobody can answer it";
+    }
+    box.appendChild(mosaic.el("div", "approval-who", who));
+    const meta = ["decision " + a.decision, "projection " + a.id, "generation " + a.generation];
+    if (a.deadline) meta.push("deadline " + a.deadline);
+    if (a.cancelled) meta.push("the controller cancelled the native dialog");
+    if (a.evidence) meta.push("evidence " + a.evidence);
+    box.appendChild(mosaic.el("div", "meta", meta.join(" · ")));
+    if (a.reason) box.appendChild(mosaic.el("div", "approval-reason", a.reason));
+    return box;
+  }
+
+  function renderApprovals() {
+    const open = $("approvals"), done = $("approvals-done");
+    open.replaceChildren();
+    done.replaceChildren();
+    for (const a of approvals) (isOpen(a) ? open : done).appendChild(approvalNode(a));
+    open.hidden = !open.children.length;
+  }
+
+  function setApprovals(list) {
+    approvals = list;
+    for (const a of list) {
+      const k = a.decision + "/" + a.state;
+      if (a.state === "pending" && !a.unseen && !notified.has(k)) {
+        notified.add(k);
+        notify("waiting for an approval", a.title);
+      }
+    }
+    renderApprovals();
+  }
+
+  // answer posts the choice with the view it was decided on; the
+  // outcome (the resolution, or the controller's refusal) stays shown
+  // under the panel, since the panel is redrawn as records arrive.
+  async function answer(a, i, box) {
+    for (const b of box.querySelectorAll("button.choice")) b.disabled = true;
+    const out = $("approvals-result");
+    const j = await send("approval", { approval: a.id, choice: i });
+    if (j && j.reply) {
+      out.textContent = "approval " + a.id + " answered " + JSON.stringify(j.reply.chosen);
+      out.className = "approval-result ok";
+      say(out.textContent, "ok");
+    } else if (j && j.refusal) {
+      out.textContent = "approval " + a.id + " refused " + j.refusal.code + ": " + j.refusal.message;
+      out.className = "approval-result bad";
+    }
+    renderApprovals();
   }
 
   // ---- records: stops, notices, records this page does not know ----
@@ -105,13 +198,12 @@
       records.appendChild(mosaic.el("div", "rec notice-rec", "notice " + r.kind + ": " + r.message));
       return;
     }
-    // Unknown records (a newer controller's: queue items, approvals)
+    // Unknown records (a newer controller's, such as queue items)
     // are shown as inert text and never acted on.
     const d = mosaic.el("details", "rec unknown");
     d.appendChild(mosaic.el("summary", "", (r.record === "unknown" ? r.kind : r.record) + " record"));
     d.appendChild(mosaic.el("pre", "", r.text || r.message || JSON.stringify(r)));
     records.appendChild(d);
-    if (r.kind === "approval") notify("waiting for an approval", id);
   }
 
   function stopText(r) {
@@ -149,6 +241,7 @@
     es.addEventListener("state", (ev) => setState(JSON.parse(ev.data)));
     es.addEventListener("items", (ev) => patch(JSON.parse(ev.data)));
     es.addEventListener("record", (ev) => record(JSON.parse(ev.data)));
+    es.addEventListener("approvals", (ev) => setApprovals(JSON.parse(ev.data)));
     es.addEventListener("gone", (ev) => {
       es.close();
       const g = JSON.parse(ev.data);

@@ -26,11 +26,13 @@
       td.appendChild(a);
       td.appendChild(mosaic.el("div", "meta", r.project + " · " + r.seat));
       tr.appendChild(td);
-      cell(tr, r.service === "active" ? (r.engineState || "-") : "controller " + r.service, "engine " + (r.engineState || ""));
+      const waiting = r.approvals !== null && r.approvals > 0;
+      cell(tr, (r.service === "active" ? (r.engineState || "-") : "controller " + r.service) + (waiting ? " · waiting for approval" : ""),
+        "engine " + (r.engineState || "") + (waiting ? " warn" : ""));
       cell(tr, r.state || "-");
       cell(tr, r.generation === null ? "-" : r.generation);
       cell(tr, r.controller ? (r.controllerConnected ? "held" : "held (disconnected)") : "none");
-      cell(tr, r.approvals === null ? "-" : r.approvals);
+      cell(tr, r.approvals === null ? "-" : (waiting ? r.approvals + " pending" : "0"), "approvals" + (waiting ? " warn" : ""));
       cell(tr, r.queue === null ? "-" : r.queue);
       cell(tr, r.lastStop || (r.engineEnd ? "engine ended: " + r.engineEnd : "-"));
       if (r.error) tr.appendChild(mosaic.el("td", "error", r.error));
