@@ -33,8 +33,16 @@ const hostile = "<script>window.pwned=1</script><img src=x onerror=\"window.pwne
 // running), then the units. extra are more `conv add` flags.
 func convPi(t *testing.T, seat string, script stubmodel.Script, extra ...string) string {
 	t.Helper()
+	id, _ := convPiStub(t, seat, script, extra...)
+	return id
+}
+
+// convPiStub is convPi that also returns the stub model, whose requests
+// are the evidence of what reached the model.
+func convPiStub(t *testing.T, seat string, script stubmodel.Script, extra ...string) (string, *stubmodel.Server) {
+	t.Helper()
 	bin := sandboxtest.Bin(t, "mosaicctl")
-	pi, model, _ := sandboxtest.StubPi(t, script)
+	pi, model, stub := sandboxtest.StubPi(t, script)
 	sh := func(args ...string) string {
 		out, err := exec.Command(bin, args...).CombinedOutput()
 		if err != nil {
@@ -65,7 +73,7 @@ func convPi(t *testing.T, seat string, script stubmodel.Script, extra ...string)
 		}
 		exec.Command("systemctl", "--user", "stop", "mosaic-conv@"+id+".socket", "mosaic-conv@"+id+".service").Run()
 	})
-	return id
+	return id, stub
 }
 
 // startBrowser starts headless Chromium with the flags this machine's
@@ -313,6 +321,23 @@ func TestBrowserConversation(t *testing.T) {
 	o.until("the proof in the dialog", textHas("#confirm-result", ": stopped")+` && `+textHas("#confirm-result", ": stopped · proof ")+` && `+textHas("#confirm-result", `"type":"cohort"`))
 	a.until("the stop and its proof in the observer", textHas("#records", ": stopped · proof "))
 	o.click("#confirm-no")
+
+	t.Run("the force stop's draft goes back to the composer, unsent", func(t *testing.T) {
+		// The prompt queued while busy was held by the interrupt's pause;
+		// the force stop recovered it as a draft.
+		const draft = `document.querySelector("#drafts .draft")`
+		for _, p := range []*page{a, o} {
+			p.until("the recovered draft", draft+` && `+textHas("#drafts .draft .chip-text", "second while busy")+
+				` && document.querySelectorAll("#queue .chip").length === 0`)
+		}
+		o.set("#text", "")
+		o.click("#drafts .draft button.draft-put-back")
+		o.until("the draft in the composer", `document.querySelector("#text").value === "second while busy" && `+textHas("#notice", "nothing was sent")+` && !`+draft)
+		if n := eval[int](o, `document.querySelectorAll("#queue .chip").length`); n != 0 {
+			t.Errorf("putting a draft back queued %d items; want none", n)
+		}
+		o.set("#text", "")
+	})
 
 	o.click("#recover")
 	o.until("the recover dialog", `document.querySelector("#confirm").open && `+textHas("#confirm-intent", "recover conversation "+id))
