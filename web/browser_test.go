@@ -304,7 +304,9 @@ func TestBrowserConversation(t *testing.T) {
 	t.Run("a prompt while busy is queued", func(t *testing.T) {
 		o.set("#text", "second while busy")
 		o.click("#send")
-		o.until("the prompt queued", textHas("#notice", "queued (item "))
+		// The prompt before it was queued too: its chip, not the notice,
+		// says this one is held.
+		o.until("the prompt queued", textHas("#queue .chip[data-state=queued] .chip-text", "second while busy")+` && `+textHas("#notice", "queued (item "))
 		if kept := eval[string](o, `document.querySelector("#text").value`); kept != "" {
 			t.Fatalf("the composer holds %q once the prompt is queued durably, want it cleared", kept)
 		}
@@ -330,13 +332,13 @@ func TestBrowserConversation(t *testing.T) {
 			p.until("the recovered draft", draft+` && `+textHas("#drafts .draft .chip-text", "second while busy")+
 				` && document.querySelectorAll("#queue .chip").length === 0`)
 		}
-		o.set("#text", "")
+		eval[bool](o, `(document.querySelector("#text").value = "") === ""`)
 		o.click("#drafts .draft button.draft-put-back")
 		o.until("the draft in the composer", `document.querySelector("#text").value === "second while busy" && `+textHas("#notice", "nothing was sent")+` && !`+draft)
 		if n := eval[int](o, `document.querySelectorAll("#queue .chip").length`); n != 0 {
 			t.Errorf("putting a draft back queued %d items; want none", n)
 		}
-		o.set("#text", "")
+		eval[bool](o, `(document.querySelector("#text").value = "") === ""`)
 	})
 
 	o.click("#recover")

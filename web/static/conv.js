@@ -307,7 +307,7 @@
   function draftNode(it) {
     const box = mosaic.el("div", "draft");
     box.dataset.item = it.id;
-    box.appendChild(mosaic.el("span", "chip-state", "recovered draft " + it.id + (it.reason ? " · " + it.reason : "") + " (a force stop took it out of the queue; it is never resent by itself)"));
+    box.appendChild(mosaic.el("span", "chip-state", "recovered draft " + it.id + " · " + (it.reason || "a force stop took it out of the queue; it is never resent by itself")));
     box.appendChild(mosaic.el("span", "chip-text", it.text));
     box.appendChild(button("Put back in the composer", "draft-put-back", true, () => {
       if (putBack(exactOf(it), "draft " + it.id)) { dismissed.add(it.id); queueKey = ""; renderQueue(); }
@@ -327,7 +327,9 @@
     box.replaceChildren();
     dr.replaceChildren();
     if (queue) {
-      if (queue.paused) {
+      // A pause holds the items waiting when it began; with none left
+      // the next prompt runs, so there is nothing to resume.
+      if (queue.paused && queue.items.length) {
         const p = mosaic.el("div", "queue-paused");
         p.appendChild(mosaic.el("span", "", "queue paused" + (queue.pauseReason ? ": " + queue.pauseReason : "") + " · " + queue.items.length + " waiting"));
         p.appendChild(button("Resume", "queue-resume", canQueue(), () => queueOp("resume-queue", {}, "resume")));
