@@ -119,6 +119,23 @@ func TestBrowserQueue(t *testing.T) {
 		a.until("the cancel's outcome", textHas("#queue-result", "cancel of "+shown[0].ID+" (queue revision "))
 	})
 
+	t.Run("refusals", func(t *testing.T) {
+		post := func(body string) string {
+			return eval[string](a, fmt.Sprintf(`mosaic.post("/api/c/%s/command", Object.assign({tab: mosaicState().tab, generation: mosaicState().generation,
+				execution: mosaicState().execution}, %s)).then(j => j.refusal ? j.refusal.code : "accepted")`, id, body))
+		}
+		for _, c := range []struct{ what, body, want string }{
+			{"an edit naming no revision", fmt.Sprintf(`{op: "edit-queued", item: %q, text: "x"}`, shown[1].ID), "malformed"},
+			{"a cancel naming no item", `{op: "cancel-queued", revision: 1}`, "malformed"},
+			{"a cancel of an item no queue has", `{op: "cancel-queued", item: "qi-0000000000000000", revision: 1}`, "unknown-item"},
+			{"the cancelled item cancelled again", fmt.Sprintf(`{op: "cancel-queued", item: %q, revision: %d}`, shown[0].ID, shown[0].Revision), "item-dispatched"},
+		} {
+			if got := post(c.body); got != c.want {
+				t.Errorf("%s: %q, want %s", c.what, got, c.want)
+			}
+		}
+	})
+
 	a.click("#interrupt")
 	a.until("the interrupt reconciled", textHas("#notice", "interrupt reconciled"))
 	const resume = `document.querySelector("#queue .queue-paused button.queue-resume")`
