@@ -155,6 +155,7 @@ func TestBrowserQueue(t *testing.T) {
 		o.until("the paused queue from the observe", resume+` !== null && `+chips(1)+` && `+textHas("#queue .chip-text", edited))
 	})
 
+	panelShots(t, a, "web-queue")
 	a.click("#queue .queue-resume")
 	for _, p := range []*page{a, o} {
 		p.until("the edited text answered", textHas("#transcript", "Plain answer to: "+edited)+` && `+chips(0)+

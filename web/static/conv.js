@@ -565,6 +565,12 @@
     confirmFlow("recover", "Recover");
   });
 
+  // The fixed footer grows with the chips and the approvals: the
+  // transcript keeps room for it, so its last lines are never under it.
+  if ("ResizeObserver" in window) {
+    new ResizeObserver(() => { $("transcript-wrap").style.paddingBottom = ($("controls").offsetHeight + 16) + "px"; }).observe($("controls"));
+  }
+
   // The view this page acts on, for a person's console and the tests.
   window.mosaicState = () => Object.assign({}, view);
 
