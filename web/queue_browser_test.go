@@ -32,7 +32,7 @@ func TestBrowserQueue(t *testing.T) {
 
 	const (
 		first  = "first queued, to be cancelled"
-		second = "second <script>window.pwned=5</script><b>bold</b> \u202Eevil\u202C end"
+		second = "second <script>window.pwned=5</script><b>bold</b>\nline two \u202Eevil\u202C end"
 		edited = "EDITED second: answer me"
 	)
 	chips := func(n int) string {
