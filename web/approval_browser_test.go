@@ -231,7 +231,11 @@ func jsString(s string) string {
 // approvalShots writes the screenshots of the approval panel of docs/web.md
 // when MOSAIC_WEB_SHOTS names a directory: the observer's read-only view
 // of the gate's select at desktop and at phone size.
-func approvalShots(t *testing.T, p *page) {
+func approvalShots(t *testing.T, p *page) { panelShots(t, p, "web-approval") }
+
+// panelShots writes p as it is now, at desktop and at phone size, to
+// MOSAIC_WEB_SHOTS/name-{desktop,phone}.png when that names a directory.
+func panelShots(t *testing.T, p *page, name string) {
 	dir := os.Getenv("MOSAIC_WEB_SHOTS")
 	if dir == "" {
 		return
@@ -250,7 +254,7 @@ func approvalShots(t *testing.T, p *page) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(dir, "web-approval-"+size.name+".png"), png, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, name+"-"+size.name+".png"), png, 0o644); err != nil {
 			t.Error(err)
 		}
 	}

@@ -33,8 +33,16 @@ const hostile = "<script>window.pwned=1</script><img src=x onerror=\"window.pwne
 // running), then the units. extra are more `conv add` flags.
 func convPi(t *testing.T, seat string, script stubmodel.Script, extra ...string) string {
 	t.Helper()
+	id, _ := convPiStub(t, seat, script, extra...)
+	return id
+}
+
+// convPiStub is convPi that also returns the stub model, whose requests
+// are the evidence of what reached the model.
+func convPiStub(t *testing.T, seat string, script stubmodel.Script, extra ...string) (string, *stubmodel.Server) {
+	t.Helper()
 	bin := sandboxtest.Bin(t, "mosaicctl")
-	pi, model, _ := sandboxtest.StubPi(t, script)
+	pi, model, stub := sandboxtest.StubPi(t, script)
 	sh := func(args ...string) string {
 		out, err := exec.Command(bin, args...).CombinedOutput()
 		if err != nil {
@@ -65,7 +73,7 @@ func convPi(t *testing.T, seat string, script stubmodel.Script, extra ...string)
 		}
 		exec.Command("systemctl", "--user", "stop", "mosaic-conv@"+id+".socket", "mosaic-conv@"+id+".service").Run()
 	})
-	return id
+	return id, stub
 }
 
 // startBrowser starts headless Chromium with the flags this machine's
@@ -296,7 +304,9 @@ func TestBrowserConversation(t *testing.T) {
 	t.Run("a prompt while busy is queued", func(t *testing.T) {
 		o.set("#text", "second while busy")
 		o.click("#send")
-		o.until("the prompt queued", textHas("#notice", "queued (item "))
+		// The prompt before it was queued too: its chip, not the notice,
+		// says this one is held.
+		o.until("the prompt queued", textHas("#queue .chip[data-state=queued] .chip-text", "second while busy")+` && `+textHas("#notice", "queued (item "))
 		if kept := eval[string](o, `document.querySelector("#text").value`); kept != "" {
 			t.Fatalf("the composer holds %q once the prompt is queued durably, want it cleared", kept)
 		}
@@ -313,6 +323,23 @@ func TestBrowserConversation(t *testing.T) {
 	o.until("the proof in the dialog", textHas("#confirm-result", ": stopped")+` && `+textHas("#confirm-result", ": stopped · proof ")+` && `+textHas("#confirm-result", `"type":"cohort"`))
 	a.until("the stop and its proof in the observer", textHas("#records", ": stopped · proof "))
 	o.click("#confirm-no")
+
+	t.Run("the force stop's draft goes back to the composer, unsent", func(t *testing.T) {
+		// The prompt queued while busy was held by the interrupt's pause;
+		// the force stop recovered it as a draft.
+		const draft = `document.querySelector("#drafts .draft")`
+		for _, p := range []*page{a, o} {
+			p.until("the recovered draft", draft+` && `+textHas("#drafts .draft .chip-text", "second while busy")+
+				` && document.querySelectorAll("#queue .chip").length === 0`)
+		}
+		eval[bool](o, `(document.querySelector("#text").value = "") === ""`)
+		o.click("#drafts .draft button.draft-put-back")
+		o.until("the draft in the composer", `document.querySelector("#text").value === "second while busy" && `+textHas("#notice", "nothing was sent")+` && !`+draft)
+		if n := eval[int](o, `document.querySelectorAll("#queue .chip").length`); n != 0 {
+			t.Errorf("putting a draft back queued %d items; want none", n)
+		}
+		eval[bool](o, `(document.querySelector("#text").value = "") === ""`)
+	})
 
 	o.click("#recover")
 	o.until("the recover dialog", `document.querySelector("#confirm").open && `+textHas("#confirm-intent", "recover conversation "+id))

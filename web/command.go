@@ -41,6 +41,11 @@ type request struct {
 	// what reaches the engine is the engine's own bytes.
 	Approval string `json:"approval"`
 	Choice   *int   `json:"choice"`
+	// Item and Revision name a queued item as the page's chip showed it
+	// (edit-queued, cancel-queued): compare-and-set at the controller, so
+	// an item that moved on since is refused stale-item, never changed.
+	Item     string `json:"item"`
+	Revision *int   `json:"revision"`
 
 	choice, decision string
 }
@@ -51,7 +56,7 @@ var ops = map[string]bool{
 	protocol.CmdTakeover: true, protocol.CmdAcquireRecoveryControl: true, protocol.CmdPrompt: true,
 	protocol.CmdInterrupt: true, protocol.CmdIssueConfirmation: true, protocol.CmdAnswerConfirmation: true,
 	protocol.CmdForceStop: true, protocol.CmdRecover: true, protocol.CmdLaunch: true,
-	protocol.CmdApproval: true,
+	protocol.CmdApproval: true, protocol.CmdEditQueued: true, protocol.CmdCancelQueued: true, protocol.CmdResumeQueue: true,
 }
 
 // opOlder reads the history page before the oldest shown.
@@ -133,6 +138,15 @@ func commandOf(req request) (protocol.Command, error) {
 		cmd.Confirmation = req.Confirmation
 	case protocol.CmdLaunch:
 		cmd.Eligibility = req.Eligibility
+	case protocol.CmdEditQueued, protocol.CmdCancelQueued:
+		if req.Item == "" || req.Revision == nil {
+			return cmd, protocol.Refuse(protocol.CodeMalformed, "a %s names the item and the revision the page shows; reload the page", req.Op)
+		}
+		rev := *req.Revision
+		cmd.Item, cmd.Revision = req.Item, &rev
+		if req.Op == protocol.CmdEditQueued {
+			cmd.Text = req.Text
+		}
 	case protocol.CmdApproval:
 		// Addressed with the page's generation: a view made stale by a
 		// takeover, or an observer's, is refused by the controller.
@@ -180,6 +194,8 @@ func replyView(r *client.Reply) any {
 		return r.Eligibility
 	case r.Approval != nil:
 		return viewOf(r.Approval)
+	case r.Queue != nil:
+		return queueViewOf(r.Queue)
 	}
 	return map[string]string{"record": terminal.SanitizeLine(r.Record)}
 }

@@ -46,6 +46,17 @@
 // bytes that no longer pass the one sanitizer, and a script bug could
 // alter what is answered.
 //
+// The prompt queue (queue.go) is held per tab the same way: the newest
+// queue record by revision (an older one, such as an observe's snapshot
+// read before a change, never replaces it), sent to the page whole when
+// the revision grows, each item's text made inert. The page's chips edit
+// and cancel by item and the revision they showed (compare-and-set at the
+// controller) and resume the queue, with the page's generation. Unlike an
+// approval's labels, a queued text is the person's own; the page gets it
+// exactly (only when it differs from the inert text) for the inline edit
+// and for putting a draft back in the composer, and assigns it only to a
+// textarea's value, which is never markup.
+//
 // A tab whose stream breaks keeps its connection for TabGrace, so a page
 // that reconnects keeps control and its place; the server exits after
 // Options.Idle with no browser attached and socket activation starts it

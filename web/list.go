@@ -35,13 +35,15 @@ type row struct {
 	ControllerConnected bool   `json:"controllerConnected"`
 	LastStop            string `json:"lastStop"`
 	EngineEnd           string `json:"engineEnd"`
-	// Queue is filled once controllers report it (queue records); nil
-	// means not reported. Approvals counts the decisions the controller
+	// Queue counts the waiting prompts of a running controller's queue
+	// (its latest queue record) and QueuePaused says it holds them; nil
+	// when no controller runs or none reported a queue yet. Approvals counts the decisions the controller
 	// may answer now (the binding's pendingApprovals): more than none is
 	// the waiting-for-approval state; nil when no controller runs.
-	Queue     *int   `json:"queue"`
-	Approvals *int   `json:"approvals"`
-	Error     string `json:"error"`
+	Queue       *int   `json:"queue"`
+	QueuePaused bool   `json:"queuePaused"`
+	Approvals   *int   `json:"approvals"`
+	Error       string `json:"error"`
 }
 
 // lister keeps the rows while a list page is open. Like `mosaicctl
@@ -219,6 +221,10 @@ func (l *lister) binding(ctx context.Context, r *row) {
 		if b.EngineEnd != nil {
 			r.EngineEnd = terminal.SanitizeLine(b.EngineEnd.Status)
 		}
+	}
+	if q := st.Queue; q != nil {
+		n := waitingOf(q)
+		r.Queue, r.QueuePaused = &n, q.Paused
 	}
 }
 

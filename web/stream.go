@@ -143,6 +143,7 @@ func (s *Server) convStream(w http.ResponseWriter, r *http.Request) {
 		sent    []string
 		last    []byte
 		lastAps []byte
+		sentQ   *queueView
 		pos     = uint64(0)
 		version = 0
 	)
@@ -164,6 +165,7 @@ func (s *Server) convStream(w http.ResponseWriter, r *http.Request) {
 		items := t.follow.Update(t.older, t.tr.Snapshot()).Items()
 		st := t.stateLocked()
 		aps := mustJSON(t.approvalViewsLocked())
+		q := t.queue
 		var recs []json.RawMessage
 		if start := pos; start < t.dropped {
 			recs = append(recs, mustJSON(map[string]any{"record": "web-error", "message": fmt.Sprintf("%d records were dropped before this page read them", t.dropped-start)}))
@@ -183,6 +185,12 @@ func (s *Server) convStream(w http.ResponseWriter, r *http.Request) {
 			// page gets it the same way as a fresh one.
 			lastAps = aps
 			e.send("approvals", aps)
+		}
+		if q != nil && (sentQ == nil || q.Revision > sentQ.Revision) {
+			// Only a newer revision: the page never sees the queue go
+			// back to an older one. A reattached stream sends it whole.
+			sentQ = q
+			e.send("queue", q)
 		}
 		if patch := diff(sent, items); patch != nil {
 			sent = patch.next

@@ -45,10 +45,13 @@ type tab struct {
 	lastStop json.RawMessage
 	// approvals are the native decisions the page shows (approvals.go).
 	approvals []*heldApproval
-	changed   chan struct{}
-	attached  int
-	left      time.Time
-	dead      string // why the connection ended, once it has
+	// queue is the newest prompt queue read (queue.go), nil before the
+	// first.
+	queue    *queueView
+	changed  chan struct{}
+	attached int
+	left     time.Time
+	dead     string // why the connection ended, once it has
 }
 
 type tabs struct {
@@ -208,10 +211,13 @@ func (t *tab) read() {
 		t.mu.Lock()
 		if u.Observed != nil {
 			t.observedApprovalsLocked(u.Observed.Approvals)
+			t.holdQueueLocked(u.Observed.Queue)
 		}
 		switch {
 		case u.Approval != nil:
 			t.holdApprovalLocked(u.Approval)
+		case u.Queue != nil:
+			t.holdQueueLocked(u.Queue)
 		case u.Observed != nil && u.FromSeq == nil:
 			// A fresh page: what was read back above the old one does
 			// not join it.

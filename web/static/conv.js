@@ -10,6 +10,7 @@
   const list = $("transcript"), records = $("records"), notice = $("notice"), text = $("text");
   let es = null, tab = "", view = null, items = [], stops = new Map(), prevEngine = "";
   let approvals = [], notified = new Set();
+  let queue = null, editing = null, dismissed = new Set(), queueKey = "";
 
   function say(msg, cls) {
     notice.textContent = msg;
@@ -59,6 +60,10 @@
   function reset() {
     list.replaceChildren();
     items = [];
+    // A new tab is a new connection: its queue record starts a new
+    // revision order (an edit in progress is kept and finds its item
+    // again, or shows that it left the queue).
+    queue = null;
   }
 
   // ---- state ----
@@ -92,6 +97,7 @@
     if (was && was.mode === "controller" && !ctl) say("another client took control: this tab is an observer now (your text is kept)", "warn");
     prevEngine = s.engineState;
     renderApprovals();
+    renderQueue();
   }
 
   // ---- approvals: native decisions, answered only by the controller ----
@@ -184,6 +190,161 @@
     renderApprovals();
   }
 
+  // ---- the prompt queue: chips under the composer ----
+  // Each item's text arrives made inert by the server (text) and is shown
+  // with textContent; exact (the person's own bytes, when they differ
+  // from the notation) is only ever a textarea's value. Edit and Cancel
+  // name the item's revision as the chip showed it (compare-and-set at
+  // the controller: stale-item when it moved on), and every command
+  // carries the page's generation, so an observer or a stale view is
+  // refused by the controller.
+  function canQueue() {
+    return !!view && view.mode === "controller" && !view.dead;
+  }
+
+  function exactOf(it) {
+    return it.exact !== undefined ? it.exact : it.text;
+  }
+
+  function button(label, cls, enabled, f) {
+    const b = mosaic.el("button", cls, label);
+    b.type = "button";
+    b.disabled = !enabled;
+    b.addEventListener("click", f);
+    return b;
+  }
+
+  function queueOut(msg, cls) {
+    const o = $("queue-result");
+    o.textContent = msg;
+    o.className = "queue-result " + (cls || "");
+  }
+
+  async function queueOp(op, extra, what) {
+    const j = await send(op, extra);
+    if (j && j.reply) queueOut(what + " (queue revision " + j.reply.revision + ")", "ok");
+    else if (j && j.refusal) queueOut(what + " refused " + j.refusal.code + ": " + j.refusal.message, "bad");
+    else if (j) queueOut(what + ": " + (j.unknown ? "outcome unknown: " + j.unknown : j.error || "no answer"), "bad");
+    return j;
+  }
+
+  function setQueue(q) {
+    if (queue && q.revision <= queue.revision) return; // never an older queue over a newer one
+    queue = q;
+    renderQueue();
+  }
+
+  // putBack puts a text into the composer and never sends it; a composer
+  // holding other text is left alone.
+  function putBack(t, what) {
+    if (text.value.trim() !== "") {
+      say("the composer holds other text: send or clear it first (nothing was replaced)", "warn");
+      return false;
+    }
+    text.value = t;
+    text.focus();
+    say(what + " is in the composer: edit it and send it when you want (nothing was sent)", "ok");
+    return true;
+  }
+
+  function editedText(ed) {
+    return ed.ta ? ed.ta.value : ed.text;
+  }
+
+  function editor(ed) {
+    if (!ed.ta) {
+      ed.ta = mosaic.el("textarea", "chip-editor");
+      ed.ta.rows = 2;
+      ed.ta.value = ed.text;
+      ed.ta.setAttribute("aria-label", "edit queued item " + ed.id);
+    }
+    return ed.ta;
+  }
+
+  function chipNode(it) {
+    const box = mosaic.el("div", "chip state-" + it.state);
+    box.dataset.item = it.id;
+    box.dataset.revision = String(it.revision);
+    box.dataset.state = it.state;
+    box.appendChild(mosaic.el("span", "chip-state", it.state + " · r" + it.revision + (it.edits ? " · edited" : "")));
+    const ok = canQueue() && it.state === "queued";
+    if (editing && editing.id === it.id) {
+      box.appendChild(editor(editing));
+      box.appendChild(button("Save", "chip-save", ok, async () => {
+        const ed = editing;
+        const j = await queueOp("edit-queued", { item: ed.id, revision: ed.revision, text: editedText(ed) }, "edit of " + ed.id);
+        if (j && j.reply && editing === ed) { editing = null; queueKey = ""; renderQueue(); }
+      }));
+      box.appendChild(button("Discard edit", "chip-discard", true, () => { editing = null; queueKey = ""; renderQueue(); }));
+      return box;
+    }
+    box.appendChild(mosaic.el("span", "chip-text", it.text));
+    box.appendChild(button("Edit", "chip-edit", ok, () => {
+      editing = { id: it.id, revision: it.revision, text: exactOf(it) };
+      queueKey = "";
+      renderQueue();
+      if (editing.ta) editing.ta.focus();
+    }));
+    box.appendChild(button("Cancel", "chip-cancel", ok, () => queueOp("cancel-queued", { item: it.id, revision: it.revision }, "cancel of " + it.id)));
+    return box;
+  }
+
+  // orphanNode keeps an edit whose item left the queue (sent, cancelled
+  // elsewhere, turned into a draft) before it was saved: the text is the
+  // person's and is not thrown away.
+  function orphanNode(ed) {
+    const box = mosaic.el("div", "chip orphan");
+    box.dataset.item = ed.id;
+    box.appendChild(mosaic.el("span", "chip-state", "item " + ed.id + " left the queue before this edit was saved"));
+    box.appendChild(editor(ed));
+    box.appendChild(button("Put back in the composer", "chip-put-back", true, () => {
+      if (putBack(editedText(ed), "your edit")) { editing = null; queueKey = ""; renderQueue(); }
+    }));
+    box.appendChild(button("Discard edit", "chip-discard", true, () => { editing = null; queueKey = ""; renderQueue(); }));
+    return box;
+  }
+
+  function draftNode(it) {
+    const box = mosaic.el("div", "draft");
+    box.dataset.item = it.id;
+    box.appendChild(mosaic.el("span", "chip-state", "recovered draft " + it.id + " · " + (it.reason || "a force stop took it out of the queue; it is never resent by itself")));
+    box.appendChild(mosaic.el("span", "chip-text", it.text));
+    box.appendChild(button("Put back in the composer", "draft-put-back", true, () => {
+      if (putBack(exactOf(it), "draft " + it.id)) { dismissed.add(it.id); queueKey = ""; renderQueue(); }
+    }));
+    box.appendChild(button("Dismiss", "draft-dismiss", true, () => { dismissed.add(it.id); queueKey = ""; renderQueue(); }));
+    return box;
+  }
+
+  // renderQueue redraws the chips when what they show changed (a queue
+  // revision, control, the edit), keeping an edit's textarea and focus.
+  function renderQueue() {
+    const key = JSON.stringify([queue && queue.revision, tab, canQueue(), editing && editing.id, dismissed.size]);
+    if (key === queueKey) return;
+    queueKey = key;
+    const box = $("queue"), dr = $("drafts");
+    const focused = editing && editing.ta && document.activeElement === editing.ta;
+    box.replaceChildren();
+    dr.replaceChildren();
+    if (queue) {
+      // A pause holds the items waiting when it began; with none left
+      // the next prompt runs, so there is nothing to resume.
+      if (queue.paused && queue.items.length) {
+        const p = mosaic.el("div", "queue-paused");
+        p.appendChild(mosaic.el("span", "", "queue paused" + (queue.pauseReason ? ": " + queue.pauseReason : "") + " · " + queue.items.length + " waiting"));
+        p.appendChild(button("Resume", "queue-resume", canQueue(), () => queueOp("resume-queue", {}, "resume")));
+        box.appendChild(p);
+      }
+      for (const it of queue.items) box.appendChild(chipNode(it));
+      for (const it of queue.drafts) if (!dismissed.has(it.id)) dr.appendChild(draftNode(it));
+      if (editing && !queue.items.some((it) => it.id === editing.id)) box.appendChild(orphanNode(editing));
+      if (queue.items.length && !canQueue()) box.appendChild(mosaic.el("div", "meta", "read-only: only the controller may edit, cancel or resume queued prompts; take control to act"));
+    }
+    box.hidden = !box.children.length;
+    dr.hidden = !dr.children.length;
+    if (focused) editing.ta.focus();
+  }
+
   // ---- records: stops, notices, records this page does not know ----
   function record(r) {
     if (r.record === "stop") {
@@ -198,8 +359,7 @@
       records.appendChild(mosaic.el("div", "rec notice-rec", "notice " + r.kind + ": " + r.message));
       return;
     }
-    // Unknown records (a newer controller's, such as queue items)
-    // are shown as inert text and never acted on.
+    // Unknown records (a newer controller's) are shown as inert text and never acted on.
     const d = mosaic.el("details", "rec unknown");
     d.appendChild(mosaic.el("summary", "", (r.record === "unknown" ? r.kind : r.record) + " record"));
     d.appendChild(mosaic.el("pre", "", r.text || r.message || JSON.stringify(r)));
@@ -242,6 +402,7 @@
     es.addEventListener("items", (ev) => patch(JSON.parse(ev.data)));
     es.addEventListener("record", (ev) => record(JSON.parse(ev.data)));
     es.addEventListener("approvals", (ev) => setApprovals(JSON.parse(ev.data)));
+    es.addEventListener("queue", (ev) => setQueue(JSON.parse(ev.data)));
     es.addEventListener("gone", (ev) => {
       es.close();
       const g = JSON.parse(ev.data);
@@ -403,6 +564,12 @@
     if (view.mode !== "controller") { confirmFlow("acquire-recovery-control", "Take recovery control"); return; }
     confirmFlow("recover", "Recover");
   });
+
+  // The fixed footer grows with the chips and the approvals: the
+  // transcript keeps room for it, so its last lines are never under it.
+  if ("ResizeObserver" in window) {
+    new ResizeObserver(() => { $("transcript-wrap").style.paddingBottom = ($("controls").offsetHeight + 16) + "px"; }).observe($("controls"));
+  }
 
   // The view this page acts on, for a person's console and the tests.
   window.mosaicState = () => Object.assign({}, view);

@@ -33,7 +33,7 @@
       cell(tr, r.generation === null ? "-" : r.generation);
       cell(tr, r.controller ? (r.controllerConnected ? "held" : "held (disconnected)") : "none");
       cell(tr, r.approvals === null ? "-" : (waiting ? r.approvals + " pending" : "0"), "approvals" + (waiting ? " warn" : ""));
-      cell(tr, r.queue === null ? "-" : r.queue);
+      cell(tr, r.queue === null ? "-" : r.queue + " waiting" + (r.queuePaused ? " · paused" : ""), "queue" + (r.queuePaused ? " warn" : ""));
       cell(tr, r.lastStop || (r.engineEnd ? "engine ended: " + r.engineEnd : "-"));
       if (r.error) tr.appendChild(mosaic.el("td", "error", r.error));
       rows.appendChild(tr);
