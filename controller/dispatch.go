@@ -96,6 +96,11 @@ func (c *Controller) dispatchNext(ctx context.Context) bool {
 	next := head.Next()
 	next.State, next.Reason, next.Evidence, next.Updated = protocol.ReceiptDispatched, "", "", now()
 	next.Dispatch = &queue.Dispatch{Execution: x.id, Generation: gen, AfterSeq: after, At: next.Updated}
+	// The session file's size now, before the write: a restart counts
+	// only user messages after it as this item's (queueload.go).
+	if n, err := queue.SessionSize(c.cfg.Conversation.Session); err == nil {
+		next.Dispatch.SessionAt = &n
+	}
 	if err := engine.CheckText(text); err != nil {
 		return c.finishItem(next, protocol.ReceiptDispatchRefused, "refused at dispatch, nothing was written: "+err.Error(), "")
 	}

@@ -128,21 +128,29 @@ func TestForget(t *testing.T) {
 	}
 }
 
-func TestUserTexts(t *testing.T) {
+func TestUserEntriesFrom(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "s.jsonl")
-	lines := `{"type":"session","id":"x"}
+	head := `{"type":"session","id":"x"}
 {"type":"message","message":{"role":"user","content":[{"type":"text","text":"one"}]}}
-{"type":"message","message":{"role":"assistant","content":[{"type":"text","text":"one"}]}}
+`
+	tail := `{"type":"message","message":{"role":"assistant","content":[{"type":"text","text":"one"}]}}
 {"type":"message","message":{"role":"user","content":"two"}}
 {"type":"message","message":{"role":"user","content":[{"type":"text","text":"one"}]}}
 not json
 `
-	os.WriteFile(p, []byte(lines), 0o600)
-	got, err := UserTexts(p)
-	if err != nil || got["one"] != 2 || got["two"] != 1 || len(got) != 2 {
-		t.Fatalf("UserTexts = %v, %v", got, err)
+	os.WriteFile(p, []byte(head+tail), 0o600)
+	all, err := UserEntriesFrom(p, 0)
+	if err != nil || len(all) != 3 || all[0].Digest != Digest("one") || all[1].Digest != Digest("two") || all[2].Digest != Digest("one") {
+		t.Fatalf("UserEntriesFrom(0) = %v, %v", all, err)
 	}
-	if got, err := UserTexts(filepath.Join(t.TempDir(), "none")); err != nil || len(got) != 0 {
+	after, err := UserEntriesFrom(p, int64(len(head)))
+	if err != nil || len(after) != 2 || after[0].Offset <= int64(len(head)) || after[1].Digest != Digest("one") {
+		t.Fatalf("UserEntriesFrom(after head) = %v, %v; want only the two user messages after it", after, err)
+	}
+	if _, err := UserEntriesFrom(p, int64(len(head+tail))+1); !errors.Is(err, ErrSessionShorter) {
+		t.Fatalf("a position past the end: %v; want ErrSessionShorter", err)
+	}
+	if got, err := UserEntriesFrom(filepath.Join(t.TempDir(), "none"), 0); err != nil || len(got) != 0 {
 		t.Fatalf("missing file: %v %v", got, err)
 	}
 }

@@ -1,0 +1,106 @@
+package controller
+
+// Regression tests for the prompt queue's review findings (issue 13):
+// each failed before its fix.
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/mosaic-agents/mosaic/audit"
+	"github.com/mosaic-agents/mosaic/claims"
+	"github.com/mosaic-agents/mosaic/conversations"
+	"github.com/mosaic-agents/mosaic/protocol"
+	"github.com/mosaic-agents/mosaic/queue"
+)
+
+func qfCtl(t *testing.T, dir string) *Controller {
+	t.Helper()
+	store, err := claims.Open(filepath.Join(dir, "state", "claims"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cv := &conversations.Conversation{ID: "pi-queuefix", Session: filepath.Join(dir, "s.jsonl")}
+	return New(Config{Conversation: cv, Claims: store, Audit: audit.NewWriter(cv.ID, io.Discard)})
+}
+
+func qfItem(seq uint64, text string) queue.Item {
+	return queue.Item{ID: newID("qi-"), Seq: seq, Revision: 1, State: protocol.ReceiptQueued, Request: newID("p-"), Receipt: newID("rc-"),
+		Fingerprint: "fp", Actor: Actor, Connection: "k-1", Execution: "e-1", Admitted: now(), Updated: now(),
+		Payloads: []queue.Payload{queue.NewPayload(1, text, Actor, "k-1", 0, now())}}
+}
+
+// A dispatched item whose engine write never happened (crash between
+// the dispatched revision and the write) must not be settled delivered
+// because an EARLIER, unrelated user message of the same text is in the
+// session file (a short text such as "continue", sent before the queue
+// item, or by an item retention already forgot).
+func TestQueueSettleIgnoresEarlierHistory(t *testing.T) {
+	dir := t.TempDir()
+	c := qfCtl(t, dir)
+	// The session already holds "continue" from a turn long ago.
+	os.WriteFile(c.cfg.Conversation.Session, []byte(`{"type":"session","id":"x"}`+"\n"+
+		`{"type":"message","message":{"role":"user","content":[{"type":"text","text":"continue"}]}}`+"\n"), 0o600)
+	st, err := queue.Open(c.queueRoot(), c.cfg.Conversation.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	it := qfItem(1, "continue")
+	if err := st.Write(it); err != nil {
+		t.Fatal(err)
+	}
+	d := it.Next()
+	d.State = protocol.ReceiptDispatched
+	d.Dispatch = &queue.Dispatch{Execution: "e-1", At: now()}
+	if err := st.Write(d); err != nil { // the controller is SIGKILLed here, before x.conn.Prompt
+		t.Fatal(err)
+	}
+	c.loadQueue()
+	c.mu.Lock()
+	got := c.itemLocked(it.ID).State
+	c.mu.Unlock()
+	if got != protocol.ReceiptDeliveryUnknown {
+		t.Fatalf("never-written item settled %q after restart; want %q (the session's copy predates the dispatch)", got, protocol.ReceiptDeliveryUnknown)
+	}
+}
+
+// A dispatched item is proven delivered by a user message after its
+// recorded position; two items with the same text need two messages, and
+// an item without a position is never proven.
+func TestQueueSettleMatchesOncePerItem(t *testing.T) {
+	dir := t.TempDir()
+	c := qfCtl(t, dir)
+	head := `{"type":"session","id":"x"}` + "\n" + `{"type":"message","message":{"role":"user","content":"continue"}}` + "\n"
+	after := `{"type":"message","message":{"role":"user","content":"continue"}}` + "\n"
+	os.WriteFile(c.cfg.Conversation.Session, []byte(head+after), 0o600)
+	st, err := queue.Open(c.queueRoot(), c.cfg.Conversation.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := int64(len(head))
+	var ids []string
+	for i, pos := range []*int64{&at, &at, nil} {
+		it := qfItem(uint64(i+1), "continue")
+		if err := st.Write(it); err != nil {
+			t.Fatal(err)
+		}
+		d := it.Next()
+		d.State = protocol.ReceiptDispatched
+		d.Dispatch = &queue.Dispatch{Execution: "e-1", At: now(), SessionAt: pos}
+		if err := st.Write(d); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, it.ID)
+	}
+	c.loadQueue()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	want := []string{protocol.ReceiptDelivered, protocol.ReceiptDeliveryUnknown, protocol.ReceiptDeliveryUnknown}
+	for i, id := range ids {
+		if got := c.itemLocked(id).State; got != want[i] {
+			t.Errorf("item %d settled %q; want %q", i+1, got, want[i])
+		}
+	}
+}
