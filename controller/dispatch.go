@@ -45,6 +45,9 @@ func (c *Controller) readyLocked() (*execution, bool) {
 		return nil, false
 	}
 	ts := x.conn.State()
+	if c.q.hold && c.q.heldExec != x.id {
+		c.q.hold = false
+	}
 	if ts.Running || ts.Slot != nil || ts.Settles != x.settled || (c.q.hold && x.settled <= c.q.heldAt) {
 		return nil, false
 	}
@@ -125,7 +128,7 @@ func (c *Controller) dispatchNext(ctx context.Context) bool {
 		// Not sent (DIGEST §2): the item stays at the head and goes after
 		// the next agent_settled.
 		c.mu.Lock()
-		c.q.hold, c.q.heldAt = true, x.settled
+		c.q.hold, c.q.heldAt, c.q.heldExec = true, x.settled, x.id
 		c.mu.Unlock()
 		return c.requeue(next, "the engine was still processing: "+native.Text)
 	case errors.As(err, &native) || d.Receipt == protocol.ReceiptFailed:

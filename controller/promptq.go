@@ -40,11 +40,14 @@ type promptQueue struct {
 	gen    int64  // the generation dispatch is authorised under
 	exec   string // the execution dispatch is authorised to
 	rev    uint64
-	// hold is set when Pi answered "already processing": dispatch waits
-	// for an agent_settled after heldAt (execution.settled then).
-	hold   bool
-	heldAt int
-	kick   chan struct{}
+	// hold is set when Pi answered "already processing": dispatch to
+	// execution heldExec waits for an agent_settled after heldAt (its
+	// settle count then). A hold names its execution: another one's
+	// count starts over, so the hold means nothing there.
+	hold     bool
+	heldAt   int
+	heldExec string
+	kick     chan struct{}
 }
 
 func newPromptQueue() *promptQueue {

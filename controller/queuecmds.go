@@ -102,6 +102,9 @@ func (c *Controller) resumeQueue(ctx context.Context, k *conn, cmd *protocol.Com
 	was := c.q.reason
 	c.q.paused, c.q.reason = false, ""
 	c.q.gen, c.q.exec = c.st.generation, c.st.exec.id
+	// A resume is someone saying "send now": a hold from Pi's busy
+	// answer is dropped (if Pi is still busy it says so again).
+	c.q.hold = false
 	c.publishQueueLocked()
 	rec := c.queueRecordLocked()
 	gen := c.q.gen

@@ -4,6 +4,8 @@ package controller
 // each failed before its fix.
 
 import (
+	"bufio"
+	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
@@ -12,6 +14,7 @@ import (
 	"github.com/mosaic-agents/mosaic/audit"
 	"github.com/mosaic-agents/mosaic/claims"
 	"github.com/mosaic-agents/mosaic/conversations"
+	"github.com/mosaic-agents/mosaic/engine"
 	"github.com/mosaic-agents/mosaic/protocol"
 	"github.com/mosaic-agents/mosaic/queue"
 )
@@ -102,5 +105,79 @@ func TestQueueSettleMatchesOncePerItem(t *testing.T) {
 		if got := c.itemLocked(id).State; got != want[i] {
 			t.Errorf("item %d settled %q; want %q", i+1, got, want[i])
 		}
+	}
+}
+
+// After Pi answered "already processing" (hold set at the old
+// execution's settle count), the engine is replaced (force stop or exit,
+// then launch). The hold is compared with the NEW execution's settle
+// count, which starts at 0: the first prompt on the new engine never goes.
+func TestQueueHoldIgnoredByNewExecution(t *testing.T) {
+	dir := t.TempDir()
+	c := qfCtl(t, dir)
+	c.loadQueue()
+	peer := func(id string, busy bool) (*execution, chan string, func()) {
+		inR, inW := io.Pipe()
+		outR, outW := io.Pipe()
+		conn, err := engine.New(outR, inW, engine.Options{Execution: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := &execution{id: id, conn: conn}
+		c.bus.reset(x.id)
+		go c.pump(x)
+		prompts := make(chan string, 8)
+		go func() {
+			sc := bufio.NewScanner(inR)
+			for sc.Scan() {
+				var cmd struct{ ID, Message string }
+				json.Unmarshal(sc.Bytes(), &cmd)
+				prompts <- cmd.Message
+				reply := `{"id":"` + cmd.ID + `","type":"response","command":"prompt","success":true}` + "\n"
+				if busy {
+					reply = `{"id":"` + cmd.ID + `","type":"response","command":"prompt","success":false,"error":"Agent is already processing. Specify streamingBehavior ('steer' or 'followUp') to queue the message."}` + "\n"
+				}
+				io.WriteString(outW, reply)
+			}
+		}()
+		return x, prompts, func() { outW.Close(); inW.Close() }
+	}
+	x1, _, close1 := peer("e-1", true)
+	defer close1()
+	c.mu.Lock()
+	c.st.exec, c.st.binding, c.st.admission, c.st.controller = x1, protocol.BindingActive, true, "k-1"
+	c.q.gen, c.q.exec = c.st.generation, x1.id
+	c.mu.Unlock()
+	head := qfItem(1, "head")
+	if err := c.q.store.Write(head); err != nil {
+		t.Fatal(err)
+	}
+	c.q.mu.Lock()
+	c.mu.Lock()
+	c.setItemLocked(head)
+	c.mu.Unlock()
+	c.q.mu.Unlock()
+	c.dispatchNext(ctx20(t))                   // Pi: already processing -> hold
+	c.recoverDrafts(&protocol.Stop{ID: "s-1"}) // force stop: head becomes a draft
+
+	x2, prompts2, close2 := peer("e-2", false) // relaunch
+	defer close2()
+	c.mu.Lock()
+	c.st.exec = x2
+	c.q.gen, c.q.exec, c.q.paused, c.q.reason = c.st.generation, x2.id, false, ""
+	c.mu.Unlock()
+	next := qfItem(2, "first prompt on the new engine")
+	if err := c.q.store.Write(next); err != nil {
+		t.Fatal(err)
+	}
+	c.q.mu.Lock()
+	c.mu.Lock()
+	c.setItemLocked(next)
+	c.mu.Unlock()
+	c.q.mu.Unlock()
+	c.dispatchNext(ctx20(t))
+	if len(prompts2) != 1 {
+		c.mu.Lock()
+		t.Fatalf("the idle new engine got %d prompts; hold=%v heldAt=%d settled=%d", len(prompts2), c.q.hold, c.q.heldAt, x2.settled)
 	}
 }
