@@ -135,9 +135,15 @@ func (c *Controller) dispatchNext(ctx context.Context) bool {
 		return c.finishItem(next, protocol.ReceiptFailed, "", d.Evidence)
 	case d.Receipt == protocol.ReceiptDeliveryUnknown:
 		return c.finishItem(next, protocol.ReceiptDeliveryUnknown, err.Error(), "")
-	case protocol.CodeOf(err) == protocol.CodeBusy || protocol.CodeOf(err) == protocol.CodeFenced:
-		// The engine connection refused before writing: nothing reached
-		// the engine, so the item is still the head.
+	case protocol.CodeOf(err) == protocol.CodeBusy || protocol.CodeOf(err) == protocol.CodeFenced || protocol.CodeOf(err) == protocol.CodeEngineGone:
+		// The engine connection refused before writing (or was closed
+		// already): nothing reached the engine, so the item is still the
+		// head, for the next engine once someone resumes.
+		if protocol.CodeOf(err) == protocol.CodeEngineGone {
+			c.mu.Lock()
+			c.pauseQueueLocked(fmt.Sprintf("the engine was gone before item %s was written; it stays queued: resume once an engine runs", next.ID))
+			c.mu.Unlock()
+		}
 		return c.requeue(next, "not written: "+err.Error())
 	default:
 		return c.finishItem(next, protocol.ReceiptDispatchRefused, "refused at dispatch, nothing was written: "+err.Error(), "")
@@ -159,9 +165,15 @@ func (c *Controller) finishItem(prev queue.Item, state, reason, evidence string)
 	}
 	c.mu.Lock()
 	c.commitLocked(next, "")
+	if state == protocol.ReceiptFailed || state == protocol.ReceiptDispatchRefused {
+		// Whatever made the engine refuse this one (no API key, a broken
+		// extension, a text it will not take) likely refuses the next:
+		// stop rather than burn the queue in a burst.
+		c.pauseQueueLocked(fmt.Sprintf("item %s was %s; the items after it wait: fix the cause and resume, or cancel them", next.ID, state))
+	}
 	c.mu.Unlock()
 	c.forgetFinished()
-	return state != protocol.ReceiptAcknowledged
+	return state == protocol.ReceiptDeliveryUnknown
 }
 
 // requeue puts a dispatched item that was not written back at the head.

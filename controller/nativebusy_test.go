@@ -2,6 +2,7 @@ package controller
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"io"
 	"path/filepath"
@@ -95,7 +96,11 @@ func TestQueueNativeBusyKeepsHead(t *testing.T) {
 	}
 
 	busy.Store(false)
-	go c.schedule(ctx)
+	// The scheduler ends before the temp dir is removed: it writes there.
+	sctx, stop := context.WithCancel(ctx)
+	stopped := make(chan struct{})
+	go func() { c.schedule(sctx); close(stopped) }()
+	t.Cleanup(func() { stop(); outW.Close(); inW.Close(); <-stopped })
 	io.WriteString(outW, `{"type":"agent_start"}`+"\n"+`{"type":"agent_end","messages":[]}`+"\n"+`{"type":"agent_settled"}`+"\n")
 	if got := <-prompts; got != "head" {
 		t.Fatalf("after agent_settled the engine got %q; want the head again", got)

@@ -144,7 +144,7 @@ func (c *Controller) queueRecordLocked() protocol.Queue {
 		qi := itemRecord(it)
 		switch {
 		case waiting(it):
-		case it.State == protocol.ReceiptDraft && len(qi.Text) <= budget:
+		case keepsText(it) && len(qi.Text) <= budget:
 			budget -= len(qi.Text)
 		default:
 			qi.Text = ""
@@ -152,6 +152,17 @@ func (c *Controller) queueRecordLocked() protocol.Queue {
 		q.Items = append(q.Items, qi)
 	}
 	return q
+}
+
+// keepsText says whether a finished item's text stays in the queue record:
+// a draft, and an item the engine never took (failed, dispatch-refused),
+// whose sender may have gone (--no-wait) and has no other copy.
+func keepsText(it *queue.Item) bool {
+	switch it.State {
+	case protocol.ReceiptDraft, protocol.ReceiptFailed, protocol.ReceiptDispatchRefused:
+		return true
+	}
+	return false
 }
 
 func itemRecord(it *queue.Item) protocol.QueueItem {

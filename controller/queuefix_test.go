@@ -181,3 +181,63 @@ func TestQueueHoldIgnoredByNewExecution(t *testing.T) {
 		t.Fatalf("the idle new engine got %d prompts; hold=%v heldAt=%d settled=%d", len(prompts2), c.q.hold, c.q.heldAt, x2.settled)
 	}
 }
+
+// Pi refusing prompts (no API key, a broken extension) must not burn the
+// queue in a burst: the head fails, the queue pauses with the rest still
+// queued, and the failed item's text stays in the queue record for a
+// sender that did not wait.
+func TestQueueFailurePausesAndKeepsText(t *testing.T) {
+	dir := t.TempDir()
+	c := qfCtl(t, dir)
+	c.loadQueue()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	conn, err := engine.New(outR, inW, engine.Options{Execution: "e-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := &execution{id: "e-1", conn: conn}
+	c.bus.reset(x.id)
+	go c.pump(x)
+	c.mu.Lock()
+	c.st.exec, c.st.binding, c.st.admission, c.st.controller = x, protocol.BindingActive, true, "k-1"
+	c.q.gen, c.q.exec = c.st.generation, x.id
+	c.mu.Unlock()
+	prompts := make(chan string, 8)
+	go func() {
+		sc := bufio.NewScanner(inR)
+		for sc.Scan() {
+			var cmd struct{ ID, Message string }
+			json.Unmarshal(sc.Bytes(), &cmd)
+			prompts <- cmd.Message
+			io.WriteString(outW, `{"id":"`+cmd.ID+`","type":"response","command":"prompt","success":false,"error":"No API key found for provider"}`+"\n")
+		}
+	}()
+	for i, text := range []string{"fix the bug", "now run the tests", "then push"} {
+		it := qfItem(uint64(i+1), text)
+		if err := c.q.store.Write(it); err != nil {
+			t.Fatal(err)
+		}
+		c.q.mu.Lock()
+		c.mu.Lock()
+		c.setItemLocked(it)
+		c.mu.Unlock()
+		c.q.mu.Unlock()
+	}
+	for c.dispatchNext(ctx20(t)) { // what schedule does on one kick
+	}
+	outW.Close()
+	inW.Close()
+	c.mu.Lock()
+	rec := c.queueRecordLocked()
+	c.mu.Unlock()
+	shown := 0
+	for _, qi := range rec.Items {
+		if qi.State == protocol.ReceiptFailed && qi.Text != "" {
+			shown++
+		}
+	}
+	if n := len(prompts); n > 1 || !rec.Paused || shown == 0 {
+		t.Fatalf("after Pi refused the head: %d prompts written, paused=%v, failed items with text shown=%d; want 1 written, the queue paused, the failed text visible", n, rec.Paused, shown)
+	}
+}
