@@ -181,7 +181,15 @@ func (c *Controller) requeue(prev queue.Item, reason string) bool {
 	next := prev.Next()
 	next.State, next.Reason, next.Dispatch, next.Updated = protocol.ReceiptQueued, reason, nil, now()
 	if err := c.q.store.Write(next); err != nil {
+		// Linked but not confirmed durable, the queued revision is what a
+		// restart finds: take it as current. Not on disk, the item stays
+		// dispatched (never resent; a restart settles it). Either way
+		// the queue pauses.
+		stored, rerr := c.q.store.Read(next.ID, next.Revision)
 		c.mu.Lock()
+		if rerr == nil {
+			c.setItemLocked(stored)
+		}
 		c.pauseQueueLocked(fmt.Sprintf("the queue store refused to requeue item %s: %v", next.ID, err))
 		c.mu.Unlock()
 		return false

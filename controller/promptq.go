@@ -21,6 +21,10 @@ const (
 	finishedTTL     = 24 * time.Hour
 	shownFinished   = 32
 	maxShownDrafted = 2 << 20
+	// maxEdits bounds one item's edits: every revision carries all its
+	// payloads, so 17 payloads of the longest prompt (1.5 MiB each once
+	// JSON-escaped) stay under queue.MaxRevisionBytes.
+	maxEdits = 16
 )
 
 // promptQueue is the durable queue in memory. mu serialises transitions,

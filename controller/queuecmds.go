@@ -2,7 +2,9 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"unicode/utf8"
 
 	"github.com/mosaic-agents/mosaic/audit"
@@ -23,6 +25,9 @@ func (c *Controller) editQueued(ctx context.Context, k *conn, cmd *protocol.Comm
 		return nil, err
 	}
 	return c.changeItem(k, cmd, func(it *queue.Item, gen int64, at string) (string, *protocol.Refusal) {
+		if edits := len(it.Payloads) - 1; edits >= maxEdits {
+			return "", protocol.Refuse(protocol.CodeEditLimit, "item %s has been edited %d times, the most an item keeps: cancel it and send the text as a new prompt", it.ID, edits)
+		}
 		_, size := c.waitingLocked()
 		if size-len(it.Current().Text)+len(cmd.Text) > maxQueuedBytes {
 			return "", protocol.Refuse(protocol.CodeQueueFull, "the edit would make the queue's text %d bytes, over %d: shorten it or cancel an item",
@@ -76,7 +81,7 @@ func (c *Controller) changeItem(k *conn, cmd *protocol.Command, change func(*que
 		return nil, r
 	}
 	if err := c.q.store.Write(next); err != nil {
-		return nil, protocol.Wrap(protocol.CodeQueueStore, err, "the queue store refused the change; the item is unchanged")
+		return nil, c.changeFailed(next, what+" by "+k.id, err)
 	}
 	c.mu.Lock()
 	c.commitLocked(next, " ("+what+" by "+k.id+")")
@@ -85,6 +90,31 @@ func (c *Controller) changeItem(k *conn, cmd *protocol.Command, change func(*que
 	c.kickQueue()
 	rec.Request = cmd.Request
 	return done(rec), nil
+}
+
+// changeFailed reports a failed write of an item's next revision as what
+// actually happened: a write refused before the link left the item
+// unchanged; one that failed after it (the directory fsync) left the
+// revision on disk, where a restart finds it, so the controller takes it
+// as current too (and is not wedged on a revision number that exists)
+// and says the outcome is not known durable; anything it cannot read
+// back is an unknown outcome.
+func (c *Controller) changeFailed(next queue.Item, what string, err error) error {
+	if errors.Is(err, queue.ErrTooLarge) {
+		return protocol.Wrap(protocol.CodeEditLimit, err, "the item would outgrow what the queue store keeps; it is unchanged: cancel it and send the text as a new prompt")
+	}
+	stored, rerr := c.q.store.Read(next.ID, next.Revision)
+	switch {
+	case errors.Is(rerr, fs.ErrNotExist):
+		return protocol.Wrap(protocol.CodeQueueStore, err, "the queue store refused the change; the item is unchanged")
+	case rerr != nil:
+		return protocol.Wrap(protocol.CodeQueueStore, err, "the queue store failed part way and the item cannot be read back (%v): the outcome is unknown; read the queue again", rerr)
+	}
+	c.mu.Lock()
+	c.commitLocked(stored, " ("+what+"; stored, durability not confirmed)")
+	c.mu.Unlock()
+	return protocol.Wrap(protocol.CodeQueueStore, err, "the change reached the queue store but could not be confirmed durable: the outcome is unknown; the queue now shows item %s at revision %d (%s); read it again",
+		stored.ID, stored.Revision, stored.State)
 }
 
 // resumeQueue lifts a pause and authorises dispatch under the resuming

@@ -5,10 +5,13 @@ package controller
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/mosaic-agents/mosaic/audit"
@@ -239,5 +242,90 @@ func TestQueueFailurePausesAndKeepsText(t *testing.T) {
 	}
 	if n := len(prompts); n > 1 || !rec.Paused || shown == 0 {
 		t.Fatalf("after Pi refused the head: %d prompts written, paused=%v, failed items with text shown=%d; want 1 written, the queue paused, the failed text visible", n, rec.Paused, shown)
+	}
+}
+
+// An item's edits are bounded so its revision always stays readable: an
+// item at maxEdits edits of the longest, most-escaped text refuses one
+// more (edit-limit, unchanged), and a restart still finds it queued with
+// its text. Before the bound, ~21 such edits made the item
+// recovery-failed at the next restart and dropped its text.
+func TestQueueEditsBounded(t *testing.T) {
+	dir := t.TempDir()
+	c := qfCtl(t, dir)
+	c.loadQueue()
+	big := strings.Repeat("\x01", maxPromptChars) // 256 Ki characters, 1.5 MiB once JSON-escaped
+	it := qfItem(1, big)
+	for i := 2; i <= maxEdits+1; i++ {
+		it.Payloads = append(it.Payloads, queue.NewPayload(i, big, Actor, "k-1", 0, now()))
+	}
+	if err := c.q.store.Write(it); err != nil {
+		t.Fatal(err)
+	}
+	k := &conn{id: "k-1"}
+	c.mu.Lock()
+	c.setItemLocked(it)
+	c.st.controller = "k-1"
+	c.mu.Unlock()
+	g, rev := int64(0), 1
+	_, err := c.editQueued(context.Background(), k, &protocol.Command{Type: protocol.CmdEditQueued, Request: "e1", Generation: &g, Item: it.ID, Revision: &rev, Text: big})
+	if protocol.CodeOf(err) != protocol.CodeEditLimit {
+		t.Fatalf("edit %d: %v; want %s", maxEdits+1, err, protocol.CodeEditLimit)
+	}
+	restarted := qfCtl(t, dir)
+	restarted.loadQueue()
+	restarted.mu.Lock()
+	cur := restarted.itemLocked(it.ID)
+	restarted.mu.Unlock()
+	if cur == nil || cur.State != protocol.ReceiptQueued || cur.Revision != 1 || cur.Current().Text != big {
+		t.Fatalf("after a restart the edited item is %v; want it queued at revision 1 with its text", cur)
+	}
+}
+
+// A revision write that fails after the link (the directory fsync) left
+// the revision on disk: the edit must not be answered "unchanged". The
+// live controller takes what the store holds, says the outcome is
+// unknown, agrees with what a restart loads, and can edit again.
+func TestQueueEditFailureAfterLinkReported(t *testing.T) {
+	dir := t.TempDir()
+	c := qfCtl(t, dir)
+	var failSync bool
+	c.test.queueFault = func(point, path string) error {
+		if failSync && point == "dir-synced" {
+			return errors.New("injected EIO from fsync of the directory")
+		}
+		return nil
+	}
+	c.loadQueue()
+	it := qfItem(1, "original")
+	if err := c.q.store.Write(it); err != nil {
+		t.Fatal(err)
+	}
+	k := &conn{id: "k-1"}
+	c.mu.Lock()
+	c.setItemLocked(it)
+	c.st.controller = "k-1"
+	c.mu.Unlock()
+	g, rev := int64(0), 1
+	failSync = true
+	_, err := c.editQueued(context.Background(), k, &protocol.Command{Type: protocol.CmdEditQueued, Request: "e1", Generation: &g, Item: it.ID, Revision: &rev, Text: "edited"})
+	failSync = false
+	if protocol.CodeOf(err) != protocol.CodeQueueStore || strings.Contains(err.Error(), "unchanged") || !strings.Contains(err.Error(), "unknown") {
+		t.Fatalf("edit: %v; want queue-store saying the outcome is unknown, not unchanged", err)
+	}
+	c.mu.Lock()
+	live := *c.itemLocked(it.ID)
+	c.mu.Unlock()
+	restarted := qfCtl(t, dir)
+	restarted.loadQueue()
+	restarted.mu.Lock()
+	loaded := *restarted.itemLocked(it.ID)
+	restarted.mu.Unlock()
+	if live.Revision != loaded.Revision || live.Current().Text != loaded.Current().Text {
+		t.Fatalf("live controller holds revision %d %q, a restart loads revision %d %q", live.Revision, live.Current().Text, loaded.Revision, loaded.Current().Text)
+	}
+	rev = live.Revision
+	if _, err := c.editQueued(context.Background(), k, &protocol.Command{Type: protocol.CmdEditQueued, Request: "e2", Generation: &g, Item: it.ID, Revision: &rev, Text: "again"}); err != nil {
+		t.Fatalf("the next edit after the unconfirmed one: %v", err)
 	}
 }

@@ -27,11 +27,16 @@ var (
 	ErrRevisionExists = errors.New("queue item revision already exists")
 	// ErrInvalid is a malformed argument.
 	ErrInvalid = errors.New("invalid queue argument")
+	// ErrTooLarge is a revision larger than Load reads back: Write
+	// refuses it before anything reaches the disk.
+	ErrTooLarge = errors.New("queue item revision too large")
 )
 
-// maxRevisionBytes bounds one revision file: a prompt is at most 262144
-// characters (1 MiB of UTF-8), and an item keeps at most a few payloads.
-const maxRevisionBytes = 32 << 20
+// MaxRevisionBytes bounds one revision file, written (Write) and read
+// (Load) alike: a prompt is at most 262144 characters (1.5 MiB once
+// JSON-escaped), and the controller bounds an item's edits so that every
+// payload fits.
+const MaxRevisionBytes = 32 << 20
 
 var (
 	revisionName = regexp.MustCompile(`^r([0-9]{10})\.json$`)
@@ -93,6 +98,9 @@ func (s *Store) Write(it Item) error {
 	if err != nil {
 		return fmt.Errorf("encode item %s revision %d: %w", it.ID, it.Revision, err)
 	}
+	if len(data)+1 > MaxRevisionBytes {
+		return fmt.Errorf("item %s revision %d is %d bytes, over %d: %w", it.ID, it.Revision, len(data)+1, MaxRevisionBytes, ErrTooLarge)
+	}
 	err = atomicfile.WriteOnce(filepath.Join(dir, revisionFile(it.Revision)), append(data, '\n'), s.fault)
 	if errors.Is(err, atomicfile.ErrExists) {
 		return fmt.Errorf("item %s revision %d: %w", it.ID, it.Revision, ErrRevisionExists)
@@ -101,6 +109,24 @@ func (s *Store) Write(it Item) error {
 		return fmt.Errorf("queue item %s revision %d: %w", it.ID, it.Revision, err)
 	}
 	return nil
+}
+
+// Read returns revision rev of item id as stored, checked like Load checks
+// it; an absent revision is an error carrying fs.ErrNotExist. A writer
+// whose Write failed reads back what the store holds: a failure after the
+// link (the directory fsync) leaves the revision in place.
+func (s *Store) Read(id string, rev int) (Item, error) {
+	if !itemName.MatchString(id) || rev < 1 {
+		return Item{}, fmt.Errorf("read item %q revision %d: %w", id, rev, ErrInvalid)
+	}
+	it, err := readRevision(filepath.Join(s.dir, id, revisionFile(rev)))
+	if err == nil {
+		err = it.check(id, rev)
+	}
+	if err != nil {
+		return Item{}, fmt.Errorf("read item %s revision %d: %w", id, rev, err)
+	}
+	return it, nil
 }
 
 // Damaged is an item whose revisions cannot be trusted: its text is never
@@ -178,12 +204,12 @@ func readRevision(path string) (Item, error) {
 		return it, err
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxRevisionBytes+1))
+	data, err := io.ReadAll(io.LimitReader(f, MaxRevisionBytes+1))
 	if err != nil {
 		return it, err
 	}
-	if len(data) > maxRevisionBytes {
-		return it, fmt.Errorf("larger than %d bytes", maxRevisionBytes)
+	if len(data) > MaxRevisionBytes {
+		return it, fmt.Errorf("larger than %d bytes", MaxRevisionBytes)
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -172,5 +173,35 @@ func BenchmarkWrite(b *testing.B) {
 		if err := s.Write(it); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// Write refuses a revision Load would reject as too large, before any of
+// it reaches the disk, and Read reads back what Write stored.
+func TestWriteRefusesWhatLoadRejects(t *testing.T) {
+	s, err := Open(t.TempDir(), "pi-big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	it := testItem("qi-00000000000000b1", 1, "small")
+	if err := s.Write(it); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Read(it.ID, 1); err != nil || got.Current().Text != "small" {
+		t.Fatalf("Read = %v, %v", got.Current().Text, err)
+	}
+	big := it.Next()
+	for len(big.Payloads) < 30 {
+		big.Payloads = append(big.Payloads, NewPayload(len(big.Payloads)+1, strings.Repeat("\x01", 262144), "a", "k", 0, "t"))
+	}
+	if err := s.Write(big); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("Write of an oversized revision: %v; want ErrTooLarge", err)
+	}
+	if _, err := s.Read(it.ID, 2); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the refused revision reads back: %v", err)
+	}
+	items, damaged, err := s.Load()
+	if err != nil || len(items) != 1 || len(damaged) != 0 || items[0].Revision != 1 {
+		t.Fatalf("Load after the refusal: %v %v %v", items, damaged, err)
 	}
 }
