@@ -197,8 +197,11 @@
 //     a force stop makes drafts); the queue starts paused after a restart
 //     with items waiting. Bounds: 64 waiting items and 1 MiB of their
 //     text; finished items kept 24 hours and at most 1024 (the durable
-//     receipt index); a queue record carries the waiting items' text,
-//     the newest 32 finished items and drafts' text up to 2 MiB.
+//     receipt index), except drafts, kept until cancelled (at most 256);
+//     at most 16 edits per item; a queue record carries the waiting
+//     items' text, every draft, failed and dispatch-refused item (their
+//     text up to 2 MiB, newest first) and the newest 32 other finished
+//     items.
 //   - A receipt's later revisions go to the admitting connection only
 //     after its reply (outcome.then), so a client never reads dispatched
 //     before queued.

@@ -25,6 +25,9 @@ const (
 	// payloads, so 17 payloads of the longest prompt (1.5 MiB each once
 	// JSON-escaped) stay under queue.MaxRevisionBytes.
 	maxEdits = 16
+	// maxDrafts bounds the drafts kept (never forgotten by age): four
+	// force stops of a full queue.
+	maxDrafts = 256
 )
 
 // promptQueue is the durable queue in memory. mu serialises transitions,
@@ -123,34 +126,37 @@ func (c *Controller) waitingLocked() (n, bytes int) {
 }
 
 // queueRecordLocked projects the queue for clients: waiting items with
-// their text, then the newest finished ones, drafts with text while the
-// record's text stays under maxShownDrafted.
+// their text; every item whose text has no other home (drafts, failed,
+// dispatch-refused: keepsText), with its text while the record's text of
+// such items stays under maxShownDrafted, newest first; and the newest
+// shownFinished of the other finished items, without text.
 func (c *Controller) queueRecordLocked() protocol.Queue {
 	q := protocol.Queue{Record: protocol.RecordQueue, Revision: c.q.rev, Paused: c.q.paused, PauseReason: c.q.reason, Items: []protocol.QueueItem{}}
-	var finished []*queue.Item
-	for _, it := range c.q.items {
-		if !waiting(it) {
-			finished = append(finished, it)
+	shown := map[string]bool{}
+	withText := map[string]bool{}
+	others, budget := 0, maxShownDrafted
+	for i := len(c.q.items) - 1; i >= 0; i-- {
+		it := c.q.items[i]
+		switch {
+		case waiting(it):
+			shown[it.ID], withText[it.ID] = true, true
+		case keepsText(it):
+			shown[it.ID] = true
+			if n := len(it.Current().Text); n <= budget {
+				budget -= n
+				withText[it.ID] = true
+			}
+		case others < shownFinished:
+			others++
+			shown[it.ID] = true
 		}
 	}
-	if len(finished) > shownFinished {
-		finished = finished[len(finished)-shownFinished:]
-	}
-	shown := map[string]bool{}
-	for _, it := range finished {
-		shown[it.ID] = true
-	}
-	budget := maxShownDrafted
 	for _, it := range c.q.items {
-		if !waiting(it) && !shown[it.ID] {
+		if !shown[it.ID] {
 			continue
 		}
 		qi := itemRecord(it)
-		switch {
-		case waiting(it):
-		case keepsText(it) && len(qi.Text) <= budget:
-			budget -= len(qi.Text)
-		default:
+		if !withText[it.ID] {
 			qi.Text = ""
 		}
 		q.Items = append(q.Items, qi)
@@ -250,14 +256,23 @@ func now() string { return time.Now().UTC().Format(time.RFC3339Nano) }
 
 // forgetFinished applies retention: finished items older than finishedTTL
 // or beyond the newest maxFinished are removed from disk and memory, so
-// the durable receipt index stays bounded. Called with the queue lock.
+// the durable receipt index stays bounded. Drafts are the exception: a
+// force stop's recovered text has no other home, so a draft stays until
+// it is cancelled (cancel-queued), whatever its age; only drafts beyond
+// the newest maxDrafts go. Called with the queue lock.
 func (c *Controller) forgetFinished() {
 	c.mu.Lock()
 	var drop []*queue.Item
-	finished := 0
+	finished, drafts := 0, 0
 	for i := len(c.q.items) - 1; i >= 0; i-- {
 		it := c.q.items[i]
 		if waiting(it) {
+			continue
+		}
+		if it.State == protocol.ReceiptDraft {
+			if drafts++; drafts > maxDrafts {
+				drop = append(drop, it)
+			}
 			continue
 		}
 		finished++

@@ -24,7 +24,7 @@ func (c *Controller) editQueued(ctx context.Context, k *conn, cmd *protocol.Comm
 	if err := engine.CheckText(cmd.Text); err != nil {
 		return nil, err
 	}
-	return c.changeItem(k, cmd, func(it *queue.Item, gen int64, at string) (string, *protocol.Refusal) {
+	return c.changeItem(k, cmd, "", func(it *queue.Item, gen int64, at string) (string, *protocol.Refusal) {
 		if edits := len(it.Payloads) - 1; edits >= maxEdits {
 			return "", protocol.Refuse(protocol.CodeEditLimit, "item %s has been edited %d times, the most an item keeps: cancel it and send the text as a new prompt", it.ID, edits)
 		}
@@ -39,9 +39,11 @@ func (c *Controller) editQueued(ctx context.Context, k *conn, cmd *protocol.Comm
 	})
 }
 
-// cancelQueued cancels one queued item, compare-and-set like an edit.
+// cancelQueued cancels one queued item, compare-and-set like an edit. It
+// also cancels a draft: the way a person discards recovered text, which is
+// otherwise kept whatever its age.
 func (c *Controller) cancelQueued(ctx context.Context, k *conn, cmd *protocol.Command) (*outcome, error) {
-	return c.changeItem(k, cmd, func(it *queue.Item, _ int64, _ string) (string, *protocol.Refusal) {
+	return c.changeItem(k, cmd, protocol.ReceiptDraft, func(it *queue.Item, _ int64, _ string) (string, *protocol.Refusal) {
 		it.State, it.Reason = protocol.ReceiptCancelled, "cancelled by connection "+k.id
 		return "cancelled", nil
 	})
@@ -49,8 +51,9 @@ func (c *Controller) cancelQueued(ctx context.Context, k *conn, cmd *protocol.Co
 
 // changeItem is the compare-and-set both edit and cancel make, under the
 // queue lock, so it and a dispatch are ordered: whichever takes the lock
-// first wins, and the other sees the winner's revision.
-func (c *Controller) changeItem(k *conn, cmd *protocol.Command, change func(*queue.Item, int64, string) (string, *protocol.Refusal)) (*outcome, error) {
+// first wins, and the other sees the winner's revision. The item must be
+// queued, or in state also when that is set (a draft, for cancel).
+func (c *Controller) changeItem(k *conn, cmd *protocol.Command, also string, change func(*queue.Item, int64, string) (string, *protocol.Refusal)) (*outcome, error) {
 	if cmd.Item == "" || cmd.Revision == nil {
 		return nil, protocol.Refuse(protocol.CodeMalformed, "a %s names the item and the revision you saw (item, revision)", cmd.Type)
 	}
@@ -66,7 +69,7 @@ func (c *Controller) changeItem(k *conn, cmd *protocol.Command, change func(*que
 	case cur == nil:
 		c.mu.Unlock()
 		return nil, protocol.Refuse(protocol.CodeUnknownItem, "the queue has no item %s (finished items are kept %s)", quoted(cmd.Item), finishedTTL)
-	case cur.State != protocol.ReceiptQueued:
+	case cur.State != protocol.ReceiptQueued && (also == "" || cur.State != also):
 		c.mu.Unlock()
 		return nil, protocol.Refuse(protocol.CodeItemDispatched, "item %s is %s at revision %d; it left the queue before this %s", cur.ID, cur.State, cur.Revision, cmd.Type)
 	case cur.Revision != *cmd.Revision:

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mosaic-agents/mosaic/audit"
 	"github.com/mosaic-agents/mosaic/claims"
@@ -328,4 +329,66 @@ func TestQueueEditFailureAfterLinkReported(t *testing.T) {
 	if _, err := c.editQueued(context.Background(), k, &protocol.Command{Type: protocol.CmdEditQueued, Request: "e2", Generation: &g, Item: it.ID, Revision: &rev, Text: "again"}); err != nil {
 		t.Fatalf("the next edit after the unconfirmed one: %v", err)
 	}
+}
+
+// A force stop with more than shownFinished queued items: every draft the
+// stop record lists is in the queue record with its text; a draft is not
+// forgotten by age, and cancel-queued discards it.
+func TestQueueDraftsAllShown(t *testing.T) {
+	dir := t.TempDir()
+	c := qfCtl(t, dir)
+	c.loadQueue()
+	for i := 1; i <= 40; i++ {
+		it := qfItem(uint64(i), "draft text "+string(rune('a'+i%26)))
+		if err := c.q.store.Write(it); err != nil {
+			t.Fatal(err)
+		}
+		c.mu.Lock()
+		c.setItemLocked(it)
+		c.mu.Unlock()
+	}
+	s := &protocol.Stop{ID: "s-1"}
+	c.recoverDrafts(s)
+	c.mu.Lock()
+	rec := c.queueRecordLocked()
+	c.mu.Unlock()
+	withText := 0
+	for _, qi := range rec.Items {
+		if qi.State == protocol.ReceiptDraft && qi.Text != "" {
+			withText++
+		}
+	}
+	if len(s.QueueDrafts) != 40 || withText != 40 {
+		t.Fatalf("force stop drafted %d items; the queue record shows %d of them with text; want all 40", len(s.QueueDrafts), withText)
+	}
+	c.mu.Lock()
+	first := *c.itemLocked(s.QueueDrafts[0])
+	for _, it := range c.q.items {
+		it.Updated = time.Now().Add(-48 * time.Hour).UTC().Format(time.RFC3339Nano)
+	}
+	c.st.controller = "k-1"
+	c.mu.Unlock()
+	c.q.mu.Lock()
+	c.forgetFinished()
+	c.q.mu.Unlock()
+	if st, _ := itemState(c, first.ID); st != protocol.ReceiptDraft {
+		t.Fatalf("a two-day-old draft is %q after retention; want it kept", st)
+	}
+	g, rev := int64(0), first.Revision
+	if _, err := c.cancelQueued(context.Background(), &conn{id: "k-1"}, &protocol.Command{Type: protocol.CmdCancelQueued, Request: "c1", Generation: &g, Item: first.ID, Revision: &rev}); err != nil {
+		t.Fatalf("cancel a draft: %v", err)
+	}
+	if st, _ := itemState(c, first.ID); st != protocol.ReceiptCancelled {
+		t.Fatalf("the cancelled draft is %q", st)
+	}
+}
+
+func itemState(c *Controller, id string) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	it := c.itemLocked(id)
+	if it == nil {
+		return "", false
+	}
+	return it.State, true
 }
