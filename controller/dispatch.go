@@ -59,12 +59,23 @@ func (c *Controller) readyLocked() (*execution, bool) {
 // reports whether the queue moved (so the scheduler looks again). The
 // order is what makes a crash safe: the dispatched revision is durable
 // before the engine write, so a restarted controller settles the item
-// from the session file and never writes it again.
+// from the session file and never writes it again. The queue lock is
+// released once the dispatched revision is committed: admission, edits,
+// cancels and a force stop's drafts do not wait for the engine's reply
+// (the dispatched head is no longer theirs to change); the dispatch lock
+// alone is held across the write, and the outcome is recorded under the
+// queue lock again, taken after the dispatch lock is released (the lock
+// order is queue, dispatch, mu).
 func (c *Controller) dispatchNext(ctx context.Context) bool {
 	c.q.mu.Lock()
-	defer c.q.mu.Unlock()
 	c.dispatch.Lock()
-	defer c.dispatch.Unlock()
+	both := true
+	defer func() {
+		if both {
+			c.dispatch.Unlock()
+			c.q.mu.Unlock()
+		}
+	}()
 	c.mu.Lock()
 	head := c.headLocked()
 	if head == nil || head.State != protocol.ReceiptQueued {
@@ -119,7 +130,12 @@ func (c *Controller) dispatchNext(ctx context.Context) bool {
 	c.mu.Unlock()
 	run(c.test.afterDispatchRecord)
 
+	both = false
+	c.q.mu.Unlock()
 	d, err := x.conn.Prompt(ctx, text)
+	c.dispatch.Unlock()
+	c.q.mu.Lock()
+	defer c.q.mu.Unlock()
 	var native *engine.NativeError
 	switch {
 	case err == nil:

@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -391,4 +392,83 @@ func itemState(c *Controller, id string) (string, bool) {
 		return "", false
 	}
 	return it.State, true
+}
+
+// While the engine has not answered a dispatched prompt, the queue lock is
+// free: a cancel of the next item and a force stop's draft recovery go
+// ahead instead of waiting for Pi's reply (up to the command timeout).
+func TestQueueLockFreeWhileEngineAnswers(t *testing.T) {
+	dir := t.TempDir()
+	c := qfCtl(t, dir)
+	c.loadQueue()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	ec, err := engine.New(outR, inW, engine.Options{Execution: "e-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := &execution{id: "e-1", conn: ec}
+	c.bus.reset(x.id)
+	go c.pump(x)
+	c.mu.Lock()
+	c.st.exec, c.st.binding, c.st.admission, c.st.controller = x, protocol.BindingActive, true, "k-1"
+	c.q.gen, c.q.exec = c.st.generation, x.id
+	c.mu.Unlock()
+	written, release := make(chan string, 1), make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(inR)
+		for sc.Scan() {
+			var cmd struct{ ID, Message string }
+			json.Unmarshal(sc.Bytes(), &cmd)
+			written <- cmd.ID
+			<-release // Pi has not answered yet
+			io.WriteString(outW, `{"id":"`+cmd.ID+`","type":"response","command":"prompt","success":true}`+"\n")
+		}
+	}()
+	t.Cleanup(func() { outW.Close(); inW.Close() })
+	var ids []string
+	for i, text := range []string{"head", "second", "third"} {
+		it := qfItem(uint64(i+1), text)
+		if err := c.q.store.Write(it); err != nil {
+			t.Fatal(err)
+		}
+		c.mu.Lock()
+		c.setItemLocked(it)
+		c.mu.Unlock()
+		ids = append(ids, it.ID)
+	}
+	ctx := ctx20(t)
+	dispatched := make(chan bool, 1)
+	go func() { dispatched <- c.dispatchNext(ctx) }()
+	select {
+	case <-written:
+	case <-ctx.Done():
+		t.Fatal("the head was never written")
+	}
+	changed := make(chan error, 1)
+	go func() {
+		g, rev := int64(0), 1
+		_, err := c.cancelQueued(ctx, &conn{id: "k-1"}, &protocol.Command{Type: protocol.CmdCancelQueued, Request: "c1", Generation: &g, Item: ids[1], Revision: &rev})
+		if err == nil {
+			s := &protocol.Stop{ID: "s-1"}
+			c.recoverDrafts(s)
+			if len(s.QueueDrafts) != 1 || s.QueueDrafts[0] != ids[2] {
+				err = fmt.Errorf("drafts %v; want the third item", s.QueueDrafts)
+			}
+		}
+		changed <- err
+	}()
+	select {
+	case err := <-changed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-ctx.Done():
+		t.Fatal("a cancel and a draft recovery waited for the engine's reply to the head")
+	}
+	close(release)
+	<-dispatched
+	if st, _ := itemState(c, ids[0]); st != protocol.ReceiptAcknowledged {
+		t.Fatalf("head is %s after Pi answered; want acknowledged", st)
+	}
 }
