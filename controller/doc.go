@@ -202,7 +202,12 @@
 //     items' text, every draft, failed and dispatch-refused item (their
 //     text up to 2 MiB, newest first) and the newest 32 other finished
 //     items.
-//   - A receipt's later revisions go to the admitting connection only
-//     after its reply (outcome.then), so a client never reads dispatched
-//     before queued.
+//   - Order on one connection is not revision order: a scheduler kick
+//     waiting on the queue lock may dispatch an item, and send its
+//     dispatched receipt revision to the admitting connection, before
+//     that connection's queued reply is written; and a command's reply
+//     carries the queue as it was at its commit, after broadcasts of
+//     later changes. Receipts and queue records carry revisions: a
+//     client keeps the highest (client/state.go never replaces a queue
+//     with an older revision).
 package controller
