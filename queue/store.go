@@ -30,6 +30,9 @@ var (
 	// ErrTooLarge is a revision larger than Load reads back: Write
 	// refuses it before anything reaches the disk.
 	ErrTooLarge = errors.New("queue item revision too large")
+	// ErrTooMany is a queue directory with more entries than Load reads:
+	// more than the controller's retention ever leaves.
+	ErrTooMany = errors.New("queue directory holds too many entries")
 )
 
 // MaxRevisionBytes bounds one revision file, written (Write) and read
@@ -37,6 +40,10 @@ var (
 // JSON-escaped), and the controller bounds an item's edits so that every
 // payload fits.
 const MaxRevisionBytes = 32 << 20
+
+// maxEntries bounds the entries of a queue directory Load reads: the
+// controller keeps at most 64 waiting, 1024 finished and 256 draft items.
+const maxEntries = 4096
 
 var (
 	revisionName = regexp.MustCompile(`^r([0-9]{10})\.json$`)
@@ -140,11 +147,22 @@ type Damaged struct {
 }
 
 // Load reads every item's current revision, in admission order, and the
-// items it could not trust.
+// items it could not trust. An item directory with no revision at all (a
+// crash between its creation and its first revision's link: nobody was
+// told it was queued) is removed. More than maxEntries entries is an
+// error: the directory is not one the controller's retention left.
 func (s *Store) Load() ([]Item, []Damaged, error) {
-	entries, err := os.ReadDir(s.dir)
+	d, err := os.Open(s.dir)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read queue %q: %w", s.dir, err)
+	}
+	entries, err := d.ReadDir(maxEntries + 1)
+	d.Close()
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, nil, fmt.Errorf("read queue %q: %w", s.dir, err)
+	}
+	if len(entries) > maxEntries {
+		return nil, nil, fmt.Errorf("read queue %q: more than %d entries: %w", s.dir, maxEntries, ErrTooMany)
 	}
 	var items []Item
 	var damaged []Damaged
@@ -159,6 +177,8 @@ func (s *Store) Load() ([]Item, []Damaged, error) {
 		}
 		if it != nil {
 			items = append(items, *it)
+		} else {
+			os.RemoveAll(filepath.Join(s.dir, e.Name()))
 		}
 	}
 	sort.Slice(items, func(i, j int) bool { return items[i].Seq < items[j].Seq })

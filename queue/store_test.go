@@ -2,6 +2,7 @@ package queue
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -203,5 +204,37 @@ func TestWriteRefusesWhatLoadRejects(t *testing.T) {
 	items, damaged, err := s.Load()
 	if err != nil || len(items) != 1 || len(damaged) != 0 || items[0].Revision != 1 {
 		t.Fatalf("Load after the refusal: %v %v %v", items, damaged, err)
+	}
+}
+
+// Load removes an item directory that holds no revision (a crash before
+// the first revision was linked) and refuses a directory with more
+// entries than retention ever leaves, instead of reading without bound.
+func TestLoadSweepsAndBounds(t *testing.T) {
+	s, err := Open(t.TempDir(), "pi-sweep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(s.Dir(), "qi-00000000000000e1")
+	if err := os.Mkdir(empty, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Write(testItem("qi-00000000000000e2", 1, "kept")); err != nil {
+		t.Fatal(err)
+	}
+	items, damaged, err := s.Load()
+	if err != nil || len(items) != 1 || len(damaged) != 0 {
+		t.Fatalf("Load = %v %v %v", items, damaged, err)
+	}
+	if _, err := os.Stat(empty); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the revision-less item directory is still there: %v", err)
+	}
+	for i := 0; i < maxEntries; i++ {
+		if err := os.Mkdir(filepath.Join(s.Dir(), fmt.Sprintf("qi-%016x", 0x1000+i)), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := s.Load(); !errors.Is(err, ErrTooMany) {
+		t.Fatalf("Load of %d entries: %v; want ErrTooMany", maxEntries+1, err)
 	}
 }
