@@ -4,16 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/mosaic-agents/mosaic/engine"
 	"github.com/mosaic-agents/mosaic/protocol"
 	"github.com/mosaic-agents/mosaic/queue"
 )
-
-// piBusy is how pinned Pi refuses a prompt without streamingBehavior while
-// it is processing (DIGEST §2): the prompt was not taken.
-const piBusy = "Agent is already processing"
 
 // schedule dispatches the head of the queue whenever something that may
 // let it go happens (a run settled, an item was admitted, the queue was
@@ -140,7 +135,7 @@ func (c *Controller) dispatchNext(ctx context.Context) bool {
 	switch {
 	case err == nil:
 		return c.finishItem(next, protocol.ReceiptAcknowledged, "", "")
-	case errors.As(err, &native) && strings.HasPrefix(native.Text, piBusy):
+	case errors.Is(err, engine.ErrNativeBusy) && errors.As(err, &native):
 		// Not sent (DIGEST §2): the item stays at the head and goes after
 		// the next agent_settled.
 		c.mu.Lock()
