@@ -187,10 +187,52 @@ func itemRecord(it *queue.Item) protocol.QueueItem {
 	return qi
 }
 
-// publishQueueLocked broadcasts the queue after a change.
+// publishQueueLocked broadcasts the queue after a change: engine peers get
+// it without text (queueRecordForLocked).
 func (c *Controller) publishQueueLocked() {
 	c.q.rev++
-	c.broadcastLocked(c.queueRecordLocked())
+	q := c.queueRecordLocked()
+	full, err := protocol.Line(q)
+	if err != nil {
+		return
+	}
+	var bare []byte
+	for _, k := range c.conns {
+		switch {
+		case !k.hello:
+		case k.enginePeer():
+			if bare == nil {
+				if bare, err = protocol.Line(withoutText(q)); err != nil {
+					continue
+				}
+			}
+			k.offer(bare)
+		default:
+			k.offer(full)
+		}
+	}
+}
+
+// queueRecordForLocked is the queue record offered to k. An engine peer (a
+// connection from inside the engine's cohort, the adversary) sees the
+// items and their states but no text: prompts not yet sent, drafts and
+// refused prompts are the person's to read, not the agent's.
+func (c *Controller) queueRecordForLocked(k *conn) protocol.Queue {
+	q := c.queueRecordLocked()
+	if k.enginePeer() {
+		return withoutText(q)
+	}
+	return q
+}
+
+func withoutText(q protocol.Queue) protocol.Queue {
+	items := make([]protocol.QueueItem, len(q.Items))
+	copy(items, q.Items)
+	for i := range items {
+		items[i].Text = ""
+	}
+	q.Items = items
+	return q
 }
 
 // itemReceipt is an item's receipt: one revision per item revision.

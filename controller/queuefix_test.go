@@ -472,3 +472,38 @@ func TestQueueLockFreeWhileEngineAnswers(t *testing.T) {
 		t.Fatalf("head is %s after Pi answered; want acknowledged", st)
 	}
 }
+
+// The queue record reaches engine peers without text: the agent must not
+// read prompts before they are sent, nor drafts.
+func TestQueueTextNotOfferedToEnginePeers(t *testing.T) {
+	c := qfCtl(t, t.TempDir())
+	c.loadQueue()
+	it := qfItem(1, "secret plan for the next turn")
+	if err := c.q.store.Write(it); err != nil {
+		t.Fatal(err)
+	}
+	person, agent := newConn("k-1", nil), newConn("k-2", nil)
+	person.hello, agent.hello, agent.engine = true, true, true
+	c.mu.Lock()
+	c.conns[person.id], c.conns[agent.id] = person, agent
+	c.setItemLocked(it)
+	c.publishQueueLocked()
+	c.mu.Unlock()
+	for _, tc := range []struct {
+		k    *conn
+		text bool
+	}{{person, true}, {agent, false}} {
+		rec := <-tc.k.ctl
+		if got := strings.Contains(string(rec.line), "secret plan"); got != tc.text {
+			t.Errorf("connection %s (engine peer %v) got the text: %v; want %v", tc.k.id, tc.k.engine, got, tc.text)
+		}
+	}
+	late := newConn("k-3", nil)
+	late.engine = true
+	c.attach(late)
+	for len(late.ctl) > 0 {
+		if rec := <-late.ctl; strings.Contains(string(rec.line), "secret plan") {
+			t.Errorf("an engine peer attaching got the queue's text: %s", rec.line)
+		}
+	}
+}
