@@ -113,73 +113,104 @@ func TestQueueSettleMatchesOncePerItem(t *testing.T) {
 	}
 }
 
-// After Pi answered "already processing" (hold set at the old
-// execution's settle count), the engine is replaced (force stop or exit,
-// then launch). The hold is compared with the NEW execution's settle
-// count, which starts at 0: the first prompt on the new engine never goes.
-func TestQueueHoldIgnoredByNewExecution(t *testing.T) {
-	dir := t.TempDir()
-	c := qfCtl(t, dir)
-	c.loadQueue()
-	peer := func(id string, busy bool) (*execution, chan string, func()) {
-		inR, inW := io.Pipe()
-		outR, outW := io.Pipe()
-		conn, err := engine.New(outR, inW, engine.Options{Execution: id})
-		if err != nil {
-			t.Fatal(err)
-		}
-		x := &execution{id: id, conn: conn}
-		c.bus.reset(x.id)
-		go c.pump(x)
-		prompts := make(chan string, 8)
-		go func() {
-			sc := bufio.NewScanner(inR)
-			for sc.Scan() {
-				var cmd struct{ ID, Message string }
-				json.Unmarshal(sc.Bytes(), &cmd)
-				prompts <- cmd.Message
-				reply := `{"id":"` + cmd.ID + `","type":"response","command":"prompt","success":true}` + "\n"
-				if busy {
-					reply = `{"id":"` + cmd.ID + `","type":"response","command":"prompt","success":false,"error":"Agent is already processing. Specify streamingBehavior ('steer' or 'followUp') to queue the message."}` + "\n"
-				}
-				io.WriteString(outW, reply)
-			}
-		}()
-		return x, prompts, func() { outW.Close(); inW.Close() }
+// pipeEngine wires c to a scripted Pi on pipes as execution id: each
+// prompt's message goes to the returned channel, and answer(cmdID) is
+// written back as Pi's response line (it may block, as a Pi that has not
+// answered yet).
+func pipeEngine(t *testing.T, c *Controller, id string, answer func(cmdID string) string) (*execution, chan string) {
+	t.Helper()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	ec, err := engine.New(outR, inW, engine.Options{Execution: id})
+	if err != nil {
+		t.Fatal(err)
 	}
-	x1, _, close1 := peer("e-1", true)
-	defer close1()
+	x := &execution{id: id, conn: ec}
+	c.bus.reset(x.id)
+	go c.pump(x)
+	prompts := make(chan string, 8)
+	go func() {
+		sc := bufio.NewScanner(inR)
+		for sc.Scan() {
+			var cmd struct{ ID, Message string }
+			json.Unmarshal(sc.Bytes(), &cmd)
+			prompts <- cmd.Message
+			io.WriteString(outW, answer(cmd.ID))
+		}
+	}()
+	t.Cleanup(func() { outW.Close(); inW.Close() })
+	return x, prompts
+}
+
+// piAnswer is Pi's response to prompt cmdID: success, or its refusal text.
+func piAnswer(cmdID, refusal string) string {
+	if refusal == "" {
+		return `{"id":"` + cmdID + `","type":"response","command":"prompt","success":true}` + "\n"
+	}
+	return `{"id":"` + cmdID + `","type":"response","command":"prompt","success":false,"error":"` + refusal + `"}` + "\n"
+}
+
+// authorise makes x the active execution, k-1 the controller, and the
+// queue authorised to send to x.
+func authorise(c *Controller, x *execution) {
 	c.mu.Lock()
-	c.st.exec, c.st.binding, c.st.admission, c.st.controller = x1, protocol.BindingActive, true, "k-1"
-	c.q.gen, c.q.exec = c.st.generation, x1.id
+	c.st.exec, c.st.binding, c.st.admission, c.st.controller = x, protocol.BindingActive, true, "k-1"
+	c.q.gen, c.q.exec, c.q.paused, c.q.reason = c.st.generation, x.id, false, ""
 	c.mu.Unlock()
-	head := qfItem(1, "head")
-	if err := c.q.store.Write(head); err != nil {
+}
+
+// addItems stores and queues one item per text, in order.
+func addItems(t *testing.T, c *Controller, first uint64, texts ...string) []string {
+	t.Helper()
+	var ids []string
+	for i, text := range texts {
+		ids = append(ids, putItem(t, c, qfItem(first+uint64(i), text)))
+	}
+	return ids
+}
+
+// putItem stores it and makes it the controller's current revision.
+func putItem(t *testing.T, c *Controller, it queue.Item) string {
+	t.Helper()
+	if err := c.q.store.Write(it); err != nil {
 		t.Fatal(err)
 	}
 	c.q.mu.Lock()
 	c.mu.Lock()
-	c.setItemLocked(head)
+	c.setItemLocked(it)
 	c.mu.Unlock()
 	c.q.mu.Unlock()
+	return it.ID
+}
+
+// editAs sends edit-queued of item id at rev from k-1, made the controller.
+func editAs(c *Controller, id string, rev int, text string) error {
+	g := int64(0)
+	c.mu.Lock()
+	c.st.controller = "k-1"
+	c.mu.Unlock()
+	_, err := c.editQueued(context.Background(), &conn{id: "k-1"}, &protocol.Command{Type: protocol.CmdEditQueued, Request: newID("e-"), Generation: &g, Item: id, Revision: &rev, Text: text})
+	return err
+}
+
+const piBusyText = "Agent is already processing. Specify streamingBehavior ('steer' or 'followUp') to queue the message."
+
+// A hold from Pi's "already processing" belongs to the execution that
+// answered: after a force stop and a relaunch, the first prompt goes to
+// the idle new engine (the new execution's settle count starts at 0, and
+// must not be compared with the old one's).
+func TestQueueHoldIgnoredByNewExecution(t *testing.T) {
+	c := qfCtl(t, t.TempDir())
+	c.loadQueue()
+	x1, _ := pipeEngine(t, c, "e-1", func(id string) string { return piAnswer(id, piBusyText) })
+	authorise(c, x1)
+	addItems(t, c, 1, "head")
 	c.dispatchNext(ctx20(t))                   // Pi: already processing -> hold
 	c.recoverDrafts(&protocol.Stop{ID: "s-1"}) // force stop: head becomes a draft
 
-	x2, prompts2, close2 := peer("e-2", false) // relaunch
-	defer close2()
-	c.mu.Lock()
-	c.st.exec = x2
-	c.q.gen, c.q.exec, c.q.paused, c.q.reason = c.st.generation, x2.id, false, ""
-	c.mu.Unlock()
-	next := qfItem(2, "first prompt on the new engine")
-	if err := c.q.store.Write(next); err != nil {
-		t.Fatal(err)
-	}
-	c.q.mu.Lock()
-	c.mu.Lock()
-	c.setItemLocked(next)
-	c.mu.Unlock()
-	c.q.mu.Unlock()
+	x2, prompts2 := pipeEngine(t, c, "e-2", func(id string) string { return piAnswer(id, "") }) // relaunch
+	authorise(c, x2)
+	addItems(t, c, 2, "first prompt on the new engine")
 	c.dispatchNext(ctx20(t))
 	if len(prompts2) != 1 {
 		c.mu.Lock()
@@ -192,47 +223,13 @@ func TestQueueHoldIgnoredByNewExecution(t *testing.T) {
 // queued, and the failed item's text stays in the queue record for a
 // sender that did not wait.
 func TestQueueFailurePausesAndKeepsText(t *testing.T) {
-	dir := t.TempDir()
-	c := qfCtl(t, dir)
+	c := qfCtl(t, t.TempDir())
 	c.loadQueue()
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	conn, err := engine.New(outR, inW, engine.Options{Execution: "e-1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	x := &execution{id: "e-1", conn: conn}
-	c.bus.reset(x.id)
-	go c.pump(x)
-	c.mu.Lock()
-	c.st.exec, c.st.binding, c.st.admission, c.st.controller = x, protocol.BindingActive, true, "k-1"
-	c.q.gen, c.q.exec = c.st.generation, x.id
-	c.mu.Unlock()
-	prompts := make(chan string, 8)
-	go func() {
-		sc := bufio.NewScanner(inR)
-		for sc.Scan() {
-			var cmd struct{ ID, Message string }
-			json.Unmarshal(sc.Bytes(), &cmd)
-			prompts <- cmd.Message
-			io.WriteString(outW, `{"id":"`+cmd.ID+`","type":"response","command":"prompt","success":false,"error":"No API key found for provider"}`+"\n")
-		}
-	}()
-	for i, text := range []string{"fix the bug", "now run the tests", "then push"} {
-		it := qfItem(uint64(i+1), text)
-		if err := c.q.store.Write(it); err != nil {
-			t.Fatal(err)
-		}
-		c.q.mu.Lock()
-		c.mu.Lock()
-		c.setItemLocked(it)
-		c.mu.Unlock()
-		c.q.mu.Unlock()
-	}
+	x, prompts := pipeEngine(t, c, "e-1", func(id string) string { return piAnswer(id, "No API key found for provider") })
+	authorise(c, x)
+	addItems(t, c, 1, "fix the bug", "now run the tests", "then push")
 	for c.dispatchNext(ctx20(t)) { // what schedule does on one kick
 	}
-	outW.Close()
-	inW.Close()
 	c.mu.Lock()
 	rec := c.queueRecordLocked()
 	c.mu.Unlock()
@@ -261,17 +258,8 @@ func TestQueueEditsBounded(t *testing.T) {
 	for i := 2; i <= maxEdits+1; i++ {
 		it.Payloads = append(it.Payloads, queue.NewPayload(i, big, Actor, "k-1", 0, now()))
 	}
-	if err := c.q.store.Write(it); err != nil {
-		t.Fatal(err)
-	}
-	k := &conn{id: "k-1"}
-	c.mu.Lock()
-	c.setItemLocked(it)
-	c.st.controller = "k-1"
-	c.mu.Unlock()
-	g, rev := int64(0), 1
-	_, err := c.editQueued(context.Background(), k, &protocol.Command{Type: protocol.CmdEditQueued, Request: "e1", Generation: &g, Item: it.ID, Revision: &rev, Text: big})
-	if protocol.CodeOf(err) != protocol.CodeEditLimit {
+	putItem(t, c, it)
+	if err := editAs(c, it.ID, 1, big); protocol.CodeOf(err) != protocol.CodeEditLimit {
 		t.Fatalf("edit %d: %v; want %s", maxEdits+1, err, protocol.CodeEditLimit)
 	}
 	restarted := qfCtl(t, dir)
@@ -300,17 +288,9 @@ func TestQueueEditFailureAfterLinkReported(t *testing.T) {
 	}
 	c.loadQueue()
 	it := qfItem(1, "original")
-	if err := c.q.store.Write(it); err != nil {
-		t.Fatal(err)
-	}
-	k := &conn{id: "k-1"}
-	c.mu.Lock()
-	c.setItemLocked(it)
-	c.st.controller = "k-1"
-	c.mu.Unlock()
-	g, rev := int64(0), 1
+	putItem(t, c, it)
 	failSync = true
-	_, err := c.editQueued(context.Background(), k, &protocol.Command{Type: protocol.CmdEditQueued, Request: "e1", Generation: &g, Item: it.ID, Revision: &rev, Text: "edited"})
+	err := editAs(c, it.ID, 1, "edited")
 	failSync = false
 	if protocol.CodeOf(err) != protocol.CodeQueueStore || strings.Contains(err.Error(), "unchanged") || !strings.Contains(err.Error(), "unknown") {
 		t.Fatalf("edit: %v; want queue-store saying the outcome is unknown, not unchanged", err)
@@ -326,8 +306,7 @@ func TestQueueEditFailureAfterLinkReported(t *testing.T) {
 	if live.Revision != loaded.Revision || live.Current().Text != loaded.Current().Text {
 		t.Fatalf("live controller holds revision %d %q, a restart loads revision %d %q", live.Revision, live.Current().Text, loaded.Revision, loaded.Current().Text)
 	}
-	rev = live.Revision
-	if _, err := c.editQueued(context.Background(), k, &protocol.Command{Type: protocol.CmdEditQueued, Request: "e2", Generation: &g, Item: it.ID, Revision: &rev, Text: "again"}); err != nil {
+	if err := editAs(c, it.ID, live.Revision, "again"); err != nil {
 		t.Fatalf("the next edit after the unconfirmed one: %v", err)
 	}
 }
@@ -340,13 +319,7 @@ func TestQueueDraftsAllShown(t *testing.T) {
 	c := qfCtl(t, dir)
 	c.loadQueue()
 	for i := 1; i <= 40; i++ {
-		it := qfItem(uint64(i), "draft text "+string(rune('a'+i%26)))
-		if err := c.q.store.Write(it); err != nil {
-			t.Fatal(err)
-		}
-		c.mu.Lock()
-		c.setItemLocked(it)
-		c.mu.Unlock()
+		putItem(t, c, qfItem(uint64(i), "draft text "+string(rune('a'+i%26))))
 	}
 	s := &protocol.Stop{ID: "s-1"}
 	c.recoverDrafts(s)
@@ -398,45 +371,16 @@ func itemState(c *Controller, id string) (string, bool) {
 // free: a cancel of the next item and a force stop's draft recovery go
 // ahead instead of waiting for Pi's reply (up to the command timeout).
 func TestQueueLockFreeWhileEngineAnswers(t *testing.T) {
-	dir := t.TempDir()
-	c := qfCtl(t, dir)
+	c := qfCtl(t, t.TempDir())
 	c.loadQueue()
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	ec, err := engine.New(outR, inW, engine.Options{Execution: "e-1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	x := &execution{id: "e-1", conn: ec}
-	c.bus.reset(x.id)
-	go c.pump(x)
-	c.mu.Lock()
-	c.st.exec, c.st.binding, c.st.admission, c.st.controller = x, protocol.BindingActive, true, "k-1"
-	c.q.gen, c.q.exec = c.st.generation, x.id
-	c.mu.Unlock()
 	written, release := make(chan string, 1), make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(inR)
-		for sc.Scan() {
-			var cmd struct{ ID, Message string }
-			json.Unmarshal(sc.Bytes(), &cmd)
-			written <- cmd.ID
-			<-release // Pi has not answered yet
-			io.WriteString(outW, `{"id":"`+cmd.ID+`","type":"response","command":"prompt","success":true}`+"\n")
-		}
-	}()
-	t.Cleanup(func() { outW.Close(); inW.Close() })
-	var ids []string
-	for i, text := range []string{"head", "second", "third"} {
-		it := qfItem(uint64(i+1), text)
-		if err := c.q.store.Write(it); err != nil {
-			t.Fatal(err)
-		}
-		c.mu.Lock()
-		c.setItemLocked(it)
-		c.mu.Unlock()
-		ids = append(ids, it.ID)
-	}
+	x, _ := pipeEngine(t, c, "e-1", func(id string) string {
+		written <- id
+		<-release // Pi has not answered yet
+		return piAnswer(id, "")
+	})
+	authorise(c, x)
+	ids := addItems(t, c, 1, "head", "second", "third")
 	ctx := ctx20(t)
 	dispatched := make(chan bool, 1)
 	go func() { dispatched <- c.dispatchNext(ctx) }()
