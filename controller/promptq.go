@@ -80,8 +80,18 @@ func (c *Controller) kickQueue() {
 }
 
 // setItemLocked replaces or appends an item's current revision; both
-// locks are held.
+// locks are held. A finished item whose text no record carries keeps only
+// its payloads' lineage and digests in memory (its text stays on disk):
+// up to 1024 finished items of 17 payloads each must not hold gigabytes.
+// Nothing writes a revision from such an item: only queued items and
+// drafts change, and both keep their text.
 func (c *Controller) setItemLocked(it queue.Item) {
+	if !waiting(&it) && !keepsText(&it) {
+		it.Payloads = append([]queue.Payload(nil), it.Payloads...)
+		for i := range it.Payloads {
+			it.Payloads[i].Text = ""
+		}
+	}
 	p := &it
 	for i, old := range c.q.items {
 		if old.ID == it.ID {

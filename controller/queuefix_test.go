@@ -451,3 +451,29 @@ func TestQueueTextNotOfferedToEnginePeers(t *testing.T) {
 		}
 	}
 }
+
+// A finished item that no record shows text for keeps only digests in
+// memory; its text stays on disk, whole, for a restart to read.
+func TestQueueFinishedItemsHoldNoText(t *testing.T) {
+	dir := t.TempDir()
+	c := qfCtl(t, dir)
+	c.loadQueue()
+	id := addItems(t, c, 1, "a long prompt that was cancelled")[0]
+	g, rev := int64(0), 1
+	c.mu.Lock()
+	c.st.controller = "k-1"
+	c.mu.Unlock()
+	if _, err := c.cancelQueued(context.Background(), &conn{id: "k-1"}, &protocol.Command{Type: protocol.CmdCancelQueued, Request: "c1", Generation: &g, Item: id, Revision: &rev}); err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	mem := *c.itemLocked(id)
+	c.mu.Unlock()
+	if mem.Current().Text != "" || mem.Current().Digest != queue.Digest("a long prompt that was cancelled") {
+		t.Fatalf("the cancelled item in memory: %+v; want its digest without its text", mem.Current())
+	}
+	stored, err := c.q.store.Read(id, mem.Revision)
+	if err != nil || stored.Current().Text != "a long prompt that was cancelled" {
+		t.Fatalf("the stored revision: %+v, %v; want the text kept on disk", stored.Current(), err)
+	}
+}
