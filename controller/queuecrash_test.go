@@ -159,7 +159,7 @@ func checkQueueAfterCrash(t *testing.T, dir string, admitted []string) {
 	}
 	for _, id := range order {
 		it := items[id]
-		text := it.Current().Text
+		text := storedText(r, it)
 		inSession := strings.Contains(sess, `"text":"`+text+`"`)
 		sent := strings.Contains(stdin, `"message":"`+text+`"`)
 		switch it.State {
@@ -263,9 +263,19 @@ func resumeAfterCrash(t *testing.T, r *rig, order []string, items map[string]que
 			continue
 		}
 		for _, text := range got {
-			if text == it.Current().Text {
+			if text == storedText(r, it) {
 				t.Errorf("item %s (%s before the restart) was written again: %q", id, it.State, text)
 			}
 		}
 	}
+}
+
+// storedText is an item's text as its stored revision holds it: in memory
+// a finished item keeps only digests.
+func storedText(r *rig, it queue.Item) string {
+	st, err := r.ctrl.q.store.Read(it.ID, it.Revision)
+	if err != nil {
+		r.t.Fatalf("read item %s revision %d: %v", it.ID, it.Revision, err)
+	}
+	return st.Current().Text
 }
