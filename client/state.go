@@ -85,7 +85,10 @@ func (c *Client) note(u *Update) {
 			s.Queue = q
 		}
 	case u.Queue != nil:
-		if s.Queue == nil || u.Queue.Revision >= s.Queue.Revision || u.Queue.Request != "" {
+		// A command's reply carries the queue as it was when the command
+		// committed; a broadcast of a later change may have come first.
+		// Never go back to an older revision.
+		if s.Queue == nil || u.Queue.Revision >= s.Queue.Revision {
 			s.Queue = u.Queue
 		}
 	case u.Control != nil:

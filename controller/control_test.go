@@ -153,12 +153,18 @@ func TestQueueWhileRunning(t *testing.T) {
 	r.waitBinding("active")
 	ctl := r.dial()
 	gen := r.takeover(ctl)
-	ctl.must(map[string]any{"type": "prompt", "request": "p1", "generation": gen, "text": "go"}, "receipt")
-	if rc := ctl.must(map[string]any{"type": "prompt", "request": "p2", "generation": gen, "text": "more"}, "receipt"); rc["state"] != protocol.ReceiptQueued {
+	first := ctl.must(map[string]any{"type": "prompt", "request": "p1", "generation": gen, "text": "go"}, "receipt")
+	// The reply says queued; the scheduler writes it after: wait until
+	// Pi took it (the endless run then lasts) before the second prompt.
+	r.waitItem(first["item"], protocol.ReceiptAcknowledged)
+	rc := ctl.must(map[string]any{"type": "prompt", "request": "p2", "generation": gen, "text": "more"}, "receipt")
+	if rc["state"] != protocol.ReceiptQueued {
 		t.Fatalf("a prompt during a run: %v; want queued", rc)
 	}
-	if n := r.prompts(); n != 1 {
+	if n, st := r.prompts(), ""; n != 1 {
 		t.Fatalf("engine received %d prompts, want 1", n)
+	} else if st, _ = r.item(rc["item"]); st != protocol.ReceiptQueued {
+		t.Fatalf("the prompt sent during the run is %s; want queued", st)
 	}
 }
 

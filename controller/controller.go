@@ -294,7 +294,7 @@ func (c *Controller) attach(k *conn) {
 	defer c.mu.Unlock()
 	c.conns[k.id] = k
 	c.offerLocked(k, c.bindingLocked())
-	c.offerLocked(k, c.queueRecordLocked())
+	c.offerLocked(k, c.queueRecordForLocked(k))
 	c.restartNoticeLocked(k)
 }
 

@@ -4,16 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/mosaic-agents/mosaic/engine"
 	"github.com/mosaic-agents/mosaic/protocol"
 	"github.com/mosaic-agents/mosaic/queue"
 )
-
-// piBusy is how pinned Pi refuses a prompt without streamingBehavior while
-// it is processing (DIGEST §2): the prompt was not taken.
-const piBusy = "Agent is already processing"
 
 // schedule dispatches the head of the queue whenever something that may
 // let it go happens (a run settled, an item was admitted, the queue was
@@ -45,6 +40,9 @@ func (c *Controller) readyLocked() (*execution, bool) {
 		return nil, false
 	}
 	ts := x.conn.State()
+	if c.q.hold && c.q.heldExec != x.id {
+		c.q.hold = false
+	}
 	if ts.Running || ts.Slot != nil || ts.Settles != x.settled || (c.q.hold && x.settled <= c.q.heldAt) {
 		return nil, false
 	}
@@ -56,12 +54,23 @@ func (c *Controller) readyLocked() (*execution, bool) {
 // reports whether the queue moved (so the scheduler looks again). The
 // order is what makes a crash safe: the dispatched revision is durable
 // before the engine write, so a restarted controller settles the item
-// from the session file and never writes it again.
+// from the session file and never writes it again. The queue lock is
+// released once the dispatched revision is committed: admission, edits,
+// cancels and a force stop's drafts do not wait for the engine's reply
+// (the dispatched head is no longer theirs to change); the dispatch lock
+// alone is held across the write, and the outcome is recorded under the
+// queue lock again, taken after the dispatch lock is released (the lock
+// order is queue, dispatch, mu).
 func (c *Controller) dispatchNext(ctx context.Context) bool {
 	c.q.mu.Lock()
-	defer c.q.mu.Unlock()
 	c.dispatch.Lock()
-	defer c.dispatch.Unlock()
+	both := true
+	defer func() {
+		if both {
+			c.dispatch.Unlock()
+			c.q.mu.Unlock()
+		}
+	}()
 	c.mu.Lock()
 	head := c.headLocked()
 	if head == nil || head.State != protocol.ReceiptQueued {
@@ -96,6 +105,11 @@ func (c *Controller) dispatchNext(ctx context.Context) bool {
 	next := head.Next()
 	next.State, next.Reason, next.Evidence, next.Updated = protocol.ReceiptDispatched, "", "", now()
 	next.Dispatch = &queue.Dispatch{Execution: x.id, Generation: gen, AfterSeq: after, At: next.Updated}
+	// The session file's size now, before the write: a restart counts
+	// only user messages after it as this item's (queueload.go).
+	if n, err := queue.SessionSize(c.cfg.Conversation.Session); err == nil {
+		next.Dispatch.SessionAt = &n
+	}
 	if err := engine.CheckText(text); err != nil {
 		return c.finishItem(next, protocol.ReceiptDispatchRefused, "refused at dispatch, nothing was written: "+err.Error(), "")
 	}
@@ -111,25 +125,36 @@ func (c *Controller) dispatchNext(ctx context.Context) bool {
 	c.mu.Unlock()
 	run(c.test.afterDispatchRecord)
 
+	both = false
+	c.q.mu.Unlock()
 	d, err := x.conn.Prompt(ctx, text)
+	c.dispatch.Unlock()
+	c.q.mu.Lock()
+	defer c.q.mu.Unlock()
 	var native *engine.NativeError
 	switch {
 	case err == nil:
 		return c.finishItem(next, protocol.ReceiptAcknowledged, "", "")
-	case errors.As(err, &native) && strings.HasPrefix(native.Text, piBusy):
+	case errors.Is(err, engine.ErrNativeBusy) && errors.As(err, &native):
 		// Not sent (DIGEST §2): the item stays at the head and goes after
 		// the next agent_settled.
 		c.mu.Lock()
-		c.q.hold, c.q.heldAt = true, x.settled
+		c.q.hold, c.q.heldAt, c.q.heldExec = true, x.settled, x.id
 		c.mu.Unlock()
 		return c.requeue(next, "the engine was still processing: "+native.Text)
 	case errors.As(err, &native) || d.Receipt == protocol.ReceiptFailed:
 		return c.finishItem(next, protocol.ReceiptFailed, "", d.Evidence)
 	case d.Receipt == protocol.ReceiptDeliveryUnknown:
 		return c.finishItem(next, protocol.ReceiptDeliveryUnknown, err.Error(), "")
-	case protocol.CodeOf(err) == protocol.CodeBusy || protocol.CodeOf(err) == protocol.CodeFenced:
-		// The engine connection refused before writing: nothing reached
-		// the engine, so the item is still the head.
+	case protocol.CodeOf(err) == protocol.CodeBusy || protocol.CodeOf(err) == protocol.CodeFenced || protocol.CodeOf(err) == protocol.CodeEngineGone:
+		// The engine connection refused before writing (or was closed
+		// already): nothing reached the engine, so the item is still the
+		// head, for the next engine once someone resumes.
+		if protocol.CodeOf(err) == protocol.CodeEngineGone {
+			c.mu.Lock()
+			c.pauseQueueLocked(fmt.Sprintf("the engine was gone before item %s was written; it stays queued: resume once an engine runs", next.ID))
+			c.mu.Unlock()
+		}
 		return c.requeue(next, "not written: "+err.Error())
 	default:
 		return c.finishItem(next, protocol.ReceiptDispatchRefused, "refused at dispatch, nothing was written: "+err.Error(), "")
@@ -151,9 +176,15 @@ func (c *Controller) finishItem(prev queue.Item, state, reason, evidence string)
 	}
 	c.mu.Lock()
 	c.commitLocked(next, "")
+	if state == protocol.ReceiptFailed || state == protocol.ReceiptDispatchRefused {
+		// Whatever made the engine refuse this one (no API key, a broken
+		// extension, a text it will not take) likely refuses the next:
+		// stop rather than burn the queue in a burst.
+		c.pauseQueueLocked(fmt.Sprintf("item %s was %s; the items after it wait: fix the cause and resume, or cancel them", next.ID, state))
+	}
 	c.mu.Unlock()
 	c.forgetFinished()
-	return state != protocol.ReceiptAcknowledged
+	return state == protocol.ReceiptDeliveryUnknown
 }
 
 // requeue puts a dispatched item that was not written back at the head.
@@ -161,7 +192,15 @@ func (c *Controller) requeue(prev queue.Item, reason string) bool {
 	next := prev.Next()
 	next.State, next.Reason, next.Dispatch, next.Updated = protocol.ReceiptQueued, reason, nil, now()
 	if err := c.q.store.Write(next); err != nil {
+		// Linked but not confirmed durable, the queued revision is what a
+		// restart finds: take it as current. Not on disk, the item stays
+		// dispatched (never resent; a restart settles it). Either way
+		// the queue pauses.
+		stored, rerr := c.q.store.Read(next.ID, next.Revision)
 		c.mu.Lock()
+		if rerr == nil {
+			c.setItemLocked(stored)
+		}
 		c.pauseQueueLocked(fmt.Sprintf("the queue store refused to requeue item %s: %v", next.ID, err))
 		c.mu.Unlock()
 		return false

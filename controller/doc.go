@@ -182,11 +182,20 @@
 //     plus the engine being idle with every agent_settled pumped, no
 //     pause and no native dialog open (nativeDialogOpenLocked; a
 //     dialog's close kicks the scheduler). The dispatched revision is
-//     durable before the engine write.
+//     durable before the engine write, and records the session file's
+//     size then: a restart proves delivery only from user messages after
+//     it (queueload.go). A failed or dispatch-refused head pauses the
+//     queue; an engine-gone one stays queued and pauses it; Pi's busy
+//     answer holds dispatch until that execution's next agent_settled.
 //   - Locks: the queue lock (promptQueue.mu) is taken before the
 //     dispatch lock, which is taken before mu. Queue items change only
 //     with the queue lock and mu both held, so either suffices to read
 //     them; the durable write of a transition holds the queue lock only.
+//     A dispatch releases the queue lock once its dispatched revision is
+//     committed and holds only the dispatch lock across the engine's
+//     reply, so admission, edits, cancels and a force stop's drafts never
+//     wait for a hung engine; it takes the queue lock again for the
+//     outcome only after releasing the dispatch lock.
 //   - Choices where the issue is silent: a pause holds the items waiting
 //     when it began and ends when none is left (the prompt typed after an
 //     interrupt runs); a takeover by the items' own actor keeps the queue
@@ -197,9 +206,17 @@
 //     a force stop makes drafts); the queue starts paused after a restart
 //     with items waiting. Bounds: 64 waiting items and 1 MiB of their
 //     text; finished items kept 24 hours and at most 1024 (the durable
-//     receipt index); a queue record carries the waiting items' text,
-//     the newest 32 finished items and drafts' text up to 2 MiB.
-//   - A receipt's later revisions go to the admitting connection only
-//     after its reply (outcome.then), so a client never reads dispatched
-//     before queued.
+//     receipt index), except drafts, kept until cancelled (at most 256);
+//     at most 16 edits per item; a queue record carries the waiting
+//     items' text, every draft, failed and dispatch-refused item (their
+//     text up to 2 MiB, newest first) and the newest 32 other finished
+//     items.
+//   - Order on one connection is not revision order: a scheduler kick
+//     waiting on the queue lock may dispatch an item, and send its
+//     dispatched receipt revision to the admitting connection, before
+//     that connection's queued reply is written; and a command's reply
+//     carries the queue as it was at its commit, after broadcasts of
+//     later changes. Receipts and queue records carry revisions: a
+//     client keeps the highest (client/state.go never replaces a queue
+//     with an older revision).
 package controller

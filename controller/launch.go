@@ -168,19 +168,21 @@ func (c *Controller) adopt(ctx context.Context, rec *claims.Recovery) error {
 		// controller ended. Finish that stop, and only that one: its
 		// kill phase, then stopped only if the observation proves it.
 		c.goStop(func() {
-			c.conclude(context.WithoutCancel(ctx), x, newID("s-"), "restart resumes the force stop that was in progress")
+			c.conclude(context.WithoutCancel(ctx), x, newID("s-"), "restart resumes the force stop that was in progress", true)
 		})
 	case err == nil && len(ms) == 0:
 		// Nothing left in the cohort: the observation alone proves the
 		// end, and killing an empty cgroup kills nothing (brief §2
 		// "engine gone").
-		c.goStop(func() { c.conclude(context.WithoutCancel(ctx), x, newID("s-"), "restart observed an empty cohort") })
+		c.goStop(func() {
+			c.conclude(context.WithoutCancel(ctx), x, newID("s-"), "restart observed an empty cohort", false)
+		})
 	case errors.Is(err, scopes.ErrCgroupAbsent):
 		// The scope is gone (stopped from outside, or a stop whose
 		// stopped revision was never written): its removal, once shown to
 		// be this cgroup's, is the proof.
 		c.goStop(func() {
-			c.conclude(context.WithoutCancel(ctx), x, newID("s-"), "restart found the cohort's cgroup gone; its removal is the evidence")
+			c.conclude(context.WithoutCancel(ctx), x, newID("s-"), "restart found the cohort's cgroup gone; its removal is the evidence", false)
 		})
 	}
 	return nil

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"io"
 	"path/filepath"
@@ -14,7 +15,6 @@ import (
 	"github.com/mosaic-agents/mosaic/conversations"
 	"github.com/mosaic-agents/mosaic/engine"
 	"github.com/mosaic-agents/mosaic/protocol"
-	"github.com/mosaic-agents/mosaic/queue"
 )
 
 // Pinned Pi answers a prompt without streamingBehavior that lands while
@@ -64,19 +64,7 @@ func TestQueueNativeBusyKeepsHead(t *testing.T) {
 		}
 	}()
 
-	for i, text := range []string{"head", "behind"} {
-		it := queue.Item{ID: newID("qi-"), Seq: uint64(i + 1), Revision: 1, State: protocol.ReceiptQueued, Request: newID("p-"), Receipt: newID("rc-"),
-			Fingerprint: "fp", Actor: Actor, Connection: "k-1", Execution: x.id, Admitted: now(), Updated: now(),
-			Payloads: []queue.Payload{queue.NewPayload(1, text, Actor, "k-1", 0, now())}}
-		if err := c.q.store.Write(it); err != nil {
-			t.Fatal(err)
-		}
-		c.q.mu.Lock()
-		c.mu.Lock()
-		c.setItemLocked(it)
-		c.mu.Unlock()
-		c.q.mu.Unlock()
-	}
+	addItems(t, c, 1, "head", "behind")
 	ctx := ctx20(t)
 	if c.dispatchNext(ctx) {
 		t.Fatal("a refused dispatch reported progress")
@@ -95,7 +83,11 @@ func TestQueueNativeBusyKeepsHead(t *testing.T) {
 	}
 
 	busy.Store(false)
-	go c.schedule(ctx)
+	// The scheduler ends before the temp dir is removed: it writes there.
+	sctx, stop := context.WithCancel(ctx)
+	stopped := make(chan struct{})
+	go func() { c.schedule(sctx); close(stopped) }()
+	t.Cleanup(func() { stop(); outW.Close(); inW.Close(); <-stopped })
 	io.WriteString(outW, `{"type":"agent_start"}`+"\n"+`{"type":"agent_end","messages":[]}`+"\n"+`{"type":"agent_settled"}`+"\n")
 	if got := <-prompts; got != "head" {
 		t.Fatalf("after agent_settled the engine got %q; want the head again", got)

@@ -68,7 +68,7 @@ func (c *Controller) observe(k *conn, cmd *protocol.Command) {
 	obs := protocol.Observed{Record: protocol.RecordObserved, Request: cmd.Request, Binding: c.bindingLocked(), History: raw,
 		Seam: protocol.Seam{Execution: exec, Replay: "available", ReplayFrom: from, ReplayUntil: until, ReplayStart: start,
 			Quiet: quiet, Reconcile: !complete || !quiet || c.st.reconcile || c.beforeRestartLocked(cmd.FromSeq)}, Cursor: cursor, Approvals: c.liveApprovalsLocked()}
-	q := c.queueRecordLocked()
+	q := c.queueRecordForLocked(k)
 	obs.Queue = &q
 	if line, err := protocol.Line(obs); err == nil {
 		k.offerEpoch(line, epoch)

@@ -21,6 +21,13 @@ const (
 	finishedTTL     = 24 * time.Hour
 	shownFinished   = 32
 	maxShownDrafted = 2 << 20
+	// maxEdits bounds one item's edits: every revision carries all its
+	// payloads, so 17 payloads of the longest prompt (1.5 MiB each once
+	// JSON-escaped) stay under queue.MaxRevisionBytes.
+	maxEdits = 16
+	// maxDrafts bounds the drafts kept (never forgotten by age): four
+	// force stops of a full queue.
+	maxDrafts = 256
 )
 
 // promptQueue is the durable queue in memory. mu serialises transitions,
@@ -40,11 +47,14 @@ type promptQueue struct {
 	gen    int64  // the generation dispatch is authorised under
 	exec   string // the execution dispatch is authorised to
 	rev    uint64
-	// hold is set when Pi answered "already processing": dispatch waits
-	// for an agent_settled after heldAt (execution.settled then).
-	hold   bool
-	heldAt int
-	kick   chan struct{}
+	// hold is set when Pi answered "already processing": dispatch to
+	// execution heldExec waits for an agent_settled after heldAt (its
+	// settle count then). A hold names its execution: another one's
+	// count starts over, so the hold means nothing there.
+	hold     bool
+	heldAt   int
+	heldExec string
+	kick     chan struct{}
 }
 
 func newPromptQueue() *promptQueue {
@@ -70,8 +80,18 @@ func (c *Controller) kickQueue() {
 }
 
 // setItemLocked replaces or appends an item's current revision; both
-// locks are held.
+// locks are held. A finished item whose text no record carries keeps only
+// its payloads' lineage and digests in memory (its text stays on disk):
+// up to 1024 finished items of 17 payloads each must not hold gigabytes.
+// Nothing writes a revision from such an item: only queued items and
+// drafts change, and both keep their text.
 func (c *Controller) setItemLocked(it queue.Item) {
+	if !waiting(&it) && !keepsText(&it) {
+		it.Payloads = append([]queue.Payload(nil), it.Payloads...)
+		for i := range it.Payloads {
+			it.Payloads[i].Text = ""
+		}
+	}
 	p := &it
 	for i, old := range c.q.items {
 		if old.ID == it.ID {
@@ -116,39 +136,53 @@ func (c *Controller) waitingLocked() (n, bytes int) {
 }
 
 // queueRecordLocked projects the queue for clients: waiting items with
-// their text, then the newest finished ones, drafts with text while the
-// record's text stays under maxShownDrafted.
+// their text; every item whose text has no other home (drafts, failed,
+// dispatch-refused: keepsText), with its text while the record's text of
+// such items stays under maxShownDrafted, newest first; and the newest
+// shownFinished of the other finished items, without text.
 func (c *Controller) queueRecordLocked() protocol.Queue {
 	q := protocol.Queue{Record: protocol.RecordQueue, Revision: c.q.rev, Paused: c.q.paused, PauseReason: c.q.reason, Items: []protocol.QueueItem{}}
-	var finished []*queue.Item
-	for _, it := range c.q.items {
-		if !waiting(it) {
-			finished = append(finished, it)
+	shown := map[string]bool{}
+	withText := map[string]bool{}
+	others, budget := 0, maxShownDrafted
+	for i := len(c.q.items) - 1; i >= 0; i-- {
+		it := c.q.items[i]
+		switch {
+		case waiting(it):
+			shown[it.ID], withText[it.ID] = true, true
+		case keepsText(it):
+			shown[it.ID] = true
+			if n := len(it.Current().Text); n <= budget {
+				budget -= n
+				withText[it.ID] = true
+			}
+		case others < shownFinished:
+			others++
+			shown[it.ID] = true
 		}
 	}
-	if len(finished) > shownFinished {
-		finished = finished[len(finished)-shownFinished:]
-	}
-	shown := map[string]bool{}
-	for _, it := range finished {
-		shown[it.ID] = true
-	}
-	budget := maxShownDrafted
 	for _, it := range c.q.items {
-		if !waiting(it) && !shown[it.ID] {
+		if !shown[it.ID] {
 			continue
 		}
 		qi := itemRecord(it)
-		switch {
-		case waiting(it):
-		case it.State == protocol.ReceiptDraft && len(qi.Text) <= budget:
-			budget -= len(qi.Text)
-		default:
+		if !withText[it.ID] {
 			qi.Text = ""
 		}
 		q.Items = append(q.Items, qi)
 	}
 	return q
+}
+
+// keepsText says whether a finished item's text stays in the queue record:
+// a draft, and an item the engine never took (failed, dispatch-refused),
+// whose sender may have gone (--no-wait) and has no other copy.
+func keepsText(it *queue.Item) bool {
+	switch it.State {
+	case protocol.ReceiptDraft, protocol.ReceiptFailed, protocol.ReceiptDispatchRefused:
+		return true
+	}
+	return false
 }
 
 func itemRecord(it *queue.Item) protocol.QueueItem {
@@ -163,10 +197,52 @@ func itemRecord(it *queue.Item) protocol.QueueItem {
 	return qi
 }
 
-// publishQueueLocked broadcasts the queue after a change.
+// publishQueueLocked broadcasts the queue after a change: engine peers get
+// it without text (queueRecordForLocked).
 func (c *Controller) publishQueueLocked() {
 	c.q.rev++
-	c.broadcastLocked(c.queueRecordLocked())
+	q := c.queueRecordLocked()
+	full, err := protocol.Line(q)
+	if err != nil {
+		return
+	}
+	var bare []byte
+	for _, k := range c.conns {
+		switch {
+		case !k.hello:
+		case k.enginePeer():
+			if bare == nil {
+				if bare, err = protocol.Line(withoutText(q)); err != nil {
+					continue
+				}
+			}
+			k.offer(bare)
+		default:
+			k.offer(full)
+		}
+	}
+}
+
+// queueRecordForLocked is the queue record offered to k. An engine peer (a
+// connection from inside the engine's cohort, the adversary) sees the
+// items and their states but no text: prompts not yet sent, drafts and
+// refused prompts are the person's to read, not the agent's.
+func (c *Controller) queueRecordForLocked(k *conn) protocol.Queue {
+	q := c.queueRecordLocked()
+	if k.enginePeer() {
+		return withoutText(q)
+	}
+	return q
+}
+
+func withoutText(q protocol.Queue) protocol.Queue {
+	items := make([]protocol.QueueItem, len(q.Items))
+	copy(items, q.Items)
+	for i := range items {
+		items[i].Text = ""
+	}
+	q.Items = items
+	return q
 }
 
 // itemReceipt is an item's receipt: one revision per item revision.
@@ -232,14 +308,23 @@ func now() string { return time.Now().UTC().Format(time.RFC3339Nano) }
 
 // forgetFinished applies retention: finished items older than finishedTTL
 // or beyond the newest maxFinished are removed from disk and memory, so
-// the durable receipt index stays bounded. Called with the queue lock.
+// the durable receipt index stays bounded. Drafts are the exception: a
+// force stop's recovered text has no other home, so a draft stays until
+// it is cancelled (cancel-queued), whatever its age; only drafts beyond
+// the newest maxDrafts go. Called with the queue lock.
 func (c *Controller) forgetFinished() {
 	c.mu.Lock()
 	var drop []*queue.Item
-	finished := 0
+	finished, drafts := 0, 0
 	for i := len(c.q.items) - 1; i >= 0; i-- {
 		it := c.q.items[i]
 		if waiting(it) {
+			continue
+		}
+		if it.State == protocol.ReceiptDraft {
+			if drafts++; drafts > maxDrafts {
+				drop = append(drop, it)
+			}
 			continue
 		}
 		finished++

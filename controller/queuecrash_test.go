@@ -159,7 +159,7 @@ func checkQueueAfterCrash(t *testing.T, dir string, admitted []string) {
 	}
 	for _, id := range order {
 		it := items[id]
-		text := it.Current().Text
+		text := storedText(r, it)
 		inSession := strings.Contains(sess, `"text":"`+text+`"`)
 		sent := strings.Contains(stdin, `"message":"`+text+`"`)
 		switch it.State {
@@ -190,10 +190,92 @@ func checkQueueAfterCrash(t *testing.T, dir string, admitted []string) {
 	if waitingLeft > 0 && !paused {
 		t.Errorf("%d items queued after the restart and the queue is not paused", waitingLeft)
 	}
-	// Whatever is settled is never written again: this controller has no
-	// engine of its own (the crashed one's engine ended with its stdin),
-	// and a resume is refused rather than sending to nothing.
 	if got := r.stdinBytes(); got != stdin {
-		t.Errorf("the restarted controller wrote to the old engine")
+		t.Errorf("the restarted controller wrote before an engine was launched and the queue resumed")
 	}
+	resumeAfterCrash(t, r, order, items, len(stdin))
+}
+
+// resumeAfterCrash launches a new engine on what the crash left and
+// checks what it receives. The crashed controller's engine outlives it,
+// so the restart is fenced (uncertain): the way back is recovery control,
+// a force stop (which makes drafts of the items still queued), recover
+// and launch. Then the queue is resumed and one new prompt sent: the new
+// engine must receive exactly the items still queued after the stop, each
+// once, then the new prompt, and never the text of a draft or of an item
+// that was dispatched (delivered, delivery-unknown or acknowledged).
+func resumeAfterCrash(t *testing.T, r *rig, order []string, items map[string]queue.Item, oldStdin int) {
+	t.Helper()
+	ctl := r.dial()
+	ctl.must(map[string]any{"type": "observe", "request": newID("o-")}, "observed")
+	r.ctrl.mu.Lock()
+	state := r.ctrl.bindingLocked().State
+	r.ctrl.mu.Unlock()
+	var gen float64
+	if state == protocol.BindingUncertain {
+		gen = r.recoveryControl(ctl)
+	} else {
+		gen = r.takeover(ctl)
+	}
+	if state != protocol.BindingStopped {
+		// The restarted controller may have a stop of its own running
+		// already (fenced "already running"): then wait for it.
+		rc := ctl.reply(map[string]any{"type": "force-stop", "request": newID("f-"), "generation": gen, "confirmation": ctl.confirm("force-stop", gen)})
+		if rc["record"] != "receipt" && rc["code"] != protocol.CodeFenced {
+			t.Fatalf("force stop of what the crash left: %v", rc)
+		}
+		r.waitBinding(protocol.BindingStopped)
+	}
+	// A force stop makes drafts of the queued items: those are what must
+	// not be resent; what stays queued goes to the new engine.
+	r.ctrl.mu.Lock()
+	var want []string
+	for _, id := range order {
+		if it := r.ctrl.itemLocked(id); it != nil && it.State == protocol.ReceiptQueued {
+			want = append(want, it.Current().Text)
+		}
+	}
+	r.ctrl.mu.Unlock()
+	el := ctl.must(map[string]any{"type": "recover", "request": newID("rv-"), "generation": gen, "confirmation": ctl.confirm("recover", gen)}, "eligibility")
+	lr := ctl.must(map[string]any{"type": "launch", "request": newID("l-"), "generation": gen, "eligibility": el["id"]}, "receipt")
+	if lr["state"] != protocol.ReceiptLaunched {
+		t.Fatalf("launch after the crash: %v", lr)
+	}
+	r.waitBinding("active")
+	gen = lr["generation"].(float64)
+	ctl.must(map[string]any{"type": "resume-queue", "request": newID("r-"), "generation": gen}, "queue")
+	fresh := ctl.queue(gen, "after the crash")
+	want = append(want, "after the crash")
+	r.waitItem(fresh["item"], protocol.ReceiptAcknowledged)
+	var got []string
+	for _, line := range strings.Split(r.stdinBytes()[oldStdin:], "\n") {
+		if i := strings.Index(line, `"message":"`); i >= 0 && strings.Contains(line, `"type":"prompt"`) {
+			rest := line[i+len(`"message":"`):]
+			got = append(got, rest[:strings.Index(rest, `"`)])
+		}
+	}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("the new engine received %q; want exactly the items still queued, once each: %q", got, want)
+	}
+	for _, id := range order {
+		it := items[id]
+		if it.State == protocol.ReceiptQueued {
+			continue
+		}
+		for _, text := range got {
+			if text == storedText(r, it) {
+				t.Errorf("item %s (%s before the restart) was written again: %q", id, it.State, text)
+			}
+		}
+	}
+}
+
+// storedText is an item's text as its stored revision holds it: in memory
+// a finished item keeps only digests.
+func storedText(r *rig, it queue.Item) string {
+	st, err := r.ctrl.q.store.Read(it.ID, it.Revision)
+	if err != nil {
+		r.t.Fatalf("read item %s revision %d: %v", it.ID, it.Revision, err)
+	}
+	return st.Current().Text
 }

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"sort"
 
 	"github.com/mosaic-agents/mosaic/audit"
 	"github.com/mosaic-agents/mosaic/protocol"
@@ -28,13 +29,7 @@ func (c *Controller) loadQueue() {
 		return
 	}
 	c.q.store = st
-	texts, textErr := queue.UserTexts(c.cfg.Conversation.Session)
-	sent := map[string]int{} // dispatched items per text, settled or not
-	for _, it := range items {
-		if it.Dispatch != nil || it.State == protocol.ReceiptDelivered || it.State == protocol.ReceiptAcknowledged {
-			sent[it.Current().Digest]++
-		}
-	}
+	proven, proofErr := c.provenDeliveries(items)
 	waitingLeft := 0
 	for _, it := range items {
 		if it.Seq > c.q.seq {
@@ -44,7 +39,7 @@ func (c *Controller) loadQueue() {
 			waitingLeft++
 		}
 		if it.State == protocol.ReceiptDispatched || it.State == protocol.ReceiptAcknowledged {
-			it = c.settleDelivery(st, it, texts, textErr, sent)
+			it = c.settleDelivery(st, it, proven[it.ID], proofErr)
 		}
 		c.setItemLocked(it)
 	}
@@ -59,22 +54,73 @@ func (c *Controller) loadQueue() {
 	c.forgetFinished()
 }
 
+// provenDeliveries names the dispatched and acknowledged items the session
+// file proves delivered. An item is proven only by a user message whose
+// line starts after the position its dispatch recorded before the engine
+// write, with its text; items are matched in dispatch order, each message
+// at most once. So a message older than the item (an earlier identical
+// "continue") or already matched to an earlier item proves nothing, and
+// an item with no recorded position is never proven. The file is read
+// only when some item needs it, from the earliest position.
+func (c *Controller) provenDeliveries(items []queue.Item) (map[string]bool, error) {
+	var todo []queue.Item
+	from := int64(-1)
+	for _, it := range items {
+		if it.State != protocol.ReceiptDispatched && it.State != protocol.ReceiptAcknowledged {
+			continue
+		}
+		if it.Dispatch == nil || it.Dispatch.SessionAt == nil {
+			continue
+		}
+		todo = append(todo, it)
+		if at := *it.Dispatch.SessionAt; from < 0 || at < from {
+			from = at
+		}
+	}
+	proven := map[string]bool{}
+	if len(todo) == 0 {
+		return proven, nil
+	}
+	entries, err := queue.UserEntriesFrom(c.cfg.Conversation.Session, from)
+	if err != nil {
+		return proven, err
+	}
+	sort.SliceStable(todo, func(i, j int) bool {
+		a, b := *todo[i].Dispatch.SessionAt, *todo[j].Dispatch.SessionAt
+		if a != b {
+			return a < b
+		}
+		return todo[i].Seq < todo[j].Seq
+	})
+	used := make([]bool, len(entries))
+	for _, it := range todo {
+		at, digest := *it.Dispatch.SessionAt, it.Current().Digest
+		for i, e := range entries {
+			if !used[i] && e.Offset >= at && e.Digest == digest {
+				used[i], proven[it.ID] = true, true
+				break
+			}
+		}
+	}
+	return proven, nil
+}
+
 // settleDelivery decides a dispatched item's delivery from native evidence
-// only: the session file holds its text more often than the other items
-// sent with the same text explain. Acknowledged items that the file holds
-// become delivered too; the rest stay as they are when acknowledged, and
-// become delivery-unknown when only dispatched.
-func (c *Controller) settleDelivery(st *queue.Store, it queue.Item, texts map[string]int, textErr error, sent map[string]int) queue.Item {
-	cur := it.Current()
+// only (provenDeliveries). Acknowledged items the file proves become
+// delivered too; the rest stay as they are when acknowledged, and become
+// delivery-unknown when only dispatched.
+func (c *Controller) settleDelivery(st *queue.Store, it queue.Item, proven bool, proofErr error) queue.Item {
 	next := it.Next()
 	next.Updated = now()
 	switch {
-	case textErr == nil && texts[cur.Text] >= sent[cur.Digest]:
-		next.State, next.Reason = protocol.ReceiptDelivered, "the session file holds its text"
+	case proven:
+		next.State, next.Reason = protocol.ReceiptDelivered, "the session file holds its text after its dispatch position"
 	case it.State == protocol.ReceiptAcknowledged:
 		return it
-	case textErr != nil:
-		next.State, next.Reason = protocol.ReceiptDeliveryUnknown, "dispatched before the controller restarted; the session file could not be read: "+textErr.Error()
+	case proofErr != nil:
+		next.State, next.Reason = protocol.ReceiptDeliveryUnknown, "dispatched before the controller restarted; the session file could not be read: "+proofErr.Error()
+	case it.Dispatch == nil || it.Dispatch.SessionAt == nil:
+		next.State, next.Reason = protocol.ReceiptDeliveryUnknown, "dispatched before the controller restarted, with no recorded session position to prove it by (never resent)"
 	default:
 		next.State, next.Reason = protocol.ReceiptDeliveryUnknown, "dispatched before the controller restarted; the session file does not show it was delivered (never resent)"
 	}

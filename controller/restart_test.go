@@ -2,14 +2,17 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/mosaic-agents/mosaic/audit"
 	"github.com/mosaic-agents/mosaic/claims"
+	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
 	"github.com/mosaic-agents/mosaic/proofs"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
@@ -79,13 +82,31 @@ func TestRestartDuringForceStop(t *testing.T) {
 	for _, stopping := range []bool{true, false} {
 		name := map[bool]string{true: "crash while stopping", false: "crash while active"}[stopping]
 		t.Run(name, func(t *testing.T) {
-			r := newRig(t, script, nil)
+			sandboxtest.Require(t)
+			dir, err := filepath.EvalSymlinks(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The crashed controller's draft revisions fail to be written:
+			// its queued item is a draft in its memory only, and queued on
+			// disk, as after a crash part way through making drafts.
+			var failDrafts atomic.Bool
+			r := newRigAt(t, dir, script, nil, func(c *Controller) {
+				c.test.queueFault = func(point, _ string) error {
+					if failDrafts.Load() && point == "temp-created" {
+						return errors.New("injected: the draft revision cannot be written")
+					}
+					return nil
+				}
+			})
 			r.waitBinding("active")
 			ctl := r.dial()
 			ctl.must(map[string]any{"type": "observe", "request": "o1"}, "observed")
 			gen := r.takeover(ctl)
 			ctl.must(map[string]any{"type": "prompt", "request": "p1", "generation": gen, "text": "run it"}, "receipt")
 			ctl.await(func(m map[string]any) bool { return m["kind"] == "tool-end" })
+			behind := ctl.queue(gen, "queued behind the turn")["item"].(string)
+			failDrafts.Store(true)
 			child := readPID(t, r)
 			exec := r.execution()
 			if stopping {
@@ -110,6 +131,14 @@ func TestRestartDuringForceStop(t *testing.T) {
 			s := waitStop(t, b)
 			if s.State != "stopped" || s.Execution != exec {
 				t.Fatalf("resumed stop %+v; want stopped, of execution %s", s, exec)
+			}
+			// The resumed force stop finishes the drafts: the item queued
+			// on disk is a draft, listed in the stop, never left queued.
+			b.mu.Lock()
+			it := b.itemLocked(behind)
+			b.mu.Unlock()
+			if it == nil || it.State != protocol.ReceiptDraft || !contains(s.QueueDrafts, behind) {
+				t.Fatalf("after the resumed force stop the queued item is %+v, stop drafts %v; want a draft, listed", it, s.QueueDrafts)
 			}
 			// The resumed stop never read the engine's stream: its effects
 			// are unknown, never reconciled.

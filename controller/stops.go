@@ -269,13 +269,21 @@ func (c *Controller) cancelDialogs(x *execution, s *protocol.Stop) {
 }
 
 // conclude finishes a stop a restarted controller resumes (K10) or an
-// observation of a cohort that is already empty.
-func (c *Controller) conclude(ctx context.Context, x *execution, stopID, why string) {
+// observation of a cohort that is already empty. drafts is set for the
+// resumed force stop only: a stop inferred at restart keeps queued items
+// queued.
+func (c *Controller) conclude(ctx context.Context, x *execution, stopID, why string, drafts bool) {
 	s := &protocol.Stop{Record: protocol.RecordStop, ID: stopID, Kind: protocol.StopForce, Execution: x.id}
 	c.mu.Lock()
 	c.st.stop, c.st.stopRunning, c.st.forceRunning = s, true, true
 	c.transitionLocked(s, protocol.StopStopping, why)
 	c.mu.Unlock()
+	if drafts {
+		// The force stop being resumed may have been cut short while it
+		// made its drafts (or recorded some only in memory): finish that
+		// part too, so it never ends stopped with items still queued.
+		c.recoverDrafts(s)
+	}
 	ctx, cancel := context.WithTimeout(ctx, stopTimeout)
 	defer cancel()
 	c.finishStop(ctx, x, s, x.handle.Kill(ctx, scopes.StopOptions{Stop: stopID}))

@@ -67,6 +67,7 @@ const (
 	CodeStaleItem      = "stale-item"      // the item's revision is not the one named
 	CodeItemDispatched = "item-dispatched" // the item left the queue first (dispatch won)
 	CodeQueueStore     = "queue-store"     // the queue cannot be written durably
+	CodeEditLimit      = "edit-limit"      // the item holds its maximum of edits or bytes
 )
 
 // The engine connection. A prompt Pi refused or may not hold becomes a

@@ -37,7 +37,9 @@
 //     controller/doc.go), so the directory and the durable receipt index
 //     it backs stay bounded.
 //   - Delivery after a crash is settled from the session file only
-//     (Delivered): a dispatched item whose text the file holds more often
-//     than other dispatched items of the same text explain is delivered;
-//     anything less is delivery-unknown. Neither is permission to resend.
+//     (UserEntriesFrom): a dispatch records the file's size before the
+//     engine write (Dispatch.SessionAt), and only a user message after
+//     that position, with the item's text and not already matched to an
+//     item dispatched earlier, proves it delivered; anything less is
+//     delivery-unknown. Neither is permission to resend.
 package queue

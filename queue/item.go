@@ -37,6 +37,10 @@ type Dispatch struct {
 	// item was dispatched: its turn's events come after it.
 	AfterSeq uint64 `json:"afterSeq"`
 	At       string `json:"at"`
+	// SessionAt is the session file's size right before the engine
+	// write: only user messages after it can prove the item delivered.
+	// Absent when it could not be read; such an item is never proven.
+	SessionAt *int64 `json:"sessionAt,omitempty"`
 }
 
 // Item is one revision of a queued prompt, whole.

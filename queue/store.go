@@ -27,11 +27,23 @@ var (
 	ErrRevisionExists = errors.New("queue item revision already exists")
 	// ErrInvalid is a malformed argument.
 	ErrInvalid = errors.New("invalid queue argument")
+	// ErrTooLarge is a revision larger than Load reads back: Write
+	// refuses it before anything reaches the disk.
+	ErrTooLarge = errors.New("queue item revision too large")
+	// ErrTooMany is a queue directory with more entries than Load reads:
+	// more than the controller's retention ever leaves.
+	ErrTooMany = errors.New("queue directory holds too many entries")
 )
 
-// maxRevisionBytes bounds one revision file: a prompt is at most 262144
-// characters (1 MiB of UTF-8), and an item keeps at most a few payloads.
-const maxRevisionBytes = 32 << 20
+// MaxRevisionBytes bounds one revision file, written (Write) and read
+// (Load) alike: a prompt is at most 262144 characters (1.5 MiB once
+// JSON-escaped), and the controller bounds an item's edits so that every
+// payload fits.
+const MaxRevisionBytes = 32 << 20
+
+// maxEntries bounds the entries of a queue directory Load reads: the
+// controller keeps at most 64 waiting, 1024 finished and 256 draft items.
+const maxEntries = 4096
 
 var (
 	revisionName = regexp.MustCompile(`^r([0-9]{10})\.json$`)
@@ -93,6 +105,9 @@ func (s *Store) Write(it Item) error {
 	if err != nil {
 		return fmt.Errorf("encode item %s revision %d: %w", it.ID, it.Revision, err)
 	}
+	if len(data)+1 > MaxRevisionBytes {
+		return fmt.Errorf("item %s revision %d is %d bytes, over %d: %w", it.ID, it.Revision, len(data)+1, MaxRevisionBytes, ErrTooLarge)
+	}
 	err = atomicfile.WriteOnce(filepath.Join(dir, revisionFile(it.Revision)), append(data, '\n'), s.fault)
 	if errors.Is(err, atomicfile.ErrExists) {
 		return fmt.Errorf("item %s revision %d: %w", it.ID, it.Revision, ErrRevisionExists)
@@ -101,6 +116,24 @@ func (s *Store) Write(it Item) error {
 		return fmt.Errorf("queue item %s revision %d: %w", it.ID, it.Revision, err)
 	}
 	return nil
+}
+
+// Read returns revision rev of item id as stored, checked like Load checks
+// it; an absent revision is an error carrying fs.ErrNotExist. A writer
+// whose Write failed reads back what the store holds: a failure after the
+// link (the directory fsync) leaves the revision in place.
+func (s *Store) Read(id string, rev int) (Item, error) {
+	if !itemName.MatchString(id) || rev < 1 {
+		return Item{}, fmt.Errorf("read item %q revision %d: %w", id, rev, ErrInvalid)
+	}
+	it, err := readRevision(filepath.Join(s.dir, id, revisionFile(rev)))
+	if err == nil {
+		err = it.check(id, rev)
+	}
+	if err != nil {
+		return Item{}, fmt.Errorf("read item %s revision %d: %w", id, rev, err)
+	}
+	return it, nil
 }
 
 // Damaged is an item whose revisions cannot be trusted: its text is never
@@ -114,11 +147,22 @@ type Damaged struct {
 }
 
 // Load reads every item's current revision, in admission order, and the
-// items it could not trust.
+// items it could not trust. An item directory with no revision at all (a
+// crash between its creation and its first revision's link: nobody was
+// told it was queued) is removed. More than maxEntries entries is an
+// error: the directory is not one the controller's retention left.
 func (s *Store) Load() ([]Item, []Damaged, error) {
-	entries, err := os.ReadDir(s.dir)
+	d, err := os.Open(s.dir)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read queue %q: %w", s.dir, err)
+	}
+	entries, err := d.ReadDir(maxEntries + 1)
+	d.Close()
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, nil, fmt.Errorf("read queue %q: %w", s.dir, err)
+	}
+	if len(entries) > maxEntries {
+		return nil, nil, fmt.Errorf("read queue %q: more than %d entries: %w", s.dir, maxEntries, ErrTooMany)
 	}
 	var items []Item
 	var damaged []Damaged
@@ -133,6 +177,8 @@ func (s *Store) Load() ([]Item, []Damaged, error) {
 		}
 		if it != nil {
 			items = append(items, *it)
+		} else {
+			os.RemoveAll(filepath.Join(s.dir, e.Name()))
 		}
 	}
 	sort.Slice(items, func(i, j int) bool { return items[i].Seq < items[j].Seq })
@@ -178,12 +224,12 @@ func readRevision(path string) (Item, error) {
 		return it, err
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxRevisionBytes+1))
+	data, err := io.ReadAll(io.LimitReader(f, MaxRevisionBytes+1))
 	if err != nil {
 		return it, err
 	}
-	if len(data) > maxRevisionBytes {
-		return it, fmt.Errorf("larger than %d bytes", maxRevisionBytes)
+	if len(data) > MaxRevisionBytes {
+		return it, fmt.Errorf("larger than %d bytes", MaxRevisionBytes)
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()

@@ -2,6 +2,8 @@ package queue
 
 import (
 	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -128,21 +130,29 @@ func TestForget(t *testing.T) {
 	}
 }
 
-func TestUserTexts(t *testing.T) {
+func TestUserEntriesFrom(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "s.jsonl")
-	lines := `{"type":"session","id":"x"}
+	head := `{"type":"session","id":"x"}
 {"type":"message","message":{"role":"user","content":[{"type":"text","text":"one"}]}}
-{"type":"message","message":{"role":"assistant","content":[{"type":"text","text":"one"}]}}
+`
+	tail := `{"type":"message","message":{"role":"assistant","content":[{"type":"text","text":"one"}]}}
 {"type":"message","message":{"role":"user","content":"two"}}
 {"type":"message","message":{"role":"user","content":[{"type":"text","text":"one"}]}}
 not json
 `
-	os.WriteFile(p, []byte(lines), 0o600)
-	got, err := UserTexts(p)
-	if err != nil || got["one"] != 2 || got["two"] != 1 || len(got) != 2 {
-		t.Fatalf("UserTexts = %v, %v", got, err)
+	os.WriteFile(p, []byte(head+tail), 0o600)
+	all, err := UserEntriesFrom(p, 0)
+	if err != nil || len(all) != 3 || all[0].Digest != Digest("one") || all[1].Digest != Digest("two") || all[2].Digest != Digest("one") {
+		t.Fatalf("UserEntriesFrom(0) = %v, %v", all, err)
 	}
-	if got, err := UserTexts(filepath.Join(t.TempDir(), "none")); err != nil || len(got) != 0 {
+	after, err := UserEntriesFrom(p, int64(len(head)))
+	if err != nil || len(after) != 2 || after[0].Offset <= int64(len(head)) || after[1].Digest != Digest("one") {
+		t.Fatalf("UserEntriesFrom(after head) = %v, %v; want only the two user messages after it", after, err)
+	}
+	if _, err := UserEntriesFrom(p, int64(len(head+tail))+1); !errors.Is(err, ErrSessionShorter) {
+		t.Fatalf("a position past the end: %v; want ErrSessionShorter", err)
+	}
+	if got, err := UserEntriesFrom(filepath.Join(t.TempDir(), "none"), 0); err != nil || len(got) != 0 {
 		t.Fatalf("missing file: %v %v", got, err)
 	}
 }
@@ -164,5 +174,67 @@ func BenchmarkWrite(b *testing.B) {
 		if err := s.Write(it); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// Write refuses a revision Load would reject as too large, before any of
+// it reaches the disk, and Read reads back what Write stored.
+func TestWriteRefusesWhatLoadRejects(t *testing.T) {
+	s, err := Open(t.TempDir(), "pi-big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	it := testItem("qi-00000000000000b1", 1, "small")
+	if err := s.Write(it); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Read(it.ID, 1); err != nil || got.Current().Text != "small" {
+		t.Fatalf("Read = %v, %v", got.Current().Text, err)
+	}
+	big := it.Next()
+	for len(big.Payloads) < 30 {
+		big.Payloads = append(big.Payloads, NewPayload(len(big.Payloads)+1, strings.Repeat("\x01", 262144), "a", "k", 0, "t"))
+	}
+	if err := s.Write(big); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("Write of an oversized revision: %v; want ErrTooLarge", err)
+	}
+	if _, err := s.Read(it.ID, 2); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the refused revision reads back: %v", err)
+	}
+	items, damaged, err := s.Load()
+	if err != nil || len(items) != 1 || len(damaged) != 0 || items[0].Revision != 1 {
+		t.Fatalf("Load after the refusal: %v %v %v", items, damaged, err)
+	}
+}
+
+// Load removes an item directory that holds no revision (a crash before
+// the first revision was linked) and refuses a directory with more
+// entries than retention ever leaves, instead of reading without bound.
+func TestLoadSweepsAndBounds(t *testing.T) {
+	s, err := Open(t.TempDir(), "pi-sweep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(s.Dir(), "qi-00000000000000e1")
+	if err := os.Mkdir(empty, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Write(testItem("qi-00000000000000e2", 1, "kept")); err != nil {
+		t.Fatal(err)
+	}
+	items, damaged, err := s.Load()
+	if err != nil || len(items) != 1 || len(damaged) != 0 {
+		t.Fatalf("Load = %v %v %v", items, damaged, err)
+	}
+	if _, err := os.Stat(empty); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the revision-less item directory is still there: %v", err)
+	}
+	for i := 0; i < maxEntries; i++ {
+		if err := os.Mkdir(filepath.Join(s.Dir(), fmt.Sprintf("qi-%016x", 0x1000+i)), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := s.Load(); !errors.Is(err, ErrTooMany) {
+		t.Fatalf("Load of %d entries: %v; want ErrTooMany", maxEntries+1, err)
 	}
 }
