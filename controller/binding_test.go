@@ -54,3 +54,20 @@ func (k *peer) next() map[string]any {
 	}
 	return nil
 }
+
+// TestBindingFollowsTheTurn: an observer hears the binding go busy once a
+// queued prompt is acknowledged and idle again once its run settled,
+// without asking: attach and the web page show engineState from it.
+func TestBindingFollowsTheTurn(t *testing.T) {
+	r := newRig(t, plainScript, nil)
+	ctl, gen := r.queuedCtl()
+	obs := r.dial()
+	obs.must(map[string]any{"type": "observe", "request": newID("o-")}, "observed")
+	rc := ctl.answered(map[string]any{"type": "prompt", "request": newID("p-"), "generation": gen, "text": "hello"})
+	if rc["state"] != "acknowledged" {
+		t.Fatalf("receipt %v; want acknowledged", rc)
+	}
+	for _, want := range []string{"busy", "idle"} {
+		obs.await(func(m map[string]any) bool { return m["record"] == "binding" && m["engineState"] == want })
+	}
+}

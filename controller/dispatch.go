@@ -176,6 +176,9 @@ func (c *Controller) finishItem(prev queue.Item, state, reason, evidence string)
 	}
 	c.mu.Lock()
 	c.commitLocked(next, "")
+	// The engine took the prompt (busy) or did not (idle): every client
+	// reads engineState from the binding.
+	c.publishBindingLocked()
 	if state == protocol.ReceiptFailed || state == protocol.ReceiptDispatchRefused {
 		// Whatever made the engine refuse this one (no API key, a broken
 		// extension, a text it will not take) likely refuses the next:

@@ -37,6 +37,7 @@ func (c *Controller) pump(x *execution) {
 		if ev.Kind == protocol.EventRunSettled {
 			c.mu.Lock()
 			x.settled++
+			c.publishBindingLocked() // the engine is idle again
 			c.mu.Unlock()
 			c.kickQueue()
 		}
