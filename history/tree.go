@@ -138,14 +138,6 @@ func (x *index) link(winners []*entry) {
 	}
 }
 
-// parentOf returns e's parent entry, or nil for a root or a missing parent.
-func (x *index) parentOf(e *entry) *entry {
-	if e.root {
-		return nil
-	}
-	return x.get(e.parent)
-}
-
 // get returns this index's winning entry for id.
 func (x *index) get(id string) *entry {
 	x.t.mu.RLock()
