@@ -140,7 +140,7 @@ func installEcho(b *testing.B, env sandboxtest.Env) string {
 	}
 	sock := filepath.Join(env.RuntimeDir, echoUnit+".sock")
 	files := map[string]string{
-		echoUnit + ".socket": fmt.Sprintf("[Socket]\nListenStream=%s\nSocketMode=0600\nFileDescriptorName=%s\n", sock, FDName),
+		echoUnit + ".socket":  fmt.Sprintf("[Socket]\nListenStream=%s\nSocketMode=0600\nFileDescriptorName=%s\n", sock, FDName),
 		echoUnit + ".service": fmt.Sprintf("[Service]\nEnvironment=%s=1\nExecStart=%s\n", echoChildEnv, self),
 	}
 	for name, text := range files {
