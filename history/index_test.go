@@ -17,7 +17,7 @@ import (
 // full parse gives: a line it takes must be the same entry for parseLine.
 func lightAgrees(t *testing.T, line []byte) bool {
 	t.Helper()
-	env, ok := light(line)
+	env, ok := light(line, "a")
 	if !ok {
 		return false
 	}

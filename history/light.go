@@ -25,7 +25,10 @@ type envelope struct {
 // value of another type, deep nesting, any syntax error, a second
 // header) answers !ok and the caller parses the line in full, so the
 // light scan can only be slower than the full parse, never different.
-func light(b []byte) (envelope, bool) {
+//
+// last is the id of the line before, which is usually this one's parent:
+// its string is reused instead of allocating another.
+func light(b []byte, last string) (envelope, bool) {
 	var env envelope
 	l := lexer{b: b}
 	l.space()
@@ -50,11 +53,11 @@ func light(b []byte) (envelope, bool) {
 		l.space()
 		switch keyOf(k) {
 		case keyType:
-			v, ok := l.plainString()
+			v, ok := l.plainBytes()
 			if !ok || sawType {
 				return env, false
 			}
-			sawType, env.typ = true, v
+			sawType, env.typ = true, typeName(v)
 		case keyID:
 			v, ok := l.plainString()
 			if !ok || sawID {
@@ -70,11 +73,13 @@ func light(b []byte) (envelope, bool) {
 				nullParent = true
 				break
 			}
-			v, ok := l.plainString()
+			v, ok := l.plainBytes()
 			if !ok {
 				return env, false
 			}
-			env.parent = v
+			if env.parent = last; string(v) != last {
+				env.parent = string(v)
+			}
 		case keyUnsure:
 			return env, false
 		default:
@@ -97,6 +102,31 @@ func light(b []byte) (envelope, bool) {
 	}
 	env.root = !sawParent || nullParent
 	return env, true
+}
+
+// typeName returns the entry types Pi writes without allocating.
+func typeName(v []byte) string {
+	switch string(v) {
+	case "message":
+		return "message"
+	case "model_change":
+		return "model_change"
+	case "thinking_level_change":
+		return "thinking_level_change"
+	case "compaction":
+		return "compaction"
+	case "branch_summary":
+		return "branch_summary"
+	case "custom":
+		return "custom"
+	case "custom_message":
+		return "custom_message"
+	case "label":
+		return "label"
+	case "session_info":
+		return "session_info"
+	}
+	return string(v)
 }
 
 // The top-level keys the light scan tells apart.

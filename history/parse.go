@@ -76,8 +76,8 @@ func (e *entry) shown() *view {
 // lightRecord is parseLine for the common line: a valid entry whose body
 // is left undecoded until a page shows it. Any line the light scan does
 // not take is parsed in full.
-func lightRecord(no int, b []byte) *record {
-	env, ok := light(b)
+func lightRecord(no int, b []byte, last string) *record {
+	env, ok := light(b, last)
 	if !ok {
 		return parseLine(no, b)
 	}

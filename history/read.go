@@ -167,6 +167,7 @@ func scan(path string, src *source, prev *Snapshot, max int64, project string) (
 // takeLines takes the complete lines of b, numbered after line; with header,
 // the first is the session header.
 func (s *Snapshot) takeLines(b []byte, line int, header bool, path, project string) error {
+	var last string
 	for len(b) > 0 {
 		n := bytes.IndexByte(b, '\n')
 		body := b[:n]
@@ -185,8 +186,11 @@ func (s *Snapshot) takeLines(b []byte, line int, header bool, path, project stri
 			s.header = hd
 			continue
 		}
-		if rec := lightRecord(line, body); rec != nil {
+		if rec := lightRecord(line, body, last); rec != nil {
 			s.records = append(s.records, rec)
+			if rec.e != nil {
+				last = rec.e.id
+			}
 		}
 	}
 	s.nlines = line
