@@ -357,3 +357,78 @@ func TestFollowPrefixCheckedPastFirstPiece(t *testing.T) {
 		})
 	}
 }
+
+// TestFollowWhilePaging pages every earlier snapshot of a chain while the
+// chain is followed and its index extended in place (run with -race):
+// each snapshot keeps serving exactly what it served when it was taken.
+func TestFollowWhilePaging(t *testing.T) {
+	f := newFixture(t)
+	f.write(t, hdr+msg(t, "r", "", "user", "root"))
+	prev := f.mustRead(t)
+	type taken struct {
+		s    *Snapshot
+		want served
+	}
+	snaps := []taken{{prev, serve(t, prev)}}
+	done, stop := make(chan struct{}), make(chan struct{})
+	errs := make(chan string, 1)
+	go func() {
+		defer close(done)
+		k := snaps[0]
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if got := serveQuiet(k.s); !reflect.DeepEqual(got, k.want) {
+				errs <- fmt.Sprintf("the first snapshot changed while the chain was followed: %+v", got)
+				return
+			}
+		}
+	}()
+	parent := "r"
+	for i := range 60 {
+		id := fmt.Sprintf("c%d", i)
+		if i%9 == 4 {
+			parent = "r" // a fork
+		}
+		f.append(t, msg(t, id, parent, "assistant", "more"))
+		parent = id
+		next, err := f.follow(t, prev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		snaps = append(snaps, taken{next, serve(t, next)})
+		prev = next
+	}
+	close(stop)
+	<-done
+	select {
+	case e := <-errs:
+		t.Fatal(e)
+	default:
+	}
+	for i, k := range snaps {
+		sameServed(t, fmt.Sprintf("snapshot %d after the chain grew", i), serve(t, k.s), k.want)
+	}
+}
+
+// serveQuiet is serve for a goroutine that is not the test's: no Fatal.
+func serveQuiet(s *Snapshot) served {
+	v := served{Leaf: s.LeafID(), Default: s.DefaultBranch(), Branches: s.Branches(), IDs: s.EntryIDs(),
+		Parts: map[string][]Part{}, Incomplete: s.Incomplete(), Size: s.Size(), Digest: s.Digest()}
+	for _, b := range v.Branches {
+		all := []Part{}
+		p, err := s.Page(b.Name, 0)
+		for err == nil {
+			all = append(all, p.Parts...)
+			if !p.More {
+				break
+			}
+			p, err = s.Next(p.Cursor)
+		}
+		v.Parts[b.Name] = all
+	}
+	return v
+}
