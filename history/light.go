@@ -222,13 +222,32 @@ func (l *lexer) value(depth int) bool {
 		_, _, ok := l.skipString()
 		return ok
 	case c == '{':
-		l.i++
+		return l.items(depth, '}', true)
+	case c == '[':
+		return l.items(depth, ']', false)
+	case c == 't':
+		return l.word("true")
+	case c == 'f':
+		return l.word("false")
+	case c == 'n':
+		return l.word("null")
+	case c == '-' || '0' <= c && c <= '9':
+		return l.number()
+	}
+	return false
+}
+
+// items skips the members of an object (keyed) or the elements of an
+// array after its opening bracket, up to and including end.
+func (l *lexer) items(depth int, end byte, keyed bool) bool {
+	l.i++
+	l.space()
+	if l.eat(end) {
+		return true
+	}
+	for {
 		l.space()
-		if l.eat('}') {
-			return true
-		}
-		for {
-			l.space()
+		if keyed {
 			if !l.eat('"') {
 				return false
 			}
@@ -240,42 +259,15 @@ func (l *lexer) value(depth int) bool {
 				return false
 			}
 			l.space()
-			if !l.value(depth + 1) {
-				return false
-			}
-			l.space()
-			if l.eat(',') {
-				continue
-			}
-			return l.eat('}')
 		}
-	case c == '[':
-		l.i++
+		if !l.value(depth + 1) {
+			return false
+		}
 		l.space()
-		if l.eat(']') {
-			return true
+		if !l.eat(',') {
+			return l.eat(end)
 		}
-		for {
-			l.space()
-			if !l.value(depth + 1) {
-				return false
-			}
-			l.space()
-			if l.eat(',') {
-				continue
-			}
-			return l.eat(']')
-		}
-	case c == 't':
-		return l.word("true")
-	case c == 'f':
-		return l.word("false")
-	case c == 'n':
-		return l.word("null")
-	case c == '-' || '0' <= c && c <= '9':
-		return l.number()
 	}
-	return false
 }
 
 func (l *lexer) word(w string) bool {

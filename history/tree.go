@@ -55,15 +55,7 @@ func build(records []*record, lines int) *index {
 	}
 	x := &index{t: t, lines: lines, tips: map[string]*entry{Main: nil}, order: []string{Main}}
 	t.owner = x
-	for _, r := range records {
-		if r.e == nil {
-			x.bad = append(x.bad, r)
-			t.badLine[r.line] = true
-			continue
-		}
-		t.byID[r.e.id] = r.e
-		x.leaf = r.e
-	}
+	x.take(records)
 	winners := make([]*entry, 0, len(records))
 	for _, r := range records {
 		if r.e != nil && t.byID[r.e.id] == r.e {
@@ -104,19 +96,26 @@ func extend(prev *index, added []*record, lines int) *index {
 	for n, e := range prev.tips {
 		x.tips[n] = e
 	}
-	for _, r := range added {
-		if r.e == nil {
-			x.bad = append(x.bad, r)
-			t.badLine[r.line] = true
-			continue
-		}
-		t.byID[r.e.id] = r.e
-		x.leaf = r.e
-	}
+	x.take(added)
 	x.link(fresh)
 	x.name(fresh)
 	t.owner = x
 	return x
+}
+
+// take adds records (file order) to the maps: each entry as the winner
+// of its id (a later one replaces an earlier), each line that is not an
+// entry as a notice. The caller holds the tree (or is building it).
+func (x *index) take(records []*record) {
+	for _, r := range records {
+		if r.e == nil {
+			x.bad = append(x.bad, r)
+			x.t.badLine[r.line] = true
+			continue
+		}
+		x.t.byID[r.e.id] = r.e
+		x.leaf = r.e
+	}
 }
 
 // link records each parent's earliest child and the parent ids that are
