@@ -432,3 +432,55 @@ func serveQuiet(s *Snapshot) served {
 	}
 	return v
 }
+
+// TestFollowPrefixCheckedAcrossChunks rewrites or truncates a session
+// whose snapshot was reached by many follows (its bytes kept in many
+// chunks, a compared piece spanning several): still source-replaced.
+func TestFollowPrefixCheckedAcrossChunks(t *testing.T) {
+	edits := map[string]func(b []byte) []byte{
+		"byte rewritten": func(b []byte) []byte {
+			i := bytes.LastIndex(b, []byte("turn 17"))
+			b[i+5] = '9'
+			return b
+		},
+		"truncated": func(b []byte) []byte { return b[:len(b)/2] },
+		"truncated and regrown": func(b []byte) []byte {
+			return append(b[:len(b)/2], bytes.Repeat([]byte(" "), len(b)-len(b)/2)...)
+		},
+	}
+	for name, edit := range edits {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t)
+			f.write(t, hdr)
+			prev := f.mustRead(t)
+			parent := ""
+			for i := range 30 {
+				id := fmt.Sprintf("t%d", i)
+				f.append(t, msg(t, id, parent, "user", fmt.Sprintf("turn %d", i)))
+				parent = id
+				next, err := f.follow(t, prev)
+				if err != nil {
+					t.Fatal(err)
+				}
+				prev = next
+			}
+			if len(prev.chunks) < 30 {
+				t.Fatalf("the chain kept %d chunks; the test needs one per follow", len(prev.chunks))
+			}
+			b, err := os.ReadFile(f.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fh, err := os.OpenFile(f.path, os.O_WRONLY|os.O_TRUNC, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := fh.Write(edit(b)); err != nil {
+				t.Fatal(err)
+			}
+			fh.Close()
+			_, err = f.follow(t, prev)
+			wantCode(t, err, protocol.CodeSourceReplaced)
+		})
+	}
+}

@@ -198,28 +198,36 @@ func (s *Snapshot) takeLines(b []byte, line int, header bool, path, project stri
 }
 
 // samePrefix checks that f begins with exactly prev's bytes, reading them
-// in pieces and comparing them with the ones prev kept: a rewrite in
-// place anywhere in the prefix, or a truncation under it, is
-// source-replaced.
+// in pieces and comparing them with the ones prev kept (one chunk per
+// snapshot of the chain, so a piece may span many): a rewrite in place
+// anywhere in the prefix, or a truncation under it, is source-replaced.
 func samePrefix(path string, f *os.File, prev *Snapshot) error {
-	buf := make([]byte, prefixPiece)
-	var off int64
-	for _, c := range prev.chunks {
-		for len(c) > 0 {
-			n := min(len(c), len(buf))
-			got, err := f.ReadAt(buf[:n], off)
-			if got < n {
-				if err == nil || errors.Is(err, io.EOF) {
-					return replaced(path, "the session file is shorter")
-				}
-				return protocol.Wrap(protocol.CodeUnreadable, err, "read session file %s", path)
+	buf := make([]byte, min(prefixPiece, prev.size))
+	chunks := prev.chunks
+	var kept []byte
+	for off := int64(0); off < prev.size; {
+		n := int(min(int64(len(buf)), prev.size-off))
+		got, err := f.ReadAt(buf[:n], off)
+		if got < n {
+			if err == nil || errors.Is(err, io.EOF) {
+				return replaced(path, "the session file is shorter")
 			}
-			if !bytes.Equal(buf[:n], c[:n]) {
+			return protocol.Wrap(protocol.CodeUnreadable, err, "read session file %s", path)
+		}
+		for b := buf[:n]; len(b) > 0; {
+			for len(kept) == 0 {
+				if len(chunks) == 0 {
+					return replaced(path, "the snapshot followed does not hold its own bytes")
+				}
+				kept, chunks = chunks[0], chunks[1:]
+			}
+			k := min(len(b), len(kept))
+			if !bytes.Equal(b[:k], kept[:k]) {
 				return replaced(path, "the session file was rewritten in place")
 			}
-			c = c[n:]
-			off += int64(n)
+			b, kept = b[k:], kept[k:]
 		}
+		off += int64(n)
 	}
 	return nil
 }
