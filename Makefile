@@ -118,6 +118,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(or $(FUZZTIME),100000x) ./engine/
 	$(GO) test -run '^$$' -fuzz '^FuzzParser$$' -fuzztime $(or $(FUZZTIME),200000x) ./terminal/
 	$(GO) test -run '^$$' -fuzz '^FuzzTranscript$$' -fuzztime $(or $(FUZZTIME),50000x) ./terminal/
+	$(GO) test -run '^$$' -fuzz '^FuzzLight$$' -fuzztime $(or $(FUZZTIME),200000x) ./history/
 
 # Benchmarks print ratios against a baseline measured in the same run.
 # Benchmarks, then the one summary table of the performance goals

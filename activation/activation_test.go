@@ -77,6 +77,10 @@ func TestMain(m *testing.M) {
 		listenerChild(names)
 		return
 	}
+	if os.Getenv(echoChildEnv) == "1" {
+		echoChild()
+		return
+	}
 	os.Exit(m.Run())
 }
 

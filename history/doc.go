@@ -9,7 +9,8 @@
 //     (dev, ino), parsed into the entry tree. A missing file is a new
 //     conversation (New), not an error.
 //   - Follow takes a later Snapshot that must continue an earlier one
-//     (same file, same prefix bytes), parsing only appended lines;
+//     (same file, same prefix bytes, compared byte for byte), parsing and
+//     hashing only appended lines;
 //     Appended and Foreign give the entry ids it added, for the foreign
 //     writer check (W10).
 //   - Snapshot.Page gives a branch's page from a part index; Page.Cursor
@@ -100,6 +101,25 @@
 // of at most 64 blocks and about 4 MiB; a page holds at most 100 parts and
 // 8 MiB of JSON with 64 KiB kept free for the record around it, measured
 // by encoding each part.
+//
+// Parse once, page from an index. A Read scans each line lightly: it
+// checks the line is JSON that encoding/json accepts and takes only the
+// top-level type, id and parentId; any line it does not judge (escapes or
+// non-ASCII bytes in a key or in those values, repeated keys, other value
+// types, deep nesting, syntax errors) is parsed in full, so the light scan
+// is never different from the full parse, only faster. An entry keeps its
+// line and decodes it when a page first shows it, and a branch is cut
+// into parts only as far as pages asked for. The snapshot therefore keeps
+// the file's bytes (at most MaxSize). SHA-256 runs beside the scan. A
+// Follow reads the prefix and compares it byte for byte with the kept
+// bytes (so a rewrite or truncation anywhere in it is source-replaced),
+// continues the digest from the saved SHA-256 state over the appended
+// bytes only, and adds the appended entries to the follow chain's index in
+// place; an earlier snapshot of the chain still sees only its own entries
+// (an entry is its own when its line is within the snapshot). A follow
+// builds the index afresh when an appended id repeats one of the file or
+// is the missing parent of an earlier entry (either would change earlier
+// branch names), or when the snapshot followed is not the chain's latest.
 //
 // Follow and cursors. A cursor is a plain value: branch, parts read, a
 // digest of those parts' identities (entry key, part, line) and the

@@ -55,7 +55,7 @@ func (s *Snapshot) Page(branch string, from int) (Page, error) {
 	if branch == "" {
 		branch = s.DefaultBranch()
 	}
-	all, ok := s.branchParts(branch)
+	all, ok := s.branchParts(branch, from+MaxPageParts+1)
 	if !ok {
 		r := protocol.Refuse(protocol.CodeUnknownBranch, "%s has no branch %q", s.path, cut(branch))
 		r.Reconcile = true
@@ -78,7 +78,7 @@ func (s *Snapshot) Next(c Cursor) (Page, error) {
 	if !s.descends(c) {
 		return Page{}, replaced(s.path, "the cursor's snapshot is not a prefix of this one")
 	}
-	all, ok := s.branchParts(c.Branch)
+	all, ok := s.branchParts(c.Branch, max(c.Next, 0)+MaxPageParts+1)
 	if !ok {
 		return Page{}, replaced(s.path, "branch "+cut(c.Branch)+" is gone")
 	}
@@ -107,7 +107,8 @@ func (s *Snapshot) descends(c Cursor) bool {
 	return false
 }
 
-// page fills one page from all[from:] within the caps.
+// page fills one page from all[from:] within the caps. all holds at
+// least one part past a full page when the branch has one.
 func (s *Snapshot) page(branch string, all []Part, from int) (Page, error) {
 	p := Page{Session: short(s.header.ID), Branch: branch, DefaultBranch: s.DefaultBranch(),
 		Snapshot: s.Digest(), Epoch: s.epoch, From: from, Parts: []Part{},
@@ -130,27 +131,44 @@ func (s *Snapshot) page(branch string, all []Part, from int) (Page, error) {
 	return p, nil
 }
 
-// branchParts cuts every shown item of branch into parts, once per
-// snapshot and branch. Callers must not modify the result.
-func (s *Snapshot) branchParts(branch string) ([]Part, bool) {
+// cutting is a branch's parts as far as they were cut: items[next:] are
+// not cut yet. Only the entries of the parts asked for are decoded.
+type cutting struct {
+	items []item
+	next  int
+	parts []Part
+}
+
+// branchParts returns the first n parts of branch, or all of them when it
+// has fewer, cutting (and decoding) items only as far as needed, once per
+// snapshot. Callers must not modify the result.
+func (s *Snapshot) branchParts(branch string, n int) ([]Part, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if ps, ok := s.parts[branch]; ok {
-		return ps, true
-	}
-	items, ok := s.idx.items(branch, s.header)
+	c, ok := s.parts[branch]
 	if !ok {
-		return nil, false
+		items, ok := s.idx.items(branch, s.header)
+		if !ok {
+			return nil, false
+		}
+		c = &cutting{items: items, parts: []Part{}}
+		if s.parts == nil {
+			s.parts = make(map[string]*cutting)
+		}
+		s.parts[branch] = c
 	}
-	out := []Part{}
-	for _, it := range items {
-		out = append(out, parts(it)...)
+	for len(c.parts) < n && c.next < len(c.items) {
+		it := c.items[c.next]
+		c.next++
+		if it.e != nil {
+			if it.v = it.e.shown(); it.v == nil {
+				continue
+			}
+			it.key, it.native = entryKey(it.e.id), it.e.id
+		}
+		c.parts = append(c.parts, parts(it)...)
 	}
-	if s.parts == nil {
-		s.parts = make(map[string][]Part)
-	}
-	s.parts[branch] = out
-	return out, true
+	return c.parts, true
 }
 
 // partsDigest hashes the identity of parts: entry key, part number, line.

@@ -46,6 +46,49 @@ type entry struct {
 	typ    string
 	line   int
 	view   *view
+
+	// raw is the line of an entry the light scan took, decoded into view
+	// on first use (once): a page decodes only the entries it shows.
+	raw    []byte
+	decode sync.Once
+}
+
+// shown returns the entry's view, decoding its line on first use. The
+// line was checked by the light scan, so parseLine takes it as this same
+// entry; a line it would not (a defect of the light scan) shows as a
+// malformed-entry notice rather than vanish.
+func (e *entry) shown() *view {
+	e.decode.Do(func() {
+		if e.raw == nil {
+			return
+		}
+		r := parseLine(e.line, e.raw)
+		e.raw = nil
+		if r == nil || r.e == nil || r.e.id != e.id {
+			e.view = noticeView(NoticeMalformedEntry, fmt.Sprintf("line %d could not be decoded again", e.line))
+			return
+		}
+		e.view = r.e.view
+	})
+	return e.view
+}
+
+// lightRecord is parseLine for the common line: a valid entry whose body
+// is left undecoded until a page shows it. Any line the light scan does
+// not take is parsed in full.
+func lightRecord(no int, b []byte, last string) *record {
+	env, ok := light(b, last)
+	if !ok {
+		return parseLine(no, b)
+	}
+	e := &entry{id: env.id, parent: env.parent, root: env.root, typ: env.typ, line: no}
+	switch env.typ {
+	case "model_change", "thinking_level_change", "label", "session_info", "custom":
+		// state, never shown (viewOf)
+	default:
+		e.raw = b
+	}
+	return &record{line: no, e: e}
 }
 
 // view is what a shown entry renders as, before it is cut into parts.

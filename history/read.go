@@ -1,14 +1,15 @@
 package history
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/sha256"
+	"encoding"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 
 	"github.com/mosaic-agents/mosaic/protocol"
@@ -76,7 +77,12 @@ func load(path string, prev *Snapshot, opts Options) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.idx = build(s.records)
+	if prev != nil {
+		s.idx = extend(prev.idx, s.records[s.appended:], s.nlines)
+	}
+	if s.idx == nil {
+		s.idx = build(s.records, s.nlines)
+	}
 	return s, nil
 }
 
@@ -89,94 +95,177 @@ func replaced(path, why string) *protocol.Refusal {
 func newConversation(path string) *Snapshot {
 	s := &Snapshot{path: path, isNew: true}
 	s.digest = sha256.Sum256(nil)
-	s.idx = build(nil)
+	s.idx = build(nil, 0)
 	return s
 }
 
-// scan reads src line by line, hashing every complete line. With prev, the
-// first prev.size bytes must hash to prev's digest and end on a line
-// boundary; their records are reused and only later lines are parsed.
+// scan reads src. Without prev it reads the whole file, hashing its
+// complete lines on a second goroutine while the light scan indexes them.
+// With prev, the first prev.size bytes must be exactly prev's bytes
+// (compared, not re-hashed: the running hash continues from prev's state),
+// and only the bytes after them are read as new lines.
 func scan(path string, src *source, prev *Snapshot, max int64, project string) (*Snapshot, error) {
 	s := &Snapshot{path: path, dev: src.dev, ino: src.ino}
 	h := sha256.New()
-	r := bufio.NewReaderSize(io.LimitReader(src.f, max+1), 1<<20)
-	var off int64
+	var base int64
 	line := 0
 	if prev != nil {
+		if err := samePrefix(path, src.f, prev); err != nil {
+			return nil, err
+		}
+		if err := h.(encoding.BinaryUnmarshaler).UnmarshalBinary(prev.hstate); err != nil {
+			return nil, protocol.Wrap(protocol.CodeUnreadable, err, "resume the digest of %s", path)
+		}
+		base, line = prev.size, prev.nlines
 		s.header, s.epoch = prev.header, prev.epoch
 		s.records = slices.Clip(prev.records)
+		s.chunks = slices.Clip(prev.chunks)
 		s.lineage = append(slices.Clip(prev.lineage), mark{prev.size, prev.digest})
 		if len(s.lineage) > maxLineage {
 			s.lineage = s.lineage[len(s.lineage)-maxLineage:]
 		}
 		s.appended = len(s.records)
 	}
-	var pending []byte
-	for {
-		chunk, err := r.ReadSlice('\n')
-		if errors.Is(err, bufio.ErrBufferFull) {
-			pending = append(pending, chunk...)
-			continue
-		}
-		if err != nil && !errors.Is(err, io.EOF) {
-			return nil, protocol.Wrap(protocol.CodeUnreadable, err, "read session file %s", path)
-		}
-		b := chunk
-		if len(pending) > 0 {
-			pending = append(pending, chunk...)
-			b = pending
-		}
-		if off+int64(len(b)) > max {
-			return nil, protocol.Refuse(protocol.CodeTooLarge, "session file %s grew over %d bytes", path, max)
-		}
-		if err != nil { // EOF: b is a trailing partial line, left out
-			if line == 0 && prev == nil {
-				return nil, incompleteHeader(path, b)
-			}
-			s.incomplete = len(b) > 0
-			break
-		}
-		h.Write(b)
-		off += int64(len(b))
-		line++
-		body := b[:len(b)-1]
-		switch {
-		case prev != nil && off < prev.size:
-		case prev != nil && off == prev.size:
-			var d [32]byte
-			h.Sum(d[:0])
-			if d != prev.digest {
-				return nil, replaced(path, "the session file was rewritten in place")
-			}
-		case prev != nil && off-int64(len(b)) < prev.size:
-			return nil, replaced(path, "the session file was rewritten in place")
-		case line == 1:
-			hd, err := parseHeader(body, path)
-			if err != nil {
-				return nil, err
-			}
-			if project != "" {
-				if err := checkCwd(hd, project, path); err != nil {
-					return nil, err
-				}
-			}
-			s.header = hd
-		default:
-			if rec := parseLine(line, body); rec != nil {
-				s.records = append(s.records, rec)
-			}
-		}
-		pending = pending[:0]
+	data, err := readFrom(src.f, base, src.size, max)
+	if err != nil {
+		return nil, protocol.Wrap(protocol.CodeUnreadable, err, "read session file %s", path)
 	}
-	if prev != nil && off < prev.size {
-		return nil, replaced(path, "the session file is shorter")
+	if base+int64(len(data)) > max {
+		return nil, protocol.Refuse(protocol.CodeTooLarge, "session file %s grew over %d bytes", path, max)
 	}
-	s.size, s.lines = off, line
+	end := bytes.LastIndexByte(data, '\n') + 1
+	if end == 0 && prev == nil {
+		return nil, incompleteHeader(path, data)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.Write(data[:end])
+	}()
+	err = s.takeLines(data[:end], line, prev == nil, path, project)
+	<-done
+	if err != nil {
+		return nil, err
+	}
+	s.incomplete = end < len(data)
+	if end > 0 {
+		s.chunks = append(s.chunks, data[:end:end])
+	}
+	s.size = base + int64(end)
 	h.Sum(s.digest[:0])
+	st, err := h.(encoding.BinaryMarshaler).MarshalBinary()
+	if err != nil {
+		return nil, protocol.Wrap(protocol.CodeUnreadable, err, "keep the digest of %s", path)
+	}
+	s.hstate = st
 	if prev == nil {
 		s.epoch = epoch(s.dev, s.ino, s.digest)
 	}
 	return s, nil
+}
+
+// takeLines takes the complete lines of b, numbered after line; with header,
+// the first is the session header.
+func (s *Snapshot) takeLines(b []byte, line int, header bool, path, project string) error {
+	var last string
+	for len(b) > 0 {
+		n := bytes.IndexByte(b, '\n')
+		body := b[:n]
+		b = b[n+1:]
+		line++
+		if header && line == 1 {
+			hd, err := parseHeader(body, path)
+			if err != nil {
+				return err
+			}
+			if project != "" {
+				if err := checkCwd(hd, project, path); err != nil {
+					return err
+				}
+			}
+			s.header = hd
+			continue
+		}
+		if rec := lightRecord(line, body, last); rec != nil {
+			s.records = append(s.records, rec)
+			if rec.e != nil {
+				last = rec.e.id
+			}
+		}
+	}
+	s.nlines = line
+	return nil
+}
+
+// samePrefix checks that f begins with exactly prev's bytes, reading them
+// in pieces and comparing them with the ones prev kept (one chunk per
+// snapshot of the chain, so a piece may span many): a rewrite in place
+// anywhere in the prefix, or a truncation under it, is source-replaced.
+func samePrefix(path string, f *os.File, prev *Snapshot) error {
+	buf := make([]byte, min(prefixPiece, prev.size))
+	chunks := prev.chunks
+	var kept []byte
+	for off := int64(0); off < prev.size; {
+		n := int(min(int64(len(buf)), prev.size-off))
+		got, err := f.ReadAt(buf[:n], off)
+		if got < n {
+			if err == nil || errors.Is(err, io.EOF) {
+				return replaced(path, "the session file is shorter")
+			}
+			return protocol.Wrap(protocol.CodeUnreadable, err, "read session file %s", path)
+		}
+		for b := buf[:n]; len(b) > 0; {
+			for len(kept) == 0 {
+				if len(chunks) == 0 {
+					return replaced(path, "the snapshot followed does not hold its own bytes")
+				}
+				kept, chunks = chunks[0], chunks[1:]
+			}
+			k := min(len(b), len(kept))
+			if !bytes.Equal(b[:k], kept[:k]) {
+				return replaced(path, "the session file was rewritten in place")
+			}
+			b, kept = b[k:], kept[k:]
+		}
+		off += int64(n)
+	}
+	return nil
+}
+
+// prefixPiece is how much of the prefix one read compares.
+const prefixPiece = 64 << 10
+
+// readFrom reads f from off to its end, at most max+1-off bytes (one more
+// than may be kept, so a file over max is seen). size is the fstat size, a
+// hint: the file may still grow.
+func readFrom(f *os.File, off, size, max int64) ([]byte, error) {
+	limit := max + 1 - off
+	if limit <= 0 {
+		return nil, nil
+	}
+	hint := size - off
+	if hint < 0 {
+		hint = 0
+	}
+	buf := make([]byte, 0, min(hint+4096, limit))
+	for int64(len(buf)) < limit {
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, int(min(int64(cap(buf))+1<<20, limit)-int64(len(buf))))
+		}
+		room := buf[len(buf):cap(buf)]
+		if int64(len(room)) > limit-int64(len(buf)) {
+			room = room[:limit-int64(len(buf))]
+		}
+		n, err := f.ReadAt(room, off+int64(len(buf)))
+		buf = buf[:len(buf)+n]
+		if errors.Is(err, io.EOF) || n == 0 && err == nil {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return buf, nil
 }
 
 // incompleteHeader refuses a file whose first line has no LF yet: Pi

@@ -25,17 +25,19 @@ type Snapshot struct {
 	header     Header
 	dev, ino   uint64
 	size       int64
-	lines      int
+	nlines     int
 	digest     [32]byte
 	epoch      string
 	incomplete bool
 	records    []*record
 	appended   int // records[appended:] were parsed by this snapshot
 	lineage    []mark
+	chunks     [][]byte // the snapshot's bytes, for the next follow's prefix check
+	hstate     []byte   // the SHA-256 state after them, for the next follow's digest
 	idx        *index
 
 	mu    sync.Mutex
-	parts map[string][]Part // branch -> its parts, cut on first use
+	parts map[string]*cutting // branch -> its parts, cut as far as read
 }
 
 // New reports that there was no session file: a new conversation whose
@@ -61,14 +63,14 @@ func (s *Snapshot) LeafID() string {
 }
 
 // Has reports whether id is an entry of this snapshot.
-func (s *Snapshot) Has(id string) bool { _, ok := s.idx.byID[id]; return ok }
+func (s *Snapshot) Has(id string) bool { return s.idx.get(id) != nil }
 
 // EntryIDs lists every entry id (native, unhashed) once, in the file order
 // of the entry that wins for it.
 func (s *Snapshot) EntryIDs() []string {
 	var out []string
 	for _, r := range s.records {
-		if r.e != nil && s.idx.byID[r.e.id] == r.e {
+		if r.e != nil && s.idx.get(r.e.id) == r.e {
 			out = append(out, r.e.id)
 		}
 	}

@@ -2,19 +2,40 @@ package history
 
 import (
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 )
 
 // index is the tree over a snapshot's records: the winning entry of each
-// id, children in file order, branch names and each branch's tip.
+// id, each parent's earliest child, branch names and each branch's tip.
+//
+// The maps are shared along a follow chain (tree): a follow whose
+// appended entries change nothing already indexed adds them in place
+// instead of indexing the whole file again. An earlier snapshot still
+// sees only its own entries: an entry is this index's only when its line
+// is at most lines, and the maps are only added to, never changed, while
+// they are shared.
 type index struct {
-	byID     map[string]*entry
-	children map[string][]*entry
-	names    map[*entry]string
-	tips     map[string]*entry // branch name -> last entry of its chain
-	order    []string          // branch names by first line
-	leaf     *entry            // Pi's default leaf: last valid entry in file order
-	bad      []*record         // lines that are not entries, in file order
+	t     *tree
+	lines int               // the snapshot's last line
+	tips  map[string]*entry // branch name -> last entry of its chain
+	order []string          // branch names by first line
+	leaf  *entry            // Pi's default leaf: last valid entry in file order
+	bad   []*record         // lines that are not entries, in file order
+	root  bool              // a root has been named (main is taken)
+}
+
+// tree holds the maps of one follow chain.
+type tree struct {
+	mu    sync.RWMutex
+	owner *index // the latest index; only it may be extended in place
+	byID  map[string]*entry
+	first map[string]*entry // parent id -> its earliest child in file order
+	names map[*entry]string
+	// dangling holds parent ids no entry has: an appended entry with such
+	// an id would change earlier entries' parents, so it needs a full build.
+	dangling map[string]bool
 	badLine  map[int]bool
 }
 
@@ -22,71 +43,144 @@ type index struct {
 // entries.
 const Main = "main"
 
-// build indexes records (file order). A repeated id: the later entry wins,
-// as in Pi's _buildIndex.
-func build(records []*record) *index {
-	x := &index{
-		byID:     make(map[string]*entry),
-		children: make(map[string][]*entry),
-		names:    make(map[*entry]string),
-		tips:     map[string]*entry{Main: nil},
-		order:    []string{Main},
+// build indexes records (file order) up to line lines. A repeated id:
+// the later entry wins, as in Pi's _buildIndex.
+func build(records []*record, lines int) *index {
+	t := &tree{
+		byID:     make(map[string]*entry, len(records)),
+		first:    make(map[string]*entry, len(records)),
+		names:    make(map[*entry]string, len(records)),
+		dangling: make(map[string]bool),
 		badLine:  make(map[int]bool),
 	}
+	x := &index{t: t, lines: lines, tips: map[string]*entry{Main: nil}, order: []string{Main}}
+	t.owner = x
+	x.take(records)
+	winners := make([]*entry, 0, len(records))
 	for _, r := range records {
-		if r.e == nil {
-			x.bad = append(x.bad, r)
-			x.badLine[r.line] = true
-			continue
-		}
-		x.byID[r.e.id] = r.e
-		x.leaf = r.e
-	}
-	var winners []*entry
-	for _, r := range records {
-		if r.e != nil && x.byID[r.e.id] == r.e {
+		if r.e != nil && t.byID[r.e.id] == r.e {
 			winners = append(winners, r.e)
 		}
 	}
-	for _, e := range winners {
-		if p := x.parentOf(e); p != nil {
-			x.children[p.id] = append(x.children[p.id], e)
-		}
-	}
+	x.link(winners)
 	x.name(winners)
 	return x
 }
 
-// parentOf returns e's parent entry, or nil for a root or a missing parent.
-func (x *index) parentOf(e *entry) *entry {
-	if e.root {
+// extend indexes records appended after prev's (file order, up to line
+// lines) by adding them to prev's maps, or returns nil when that would
+// not give what build gives: prev is not the latest index of its chain,
+// or an appended id repeats an id of the file or names a missing parent.
+func extend(prev *index, added []*record, lines int) *index {
+	t := prev.t
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.owner != prev {
 		return nil
 	}
-	return x.byID[e.parent]
+	var fresh []*entry
+	ids := make(map[string]bool)
+	for _, r := range added {
+		if r.e == nil {
+			continue
+		}
+		id := r.e.id
+		if t.byID[id] != nil || t.dangling[id] || ids[id] {
+			return nil
+		}
+		ids[id] = true
+		fresh = append(fresh, r.e)
+	}
+	x := &index{t: t, lines: lines, tips: make(map[string]*entry, len(prev.tips)+1),
+		order: slices.Clip(prev.order), leaf: prev.leaf, bad: slices.Clip(prev.bad), root: prev.root}
+	for n, e := range prev.tips {
+		x.tips[n] = e
+	}
+	x.take(added)
+	x.link(fresh)
+	x.name(fresh)
+	t.owner = x
+	return x
+}
+
+// take adds records (file order) to the maps: each entry as the winner
+// of its id (a later one replaces an earlier), each line that is not an
+// entry as a notice. The caller holds the tree (or is building it).
+func (x *index) take(records []*record) {
+	for _, r := range records {
+		if r.e == nil {
+			x.bad = append(x.bad, r)
+			x.t.badLine[r.line] = true
+			continue
+		}
+		x.t.byID[r.e.id] = r.e
+		x.leaf = r.e
+	}
+}
+
+// link records each parent's earliest child and the parent ids that are
+// missing. The caller holds the tree (or is building it).
+func (x *index) link(winners []*entry) {
+	t := x.t
+	for _, e := range winners {
+		if e.root {
+			continue
+		}
+		p := t.byID[e.parent]
+		if p == nil {
+			t.dangling[e.parent] = true
+			continue
+		}
+		if t.first[p.id] == nil {
+			t.first[p.id] = e
+		}
+	}
+}
+
+// get returns this index's winning entry for id.
+func (x *index) get(id string) *entry {
+	x.t.mu.RLock()
+	e := x.t.byID[id]
+	x.t.mu.RUnlock()
+	if e == nil || e.line > x.lines {
+		return nil
+	}
+	return e
+}
+
+// nameOf returns the branch name of one of this index's entries.
+func (x *index) nameOf(e *entry) string {
+	x.t.mu.RLock()
+	defer x.t.mu.RUnlock()
+	return x.t.names[e]
 }
 
 // name assigns branch names in one pass over file order. The first root
 // is main; a later root (null or missing parent) or a later child at a
 // fork starts b.<id>; the earliest child in file order continues its
 // parent's branch, but only when the parent precedes it in the file, so
-// names never depend on later lines and a loop cannot recurse.
+// names never depend on later lines and a loop cannot recurse. The caller
+// holds the tree (or is building it).
 func (x *index) name(winners []*entry) {
-	seenRoot := false
+	t := x.t
 	for _, e := range winners {
 		var n string
-		p := x.parentOf(e)
+		var p *entry
+		if !e.root {
+			p = t.byID[e.parent]
+		}
 		switch {
-		case p == nil && !seenRoot:
-			seenRoot = true
+		case p == nil && !x.root:
+			x.root = true
 			n = Main
 		case p == nil:
 			n = branchName(e.id)
-		case x.children[p.id][0] == e && p.line < e.line:
-			n = x.names[p]
+		case t.first[p.id] == e && p.line < e.line:
+			n = t.names[p]
 		default:
 			n = branchName(e.id)
 		}
-		x.names[e] = n
+		t.names[e] = n
 		if _, ok := x.tips[n]; !ok {
 			x.order = append(x.order, n)
 		}
@@ -99,7 +193,7 @@ func (x *index) defaultBranch() string {
 	if x.leaf == nil {
 		return Main
 	}
-	return x.names[x.leaf]
+	return x.nameOf(x.leaf)
 }
 
 // item is one thing a branch shows: an entry's view or a notice, with the
@@ -109,6 +203,7 @@ type item struct {
 	native string
 	line   int
 	v      *view
+	e      *entry // set for an entry: key, native and v are filled when it is cut
 }
 
 // items lists what branch shows, root first: the path from the root to
@@ -138,9 +233,7 @@ func (x *index) items(branch string, h Header) ([]item, bool) {
 		if i == 0 && stop != nil {
 			out = append(out, *stop)
 		}
-		if e.view != nil {
-			out = append(out, item{key: entryKey(e.id), native: e.id, line: e.line, v: e.view})
-		}
+		out = append(out, item{line: e.line, e: e})
 	}
 	flush(int(^uint(0) >> 1))
 	return out, true
@@ -151,20 +244,31 @@ func (x *index) items(branch string, h Header) ([]item, bool) {
 func (x *index) path(tip *entry) ([]*entry, *item) {
 	var rev []*entry
 	var stop *item
-	seen := make(map[*entry]bool)
+	// While each parent precedes its child in the file the walk cannot
+	// loop; the set of visited entries is needed only after a step that
+	// does not go back in the file.
+	var seen map[*entry]bool
 	for e := tip; e != nil; {
+		if len(rev) > 0 && seen == nil && e.line >= rev[len(rev)-1].line {
+			seen = make(map[*entry]bool, len(rev))
+			for _, r := range rev {
+				seen[r] = true
+			}
+		}
 		if seen[e] {
 			last := rev[len(rev)-1]
 			stop = &item{key: "x.loop." + safeID(last.id), line: last.line,
 				v: noticeView(NoticeLoop, fmt.Sprintf("entry on line %d has a parent that loops back to it; history stops here", last.line))}
 			break
 		}
-		seen[e] = true
+		if seen != nil {
+			seen[e] = true
+		}
 		rev = append(rev, e)
 		if e.root {
 			break
 		}
-		p := x.byID[e.parent]
+		p := x.get(e.parent)
 		if p == nil {
 			stop = &item{key: "x.missing." + safeID(e.id), line: e.line, v: noticeView(NoticeMissingParent, x.missingDetail(e))}
 			break
@@ -181,7 +285,9 @@ func (x *index) path(tip *entry) ([]*entry, *item) {
 // of its parent.
 func (x *index) missingDetail(e *entry) string {
 	var lines []string
-	for l := e.line - 1; x.badLine[l]; l-- {
+	x.t.mu.RLock()
+	defer x.t.mu.RUnlock()
+	for l := e.line - 1; x.t.badLine[l]; l-- {
 		lines = append([]string{fmt.Sprint(l)}, lines...)
 	}
 	d := fmt.Sprintf("parent %s of the entry on line %d is not in the file; history stops here", cut(e.parent), e.line)
