@@ -225,8 +225,10 @@ func (c *Controller) bindingLocked() protocol.Binding {
 	if x := c.st.exec; x != nil {
 		b.Execution = x.id
 		b.Engine = x.engineName
-		b.Cohort = string(x.handle.Cohort.Kind)
-		b.Scope = x.handle.Cohort.Unit
+		if x.handle != nil { // nil only for an engine on bare pipes (tests)
+			b.Cohort = string(x.handle.Cohort.Kind)
+			b.Scope = x.handle.Cohort.Unit
+		}
 		b.EngineState = x.engineState()
 		b.EngineEnd = x.end
 		b.PendingApprovals = c.pendingApprovalsLocked()
