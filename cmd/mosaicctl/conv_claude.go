@@ -10,11 +10,14 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
+// envFileFlag is --env-file; its refusals carry the code of the same name.
+const envFileFlag = protocol.CodeEnvFile
+
 // claudeAddFlags are conv add's engine-kind flags.
 func claudeAddFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "engine-kind", Usage: "`KIND` of engine: pi (default) or claude (Claude Code " + claude.PinnedVersion + ", --engine names its native binary)", Value: engine.KindPi},
-		&cli.StringFlag{Name: "env-file", Usage: "claude: the `FILE` (mode 0600, yours) holding ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN or ANTHROPIC_BASE_URL; the engine gets no credential from the controller's environment"},
+		&cli.StringFlag{Name: envFileFlag, Usage: "claude: the `FILE` (mode 0600, yours) holding ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN or ANTHROPIC_BASE_URL; the engine gets no credential from the controller's environment"},
 		&cli.StringFlag{Name: "resume-session", Usage: "claude: adopt the session `UUID` whose transcript already sits in the conversation's config directory, instead of a new one"},
 	}
 }
@@ -35,7 +38,7 @@ func claudeConversation(c *cli.Context) (*conversations.Conversation, error) {
 	if c.String("engine") == "" {
 		return nil, protocol.Refuse(protocol.CodeUsage, "--engine-kind claude needs --engine PATH, the Claude Code %s binary (contrib/claude/install.sh installs it)", claude.PinnedVersion)
 	}
-	cl := &conversations.Claude{Model: c.String("model"), EnvFile: c.String("env-file"), Session: c.String("resume-session")}
+	cl := &conversations.Claude{Model: c.String("model"), EnvFile: c.String(envFileFlag), Session: c.String("resume-session")}
 	if cl.Session != "" {
 		if !claude.ValidSession(cl.Session) {
 			return nil, protocol.Refuse(protocol.CodeUsage, "--resume-session %q is not a session UUID (lowercase, as the transcript's file name)", cl.Session)
@@ -73,7 +76,7 @@ func refuseClaudeFlags(c *cli.Context) error {
 	if k := c.String("engine-kind"); k != engine.KindPi {
 		return protocol.Refuse(protocol.CodeUsage, "--engine-kind %q: pi or claude", k)
 	}
-	for _, f := range []string{"env-file", "resume-session"} {
+	for _, f := range []string{envFileFlag, "resume-session"} {
 		if c.IsSet(f) {
 			return protocol.Refuse(protocol.CodeUsage, "--%s is a Claude setting; add --engine-kind claude", f)
 		}
