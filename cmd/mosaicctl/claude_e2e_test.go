@@ -63,22 +63,7 @@ func TestClaudeConversation(t *testing.T) {
 	// leaves a child in its own session behind.
 	marker := filepath.Join(proj, "ran")
 	cmd := "setsid sleep 6173 >/dev/null 2>&1 & touch " + marker
-	var pout, perr bytes.Buffer
-	p := exec.Command(bin, "prompt", "--take", id, "please BASH{"+cmd+"}")
-	p.Stdout, p.Stderr = &pout, &perr
-	if err := p.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var listed result
-	for deadline := time.Now().Add(time.Minute); !strings.Contains(listed.stdout, "Bash"); time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			p.Process.Kill()
-			p.Wait()
-			j := run(t, "bash", "-c", "journalctl --user --no-pager -o cat | grep -v connect | tail -40").stdout
-			t.Fatalf("no approval listed: %q %q; the prompt printed %q %q; status %s\n%s\nfake: %+v", listed.stdout, listed.stderr, pout.String(), perr.String(), run(t, bin, "status", id, "--json").stdout, j, fake.Requests())
-		}
-		listed = run(t, bin, "approve", id)
-	}
+	p, pout := promptAwaitingApproval(t, bin, id, "please BASH{"+cmd+"}", fake)
 	if _, err := os.Stat(marker); err == nil {
 		t.Fatal("the tool ran before the approval")
 	}
@@ -86,7 +71,7 @@ func TestClaudeConversation(t *testing.T) {
 		t.Fatalf("approve --yes: exit %d, %q %q", r.code, r.stdout, r.stderr)
 	}
 	if err := p.Wait(); err != nil {
-		t.Fatalf("prompt with the tool: %v\n%s\n%s", err, pout.String(), perr.String())
+		t.Fatalf("prompt with the tool: %v\n%s", err, pout.String())
 	}
 	if !strings.Contains(pout.String(), "TOOL_DONE") {
 		t.Fatalf("the tool's turn printed %q", pout.String())
@@ -119,6 +104,32 @@ func TestClaudeConversation(t *testing.T) {
 		t.Fatalf("second prompt printed %q", out)
 	}
 
+	// Denied: the tool never runs and the model reads the denial.
+	denied := filepath.Join(proj, "denied")
+	p, pout = promptAwaitingApproval(t, bin, id, "please BASH{touch "+denied+"}", fake)
+	if r := run(t, bin, "approve", "--take", id, "--no"); r.code != 0 || !strings.Contains(r.stdout, "deny") {
+		t.Fatalf("approve --no: exit %d, %q %q", r.code, r.stdout, r.stderr)
+	}
+	if err := p.Wait(); err != nil || !strings.Contains(pout.String(), "denied") {
+		t.Fatalf("the denied turn: %v, printed %q", err, pout.String())
+	}
+	if _, err := os.Stat(denied); err == nil {
+		t.Fatal("the denied tool ran")
+	}
+
+	// Interrupted while the approval is pending: the CLI withdraws the
+	// request, nothing runs, and no approval is left open.
+	never := filepath.Join(proj, "never")
+	p, pout = promptAwaitingApproval(t, bin, id, "please BASH{touch "+never+"}", fake)
+	if r := run(t, bin, "interrupt", "--take", id); r.code != 0 {
+		t.Fatalf("interrupt with an approval pending: exit %d, %q %q", r.code, r.stdout, r.stderr)
+	}
+	p.Wait()
+	if _, err := os.Stat(never); err == nil {
+		t.Fatal("the tool of the interrupted turn ran")
+	}
+	waitFor(t, func() bool { return strings.Contains(run(t, bin, "approve", id).stdout, "no open approvals") })
+
 	reqs := fake.Requests()
 	if len(reqs) < 4 {
 		t.Fatalf("the fake saw %d requests: %+v", len(reqs), reqs)
@@ -135,8 +146,10 @@ func TestClaudeConversation(t *testing.T) {
 			t.Errorf("request %d is of session %s, the first of %s: recover did not resume", r.N, r.Session, session)
 		}
 	}
-	if last := reqs[len(reqs)-1]; last.Messages < 5 {
-		t.Errorf("the second prompt's request holds %d messages: the resumed session lost its history", last.Messages)
+	for _, r := range reqs {
+		if strings.Contains(r.Arg, "second prompt") && r.Messages < 5 {
+			t.Errorf("the second prompt's request holds %d messages: the resumed session lost its history", r.Messages)
+		}
 	}
 	if d := decoy.Requests(); len(d) > 0 {
 		t.Fatalf("the controller's environment reached the engine: the decoy saw %+v", d)
@@ -161,4 +174,26 @@ func pidsOf(cmdline string) []int {
 		}
 	}
 	return out
+}
+
+// promptAwaitingApproval starts `prompt --take` with text in the
+// background and waits until its tool call is listed as an approval.
+func promptAwaitingApproval(t *testing.T, bin, id, text string, fake *fakeanthropic.Server) (*exec.Cmd, *bytes.Buffer) {
+	t.Helper()
+	var out bytes.Buffer
+	p := exec.Command(bin, "prompt", "--take", id, text)
+	p.Stdout, p.Stderr = &out, &out
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Process.Kill() })
+	var listed result
+	for deadline := time.Now().Add(time.Minute); !strings.Contains(listed.stdout, "Bash"); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			j := run(t, "bash", "-c", "journalctl --user --no-pager -o cat | grep -v connect | tail -40").stdout
+			t.Fatalf("no approval listed: %q %q; the prompt printed %q; status %s\n%s\nfake: %+v", listed.stdout, listed.stderr, out.String(), run(t, bin, "status", id, "--json").stdout, j, fake.Requests())
+		}
+		listed = run(t, bin, "approve", id)
+	}
+	return p, &out
 }
