@@ -26,17 +26,8 @@ import (
 func TestClaudeConversation(t *testing.T) {
 	sandboxtest.Require(t)
 	bin := sandboxtest.Bin(t, "mosaicctl")
-	cl := realClaude(t)
-	fake, err := fakeanthropic.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { fake.Close() })
-	decoy, err := fakeanthropic.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { decoy.Close() })
+	cl := sandboxtest.Claude(t)
+	fake, decoy := sandboxtest.FakeAnthropic(t), sandboxtest.FakeAnthropic(t)
 	// The controller's environment (the user manager's) points elsewhere:
 	// none of it may reach the engine.
 	mustRun(t, "systemctl", "--user", "set-environment", "ANTHROPIC_BASE_URL="+decoy.URL, "ANTHROPIC_API_KEY=controller-leak")

@@ -11,16 +11,6 @@ import (
 	"github.com/mosaic-agents/mosaic/engine/claude"
 )
 
-// realClaude is the pinned Claude Code binary (MOSAIC_CLAUDE).
-func realClaude(t *testing.T) string {
-	t.Helper()
-	p := os.Getenv("MOSAIC_CLAUDE")
-	if p == "" {
-		sandboxtest.Unavailable(t, "MOSAIC_CLAUDE is not set: `make claude` installs the pinned Claude Code")
-	}
-	return p
-}
-
 // writeEnvFile writes a Claude env file of mode perm holding body.
 func writeEnvFile(t *testing.T, body string, perm os.FileMode) string {
 	t.Helper()
@@ -42,7 +32,7 @@ func writeEnvFile(t *testing.T, body string, perm os.FileMode) string {
 func TestConvAddClaude(t *testing.T) {
 	sandboxtest.Require(t)
 	bin := sandboxtest.Bin(t, "mosaicctl")
-	cl := realClaude(t)
+	cl := sandboxtest.Claude(t)
 	proj, session := project(t, "cw")
 	good := writeEnvFile(t, "ANTHROPIC_API_KEY=sk-dummy\nANTHROPIC_BASE_URL=http://127.0.0.1:9\n", 0o600)
 	base := []string{"conv", "add", "--project", proj, "--seat", "cw", "--engine-kind", "claude", "--engine", cl}
