@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,8 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mosaic-agents/mosaic/client"
 	"github.com/mosaic-agents/mosaic/contrib/fakeanthropic"
 	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
+	"github.com/mosaic-agents/mosaic/history"
 	"github.com/mosaic-agents/mosaic/units"
 )
 
@@ -41,9 +45,6 @@ func TestClaudeConversation(t *testing.T) {
 		"--engine-kind", "claude", "--engine", cl, "--env-file", env))
 	mustRun(t, "systemctl", "--user", "start", "mosaic-conv@"+id+".socket")
 	t.Cleanup(func() { endConversation(t, bin, id) })
-	if _, err := units.SocketPath(id); err != nil {
-		t.Fatal(err)
-	}
 
 	out := mustRun(t, bin, "prompt", "--take", id, "hello there")
 	if !strings.Contains(out, "Hello from fake. You said: hello there") {
@@ -95,6 +96,44 @@ func TestClaudeConversation(t *testing.T) {
 		t.Fatalf("second prompt printed %q", out)
 	}
 
+	// observe pages come from the transcript: both turns, the session's
+	// UUID, the tool's result as a toolResult message.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sock, err := units.SocketPath(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oc, err := client.Dial(ctx, sock, client.Options{Name: "claude-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs, err := oc.Observe(ctx)
+	oc.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var page history.Page
+	if err := json.Unmarshal(obs.History, &page); err != nil {
+		t.Fatal(err)
+	}
+	var shown strings.Builder
+	roles := map[string]int{}
+	for _, p := range page.Parts {
+		roles[p.Role]++
+		for _, f := range p.Blocks {
+			shown.WriteString(f.Content.Text + "\n")
+		}
+	}
+	for _, want := range []string{"hello there", "You said: second prompt", "TOOL_DONE"} {
+		if !strings.Contains(shown.String(), want) {
+			t.Errorf("the observe page lacks %q: %s", want, shown.String())
+		}
+	}
+	if roles["user"] < 2 || roles["assistant"] < 3 || roles["toolResult"] < 1 || page.Session == "" {
+		t.Errorf("observe page: session %q, roles %v", page.Session, roles)
+	}
+
 	// Denied: the tool never runs and the model reads the denial.
 	denied := filepath.Join(proj, "denied")
 	p, pout = promptAwaitingApproval(t, bin, id, "please BASH{touch "+denied+"}", fake)
@@ -144,6 +183,9 @@ func TestClaudeConversation(t *testing.T) {
 	}
 	if d := decoy.Requests(); len(d) > 0 {
 		t.Fatalf("the controller's environment reached the engine: the decoy saw %+v", d)
+	}
+	if page.Session != session {
+		t.Errorf("the observe page is of session %q, the engine ran %s", page.Session, session)
 	}
 	if show := mustRun(t, bin, "conv", "show", id); !strings.Contains(show, `session = "`+session+`"`) {
 		t.Fatalf("the engine ran session %s, conv show says:\n%s", session, show)
