@@ -35,7 +35,8 @@ func checkPins(ctx context.Context) (string, error) {
 		if cv.IsClaude() {
 			if err := claude.Check(cv.ClaudeConfig(claude.Dirs{}, nil).Pin); err != nil {
 				problems = append(problems, fmt.Sprintf("%s: %v", cv.ID, err))
-				fixes = append(fixes, "add "+cv.ID+" again with `mosaicctl conv add --engine-kind claude --resume-session "+cv.SessionKey()+" ...`")
+				fixes = append(fixes, "pin "+cv.ID+" again with `mosaicctl conv add --project "+shellQuote(cv.Project)+" --seat "+shellQuote(cv.Seat)+
+					" --engine-kind claude --engine PATH --resume-session "+cv.SessionKey()+" --replace` (its other flags as before)")
 				continue
 			}
 			versions["Claude Code "+cv.Claude.Version] = true
