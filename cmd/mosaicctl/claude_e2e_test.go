@@ -150,7 +150,7 @@ func TestClaudeConversation(t *testing.T) {
 	// Interrupted while the approval is pending: the CLI withdraws the
 	// request, nothing runs, and no approval is left open.
 	never := filepath.Join(proj, "never")
-	p, pout = promptAwaitingApproval(t, bin, id, "please BASH{touch "+never+"}", fake)
+	p, _ = promptAwaitingApproval(t, bin, id, "please BASH{touch "+never+"}", fake)
 	if r := run(t, bin, "interrupt", "--take", id); r.code != 0 {
 		t.Fatalf("interrupt with an approval pending: exit %d, %q %q", r.code, r.stdout, r.stderr)
 	}
