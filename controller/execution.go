@@ -2,7 +2,6 @@ package controller
 
 import (
 	"github.com/mosaic-agents/mosaic/claims"
-	"github.com/mosaic-agents/mosaic/engine"
 	"github.com/mosaic-agents/mosaic/protocol"
 	"github.com/mosaic-agents/mosaic/scopes"
 )
@@ -12,7 +11,7 @@ import (
 type execution struct {
 	id         string
 	handle     *scopes.Handle
-	conn       *engine.Conn // nil for an orphan found at restart
+	conn       engineConn // nil for an orphan found at restart
 	engineName string
 	pins       claims.Pins
 	exited     bool // the engine process is gone (not a stop by itself)

@@ -27,6 +27,12 @@ func (c *Controller) keys(head sessionHead) claims.Keys {
 	cv := c.cfg.Conversation
 	k := claims.Keys{Seat: claims.SeatKey{Seat: cv.Seat, Project: cv.Project, Workspace: cv.Workspace}}
 	k.Session = head.id
+	if cv.IsClaude() {
+		// The controller chose the session UUID at conv add: the key
+		// from the first launch on.
+		k.Session = cv.SessionKey()
+		return k
+	}
 	if !head.exists || head.id == "" {
 		k.Session = "new:" + cv.ID
 	}
@@ -38,6 +44,9 @@ func (c *Controller) keys(head sessionHead) claims.Keys {
 func (c *Controller) spec(cv *conversations.Conversation) (engine.Spec, error) {
 	if c.cfg.Spec != nil {
 		return c.cfg.Spec(cv)
+	}
+	if cv.IsClaude() {
+		return c.claudeSpec(cv)
 	}
 	e := cv.Engine
 	if e.Entry == "" {
@@ -61,6 +70,9 @@ func (c *Controller) spec(cv *conversations.Conversation) (engine.Spec, error) {
 // pinsOf digests the launch: the engine version and entry hash, and the
 // whole argv, so a recovery with another binary or other flags refuses.
 func pinsOf(cv *conversations.Conversation, spec engine.Spec) claims.Pins {
+	if cv.IsClaude() {
+		return claudePins(cv, spec)
+	}
 	argv, _ := json.Marshal(spec.Args)
 	sum := sha256.Sum256(argv)
 	return claims.Pins{EngineVersion: cv.Engine.Version, BinarySHA256: cv.Engine.SHA256, ArgvDigest: hex.EncodeToString(sum[:])}
@@ -70,7 +82,7 @@ func pinsOf(cv *conversations.Conversation, spec engine.Spec) claims.Pins {
 // engine only when nothing holds the conversation. It never launches over
 // a claim that is not free (brief §2 "Restart").
 func (c *Controller) start(ctx context.Context) error {
-	head, err := readSessionHead(c.cfg.Conversation.Session)
+	head, err := c.readHead()
 	if err != nil {
 		return protocol.Wrap(protocol.CodeConfiguration, err, "")
 	}
@@ -203,7 +215,7 @@ func (c *Controller) launch(ctx context.Context, head sessionHead, keys claims.K
 	execID := newID("e-")
 	pins := pinsOf(cv, spec)
 	claim, err := c.cfg.Claims.Acquire(ctx, claims.Request{
-		Keys: keys, Binding: newID("b-"), Harness: "pi", Conversation: cv.ID,
+		Keys: keys, Binding: newID("b-"), Harness: cv.Kind(), Conversation: cv.ID,
 		Branch: "main", Leaf: head.leaf, Pins: pins, Execution: execID,
 	})
 	if err != nil {
@@ -243,29 +255,51 @@ func (c *Controller) launch(ctx context.Context, head sessionHead, keys claims.K
 		return fmt.Errorf("launch execution %s: %w", execID, err)
 	}
 	co := h.Cohort
-	conn, err := engine.New(h.Stdout, h.Stdin, engine.Options{Execution: execID,
-		CommandTimeout: c.cfg.CommandTimeout, AbortTimeout: c.cfg.AbortTimeout,
-		MaxLine: c.cfg.EngineMaxLine, LineLimit: c.cfg.EngineLineLimit})
+	var conn engineConn
+	var cc *claudeConn
+	if cv.IsClaude() {
+		cc, err = c.openClaude(cv, execID, h.Stdout, h.Stdin)
+		conn = cc
+	} else {
+		conn, err = engine.New(h.Stdout, h.Stdin, engine.Options{Execution: execID,
+			CommandTimeout: c.cfg.CommandTimeout, AbortTimeout: c.cfg.AbortTimeout,
+			MaxLine: c.cfg.EngineMaxLine, LineLimit: c.cfg.EngineLineLimit})
+	}
 	if err != nil {
 		c.readStderr(execID, h)
 		c.setUncertain("engine connection: " + err.Error())
 		return err
 	}
 	x := &execution{id: execID, handle: h, conn: conn, pins: pins, engineName: "pi " + cv.Engine.Version, stderr: c.readStderr(execID, h)}
-	if cv.Engine.Version == "" {
+	switch {
+	case cv.IsClaude():
+		x.engineName = "claude " + cv.Claude.Version
+	case cv.Engine.Version == "":
 		x.engineName = "pi (test engine)"
 	}
 	c.bus.reset(execID)
 	c.mu.Lock()
 	c.st.exec = x
 	c.mu.Unlock()
-	c.keep(x) // before watchExit, which drops what keep stored
+	if cc == nil {
+		// A restarted controller re-attaches Pi only (resume.go speaks
+		// Pi's RPC); a Claude engine a restart finds is adopted as an
+		// orphan, force stop available.
+		c.keep(x) // before watchExit, which drops what keep stored
+	} else {
+		go c.watchDecisions(x, cc)
+	}
 	go c.pump(x)
 	go c.watchExit(x)
 	c.audit(audit.Launch, nil, fmt.Sprintf("launched execution %s in %s (%s, pid %d; limits %s)", execID, co.Unit, co.Kind, co.PID, limitsText(cv.Limits)),
 		map[string]string{"EXECUTION": execID, "SCOPE": co.Unit, "COHORT": string(co.Kind), "ENGINE_PID": fmt.Sprint(co.PID), "LIMITS": limitsText(cv.Limits)})
 
-	sessionID, leaf, err := c.loadCheck(ctx, x, head, expectLeaf)
+	var sessionID, leaf string
+	if cc != nil {
+		sessionID, leaf, err = c.claudeLoadCheck(ctx, cc, cv, head, expectLeaf)
+	} else {
+		sessionID, leaf, err = c.loadCheck(ctx, x, head, expectLeaf)
+	}
 	if ts := conn.State(); err == nil && ts.Uncertain {
 		// A line lost while launching would otherwise leave an active
 		// binding that no prompt can pass.
@@ -291,7 +325,9 @@ func (c *Controller) launch(ctx context.Context, head sessionHead, keys claims.K
 	c.st.binding = protocol.BindingActive
 	c.st.admission, c.st.reason = true, ""
 	c.publishBindingLocked()
-	go c.watchSession(x, head.snap)
+	if cc == nil {
+		go c.watchSession(x, head.snap)
+	}
 	go c.watchIdle(x)
 	return nil
 }

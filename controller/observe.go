@@ -18,32 +18,17 @@ func (c *Controller) observe(k *conn, cmd *protocol.Command) {
 	case cmd.Cursor != "" && cmd.FromSeq != nil:
 		c.refuse(k, cmd.Request, protocol.Refuse(protocol.CodeMalformed, "an observe names a cursor (an older page) or fromSeq (a resume), not both"))
 		return
+	case cmd.Cursor != "" && c.cfg.Conversation.IsClaude():
+		c.refuse(k, cmd.Request, protocol.Refuse(protocol.CodeCursorUnknown, "a Claude conversation's history is one page, the newest; there is no older page to read"))
+		return
 	case cmd.Cursor != "":
 		c.olderPage(k, cmd)
 		return
 	}
-	snap, err := c.readSnapshot()
+	raw, cursor, err := c.newestPage(k)
 	if err != nil {
 		c.refuse(k, cmd.Request, asRefusal(err))
 		return
-	}
-	branch := snap.DefaultBranch()
-	total, err := partCount(snap, branch)
-	if err != nil {
-		c.refuse(k, cmd.Request, asRefusal(err))
-		return
-	}
-	raw, first, err := encodePage(snap, branch, total, total)
-	if err != nil {
-		c.refuse(k, cmd.Request, asRefusal(err))
-		return
-	}
-	// One view per connection: cursors of its earlier pages go, and with
-	// them the snapshots they kept.
-	c.cursors.drop(k.id)
-	cursor := ""
-	if first > 0 {
-		cursor = c.cursors.issue(k.id, snap, branch, first, total)
 	}
 	// The old feed ends before the new one starts, and the new epoch makes
 	// the writer drop whatever of it is still queued: after the observed
@@ -75,6 +60,37 @@ func (c *Controller) observe(k *conn, cmd *protocol.Command) {
 	}
 	c.mu.Unlock()
 	k.follow(c.bus, sub, epoch)
+}
+
+// newestPage is the newest history page of the default branch and a
+// cursor for the page before it ("" when there is none). One view per
+// connection: cursors of its earlier pages go, and with them the
+// snapshots they kept.
+func (c *Controller) newestPage(k *conn) ([]byte, string, error) {
+	if c.cfg.Conversation.IsClaude() {
+		c.cursors.drop(k.id)
+		raw, err := c.claudePage()
+		return raw, "", err
+	}
+	snap, err := c.readSnapshot()
+	if err != nil {
+		return nil, "", err
+	}
+	branch := snap.DefaultBranch()
+	total, err := partCount(snap, branch)
+	if err != nil {
+		return nil, "", err
+	}
+	raw, first, err := encodePage(snap, branch, total, total)
+	if err != nil {
+		return nil, "", err
+	}
+	c.cursors.drop(k.id)
+	cursor := ""
+	if first > 0 {
+		cursor = c.cursors.issue(k.id, snap, branch, first, total)
+	}
+	return raw, cursor, nil
 }
 
 // olderPage answers an observe with a cursor: the page before the cursor's,

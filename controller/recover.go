@@ -30,7 +30,7 @@ func (c *Controller) recover(ctx context.Context, k *conn, cmd *protocol.Command
 	if specErr == nil {
 		spec, specErr = c.spec(cv)
 	}
-	head, headErr := readSessionHead(c.cfg.Conversation.Session)
+	head, headErr := c.readHead()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if r := c.checkControlLocked(k, cmd); r != nil {
@@ -81,7 +81,7 @@ func (c *Controller) recover(ctx context.Context, k *conn, cmd *protocol.Command
 // session and leaf, generation +1. The cancelled prompt is not replayed:
 // nothing is sent to the new engine until a client prompts (K7).
 func (c *Controller) launchCmd(ctx context.Context, k *conn, cmd *protocol.Command) (*outcome, error) {
-	head, err := readSessionHead(c.cfg.Conversation.Session)
+	head, err := c.readHead()
 	if err != nil {
 		return nil, protocol.Wrap(protocol.CodeTarget, err, "")
 	}

@@ -27,6 +27,10 @@ type Conversation struct {
 	// proof, its controller exits, the next client wakes it); empty is
 	// off, the default.
 	IdleStop string `toml:"idle_stop,omitempty"`
+	// EngineKind is "pi" (the default, also when empty) or "claude"; a
+	// Claude conversation has its engine in Claude and no session file.
+	EngineKind string  `toml:"engine_kind,omitempty"`
+	Claude     *Claude `toml:"claude,omitempty"`
 }
 
 // MinIdleStop is the shortest idle policy accepted.
@@ -101,6 +105,17 @@ func SessionPath(project, seat, name string) string {
 
 // Validate checks c's fields without touching the filesystem.
 func (c *Conversation) Validate() error {
+	if err := c.validateCommon(); err != nil {
+		return err
+	}
+	if err := c.validateKind(); err != nil || c.IsClaude() {
+		return err
+	}
+	return c.validatePi()
+}
+
+// validateCommon checks the fields every engine kind has.
+func (c *Conversation) validateCommon() error {
 	if !filepath.IsAbs(c.Project) || filepath.Clean(c.Project) != c.Project {
 		return refuseField("project", c.Project, "must be an absolute, clean path (as `realpath DIR` prints it)")
 	}
@@ -110,6 +125,19 @@ func (c *Conversation) Validate() error {
 	if !namePattern.MatchString(c.Workspace) {
 		return refuseField("workspace", c.Workspace, "must be 1-64 of [A-Za-z0-9._-], starting with a letter or digit")
 	}
+	if err := c.Limits.validate(); err != nil {
+		return err
+	}
+	if c.IdleStop != "" {
+		if d, err := time.ParseDuration(c.IdleStop); err != nil || d < MinIdleStop {
+			return refuseField("idle_stop", c.IdleStop, "must be a duration of at least 1s, such as 30m or 2h (or empty: off)")
+		}
+	}
+	return nil
+}
+
+// validatePi checks a Pi conversation's session file and [engine].
+func (c *Conversation) validatePi() error {
 	if !filepath.IsAbs(c.Session) || filepath.Clean(c.Session) != c.Session {
 		return refuseField("session", c.Session, "must be an absolute, clean path")
 	}
@@ -126,14 +154,6 @@ func (c *Conversation) Validate() error {
 	}
 	if c.Engine.Path != "" && !filepath.IsAbs(c.Engine.Path) {
 		return refuseField("engine.path", c.Engine.Path, "must be absolute")
-	}
-	if err := c.Limits.validate(); err != nil {
-		return err
-	}
-	if c.IdleStop != "" {
-		if d, err := time.ParseDuration(c.IdleStop); err != nil || d < MinIdleStop {
-			return refuseField("idle_stop", c.IdleStop, "must be a duration of at least 1s, such as 30m or 2h (or empty: off)")
-		}
 	}
 	if c.Engine.Node != "" && !filepath.IsAbs(c.Engine.Node) {
 		return refuseField("engine.node", c.Engine.Node, "must be absolute")
@@ -161,7 +181,11 @@ func (c *Conversation) Same(o *Conversation) bool {
 	if !slices.Equal(c.Engine.Extensions, o.Engine.Extensions) {
 		return false
 	}
+	if (c.Claude == nil) != (o.Claude == nil) || c.Claude != nil && *c.Claude != *o.Claude {
+		return false
+	}
 	a, b := *c, *o
 	a.Engine.Extensions, b.Engine.Extensions = nil, nil
+	a.Claude, b.Claude = nil, nil
 	return reflect.DeepEqual(a, b)
 }

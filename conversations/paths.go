@@ -14,6 +14,8 @@ import (
 // CheckPaths checks c's paths on disk: the project is a real directory, no
 // component of it or of the session path is a symlink, the sessions
 // directory exists and the session file, if present, is a regular file.
+// For a Claude conversation it checks the env file instead, and an
+// adopted session's transcript (checkClaudeFiles).
 func (c *Conversation) CheckPaths() error {
 	if err := checkNoSymlinks("project", c.Project); err != nil {
 		return err
@@ -24,6 +26,9 @@ func (c *Conversation) CheckPaths() error {
 	}
 	if !fi.IsDir() {
 		return refuseField("project", c.Project, "is not a directory")
+	}
+	if c.IsClaude() {
+		return c.checkClaudeFiles()
 	}
 	dir := filepath.Dir(c.Session)
 	if err := checkNoSymlinks("session", dir); err != nil {

@@ -73,7 +73,7 @@ func (s *Store) Load(id string) (*Conversation, error) {
 		for i, k := range extra {
 			keys[i] = k.String()
 		}
-		return nil, protocol.Refuse(protocol.CodeConfiguration, "%s: unknown key(s) %s; remove them (known keys: id, project, seat, workspace, session, [engine], [limits])", p, strings.Join(keys, ", "))
+		return nil, protocol.Refuse(protocol.CodeConfiguration, "%s: unknown key(s) %s; remove them (known keys: id, project, seat, workspace, session, idle_stop, engine_kind, [engine], [limits], [claude])", p, strings.Join(keys, ", "))
 	}
 	if c.ID != id {
 		return nil, refuseField("id", c.ID, "differs from the file name "+filepath.Base(p))

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"slices"
+
 	"context"
 	"fmt"
+	"github.com/mosaic-agents/mosaic/engine"
 
 	"github.com/mosaic-agents/mosaic/protocol"
 	"github.com/mosaic-agents/mosaic/terminal"
@@ -22,8 +25,8 @@ func approveCommand() *cli.Command {
 			"3 outcome unknown (docs/cli.md).",
 		Flags: verbFlags(
 			&cli.StringFlag{Name: "choice", Usage: "answer with exactly this `LABEL` (a select's label, or true/false for a confirm)"},
-			&cli.BoolFlag{Name: "yes", Usage: "answer a confirm true"},
-			&cli.BoolFlag{Name: "no", Usage: "answer a confirm false"},
+			&cli.BoolFlag{Name: "yes", Usage: "answer a confirm true, or allow a Claude tool use once"},
+			&cli.BoolFlag{Name: "no", Usage: "answer a confirm false, or deny a Claude tool use"},
 		),
 		Action: oneShot(runApprove),
 	}
@@ -70,7 +73,11 @@ func runApprove(ctx context.Context, c *cli.Context) error {
 			return err
 		}
 	}
-	if (c.Bool("yes") || c.Bool("no")) && a.Form != protocol.FormConfirm {
+	if permission(a) && (c.Bool("yes") || c.Bool("no")) {
+		// A Claude permission request offers allow-once and deny only:
+		// --yes allows once, --no denies.
+		choice = map[bool]string{true: engine.ChoiceAllowOnce, false: engine.ChoiceDeny}[c.Bool("yes")]
+	} else if (c.Bool("yes") || c.Bool("no")) && a.Form != protocol.FormConfirm {
 		return protocol.Refuse(protocol.CodeUsage, "--yes and --no answer a confirm; approval %s is a %s: use --choice LABEL", a.ID, a.Form)
 	}
 	res, err := s.c.Approve(ctx, a.ID, choice, a.Decision)
@@ -79,6 +86,13 @@ func runApprove(ctx context.Context, c *cli.Context) error {
 	}
 	fmt.Fprintf(s.out, "approval %s (decision %s) %s: %s\n", res.ID, res.Decision, res.State, terminal.SanitizeLine(res.Chosen))
 	return nil
+}
+
+// permission reports a Claude permission request's approval: a select
+// of exactly allow-once and deny (or deny alone).
+func permission(a protocol.Approval) bool {
+	return a.Form == protocol.FormSelect && len(a.Choices) > 0 && len(a.Choices) <= 2 &&
+		slices.Contains(a.Choices, engine.ChoiceDeny) && (len(a.Choices) == 1 || slices.Contains(a.Choices, engine.ChoiceAllowOnce))
 }
 
 // approveChoice reads the answer flags: at most one of them.

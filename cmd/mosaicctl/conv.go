@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mosaic-agents/mosaic/conversations"
+	"github.com/mosaic-agents/mosaic/engine"
 	"github.com/mosaic-agents/mosaic/protocol"
 	"github.com/mosaic-agents/mosaic/units"
 	"github.com/urfave/cli/v2"
@@ -36,7 +37,7 @@ func convCommand() *cli.Command {
 					w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 					fmt.Fprintln(w, "ID\tSEAT\tWORKSPACE\tSESSION\tPROJECT")
 					for _, cv := range list {
-						fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", cv.ID, cv.Seat, cv.Workspace, filepath.Base(cv.Session), cv.Project)
+						fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", cv.ID, cv.Seat, cv.Workspace, filepath.Base(cv.SessionKey()), cv.Project)
 					}
 					w.Flush()
 					reportUnloadable(bad)
@@ -93,7 +94,7 @@ func convCommand() *cli.Command {
 					if err := s.Remove(cv.ID); err != nil {
 						return err
 					}
-					fmt.Printf("removed %s (the session file %s is untouched)\n", cv.ID, cv.Session)
+					fmt.Printf("removed %s (the session %s is untouched)\n", cv.ID, cv.SessionKey())
 					return nil
 				},
 			},
@@ -133,15 +134,15 @@ func convAddCommand() *cli.Command {
 		Usage: "register a conversation and print its id",
 		Description: "The session file must sit at PROJECT/.pi/state/SEAT/sessions/NAME.jsonl. It may not\n" +
 			"exist yet (Pi writes it lazily) but its directory must. The id alone goes to stdout.",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "project", Usage: "absolute project root `DIR`", Required: true},
 			&cli.StringFlag{Name: "seat", Usage: "seat `NAME`", Required: true},
-			&cli.StringFlag{Name: "session", Usage: "absolute session `FILE` (.jsonl)", Required: true},
+			&cli.StringFlag{Name: "session", Usage: "absolute session `FILE` (.jsonl); Pi only, required there"},
 			&cli.StringFlag{Name: "workspace", Usage: "workspace `NAME`", Value: conversations.DefaultWorkspace},
 			&cli.StringFlag{Name: "engine", Usage: "the `pi` executable or its entry file (default: pi from PATH), pinned now"},
 			&cli.StringFlag{Name: "node", Usage: "the Node `PATH` to run the engine with (default: the one the engine's wrapper names, else the node on this PATH), pinned now"},
 			&cli.StringFlag{Name: "provider", Usage: "Pi --provider `NAME`"},
-			&cli.StringFlag{Name: "model", Usage: "Pi --model `NAME`"},
+			&cli.StringFlag{Name: "model", Usage: "the engine's --model `NAME` (Pi or Claude)"},
 			&cli.StringFlag{Name: "thinking", Usage: "Pi --thinking `LEVEL`"},
 			&cli.StringFlag{Name: "agent-dir", Usage: "the Pi agent `DIR` whose models.json and auth.json the engine uses (default ~/.pi/agent); its settings.json and extensions are never loaded: the controller gives the engine an agent directory of its own"},
 			&cli.StringFlag{Name: "memory-max", Usage: "MemoryMax= of the engine's scope: `SIZE` in bytes with K, M, G, T suffixes (base 1024), N% of physical memory, or infinity; e.g. 4G"},
@@ -150,9 +151,22 @@ func convAddCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "extension", Usage: "a reviewed Pi extension `FILE` to load (-e under --no-extensions), pinned now by real path and SHA-256; repeatable; it runs with the engine's full rights (docs/security.md)"},
 			&cli.StringFlag{Name: "idle-stop", Usage: "hibernate after `DURATION` idle (no run, client, tool process, queued item or pending approval): the engine ends with a proof and the next client wakes it on the same leaf; default off"},
 			&cli.BoolFlag{Name: "replace", Usage: "replace an existing conversation's settings"},
-		},
+		}, claudeAddFlags()...),
 		Action: func(c *cli.Context) error {
+			if c.String("engine-kind") == engine.KindClaude {
+				cv, err := claudeConversation(c)
+				if err != nil {
+					return err
+				}
+				return saveConversation(c, cv)
+			}
+			if err := refuseClaudeFlags(c); err != nil {
+				return err
+			}
 			session := c.String("session")
+			if session == "" {
+				return protocol.Refuse(protocol.CodeUsage, "conv add needs --session FILE for a Pi conversation (or --engine-kind claude)")
+			}
 			cv := &conversations.Conversation{
 				Project:   c.String("project"),
 				Seat:      c.String("seat"),
@@ -182,29 +196,35 @@ func convAddCommand() *cli.Command {
 			if err := pinExtensions(cv, c.StringSlice("extension")); err != nil {
 				return err
 			}
-			s, err := conversations.Open()
-			if err != nil {
-				return err
-			}
-			old, err := s.Load(cv.ID)
-			switch {
-			case err == nil && old.Same(cv):
-				fmt.Println(cv.ID) // the same settings: nothing to do
-				return nil
-			case err == nil && !c.Bool("replace"):
-				return protocol.Refuse(protocol.CodeConversationExists,
-					"conversation %s exists with other settings; pass --replace to change them (see `mosaicctl conv show %s`)", cv.ID, cv.ID)
-			case err != nil && protocol.CodeOf(err) != protocol.CodeUnknownConv && !c.Bool("replace"):
-				return err
-			}
-			if err := s.Save(cv); err != nil {
-				return err
-			}
-			if old != nil {
-				reportReplace(os.Stderr, old, cv)
-			}
-			fmt.Println(cv.ID)
-			return nil
+			return saveConversation(c, cv)
 		},
 	}
+}
+
+// saveConversation stores cv unless a conversation with other settings
+// has its id and --replace was not given, and prints the id.
+func saveConversation(c *cli.Context, cv *conversations.Conversation) error {
+	s, err := conversations.Open()
+	if err != nil {
+		return err
+	}
+	old, err := s.Load(cv.ID)
+	switch {
+	case err == nil && old.Same(cv):
+		fmt.Println(cv.ID) // the same settings: nothing to do
+		return nil
+	case err == nil && !c.Bool("replace"):
+		return protocol.Refuse(protocol.CodeConversationExists,
+			"conversation %s exists with other settings; pass --replace to change them (see `mosaicctl conv show %s`)", cv.ID, cv.ID)
+	case err != nil && protocol.CodeOf(err) != protocol.CodeUnknownConv && !c.Bool("replace"):
+		return err
+	}
+	if err := s.Save(cv); err != nil {
+		return err
+	}
+	if old != nil {
+		reportReplace(os.Stderr, old, cv)
+	}
+	fmt.Println(cv.ID)
+	return nil
 }

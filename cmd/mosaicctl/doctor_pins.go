@@ -8,6 +8,7 @@ import (
 
 	"github.com/mosaic-agents/mosaic/conversations"
 	"github.com/mosaic-agents/mosaic/engine"
+	"github.com/mosaic-agents/mosaic/engine/claude"
 )
 
 // checkPins runs the launch's own pin check (engine.Check) on every
@@ -30,6 +31,16 @@ func checkPins(ctx context.Context) (string, error) {
 	for _, cv := range list {
 		if err := ctx.Err(); err != nil {
 			return "", fmt.Errorf("checked %d of %d conversations: %w", len(checked), len(list), err)
+		}
+		if cv.IsClaude() {
+			if err := claude.Check(cv.ClaudeConfig(claude.Dirs{}, nil).Pin); err != nil {
+				problems = append(problems, fmt.Sprintf("%s: %v", cv.ID, err))
+				fixes = append(fixes, "pin "+cv.ID+" again with `mosaicctl conv add --project "+shellQuote(cv.Project)+" --seat "+shellQuote(cv.Seat)+
+					" --engine-kind claude --engine PATH --resume-session "+cv.SessionKey()+" --replace` (its other flags as before)")
+				continue
+			}
+			versions["Claude Code "+cv.Claude.Version] = true
+			continue
 		}
 		p := cv.Engine.Pin()
 		err, done := checked[p]

@@ -130,6 +130,9 @@ func noEngineHint(id string) string {
 	if err != nil {
 		return ""
 	}
+	if cv.IsClaude() {
+		return fmt.Sprintf("the engine %s is not running; see `mosaicctl status %s`", cv.Claude.Path, id)
+	}
 	if cv.Engine.Path != "" {
 		return fmt.Sprintf("the engine %s is not running; see `mosaicctl status %s`", cv.Engine.Path, id)
 	}

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"os"
+
+	"github.com/mosaic-agents/mosaic/conversations"
+	"github.com/mosaic-agents/mosaic/engine"
+	"github.com/mosaic-agents/mosaic/engine/claude"
+	"github.com/mosaic-agents/mosaic/protocol"
+	"github.com/urfave/cli/v2"
+)
+
+// envFileFlag is --env-file; its refusals carry the code of the same name.
+const envFileFlag = protocol.CodeEnvFile
+
+// claudeAddFlags are conv add's engine-kind flags.
+func claudeAddFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "engine-kind", Usage: "`KIND` of engine: pi (default) or claude (Claude Code " + claude.PinnedVersion + ", --engine names its native binary)", Value: engine.KindPi},
+		&cli.StringFlag{Name: envFileFlag, Usage: "claude: the `FILE` (mode 0600, yours) holding ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN or ANTHROPIC_BASE_URL; the engine gets no credential from the controller's environment"},
+		&cli.StringFlag{Name: "resume-session", Usage: "claude: adopt the session `UUID` whose transcript already sits in the conversation's config directory, instead of a new one"},
+	}
+}
+
+// piOnlyFlags are the conv add flags a Claude conversation refuses:
+// each would be silently ignored otherwise.
+var piOnlyFlags = []string{"session", "node", "provider", "thinking", "agent-dir", "extension"}
+
+// claudeConversation builds a Claude conversation from conv add's flags:
+// the session UUID the controller chooses (or --resume-session's), the
+// binary pinned now, the env file and the adopted transcript checked now.
+func claudeConversation(c *cli.Context) (*conversations.Conversation, error) {
+	for _, f := range piOnlyFlags {
+		if c.IsSet(f) {
+			return nil, protocol.Refuse(protocol.CodeUsage, "--%s is a Pi setting; a Claude conversation does not take it (the controller chooses the session: --resume-session UUID adopts one)", f)
+		}
+	}
+	if c.String("engine") == "" {
+		return nil, protocol.Refuse(protocol.CodeUsage, "--engine-kind claude needs --engine PATH, the Claude Code %s binary (contrib/claude/install.sh installs it)", claude.PinnedVersion)
+	}
+	cl := &conversations.Claude{Model: c.String("model"), EnvFile: c.String(envFileFlag), Session: c.String("resume-session")}
+	if cl.Session != "" {
+		if !claude.ValidSession(cl.Session) {
+			return nil, protocol.Refuse(protocol.CodeUsage, "--resume-session %q is not a session UUID (lowercase, as the transcript's file name)", cl.Session)
+		}
+		cl.Adopted = true
+	} else {
+		cl.Session = claude.NewSession()
+	}
+	cv := &conversations.Conversation{
+		Project: c.String("project"), Seat: c.String("seat"), Workspace: c.String("workspace"),
+		EngineKind: engine.KindClaude, Claude: cl, IdleStop: c.String("idle-stop"),
+	}
+	limits, err := limitsFromFlags(c.String("memory-max"), c.String("tasks-max"), c.String("cpu-quota"))
+	if err != nil {
+		return nil, err
+	}
+	cv.Limits = limits
+	cv.ID = conversations.ID(cv.Project, cv.Seat, cl.Session)
+	if err := cv.Validate(); err != nil {
+		return nil, err
+	}
+	if err := cv.CheckPaths(); err != nil {
+		return nil, err
+	}
+	pin, err := claude.Resolve(c.Context, c.String("engine"), os.Environ())
+	if err != nil {
+		return nil, err
+	}
+	cl.Path, cl.Version, cl.SHA256 = pin.Path, pin.Version, pin.SHA256
+	return cv, cv.Validate()
+}
+
+// refuseClaudeFlags refuses the Claude-only flags on a Pi conversation.
+func refuseClaudeFlags(c *cli.Context) error {
+	if k := c.String("engine-kind"); k != engine.KindPi {
+		return protocol.Refuse(protocol.CodeUsage, "--engine-kind %q: pi or claude", k)
+	}
+	for _, f := range []string{envFileFlag, "resume-session"} {
+		if c.IsSet(f) {
+			return protocol.Refuse(protocol.CodeUsage, "--%s is a Claude setting; add --engine-kind claude", f)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,137 @@
+package controller
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/mosaic-agents/mosaic/claims"
+	"github.com/mosaic-agents/mosaic/conversations"
+	"github.com/mosaic-agents/mosaic/engine"
+	"github.com/mosaic-agents/mosaic/engine/claude"
+	hclaude "github.com/mosaic-agents/mosaic/history/claude"
+	"github.com/mosaic-agents/mosaic/protocol"
+)
+
+// claudeDirs creates (0700) and returns the controller-owned directories
+// of a Claude conversation beside the claim root: CLAUDE_CONFIG_DIR
+// (settings, the transcript) and its tmp. They stay reachable to the
+// engine (hidden() hides the claims, executions and queue beside them).
+func (c *Controller) claudeDirs(cv *conversations.Conversation) (claude.Dirs, error) {
+	d := conversations.ClaudeDirs(filepath.Dir(c.cfg.Claims.Root()), cv.ID)
+	for _, p := range []string{d.Config, d.Tmp} {
+		if err := os.MkdirAll(p, 0o700); err != nil {
+			return claude.Dirs{}, fmt.Errorf("claude directory %s: %w", p, err)
+		}
+	}
+	return d, nil
+}
+
+// claudeTranscript reads the conversation's transcript, and only that
+// file (history/claude: safe open, never listed, another version refused).
+func (c *Controller) claudeTranscript(cv *conversations.Conversation) (*hclaude.Transcript, error) {
+	cl := cv.Claude
+	if cl == nil {
+		return nil, protocol.Refuse(protocol.CodeConfiguration, "conversation %s names engine_kind claude but has no [claude] table", cv.ID)
+	}
+	d := conversations.ClaudeDirs(filepath.Dir(c.cfg.Claims.Root()), cv.ID)
+	return hclaude.Read(hclaude.Ref{ConfigDir: d.Config, Project: cv.Project, Session: cl.Session})
+}
+
+// claudeHead is the sessionHead of a Claude conversation: the session
+// UUID as its id and the transcript's default leaf (the entry --resume
+// continues) once the transcript exists.
+func (c *Controller) claudeHead(cv *conversations.Conversation) (sessionHead, error) {
+	t, err := c.claudeTranscript(cv)
+	if err != nil {
+		return sessionHead{}, err
+	}
+	if t.New() {
+		return sessionHead{}, nil
+	}
+	return sessionHead{exists: true, id: cv.Claude.Session, leaf: t.DefaultLeaf()}, nil
+}
+
+// readHead reads the bound session's head, whatever the engine kind.
+func (c *Controller) readHead() (sessionHead, error) {
+	cv := c.cfg.Conversation
+	if cv.IsClaude() {
+		return c.claudeHead(cv)
+	}
+	return readSessionHead(cv.Session)
+}
+
+// claudeSpec is the sealed Claude Code command: --resume once the
+// transcript exists (or the session was adopted), else --session-id.
+func (c *Controller) claudeSpec(cv *conversations.Conversation) (engine.Spec, error) {
+	dirs, err := c.claudeDirs(cv)
+	if err != nil {
+		return engine.Spec{}, err
+	}
+	head, err := c.claudeHead(cv)
+	if err != nil {
+		return engine.Spec{}, err
+	}
+	return claude.Command(cv.ClaudeConfig(dirs, os.Environ()), head.exists || cv.Claude.Adopted)
+}
+
+// claudePins digests a Claude launch like pinsOf, with the session flag
+// written one way: the first launch creates the session (--session-id)
+// and every later one resumes it (--resume), which is the same session,
+// not another engine.
+func claudePins(cv *conversations.Conversation, spec engine.Spec) claims.Pins {
+	args := slices.Clone(spec.Args)
+	if i := slices.Index(args, "--resume"); i >= 0 {
+		args[i] = "--session-id"
+	}
+	argv, _ := json.Marshal(args)
+	sum := sha256.Sum256(argv)
+	return claims.Pins{EngineVersion: cv.Claude.Version, BinarySHA256: cv.Claude.SHA256, ArgvDigest: hex.EncodeToString(sum[:])}
+}
+
+// openClaude wraps a launched Claude Code's pipes.
+func (c *Controller) openClaude(cv *conversations.Conversation, execID string, stdout io.Reader, stdin io.WriteCloser) (*claudeConn, error) {
+	conn, err := claude.New(stdout, stdin, cv.Claude.Session, engine.Options{Execution: execID,
+		CommandTimeout: c.cfg.CommandTimeout, AbortTimeout: c.cfg.AbortTimeout,
+		MaxLine: c.cfg.EngineMaxLine, LineLimit: c.cfg.EngineLineLimit})
+	if err != nil {
+		return nil, err
+	}
+	timeout := c.cfg.CommandTimeout
+	if timeout <= 0 {
+		timeout = engine.DefaultCommandTimeout
+	}
+	return newClaudeConn(conn, timeout), nil
+}
+
+// claudeLoadCheck is K8 for Claude Code: the CLI answers initialize (its
+// pending permission requests become decisions), and the transcript the
+// binding names is still on the leaf the claim pinned, the one --resume
+// continues. The CLI writes nothing before the first prompt, so the file
+// is what it loaded. A new session must still have no transcript.
+func (c *Controller) claudeLoadCheck(ctx context.Context, cc *claudeConn, cv *conversations.Conversation, head sessionHead, expectLeaf string) (string, string, error) {
+	if _, err := cc.Initialize(ctx); err != nil {
+		return "", "", fmt.Errorf("initialize: %w", err)
+	}
+	now, err := c.claudeHead(cv)
+	if err != nil {
+		return "", "", fmt.Errorf("read the transcript: %w", err)
+	}
+	want := head.leaf
+	if expectLeaf != "" {
+		want = expectLeaf
+	}
+	switch {
+	case now.exists != head.exists:
+		return "", "", fmt.Errorf("the transcript of session %s appeared or vanished during the launch", cv.Claude.Session)
+	case now.leaf != want:
+		return "", "", fmt.Errorf("the transcript's default leaf is %s, the pinned leaf is %s", now.leaf, want)
+	}
+	return cv.Claude.Session, now.leaf, nil
+}

@@ -1,0 +1,121 @@
+package controller
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mosaic-agents/mosaic/engine"
+	"github.com/mosaic-agents/mosaic/engine/claude"
+	"github.com/mosaic-agents/mosaic/protocol"
+)
+
+// lockedBuffer is the engine's stdin as the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+func (l *lockedBuffer) Close() error { return nil }
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestClaudeConnDecisions: the controller's view of Claude's permission
+// requests. A request is an open dialog projected as a select of exactly
+// allow-once and deny; a choice outside them is ErrAnswerShape with
+// nothing written; a forgotten or withdrawn request is closed
+// (ErrDialogClosed) and never answered; allow-once writes one allow with
+// the model's own input.
+func TestClaudeConnDecisions(t *testing.T) {
+	r, w := io.Pipe()
+	t.Cleanup(func() { w.Close() })
+	stdin := &lockedBuffer{}
+	conn, err := claude.New(r, stdin, "0b7e6f1e-3c1a-4b2a-9d3e-5f6a7b8c9d0e", engine.Options{Execution: "e-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc := newClaudeConn(conn, 5*time.Second)
+	go func() {
+		for range cc.Events() {
+		}
+	}()
+	ask := func(req string) string {
+		t.Helper()
+		ch := cc.Changed()
+		line := `{"type":"control_request","request_id":"` + req + `","request":{"subtype":"can_use_tool","tool_name":"Bash","input":{"command":"touch x"},"tool_use_id":"toolu_` + req + `"}}` + "\n"
+		if _, err := io.WriteString(w, line); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-ch:
+		case <-time.After(time.Minute):
+			t.Fatal("the request was not registered")
+		}
+		return req + "/toolu_" + req
+	}
+
+	a := ask("r1")
+	if !cc.DialogOpen(a) || cc.OpenDialogs() != 1 {
+		t.Fatalf("request %s not open (%d open)", a, cc.OpenDialogs())
+	}
+	ds := cc.Decisions()
+	ui := decisionUI(ds[0], true)
+	if ui.Method != protocol.FormSelect || !slices.Equal(ui.Options, []string{engine.ChoiceAllowOnce, engine.ChoiceDeny}) || ui.ID != a || !strings.Contains(ui.Title, "Bash") {
+		t.Fatalf("projected as %+v", ui)
+	}
+	for _, choice := range []string{"true", "allow-always", ""} {
+		if err := cc.Answer(a, choice); !errors.Is(err, engine.ErrAnswerShape) {
+			t.Fatalf("Answer(%q) = %v, want ErrAnswerShape", choice, err)
+		}
+	}
+	if stdin.String() != "" {
+		t.Fatalf("a refused answer wrote %q", stdin.String())
+	}
+	cc.Forget(a)
+	if cc.DialogOpen(a) || cc.OpenDialogs() != 0 {
+		t.Fatal("a forgotten request stays open")
+	}
+	if err := cc.Answer(a, engine.ChoiceAllowOnce); !errors.Is(err, engine.ErrDialogClosed) || stdin.String() != "" {
+		t.Fatalf("answer to a forgotten request: %v, wrote %q", err, stdin.String())
+	}
+
+	b := ask("r2")
+	ch := cc.Changed()
+	if _, err := io.WriteString(w, `{"type":"control_cancel_request","request_id":"r2"}`+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	<-ch
+	if cc.DialogOpen(b) {
+		t.Fatal("a withdrawn request stays open")
+	}
+	if err := cc.Answer(b, engine.ChoiceAllowOnce); !errors.Is(err, engine.ErrDialogClosed) || stdin.String() != "" {
+		t.Fatalf("answer to a withdrawn request: %v, wrote %q", err, stdin.String())
+	}
+
+	c := ask("r3")
+	if err := cc.Answer(c, engine.ChoiceAllowOnce); err != nil {
+		t.Fatal(err)
+	}
+	if got := stdin.String(); strings.Count(got, "\n") != 1 || !strings.Contains(got, `"behavior":"allow"`) || !strings.Contains(got, `"touch x"`) || !strings.Contains(got, `"request_id":"r3"`) {
+		t.Fatalf("allow-once wrote %q", got)
+	}
+	if cc.DialogOpen(c) {
+		t.Fatal("an answered request stays open")
+	}
+	if _, err := cc.GetStateWithin(t.Context(), time.Second); !errors.Is(err, errNotPi) {
+		t.Fatalf("get_state on Claude: %v", err)
+	}
+}
