@@ -56,13 +56,7 @@ func (c *Controller) idleLocked(x *execution) string {
 // queue counts: its items are the user's to resume, and a hibernate would
 // leave them to a wake that never dispatches on its own.
 func (c *Controller) queuedLocked() string {
-	n := 0
-	for _, it := range c.q.items {
-		if waiting(it) {
-			n++
-		}
-	}
-	if n > 0 {
+	if n, _ := c.waitingLocked(); n > 0 {
 		return fmt.Sprintf("%d queued prompt(s) wait", n)
 	}
 	return ""
