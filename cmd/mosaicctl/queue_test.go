@@ -62,12 +62,18 @@ func TestQueueOnRealPi(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("queue --json: exit %d, stderr %q", r.code, r.stderr)
 	}
+	// The last queue record printed; the observed answer carries one too,
+	// nested, and may be printed after it.
 	var q protocol.Queue
 	for _, line := range strings.Split(r.stdout, "\n") {
-		if strings.Contains(line, `"record":"queue"`) {
-			if err := json.Unmarshal([]byte(line), &q); err != nil {
-				t.Fatal(err)
-			}
+		var head struct {
+			Record string `json:"record"`
+		}
+		if json.Unmarshal([]byte(line), &head) != nil || head.Record != protocol.RecordQueue {
+			continue
+		}
+		if err := json.Unmarshal([]byte(line), &q); err != nil {
+			t.Fatal(err)
 		}
 	}
 	if len(q.Items) != 4 {
