@@ -225,6 +225,10 @@ func (s *Server) convStream(w http.ResponseWriter, r *http.Request) {
 				s.tabs.drop(t)
 				return
 			}
+			if s.peerGone(e, r) {
+				s.tabs.drop(t)
+				return
+			}
 			fmt.Fprint(e.w, ": heartbeat\n\n")
 		}
 	}

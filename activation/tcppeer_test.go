@@ -1,0 +1,234 @@
+package activation
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
+)
+
+func TestParseHexAddr(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"0100007F:1D09", "127.0.0.1:7433"},
+		{"00000000000000000000000001000000:1D09", "[::1]:7433"},
+		{"0000000000000000FFFF00000100007F:0050", "127.0.0.1:80"}, // a v4 peer of a dual-stack listener
+		{"0000000000000000000000000000000:0050", ""},
+		{"0100007F", ""},
+		{"0100007F:GG", ""},
+	} {
+		t.Run(c.in, func(t *testing.T) {
+			got, err := parseHexAddr(c.in)
+			if c.want == "" {
+				if err == nil {
+					t.Fatalf("parseHexAddr(%q) = %s, want an error", c.in, got)
+				}
+				return
+			}
+			if err != nil || got.String() != c.want {
+				t.Fatalf("parseHexAddr(%q) = %s, %v; want %s", c.in, got, err, c.want)
+			}
+		})
+	}
+}
+
+func TestScanTCP(t *testing.T) {
+	table := `  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 0100007F:1D09 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 111 1 0000000000000000 100 0 0 10 0
+   1: 0100007F:A1B2 0100007F:1D09 01 00000000:00000000 00:00000000 00000000  1000        0 222 1 0000000000000000 20 4 30 10 -1
+   2: 0100007F:A1B3 0100007F:1D09 05 00000000:00000000 00:00000000 00000000  1000        0 0 1 0000000000000000 20 4 30 10 -1
+`
+	ap := netip.MustParseAddrPort
+	for _, c := range []struct {
+		name          string
+		local, remote string
+		found         bool
+		inode         uint64
+	}{
+		{"the peer's socket", "127.0.0.1:41394", "127.0.0.1:7433", true, 222},
+		{"the orphaned one", "127.0.0.1:41395", "127.0.0.1:7433", true, 0},
+		{"reversed is not the peer", "127.0.0.1:7433", "127.0.0.1:41394", false, 0},
+		{"another port", "127.0.0.1:41396", "127.0.0.1:7433", false, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, ok, err := scanTCP([]byte(table), [2]netip.AddrPort{ap(c.local), ap(c.remote)})
+			if err != nil || ok != c.found || s.inode != c.inode || (ok && s.uid != 1000) {
+				t.Fatalf("scanTCP = %+v, %v, %v; want found %v inode %d uid 1000", s, ok, err, c.found, c.inode)
+			}
+		})
+	}
+	if _, _, err := scanTCP([]byte("header\n 0: 0100007F:1D09\n"), [2]netip.AddrPort{}); err == nil {
+		t.Fatal("a short line was accepted")
+	}
+}
+
+// loopbackPair returns both ends of a loopback TCP connection made by this
+// process to a listener on network's loopback address.
+func loopbackPair(t *testing.T, network, addr string) (client, server net.Conn) {
+	t.Helper()
+	l, err := net.Listen(network, addr)
+	if err != nil {
+		t.Skipf("no %s loopback: %v", network, err)
+	}
+	defer l.Close()
+	client, err = net.Dial(network, l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	server, err = l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { server.Close() })
+	return client, server
+}
+
+// TestJudgeTCPOutside: a connection this process made (an operator's
+// process outside every engine) is vouched for over IPv4 and IPv6; one
+// whose maker closed it after sending is not (no process holds it).
+func TestJudgeTCPOutside(t *testing.T) {
+	j, err := NewJudge()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := j.Judge(mustSelf(t)); v.Engine {
+		t.Skipf("this test process is itself judged an engine peer here: %s", v.Reason)
+	}
+	for _, c := range []struct{ network, addr string }{{"tcp4", "127.0.0.1:0"}, {"tcp6", "[::1]:0"}} {
+		t.Run(c.network, func(t *testing.T) {
+			client, server := loopbackPair(t, c.network, c.addr)
+			if v := j.JudgeConn(server); v.Engine {
+				t.Fatalf("this process's own connection was refused: %s", v.Reason)
+			}
+			client.Write([]byte("GET / HTTP/1.1\r\n\r\n"))
+			client.Close()
+			v := j.JudgeConn(server)
+			if !v.Engine {
+				t.Fatal("a connection no process holds any more was vouched for")
+			}
+			t.Logf("after close: %s", v.Reason)
+		})
+	}
+}
+
+func mustSelf(t *testing.T) *Peer {
+	t.Helper()
+	p, err := ProcessPeer(os.Getpid())
+	if err != nil {
+		t.Skipf("no pidfd_open: %v", err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+// TestJudgeTCPEngineHolder (sandbox): a connection held by a process in a
+// real mosaic-engine-*.scope of the user manager is refused, and so is
+// one this process made and shares with such a process (it inherited the
+// socket): every holder must pass, not the first found.
+func TestJudgeTCPEngineHolder(t *testing.T) {
+	sandboxtest.Require(t)
+	j, err := NewJudge()
+	if err != nil {
+		t.Fatal(err)
+	}
+	scope := func(name string, extra *os.File, script string) {
+		t.Helper()
+		cmd := exec.Command("systemd-run", "--user", "--scope", "--quiet", "--unit="+name, "--", "bash", "-c", script)
+		if extra != nil {
+			cmd.ExtraFiles = []*os.File{extra}
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			cmd.Process.Kill()
+			cmd.Wait()
+			exec.Command("systemctl", "--user", "stop", name+".scope").Run()
+		})
+	}
+	waitScope := func(name string) {
+		t.Helper()
+		for i := 0; i < 200; i++ {
+			if out, _ := exec.Command("systemctl", "--user", "is-active", name+".scope").Output(); strings.TrimSpace(string(out)) == "active" {
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Fatalf("scope %s never became active", name)
+	}
+
+	t.Run("held inside an engine scope", func(t *testing.T) {
+		l, err := net.Listen("tcp4", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		name := fmt.Sprintf("mosaic-engine-tcpjudge-%d", os.Getpid())
+		port := l.Addr().(*net.TCPAddr).Port
+		scope(name, nil, fmt.Sprintf(`exec 3<>/dev/tcp/127.0.0.1/%d; printf 'x' >&3; sleep 60`, port))
+		server, err := l.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer server.Close()
+		buf := make([]byte, 1)
+		server.Read(buf) // the script connected and wrote: it is in the scope
+		v := j.JudgeConn(server)
+		if !v.Engine || !strings.Contains(v.Reason, name) {
+			t.Fatalf("a connection held inside %s: %+v, want an engine verdict naming the scope", name, v)
+		}
+		t.Logf("refused: %s", v.Reason)
+	})
+
+	t.Run("shared with a process inside an engine scope", func(t *testing.T) {
+		client, server := loopbackPair(t, "tcp4", "127.0.0.1:0")
+		f, err := client.(*net.TCPConn).File()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		name := fmt.Sprintf("mosaic-engine-tcpshare-%d", os.Getpid())
+		scope(name, f, `sleep 60`)
+		waitScope(name)
+		v := j.JudgeConn(server)
+		if !v.Engine || !strings.Contains(v.Reason, name) {
+			t.Fatalf("a connection this process shares with %s: %+v, want an engine verdict naming the scope", name, v)
+		}
+		t.Logf("refused: %s", v.Reason)
+	})
+}
+
+// BenchmarkJudgeTCP measures one TCP peer judgement: the table lookup,
+// the scan of every readable process's descriptors, and the judge.
+func BenchmarkJudgeTCP(b *testing.B) {
+	j, err := NewJudge()
+	if err != nil {
+		b.Fatal(err)
+	}
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	client, err := net.Dial("tcp4", l.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer client.Close()
+	server, err := l.Accept()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer server.Close()
+	for b.Loop() {
+		if v := j.JudgeConn(server); v.Engine {
+			b.Fatal(v.Reason)
+		}
+	}
+}
