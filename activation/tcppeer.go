@@ -1,10 +1,6 @@
 package activation
 
 import (
-	"bufio"
-	"bytes"
-	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -12,44 +8,39 @@ import (
 	"net/netip"
 	"os"
 	"strconv"
-	"strings"
 )
 
 // A loopback TCP connection carries no SO_PEERCRED, and its peer is
-// whatever processes hold the other socket. JudgeConn finds them:
+// whatever processes hold the other socket. JudgeConn judges them:
 //
-//  1. The peer's socket by its exact 4-tuple (its local address is our
-//     remote one and the other way round) in /proc/net/tcp and tcp6 of
-//     this network namespace, for the uid that made it and its inode.
-//     Not found means the peer is not a socket of this namespace (another
-//     machine, another netns) or is already gone; inode 0 means no process
-//     holds it any more (it closed after sending). Either way nobody can be
-//     vouched for.
-//  2. Every process holding that inode, by reading /proc/<pid>/fd of all
-//     processes: a socket may be shared (inherited, passed over a Unix
-//     socket), and every holder must pass. A process whose descriptors
-//     cannot be read (not dumpable, another uid) cannot be ruled out as a
-//     holder: if it lies inside an engine scope, the connection is refused.
-//     No holder found is a refusal.
-//  3. Each holder through pidfd_open, checked to still hold the inode after
-//     the pidfd was taken (a pid reused between the scan and pidfd_open
-//     names a process without the socket), then judged by Judge exactly as
-//     a Unix socket peer, bracketed by the pidfd's liveness.
+//  1. The peer's socket, by its exact 4-tuple (its local address is our
+//     remote one and the other way round), from the kernel
+//     (NETLINK_SOCK_DIAG, inet_diag): the uid that made it, its inode and
+//     the cgroup it was made in. Not found means the peer is not a socket
+//     of this network namespace (another machine, another netns) or is
+//     gone; inode 0 means no process holds it any more (it was closed
+//     after sending). Either way nobody can be vouched for.
+//  2. The cgroup the socket was made in must lie outside every engine
+//     scope. The kernel records it at socket(2) and nothing the process
+//     does later changes it, so a tool that made itself unreadable (not
+//     dumpable) is still seen: a confined engine cannot leave its cgroup
+//     subtree, so every socket it makes carries its scope. A cgroup that no
+//     longer exists cannot be vouched for.
+//  3. Every process holding the inode, found by reading /proc/<pid>/fd of
+//     every process the server can read: a socket may be shared (inherited,
+//     passed over a Unix socket), and every holder found must pass Judge,
+//     checked to still hold the inode after its pidfd was taken (a pid
+//     reused between the scan and pidfd_open names a process without the
+//     socket). At least one holder must be found. A process whose
+//     descriptors cannot be read (not dumpable, another uid) is not seen
+//     here: a socket made inside an engine is refused by step 2, and one
+//     made outside reaches an unreadable process only if something outside
+//     hands it over.
 //
-// NETLINK_SOCK_DIAG (inet_diag) would find the socket by its 4-tuple
-// without reading the whole table; /proc/net/tcp needs no netlink socket
-// and no diag module, and the table of a workstation's loopback is small.
-// The cost that matters is step 2 (one readlink per open descriptor of
-// every process the server can read); BenchmarkJudgeTCP measures it.
-
-// procNet is where the socket tables are read; tests point it elsewhere.
-const procNet = "/proc/net"
-
-// tcpSocket is one row of /proc/net/tcp{,6}.
-type tcpSocket struct {
-	uid   int
-	inode uint64
-}
+// /proc/net/tcp has the uid and inode but not the cgroup, and would be read
+// whole for one row. The cost that matters is step 3 (one readlink per open
+// descriptor of every process the server can read); BenchmarkJudgeTCP
+// measures it.
 
 // JudgeConn judges the peer of an accepted connection: a Unix socket's by
 // SO_PEERCRED and SO_PEERPIDFD, a loopback TCP connection's by the
@@ -78,7 +69,7 @@ func (j *Judge) judgeTCP(local, remote *net.TCPAddr) Verdict {
 	engine := func(format string, args ...any) Verdict {
 		return Verdict{Engine: true, Reason: fmt.Sprintf(format, args...)}
 	}
-	sock, err := findTCP(procNet, remote, local)
+	sock, err := diagTCP(addrPort(remote), addrPort(local))
 	if err != nil {
 		return engine("the peer cannot be vouched for: %v", err)
 	}
@@ -88,12 +79,19 @@ func (j *Judge) judgeTCP(local, remote *net.TCPAddr) Verdict {
 	if sock.inode == 0 {
 		return engine("the peer's socket %s is held by no process (it was closed after sending)", remote)
 	}
-	pids, reason, err := holders(sock.inode)
+	if sock.cgroup == 0 {
+		return engine("the peer cannot be vouched for: the kernel did not say which cgroup its socket was made in (Linux ≥ 5.7 with cgroup v2 reports it)")
+	}
+	cg, err := cgroupPath(sock.cgroup)
 	if err != nil {
 		return engine("the peer cannot be vouched for: %v", err)
 	}
-	if reason != "" {
-		return engine("%s", reason)
+	if unit := engineScope([]string{cg}); unit != "" {
+		return engine("the peer's socket was made inside the engine scope %s (an agent's tool)", unit)
+	}
+	pids, err := holders(sock.inode)
+	if err != nil {
+		return engine("the peer cannot be vouched for: %v", err)
 	}
 	if len(pids) == 0 {
 		return engine("no process the server can read holds the peer's socket %s (inode %d)", remote, sock.inode)
@@ -137,134 +135,30 @@ func (j *Judge) judgeHolder(pid int, inode uint64) (v Verdict, ok bool) {
 	return j.Judge(p), true
 }
 
-// findTCP finds the socket whose local address is local and whose remote
-// address is remote in dir's tcp and tcp6 tables. Addresses are compared
-// unmapped, so an IPv4 peer of a dual-stack listener (::ffff:127.0.0.1)
-// is found in the tcp table.
-func findTCP(dir string, local, remote *net.TCPAddr) (tcpSocket, error) {
-	want := [2]netip.AddrPort{addrPort(local), addrPort(remote)}
-	for _, name := range []string{"tcp", "tcp6"} {
-		path := dir + "/" + name
-		b, err := os.ReadFile(path)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue // no IPv6 in this kernel
-		}
-		if err != nil {
-			return tcpSocket{}, fmt.Errorf("%w: %w", ErrPeerUnreadable, err)
-		}
-		s, ok, err := scanTCP(b, want)
-		if err != nil {
-			return tcpSocket{}, fmt.Errorf("%w: %s: %w", ErrPeerUnreadable, path, err)
-		}
-		if ok {
-			return s, nil
-		}
-	}
-	return tcpSocket{}, fmt.Errorf("%w: no socket %s → %s in this network namespace (the peer is on another machine or in another network namespace, or is gone)", ErrPeerUnreadable, remote, local)
-}
-
-func addrPort(a *net.TCPAddr) netip.AddrPort {
-	ip, _ := netip.AddrFromSlice(a.IP)
-	return netip.AddrPortFrom(ip.Unmap(), uint16(a.Port))
-}
-
-// scanTCP looks for want (local, remote) in a /proc/net/tcp{,6} table:
-//
-//	sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode …
-func scanTCP(b []byte, want [2]netip.AddrPort) (tcpSocket, bool, error) {
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(make([]byte, 0, 4096), 1<<20)
-	first := true
-	for sc.Scan() {
-		if first {
-			first = false // the header
-			continue
-		}
-		f := strings.Fields(sc.Text())
-		if len(f) < 10 {
-			return tcpSocket{}, false, fmt.Errorf("short line %q", sc.Text())
-		}
-		l, err := parseHexAddr(f[1])
-		if err != nil {
-			return tcpSocket{}, false, err
-		}
-		r, err := parseHexAddr(f[2])
-		if err != nil {
-			return tcpSocket{}, false, err
-		}
-		if l != want[0] || r != want[1] {
-			continue
-		}
-		uid, err := strconv.Atoi(f[7])
-		if err != nil {
-			return tcpSocket{}, false, fmt.Errorf("uid %q: %w", f[7], err)
-		}
-		inode, err := strconv.ParseUint(f[9], 10, 64)
-		if err != nil {
-			return tcpSocket{}, false, fmt.Errorf("inode %q: %w", f[9], err)
-		}
-		return tcpSocket{uid: uid, inode: inode}, true, nil
-	}
-	return tcpSocket{}, false, sc.Err()
-}
-
-// parseHexAddr parses the kernel's ADDR:PORT, the address as 32-bit words
-// in host byte order (little-endian on every platform mosaic runs on) and
-// the port big-endian hex.
-func parseHexAddr(s string) (netip.AddrPort, error) {
-	a, p, ok := strings.Cut(s, ":")
-	if !ok {
-		return netip.AddrPort{}, fmt.Errorf("address %q: no port", s)
-	}
-	raw, err := hex.DecodeString(a)
-	if err != nil || (len(raw) != 4 && len(raw) != 16) {
-		return netip.AddrPort{}, fmt.Errorf("address %q: not 4 or 16 hex bytes", s)
-	}
-	for i := 0; i < len(raw); i += 4 {
-		binary.BigEndian.PutUint32(raw[i:], binary.LittleEndian.Uint32(raw[i:]))
-	}
-	port, err := strconv.ParseUint(p, 16, 16)
-	if err != nil {
-		return netip.AddrPort{}, fmt.Errorf("address %q: port: %w", s, err)
-	}
-	ip, _ := netip.AddrFromSlice(raw)
-	return netip.AddrPortFrom(ip.Unmap(), uint16(port)), nil
-}
-
-// holders returns the pids whose descriptors include socket:[inode]. A
-// process whose descriptors cannot be read is not ruled out: if its cgroup
-// lies in an engine scope, reason says so and the peer is refused. A
-// process that exits during the scan is passed over.
-func holders(inode uint64) (pids []int, reason string, err error) {
+// holders returns the pids, among the processes whose descriptors can be
+// read, that hold socket:[inode]. A process that exits during the scan is
+// passed over.
+func holders(inode uint64) ([]int, error) {
 	d, err := os.Open("/proc")
 	if err != nil {
-		return nil, "", fmt.Errorf("%w: %w", ErrPeerUnreadable, err)
+		return nil, fmt.Errorf("%w: %w", ErrPeerUnreadable, err)
 	}
 	defer d.Close()
 	names, err := d.Readdirnames(-1)
 	if err != nil {
-		return nil, "", fmt.Errorf("%w: list /proc: %w", ErrPeerUnreadable, err)
+		return nil, fmt.Errorf("%w: list /proc: %w", ErrPeerUnreadable, err)
 	}
+	var pids []int
 	for _, n := range names {
 		pid, err := strconv.Atoi(n)
 		if err != nil || pid <= 0 {
 			continue
 		}
-		held, err := holdsInode(pid, inode)
-		switch {
-		case errors.Is(err, fs.ErrPermission):
-			if cg, err := cgroupOf(pid); err == nil {
-				if unit := engineScope(cg); unit != "" {
-					return nil, fmt.Sprintf("pid %d inside the engine scope %s cannot be read, so it may hold the peer's socket (a tool that made itself non-dumpable)", pid, unit), nil
-				}
-			}
-		case err != nil:
-			// Gone, or a task that is not a process: not a holder.
-		case held:
+		if held, err := holdsInode(pid, inode); err == nil && held {
 			pids = append(pids, pid)
 		}
 	}
-	return pids, "", nil
+	return pids, nil
 }
 
 // holdsInode reports whether any descriptor of pid is socket:[inode].
@@ -286,4 +180,11 @@ func holdsInode(pid int, inode uint64) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// addrPort is a's address unmapped (a v4 peer of a dual-stack listener is
+// ::ffff:127.0.0.1 there and 127.0.0.1 in the kernel's v4 table).
+func addrPort(a *net.TCPAddr) netip.AddrPort {
+	ip, _ := netip.AddrFromSlice(a.IP)
+	return netip.AddrPortFrom(ip.Unmap(), uint16(a.Port))
 }

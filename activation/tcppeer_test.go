@@ -3,7 +3,6 @@ package activation
 import (
 	"fmt"
 	"net"
-	"net/netip"
 	"os"
 	"os/exec"
 	"strings"
@@ -12,60 +11,6 @@ import (
 
 	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
 )
-
-func TestParseHexAddr(t *testing.T) {
-	for _, c := range []struct{ in, want string }{
-		{"0100007F:1D09", "127.0.0.1:7433"},
-		{"00000000000000000000000001000000:1D09", "[::1]:7433"},
-		{"0000000000000000FFFF00000100007F:0050", "127.0.0.1:80"}, // a v4 peer of a dual-stack listener
-		{"0000000000000000000000000000000:0050", ""},
-		{"0100007F", ""},
-		{"0100007F:GG", ""},
-	} {
-		t.Run(c.in, func(t *testing.T) {
-			got, err := parseHexAddr(c.in)
-			if c.want == "" {
-				if err == nil {
-					t.Fatalf("parseHexAddr(%q) = %s, want an error", c.in, got)
-				}
-				return
-			}
-			if err != nil || got.String() != c.want {
-				t.Fatalf("parseHexAddr(%q) = %s, %v; want %s", c.in, got, err, c.want)
-			}
-		})
-	}
-}
-
-func TestScanTCP(t *testing.T) {
-	table := `  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
-   0: 0100007F:1D09 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 111 1 0000000000000000 100 0 0 10 0
-   1: 0100007F:A1B2 0100007F:1D09 01 00000000:00000000 00:00000000 00000000  1000        0 222 1 0000000000000000 20 4 30 10 -1
-   2: 0100007F:A1B3 0100007F:1D09 05 00000000:00000000 00:00000000 00000000  1000        0 0 1 0000000000000000 20 4 30 10 -1
-`
-	ap := netip.MustParseAddrPort
-	for _, c := range []struct {
-		name          string
-		local, remote string
-		found         bool
-		inode         uint64
-	}{
-		{"the peer's socket", "127.0.0.1:41394", "127.0.0.1:7433", true, 222},
-		{"the orphaned one", "127.0.0.1:41395", "127.0.0.1:7433", true, 0},
-		{"reversed is not the peer", "127.0.0.1:7433", "127.0.0.1:41394", false, 0},
-		{"another port", "127.0.0.1:41396", "127.0.0.1:7433", false, 0},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			s, ok, err := scanTCP([]byte(table), [2]netip.AddrPort{ap(c.local), ap(c.remote)})
-			if err != nil || ok != c.found || s.inode != c.inode || (ok && s.uid != 1000) {
-				t.Fatalf("scanTCP = %+v, %v, %v; want found %v inode %d uid 1000", s, ok, err, c.found, c.inode)
-			}
-		})
-	}
-	if _, _, err := scanTCP([]byte("header\n 0: 0100007F:1D09\n"), [2]netip.AddrPort{}); err == nil {
-		t.Fatal("a short line was accepted")
-	}
-}
 
 // loopbackPair returns both ends of a loopback TCP connection made by this
 // process to a listener on network's loopback address.
