@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
+	"strings"
 	"strconv"
 )
 
@@ -31,11 +33,17 @@ import (
 //     passed over a Unix socket), and every holder found must pass Judge,
 //     checked to still hold the inode after its pidfd was taken (a pid
 //     reused between the scan and pidfd_open names a process without the
-//     socket). At least one holder must be found. A process whose
-//     descriptors cannot be read (not dumpable, another uid) is not seen
-//     here: a socket made inside an engine is refused by step 2, and one
-//     made outside reaches an unreadable process only if something outside
-//     hands it over.
+//     socket). A process whose descriptors cannot be read (not dumpable,
+//     another uid) is not seen here: a socket made inside an engine is
+//     refused by step 2, and one made outside reaches an unreadable process
+//     only if something outside hands it over.
+//  4. No readable holder at all is a refusal when the socket was made in
+//     the user manager's subtree (user@UID.service, where engines and
+//     every cgroup the user can move a process into live): an unconfined
+//     tool that left its scope and made itself non-dumpable would look
+//     like that. A socket made outside it — sshd's session scope, when an
+//     SSH port forward connects (sshd is not dumpable) — was made by a
+//     process no tool can become without logging in on its own.
 //
 // /proc/net/tcp has the uid and inode but not the cgroup, and would be read
 // whole for one row. The cost that matters is step 3 (one readlink per open
@@ -94,7 +102,13 @@ func (j *Judge) judgeTCP(local, remote *net.TCPAddr) Verdict {
 		return engine("the peer cannot be vouched for: %v", err)
 	}
 	if len(pids) == 0 {
-		return engine("no process the server can read holds the peer's socket %s (inode %d)", remote, sock.inode)
+		if !inManager(cg, os.Getuid()) {
+			// Made in a login session's scope or a system service (sshd
+			// forwarding a port, which is not dumpable): no tool of an
+			// engine can make a socket there, confined or not.
+			return Verdict{}
+		}
+		return engine("no process the server can read holds the peer's socket %s (inode %d, made in %s)", remote, sock.inode, cg)
 	}
 	held := 0
 	for _, pid := range pids {
@@ -187,4 +201,11 @@ func holdsInode(pid int, inode uint64) (bool, error) {
 func addrPort(a *net.TCPAddr) netip.AddrPort {
 	ip, _ := netip.AddrFromSlice(a.IP)
 	return netip.AddrPortFrom(ip.Unmap(), uint16(a.Port))
+}
+
+// inManager reports whether the cgroup path lies in the user manager's
+// subtree (user@UID.service), where every engine scope, every unit the
+// user starts and every cgroup the user may move a process into lies.
+func inManager(cg string, uid int) bool {
+	return slices.Contains(strings.Split(cg, "/"), fmt.Sprintf("user@%d.service", uid))
 }

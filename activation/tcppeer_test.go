@@ -177,3 +177,21 @@ func BenchmarkJudgeTCP(b *testing.B) {
 		}
 	}
 }
+
+func TestInManager(t *testing.T) {
+	for _, c := range []struct {
+		cg   string
+		want bool
+	}{
+		{"/user.slice/user-1000.slice/user@1000.service/app.slice/app-firefox.scope", true},
+		{"/user.slice/user-1000.slice/user@1000.service/app.slice/mosaic-engine-pi-1-e-2.scope/engine", true},
+		{"/user.slice/user-1000.slice/session-4.scope", false},
+		{"/user.slice/user-1000.slice/user@1001.service/app.slice/x.scope", false},
+		{"/user.slice/user-1000.slice/xuser@1000.service/app.slice", false},
+		{"/", false},
+	} {
+		if got := inManager(c.cg, 1000); got != c.want {
+			t.Errorf("inManager(%q) = %v, want %v", c.cg, got, c.want)
+		}
+	}
+}

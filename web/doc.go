@@ -35,6 +35,16 @@
 // rebinding), every state change Origin and the session's CSRF token
 // (guard.go), and a revoked session's streams end within a heartbeat.
 //
+// Before any of that, every request's connection is judged (peer.go,
+// activation.Judge.JudgeConn): an engine can read the browser's cookie
+// from the profile on disk and send it with any Host and Origin, so a
+// request from inside an engine scope, or from a process that cannot be
+// vouched for, is refused web-peer — reads too, since the list page holds
+// the CSRF token and a stream the transcript. Streams are judged again at
+// each heartbeat. Judging only state changes was weighed: it would leave
+// every transcript and the token that authorizes the state changes to the
+// agent.
+//
 // Native decisions (approval records) are held per tab (approvals.go) and
 // sent to the page whole whenever they change, each string made inert as
 // the terminal's dialog shows it. The page answers by the index of a
