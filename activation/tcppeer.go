@@ -8,8 +8,8 @@ import (
 	"net/netip"
 	"os"
 	"slices"
-	"strings"
 	"strconv"
+	"strings"
 )
 
 // A loopback TCP connection carries no SO_PEERCRED, and its peer is
