@@ -44,6 +44,9 @@ type Options struct {
 	Conversations func() ([]*conversations.Conversation, error)
 	// Log receives one line per refusal and per connection change.
 	Log *log.Logger
+	// TabGrace is how long a tab's connection outlives its stream (0:
+	// TabGrace).
+	TabGrace time.Duration
 }
 
 // Server is the web surface: one more client of the conversation sockets.
@@ -102,6 +105,13 @@ func (s *Server) primary() string {
 		return s.hosts[0]
 	}
 	return "127.0.0.1"
+}
+
+func (s *Server) grace() time.Duration {
+	if s.opts.TabGrace > 0 {
+		return s.opts.TabGrace
+	}
+	return TabGrace
 }
 
 func (s *Server) logf(format string, args ...any) {
