@@ -27,15 +27,18 @@ func (l *logLines) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-func (l *logLines) has(s string) bool {
+func (l *logLines) has(s string) bool { return l.count(s) > 0 }
+
+func (l *logLines) count(s string) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	n := 0
 	for _, x := range l.lines {
 		if strings.Contains(x, s) {
-			return true
+			n++
 		}
 	}
-	return false
+	return n
 }
 
 // TestWebPeerGone: a request whose sender let go of its connection before
