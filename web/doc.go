@@ -68,7 +68,16 @@
 // textarea's value, which is never markup.
 //
 // A tab whose stream breaks keeps its connection for TabGrace, so a page
-// that reconnects keeps control and its place; the server exits after
+// that reconnects keeps control and its place. After it the connection is
+// closed and the tab parked for ParkFor: a page that comes back gets a
+// new connection that observes from the last seq its transcript holds,
+// and the controller's replay ring fills in what it missed (the
+// transcript drops repeats); when the ring no longer reaches that far the
+// transcript starts over from a fresh page and the page is told
+// (recordReconcile). Keeping the place in the page instead (its last seq,
+// sent back on reconnect) was weighed: the page holds rendered lines, not
+// events, so the server would still have to rebuild the transcript from a
+// fresh page, and the replay would have nothing to join. The server exits after
 // Options.Idle with no browser attached and socket activation starts it
 // again.
 package web
