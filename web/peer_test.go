@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log"
 	"net"
+	"net/http"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -91,4 +93,48 @@ func TestWebPeerGone(t *testing.T) {
 		t.Fatal("no CSRF token after a fresh login")
 	}
 	t.Logf("refused: %s", strings.Join(logs.lines, ""))
+}
+
+// TestWebUnixPeer: on the Unix socket (a reverse proxy's way in) the peer
+// is judged by SO_PEERCRED and its pidfd: this process, outside every
+// engine, is served; a client in a user namespace of its own (where a
+// confined engine runs its tools) is refused web-peer.
+func TestWebUnixPeer(t *testing.T) {
+	o := noConversations
+	o.Store = &web.Store{Dir: t.TempDir() + "/web"}
+	o.Hosts = []string{"proxy.example"}
+	srv, err := web.New(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := t.TempDir() + "/web.sock"
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { srv.Serve(ctx, l); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	c := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}}}
+	r, err := c.Get("http://proxy.example/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := refusal(t, r); got != protocol.CodeWebAuth {
+		t.Fatalf("a request on the Unix socket from this process: refused %q, want %q (judged, then asked for a session)", got, protocol.CodeWebAuth)
+	}
+	curl, err := exec.LookPath("curl")
+	if err != nil {
+		t.Skip("no curl for the client in another user namespace")
+	}
+	out, err := exec.Command("unshare", "--user", curl, "-s", "--unix-socket", sock, "http://proxy.example/").CombinedOutput()
+	if err != nil {
+		t.Skipf("unshare --user curl: %v: %s", err, out)
+	}
+	if !strings.Contains(string(out), `"code":"`+protocol.CodeWebPeer+`"`) {
+		t.Fatalf("a client in another user namespace on the Unix socket got %s, want %s", out, protocol.CodeWebPeer)
+	}
 }
