@@ -1,7 +1,9 @@
 package activation
 
 import (
+	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -10,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
+	"golang.org/x/sys/unix"
 )
 
 // loopbackPair returns both ends of a loopback TCP connection made by this
@@ -147,6 +150,67 @@ func TestJudgeTCPEngineHolder(t *testing.T) {
 		}
 		t.Logf("refused: %s", v.Reason)
 	})
+}
+
+// hiddenHolderEnv makes the test binary run hiddenHolder instead of the
+// tests.
+const hiddenHolderEnv = "MOSAIC_ACTIVATION_HIDDEN_HOLDER"
+
+// hiddenHolder makes itself non-dumpable (its descriptors can no longer
+// be read by a process of the same uid), says so, and holds fd 3 until
+// stdin closes.
+func hiddenHolder() {
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		fmt.Println("prctl:", err)
+		return
+	}
+	fmt.Println("hidden")
+	io.Copy(io.Discard, os.Stdin)
+}
+
+// TestJudgeTCPHiddenHolder (sandbox): a socket made under the user
+// manager and now held only by a process whose descriptors the server
+// cannot read (a tool of an unconfined engine that left its scope and made
+// itself non-dumpable would look like that) is refused: nobody the server
+// can vouch for holds it.
+func TestJudgeTCPHiddenHolder(t *testing.T) {
+	sandboxtest.Require(t)
+	j, err := NewJudge()
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, server := loopbackPair(t, "tcp4", "127.0.0.1:0")
+	f, err := client.(*net.TCPConn).File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), hiddenHolderEnv+"=1")
+	cmd.ExtraFiles = []*os.File{f}
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { in.Close(); cmd.Wait() })
+	line, _ := bufio.NewReader(out).ReadString('\n')
+	if line != "hidden\n" {
+		t.Fatalf("the holder did not hide: %q", line)
+	}
+	// Only the hidden child holds the socket now.
+	f.Close()
+	client.Close()
+	v := j.JudgeConn(server)
+	if !v.Engine || !strings.Contains(v.Reason, "no process the server can read holds") {
+		t.Fatalf("a socket held only by a process the server cannot read: %+v, want refused for that", v)
+	}
+	t.Logf("refused: %s", v.Reason)
 }
 
 // BenchmarkJudgeTCP measures one TCP peer judgement: the table lookup,
