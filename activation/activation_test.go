@@ -81,6 +81,10 @@ func TestMain(m *testing.M) {
 		echoChild()
 		return
 	}
+	if os.Getenv(hiddenHolderEnv) == "1" {
+		hiddenHolder()
+		return
+	}
 	os.Exit(m.Run())
 }
 

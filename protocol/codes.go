@@ -164,4 +164,8 @@ const (
 	// CodeWebTab: a command names a browser tab this session does not own
 	// (closed, timed out, or another session's).
 	CodeWebTab = "web-tab"
+	// CodeWebPeer: the connection comes from inside an engine scope (the
+	// agent's tools), or from a process the server cannot vouch for
+	// (activation.Judge.JudgeConn); every request is refused, reads too.
+	CodeWebPeer = "web-peer"
 )

@@ -35,6 +35,16 @@
 // rebinding), every state change Origin and the session's CSRF token
 // (guard.go), and a revoked session's streams end within a heartbeat.
 //
+// Before any of that, every request's connection is judged (peer.go,
+// activation.Judge.JudgeConn): an engine can read the browser's cookie
+// from the profile on disk and send it with any Host and Origin, so a
+// request from inside an engine scope, or from a process that cannot be
+// vouched for, is refused web-peer — reads too, since the list page holds
+// the CSRF token and a stream the transcript. Streams are judged again at
+// each heartbeat. Judging only state changes was weighed: it would leave
+// every transcript and the token that authorizes the state changes to the
+// agent.
+//
 // Native decisions (approval records) are held per tab (approvals.go) and
 // sent to the page whole whenever they change, each string made inert as
 // the terminal's dialog shows it. The page answers by the index of a
@@ -58,7 +68,16 @@
 // textarea's value, which is never markup.
 //
 // A tab whose stream breaks keeps its connection for TabGrace, so a page
-// that reconnects keeps control and its place; the server exits after
+// that reconnects keeps control and its place. After it the connection is
+// closed and the tab parked for ParkFor: a page that comes back gets a
+// new connection that observes from the last seq its transcript holds,
+// and the controller's replay ring fills in what it missed (the
+// transcript drops repeats); when the ring no longer reaches that far the
+// transcript starts over from a fresh page and the page is told
+// (recordReconcile). Keeping the place in the page instead (its last seq,
+// sent back on reconnect) was weighed: the page holds rendered lines, not
+// events, so the server would still have to rebuild the transcript from a
+// fresh page, and the replay would have nothing to join. The server exits after
 // Options.Idle with no browser attached and socket activation starts it
 // again.
 package web

@@ -271,6 +271,9 @@ func (s *Server) listStream(w http.ResponseWriter, r *http.Request) {
 				e.flush()
 				return
 			}
+			if s.peerGone(e, r) {
+				return
+			}
 		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mosaic-agents/mosaic/activation"
 	"github.com/mosaic-agents/mosaic/conversations"
 	"github.com/mosaic-agents/mosaic/units"
 )
@@ -43,11 +44,15 @@ type Options struct {
 	Conversations func() ([]*conversations.Conversation, error)
 	// Log receives one line per refusal and per connection change.
 	Log *log.Logger
+	// TabGrace is how long a tab's connection outlives its stream (0:
+	// TabGrace).
+	TabGrace time.Duration
 }
 
 // Server is the web surface: one more client of the conversation sockets.
 type Server struct {
 	store  *Store
+	judge  *activation.Judge
 	hosts  []string
 	opts   Options
 	pages  *template.Template
@@ -68,7 +73,11 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("web: parse pages: %w", err)
 	}
-	s := &Server{store: o.Store, hosts: append([]string(nil), o.Hosts...), opts: o, pages: pages, last: time.Now(), ctx: ctx}
+	judge, err := activation.NewJudge()
+	if err != nil {
+		return nil, fmt.Errorf("web: %w", err)
+	}
+	s := &Server{store: o.Store, judge: judge, hosts: append([]string(nil), o.Hosts...), opts: o, pages: pages, last: time.Now(), ctx: ctx}
 	s.tabs = newTabs(s)
 	s.list = newLister(s)
 	return s, nil
@@ -96,6 +105,13 @@ func (s *Server) primary() string {
 		return s.hosts[0]
 	}
 	return "127.0.0.1"
+}
+
+func (s *Server) grace() time.Duration {
+	if s.opts.TabGrace > 0 {
+		return s.opts.TabGrace
+	}
+	return TabGrace
 }
 
 func (s *Server) logf(format string, args ...any) {
@@ -131,6 +147,10 @@ func (s *Server) Handler() http.Handler {
 		s.enter()
 		defer s.leave()
 		headers(w)
+		if err := s.checkPeer(r); err != nil {
+			s.refuse(w, r, http.StatusForbidden, err)
+			return
+		}
 		mux.ServeHTTP(w, r)
 	})
 }
@@ -159,7 +179,8 @@ func (s *Server) idle() bool {
 // idle for Options.Idle. It then closes every conversation connection.
 func (s *Server) Serve(ctx context.Context, ls ...net.Listener) error {
 	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
-		BaseContext: func(net.Listener) context.Context { return ctx }}
+		BaseContext: func(net.Listener) context.Context { return ctx },
+		ConnContext: withConn}
 	errs := make(chan error, len(ls))
 	for _, l := range ls {
 		go func() { errs <- srv.Serve(l) }()

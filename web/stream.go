@@ -124,7 +124,12 @@ func (s *Server) convStream(w http.ResponseWriter, r *http.Request) {
 	t := s.tabs.get(id, ss.ID, conv)
 	if t == nil {
 		var err error
-		if t, err = s.tabs.open(r.Context(), ss.ID, conv); err != nil {
+		if p := s.tabs.unpark(id, ss.ID, conv); p != nil {
+			t, err = s.tabs.resume(r.Context(), p)
+		} else {
+			t, err = s.tabs.open(r.Context(), ss.ID, conv)
+		}
+		if err != nil {
 			s.refuse(w, r, http.StatusBadGateway, err)
 			return
 		}
@@ -204,9 +209,10 @@ func (s *Server) convStream(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if st.Dead != "" {
-			// The connection is gone: the page reconnects as a new tab
-			// (an observer again).
-			s.tabs.drop(t)
+			// The connection is gone (the controller restarted or
+			// exited): the page reconnects, and its tab resumes on a new
+			// connection from its place (an observer again).
+			s.tabs.park(t)
 			return
 		}
 		select {
@@ -222,6 +228,10 @@ func (s *Server) convStream(w http.ResponseWriter, r *http.Request) {
 			if _, err := s.store.Check(mustCookie(r)); err != nil {
 				e.send("gone", map[string]any{"message": "this browser session was revoked or expired: run `mosaicctl web` to log in again", "final": true})
 				e.flush()
+				s.tabs.drop(t)
+				return
+			}
+			if s.peerGone(e, r) {
 				s.tabs.drop(t)
 				return
 			}

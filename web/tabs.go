@@ -23,6 +23,22 @@ import (
 // someone takes it.
 const TabGrace = 30 * time.Second
 
+// ParkFor is how long a tab whose connection was closed (its grace ran
+// out, or the controller went away) keeps its place — the transcript the
+// page shows, its approvals and queue — for the page to come back to. A
+// page that reconnects within it gets a new connection that observes from
+// the last event the page holds, so the controller's replay ring fills in
+// exactly what was missed; when the ring no longer holds it, the page is
+// read again and says so. maxParked bounds the places kept.
+const (
+	ParkFor   = 10 * time.Minute
+	maxParked = 64
+)
+
+// recordReconcile is the page record that says the page was read again
+// because the replay ring no longer held what it missed.
+const recordReconcile = "web-reconcile"
+
 // maxOutbox bounds the records kept for a tab's stream.
 const maxOutbox = 512
 
@@ -52,16 +68,20 @@ type tab struct {
 	attached int
 	left     time.Time
 	dead     string // why the connection ended, once it has
+	// done is closed when read has folded the connection's last record.
+	done     chan struct{}
+	parkedAt time.Time
 }
 
 type tabs struct {
-	s  *Server
-	mu sync.Mutex
-	m  map[string]*tab
+	s      *Server
+	mu     sync.Mutex
+	m      map[string]*tab
+	parked map[string]*tab // closed tabs that keep their place (ParkFor)
 }
 
 func newTabs(s *Server) *tabs {
-	t := &tabs{s: s, m: map[string]*tab{}}
+	t := &tabs{s: s, m: map[string]*tab{}, parked: map[string]*tab{}}
 	go t.reap()
 	return t
 }
@@ -79,30 +99,106 @@ func (ts *tabs) open(ctx context.Context, session, conv string) (*tab, error) {
 	if n := ts.ofSession(session); n >= MaxTabs {
 		return nil, protocol.Refuse(protocol.CodeWebTab, "this browser session has %d conversation tabs open (at most %d); close some, or wait %s after closing for their connections to end", n, MaxTabs, TabGrace)
 	}
+	c, err := ts.dial(ctx, conv)
+	if err != nil {
+		return nil, err
+	}
+	t := &tab{id: newID(), session: session, conv: conv, tr: client.NewTranscript()}
+	ts.start(t, c)
+	ts.s.logf("tab %s: session %s opened conversation %s as connection %s", t.id, session, conv, c.Welcome().Connection)
+	go t.observe(func(ctx context.Context) error { _, err := c.Observe(ctx); return err })
+	return t, nil
+}
+
+// resume gives a parked tab a new connection under the same id. The new
+// connection observes from the last event the transcript holds: the
+// controller replays what followed from its ring, and the transcript drops
+// what it already has, so the page gets neither a duplicate nor a hole.
+// When the ring no longer reaches that far (or the execution changed),
+// the transcript starts over from a fresh page and read marks it
+// (recordReconcile).
+func (ts *tabs) resume(ctx context.Context, p *tab) (*tab, error) {
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	c, err := ts.dial(ctx, p.conv)
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	t := &tab{id: p.id, session: p.session, conv: p.conv, tr: p.tr, follow: p.follow, older: p.older, cursor: p.cursor,
+		lastStop: p.lastStop, approvals: p.approvals, queue: p.queue}
+	p.mu.Unlock()
+	ts.start(t, c)
+	w := t.tr.Pending()
+	if next := t.tr.Next(); next > 0 && (!w.Observe || w.Resume) {
+		ts.s.logf("tab %s: resumed on connection %s from seq %d", t.id, c.Welcome().Connection, next-1)
+		go t.observe(func(ctx context.Context) error { _, err := c.ObserveFrom(ctx, next-1); return err })
+	} else {
+		ts.s.logf("tab %s: reopened on connection %s with a fresh page", t.id, c.Welcome().Connection)
+		go t.observe(func(ctx context.Context) error { _, err := c.Observe(ctx); return err })
+	}
+	return t, nil
+}
+
+func (ts *tabs) dial(ctx context.Context, conv string) (*client.Client, error) {
 	path, err := ts.s.socket(ctx, conv)
 	if err != nil {
 		return nil, err
 	}
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	c, err := client.Dial(dctx, path, client.Options{Name: "mosaic-web"})
-	if err != nil {
-		return nil, err
-	}
-	tctx, tcancel := context.WithCancel(ts.s.ctx)
-	t := &tab{id: newID(), session: session, conv: conv, c: c, tr: client.NewTranscript(),
-		ctx: tctx, cancel: tcancel, changed: make(chan struct{}, 1)}
+	return client.Dial(dctx, path, client.Options{Name: "mosaic-web"})
+}
+
+// start registers t on connection c and starts reading it.
+func (ts *tabs) start(t *tab, c *client.Client) {
+	t.c = c
+	t.ctx, t.cancel = context.WithCancel(ts.s.ctx)
+	t.changed, t.done = make(chan struct{}, 1), make(chan struct{})
 	ts.mu.Lock()
 	ts.m[t.id] = t
 	ts.mu.Unlock()
-	ts.s.logf("tab %s: session %s opened conversation %s as connection %s", t.id, session, conv, c.Welcome().Connection)
 	go t.read()
-	go func() {
-		if _, err := c.Observe(tctx); err != nil {
-			t.push(map[string]any{"record": "web-error", "message": terminal.SanitizeLine(err.Error())})
+}
+
+func (t *tab) observe(do func(context.Context) error) {
+	if err := do(t.ctx); err != nil {
+		t.push(map[string]any{"record": "web-error", "message": terminal.SanitizeLine(err.Error())})
+	}
+}
+
+// unpark takes the parked tab id of session on conversation conv.
+func (ts *tabs) unpark(id, session, conv string) *tab {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	p := ts.parked[id]
+	if p == nil || p.session != session || p.conv != conv {
+		return nil
+	}
+	delete(ts.parked, id)
+	return p
+}
+
+// park closes t's connection and keeps its place for ParkFor (the
+// oldest parked place goes first past maxParked).
+func (ts *tabs) park(t *tab) {
+	ts.drop(t)
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	t.parkedAt = time.Now()
+	ts.parked[t.id] = t
+	for len(ts.parked) > maxParked {
+		var oldest *tab
+		for _, p := range ts.parked {
+			if oldest == nil || p.parkedAt.Before(oldest.parkedAt) {
+				oldest = p
+			}
 		}
-	}()
-	return t, nil
+		delete(ts.parked, oldest.id)
+	}
 }
 
 // get returns the tab id of session on conversation conv.
@@ -149,6 +245,11 @@ func (ts *tabs) drop(t *tab) {
 
 func (ts *tabs) closeSession(session string) {
 	ts.mu.Lock()
+	for id, p := range ts.parked {
+		if p.session == session {
+			delete(ts.parked, id)
+		}
+	}
 	var list []*tab
 	for _, t := range ts.m {
 		if t.session == session {
@@ -184,18 +285,23 @@ func (ts *tabs) reap() {
 		case <-tick.C:
 		}
 		ts.mu.Lock()
+		for id, p := range ts.parked {
+			if time.Since(p.parkedAt) > ParkFor {
+				delete(ts.parked, id)
+			}
+		}
 		var list []*tab
 		for _, t := range ts.m {
 			t.mu.Lock()
-			if t.attached == 0 && time.Since(t.left) > TabGrace {
+			if t.attached == 0 && time.Since(t.left) > ts.s.grace() {
 				list = append(list, t)
 			}
 			t.mu.Unlock()
 		}
 		ts.mu.Unlock()
 		for _, t := range list {
-			ts.s.logf("tab %s: no stream for %s: closing its connection", t.id, TabGrace)
-			ts.drop(t)
+			ts.s.logf("tab %s: no stream for %s: closing its connection and keeping its place", t.id, ts.s.grace())
+			ts.park(t)
 		}
 	}
 }
@@ -204,11 +310,17 @@ func (ts *tabs) reap() {
 // outbox, asking for the observe the transcript wants (a resume from the
 // replay ring after a lost place, a fresh page after a gap).
 func (t *tab) read() {
+	defer close(t.done)
 	for u := range t.c.Updates() {
-		if w := t.tr.Update(u); w.Observe {
+		w := t.tr.Update(u)
+		if w.Observe {
 			go t.c.Reobserve(t.ctx, w)
 		}
 		t.mu.Lock()
+		if w.Reason == client.ReasonReplayMissed {
+			t.pushLocked(mustJSON(map[string]any{"record": recordReconcile, "reason": w.Reason,
+				"message": "this page was away longer than the controller's replay window reaches (or the engine changed meanwhile): the conversation was read again from its history"}))
+		}
 		if u.Observed != nil {
 			t.observedApprovalsLocked(u.Observed.Approvals)
 			t.holdQueueLocked(u.Observed.Queue)

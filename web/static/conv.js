@@ -68,7 +68,13 @@
 
   // ---- state ----
   function setState(s) {
-    if (s.tab !== tab) { reset(); tab = s.tab; }
+    if (s.tab !== tab) {
+      // The server no longer knew this page's tab (it restarted, or the
+      // place was kept longer than it keeps places): the page is read again.
+      if (tab) reconciled("this page was read again: the server no longer held its place (restarted, or away for more than 10 minutes)");
+      reset();
+      tab = s.tab;
+    }
     const was = view;
     view = s;
     const ctl = s.mode === "controller";
@@ -355,6 +361,10 @@
       showDialogStop(r);
       return;
     }
+    if (r.record === "web-reconcile") {
+      reconciled(r.message);
+      return;
+    }
     if (r.record === "notice") {
       records.appendChild(mosaic.el("div", "rec notice-rec", "notice " + r.kind + ": " + r.message));
       return;
@@ -364,6 +374,12 @@
     d.appendChild(mosaic.el("summary", "", (r.record === "unknown" ? r.kind : r.record) + " record"));
     d.appendChild(mosaic.el("pre", "", r.text || r.message || JSON.stringify(r)));
     records.appendChild(d);
+  }
+
+  // reconciled marks, under the transcript, that what the page shows was
+  // read again rather than continued.
+  function reconciled(message) {
+    records.appendChild(mosaic.el("div", "rec reconcile", "— re-read: " + message));
   }
 
   function stopText(r) {
@@ -413,7 +429,7 @@
       if (!g.final) setTimeout(connect, 1000);
     });
     es.onerror = () => {
-      say("stream interrupted: reconnecting (this tab keeps its connection for 30 s)", "warn");
+      say("stream interrupted: reconnecting (this tab keeps its connection for 30 s and its place for 10 minutes)", "warn");
       if (es.readyState === EventSource.CLOSED) {
         setTimeout(connect, 1000);
       }

@@ -1,0 +1,151 @@
+package activation
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io/fs"
+	"net/netip"
+	"path/filepath"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// tcpSocket is what inet_diag says of one TCP socket.
+type tcpSocket struct {
+	uid   int
+	inode uint64
+	// cgroup is the id of the cgroup v2 the socket was made in (the
+	// creating process's at socket(2)); it does not follow the socket when
+	// the descriptor is passed on. 0 when the kernel did not report one.
+	cgroup uint64
+}
+
+// Sizes and numbers of <linux/inet_diag.h> and <linux/netlink.h>.
+const (
+	nlmsgHdrLen       = 16
+	inetDiagReqLen    = 56 // inet_diag_req_v2 with its inet_diag_sockid
+	inetDiagMsgLen    = 72 // inet_diag_msg
+	inetDiagCgroupID  = 21 // INET_DIAG_CGROUP_ID, Linux ≥ 5.7
+	tcpStatesAll      = 0xffffffff
+	inetDiagNoCookie  = 0xffffffff
+	diagRecvBufLen    = 8192
+	nlmsgErrorPayload = 4
+)
+
+// diagTCP asks the kernel (NETLINK_SOCK_DIAG, an exact lookup, not a
+// dump) for the TCP socket whose local address is local and whose remote
+// address is remote, in this network namespace. A v4-mapped address is
+// looked up as IPv4, where the kernel hashes such sockets.
+func diagTCP(local, remote netip.AddrPort) (tcpSocket, error) {
+	family := byte(unix.AF_INET6)
+	if local.Addr().Is4() {
+		family = unix.AF_INET
+	}
+	req := make([]byte, nlmsgHdrLen+inetDiagReqLen)
+	ne := binary.NativeEndian
+	ne.PutUint32(req[0:], uint32(len(req)))
+	ne.PutUint16(req[4:], unix.SOCK_DIAG_BY_FAMILY)
+	ne.PutUint16(req[6:], unix.NLM_F_REQUEST)
+	ne.PutUint32(req[8:], 1)
+	r := req[nlmsgHdrLen:]
+	r[0], r[1] = family, unix.IPPROTO_TCP
+	ne.PutUint32(r[4:], tcpStatesAll)
+	id := r[8:]
+	binary.BigEndian.PutUint16(id[0:], local.Port())
+	binary.BigEndian.PutUint16(id[2:], remote.Port())
+	la, ra := local.Addr().AsSlice(), remote.Addr().AsSlice()
+	copy(id[4:20], la)
+	copy(id[20:36], ra)
+	ne.PutUint32(id[40:], inetDiagNoCookie)
+	ne.PutUint32(id[44:], inetDiagNoCookie)
+
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.NETLINK_SOCK_DIAG)
+	if err != nil {
+		return tcpSocket{}, fmt.Errorf("%w: netlink sock_diag: %w", ErrPeerUnreadable, err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Sendto(fd, req, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		return tcpSocket{}, fmt.Errorf("%w: netlink sock_diag: send: %w", ErrPeerUnreadable, err)
+	}
+	buf := make([]byte, diagRecvBufLen)
+	n, _, err := unix.Recvfrom(fd, buf, 0)
+	if err != nil {
+		return tcpSocket{}, fmt.Errorf("%w: netlink sock_diag: receive: %w", ErrPeerUnreadable, err)
+	}
+	return parseDiag(buf[:n], local, remote)
+}
+
+// parseDiag reads the one answer to an exact lookup: an inet_diag_msg and
+// its attributes, or an error message (ENOENT: no such socket here).
+func parseDiag(b []byte, local, remote netip.AddrPort) (tcpSocket, error) {
+	ne := binary.NativeEndian
+	if len(b) < nlmsgHdrLen {
+		return tcpSocket{}, fmt.Errorf("%w: netlink sock_diag: short answer (%d bytes)", ErrPeerUnreadable, len(b))
+	}
+	l := int(ne.Uint32(b[0:]))
+	if l < nlmsgHdrLen || l > len(b) {
+		return tcpSocket{}, fmt.Errorf("%w: netlink sock_diag: bad length %d", ErrPeerUnreadable, l)
+	}
+	typ, msg := ne.Uint16(b[4:]), b[nlmsgHdrLen:l]
+	if typ == unix.NLMSG_ERROR {
+		if len(msg) < nlmsgErrorPayload {
+			return tcpSocket{}, fmt.Errorf("%w: netlink sock_diag: short error", ErrPeerUnreadable)
+		}
+		errno := syscall.Errno(-int32(ne.Uint32(msg)))
+		if errno == unix.ENOENT {
+			return tcpSocket{}, fmt.Errorf("%w: no socket %s → %s in this network namespace (the peer is on another machine or in another network namespace, or is gone)", ErrPeerUnreadable, local, remote)
+		}
+		return tcpSocket{}, fmt.Errorf("%w: netlink sock_diag: %w", ErrPeerUnreadable, errno)
+	}
+	if typ != unix.SOCK_DIAG_BY_FAMILY || len(msg) < inetDiagMsgLen {
+		return tcpSocket{}, fmt.Errorf("%w: netlink sock_diag: unexpected answer type %d, %d bytes", ErrPeerUnreadable, typ, len(msg))
+	}
+	s := tcpSocket{uid: int(ne.Uint32(msg[64:])), inode: uint64(ne.Uint32(msg[68:]))}
+	for a := msg[inetDiagMsgLen:]; len(a) >= 4; {
+		alen, atyp := int(ne.Uint16(a[0:])), ne.Uint16(a[2:])
+		if alen < 4 || alen > len(a) {
+			break
+		}
+		if atyp == inetDiagCgroupID && alen >= 12 {
+			s.cgroup = ne.Uint64(a[4:])
+		}
+		a = a[min((alen+3)&^3, len(a)):]
+	}
+	return s, nil
+}
+
+// cgroupRoot is where the cgroup v2 hierarchy is mounted.
+const cgroupRoot = "/sys/fs/cgroup"
+
+// cgroupPath finds the cgroup whose id (its directory's inode on cgroup2)
+// is id, as a path below the hierarchy's root. A cgroup removed since the
+// socket was made is not found.
+func cgroupPath(id uint64) (string, error) {
+	var found string
+	err := filepath.WalkDir(cgroupRoot, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if p == cgroupRoot {
+				return err
+			}
+			return nil // removed meanwhile, or closed to us
+		}
+		if !d.IsDir() {
+			return nil
+		}
+		var st unix.Stat_t
+		if unix.Lstat(p, &st) == nil && st.Ino == id {
+			found = p
+			return fs.SkipAll
+		}
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("%w: walk %s: %w", ErrPeerUnreadable, cgroupRoot, err)
+	}
+	if found == "" {
+		return "", fmt.Errorf("%w: the cgroup the peer's socket was made in (id %d) no longer exists", ErrPeerUnreadable, id)
+	}
+	rel, _ := filepath.Rel(cgroupRoot, found)
+	return "/" + filepath.ToSlash(rel), nil
+}
