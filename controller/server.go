@@ -368,7 +368,7 @@ func (s *Server) hello(k *conn, lines *lineReader) bool {
 		return false
 	}
 	w := protocol.Welcome{Record: protocol.RecordWelcome, Conversation: s.Conversation, Connection: k.id,
-		Mode: "observer", Server: s.Version, Protocol: protocol.Version}
+		Mode: "observer", Server: s.Version, Protocol: protocol.Version, Starting: s.Started.starting()}
 	if err := k.send(w); err != nil {
 		return false
 	}

@@ -56,6 +56,20 @@ func (g *StartGate) Open(err error) {
 	})
 }
 
+// starting says whether Start has not returned yet (false for a nil
+// gate: the controller was started before Serve).
+func (g *StartGate) starting() bool {
+	if g == nil {
+		return false
+	}
+	select {
+	case <-g.done:
+		return false
+	default:
+		return true
+	}
+}
+
 // failed returns Start's error once the gate is open, nil before.
 func (g *StartGate) failed() error {
 	select {

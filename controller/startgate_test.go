@@ -86,7 +86,9 @@ func TestStartFailureRefusesHeld(t *testing.T) {
 	go func() { done <- s.Serve(ctx, l) }()
 	h := &harness{path: path}
 	k := h.dial(t)
-	k.hello()
+	if w := k.hello(); w["starting"] != true {
+		t.Fatalf("the welcome before the start finished does not say starting: %v", w)
+	}
 	k.send(`{"type":"probe"}` + "\n")
 	gate.Open(protocol.Refuse(protocol.CodeAlreadyActive, "another controller holds conversation pi-test"))
 	r := k.read()
