@@ -98,6 +98,15 @@ func (h *Handle) findRemoved(ctx context.Context, fs *cgroupFS) (*proofs.Removal
 // invocation and, when its id was recorded, that the cgroup at the path is
 // the one created at launch: only then may anything there be signalled.
 func (h *Handle) stillOurs(ctx context.Context, fs *cgroupFS) error {
+	if err := h.unitOurs(ctx); err != nil {
+		return err
+	}
+	return h.cgroupOurs(fs)
+}
+
+// unitOurs is stillOurs' question to the user manager: the unit is still
+// the recorded invocation.
+func (h *Handle) unitOurs(ctx context.Context) error {
 	c := h.Cohort
 	st, err := h.m.bus.unitState(ctx, c.Unit)
 	if err != nil {
@@ -106,6 +115,13 @@ func (h *Handle) stillOurs(ctx context.Context, fs *cgroupFS) error {
 	if c.InvocationID != "" && st.InvocationID != c.InvocationID {
 		return fmt.Errorf("unit %s is invocation %q, not %s: %w", c.Unit, st.InvocationID, c.InvocationID, ErrCgroupAbsent)
 	}
+	return nil
+}
+
+// cgroupOurs is stillOurs' look at the cgroup: the one at the path has the
+// id recorded at launch (nothing to compare when none was recorded).
+func (h *Handle) cgroupOurs(fs *cgroupFS) error {
+	c := h.Cohort
 	if c.CgroupID == 0 {
 		return nil
 	}
