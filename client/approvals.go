@@ -28,7 +28,7 @@ func (c *Client) Approvals(ctx context.Context) ([]protocol.Approval, error) {
 // was sent (approval-choice, approval-conflict, approval-superseded,
 // approval-closed, approval-unknown, not-controller, ...).
 func (c *Client) Approve(ctx context.Context, id, choice, decision string) (*protocol.Approval, error) {
-	cmd, err := c.command(protocol.CmdApproval, false)
+	cmd, err := c.command(ctx, protocol.CmdApproval, false)
 	if err != nil {
 		return nil, err
 	}

@@ -43,3 +43,38 @@ func TestWaitBound(t *testing.T) {
 		t.Fatalf("WaitBound on a closed connection: %v, want ErrClosed", err)
 	}
 }
+
+// TestCommandWaitsForStart: after a welcome that says the controller is
+// starting, a command waits for the binding that follows the start
+// instead of refusing ErrNotBound, and then names its generation; ctx
+// still bounds the wait.
+func TestCommandWaitsForStart(t *testing.T) {
+	start := make(chan struct{})
+	f := newFake(t, func(f *fakeServer) { f.starting = start })
+	c := dial(t, f, Options{})
+	if !c.Welcome().Starting {
+		t.Fatal("the welcome did not say starting")
+	}
+	short, cancel := context.WithTimeout(testContext(t), 50*time.Millisecond)
+	defer cancel()
+	if _, err := c.Takeover(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("takeover before the start finished, under a short ctx: %v, want its deadline", err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Takeover(testContext(t))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("takeover returned %v before the binding came", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(start)
+	if err := <-done; err != nil {
+		t.Fatalf("takeover after the start: %v", err)
+	}
+	if s := c.State(); s.Mode != ModeController || s.Generation != 2 {
+		t.Fatalf("state after the takeover: %+v", s)
+	}
+}

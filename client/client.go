@@ -61,6 +61,8 @@ type Client struct {
 
 	wmu sync.Mutex // serialises writes: one line is one Write
 
+	lines lineDecoder // the read loop's alone
+
 	mu      sync.Mutex
 	pending map[string]*pending
 	// follows are prompts waiting for later revisions of their receipt.

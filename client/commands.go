@@ -81,7 +81,7 @@ func (c *Client) Reobserve(ctx context.Context, w Want) (*protocol.Observed, err
 // stale-generation rather than overriding them. The control record comes
 // back with the new generation; the previous controller becomes an observer.
 func (c *Client) Takeover(ctx context.Context) (*protocol.ControlRecord, error) {
-	cmd, err := c.command(protocol.CmdTakeover, false)
+	cmd, err := c.command(ctx, protocol.CmdTakeover, false)
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +98,7 @@ func (c *Client) AcquireRecoveryControl(ctx context.Context, confirmation string
 	if err != nil {
 		return nil, err
 	}
-	cmd, err := c.command(protocol.CmdAcquireRecoveryControl, false)
+	cmd, err := c.command(ctx, protocol.CmdAcquireRecoveryControl, false)
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +119,7 @@ func (c *Client) control(ctx context.Context, cmd protocol.Command) (*protocol.C
 // settled, says reconciled or uncertain and names the stop. A hang is what
 // ForceStop is for.
 func (c *Client) Interrupt(ctx context.Context) (*protocol.Receipt, error) {
-	cmd, err := c.command(protocol.CmdInterrupt, false)
+	cmd, err := c.command(ctx, protocol.CmdInterrupt, false)
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +137,7 @@ func (c *Client) ForceStop(ctx context.Context, confirmation string) (*protocol.
 	if err != nil {
 		return nil, err
 	}
-	cmd, err := c.command(protocol.CmdForceStop, false)
+	cmd, err := c.command(ctx, protocol.CmdForceStop, false)
 	if err != nil {
 		return nil, err
 	}
@@ -153,7 +153,7 @@ func (c *Client) Recover(ctx context.Context, confirmation string) (*protocol.El
 	if err != nil {
 		return nil, err
 	}
-	cmd, err := c.command(protocol.CmdRecover, false)
+	cmd, err := c.command(ctx, protocol.CmdRecover, false)
 	if err != nil {
 		return nil, err
 	}
@@ -171,7 +171,7 @@ func (c *Client) Recover(ctx context.Context, confirmation string) (*protocol.El
 // The receipt says launched, or uncertain (with a reason) when the new
 // engine did not become active.
 func (c *Client) Launch(ctx context.Context, eligibility string) (*protocol.Receipt, error) {
-	cmd, err := c.command(protocol.CmdLaunch, false)
+	cmd, err := c.command(ctx, protocol.CmdLaunch, false)
 	if err != nil {
 		return nil, err
 	}
@@ -193,7 +193,7 @@ func (c *Client) receipt(ctx context.Context, cmd protocol.Command) (*protocol.R
 // answering. It is bound to this connection, the target execution and the
 // stop context; reconnecting or a change of stop needs a new one.
 func (c *Client) IssueConfirmation(ctx context.Context, operation string) (*protocol.Confirmation, error) {
-	cmd, err := c.command(protocol.CmdIssueConfirmation, false)
+	cmd, err := c.command(ctx, protocol.CmdIssueConfirmation, false)
 	if err != nil {
 		return nil, err
 	}
@@ -243,9 +243,18 @@ func (c *Client) confirmed(ctx context.Context, operation, id string) (string, e
 }
 
 // command starts a command addressed with the connection's state: a fresh
-// request id, the generation, and the execution when withExecution.
-func (c *Client) command(typ string, withExecution bool) (protocol.Command, error) {
+// request id, the generation, and the execution when withExecution. Before
+// the first binding it waits for it (under ctx) when the welcome said the
+// controller is starting, since that binding is on its way; otherwise it
+// refuses ErrNotBound at once.
+func (c *Client) command(ctx context.Context, typ string, withExecution bool) (protocol.Command, error) {
 	s := c.State()
+	if !s.Bound && c.welcome.Starting {
+		if _, err := c.WaitBound(ctx); err != nil {
+			return protocol.Command{}, fmt.Errorf("%s: %w", typ, err)
+		}
+		s = c.State()
+	}
 	if !s.Bound {
 		return protocol.Command{}, fmt.Errorf("%s: %w", typ, ErrNotBound)
 	}

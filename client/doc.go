@@ -25,9 +25,10 @@
 // executions and conflicting repeats); it says when it needs an observe, and
 // Client.Reobserve performs it.
 //
-// The controller sends the binding right after its welcome: a one-shot
-// client calls WaitBound after Dial and can address commands without
-// observing. An Observed reply carries the newest history page and, when
+// The controller sends the binding right after its welcome (a controller
+// that the connect itself started sends it once its engine is up): a
+// one-shot client calls WaitBound after Dial and can address commands
+// without observing. An Observed reply carries the newest history page and, when
 // there are older parts, a Cursor; OlderPage pages back with it (the
 // records arrive on Updates as well, and a Transcript ignores them).
 //

@@ -51,6 +51,7 @@ type fakeServer struct {
 
 	// Test hooks, set before clients connect.
 	refuseHello string                                     // refuse every hello with this code
+	starting    chan struct{}                              // welcome "starting"; read nothing and send the binding once closed
 	drop        func(cmd protocol.Command) bool            // close the connection instead of replying
 	gate        func(cmd protocol.Command) <-chan struct{} // reply once the channel closes
 }
@@ -153,9 +154,17 @@ func (f *fakeServer) serve(k *fakeConn) {
 	}
 	f.mu.Lock()
 	k.send(protocol.Welcome{Record: "welcome", Conversation: "c-test", Connection: k.id,
-		Mode: ModeObserver, Server: "fake/1", Protocol: protocol.Version})
+		Mode: ModeObserver, Server: "fake/1", Protocol: protocol.Version, Starting: f.starting != nil})
 	k.hello = true
 	f.mu.Unlock()
+	if f.starting != nil {
+		// As a controller that answered the hello before its start-up:
+		// the connection is held, then its binding comes first.
+		<-f.starting
+		f.mu.Lock()
+		k.send(f.binding())
+		f.mu.Unlock()
+	}
 	for {
 		line, err := lines.Next()
 		if err != nil {

@@ -17,7 +17,7 @@ import (
 // not-controller, ...) means nothing was queued: the text is still the
 // caller's.
 func (c *Client) Enqueue(ctx context.Context, text string) (*protocol.Receipt, error) {
-	cmd, err := c.command(protocol.CmdPrompt, true)
+	cmd, err := c.command(ctx, protocol.CmdPrompt, true)
 	if err != nil {
 		return nil, err
 	}
@@ -32,7 +32,7 @@ func (c *Client) Enqueue(ctx context.Context, text string) (*protocol.Receipt, e
 // first it returns the newest receipt seen with ctx's error: the item is
 // still queued or dispatched, and must never be sent again as new.
 func (c *Client) Prompt(ctx context.Context, text string) (*protocol.Receipt, error) {
-	cmd, err := c.command(protocol.CmdPrompt, true)
+	cmd, err := c.command(ctx, protocol.CmdPrompt, true)
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +76,7 @@ func Waiting(state string) bool {
 // answers the queue as it now is. It refuses stale-item when the item
 // moved on, item-dispatched when the dispatch won the race.
 func (c *Client) EditQueued(ctx context.Context, id string, rev int, text string) (*protocol.Queue, error) {
-	cmd, err := c.command(protocol.CmdEditQueued, false)
+	cmd, err := c.command(ctx, protocol.CmdEditQueued, false)
 	if err != nil {
 		return nil, err
 	}
@@ -87,7 +87,7 @@ func (c *Client) EditQueued(ctx context.Context, id string, rev int, text string
 // CancelQueued cancels queued item id at revision rev (refusals as
 // EditQueued's).
 func (c *Client) CancelQueued(ctx context.Context, id string, rev int) (*protocol.Queue, error) {
-	cmd, err := c.command(protocol.CmdCancelQueued, false)
+	cmd, err := c.command(ctx, protocol.CmdCancelQueued, false)
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +98,7 @@ func (c *Client) CancelQueued(ctx context.Context, id string, rev int) (*protoco
 // ResumeQueue lifts the queue's pause (after an interrupt, a takeover or
 // a restart): its items are then sent in order under this controller.
 func (c *Client) ResumeQueue(ctx context.Context) (*protocol.Queue, error) {
-	cmd, err := c.command(protocol.CmdResumeQueue, false)
+	cmd, err := c.command(ctx, protocol.CmdResumeQueue, false)
 	if err != nil {
 		return nil, err
 	}

@@ -22,8 +22,13 @@ type queue struct {
 	quitc    chan struct{} // closed by quit
 }
 
+// outBuffer is how many updates wait in Updates' channel itself: a reader
+// and the pump then hand over runs of updates instead of switching
+// goroutines at every one. They count toward the queue's event bound.
+const outBuffer = 128
+
 func newQueue(limit int) *queue {
-	return &queue{out: make(chan Update), limit: limit,
+	return &queue{out: make(chan Update, outBuffer), limit: limit,
 		wake: make(chan struct{}, 1), quitc: make(chan struct{})}
 }
 
@@ -37,7 +42,7 @@ func (q *queue) push(u Update) {
 	switch {
 	case u.Event != nil && q.dropping:
 		return
-	case u.Event != nil && q.events >= q.limit:
+	case u.Event != nil && q.events+len(q.out) >= q.limit:
 		q.dropping = true
 		u = lostPlace(u.Event.Seq)
 	case u.Event != nil:
@@ -75,9 +80,20 @@ func (q *queue) signal() {
 }
 
 // pump delivers items to out in order until the queue is closed and empty
-// or quit. It is the only goroutine that sends on or closes out.
+// or quit. It is the only goroutine that sends on or closes out; after a
+// quit it empties out's buffer first, so what was not read is discarded.
 func (q *queue) pump() {
-	defer close(q.out)
+	defer func() {
+		if q.isStopped() {
+			for len(q.out) > 0 {
+				select {
+				case <-q.out:
+				default:
+				}
+			}
+		}
+		close(q.out)
+	}()
 	for {
 		q.mu.Lock()
 		if q.stopped || (q.closed && len(q.items) == 0) {
@@ -105,4 +121,10 @@ func (q *queue) pump() {
 			return
 		}
 	}
+}
+
+func (q *queue) isStopped() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.stopped
 }

@@ -40,7 +40,7 @@ func (c *Client) readErr(err error) error {
 // it replies to, and queues it for Updates — in that order, so a caller
 // whose Takeover returned already sees itself as controller in State.
 func (c *Client) receive(line []byte) error {
-	u, err := decodeRecord(line)
+	u, err := c.lines.decode(line)
 	if err != nil {
 		return err
 	}

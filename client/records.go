@@ -80,7 +80,19 @@ func (u *Update) request() string {
 // Unknown fields are tolerated: the server is strict about what clients
 // send, and a client stays usable when a server adds a field.
 func decodeRecord(line []byte) (Update, error) {
+	var d lineDecoder
+	return d.decode(line)
+}
+
+// decode is decodeRecord for one connection's stream: an event line of
+// the flat shape the controller writes is validated and decoded in one
+// pass (lineDecoder.event), every other line the full way.
+func (d *lineDecoder) decode(line []byte) (Update, error) {
 	u := Update{Raw: append([]byte(nil), line...)}
+	if ev, ok := d.event(u.Raw); ok {
+		u.Record, u.Event = protocol.RecordEvent, ev
+		return u, nil
+	}
 	if err := protocol.Validate(line); err != nil {
 		return u, fmt.Errorf("%w: %v", ErrProtocol, err)
 	}

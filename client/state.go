@@ -50,7 +50,8 @@ func (c *Client) State() State {
 }
 
 // WaitBound waits until the connection has read a binding and returns the
-// state then. The controller sends one right after the welcome, so a
+// state then. The controller sends one right after the welcome (after its
+// start-up, when the welcome says Starting), so a
 // one-shot client (stop, prompt) calls WaitBound after Dial instead of
 // observing; commands sent before it may refuse ErrNotBound. It fails when
 // ctx ends or the connection ends first (a server that sends no binding

@@ -33,17 +33,19 @@ func TestMain(m *testing.M) {
 // rig is a controller in this process over a fake Pi in a real scope of
 // the sandbox's user manager, served on a socket in a temp directory.
 type rig struct {
-	t       testing.TB
-	ctrl    *Controller
-	sock    string
-	stdin   string // the fake engine's exact stdin bytes
-	session string
-	seslog  string // the fake engine's own session-file writes
-	control string // fake Pi pause points
-	audit   *syncBuffer
-	cfg     Config
-	cancel  context.CancelFunc // shuts the server down, as SIGTERM does
-	served  chan struct{}      // closed when Serve returned
+	t        testing.TB
+	ctrl     *Controller
+	sock     string
+	stdin    string // the fake engine's exact stdin bytes
+	session  string
+	seslog   string // the fake engine's own session-file writes
+	control  string // fake Pi pause points
+	audit    *syncBuffer
+	cfg      Config
+	ctx      context.Context    // the serving context
+	cancel   context.CancelFunc // shuts the server down, as SIGTERM does
+	served   chan struct{}      // closed when Serve returned
+	serveErr error              // what Serve returned, once served is closed
 }
 
 func newRig(t testing.TB, script string, mutate func(*Config)) *rig {
@@ -60,6 +62,13 @@ func newRig(t testing.TB, script string, mutate func(*Config)) *rig {
 // left (a crashed one's claims and queue); hook, if set, installs test
 // hooks before Start.
 func newRigAt(t testing.TB, dir, script string, mutate func(*Config), hook func(*Controller)) *rig {
+	t.Helper()
+	return newRigWith(t, dir, script, mutate, hook, nil)
+}
+
+// newRigWith is newRigAt; with a gate it serves before starting, as
+// `mosaicctl serve` does, and leaves Start and gate.Open to the test.
+func newRigWith(t testing.TB, dir, script string, mutate func(*Config), hook func(*Controller), gate *StartGate) *rig {
 	t.Helper()
 	fake := sandboxtest.Bin(t, "fakepi")
 	project := filepath.Join(dir, "proj")
@@ -103,17 +112,19 @@ func newRigAt(t testing.TB, dir, script string, mutate func(*Config), hook func(
 		hook(r.ctrl)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	if err := r.ctrl.Start(ctx); err != nil {
-		t.Fatalf("Start: %v", err)
+	if gate == nil {
+		if err := r.ctrl.Start(ctx); err != nil {
+			t.Fatalf("Start: %v", err)
+		}
 	}
 	l, err := activation.Listen(r.sock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &Server{Conversation: cv.ID, Version: "mosaic/test", UID: os.Getuid(), Audit: cfg.Audit, Controller: r.ctrl}
+	srv := &Server{Conversation: cv.ID, Version: "mosaic/test", UID: os.Getuid(), Audit: cfg.Audit, Controller: r.ctrl, Started: gate}
 	done := make(chan struct{})
-	go func() { srv.Serve(ctx, l); close(done) }()
-	r.cancel, r.served = cancel, done
+	go func() { r.serveErr = srv.Serve(ctx, l); close(done) }()
+	r.ctx, r.cancel, r.served = ctx, cancel, done
 	t.Cleanup(func() {
 		r.killAll()
 		cancel()

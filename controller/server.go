@@ -77,6 +77,10 @@ type Server struct {
 	MaxLine      int    // cap on one client line; 0 means protocol.MaxLine
 	Audit        *audit.Logger
 	Controller   *Controller
+	// Started, when set, is opened once Controller.Start has returned:
+	// hellos are answered before, commands read only after (StartGate).
+	// Nil means the controller was started before Serve.
+	Started *StartGate
 
 	MaxConns     int           // cap on open connections (0: DefaultMaxConns), lowered by ConnLimit
 	HelloTimeout time.Duration // accept to complete hello (0: DefaultHelloTimeout)
@@ -117,11 +121,27 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	stop := context.AfterFunc(ctx, func() { l.Close(); s.closeAll() })
 	defer stop()
 	defer s.wg.Wait()
+	if g := s.Started; g != nil {
+		// A failed start ends serving: the held connections are told
+		// why (awaitStart), and nothing new is accepted.
+		go func() {
+			select {
+			case <-g.done:
+				if g.err != nil {
+					l.Close()
+				}
+			case <-ctx.Done():
+			}
+		}()
+	}
 	for {
 		c, err := l.Accept()
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
+			}
+			if s.Started != nil && s.Started.failed() != nil {
+				return s.Started.failed()
 			}
 			if errors.Is(err, net.ErrClosed) {
 				return fmt.Errorf("accept on conversation socket: %w", err)
@@ -273,11 +293,16 @@ func (s *Server) handle(ctx context.Context, c net.Conn, p *activation.Peer, per
 		idle: cmp.Or(s.IdleTimeout, DefaultIdleTimeout), on: true}
 	lines := newLineReader(hr, max, s.lines)
 	defer lines.Close()
-	if !s.hello(k, lines) {
+	ok := s.hello(k, lines)
+	s.Started.answered()
+	if !ok {
 		return
 	}
 	hr.on = false
 	c.SetReadDeadline(time.Time{})
+	if !s.awaitStart(ctx, k) {
+		return
+	}
 	defer s.attach(k)()
 	for ctx.Err() == nil {
 		line, err := lines.Next()
@@ -343,7 +368,7 @@ func (s *Server) hello(k *conn, lines *lineReader) bool {
 		return false
 	}
 	w := protocol.Welcome{Record: protocol.RecordWelcome, Conversation: s.Conversation, Connection: k.id,
-		Mode: "observer", Server: s.Version, Protocol: protocol.Version}
+		Mode: "observer", Server: s.Version, Protocol: protocol.Version, Starting: s.Started.starting()}
 	if err := k.send(w); err != nil {
 		return false
 	}

@@ -162,7 +162,7 @@ func TestWelcome(t *testing.T) {
 	b.send(`{"type":"hello"}` + "\n") // the bare hello is valid
 	wb := b.read()
 	for _, w := range []map[string]any{wa, wb} {
-		if w["conversation"] != "pi-test" || w["mode"] != "observer" || w["server"] != "mosaic/test" || w["protocol"] != float64(1) {
+		if w["conversation"] != "pi-test" || w["mode"] != "observer" || w["server"] != "mosaic/test" || w["protocol"] != float64(1) || w["starting"] != nil {
 			t.Errorf("welcome %v", w)
 		}
 	}

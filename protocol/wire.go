@@ -37,6 +37,10 @@ type Welcome struct {
 	Mode         string `json:"mode"`
 	Server       string `json:"server"`
 	Protocol     int    `json:"protocol"`
+	// Starting is set when the controller answered the hello before its
+	// start-up finished: the connection's binding follows once it has,
+	// and the server reads none of its lines before that.
+	Starting bool `json:"starting,omitempty"`
 }
 
 // RefusalRecord is a refusal as it travels on the socket.

@@ -94,10 +94,11 @@ func (h *Handle) findRemoved(ctx context.Context, fs *cgroupFS) (*proofs.Removal
 	return nil, false, nil
 }
 
-// stillOurs checks that the cohort's unit is still the recorded
-// invocation and, when its id was recorded, that the cgroup at the path is
-// the one created at launch: only then may anything there be signalled.
-func (h *Handle) stillOurs(ctx context.Context, fs *cgroupFS) error {
+// unitOurs and cgroupOurs say whether the cohort's cgroup may be touched
+// (Term): the unit is still the recorded invocation, and, when its id was
+// recorded, the cgroup at the path is the one created at launch. unitOurs
+// asks the user manager.
+func (h *Handle) unitOurs(ctx context.Context) error {
 	c := h.Cohort
 	st, err := h.m.bus.unitState(ctx, c.Unit)
 	if err != nil {
@@ -106,6 +107,13 @@ func (h *Handle) stillOurs(ctx context.Context, fs *cgroupFS) error {
 	if c.InvocationID != "" && st.InvocationID != c.InvocationID {
 		return fmt.Errorf("unit %s is invocation %q, not %s: %w", c.Unit, st.InvocationID, c.InvocationID, ErrCgroupAbsent)
 	}
+	return nil
+}
+
+// cgroupOurs looks at the cgroup: the one at the path has the id recorded
+// at launch (nothing to compare when none was recorded).
+func (h *Handle) cgroupOurs(fs *cgroupFS) error {
+	c := h.Cohort
 	if c.CgroupID == 0 {
 		return nil
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/mosaic-agents/mosaic/proofs"
@@ -24,19 +25,33 @@ func (h *Handle) Term(ctx context.Context, grace time.Duration) TermResult {
 		return TermResult{Outcome: Uncertain, Reason: err.Error()}
 	}
 	// Signal nothing at the path unless it is still our cgroup: after a
-	// removal the unit name and the path can belong to someone else.
-	if err := h.stillOurs(ctx, fs); err != nil {
+	// removal the unit name and the path can belong to someone else. The
+	// manager is asked while the members are pinned (pinning identifies,
+	// it signals nothing), and the cgroup's id is checked after the
+	// enumeration read it, so the pids come from the cgroup found ours.
+	ours := make(chan error, 1)
+	go func() { ours <- h.unitOurs(ctx) }()
+	pids, perr := fs.procs(c.Cgroup)
+	var pinned []pinResult
+	if perr == nil {
+		pinned = pinAll(pids, &c)
+	}
+	err = <-ours
+	if err == nil {
+		err = h.cgroupOurs(fs)
+	}
+	if err != nil {
+		closePinned(pinned)
 		return TermResult{Outcome: Uncertain, Reason: "nothing signalled: " + err.Error()}
 	}
-	pids, err := fs.procs(c.Cgroup)
-	if err != nil {
-		if errors.Is(err, ErrCgroupAbsent) {
-			return TermResult{Outcome: Uncertain, Reason: err.Error()}
+	if perr != nil {
+		if errors.Is(perr, ErrCgroupAbsent) {
+			return TermResult{Outcome: Uncertain, Reason: perr.Error()}
 		}
-		res.Notes = append(res.Notes, "enumeration for SIGTERM incomplete: "+err.Error())
+		res.Notes = append(res.Notes, "enumeration for SIGTERM incomplete: "+perr.Error())
 	}
 	h.mu.Lock()
-	targets := h.pinTerm(pids, &res)
+	targets := h.pinTerm(pinned, &res)
 	signalTerm(targets, &res)
 	h.mu.Unlock()
 	_, ok, err := fs.waitEvents(c.Cgroup, deadline(ctx, grace), func(e cgEvents) bool { return e.Populated == 0 })
@@ -50,30 +65,73 @@ func (h *Handle) Term(ctx context.Context, grace time.Duration) TermResult {
 	return res
 }
 
-// pinTerm pins every member before any is signalled: the held child
-// forwards SIGTERM to the engine and, once the engine exits, the kernel
-// kills the rest of its pid namespace, so a member signalled later in the
-// loop could be gone before it was identified. The engine is pinned only
-// with its recorded start time (a reused pid is never signalled); a member
-// pinned by an earlier TERM phase keeps its first pidfd. Caller holds h.mu.
-func (h *Handle) pinTerm(pids []int, res *TermResult) []*member {
-	c := h.Cohort
-	pinned := map[[2]uint64]*member{}
-	for _, m := range h.term {
-		pinned[identity(m)] = m
-	}
-	var targets []*member
-	for _, pid := range pids {
+// pinResult is one pid of the enumeration, pinned or not.
+type pinResult struct {
+	m   *member
+	err error
+}
+
+// pinWorkers pin a large cohort in parallel: each pin is a pidfd and two
+// /proc reads, and the system calls of one member need nothing of
+// another's.
+const pinWorkers = 4
+
+// pinAll pins every pid of the enumeration before any is signalled: the
+// held child forwards SIGTERM to the engine and, once the engine exits,
+// the kernel kills the rest of its pid namespace, so a member signalled
+// before the loop reached another could be gone before it was identified.
+// The engine is pinned only with its recorded start time (a reused pid is
+// never signalled). Results keep the enumeration's order.
+func pinAll(pids []int, c *Cohort) []pinResult {
+	out := make([]pinResult, len(pids))
+	pin := func(i int) {
 		var want uint64
-		if pid == c.PID {
+		if pids[i] == c.PID {
 			want = c.StartTime
 		}
-		m, err := openMember(pid, want, c.Cgroup)
-		if err != nil {
-			res.Notes = append(res.Notes, "not signalled: "+err.Error())
+		out[i].m, out[i].err = openMember(pids[i], want, c.Cgroup)
+	}
+	if len(pids) < 2*pinWorkers {
+		for i := range pids {
+			pin(i)
+		}
+		return out
+	}
+	var wg sync.WaitGroup
+	for w := range pinWorkers {
+		wg.Go(func() {
+			for i := w; i < len(pids); i += pinWorkers {
+				pin(i)
+			}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+func closePinned(pinned []pinResult) {
+	for _, p := range pinned {
+		if p.m != nil {
+			p.m.close()
+		}
+	}
+}
+
+// pinTerm takes the pinned members as the TERM targets: a member pinned by
+// an earlier TERM phase keeps its first pidfd. Caller holds h.mu.
+func (h *Handle) pinTerm(pinned []pinResult, res *TermResult) []*member {
+	known := map[[2]uint64]*member{}
+	for _, m := range h.term {
+		known[identity(m)] = m
+	}
+	var targets []*member
+	for _, p := range pinned {
+		if p.err != nil {
+			res.Notes = append(res.Notes, "not signalled: "+p.err.Error())
 			continue
 		}
-		if old := pinned[identity(m)]; old != nil {
+		m := p.m
+		if old := known[identity(m)]; old != nil {
 			m.close()
 			m = old
 		} else {

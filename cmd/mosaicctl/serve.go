@@ -19,6 +19,10 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
+// helloFirst bounds how long `serve` lets the first hello go before the
+// controller's start-up.
+const helloFirst = 100 * time.Millisecond
+
 func serveCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "serve",
@@ -96,31 +100,47 @@ func serveCommand() *cli.Command {
 					"--max-conns must be at least 1, --max-buffered at least --max-line, --max-queued at least 16 MiB (a history page is up to 8 MiB), and the timeouts positive"))
 			}
 			conns, nofile := controller.ConnLimit(c.Int("max-conns"))
+			// Serving starts before the engine does: the first client's
+			// hello is answered at once, and its connection held until
+			// Start has returned (controller.StartGate).
+			started := controller.NewStartGate()
 			srv := &controller.Server{Conversation: cv.ID, Version: "mosaic/" + version, UID: os.Getuid(),
-				MaxLine: c.Int("max-line"), Audit: log, Controller: ctrl,
+				MaxLine: c.Int("max-line"), Audit: log, Controller: ctrl, Started: started,
 				MaxConns: conns, MaxBuffered: c.Int64("max-buffered"), MaxQueued: c.Int64("max-queued"),
 				HelloTimeout: c.Duration("hello-timeout"), IdleTimeout: c.Duration("idle-timeout")}
-			if err := ctrl.Start(ctx); err != nil {
-				l.Close()
-				return fail(err)
-			}
-			log.Log(audit.Entry{Event: audit.Start, Message: fmt.Sprintf("controller for %s serving on %s (project %s, seat %s); at most %d connections (RLIMIT_NOFILE %d)", cv.ID, l.Addr(), cv.Project, cv.Seat, conns, nofile),
-				Fields: map[string]string{"MAX_CONNS": fmt.Sprint(conns), "NOFILE": fmt.Sprint(nofile)}})
-			activation.Notify(fmt.Sprintf("READY=1\nSTATUS=serving conversation %s (seat %s, project %s)", cv.ID, cv.Seat, cv.Project))
 			// A hibernated conversation (the idle policy ended its engine
 			// with a proof) needs no controller: exit, and the socket
 			// starts the next one, which wakes it, on the next client.
-			ctx, hibernate := context.WithCancel(ctx)
+			sctx, hibernate := context.WithCancel(ctx)
 			defer hibernate()
+			served := make(chan error, 1)
+			go func() { served <- srv.Serve(sctx, l) }()
+			// The connection that activated the socket is waiting: answer
+			// its hello before the start-up takes the CPU (a moment at
+			// most, so a connection that never says hello delays nothing).
+			select {
+			case <-started.Welcomed():
+			case <-time.After(helloFirst):
+			case <-ctx.Done():
+			}
+			if err := ctrl.Start(ctx); err != nil {
+				started.Open(err)
+				<-served
+				return fail(err)
+			}
+			started.Open(nil)
+			log.Log(audit.Entry{Event: audit.Start, Message: fmt.Sprintf("controller for %s serving on %s (project %s, seat %s); at most %d connections (RLIMIT_NOFILE %d)", cv.ID, l.Addr(), cv.Project, cv.Seat, conns, nofile),
+				Fields: map[string]string{"MAX_CONNS": fmt.Sprint(conns), "NOFILE": fmt.Sprint(nofile)}})
+			activation.Notify(fmt.Sprintf("READY=1\nSTATUS=serving conversation %s (seat %s, project %s)", cv.ID, cv.Seat, cv.Project))
 			go func() {
 				select {
 				case <-ctrl.Hibernated():
 					activation.Notify("STATUS=hibernated: the next client wakes the conversation")
 					hibernate()
-				case <-ctx.Done():
+				case <-sctx.Done():
 				}
 			}()
-			err = srv.Serve(ctx, l)
+			err = <-served
 			activation.Notify("STOPPING=1")
 			log.Log(audit.Entry{Event: audit.Stop, Message: fmt.Sprintf("controller for %s stopped", cv.ID)})
 			return err

@@ -199,8 +199,11 @@ func (s *session) bind(ctx context.Context) error {
 }
 
 // bindingWait bounds the wait for the binding a controller sends after its
-// welcome: one built before that sends none until asked.
-const bindingWait = 5 * time.Second
+// welcome: one built before that sends none until asked. A controller
+// started by this very connect answers the hello first and sends the
+// binding once its engine is up (docs/protocol.md §3), so the wait covers
+// a start, as the dial's connectTimeout did when the welcome waited for it.
+const bindingWait = 30 * time.Second
 
 // awaitBinding waits until c has read a binding; after bindingWait it asks
 // with an observe, and says so (observed) so the reply can be counted.
@@ -211,7 +214,9 @@ func awaitBinding(ctx context.Context, c *client.Client) (observed bool, err err
 	if err == nil || ctx.Err() != nil || c.Err() != nil {
 		return false, err
 	}
-	_, err = c.Observe(ctx)
+	octx, ocancel := context.WithTimeout(ctx, connectTimeout)
+	defer ocancel()
+	_, err = c.Observe(octx)
 	return true, err
 }
 
