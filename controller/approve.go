@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/mosaic-agents/mosaic/audit"
-	"github.com/mosaic-agents/mosaic/engine"
+	"github.com/mosaic-agents/mosaic/engine/pi"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
@@ -60,10 +60,10 @@ func (c *Controller) approve(ctx context.Context, k *conn, cmd *protocol.Command
 	err := x.conn.Answer(decision, cmd.Choice)
 	c.mu.Lock()
 	switch {
-	case errors.Is(err, engine.ErrAnswerShape):
+	case errors.Is(err, pi.ErrAnswerShape):
 		return nil, protocol.Refuse(protocol.CodeApprovalChoice, "%s is not one of the native choices of approval %s (%s); send one exactly",
 			quoted(cmd.Choice), a.rec.ID, quotedList(a.rec.Choices))
-	case errors.Is(err, engine.ErrDialogClosed):
+	case errors.Is(err, pi.ErrDialogClosed):
 		if a.rec.State == protocol.ApprovalPending {
 			c.changeLocked(a, protocol.ApprovalUncertain, "the engine no longer holds the dialog open")
 		}

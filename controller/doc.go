@@ -137,7 +137,7 @@
 //     refuses revoked, or waits for the write), through the current
 //     projection (an older one refuses approval-superseded and names the
 //     new one), with exactly one native choice (approval-choice; checked
-//     where the response is built, engine.Conn.Answer).
+//     where the response is built, pi.Conn.Answer).
 //   - The same choice again under another request id answers the same
 //     approval-resolved record and writes nothing (H6); another choice
 //     refuses approval-conflict (H7). The record goes to every client.

@@ -9,11 +9,12 @@ import (
 
 	"github.com/mosaic-agents/mosaic/engine"
 	"github.com/mosaic-agents/mosaic/engine/claude"
+	"github.com/mosaic-agents/mosaic/engine/pi"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
 // engineConn is what the controller drives of a running engine: Pi's
-// *engine.Conn as it is, and Claude Code's *claude.Conn through
+// *pi.Conn as it is, and Claude Code's *claude.Conn through
 // claudeConn. The Pi names stay (State, Answer, dialogs) so that Pi's
 // code paths are unchanged; docs/engines.md says what moving Pi behind
 // engine.Driver still takes. The two Get*Within calls are Pi's load and
@@ -23,7 +24,7 @@ type engineConn interface {
 	Events() <-chan protocol.Event
 	Done() <-chan struct{}
 	Close() error
-	State() engine.TurnState
+	State() pi.TurnState
 	Prompt(ctx context.Context, text string) (engine.Dispatch, error)
 	Interrupt(ctx context.Context, stopRef string) (engine.TurnProof, error)
 	Answer(id, choice string) error
@@ -31,12 +32,12 @@ type engineConn interface {
 	Forget(id string)
 	OpenDialogs() int
 	DialogOpen(id string) bool
-	GetStateWithin(ctx context.Context, timeout time.Duration) (engine.State, error)
-	GetEntriesWithin(ctx context.Context, since string, timeout time.Duration) (engine.Entries, error)
+	GetStateWithin(ctx context.Context, timeout time.Duration) (pi.State, error)
+	GetEntriesWithin(ctx context.Context, since string, timeout time.Duration) (pi.Entries, error)
 }
 
 var (
-	_ engineConn = (*engine.Conn)(nil)
+	_ engineConn = (*pi.Conn)(nil)
 	_ engineConn = (*claudeConn)(nil)
 )
 
@@ -85,11 +86,11 @@ func (c *claudeConn) Events() <-chan protocol.Event { return c.events }
 // State maps the seam's TurnSummary onto the fields the controller reads
 // of Pi's TurnState; Claude has no native queue (the controller's queue
 // is the only one) and no run counters.
-func (c *claudeConn) State() engine.TurnState {
+func (c *claudeConn) State() pi.TurnState {
 	t := c.Turn()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return engine.TurnState{Fenced: t.Fenced, Running: t.Running, Uncertain: t.Uncertain, Reasons: t.Reasons,
+	return pi.TurnState{Fenced: t.Fenced, Running: t.Running, Uncertain: t.Uncertain, Reasons: t.Reasons,
 		Slot: t.Slot, OpenTools: t.OpenTools, Settles: c.settles}
 }
 
@@ -97,16 +98,16 @@ func (c *claudeConn) State() engine.TurnState {
 // the engine withdrew or never raised ErrDialogClosed.
 func (c *claudeConn) Answer(id, choice string) error {
 	if !c.DialogOpen(id) {
-		return fmt.Errorf("answer %s: %w", id, engine.ErrDialogClosed)
+		return fmt.Errorf("answer %s: %w", id, pi.ErrDialogClosed)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.answerTimeout)
 	defer cancel()
 	err := c.Decide(ctx, id, choice)
 	switch protocol.CodeOf(err) {
 	case protocol.CodeUnsupported:
-		return fmt.Errorf("answer %s %q: %w", id, choice, engine.ErrAnswerShape)
+		return fmt.Errorf("answer %s %q: %w", id, choice, pi.ErrAnswerShape)
 	case protocol.CodeNoTurn, protocol.CodeConflictingRequest:
-		return fmt.Errorf("answer %s: %v: %w", id, err, engine.ErrDialogClosed)
+		return fmt.Errorf("answer %s: %v: %w", id, err, pi.ErrDialogClosed)
 	}
 	return err
 }
@@ -150,12 +151,12 @@ func (c *claudeConn) open(d engine.NativeDecision) bool {
 	return d.State == engine.DecisionPending && !c.forgotten[d.ID]
 }
 
-func (c *claudeConn) GetStateWithin(context.Context, time.Duration) (engine.State, error) {
-	return engine.State{}, fmt.Errorf("get_state: %w", errNotPi)
+func (c *claudeConn) GetStateWithin(context.Context, time.Duration) (pi.State, error) {
+	return pi.State{}, fmt.Errorf("get_state: %w", errNotPi)
 }
 
-func (c *claudeConn) GetEntriesWithin(context.Context, string, time.Duration) (engine.Entries, error) {
-	return engine.Entries{}, fmt.Errorf("get_entries: %w", errNotPi)
+func (c *claudeConn) GetEntriesWithin(context.Context, string, time.Duration) (pi.Entries, error) {
+	return pi.Entries{}, fmt.Errorf("get_entries: %w", errNotPi)
 }
 
 // decisionUI is the approval form of a permission request: a select of

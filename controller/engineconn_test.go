@@ -12,6 +12,7 @@ import (
 
 	"github.com/mosaic-agents/mosaic/engine"
 	"github.com/mosaic-agents/mosaic/engine/claude"
+	"github.com/mosaic-agents/mosaic/engine/pi"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
@@ -77,7 +78,7 @@ func TestClaudeConnDecisions(t *testing.T) {
 		t.Fatalf("projected as %+v", ui)
 	}
 	for _, choice := range []string{"true", "allow-always", ""} {
-		if err := cc.Answer(a, choice); !errors.Is(err, engine.ErrAnswerShape) {
+		if err := cc.Answer(a, choice); !errors.Is(err, pi.ErrAnswerShape) {
 			t.Fatalf("Answer(%q) = %v, want ErrAnswerShape", choice, err)
 		}
 	}
@@ -88,7 +89,7 @@ func TestClaudeConnDecisions(t *testing.T) {
 	if cc.DialogOpen(a) || cc.OpenDialogs() != 0 {
 		t.Fatal("a forgotten request stays open")
 	}
-	if err := cc.Answer(a, engine.ChoiceAllowOnce); !errors.Is(err, engine.ErrDialogClosed) || stdin.String() != "" {
+	if err := cc.Answer(a, engine.ChoiceAllowOnce); !errors.Is(err, pi.ErrDialogClosed) || stdin.String() != "" {
 		t.Fatalf("answer to a forgotten request: %v, wrote %q", err, stdin.String())
 	}
 
@@ -101,7 +102,7 @@ func TestClaudeConnDecisions(t *testing.T) {
 	if cc.DialogOpen(b) {
 		t.Fatal("a withdrawn request stays open")
 	}
-	if err := cc.Answer(b, engine.ChoiceAllowOnce); !errors.Is(err, engine.ErrDialogClosed) || stdin.String() != "" {
+	if err := cc.Answer(b, engine.ChoiceAllowOnce); !errors.Is(err, pi.ErrDialogClosed) || stdin.String() != "" {
 		t.Fatalf("answer to a withdrawn request: %v, wrote %q", err, stdin.String())
 	}
 

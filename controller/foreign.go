@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/mosaic-agents/mosaic/audit"
-	"github.com/mosaic-agents/mosaic/engine"
+	"github.com/mosaic-agents/mosaic/engine/pi"
 	"github.com/mosaic-agents/mosaic/history"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
@@ -100,7 +100,7 @@ func engineEntries(x *execution, prev *history.Snapshot, size int64) (map[string
 		grown -= prev.Size()
 	}
 	ctx := context.Background()
-	ents, err := x.conn.GetEntriesWithin(ctx, since, engine.Budget(10*time.Second, grown))
+	ents, err := x.conn.GetEntriesWithin(ctx, since, pi.Budget(10*time.Second, grown))
 	if err != nil {
 		return nil, err
 	}

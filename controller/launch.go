@@ -14,6 +14,7 @@ import (
 	"github.com/mosaic-agents/mosaic/claims"
 	"github.com/mosaic-agents/mosaic/conversations"
 	"github.com/mosaic-agents/mosaic/engine"
+	"github.com/mosaic-agents/mosaic/engine/pi"
 	"github.com/mosaic-agents/mosaic/proofs"
 	"github.com/mosaic-agents/mosaic/protocol"
 	"github.com/mosaic-agents/mosaic/scopes"
@@ -57,14 +58,14 @@ func (c *Controller) spec(cv *conversations.Conversation) (engine.Spec, error) {
 	if err != nil {
 		return engine.Spec{}, err
 	}
-	cfg := engine.Config{
+	cfg := pi.Config{
 		Pin:         pinOf(e),
-		Seal:        engine.Seal{Session: cv.Session, Provider: e.Provider, Model: e.Model, Thinking: e.Thinking},
+		Seal:        pi.Seal{Session: cv.Session, Provider: e.Provider, Model: e.Model, Thinking: e.Thinking},
 		AgentDir:    agent,
 		ProjectRoot: cv.Project,
 		Extensions:  e.Pins(),
 	}
-	return engine.Command(cfg, os.Environ()) // checks the pin first
+	return pi.Command(cfg, os.Environ()) // checks the pin first
 }
 
 // pinsOf digests the launch: the engine version and entry hash, and the
@@ -261,7 +262,7 @@ func (c *Controller) launch(ctx context.Context, head sessionHead, keys claims.K
 		cc, err = c.openClaude(cv, execID, h.Stdout, h.Stdin)
 		conn = cc
 	} else {
-		conn, err = engine.New(h.Stdout, h.Stdin, engine.Options{Execution: execID,
+		conn, err = pi.New(h.Stdout, h.Stdin, engine.Options{Execution: execID,
 			CommandTimeout: c.cfg.CommandTimeout, AbortTimeout: c.cfg.AbortTimeout,
 			MaxLine: c.cfg.EngineMaxLine, LineLimit: c.cfg.EngineLineLimit})
 	}
@@ -354,14 +355,14 @@ var startupTypes = map[string]bool{"model_change": true, "thinking_level_change"
 // It never asks for the whole session: get_entries since the pinned leaf
 // returns only what Pi appended after it (its startup entries), however
 // large the file. An unknown leaf is Pi's refusal, a failed check. Each
-// command waits in proportion to the session file (engine.Budget): Pi
+// command waits in proportion to the session file (pi.Budget): Pi
 // answers only once it has loaded it.
 func (c *Controller) loadCheck(ctx context.Context, x *execution, head sessionHead, expectLeaf string) (string, string, error) {
 	var size int64
 	if head.snap != nil {
 		size = head.snap.Size()
 	}
-	budget := engine.Budget(c.cfg.CommandTimeout, size)
+	budget := pi.Budget(c.cfg.CommandTimeout, size)
 	st, err := x.conn.GetStateWithin(ctx, budget)
 	if err != nil {
 		return "", "", fmt.Errorf("get_state: %w", err)

@@ -1,9 +1,10 @@
-package engine
+package pi
 
 import (
 	"errors"
 	"testing"
 
+	"github.com/mosaic-agents/mosaic/engine"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
@@ -19,8 +20,8 @@ func TestNativeBusyClassified(t *testing.T) {
 		{"other command", "abort", "Agent is already processing", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := protocol.Wrap(protocol.CodeEngineRefused, &NativeError{Command: tc.command, ID: "x", Text: tc.text}, "")
-			if got := errors.Is(err, ErrNativeBusy); got != tc.busy {
+			err := protocol.Wrap(protocol.CodeEngineRefused, &engine.NativeError{Command: tc.command, ID: "x", Text: tc.text}, "")
+			if got := errors.Is(err, engine.ErrNativeBusy); got != tc.busy {
 				t.Fatalf("errors.Is(ErrNativeBusy) = %v; want %v", got, tc.busy)
 			}
 		})

@@ -1,9 +1,11 @@
-package engine
+package pi
 
 import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/mosaic-agents/mosaic/engine"
 )
 
 // Resync joins the output of a running engine (Options.Resume) at a line
@@ -37,10 +39,10 @@ func (c *Conn) Resync(ctx context.Context, timeout time.Duration) (st State, ski
 	defer t.Stop()
 	select {
 	case <-c.synced:
-	case <-c.done:
-		return st, 0, fmt.Errorf("resync: %w", ErrClosed)
+	case <-c.Done():
+		return st, 0, fmt.Errorf("resync: %w", engine.ErrClosed)
 	case <-t.C:
-		return st, 0, fmt.Errorf("resync: no line boundary in the engine's output after %s: %w", timeout, ErrTimeout)
+		return st, 0, fmt.Errorf("resync: no line boundary in the engine's output after %s: %w", timeout, engine.ErrTimeout)
 	case <-ctx.Done():
 		return st, 0, fmt.Errorf("resync: %w", ctx.Err())
 	}
@@ -61,7 +63,7 @@ func (c *Conn) Resync(ctx context.Context, timeout time.Duration) (st State, ski
 		return st, skipped, fmt.Errorf("resync: %w", err)
 	}
 	if n.Success == nil || !*n.Success {
-		return st, skipped, &NativeError{Command: "get_state", ID: id, Text: n.Error}
+		return st, skipped, &engine.NativeError{Command: "get_state", ID: id, Text: n.Error}
 	}
 	return st, skipped, decodeData(n, "get_state", &st)
 }

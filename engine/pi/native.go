@@ -1,9 +1,11 @@
-package engine
+package pi
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/mosaic-agents/mosaic/engine"
 )
 
 // native is one decoded line of Pi's RPC output: a response or an event.
@@ -40,7 +42,7 @@ type native struct {
 	FollowUp []string `json:"followUp,omitempty"`
 
 	// clip says what framing cut from an oversize line (nil: whole).
-	clip *Clip
+	clip *engine.Clip
 }
 
 // cut reports whether the line lost anything at or below the JSON
@@ -51,13 +53,13 @@ func (n *native) cut(prefix string) bool {
 
 // assistantEvent is message_update.assistantMessageEvent.
 type assistantEvent struct {
-	Type         string          `json:"type"`
-	ContentIndex int             `json:"contentIndex"`
-	Delta        string          `json:"delta,omitempty"`
-	ID           string          `json:"id,omitempty"`
-	ToolName     string          `json:"toolName,omitempty"`
-	ToolCall     *NativeBlock    `json:"toolCall,omitempty"`
-	Content      json.RawMessage `json:"content,omitempty"`
+	Type         string              `json:"type"`
+	ContentIndex int                 `json:"contentIndex"`
+	Delta        string              `json:"delta,omitempty"`
+	ID           string              `json:"id,omitempty"`
+	ToolName     string              `json:"toolName,omitempty"`
+	ToolCall     *engine.NativeBlock `json:"toolCall,omitempty"`
+	Content      json.RawMessage     `json:"content,omitempty"`
 }
 
 // nativeMessage is an AgentMessage as Pi puts it in message_start/_end.
@@ -72,7 +74,7 @@ type nativeMessage struct {
 
 // nativeContent accepts both shapes Pi uses for message content: a plain
 // string (user messages built by some paths) or an array of blocks.
-type nativeContent []NativeBlock
+type nativeContent []engine.NativeBlock
 
 func (c *nativeContent) UnmarshalJSON(b []byte) error {
 	if len(b) > 0 && b[0] == '"' {
@@ -83,26 +85,12 @@ func (c *nativeContent) UnmarshalJSON(b []byte) error {
 		*c = nativeContent{{Type: "text", Text: s}}
 		return nil
 	}
-	var blocks []NativeBlock
+	var blocks []engine.NativeBlock
 	if err := json.Unmarshal(b, &blocks); err != nil {
 		return err
 	}
 	*c = blocks
 	return nil
-}
-
-// NativeBlock is one of Pi's content blocks (text, thinking, toolCall or
-// image), as its events and its session file carry them; history decodes
-// the file's blocks with it so both convert through Block.
-type NativeBlock struct {
-	Type      string          `json:"type"`
-	Text      string          `json:"text,omitempty"`
-	Thinking  string          `json:"thinking,omitempty"`
-	Redacted  bool            `json:"redacted,omitempty"`
-	ID        string          `json:"id,omitempty"`
-	Name      string          `json:"name,omitempty"`
-	Arguments json.RawMessage `json:"arguments,omitempty"`
-	MimeType  string          `json:"mimeType,omitempty"`
 }
 
 // queueData is clear_queue's response data.

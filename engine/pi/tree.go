@@ -1,4 +1,4 @@
-package engine
+package pi
 
 import (
 	"crypto/sha256"

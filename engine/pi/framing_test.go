@@ -1,4 +1,4 @@
-package engine
+package pi
 
 import (
 	"bytes"
@@ -11,6 +11,8 @@ import (
 	"testing"
 	"testing/iotest"
 	"time"
+
+	"github.com/mosaic-agents/mosaic/engine"
 )
 
 // recordings returns the stdout files of the pinned Pi recordings.
@@ -32,13 +34,13 @@ func recordings(t testing.TB, suffix string) map[string][]byte {
 }
 
 // readAll drains a LineReader, recording too-long errors as "!TOOLONG".
-func readAll(t testing.TB, lr *LineReader) []string {
+func readAll(t testing.TB, lr *engine.LineReader) []string {
 	t.Helper()
 	var lines []string
 	for {
 		line, err := lr.Next()
 		switch {
-		case errors.Is(err, ErrLineTooLong):
+		case errors.Is(err, engine.ErrLineTooLong):
 			lines = append(lines, "!TOOLONG")
 			continue
 		case errors.Is(err, io.EOF):
@@ -78,7 +80,7 @@ func TestLineReader(t *testing.T) {
 	for _, tc := range tests {
 		for rn, wrap := range readers {
 			t.Run(tc.name+"/"+rn, func(t *testing.T) {
-				got := readAll(t, NewLineReader(wrap(strings.NewReader(tc.in)), tc.max))
+				got := readAll(t, engine.NewLineReader(wrap(strings.NewReader(tc.in)), tc.max))
 				if strings.Join(got, "|") != strings.Join(tc.want, "|") {
 					t.Fatalf("got %q, want %q", got, tc.want)
 				}
@@ -91,7 +93,7 @@ func TestLineReader(t *testing.T) {
 func TestLineReaderLongLineGrowsBuffer(t *testing.T) {
 	long := strings.Repeat("é", 100_000) // 200,000 bytes, UTF-8 split across every read boundary
 	in := long + "\n" + "tail\n"
-	got := readAll(t, NewLineReader(iotest.HalfReader(strings.NewReader(in)), 0))
+	got := readAll(t, engine.NewLineReader(iotest.HalfReader(strings.NewReader(in)), 0))
 	if len(got) != 2 || got[0] != long || got[1] != "tail" {
 		t.Fatalf("got %d lines (first %d bytes)", len(got), len(got[0]))
 	}
@@ -104,7 +106,7 @@ func TestRecordingsFrameE2(t *testing.T) {
 	for name, b := range recordings(t, ".stdout.jsonl") {
 		t.Run(name, func(t *testing.T) {
 			want := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
-			got := readAll(t, NewLineReader(iotest.OneByteReader(bytes.NewReader(b)), 0))
+			got := readAll(t, engine.NewLineReader(iotest.OneByteReader(bytes.NewReader(b)), 0))
 			if len(got) != len(want) {
 				t.Fatalf("got %d lines, want %d", len(got), len(want))
 			}
@@ -123,7 +125,7 @@ func TestE2SeparatorsAndCRLF(t *testing.T) {
 	text := "one\u2028two\u2029three\rfour"
 	rec := `{"type":"message_update","assistantMessageEvent":{"type":"text_delta","contentIndex":0,"delta":"` + "one\u2028two\u2029three\\rfour" + `"}}`
 	in := rec + "\r\n" + rec + "\n"
-	lines := readAll(t, NewLineReader(iotest.OneByteReader(strings.NewReader(in)), 0))
+	lines := readAll(t, engine.NewLineReader(iotest.OneByteReader(strings.NewReader(in)), 0))
 	if len(lines) != 2 {
 		t.Fatalf("got %d records, want 2", len(lines))
 	}
@@ -171,10 +173,10 @@ func refSplit(b []byte, each func([]byte)) {
 	for len(b) > 0 {
 		i := bytes.IndexByte(b, '\n')
 		if i < 0 {
-			each(trimCR(b))
+			each(bytes.TrimSuffix(b, []byte("\r")))
 			return
 		}
-		each(trimCR(b[:i]))
+		each(bytes.TrimSuffix(b[:i], []byte("\r")))
 		b = b[i+1:]
 	}
 }
@@ -197,9 +199,9 @@ func FuzzLineReader(f *testing.F) {
 				want = append(want, "!TOOLONG")
 				continue
 			}
-			want = append(want, string(trimCR(body)))
+			want = append(want, string(bytes.TrimSuffix(body, []byte("\r"))))
 		}
-		got := readAll(t, NewLineReader(iotest.HalfReader(bytes.NewReader(in)), int(max)))
+		got := readAll(t, engine.NewLineReader(iotest.HalfReader(bytes.NewReader(in)), int(max)))
 		if strings.Join(got, "\x00|") != strings.Join(want, "\x00|") {
 			t.Fatalf("got %q, want %q", got, want)
 		}
@@ -227,7 +229,7 @@ func BenchmarkFraming(b *testing.B) {
 	plain := time.Since(start)
 	start = time.Now()
 	for range b.N {
-		lr := NewLineReader(bytes.NewReader(in), 0)
+		lr := engine.NewLineReader(bytes.NewReader(in), 0)
 		for {
 			l, err := lr.Next()
 			if err != nil {
@@ -239,64 +241,4 @@ func BenchmarkFraming(b *testing.B) {
 	ours := time.Since(start)
 	b.ReportMetric(float64(plain)/float64(ours), "x-of-indexbyte")
 	_ = sink
-}
-
-// FuzzLineReaderReduce: with reduction on, every line still comes back
-// exactly once and in order: whole up to the bound, reduced (the same
-// JSON value, being far under the string bound) between the bound and the
-// limit, refused past the limit or when it is not one JSON value.
-func FuzzLineReaderReduce(f *testing.F) {
-	for _, b := range recordings(f, ".stdout.jsonl") {
-		f.Add(b, uint16(40), uint16(400))
-	}
-	f.Add([]byte("{\"a\":\"bc\"}\r\n[1, 2]  \nnot json at all\n{}"), uint16(3), uint16(12))
-	f.Fuzz(func(t *testing.T, in []byte, max, limit uint16) {
-		if max == 0 || limit <= max {
-			return
-		}
-		var want []string
-		for _, raw := range bytes.SplitAfter(in, []byte("\n")) {
-			if len(raw) == 0 {
-				continue
-			}
-			body := bytes.TrimSuffix(raw, []byte("\n"))
-			switch {
-			case len(body) <= int(max):
-				want = append(want, string(trimCR(body)))
-			case len(body) > int(limit):
-				want = append(want, "!TOOLONG")
-			default:
-				out, _, err := reduce(bytes.NewReader(body))
-				if err != nil {
-					want = append(want, "!REDUCE")
-				} else {
-					want = append(want, string(out))
-				}
-			}
-		}
-		lr := NewLineReader(iotest.HalfReader(bytes.NewReader(in)), int(max))
-		lr.Reduce(int64(limit))
-		var got []string
-		for {
-			line, err := lr.Next()
-			switch {
-			case errors.Is(err, ErrLineTooLong):
-				got = append(got, "!TOOLONG")
-				continue
-			case errors.Is(err, ErrReduce):
-				got = append(got, "!REDUCE")
-				continue
-			case errors.Is(err, io.EOF):
-			case err != nil:
-				t.Fatalf("Next: %v", err)
-			default:
-				got = append(got, string(line))
-				continue
-			}
-			break
-		}
-		if strings.Join(got, "\x00|") != strings.Join(want, "\x00|") {
-			t.Fatalf("got %q, want %q", got, want)
-		}
-	})
 }

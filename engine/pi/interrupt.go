@@ -1,10 +1,11 @@
-package engine
+package pi
 
 import (
 	"context"
 	"errors"
 	"fmt"
 
+	"github.com/mosaic-agents/mosaic/engine"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
@@ -20,10 +21,10 @@ var errAbortSkipped = errors.New("abort not sent: the native queue state is unkn
 // unknown, abort is not sent (it could run the unknown queue), the proof
 // is uncertain and the fence stays. Otherwise the fence lifts only when
 // the proof is certain.
-func (c *Conn) Interrupt(ctx context.Context, stopRef string) (TurnProof, error) {
-	proof := TurnProof{
+func (c *Conn) Interrupt(ctx context.Context, stopRef string) (engine.TurnProof, error) {
+	proof := engine.TurnProof{
 		StopRef: stopRef, Execution: c.opts.Execution,
-		ItemsMatched: []QueuedText{}, External: []QueuedText{}, Ambiguous: []QueuedText{},
+		ItemsMatched: []engine.QueuedText{}, External: []engine.QueuedText{}, Ambiguous: []engine.QueuedText{},
 	}
 	c.mu.Lock()
 	if c.tr.stopping {
@@ -75,28 +76,28 @@ func (c *Conn) abortUnless(ctx context.Context, clearErr error) ([]string, error
 		return cancelled, err
 	}
 	if n.Success == nil || !*n.Success {
-		return cancelled, &NativeError{Command: "abort", ID: id, Text: n.Error}
+		return cancelled, &engine.NativeError{Command: "abort", ID: id, Text: n.Error}
 	}
 	return cancelled, nil
 }
 
 // conclude fills the proof from the clear and abort results and the
 // tracker, and settles the slot; c.mu is held.
-func (c *Conn) conclude(p *TurnProof, q QueueState, qerr, aerr error) {
+func (c *Conn) conclude(p *engine.TurnProof, q QueueState, qerr, aerr error) {
 	s := c.tr.slot
-	var item *Dispatch
+	var item *engine.Dispatch
 	if s != nil && !s.Started && s.Receipt != protocol.ReceiptFailed {
 		item = s
 	}
 	if qerr != nil {
-		p.NativeQueue = QueueUnknown
-		p.uncertain("clear_queue: " + qerr.Error())
+		p.NativeQueue = engine.QueueUnknown
+		uncertain(p, "clear_queue: "+qerr.Error())
 		if item != nil {
 			item.Receipt = protocol.ReceiptDeliveryUnknown
 		}
 	} else {
-		p.NativeQueue = QueueCleared
-		var ambiguous []QueuedText
+		p.NativeQueue = engine.QueueCleared
+		var ambiguous []engine.QueuedText
 		p.ItemsMatched, p.External, ambiguous = matchQueue(item, q)
 		p.Ambiguous = ambiguous
 		switch {
@@ -106,22 +107,22 @@ func (c *Conn) conclude(p *TurnProof, q QueueState, qerr, aerr error) {
 			item.Unconsumed = true
 		case len(ambiguous) > 0:
 			item.Receipt = protocol.ReceiptDeliveryUnknown
-			p.uncertain("clear_queue returned the item's text ambiguously")
+			uncertain(p, "clear_queue returned the item's text ambiguously")
 		}
 	}
 	if aerr != nil {
-		p.uncertain("abort: " + aerr.Error())
+		uncertain(p, "abort: "+aerr.Error())
 	} else {
 		p.AbortAcknowledged = true
 	}
-	if s != nil && s.Receipt == ReceiptPending {
+	if s != nil && s.Receipt == engine.ReceiptPending {
 		// The prompt's own response never came: nobody can say.
 		s.Receipt = protocol.ReceiptDeliveryUnknown
-		p.uncertain("prompt response missing at interrupt")
+		uncertain(p, "prompt response missing at interrupt")
 	}
 	p.Effects = c.tr.effects()
 	if c.tr.uncertain {
-		p.uncertain("binding uncertain")
+		uncertain(p, "binding uncertain")
 	}
 	if s != nil {
 		d := *s
@@ -132,7 +133,7 @@ func (c *Conn) conclude(p *TurnProof, q QueueState, qerr, aerr error) {
 	}
 }
 
-func (p *TurnProof) uncertain(reason string) {
+func uncertain(p *engine.TurnProof, reason string) {
 	p.Uncertain = true
 	p.Reasons = append(p.Reasons, reason)
 }

@@ -1,15 +1,17 @@
-package engine
+package pi
 
 import (
 	"context"
 	"encoding/json"
 	"testing"
+
+	"github.com/mosaic-agents/mosaic/engine"
 )
 
 // TestS1: a leading slash command refuses text-policy with or without
 // leading white space, and zero bytes reach the engine.
 func TestS1(t *testing.T) {
-	p := startPeer(t, Options{})
+	p := startPeer(t, engine.Options{})
 	for _, text := range []string{"/goal x", "  /goal x", "\t/goal x", "\n/goal x", "\u00a0/goal x", "\u200b/goal x", "\ufeff/goal x", "\u202e/goal x", "\u3000/goal x"} {
 		t.Run(text, func(t *testing.T) {
 			if _, err := p.conn.Prompt(context.Background(), text); code(err) != "text-policy" {
@@ -26,10 +28,10 @@ func TestS1(t *testing.T) {
 // TestS2 walks the one table: every interpreted prefix refuses, bare and
 // after white space; every prefix Pi does not interpret is admitted.
 func TestS2(t *testing.T) {
-	for _, p := range Prefixes {
+	for _, p := range engine.Prefixes {
 		for _, lead := range []string{"", " ", "\t \r\n"} {
 			text := lead + p.Prefix + "name args"
-			err := CheckText(text)
+			err := engine.CheckText(text)
 			switch {
 			case p.Interpreted && code(err) != "text-policy":
 				t.Errorf("%q (%s) admitted: %v", text, p.Source, err)
@@ -46,10 +48,10 @@ func TestS2(t *testing.T) {
 // TestS3: a slash on a later line is admitted, because pinned Pi looks
 // only at index 0; the prompt goes out as one record with the exact text.
 func TestS3(t *testing.T) {
-	if LaterLineSlashInterpreted {
+	if engine.LaterLineSlashInterpreted {
 		t.Fatal("table says later lines are interpreted; S3 expects refusal then")
 	}
-	p := startPeer(t, Options{})
+	p := startPeer(t, engine.Options{})
 	text := "please read this\n/goal x"
 	p.acked(text)
 	if got := p.stdinPrompts(); len(got) != 1 || got[0] != text {
@@ -60,7 +62,7 @@ func TestS3(t *testing.T) {
 // TestS7: ESC, bracketed-paste markers and U+2028 reach the engine as one
 // record whose message is the exact text.
 func TestS7(t *testing.T) {
-	p := startPeer(t, Options{})
+	p := startPeer(t, engine.Options{})
 	text := "a\x1b[200~pasted\nline\x1b[201~ b\u2028c\u2029d\r\n"
 	p.acked(text)
 	p.mu.Lock()
@@ -75,7 +77,7 @@ func TestS7(t *testing.T) {
 }
 
 func TestPromptRefusesInvalidUTF8(t *testing.T) {
-	p := startPeer(t, Options{})
+	p := startPeer(t, engine.Options{})
 	if _, err := p.conn.Prompt(context.Background(), "a\xffb"); code(err) != "malformed" {
 		t.Fatalf("got %v", err)
 	}

@@ -1,4 +1,4 @@
-package engine
+package pi
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mosaic-agents/mosaic/contrib/stubmodel"
+	"github.com/mosaic-agents/mosaic/engine"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
@@ -41,7 +42,7 @@ func (r *rig) staleView() {
 	r.conn.mu.Unlock()
 }
 
-func (r *rig) prompt(text string) Dispatch {
+func (r *rig) prompt(text string) engine.Dispatch {
 	r.t.Helper()
 	d, err := r.conn.Prompt(context.Background(), text)
 	if err != nil || d.Receipt != protocol.ReceiptAcknowledged {
@@ -56,7 +57,7 @@ func TestEngineSmoke(t *testing.T) {
 	realPiNote(t)
 	for _, eng := range engines(t) {
 		t.Run(eng, func(t *testing.T) {
-			r := startRig(t, eng, stubmodel.Script{}, Options{}, false)
+			r := startRig(t, eng, stubmodel.Script{}, engine.Options{}, false)
 			ctx := context.Background()
 			st, err := r.conn.GetState(ctx)
 			if err != nil || st.IsStreaming || !strings.HasSuffix(st.SessionFile, "s1.jsonl") {
@@ -79,7 +80,7 @@ func TestEngineSmoke(t *testing.T) {
 			if _, err := r.conn.GetEntries(ctx, ""); err != nil {
 				t.Fatal(err)
 			}
-			var ne *NativeError
+			var ne *engine.NativeError
 			if _, err := r.conn.GetEntries(ctx, "nosuchid"); !errors.As(err, &ne) {
 				t.Fatalf("get_entries with unknown since: %v", err)
 			}
@@ -97,7 +98,7 @@ func TestEngineE1(t *testing.T) {
 	}}
 	for _, eng := range engines(t) {
 		t.Run(eng, func(t *testing.T) {
-			r := startRig(t, eng, script, Options{}, false)
+			r := startRig(t, eng, script, engine.Options{}, false)
 			r.prompt("PLAIN run the tool")
 			r.waitEvent(kind(protocol.EventRunSettled))
 			events := r.snapshot()
@@ -159,13 +160,13 @@ func TestEngineN6(t *testing.T) {
 	script := stubmodel.Script{Turns: []stubmodel.Turn{{Endless: true}}}
 	for _, eng := range engines(t) {
 		t.Run(eng, func(t *testing.T) {
-			r := startRig(t, eng, script, Options{}, false)
+			r := startRig(t, eng, script, engine.Options{}, false)
 			r.prompt("PLAIN long")
 			r.waitEvent(kind(protocol.EventTextDelta))
 			r.staleView()
 			const text = "PLAIN interrupt"
 			d, err := r.conn.Prompt(context.Background(), text)
-			var ne *NativeError
+			var ne *engine.NativeError
 			if code(err) != "engine-refused" || !errors.As(err, &ne) || ne.Text != busyText {
 				t.Fatalf("got %v", err)
 			}
@@ -193,7 +194,7 @@ func TestEngineRetryWindow(t *testing.T) {
 	}}
 	for _, eng := range engines(t) {
 		t.Run(eng, func(t *testing.T) {
-			r := startRig(t, eng, script, Options{}, false)
+			r := startRig(t, eng, script, engine.Options{}, false)
 			r.prompt("PLAIN first")
 			r.waitState(func(s TurnState) bool { return s.WillRetry })
 			r.staleView()
@@ -202,7 +203,7 @@ func TestEngineRetryWindow(t *testing.T) {
 				t.Fatalf("prompt in retry window: %v", err)
 			}
 			proof, err := r.conn.Interrupt(context.Background(), "stop-n1")
-			if err != nil || proof.Uncertain || proof.NativeQueue != QueueCleared || len(proof.ItemsMatched)+len(proof.External)+len(proof.Ambiguous) != 0 {
+			if err != nil || proof.Uncertain || proof.NativeQueue != engine.QueueCleared || len(proof.ItemsMatched)+len(proof.External)+len(proof.Ambiguous) != 0 {
 				t.Fatalf("proof %+v %v", proof, err)
 			}
 			types := r.stdinTypes()
@@ -226,12 +227,12 @@ func TestEngineN3(t *testing.T) {
 		{Text: []string{"working"}, Tool: &stubmodel.ToolCall{Command: "echo hi"}, FollowUp: "extension follow-up"},
 		{Endless: true},
 	}}
-	r := startRig(t, "fake", script, Options{}, false)
+	r := startRig(t, "fake", script, engine.Options{}, false)
 	r.prompt("PLAIN go")
 	r.waitState(func(s TurnState) bool { return slices.Contains(s.Queue.FollowUp, "extension follow-up") })
 	r.waitEvent(func(e protocol.Event) bool { return e.Kind == protocol.EventTextDelta && e.Text == "w0 " })
 	proof, err := r.conn.Interrupt(context.Background(), "stop-n3")
-	want := []QueuedText{{Queue: "followUp", Text: "extension follow-up"}}
+	want := []engine.QueuedText{{Queue: "followUp", Text: "extension follow-up"}}
 	if err != nil || proof.Uncertain || !slices.Equal(proof.External, want) || len(proof.ItemsMatched) != 0 {
 		t.Fatalf("proof %+v %v", proof, err)
 	}
@@ -253,14 +254,14 @@ func TestEngineN5(t *testing.T) {
 	script := stubmodel.Script{Turns: []stubmodel.Turn{{Endless: true}}}
 	for _, eng := range engines(t) {
 		t.Run(eng, func(t *testing.T) {
-			r := startRig(t, eng, script, Options{}, false)
+			r := startRig(t, eng, script, engine.Options{}, false)
 			r.prompt("PLAIN long") // Pi's first answer can take a while after start
 			r.waitEvent(kind(protocol.EventTextDelta))
 			r.conn.opts.CommandTimeout = 500 * time.Millisecond
 			r.gate.hold()
 			proof, err := r.conn.Interrupt(context.Background(), "stop-n5")
 			r.gate.open()
-			if err != nil || proof.NativeQueue != QueueUnknown || !proof.Uncertain || proof.AbortAcknowledged {
+			if err != nil || proof.NativeQueue != engine.QueueUnknown || !proof.Uncertain || proof.AbortAcknowledged {
 				t.Fatalf("proof %+v %v", proof, err)
 			}
 			if slices.Contains(r.stdinTypes(), "abort") {

@@ -1,4 +1,4 @@
-package engine
+package pi
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mosaic-agents/mosaic/engine"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
@@ -13,7 +14,7 @@ import (
 func mapRecording(t testing.TB, b []byte) (events []protocol.Event, natives []*native) {
 	t.Helper()
 	m := newMapper("exec-1")
-	lr := NewLineReader(bytes.NewReader(b), 0)
+	lr := engine.NewLineReader(bytes.NewReader(b), 0)
 	for {
 		line, err := lr.Next()
 		if err != nil {

@@ -1,4 +1,4 @@
-package engine
+package pi
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mosaic-agents/mosaic/engine"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
@@ -16,7 +17,7 @@ import (
 // exact choice goes out once as one extension_ui_response with the native
 // id and the native shape; a second answer to the same id writes nothing.
 func TestAnswerExactChoice(t *testing.T) {
-	p := startPeer(t, Options{})
+	p := startPeer(t, engine.Options{})
 	p.emit(`{"type":"extension_ui_request","id":"d-sel","method":"select","title":"T\u202e<b>","options":["Allow <i>once</i>","multi\nline"]}`,
 		`{"type":"extension_ui_request","id":"d-cf","method":"confirm","title":"C","message":"m","timeout":1500}`,
 		`{"type":"extension_ui_request","id":"d-in","method":"input","title":"I","placeholder":"p"}`)
@@ -62,10 +63,10 @@ func TestAnswerExactChoice(t *testing.T) {
 // Pi's abort waits for a dialog whose extension took no signal), and the
 // turn proof names them.
 func TestInterruptCancelsDialogsAfterAbort(t *testing.T) {
-	p := startPeer(t, Options{})
+	p := startPeer(t, engine.Options{})
 	p.emit(`{"type":"agent_start"}`, `{"type":"extension_ui_request","id":"d-ed","method":"editor","title":"E"}`)
 	p.sync()
-	done := make(chan TurnProof, 1)
+	done := make(chan engine.TurnProof, 1)
 	go func() { proof, _ := p.conn.Interrupt(context.Background(), "s-1"); done <- proof }()
 	p.respond(p.next("clear_queue"), map[string]any{"steering": []string{}, "followUp": []string{}})
 	abort := p.next("abort")

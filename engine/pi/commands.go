@@ -1,4 +1,4 @@
-package engine
+package pi
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/mosaic-agents/mosaic/engine"
 )
 
 // Budget is how long a command may take that makes Pi read or write
@@ -15,7 +17,7 @@ import (
 // is either too short for a large session or too long for a small one.
 func Budget(base time.Duration, size int64) time.Duration {
 	if base <= 0 {
-		base = DefaultCommandTimeout
+		base = engine.DefaultCommandTimeout
 	}
 	return base + time.Duration(size/PerSecond)*time.Second
 }

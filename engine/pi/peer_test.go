@@ -1,4 +1,4 @@
-package engine
+package pi
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mosaic-agents/mosaic/engine"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
@@ -35,7 +36,7 @@ type peer struct {
 	evDone   chan struct{}
 }
 
-func startPeer(t *testing.T, opts Options) *peer {
+func startPeer(t *testing.T, opts engine.Options) *peer {
 	t.Helper()
 	if opts.Execution == "" {
 		opts.Execution = "exec-t"
@@ -48,7 +49,7 @@ func startPeer(t *testing.T, opts Options) *peer {
 	}
 	p := &peer{t: t, conn: c, out: outW, cmds: make(chan map[string]any, 64), evDone: make(chan struct{})}
 	go func() {
-		lr := NewLineReader(inR, 16<<20) // a prompt record can pass the default bound
+		lr := engine.NewLineReader(inR, 16<<20) // a prompt record can pass the default bound
 		for {
 			line, err := lr.Next()
 			if err != nil {
@@ -261,7 +262,7 @@ func assistantMessage(text string) []string {
 }
 
 type promptResult struct {
-	d   Dispatch
+	d   engine.Dispatch
 	err error
 }
 
@@ -274,8 +275,8 @@ func (p *peer) goPrompt(text string) chan promptResult {
 	return ch
 }
 
-func (p *peer) goInterrupt(ref string) chan TurnProof {
-	ch := make(chan TurnProof, 1)
+func (p *peer) goInterrupt(ref string) chan engine.TurnProof {
+	ch := make(chan engine.TurnProof, 1)
 	go func() {
 		proof, err := p.conn.Interrupt(context.Background(), ref)
 		if err != nil {
@@ -300,7 +301,7 @@ func recv[T any](t *testing.T, ch chan T) T {
 
 // acked dispatches text and acknowledges it; extra lines go out between
 // reading the prompt and answering it.
-func (p *peer) acked(text string, before ...string) Dispatch {
+func (p *peer) acked(text string, before ...string) engine.Dispatch {
 	p.t.Helper()
 	r := p.goPrompt(text)
 	cmd := p.next("prompt")

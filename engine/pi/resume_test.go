@@ -1,4 +1,4 @@
-package engine
+package pi
 
 import (
 	"bufio"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mosaic-agents/mosaic/engine"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
@@ -63,7 +64,7 @@ func TestResyncNeverParsesAHalfLine(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, w := scriptedEngine(t, tc.pre, tc.streaming, tc.tail)
-			c, err := New(r, w, Options{Execution: "e-1", Resume: true, SeqBase: 1 << 32, IDPrefix: "r1.", CommandTimeout: 5 * time.Second})
+			c, err := New(r, w, engine.Options{Execution: "e-1", Resume: true, SeqBase: 1 << 32, IDPrefix: "r1.", CommandTimeout: 5 * time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}

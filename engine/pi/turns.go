@@ -1,101 +1,23 @@
-package engine
+package pi
 
 import (
 	"encoding/json"
 	"sort"
 	"strings"
 
+	"github.com/mosaic-agents/mosaic/engine"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
-// ReceiptPending is the dispatch slot's state from the write of a prompt
-// until Pi answers it; the other states a slot takes are the receipt
-// states of protocol (acknowledged, failed, delivery-unknown).
-const ReceiptPending = "pending"
-
-// Native queue states recorded in a TurnProof.
-const (
-	// QueueCleared: clear_queue answered; its texts are in the proof.
-	QueueCleared = "cleared"
-	// QueueUnknown: clear_queue failed or timed out (N5).
-	QueueUnknown = "unknown"
-)
-
-// Dispatch is the one Mosaic prompt that holds the dispatch slot.
-type Dispatch struct {
-	// RequestID is the engine command id the prompt was sent with.
-	RequestID string `json:"requestId"`
-	Text      string `json:"text"`
-	Receipt   string `json:"receipt"`
-	// Evidence is Pi's own error text when it refused the prompt.
-	Evidence string `json:"evidence,omitempty"`
-	// Started is set once Pi emitted the user message carrying Text.
-	Started bool `json:"started"`
-	// Unconsumed is set when clear_queue returned Text exactly once: the
-	// item was proven unconsumed. The receipt stays acknowledged (R3-1.3).
-	Unconsumed bool `json:"unconsumed,omitempty"`
-}
-
-// QueuedText is one text clear_queue returned, with the queue it was in.
-type QueuedText struct {
-	Queue string `json:"queue"` // steering or followUp
-	Text  string `json:"text"`
-}
-
-// Effect is a tool execution that started and has not ended.
-type Effect struct {
-	CallID string `json:"callId"`
-	Name   string `json:"name"`
-	// State is "uncertain": killing or aborting is never rollback.
-	State string `json:"state"`
-}
-
-// TurnProof is the native-turn reconciliation an interrupt produces
-// (brief §3, R3-1). It is evidence, not a verdict: Uncertain says the stop
-// must stay uncertain and admission closed.
-type TurnProof struct {
-	StopRef   string `json:"stopRef"`
-	Execution string `json:"execution"`
-	// InterruptedRun is the ordinal (from 1) of the run active when the
-	// interrupt began, or 0 when none was visible.
-	InterruptedRun int `json:"interruptedRun"`
-	// Dispatch is the slot's item as the proof leaves it, if there was one.
-	Dispatch *Dispatch `json:"dispatch,omitempty"`
-	// ItemsMatched lists the Mosaic item clear_queue returned exactly once.
-	ItemsMatched []QueuedText `json:"itemsMatched"`
-	// External lists returned texts that match no Mosaic item: held by the
-	// engine, not sent by Mosaic, shown read-only and never resent.
-	External []QueuedText `json:"external"`
-	// Ambiguous lists returned texts that may be the Mosaic item but do
-	// not prove it (twice, or a near match): attributed to nobody (N4).
-	Ambiguous []QueuedText `json:"ambiguous"`
-	// NativeQueue is cleared or unknown.
-	NativeQueue string `json:"nativeQueue"`
-	// AbortAcknowledged is set when Pi answered the abort (it answers after
-	// the run settled).
-	AbortAcknowledged bool `json:"abortAcknowledged"`
-	// Effects lists tool executions started and never ended: uncertain.
-	Effects []Effect `json:"effects"`
-	// TerminalReason is the engine's own word for how the interrupted
-	// turn ended, where it has one (Claude's result.terminal_reason).
-	TerminalReason string `json:"terminalReason,omitempty"`
-	// CancelledDialogs lists the native dialogs the interrupt cancelled
-	// right after writing abort (their native request ids).
-	CancelledDialogs []string `json:"cancelledDialogs,omitempty"`
-	Uncertain        bool     `json:"uncertain"`
-	// Reasons says why the proof is uncertain, one stable phrase each.
-	Reasons []string `json:"reasons,omitempty"`
-}
-
 // TurnState is a snapshot of the tracker for the controller.
 type TurnState struct {
-	Fenced    bool      `json:"fenced"`
-	Running   bool      `json:"running"`
-	Uncertain bool      `json:"uncertain"`
-	Reasons   []string  `json:"reasons,omitempty"`
-	Slot      *Dispatch `json:"slot,omitempty"`
+	Fenced    bool             `json:"fenced"`
+	Running   bool             `json:"running"`
+	Uncertain bool             `json:"uncertain"`
+	Reasons   []string         `json:"reasons,omitempty"`
+	Slot      *engine.Dispatch `json:"slot,omitempty"`
 	// Last is the item that held the slot most recently, after release.
-	Last *Dispatch `json:"last,omitempty"`
+	Last *engine.Dispatch `json:"last,omitempty"`
 	// Runs counts agent_start; Ends counts agent_end since the last settle.
 	Runs      int        `json:"runs"`
 	Ends      int        `json:"ends"`
@@ -103,8 +25,8 @@ type TurnState struct {
 	Settles   int        `json:"settles"`
 	Queue     QueueState `json:"queue"`
 	// ExternalUser counts user messages that were not the slot's item.
-	ExternalUser int      `json:"externalUser"`
-	OpenTools    []Effect `json:"openTools,omitempty"`
+	ExternalUser int             `json:"externalUser"`
+	OpenTools    []engine.Effect `json:"openTools,omitempty"`
 }
 
 // QueueState is Pi's last reported native queue (queue_update).
@@ -116,8 +38,8 @@ type QueueState struct {
 // tracker follows runs and the dispatch slot from the native stream in
 // wire order. It does no I/O; Conn feeds it under its lock.
 type tracker struct {
-	slot      *Dispatch
-	last      *Dispatch
+	slot      *engine.Dispatch
+	last      *engine.Dispatch
 	fenced    bool
 	stopping  bool
 	running   bool
@@ -127,12 +49,12 @@ type tracker struct {
 	settles   int
 	queue     QueueState
 	external  int
-	open      map[string]Effect
+	open      map[string]engine.Effect
 	uncertain bool
 	reasons   []string
 }
 
-func newTracker() *tracker { return &tracker{open: make(map[string]Effect)} }
+func newTracker() *tracker { return &tracker{open: make(map[string]engine.Effect)} }
 
 // claim takes the dispatch slot for a prompt or refuses. A run visible on
 // the stream (agent_start until agent_settled, retries included) is busy:
@@ -146,7 +68,7 @@ func (t *tracker) claim(id, text string) error {
 	case t.running:
 		return protocol.Refuse(protocol.CodeBusy, "the engine is running")
 	}
-	t.slot = &Dispatch{RequestID: id, Text: text, Receipt: ReceiptPending}
+	t.slot = &engine.Dispatch{RequestID: id, Text: text, Receipt: engine.ReceiptPending}
 	return nil
 }
 
@@ -158,7 +80,7 @@ func (t *tracker) respond(n *native) {
 		return
 	}
 	if n.Success != nil && *n.Success {
-		if s.Receipt == ReceiptPending || s.Receipt == protocol.ReceiptDeliveryUnknown {
+		if s.Receipt == engine.ReceiptPending || s.Receipt == protocol.ReceiptDeliveryUnknown {
 			s.Receipt = protocol.ReceiptAcknowledged
 		}
 		return
@@ -170,7 +92,7 @@ func (t *tracker) respond(n *native) {
 // lost marks the slot's delivery unknown (write failure or timeout). The
 // slot stays held: Pi may still have the text.
 func (t *tracker) lost(id string) {
-	if t.slot != nil && t.slot.RequestID == id && t.slot.Receipt == ReceiptPending {
+	if t.slot != nil && t.slot.RequestID == id && t.slot.Receipt == engine.ReceiptPending {
 		t.slot.Receipt = protocol.ReceiptDeliveryUnknown
 	}
 }
@@ -217,7 +139,7 @@ func (t *tracker) observe(n *native) {
 	case "queue_update":
 		t.queue = QueueState{Steering: n.Steering, FollowUp: n.FollowUp}
 	case "tool_execution_start":
-		t.open[n.ToolCallID] = Effect{CallID: n.ToolCallID, Name: n.ToolName, State: "uncertain"}
+		t.open[n.ToolCallID] = engine.Effect{CallID: n.ToolCallID, Name: n.ToolName, State: "uncertain"}
 	case "tool_execution_end":
 		delete(t.open, n.ToolCallID)
 	}
@@ -237,8 +159,8 @@ func (t *tracker) adopt(n *native) {
 	t.running = st.IsStreaming
 }
 
-func (t *tracker) effects() []Effect {
-	out := make([]Effect, 0, len(t.open))
+func (t *tracker) effects() []engine.Effect {
+	out := make([]engine.Effect, 0, len(t.open))
 	for _, e := range t.open {
 		out = append(out, e)
 	}
@@ -272,9 +194,9 @@ func (t *tracker) snapshot() TurnState {
 // like it are external. When the item's text comes back twice, or only a
 // near match does, nothing is attributed: those texts are ambiguous and
 // the item's delivery is unknown (N4).
-func matchQueue(item *Dispatch, q QueueState) (matched, external, ambiguous []QueuedText) {
-	matched, external, ambiguous = []QueuedText{}, []QueuedText{}, []QueuedText{}
-	var like []QueuedText
+func matchQueue(item *engine.Dispatch, q QueueState) (matched, external, ambiguous []engine.QueuedText) {
+	matched, external, ambiguous = []engine.QueuedText{}, []engine.QueuedText{}, []engine.QueuedText{}
+	var like []engine.QueuedText
 	exact := 0
 	for _, e := range queued(q) {
 		switch {
@@ -293,13 +215,13 @@ func matchQueue(item *Dispatch, q QueueState) (matched, external, ambiguous []Qu
 	return matched, external, append(ambiguous, like...)
 }
 
-func queued(q QueueState) []QueuedText {
-	all := make([]QueuedText, 0, len(q.Steering)+len(q.FollowUp))
+func queued(q QueueState) []engine.QueuedText {
+	all := make([]engine.QueuedText, 0, len(q.Steering)+len(q.FollowUp))
 	for _, s := range q.Steering {
-		all = append(all, QueuedText{Queue: "steering", Text: s})
+		all = append(all, engine.QueuedText{Queue: "steering", Text: s})
 	}
 	for _, s := range q.FollowUp {
-		all = append(all, QueuedText{Queue: "followUp", Text: s})
+		all = append(all, engine.QueuedText{Queue: "followUp", Text: s})
 	}
 	return all
 }

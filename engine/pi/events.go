@@ -1,4 +1,4 @@
-package engine
+package pi
 
 import (
 	"strconv"
@@ -241,27 +241,6 @@ func (m *mapper) messageEnd(n *native) []protocol.Event {
 		e.Tool = &protocol.Tool{CallID: msg.ToolCallID, Name: msg.ToolName, IsError: msg.IsError}
 	}
 	return []protocol.Event{e}
-}
-
-// Block converts a native content block; an unknown type keeps its place
-// (ordinals stay right) but none of its content. Redacted reasoning is
-// unavailable with empty text (seed 003, Parser), so a live message and the
-// same message re-read from the session file agree.
-func (b NativeBlock) Block() protocol.Block {
-	switch b.Type {
-	case "text":
-		return protocol.Block{Type: "text", Text: b.Text}
-	case "thinking":
-		if b.Redacted {
-			return protocol.Block{Type: "unavailable"}
-		}
-		return protocol.Block{Type: "thinking", Text: b.Thinking}
-	case "toolCall":
-		return protocol.Block{Type: "toolCall", ToolCallID: b.ID, ToolName: b.Name, Args: b.Arguments}
-	case "image":
-		return protocol.Block{Type: "image", MimeType: b.MimeType}
-	}
-	return protocol.Block{Type: "unavailable"}
 }
 
 func (m *mapper) toolEvent(kind protocol.EventKind, n *native) protocol.Event {

@@ -1,7 +1,9 @@
-package engine
+package pi
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,67 +12,16 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/mosaic-agents/mosaic/engine"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
-
-// Default command timeouts. Abort waits for Pi to go idle (it answers
-// after agent_settled), so it gets longer.
-const (
-	DefaultCommandTimeout = 10 * time.Second
-	DefaultAbortTimeout   = 60 * time.Second
-)
-
-// ErrClosed is returned for commands after the engine's output ended or
-// the Conn was closed.
-var ErrClosed = errors.New("engine connection closed")
-
-// ErrTimeout is wrapped when the engine did not answer a command in time.
-var ErrTimeout = errors.New("engine did not answer in time")
-
-// NativeError is Pi's own refusal of a command, kept verbatim as evidence.
-type NativeError struct {
-	Command string
-	ID      string
-	Text    string
-}
-
-func (e *NativeError) Error() string {
-	return fmt.Sprintf("engine refused %s %s: %s", e.Command, e.ID, e.Text)
-}
-
-// Options configure a Conn.
-type Options struct {
-	// Execution is the execution incarnation id stamped on every event.
-	// Required: events from two incarnations must never be confused.
-	Execution string
-	// MaxLine bounds the engine output line held whole (DefaultMaxLine
-	// if zero).
-	MaxLine int
-	// LineLimit bounds the longest line read at all (DefaultLineLimit if
-	// zero); a line between MaxLine and LineLimit is reduced as it
-	// streams in: strings cut, Event.Truncated set. A LineLimit not above
-	// MaxLine turns reduction off.
-	LineLimit int64
-	// CommandTimeout bounds each command but abort.
-	CommandTimeout time.Duration
-	// AbortTimeout bounds abort.
-	AbortTimeout time.Duration
-	// Resume joins the output of an engine that runs already (a controller
-	// re-attached after a restart, resume.go): nothing before the first LF
-	// is parsed, events are numbered from SeqBase+1, and command ids carry
-	// IDPrefix so that no response meant for an earlier reader of the same
-	// pipe can be taken for one of ours. Call Resync before anything else.
-	Resume   bool
-	SeqBase  uint64
-	IDPrefix string
-}
 
 // Conn speaks Pi's RPC protocol over the engine's stdin and stdout. It
 // correlates responses by id, maps events in wire order, keeps the turn
 // tracker and holds the one dispatch slot. It never closes stdin except
 // in Close: Pi exits at stdin EOF, even mid-run.
 type Conn struct {
-	opts Options
+	opts engine.Options
 	w    io.WriteCloser
 	wmu  sync.Mutex
 	ids  uint64
@@ -80,7 +31,7 @@ type Conn struct {
 	dialogs map[string]dialog
 	tr      *tracker
 	mp      *mapper
-	*Output
+	*engine.Output
 	// synced is closed once the reader passed the first LF (at once
 	// without Options.Resume); skipped counts the bytes it skipped.
 	synced  chan struct{}
@@ -93,15 +44,15 @@ type Conn struct {
 // New starts reading the engine's stdout (r) and returns a Conn that
 // writes commands to its stdin (w). The caller owns the process; New
 // starts two goroutines that end when r reaches EOF or fails.
-func New(r io.Reader, w io.WriteCloser, opts Options) (*Conn, error) {
+func New(r io.Reader, w io.WriteCloser, opts engine.Options) (*Conn, error) {
 	if opts.Execution == "" {
 		return nil, errors.New("engine: Options.Execution is required")
 	}
 	if opts.CommandTimeout <= 0 {
-		opts.CommandTimeout = DefaultCommandTimeout
+		opts.CommandTimeout = engine.DefaultCommandTimeout
 	}
 	if opts.AbortTimeout <= 0 {
-		opts.AbortTimeout = DefaultAbortTimeout
+		opts.AbortTimeout = engine.DefaultAbortTimeout
 	}
 	c := &Conn{
 		opts: opts, w: w,
@@ -109,14 +60,14 @@ func New(r io.Reader, w io.WriteCloser, opts Options) (*Conn, error) {
 		dialogs: make(map[string]dialog),
 		tr:      newTracker(),
 		mp:      newMapper(opts.Execution),
-		Output:  NewOutput(),
+		Output:  engine.NewOutput(),
 		synced:  make(chan struct{}),
 	}
 	c.mp.seq = opts.SeqBase
 	if opts.LineLimit == 0 {
-		opts.LineLimit = DefaultLineLimit
+		opts.LineLimit = engine.DefaultLineLimit
 	}
-	lr := NewLineReader(r, opts.MaxLine)
+	lr := engine.NewLineReader(r, opts.MaxLine)
 	lr.Reduce(opts.LineLimit)
 	if opts.Resume {
 		lr.SkipPartial(func(n int64) {
@@ -128,7 +79,7 @@ func New(r io.Reader, w io.WriteCloser, opts Options) (*Conn, error) {
 	} else {
 		close(c.synced)
 	}
-	go ReadLines(lr, c.handle, func(reason string, err error) { c.lose(reason, "", err) }, c.finish)
+	go engine.ReadLines(lr, c.handle, func(reason string, err error) { c.lose(reason, "", err) }, c.finish)
 	return c, nil
 }
 
@@ -159,7 +110,7 @@ func (c *Conn) lose(reason, nativeType string, cause error) {
 	c.push(c.mp.unavailable(reason, nativeType))
 }
 
-func (c *Conn) handle(line []byte, clip *Clip) {
+func (c *Conn) handle(line []byte, clip *engine.Clip) {
 	n, err := decodeLine(line)
 	if err != nil {
 		c.lose(protocol.ReasonUndecodable, "", err)
@@ -204,7 +155,7 @@ func (c *Conn) finish(err error) {
 	// The cause is recorded before any waiting command wakes to read it.
 	c.End(err)
 	c.mu.Lock()
-	CloseWaiters(c.wait)
+	engine.CloseWaiters(c.wait)
 	c.mu.Unlock()
 }
 
@@ -219,7 +170,7 @@ func (c *Conn) newID(prefix string) string {
 func (c *Conn) register(id string) (chan *native, error) {
 	select {
 	case <-c.Done():
-		return nil, ErrClosed
+		return nil, engine.ErrClosed
 	default:
 	}
 	ch := make(chan *native, 1)
@@ -248,11 +199,11 @@ func (c *Conn) await(ctx context.Context, id, cmd string, ch chan *native, timeo
 	select {
 	case n, ok := <-ch:
 		if !ok {
-			return nil, fmt.Errorf("%s %s: %w", cmd, id, ErrClosed)
+			return nil, fmt.Errorf("%s %s: %w", cmd, id, engine.ErrClosed)
 		}
 		return n, nil
 	case <-t.C:
-		return nil, fmt.Errorf("%s %s after %s: %w", cmd, id, timeout, ErrTimeout)
+		return nil, fmt.Errorf("%s %s after %s: %w", cmd, id, timeout, engine.ErrTimeout)
 	case <-ctx.Done():
 		return nil, fmt.Errorf("%s %s: %w", cmd, id, ctx.Err())
 	}
@@ -276,7 +227,7 @@ func (c *Conn) call(ctx context.Context, cmd string, timeout time.Duration, mk f
 		return nil, err
 	}
 	if n.Success == nil || !*n.Success {
-		return n, &NativeError{Command: cmd, ID: id, Text: n.Error}
+		return n, &engine.NativeError{Command: cmd, ID: id, Text: n.Error}
 	}
 	return n, nil
 }
@@ -289,24 +240,24 @@ func (c *Conn) call(ctx context.Context, cmd string, timeout time.Duration, mk f
 // evidence, and a *protocol.Refusal coded engine-refused wrapping a
 // *NativeError. A timeout leaves the slot held with receipt
 // delivery-unknown.
-func (c *Conn) Prompt(ctx context.Context, text string) (Dispatch, error) {
+func (c *Conn) Prompt(ctx context.Context, text string) (engine.Dispatch, error) {
 	if !utf8.ValidString(text) {
-		return Dispatch{}, protocol.Refuse(protocol.CodeMalformed, "prompt text is not valid UTF-8")
+		return engine.Dispatch{}, protocol.Refuse(protocol.CodeMalformed, "prompt text is not valid UTF-8")
 	}
-	if err := CheckText(text); err != nil {
-		return Dispatch{}, err
+	if err := engine.CheckText(text); err != nil {
+		return engine.Dispatch{}, err
 	}
 	id := c.newID("prompt-")
 	c.mu.Lock()
 	if err := c.tr.claim(id, text); err != nil {
 		c.mu.Unlock()
-		return Dispatch{}, err
+		return engine.Dispatch{}, err
 	}
 	ch, err := c.register(id)
 	if err != nil {
 		c.tr.release()
 		c.mu.Unlock()
-		return Dispatch{}, protocol.Wrap(protocol.CodeEngineGone, err, "the engine is gone")
+		return engine.Dispatch{}, protocol.Wrap(protocol.CodeEngineGone, err, "the engine is gone")
 	}
 	c.mu.Unlock()
 
@@ -323,17 +274,34 @@ func (c *Conn) Prompt(ctx context.Context, text string) (Dispatch, error) {
 	}
 	d := c.dispatch(id)
 	if n.Success == nil || !*n.Success {
-		return d, protocol.Wrap(protocol.CodeEngineRefused, &NativeError{Command: "prompt", ID: id, Text: n.Error}, "")
+		return d, protocol.Wrap(protocol.CodeEngineRefused, &engine.NativeError{Command: "prompt", ID: id, Text: n.Error}, "")
 	}
 	return d, nil
 }
 
 // dispatch returns a copy of the item id, held or last released; c.mu held.
-func (c *Conn) dispatch(id string) Dispatch {
-	for _, d := range []*Dispatch{c.tr.slot, c.tr.last} {
+func (c *Conn) dispatch(id string) engine.Dispatch {
+	for _, d := range []*engine.Dispatch{c.tr.slot, c.tr.last} {
 		if d != nil && d.RequestID == id {
 			return *d
 		}
 	}
-	return Dispatch{RequestID: id, Receipt: protocol.ReceiptDeliveryUnknown}
+	return engine.Dispatch{RequestID: id, Receipt: protocol.ReceiptDeliveryUnknown}
+}
+
+// encodeRecord renders one command as exactly one JSONL record. Every
+// string stays one JSON string: control characters (ESC included) are
+// escaped, and encoding/json always escapes U+2028 and U+2029, so no byte
+// of the payload can end or split the record (S7).
+func encodeRecord(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, fmt.Errorf("encode engine command: %w", err)
+	}
+	if bytes.IndexByte(b.Bytes()[:b.Len()-1], '\n') >= 0 {
+		return nil, errors.New("encode engine command: record holds a raw LF")
+	}
+	return b.Bytes(), nil
 }

@@ -1,4 +1,4 @@
-package engine
+package pi
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/mosaic-agents/mosaic/contrib/fakepi"
 	"github.com/mosaic-agents/mosaic/contrib/stubmodel"
+	"github.com/mosaic-agents/mosaic/engine"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
@@ -54,7 +55,7 @@ func realPiNote(t *testing.T) {
 }
 
 // startRig starts engine ("fake" or "real") with script.
-func startRig(t *testing.T, engine string, script stubmodel.Script, opts Options, control bool) *rig {
+func startRig(t *testing.T, engine string, script stubmodel.Script, opts engine.Options, control bool) *rig {
 	t.Helper()
 	dir := t.TempDir()
 	session := filepath.Join(dir, "sessions", "s1.jsonl")

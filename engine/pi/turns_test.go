@@ -1,4 +1,4 @@
-package engine
+package pi
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mosaic-agents/mosaic/engine"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
@@ -15,7 +16,7 @@ import (
 // agent_start (rpc-mode.js:298); the slot stays held through a retry (two
 // agent_end, one agent_settled) and is released only at the settle.
 func TestPromptAckBeforeStart(t *testing.T) {
-	p := startPeer(t, Options{})
+	p := startPeer(t, engine.Options{})
 	const text = "PLAIN hello"
 	p.acked(text)
 	if s := p.conn.State(); s.Slot == nil || s.Slot.Started || s.Running {
@@ -74,7 +75,7 @@ func TestPromptAckBeforeStart(t *testing.T) {
 // failed with Pi's text verbatim, the text is kept for an explicit resend,
 // and the slot is free again.
 func TestN6(t *testing.T) {
-	p := startPeer(t, Options{})
+	p := startPeer(t, engine.Options{})
 	const text = "PLAIN interrupt"
 	r := p.goPrompt(text)
 	p.refuse(p.next("prompt"), busyText)
@@ -82,7 +83,7 @@ func TestN6(t *testing.T) {
 	if code(res.err) != "engine-refused" {
 		t.Fatalf("err %v", res.err)
 	}
-	var ne *NativeError
+	var ne *engine.NativeError
 	if !errors.As(res.err, &ne) || ne.Text != busyText {
 		t.Fatalf("native evidence lost: %v", res.err)
 	}
@@ -100,7 +101,7 @@ func TestN6(t *testing.T) {
 // abort, the returned text matches the one item exactly once, the receipt
 // stays acknowledged, the proof lists it, and nothing is resent.
 func TestN1(t *testing.T) {
-	p := startPeer(t, Options{})
+	p := startPeer(t, engine.Options{})
 	const text = "PLAIN follow me"
 	p.acked(text,
 		`{"type":"agent_start"}`, `{"type":"turn_start"}`,
@@ -117,7 +118,7 @@ func TestN1(t *testing.T) {
 	if got := p.stdinTypes(); !slices.Equal(got, []string{"prompt", "get_state", "clear_queue", "abort"}) {
 		t.Fatalf("stdin order %q, want clear_queue before abort", got)
 	}
-	if proof.Uncertain || proof.NativeQueue != QueueCleared || !proof.AbortAcknowledged {
+	if proof.Uncertain || proof.NativeQueue != engine.QueueCleared || !proof.AbortAcknowledged {
 		t.Fatalf("proof %+v", proof)
 	}
 	if len(proof.ItemsMatched) != 1 || proof.ItemsMatched[0].Text != text || len(proof.External) != 0 {
@@ -145,14 +146,14 @@ func TestN1(t *testing.T) {
 // TestN3: clear_queue returns an extension's follow-up: it is recorded as
 // external, attributed to no request, and the proof is certain.
 func TestN3(t *testing.T) {
-	p := startPeer(t, Options{})
+	p := startPeer(t, engine.Options{})
 	p.emit(`{"type":"agent_start"}`, `{"type":"turn_start"}`)
 	p.queue("extension follow-up")
 	p.sync()
 	proofCh := p.goInterrupt("stop-3")
 	p.serveStop(false)
 	proof := recv(t, proofCh)
-	want := []QueuedText{{Queue: "followUp", Text: "extension follow-up"}}
+	want := []engine.QueuedText{{Queue: "followUp", Text: "extension follow-up"}}
 	if proof.Uncertain || !slices.Equal(proof.External, want) || len(proof.ItemsMatched) != 0 || proof.Dispatch != nil {
 		t.Fatalf("proof %+v", proof)
 	}
@@ -175,7 +176,7 @@ func TestN4(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			p := startPeer(t, Options{})
+			p := startPeer(t, engine.Options{})
 			p.acked(text)
 			p.queue(tc.queued...)
 			p.sync()
@@ -202,12 +203,12 @@ func TestN4(t *testing.T) {
 // uncertain, abort is never sent (it would run the unknown queue), and
 // admission stays closed.
 func TestN5(t *testing.T) {
-	p := startPeer(t, Options{CommandTimeout: 200 * time.Millisecond})
+	p := startPeer(t, engine.Options{CommandTimeout: 200 * time.Millisecond})
 	p.acked("PLAIN hello")
 	proofCh := p.goInterrupt("stop-5")
 	p.serveStop(true)
 	proof := recv(t, proofCh)
-	if proof.NativeQueue != QueueUnknown || !proof.Uncertain || proof.AbortAcknowledged {
+	if proof.NativeQueue != engine.QueueUnknown || !proof.Uncertain || proof.AbortAcknowledged {
 		t.Fatalf("proof %+v", proof)
 	}
 	if proof.Dispatch == nil || proof.Dispatch.Receipt != protocol.ReceiptDeliveryUnknown {
@@ -228,7 +229,7 @@ func TestN5(t *testing.T) {
 // TestInterruptOpenTool: a tool that started and never ended at stop time
 // is an uncertain effect in the proof.
 func TestInterruptOpenTool(t *testing.T) {
-	p := startPeer(t, Options{})
+	p := startPeer(t, engine.Options{})
 	p.emit(`{"type":"agent_start"}`,
 		`{"type":"tool_execution_start","toolCallId":"call_9","toolName":"bash","args":{"command":"setsid sleep 300"}}`,
 		`{"type":"tool_execution_start","toolCallId":"call_8","toolName":"read","args":{}}`,
@@ -237,7 +238,7 @@ func TestInterruptOpenTool(t *testing.T) {
 	proofCh := p.goInterrupt("stop-6")
 	p.serveStop(false)
 	proof := recv(t, proofCh)
-	want := []Effect{{CallID: "call_9", Name: "bash", State: "uncertain"}}
+	want := []engine.Effect{{CallID: "call_9", Name: "bash", State: "uncertain"}}
 	if !slices.Equal(proof.Effects, want) {
 		t.Fatalf("effects %+v", proof.Effects)
 	}
@@ -245,7 +246,7 @@ func TestInterruptOpenTool(t *testing.T) {
 
 // TestInterruptTwice: a second interrupt while one runs refuses fenced.
 func TestInterruptTwice(t *testing.T) {
-	p := startPeer(t, Options{})
+	p := startPeer(t, engine.Options{})
 	first := p.goInterrupt("a")
 	p.next("clear_queue")
 	if _, err := p.conn.Interrupt(context.Background(), "b"); code(err) != "fenced" {
@@ -260,7 +261,7 @@ func TestInterruptTwice(t *testing.T) {
 
 // TestBusyWhileRunning: a visible run refuses busy with zero bytes.
 func TestBusyWhileRunning(t *testing.T) {
-	p := startPeer(t, Options{})
+	p := startPeer(t, engine.Options{})
 	p.emit(`{"type":"agent_start"}`)
 	p.sync()
 	if _, err := p.conn.Prompt(context.Background(), "PLAIN x"); code(err) != "busy" {
@@ -274,7 +275,7 @@ func TestBusyWhileRunning(t *testing.T) {
 
 // TestPromptTimeout: no response leaves the slot held, delivery unknown.
 func TestPromptTimeout(t *testing.T) {
-	p := startPeer(t, Options{CommandTimeout: 100 * time.Millisecond})
+	p := startPeer(t, engine.Options{CommandTimeout: 100 * time.Millisecond})
 	r := p.goPrompt("PLAIN hello")
 	cmd := p.next("prompt")
 	res := recv(t, r)
@@ -295,7 +296,7 @@ func TestPromptTimeout(t *testing.T) {
 // event, the binding becomes uncertain and prompts refuse; later lines
 // still decode.
 func TestLineTooLongMakesUncertain(t *testing.T) {
-	p := startPeer(t, Options{MaxLine: 128, LineLimit: 256})
+	p := startPeer(t, engine.Options{MaxLine: 128, LineLimit: 256})
 	p.emit(`{"type":"message_update","assistantMessageEvent":{"type":"text_delta","contentIndex":0,"delta":"`+strings.Repeat("x", 500)+`"}}`,
 		`{"type":"agent_settled"}`)
 	p.sync()
@@ -314,7 +315,7 @@ func TestLineTooLongMakesUncertain(t *testing.T) {
 // TestStrayLines: a parse-error response (no id) and a non-JSON line are
 // unavailable events, never dropped.
 func TestStrayLines(t *testing.T) {
-	p := startPeer(t, Options{})
+	p := startPeer(t, engine.Options{})
 	p.emit(`{"type":"response","command":"parse","success":false,"error":"Failed to parse command"}`, `garbage`)
 	events := p.drain()
 	if len(events) != 2 || events[0].Reason != "uncorrelated-response" || events[1].Reason != protocol.ReasonUndecodable {
@@ -325,12 +326,12 @@ func TestStrayLines(t *testing.T) {
 // TestStdinOnlyClosedByClose: the engine's stdout ending fails pending
 // commands but never closes its stdin; Close does.
 func TestStdinOnlyClosedByClose(t *testing.T) {
-	p := startPeer(t, Options{})
+	p := startPeer(t, engine.Options{})
 	r := make(chan error, 1)
 	go func() { _, err := p.conn.GetState(context.Background()); r <- err }()
 	p.next("get_state")
 	p.out.Close()
-	if err := recv(t, r); !errors.Is(err, ErrClosed) {
+	if err := recv(t, r); !errors.Is(err, engine.ErrClosed) {
 		t.Fatalf("pending command after EOF: %v", err)
 	}
 	<-p.conn.Done()
