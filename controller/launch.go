@@ -301,7 +301,7 @@ func (c *Controller) launch(ctx context.Context, head sessionHead, keys claims.K
 	} else {
 		sessionID, leaf, err = c.loadCheck(ctx, x, head, expectLeaf)
 	}
-	if ts := conn.State(); err == nil && ts.Uncertain {
+	if ts := conn.Turn(); err == nil && ts.Uncertain {
 		// A line lost while launching would otherwise leave an active
 		// binding that no prompt can pass.
 		err = fmt.Errorf("engine output was lost during the load check: %s", strings.Join(ts.Reasons, "; "))
@@ -363,7 +363,11 @@ func (c *Controller) loadCheck(ctx context.Context, x *execution, head sessionHe
 		size = head.snap.Size()
 	}
 	budget := pi.Budget(c.cfg.CommandTimeout, size)
-	st, err := x.conn.GetStateWithin(ctx, budget)
+	p, err := probe(x, "get_state")
+	if err != nil {
+		return "", "", err
+	}
+	st, err := p.GetStateWithin(ctx, budget)
 	if err != nil {
 		return "", "", fmt.Errorf("get_state: %w", err)
 	}
@@ -378,7 +382,7 @@ func (c *Controller) loadCheck(ctx context.Context, x *execution, head sessionHe
 	if !head.exists {
 		since = ""
 	}
-	ents, err := x.conn.GetEntriesWithin(ctx, since, budget)
+	ents, err := p.GetEntriesWithin(ctx, since, budget)
 	if err != nil {
 		return "", "", fmt.Errorf("get_entries since %q: %w", since, err)
 	}

@@ -282,7 +282,11 @@ func (c *Controller) checkReattached(ctx context.Context, x *execution, head ses
 	if st.SessionID != head.id {
 		return "", fmt.Errorf("engine holds session %s, the file's header is %s", st.SessionID, head.id)
 	}
-	ents, err := x.conn.GetEntriesWithin(ctx, head.leaf, pi.Budget(c.cfg.CommandTimeout, size))
+	p, err := probe(x, "get_entries")
+	if err != nil {
+		return "", err
+	}
+	ents, err := p.GetEntriesWithin(ctx, head.leaf, pi.Budget(c.cfg.CommandTimeout, size))
 	if err != nil {
 		return "", fmt.Errorf("the session file's last entry %s is not the engine's (foreign writer?): %w", head.leaf, err)
 	}

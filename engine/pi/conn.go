@@ -29,6 +29,10 @@ type Conn struct {
 	wait map[string]chan *native
 	// dialogs are the native dialogs open on the engine (dialogs.go).
 	dialogs map[string]dialog
+	dseq    uint64
+	// changed is closed and replaced when a dialog opens or closes
+	// (Changed).
+	changed chan struct{}
 	tr      *tracker
 	mp      *mapper
 	*engine.Output
@@ -58,6 +62,7 @@ func New(r io.Reader, w io.WriteCloser, opts engine.Options) (*Conn, error) {
 		opts: opts, w: w,
 		wait:    make(map[string]chan *native),
 		dialogs: make(map[string]dialog),
+		changed: make(chan struct{}),
 		tr:      newTracker(),
 		mp:      newMapper(opts.Execution),
 		Output:  engine.NewOutput(),

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/mosaic-agents/mosaic/engine"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
@@ -15,17 +16,6 @@ const maxDialogID = 128
 // maxOpenDialogs bounds the dialogs held open; a request past it is an
 // unavailable event (unsupported-native-event) and never answerable.
 const maxOpenDialogs = 256
-
-// ErrDialogClosed is returned by Answer and Cancel for a native dialog
-// that is not open: never opened, already answered or cancelled. Nothing
-// was written.
-var ErrDialogClosed = errors.New("native dialog is not open")
-
-// ErrAnswerShape is returned by Answer for a choice that is not one of
-// the dialog's exact native choices. Nothing was written: pinned Pi
-// validates no answer (it hands a confirm the string "yes"), so the
-// adapter must.
-var ErrAnswerShape = errors.New("not one of the dialog's native choices")
 
 // uiRequest is extension_ui_request as pinned Pi writes it
 // (rpc-mode.js:47-224; DIGEST §1.2).
@@ -52,6 +42,10 @@ type uiRequest struct {
 type dialog struct {
 	method  string
 	options []string
+	// title and message are the request's texts (Decisions shows them);
+	// seq orders the dialogs by arrival.
+	title, message string
+	seq            uint64
 }
 
 // parseUI turns an extension_ui_request line into its NativeUI, or an
@@ -119,7 +113,9 @@ func (c *Conn) uiEvent(line []byte, n *native) {
 		if ui.Method == protocol.FormConfirm {
 			opts = []string{"true", "false"}
 		}
-		c.dialogs[ui.ID] = dialog{method: ui.Method, options: opts}
+		c.dseq++
+		c.dialogs[ui.ID] = dialog{method: ui.Method, options: opts, title: ui.Title, message: ui.Message, seq: c.dseq}
+		c.wake()
 	}
 	e := c.mp.event(protocol.EventNativeUI)
 	e.Native = label(ui.Method)
@@ -139,7 +135,7 @@ func (c *Conn) Answer(id, choice string) error {
 	d, ok := c.dialogs[id]
 	if !ok {
 		c.mu.Unlock()
-		return fmt.Errorf("answer %s: %w", id, ErrDialogClosed)
+		return fmt.Errorf("answer %s: %w", id, engine.ErrDialogClosed)
 	}
 	var resp any
 	switch d.method {
@@ -162,9 +158,10 @@ func (c *Conn) Answer(id, choice string) error {
 	}
 	if resp == nil {
 		c.mu.Unlock()
-		return fmt.Errorf("answer %s %s: %w", d.method, id, ErrAnswerShape)
+		return fmt.Errorf("answer %s %s: %w", d.method, id, engine.ErrAnswerShape)
 	}
 	delete(c.dialogs, id)
+	c.wake()
 	c.mu.Unlock()
 	return c.send(resp)
 }
@@ -179,7 +176,10 @@ func (c *Conn) Cancel() ([]string, error) {
 	for id := range c.dialogs {
 		ids = append(ids, id)
 	}
-	clear(c.dialogs)
+	if len(ids) > 0 {
+		clear(c.dialogs)
+		c.wake()
+	}
 	c.mu.Unlock()
 	var first error
 	for _, id := range ids {
@@ -200,7 +200,10 @@ func (c *Conn) Cancel() ([]string, error) {
 func (c *Conn) Forget(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	delete(c.dialogs, id)
+	if _, ok := c.dialogs[id]; ok {
+		delete(c.dialogs, id)
+		c.wake()
+	}
 }
 
 // OpenDialogs counts the dialogs the engine holds open as far as this

@@ -26,7 +26,7 @@ func TestAnswerExactChoice(t *testing.T) {
 		{"d-sel", "Allow"}, {"d-sel", "Allow <i>once</i> "}, {"d-sel", "true"},
 		{"d-cf", "yes"}, {"d-cf", "Allow <i>once</i>"}, {"d-in", "typed"},
 	} {
-		if err := p.conn.Answer(tc.id, tc.choice); !errors.Is(err, ErrAnswerShape) {
+		if err := p.conn.Answer(tc.id, tc.choice); !errors.Is(err, engine.ErrAnswerShape) {
 			t.Errorf("answer %s %q: %v, want ErrAnswerShape", tc.id, tc.choice, err)
 		}
 	}
@@ -42,7 +42,7 @@ func TestAnswerExactChoice(t *testing.T) {
 	if got := p.next("extension_ui_response"); got["id"] != "d-cf" || got["confirmed"] != false || len(got) != 3 {
 		t.Fatalf("response %v", got)
 	}
-	if err := p.conn.Answer("d-sel", "multi\nline"); !errors.Is(err, ErrDialogClosed) {
+	if err := p.conn.Answer("d-sel", "multi\nline"); !errors.Is(err, engine.ErrDialogClosed) {
 		t.Fatalf("second answer: %v, want ErrDialogClosed", err)
 	}
 	if n := p.conn.OpenDialogs(); n != 1 {
