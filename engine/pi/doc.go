@@ -92,6 +92,14 @@
 // and after the abort an answer no longer runs a gated tool; the proof
 // lists them (CancelledDialogs). Cancel does the same for a force stop.
 // Forget closes a dialog whose native timeout passed without writing.
+// Through the seam (driver.go) the open dialogs are the Driver's
+// Decisions: Kind is the form, Choices the exact native choices (none for
+// input and editor), Decide is Answer, Changed fires on every open and
+// close. Pi says nothing of a dialog once it is resolved, so a resolved
+// one leaves the list rather than show a state the adapter did not see.
+// Alternative weighed: keeping resolved dialogs with their answers as
+// Claude does (its cancel is a native frame; Pi's timeout is silent, so
+// the state would be the adapter's guess).
 //
 // Extensions (extensions.go). A conversation may pin reviewed extension
 // files: PinExtension resolves the real path and hashes a regular file
