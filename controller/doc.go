@@ -109,7 +109,7 @@
 //     from the engine's side, leaves two fields that can drift again.
 //   - The load check (K8) never asks Pi for the whole session: get_state,
 //     then get_entries since the pinned leaf, which returns only what Pi
-//     appended on start. Both wait engine.Budget: the command timeout plus
+//     appended on start. Both wait pi.Budget: the command timeout plus
 //     a second per 4 MiB of session file, since Pi answers only once it
 //     has loaded the file. The foreign-writer check likewise asks only for
 //     the entries after the last one it vouched for.

@@ -31,7 +31,7 @@ func (e *NativeError) Error() string {
 	return fmt.Sprintf("engine refused %s %s: %s", e.Command, e.ID, e.Text)
 }
 
-// Options configure a Conn.
+// Options configure an adapter's connection (Engine.Open).
 type Options struct {
 	// Execution is the execution incarnation id stamped on every event.
 	// Required: events from two incarnations must never be confused.
