@@ -4,14 +4,14 @@
 //
 //   - seam.go: Engine (pin, seal and Spec, session identity, History, Open)
 //     and Driver (events, Prompt, Interrupt with its TurnProof, Turn,
-//     Decisions/Decide/Changed, Close), NativeDecision, History.
+//     Decisions/Decide/Changed, Close), NativeDecision and Decide's errors
+//     (ErrDialogClosed, ErrAnswerShape), History.
 //   - records.go: Dispatch, TurnProof, Effect, QueuedText: the evidence
 //     an adapter hands the controller, in one vocabulary.
 //   - options.go: Options (execution id, line bounds, command timeouts,
 //     re-attach), ErrClosed, ErrTimeout, NativeError (an engine's own
-//     refusal, kept verbatim); busy.go classifies Pi's busy refusal as
-//     ErrNativeBusy on NativeError, the one place a method must live with
-//     its type.
+//     refusal, kept verbatim). busy.go matches Pi's busy wording as
+//     ErrNativeBusy: Pi's, but NativeError.Is must live with its type.
 //   - framing.go, reduce.go: the LF-only line reader and the streaming
 //     reduction of oversize lines; output.go: the event pump (Output,
 //     ReadLines, CloseWaiters).
@@ -30,9 +30,9 @@
 // weighed: keeping Pi as package engine itself with the seam beside it
 // (the state before this split: Pi's names, State, Answer, dialogs, leaked
 // into the interface the controller drove, and every other engine had to
-// pretend to be Pi); shared parts under engine/internal (Claude and the
-// history reader need them exported across module packages, and the
-// controller needs the records); a third package for the shared parts
+// pretend to be Pi); shared parts under engine/internal (the controller
+// and the history reader use the records and NativeBlock, which internal
+// would hide from them); a third package for the shared parts
 // (engine/wire), leaving engine for the interfaces only (two imports for
 // every adapter and the controller for no gain in isolation: the records
 // and the framing are what the interfaces speak). Tests of the framing
@@ -46,7 +46,7 @@
 //
 // # Framing
 //
-// Framing. A line up to Options.MaxLine (default 1 MiB) is read whole. A
+// A line up to Options.MaxLine (default 1 MiB) is read whole. A
 // longer one, up to Options.LineLimit (default 256 MiB, the history
 // reader's file limit: Pi writes nothing on one line that its session file
 // could not hold), is reduced while it streams in (reduce.go): one pass
