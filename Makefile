@@ -114,8 +114,8 @@ check:
 # overrides all four.
 fuzz:
 	@echo "==> short fuzz runs (four targets)"
-	$(GO) test -run '^$$' -fuzz '^FuzzLineReader$$' -fuzztime $(or $(FUZZTIME),5000x) ./engine/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(or $(FUZZTIME),100000x) ./engine/
+	$(GO) test -run '^$$' -fuzz '^FuzzLineReader$$' -fuzztime $(or $(FUZZTIME),5000x) ./engine/pi/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(or $(FUZZTIME),100000x) ./engine/pi/
 	$(GO) test -run '^$$' -fuzz '^FuzzParser$$' -fuzztime $(or $(FUZZTIME),200000x) ./terminal/
 	$(GO) test -run '^$$' -fuzz '^FuzzTranscript$$' -fuzztime $(or $(FUZZTIME),50000x) ./terminal/
 	$(GO) test -run '^$$' -fuzz '^FuzzLight$$' -fuzztime $(or $(FUZZTIME),200000x) ./history/

@@ -31,7 +31,7 @@ func (c *Controller) admissionLocked() *protocol.Refusal {
 	case x.exited:
 		return protocol.Refuse(protocol.CodeFenced, "admission is closed: the engine of execution %s exited", x.id)
 	}
-	switch ts := x.conn.State(); {
+	switch ts := x.conn.Turn(); {
 	case ts.Uncertain:
 		return protocol.Refuse(protocol.CodeFenced, "admission is closed: engine output was lost (%s); force stop, then recover", strings.Join(ts.Reasons, "; "))
 	case ts.Fenced:

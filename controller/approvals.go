@@ -141,7 +141,7 @@ func (c *Controller) deadlinePassed(x *execution, decision string) {
 		return
 	}
 	if x.conn != nil && (a.rec.State == protocol.ApprovalPending || a.rec.State == protocol.ApprovalDisabled) {
-		x.conn.Forget(decision) // closed natively: never cancelled or answered now
+		x.forget(decision) // closed natively: never cancelled or answered now
 	}
 	if a.rec.State != protocol.ApprovalPending {
 		return
@@ -177,7 +177,7 @@ func (c *Controller) runSettled(x *execution, seq uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, a := range x.approvals.order {
-		if (a.rec.State != protocol.ApprovalUncertain && a.rec.State != protocol.ApprovalDisabled) || !a.inRun || (x.conn != nil && x.conn.DialogOpen(a.rec.Decision)) {
+		if (a.rec.State != protocol.ApprovalUncertain && a.rec.State != protocol.ApprovalDisabled) || !a.inRun || (x.conn != nil && x.decisionOpen(a.rec.Decision)) {
 			continue
 		}
 		a.rec.Evidence = fmt.Sprintf("run-settled (event %d): the run that raised the dialog ended, so the engine closed it", seq)
@@ -270,7 +270,7 @@ func (c *Controller) pendingApprovalsLocked() int {
 // beside an open dialog). Callers hold mu.
 func (c *Controller) nativeDialogOpenLocked() bool {
 	x := c.st.exec
-	return x != nil && x.conn != nil && x.conn.OpenDialogs() > 0
+	return x != nil && x.conn != nil && x.openDecisions() > 0
 }
 
 // approvalDispositionLocked is a stop's approvalDisposition: uncertain

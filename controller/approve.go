@@ -48,7 +48,7 @@ func (c *Controller) approve(ctx context.Context, k *conn, cmd *protocol.Command
 		return nil, protocol.Refuse(protocol.CodeApprovalClosed, "approval %s is %s (%s); it can no longer be answered", a.rec.ID, a.rec.State, a.rec.Reason)
 	}
 	if !a.deadline.IsZero() && !time.Now().Before(a.deadline) {
-		x.conn.Forget(a.rec.Decision)
+		x.forget(a.rec.Decision)
 		c.changeLocked(a, protocol.ApprovalUncertain, "the native timeout passed: the engine resolved the dialog by itself and said nothing")
 		return nil, protocol.Refuse(protocol.CodeApprovalClosed, "approval %s passed its deadline %s; the engine resolved it by itself, so the answer was not sent", a.rec.ID, a.rec.Deadline)
 	}
@@ -57,7 +57,7 @@ func (c *Controller) approve(ctx context.Context, k *conn, cmd *protocol.Command
 	decision := a.rec.Decision
 	c.mu.Unlock()
 	run(c.test.beforeAnswer)
-	err := x.conn.Answer(decision, cmd.Choice)
+	err := x.answer(decision, cmd.Choice, c.commandTimeout())
 	c.mu.Lock()
 	switch {
 	case errors.Is(err, engine.ErrAnswerShape):

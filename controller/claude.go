@@ -103,11 +103,7 @@ func (c *Controller) openClaude(cv *conversations.Conversation, execID string, s
 	if err != nil {
 		return nil, err
 	}
-	timeout := c.cfg.CommandTimeout
-	if timeout <= 0 {
-		timeout = engine.DefaultCommandTimeout
-	}
-	return newClaudeConn(conn, timeout), nil
+	return newClaudeConn(conn), nil
 }
 
 // claudeLoadCheck is K8 for Claude Code: the CLI answers initialize (its

@@ -30,7 +30,7 @@ type Config struct {
 	Scopes       *scopes.Manager
 	Audit        *audit.Logger
 	// Spec builds the engine's command for an execution. nil means the
-	// pinned Pi of the conversation (engine.Command); tests put a fake Pi
+	// pinned Pi of the conversation (pi.Command); tests put a fake Pi
 	// here, behind the same seal.
 	Spec func(cv *conversations.Conversation) (engine.Spec, error)
 	// Load re-reads the conversation's settings at each launch and

@@ -39,7 +39,7 @@ func (c *Controller) readyLocked() (*execution, bool) {
 	if c.q.paused || c.nativeDialogOpenLocked() || c.admissionLocked() != nil || x == nil || x.conn == nil {
 		return nil, false
 	}
-	ts := x.conn.State()
+	ts := x.conn.Turn()
 	if c.q.hold && c.q.heldExec != x.id {
 		c.q.hold = false
 	}

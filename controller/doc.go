@@ -109,7 +109,7 @@
 //     from the engine's side, leaves two fields that can drift again.
 //   - The load check (K8) never asks Pi for the whole session: get_state,
 //     then get_entries since the pinned leaf, which returns only what Pi
-//     appended on start. Both wait engine.Budget: the command timeout plus
+//     appended on start. Both wait pi.Budget: the command timeout plus
 //     a second per 4 MiB of session file, since Pi answers only once it
 //     has loaded the file. The foreign-writer check likewise asks only for
 //     the entries after the last one it vouched for.
@@ -137,7 +137,7 @@
 //     refuses revoked, or waits for the write), through the current
 //     projection (an older one refuses approval-superseded and names the
 //     new one), with exactly one native choice (approval-choice; checked
-//     where the response is built, engine.Conn.Answer).
+//     where the response is built, pi.Conn.Answer).
 //   - The same choice again under another request id answers the same
 //     approval-resolved record and writes nothing (H6); another choice
 //     refuses approval-conflict (H7). The record goes to every client.

@@ -9,58 +9,157 @@ import (
 
 	"github.com/mosaic-agents/mosaic/engine"
 	"github.com/mosaic-agents/mosaic/engine/claude"
+	"github.com/mosaic-agents/mosaic/engine/pi"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
-// engineConn is what the controller drives of a running engine: Pi's
-// *engine.Conn as it is, and Claude Code's *claude.Conn through
-// claudeConn. The Pi names stay (State, Answer, dialogs) so that Pi's
-// code paths are unchanged; docs/engines.md says what moving Pi behind
-// engine.Driver still takes. The two Get*Within calls are Pi's load and
-// re-attach checks; a Claude engine refuses them (its K8 check reads the
-// transcript, claudeLoadCheck).
-type engineConn interface {
-	Events() <-chan protocol.Event
-	Done() <-chan struct{}
-	Close() error
-	State() engine.TurnState
-	Prompt(ctx context.Context, text string) (engine.Dispatch, error)
-	Interrupt(ctx context.Context, stopRef string) (engine.TurnProof, error)
-	Answer(id, choice string) error
-	Cancel() ([]string, error)
-	Forget(id string)
-	OpenDialogs() int
-	DialogOpen(id string) bool
-	GetStateWithin(ctx context.Context, timeout time.Duration) (engine.State, error)
-	GetEntriesWithin(ctx context.Context, since string, timeout time.Duration) (engine.Entries, error)
-}
+// engineConn is what the controller drives of a running engine: the
+// seam's Driver, whatever the engine kind (Pi's *pi.Conn, Claude Code's
+// *claude.Conn through claudeConn). What only one engine can do is asked
+// for with a type assertion on the Driver (sessionProbe, dialogCanceller,
+// dialogForgetter below), so no engine carries methods it must refuse.
+// Alternative weighed: one wider interface with Pi's load checks and
+// dialog calls, refused by the others (what this replaced: every new
+// engine had to learn Pi's names to say no).
+type engineConn = engine.Driver
 
 var (
-	_ engineConn = (*engine.Conn)(nil)
-	_ engineConn = (*claudeConn)(nil)
+	_ engineConn      = (*pi.Conn)(nil)
+	_ engineConn      = (*claudeConn)(nil)
+	_ sessionProbe    = (*pi.Conn)(nil)
+	_ dialogCanceller = (*pi.Conn)(nil)
+	_ dialogForgetter = (*pi.Conn)(nil)
 )
+
+// sessionProbe is Pi's get_state and get_entries: the load check (K8),
+// the re-attach check after a restart and the foreign-writer watch ask the
+// engine what it holds of its session file. Claude Code has no such
+// command; its K8 check reads the transcript (claudeLoadCheck).
+type sessionProbe interface {
+	GetStateWithin(ctx context.Context, timeout time.Duration) (pi.State, error)
+	GetEntriesWithin(ctx context.Context, since string, timeout time.Duration) (pi.Entries, error)
+}
 
 // errNotPi is a Pi-only command asked of another engine.
 var errNotPi = errors.New("not a Pi engine")
 
-// claudeConn drives Claude Code through the engine seam's Driver: its
-// permission requests are the decisions the approvals project (allow-once
-// and deny only, as a select of those two labels), answered with Decide.
+// probe returns x's engine as a sessionProbe, or errNotPi naming what
+// was asked.
+func probe(x *execution, what string) (sessionProbe, error) {
+	if p, ok := x.conn.(sessionProbe); ok {
+		return p, nil
+	}
+	return nil, fmt.Errorf("%s: %w", what, errNotPi)
+}
+
+// dialogCanceller is an engine that can cancel its open dialogs natively
+// (Pi's extension_ui_response {"cancelled":true}); a force stop does so
+// before it signals the cohort. Claude has no native cancel of a
+// permission request: its interrupt withdraws them and a force stop ends
+// the CLI.
+type dialogCanceller interface {
+	Cancel() ([]string, error)
+}
+
+// dialogForgetter is an engine whose dialogs time out natively (Pi):
+// Forget drops one without writing, freeing its place.
+type dialogForgetter interface {
+	Forget(id string)
+}
+
+// forgotten is the set of decisions the controller closed without an
+// answer (a native timeout passed, or the engine closed the approval);
+// the engine may still list them as pending. Its own lock: it is read
+// with and without Controller.mu.
+type forgotten struct {
+	mu  sync.Mutex
+	ids map[string]bool
+}
+
+// forget closes decision id without answering it.
+func (x *execution) forget(id string) {
+	if f, ok := x.conn.(dialogForgetter); ok {
+		f.Forget(id)
+		return
+	}
+	x.forgot.mu.Lock()
+	defer x.forgot.mu.Unlock()
+	if x.forgot.ids == nil {
+		x.forgot.ids = map[string]bool{}
+	}
+	x.forgot.ids[id] = true
+}
+
+// open reports whether decision d still waits for an answer here.
+func (x *execution) open(d engine.NativeDecision) bool {
+	x.forgot.mu.Lock()
+	defer x.forgot.mu.Unlock()
+	return d.State == engine.DecisionPending && !x.forgot.ids[d.ID]
+}
+
+// openDecisions counts the pending decisions not forgotten.
+func (x *execution) openDecisions() int {
+	n := 0
+	for _, d := range x.conn.Decisions() {
+		if x.open(d) {
+			n++
+		}
+	}
+	return n
+}
+
+// decisionOpen reports whether decision id is pending and not forgotten.
+func (x *execution) decisionOpen(id string) bool {
+	for _, d := range x.conn.Decisions() {
+		if d.ID == id {
+			return x.open(d)
+		}
+	}
+	return false
+}
+
+// answer sends choice for decision id with Decide: a choice not offered
+// is engine.ErrAnswerShape, a decision the engine no longer holds (never
+// raised, answered, withdrawn or forgotten) engine.ErrDialogClosed;
+// nothing is written for either.
+func (x *execution) answer(id, choice string, timeout time.Duration) error {
+	if !x.decisionOpen(id) {
+		return fmt.Errorf("answer %s: %w", id, engine.ErrDialogClosed)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	err := x.conn.Decide(ctx, id, choice)
+	switch protocol.CodeOf(err) {
+	case protocol.CodeUnsupported:
+		return fmt.Errorf("answer %s %q: %v: %w", id, choice, err, engine.ErrAnswerShape)
+	case protocol.CodeNoTurn, protocol.CodeConflictingRequest:
+		return fmt.Errorf("answer %s: %v: %w", id, err, engine.ErrDialogClosed)
+	}
+	return err
+}
+
+// cancelDecisions cancels the open dialogs natively where the engine can
+// and returns their ids.
+func (x *execution) cancelDecisions() []string {
+	if c, ok := x.conn.(dialogCanceller); ok {
+		ids, _ := c.Cancel()
+		return ids
+	}
+	return nil
+}
+
+// claudeConn counts the run-settled events Claude's adapter hands the
+// pump, which its Turn leaves zero: the queue compares that count with
+// what the pump published before it dispatches the next item.
 type claudeConn struct {
 	*claude.Conn
-	answerTimeout time.Duration
-	events        chan protocol.Event
-	mu            sync.Mutex
-	// forgotten are decisions the controller closed without an answer.
-	forgotten map[string]bool
-	// settles counts the run-settled events handed to the pump: Pi's
-	// TurnState.Settles, which the queue compares with what the pump
-	// published before it dispatches the next item.
+	events  chan protocol.Event
+	mu      sync.Mutex
 	settles int
 }
 
-func newClaudeConn(c *claude.Conn, timeout time.Duration) *claudeConn {
-	cc := &claudeConn{Conn: c, answerTimeout: timeout, forgotten: map[string]bool{}, events: make(chan protocol.Event)}
+func newClaudeConn(c *claude.Conn) *claudeConn {
+	cc := &claudeConn{Conn: c, events: make(chan protocol.Event)}
 	go cc.forward()
 	return cc
 }
@@ -82,80 +181,13 @@ func (c *claudeConn) forward() {
 // Events are the engine's events, in wire order.
 func (c *claudeConn) Events() <-chan protocol.Event { return c.events }
 
-// State maps the seam's TurnSummary onto the fields the controller reads
-// of Pi's TurnState; Claude has no native queue (the controller's queue
-// is the only one) and no run counters.
-func (c *claudeConn) State() engine.TurnState {
-	t := c.Turn()
+// Turn is the adapter's with the settles counted here.
+func (c *claudeConn) Turn() engine.TurnSummary {
+	t := c.Conn.Turn()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return engine.TurnState{Fenced: t.Fenced, Running: t.Running, Uncertain: t.Uncertain, Reasons: t.Reasons,
-		Slot: t.Slot, OpenTools: t.OpenTools, Settles: c.settles}
-}
-
-// Answer is Decide: a choice not offered is ErrAnswerShape, a decision
-// the engine withdrew or never raised ErrDialogClosed.
-func (c *claudeConn) Answer(id, choice string) error {
-	if !c.DialogOpen(id) {
-		return fmt.Errorf("answer %s: %w", id, engine.ErrDialogClosed)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.answerTimeout)
-	defer cancel()
-	err := c.Decide(ctx, id, choice)
-	switch protocol.CodeOf(err) {
-	case protocol.CodeUnsupported:
-		return fmt.Errorf("answer %s %q: %w", id, choice, engine.ErrAnswerShape)
-	case protocol.CodeNoTurn, protocol.CodeConflictingRequest:
-		return fmt.Errorf("answer %s: %v: %w", id, err, engine.ErrDialogClosed)
-	}
-	return err
-}
-
-// Cancel cancels nothing: Claude has no native cancel of a permission
-// request; its interrupt withdraws them (control_cancel_request) and a
-// force stop ends the CLI. The decisions stay for the stop to report.
-func (c *claudeConn) Cancel() ([]string, error) { return nil, nil }
-
-// Forget closes a decision without answering it.
-func (c *claudeConn) Forget(id string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.forgotten[id] = true
-}
-
-// OpenDialogs counts the pending decisions not forgotten.
-func (c *claudeConn) OpenDialogs() int {
-	n := 0
-	for _, d := range c.Decisions() {
-		if c.open(d) {
-			n++
-		}
-	}
-	return n
-}
-
-// DialogOpen reports whether decision id is pending and not forgotten.
-func (c *claudeConn) DialogOpen(id string) bool {
-	for _, d := range c.Decisions() {
-		if d.ID == id {
-			return c.open(d)
-		}
-	}
-	return false
-}
-
-func (c *claudeConn) open(d engine.NativeDecision) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return d.State == engine.DecisionPending && !c.forgotten[d.ID]
-}
-
-func (c *claudeConn) GetStateWithin(context.Context, time.Duration) (engine.State, error) {
-	return engine.State{}, fmt.Errorf("get_state: %w", errNotPi)
-}
-
-func (c *claudeConn) GetEntriesWithin(context.Context, string, time.Duration) (engine.Entries, error) {
-	return engine.Entries{}, fmt.Errorf("get_entries: %w", errNotPi)
+	t.Settles = c.settles
+	return t
 }
 
 // decisionUI is the approval form of a permission request: a select of
@@ -175,27 +207,29 @@ func decisionUI(d engine.NativeDecision, inRun bool) *protocol.NativeUI {
 		Options: append([]string(nil), d.Choices...), InRun: inRun}
 }
 
-// watchDecisions projects Claude's permission requests as approvals: a
-// new pending request opens one, a request the CLI withdrew
-// (control_cancel_request) resolves it natively. It ends when the
-// engine's output ends.
-func (c *Controller) watchDecisions(x *execution, cc *claudeConn) {
+// watchDecisions projects an engine's permission requests as approvals
+// from Decisions: a new pending request opens one, a request the engine
+// withdrew (Claude's control_cancel_request) resolves it natively. It
+// ends when the engine's output ends. Pi's dialogs are projected from
+// their native-ui events instead (pump.go), which carry the whole request
+// (form, timeout, whether a run raised it) in wire order.
+func (c *Controller) watchDecisions(x *execution, d engine.Driver) {
 	seen := map[string]string{}
 	for {
-		ch := cc.Changed()
-		for _, d := range cc.Decisions() {
-			was, ok := seen[d.ID]
-			seen[d.ID] = d.State
+		ch := d.Changed()
+		for _, dec := range d.Decisions() {
+			was, ok := seen[dec.ID]
+			seen[dec.ID] = dec.State
 			switch {
-			case !ok && d.State == engine.DecisionPending:
-				c.dialogOpened(x, decisionUI(d, cc.Turn().Running))
-			case ok && was == engine.DecisionPending && d.State == engine.DecisionCancelled:
-				c.decisionWithdrawn(x, d)
+			case !ok && dec.State == engine.DecisionPending:
+				c.dialogOpened(x, decisionUI(dec, d.Turn().Running))
+			case ok && was == engine.DecisionPending && dec.State == engine.DecisionCancelled:
+				c.decisionWithdrawn(x, dec)
 			}
 		}
 		select {
 		case <-ch:
-		case <-cc.Done():
+		case <-d.Done():
 			return
 		}
 	}
@@ -212,4 +246,12 @@ func (c *Controller) decisionWithdrawn(x *execution, d engine.NativeDecision) {
 	}
 	a.rec.Evidence = "control_cancel_request: the engine withdrew the permission request"
 	c.changeLocked(a, protocol.ApprovalResolvedNatively, "the engine withdrew the request (an interrupt or the turn's end)")
+}
+
+// commandTimeout bounds one engine command the controller sends itself.
+func (c *Controller) commandTimeout() time.Duration {
+	if c.cfg.CommandTimeout > 0 {
+		return c.cfg.CommandTimeout
+	}
+	return engine.DefaultCommandTimeout
 }

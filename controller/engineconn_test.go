@@ -47,7 +47,8 @@ func TestClaudeConnDecisions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cc := newClaudeConn(conn, 5*time.Second)
+	cc := newClaudeConn(conn)
+	x := &execution{id: "e-1", conn: cc}
 	go func() {
 		for range cc.Events() {
 		}
@@ -68,8 +69,8 @@ func TestClaudeConnDecisions(t *testing.T) {
 	}
 
 	a := ask("r1")
-	if !cc.DialogOpen(a) || cc.OpenDialogs() != 1 {
-		t.Fatalf("request %s not open (%d open)", a, cc.OpenDialogs())
+	if !x.decisionOpen(a) || x.openDecisions() != 1 {
+		t.Fatalf("request %s not open (%d open)", a, x.openDecisions())
 	}
 	ds := cc.Decisions()
 	ui := decisionUI(ds[0], true)
@@ -77,18 +78,18 @@ func TestClaudeConnDecisions(t *testing.T) {
 		t.Fatalf("projected as %+v", ui)
 	}
 	for _, choice := range []string{"true", "allow-always", ""} {
-		if err := cc.Answer(a, choice); !errors.Is(err, engine.ErrAnswerShape) {
+		if err := x.answer(a, choice, 5*time.Second); !errors.Is(err, engine.ErrAnswerShape) {
 			t.Fatalf("Answer(%q) = %v, want ErrAnswerShape", choice, err)
 		}
 	}
 	if stdin.String() != "" {
 		t.Fatalf("a refused answer wrote %q", stdin.String())
 	}
-	cc.Forget(a)
-	if cc.DialogOpen(a) || cc.OpenDialogs() != 0 {
+	x.forget(a)
+	if x.decisionOpen(a) || x.openDecisions() != 0 {
 		t.Fatal("a forgotten request stays open")
 	}
-	if err := cc.Answer(a, engine.ChoiceAllowOnce); !errors.Is(err, engine.ErrDialogClosed) || stdin.String() != "" {
+	if err := x.answer(a, engine.ChoiceAllowOnce, 5*time.Second); !errors.Is(err, engine.ErrDialogClosed) || stdin.String() != "" {
 		t.Fatalf("answer to a forgotten request: %v, wrote %q", err, stdin.String())
 	}
 
@@ -98,24 +99,24 @@ func TestClaudeConnDecisions(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-ch
-	if cc.DialogOpen(b) {
+	if x.decisionOpen(b) {
 		t.Fatal("a withdrawn request stays open")
 	}
-	if err := cc.Answer(b, engine.ChoiceAllowOnce); !errors.Is(err, engine.ErrDialogClosed) || stdin.String() != "" {
+	if err := x.answer(b, engine.ChoiceAllowOnce, 5*time.Second); !errors.Is(err, engine.ErrDialogClosed) || stdin.String() != "" {
 		t.Fatalf("answer to a withdrawn request: %v, wrote %q", err, stdin.String())
 	}
 
 	c := ask("r3")
-	if err := cc.Answer(c, engine.ChoiceAllowOnce); err != nil {
+	if err := x.answer(c, engine.ChoiceAllowOnce, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if got := stdin.String(); strings.Count(got, "\n") != 1 || !strings.Contains(got, `"behavior":"allow"`) || !strings.Contains(got, `"touch x"`) || !strings.Contains(got, `"request_id":"r3"`) {
 		t.Fatalf("allow-once wrote %q", got)
 	}
-	if cc.DialogOpen(c) {
+	if x.decisionOpen(c) {
 		t.Fatal("an answered request stays open")
 	}
-	if _, err := cc.GetStateWithin(t.Context(), time.Second); !errors.Is(err, errNotPi) {
+	if _, err := probe(x, "get_state"); !errors.Is(err, errNotPi) {
 		t.Fatalf("get_state on Claude: %v", err)
 	}
 }

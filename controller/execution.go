@@ -30,6 +30,8 @@ type execution struct {
 	// kept is true while the engine's descriptors are in the fd store
 	// (resume.go); guarded by Controller.mu.
 	kept bool
+	// forgot are the decisions closed without an answer (engineconn.go).
+	forgot forgotten
 }
 
 // engineState is the binding's engineState for an execution: orphan when
@@ -43,7 +45,7 @@ func (x *execution) engineState() string {
 	case x.exited:
 		return "exited"
 	}
-	ts := x.conn.State()
+	ts := x.conn.Turn()
 	switch {
 	case ts.Fenced:
 		return "fenced"

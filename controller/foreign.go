@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/mosaic-agents/mosaic/audit"
-	"github.com/mosaic-agents/mosaic/engine"
+	"github.com/mosaic-agents/mosaic/engine/pi"
 	"github.com/mosaic-agents/mosaic/history"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
@@ -100,7 +100,11 @@ func engineEntries(x *execution, prev *history.Snapshot, size int64) (map[string
 		grown -= prev.Size()
 	}
 	ctx := context.Background()
-	ents, err := x.conn.GetEntriesWithin(ctx, since, engine.Budget(10*time.Second, grown))
+	p, err := probe(x, "get_entries")
+	if err != nil {
+		return nil, err
+	}
+	ents, err := p.GetEntriesWithin(ctx, since, pi.Budget(10*time.Second, grown))
 	if err != nil {
 		return nil, err
 	}

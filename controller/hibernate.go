@@ -39,7 +39,7 @@ func (c *Controller) idleLocked(x *execution) string {
 	case len(c.conns) > 0:
 		return "a client is connected"
 	}
-	if ts := x.conn.State(); ts.Running || ts.Slot != nil || ts.Fenced || ts.Uncertain || len(ts.OpenTools) > 0 {
+	if ts := x.conn.Turn(); ts.Running || ts.Slot != nil || ts.Fenced || ts.Uncertain || len(ts.OpenTools) > 0 {
 		return "a run, a prompt or a tool call is in progress"
 	}
 	if why := c.queuedLocked(); why != "" {

@@ -4,7 +4,7 @@ import (
 	"path/filepath"
 
 	"github.com/mosaic-agents/mosaic/conversations"
-	"github.com/mosaic-agents/mosaic/engine"
+	"github.com/mosaic-agents/mosaic/engine/pi"
 )
 
 // hidden are the directories of mosaic's own state that a confined engine
@@ -19,7 +19,7 @@ import (
 func (c *Controller) hidden() []string {
 	state := filepath.Dir(c.cfg.Claims.Root())
 	out := []string{c.cfg.Claims.Root(), filepath.Join(state, "executions"), filepath.Join(state, "queue")}
-	if d, err := engine.PinDir(); err == nil {
+	if d, err := pi.PinDir(); err == nil {
 		out = append(out, d)
 	}
 	if d, err := conversations.DefaultDir(); err == nil {

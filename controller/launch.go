@@ -14,6 +14,7 @@ import (
 	"github.com/mosaic-agents/mosaic/claims"
 	"github.com/mosaic-agents/mosaic/conversations"
 	"github.com/mosaic-agents/mosaic/engine"
+	"github.com/mosaic-agents/mosaic/engine/pi"
 	"github.com/mosaic-agents/mosaic/proofs"
 	"github.com/mosaic-agents/mosaic/protocol"
 	"github.com/mosaic-agents/mosaic/scopes"
@@ -57,14 +58,14 @@ func (c *Controller) spec(cv *conversations.Conversation) (engine.Spec, error) {
 	if err != nil {
 		return engine.Spec{}, err
 	}
-	cfg := engine.Config{
+	cfg := pi.Config{
 		Pin:         pinOf(e),
-		Seal:        engine.Seal{Session: cv.Session, Provider: e.Provider, Model: e.Model, Thinking: e.Thinking},
+		Seal:        pi.Seal{Session: cv.Session, Provider: e.Provider, Model: e.Model, Thinking: e.Thinking},
 		AgentDir:    agent,
 		ProjectRoot: cv.Project,
 		Extensions:  e.Pins(),
 	}
-	return engine.Command(cfg, os.Environ()) // checks the pin first
+	return pi.Command(cfg, os.Environ()) // checks the pin first
 }
 
 // pinsOf digests the launch: the engine version and entry hash, and the
@@ -261,7 +262,7 @@ func (c *Controller) launch(ctx context.Context, head sessionHead, keys claims.K
 		cc, err = c.openClaude(cv, execID, h.Stdout, h.Stdin)
 		conn = cc
 	} else {
-		conn, err = engine.New(h.Stdout, h.Stdin, engine.Options{Execution: execID,
+		conn, err = pi.New(h.Stdout, h.Stdin, engine.Options{Execution: execID,
 			CommandTimeout: c.cfg.CommandTimeout, AbortTimeout: c.cfg.AbortTimeout,
 			MaxLine: c.cfg.EngineMaxLine, LineLimit: c.cfg.EngineLineLimit})
 	}
@@ -300,7 +301,7 @@ func (c *Controller) launch(ctx context.Context, head sessionHead, keys claims.K
 	} else {
 		sessionID, leaf, err = c.loadCheck(ctx, x, head, expectLeaf)
 	}
-	if ts := conn.State(); err == nil && ts.Uncertain {
+	if ts := conn.Turn(); err == nil && ts.Uncertain {
 		// A line lost while launching would otherwise leave an active
 		// binding that no prompt can pass.
 		err = fmt.Errorf("engine output was lost during the load check: %s", strings.Join(ts.Reasons, "; "))
@@ -354,15 +355,19 @@ var startupTypes = map[string]bool{"model_change": true, "thinking_level_change"
 // It never asks for the whole session: get_entries since the pinned leaf
 // returns only what Pi appended after it (its startup entries), however
 // large the file. An unknown leaf is Pi's refusal, a failed check. Each
-// command waits in proportion to the session file (engine.Budget): Pi
+// command waits in proportion to the session file (pi.Budget): Pi
 // answers only once it has loaded it.
 func (c *Controller) loadCheck(ctx context.Context, x *execution, head sessionHead, expectLeaf string) (string, string, error) {
 	var size int64
 	if head.snap != nil {
 		size = head.snap.Size()
 	}
-	budget := engine.Budget(c.cfg.CommandTimeout, size)
-	st, err := x.conn.GetStateWithin(ctx, budget)
+	budget := pi.Budget(c.cfg.CommandTimeout, size)
+	p, err := probe(x, "get_state")
+	if err != nil {
+		return "", "", err
+	}
+	st, err := p.GetStateWithin(ctx, budget)
 	if err != nil {
 		return "", "", fmt.Errorf("get_state: %w", err)
 	}
@@ -377,7 +382,7 @@ func (c *Controller) loadCheck(ctx context.Context, x *execution, head sessionHe
 	if !head.exists {
 		since = ""
 	}
-	ents, err := x.conn.GetEntriesWithin(ctx, since, budget)
+	ents, err := p.GetEntriesWithin(ctx, since, budget)
 	if err != nil {
 		return "", "", fmt.Errorf("get_entries since %q: %w", since, err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/mosaic-agents/mosaic/claims"
 	"github.com/mosaic-agents/mosaic/conversations"
 	"github.com/mosaic-agents/mosaic/engine"
+	"github.com/mosaic-agents/mosaic/engine/pi"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
@@ -35,7 +36,7 @@ func TestQueueNativeBusyKeepsHead(t *testing.T) {
 
 	inR, inW := io.Pipe()   // controller -> peer
 	outR, outW := io.Pipe() // peer -> controller
-	conn, err := engine.New(outR, inW, engine.Options{Execution: "e-1"})
+	conn, err := pi.New(outR, inW, engine.Options{Execution: "e-1"})
 	if err != nil {
 		t.Fatal(err)
 	}

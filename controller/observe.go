@@ -39,7 +39,7 @@ func (c *Controller) observe(k *conn, cmd *protocol.Command) {
 	c.mu.Lock()
 	quiet := true
 	if x := c.st.exec; x != nil && x.conn != nil {
-		ts := x.conn.State()
+		ts := x.conn.Turn()
 		quiet = !ts.Running && ts.Slot == nil
 	}
 	after := c.bus.lastSettled()

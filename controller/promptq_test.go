@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mosaic-agents/mosaic/contrib/fakepi"
+	"github.com/mosaic-agents/mosaic/engine/pi"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
@@ -123,7 +124,7 @@ func TestQueueDispatchesAtSettle(t *testing.T) {
 	// agent_settled is held back. Wait until the controller read agent_end.
 	for deadline := time.Now().Add(20 * time.Second); ; sleep20() {
 		r.ctrl.mu.Lock()
-		ends := r.ctrl.st.exec.conn.State().Ends
+		ends := r.ctrl.st.exec.conn.(*pi.Conn).State().Ends
 		r.ctrl.mu.Unlock()
 		if ends > 0 {
 			break

@@ -20,6 +20,7 @@ import (
 	"github.com/mosaic-agents/mosaic/claims"
 	"github.com/mosaic-agents/mosaic/conversations"
 	"github.com/mosaic-agents/mosaic/engine"
+	"github.com/mosaic-agents/mosaic/engine/pi"
 	"github.com/mosaic-agents/mosaic/protocol"
 	"github.com/mosaic-agents/mosaic/queue"
 )
@@ -121,7 +122,7 @@ func pipeEngine(t *testing.T, c *Controller, id string, answer func(cmdID string
 	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	ec, err := engine.New(outR, inW, engine.Options{Execution: id})
+	ec, err := pi.New(outR, inW, engine.Options{Execution: id})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/mosaic-agents/mosaic/audit"
 	"github.com/mosaic-agents/mosaic/claims"
 	"github.com/mosaic-agents/mosaic/engine"
+	"github.com/mosaic-agents/mosaic/engine/pi"
 	"github.com/mosaic-agents/mosaic/protocol"
 	"github.com/mosaic-agents/mosaic/scopes"
 )
@@ -208,7 +209,7 @@ func (c *Controller) reattach(ctx context.Context, claim *claims.Claim, h *scope
 	if err != nil {
 		cv = c.cfg.Conversation
 	}
-	conn, err := engine.New(h.Stdout, h.Stdin, engine.Options{Execution: execID,
+	conn, err := pi.New(h.Stdout, h.Stdin, engine.Options{Execution: execID,
 		CommandTimeout: c.cfg.CommandTimeout, AbortTimeout: c.cfg.AbortTimeout,
 		MaxLine: c.cfg.EngineMaxLine, LineLimit: c.cfg.EngineLineLimit,
 		Resume: true, SeqBase: n << 32, IDPrefix: fmt.Sprintf("r%d.", n)})
@@ -235,7 +236,7 @@ func (c *Controller) reattach(ctx context.Context, claim *claims.Claim, h *scope
 	if err == nil && head.snap != nil {
 		size = head.snap.Size()
 	}
-	st, skipped, rerr := conn.Resync(ctx, engine.Budget(c.cfg.CommandTimeout, size))
+	st, skipped, rerr := conn.Resync(ctx, pi.Budget(c.cfg.CommandTimeout, size))
 	restart := &protocol.Restart{At: time.Now().UTC().Format(time.RFC3339Nano), Resume: n, SkippedBytes: skipped, RunInProgress: st.IsStreaming}
 	if err == nil {
 		err = rerr
@@ -271,7 +272,7 @@ func (c *Controller) reattach(ctx context.Context, claim *claims.Claim, h *scope
 // and that the session file's last entry is one of the engine's own (an
 // entry another writer appended while no controller watched is not), and
 // returns the engine's leaf.
-func (c *Controller) checkReattached(ctx context.Context, x *execution, head sessionHead, st engine.State, size int64) (string, error) {
+func (c *Controller) checkReattached(ctx context.Context, x *execution, head sessionHead, st pi.State, size int64) (string, error) {
 	if st.SessionFile != c.cfg.Conversation.Session {
 		return "", fmt.Errorf("engine holds %q, not the bound session file", st.SessionFile)
 	}
@@ -281,7 +282,11 @@ func (c *Controller) checkReattached(ctx context.Context, x *execution, head ses
 	if st.SessionID != head.id {
 		return "", fmt.Errorf("engine holds session %s, the file's header is %s", st.SessionID, head.id)
 	}
-	ents, err := x.conn.GetEntriesWithin(ctx, head.leaf, engine.Budget(c.cfg.CommandTimeout, size))
+	p, err := probe(x, "get_entries")
+	if err != nil {
+		return "", err
+	}
+	ents, err := p.GetEntriesWithin(ctx, head.leaf, pi.Budget(c.cfg.CommandTimeout, size))
 	if err != nil {
 		return "", fmt.Errorf("the session file's last entry %s is not the engine's (foreign writer?): %w", head.leaf, err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
 	"github.com/mosaic-agents/mosaic/conversations"
 	"github.com/mosaic-agents/mosaic/engine"
+	"github.com/mosaic-agents/mosaic/engine/pi"
 	"github.com/mosaic-agents/mosaic/scopes"
 )
 
@@ -95,11 +96,11 @@ func newRigWith(t testing.TB, dir, script string, mutate func(*Config), hook fun
 		Grace: 200 * time.Millisecond, CommandTimeout: 5 * time.Second, AbortTimeout: 5 * time.Second,
 		PollInterval: 100 * time.Millisecond,
 		Spec: func(cv *conversations.Conversation) (engine.Spec, error) {
-			args, err := engine.Seal{Session: cv.Session, Provider: "fakellm", Model: "fake-model"}.Args()
+			args, err := pi.Seal{Session: cv.Session, Provider: "fakellm", Model: "fake-model"}.Args()
 			if err != nil {
 				return engine.Spec{}, err
 			}
-			env := append(engine.Environ(os.Environ()), "FAKEPI_SCRIPT="+scriptPath, "FAKEPI_STDIN_LOG="+r.stdin,
+			env := append(pi.Environ(os.Environ()), "FAKEPI_SCRIPT="+scriptPath, "FAKEPI_STDIN_LOG="+r.stdin,
 				"FAKEPI_SESSION_LOG="+r.seslog, "FAKEPI_CONTROL="+r.control)
 			return engine.Spec{Path: fake, Args: append([]string{fake}, args...), Env: env, Dir: cv.Project}, nil
 		}}

@@ -5,7 +5,7 @@ import (
 	"math"
 
 	"github.com/mosaic-agents/mosaic/conversations"
-	"github.com/mosaic-agents/mosaic/engine"
+	"github.com/mosaic-agents/mosaic/engine/pi"
 	"github.com/mosaic-agents/mosaic/protocol"
 	"github.com/mosaic-agents/mosaic/scopes"
 )
@@ -82,6 +82,6 @@ func limitsText(l conversations.Limits) string {
 }
 
 // pinOf is the engine pin recorded in the conversation file.
-func pinOf(e conversations.Engine) engine.Pin {
+func pinOf(e conversations.Engine) pi.Pin {
 	return e.Pin()
 }

@@ -53,7 +53,7 @@ func (c *Controller) interrupt(ctx context.Context, k *conn, cmd *protocol.Comma
 		c.mu.Unlock()
 		return nil, protocol.Refuse(protocol.CodeFenced, "the binding is %s: %s", c.st.binding, c.st.reason)
 	}
-	if ts := x.conn.State(); !ts.Running && ts.Slot == nil {
+	if ts := x.conn.Turn(); !ts.Running && ts.Slot == nil {
 		c.mu.Unlock()
 		return nil, protocol.Refuse(protocol.CodeNoTurn, "nothing is running to interrupt")
 	}
@@ -256,7 +256,7 @@ func (c *Controller) cancelDialogs(x *execution, s *protocol.Stop) {
 	if x.conn == nil {
 		return
 	}
-	ids, _ := x.conn.Cancel()
+	ids := x.cancelDecisions()
 	if len(ids) == 0 {
 		return
 	}
@@ -297,7 +297,7 @@ func (c *Controller) finishStop(ctx context.Context, x *execution, s *protocol.S
 	}
 	var open []engine.Effect
 	if x.conn != nil {
-		open = x.conn.State().OpenTools
+		open = x.conn.Turn().OpenTools
 	}
 	c.mu.Lock()
 	claim := c.st.claim

@@ -50,7 +50,7 @@ type Engine struct {
 	// Path is the absolute path of the `pi` executable or its entry file.
 	Path string `toml:"path"`
 	// Version, SHA256, Entry, PackageDir, PackageDigest and the Node
-	// fields pin the engine at add time (engine.Resolve); a launch whose
+	// fields pin the engine at add time (pi.Resolve); a launch whose
 	// engine no longer matches refuses engine-pin-mismatch. Node is the
 	// interpreter the engine runs with (argv[0]), NodeVersion its
 	// `node --version`, NodeSHA256 its bytes; PackageDigest covers every
@@ -69,7 +69,7 @@ type Engine struct {
 	// AgentDir is passed as PI_CODING_AGENT_DIR; empty means Pi's default.
 	AgentDir string `toml:"agent_dir"`
 	// Extensions are the reviewed extension files admitted into the seal,
-	// each pinned by real path and SHA-256 (engine.PinExtension) and
+	// each pinned by real path and SHA-256 (pi.PinExtension) and
 	// checked before every spawn.
 	Extensions []Extension `toml:"extensions,omitempty"`
 }

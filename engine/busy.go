@@ -7,7 +7,7 @@ import (
 
 // ErrNativeBusy is Pi refusing a prompt sent without streamingBehavior
 // because a run is in progress (DIGEST §2): the prompt was not taken.
-// errors.Is finds it in the error Conn.Prompt returns for that answer, so
+// errors.Is finds it in the error pi.Conn.Prompt returns for that answer, so
 // callers never match Pi's wording themselves.
 var ErrNativeBusy = errors.New("the engine is still processing; the prompt was not taken")
 

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -268,21 +267,4 @@ func (lr *LineReader) fill() {
 	if err != nil {
 		lr.err = err
 	}
-}
-
-// encodeRecord renders one command as exactly one JSONL record. Every
-// string stays one JSON string: control characters (ESC included) are
-// escaped, and encoding/json always escapes U+2028 and U+2029, so no byte
-// of the payload can end or split the record (S7).
-func encodeRecord(v any) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, fmt.Errorf("encode engine command: %w", err)
-	}
-	if bytes.IndexByte(b.Bytes()[:b.Len()-1], '\n') >= 0 {
-		return nil, errors.New("encode engine command: record holds a raw LF")
-	}
-	return b.Bytes(), nil
 }

@@ -2,18 +2,17 @@ package engine
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
-	"time"
+	"testing/iotest"
 	"unicode/utf8"
-
-	"github.com/mosaic-agents/mosaic/protocol"
 )
 
 // TestReduce: an oversize value keeps its structure; strings are cut on
@@ -180,7 +179,12 @@ func TestReduceKeepsMemoryBounded(t *testing.T) {
 		t.Logf("reading a %d-byte line allocated %d bytes in all", text, alloc)
 	}
 	var n struct {
-		Message nativeMessage `json:"message"`
+		Message struct {
+			Content []struct {
+				Text string `json:"text"`
+			} `json:"content"`
+			StopReason string `json:"stopReason"`
+		} `json:"message"`
 	}
 	if err := json.Unmarshal(line, &n); err != nil || len(n.Message.Content) != 1 || len(n.Message.Content[0].Text) != MaxLiveString ||
 		n.Message.StopReason != "stop" || lr.Clip() == nil || lr.Clip().Bytes <= text || !lr.Clip().Under("/message/content/0") {
@@ -197,45 +201,6 @@ func TestReduceKeepsMemoryBounded(t *testing.T) {
 	}
 	if next, err := lr.Next(); err != nil || string(next) != `{"type":"agent_settled"}` {
 		t.Fatalf("the line after one too long: %q, %v", next, err)
-	}
-}
-
-// TestLargeMessageTruncatedNotLost: an 18 MiB assistant message reaches
-// the Events as a message-end whose block says truncated, with the first
-// MaxLiveString bytes of its text; the binding is not uncertain and the
-// next prompt is admitted.
-func TestLargeMessageTruncatedNotLost(t *testing.T) {
-	p := startPeer(t, Options{})
-	text := strings.Repeat("0123456789abcdef", 18<<16) // 18 MiB
-	start, _ := json.Marshal(map[string]any{"type": "message_start", "message": map[string]any{"role": "assistant", "content": []any{}}})
-	delta, _ := json.Marshal(map[string]any{"type": "message_update", "assistantMessageEvent": map[string]any{"type": "text_delta", "contentIndex": 0, "delta": text}})
-	end, _ := json.Marshal(map[string]any{"type": "message_end", "message": map[string]any{"role": "assistant",
-		"content": []any{map[string]any{"type": "text", "text": text}, map[string]any{"type": "text", "text": "tail"}}, "stopReason": "stop"}})
-	p.emit(string(start), string(delta), string(end), `{"type":"agent_settled"}`)
-	p.sync()
-	if s := p.conn.State(); s.Uncertain {
-		t.Fatalf("an 18 MiB message made the connection uncertain: %v", s.Reasons)
-	}
-	done := make(chan error, 1)
-	go func() { _, err := p.conn.Prompt(context.Background(), "next"); done <- err }()
-	p.respond(p.next("prompt"), nil)
-	if err := <-done; err != nil {
-		t.Fatalf("prompt after the large message: %v", err)
-	}
-	ev := p.drain()
-	if len(ev) != 4 {
-		t.Fatalf("events %d, want 4", len(ev))
-	}
-	d, e := ev[1], ev[2]
-	if d.Kind != protocol.EventTextDelta || !d.Truncated || len(d.Text) != MaxLiveString || !strings.HasPrefix(text, d.Text) {
-		t.Fatalf("delta: kind %s truncated %v, %d bytes", d.Kind, d.Truncated, len(d.Text))
-	}
-	if e.Kind != protocol.EventMessageEnd || !e.Truncated || len(e.Content) != 2 || !e.Content[0].Truncated ||
-		e.Content[0].Text != text[:MaxLiveString] || e.Content[1].Truncated || e.Content[1].Text != "tail" {
-		t.Fatalf("message-end: truncated %v, %d blocks", e.Truncated, len(e.Content))
-	}
-	if b, _ := json.Marshal(e); len(b) > 4*MaxLiveString {
-		t.Fatalf("message-end encodes to %d bytes", len(b))
 	}
 }
 
@@ -281,82 +246,71 @@ func BenchmarkReduce(b *testing.B) {
 	}
 }
 
-// TestBudget: the wait grows with the bytes, from the command timeout.
-func TestBudget(t *testing.T) {
-	for _, tc := range []struct {
-		base time.Duration
-		size int64
-		want time.Duration
-	}{
-		{0, 0, DefaultCommandTimeout},
-		{5 * time.Second, PerSecond - 1, 5 * time.Second},
-		{5 * time.Second, 256 << 20, 5*time.Second + 64*time.Second},
-	} {
-		if got := Budget(tc.base, tc.size); got != tc.want {
-			t.Errorf("Budget(%s, %d) = %s, want %s", tc.base, tc.size, got, tc.want)
+// FuzzLineReaderReduce: with reduction on, every line still comes back
+// exactly once and in order: whole up to the bound, reduced (the same
+// JSON value, being far under the string bound) between the bound and the
+// limit, refused past the limit or when it is not one JSON value.
+func FuzzLineReaderReduce(f *testing.F) {
+	// Pi's recordings (engine/pi/testdata) are the realistic seeds.
+	paths, err := filepath.Glob(filepath.Join("pi", "testdata", "recordings", "*.stdout.jsonl"))
+	if err != nil || len(paths) == 0 {
+		f.Fatalf("no recordings: %v", err)
+	}
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
 		}
+		f.Add(b, uint16(40), uint16(400))
 	}
-}
-
-// TestLongPromptStillStarts: a prompt whose user message comes back over
-// the framing's string bound (every character escaped) is still the
-// slot's item once Pi echoes it, not an external message.
-func TestLongPromptStillStarts(t *testing.T) {
-	p := startPeer(t, Options{})
-	text := strings.Repeat("\x01", 262144) // 1.5 MiB as JSON
-	done := make(chan error, 1)
-	go func() { _, err := p.conn.Prompt(context.Background(), text); done <- err }()
-	p.respond(p.next("prompt"), nil)
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	p.emit(userMessage(text)...)
-	p.sync()
-	if s := p.conn.State(); s.Slot == nil || !s.Slot.Started || s.ExternalUser != 0 {
-		t.Fatalf("slot %+v, external %d", s.Slot, s.ExternalUser)
-	}
-}
-
-// TestAnswerTooLargeIsRefused: a get_entries answer so large that framing
-// left entries out is an error, never a shorter list read as whole; one
-// whose long strings were cut is still the answer (ids stay whole).
-func TestAnswerTooLargeIsRefused(t *testing.T) {
-	p := startPeer(t, Options{})
-	entry := func(i int, text string) map[string]any {
-		return map[string]any{"type": "message", "id": fmt.Sprintf("e%07d", i), "parentId": nil,
-			"message": map[string]any{"role": "assistant", "content": []any{map[string]any{"type": "text", "text": text}}}}
-	}
-	ask := func() (Entries, error) {
-		type res struct {
-			e   Entries
-			err error
+	f.Add([]byte("{\"a\":\"bc\"}\r\n[1, 2]  \nnot json at all\n{}"), uint16(3), uint16(12))
+	f.Fuzz(func(t *testing.T, in []byte, max, limit uint16) {
+		if max == 0 || limit <= max {
+			return
 		}
-		r := make(chan res, 1)
-		go func() { e, err := p.conn.GetEntries(context.Background(), "x"); r <- res{e, err} }()
-		cmd := p.next("get_entries")
-		var many []any
-		if len(p.cmds) == 0 && cmd["since"] == "x" {
-			for i := range 4000 {
-				many = append(many, entry(i, strings.Repeat("t", 1000)))
+		var want []string
+		for _, raw := range bytes.SplitAfter(in, []byte("\n")) {
+			if len(raw) == 0 {
+				continue
+			}
+			body := bytes.TrimSuffix(raw, []byte("\n"))
+			switch {
+			case len(body) <= int(max):
+				want = append(want, string(bytes.TrimSuffix(body, []byte("\r"))))
+			case len(body) > int(limit):
+				want = append(want, "!TOOLONG")
+			default:
+				out, _, err := reduce(bytes.NewReader(body))
+				if err != nil {
+					want = append(want, "!REDUCE")
+				} else {
+					want = append(want, string(out))
+				}
 			}
 		}
-		p.respond(cmd, map[string]any{"entries": many, "leafId": "e0003999"})
-		got := <-r
-		return got.e, got.err
-	}
-	if _, err := ask(); !errors.Is(err, ErrAnswerTooLarge) {
-		t.Fatalf("4 MB of entries: %v, want ErrAnswerTooLarge", err)
-	}
-
-	r := make(chan error, 1)
-	var got Entries
-	go func() {
-		var err error
-		got, err = p.conn.GetEntries(context.Background(), "")
-		r <- err
-	}()
-	p.respond(p.next("get_entries"), map[string]any{"entries": []any{entry(1, strings.Repeat("u", 3<<20))}, "leafId": "e0000001"})
-	if err := <-r; err != nil || len(got.Entries) != 1 || got.LeafID != "e0000001" || !strings.Contains(string(got.Entries[0]), `"id":"e0000001"`) {
-		t.Fatalf("one 3 MiB entry: %v, %d entries, leaf %q", err, len(got.Entries), got.LeafID)
-	}
+		lr := NewLineReader(iotest.HalfReader(bytes.NewReader(in)), int(max))
+		lr.Reduce(int64(limit))
+		var got []string
+		for {
+			line, err := lr.Next()
+			switch {
+			case errors.Is(err, ErrLineTooLong):
+				got = append(got, "!TOOLONG")
+				continue
+			case errors.Is(err, ErrReduce):
+				got = append(got, "!REDUCE")
+				continue
+			case errors.Is(err, io.EOF):
+			case err != nil:
+				t.Fatalf("Next: %v", err)
+			default:
+				got = append(got, string(line))
+				continue
+			}
+			break
+		}
+		if strings.Join(got, "\x00|") != strings.Join(want, "\x00|") {
+			t.Fatalf("got %q, want %q", got, want)
+		}
+	})
 }

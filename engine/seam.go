@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 
 	"github.com/mosaic-agents/mosaic/protocol"
@@ -83,6 +84,11 @@ type TurnSummary struct {
 	OpenTools []Effect  `json:"openTools,omitempty"`
 	// Waiting says a native decision is pending (waiting-for-approval).
 	Waiting bool `json:"waiting,omitempty"`
+	// Settles counts the run-settled events of this execution, counted
+	// before each is delivered on Events: the controller's queue waits
+	// until its pump published as many (Pi fills it; the controller
+	// counts for an engine that leaves it zero).
+	Settles int `json:"settles,omitempty"`
 }
 
 // Native decision choices. Only these two are ever offered for a
@@ -93,6 +99,17 @@ const (
 	ChoiceAllowOnce = "allow-once"
 	ChoiceDeny      = "deny"
 )
+
+// ErrDialogClosed is returned by Decide for a decision that is not
+// pending: never raised, already answered, cancelled or withdrawn.
+// Nothing was written.
+var ErrDialogClosed = errors.New("native dialog is not open")
+
+// ErrAnswerShape is returned by Decide for a choice that is not one of
+// the decision's exact native choices. Nothing was written: pinned Pi
+// validates no answer (it hands a confirm the string "yes"), so the
+// adapter must.
+var ErrAnswerShape = errors.New("not one of the dialog's native choices")
 
 // Native decision states.
 const (
@@ -108,7 +125,8 @@ type NativeDecision struct {
 	// ID is the native decision identity: for Claude the control request
 	// id and the tool_use_id ("<request_id>/<tool_use_id>").
 	ID string `json:"id"`
-	// Kind is "permission" (Claude can_use_tool).
+	// Kind is "permission" (Claude can_use_tool) or the form of a Pi
+	// dialog (confirm, select, input, editor).
 	Kind string `json:"kind"`
 	// ToolName, ToolUseID and Input describe the tool call asking;
 	// Input is the model's input, untrusted render data.

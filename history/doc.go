@@ -18,6 +18,9 @@
 //     on a later one (only what was appended to that branch).
 //   - SessionID and LeafID are what the controller pins at launch and
 //     checks against get_state/get_tree (K8).
+//   - Snapshot.Seam is the engine seam's History (engine.History) of a
+//     snapshot: each branch's messages, root first, by leaf; pi.Engine's
+//     History returns it.
 //
 // Refusals are *protocol.Refusal: unsafe-path, unreadable, too-large,
 // foreign-project (only with Options.Project), not-a-pi-session, incomplete-header (reconcile), source-replaced

@@ -20,7 +20,7 @@ import (
 	"github.com/mosaic-agents/mosaic/contrib/fakepi"
 	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
 	"github.com/mosaic-agents/mosaic/contrib/stubmodel"
-	"github.com/mosaic-agents/mosaic/engine"
+	"github.com/mosaic-agents/mosaic/engine/pi"
 	"github.com/mosaic-agents/mosaic/history"
 	"github.com/mosaic-agents/mosaic/protocol"
 	"github.com/mosaic-agents/mosaic/terminal"
@@ -45,7 +45,7 @@ func fakeEngine(t *testing.T, script stubmodel.Script) (entry, stdinLog string) 
 	dir := t.TempDir()
 	sj, _ := json.Marshal(script)
 	scriptPath, stdinLog := filepath.Join(dir, "script.json"), filepath.Join(dir, "stdin.log")
-	pkg, _ := json.Marshal(map[string]any{"name": engine.PinnedPackage, "version": engine.PinnedVersion, "bin": map[string]string{"pi": "pi.sh"}})
+	pkg, _ := json.Marshal(map[string]any{"name": pi.PinnedPackage, "version": pi.PinnedVersion, "bin": map[string]string{"pi": "pi.sh"}})
 	// The package sits in its own directory: the pin covers every file
 	// of it, and the fake's logs and control sockets change as it runs.
 	pkgDir := filepath.Join(dir, "pkg")

@@ -7,11 +7,11 @@ import (
 	"strings"
 
 	"github.com/mosaic-agents/mosaic/conversations"
-	"github.com/mosaic-agents/mosaic/engine"
 	"github.com/mosaic-agents/mosaic/engine/claude"
+	"github.com/mosaic-agents/mosaic/engine/pi"
 )
 
-// checkPins runs the launch's own pin check (engine.Check) on every
+// checkPins runs the launch's own pin check (pi.Check) on every
 // registered conversation: a conversation whose engine or interpreter
 // changed since `conv add` refuses engine-pin-mismatch at its next launch,
 // so doctor says so first, with the command that re-pins it. A file that
@@ -25,7 +25,7 @@ func checkPins(ctx context.Context) (string, error) {
 		return "no conversations registered", nil
 	}
 	// Conversations usually share one engine: check each pin once.
-	checked := map[engine.Pin]error{}
+	checked := map[pi.Pin]error{}
 	var problems, fixes []string
 	versions := map[string]bool{}
 	for _, cv := range list {
@@ -45,7 +45,7 @@ func checkPins(ctx context.Context) (string, error) {
 		p := cv.Engine.Pin()
 		err, done := checked[p]
 		if !done {
-			err = engine.Check(p)
+			err = pi.Check(p)
 			checked[p] = err
 		}
 		if err != nil {

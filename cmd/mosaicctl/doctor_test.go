@@ -18,7 +18,7 @@ import (
 	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
 	"github.com/mosaic-agents/mosaic/contrib/stubmodel"
 	"github.com/mosaic-agents/mosaic/conversations"
-	"github.com/mosaic-agents/mosaic/engine"
+	"github.com/mosaic-agents/mosaic/engine/pi"
 	"github.com/mosaic-agents/mosaic/units"
 )
 
@@ -275,14 +275,14 @@ func TestDoctorInSandbox(t *testing.T) {
 	}
 
 	t.Run("real Pi", func(t *testing.T) {
-		pi := os.Getenv("MOSAIC_PI")
-		if pi == "" {
+		piBin := os.Getenv("MOSAIC_PI")
+		if piBin == "" {
 			sandboxtest.Unavailable(t, "MOSAIC_PI is not set: `make test` installs the pinned Pi")
 		}
-		real := d.addConversation("doctor-pi", "--engine", pi)
+		real := d.addConversation("doctor-pi", "--engine", piBin)
 		code, rs := d.doctor()
 		want(t, rs, "engine-pins", verdictOK, "2 conversations; engine and interpreter pins match", "")
-		if !strings.Contains(rs["engine-pins"].Detail, "Pi "+engine.PinnedVersion+" on Node ") || code != 0 {
+		if !strings.Contains(rs["engine-pins"].Detail, "Pi "+pi.PinnedVersion+" on Node ") || code != 0 {
 			t.Errorf("exit %d; the pins check does not name Pi and its Node: %q", code, rs["engine-pins"].Detail)
 		}
 		d.mustRun("conv", "rm", real)

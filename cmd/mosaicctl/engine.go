@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/mosaic-agents/mosaic/conversations"
-	"github.com/mosaic-agents/mosaic/engine"
+	"github.com/mosaic-agents/mosaic/engine/pi"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
@@ -43,7 +43,7 @@ func pinEngine(cv *conversations.Conversation, flag, node string) error {
 			return fmt.Errorf("--node: %w", err)
 		}
 	}
-	pin, err := engine.Resolve(p, engine.ResolveOptions{Node: node, PATH: os.Getenv("PATH")})
+	pin, err := pi.Resolve(p, pi.ResolveOptions{Node: node, PATH: os.Getenv("PATH")})
 	if err != nil {
 		return fmt.Errorf("--engine %q: %w", p, err)
 	}
@@ -58,7 +58,7 @@ func pinEngine(cv *conversations.Conversation, flag, node string) error {
 // SHA-256; the same file twice is refused (Pi would load it twice).
 func pinExtensions(cv *conversations.Conversation, files []string) error {
 	for _, f := range files {
-		e, err := engine.PinExtension(f)
+		e, err := pi.PinExtension(f)
 		if err != nil {
 			return err
 		}
