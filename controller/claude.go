@@ -21,8 +21,9 @@ import (
 
 // claudeDirs creates (0700) and returns the controller-owned directories
 // of a Claude conversation beside the claim root: CLAUDE_CONFIG_DIR
-// (settings, the transcript) and its tmp. They stay reachable to the
-// engine (hidden() hides the claims, executions and queue beside them).
+// (settings, the transcript) and its tmp. The engine reaches these and no
+// other conversation's (hidden hides STATE/claude, kept binds this
+// conversation's back).
 func (c *Controller) claudeDirs(cv *conversations.Conversation) (claude.Dirs, error) {
 	d := conversations.ClaudeDirs(filepath.Dir(c.cfg.Claims.Root()), cv.ID)
 	for _, p := range []string{d.Config, d.Tmp} {

@@ -12,13 +12,17 @@ import (
 // records (a forged revision would free or take a seat), the prompt queue
 // beside them (a forged item would be sent with the user's authority), the
 // pinned trees' manifests (a rewritten manifest would pass a changed
-// engine) and the conversations' settings (a rewritten engine path and pin
-// would launch another program at the next recover). The engine's own
-// agent directory, also beside the claims, stays reachable: the engine
-// needs it.
+// engine), the conversations' settings (a rewritten engine path and pin
+// would launch another program at the next recover), and every
+// conversation's engine directories: Pi's agent directories and Claude's
+// configuration directories (another conversation's transcript, its
+// credentials file, a settings.json or hook planted there for the next
+// launch). The engine's own directory among them comes back through
+// kept.
 func (c *Controller) hidden() []string {
 	state := filepath.Dir(c.cfg.Claims.Root())
-	out := []string{c.cfg.Claims.Root(), filepath.Join(state, "executions"), filepath.Join(state, "queue")}
+	out := []string{c.cfg.Claims.Root(), filepath.Join(state, "executions"), filepath.Join(state, "queue"),
+		agentRoot(state), filepath.Join(state, "claude")}
 	if d, err := engine.PinDir(); err == nil {
 		out = append(out, d)
 	}
@@ -27,3 +31,20 @@ func (c *Controller) hidden() []string {
 	}
 	return out
 }
+
+// kept is the engine's own directory under hidden (scopes.Spec.Keep):
+// the conversation's Claude directory (configuration and tmp) or Pi agent
+// directory, which spec made before the launch. The engine sees it and
+// nothing else of its parent.
+func (c *Controller) kept() []string {
+	state := filepath.Dir(c.cfg.Claims.Root())
+	id := c.cfg.Conversation.ID
+	if c.cfg.Conversation.IsClaude() {
+		return []string{filepath.Dir(conversations.ClaudeDirs(state, id).Config)}
+	}
+	return []string{filepath.Join(agentRoot(state), id)}
+}
+
+// agentRoot holds every Pi conversation's agent directory (ownAgentDir
+// makes STATE/agent/ID).
+func agentRoot(state string) string { return filepath.Join(state, "agent") }

@@ -246,7 +246,7 @@ func (c *Controller) launch(ctx context.Context, head sessionHead, keys claims.K
 	}
 	h, err := c.cfg.Scopes.Launch(ctx, scopes.Spec{
 		Conversation: cv.ID, Execution: execID, Argv: spec.Args, Env: spec.Env, Dir: spec.Dir,
-		Resources: res, Hide: c.hidden(), BeforeRelease: activate,
+		Resources: res, Hide: c.hidden(), Keep: c.kept(), BeforeRelease: activate,
 		Description: fmt.Sprintf("mosaic engine of conversation %s (execution %s)", cv.ID, execID),
 	})
 	if err != nil {
