@@ -281,12 +281,8 @@ func (c *Controller) launch(ctx context.Context, head sessionHead, keys claims.K
 	c.mu.Lock()
 	c.st.exec = x
 	c.mu.Unlock()
-	if cc == nil {
-		// A restarted controller re-attaches Pi only (resume.go speaks
-		// Pi's RPC); a Claude engine a restart finds is adopted as an
-		// orphan, force stop available.
-		c.keep(x) // before watchExit, which drops what keep stored
-	} else {
+	c.keep(x) // before watchExit, which drops what keep stored
+	if cc != nil {
 		go c.watchDecisions(x, cc)
 	}
 	go c.pump(x)

@@ -208,6 +208,9 @@ func (c *Controller) reattach(ctx context.Context, claim *claims.Claim, h *scope
 	if err != nil {
 		cv = c.cfg.Conversation
 	}
+	if cv.IsClaude() {
+		return c.reattachClaude(ctx, claim, h, n, cv)
+	}
 	conn, err := engine.New(h.Stdout, h.Stdin, engine.Options{Execution: execID,
 		CommandTimeout: c.cfg.CommandTimeout, AbortTimeout: c.cfg.AbortTimeout,
 		MaxLine: c.cfg.EngineMaxLine, LineLimit: c.cfg.EngineLineLimit,
