@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"os"
 	"path/filepath"
 
 	"github.com/mosaic-agents/mosaic/conversations"
@@ -34,15 +35,20 @@ func (c *Controller) hidden() []string {
 
 // kept is the engine's own directory under hidden (scopes.Spec.Keep):
 // the conversation's Claude directory (configuration and tmp) or Pi agent
-// directory, which spec made before the launch. The engine sees it and
-// nothing else of its parent.
+// directory, which spec made before the launch (a spec of the caller's,
+// Config.Spec, may make none: then nothing is kept). The engine sees it
+// and nothing else of its parent.
 func (c *Controller) kept() []string {
 	state := filepath.Dir(c.cfg.Claims.Root())
 	id := c.cfg.Conversation.ID
+	own := filepath.Join(agentRoot(state), id)
 	if c.cfg.Conversation.IsClaude() {
-		return []string{filepath.Dir(conversations.ClaudeDirs(state, id).Config)}
+		own = filepath.Dir(conversations.ClaudeDirs(state, id).Config)
 	}
-	return []string{filepath.Join(agentRoot(state), id)}
+	if st, err := os.Stat(own); err != nil || !st.IsDir() {
+		return nil
+	}
+	return []string{own}
 }
 
 // agentRoot holds every Pi conversation's agent directory (ownAgentDir
