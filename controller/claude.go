@@ -37,12 +37,10 @@ func (c *Controller) claudeDirs(cv *conversations.Conversation) (claude.Dirs, er
 // claudeTranscript reads the conversation's transcript, and only that
 // file (history/claude: safe open, never listed, another version refused).
 func (c *Controller) claudeTranscript(cv *conversations.Conversation) (*hclaude.Transcript, error) {
-	cl := cv.Claude
-	if cl == nil {
+	if cv.Claude == nil {
 		return nil, protocol.Refuse(protocol.CodeConfiguration, "conversation %s names engine_kind claude but has no [claude] table", cv.ID)
 	}
-	d := conversations.ClaudeDirs(filepath.Dir(c.cfg.Claims.Root()), cv.ID)
-	return hclaude.Read(hclaude.Ref{ConfigDir: d.Config, Project: cv.Project, Session: cl.Session})
+	return hclaude.Read(c.claudeRef(cv))
 }
 
 // claudeHead is the sessionHead of a Claude conversation: the session

@@ -87,7 +87,9 @@ func (r claudeRig) settledIdle(t *testing.T, ctx context.Context) protocol.Bindi
 // orphan); the restarted controller learns from initialize that a turn is
 // in progress, the turn completes with its run-settled on the new bus,
 // the transcript holds the reply once, the prompt reached the model once,
-// and the next prompt runs on the same engine.
+// its queue item settles delivered from the transcript (the prompt line
+// after the position its dispatch recorded), and the next prompt runs on
+// the same engine.
 func TestClaudeRestartMidStream(t *testing.T) {
 	sandboxtest.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -97,7 +99,8 @@ func TestClaudeRestartMidStream(t *testing.T) {
 	if _, err := lib.c.Takeover(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if rc, err := lib.c.Prompt(ctx, "please SLOW"); err != nil || rc.State != protocol.ReceiptAcknowledged {
+	rc, err := lib.c.Prompt(ctx, "please SLOW")
+	if err != nil || rc.State != protocol.ReceiptAcknowledged || rc.Item == "" {
 		t.Fatalf("prompt: %v %+v", err, rc)
 	}
 	if err := r.fake.WaitRequests(ctx, 1); err != nil {
@@ -129,6 +132,18 @@ func TestClaudeRestartMidStream(t *testing.T) {
 	}
 	if n := r.requestsWith("slow"); n != 1 {
 		t.Fatalf("the model saw the prompt %d times; want once", n)
+	}
+	// The restarted controller settled the item dispatched before it from
+	// the transcript's prompt line after the recorded position.
+	waitFor(t, func() bool { return after.c.State().Queue != nil })
+	var item *protocol.QueueItem
+	for _, it := range after.c.State().Queue.Items {
+		if it.ID == rc.Item {
+			item = &it
+		}
+	}
+	if item == nil || item.State != protocol.ReceiptDelivered {
+		t.Fatalf("the item dispatched before the restart is %+v; want delivered (queue %+v)", item, after.c.State().Queue)
 	}
 
 	if _, err := after.c.Takeover(ctx); err != nil {
