@@ -79,6 +79,7 @@ func (c *Controller) reattachClaude(ctx context.Context, claim *claims.Claim, h 
 	c.st.admission, c.st.reason = true, ""
 	c.audit(audit.Transition, nil, fmt.Sprintf("controller restarted: re-attached to Claude Code execution %s (engine pid %d, resume %d, %d bytes skipped to a line boundary, turn in progress %v, %d permission requests pending)",
 		execID, h.Cohort.PID, n, skipped, r.Running, len(r.Pending)), fields)
+	go c.watchClaude(x, cc, head.leaf, false)
 	go c.watchIdle(x)
 	return nil
 }

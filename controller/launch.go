@@ -323,6 +323,8 @@ func (c *Controller) launch(ctx context.Context, head sessionHead, keys claims.K
 	c.publishBindingLocked()
 	if cc == nil {
 		go c.watchSession(x, head.snap)
+	} else {
+		go c.watchClaude(x, cc, leaf, head.exists || cv.Claude.Adopted)
 	}
 	go c.watchIdle(x)
 	return nil

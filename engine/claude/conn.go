@@ -33,6 +33,7 @@ type Conn struct {
 	mp      *mapper
 	dec     []*decision
 	changed chan struct{}
+	sent    map[string]bool // prompt uuids written (SentPrompt)
 	// Re-attach (Options.Resume): synced is closed once the reader
 	// skipped to the first LF, skipped counts the bytes, and seed is the
 	// id of Resync's initialize, whose answer sets the turn state in wire
@@ -67,6 +68,7 @@ func New(r io.Reader, w io.WriteCloser, session string, opts engine.Options) (*C
 		tr:      newTracker(),
 		mp:      newMapper(opts.Execution),
 		changed: make(chan struct{}),
+		sent:    make(map[string]bool),
 		synced:  make(chan struct{}),
 		Output:  engine.NewOutput(),
 	}
