@@ -42,16 +42,8 @@ func (c *Controller) reattachClaude(ctx context.Context, claim *claims.Claim, h 
 	cc := newClaudeConn(conn, timeout)
 	x := &execution{id: execID, handle: h, conn: cc, pins: claim.Record().Pins, engineName: "claude " + cv.Claude.Version,
 		stderr: c.readStderr(execID, h), kept: true}
-	c.bus.reset(execID)
-	c.mu.Lock()
-	c.st.claim = claim
-	c.st.exec = x
-	c.st.binding = protocol.BindingLaunching
-	c.closeAdmissionLocked("re-attaching to the running engine after a controller restart")
-	c.mu.Unlock()
 	go c.watchDecisions(x, cc)
-	go c.pump(x)
-	go c.watchExit(x)
+	c.adoptReattached(claim, x)
 
 	r, skipped, err := conn.Resync(ctx, timeout)
 	restart := &protocol.Restart{At: time.Now().UTC().Format(time.RFC3339Nano), Resume: n, SkippedBytes: skipped, RunInProgress: r.Running}
@@ -67,16 +59,10 @@ func (c *Controller) reattachClaude(ctx context.Context, claim *claims.Claim, h 
 	fields := map[string]string{"EXECUTION": execID, "ENGINE_PID": fmt.Sprint(h.Cohort.PID), "RESUME": fmt.Sprint(n),
 		"SKIPPED_BYTES": fmt.Sprint(skipped), "RUN_IN_PROGRESS": fmt.Sprint(r.Running), "PENDING_APPROVALS": fmt.Sprint(len(r.Pending))}
 	if err != nil {
-		c.st.binding = protocol.BindingUncertain
-		c.st.preflight = "re-attach: " + err.Error()
-		c.closeAdmissionLocked("re-attach after a controller restart failed: " + err.Error())
-		c.markUncertainLocked("re-attach failed: " + err.Error())
-		c.audit(audit.Transition, nil, fmt.Sprintf("re-attached to execution %s, but %v; admission stays closed", execID, err), fields)
+		c.reattachFailedLocked(execID, err, fields)
 		return nil
 	}
-	c.st.sessionID, c.st.leaf = cv.Claude.Session, head.leaf
-	c.st.binding = protocol.BindingActive
-	c.st.admission, c.st.reason = true, ""
+	c.reattachedLocked(cv.Claude.Session, head.leaf)
 	c.audit(audit.Transition, nil, fmt.Sprintf("controller restarted: re-attached to Claude Code execution %s (engine pid %d, resume %d, %d bytes skipped to a line boundary, turn in progress %v, %d permission requests pending)",
 		execID, h.Cohort.PID, n, skipped, r.Running, len(r.Pending)), fields)
 	go c.watchClaude(x, cc, head.leaf, false)

@@ -102,10 +102,7 @@ func (c *Controller) watchClaude(x *execution, cc *claudeConn, pinned string, re
 	t := time.NewTicker(c.cfg.PollInterval)
 	defer t.Stop()
 	for range t.C {
-		c.mu.Lock()
-		current := c.st.exec == x && !x.exited
-		c.mu.Unlock()
-		if !current {
+		if !c.watching(x) {
 			return
 		}
 		fi, err := os.Lstat(path)
@@ -141,6 +138,13 @@ func (c *Controller) watchClaude(x *execution, cc *claudeConn, pinned string, re
 		c.follow(x, v.leaf)
 		prev, size, mod, ino = now, fi.Size(), fi.ModTime(), inode(fi)
 	}
+}
+
+// watching says x is still the current execution and its engine runs.
+func (c *Controller) watching(x *execution) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.st.exec == x && !x.exited
 }
 
 func inode(fi fs.FileInfo) uint64 {

@@ -68,17 +68,7 @@ func (r claudeRig) requestsWith(s string) int {
 // idle (or no longer active) and returns it.
 func (r claudeRig) settledIdle(t *testing.T, ctx context.Context) protocol.Binding {
 	t.Helper()
-	for {
-		b, _ := currentBinding(t, ctx, r.path)
-		if b.EngineState == "idle" || b.State != protocol.BindingActive {
-			return b
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("the turn never settled: %+v", b)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+	return restartRig{path: r.path}.settled(t, ctx)
 }
 
 // TestClaudeRestartMidStream: `systemctl --user restart` of a Claude

@@ -75,18 +75,23 @@ func New(r io.Reader, w io.WriteCloser, session string, opts engine.Options) (*C
 	c.mp.seq = opts.SeqBase
 	lr := engine.NewLineReader(r, opts.MaxLine)
 	lr.Reduce(opts.LineLimit)
-	if opts.Resume {
-		lr.SkipPartial(func(n int64) {
-			c.mu.Lock()
-			c.skipped = n
-			c.mu.Unlock()
-			close(c.synced)
-		})
-	} else {
+	switch {
+	case opts.Resume:
+		lr.SkipPartial(c.skippedTo)
+	default:
 		close(c.synced)
 	}
 	go engine.ReadLines(lr, c.handle, c.lose, c.finish)
 	return c, nil
+}
+
+// skippedTo records where the re-attached reader found its first line
+// boundary (Options.Resume).
+func (c *Conn) skippedTo(n int64) {
+	c.mu.Lock()
+	c.skipped = n
+	c.mu.Unlock()
+	close(c.synced)
 }
 
 // Close closes the CLI's stdin. The CLI finishes a running turn first and
