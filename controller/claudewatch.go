@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mosaic-agents/mosaic/audit"
+	"github.com/mosaic-agents/mosaic/history"
 	hclaude "github.com/mosaic-agents/mosaic/history/claude"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
@@ -96,6 +97,7 @@ func (c *Controller) watchClaude(x *execution, cc *claudeConn, pinned string, re
 	var size int64 = -1
 	var mod time.Time
 	var ino uint64
+	halfAt, halfTicks := int64(-1), 0
 	if fi, err := os.Lstat(path); err == nil {
 		size, mod, ino = fi.Size(), fi.ModTime(), inode(fi)
 	}
@@ -118,6 +120,17 @@ func (c *Controller) watchClaude(x *execution, cc *claudeConn, pinned string, re
 			c.foreign(x, "the transcript was replaced or shortened", "")
 			return
 		}
+		if !endsLine(path, fi.Size()) {
+			// The CLI is still writing its last line: read it whole at a
+			// later tick. A half line that stays (a writer that stopped
+			// mid-line) is read as it is after halfLineTicks, and fails.
+			if fi.Size() != halfAt {
+				halfAt, halfTicks = fi.Size(), 0
+			}
+			if halfTicks++; halfTicks < halfLineTicks {
+				continue
+			}
+		}
 		now, err := hclaude.Read(ref)
 		if err != nil {
 			c.foreign(x, "the transcript can no longer be vouched for ("+protocol.CodeOf(err)+"): "+err.Error(), "")
@@ -138,6 +151,29 @@ func (c *Controller) watchClaude(x *execution, cc *claudeConn, pinned string, re
 		c.follow(x, v.leaf)
 		prev, size, mod, ino = now, fi.Size(), fi.ModTime(), inode(fi)
 	}
+}
+
+// halfLineTicks is how many polls a transcript may end in the same half
+// line before it is read as it is (and found unreadable).
+const halfLineTicks = 20
+
+// endsLine says the file's last byte (of size) is a LF: a read now sees
+// only whole lines. Opened with the history reader's safe-open rules; a
+// file that cannot be read that way is left to hclaude.Read to report.
+func endsLine(path string, size int64) bool {
+	if size == 0 {
+		return true
+	}
+	f, err := history.OpenRead(path, history.DefaultMaxSize)
+	if err != nil || f == nil {
+		return true
+	}
+	defer f.Close()
+	var b [1]byte
+	if _, err := f.ReadAt(b[:], size-1); err != nil {
+		return true
+	}
+	return b[0] == '\n'
 }
 
 // watching says x is still the current execution and its engine runs.

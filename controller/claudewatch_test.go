@@ -88,3 +88,20 @@ func TestCheckTranscript(t *testing.T) {
 		})
 	}
 }
+
+// TestEndsLine: the watch reads a transcript only when it ends with a
+// whole line (the CLI may be mid-write).
+func TestEndsLine(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "t.jsonl")
+	for _, tc := range []struct {
+		body string
+		want bool
+	}{{"", true}, {"{}\n", true}, {"{}\n{\"type\":\"us", false}} {
+		if err := os.WriteFile(p, []byte(tc.body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if got := endsLine(p, int64(len(tc.body))); got != tc.want {
+			t.Errorf("endsLine(%q) = %v; want %v", tc.body, got, tc.want)
+		}
+	}
+}
