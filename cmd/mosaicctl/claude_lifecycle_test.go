@@ -71,14 +71,17 @@ func TestClaudeHibernateAndWake(t *testing.T) {
 	r := newClaudeRig(t, "cidle", "--idle-stop", "1s")
 	before := promptOnce(t, ctx, r.path, "before the sleep")
 	hibernated(t, r.id)
+	// The leaf the conversation slept on is the transcript's, read now:
+	// the binding's follows the file a poll behind.
+	leaf := r.transcriptLeaf(t, before.SessionID)
 	st := claimOf(t, r.bin, r.id)
 	if st.Claim == nil || st.Claim.State != claims.Stopped || !st.Claim.Proven || !strings.Contains(st.Claim.Reason, "hibernated") {
 		t.Fatalf("claim after hibernate %+v", st.Claim)
 	}
 	var b protocol.Binding
 	waitFor(t, func() bool { b, _ = currentBinding(t, ctx, r.path); return b.State == protocol.BindingActive })
-	if b.Execution == before.Execution || b.Leaf != before.Leaf {
-		t.Fatalf("woke as %+v; want a new execution on leaf %s (was %s)", b, before.Leaf, before.Execution)
+	if b.Execution == before.Execution || b.Leaf != leaf || b.SessionID != before.SessionID {
+		t.Fatalf("woke as %+v; want a new execution of session %s on leaf %s (was %s)", b, before.SessionID, leaf, before.Execution)
 	}
 	after := promptOnce(t, ctx, r.path, "after the wake")
 	if after.Execution != b.Execution {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mosaic-agents/mosaic/contrib/fakeanthropic"
 	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
+	hclaude "github.com/mosaic-agents/mosaic/history/claude"
 	"github.com/mosaic-agents/mosaic/internal/xdg"
 	"github.com/mosaic-agents/mosaic/protocol"
 	"github.com/mosaic-agents/mosaic/units"
@@ -50,6 +51,21 @@ func (r claudeRig) transcripts(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// transcriptLeaf is the default leaf of the conversation's transcript of
+// session, read as the user (outside any engine).
+func (r claudeRig) transcriptLeaf(t *testing.T, session string) string {
+	t.Helper()
+	state, err := xdg.StateHome()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := hclaude.Read(hclaude.Ref{ConfigDir: filepath.Join(state, "mosaic", "claude", r.id, "config"), Project: r.proj, Session: session})
+	if err != nil || tr.New() {
+		t.Fatalf("transcript of session %s: %v (new %v)", session, err, err == nil && tr.New())
+	}
+	return tr.DefaultLeaf()
 }
 
 // requestsWith counts the fake's requests whose reply kind is s or whose
