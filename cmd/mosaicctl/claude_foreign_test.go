@@ -91,3 +91,42 @@ func TestClaudeForeignWriter(t *testing.T) {
 		t.Fatalf("the model saw the refused prompt %d times", n)
 	}
 }
+
+// TestClaudeToolResumesItsOwnSession: the engine's own tool runs a second
+// Claude Code on the conversation's session (`claude -p --resume`, the
+// pinned binary, the engine's environment): that CLI appends its prompt
+// and reply to the transcript while the controller's engine runs. The
+// watch takes it for the foreign writer it is: the binding becomes
+// uncertain and admission closes.
+func TestClaudeToolResumesItsOwnSession(t *testing.T) {
+	sandboxtest.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r := newClaudeRig(t, "cselfresume")
+	b := promptOnce(t, ctx, r.path, "hello there")
+	cmd := sandboxtest.Claude(t) + " -p --resume " + b.SessionID + " second-writer-prompt </dev/null"
+	p, _ := promptAwaitingApproval(t, r.bin, r.id, "please BASH{"+cmd+"}", r.fake)
+	if res := run(t, r.bin, "approve", "--take", r.id, "--yes"); res.code != 0 {
+		t.Fatalf("approve --yes: exit %d, %q %q", res.code, res.stdout, res.stderr)
+	}
+	p.Wait()
+	for {
+		b, _ := currentBinding(t, ctx, r.path)
+		if b.State == protocol.BindingUncertain {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the second writer's lines did not close admission: %+v\ntranscript:\n%s", b, r.transcripts(t))
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	j := run(t, "bash", "-c", "journalctl --user --no-pager -o cat -u "+r.svc+" | grep 'foreign writer: ' | tail -1").stdout
+	if !strings.Contains(j, "foreign writer: prompt ") {
+		t.Fatalf("the binding is uncertain, but not for the second writer's prompt line: %q", j)
+	}
+	t.Logf("journal: %s", strings.TrimSpace(j))
+	if r.requestsWith("second-writer-prompt") == 0 {
+		t.Fatalf("the second CLI never reached the model: the test did not test a second writer\n%s", r.transcripts(t))
+	}
+}
