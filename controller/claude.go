@@ -21,8 +21,9 @@ import (
 
 // claudeDirs creates (0700) and returns the controller-owned directories
 // of a Claude conversation beside the claim root: CLAUDE_CONFIG_DIR
-// (settings, the transcript) and its tmp. They stay reachable to the
-// engine (hidden() hides the claims, executions and queue beside them).
+// (settings, the transcript) and its tmp. The engine reaches these and no
+// other conversation's (hidden hides STATE/claude, kept binds this
+// conversation's back).
 func (c *Controller) claudeDirs(cv *conversations.Conversation) (claude.Dirs, error) {
 	d := conversations.ClaudeDirs(filepath.Dir(c.cfg.Claims.Root()), cv.ID)
 	for _, p := range []string{d.Config, d.Tmp} {
@@ -36,12 +37,10 @@ func (c *Controller) claudeDirs(cv *conversations.Conversation) (claude.Dirs, er
 // claudeTranscript reads the conversation's transcript, and only that
 // file (history/claude: safe open, never listed, another version refused).
 func (c *Controller) claudeTranscript(cv *conversations.Conversation) (*hclaude.Transcript, error) {
-	cl := cv.Claude
-	if cl == nil {
+	if cv.Claude == nil {
 		return nil, protocol.Refuse(protocol.CodeConfiguration, "conversation %s names engine_kind claude but has no [claude] table", cv.ID)
 	}
-	d := conversations.ClaudeDirs(filepath.Dir(c.cfg.Claims.Root()), cv.ID)
-	return hclaude.Read(hclaude.Ref{ConfigDir: d.Config, Project: cv.Project, Session: cl.Session})
+	return hclaude.Read(c.claudeRef(cv))
 }
 
 // claudeHead is the sessionHead of a Claude conversation: the session

@@ -1,18 +1,25 @@
 package controller
 
 import (
+	"github.com/mosaic-agents/mosaic/engine"
 	"github.com/mosaic-agents/mosaic/history"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
-// claudePage is the observe page of a Claude conversation, built from its
-// transcript (history/claude: only the file the binding names, read-only,
-// sidechains apart, bookkeeping lines not rendered): the newest messages
-// of the default leaf's branch, at most history.MaxPageParts of them, one
-// part per message and one fragment per block, in the page shape Pi's
-// pages have. More says older messages were left out: this wave pages
-// no further back (observe with a cursor refuses cursor-unknown).
-func (c *Controller) claudePage() ([]byte, error) {
+// claudeView is one read of a Claude conversation's default branch, kept
+// by the cursors of the pages read from it so that paging back never
+// re-reads the transcript: consecutive pages of one view neither skip
+// nor repeat a message, whatever the CLI appended meanwhile.
+type claudeView struct {
+	session, leaf string
+	isNew         bool
+	msgs          []engine.HistoryMessage
+}
+
+// claudeRead reads the transcript (history/claude: only the file the
+// binding names, read-only, sidechains apart, bookkeeping lines not
+// rendered) into a view of its default leaf's branch.
+func (c *Controller) claudeRead() (*claudeView, error) {
 	c.readers <- struct{}{}
 	defer func() { <-c.readers }()
 	cv := c.cfg.Conversation
@@ -20,27 +27,100 @@ func (c *Controller) claudePage() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	leaf := t.DefaultLeaf()
-	page := history.Page{Session: cv.SessionKey(), Branch: leaf, DefaultBranch: leaf, New: t.New(), Parts: []history.Part{}}
+	v := &claudeView{session: cv.SessionKey(), leaf: t.DefaultLeaf(), isNew: t.New()}
 	if !t.New() {
-		msgs, err := t.Messages(leaf)
-		if err != nil {
+		if v.msgs, err = t.Messages(v.leaf); err != nil {
 			return nil, err
 		}
-		if n := len(msgs) - history.MaxPageParts; n > 0 {
-			page.From, page.More, msgs = n, true, msgs[n:]
+	}
+	return v, nil
+}
+
+// claudePageReserve is kept free of parts under history.MaxPageBytes for
+// the page's own fields and the record that carries it (as history's
+// pages keep).
+const claudePageReserve = 64 << 10
+
+// claudePart is message m as one page part, one fragment per block.
+func claudePart(m engine.HistoryMessage) history.Part {
+	p := history.Part{Entry: "n." + m.ID, Native: m.ID, Kind: "message", Role: m.Role, Tool: m.Tool, LastPart: true}
+	for i, b := range m.Blocks {
+		p.Blocks = append(p.Blocks, history.Fragment{Block: i, LastFragment: true, Content: b})
+	}
+	return p
+}
+
+// claudePageBefore encodes the page of v ending before message end: as
+// many messages as fit history.MaxPageParts and history.MaxPageBytes, one
+// part per message, in the shape of Pi's pages (More: the view holds
+// messages after the page). It returns the index of the page's first
+// message: a cursor reads the page before it, so pages of one view meet
+// without gap or overlap. A single message over the byte cap is a page by
+// itself (Pi's reader splits such a message into fragments; this one does
+// not yet).
+func claudePageBefore(v *claudeView, end int) ([]byte, int, error) {
+	var rev []history.Part
+	used, start := claudePageReserve, end
+	for start > 0 && len(rev) < history.MaxPageParts {
+		p := claudePart(v.msgs[start-1])
+		b, err := protocol.Marshal(p)
+		if err != nil {
+			return nil, 0, protocol.Wrap(protocol.CodeMalformed, err, "encode message %d of the transcript", start-1)
 		}
-		for _, m := range msgs {
-			p := history.Part{Entry: "n." + m.ID, Native: m.ID, Kind: "message", Role: m.Role, Tool: m.Tool, LastPart: true}
-			for i, b := range m.Blocks {
-				p.Blocks = append(p.Blocks, history.Fragment{Block: i, LastFragment: true, Content: b})
-			}
-			page.Parts = append(page.Parts, p)
+		if used+len(b)+1 > history.MaxPageBytes && len(rev) > 0 {
+			break
 		}
+		used += len(b) + 1
+		rev = append(rev, p)
+		start--
+	}
+	page := history.Page{Session: v.session, Branch: v.leaf, DefaultBranch: v.leaf, New: v.isNew,
+		From: start, More: end < len(v.msgs), Parts: make([]history.Part, 0, len(rev))}
+	for i := len(rev) - 1; i >= 0; i-- {
+		page.Parts = append(page.Parts, rev[i])
 	}
 	raw, err := protocol.Marshal(page)
 	if err != nil {
-		return nil, protocol.Wrap(protocol.CodeMalformed, err, "encode the history page")
+		return nil, 0, protocol.Wrap(protocol.CodeMalformed, err, "encode the history page")
 	}
-	return raw, nil
+	return raw, start, nil
+}
+
+// claudeNewest is newestPage for a Claude conversation: the newest page
+// of the default branch and a cursor for the one before it.
+func (c *Controller) claudeNewest(k *conn) ([]byte, string, error) {
+	v, err := c.claudeRead()
+	if err != nil {
+		return nil, "", err
+	}
+	raw, first, err := claudePageBefore(v, len(v.msgs))
+	if err != nil {
+		return nil, "", err
+	}
+	c.cursors.drop(k.id)
+	cursor := ""
+	if first > 0 {
+		cursor = c.cursors.issueClaude(k.id, v, first)
+	}
+	return raw, cursor, nil
+}
+
+// olderClaudePage is olderPage for a cursor of a Claude view.
+func (c *Controller) olderClaudePage(k *conn, cmd *protocol.Command, pc *pageCursor) {
+	raw, from, err := claudePageBefore(pc.claude, pc.end)
+	if err != nil {
+		c.refuse(k, cmd.Request, asRefusal(err))
+		return
+	}
+	rec := protocol.PageRecord{Record: protocol.RecordPage, Request: cmd.Request, History: raw}
+	if from > 0 {
+		rec.Cursor = c.cursors.issueClaude(k.id, pc.claude, from)
+	}
+	k.send(rec)
+}
+
+// issueClaude returns a new cursor id for reading the page of v before
+// message end, under the same bounds as issue.
+func (cs *cursors) issueClaude(conn string, v *claudeView, end int) string {
+	return cs.push(&pageCursor{conn: conn, claude: v, branch: v.leaf, end: end, total: len(v.msgs)})
 }

@@ -107,7 +107,7 @@ func (c *Controller) dispatchNext(ctx context.Context) bool {
 	next.Dispatch = &queue.Dispatch{Execution: x.id, Generation: gen, AfterSeq: after, At: next.Updated}
 	// The session file's size now, before the write: a restart counts
 	// only user messages after it as this item's (queueload.go).
-	if n, err := queue.SessionSize(c.cfg.Conversation.Session); err == nil {
+	if n, err := c.sessionSize(); err == nil {
 		next.Dispatch.SessionAt = &n
 	}
 	if err := engine.CheckText(text); err != nil {

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"os"
 	"path/filepath"
 
 	"github.com/mosaic-agents/mosaic/conversations"
@@ -12,13 +13,17 @@ import (
 // records (a forged revision would free or take a seat), the prompt queue
 // beside them (a forged item would be sent with the user's authority), the
 // pinned trees' manifests (a rewritten manifest would pass a changed
-// engine) and the conversations' settings (a rewritten engine path and pin
-// would launch another program at the next recover). The engine's own
-// agent directory, also beside the claims, stays reachable: the engine
-// needs it.
+// engine), the conversations' settings (a rewritten engine path and pin
+// would launch another program at the next recover), and every
+// conversation's engine directories: Pi's agent directories and Claude's
+// configuration directories (another conversation's transcript, its
+// credentials file, a settings.json or hook planted there for the next
+// launch). The engine's own directory among them comes back through
+// kept.
 func (c *Controller) hidden() []string {
 	state := filepath.Dir(c.cfg.Claims.Root())
-	out := []string{c.cfg.Claims.Root(), filepath.Join(state, "executions"), filepath.Join(state, "queue")}
+	out := []string{c.cfg.Claims.Root(), filepath.Join(state, "executions"), filepath.Join(state, "queue"),
+		agentRoot(state), filepath.Join(state, "claude")}
 	if d, err := pi.PinDir(); err == nil {
 		out = append(out, d)
 	}
@@ -27,3 +32,25 @@ func (c *Controller) hidden() []string {
 	}
 	return out
 }
+
+// kept is the engine's own directory under hidden (scopes.Spec.Keep):
+// the conversation's Claude directory (configuration and tmp) or Pi agent
+// directory, which spec made before the launch (a spec of the caller's,
+// Config.Spec, may make none: then nothing is kept). The engine sees it
+// and nothing else of its parent.
+func (c *Controller) kept() []string {
+	state := filepath.Dir(c.cfg.Claims.Root())
+	id := c.cfg.Conversation.ID
+	own := filepath.Join(agentRoot(state), id)
+	if c.cfg.Conversation.IsClaude() {
+		own = filepath.Dir(conversations.ClaudeDirs(state, id).Config)
+	}
+	if st, err := os.Stat(own); err != nil || !st.IsDir() {
+		return nil
+	}
+	return []string{own}
+}
+
+// agentRoot holds every Pi conversation's agent directory (ownAgentDir
+// makes STATE/agent/ID).
+func agentRoot(state string) string { return filepath.Join(state, "agent") }

@@ -247,7 +247,7 @@ func (c *Controller) launch(ctx context.Context, head sessionHead, keys claims.K
 	}
 	h, err := c.cfg.Scopes.Launch(ctx, scopes.Spec{
 		Conversation: cv.ID, Execution: execID, Argv: spec.Args, Env: spec.Env, Dir: spec.Dir,
-		Resources: res, Hide: c.hidden(), BeforeRelease: activate,
+		Resources: res, Hide: c.hidden(), Keep: c.kept(), BeforeRelease: activate,
 		Description: fmt.Sprintf("mosaic engine of conversation %s (execution %s)", cv.ID, execID),
 	})
 	if err != nil {
@@ -282,12 +282,8 @@ func (c *Controller) launch(ctx context.Context, head sessionHead, keys claims.K
 	c.mu.Lock()
 	c.st.exec = x
 	c.mu.Unlock()
-	if cc == nil {
-		// A restarted controller re-attaches Pi only (resume.go speaks
-		// Pi's RPC); a Claude engine a restart finds is adopted as an
-		// orphan, force stop available.
-		c.keep(x) // before watchExit, which drops what keep stored
-	} else {
+	c.keep(x) // before watchExit, which drops what keep stored
+	if cc != nil {
 		go c.watchDecisions(x, cc)
 	}
 	go c.pump(x)
@@ -328,6 +324,8 @@ func (c *Controller) launch(ctx context.Context, head sessionHead, keys claims.K
 	c.publishBindingLocked()
 	if cc == nil {
 		go c.watchSession(x, head.snap)
+	} else {
+		go c.watchClaude(x, cc, leaf, head.exists || cv.Claude.Adopted)
 	}
 	go c.watchIdle(x)
 	return nil

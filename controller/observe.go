@@ -18,9 +18,6 @@ func (c *Controller) observe(k *conn, cmd *protocol.Command) {
 	case cmd.Cursor != "" && cmd.FromSeq != nil:
 		c.refuse(k, cmd.Request, protocol.Refuse(protocol.CodeMalformed, "an observe names a cursor (an older page) or fromSeq (a resume), not both"))
 		return
-	case cmd.Cursor != "" && c.cfg.Conversation.IsClaude():
-		c.refuse(k, cmd.Request, protocol.Refuse(protocol.CodeCursorUnknown, "a Claude conversation's history is one page, the newest; there is no older page to read"))
-		return
 	case cmd.Cursor != "":
 		c.olderPage(k, cmd)
 		return
@@ -68,9 +65,7 @@ func (c *Controller) observe(k *conn, cmd *protocol.Command) {
 // snapshots they kept.
 func (c *Controller) newestPage(k *conn) ([]byte, string, error) {
 	if c.cfg.Conversation.IsClaude() {
-		c.cursors.drop(k.id)
-		raw, err := c.claudePage()
-		return raw, "", err
+		return c.claudeNewest(k)
 	}
 	snap, err := c.readSnapshot()
 	if err != nil {
@@ -99,6 +94,10 @@ func (c *Controller) olderPage(k *conn, cmd *protocol.Command) {
 	pc, r := c.cursors.use(k.id, cmd.Cursor)
 	if r != nil {
 		c.refuse(k, cmd.Request, r)
+		return
+	}
+	if pc.claude != nil {
+		c.olderClaudePage(k, cmd, pc)
 		return
 	}
 	raw, from, err := encodePage(pc.snap, pc.branch, pc.end, pc.total)

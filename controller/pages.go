@@ -24,6 +24,7 @@ type pageCursor struct {
 	id      string
 	conn    string
 	snap    *history.Snapshot
+	claude  *claudeView // a Claude conversation's view, instead of snap
 	branch  string
 	end     int // the page to read ends before this part
 	total   int // the branch's parts in snap
@@ -44,10 +45,15 @@ func newCursors() *cursors { return &cursors{m: map[string]*pageCursor{}, lru: l
 
 // issue returns a new cursor id for reading the page before part end.
 func (cs *cursors) issue(conn string, snap *history.Snapshot, branch string, end, total int) string {
+	return cs.push(&pageCursor{conn: conn, snap: snap, branch: branch, end: end, total: total})
+}
+
+// push keeps pc as a new cursor (id and expiry set here) and returns its
+// id, evicting the least recently used beyond the bound.
+func (cs *cursors) push(pc *pageCursor) string {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
-	pc := &pageCursor{id: newID("hc-"), conn: conn, snap: snap, branch: branch, end: end, total: total,
-		expires: time.Now().Add(cursorTTL)}
+	pc.id, pc.expires = newID("hc-"), time.Now().Add(cursorTTL)
 	pc.elem = cs.lru.PushBack(pc)
 	cs.m[pc.id] = pc
 	for cs.lru.Len() > maxCursors {

@@ -81,7 +81,7 @@ func (c *Controller) provenDeliveries(items []queue.Item) (map[string]bool, erro
 	if len(todo) == 0 {
 		return proven, nil
 	}
-	entries, err := queue.UserEntriesFrom(c.cfg.Conversation.Session, from)
+	entries, err := c.userEntriesFrom(from)
 	if err != nil {
 		return proven, err
 	}

@@ -209,6 +209,9 @@ func (c *Controller) reattach(ctx context.Context, claim *claims.Claim, h *scope
 	if err != nil {
 		cv = c.cfg.Conversation
 	}
+	if cv.IsClaude() {
+		return c.reattachClaude(ctx, claim, h, n, cv)
+	}
 	conn, err := pi.New(h.Stdout, h.Stdin, engine.Options{Execution: execID,
 		CommandTimeout: c.cfg.CommandTimeout, AbortTimeout: c.cfg.AbortTimeout,
 		MaxLine: c.cfg.EngineMaxLine, LineLimit: c.cfg.EngineLineLimit,
@@ -221,15 +224,7 @@ func (c *Controller) reattach(ctx context.Context, claim *claims.Claim, h *scope
 	if cv.Engine.Version == "" {
 		x.engineName = "pi (test engine)"
 	}
-	c.bus.reset(execID)
-	c.mu.Lock()
-	c.st.claim = claim
-	c.st.exec = x
-	c.st.binding = protocol.BindingLaunching
-	c.closeAdmissionLocked("re-attaching to the running engine after a controller restart")
-	c.mu.Unlock()
-	go c.pump(x)
-	go c.watchExit(x)
+	c.adoptReattached(claim, x)
 
 	head, err := readSessionHead(c.cfg.Conversation.Session)
 	var size int64
@@ -251,16 +246,10 @@ func (c *Controller) reattach(ctx context.Context, claim *claims.Claim, h *scope
 	fields := map[string]string{"EXECUTION": execID, "ENGINE_PID": fmt.Sprint(h.Cohort.PID), "RESUME": fmt.Sprint(n),
 		"SKIPPED_BYTES": fmt.Sprint(skipped), "RUN_IN_PROGRESS": fmt.Sprint(st.IsStreaming)}
 	if err != nil {
-		c.st.binding = protocol.BindingUncertain
-		c.st.preflight = "re-attach: " + err.Error()
-		c.closeAdmissionLocked("re-attach after a controller restart failed: " + err.Error())
-		c.markUncertainLocked("re-attach failed: " + err.Error())
-		c.audit(audit.Transition, nil, fmt.Sprintf("re-attached to execution %s, but %v; admission stays closed", execID, err), fields)
+		c.reattachFailedLocked(execID, err, fields)
 		return nil
 	}
-	c.st.sessionID, c.st.leaf = st.SessionID, leaf
-	c.st.binding = protocol.BindingActive
-	c.st.admission, c.st.reason = true, ""
+	c.reattachedLocked(st.SessionID, leaf)
 	c.audit(audit.Transition, nil, fmt.Sprintf("controller restarted: re-attached to execution %s (engine pid %d, resume %d, %d bytes skipped to a line boundary, run in progress %v)",
 		execID, h.Cohort.PID, n, skipped, st.IsStreaming), fields)
 	go c.watchSession(x, head.snap)

@@ -32,6 +32,8 @@ type confinePlan struct {
 	// Masks are made unreachable: an empty read-only tmpfs over a
 	// directory, /dev/null over anything else.
 	Masks []string `json:"masks"`
+	// Keep are directories under a mask bound back into it (Spec.Keep).
+	Keep []string `json:"keep,omitempty"`
 	// CgroupMount is where cgroup2 is mounted afresh from inside the new
 	// cgroup namespace, so only the engine's subtree is reachable there.
 	CgroupMount string `json:"cgroup_mount"`
@@ -243,6 +245,11 @@ func confine(plan confinePlan) confineReport {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fail("make / private: %v", err)
 	}
+	kept, err := openKept(plan.Keep)
+	if err != nil {
+		return fail("%v", err)
+	}
+	defer kept.close()
 	for _, m := range plan.Masks {
 		real, err := filepath.EvalSymlinks(m)
 		if errors.Is(err, os.ErrNotExist) {
@@ -252,7 +259,7 @@ func confine(plan confinePlan) confineReport {
 		if err != nil {
 			return fail("mask %s: %v", m, err)
 		}
-		if err := mask(real); err != nil {
+		if err := kept.maskKeeping(real); err != nil {
 			return fail("mask %s: %v", m, err)
 		}
 		rep.Masked = append(rep.Masked, m)
@@ -277,6 +284,9 @@ func confine(plan confinePlan) confineReport {
 		return fail("read /proc/self/cgroup: %v", err)
 	}
 	rep.CgroupSelf = cg
+	if left := kept.unbound(); len(left) > 0 {
+		return fail("kept directories %v are under no mask", left)
+	}
 	if cg != "/" {
 		return fail("cgroup namespace not rooted at the child's cgroup: /proc/self/cgroup says %q", cg)
 	}

@@ -1,6 +1,7 @@
 package scopes
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -61,4 +62,78 @@ func TestHiddenStateUnreachable(t *testing.T) {
 		t.Errorf("the hidden revision changed: %q, %v", b, err)
 	}
 	e.Stop(ctxT(t), StopOptions{Stop: "stop-hide", Grace: time.Second})
+}
+
+// keepEngine reads its own directory under a hidden one, writes there,
+// tries to read and list a sibling's and the hidden parent, and to plant
+// a directory beside its own; each line says 0 when the attempt
+// succeeded.
+const keepEngine = `
+probe() { if eval "$2" >/dev/null 2>&1; then echo "$1 0"; else echo "$1 1"; fi; }
+probe own 'cat %[1]s/config/own.json'
+probe write 'echo mine > %[1]s/config/new.json'
+probe sibling 'cat %[2]s/config/secret.json'
+probe list 'ls -A %[3]s | grep -qv "^%[4]s$"'
+probe plant 'mkdir %[3]s/planted'
+echo ready 1
+exec sleep 300
+`
+
+// TestKeptDirectoryOnly: a directory under a hidden one named in
+// Spec.Keep (a conversation's own Claude configuration among every
+// conversation's) stays readable and writable, and the engine sees
+// nothing else of the hidden directory: not a sibling's files, not its
+// name, and it cannot plant one.
+func TestKeptDirectoryOnly(t *testing.T) {
+	m := testManager(t)
+	all := filepath.Join(t.TempDir(), "claude")
+	own, sibling := filepath.Join(all, "conv-own"), filepath.Join(all, "conv-sibling")
+	for _, f := range []string{filepath.Join(own, "config", "own.json"), filepath.Join(sibling, "config", "secret.json")} {
+		if err := os.MkdirAll(filepath.Dir(f), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f, []byte(`{"k":1}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := launchKeeping(t, m, fmt.Sprintf(keepEngine, own, sibling, all, "conv-own"), []string{all}, []string{own})
+	got := e.expect(t, "own", "write", "sibling", "list", "plant", "ready")
+	if !e.Cohort.Confinement.Confined {
+		t.Fatalf("engine not confined: %s", e.Cohort.Confinement.Reason)
+	}
+	if got["own"] != "0" || got["write"] != "0" {
+		t.Errorf("the engine lost its own directory: read %s, write %s", got["own"], got["write"])
+	}
+	for _, k := range []string{"sibling", "list", "plant"} {
+		if got[k] == "0" {
+			t.Errorf("the engine could %s beside its own directory", k)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(own, "config", "new.json")); err != nil || string(b) != "mine\n" {
+		t.Errorf("the engine's write to its own directory did not land: %q, %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(all, "planted")); err == nil {
+		t.Error("a directory was planted beside the kept one")
+	}
+	e.Stop(ctxT(t), StopOptions{Stop: "stop-keep", Grace: time.Second})
+}
+
+// TestKeptDirectoryRefused: a kept directory that is missing or not
+// absolute refuses the launch before anything runs; one under no hidden
+// directory is reachable anyway and left out of the plan.
+func TestKeptDirectoryRefused(t *testing.T) {
+	d := t.TempDir()
+	for name, tc := range map[string]struct{ hide, keep []string }{
+		"missing":  {[]string{d}, []string{filepath.Join(d, "gone")}},
+		"relative": {[]string{d}, []string{"rel"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := keptDirs(tc.hide, tc.keep); !errors.Is(err, ErrConfinement) {
+				t.Fatalf("keptDirs(%v, %v) = %v, want ErrConfinement", tc.hide, tc.keep, err)
+			}
+		})
+	}
+	if got, err := keptDirs([]string{filepath.Join(d, "a")}, []string{d}); err != nil || len(got) != 0 {
+		t.Fatalf("a kept directory under no hidden one: %v, %v; want it left out", got, err)
+	}
 }

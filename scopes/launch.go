@@ -77,6 +77,12 @@ type Spec struct {
 	// the sockets when the engine is confined, and made (0700) first when
 	// missing, so one created after the launch is hidden too.
 	Hide []string
+	// Keep are directories under a hidden one that the engine still
+	// reaches, and nothing else there: the conversation's own Claude
+	// configuration directory or Pi agent directory inside the directory
+	// that holds every conversation's. Each must exist; it is bound back
+	// into the mask at the same path.
+	Keep []string
 	// BeforeRelease, if set, is called once the cohort is confirmed and
 	// before the engine may exec: the controller records the incarnation
 	// (the claim's `active` revision) here. An error aborts the launch and

@@ -48,7 +48,7 @@ func (m *Manager) launchScope(ctx context.Context, spec Spec, name string, rel r
 		return nil, err
 	}
 	confined, why := m.confinementAvailable(ctx)
-	if rel.Confine, err = planIf(confined, spec.Hide); err != nil {
+	if rel.Confine, err = planIf(confined, spec.Hide, spec.Keep); err != nil {
 		return nil, err
 	}
 	if err = l.startChildren(confined); err != nil {
@@ -79,12 +79,15 @@ func (m *Manager) launchScope(ctx context.Context, spec Spec, name string, rel r
 }
 
 // planIf computes the confinement plan when engines can be confined here.
-func planIf(confined bool, hide []string) (*confinePlan, error) {
+func planIf(confined bool, hide, keep []string) (*confinePlan, error) {
 	if !confined {
 		return nil, nil
 	}
 	p, err := planConfinement(hide...)
 	if err != nil {
+		return nil, err
+	}
+	if p.Keep, err = keptDirs(hide, keep); err != nil {
 		return nil, err
 	}
 	return &p, nil

@@ -51,10 +51,16 @@ type engine struct {
 // whatever is left, without proving anything.
 func launchEngine(t testing.TB, m *Manager, script string, hide ...string) *engine {
 	t.Helper()
+	return launchKeeping(t, m, script, hide, nil)
+}
+
+// launchKeeping is launchEngine with kept directories (Spec.Keep).
+func launchKeeping(t testing.TB, m *Manager, script string, hide, keep []string) *engine {
+	t.Helper()
 	conv, exe := ids(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	h, err := m.Launch(ctx, Spec{Conversation: conv, Execution: exe, Argv: []string{"sh", "-c", script}, Stderr: os.Stderr, Hide: hide,
+	h, err := m.Launch(ctx, Spec{Conversation: conv, Execution: exe, Argv: []string{"sh", "-c", script}, Stderr: os.Stderr, Hide: hide, Keep: keep,
 		Resources: Resources{MemoryMax: 1 << 30, TasksMax: 1024, CPUQuota: 200}})
 	if err != nil {
 		t.Fatalf("launch: %v", err)

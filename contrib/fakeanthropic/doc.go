@@ -10,6 +10,8 @@
 //	BASH{cmd}      a Bash tool_use running cmd (preceded by "I will run it.")
 //	HANG           a message that starts, streams one delta, then stays
 //	               silent until the client goes away (interrupt tests)
+//	SLOW           SlowChunks text deltas, SlowDelay apart (restart and
+//	               interrupt tests that need a turn streaming for seconds)
 //	a tool_result  "TOOL_DONE: " + the result's text
 //	other text     "Hello from fake. You said: " + the text
 //

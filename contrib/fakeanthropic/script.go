@@ -57,5 +57,8 @@ func textReply(t string) reply {
 	if strings.Contains(t, "HANG") {
 		return reply{kind: "hang"}
 	}
+	if strings.Contains(t, "SLOW") {
+		return reply{kind: "slow"}
+	}
 	return reply{kind: "text", arg: "Hello from fake. You said: " + t}
 }

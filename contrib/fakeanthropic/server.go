@@ -25,7 +25,7 @@ type Request struct {
 	// Session is the X-Claude-Code-Session-Id header.
 	Session string `json:"session,omitempty"`
 	Model   string `json:"model,omitempty"`
-	// Reply is text, tool, hang or unexpected; Arg is its text or command.
+	// Reply is text, tool, hang, slow or unexpected; Arg is its text or command.
 	Reply string `json:"reply"`
 	Arg   string `json:"arg,omitempty"`
 	// Messages counts the request's messages.

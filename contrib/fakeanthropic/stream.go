@@ -5,7 +5,25 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
+	"time"
 )
+
+// SlowChunks and SlowDelay shape the SLOW reply: SlowChunks text deltas
+// "s00 ", "s01 ", ..., SlowDelay apart (SlowText is the whole text).
+const (
+	SlowChunks = 20
+	SlowDelay  = 300 * time.Millisecond
+)
+
+// SlowText is the text the SLOW reply streams, whole.
+func SlowText() string {
+	var b strings.Builder
+	for i := range SlowChunks {
+		fmt.Fprintf(&b, "s%02d ", i)
+	}
+	return b.String()
+}
 
 // stream writes rep as the SSE events the Messages API streams:
 // message_start, per block content_block_start/delta.../stop,
@@ -44,6 +62,17 @@ func stream(ctx context.Context, w http.ResponseWriter, n int, model string, rep
 		textBlock(0, "Working on it", false)
 		<-ctx.Done()
 		return
+	case "slow":
+		send(map[string]any{"type": "content_block_start", "index": 0, "content_block": map[string]any{"type": "text", "text": ""}})
+		for i := range SlowChunks {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(SlowDelay):
+			}
+			send(map[string]any{"type": "content_block_delta", "index": 0, "delta": map[string]any{"type": "text_delta", "text": fmt.Sprintf("s%02d ", i)}})
+		}
+		send(map[string]any{"type": "content_block_stop", "index": 0})
 	case "tool":
 		textBlock(0, "I will run it.", true)
 		input, _ := json.Marshal(map[string]string{"command": rep.arg, "description": "fake scripted command"})

@@ -33,6 +33,14 @@ type Conn struct {
 	mp      *mapper
 	dec     []*decision
 	changed chan struct{}
+	sent    map[string]bool // prompt uuids written (SentPrompt)
+	// Re-attach (Options.Resume): synced is closed once the reader
+	// skipped to the first LF, skipped counts the bytes, and seed is the
+	// id of Resync's initialize, whose answer sets the turn state in wire
+	// order.
+	synced  chan struct{}
+	skipped int64
+	seed    string
 	*engine.Output
 }
 
@@ -60,12 +68,30 @@ func New(r io.Reader, w io.WriteCloser, session string, opts engine.Options) (*C
 		tr:      newTracker(),
 		mp:      newMapper(opts.Execution),
 		changed: make(chan struct{}),
+		sent:    make(map[string]bool),
+		synced:  make(chan struct{}),
 		Output:  engine.NewOutput(),
 	}
+	c.mp.seq = opts.SeqBase
 	lr := engine.NewLineReader(r, opts.MaxLine)
 	lr.Reduce(opts.LineLimit)
+	switch {
+	case opts.Resume:
+		lr.SkipPartial(c.skippedTo)
+	default:
+		close(c.synced)
+	}
 	go engine.ReadLines(lr, c.handle, c.lose, c.finish)
 	return c, nil
+}
+
+// skippedTo records where the re-attached reader found its first line
+// boundary (Options.Resume).
+func (c *Conn) skippedTo(n int64) {
+	c.mu.Lock()
+	c.skipped = n
+	c.mu.Unlock()
+	close(c.synced)
 }
 
 // Close closes the CLI's stdin. The CLI finishes a running turn first and
@@ -114,6 +140,9 @@ func (c *Conn) handle(line []byte, clip *engine.Clip) {
 		if f.Response != nil {
 			if ch, ok := c.wait[f.Response.RequestID]; ok {
 				delete(c.wait, f.Response.RequestID)
+				if f.Response.RequestID == c.seed {
+					c.applyInit(f.Response)
+				}
 				ch <- &f
 				return
 			}
@@ -171,15 +200,17 @@ func (c *Conn) control(ctx context.Context, request any, timeout time.Duration) 
 		return nil, engine.ErrClosed
 	default:
 	}
-	c.ids++
-	id := fmt.Sprintf("mosaic-%d", c.ids)
-	ch := make(chan *frame, 1)
-	c.wait[id] = ch
+	id, ch := c.registerLocked()
 	c.mu.Unlock()
 	if err := c.send(map[string]any{"type": "control_request", "request_id": id, "request": request}); err != nil {
 		c.forget(id)
 		return nil, err
 	}
+	return c.await(ctx, id, ch, timeout)
+}
+
+// await waits for the answer to control request id.
+func (c *Conn) await(ctx context.Context, id string, ch chan *frame, timeout time.Duration) (*controlResponse, error) {
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	select {
@@ -198,6 +229,17 @@ func (c *Conn) control(ctx context.Context, request any, timeout time.Duration) 
 		c.forget(id)
 		return nil, ctx.Err()
 	}
+}
+
+// registerLocked takes the next control request id (with the re-attach
+// prefix, so no answer meant for an earlier reader of the same pipe is
+// taken for ours) and its waiter. Callers hold mu.
+func (c *Conn) registerLocked() (string, chan *frame) {
+	c.ids++
+	id := fmt.Sprintf("%smosaic-%d", c.opts.IDPrefix, c.ids)
+	ch := make(chan *frame, 1)
+	c.wait[id] = ch
+	return id, ch
 }
 
 func (c *Conn) forget(id string) {

@@ -62,4 +62,17 @@
 // framing had to cut offers deny only, for the same reason.
 // permission_suggestions (add a rule, a directory, a mode) are never
 // projected.
+//
+// Re-attach. A restarted controller joins a running CLI's stdout
+// (Options.Resume) with Resync: an initialize probe makes even an idle
+// CLI write a LF, everything up to the first LF is skipped (the tail of a
+// line the dead reader began is never parsed), and a second initialize's
+// answer, taken in wire order, says whether a turn runs (session_state
+// running or requires_action) and re-sends the pending permission
+// requests (pending_permission_requests, the whole original frames: the
+// only shape the CLI was seen to give after a reconnect, DIGEST §3). Any
+// other session_state is an error, never taken for idle. Control ids
+// carry Options.IDPrefix and events count from Options.SeqBase, as Pi's
+// re-attach does. SentPrompt lets the transcript watch tell this
+// execution's prompt lines from another writer's.
 package claude

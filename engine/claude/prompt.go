@@ -43,6 +43,7 @@ func (c *Conn) Prompt(ctx context.Context, text string) (engine.Dispatch, error)
 		return engine.Dispatch{}, err
 	}
 	acked := c.tr.acked
+	c.sent[id] = true
 	c.mu.Unlock()
 
 	err := c.send(map[string]any{
@@ -84,4 +85,13 @@ func (c *Conn) dispatch(id string) engine.Dispatch {
 		return *l
 	}
 	return engine.Dispatch{RequestID: id}
+}
+
+// SentPrompt reports whether this Conn wrote a prompt with uuid id: the
+// transcript's prompt line of each has that uuid (DIGEST §8), so a prompt
+// line with another is some other writer's.
+func (c *Conn) SentPrompt(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sent[id]
 }

@@ -28,4 +28,10 @@
 //     atis-latch, last-prompt, tools-used, cost-state, mode, ...) are not
 //     rendered; attachments stay links of the parent chain.
 //   - Entries whose cwd is outside the project refuse foreign-project.
+//   - Prompt lines (type user with promptSource: what a host sent, not a
+//     tool result or a marker the CLI wrote) are Entry.Prompt; PromptsFrom
+//     lists the main-chain ones after a byte position, with their offsets,
+//     so a restarted controller can prove a queued prompt delivered only
+//     by a line written after its dispatch (a half-written last line
+//     proves nothing).
 package claude

@@ -75,6 +75,9 @@ type Entry struct {
 	Tool      *protocol.Tool
 	Sidechain bool
 	Line      int
+	// Prompt marks a user prompt line (promptSource set): one a host sent,
+	// not a tool result or a marker the CLI wrote itself.
+	Prompt bool
 }
 
 // Transcript is what one read found.
@@ -105,6 +108,7 @@ type line struct {
 	Cwd         string          `json:"cwd"`
 	Message     json.RawMessage `json:"message"`
 	LeafUUID    string          `json:"leafUuid"`
+	PromptSrc   string          `json:"promptSource"`
 }
 
 type message struct {
@@ -177,7 +181,7 @@ func (t *Transcript) add(b []byte, n int) error {
 	if l.Cwd != "" && l.Cwd != t.ref.Project && !strings.HasPrefix(l.Cwd, t.ref.Project+"/") {
 		return protocol.Refuse(protocol.CodeForeignProject, "%s:%d ran in %s, outside the project %s", t.path, n, l.Cwd, t.ref.Project)
 	}
-	e := &Entry{UUID: l.UUID, Type: l.Type, Sidechain: l.IsSidechain, Line: n}
+	e := &Entry{UUID: l.UUID, Type: l.Type, Sidechain: l.IsSidechain, Line: n, Prompt: l.Type == "user" && l.PromptSrc != ""}
 	if l.ParentUUID != nil {
 		e.Parent = *l.ParentUUID
 	}
@@ -274,6 +278,18 @@ func (t *Transcript) Messages(leaf string) ([]engine.HistoryMessage, error) {
 	}
 	return out, nil
 }
+
+// Entry returns the main-chain entry id, if the transcript holds it.
+func (t *Transcript) Entry(id string) (Entry, bool) {
+	e, ok := t.entries[id]
+	if !ok {
+		return Entry{}, false
+	}
+	return *e, true
+}
+
+// Order lists the main-chain entry ids in file order.
+func (t *Transcript) Order() []string { return append([]string(nil), t.order...) }
 
 // Sidechain returns the sidechain (subagent) entries, apart from every
 // main branch.

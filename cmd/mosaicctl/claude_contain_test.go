@@ -1,0 +1,102 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
+	"github.com/mosaic-agents/mosaic/internal/xdg"
+)
+
+// addClaude adds a Claude conversation on the seat, against fake, with
+// its socket started and endConversation registered.
+func addClaude(t *testing.T, bin, cl, seat, url string, extra ...string) (id, proj string) {
+	t.Helper()
+	proj, _ = project(t, seat)
+	env := writeEnvFile(t, "ANTHROPIC_API_KEY=env-file-key\nANTHROPIC_BASE_URL="+url+"\n", 0o600)
+	args := append([]string{"conv", "add", "--project", proj, "--seat", seat, "--engine-kind", "claude", "--engine", cl, "--env-file", env}, extra...)
+	id = strings.TrimSpace(mustRun(t, bin, args...))
+	mustRun(t, "systemctl", "--user", "start", "mosaic-conv@"+id+".socket")
+	t.Cleanup(func() { endConversation(t, bin, id) })
+	return id, proj
+}
+
+// TestClaudeSiblingHidden: a tool a Claude engine runs reads and lists
+// its own configuration directory but nothing of another Claude
+// conversation's (its transcript, its .claude.json) nor of a Pi
+// conversation's agent directory: STATE/claude and STATE/agent are masked
+// in the engine's mount namespace with only its own directory bound back.
+func TestClaudeSiblingHidden(t *testing.T) {
+	sandboxtest.Require(t)
+	bin := sandboxtest.Bin(t, "mosaicctl")
+	cl := sandboxtest.Claude(t)
+	fake := sandboxtest.FakeAnthropic(t)
+	mustRun(t, bin, "install")
+	t.Cleanup(func() { run(t, bin, "uninstall", "--force") })
+	state, err := xdg.StateHome()
+	if err != nil {
+		t.Fatal(err)
+	}
+	state = filepath.Join(state, "mosaic")
+
+	victim, _ := addClaude(t, bin, cl, "victim", fake.URL)
+	if out := mustRun(t, bin, "prompt", "--take", victim, "victim-secret-7711"); !strings.Contains(out, "victim-secret-7711") {
+		t.Fatalf("the victim's prompt printed %q", out)
+	}
+	victimDir := filepath.Join(state, "claude", victim)
+	if b, err := readTranscripts(filepath.Join(victimDir, "config")); err != nil || !strings.Contains(b, "victim-secret-7711") {
+		t.Fatalf("the victim's transcript is not where the test looks (%v): %q", err, b)
+	}
+	// A Pi agent directory beside them, as a Pi conversation's would be.
+	piAgent := filepath.Join(state, "agent", "conv-pi-sibling")
+	if err := os.MkdirAll(piAgent, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(piAgent, "auth.json"), []byte("pi-secret-7712"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	spy, proj := addClaude(t, bin, cl, "spy", fake.URL)
+	marker := filepath.Join(proj, "asked")
+	cmd := "touch " + marker + "; grep -rh 7711 " + victimDir + " 2>/dev/null; cat " + filepath.Join(piAgent, "auth.json") +
+		" 2>/dev/null; echo own=$(ls -A " + filepath.Join(state, "claude", spy, "config") + " | wc -l); echo \"listed=<$(ls -A " + filepath.Join(state, "claude") + " | tr '\\n' ' ')>\""
+	p, pout := promptAwaitingApproval(t, bin, spy, "please BASH{"+cmd+"}", fake)
+	if r := run(t, bin, "approve", "--take", spy, "--yes"); r.code != 0 {
+		t.Fatalf("approve --yes: exit %d, %q %q", r.code, r.stdout, r.stderr)
+	}
+	if err := p.Wait(); err != nil {
+		t.Fatalf("prompt with the tool: %v\n%s", err, pout.String())
+	}
+	out := pout.String()
+	if !strings.Contains(out, "TOOL_DONE") || !strings.Contains(out, "listed=") {
+		t.Fatalf("the tool's turn printed %q", out)
+	}
+	for _, leak := range []string{"victim-secret-7711", "pi-secret-7712"} {
+		if strings.Contains(out, leak) {
+			t.Errorf("the spy's tool read %q:\n%s", leak, out)
+		}
+	}
+	if !strings.Contains(out, "listed=<"+spy+" >") {
+		t.Errorf("the spy's tool did not see exactly its own directory under STATE/claude:\n%s", out)
+	}
+	if strings.Contains(out, "own=0") {
+		t.Errorf("the spy's tool could not list its own configuration directory:\n%s", out)
+	}
+}
+
+// readTranscripts concatenates the transcripts under dir, read as the
+// test's user (outside any engine).
+func readTranscripts(dir string) (string, error) {
+	var b strings.Builder
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".jsonl") {
+			return err
+		}
+		raw, err := os.ReadFile(p)
+		b.Write(raw)
+		return err
+	})
+	return b.String(), err
+}

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
+	"github.com/mosaic-agents/mosaic/internal/xdg"
+	"github.com/mosaic-agents/mosaic/protocol"
+)
+
+// TestClaudeForeignWriter: a prompt line appended to a running Claude
+// conversation's transcript by another writer (as a second `claude
+// --resume` of the session would write it: a promptSource line under a
+// uuid the controller never sent, continuing the leaf) closes admission:
+// the binding becomes uncertain with a foreign-writer notice, and a
+// prompt is refused.
+func TestClaudeForeignWriter(t *testing.T) {
+	sandboxtest.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r := newClaudeRig(t, "cforeign")
+	if out := mustRun(t, r.bin, "prompt", "--take", r.id, "hello there"); !strings.Contains(out, "You said: hello there") {
+		t.Fatalf("prompt printed %q", out)
+	}
+	if b := r.settledIdle(t, ctx); b.State != protocol.BindingActive {
+		t.Fatalf("binding %+v before the foreign write", b)
+	}
+	state, err := xdg.StateHome()
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(state, "mosaic", "claude", r.id, "config", "projects", "*", "*.jsonl"))
+	if len(files) != 1 {
+		t.Fatalf("transcripts %v; want one", files)
+	}
+	raw, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The foreign line: the conversation's own prompt line, under a new
+	// uuid, continuing the last entry.
+	var prompt, last map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(l), &m) != nil {
+			continue
+		}
+		if m["type"] == "user" && m["promptSource"] != nil && prompt == nil {
+			prompt = m
+		}
+		if m["uuid"] != nil && (m["type"] == "user" || m["type"] == "assistant") {
+			last = m
+		}
+	}
+	if prompt == nil || last == nil {
+		t.Fatalf("no prompt line in the transcript:\n%s", raw)
+	}
+	prompt["uuid"], prompt["parentUuid"], prompt["promptId"] = "f0000000-0000-4000-8000-00000000f001", last["uuid"], "f0000000-0000-4000-8000-00000000f002"
+	line, _ := json.Marshal(prompt)
+	f, err := os.OpenFile(files[0], os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write(append(line, '\n'))
+	f.Close()
+
+	for {
+		b, _ := currentBinding(t, ctx, r.path)
+		if b.State == protocol.BindingUncertain {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the foreign prompt line did not close admission: %+v", b)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	if res := run(t, r.bin, "prompt", "--take", r.id, "after the foreign write"); res.code == 0 {
+		t.Fatalf("a prompt after the foreign write was accepted: %q", res.stdout)
+	}
+	if j := run(t, "bash", "-c", "journalctl --user --no-pager -o cat | grep -c 'foreign writer: prompt f0000000-0000-4000-8000-00000000f001'").stdout; strings.TrimSpace(j) == "0" {
+		t.Error("the journal does not name the foreign prompt")
+	}
+	if n := r.requestsWith("after the foreign write"); n != 0 {
+		t.Fatalf("the model saw the refused prompt %d times", n)
+	}
+}
+
+// TestClaudeToolResumesItsOwnSession: the engine's own tool runs a second
+// Claude Code on the conversation's session (`claude -p --resume`, the
+// pinned binary, the engine's environment): that CLI appends its prompt
+// and reply to the transcript while the controller's engine runs. The
+// watch takes it for the foreign writer it is: the binding becomes
+// uncertain and admission closes.
+func TestClaudeToolResumesItsOwnSession(t *testing.T) {
+	sandboxtest.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r := newClaudeRig(t, "cselfresume")
+	b := promptOnce(t, ctx, r.path, "hello there")
+	cmd := sandboxtest.Claude(t) + " -p --resume " + b.SessionID + " second-writer-prompt </dev/null"
+	p, _ := promptAwaitingApproval(t, r.bin, r.id, "please BASH{"+cmd+"}", r.fake)
+	if res := run(t, r.bin, "approve", "--take", r.id, "--yes"); res.code != 0 {
+		t.Fatalf("approve --yes: exit %d, %q %q", res.code, res.stdout, res.stderr)
+	}
+	p.Wait()
+	for {
+		b, _ := currentBinding(t, ctx, r.path)
+		if b.State == protocol.BindingUncertain {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the second writer's lines did not close admission: %+v\ntranscript:\n%s", b, r.transcripts(t))
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	j := run(t, "bash", "-c", "journalctl --user --no-pager -o cat -u "+r.svc+" | grep 'foreign writer: ' | tail -1").stdout
+	if !strings.Contains(j, "foreign writer: prompt ") {
+		t.Fatalf("the binding is uncertain, but not for the second writer's prompt line: %q", j)
+	}
+	t.Logf("journal: %s", strings.TrimSpace(j))
+	if r.requestsWith("second-writer-prompt") == 0 {
+		t.Fatalf("the second CLI never reached the model: the test did not test a second writer\n%s", r.transcripts(t))
+	}
+}

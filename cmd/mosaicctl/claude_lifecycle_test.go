@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mosaic-agents/mosaic/claims"
+	"github.com/mosaic-agents/mosaic/contrib/fakeanthropic"
+	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
+	"github.com/mosaic-agents/mosaic/protocol"
+)
+
+// TestClaudeInterruptMidStream: `mosaicctl interrupt --take` while the
+// real 2.1.328 streams a reply ends the turn (the CLI's interrupt control
+// request; the stream is cut, the transcript keeps the CLI's interrupt
+// marker and not the whole reply), the prompt's client returns, and the
+// next prompt runs on the same engine and session.
+func TestClaudeInterruptMidStream(t *testing.T) {
+	sandboxtest.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r := newClaudeRig(t, "cinterrupt")
+	lib := activeLib(t, ctx, r.path)
+	if _, err := lib.c.Takeover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if rc, err := lib.c.Prompt(ctx, "please SLOW"); err != nil || rc.State != protocol.ReceiptAcknowledged {
+		t.Fatalf("prompt: %v %+v", err, rc)
+	}
+	if err := r.fake.WaitRequests(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	exec := lib.c.State().Binding.Execution
+	time.Sleep(2 * fakeanthropic.SlowDelay) // mid-stream
+	lib.c.Close()
+	res := run(t, r.bin, "interrupt", "--take", r.id)
+	if res.code != 0 {
+		t.Fatalf("interrupt mid-stream: exit %d, %q %q", res.code, res.stdout, res.stderr)
+	}
+	b := r.settledIdle(t, ctx)
+	if b.State != protocol.BindingActive || b.Execution != exec {
+		t.Fatalf("binding after the interrupt %+v; want the same execution %s, active", b, exec)
+	}
+	tr := r.transcripts(t)
+	if !strings.Contains(tr, "[Request interrupted by user]") || strings.Contains(tr, fakeanthropic.SlowText()) {
+		t.Fatalf("the transcript after the interrupt lacks the CLI's marker or holds the whole reply:\n%s", tr)
+	}
+	out := mustRun(t, r.bin, "prompt", "--take", r.id, "after the interrupt")
+	if !strings.Contains(out, "You said: after the interrupt") {
+		t.Fatalf("prompt after the interrupt printed %q", out)
+	}
+	if b := r.settledIdle(t, ctx); b.Execution != exec {
+		t.Fatalf("the prompt after the interrupt ran on execution %s, not %s", b.Execution, exec)
+	}
+	if n := r.requestsWith("slow"); n != 1 {
+		t.Fatalf("the interrupted prompt reached the model %d times; want once (never resent)", n)
+	}
+}
+
+// TestClaudeHibernateAndWake: a Claude conversation added with
+// --idle-stop ends its engine and controller once idle, with the idle
+// policy's proof; the next client's connection wakes it with --resume on
+// the same session and leaf, and a prompt then sees the whole history
+// (the resumed request carries the earlier turn).
+func TestClaudeHibernateAndWake(t *testing.T) {
+	sandboxtest.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	r := newClaudeRig(t, "cidle", "--idle-stop", "1s")
+	before := promptOnce(t, ctx, r.path, "before the sleep")
+	hibernated(t, r.id)
+	// The leaf the conversation slept on is the transcript's, read now:
+	// the binding's follows the file a poll behind.
+	leaf := r.transcriptLeaf(t, before.SessionID)
+	st := claimOf(t, r.bin, r.id)
+	if st.Claim == nil || st.Claim.State != claims.Stopped || !st.Claim.Proven || !strings.Contains(st.Claim.Reason, "hibernated") {
+		t.Fatalf("claim after hibernate %+v", st.Claim)
+	}
+	var b protocol.Binding
+	waitFor(t, func() bool { b, _ = currentBinding(t, ctx, r.path); return b.State == protocol.BindingActive })
+	if b.Execution == before.Execution || b.Leaf != leaf || b.SessionID != before.SessionID {
+		t.Fatalf("woke as %+v; want a new execution of session %s on leaf %s (was %s)", b, before.SessionID, leaf, before.Execution)
+	}
+	after := promptOnce(t, ctx, r.path, "after the wake")
+	if after.Execution != b.Execution {
+		t.Fatalf("prompted execution %s, woke %s", after.Execution, b.Execution)
+	}
+	var session string
+	for _, q := range r.fake.Requests() {
+		if session == "" {
+			session = q.Session
+		}
+		if q.Session != session {
+			t.Fatalf("request %d is of session %s, the first of %s: the wake did not resume", q.N, q.Session, session)
+		}
+		if strings.Contains(q.Arg, "after the wake") && q.Messages < 3 {
+			t.Fatalf("the prompt after the wake carried %d messages: the resumed session lost its history", q.Messages)
+		}
+	}
+}

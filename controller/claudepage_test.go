@@ -1,0 +1,82 @@
+package controller
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/mosaic-agents/mosaic/engine"
+	"github.com/mosaic-agents/mosaic/history"
+	"github.com/mosaic-agents/mosaic/protocol"
+)
+
+// TestClaudePagesBack: paging a Claude view back from its newest page
+// through the cursors observe issues: every page within the caps and as
+// full as they allow, the newest ending at the last message, and the
+// pages together exactly the branch's messages in order (no gap, no
+// overlap), whether the part cap or the byte cap binds; a cursor is bound
+// to its connection.
+func TestClaudePagesBack(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		n, size int
+	}{
+		{"empty", 0, 10},
+		{"one page", 40, 10},
+		{"part cap binds", 250, 10},
+		{"byte cap binds", 20, 900 << 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := &claudeView{session: "s", leaf: "m", isNew: tc.n == 0}
+			for i := range tc.n {
+				v.msgs = append(v.msgs, engine.HistoryMessage{ID: fmt.Sprintf("m%05d", i), Role: "user",
+					Blocks: []protocol.Block{{Type: "text", Text: strings.Repeat("x", tc.size)}}})
+			}
+			cs := newCursors()
+			var got []string
+			end, cursor := len(v.msgs), ""
+			for pages := 0; ; pages++ {
+				raw, start, err := claudePageBefore(v, end)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var p history.Page
+				if err := json.Unmarshal(raw, &p); err != nil {
+					t.Fatal(err)
+				}
+				if len(p.Parts) > history.MaxPageParts || len(raw) > history.MaxPageBytes || p.From != start || start+len(p.Parts) != end || p.More != (end < len(v.msgs)) {
+					t.Fatalf("page %d: from %d, %d parts, %d bytes, more %v; want it to end at %d within the caps", pages, p.From, len(p.Parts), len(raw), p.More, end)
+				}
+				if start > 0 && len(p.Parts) < history.MaxPageParts && len(raw)+tc.size+512 < history.MaxPageBytes-claudePageReserve {
+					t.Fatalf("page %d has %d parts and %d bytes: one more message would have fit", pages, len(p.Parts), len(raw))
+				}
+				var ids []string
+				for _, part := range p.Parts {
+					ids = append(ids, part.Native)
+				}
+				got = append(ids, got...)
+				if start == 0 {
+					break
+				}
+				cursor = cs.issueClaude("k1", v, start)
+				if _, r := cs.use("k2", cursor); r == nil || r.Code != protocol.CodeCursorForeign {
+					t.Fatalf("another connection's use of a cursor: %v", r)
+				}
+				pc, r := cs.use("k1", cursor)
+				if r != nil || pc.claude != v || pc.end != start {
+					t.Fatalf("cursor: %+v, %v", pc, r)
+				}
+				end = pc.end
+			}
+			if len(got) != tc.n {
+				t.Fatalf("paged %d messages; want %d", len(got), tc.n)
+			}
+			for i, id := range got {
+				if id != fmt.Sprintf("m%05d", i) {
+					t.Fatalf("message %d is %s: a gap or an overlap", i, id)
+				}
+			}
+		})
+	}
+}
