@@ -100,6 +100,7 @@ func (c *Controller) watchClaude(x *execution, cc *claudeConn, pinned string, re
 	halfAt, halfTicks := int64(-1), 0
 	if fi, err := os.Lstat(path); err == nil {
 		size, mod, ino = fi.Size(), fi.ModTime(), inode(fi)
+		x.checked.Store(size)
 	}
 	t := time.NewTicker(c.cfg.PollInterval)
 	defer t.Stop()
@@ -150,6 +151,7 @@ func (c *Controller) watchClaude(x *execution, cc *claudeConn, pinned string, re
 		}
 		c.follow(x, v.leaf)
 		prev, size, mod, ino = now, fi.Size(), fi.ModTime(), inode(fi)
+		x.checked.Store(size)
 	}
 }
 

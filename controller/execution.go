@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"sync/atomic"
+
 	"github.com/mosaic-agents/mosaic/claims"
 	"github.com/mosaic-agents/mosaic/protocol"
 	"github.com/mosaic-agents/mosaic/scopes"
@@ -32,6 +34,11 @@ type execution struct {
 	kept bool
 	// forgot are the decisions closed without an answer (engineconn.go).
 	forgot forgotten
+	// checked is the size of the session file (Pi's, or Claude's
+	// transcript) up to which the session watcher vouched for every entry
+	// and followed the leaf; the idle policy hibernates only when the file
+	// is no larger (idleSession), so the stop records the leaf it ends on.
+	checked atomic.Int64
 }
 
 // engineState is the binding's engineState for an execution: orphan when

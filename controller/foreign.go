@@ -22,6 +22,9 @@ import (
 // history.Follow parses only what was appended since the last check.
 func (c *Controller) watchSession(x *execution, prev *history.Snapshot) {
 	path := c.cfg.Conversation.Session
+	if prev != nil {
+		x.checked.Store(prev.Size())
+	}
 	var lastSize int64 = -1
 	var lastMod time.Time
 	t := time.NewTicker(c.cfg.PollInterval)
@@ -69,6 +72,7 @@ func (c *Controller) watchSession(x *execution, prev *history.Snapshot) {
 			c.follow(x, snap.LeafID())
 		}
 		prev, lastSize, lastMod = snap, -1, time.Time{}
+		x.checked.Store(snap.Size())
 		if fi != nil {
 			lastSize, lastMod = fi.Size(), fi.ModTime()
 		}

@@ -120,6 +120,9 @@ func (c *Controller) watchIdle(x *execution) {
 		if why == "" {
 			why = idleTools(x.handle)
 		}
+		if why == "" {
+			why = c.idleSession(x)
+		}
 		if why != "" || since.IsZero() {
 			since = time.Now()
 			continue
@@ -195,18 +198,24 @@ func (c *Controller) hibernate(x *execution, d time.Duration) bool {
 func (c *Controller) wake(ctx context.Context, head sessionHead, keys claims.Keys, claim *claims.Claim) (bool, error) {
 	rec := claim.Record()
 	if err := claims.Wakeable(&rec); err != nil {
-		return false, nil
+		return false, nil // a stop that was not the idle policy's: recover
 	}
 	cv, err := c.settings()
 	if err != nil {
+		c.notWoken("the conversation's settings cannot be read: %v; fix them (mosaicctl doctor), then recover", err)
 		return false, nil
 	}
 	spec, err := c.spec(cv)
-	if err != nil || pinsOf(cv, spec) != rec.Pins {
+	if err != nil {
+		c.notWoken("the engine cannot be launched as pinned: %v; recover", err)
+		return false, nil
+	}
+	if pins := pinsOf(cv, spec); pins != rec.Pins {
+		c.notWoken("the launch changed since the hibernate (pins %+v, now %+v); recover", rec.Pins, pins)
 		return false, nil
 	}
 	if head.leaf != rec.Leaf || (head.exists && rec.Session != head.id && rec.Session != "new:"+cv.ID) {
-		c.audit(audit.Transition, nil, fmt.Sprintf("hibernated conversation not woken: the session moved from leaf %q to %q; recover", rec.Leaf, head.leaf), nil)
+		c.notWoken("the session moved from leaf %q to %q; recover", rec.Leaf, head.leaf)
 		return false, nil
 	}
 	keys.Session = rec.Session
@@ -216,4 +225,25 @@ func (c *Controller) wake(ctx context.Context, head sessionHead, keys claims.Key
 	c.audit(audit.Launch, nil, fmt.Sprintf("waking hibernated execution %s on leaf %q (proof %s)", rec.Execution, rec.Leaf, rec.Proof.Digest),
 		map[string]string{"EXECUTION": rec.Execution, "PROOF_DIGEST": rec.Proof.Digest})
 	return true, c.launch(ctx, head, keys, rec.Leaf)
+}
+
+// notWoken journals why a hibernated conversation stays stopped: the
+// binding only says stopped, and recover is the way on.
+func (c *Controller) notWoken(format string, args ...any) {
+	c.audit(audit.Transition, nil, "hibernated conversation not woken: "+fmt.Sprintf(format, args...), nil)
+}
+
+// idleSession says the session file holds entries the session watcher
+// has not vouched for yet (it polls): a hibernate now would record the
+// leaf before the last turn's entries, and the wake would find the
+// session moved and refuse.
+func (c *Controller) idleSession(x *execution) string {
+	n, err := c.sessionSize()
+	switch {
+	case err != nil:
+		return "the session file cannot be read: " + err.Error()
+	case n > x.checked.Load():
+		return "the session file has entries not checked yet"
+	}
+	return ""
 }

@@ -151,6 +151,11 @@ func TestHibernateAndWake(t *testing.T) {
 
 	t.Run("the next client wakes it on the same leaf", func(t *testing.T) {
 		b, _ := currentBinding(t, ctx, path)
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("the controller's journal:\n%s", run(t, "journalctl", "--user", "-u", svc, "-o", "cat", "--no-pager").stdout)
+			}
+		})
 		waitFor(t, func() bool { b, _ = currentBinding(t, ctx, path); return b.State == protocol.BindingActive })
 		if b.Execution == before.Execution || !onLeaf(t, proj, b.Leaf, last) {
 			t.Fatalf("woke as %+v; want a new execution on leaf %s, the session's last entry at hibernation (was %s)", b, last, before.Execution)

@@ -41,18 +41,20 @@ func queueCommand() *cli.Command {
 	}
 }
 
-// queueOf waits for the queue record the controller sends after the
-// binding.
+// queueOf waits until the tape holds the queue record the controller
+// sends every connection after the binding. The client's state may have
+// it (or an observed answer's) before the tape does: waiting on the
+// tape is what makes --json print the record before the verb ends.
 func (s *session) queueOf(ctx context.Context) (*protocol.Queue, error) {
 	i := 0
-	for {
-		if q := s.c.State().Queue; q != nil {
-			return q, nil
-		}
-		if _, err := s.tape.find(ctx, &i, func(u client.Update) bool { return u.Queue != nil }); err != nil {
-			return nil, fmt.Errorf("wait for the queue: %w", err)
-		}
+	u, err := s.tape.find(ctx, &i, func(u client.Update) bool { return u.Queue != nil })
+	if err != nil {
+		return nil, fmt.Errorf("wait for the queue: %w", err)
 	}
+	if q := s.c.State().Queue; q != nil && q.Revision >= u.Queue.Revision {
+		return q, nil
+	}
+	return u.Queue, nil
 }
 
 func runQueueList(ctx context.Context, c *cli.Context) error {
