@@ -62,6 +62,8 @@ type Server struct {
 	active int // requests in flight, streams included
 	last   time.Time
 	ctx    context.Context
+	// judging holds a token per judgement running (checkPeer).
+	judging chan struct{}
 }
 
 // New returns a server; AddListenerHosts then names the listeners' hosts.
@@ -77,7 +79,8 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("web: %w", err)
 	}
-	s := &Server{store: o.Store, judge: judge, hosts: append([]string(nil), o.Hosts...), opts: o, pages: pages, last: time.Now(), ctx: ctx}
+	s := &Server{store: o.Store, judge: judge, hosts: append([]string(nil), o.Hosts...), opts: o, pages: pages, last: time.Now(), ctx: ctx,
+		judging: make(chan struct{}, maxJudging)}
 	s.tabs = newTabs(s)
 	s.list = newLister(s)
 	return s, nil
@@ -147,8 +150,8 @@ func (s *Server) Handler() http.Handler {
 		s.enter()
 		defer s.leave()
 		headers(w)
-		if err := s.checkPeer(r); err != nil {
-			s.refuse(w, r, http.StatusForbidden, err)
+		if err := s.checkPeer(r, judgeWait); err != nil {
+			s.refuse(w, r, peerStatus(err), err)
 			return
 		}
 		mux.ServeHTTP(w, r)
