@@ -138,6 +138,9 @@ func (s *Server) refuse(w http.ResponseWriter, r *http.Request, status int, err 
 	if !errors.As(err, &ref) {
 		ref = &protocol.Refusal{Code: protocol.CodeServeFailed, Message: err.Error()}
 	}
-	s.logf("refused %s %s: %s: %s", r.Method, r.URL.Path, ref.Code, ref.Message)
+	if st, ok := r.Context().Value(reqKey{}).(*reqState); ok {
+		st.refused = true
+	}
+	s.logRefusal(r, ref)
 	writeJSON(w, status, map[string]any{"refusal": map[string]any{"code": ref.Code, "message": ref.Message, "reconcile": ref.Reconcile}})
 }

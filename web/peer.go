@@ -87,7 +87,7 @@ func (s *Server) peerGone(e *sse, r *http.Request) bool {
 	if err == nil {
 		return false
 	}
-	s.logf("stream %s: %v", r.URL.Path, err)
+	s.logf("stream %s: %v", clip(r.URL.Path, maxLoggedPath), err)
 	e.send("gone", map[string]any{"message": err.Error(), "final": true})
 	e.flush()
 	return true
