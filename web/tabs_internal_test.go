@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/mosaic-agents/mosaic/protocol"
 )
@@ -50,10 +51,10 @@ func TestParkedPerSession(t *testing.T) {
 	}
 
 	// Stand-ins for open tabs, with no connection: taken out again before
-	// the reaper (once a second) could try to close them.
+	// the test ends; left is now, so the reaper leaves them for TabGrace.
 	ts.mu.Lock()
 	for i := range MaxTabs {
-		ts.m[fmt.Sprint("open", i)] = &tab{id: fmt.Sprint("open", i), session: "A"}
+		ts.m[fmt.Sprint("open", i)] = &tab{id: fmt.Sprint("open", i), session: "A", left: time.Now()}
 	}
 	ts.mu.Unlock()
 	defer func() {
