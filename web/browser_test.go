@@ -121,6 +121,16 @@ func newPage(t *testing.T, browser context.Context, who string) *page {
 	return &page{t: t, ctx: ctx, who: who}
 }
 
+// on returns p failing and logging through t: a subtest's helpers must
+// fail the subtest, since Fatal on the parent from a subtest's goroutine
+// does not stop the subtest ("subtest may have called FailNow on a parent
+// test") and leaves it running to its own timeouts.
+func (p *page) on(t *testing.T) *page {
+	q := *p
+	q.t = t
+	return &q
+}
+
 // twoTabs serves the web surface and opens conversation id in two
 // browser contexts, A and B, each logged in with its own token; A takes
 // control and B is an observer with a controller present.
