@@ -258,6 +258,7 @@ func TestBrowserConversation(t *testing.T) {
 	}
 
 	t.Run("hostile text is inert", func(t *testing.T) {
+		a, o := a.on(t), o.on(t)
 		for _, p := range []*page{a, o} {
 			type found struct {
 				Pwned   bool   `json:"pwned"`
@@ -287,6 +288,7 @@ func TestBrowserConversation(t *testing.T) {
 	})
 
 	t.Run("an observer cannot send and keeps its text", func(t *testing.T) {
+		o := o.on(t)
 		o.refusedAndKept("from the observer", "not-controller")
 	})
 
@@ -296,6 +298,7 @@ func TestBrowserConversation(t *testing.T) {
 	a.until("A an observer", `document.querySelector("#mode").textContent === "observer"`)
 
 	t.Run("a stale view's command is refused", func(t *testing.T) {
+		a := a.on(t)
 		// A's page acts on the generation it showed before B's takeover,
 		// as a click racing the update would.
 		code := eval[string](a, fmt.Sprintf(`mosaic.post("/api/c/%s/command", {tab: mosaicState().tab, op: "takeover", generation: %d}).then(j => j.refusal ? j.refusal.code : "accepted")`,
@@ -312,6 +315,7 @@ func TestBrowserConversation(t *testing.T) {
 	a.until("the engine busy in A", textHas("#engine", "busy")+` && document.title.startsWith("[busy")`)
 
 	t.Run("a prompt while busy is queued", func(t *testing.T) {
+		o := o.on(t)
 		o.set("#text", "second while busy")
 		o.click("#send")
 		// The prompt before it was queued too: its chip, not the notice,
@@ -335,6 +339,7 @@ func TestBrowserConversation(t *testing.T) {
 	o.click("#confirm-no")
 
 	t.Run("the force stop's draft goes back to the composer, unsent", func(t *testing.T) {
+		a, o := a.on(t), o.on(t)
 		// The prompt queued while busy was held by the interrupt's pause;
 		// the force stop recovered it as a draft.
 		const draft = `document.querySelector("#drafts .draft")`
@@ -359,6 +364,7 @@ func TestBrowserConversation(t *testing.T) {
 	o.until("a new execution idle", textHas("#engine", "idle")+` && `+textHas("#status", "binding active"))
 
 	t.Run("the list follows a change made elsewhere", func(t *testing.T) {
+		a, o := a.on(t), o.on(t)
 		gen := eval[int64](o, `mosaicState().generation`)
 		a.run("open the list", chromedp.Navigate(s.base+"/"))
 		row := fmt.Sprintf(`document.querySelector('tr[data-id=%q]')`, id)
@@ -377,6 +383,7 @@ func TestBrowserConversation(t *testing.T) {
 	shots(t, s, id, a)
 
 	t.Run("a revoked session's page is closed", func(t *testing.T) {
+		o := o.on(t)
 		list, err := s.store.Sessions()
 		if err != nil || len(list) != 2 {
 			t.Fatalf("sessions %v, %v: want A's and B's", list, err)
