@@ -3,9 +3,7 @@ package activation
 import (
 	"encoding/binary"
 	"fmt"
-	"io/fs"
 	"net/netip"
-	"path/filepath"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -113,39 +111,4 @@ func parseDiag(b []byte, local, remote netip.AddrPort) (tcpSocket, error) {
 		a = a[min((alen+3)&^3, len(a)):]
 	}
 	return s, nil
-}
-
-// cgroupRoot is where the cgroup v2 hierarchy is mounted.
-const cgroupRoot = "/sys/fs/cgroup"
-
-// cgroupPath finds the cgroup whose id (its directory's inode on cgroup2)
-// is id, as a path below the hierarchy's root. A cgroup removed since the
-// socket was made is not found.
-func cgroupPath(id uint64) (string, error) {
-	var found string
-	err := filepath.WalkDir(cgroupRoot, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if p == cgroupRoot {
-				return err
-			}
-			return nil // removed meanwhile, or closed to us
-		}
-		if !d.IsDir() {
-			return nil
-		}
-		var st unix.Stat_t
-		if unix.Lstat(p, &st) == nil && st.Ino == id {
-			found = p
-			return fs.SkipAll
-		}
-		return nil
-	})
-	if err != nil {
-		return "", fmt.Errorf("%w: walk %s: %w", ErrPeerUnreadable, cgroupRoot, err)
-	}
-	if found == "" {
-		return "", fmt.Errorf("%w: the cgroup the peer's socket was made in (id %d) no longer exists", ErrPeerUnreadable, id)
-	}
-	rel, _ := filepath.Rel(cgroupRoot, found)
-	return "/" + filepath.ToSlash(rel), nil
 }

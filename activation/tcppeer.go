@@ -26,8 +26,10 @@ import (
 //     scope. The kernel records it at socket(2) and nothing the process
 //     does later changes it, so a tool that made itself unreadable (not
 //     dumpable) is still seen: a confined engine cannot leave its cgroup
-//     subtree, so every socket it makes carries its scope. A cgroup that no
-//     longer exists cannot be vouched for.
+//     subtree, so every socket it makes carries its scope. The id is mapped
+//     to a path without walking what an engine can grow (cgroupid.go); a
+//     cgroup that no longer exists, or that holds no process and lies in a
+//     user manager's subtree, cannot be vouched for.
 //  3. Every process holding the inode, found by reading /proc/<pid>/fd of
 //     every process the server can read: a socket may be shared (inherited,
 //     passed over a Unix socket), and every holder found must pass Judge,
@@ -47,8 +49,10 @@ import (
 //
 // /proc/net/tcp has the uid and inode but not the cgroup, and would be read
 // whole for one row. The cost that matters is step 3 (one readlink per open
-// descriptor of every process the server can read); BenchmarkJudgeTCP
-// measures it.
+// descriptor of every process the server can read, up to the first engine
+// holder): a process with many descriptors makes every judgement slower,
+// and the web server bounds how many run at once. BenchmarkJudgeTCP and
+// BenchmarkJudgeTCPEngineCgroups measure it.
 
 // JudgeConn judges the peer of an accepted connection: a Unix socket's by
 // SO_PEERCRED and SO_PEERPIDFD, a loopback TCP connection's by the
@@ -97,11 +101,29 @@ func (j *Judge) judgeTCP(local, remote *net.TCPAddr) Verdict {
 	if unit := engineScope([]string{cg}); unit != "" {
 		return engine("the peer's socket was made inside the engine scope %s (an agent's tool)", unit)
 	}
-	pids, err := holders(sock.inode)
+	// Each holder is judged as the scan finds it: the first engine holder
+	// decides, and the descriptors of the processes after it are not read.
+	var refused Verdict
+	found, held := 0, 0
+	err = eachHolder(sock.inode, func(pid int) bool {
+		found++
+		v, ok := j.judgeHolder(pid, sock.inode)
+		if v.Engine {
+			refused = v
+			return false
+		}
+		if ok {
+			held++
+		}
+		return true
+	})
 	if err != nil {
 		return engine("the peer cannot be vouched for: %v", err)
 	}
-	if len(pids) == 0 {
+	if refused.Engine {
+		return refused
+	}
+	if found == 0 {
 		if !inManager(cg, os.Getuid()) {
 			// Made in a login session's scope or a system service (sshd
 			// forwarding a port, which is not dumpable): no tool of an
@@ -109,16 +131,6 @@ func (j *Judge) judgeTCP(local, remote *net.TCPAddr) Verdict {
 			return Verdict{}
 		}
 		return engine("no process the server can read holds the peer's socket %s (inode %d, made in %s)", remote, sock.inode, cg)
-	}
-	held := 0
-	for _, pid := range pids {
-		v, ok := j.judgeHolder(pid, sock.inode)
-		if v.Engine {
-			return v
-		}
-		if ok {
-			held++
-		}
 	}
 	if held == 0 {
 		return engine("every process that held the peer's socket %s exited or let it go while it was judged", remote)
@@ -149,30 +161,29 @@ func (j *Judge) judgeHolder(pid int, inode uint64) (v Verdict, ok bool) {
 	return j.Judge(p), true
 }
 
-// holders returns the pids, among the processes whose descriptors can be
-// read, that hold socket:[inode]. A process that exits during the scan is
-// passed over.
-func holders(inode uint64) ([]int, error) {
+// eachHolder calls f with each pid, among the processes whose descriptors
+// can be read, that holds socket:[inode], until f returns false. A process
+// that exits during the scan is passed over.
+func eachHolder(inode uint64, f func(pid int) bool) error {
 	d, err := os.Open("/proc")
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrPeerUnreadable, err)
+		return fmt.Errorf("%w: %w", ErrPeerUnreadable, err)
 	}
 	defer d.Close()
 	names, err := d.Readdirnames(-1)
 	if err != nil {
-		return nil, fmt.Errorf("%w: list /proc: %w", ErrPeerUnreadable, err)
+		return fmt.Errorf("%w: list /proc: %w", ErrPeerUnreadable, err)
 	}
-	var pids []int
 	for _, n := range names {
 		pid, err := strconv.Atoi(n)
 		if err != nil || pid <= 0 {
 			continue
 		}
-		if held, err := holdsInode(pid, inode); err == nil && held {
-			pids = append(pids, pid)
+		if held, err := holdsInode(pid, inode); err == nil && held && !f(pid) {
+			return nil
 		}
 	}
-	return pids, nil
+	return nil
 }
 
 // holdsInode reports whether any descriptor of pid is socket:[inode].

@@ -168,4 +168,11 @@ const (
 	// agent's tools), or from a process the server cannot vouch for
 	// (activation.Judge.JudgeConn); every request is refused, reads too.
 	CodeWebPeer = "web-peer"
+	// CodeWebBusy: the server is judging as many connections as it will at
+	// once and this one waited too long for its turn; nothing was served.
+	CodeWebBusy = "web-busy"
+	// CodeWebFetchSite: a request with a session whose Sec-Fetch-Site is
+	// not same-origin or none (another page, a same-site one on another
+	// port included, made the browser send it), or absent.
+	CodeWebFetchSite = "web-fetch-site"
 )

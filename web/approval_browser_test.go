@@ -91,6 +91,7 @@ func TestBrowserApproval(t *testing.T) {
 
 	var ap shown
 	t.Run("the observer sees it read-only", func(t *testing.T) {
+		o := o.on(t)
 		v := look(o)
 		inert(o, v)
 		if slices.Contains(v.Disabled, false) || !strings.Contains(v.Who, "read-only: only the controller") {
@@ -104,6 +105,7 @@ func TestBrowserApproval(t *testing.T) {
 	})
 
 	t.Run("the controller may answer", func(t *testing.T) {
+		a := a.on(t)
 		ap = look(a)
 		inert(a, ap)
 		if slices.Contains(ap.Disabled, true) || !strings.Contains(ap.Who, "this tab is the controller") {
@@ -113,6 +115,7 @@ func TestBrowserApproval(t *testing.T) {
 	})
 
 	t.Run("the list shows the waiting", func(t *testing.T) {
+		o := o.on(t)
 		row := fmt.Sprintf(`document.querySelector('tr[data-id=%q]')`, id)
 		o.run("open the list", chromedp.Navigate(s.base+"/"))
 		o.until("one pending approval in the row", row+` && `+row+`.children[5].textContent === "1 pending" && `+row+`.children[1].textContent.includes("waiting for approval")`)
@@ -142,6 +145,7 @@ func TestBrowserApproval(t *testing.T) {
 	}
 
 	t.Run("a second answer", func(t *testing.T) {
+		a := a.on(t)
 		post := func(choice int) string {
 			return eval[string](a, fmt.Sprintf(`mosaic.post("/api/c/%s/command", {tab: mosaicState().tab, op: "approval", approval: %q, choice: %d,
 				generation: mosaicState().generation, execution: mosaicState().execution}).then(j => j.refusal ? j.refusal.code : j.reply.state + " " + j.reply.chosen)`, id, ap.ID, choice))
@@ -184,6 +188,7 @@ func TestBrowserApproval(t *testing.T) {
 	a.until("the confirm read-only in A", cur+` && `+cur+`.querySelector("button.choice").disabled`)
 
 	t.Run("a stale view's answer is refused", func(t *testing.T) {
+		a, o := a.on(t), o.on(t)
 		post := func(p *page, id string, gen string) string {
 			return eval[string](p, fmt.Sprintf(`mosaic.post("/api/c/%s/command", {tab: mosaicState().tab, op: "approval", approval: %q, choice: 0,
 				generation: %s, execution: mosaicState().execution}).then(j => j.refusal ? j.refusal.code : j.reply.state)`, id, old, gen))
@@ -211,6 +216,7 @@ func TestBrowserApproval(t *testing.T) {
 	}
 
 	t.Run("a label with a line break is answered byte for byte", func(t *testing.T) {
+		o := o.on(t)
 		// The controller takes only the engine's exact bytes: a label
 		// sent as the page shows it (multi^Jline) would be refused
 		// approval-choice.

@@ -121,6 +121,16 @@ func newPage(t *testing.T, browser context.Context, who string) *page {
 	return &page{t: t, ctx: ctx, who: who}
 }
 
+// on returns p failing and logging through t: a subtest's helpers must
+// fail the subtest, since Fatal on the parent from a subtest's goroutine
+// does not stop the subtest ("subtest may have called FailNow on a parent
+// test") and leaves it running to its own timeouts.
+func (p *page) on(t *testing.T) *page {
+	q := *p
+	q.t = t
+	return &q
+}
+
 // twoTabs serves the web surface and opens conversation id in two
 // browser contexts, A and B, each logged in with its own token; A takes
 // control and B is an observer with a controller present.
@@ -248,6 +258,7 @@ func TestBrowserConversation(t *testing.T) {
 	}
 
 	t.Run("hostile text is inert", func(t *testing.T) {
+		a, o := a.on(t), o.on(t)
 		for _, p := range []*page{a, o} {
 			type found struct {
 				Pwned   bool   `json:"pwned"`
@@ -277,6 +288,7 @@ func TestBrowserConversation(t *testing.T) {
 	})
 
 	t.Run("an observer cannot send and keeps its text", func(t *testing.T) {
+		o := o.on(t)
 		o.refusedAndKept("from the observer", "not-controller")
 	})
 
@@ -286,6 +298,7 @@ func TestBrowserConversation(t *testing.T) {
 	a.until("A an observer", `document.querySelector("#mode").textContent === "observer"`)
 
 	t.Run("a stale view's command is refused", func(t *testing.T) {
+		a := a.on(t)
 		// A's page acts on the generation it showed before B's takeover,
 		// as a click racing the update would.
 		code := eval[string](a, fmt.Sprintf(`mosaic.post("/api/c/%s/command", {tab: mosaicState().tab, op: "takeover", generation: %d}).then(j => j.refusal ? j.refusal.code : "accepted")`,
@@ -302,6 +315,7 @@ func TestBrowserConversation(t *testing.T) {
 	a.until("the engine busy in A", textHas("#engine", "busy")+` && document.title.startsWith("[busy")`)
 
 	t.Run("a prompt while busy is queued", func(t *testing.T) {
+		o := o.on(t)
 		o.set("#text", "second while busy")
 		o.click("#send")
 		// The prompt before it was queued too: its chip, not the notice,
@@ -325,6 +339,7 @@ func TestBrowserConversation(t *testing.T) {
 	o.click("#confirm-no")
 
 	t.Run("the force stop's draft goes back to the composer, unsent", func(t *testing.T) {
+		a, o := a.on(t), o.on(t)
 		// The prompt queued while busy was held by the interrupt's pause;
 		// the force stop recovered it as a draft.
 		const draft = `document.querySelector("#drafts .draft")`
@@ -349,6 +364,7 @@ func TestBrowserConversation(t *testing.T) {
 	o.until("a new execution idle", textHas("#engine", "idle")+` && `+textHas("#status", "binding active"))
 
 	t.Run("the list follows a change made elsewhere", func(t *testing.T) {
+		a, o := a.on(t), o.on(t)
 		gen := eval[int64](o, `mosaicState().generation`)
 		a.run("open the list", chromedp.Navigate(s.base+"/"))
 		row := fmt.Sprintf(`document.querySelector('tr[data-id=%q]')`, id)
@@ -367,6 +383,7 @@ func TestBrowserConversation(t *testing.T) {
 	shots(t, s, id, a)
 
 	t.Run("a revoked session's page is closed", func(t *testing.T) {
+		o := o.on(t)
 		list, err := s.store.Sessions()
 		if err != nil || len(list) != 2 {
 			t.Fatalf("sessions %v, %v: want A's and B's", list, err)

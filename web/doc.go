@@ -32,8 +32,11 @@
 // Store (the hash only), under $XDG_RUNTIME_DIR/mosaic/web, which a
 // confined engine cannot see; the server redeems it for an HttpOnly,
 // SameSite=Strict session cookie. Every request checks Host (DNS
-// rebinding), every state change Origin and the session's CSRF token
-// (guard.go), and a revoked session's streams end within a heartbeat.
+// rebinding), every request with a session Sec-Fetch-Site (a page on
+// another loopback port is same-site, so SameSite does not stop its
+// fetches; web-fetch-site), every state change Origin and the session's
+// CSRF token (guard.go), and a revoked session's streams end within a
+// heartbeat.
 //
 // Before any of that, every request's connection is judged (peer.go,
 // activation.Judge.JudgeConn): an engine can read the browser's cookie
@@ -43,7 +46,8 @@
 // the CSRF token and a stream the transcript. Streams are judged again at
 // each heartbeat. Judging only state changes was weighed: it would leave
 // every transcript and the token that authorizes the state changes to the
-// agent.
+// agent. At most maxJudging judgements run at once (web-busy past
+// judgeWait), and none is cached (peer.go says why).
 //
 // Native decisions (approval records) are held per tab (approvals.go) and
 // sent to the page whole whenever they change, each string made inert as

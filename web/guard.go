@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"strings"
 
 	"github.com/mosaic-agents/mosaic/protocol"
 )
@@ -57,6 +58,32 @@ func (s *Server) checkOrigin(r *http.Request) error {
 	return protocol.Refuse(protocol.CodeWebOrigin, "a state change from origin %q is refused: only this server's own pages may act", clip(o, 100))
 }
 
+// checkFetchSite refuses a request with a session that another page made
+// the browser send. A page on another loopback port (a dev server the
+// agent runs, opened by the user) is same-site with this one — a site is
+// a scheme and a host, not a port — so SameSite=Strict sends the cookie
+// with its fetches, and its streams would take the user's tabs. The
+// browser says who caused a request in Sec-Fetch-Site, which no page can
+// set: same-origin for this server's own page, none for what the user
+// typed or opened from a link outside any page (the login link, a
+// bookmark). A request without the header comes from a browser older
+// than 2023 or from no browser: it may load a page (which does nothing
+// without its script's later requests) but opens no stream and changes
+// nothing.
+func checkFetchSite(r *http.Request) error {
+	switch site := r.Header.Get("Sec-Fetch-Site"); site {
+	case "same-origin", "none":
+		return nil
+	case "":
+		if !strings.HasPrefix(r.URL.Path, "/api/") {
+			return nil
+		}
+		return protocol.Refuse(protocol.CodeWebFetchSite, "a request without a Sec-Fetch-Site header is refused: use the page in a current browser (every major browser has sent it since 2023)")
+	default:
+		return protocol.Refuse(protocol.CodeWebFetchSite, "a request another page made the browser send (Sec-Fetch-Site: %s) is refused: only this server's own pages may read or act; open http://%s/ yourself", clip(site, 20), r.Host)
+	}
+}
+
 // checkCSRF compares the request's CSRF header with the session's token.
 func checkCSRF(r *http.Request, ss *Session) error {
 	got := r.Header.Get(CSRFHeader)
@@ -76,7 +103,7 @@ func (s *Server) session(r *http.Request) (*Session, error) {
 }
 
 // guard runs the checks every route needs, in order: Host, then the
-// session, then — for anything but GET and HEAD — Origin and CSRF.
+// session, then Sec-Fetch-Site, then — for anything but GET and HEAD — Origin and CSRF.
 func (s *Server) guard(w http.ResponseWriter, r *http.Request) (*Session, bool) {
 	if err := s.checkHost(r); err != nil {
 		s.refuse(w, r, http.StatusMisdirectedRequest, err)
@@ -85,6 +112,10 @@ func (s *Server) guard(w http.ResponseWriter, r *http.Request) (*Session, bool) 
 	ss, err := s.session(r)
 	if err != nil {
 		s.refuse(w, r, http.StatusUnauthorized, err)
+		return nil, false
+	}
+	if err := checkFetchSite(r); err != nil {
+		s.refuse(w, r, http.StatusForbidden, err)
 		return nil, false
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -107,6 +138,9 @@ func (s *Server) refuse(w http.ResponseWriter, r *http.Request, status int, err 
 	if !errors.As(err, &ref) {
 		ref = &protocol.Refusal{Code: protocol.CodeServeFailed, Message: err.Error()}
 	}
-	s.logf("refused %s %s: %s: %s", r.Method, r.URL.Path, ref.Code, ref.Message)
+	if st, ok := r.Context().Value(reqKey{}).(*reqState); ok {
+		st.refused = true
+	}
+	s.logRefusal(r, ref)
 	writeJSON(w, status, map[string]any{"refusal": map[string]any{"code": ref.Code, "message": ref.Message, "reconcile": ref.Reconcile}})
 }

@@ -59,7 +59,22 @@ var noConversations = web.Options{Conversations: func() ([]*conversations.Conver
 func browser(t *testing.T) *http.Client {
 	t.Helper()
 	jar, _ := cookiejar.New(nil)
-	return &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	return &http.Client{Jar: jar, Transport: sameOrigin{}, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+// sameOrigin sends Sec-Fetch-Site: same-origin, as a browser does for the
+// page's own requests, unless the request sets it (to "-": none at all).
+type sameOrigin struct{}
+
+func (sameOrigin) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	switch r.Header.Get("Sec-Fetch-Site") {
+	case "":
+		r.Header.Set("Sec-Fetch-Site", "same-origin")
+	case "-":
+		r.Header.Del("Sec-Fetch-Site")
+	}
+	return http.DefaultTransport.RoundTrip(r)
 }
 
 // login redeems a fresh token and returns the session's CSRF token, read

@@ -55,6 +55,7 @@ func TestBrowserQueue(t *testing.T) {
 	}
 	var shown []chip
 	t.Run("two chips in both tabs, inert", func(t *testing.T) {
+		a, o := a.on(t), o.on(t)
 		for _, p := range []*page{a, o} {
 			p.until("two chips", chips(2))
 			cs := read(p)
@@ -84,12 +85,14 @@ func TestBrowserQueue(t *testing.T) {
 	}
 
 	t.Run("the observer's cancel is refused", func(t *testing.T) {
+		o := o.on(t)
 		eval[bool](o, fmt.Sprintf(`(() => { const b = document.querySelector('#queue .chip[data-item=%q] button.chip-cancel'); b.disabled = false; b.click(); return true; })()`, shown[0].ID))
 		o.until("the refusal", textHas("#queue-result", "refused not-controller:"))
 		o.until("both chips still there", chips(2))
 	})
 
 	t.Run("edit the second inline", func(t *testing.T) {
+		a, o := a.on(t), o.on(t)
 		a.click(fmt.Sprintf(`#queue .chip[data-item=%q] button.chip-edit`, shown[1].ID))
 		// The editor holds the person's exact text, not the notation.
 		if v := eval[string](a, `document.querySelector("#queue textarea.chip-editor").value`); v != second {
@@ -112,6 +115,7 @@ func TestBrowserQueue(t *testing.T) {
 	})
 
 	t.Run("cancel the first", func(t *testing.T) {
+		a, o := a.on(t), o.on(t)
 		a.click(fmt.Sprintf(`#queue .chip[data-item=%q] button.chip-cancel`, shown[0].ID))
 		for _, p := range []*page{a, o} {
 			p.until("one chip left", chips(1)+fmt.Sprintf(` && !document.querySelector('#queue .chip[data-item=%q]')`, shown[0].ID))
@@ -120,6 +124,7 @@ func TestBrowserQueue(t *testing.T) {
 	})
 
 	t.Run("refusals", func(t *testing.T) {
+		a := a.on(t)
 		post := func(body string) string {
 			return eval[string](a, fmt.Sprintf(`mosaic.post("/api/c/%s/command", Object.assign({tab: mosaicState().tab, generation: mosaicState().generation,
 				execution: mosaicState().execution}, %s)).then(j => j.refusal ? j.refusal.code : "accepted")`, id, body))
@@ -148,6 +153,7 @@ func TestBrowserQueue(t *testing.T) {
 	}
 
 	t.Run("the list and a reopened tab show the pause", func(t *testing.T) {
+		o := o.on(t)
 		row := fmt.Sprintf(`document.querySelector('tr[data-id=%q]')`, id)
 		o.run("open the list", chromedp.Navigate(s.base+"/"))
 		o.until("the queue column", row+` && `+row+`.children[6].textContent === "1 waiting · paused"`)

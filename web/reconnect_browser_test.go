@@ -136,7 +136,7 @@ func TestBrowserReconnect(t *testing.T) {
 	// away cuts A's stream until its tab's connection is closed (its
 	// place kept), runs while, and mends the relay.
 	parked := fmt.Sprintf("tab %s: no stream for 2s: closing its connection and keeping its place", tab)
-	away := func(while func()) {
+	away := func(t *testing.T, a *page, while func()) {
 		t.Helper()
 		n := logs.count(parked)
 		relay.cut()
@@ -151,7 +151,8 @@ func TestBrowserReconnect(t *testing.T) {
 	}
 
 	t.Run("reconnect resumes through the replay ring", func(t *testing.T) {
-		away(func() {
+		a, b := a.on(t), b.on(t)
+		away(t, a, func() {
 			b.set("#text", "two")
 			b.click("#send")
 			b.until("answer two in B", textHas("#transcript", "A was away.")+` && `+textHas("#engine", "idle"))
@@ -178,7 +179,8 @@ func TestBrowserReconnect(t *testing.T) {
 	})
 
 	t.Run("a gap the ring cannot fill is marked and read again", func(t *testing.T) {
-		away(func() {
+		a, b := a.on(t), b.on(t)
+		away(t, a, func() {
 			b.click("#stop")
 			b.until("the force stop dialog", `document.querySelector("#confirm").open && `+textHas("#confirm-intent", "force stop execution"))
 			b.click("#confirm-yes")

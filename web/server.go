@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/mosaic-agents/mosaic/activation"
+	"github.com/mosaic-agents/mosaic/audit"
 	"github.com/mosaic-agents/mosaic/conversations"
 	"github.com/mosaic-agents/mosaic/units"
 )
@@ -62,6 +63,10 @@ type Server struct {
 	active int // requests in flight, streams included
 	last   time.Time
 	ctx    context.Context
+	// judging holds a token per judgement running (checkPeer).
+	judging chan struct{}
+	// refusals counts repeated refusals (refuselog.go).
+	refusals *audit.Logger
 }
 
 // New returns a server; AddListenerHosts then names the listeners' hosts.
@@ -77,7 +82,11 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("web: %w", err)
 	}
-	s := &Server{store: o.Store, judge: judge, hosts: append([]string(nil), o.Hosts...), opts: o, pages: pages, last: time.Now(), ctx: ctx}
+	s := &Server{store: o.Store, judge: judge, hosts: append([]string(nil), o.Hosts...), opts: o, pages: pages, last: time.Now(), ctx: ctx,
+		judging: make(chan struct{}, maxJudging)}
+	if o.Log != nil {
+		s.refusals = audit.NewWriter("web", o.Log.Writer())
+	}
 	s.tabs = newTabs(s)
 	s.list = newLister(s)
 	return s, nil
@@ -144,11 +153,13 @@ func (s *Server) Handler() http.Handler {
 		http.StripPrefix("/static/", files).ServeHTTP(w, r)
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		st := &reqState{}
+		r = r.WithContext(context.WithValue(r.Context(), reqKey{}, st))
 		s.enter()
-		defer s.leave()
+		defer func() { s.leave(!st.refused) }()
 		headers(w)
-		if err := s.checkPeer(r); err != nil {
-			s.refuse(w, r, http.StatusForbidden, err)
+		if err := s.checkPeer(r, judgeWait); err != nil {
+			s.refuse(w, r, peerStatus(err), err)
 			return
 		}
 		mux.ServeHTTP(w, r)
@@ -161,12 +172,23 @@ func (s *Server) enter() {
 	s.mu.Unlock()
 }
 
-func (s *Server) leave() {
+// leave ends a request; a served one counts as activity, a refused one
+// does not (a process that only gets refusals must not keep the server
+// from idling out).
+func (s *Server) leave(served bool) {
 	s.mu.Lock()
 	s.active--
-	s.last = time.Now()
+	if served {
+		s.last = time.Now()
+	}
 	s.mu.Unlock()
 }
+
+// reqKey holds a request's *reqState in its context.
+type reqKey struct{}
+
+// reqState is what the handlers learn of a request as it goes.
+type reqState struct{ refused bool }
 
 // idle reports whether nothing is attached and nothing was for Idle.
 func (s *Server) idle() bool {
@@ -206,6 +228,9 @@ loop:
 	defer cancel()
 	srv.Shutdown(shut)
 	s.tabs.closeAll()
+	if s.refusals != nil {
+		s.refusals.Flush()
+	}
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}

@@ -29,10 +29,10 @@ const TabGrace = 30 * time.Second
 // page that reconnects within it gets a new connection that observes from
 // the last event the page holds, so the controller's replay ring fills in
 // exactly what was missed; when the ring no longer holds it, the page is
-// read again and says so. maxParked bounds the places kept.
+// read again and says so. maxParked bounds the places one session keeps.
 const (
 	ParkFor   = 10 * time.Minute
-	maxParked = 64
+	maxParked = MaxTabs
 )
 
 // recordReconcile is the page record that says the page was read again
@@ -118,6 +118,10 @@ func (ts *tabs) open(ctx context.Context, session, conv string) (*tab, error) {
 // the transcript starts over from a fresh page and read marks it
 // (recordReconcile).
 func (ts *tabs) resume(ctx context.Context, p *tab) (*tab, error) {
+	if n := ts.ofSession(p.session); n >= MaxTabs {
+		ts.keep(p) // its place stays for when a tab closes
+		return nil, protocol.Refuse(protocol.CodeWebTab, "this browser session has %d conversation tabs open (at most %d); close some, or wait %s after closing for their connections to end", n, MaxTabs, TabGrace)
+	}
 	select {
 	case <-p.done:
 	case <-ctx.Done():
@@ -182,20 +186,33 @@ func (ts *tabs) unpark(id, session, conv string) *tab {
 	return p
 }
 
-// park closes t's connection and keeps its place for ParkFor (the
-// oldest parked place goes first past maxParked).
+// park closes t's connection and keeps its place for ParkFor.
 func (ts *tabs) park(t *tab) {
 	ts.drop(t)
+	ts.keep(t)
+}
+
+// keep holds t's place. Each session keeps at most maxParked places, its
+// oldest going first: one session's pages cannot push out another's.
+func (ts *tabs) keep(t *tab) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	t.parkedAt = time.Now()
 	ts.parked[t.id] = t
-	for len(ts.parked) > maxParked {
+	for {
 		var oldest *tab
+		n := 0
 		for _, p := range ts.parked {
+			if p.session != t.session {
+				continue
+			}
+			n++
 			if oldest == nil || p.parkedAt.Before(oldest.parkedAt) {
 				oldest = p
 			}
+		}
+		if n <= maxParked {
+			return
 		}
 		delete(ts.parked, oldest.id)
 	}

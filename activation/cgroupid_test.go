@@ -1,0 +1,151 @@
+package activation
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
+)
+
+// TestCgroupMatchComparesTheDevice: a directory whose inode number is the
+// id but which lies on another filesystem (a cgroup v1 hierarchy or the
+// tmpfs of a hybrid host) is not that cgroup.
+func TestCgroupMatchComparesTheDevice(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "g"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(filepath.Join(dir, "g"), &st); err != nil {
+		t.Fatal(err)
+	}
+	same := cgroupFS{mount: dir, dev: st.Dev}
+	other := cgroupFS{mount: dir, dev: st.Dev + 1}
+	if !same.is("/g", st.Ino) {
+		t.Fatal("the directory on the mount's own device was not matched")
+	}
+	if other.is("/g", st.Ino) {
+		t.Fatal("a directory with the id's inode on another device was taken for the cgroup")
+	}
+	if p, err := other.outsideManagers(st.Ino); err != nil || p != "" {
+		t.Fatalf("walk on another device: %q, %v; want not found", p, err)
+	}
+}
+
+// delegatedScope starts a scope with Delegate=yes whose script runs with
+// $cg set to the scope's cgroup directory, and stops it at cleanup.
+func delegatedScope(tb testing.TB, name, script string) {
+	tb.Helper()
+	cmd := exec.Command("systemd-run", "--user", "--scope", "--quiet", "--unit="+name, "-p", "Delegate=yes", "--",
+		"bash", "-c", `cg=/sys/fs/cgroup$(sed -n "s/^0:://p" /proc/self/cgroup); `+script)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		exec.Command("systemctl", "--user", "stop", name+".scope").Run()
+	})
+}
+
+// engineSubcgroupConn has a Delegate=yes engine scope make n empty
+// sub-cgroups and connect from one more sub-cgroup; it returns the
+// server's end.
+func engineSubcgroupConn(tb testing.TB, name string, n int) net.Conn {
+	tb.Helper()
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { l.Close() })
+	port := l.Addr().(*net.TCPAddr).Port
+	delegatedScope(tb, name, fmt.Sprintf(`mkdir $cg/a && echo $$ > $cg/a/cgroup.procs; for i in $(seq 1 %d); do mkdir $cg/x$i; done; mkdir $cg/zz; (echo $BASHPID > $cg/zz/cgroup.procs; exec 3<>/dev/tcp/127.0.0.1/%d; printf x >&3; sleep 600) & wait`, n, port))
+	l.(*net.TCPListener).SetDeadline(time.Now().Add(120 * time.Second))
+	c, err := l.Accept()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { c.Close() })
+	c.Read(make([]byte, 1))
+	return c
+}
+
+// TestJudgeTCPEngineSubcgroup (sandbox): a socket made in a sub-cgroup an
+// engine made in its delegated scope is found (through the process in it)
+// and refused naming the scope; once no process is left in that cgroup the
+// socket is still refused, since nothing outside the user managers'
+// subtrees has its id.
+func TestJudgeTCPEngineSubcgroup(t *testing.T) {
+	sandboxtest.Require(t)
+	j, err := NewJudge()
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := fmt.Sprintf("mosaic-engine-subcg-%d", os.Getpid())
+	c := engineSubcgroupConn(t, name, 50)
+	if v := j.JudgeConn(c); !v.Engine || !strings.Contains(v.Reason, name) {
+		t.Fatalf("a socket made in a sub-cgroup of %s: %+v, want refused naming the scope", name, v)
+	}
+	diag, err := diagTCP(addrPort(c.RemoteAddr().(*net.TCPAddr)), addrPort(c.LocalAddr().(*net.TCPAddr)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cg, err := cgroupPath(diag.cgroup)
+	if err != nil || !strings.HasSuffix(cg, "/"+name+".scope/zz") {
+		t.Fatalf("cgroupPath = %q, %v; want the scope's zz", cg, err)
+	}
+	// An id that names no cgroup, inside a manager's subtree or anywhere.
+	if p, err := cgroupPath(1 << 62); err == nil {
+		t.Fatalf("an id no cgroup has was found at %q", p)
+	}
+}
+
+// BenchmarkJudgeTCPEngineCgroups (sandbox) measures judgements while an
+// engine scope holds 3000 empty sub-cgroups: the engine's own connection
+// (refused) and a legitimate one (this process's).
+func BenchmarkJudgeTCPEngineCgroups(b *testing.B) {
+	sandboxtest.Require(b)
+	j, err := NewJudge()
+	if err != nil {
+		b.Fatal(err)
+	}
+	engine := engineSubcgroupConn(b, fmt.Sprintf("mosaic-engine-benchcg-%d", os.Getpid()), 3000)
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	client, err := net.Dial("tcp4", l.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer client.Close()
+	legit, err := l.Accept()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer legit.Close()
+	b.Run("engine", func(b *testing.B) {
+		for b.Loop() {
+			if v := j.JudgeConn(engine); !v.Engine {
+				b.Fatal("the engine's connection was not refused")
+			}
+		}
+	})
+	b.Run("legit", func(b *testing.B) {
+		for b.Loop() {
+			if v := j.JudgeConn(legit); v.Engine {
+				b.Fatal(v.Reason)
+			}
+		}
+	})
+}

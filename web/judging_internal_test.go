@@ -1,0 +1,56 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/mosaic-agents/mosaic/protocol"
+)
+
+// TestJudgingBounded: with maxJudging judgements running, one more
+// request waits for a turn and, when none comes in time, is refused
+// web-busy (HTTP 503) without being judged or served; once a turn frees,
+// the next is judged as usual.
+func TestJudgingBounded(t *testing.T) {
+	s, err := New(context.Background(), Options{Store: &Store{Dir: t.TempDir()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	client, err := net.Dial("tcp4", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	server, err := l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer server.Close()
+	r := httptest.NewRequest("GET", "/", nil)
+	r = r.WithContext(withConn(r.Context(), server))
+
+	for range maxJudging {
+		s.judging <- struct{}{}
+	}
+	err = s.checkPeer(r, 50*time.Millisecond)
+	var ref *protocol.Refusal
+	if !errors.As(err, &ref) || ref.Code != protocol.CodeWebBusy || peerStatus(err) != 503 {
+		t.Fatalf("a request past %d judgements at once: %v, want web-busy (503)", maxJudging, err)
+	}
+	<-s.judging
+	if err := s.checkPeer(r, 50*time.Millisecond); err != nil {
+		t.Fatalf("with a turn free, this process's own connection: %v", err)
+	}
+	if len(s.judging) != maxJudging-1 {
+		t.Fatalf("the judgement did not give its turn back: %d held", len(s.judging))
+	}
+}
