@@ -201,7 +201,7 @@ func (c *Controller) wake(ctx context.Context, head sessionHead, keys claims.Key
 	if err != nil {
 		return false, nil
 	}
-	spec, err := c.spec(cv)
+	spec, err := c.spec(ctx, cv)
 	if err != nil || pinsOf(cv, spec) != rec.Pins {
 		return false, nil
 	}
