@@ -18,6 +18,12 @@ import (
 // packages, extensions/, prompts, themes, skills) stays out.
 var agentFiles = []string{"models.json", "auth.json"}
 
+// agentDirOf is the engine's agent directory of cv, beside the claim
+// root; ownAgentDir prepares it at each spawn.
+func (c *Controller) agentDirOf(cv *conversations.Conversation) string {
+	return filepath.Join(filepath.Dir(c.cfg.Claims.Root()), "agent", cv.ID)
+}
+
 // ownAgentDir prepares the engine's agent directory (PI_CODING_AGENT_DIR),
 // which the controller owns: a fresh settings.json of {} at every spawn
 // (so nothing the user's settings or a previous engine persisted there,
@@ -33,7 +39,7 @@ func (c *Controller) ownAgentDir(cv *conversations.Conversation) (string, error)
 		}
 		src = filepath.Join(home, ".pi", "agent")
 	}
-	dir := filepath.Join(filepath.Dir(c.cfg.Claims.Root()), "agent", cv.ID)
+	dir := c.agentDirOf(cv)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("engine agent directory %s: %w", dir, err)
 	}

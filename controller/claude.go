@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,8 +14,6 @@ import (
 	"github.com/mosaic-agents/mosaic/conversations"
 	"github.com/mosaic-agents/mosaic/engine"
 	"github.com/mosaic-agents/mosaic/engine/claude"
-	hclaude "github.com/mosaic-agents/mosaic/history/claude"
-	"github.com/mosaic-agents/mosaic/protocol"
 )
 
 // claudeDirs creates (0700) and returns the controller-owned directories
@@ -34,20 +31,22 @@ func (c *Controller) claudeDirs(cv *conversations.Conversation) (claude.Dirs, er
 	return d, nil
 }
 
-// claudeTranscript reads the conversation's transcript, and only that
-// file (history/claude: safe open, never listed, another version refused).
-func (c *Controller) claudeTranscript(cv *conversations.Conversation) (*hclaude.Transcript, error) {
-	if cv.Claude == nil {
-		return nil, protocol.Refuse(protocol.CodeConfiguration, "conversation %s names engine_kind claude but has no [claude] table", cv.ID)
+// claudeTranscript reads the conversation's transcript through its
+// engine's History, and only that file (history/claude: safe open, never
+// listed, another version refused).
+func (c *Controller) claudeTranscript(ctx context.Context, cv *conversations.Conversation) (engine.History, error) {
+	eng, err := c.engineOf(cv)
+	if err != nil {
+		return nil, err
 	}
-	return hclaude.Read(c.claudeRef(cv))
+	return eng.History(ctx)
 }
 
 // claudeHead is the sessionHead of a Claude conversation: the session
 // UUID as its id and the transcript's default leaf (the entry --resume
 // continues) once the transcript exists.
-func (c *Controller) claudeHead(cv *conversations.Conversation) (sessionHead, error) {
-	t, err := c.claudeTranscript(cv)
+func (c *Controller) claudeHead(ctx context.Context, cv *conversations.Conversation) (sessionHead, error) {
+	t, err := c.claudeTranscript(ctx, cv)
 	if err != nil {
 		return sessionHead{}, err
 	}
@@ -58,26 +57,15 @@ func (c *Controller) claudeHead(cv *conversations.Conversation) (sessionHead, er
 }
 
 // readHead reads the bound session's head, whatever the engine kind.
-func (c *Controller) readHead() (sessionHead, error) {
+// Pi's is read here rather than through its engine's History: the
+// foreign-writer watch follows the snapshot (history.Follow), which the
+// seam's History does not expose.
+func (c *Controller) readHead(ctx context.Context) (sessionHead, error) {
 	cv := c.cfg.Conversation
 	if cv.IsClaude() {
-		return c.claudeHead(cv)
+		return c.claudeHead(ctx, cv)
 	}
 	return readSessionHead(cv.Session)
-}
-
-// claudeSpec is the sealed Claude Code command: --resume once the
-// transcript exists (or the session was adopted), else --session-id.
-func (c *Controller) claudeSpec(cv *conversations.Conversation) (engine.Spec, error) {
-	dirs, err := c.claudeDirs(cv)
-	if err != nil {
-		return engine.Spec{}, err
-	}
-	head, err := c.claudeHead(cv)
-	if err != nil {
-		return engine.Spec{}, err
-	}
-	return claude.Command(cv.ClaudeConfig(dirs, os.Environ()), head.exists || cv.Claude.Adopted)
 }
 
 // claudePins digests a Claude launch like pinsOf, with the session flag
@@ -94,27 +82,20 @@ func claudePins(cv *conversations.Conversation, spec engine.Spec) claims.Pins {
 	return claims.Pins{EngineVersion: cv.Claude.Version, BinarySHA256: cv.Claude.SHA256, ArgvDigest: hex.EncodeToString(sum[:])}
 }
 
-// openClaude wraps a launched Claude Code's pipes.
-func (c *Controller) openClaude(cv *conversations.Conversation, execID string, stdout io.Reader, stdin io.WriteCloser) (*claudeConn, error) {
-	conn, err := claude.New(stdout, stdin, cv.Claude.Session, engine.Options{Execution: execID,
-		CommandTimeout: c.cfg.CommandTimeout, AbortTimeout: c.cfg.AbortTimeout,
-		MaxLine: c.cfg.EngineMaxLine, LineLimit: c.cfg.EngineLineLimit})
-	if err != nil {
-		return nil, err
-	}
-	return newClaudeConn(conn), nil
-}
-
 // claudeLoadCheck is K8 for Claude Code: the CLI answers initialize (its
 // pending permission requests become decisions), and the transcript the
 // binding names is still on the leaf the claim pinned, the one --resume
 // continues. The CLI writes nothing before the first prompt, so the file
 // is what it loaded. A new session must still have no transcript.
-func (c *Controller) claudeLoadCheck(ctx context.Context, cc *claudeConn, cv *conversations.Conversation, head sessionHead, expectLeaf string) (string, string, error) {
-	if _, err := cc.Initialize(ctx); err != nil {
+func (c *Controller) claudeLoadCheck(ctx context.Context, d engine.Driver, cv *conversations.Conversation, head sessionHead, expectLeaf string) (string, string, error) {
+	in, err := driverAs[initializer](d, "initialize")
+	if err != nil {
+		return "", "", err
+	}
+	if _, err := in.Initialize(ctx); err != nil {
 		return "", "", fmt.Errorf("initialize: %w", err)
 	}
-	now, err := c.claudeHead(cv)
+	now, err := c.claudeHead(ctx, cv)
 	if err != nil {
 		return "", "", fmt.Errorf("read the transcript: %w", err)
 	}

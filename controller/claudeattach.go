@@ -9,7 +9,6 @@ import (
 	"github.com/mosaic-agents/mosaic/claims"
 	"github.com/mosaic-agents/mosaic/conversations"
 	"github.com/mosaic-agents/mosaic/engine"
-	"github.com/mosaic-agents/mosaic/engine/claude"
 	"github.com/mosaic-agents/mosaic/protocol"
 	"github.com/mosaic-agents/mosaic/scopes"
 )
@@ -28,10 +27,15 @@ import (
 // uncertain (claude.Conn), and the next recover's --resume checks the leaf.
 func (c *Controller) reattachClaude(ctx context.Context, claim *claims.Claim, h *scopes.Handle, n uint64, cv *conversations.Conversation) error {
 	execID := claim.Record().Execution
-	conn, err := claude.New(h.Stdout, h.Stdin, cv.Claude.Session, engine.Options{Execution: execID,
-		CommandTimeout: c.cfg.CommandTimeout, AbortTimeout: c.cfg.AbortTimeout,
-		MaxLine: c.cfg.EngineMaxLine, LineLimit: c.cfg.EngineLineLimit,
-		Resume: true, SeqBase: n << 32, IDPrefix: fmt.Sprintf("r%d.", n)})
+	eng, err := c.engineOf(cv)
+	if err != nil {
+		return err
+	}
+	conn, err := eng.Open(h.Stdout, h.Stdin, c.reattachOptions(execID, n))
+	if err != nil {
+		return err
+	}
+	rs, err := driverAs[claudeResyncer](conn, "re-attach")
 	if err != nil {
 		return err
 	}
@@ -39,17 +43,16 @@ func (c *Controller) reattachClaude(ctx context.Context, claim *claims.Claim, h 
 	if timeout <= 0 {
 		timeout = engine.DefaultCommandTimeout
 	}
-	cc := newClaudeConn(conn)
-	x := &execution{id: execID, handle: h, conn: cc, pins: claim.Record().Pins, engineName: "claude " + cv.Claude.Version,
+	x := &execution{id: execID, handle: h, conn: conn, pins: claim.Record().Pins, engineName: "claude " + cv.Claude.Version,
 		stderr: c.readStderr(execID, h), kept: true}
-	go c.watchDecisions(x, cc)
+	go c.watchDecisions(x, conn)
 	c.adoptReattached(claim, x)
 
-	r, skipped, err := conn.Resync(ctx, timeout)
+	r, skipped, err := rs.Resync(ctx, timeout)
 	restart := &protocol.Restart{At: time.Now().UTC().Format(time.RFC3339Nano), Resume: n, SkippedBytes: skipped, RunInProgress: r.Running}
 	var head sessionHead
 	if err == nil {
-		if head, err = c.claudeHead(cv); err != nil {
+		if head, err = c.claudeHead(ctx, cv); err != nil {
 			err = fmt.Errorf("read the transcript: %w", err)
 		}
 	}
@@ -65,7 +68,7 @@ func (c *Controller) reattachClaude(ctx context.Context, claim *claims.Claim, h 
 	c.reattachedLocked(cv.Claude.Session, head.leaf)
 	c.audit(audit.Transition, nil, fmt.Sprintf("controller restarted: re-attached to Claude Code execution %s (engine pid %d, resume %d, %d bytes skipped to a line boundary, turn in progress %v, %d permission requests pending)",
 		execID, h.Cohort.PID, n, skipped, r.Running, len(r.Pending)), fields)
-	go c.watchClaude(x, cc, head.leaf, false)
+	go c.watchClaude(x, head.leaf, false)
 	go c.watchIdle(x)
 	return nil
 }

@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"context"
+
 	"github.com/mosaic-agents/mosaic/engine"
 	"github.com/mosaic-agents/mosaic/history"
 	"github.com/mosaic-agents/mosaic/protocol"
@@ -23,7 +25,7 @@ func (c *Controller) claudeRead() (*claudeView, error) {
 	c.readers <- struct{}{}
 	defer func() { <-c.readers }()
 	cv := c.cfg.Conversation
-	t, err := c.claudeTranscript(cv)
+	t, err := c.claudeTranscript(context.Background(), cv)
 	if err != nil {
 		return nil, err
 	}

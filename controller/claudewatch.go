@@ -79,7 +79,12 @@ func checkTranscript(prev, now *hclaude.Transcript, sent func(string) bool, pinn
 // A re-attached controller does not know the uuids the previous one sent:
 // a prompt line the CLI writes after the restart for a prompt sent before
 // it counts as foreign (admission closes; fail closed).
-func (c *Controller) watchClaude(x *execution, cc *claudeConn, pinned string, resumed bool) {
+func (c *Controller) watchClaude(x *execution, pinned string, resumed bool) {
+	ledger, err := driverAs[promptLedger](x.conn, "watch the transcript")
+	if err != nil {
+		c.foreign(x, "the transcript can no longer be vouched for: "+err.Error(), "")
+		return
+	}
 	ref := c.claudeRef(c.cfg.Conversation)
 	path, err := ref.Path()
 	if err != nil {
@@ -137,7 +142,7 @@ func (c *Controller) watchClaude(x *execution, cc *claudeConn, pinned string, re
 			c.foreign(x, "the transcript can no longer be vouched for ("+protocol.CodeOf(err)+"): "+err.Error(), "")
 			return
 		}
-		v := checkTranscript(prev, now, cc.SentPrompt, k8)
+		v := checkTranscript(prev, now, ledger.SentPrompt, k8)
 		switch {
 		case v.foreign != "":
 			c.foreign(x, v.foreign, "")

@@ -59,7 +59,7 @@ func (c *Controller) issueConfirmation(ctx context.Context, k *conn, cmd *protoc
 	// it: the binding's leaf may lag the engine's last appends.
 	leaf := ""
 	if cmd.Operation == protocol.CmdRecover {
-		if head, err := c.readHead(); err == nil {
+		if head, err := c.readHead(ctx); err == nil {
 			leaf = head.leaf
 		}
 	}

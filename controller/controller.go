@@ -30,8 +30,9 @@ type Config struct {
 	Scopes       *scopes.Manager
 	Audit        *audit.Logger
 	// Spec builds the engine's command for an execution. nil means the
-	// pinned Pi of the conversation (pi.Command); tests put a fake Pi
-	// here, behind the same seal.
+	// Spec of the conversation's engine (engineOf: the pinned Pi or
+	// Claude Code); tests put a fake Pi here, behind the same seal. The
+	// pipes are opened by the conversation's engine either way.
 	Spec func(cv *conversations.Conversation) (engine.Spec, error)
 	// Load re-reads the conversation's settings at each launch and
 	// recover, so `conv add --replace` applies at the next launch; nil

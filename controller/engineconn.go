@@ -15,9 +15,11 @@ import (
 
 // engineConn is what the controller drives of a running engine: the
 // seam's Driver, whatever the engine kind (Pi's *pi.Conn, Claude Code's
-// *claude.Conn through claudeConn). What only one engine can do is asked
-// for with a type assertion on the Driver (sessionProbe, dialogCanceller,
-// dialogForgetter below), so no engine carries methods it must refuse.
+// *claude.Conn), as its Engine's Open returned it. What only one engine
+// can do is asked for with a type assertion on the Driver
+// (sessionProbe, dialogCanceller, dialogForgetter below; initializer,
+// claudeResyncer, piResyncer and promptLedger in engine.go), so no
+// engine carries methods it must refuse.
 // Alternative weighed: one wider interface with Pi's load checks and
 // dialog calls, refused by the others (what this replaced: every new
 // engine had to learn Pi's names to say no).
@@ -25,7 +27,7 @@ type engineConn = engine.Driver
 
 var (
 	_ engineConn      = (*pi.Conn)(nil)
-	_ engineConn      = (*claudeConn)(nil)
+	_ engineConn      = (*claude.Conn)(nil)
 	_ sessionProbe    = (*pi.Conn)(nil)
 	_ dialogCanceller = (*pi.Conn)(nil)
 	_ dialogForgetter = (*pi.Conn)(nil)
@@ -146,48 +148,6 @@ func (x *execution) cancelDecisions() []string {
 		return ids
 	}
 	return nil
-}
-
-// claudeConn counts the run-settled events Claude's adapter hands the
-// pump, which its Turn leaves zero: the queue compares that count with
-// what the pump published before it dispatches the next item.
-type claudeConn struct {
-	*claude.Conn
-	events  chan protocol.Event
-	mu      sync.Mutex
-	settles int
-}
-
-func newClaudeConn(c *claude.Conn) *claudeConn {
-	cc := &claudeConn{Conn: c, events: make(chan protocol.Event)}
-	go cc.forward()
-	return cc
-}
-
-// forward hands the engine's events on, counting each run-settled before
-// the pump can see it.
-func (c *claudeConn) forward() {
-	defer close(c.events)
-	for ev := range c.Conn.Events() {
-		if ev.Kind == protocol.EventRunSettled {
-			c.mu.Lock()
-			c.settles++
-			c.mu.Unlock()
-		}
-		c.events <- ev
-	}
-}
-
-// Events are the engine's events, in wire order.
-func (c *claudeConn) Events() <-chan protocol.Event { return c.events }
-
-// Turn is the adapter's with the settles counted here.
-func (c *claudeConn) Turn() engine.TurnSummary {
-	t := c.Conn.Turn()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t.Settles = c.settles
-	return t
 }
 
 // decisionUI is the approval form of a permission request: a select of

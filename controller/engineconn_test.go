@@ -47,15 +47,14 @@ func TestClaudeConnDecisions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cc := newClaudeConn(conn)
-	x := &execution{id: "e-1", conn: cc}
+	x := &execution{id: "e-1", conn: conn}
 	go func() {
-		for range cc.Events() {
+		for range conn.Events() {
 		}
 	}()
 	ask := func(req string) string {
 		t.Helper()
-		ch := cc.Changed()
+		ch := conn.Changed()
 		line := `{"type":"control_request","request_id":"` + req + `","request":{"subtype":"can_use_tool","tool_name":"Bash","input":{"command":"touch x"},"tool_use_id":"toolu_` + req + `"}}` + "\n"
 		if _, err := io.WriteString(w, line); err != nil {
 			t.Fatal(err)
@@ -72,7 +71,7 @@ func TestClaudeConnDecisions(t *testing.T) {
 	if !x.decisionOpen(a) || x.openDecisions() != 1 {
 		t.Fatalf("request %s not open (%d open)", a, x.openDecisions())
 	}
-	ds := cc.Decisions()
+	ds := conn.Decisions()
 	ui := decisionUI(ds[0], true)
 	if ui.Method != protocol.FormSelect || !slices.Equal(ui.Options, []string{engine.ChoiceAllowOnce, engine.ChoiceDeny}) || ui.ID != a || !strings.Contains(ui.Title, "Bash") {
 		t.Fatalf("projected as %+v", ui)
@@ -94,7 +93,7 @@ func TestClaudeConnDecisions(t *testing.T) {
 	}
 
 	b := ask("r2")
-	ch := cc.Changed()
+	ch := conn.Changed()
 	if _, err := io.WriteString(w, `{"type":"control_cancel_request","request_id":"r2"}`+"\n"); err != nil {
 		t.Fatal(err)
 	}

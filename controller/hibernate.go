@@ -205,7 +205,7 @@ func (c *Controller) wake(ctx context.Context, head sessionHead, keys claims.Key
 		c.notWoken("the conversation's settings cannot be read: %v; fix them (mosaicctl doctor), then recover", err)
 		return false, nil
 	}
-	spec, err := c.spec(cv)
+	spec, err := c.spec(ctx, cv)
 	if err != nil {
 		c.notWoken("the engine cannot be launched as pinned: %v; recover", err)
 		return false, nil

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/mosaic-agents/mosaic/audit"
@@ -41,31 +40,38 @@ func (c *Controller) keys(head sessionHead) claims.Keys {
 }
 
 // spec returns the engine command of the conversation as configured in
-// cv (settings).
-func (c *Controller) spec(cv *conversations.Conversation) (engine.Spec, error) {
+// cv (settings), through its engine's Spec (which checks the pin and the
+// seal), after preparing the directories the launch gives the engine.
+func (c *Controller) spec(ctx context.Context, cv *conversations.Conversation) (engine.Spec, error) {
 	if c.cfg.Spec != nil {
 		return c.cfg.Spec(cv)
 	}
-	if cv.IsClaude() {
-		return c.claudeSpec(cv)
-	}
-	e := cv.Engine
-	if e.Entry == "" {
-		return engine.Spec{}, protocol.Refuse(protocol.CodeConfiguration,
-			"conversation %s has no engine; add it again with `mosaicctl conv add --engine PATH --replace`", cv.ID)
-	}
-	agent, err := c.ownAgentDir(cv)
+	eng, err := c.engineOf(cv)
 	if err != nil {
 		return engine.Spec{}, err
 	}
-	cfg := pi.Config{
-		Pin:         pinOf(e),
-		Seal:        pi.Seal{Session: cv.Session, Provider: e.Provider, Model: e.Model, Thinking: e.Thinking},
-		AgentDir:    agent,
-		ProjectRoot: cv.Project,
-		Extensions:  e.Pins(),
+	resume := false
+	if cv.IsClaude() {
+		// --resume once the transcript exists (or the session was
+		// adopted), else --session-id.
+		if _, err := c.claudeDirs(cv); err != nil {
+			return engine.Spec{}, err
+		}
+		head, err := c.claudeHead(ctx, cv)
+		if err != nil {
+			return engine.Spec{}, err
+		}
+		resume = head.exists || cv.Claude.Adopted
+	} else {
+		if cv.Engine.Entry == "" {
+			return engine.Spec{}, protocol.Refuse(protocol.CodeConfiguration,
+				"conversation %s has no engine; add it again with `mosaicctl conv add --engine PATH --replace`", cv.ID)
+		}
+		if _, err := c.ownAgentDir(cv); err != nil {
+			return engine.Spec{}, err
+		}
 	}
-	return pi.Command(cfg, os.Environ()) // checks the pin first
+	return eng.Spec(ctx, resume)
 }
 
 // pinsOf digests the launch: the engine version and entry hash, and the
@@ -83,7 +89,7 @@ func pinsOf(cv *conversations.Conversation, spec engine.Spec) claims.Pins {
 // engine only when nothing holds the conversation. It never launches over
 // a claim that is not free (brief §2 "Restart").
 func (c *Controller) start(ctx context.Context) error {
-	head, err := c.readHead()
+	head, err := c.readHead(ctx)
 	if err != nil {
 		return protocol.Wrap(protocol.CodeConfiguration, err, "")
 	}
@@ -209,7 +215,7 @@ func (c *Controller) launch(ctx context.Context, head sessionHead, keys claims.K
 	if err != nil {
 		return err
 	}
-	spec, err := c.spec(cv)
+	spec, err := c.spec(ctx, cv)
 	if err != nil {
 		return err
 	}
@@ -257,14 +263,9 @@ func (c *Controller) launch(ctx context.Context, head sessionHead, keys claims.K
 	}
 	co := h.Cohort
 	var conn engineConn
-	var cc *claudeConn
-	if cv.IsClaude() {
-		cc, err = c.openClaude(cv, execID, h.Stdout, h.Stdin)
-		conn = cc
-	} else {
-		conn, err = pi.New(h.Stdout, h.Stdin, engine.Options{Execution: execID,
-			CommandTimeout: c.cfg.CommandTimeout, AbortTimeout: c.cfg.AbortTimeout,
-			MaxLine: c.cfg.EngineMaxLine, LineLimit: c.cfg.EngineLineLimit})
+	eng, err := c.engineOf(cv)
+	if err == nil {
+		conn, err = eng.Open(h.Stdout, h.Stdin, c.driverOptions(execID))
 	}
 	if err != nil {
 		c.readStderr(execID, h)
@@ -283,8 +284,8 @@ func (c *Controller) launch(ctx context.Context, head sessionHead, keys claims.K
 	c.st.exec = x
 	c.mu.Unlock()
 	c.keep(x) // before watchExit, which drops what keep stored
-	if cc != nil {
-		go c.watchDecisions(x, cc)
+	if cv.IsClaude() {
+		go c.watchDecisions(x, conn)
 	}
 	go c.pump(x)
 	go c.watchExit(x)
@@ -292,8 +293,8 @@ func (c *Controller) launch(ctx context.Context, head sessionHead, keys claims.K
 		map[string]string{"EXECUTION": execID, "SCOPE": co.Unit, "COHORT": string(co.Kind), "ENGINE_PID": fmt.Sprint(co.PID), "LIMITS": limitsText(cv.Limits)})
 
 	var sessionID, leaf string
-	if cc != nil {
-		sessionID, leaf, err = c.claudeLoadCheck(ctx, cc, cv, head, expectLeaf)
+	if cv.IsClaude() {
+		sessionID, leaf, err = c.claudeLoadCheck(ctx, conn, cv, head, expectLeaf)
 	} else {
 		sessionID, leaf, err = c.loadCheck(ctx, x, head, expectLeaf)
 	}
@@ -322,10 +323,10 @@ func (c *Controller) launch(ctx context.Context, head sessionHead, keys claims.K
 	c.st.binding = protocol.BindingActive
 	c.st.admission, c.st.reason = true, ""
 	c.publishBindingLocked()
-	if cc == nil {
+	if !cv.IsClaude() {
 		go c.watchSession(x, head.snap)
 	} else {
-		go c.watchClaude(x, cc, leaf, head.exists || cv.Claude.Adopted)
+		go c.watchClaude(x, leaf, head.exists || cv.Claude.Adopted)
 	}
 	go c.watchIdle(x)
 	return nil

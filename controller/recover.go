@@ -28,9 +28,9 @@ func (c *Controller) recover(ctx context.Context, k *conn, cmd *protocol.Command
 	cv, specErr := c.settings()
 	var spec engine.Spec
 	if specErr == nil {
-		spec, specErr = c.spec(cv)
+		spec, specErr = c.spec(ctx, cv)
 	}
-	head, headErr := c.readHead()
+	head, headErr := c.readHead(ctx)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if r := c.checkControlLocked(k, cmd); r != nil {
@@ -81,7 +81,7 @@ func (c *Controller) recover(ctx context.Context, k *conn, cmd *protocol.Command
 // session and leaf, generation +1. The cancelled prompt is not replayed:
 // nothing is sent to the new engine until a client prompts (K7).
 func (c *Controller) launchCmd(ctx context.Context, k *conn, cmd *protocol.Command) (*outcome, error) {
-	head, err := c.readHead()
+	head, err := c.readHead(ctx)
 	if err != nil {
 		return nil, protocol.Wrap(protocol.CodeTarget, err, "")
 	}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/mosaic-agents/mosaic/audit"
 	"github.com/mosaic-agents/mosaic/claims"
-	"github.com/mosaic-agents/mosaic/engine"
 	"github.com/mosaic-agents/mosaic/engine/pi"
 	"github.com/mosaic-agents/mosaic/protocol"
 	"github.com/mosaic-agents/mosaic/scopes"
@@ -212,10 +211,15 @@ func (c *Controller) reattach(ctx context.Context, claim *claims.Claim, h *scope
 	if cv.IsClaude() {
 		return c.reattachClaude(ctx, claim, h, n, cv)
 	}
-	conn, err := pi.New(h.Stdout, h.Stdin, engine.Options{Execution: execID,
-		CommandTimeout: c.cfg.CommandTimeout, AbortTimeout: c.cfg.AbortTimeout,
-		MaxLine: c.cfg.EngineMaxLine, LineLimit: c.cfg.EngineLineLimit,
-		Resume: true, SeqBase: n << 32, IDPrefix: fmt.Sprintf("r%d.", n)})
+	eng, err := c.engineOf(cv)
+	if err != nil {
+		return err
+	}
+	conn, err := eng.Open(h.Stdout, h.Stdin, c.reattachOptions(execID, n))
+	if err != nil {
+		return err
+	}
+	rs, err := driverAs[piResyncer](conn, "re-attach")
 	if err != nil {
 		return err
 	}
@@ -231,7 +235,7 @@ func (c *Controller) reattach(ctx context.Context, claim *claims.Claim, h *scope
 	if err == nil && head.snap != nil {
 		size = head.snap.Size()
 	}
-	st, skipped, rerr := conn.Resync(ctx, pi.Budget(c.cfg.CommandTimeout, size))
+	st, skipped, rerr := rs.Resync(ctx, pi.Budget(c.cfg.CommandTimeout, size))
 	restart := &protocol.Restart{At: time.Now().UTC().Format(time.RFC3339Nano), Resume: n, SkippedBytes: skipped, RunInProgress: st.IsStreaming}
 	if err == nil {
 		err = rerr

@@ -39,10 +39,20 @@
 // against Pi's recordings live in engine/pi with the recordings
 // (engine/pi/testdata); the reduction fuzzer here seeds from them.
 //
-// Engine-specific capabilities the controller needs of only one engine
-// (Pi's get_state and get_entries load and re-attach checks) are not in
-// Driver: the controller asks for them with a type assertion on the
-// Driver, so no engine carries methods it must refuse.
+// The controller builds one Engine per conversation from its settings,
+// by kind, and launches (Spec, which checks the pin), opens and
+// re-attaches (Open, Options.Resume) and reads a Claude transcript
+// (History) through it. Engine-specific capabilities it needs of only one
+// engine are not in Driver (Pi's get_state and get_entries load and
+// re-attach checks and its re-sync; Claude Code's initialize, its re-sync
+// and the uuids of the prompts it sent): the controller asks for them
+// with a type assertion on the Driver, so no engine carries methods it
+// must refuse. docs/engines.md lists what the controller still reads
+// beside the seam.
+//
+// Every Driver counts its run-settled events in TurnSummary.Settles
+// before it queues each on Events: the controller's queue dispatches only
+// once its pump published as many.
 //
 // # Framing
 //

@@ -84,10 +84,10 @@ type TurnSummary struct {
 	OpenTools []Effect  `json:"openTools,omitempty"`
 	// Waiting says a native decision is pending (waiting-for-approval).
 	Waiting bool `json:"waiting,omitempty"`
-	// Settles counts the run-settled events of this execution, counted
-	// before each is delivered on Events: the controller's queue waits
-	// until its pump published as many (Pi fills it; the controller
-	// counts for an engine that leaves it zero).
+	// Settles counts the run-settled events of this Driver, each counted
+	// before it is queued on Events: the controller's queue waits until
+	// its pump published as many, so an engine must count here or the
+	// queue dispatches into a turn the pump has not seen end.
 	Settles int `json:"settles,omitempty"`
 }
 

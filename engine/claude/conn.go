@@ -158,6 +158,12 @@ func (c *Conn) handle(line []byte, clip *engine.Clip) {
 	}
 	c.tr.observe(&f)
 	for _, e := range c.mp.mapFrame(&f, cut) {
+		if e.Kind == protocol.EventRunSettled {
+			// Counted before the event is queued: the controller's
+			// queue dispatches only once its pump published as many
+			// (Turn().Settles), so it can never see the event first.
+			c.tr.settles++
+		}
 		c.push(e)
 	}
 	if f.Type == "result" {

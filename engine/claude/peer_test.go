@@ -375,3 +375,28 @@ func TestCutRequestDenyOnly(t *testing.T) {
 		t.Fatalf("answer %v", m)
 	}
 }
+
+// TestTurnCountsSettles: Turn().Settles counts every run-settled event
+// the Conn queued, and already counts one by the time a reader of Events
+// sees it (the controller's queue compares it with what its pump
+// published); a frame mapped to no run-settled counts nothing.
+func TestTurnCountsSettles(t *testing.T) {
+	p := newPeer(t, 5*time.Second)
+	if n := p.c.Turn().Settles; n != 0 {
+		t.Fatalf("settles before any turn = %d", n)
+	}
+	for i := 1; i <= 3; i++ {
+		p.startTurn("turn")
+		p.send(result)
+		p.event("run-settled", func(e protocol.Event) bool { return e.Kind == protocol.EventRunSettled })
+		if n := p.c.Turn().Settles; n != i {
+			t.Fatalf("after run-settled %d: Turn().Settles = %d", i, n)
+		}
+	}
+	// A subagent's result is mapped to unavailable, not run-settled.
+	p.send(`{"type":"result","subtype":"success","parent_tool_use_id":"toolu_sub","session_id":"` + testSession + `"}`)
+	p.event("unavailable", func(e protocol.Event) bool { return e.Kind == protocol.EventUnavailable })
+	if n := p.c.Turn().Settles; n != 3 {
+		t.Fatalf("after a subagent result: Turn().Settles = %d, want 3", n)
+	}
+}

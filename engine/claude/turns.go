@@ -20,6 +20,7 @@ type tracker struct {
 	running   bool
 	runs      int
 	results   int
+	settles   int // run-settled events queued on Events
 	lastTerm  string
 	lastError bool
 	uncertain bool
@@ -157,6 +158,7 @@ func (c *Conn) Turn() engine.TurnSummary {
 	s := engine.TurnSummary{
 		Fenced: t.fenced, Running: t.running, Uncertain: t.uncertain,
 		Reasons: append([]string(nil), t.reasons...), OpenTools: t.effects(),
+		Settles: t.settles,
 	}
 	if t.slot != nil {
 		d := *t.slot
