@@ -415,21 +415,29 @@ func TestRealClaudeSession(t *testing.T) {
 	})
 
 	t.Run("setsid child then force stop", func(t *testing.T) {
-		from := prompt(t, l, "BASH{setsid sleep 300 & echo started}")
+		// The child lets go of the tool's output (the CLI ends a tool whose
+		// pipes stay open, and what holds them) and the command ends only
+		// once the child is in a session of its own (setsid has run when
+		// sid.ok exists), so the turn's end never races the setsid. The
+		// wait spins (no sleep of its own to be taken for the child).
+		from := prompt(t, l, "BASH{setsid sh -c 'touch sid.ok; exec sleep 300' >/dev/null 2>&1 & until [ -e sid.ok ]; do :; done; echo started}")
 		d := l.waitDecision(t, decisions)
 		decisions++
 		if err := l.Decide(ctxT(t, time.Minute), d.ID, engine.ChoiceAllowOnce); err != nil {
 			t.Fatal(err)
 		}
 		settledAfter(t, l, from)
-		members, err := l.h.Members()
-		if err != nil {
-			t.Fatal(err)
-		}
 		child := -1
-		for _, m := range members {
-			if m.Comm == "sleep" {
-				child = m.PID
+		var members []scopes.Member
+		for deadline := time.Now().Add(30 * time.Second); child < 0 && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			var err error
+			if members, err = l.h.Members(); err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range members {
+				if m.Comm == "sleep" { // sh has exec'd it
+					child = m.PID
+				}
 			}
 		}
 		if child < 0 {
