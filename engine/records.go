@@ -78,3 +78,10 @@ type TurnProof struct {
 	// Reasons says why the proof is uncertain, one stable phrase each.
 	Reasons []string `json:"reasons,omitempty"`
 }
+
+// Doubt marks the proof uncertain for reason: an adapter's interrupt
+// adds one reason for each thing it could not observe.
+func (p *TurnProof) Doubt(reason string) {
+	p.Uncertain = true
+	p.Reasons = append(p.Reasons, reason)
+}

@@ -88,7 +88,7 @@ func (c *Conn) awaitResult(ctx context.Context, after int, settle chan struct{})
 func (c *Conn) conclude(p *engine.TurnProof, s *engine.Dispatch, rec interruptReceipt, err error, running, settled bool) {
 	if err != nil {
 		p.NativeQueue = engine.QueueUnknown
-		uncertain(p, "interrupt: "+err.Error())
+		p.Doubt("interrupt: " + err.Error())
 		if s != nil && !s.Started {
 			s.Receipt = protocol.ReceiptDeliveryUnknown
 		}
@@ -106,33 +106,33 @@ func (c *Conn) conclude(p *engine.TurnProof, s *engine.Dispatch, rec interruptRe
 		for _, id := range rec.StillQueued {
 			p.External = append(p.External, engine.QueuedText{Queue: "still_queued", Text: id})
 			if s != nil && id == s.RequestID {
-				uncertain(p, "the item is still queued natively")
+				p.Doubt("the item is still queued natively")
 			}
 		}
 		if len(rec.StillQueued) > 0 {
 			p.NativeQueue = engine.QueueUnknown
-			uncertain(p, "still_queued is not empty")
+			p.Doubt("still_queued is not empty")
 		}
 	}
 	if running {
 		if settled {
 			p.TerminalReason = c.tr.lastTerm
 		} else {
-			uncertain(p, "no result after the interrupt")
+			p.Doubt("no result after the interrupt")
 		}
 	}
 	for _, d := range c.dec {
 		if d.State == engine.DecisionPending {
-			uncertain(p, "permission request "+d.ID+" still pending")
+			p.Doubt("permission request " + d.ID + " still pending")
 		}
 	}
 	if s != nil && s.Receipt == engine.ReceiptPending {
 		s.Receipt = protocol.ReceiptDeliveryUnknown
-		uncertain(p, "prompt receipt missing at interrupt")
+		p.Doubt("prompt receipt missing at interrupt")
 	}
 	p.Effects = c.tr.effects()
 	if c.tr.uncertain {
-		uncertain(p, "binding uncertain")
+		p.Doubt("binding uncertain")
 	}
 	if s != nil {
 		d := *s
@@ -144,9 +144,4 @@ func (c *Conn) conclude(p *engine.TurnProof, s *engine.Dispatch, rec interruptRe
 		d := *c.tr.last
 		p.Dispatch = &d
 	}
-}
-
-func uncertain(p *engine.TurnProof, reason string) {
-	p.Uncertain = true
-	p.Reasons = append(p.Reasons, reason)
 }

@@ -91,7 +91,7 @@ func (c *Conn) conclude(p *engine.TurnProof, q QueueState, qerr, aerr error) {
 	}
 	if qerr != nil {
 		p.NativeQueue = engine.QueueUnknown
-		uncertain(p, "clear_queue: "+qerr.Error())
+		p.Doubt("clear_queue: " + qerr.Error())
 		if item != nil {
 			item.Receipt = protocol.ReceiptDeliveryUnknown
 		}
@@ -107,22 +107,22 @@ func (c *Conn) conclude(p *engine.TurnProof, q QueueState, qerr, aerr error) {
 			item.Unconsumed = true
 		case len(ambiguous) > 0:
 			item.Receipt = protocol.ReceiptDeliveryUnknown
-			uncertain(p, "clear_queue returned the item's text ambiguously")
+			p.Doubt("clear_queue returned the item's text ambiguously")
 		}
 	}
 	if aerr != nil {
-		uncertain(p, "abort: "+aerr.Error())
+		p.Doubt("abort: " + aerr.Error())
 	} else {
 		p.AbortAcknowledged = true
 	}
 	if s != nil && s.Receipt == engine.ReceiptPending {
 		// The prompt's own response never came: nobody can say.
 		s.Receipt = protocol.ReceiptDeliveryUnknown
-		uncertain(p, "prompt response missing at interrupt")
+		p.Doubt("prompt response missing at interrupt")
 	}
 	p.Effects = c.tr.effects()
 	if c.tr.uncertain {
-		uncertain(p, "binding uncertain")
+		p.Doubt("binding uncertain")
 	}
 	if s != nil {
 		d := *s
@@ -131,9 +131,4 @@ func (c *Conn) conclude(p *engine.TurnProof, q QueueState, qerr, aerr error) {
 			c.tr.release()
 		}
 	}
-}
-
-func uncertain(p *engine.TurnProof, reason string) {
-	p.Uncertain = true
-	p.Reasons = append(p.Reasons, reason)
 }
