@@ -8,7 +8,6 @@ import (
 	"github.com/mosaic-agents/mosaic/audit"
 	"github.com/mosaic-agents/mosaic/claims"
 	"github.com/mosaic-agents/mosaic/conversations"
-	"github.com/mosaic-agents/mosaic/engine"
 	"github.com/mosaic-agents/mosaic/protocol"
 	"github.com/mosaic-agents/mosaic/scopes"
 )
@@ -27,11 +26,7 @@ import (
 // uncertain (claude.Conn), and the next recover's --resume checks the leaf.
 func (c *Controller) reattachClaude(ctx context.Context, claim *claims.Claim, h *scopes.Handle, n uint64, cv *conversations.Conversation) error {
 	execID := claim.Record().Execution
-	eng, err := c.engineOf(cv)
-	if err != nil {
-		return err
-	}
-	conn, err := eng.Open(h.Stdout, h.Stdin, c.reattachOptions(execID, n))
+	conn, err := c.openEngine(cv, h, c.reattachOptions(execID, n))
 	if err != nil {
 		return err
 	}
@@ -39,16 +34,12 @@ func (c *Controller) reattachClaude(ctx context.Context, claim *claims.Claim, h 
 	if err != nil {
 		return err
 	}
-	timeout := c.cfg.CommandTimeout
-	if timeout <= 0 {
-		timeout = engine.DefaultCommandTimeout
-	}
-	x := &execution{id: execID, handle: h, conn: conn, pins: claim.Record().Pins, engineName: "claude " + cv.Claude.Version,
+	x := &execution{id: execID, handle: h, conn: conn, pins: claim.Record().Pins, engineName: engineNameOf(cv),
 		stderr: c.readStderr(execID, h), kept: true}
 	go c.watchDecisions(x, conn)
 	c.adoptReattached(claim, x)
 
-	r, skipped, err := rs.Resync(ctx, timeout)
+	r, skipped, err := rs.Resync(ctx, c.commandTimeout())
 	restart := &protocol.Restart{At: time.Now().UTC().Format(time.RFC3339Nano), Resume: n, SkippedBytes: skipped, RunInProgress: r.Running}
 	var head sessionHead
 	if err == nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/mosaic-agents/mosaic/engine/claude"
 	"github.com/mosaic-agents/mosaic/engine/pi"
 	"github.com/mosaic-agents/mosaic/protocol"
+	"github.com/mosaic-agents/mosaic/scopes"
 )
 
 // engineOf builds the conversation's engine, the seam the controller
@@ -46,6 +47,28 @@ func (c *Controller) driverOptions(execID string) engine.Options {
 	return engine.Options{Execution: execID,
 		CommandTimeout: c.cfg.CommandTimeout, AbortTimeout: c.cfg.AbortTimeout,
 		MaxLine: c.cfg.EngineMaxLine, LineLimit: c.cfg.EngineLineLimit}
+}
+
+// openEngine wraps a started engine's pipes in its Driver, built by the
+// conversation's own engine: a launch with driverOptions, a re-attach with
+// reattachOptions.
+func (c *Controller) openEngine(cv *conversations.Conversation, h *scopes.Handle, opts engine.Options) (engine.Driver, error) {
+	eng, err := c.engineOf(cv)
+	if err != nil {
+		return nil, err
+	}
+	return eng.Open(h.Stdout, h.Stdin, opts)
+}
+
+// engineNameOf is the engine the binding names for cv.
+func engineNameOf(cv *conversations.Conversation) string {
+	switch {
+	case cv.IsClaude():
+		return "claude " + cv.Claude.Version
+	case cv.Engine.Version == "":
+		return "pi (test engine)"
+	}
+	return "pi " + cv.Engine.Version
 }
 
 // reattachOptions are the Options of a re-attach, the nth resume of

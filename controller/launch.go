@@ -262,23 +262,13 @@ func (c *Controller) launch(ctx context.Context, head sessionHead, keys claims.K
 		return fmt.Errorf("launch execution %s: %w", execID, err)
 	}
 	co := h.Cohort
-	var conn engineConn
-	eng, err := c.engineOf(cv)
-	if err == nil {
-		conn, err = eng.Open(h.Stdout, h.Stdin, c.driverOptions(execID))
-	}
+	conn, err := c.openEngine(cv, h, c.driverOptions(execID))
 	if err != nil {
 		c.readStderr(execID, h)
 		c.setUncertain("engine connection: " + err.Error())
 		return err
 	}
-	x := &execution{id: execID, handle: h, conn: conn, pins: pins, engineName: "pi " + cv.Engine.Version, stderr: c.readStderr(execID, h)}
-	switch {
-	case cv.IsClaude():
-		x.engineName = "claude " + cv.Claude.Version
-	case cv.Engine.Version == "":
-		x.engineName = "pi (test engine)"
-	}
+	x := &execution{id: execID, handle: h, conn: conn, pins: pins, engineName: engineNameOf(cv), stderr: c.readStderr(execID, h)}
 	c.bus.reset(execID)
 	c.mu.Lock()
 	c.st.exec = x

@@ -211,11 +211,7 @@ func (c *Controller) reattach(ctx context.Context, claim *claims.Claim, h *scope
 	if cv.IsClaude() {
 		return c.reattachClaude(ctx, claim, h, n, cv)
 	}
-	eng, err := c.engineOf(cv)
-	if err != nil {
-		return err
-	}
-	conn, err := eng.Open(h.Stdout, h.Stdin, c.reattachOptions(execID, n))
+	conn, err := c.openEngine(cv, h, c.reattachOptions(execID, n))
 	if err != nil {
 		return err
 	}
@@ -223,11 +219,8 @@ func (c *Controller) reattach(ctx context.Context, claim *claims.Claim, h *scope
 	if err != nil {
 		return err
 	}
-	x := &execution{id: execID, handle: h, conn: conn, pins: rec.Pins, engineName: "pi " + cv.Engine.Version,
+	x := &execution{id: execID, handle: h, conn: conn, pins: rec.Pins, engineName: engineNameOf(cv),
 		stderr: c.readStderr(execID, h), kept: true}
-	if cv.Engine.Version == "" {
-		x.engineName = "pi (test engine)"
-	}
 	c.adoptReattached(claim, x)
 
 	head, err := readSessionHead(c.cfg.Conversation.Session)

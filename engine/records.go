@@ -79,6 +79,13 @@ type TurnProof struct {
 	Reasons []string `json:"reasons,omitempty"`
 }
 
+// NewTurnProof is the proof an adapter's interrupt starts from: the list
+// fields empty, not absent, so a proof always encodes them.
+func NewTurnProof(stopRef, execution string) TurnProof {
+	return TurnProof{StopRef: stopRef, Execution: execution,
+		ItemsMatched: []QueuedText{}, External: []QueuedText{}, Ambiguous: []QueuedText{}}
+}
+
 // Doubt marks the proof uncertain for reason: an adapter's interrupt
 // adds one reason for each thing it could not observe.
 func (p *TurnProof) Doubt(reason string) {

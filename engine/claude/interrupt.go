@@ -21,10 +21,7 @@ import (
 // leaves the proof uncertain. An uncertain proof keeps the slot and the
 // fence: force stop is the way out.
 func (c *Conn) Interrupt(ctx context.Context, stopRef string) (engine.TurnProof, error) {
-	proof := engine.TurnProof{
-		StopRef: stopRef, Execution: c.opts.Execution,
-		ItemsMatched: []engine.QueuedText{}, External: []engine.QueuedText{}, Ambiguous: []engine.QueuedText{},
-	}
+	proof := engine.NewTurnProof(stopRef, c.opts.Execution)
 	c.mu.Lock()
 	if c.tr.stopping {
 		c.mu.Unlock()

@@ -22,10 +22,7 @@ var errAbortSkipped = errors.New("abort not sent: the native queue state is unkn
 // is uncertain and the fence stays. Otherwise the fence lifts only when
 // the proof is certain.
 func (c *Conn) Interrupt(ctx context.Context, stopRef string) (engine.TurnProof, error) {
-	proof := engine.TurnProof{
-		StopRef: stopRef, Execution: c.opts.Execution,
-		ItemsMatched: []engine.QueuedText{}, External: []engine.QueuedText{}, Ambiguous: []engine.QueuedText{},
-	}
+	proof := engine.NewTurnProof(stopRef, c.opts.Execution)
 	c.mu.Lock()
 	if c.tr.stopping {
 		c.mu.Unlock()
