@@ -123,10 +123,12 @@ fuzz:
 # Benchmarks print ratios against a baseline measured in the same run.
 # Benchmarks, then the one summary table of the performance goals
 # (contrib/benchtable). A missed goal is reported, not fatal: the exit
-# status is the benchmarks' own, non-zero only when one broke.
+# status is the benchmarks' own, non-zero only when one broke. One package
+# at a time (-p 1): two packages' benchmarks on the same CPUs would each
+# measure the other.
 bench: build pi
 	rc=0; MOSAIC_PI=$$(bash contrib/pi/install.sh $(PI_DIR)) \
-		$(GO) test -run '^$$' -bench . -benchtime 2x -exec $(SANDBOX) ./... 2>&1 | tee .build/bench.out || rc=$$?; \
+		$(GO) test -p 1 -run '^$$' -bench . -benchtime 2x -exec $(SANDBOX) ./... 2>&1 | tee .build/bench.out || rc=$$?; \
 	$(GO) run ./contrib/benchtable .build/bench.out; exit $$rc
 
 clean:

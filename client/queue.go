@@ -1,6 +1,9 @@
 package client
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // queue carries updates from the read loop to Updates without ever
 // blocking the read loop: replies must reach their waiters even while
@@ -12,8 +15,10 @@ type queue struct {
 	out chan Update
 
 	mu       sync.Mutex
-	items    []Update
-	events   int // events in items
+	items    chain
+	events   int          // events in items
+	held     atomic.Int64 // events the pump took from items and has not sent yet
+	pumping  bool         // the pump holds a batch: a push must not overtake it
 	limit    int
 	dropping bool          // lost place: events are dropped until an observed
 	closed   bool          // no more pushes; out closes once items are delivered
@@ -32,7 +37,9 @@ func newQueue(limit int) *queue {
 		wake: make(chan struct{}, 1), quitc: make(chan struct{})}
 }
 
-// push appends u, or drops it if it is an event past the bound.
+// push appends u, or drops it if it is an event past the bound. When
+// nothing is waiting before u it goes straight into out if there is room:
+// a reader that keeps up then costs no hand-off through the pump.
 func (q *queue) push(u Update) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -42,15 +49,25 @@ func (q *queue) push(u Update) {
 	switch {
 	case u.Event != nil && q.dropping:
 		return
-	case u.Event != nil && q.events+len(q.out) >= q.limit:
+	case u.Event != nil && q.events+int(q.held.Load())+len(q.out) >= q.limit:
 		q.dropping = true
 		u = lostPlace(u.Event.Seq)
-	case u.Event != nil:
-		q.events++
 	case u.Observed != nil:
 		q.dropping = false
 	}
-	q.items = append(q.items, u)
+	if q.items.empty() && !q.pumping {
+		// Never blocks, and out cannot be closed under q.mu: the pump
+		// closes it only after it saw closed or stopped here.
+		select {
+		case q.out <- u:
+			return
+		default:
+		}
+	}
+	if u.Event != nil {
+		q.events++
+	}
+	q.items.add(u)
 	q.signal()
 }
 
@@ -67,7 +84,7 @@ func (q *queue) quit() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if !q.stopped {
-		q.closed, q.stopped, q.items = true, true, nil
+		q.closed, q.stopped, q.items = true, true, chain{}
 		close(q.quitc)
 	}
 }
@@ -80,7 +97,9 @@ func (q *queue) signal() {
 }
 
 // pump delivers items to out in order until the queue is closed and empty
-// or quit. It is the only goroutine that sends on or closes out; after a
+// or quit. It takes everything waiting in one batch (one lock, and the
+// slices swap instead of growing) and is, with a push that finds nothing
+// waiting, the only sender on out and the only one to close it; after a
 // quit it empties out's buffer first, so what was not read is discarded.
 func (q *queue) pump() {
 	defer func() {
@@ -96,11 +115,12 @@ func (q *queue) pump() {
 	}()
 	for {
 		q.mu.Lock()
-		if q.stopped || (q.closed && len(q.items) == 0) {
+		if q.stopped || (q.closed && q.items.empty()) {
 			q.mu.Unlock()
 			return
 		}
-		if len(q.items) == 0 {
+		if q.items.empty() {
+			q.pumping = false
 			q.mu.Unlock()
 			select {
 			case <-q.wake:
@@ -108,18 +128,81 @@ func (q *queue) pump() {
 			}
 			continue
 		}
-		u := q.items[0]
-		q.items[0] = Update{}
-		q.items = q.items[1:]
-		if u.Event != nil {
-			q.events--
-		}
+		batch := q.items.take()
+		q.held.Store(int64(q.events))
+		q.events = 0
+		q.pumping = true
 		q.mu.Unlock()
-		select {
-		case q.out <- u:
-		case <-q.quitc:
-			return
+		for b := batch; b != nil; b = b.next {
+			for i := range b.n {
+				select {
+				case q.out <- b.u[i]:
+				case <-q.quitc:
+					return
+				}
+				if b.u[i].Event != nil {
+					q.held.Add(-1)
+				}
+				b.u[i] = Update{}
+			}
 		}
+		q.mu.Lock()
+		q.items.recycle(batch)
+		q.mu.Unlock()
+	}
+}
+
+// runLen is how many updates one block of a chain holds.
+const runLen = 64
+
+// run is one block of a chain.
+type run struct {
+	u    [runLen]Update
+	n    int
+	next *run
+}
+
+// chain is the updates waiting for the pump, oldest first, in blocks: a
+// backlog grows a block at a time and nothing already queued is copied
+// (an Update is some 170 bytes, most of them pointers).
+type chain struct {
+	head, tail *run
+	free       *run // one emptied block kept for the next backlog
+}
+
+func (c *chain) empty() bool { return c.head == nil }
+
+func (c *chain) add(u Update) {
+	if c.tail == nil || c.tail.n == runLen {
+		b := c.free
+		if b != nil {
+			c.free = nil
+		} else {
+			b = new(run)
+		}
+		if c.tail == nil {
+			c.head = b
+		} else {
+			c.tail.next = b
+		}
+		c.tail = b
+	}
+	c.tail.u[c.tail.n] = u
+	c.tail.n++
+}
+
+// take empties the chain and returns its blocks.
+func (c *chain) take() *run {
+	h := c.head
+	c.head, c.tail = nil, nil
+	return h
+}
+
+// recycle keeps one of the sent (and cleared) blocks for reuse.
+func (c *chain) recycle(sent *run) {
+	if c.free == nil && sent != nil {
+		sent.n, sent.next = 0, nil
+		c.free = sent
 	}
 }
 

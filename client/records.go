@@ -19,7 +19,9 @@ var ErrProtocol = errors.New("conversation protocol violation")
 // only Record and Raw, so a newer server's additions pass through.
 type Update struct {
 	Record string
-	// Raw is the line as received, without its LF.
+	// Raw is the line as received, without its LF. A short line shares a
+	// block of memory with its neighbours on the stream (at most
+	// rawBlock bytes), so keeping Raw keeps that block.
 	Raw []byte
 
 	Event        *protocol.Event
@@ -88,7 +90,7 @@ func decodeRecord(line []byte) (Update, error) {
 // the flat shape the controller writes is validated and decoded in one
 // pass (lineDecoder.event), every other line the full way.
 func (d *lineDecoder) decode(line []byte) (Update, error) {
-	u := Update{Raw: append([]byte(nil), line...)}
+	u := Update{Raw: d.raw.copy(line)}
 	if ev, ok := d.event(u.Raw); ok {
 		u.Record, u.Event = protocol.RecordEvent, ev
 		return u, nil
