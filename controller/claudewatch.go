@@ -70,11 +70,13 @@ func checkTranscript(prev, now *hclaude.Transcript, sent func(string) bool, pinn
 // watchClaude is watchSession for a Claude transcript (W10 and K8 after
 // the first resumed prompt): each time the file changes it is read again
 // (only the file the binding names, history/claude's safe open) and
-// checked with checkTranscript; a file replaced (another inode), shortened
-// or no longer readable is a foreign write too. The whole file is read at
-// every change (the CLI writes whole lines at message ends, not per
-// delta), bounded by the reader's size limit. resumed says the launch
-// used --resume, so pinned must be continued by the first prompt.
+// checked with checkTranscript; a file replaced (another inode), shortened,
+// rewritten or no longer readable is a foreign write too. At each change
+// only the appended lines are parsed; the bytes read before are hashed
+// again and must be unchanged (hclaude.Follow), so an engine that keeps
+// rewriting its transcript costs one hash of it per poll, bounded by the
+// reader's size limit. resumed says the launch used --resume, so pinned
+// must be continued by the first prompt.
 //
 // A re-attached controller does not know the uuids the previous one sent:
 // a prompt line the CLI writes after the restart for a prompt sent before
@@ -137,7 +139,7 @@ func (c *Controller) watchClaude(x *execution, pinned string, resumed bool) {
 				continue
 			}
 		}
-		now, err := hclaude.Read(ref)
+		now, err := hclaude.Follow(prev)
 		if err != nil {
 			c.foreign(x, "the transcript can no longer be vouched for ("+protocol.CodeOf(err)+"): "+err.Error(), "")
 			return

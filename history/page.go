@@ -76,14 +76,14 @@ func (s *Snapshot) Page(branch string, from int) (Page, error) {
 // another branch. Anything else refuses source-replaced (reconcile).
 func (s *Snapshot) Next(c Cursor) (Page, error) {
 	if !s.descends(c) {
-		return Page{}, replaced(s.path, "the cursor's snapshot is not a prefix of this one")
+		return Page{}, Replaced(s.path, "the cursor's snapshot is not a prefix of this one")
 	}
 	all, ok := s.branchParts(c.Branch, max(c.Next, 0)+MaxPageParts+1)
 	if !ok {
-		return Page{}, replaced(s.path, "branch "+cut(c.Branch)+" is gone")
+		return Page{}, Replaced(s.path, "branch "+cut(c.Branch)+" is gone")
 	}
 	if len(all) < c.Next || partsDigest(all[:c.Next]) != c.Parts {
-		return Page{}, replaced(s.path, "the earlier parts of branch "+cut(c.Branch)+" changed")
+		return Page{}, Replaced(s.path, "the earlier parts of branch "+cut(c.Branch)+" changed")
 	}
 	return s.page(c.Branch, all, c.Next)
 }

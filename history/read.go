@@ -60,17 +60,17 @@ func load(path string, prev *Snapshot, opts Options) (*Snapshot, error) {
 	}
 	if src == nil {
 		if prev != nil {
-			return nil, replaced(path, "the session file is gone")
+			return nil, Replaced(path, "the session file is gone")
 		}
 		return newConversation(path), nil
 	}
 	defer src.f.Close()
 	if prev != nil {
 		if src.dev != prev.dev || src.ino != prev.ino {
-			return nil, replaced(path, "the session file is another file now")
+			return nil, Replaced(path, "the session file is another file now")
 		}
 		if src.size < prev.size {
-			return nil, replaced(path, "the session file is shorter")
+			return nil, Replaced(path, "the session file is shorter")
 		}
 	}
 	s, err := scan(path, src, prev, opts.max(), opts.Project)
@@ -86,7 +86,9 @@ func load(path string, prev *Snapshot, opts Options) (*Snapshot, error) {
 	return s, nil
 }
 
-func replaced(path, why string) *protocol.Refusal {
+// Replaced is the source-replaced refusal, with reconcile: the file read
+// before is not the file now, so nothing read from it can be trusted.
+func Replaced(path, why string) *protocol.Refusal {
 	r := protocol.Refuse(protocol.CodeSourceReplaced, "%s: %s", path, why)
 	r.Reconcile = true
 	return r
@@ -210,20 +212,20 @@ func samePrefix(path string, f *os.File, prev *Snapshot) error {
 		got, err := f.ReadAt(buf[:n], off)
 		if got < n {
 			if err == nil || errors.Is(err, io.EOF) {
-				return replaced(path, "the session file is shorter")
+				return Replaced(path, "the session file is shorter")
 			}
 			return protocol.Wrap(protocol.CodeUnreadable, err, "read session file %s", path)
 		}
 		for b := buf[:n]; len(b) > 0; {
 			for len(kept) == 0 {
 				if len(chunks) == 0 {
-					return replaced(path, "the snapshot followed does not hold its own bytes")
+					return Replaced(path, "the snapshot followed does not hold its own bytes")
 				}
 				kept, chunks = chunks[0], chunks[1:]
 			}
 			k := min(len(b), len(kept))
 			if !bytes.Equal(b[:k], kept[:k]) {
-				return replaced(path, "the session file was rewritten in place")
+				return Replaced(path, "the session file was rewritten in place")
 			}
 			b, kept = b[k:], kept[k:]
 		}

@@ -2,11 +2,16 @@ package claude
 
 import (
 	"bufio"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"hash"
+	"io"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 
 	"github.com/mosaic-agents/mosaic/engine"
 	"github.com/mosaic-agents/mosaic/history"
@@ -93,6 +98,14 @@ type Transcript struct {
 	Bookkeeping int
 	// LastPromptLeaf is the last last-prompt line's leafUuid (a hint).
 	LastPromptLeaf string
+
+	// What the read covered, for Follow: the file, its first size bytes
+	// (lines lines, the last one without LF when partial) and their digest.
+	dev, ino uint64
+	size     int64
+	lines    int
+	partial  bool
+	digest   []byte
 }
 
 var _ engine.History = (*Transcript)(nil)
@@ -135,17 +148,66 @@ func Read(ref Ref) (*Transcript, error) {
 		return t, nil
 	}
 	defer f.Close()
-	sc := bufio.NewScanner(f)
+	if err := t.identify(f); err != nil {
+		return nil, err
+	}
+	return t, t.scan(f, sha256.New())
+}
+
+// scan parses the lines of f from its offset on (t.size, line t.lines+1),
+// feeding every byte to h, which holds the digest of the bytes before
+// them, and records where the read ended and what it covered. It reads at
+// most up to the history reader's size limit.
+func (t *Transcript) scan(f *os.File, h hash.Hash) error {
+	r := &tally{r: io.LimitReader(f, history.DefaultMaxSize+1-t.size), h: h}
+	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), MaxLine)
-	for n := 1; sc.Scan(); n++ {
-		if err := t.add(sc.Bytes(), n); err != nil {
-			return nil, err
+	for sc.Scan() {
+		t.lines++
+		if err := t.add(sc.Bytes(), t.lines); err != nil {
+			return err
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return nil, protocol.Wrap(protocol.CodeUnreadable, err, "read claude transcript %s", path)
+		return protocol.Wrap(protocol.CodeUnreadable, err, "read claude transcript %s", t.path)
 	}
-	return t, nil
+	t.size += r.n
+	if t.size > history.DefaultMaxSize {
+		return protocol.Refuse(protocol.CodeTooLarge, "claude transcript %s grew over %d bytes", t.path, history.DefaultMaxSize)
+	}
+	t.partial = r.n > 0 && r.last != '\n'
+	t.digest = h.Sum(nil)
+	return nil
+}
+
+// identify records which file f is, so a follow can tell it was replaced.
+func (t *Transcript) identify(f *os.File) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return protocol.Wrap(protocol.CodeUnreadable, err, "stat claude transcript %s", t.path)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		t.dev, t.ino = uint64(st.Dev), st.Ino
+	}
+	return nil
+}
+
+// tally counts and hashes what a scan reads, and keeps its last byte.
+type tally struct {
+	r    io.Reader
+	h    hash.Hash
+	n    int64
+	last byte
+}
+
+func (t *tally) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	if n > 0 {
+		t.h.Write(p[:n])
+		t.n += int64(n)
+		t.last = p[n-1]
+	}
+	return n, err
 }
 
 func (t *Transcript) add(b []byte, n int) error {
