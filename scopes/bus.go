@@ -118,3 +118,50 @@ func (b bus) controlGroup(ctx context.Context, unit string) (string, error) {
 func (b bus) resetFailed(ctx context.Context, unit string) error {
 	return b.do(ctx, func(c *sddbus.Conn) error { return c.ResetFailedUnitContext(ctx, unit) })
 }
+
+// unitStateNow reads the same UnitState as unitState in one round trip to
+// the manager instead of two: the Scope's Result is asked for while GetAll
+// of the Unit interface is in flight, not after its answer. As in
+// unitState, the Unit's properties come from one message, so they are one
+// moment's (the invocation id with its active state), and the Result from
+// another. A stop asks this on its critical path up to three times. A unit
+// not loaded (collected, read back as not-found) has no Result; its error,
+// if any, is ignored, and Result stays "" as unitState leaves it.
+func (b bus) unitStateNow(ctx context.Context, unit string) (UnitState, error) {
+	var st UnitState
+	err := b.do(ctx, func(c *sddbus.Conn) error {
+		type answer struct {
+			v   dbus.Variant
+			err error
+		}
+		result := make(chan answer, 1)
+		go func() {
+			p, err := c.GetUnitTypePropertyContext(ctx, unit, "Scope", "Result")
+			if err != nil {
+				result <- answer{err: err}
+				return
+			}
+			result <- answer{v: p.Value}
+		}()
+		props, err := c.GetUnitPropertiesContext(ctx, unit)
+		res := <-result
+		if err != nil {
+			return err
+		}
+		st.LoadState, _ = props["LoadState"].(string)
+		st.ActiveState, _ = props["ActiveState"].(string)
+		st.SubState, _ = props["SubState"].(string)
+		if id, ok := props["InvocationID"].([]byte); ok && len(id) > 0 {
+			st.InvocationID = hex.EncodeToString(id)
+		}
+		if st.LoadState == "not-found" {
+			return nil
+		}
+		if res.err != nil {
+			return res.err
+		}
+		st.Result, _ = res.v.Value().(string)
+		return nil
+	})
+	return st, err
+}

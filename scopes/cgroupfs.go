@@ -265,29 +265,35 @@ func (c *cgroupFS) procs(cgroup string) ([]int, error) {
 	return pids, nil
 }
 
-// waitEvents re-reads cgroup.events until cond holds or the deadline
-// passes, sleeping on an inotify watch of the file between reads (the file
-// is watched through its O_PATH descriptor, so the watch is on the file that
-// was opened beneath the mount). It returns the last events read; an error
-// means the file could not be read (absent).
+// waitEvents reads cgroup.events until cond holds or the deadline passes,
+// reading before it waits and sleeping between reads in poll(2) on the
+// file itself, opened beneath the mount. kernfs wakes a poller with
+// POLLPRI on every change of the file (cgroup_file_notify, then
+// kernfs_notify) directly, where an inotify watch is told through a
+// workqueue, and closing an inotify instance waits for an SRCU grace
+// period (fsnotify_destroy_group): milliseconds on a loaded machine, paid
+// by every wait, even one whose first read already satisfied it. It
+// returns the last events read; an error means the file could not be read
+// (absent).
 func (c *cgroupFS) waitEvents(cgroup string, deadline time.Time, cond func(cgEvents) bool) (cgEvents, bool, error) {
-	in, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
-	if err != nil {
-		return cgEvents{}, false, fmt.Errorf("inotify: %w", err)
-	}
-	defer unix.Close(in)
-	pfd, err := c.open(cgroup, "cgroup.events", unix.O_PATH)
+	fd, err := c.open(cgroup, "cgroup.events", unix.O_RDONLY)
 	if err != nil {
 		return cgEvents{}, false, err
 	}
-	_, err = unix.InotifyAddWatch(in, "/proc/self/fd/"+strconv.Itoa(pfd), unix.IN_MODIFY|unix.IN_DELETE_SELF)
-	unix.Close(pfd)
-	if err != nil {
-		return cgEvents{}, false, classify(path.Join(c.mount, cgroup, "cgroup.events"), "inotify_add_watch", err)
-	}
-	buf := make([]byte, 4096)
+	defer unix.Close(fd)
+	p := path.Join(c.mount, cgroup, "cgroup.events")
+	buf := make([]byte, 512)
 	for {
-		ev, err := c.events(cgroup)
+		// A read at offset 0 restarts the seq file, and re-arms POLLPRI
+		// (kernfs notes the event count it showed).
+		n, err := unix.Pread(fd, buf, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return cgEvents{}, false, classify(p, "read", err)
+		}
+		ev, err := parseEvents(buf[:n])
 		if err != nil {
 			return ev, false, err
 		}
@@ -299,16 +305,13 @@ func (c *cgroupFS) waitEvents(cgroup string, deadline time.Time, cond func(cgEve
 			return ev, false, nil
 		}
 		// Re-read at least every 50 ms: the kernel rate-limits
-		// cgroup.events notifications, and a missed one must not stall us.
+		// cgroup.events notifications (one per 10 ms per file, the rest
+		// deferred to a timer), and a missed one, or a removal, must not
+		// stall us.
 		ms := min(left, 50*time.Millisecond).Milliseconds() + 1
-		fds := []unix.PollFd{{Fd: int32(in), Events: unix.POLLIN}}
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLPRI}}
 		if _, err := unix.Poll(fds, int(ms)); err != nil && err != unix.EINTR {
-			return ev, false, fmt.Errorf("poll inotify: %w", err)
-		}
-		for {
-			if _, err := unix.Read(in, buf); err != nil {
-				break
-			}
+			return ev, false, fmt.Errorf("poll %s: %w", p, err)
 		}
 	}
 }

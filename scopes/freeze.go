@@ -41,7 +41,11 @@ func (k *killPhase) freezeKill(ctx context.Context) (ms []*member, err error) {
 }
 
 // awaitFrozen waits for cgroup.events to report frozen 1: until then a
-// member can still fork, and the enumeration would not be complete.
+// member can still fork, and the enumeration would not be complete. After
+// a TERM phase that emptied the cgroup the wait is one read: the write
+// itself sets frozen 1 on a cgroup without tasks (cgroup_do_freeze updates
+// its state at once), and waitEvents reads before it waits. The read
+// stays, since it is what shows the freeze took.
 func (k *killPhase) awaitFrozen() error {
 	cg := k.h.Cohort.Cgroup
 	_, frozen, err := k.fs.waitEvents(cg, k.dl, func(e cgEvents) bool { return e.Frozen == 1 })
@@ -97,9 +101,13 @@ func (h *Handle) enumerate(fs *cgroupFS, cg string) ([]*member, bool, []string) 
 			notes = append(notes, "enumeration failed: "+err.Error())
 			return h.term, false, notes
 		}
+		// Pinned in parallel, as in the TERM phase: one member's system
+		// calls need nothing of another's, and the cgroup is frozen.
+		pinned := make([]pinResult, len(pids))
+		inParallel(len(pids), func(i int) { pinned[i].m, pinned[i].err = openMember(pids[i], 0, cg) })
 		clean := true
-		for _, pid := range pids {
-			m, err := openMember(pid, 0, cg)
+		for _, p := range pinned {
+			m, err := p.m, p.err
 			if err != nil {
 				notes = append(notes, "enumeration: "+err.Error())
 				clean = false

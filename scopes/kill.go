@@ -122,7 +122,21 @@ func (k *killPhase) identify(ctx context.Context) (UnitState, error) {
 	}
 	// The cgroup path is only this cohort's while the unit is the same
 	// invocation; otherwise it is absent for us, and never touched.
-	st, err := h.m.bus.unitState(ctx, c.Unit)
+	//
+	// The TERM phase asked the same a moment before, and this question is
+	// not sent while its wait for populated 0 runs, though that would save
+	// the round trip: the answer must postdate the grace. During it our
+	// invocation can end (`systemctl --user stop`, the unit failing, the
+	// user manager going away) and a new one take the name, and, if a
+	// process outlived the stop in the engine cgroup, the very cgroup with
+	// its recorded id (TestRemovedIdentity); an earlier answer would let
+	// the freeze and cgroup.kill below reach the new invocation's
+	// processes while the proof names ours. The anchor's liveness would
+	// rule most of that out (a scope's invocation cannot end while its
+	// anchor lives, short of the anchor outliving SIGKILL for the stop
+	// timeout), but a Reattach handle does not reap the anchor, so the
+	// round trip stays, made one (unitStateNow).
+	st, err := h.m.bus.unitStateNow(ctx, c.Unit)
 	if err != nil {
 		return st, fmt.Errorf("unit %s: state unreadable, so its cgroup cannot be tied to invocation %s: %w", c.Unit, c.InvocationID, err)
 	}
@@ -190,9 +204,16 @@ func (h *Handle) releaseScope(ctx context.Context, fs *cgroupFS, dl time.Time) (
 	if err := fs.write(c.ScopeCgroup, "cgroup.kill", "1"); err != nil && !errors.Is(err, ErrCgroupAbsent) {
 		return UnitState{}, fmt.Errorf("release scope: %w", err)
 	}
+	// The unit cannot go inactive before the scope's cgroup is empty, and
+	// the manager learns that from the same cgroup.events: wait for the
+	// kernel's word first (cheap, no round trip), then ask the manager,
+	// instead of asking it again and again while the anchor dies. The
+	// wait decides nothing: an unreadable file (the scope already
+	// removed) or the deadline leaves it to the manager's answer below.
+	_, _, _ = fs.waitEvents(c.ScopeCgroup, dl, func(e cgEvents) bool { return e.Populated == 0 })
 	wait := time.Millisecond
 	for {
-		st, err := h.m.bus.unitState(ctx, c.Unit)
+		st, err := h.m.bus.unitStateNow(ctx, c.Unit)
 		if err == nil && (st.inactive() || (st.InvocationID != "" && st.InvocationID != c.InvocationID)) {
 			if st.InvocationID != "" && st.InvocationID != c.InvocationID {
 				// A new invocation took the name: ours is gone.

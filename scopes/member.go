@@ -84,48 +84,109 @@ func (m *member) signal(sig unix.Signal) error {
 	return unix.PidfdSendSignal(m.fd, sig, nil, 0)
 }
 
-// waitDeaths polls the members' pidfds until every one is readable (the
-// process exited) or the deadline passes, recording each death's
-// CLOCK_BOOTTIME time when it is seen. A deadline in the past makes one
-// non-blocking pass. It returns the members still alive.
+// waitDeaths waits until every member's pidfd is readable (the process
+// exited) or the deadline passes, recording each death's CLOCK_BOOTTIME
+// time when it is seen. A deadline in the past makes one non-blocking
+// pass. It returns the members still alive (a member whose pidfd is
+// closed is not waited for).
+//
+// One poll(2) pass takes the deaths already there (all of them after a
+// TERM phase that emptied the cgroup); the rest are watched with epoll,
+// each pidfd registered once (EPOLLONESHOT, so a death is reported once),
+// where a poll(2) loop registers every pending pidfd again on each
+// wake-up, and the deaths of a 200-member kill wake it tens of times.
 func waitDeaths(ms []*member, deadline time.Time) []*member {
-	for {
-		var pending []*member
-		var fds []unix.PollFd
-		for _, m := range ms {
-			if !m.Died && m.fd >= 0 {
-				pending = append(pending, m)
-				fds = append(fds, unix.PollFd{Fd: int32(m.fd), Events: unix.POLLIN})
+	pending := unobserved(ms)
+	if len(pending) == 0 {
+		return nil
+	}
+	if !pollDeaths(pending) {
+		return pending
+	}
+	pending = unobserved(pending)
+	if len(pending) == 0 || !time.Now().Before(deadline) {
+		return pending
+	}
+	ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return pending
+	}
+	defer unix.Close(ep)
+	for i, m := range pending {
+		ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLONESHOT, Fd: int32(i)}
+		if err := unix.EpollCtl(ep, unix.EPOLL_CTL_ADD, m.fd, &ev); err != nil {
+			return pending
+		}
+	}
+	left := len(pending)
+	evs := make([]unix.EpollEvent, 64)
+	for left > 0 {
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			break
+		}
+		n, err := unix.EpollWait(ep, evs, int(min(wait, time.Second).Milliseconds())+1)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			break
+		}
+		now := procfs.BoottimeNanos()
+		for _, e := range evs[:n] {
+			m := pending[e.Fd]
+			if e.Events&(unix.EPOLLIN|unix.EPOLLHUP) == 0 {
+				// Not a death: watch it again.
+				ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLONESHOT, Fd: e.Fd}
+				if err := unix.EpollCtl(ep, unix.EPOLL_CTL_MOD, m.fd, &ev); err != nil {
+					return unobserved(pending)
+				}
+				continue
+			}
+			if !m.Died {
+				m.Died, m.DiedAt = true, now
+				left--
 			}
 		}
-		if len(pending) == 0 {
-			return nil
+	}
+	return unobserved(pending)
+}
+
+// unobserved is the members whose death is not observed yet and whose
+// pidfd is open.
+func unobserved(ms []*member) []*member {
+	var out []*member
+	for _, m := range ms {
+		if !m.Died && m.fd >= 0 {
+			out = append(out, m)
 		}
-		timeout := 0
-		if left := time.Until(deadline); left > 0 {
-			timeout = int(min(left, time.Second).Milliseconds()) + 1
+	}
+	return out
+}
+
+// pollDeaths makes one non-blocking poll(2) pass over the members'
+// pidfds and records the deaths it sees; false if poll failed.
+func pollDeaths(ms []*member) bool {
+	fds := make([]unix.PollFd, len(ms))
+	for i, m := range ms {
+		fds[i] = unix.PollFd{Fd: int32(m.fd), Events: unix.POLLIN}
+	}
+	for {
+		n, err := unix.Poll(fds, 0)
+		if err == unix.EINTR {
+			continue
 		}
-		n, err := unix.Poll(fds, timeout)
-		if err != nil && err != unix.EINTR {
-			return pending
+		if err != nil {
+			return false
 		}
 		if n > 0 {
 			now := procfs.BoottimeNanos()
 			for i, f := range fds {
 				if f.Revents&(unix.POLLIN|unix.POLLHUP) != 0 {
-					pending[i].Died, pending[i].DiedAt = true, now
+					ms[i].Died, ms[i].DiedAt = true, now
 				}
 			}
-			continue
 		}
-		if timeout == 0 || !time.Now().Before(deadline) {
-			var alive []*member
-			for _, m := range pending {
-				if !m.Died {
-					alive = append(alive, m)
-				}
-			}
-			return alive
-		}
+		return true
 	}
 }

@@ -91,22 +91,29 @@ func pinAll(pids []int, c *Cohort) []pinResult {
 		}
 		out[i].m, out[i].err = openMember(pids[i], want, c.Cgroup)
 	}
-	if len(pids) < 2*pinWorkers {
-		for i := range pids {
-			pin(i)
+	inParallel(len(pids), pin)
+	return out
+}
+
+// inParallel calls fn(i) for each i < n on pinWorkers goroutines (inline
+// below 2*pinWorkers), each taking every pinWorkers-th index, and returns
+// when all are done.
+func inParallel(n int, fn func(i int)) {
+	if n < 2*pinWorkers {
+		for i := range n {
+			fn(i)
 		}
-		return out
+		return
 	}
 	var wg sync.WaitGroup
 	for w := range pinWorkers {
 		wg.Go(func() {
-			for i := w; i < len(pids); i += pinWorkers {
-				pin(i)
+			for i := w; i < n; i += pinWorkers {
+				fn(i)
 			}
 		})
 	}
 	wg.Wait()
-	return out
 }
 
 func closePinned(pinned []pinResult) {
