@@ -1,8 +1,10 @@
 package activation
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"net/netip"
@@ -10,6 +12,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // A loopback TCP connection carries no SO_PEERCRED, and its peer is
@@ -186,25 +190,48 @@ func eachHolder(inode uint64, f func(pid int) bool) error {
 	return nil
 }
 
-// holdsInode reports whether any descriptor of pid is socket:[inode].
+// holdsInode reports whether any descriptor of pid is socket:[inode]. The
+// links are read relative to the open fd directory into one buffer: an
+// engine that holds many descriptors makes every judgement read them all
+// (BenchmarkHoldsInode), and a path walk and two allocations per
+// descriptor add to the kernel's own cost of the link. The link is read,
+// never stat(2)ed: stat follows it into the file's filesystem, and a
+// descriptor on a FUSE file the agent serves could hold the judgement.
 func holdsInode(pid int, inode uint64) (bool, error) {
-	dir := "/proc/" + strconv.Itoa(pid) + "/fd"
-	f, err := os.Open(dir)
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/fd")
 	if err != nil {
 		return false, err
 	}
 	defer f.Close()
-	fds, err := f.Readdirnames(-1)
+	raw, err := f.SyscallConn()
 	if err != nil {
 		return false, err
 	}
-	target := "socket:[" + strconv.FormatUint(inode, 10) + "]"
-	for _, fd := range fds {
-		if l, err := os.Readlink(dir + "/" + fd); err == nil && l == target {
+	target := []byte("socket:[" + strconv.FormatUint(inode, 10) + "]")
+	buf := make([]byte, len(target)+1) // one more: a longer link is no match
+	for {
+		fds, err := f.Readdirnames(1024)
+		if len(fds) == 0 {
+			if errors.Is(err, io.EOF) {
+				return false, nil
+			}
+			return false, err
+		}
+		held := false
+		if cerr := raw.Control(func(dfd uintptr) {
+			for _, fd := range fds {
+				if n, err := unix.Readlinkat(int(dfd), fd, buf); err == nil && n == len(target) && bytes.Equal(buf[:n], target) {
+					held = true
+					return
+				}
+			}
+		}); cerr != nil {
+			return false, cerr
+		}
+		if held {
 			return true, nil
 		}
 	}
-	return false, nil
 }
 
 // addrPort is a's address unmapped (a v4 peer of a dual-stack listener is
