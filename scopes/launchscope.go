@@ -53,6 +53,9 @@ func (m *Manager) launchScope(ctx context.Context, spec Spec, name string, rel r
 		return nil, err
 	}
 	if err = l.startChildren(confined); err != nil {
+		if confined && l.anchor != nil && l.held == nil {
+			m.forgetProbe() // the kernel refused the held child's namespaces
+		}
 		return nil, err
 	}
 	if err = l.createScope(ctx); err != nil {
@@ -116,29 +119,19 @@ func planIf(confined bool, hide, keep []string) (*confinePlan, error) {
 
 // startChildren starts the anchor and the held child (parked, the engine
 // not yet run), and closes this process's copies of the child's pipe ends.
-// The two starts need nothing of each other, so they run at once: each is
-// a fork and an exec this process waits for, and Go lets forks overlap.
 func (l *scopeLaunch) startChildren(confined bool) error {
-	var anchorErr error
-	anchorDone := make(chan struct{})
-	go func() {
-		defer close(anchorDone)
-		l.anchor, l.anchorReady, anchorErr = startAnchor()
-	}()
-	held, heldErr := startHeld(l.spec.Dir, l.pipes.inR, l.pipes.outW, l.pipes.errW, confined)
-	<-anchorDone
-	l.held = held // undo takes back whichever started
-	if heldErr != nil {
-		if confined {
-			l.m.forgetProbe() // the kernel refused the held child's namespaces
-		}
-		return heldErr
+	anchor, ready, err := startAnchor()
+	if err != nil {
+		return err
 	}
-	if anchorErr != nil {
-		return anchorErr
+	l.anchor, l.anchorReady = anchor, ready
+	held, err := startHeld(l.spec.Dir, l.pipes.inR, l.pipes.outW, l.pipes.errW, confined)
+	if err != nil {
+		return err
 	}
+	l.held = held
 	l.pipes.closeChild()
-	l.cohort.AnchorPID, l.cohort.PID = l.anchor.Process.Pid, held.cmd.Process.Pid
+	l.cohort.AnchorPID, l.cohort.PID = anchor.Process.Pid, held.cmd.Process.Pid
 	return nil
 }
 
