@@ -379,6 +379,9 @@ func (m *Manager) confinementAvailable(ctx context.Context) (bool, string) {
 		m.probed, m.probedByMark = true, true
 		return true, ""
 	}
+	if err := m.faults.heldStart(true); err != nil {
+		return false, err.Error()
+	}
 	if _, err := ProbeConfinement(ctx); err != nil {
 		return false, err.Error()
 	}

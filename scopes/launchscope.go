@@ -52,10 +52,7 @@ func (m *Manager) launchScope(ctx context.Context, spec Spec, name string, rel r
 	if rel.Confine, err = planIf(confined, spec.Hide, spec.Keep); err != nil {
 		return nil, err
 	}
-	if err = l.startChildren(confined); err != nil {
-		if confined && l.anchor != nil && l.held == nil {
-			m.forgetProbe() // the kernel refused the held child's namespaces
-		}
+	if err = l.startChildren(ctx, confined, &rel, &why); err != nil {
 		return nil, err
 	}
 	if err = l.createScope(ctx); err != nil {
@@ -119,13 +116,25 @@ func planIf(confined bool, hide, keep []string) (*confinePlan, error) {
 
 // startChildren starts the anchor and the held child (parked, the engine
 // not yet run), and closes this process's copies of the child's pipe ends.
-func (l *scopeLaunch) startChildren(confined bool) error {
+// If the kernel refuses the held child's namespaces while the probe's mark
+// was the only evidence they work here, it decides as a Manager without
+// the mark does: by a probe of its own, whose failure starts the held
+// child unconfined, with the reason, in rel and why.
+func (l *scopeLaunch) startChildren(ctx context.Context, confined bool, rel *release, why *string) error {
 	anchor, ready, err := startAnchor()
 	if err != nil {
 		return err
 	}
 	l.anchor, l.anchorReady = anchor, ready
-	held, err := startHeld(l.spec.Dir, l.pipes.inR, l.pipes.outW, l.pipes.errW, confined)
+	held, err := l.startHeld(confined)
+	if err != nil && confined && l.m.forgetProbe() {
+		// No scope exists yet, so nothing is undone: the held child is
+		// started again, as the probe decides.
+		if ok, reason := l.m.confinementAvailable(ctx); !ok {
+			rel.Confine, *why = nil, reason
+			held, err = l.startHeld(false)
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -133,6 +142,14 @@ func (l *scopeLaunch) startChildren(confined bool) error {
 	l.pipes.closeChild()
 	l.cohort.AnchorPID, l.cohort.PID = anchor.Process.Pid, held.cmd.Process.Pid
 	return nil
+}
+
+// startHeld starts the held child on the launch's pipes.
+func (l *scopeLaunch) startHeld(confined bool) (*heldChild, error) {
+	if err := l.m.faults.heldStart(confined); err != nil {
+		return nil, err
+	}
+	return startHeld(l.spec.Dir, l.pipes.inR, l.pipes.outW, l.pipes.errW, confined)
 }
 
 // createScope creates the unit with both children in it and waits for its

@@ -19,10 +19,13 @@ import (
 // The mark only ever makes a launch try confinement; it can never make an
 // engine run unconfined, nor stand in for evidence: every confined launch
 // still sets its confinement up in its own held child and records what the
-// kernel shows of it before the engine runs. A forged or stale mark (the
-// host stopped allowing user namespaces after the probe) makes that
-// set-up fail, the launch fails (the engine never runs) and the mark is
-// removed, so the next launch probes again, as one without a mark does.
+// kernel shows of it before the engine runs. With a forged or stale mark
+// (the host stopped allowing user namespaces after the probe) the kernel
+// refuses the held child's namespaces: the mark is removed and the launch
+// probes, as one without a mark does, before any scope exists. If the
+// namespaces are made but the set-up inside them fails, the launch fails
+// (the engine never runs) and the mark is removed, so the next launch
+// probes again.
 // The directory is masked from every engine, and a failure is never
 // remembered, as in a Manager.
 
@@ -86,12 +89,15 @@ func unmarkProbed() {
 // forgetProbe is called when a confined launch's own set-up failed: the
 // host may have changed since the probe the mark remembers. Other
 // processes probe again, and so does this Manager if the mark was its only
-// evidence (a probe of its own is kept for its life, as before).
-func (m *Manager) forgetProbe() {
+// evidence (a probe of its own is kept for its life, as before), which it
+// reports.
+func (m *Manager) forgetProbe() bool {
 	unmarkProbed()
 	m.probeMu.Lock()
 	defer m.probeMu.Unlock()
-	if m.probedByMark {
+	byMark := m.probedByMark
+	if byMark {
 		m.probed, m.probedByMark = false, false
 	}
+	return byMark
 }

@@ -2,9 +2,12 @@ package scopes
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 )
 
 // TestProbeMark: a passed probe is remembered for this boot only, in a
@@ -60,4 +63,70 @@ func TestProbeMark(t *testing.T) {
 			t.Fatalf("marked %v, probed %v; want the mark gone and the Manager's probe kept", probeMarked(), m.probed)
 		}
 	})
+}
+
+// TestMarkedButRefused: with the probe's mark as its only evidence and
+// the kernel refusing the held child's namespaces, a launch decides as
+// one without a mark does, by a probe, before any scope exists: the probe
+// refused too, the engine runs unconfined with the probe's reason; the
+// probe passing, the launch fails, as one whose own set-up failed after a
+// passed probe, and the next launch is confined.
+func TestMarkedButRefused(t *testing.T) {
+	refused := errors.New("test: user namespaces refused")
+	for _, tc := range []struct {
+		name    string
+		refuses int // how many confined starts are refused (the launch's first, then the probe's)
+	}{{"probe refused too", 1 << 30}, {"probe passes", 1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := testManager(t)
+			t.Setenv("XDG_RUNTIME_DIR", t.TempDir())
+			markProbed()
+			calls := 0
+			m.faults.refuseHeld = func(confined bool) error {
+				if !confined {
+					return nil
+				}
+				calls++
+				if calls <= tc.refuses {
+					return refused
+				}
+				return nil
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			launch := func() (*Handle, error) {
+				conv, exe := ids(t)
+				h, err := m.Launch(ctx, Spec{Conversation: conv, Execution: exe, Argv: []string{"true"}, Stderr: os.Stderr})
+				if err == nil {
+					t.Cleanup(func() {
+						h.Abandon(context.Background())
+						h.Close()
+					})
+				}
+				return h, err
+			}
+			h, err := launch()
+			if tc.refuses > 1 {
+				if err != nil {
+					t.Fatalf("launch: %v; want it unconfined", err)
+				}
+				if c := h.Cohort.Confinement; c.Confined || !strings.Contains(c.Reason, refused.Error()) {
+					t.Fatalf("confinement %+v; want unconfined with the probe's reason", c)
+				}
+				if probeMarked() {
+					t.Fatal("the mark survived a refused probe")
+				}
+				return
+			}
+			if !errors.Is(err, refused) {
+				t.Fatalf("launch: %v; want the refusal (a probe passed)", err)
+			}
+			if calls != 2 || m.probedByMark || !m.probed {
+				t.Fatalf("%d confined starts, probed %v (by mark %v); want the launch's and the probe's, probed by this Manager", calls, m.probed, m.probedByMark)
+			}
+			if h, err = launch(); err != nil || !h.Cohort.Confinement.Confined {
+				t.Fatalf("next launch: %v, %+v; want it confined", err, h)
+			}
+		})
+	}
 }
