@@ -165,3 +165,23 @@ func (b bus) unitStateNow(ctx context.Context, unit string) (UnitState, error) {
 	})
 	return st, err
 }
+
+// invocationID reads the unit's InvocationID alone (32 lowercase hex, ""
+// if it has none): one Get, where unitState's GetAll carries every
+// property of the unit (about 300) and then asks for the Result as well.
+func (b bus) invocationID(ctx context.Context, unit string) (string, error) {
+	var id string
+	err := b.do(ctx, func(c *sddbus.Conn) error {
+		p, err := c.GetUnitPropertyContext(ctx, unit, "InvocationID")
+		if err != nil {
+			return err
+		}
+		raw, ok := p.Value.Value().([]byte)
+		if !ok {
+			return fmt.Errorf("InvocationID of %s: unexpected %s", unit, p.Value.Signature())
+		}
+		id = hex.EncodeToString(raw)
+		return nil
+	})
+	return id, err
+}

@@ -362,9 +362,10 @@ func evidence(pid int, rep confineReport, cgroup string) (proofs.Confinement, er
 }
 
 // confinementAvailable probes whether engines can be confined on this
-// machine, and says why not. A success is kept for the Manager's life; a
-// failure is not, so a passing hiccup (a probe timing out on a loaded
-// machine) does not leave every later engine unconfined.
+// machine, and says why not. A success is kept for the Manager's life, and
+// for the boot in the runtime directory (probemark.go); a failure is not,
+// so a passing hiccup (a probe timing out on a loaded machine) does not
+// leave every later engine unconfined.
 func (m *Manager) confinementAvailable(ctx context.Context) (bool, string) {
 	if m.cfg.NoConfinement {
 		return false, "confinement turned off in the configuration"
@@ -374,10 +375,18 @@ func (m *Manager) confinementAvailable(ctx context.Context) (bool, string) {
 	if m.probed {
 		return true, ""
 	}
+	if probeMarked() {
+		m.probed, m.probedByMark = true, true
+		return true, ""
+	}
+	if err := m.faults.heldStart(true); err != nil {
+		return false, err.Error()
+	}
 	if _, err := ProbeConfinement(ctx); err != nil {
 		return false, err.Error()
 	}
 	m.probed = true
+	markProbed()
 	return true, ""
 }
 

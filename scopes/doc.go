@@ -102,7 +102,11 @@
 //
 // Unavailable: a Manager's launches probe the mechanism in a throwaway
 // held child that sets everything up and runs nothing (ProbeConfinement,
-// also `mosaicctl doctor`) until one probe succeeds, which is kept. If the
+// also `mosaicctl doctor`) until one probe succeeds, which is kept, and
+// remembered for the boot in $XDG_RUNTIME_DIR/mosaic so later controllers
+// skip the probe (a launch whose namespaces the kernel then refuses removes
+// the mark and probes; the mark never makes an engine run unconfined,
+// probemark.go). If the
 // kernel refuses (no unprivileged user namespaces, Ubuntu's AppArmor
 // restriction, a used-up user.max_user_namespaces, running as root),
 // engines launch unconfined

@@ -6,6 +6,9 @@ type faults struct {
 	// afterFrozen, if set, fails the kill phase's wait for frozen 1 after
 	// the cgroup did report frozen 1.
 	afterFrozen func() error
+	// refuseHeld, if set, fails the start of a held child (confined: with
+	// its namespaces) before the clone, as a kernel that refuses them does.
+	refuseHeld func(confined bool) error
 }
 
 // frozenWait is the fault at the kill phase's wait for frozen 1.
@@ -14,4 +17,12 @@ func (f *faults) frozenWait() error {
 		return nil
 	}
 	return f.afterFrozen()
+}
+
+// heldStart is the fault at the start of a held child.
+func (f *faults) heldStart(confined bool) error {
+	if f.refuseHeld == nil {
+		return nil
+	}
+	return f.refuseHeld(confined)
 }

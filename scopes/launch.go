@@ -99,8 +99,9 @@ type Manager struct {
 	mu sync.Mutex
 	cg *cgroupFS
 
-	probeMu sync.Mutex
-	probed  bool // a probe showed engines can be confined here
+	probeMu      sync.Mutex
+	probed       bool // a probe showed engines can be confined here
+	probedByMark bool // ... one of an earlier process (probemark.go)
 
 	extraProps []sddbus.Property // tests only: e.g. a dependency that fails or hangs the job
 	faults     faults            // tests only

@@ -24,8 +24,9 @@ type scopeLaunch struct {
 	anchor      *exec.Cmd
 	anchorReady *os.File // read end of the anchor's ready pipe
 	held        *heldChild
-	unitCreated bool   // a failed launch must reset the unit it made
-	cohort      Cohort // filled in step by step
+	readyBy     time.Time // when the children must be parked in their roles
+	unitCreated bool      // a failed launch must reset the unit it made
+	cohort      Cohort    // filled in step by step
 }
 
 // launchScope runs the steps of a scope launch in order; the first error
@@ -51,23 +52,43 @@ func (m *Manager) launchScope(ctx context.Context, spec Spec, name string, rel r
 	if rel.Confine, err = planIf(confined, spec.Hide, spec.Keep); err != nil {
 		return nil, err
 	}
-	if err = l.startChildren(confined); err != nil {
+	if err = l.startChildren(ctx, confined, &rel, &why); err != nil {
 		return nil, err
 	}
 	if err = l.createScope(ctx); err != nil {
 		return nil, err
 	}
+	// The invocation is read while the children are placed: both need
+	// only the finished job, and it is recorded (BeforeRelease) after both.
+	invocation := l.readInvocation(ctx)
 	if err = l.placeChildren(ctx); err != nil {
 		return nil, err
 	}
 	if err = l.identify(); err != nil {
 		return nil, err
 	}
+	if err = invocation(); err != nil {
+		return nil, err
+	}
+	// The children started before the scope did and have been starting
+	// since: only now must each be parked in its role. Until the release
+	// the held child runs nothing but its wait, wherever it is moved.
+	if err = awaitReady(l.held.ready, roleHeld, l.readyBy); err != nil {
+		return nil, fmt.Errorf("held child: %w", err)
+	}
 	// The held child sets up the confinement now that it is in the engine
 	// cgroup (its cgroup namespace is rooted there).
 	l.cohort.Confinement, err = l.held.confineScope(rel, l.cohort.Cgroup, why, time.Now().Add(m.cfg.JobTimeout))
 	if err != nil {
+		if rel.Confine != nil {
+			m.forgetProbe()
+		}
 		return nil, fmt.Errorf("launch %s: %w", name, err)
+	}
+	// The anchor ignores SIGTERM before the engine runs, so before any
+	// stop can reach it.
+	if err = awaitReady(l.anchorReady, roleAnchor, l.readyBy); err != nil {
+		return nil, fmt.Errorf("anchor: %w", err)
 	}
 	h = l.handle()
 	if err = l.held.runEngine(h.Cohort, spec.BeforeRelease); err != nil {
@@ -95,13 +116,25 @@ func planIf(confined bool, hide, keep []string) (*confinePlan, error) {
 
 // startChildren starts the anchor and the held child (parked, the engine
 // not yet run), and closes this process's copies of the child's pipe ends.
-func (l *scopeLaunch) startChildren(confined bool) error {
+// If the kernel refuses the held child's namespaces while the probe's mark
+// was the only evidence they work here, it decides as a Manager without
+// the mark does: by a probe of its own, whose failure starts the held
+// child unconfined, with the reason, in rel and why.
+func (l *scopeLaunch) startChildren(ctx context.Context, confined bool, rel *release, why *string) error {
 	anchor, ready, err := startAnchor()
 	if err != nil {
 		return err
 	}
 	l.anchor, l.anchorReady = anchor, ready
-	held, err := startHeld(l.spec.Dir, l.pipes.inR, l.pipes.outW, l.pipes.errW, confined)
+	held, err := l.startHeld(confined)
+	if err != nil && confined && l.m.forgetProbe() {
+		// No scope exists yet, so nothing is undone: the held child is
+		// started again, as the probe decides.
+		if ok, reason := l.m.confinementAvailable(ctx); !ok {
+			rel.Confine, *why = nil, reason
+			held, err = l.startHeld(false)
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -111,9 +144,18 @@ func (l *scopeLaunch) startChildren(confined bool) error {
 	return nil
 }
 
-// createScope creates the unit with both children in it and waits until
-// each is parked in its role: MaybeRunHeld is wired into main, and the
-// anchor had the whole scope job to get there.
+// startHeld starts the held child on the launch's pipes.
+func (l *scopeLaunch) startHeld(confined bool) (*heldChild, error) {
+	if err := l.m.faults.heldStart(confined); err != nil {
+		return nil, err
+	}
+	return startHeld(l.spec.Dir, l.pipes.inR, l.pipes.outW, l.pipes.errW, confined)
+}
+
+// createScope creates the unit with both children in it and waits for its
+// start job. Whether each child is parked in its role (MaybeRunHeld is
+// wired into main) is read later, right before the child is needed in it:
+// the children start while the job runs.
 func (l *scopeLaunch) createScope(ctx context.Context) error {
 	c := &l.cohort
 	props := l.m.properties(l.spec, uint32(c.AnchorPID), uint32(c.PID))
@@ -122,20 +164,42 @@ func (l *scopeLaunch) createScope(ctx context.Context) error {
 		return err
 	}
 	l.unitCreated = true
-	readyBy := time.Now().Add(l.m.cfg.JobTimeout)
-	if err := awaitReady(l.anchorReady, roleAnchor, readyBy); err != nil {
-		return fmt.Errorf("anchor: %w", err)
-	}
-	if err := awaitReady(l.held.ready, roleHeld, readyBy); err != nil {
-		return fmt.Errorf("held child: %w", err)
-	}
+	l.readyBy = time.Now().Add(l.m.cfg.JobTimeout)
 	return nil
 }
 
-// placeChildren reads the scope's cgroup and invocation from systemd,
-// confirms both children are in that cgroup, then moves each into its
-// sub-cgroup and confirms again from /proc/<pid>/cgroup: the engine can
-// only ever run in <scope>/engine.
+// readInvocation asks the user manager for the started unit's
+// InvocationID in the background and returns the wait for its answer,
+// which records it in the cohort. Its answer is the manager's word on the
+// invocation, read after the start job is done, as before; nothing reads
+// the cohort's InvocationID until the wait has returned.
+func (l *scopeLaunch) readInvocation(ctx context.Context) func() error {
+	type answer struct {
+		id  string
+		err error
+	}
+	ch := make(chan answer, 1)
+	go func() {
+		id, err := l.m.bus.invocationID(ctx, l.cohort.Unit)
+		ch <- answer{id, err}
+	}()
+	return func() error {
+		a := <-ch
+		if a.err != nil {
+			return fmt.Errorf("scope %s: read InvocationID: %w", l.cohort.Unit, a.err)
+		}
+		if a.id == "" {
+			return fmt.Errorf("%w: scope %s has no InvocationID", ErrNotInScope, l.cohort.Unit)
+		}
+		l.cohort.InvocationID = a.id
+		return nil
+	}
+}
+
+// placeChildren reads the scope's cgroup from systemd, confirms both
+// children are in that cgroup, then moves each into its sub-cgroup and
+// confirms again from /proc/<pid>/cgroup: the engine can only ever run in
+// <scope>/engine.
 func (l *scopeLaunch) placeChildren(ctx context.Context) error {
 	c := &l.cohort
 	scopeCg, err := l.m.bus.controlGroup(ctx, c.Unit)
@@ -145,11 +209,7 @@ func (l *scopeLaunch) placeChildren(ctx context.Context) error {
 	if scopeCg == "" || path.Base(scopeCg) != c.Unit {
 		return fmt.Errorf("%w: scope %s has ControlGroup %q", ErrNotInScope, c.Unit, scopeCg)
 	}
-	st, err := l.m.bus.unitState(ctx, c.Unit)
-	if err != nil {
-		return fmt.Errorf("scope %s: read InvocationID: %w", c.Unit, err)
-	}
-	c.InvocationID, c.ScopeCgroup, c.Cgroup = st.InvocationID, scopeCg, path.Join(scopeCg, EngineSubgroup)
+	c.ScopeCgroup, c.Cgroup = scopeCg, path.Join(scopeCg, EngineSubgroup)
 	for _, pid := range []int{c.AnchorPID, c.PID} {
 		if err := confirmIn(pid, scopeCg); err != nil {
 			return err
