@@ -1,7 +1,8 @@
 // Package userbus is mosaic's one connection to the calling user's systemd
-// manager, over the user D-Bus: dialled on first use, redialled after
-// dbus.ErrClosed (the user manager can be restarted or re-executed under
-// us), as opencontainers/cgroups does in systemd/dbus.go.
+// manager, on its private socket or else over the user D-Bus (dial):
+// dialled on first use, redialled after dbus.ErrClosed (the user manager
+// can be restarted or re-executed under us), as opencontainers/cgroups
+// does in systemd/dbus.go.
 //
 // Default is the process's connection for the environment's bus, and the
 // only global state mosaic keeps: a controller (scopes), the unit verbs
@@ -119,11 +120,33 @@ func (b *Bus) address() (string, error) {
 	return "", fmt.Errorf("%w: neither DBUS_SESSION_BUS_ADDRESS nor XDG_RUNTIME_DIR is set; %s", ErrNoUserManager, Hint)
 }
 
+// dial connects to the user manager. Without an explicit address it
+// tries the manager's private socket first ($XDG_RUNTIME_DIR/systemd/
+// private, as systemctl --user and systemd-run do): there is no bus
+// daemon between, so a call is one hop instead of two, and a launch's
+// StartTransientUnit, its job's end and the reads after it each save a
+// round trip through dbus-daemon. The private socket sends every signal
+// to every connection, which go-systemd's job listener needs and the rest
+// ignores. The user bus remains the way when the socket is missing or
+// refuses us; an explicit address is only ever that address.
 func (b *Bus) dial() (*sddbus.Conn, error) {
+	if b.addr == "" {
+		if d, err := xdg.RuntimeDir(); err == nil {
+			if c, err := connect("unix:path="+filepath.Join(d, "systemd", "private"), false); err == nil {
+				return c, nil
+			}
+		}
+	}
 	addr, err := b.address()
 	if err != nil {
 		return nil, err
 	}
+	return connect(addr, true)
+}
+
+// connect dials addr, authenticates as this uid and, on a bus (hello),
+// says Hello; then checks that systemd answers.
+func connect(addr string, hello bool) (*sddbus.Conn, error) {
 	uid := strconv.Itoa(os.Getuid())
 	c, err := sddbus.NewConnection(func() (*dbus.Conn, error) {
 		// No dbus.WithContext: it would close the connection when the
@@ -135,6 +158,9 @@ func (b *Bus) dial() (*sddbus.Conn, error) {
 		if err := conn.Auth([]dbus.Auth{dbus.AuthExternal(uid)}); err != nil {
 			conn.Close()
 			return nil, fmt.Errorf("authenticate on user bus %q as uid %s: %w", addr, uid, err)
+		}
+		if !hello {
+			return conn, nil
 		}
 		if err := conn.Hello(); err != nil {
 			conn.Close()

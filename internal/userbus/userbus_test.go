@@ -3,6 +3,7 @@ package userbus
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -93,5 +94,28 @@ func TestRedial(t *testing.T) {
 	b.Close()
 	if err := version(); err != nil {
 		t.Fatalf("call after Close: %v", err)
+	}
+}
+
+// TestPrivateSocketFirst: without an explicit address the manager is
+// reached on its private socket, so a user bus that does not answer is
+// not needed; with an explicit address only that address is tried.
+func TestPrivateSocketFirst(t *testing.T) {
+	sandboxtest.Require(t)
+	t.Setenv("DBUS_SESSION_BUS_ADDRESS", "unix:path="+filepath.Join(t.TempDir(), "no-bus"))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	version := func(b *Bus) error {
+		defer b.Close()
+		return b.Do(ctx, func(c *sddbus.Conn) error {
+			_, err := c.GetManagerProperty("Version")
+			return err
+		})
+	}
+	if err := version(New("")); err != nil {
+		t.Fatalf("default connection with the user bus gone: %v", err)
+	}
+	if err := version(New(os.Getenv("DBUS_SESSION_BUS_ADDRESS"))); !errors.Is(err, ErrNoUserManager) {
+		t.Fatalf("explicit address that does not answer = %v, want ErrNoUserManager", err)
 	}
 }
