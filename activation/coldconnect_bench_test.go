@@ -4,36 +4,48 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/mosaic-agents/mosaic/client"
 	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
 	"github.com/mosaic-agents/mosaic/contrib/stubmodel"
+	"github.com/mosaic-agents/mosaic/protocol"
 	"github.com/mosaic-agents/mosaic/units"
 	"golang.org/x/sys/unix"
 )
 
-// echoChildEnv makes the test binary the trivial activated Go echo of
-// BenchmarkColdConnect: it takes the activated listener and writes every
-// line it reads back.
+// echoChildEnv makes the test binary the trivial activated Go server of
+// BenchmarkColdConnect: it takes the activated listener and answers each
+// hello with a fixed welcome, then echoes every line it reads.
 const echoChildEnv = "MOSAIC_ACTIVATION_ECHO_CHILD"
 
-const echoUnit = "mosaic-bench-echo"
+// echoUnit is the echo's template: its socket and service units are
+// mosaic-conv@'s own, renamed (installEcho), so both sides pay the same
+// activation.
+const echoUnit = "mosaic-bench-echo@"
 
-// echoChild serves the echo until the service is stopped.
+// echoRounds numbers the echo's instances across every run of the
+// benchmark in this process (-count), so no instance starts twice.
+var echoRounds atomic.Int64
+
+// echoChild serves the echo until the service is stopped. It tells the
+// manager it is ready after its first answer, as the controller does
+// after its start (Type=notify is the units').
 func echoChild() {
 	l, err := Listener()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "echo:", err)
 		os.Exit(1)
 	}
+	var ready sync.Once
 	for {
 		c, err := l.Accept()
 		if err != nil {
@@ -42,63 +54,98 @@ func echoChild() {
 		go func() {
 			defer c.Close()
 			r := bufio.NewReader(c)
-			for {
+			for first := true; ; first = false {
 				line, err := r.ReadBytes('\n')
 				if err != nil {
 					return
 				}
+				if first {
+					line = echoWelcome
+				}
 				if _, err := c.Write(line); err != nil {
 					return
 				}
+				ready.Do(func() { Notify("READY=1") })
 			}
 		}()
 	}
 }
 
+// echoWelcome is what the echo answers a hello with: a welcome the client
+// library accepts, so both sides are dialled by the same client.Dial.
+var echoWelcome = func() []byte {
+	line, err := protocol.Line(protocol.Welcome{Record: protocol.RecordWelcome, Conversation: "echo",
+		Connection: "k-echo", Mode: "observer", Server: "echo", Protocol: protocol.Version, Starting: true})
+	if err != nil {
+		panic(err)
+	}
+	return line
+}()
+
 // BenchmarkColdConnect measures a cold connect through socket activation:
 // from connect(2) to the welcome, with no controller running, on a real
 // mosaic-conv@ socket of a conversation that was never started (the
 // pinned Pi talking to the stub model), against the same connect, hello
-// and one line back from a trivial activated Go echo whose service is not
-// running either. Each round takes one of each, interleaved, so the ratio
-// x-vs-echo compares them under the same load; a new conversation is
-// registered for every round (untimed) and stopped with a proof after it.
+// and welcome from a trivial activated Go server (this test binary) whose
+// service is not running either. The echo's units are mosaic-conv@'s own
+// with the name, socket path and ExecStart changed (same socket options,
+// Type=notify, hardening), and both are dialled with client.Dial. Each
+// round takes one of each, in alternating order, so the ratio x-vs-echo
+// compares them under the same load; a new conversation is registered for
+// every round (untimed) and stopped with a proof after it.
 func BenchmarkColdConnect(b *testing.B) {
 	env := sandboxtest.Require(b)
 	bin := sandboxtest.Bin(b, "mosaicctl")
 	pi, model, _ := sandboxtest.StubPi(b, stubmodel.Script{})
 	sh(b, bin, "install")
 	b.Cleanup(func() { shTry(b, bin, "uninstall", "--force") })
-	echoSock := installEcho(b, env)
+	echoDir := installEcho(b, env)
 
-	var conv, echo, exec, warm time.Duration
+	var conv, echo, exec, echoExec, warm time.Duration
 	for b.Loop() {
 		b.StopTimer()
-		e := coldEcho(b, echoSock)
 		id, path := newConversation(b, bin, pi, model)
-		mono := monotonic(b)
+		var d, e, x, ex time.Duration
+		round := int(echoRounds.Add(1))
+		if round%2 == 0 {
+			e, ex = coldEcho(b, echoDir, round)
+			d, x = coldConversation(b, id, path)
+		} else {
+			d, x = coldConversation(b, id, path)
+			e, ex = coldEcho(b, echoDir, round)
+		}
 		start := time.Now()
 		c := dialCold(b, path)
-		d := time.Since(start)
-		c.Close()
-		// Where the time went: systemd starting the controller's process
-		// (what the echo pays too), the rest is the controller's start-up.
-		exec += execStart(b, "mosaic-conv@"+id+".service") - mono
-		start = time.Now()
-		c = dialCold(b, path)
 		warm += time.Since(start)
 		c.Close()
 		endConversation(b, bin, id)
 		b.StartTimer()
 		conv += d
 		echo += e
+		exec += x
+		echoExec += ex
 	}
 	n := float64(b.N)
 	b.ReportMetric(float64(conv.Nanoseconds())/n, "ns/cold-welcome")
 	b.ReportMetric(float64(exec.Nanoseconds())/n, "ns/to-exec")
 	b.ReportMetric(float64(warm.Nanoseconds())/n, "ns/warm-welcome")
 	b.ReportMetric(float64(echo.Nanoseconds())/n, "ns/cold-echo")
+	b.ReportMetric(float64(echoExec.Nanoseconds())/n, "ns/echo-to-exec")
 	b.ReportMetric(float64(conv)/float64(echo), "x-vs-echo")
+}
+
+// coldConversation times connect to welcome on the socket of conversation
+// id, whose controller is not running, and returns with it how long the
+// user manager took to start the controller's process after the connect
+// (systemd's part, which the echo pays too; the rest is the controller's).
+func coldConversation(b *testing.B, id, path string) (welcome, toExec time.Duration) {
+	b.Helper()
+	mono := monotonic(b)
+	start := time.Now()
+	c := dialCold(b, path)
+	welcome = time.Since(start)
+	c.Close()
+	return welcome, execStart(b, "mosaic-conv@"+id+".service") - mono
 }
 
 // monotonic reads CLOCK_MONOTONIC, the clock of systemd's *Monotonic
@@ -122,65 +169,79 @@ func execStart(b *testing.B, unit string) time.Duration {
 	return time.Duration(us) * time.Microsecond
 }
 
-// installEcho writes and starts the echo's socket unit; its service runs
-// this test binary as echoChild.
+// installEcho writes the echo's units, mosaic-conv@'s as `mosaicctl
+// install` renders them with this test binary for ExecStart, renamed and
+// listening elsewhere, and returns the directory of its sockets. It fails when the rendered
+// units no longer have the lines it rewrites, rather than let the echo's
+// units drift from the controller's.
 func installEcho(b *testing.B, env sandboxtest.Env) string {
 	b.Helper()
 	self, err := os.Executable()
 	if err != nil {
 		b.Fatal(err)
 	}
-	home, err := os.UserHomeDir()
+	rendered, err := units.Render(self)
 	if err != nil {
 		b.Fatal(err)
 	}
-	dir := filepath.Join(home, ".config", "systemd", "user")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	dir, err := units.UserDir()
+	if err != nil {
 		b.Fatal(err)
 	}
-	sock := filepath.Join(env.RuntimeDir, echoUnit+".sock")
-	files := map[string]string{
-		echoUnit + ".socket":  fmt.Sprintf("[Socket]\nListenStream=%s\nSocketMode=0600\nFileDescriptorName=%s\n", sock, FDName),
-		echoUnit + ".service": fmt.Sprintf("[Service]\nEnvironment=%s=1\nExecStart=%s\n", echoChildEnv, self),
+	sockDir := filepath.Join(env.RuntimeDir, "mosaic-bench-echo")
+	rewrite := map[string][][2]string{
+		"mosaic-conv@.socket":  {{"ListenStream=%t/mosaic/conv/%i.sock", "ListenStream=" + sockDir + "/%i.sock"}},
+		"mosaic-conv@.service": {{"\n[Service]\n", "\n[Service]\nEnvironment=" + echoChildEnv + "=1\n"}},
 	}
-	for name, text := range files {
+	var names []string
+	for _, f := range rendered {
+		edits, ok := rewrite[f.Name]
+		if !ok {
+			continue
+		}
+		text := string(f.Data)
+		for _, e := range edits {
+			if !strings.Contains(text, e[0]) {
+				b.Fatalf("%s no longer holds %q: update installEcho", f.Name, e[0])
+			}
+			text = strings.Replace(text, e[0], e[1], 1)
+		}
+		text = strings.ReplaceAll(text, "mosaic-conv@", echoUnit)
+		name := strings.Replace(f.Name, "mosaic-conv@", echoUnit, 1)
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
 			b.Fatal(err)
 		}
+		names = append(names, name)
+	}
+	if len(names) != 2 {
+		b.Fatalf("units.Render gave %v of mosaic-conv@'s two units", names)
 	}
 	b.Cleanup(func() {
-		shTry(b, "systemctl", "--user", "stop", echoUnit+".socket", echoUnit+".service")
-		for name := range files {
+		for _, name := range names {
 			os.Remove(filepath.Join(dir, name))
 		}
 		shTry(b, "systemctl", "--user", "daemon-reload")
 	})
 	sh(b, "systemctl", "--user", "daemon-reload")
-	sh(b, "systemctl", "--user", "start", echoUnit+".socket")
-	return sock
+	return sockDir
 }
 
-// coldEcho stops the echo's service, then times connect, hello and the
-// line back.
-func coldEcho(b *testing.B, sock string) time.Duration {
+// coldEcho starts a new instance of the echo's socket (untimed), as each
+// round registers a new conversation, then times connect to welcome, and
+// returns with it how long the manager took to start the echo's process.
+// A new instance each round also keeps the echo clear of the units'
+// StartLimitBurst=, which a restarted instance would hit.
+func coldEcho(b *testing.B, dir string, round int) (welcome, toExec time.Duration) {
 	b.Helper()
-	sh(b, "systemctl", "--user", "stop", echoUnit+".service")
-	hello := []byte(`{"type":"hello","client":"bench","protocol":1}` + "\n")
+	inst := fmt.Sprintf("r%d", round)
+	sh(b, "systemctl", "--user", "start", echoUnit+inst+".socket")
+	defer shTry(b, "systemctl", "--user", "stop", echoUnit+inst+".socket", echoUnit+inst+".service")
+	mono := monotonic(b)
 	start := time.Now()
-	c, err := net.DialTimeout("unix", sock, time.Minute)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(time.Minute))
-	if _, err := c.Write(hello); err != nil {
-		b.Fatal(err)
-	}
-	line, err := bufio.NewReader(c).ReadBytes('\n')
-	if err != nil || string(line) != string(hello) {
-		b.Fatalf("echo answered %q, %v", line, err)
-	}
-	return time.Since(start)
+	c := dialCold(b, filepath.Join(dir, inst+".sock"))
+	welcome = time.Since(start)
+	c.Close()
+	return welcome, execStart(b, echoUnit+inst+".service") - mono
 }
 
 // newConversation registers a conversation on the pinned Pi in a fresh
