@@ -38,7 +38,7 @@ all: build
 # sandbox never builds anything).
 build:
 	@mkdir -p $(BIN)
-	$(GO) build -tags $(GOTAGS) -o $(BIN)/ ./cmd/mosaicctl ./contrib/fakepi/cmd/fakepi ./contrib/stubmodel/cmd/stubmodel
+	$(GO) build -tags $(GOTAGS) -o $(BIN)/ ./cmd/mosaicctl ./contrib/fakepi/cmd/fakepi ./contrib/stubmodel/cmd/stubmodel ./contrib/coldecho
 
 # The pinned Pi 0.85.1 and its Node 22, from the npm registry, into .build/pi.
 pi:

@@ -1,7 +1,6 @@
 package activation
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
@@ -9,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,77 +15,25 @@ import (
 	"github.com/mosaic-agents/mosaic/client"
 	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
 	"github.com/mosaic-agents/mosaic/contrib/stubmodel"
-	"github.com/mosaic-agents/mosaic/protocol"
 	"github.com/mosaic-agents/mosaic/units"
 	"golang.org/x/sys/unix"
 )
 
-// echoChildEnv makes the test binary the trivial activated Go server of
-// BenchmarkColdConnect: it takes the activated listener and answers each
-// hello with a fixed welcome, then echoes every line it reads.
-const echoChildEnv = "MOSAIC_ACTIVATION_ECHO_CHILD"
-
-// echoUnit is the echo's template: its socket and service units are
-// mosaic-conv@'s own, renamed (installEcho), so both sides pay the same
-// activation.
+// echoUnit is the template of the benchmark's baseline, contrib/coldecho:
+// its socket and service units are mosaic-conv@'s own, renamed
+// (installEcho), so both sides pay the same activation.
 const echoUnit = "mosaic-bench-echo@"
 
 // echoRounds numbers the echo's instances across every run of the
 // benchmark in this process (-count), so no instance starts twice.
 var echoRounds atomic.Int64
 
-// echoChild serves the echo until the service is stopped. It tells the
-// manager it is ready after its first answer, as the controller does
-// after its start (Type=notify is the units').
-func echoChild() {
-	l, err := Listener()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "echo:", err)
-		os.Exit(1)
-	}
-	var ready sync.Once
-	for {
-		c, err := l.Accept()
-		if err != nil {
-			os.Exit(0)
-		}
-		go func() {
-			defer c.Close()
-			r := bufio.NewReader(c)
-			for first := true; ; first = false {
-				line, err := r.ReadBytes('\n')
-				if err != nil {
-					return
-				}
-				if first {
-					line = echoWelcome
-				}
-				if _, err := c.Write(line); err != nil {
-					return
-				}
-				ready.Do(func() { Notify("READY=1") })
-			}
-		}()
-	}
-}
-
-// echoWelcome is what the echo answers a hello with: a welcome the client
-// library accepts, so both sides are dialled by the same client.Dial.
-var echoWelcome = func() []byte {
-	line, err := protocol.Line(protocol.Welcome{Record: protocol.RecordWelcome, Conversation: "echo",
-		Connection: "k-echo", Mode: "observer", Server: "echo", Protocol: protocol.Version, Starting: true})
-	if err != nil {
-		panic(err)
-	}
-	return line
-}()
-
 // BenchmarkColdConnect measures a cold connect through socket activation:
 // from connect(2) to the welcome, with no controller running, on a real
 // mosaic-conv@ socket of a conversation that was never started (the
 // pinned Pi talking to the stub model), against the same connect, hello
-// and welcome from a trivial activated Go server (this test binary) whose
-// service is not running either. The echo's units are mosaic-conv@'s own
+// and welcome from the smallest activated Go server (contrib/coldecho)
+// whose service is not running either. The echo's units are mosaic-conv@'s own
 // with the name, socket path and ExecStart changed (same socket options,
 // Type=notify, hardening), and both are dialled with client.Dial. Each
 // round takes one of each, in alternating order, so the ratio x-vs-echo
@@ -99,7 +45,7 @@ func BenchmarkColdConnect(b *testing.B) {
 	pi, model, _ := sandboxtest.StubPi(b, stubmodel.Script{})
 	sh(b, bin, "install")
 	b.Cleanup(func() { shTry(b, bin, "uninstall", "--force") })
-	echoDir := installEcho(b, env)
+	echoDir := installEcho(b, env, sandboxtest.Bin(b, "coldecho"))
 
 	var conv, echo, exec, echoExec, warm time.Duration
 	for b.Loop() {
@@ -170,17 +116,13 @@ func execStart(b *testing.B, unit string) time.Duration {
 }
 
 // installEcho writes the echo's units, mosaic-conv@'s as `mosaicctl
-// install` renders them with this test binary for ExecStart, renamed and
+// install` renders them with the echo binary for ExecStart, renamed and
 // listening elsewhere, and returns the directory of its sockets. It fails when the rendered
 // units no longer have the lines it rewrites, rather than let the echo's
 // units drift from the controller's.
-func installEcho(b *testing.B, env sandboxtest.Env) string {
+func installEcho(b *testing.B, env sandboxtest.Env, echo string) string {
 	b.Helper()
-	self, err := os.Executable()
-	if err != nil {
-		b.Fatal(err)
-	}
-	rendered, err := units.Render(self)
+	rendered, err := units.Render(echo)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -191,7 +133,7 @@ func installEcho(b *testing.B, env sandboxtest.Env) string {
 	sockDir := filepath.Join(env.RuntimeDir, "mosaic-bench-echo")
 	rewrite := map[string][][2]string{
 		"mosaic-conv@.socket":  {{"ListenStream=%t/mosaic/conv/%i.sock", "ListenStream=" + sockDir + "/%i.sock"}},
-		"mosaic-conv@.service": {{"\n[Service]\n", "\n[Service]\nEnvironment=" + echoChildEnv + "=1\n"}},
+		"mosaic-conv@.service": {{" serve --conversation %i\n", "\n"}},
 	}
 	var names []string
 	for _, f := range rendered {
