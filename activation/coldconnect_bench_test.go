@@ -50,21 +50,27 @@ func BenchmarkColdConnect(b *testing.B) {
 	var conv, echo, exec, echoExec, warm time.Duration
 	for b.Loop() {
 		b.StopTimer()
-		id, path := newConversation(b, bin, pi, model)
-		var d, e, x, ex time.Duration
 		round := int(echoRounds.Add(1))
+		id, path := newConversation(b, bin, pi, model)
+		echoSock, echoService := startEcho(b, echoDir, round)
+		// Both sockets listen before either side is timed, and the
+		// order alternates: the side timed first meets a manager that
+		// may still be busy with the socket it started last.
+		service := "mosaic-conv@" + id + ".service"
+		var d, e, x, ex time.Duration
 		if round%2 == 0 {
-			e, ex = coldEcho(b, echoDir, round)
-			d, x = coldConversation(b, id, path)
+			e, ex = coldDial(b, echoSock, echoService)
+			d, x = coldDial(b, path, service)
 		} else {
-			d, x = coldConversation(b, id, path)
-			e, ex = coldEcho(b, echoDir, round)
+			d, x = coldDial(b, path, service)
+			e, ex = coldDial(b, echoSock, echoService)
 		}
 		start := time.Now()
 		c := dialCold(b, path)
 		warm += time.Since(start)
 		c.Close()
 		endConversation(b, bin, id)
+		shTry(b, "systemctl", "--user", "stop", strings.TrimSuffix(echoService, ".service")+".socket", echoService)
 		b.StartTimer()
 		conv += d
 		echo += e
@@ -80,18 +86,18 @@ func BenchmarkColdConnect(b *testing.B) {
 	b.ReportMetric(float64(conv)/float64(echo), "x-vs-echo")
 }
 
-// coldConversation times connect to welcome on the socket of conversation
-// id, whose controller is not running, and returns with it how long the
-// user manager took to start the controller's process after the connect
-// (systemd's part, which the echo pays too; the rest is the controller's).
-func coldConversation(b *testing.B, id, path string) (welcome, toExec time.Duration) {
+// coldDial times connect to welcome on the socket at path, whose service
+// is not running, and returns with it how long the user manager took to
+// start that service's process after the connect (systemd's part; the
+// rest is the process's own start and its answer).
+func coldDial(b *testing.B, path, service string) (welcome, toExec time.Duration) {
 	b.Helper()
 	mono := monotonic(b)
 	start := time.Now()
 	c := dialCold(b, path)
 	welcome = time.Since(start)
 	c.Close()
-	return welcome, execStart(b, "mosaic-conv@"+id+".service") - mono
+	return welcome, execStart(b, service) - mono
 }
 
 // monotonic reads CLOCK_MONOTONIC, the clock of systemd's *Monotonic
@@ -168,22 +174,15 @@ func installEcho(b *testing.B, env sandboxtest.Env, echo string) string {
 	return sockDir
 }
 
-// coldEcho starts a new instance of the echo's socket (untimed), as each
-// round registers a new conversation, then times connect to welcome, and
-// returns with it how long the manager took to start the echo's process.
-// A new instance each round also keeps the echo clear of the units'
+// startEcho starts a new instance of the echo's socket, as each round
+// registers a new conversation, and returns its path and service. A new
+// instance each round also keeps the echo clear of the units'
 // StartLimitBurst=, which a restarted instance would hit.
-func coldEcho(b *testing.B, dir string, round int) (welcome, toExec time.Duration) {
+func startEcho(b *testing.B, dir string, round int) (path, service string) {
 	b.Helper()
 	inst := fmt.Sprintf("r%d", round)
 	sh(b, "systemctl", "--user", "start", echoUnit+inst+".socket")
-	defer shTry(b, "systemctl", "--user", "stop", echoUnit+inst+".socket", echoUnit+inst+".service")
-	mono := monotonic(b)
-	start := time.Now()
-	c := dialCold(b, filepath.Join(dir, inst+".sock"))
-	welcome = time.Since(start)
-	c.Close()
-	return welcome, execStart(b, echoUnit+inst+".service") - mono
+	return filepath.Join(dir, inst+".sock"), echoUnit + inst + ".service"
 }
 
 // newConversation registers a conversation on the pinned Pi in a fresh
