@@ -54,16 +54,21 @@ func BenchmarkColdConnect(b *testing.B) {
 		b.StopTimer()
 		round := int(echoRounds.Add(1))
 		id, path := newConversation(b, bin, pi, model)
-		echoSock, echoService := startEcho(b, echoDir, round)
-		// Both sockets listen before either side is timed, and the
-		// order alternates: the side timed first meets a manager that
-		// may still be busy with the socket it started last.
 		service := "mosaic-conv@" + id + ".service"
+		echoSock, echoService := echoInstance(echoDir, round)
+		// Both sockets listen before either side is timed, and the order
+		// alternates: the side timed first had its socket started first,
+		// so each side meets the manager just after a socket start as
+		// often as the other.
 		var d, e, x, ex time.Duration
 		if round%2 == 0 {
+			startSocket(b, echoService)
+			startSocket(b, service)
 			e, ex = coldDial(b, echoSock, echoService)
 			d, x = coldDial(b, path, service)
 		} else {
+			startSocket(b, service)
+			startSocket(b, echoService)
 			d, x = coldDial(b, path, service)
 			e, ex = coldDial(b, echoSock, echoService)
 		}
@@ -182,20 +187,24 @@ func installEcho(b *testing.B, env sandboxtest.Env, echo string) string {
 	return sockDir
 }
 
-// startEcho starts a new instance of the echo's socket, as each round
-// registers a new conversation, and returns its path and service. A new
+// echoInstance names the round's new instance of the echo, as each round
+// registers a new conversation: its socket path and service. A new
 // instance each round also keeps the echo clear of the units'
 // StartLimitBurst=, which a restarted instance would hit.
-func startEcho(b *testing.B, dir string, round int) (path, service string) {
-	b.Helper()
+func echoInstance(dir string, round int) (path, service string) {
 	inst := fmt.Sprintf("r%d", round)
-	sh(b, "systemctl", "--user", "start", echoUnit+inst+".socket")
 	return filepath.Join(dir, inst+".sock"), echoUnit + inst + ".service"
 }
 
+// startSocket starts the socket unit of service.
+func startSocket(b *testing.B, service string) {
+	b.Helper()
+	sh(b, "systemctl", "--user", "start", strings.TrimSuffix(service, ".service")+".socket")
+}
+
 // newConversation registers a conversation on the pinned Pi in a fresh
-// project and starts its socket (its controller starts on the first
-// connection).
+// project (its controller starts on the first connection to its socket,
+// which the caller starts).
 func newConversation(b *testing.B, bin, pi string, model stubmodel.PiModel) (id, path string) {
 	b.Helper()
 	home, _ := os.UserHomeDir()
@@ -211,7 +220,6 @@ func newConversation(b *testing.B, bin, pi string, model stubmodel.PiModel) (id,
 	id = strings.TrimSpace(sh(b, bin, "conv", "add", "--project", proj, "--seat", "bench",
 		"--session", filepath.Join(sessions, "main.jsonl"), "--engine", pi,
 		"--provider", model.Provider, "--model", model.Model, "--agent-dir", model.AgentDir))
-	sh(b, "systemctl", "--user", "start", "mosaic-conv@"+id+".socket")
 	if path, err = units.SocketPath(id); err != nil {
 		b.Fatal(err)
 	}
