@@ -25,6 +25,10 @@ import (
 // (installEcho), so both sides pay the same activation.
 const echoUnit = "mosaic-bench-echo@"
 
+// settle is the pause, untimed, between the socket starts and the first
+// dial of a round.
+const settle = 100 * time.Millisecond
+
 // echoRounds numbers the echo's instances across every run of the
 // benchmark in this process (-count), so no instance starts twice.
 var echoRounds atomic.Int64
@@ -34,12 +38,13 @@ var echoRounds atomic.Int64
 // mosaic-conv@ socket of a conversation that was never started (the
 // pinned Pi talking to the stub model), against the same connect, hello
 // and welcome from the smallest activated Go server (contrib/coldecho)
-// whose service is not running either. The echo's units are mosaic-conv@'s own
-// with the name, socket path and ExecStart changed (same socket options,
-// Type=notify, hardening), and both are dialled with client.Dial. Each
-// round takes one of each, in alternating order, so the ratio x-vs-echo
-// compares them under the same load; a new conversation is registered for
-// every round (untimed) and stopped with a proof after it.
+// whose service is not running either. The echo's units are
+// mosaic-conv@'s own with the name, socket path and ExecStart changed
+// (same socket options, Type=notify, hardening), and both are dialled
+// with client.Dial. Each round takes one of each, the echo first, a
+// moment apart, so the ratio x-vs-echo compares them under the same load;
+// a new conversation and a new echo instance are started for every round
+// (untimed), and the conversation is stopped with a proof after it.
 func BenchmarkColdConnect(b *testing.B) {
 	env := sandboxtest.Require(b)
 	bin := sandboxtest.Bin(b, "mosaicctl")
@@ -56,22 +61,16 @@ func BenchmarkColdConnect(b *testing.B) {
 		id, path := newConversation(b, bin, pi, model)
 		service := "mosaic-conv@" + id + ".service"
 		echoSock, echoService := echoInstance(echoDir, round)
-		// Both sockets listen before either side is timed, and the order
-		// alternates: the side timed first had its socket started first,
-		// so each side meets the manager just after a socket start as
-		// often as the other.
-		var d, e, x, ex time.Duration
-		if round%2 == 0 {
-			startSocket(b, echoService)
-			startSocket(b, service)
-			e, ex = coldDial(b, echoSock, echoService)
-			d, x = coldDial(b, path, service)
-		} else {
-			startSocket(b, service)
-			startSocket(b, echoService)
-			d, x = coldDial(b, path, service)
-			e, ex = coldDial(b, echoSock, echoService)
-		}
+		// Both sockets listen, and the manager has had a moment to
+		// settle, before either side is timed. The echo goes first:
+		// once welcomed, the controller launches the engine (Node), which
+		// would take the CPU from an echo timed after it, while the echo,
+		// once it answered, sits idle.
+		startSocket(b, service)
+		startSocket(b, echoService)
+		time.Sleep(settle)
+		e, ex := coldDial(b, echoSock, echoService)
+		d, x := coldDial(b, path, service)
 		start := time.Now()
 		c := dialCold(b, path)
 		warm += time.Since(start)
