@@ -41,8 +41,8 @@ var echoRounds atomic.Int64
 // whose service is not running either. The echo's units are
 // mosaic-conv@'s own with the name, socket path and ExecStart changed
 // (same socket options, Type=notify, hardening), and both are dialled
-// with client.Dial. Each round takes one of each, the echo first, a
-// moment apart, so the ratio x-vs-echo compares them under the same load;
+// with client.Dial. Each round takes one of each, in alternating order,
+// so the ratio x-vs-echo compares them under the same load;
 // a new conversation and a new echo instance are started for every round
 // (untimed), and the conversation is stopped with a proof after it.
 func BenchmarkColdConnect(b *testing.B) {
@@ -62,15 +62,24 @@ func BenchmarkColdConnect(b *testing.B) {
 		service := "mosaic-conv@" + id + ".service"
 		echoSock, echoService := echoInstance(echoDir, round)
 		// Both sockets listen, and the manager has had a moment to
-		// settle, before either side is timed. The echo goes first:
-		// once welcomed, the controller launches the engine (Node), which
-		// would take the CPU from an echo timed after it, while the echo,
-		// once it answered, sits idle.
+		// settle, before either side is timed; the order alternates, as
+		// the side timed first meets the manager otherwise than the
+		// second (its ns/…to-exec differs by up to 9 ms either way).
+		// Once welcomed, the controller launches the engine (Node), so
+		// an echo timed after it waits until that start is over.
 		startSocket(b, service)
 		startSocket(b, echoService)
 		time.Sleep(settle)
-		e, ex := coldDial(b, echoSock, echoService)
-		d, x := coldDial(b, path, service)
+		var d, e, x, ex time.Duration
+		if round%2 == 0 {
+			e, ex = coldDial(b, echoSock, echoService)
+			d, x = coldDial(b, path, service)
+		} else {
+			d, x = coldDial(b, path, service)
+			awaitActive(b, service)
+			time.Sleep(settle)
+			e, ex = coldDial(b, echoSock, echoService)
+		}
 		start := time.Now()
 		c := dialCold(b, path)
 		warm += time.Since(start)
@@ -193,6 +202,21 @@ func installEcho(b *testing.B, env sandboxtest.Env, echo string) string {
 func echoInstance(dir string, round int) (path, service string) {
 	inst := fmt.Sprintf("r%d", round)
 	return filepath.Join(dir, inst+".sock"), echoUnit + inst + ".service"
+}
+
+// awaitActive waits until service reported READY=1 (the controller does
+// once its start is over).
+func awaitActive(b *testing.B, service string) {
+	b.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		state := strings.TrimSpace(sh(b, "systemctl", "--user", "show", "--value", "-p", "ActiveState", service))
+		if state == "active" {
+			return
+		}
+		if state != "activating" || time.Now().After(deadline) {
+			b.Fatalf("%s is %s, not active", service, state)
+		}
+	}
 }
 
 // startSocket starts the socket unit of service.
