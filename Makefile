@@ -22,6 +22,13 @@ SHELL     := /bin/bash
 .SHELLFLAGS := -o pipefail -c
 
 export MOSAIC_BIN_DIR := $(BIN)
+# urfave_cli_no_docs leaves out urfave/cli's Markdown and man page
+# generators (mosaicctl writes its own roff, cmd/mosaicctl/gen_man.go) and
+# with them go-md2man and blackfriday, whose package initialisation cost
+# every mosaicctl process, a socket-activated controller before its first
+# welcome included, 0.5 ms and 214 KB (docs/benchmarks.md, cold connect).
+# packaging/build.sh builds with the same tag.
+GOTAGS    := urfave_cli_no_docs
 
 .PHONY: all build demo test check unit fuzz bench pi claude mutants clean install uninstall deb test-deb soak
 
@@ -31,7 +38,7 @@ all: build
 # sandbox never builds anything).
 build:
 	@mkdir -p $(BIN)
-	$(GO) build -o $(BIN)/ ./cmd/mosaicctl ./contrib/fakepi/cmd/fakepi ./contrib/stubmodel/cmd/stubmodel
+	$(GO) build -tags $(GOTAGS) -o $(BIN)/ ./cmd/mosaicctl ./contrib/fakepi/cmd/fakepi ./contrib/stubmodel/cmd/stubmodel ./contrib/coldecho
 
 # The pinned Pi 0.85.1 and its Node 22, from the npm registry, into .build/pi.
 pi:

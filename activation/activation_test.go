@@ -77,10 +77,6 @@ func TestMain(m *testing.M) {
 		listenerChild(names)
 		return
 	}
-	if os.Getenv(echoChildEnv) == "1" {
-		echoChild()
-		return
-	}
 	if os.Getenv(hiddenHolderEnv) == "1" {
 		hiddenHolder()
 		return

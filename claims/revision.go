@@ -9,19 +9,17 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 
 	"github.com/mosaic-agents/mosaic/internal/atomicfile"
+	"github.com/mosaic-agents/mosaic/internal/shape"
 	"github.com/mosaic-agents/mosaic/proofs"
 )
 
 // maxRevisionBytes bounds one revision file; a cohort proof of thousands of
 // members fits with room to spare.
 const maxRevisionBytes = 4 << 20
-
-var revisionName = regexp.MustCompile(`^r([0-9]{10})\.json$`)
 
 func revisionFile(rev uint64) string { return fmt.Sprintf("r%010d.json", rev) }
 
@@ -57,11 +55,11 @@ func readSlot(dir, kind string) (*slot, error) {
 	}
 	var revs []uint64
 	for _, e := range entries {
-		m := revisionName.FindStringSubmatch(e.Name())
-		if m == nil {
+		d, ok := shape.Revision(e.Name())
+		if !ok {
 			continue // temp files of writers, alive or crashed
 		}
-		n, _ := strconv.ParseUint(m[1], 10, 64)
+		n, _ := strconv.ParseUint(d, 10, 64)
 		revs = append(revs, n)
 	}
 	slices.Sort(revs)

@@ -116,7 +116,7 @@ func (c *Conversation) validateKind() error {
 	if cl.Path != "" && (!filepath.IsAbs(cl.Path) || filepath.Clean(cl.Path) != cl.Path) {
 		return refuseField("claude.path", cl.Path, "must be a clean absolute path")
 	}
-	if cl.SHA256 != "" && !sha256Pattern.MatchString(cl.SHA256) {
+	if cl.SHA256 != "" && !validSHA256(cl.SHA256) {
 		return refuseField("claude.sha256", cl.SHA256, "must be 64 lowercase hex digits; add the conversation again")
 	}
 	if cl.EnvFile != "" && (!filepath.IsAbs(cl.EnvFile) || filepath.Clean(cl.EnvFile) != cl.EnvFile) {

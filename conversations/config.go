@@ -5,11 +5,11 @@ import (
 	"encoding/hex"
 	"path/filepath"
 	"reflect"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/mosaic-agents/mosaic/internal/shape"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
@@ -83,9 +83,14 @@ type Extension struct {
 // DefaultWorkspace is the workspace of a conversation added without one.
 const DefaultWorkspace = "default"
 
-var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
-var idPattern = regexp.MustCompile(`^pi-[0-9a-f]{20}$`)
-var sha256Pattern = regexp.MustCompile(`^[0-9a-f]{64}$`)
+// validName reports whether s is a seat, workspace or session name: 1 to
+// 64 bytes of ASCII letters, digits and . _ -, the first a letter or digit.
+func validName(s string) bool { return shape.Token(s, 1, 64, shape.Alnum, nameByte) }
+
+func nameByte(b byte) bool { return shape.Alnum(b) || b == '.' || b == '_' || b == '-' }
+
+// validSHA256 reports whether s is a SHA-256 in lowercase hex.
+func validSHA256(s string) bool { return shape.Hex(s, 64) }
 
 // ID returns the conversation id for a project root, seat and session file
 // name (with its .jsonl suffix).
@@ -96,7 +101,7 @@ func ID(project, seat, sessionName string) string {
 
 // ValidID reports whether id has the shape of a conversation id. Checking
 // it before any path is built keeps an id from naming another file.
-func ValidID(id string) bool { return idPattern.MatchString(id) }
+func ValidID(id string) bool { return len(id) == 23 && id[:3] == "pi-" && shape.Hex(id[3:], 20) }
 
 // SessionPath returns where a seat's session file must live.
 func SessionPath(project, seat, name string) string {
@@ -119,10 +124,10 @@ func (c *Conversation) validateCommon() error {
 	if !filepath.IsAbs(c.Project) || filepath.Clean(c.Project) != c.Project {
 		return refuseField("project", c.Project, "must be an absolute, clean path (as `realpath DIR` prints it)")
 	}
-	if !namePattern.MatchString(c.Seat) {
+	if !validName(c.Seat) {
 		return refuseField("seat", c.Seat, "must be 1-64 of [A-Za-z0-9._-], starting with a letter or digit")
 	}
-	if !namePattern.MatchString(c.Workspace) {
+	if !validName(c.Workspace) {
 		return refuseField("workspace", c.Workspace, "must be 1-64 of [A-Za-z0-9._-], starting with a letter or digit")
 	}
 	if err := c.Limits.validate(); err != nil {
@@ -143,7 +148,7 @@ func (c *Conversation) validatePi() error {
 	}
 	name := filepath.Base(c.Session)
 	stem, ok := strings.CutSuffix(name, ".jsonl")
-	if !ok || !namePattern.MatchString(stem) {
+	if !ok || !validName(stem) {
 		return refuseField("session", c.Session, "the file name must be NAME.jsonl with NAME of [A-Za-z0-9._-]")
 	}
 	if want := SessionPath(c.Project, c.Seat, name); c.Session != want {
@@ -165,7 +170,7 @@ func (c *Conversation) validatePi() error {
 		if !filepath.IsAbs(e.Path) || filepath.Clean(e.Path) != e.Path {
 			return refuseField("engine.extensions.path", e.Path, "must be a clean absolute path; add the conversation again with --extension FILE")
 		}
-		if !sha256Pattern.MatchString(e.SHA256) {
+		if !validSHA256(e.SHA256) {
 			return refuseField("engine.extensions.sha256", e.SHA256, "must be 64 lowercase hex digits; add the conversation again with --extension FILE")
 		}
 	}

@@ -3,22 +3,27 @@ package history
 import (
 	"crypto/sha1"
 	"encoding/hex"
-	"regexp"
 	"unicode/utf8"
+
+	"github.com/mosaic-agents/mosaic/internal/shape"
 )
 
-// idPattern is the id shape that crosses the socket unchanged. Anything
-// else (OpenAI call ids like call_x|fc_y, or hostile text) is hashed.
-var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
+// plainID reports whether id has the shape that crosses the socket
+// unchanged: 1 to 128 bytes of ASCII letters, digits and . _ : -, the
+// first a letter or digit. Anything else (OpenAI call ids like
+// call_x|fc_y, or hostile text) is hashed.
+func plainID(id string) bool { return shape.Token(id, 1, 128, shape.Alnum, idByte) }
+
+func idByte(b byte) bool { return shape.Alnum(b) || b == '.' || b == '_' || b == ':' || b == '-' }
 
 // maxShort bounds the short strings of a part (ids, names, roles, mime
 // types, timestamps). One longer than this is hostile or broken; it is
 // replaced by its hash so a page stays bounded and nothing is clipped.
 const maxShort = 1024
 
-// safeID returns id if it fits idPattern, else h- plus 40 hex of its SHA-1.
+// safeID returns id if it fits plainID, else h- plus 40 hex of its SHA-1.
 func safeID(id string) string {
-	if idPattern.MatchString(id) {
+	if plainID(id) {
 		return id
 	}
 	return hashed(id)

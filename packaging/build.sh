@@ -34,14 +34,15 @@ umask 022
 mkdir -p "$root/DEBIAN" "$root/usr/bin"
 
 # Static (no cgo in mosaic), so the package needs no libc version;
-# -trimpath so the binary names no build directory.
-(cd "$checkout" && CGO_ENABLED=0 GOARCH=$goarch $GO build -trimpath -o "$root/usr/bin/mosaicctl" ./cmd/mosaicctl)
+# -trimpath so the binary names no build directory; urfave_cli_no_docs as
+# in the Makefile (it leaves out a Markdown generator mosaicctl never uses).
+(cd "$checkout" && CGO_ENABLED=0 GOARCH=$goarch $GO build -tags urfave_cli_no_docs -trimpath -o "$root/usr/bin/mosaicctl" ./cmd/mosaicctl)
 # The generators run the packaged binary itself (a host build when
 # cross-compiling).
 gen=$root/usr/bin/mosaicctl
 if [ "$goarch" != "$($GO env GOHOSTARCH)" ]; then
 	gen=$stage/mosaicctl-host
-	(cd "$checkout" && CGO_ENABLED=0 $GO build -o "$gen" ./cmd/mosaicctl)
+	(cd "$checkout" && CGO_ENABLED=0 $GO build -tags urfave_cli_no_docs -o "$gen" ./cmd/mosaicctl)
 fi
 
 "$gen" gen units --bin /usr/bin/mosaicctl "$root/usr/lib/systemd/user"

@@ -3,7 +3,8 @@ package proofs
 import (
 	"errors"
 	"fmt"
-	"regexp"
+
+	"github.com/mosaic-agents/mosaic/internal/shape"
 )
 
 // Check is one thing Verify looked at, with its outcome.
@@ -55,11 +56,6 @@ func (cs *checks) add(name string, ok bool, sentinel error, format string, args 
 	*cs = append(*cs, Check{Name: name, OK: ok, Detail: fmt.Sprintf(format, args...), err: sentinel})
 }
 
-var (
-	hex32    = regexp.MustCompile(`^[0-9a-f]{32}$`)
-	bootUUID = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
-)
-
 // ValidBootID reports whether id has the form of
 // /proc/sys/kernel/random/boot_id (a lowercase UUID, no newline).
-func ValidBootID(id string) bool { return bootUUID.MatchString(id) }
+func ValidBootID(id string) bool { return shape.UUID(id) }

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/mosaic-agents/mosaic/internal/shape"
 )
 
 // Proof type names, the `type` field of the JSON form.
@@ -170,7 +172,7 @@ func checkCohort(cs *checks, p *CohortProof) {
 	cs.add("identity", p.Stop != "" && p.Conversation != "" && p.Execution != "", ErrMalformed,
 		"stop %q conversation %q execution %q", p.Stop, p.Conversation, p.Execution)
 	cs.add("unit", validScopeName(p.Unit), ErrMalformed, "unit %q is a scope", p.Unit)
-	cs.add("invocation-id", hex32.MatchString(p.InvocationID), ErrMalformed,
+	cs.add("invocation-id", shape.Hex(p.InvocationID, 32), ErrMalformed,
 		"invocation id %q is 32 lowercase hex", p.InvocationID)
 	cs.add("cgroup", cohortCgroup(p.Cgroup, p.Unit), ErrMalformed,
 		"cgroup %q is the unit's cgroup or its %q sub-cgroup", p.Cgroup, EngineSubgroup)

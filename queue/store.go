@@ -11,12 +11,13 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/mosaic-agents/mosaic/internal/atomicfile"
+	"github.com/mosaic-agents/mosaic/internal/shape"
 	"github.com/mosaic-agents/mosaic/proofs"
 )
 
@@ -45,10 +46,12 @@ const MaxRevisionBytes = 32 << 20
 // controller keeps at most 64 waiting, 1024 finished and 256 draft items.
 const maxEntries = 4096
 
-var (
-	revisionName = regexp.MustCompile(`^r([0-9]{10})\.json$`)
-	itemName     = regexp.MustCompile(`^[a-z]{1,4}-[0-9a-f]{8,64}$`)
-)
+// validItem reports whether id has the shape of an item id: 1 to 4
+// lowercase letters, a dash, 8 to 64 lowercase hex digits.
+func validItem(id string) bool {
+	kind, digits, ok := strings.Cut(id, "-")
+	return ok && shape.Token(kind, 1, 4, shape.Lower, shape.Lower) && shape.Token(digits, 8, 64, shape.LowerHex, shape.LowerHex)
+}
 
 func revisionFile(rev int) string { return fmt.Sprintf("r%010d.json", rev) }
 
@@ -90,7 +93,7 @@ func (s *Store) Dir() string { return s.dir }
 // revision before it must exist (except for revision 1): revisions stay a
 // gapless run.
 func (s *Store) Write(it Item) error {
-	if !itemName.MatchString(it.ID) || it.Revision < 1 {
+	if !validItem(it.ID) || it.Revision < 1 {
 		return fmt.Errorf("write item %q revision %d: %w", it.ID, it.Revision, ErrInvalid)
 	}
 	dir := filepath.Join(s.dir, it.ID)
@@ -123,7 +126,7 @@ func (s *Store) Write(it Item) error {
 // whose Write failed reads back what the store holds: a failure after the
 // link (the directory fsync) leaves the revision in place.
 func (s *Store) Read(id string, rev int) (Item, error) {
-	if !itemName.MatchString(id) || rev < 1 {
+	if !validItem(id) || rev < 1 {
 		return Item{}, fmt.Errorf("read item %q revision %d: %w", id, rev, ErrInvalid)
 	}
 	it, err := readRevision(filepath.Join(s.dir, id, revisionFile(rev)))
@@ -167,7 +170,7 @@ func (s *Store) Load() ([]Item, []Damaged, error) {
 	var items []Item
 	var damaged []Damaged
 	for _, e := range entries {
-		if !e.IsDir() || !itemName.MatchString(e.Name()) {
+		if !e.IsDir() || !validItem(e.Name()) {
 			continue // temp files, items being forgotten
 		}
 		it, last, err := readItem(filepath.Join(s.dir, e.Name()), e.Name())
@@ -195,8 +198,8 @@ func readItem(dir, id string) (cur, last *Item, err error) {
 	}
 	var revs []int
 	for _, e := range entries {
-		if m := revisionName.FindStringSubmatch(e.Name()); m != nil {
-			n, _ := strconv.Atoi(m[1])
+		if d, ok := shape.Revision(e.Name()); ok {
+			n, _ := strconv.Atoi(d)
 			revs = append(revs, n)
 		}
 	}
@@ -246,7 +249,7 @@ func readRevision(path string) (Item, error) {
 // name no reader lists, removed, and the queue directory fsynced. A crash
 // part way leaves the dot name, which the next Forget of anything sweeps.
 func (s *Store) Forget(id string) error {
-	if !itemName.MatchString(id) {
+	if !validItem(id) {
 		return fmt.Errorf("forget item %q: %w", id, ErrInvalid)
 	}
 	gone := filepath.Join(s.dir, ".gone-"+id)

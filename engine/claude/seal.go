@@ -1,9 +1,9 @@
 package claude
 
 import (
-	"regexp"
 	"strings"
 
+	"github.com/mosaic-agents/mosaic/internal/shape"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
@@ -16,13 +16,10 @@ var baseArgs = []string{
 	"--verbose", "--permission-prompt-tool", "stdio", "--include-partial-messages",
 }
 
-// sessionRE is a lowercase RFC 4122 UUID: the only session id the
-// controller chooses or adopts, and the only file name the history reader
-// opens.
-var sessionRE = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
-
-// ValidSession reports whether id is a session UUID.
-func ValidSession(id string) bool { return sessionRE.MatchString(id) }
+// ValidSession reports whether id is a lowercase RFC 4122 UUID: the only
+// session id the controller chooses or adopts, and the only file name the
+// history reader opens.
+func ValidSession(id string) bool { return shape.UUID(id) }
 
 // Seal is what varies between sealed Claude engines.
 type Seal struct {

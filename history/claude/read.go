@@ -9,19 +9,17 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 
 	"github.com/mosaic-agents/mosaic/engine"
 	"github.com/mosaic-agents/mosaic/history"
+	"github.com/mosaic-agents/mosaic/internal/shape"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
 // Version is the only Claude Code version whose transcripts are read.
 const Version = "2.1.328"
-
-var sessionRE = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 
 // Ref names one transcript the way a binding does.
 type Ref struct {
@@ -55,7 +53,7 @@ func Slug(dir string) string {
 
 // Path returns the one file Ref names, or refuses unsafe-path.
 func (r Ref) Path() (string, error) {
-	if !sessionRE.MatchString(r.Session) {
+	if !shape.UUID(r.Session) {
 		return "", protocol.Refuse(protocol.CodeUnsafePath, "claude session %q is not a session UUID", cutID(r.Session))
 	}
 	if !filepath.IsAbs(r.ConfigDir) || filepath.Clean(r.ConfigDir) != r.ConfigDir || !filepath.IsAbs(r.Project) || filepath.Clean(r.Project) != r.Project {
