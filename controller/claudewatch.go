@@ -102,11 +102,11 @@ func (c *Controller) watchClaude(x *execution, pinned string, resumed bool) {
 		k8 = pinned
 	}
 	var size int64 = -1
-	var mod time.Time
+	var mod, change time.Time
 	var ino uint64
 	halfAt, halfTicks := int64(-1), 0
 	if fi, err := os.Lstat(path); err == nil {
-		size, mod, ino = fi.Size(), fi.ModTime(), inode(fi)
+		size, mod, change, ino = fi.Size(), fi.ModTime(), changeTime(fi), inode(fi)
 		x.checked.Store(size)
 	}
 	t := time.NewTicker(c.cfg.PollInterval)
@@ -122,7 +122,7 @@ func (c *Controller) watchClaude(x *execution, pinned string, resumed bool) {
 		case err != nil:
 			c.foreign(x, "the transcript is gone: "+err.Error(), "")
 			return
-		case fi.Size() == size && fi.ModTime().Equal(mod):
+		case fi.Size() == size && fi.ModTime().Equal(mod) && changeTime(fi).Equal(change):
 			continue
 		case size >= 0 && (fi.Size() < size || inode(fi) != ino):
 			c.foreign(x, "the transcript was replaced or shortened", "")
@@ -157,7 +157,7 @@ func (c *Controller) watchClaude(x *execution, pinned string, resumed bool) {
 			k8 = ""
 		}
 		c.follow(x, v.leaf)
-		prev, size, mod, ino = now, fi.Size(), fi.ModTime(), inode(fi)
+		prev, size, mod, change, ino = now, fi.Size(), fi.ModTime(), changeTime(fi), inode(fi)
 		x.checked.Store(size)
 	}
 }
@@ -190,6 +190,16 @@ func (c *Controller) watching(x *execution) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.st.exec == x && !x.exited
+}
+
+// changeTime is the file's status change time (st_ctime): unlike the
+// modification time, a writer cannot set it back, so a same-size rewrite
+// that restores the mtime still shows as a change to the watches.
+func changeTime(fi fs.FileInfo) time.Time {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return time.Unix(st.Ctim.Sec, st.Ctim.Nsec)
+	}
+	return time.Time{}
 }
 
 func inode(fi fs.FileInfo) uint64 {

@@ -26,7 +26,7 @@ func (c *Controller) watchSession(x *execution, prev *history.Snapshot) {
 		x.checked.Store(prev.Size())
 	}
 	var lastSize int64 = -1
-	var lastMod time.Time
+	var lastMod, lastChange time.Time
 	t := time.NewTicker(c.cfg.PollInterval)
 	defer t.Stop()
 	for range t.C {
@@ -40,7 +40,7 @@ func (c *Controller) watchSession(x *execution, prev *history.Snapshot) {
 		// reach Follow, which refuses both (a file not written yet is a
 		// new conversation to Follow, not an error).
 		fi, err := os.Lstat(path)
-		if err == nil && fi.Size() == lastSize && fi.ModTime().Equal(lastMod) {
+		if err == nil && fi.Size() == lastSize && fi.ModTime().Equal(lastMod) && changeTime(fi).Equal(lastChange) {
 			continue
 		}
 		snap, err := history.Follow(path, prev, history.Options{})
@@ -71,10 +71,10 @@ func (c *Controller) watchSession(x *execution, prev *history.Snapshot) {
 			}
 			c.follow(x, snap.LeafID())
 		}
-		prev, lastSize, lastMod = snap, -1, time.Time{}
+		prev, lastSize, lastMod, lastChange = snap, -1, time.Time{}, time.Time{}
 		x.checked.Store(snap.Size())
 		if fi != nil {
-			lastSize, lastMod = fi.Size(), fi.ModTime()
+			lastSize, lastMod, lastChange = fi.Size(), fi.ModTime(), changeTime(fi)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mosaic-agents/mosaic/protocol"
 )
@@ -28,6 +29,31 @@ func TestReplacedSessionIsForeign(t *testing.T) {
 				t.Fatal("the fixture has no message 1 to edit")
 			}
 			replace(t, path, path+".tmp", func(tmp string) error { return os.WriteFile(tmp, rewritten, 0o644) })
+		}},
+		{"rewritten in place, times kept", "source-replaced", func(t *testing.T, path string, b []byte) {
+			// Same size and modification time: only the change time,
+			// which no writer can set back, shows it.
+			fi, err := os.Stat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(3 * 100 * time.Millisecond) // the watch has seen the file as it was
+			rewritten := bytes.Replace(b, []byte(`"message 1"`), []byte(`"message X"`), 1)
+			if bytes.Equal(rewritten, b) {
+				t.Fatal("the fixture has no message 1 to edit")
+			}
+			f, err := os.OpenFile(path, os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = f.WriteAt(rewritten, 0)
+			f.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chtimes(path, fi.ModTime(), fi.ModTime()); err != nil {
+				t.Fatal(err)
+			}
 		}},
 		{"symlink", "unsafe-path", func(t *testing.T, path string, b []byte) {
 			other := path + ".other"

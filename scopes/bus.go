@@ -124,9 +124,11 @@ func (b bus) resetFailed(ctx context.Context, unit string) error {
 // of the Unit interface is in flight, not after its answer. As in
 // unitState, the Unit's properties come from one message, so they are one
 // moment's (the invocation id with its active state), and the Result from
-// another. A stop asks this on its critical path up to three times. A unit
-// not loaded (collected, read back as not-found) has no Result; its error,
-// if any, is ignored, and Result stays "" as unitState leaves it.
+// another, which may be answered first: a failed state with a success
+// Result is read again. A stop asks this on its critical path up to three
+// times. A unit not loaded (collected, read back as not-found) has no
+// Result; its error, if any, is ignored, and Result stays "" as unitState
+// leaves it.
 func (b bus) unitStateNow(ctx context.Context, unit string) (UnitState, error) {
 	var st UnitState
 	err := b.do(ctx, func(c *sddbus.Conn) error {
@@ -161,6 +163,15 @@ func (b bus) unitStateNow(ctx context.Context, unit string) (UnitState, error) {
 			return res.err
 		}
 		st.Result, _ = res.v.Value().(string)
+		if st.ActiveState == "failed" && st.Result == "success" {
+			// The Result was answered before the failure the state
+			// shows: ask again, after it.
+			p, err := c.GetUnitTypePropertyContext(ctx, unit, "Scope", "Result")
+			if err != nil {
+				return err
+			}
+			st.Result, _ = p.Value.Value().(string)
+		}
 		return nil
 	})
 	return st, err

@@ -16,14 +16,15 @@ import (
 // not shorter, and begin with exactly the bytes prev read (their SHA-256,
 // hashed again from the file): otherwise it refuses source-replaced, since
 // every entry prev vouched for may have changed. What Follow returns is
-// what Read would return for the file now. A prev of a new session, or
-// one whose last line had no LF yet, is read afresh.
+// what Read would return for the file now. A prev of a new session is
+// read afresh; one whose last line had no LF yet is checked the same way
+// and then parsed again from the start (its half line is not kept).
 //
 // The prefix is hashed rather than parsed again: the watch of a transcript
 // an engine keeps rewriting then costs one hash of the file per change,
 // not a JSON parse of every line.
 func Follow(prev *Transcript) (*Transcript, error) {
-	if prev.isNew || prev.partial {
+	if prev.isNew {
 		return Read(prev.ref)
 	}
 	f, err := history.OpenRead(prev.path, history.DefaultMaxSize)
@@ -50,6 +51,15 @@ func Follow(prev *Transcript) (*Transcript, error) {
 	}
 	if !bytes.Equal(h.Sum(nil), prev.digest) {
 		return nil, history.Replaced(prev.path, "the transcript was rewritten in place")
+	}
+	if prev.partial {
+		// The half line may continue in what was appended: parse the
+		// file again, checked above, from its first byte.
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return nil, protocol.Wrap(protocol.CodeUnreadable, err, "read claude transcript %s", prev.path)
+		}
+		t = &Transcript{ref: prev.ref, path: prev.path, entries: map[string]*Entry{}, kids: map[string]int{}, dev: t.dev, ino: t.ino}
+		return t, t.scan(f, sha256.New())
 	}
 	return t, t.scan(f, h)
 }

@@ -139,3 +139,51 @@ func TestFollowRefusesAnotherFile(t *testing.T) {
 		})
 	}
 }
+
+// TestFollowAfterHalfLine: a read that ended in a half line (a line whose
+// LF was not written yet) does not lower the checks of the next follow:
+// the bytes read before it rewritten in place, or the file replaced, is
+// still source-replaced once the line is ended.
+func TestFollowAfterHalfLine(t *testing.T) {
+	for _, how := range []string{"in place", "replaced"} {
+		t.Run(how, func(t *testing.T) {
+			ref, path := setup(t, nil)
+			prev, err := Read(ref)
+			if err != nil {
+				t.Fatal(err)
+			}
+			appendTo(t, path, "  ")
+			if prev, err = Follow(prev); err != nil || !prev.partial {
+				t.Fatalf("follow of a half line: partial %v, %v", prev != nil && prev.partial, err)
+			}
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			i := strings.Index(string(b), `"text":"`) + len(`"text":"`)
+			b[i] ^= 1 // one prompt's text changed, same length
+			switch how {
+			case "in place":
+				f, err := os.OpenFile(path, os.O_WRONLY, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, err = f.WriteAt(b, 0)
+				f.Close()
+				if err != nil {
+					t.Fatal(err)
+				}
+			case "replaced":
+				if err := os.WriteFile(path+".new", b, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Rename(path+".new", path); err != nil {
+					t.Fatal(err)
+				}
+			}
+			appendTo(t, path, "\n")
+			_, err = Follow(prev)
+			wantCode(t, err, protocol.CodeSourceReplaced)
+		})
+	}
+}
