@@ -85,6 +85,9 @@ func (m *Manager) launchScope(ctx context.Context, spec Spec, name string, rel r
 		}
 		return nil, fmt.Errorf("launch %s: %w", name, err)
 	}
+	if rel.Confine != nil {
+		m.confirmProbe()
+	}
 	// The anchor ignores SIGTERM before the engine runs, so before any
 	// stop can reach it.
 	if err = awaitReady(l.anchorReady, roleAnchor, l.readyBy); err != nil {

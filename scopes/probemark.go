@@ -101,3 +101,15 @@ func (m *Manager) forgetProbe() bool {
 	}
 	return byMark
 }
+
+// confirmProbe makes a confined engine set up by this Manager its own
+// evidence that engines can be confined here, as a probe of its own is: a
+// later launch whose namespaces are refused then fails, as it did before
+// the mark existed, instead of probing again and starting the engine
+// unconfined (a sibling engine using up user.max_user_namespaces must not
+// be able to unconfine the next launch).
+func (m *Manager) confirmProbe() {
+	m.probeMu.Lock()
+	defer m.probeMu.Unlock()
+	m.probedByMark = false
+}

@@ -129,4 +129,37 @@ func TestMarkedButRefused(t *testing.T) {
 			}
 		})
 	}
+	// A Manager whose first launch trusted the mark and was confined has
+	// its own evidence then: a later refusal fails the launch (no probe,
+	// no unconfined engine), as for a Manager that probed itself.
+	t.Run("refused after a confined launch", func(t *testing.T) {
+		m := testManager(t)
+		t.Setenv("XDG_RUNTIME_DIR", t.TempDir())
+		markProbed()
+		refuse := false
+		m.faults.refuseHeld = func(confined bool) error {
+			if confined && refuse {
+				return refused
+			}
+			return nil
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conv, exe := ids(t)
+		h, err := m.Launch(ctx, Spec{Conversation: conv, Execution: exe, Argv: []string{"true"}, Stderr: os.Stderr})
+		if err != nil || !h.Cohort.Confinement.Confined {
+			t.Fatalf("first launch: %v; want it confined on the mark", err)
+		}
+		t.Cleanup(func() { h.Abandon(context.Background()); h.Close() })
+		refuse = true
+		conv, exe = ids(t)
+		h2, err := m.Launch(ctx, Spec{Conversation: conv, Execution: exe, Argv: []string{"true"}, Stderr: os.Stderr})
+		if err == nil {
+			t.Cleanup(func() { h2.Abandon(context.Background()); h2.Close() })
+			t.Fatalf("launch after a refusal: %+v; want it to fail closed", h2.Cohort.Confinement)
+		}
+		if !errors.Is(err, refused) {
+			t.Fatalf("launch after a refusal: %v; want the refusal", err)
+		}
+	})
 }
