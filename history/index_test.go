@@ -372,9 +372,9 @@ func TestFollowWhilePaging(t *testing.T) {
 	snaps := []taken{{prev, serve(t, prev)}}
 	done, stop := make(chan struct{}), make(chan struct{})
 	errs := make(chan string, 1)
+	k := snaps[0] // not read from snaps in the goroutine: the loop below appends to it
 	go func() {
 		defer close(done)
-		k := snaps[0]
 		for {
 			select {
 			case <-stop:
