@@ -31,7 +31,9 @@ done
 # go to .build/demo, which the sandbox shares (it shares the checkout).
 export MOSAIC_DEMO_DIR=$checkout/.build/demo
 mkdir -p "$MOSAIC_DEMO_DIR"
-rm -f "$MOSAIC_DEMO_DIR/session.jsonl" "$MOSAIC_DEMO_DIR/proof.json"
+# A tmux socket left by an earlier run may belong to another sandbox user
+# (the directory is sticky): this process, not the sandbox, removes it.
+rm -f "$MOSAIC_DEMO_DIR/session.jsonl" "$MOSAIC_DEMO_DIR/proof.json" "$MOSAIC_DEMO_DIR/tmux.sock"
 # On a terminal, wait a little for a watcher to attach to the pane.
 if [ -t 1 ]; then
 	export MOSAIC_DEMO_WAIT=${MOSAIC_DEMO_WAIT:-20}
