@@ -72,32 +72,6 @@ func (s UnitState) inactive() bool {
 	return s.ActiveState == "inactive" || s.ActiveState == "failed"
 }
 
-func (b bus) unitState(ctx context.Context, unit string) (UnitState, error) {
-	var st UnitState
-	err := b.do(ctx, func(c *sddbus.Conn) error {
-		props, err := c.GetUnitPropertiesContext(ctx, unit)
-		if err != nil {
-			return err
-		}
-		st.LoadState, _ = props["LoadState"].(string)
-		st.ActiveState, _ = props["ActiveState"].(string)
-		st.SubState, _ = props["SubState"].(string)
-		if id, ok := props["InvocationID"].([]byte); ok && len(id) > 0 {
-			st.InvocationID = hex.EncodeToString(id)
-		}
-		if st.LoadState == "not-found" {
-			return nil
-		}
-		p, err := c.GetUnitTypePropertyContext(ctx, unit, "Scope", "Result")
-		if err != nil {
-			return err
-		}
-		st.Result, _ = p.Value.Value().(string)
-		return nil
-	})
-	return st, err
-}
-
 func (b bus) controlGroup(ctx context.Context, unit string) (string, error) {
 	var cg string
 	err := b.do(ctx, func(c *sddbus.Conn) error {
@@ -119,31 +93,26 @@ func (b bus) resetFailed(ctx context.Context, unit string) error {
 	return b.do(ctx, func(c *sddbus.Conn) error { return c.ResetFailedUnitContext(ctx, unit) })
 }
 
-// unitStateNow reads the same UnitState as unitState in one round trip to
-// the manager instead of two: the Scope's Result is asked for while GetAll
-// of the Unit interface is in flight, not after its answer. As in
-// unitState, the Unit's properties come from one message, so they are one
-// moment's (the invocation id with its active state), and the Result from
-// another, which may be answered first: a failed state with a success
-// Result is read again. A stop asks this on its critical path up to three
-// times. A unit not loaded (collected, read back as not-found) has no
-// Result; its error, if any, is ignored, and Result stays "" as unitState
-// leaves it.
-func (b bus) unitStateNow(ctx context.Context, unit string) (UnitState, error) {
+// unitState reads the unit's state in one round trip to the manager: the
+// Scope's Result is asked for while GetAll of the Unit interface is in
+// flight, not after its answer. The Unit's properties come from one
+// message, so they are one moment's (the invocation id with its active
+// state), and the Result from another, which may be answered first: a
+// failed state with a success Result is read again. A stop asks this on
+// its critical path up to three times. A unit not loaded (collected, read
+// back as not-found) has no Result; its error, if any, is ignored, and
+// Result stays "".
+func (b bus) unitState(ctx context.Context, unit string) (UnitState, error) {
 	var st UnitState
 	err := b.do(ctx, func(c *sddbus.Conn) error {
 		type answer struct {
-			v   dbus.Variant
-			err error
+			result string
+			err    error
 		}
 		result := make(chan answer, 1)
 		go func() {
-			p, err := c.GetUnitTypePropertyContext(ctx, unit, "Scope", "Result")
-			if err != nil {
-				result <- answer{err: err}
-				return
-			}
-			result <- answer{v: p.Value}
+			r, err := scopeResult(ctx, c, unit)
+			result <- answer{r, err}
 		}()
 		props, err := c.GetUnitPropertiesContext(ctx, unit)
 		res := <-result
@@ -159,27 +128,30 @@ func (b bus) unitStateNow(ctx context.Context, unit string) (UnitState, error) {
 		if st.LoadState == "not-found" {
 			return nil
 		}
-		if res.err != nil {
-			return res.err
-		}
-		st.Result, _ = res.v.Value().(string)
-		if st.ActiveState == "failed" && st.Result == "success" {
+		st.Result, err = res.result, res.err
+		if err == nil && st.ActiveState == "failed" && st.Result == "success" {
 			// The Result was answered before the failure the state
 			// shows: ask again, after it.
-			p, err := c.GetUnitTypePropertyContext(ctx, unit, "Scope", "Result")
-			if err != nil {
-				return err
-			}
-			st.Result, _ = p.Value.Value().(string)
+			st.Result, err = scopeResult(ctx, c, unit)
 		}
-		return nil
+		return err
 	})
 	return st, err
 }
 
+// scopeResult reads the scope's Result property.
+func scopeResult(ctx context.Context, c *sddbus.Conn, unit string) (string, error) {
+	p, err := c.GetUnitTypePropertyContext(ctx, unit, "Scope", "Result")
+	if err != nil {
+		return "", err
+	}
+	r, _ := p.Value.Value().(string)
+	return r, nil
+}
+
 // invocationID reads the unit's InvocationID alone (32 lowercase hex, ""
 // if it has none): one Get, where unitState's GetAll carries every
-// property of the unit (about 300) and then asks for the Result as well.
+// property of the unit (about 300) and asks for the Result as well.
 func (b bus) invocationID(ctx context.Context, unit string) (string, error) {
 	var id string
 	err := b.do(ctx, func(c *sddbus.Conn) error {

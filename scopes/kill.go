@@ -135,8 +135,8 @@ func (k *killPhase) identify(ctx context.Context) (UnitState, error) {
 	// rule most of that out (a scope's invocation cannot end while its
 	// anchor lives, short of the anchor outliving SIGKILL for the stop
 	// timeout), but a Reattach handle does not reap the anchor, so the
-	// round trip stays, made one (unitStateNow).
-	st, err := h.m.bus.unitStateNow(ctx, c.Unit)
+	// round trip stays, made one (unitState).
+	st, err := h.m.bus.unitState(ctx, c.Unit)
 	if err != nil {
 		return st, fmt.Errorf("unit %s: state unreadable, so its cgroup cannot be tied to invocation %s: %w", c.Unit, c.InvocationID, err)
 	}
@@ -213,7 +213,7 @@ func (h *Handle) releaseScope(ctx context.Context, fs *cgroupFS, dl time.Time) (
 	_, _, _ = fs.waitEvents(c.ScopeCgroup, dl, func(e cgEvents) bool { return e.Populated == 0 })
 	wait := time.Millisecond
 	for {
-		st, err := h.m.bus.unitStateNow(ctx, c.Unit)
+		st, err := h.m.bus.unitState(ctx, c.Unit)
 		if err == nil && (st.inactive() || (st.InvocationID != "" && st.InvocationID != c.InvocationID)) {
 			if st.InvocationID != "" && st.InvocationID != c.InvocationID {
 				// A new invocation took the name: ours is gone.

@@ -100,7 +100,7 @@ func (h *Handle) findRemoved(ctx context.Context, fs *cgroupFS) (*proofs.Removal
 // asks the user manager.
 func (h *Handle) unitOurs(ctx context.Context) error {
 	c := h.Cohort
-	st, err := h.m.bus.unitStateNow(ctx, c.Unit)
+	st, err := h.m.bus.unitState(ctx, c.Unit)
 	if err != nil {
 		return fmt.Errorf("unit %s: state unreadable: %w", c.Unit, err)
 	}
@@ -178,7 +178,7 @@ func (k *killPhase) killRemoved(ctx context.Context) StopResult {
 // elsewhere: that proves nothing.
 func (k *killPhase) removedBySystemd(ctx context.Context) (UnitState, error) {
 	c := k.h.Cohort
-	st, err := k.h.m.bus.unitStateNow(ctx, c.Unit)
+	st, err := k.h.m.bus.unitState(ctx, c.Unit)
 	if err != nil {
 		return st, fmt.Errorf("unit %s: state unreadable: %w", c.Unit, err)
 	}
