@@ -35,7 +35,7 @@ func Follow(prev *Transcript) (*Transcript, error) {
 		return nil, history.Replaced(prev.path, "the transcript is gone")
 	}
 	defer f.Close()
-	t := prev.next()
+	t := blank(prev.ref, prev.path)
 	if err := t.identify(f); err != nil {
 		return nil, err
 	}
@@ -58,9 +58,9 @@ func Follow(prev *Transcript) (*Transcript, error) {
 		if _, err := f.Seek(0, io.SeekStart); err != nil {
 			return nil, protocol.Wrap(protocol.CodeUnreadable, err, "read claude transcript %s", prev.path)
 		}
-		t = &Transcript{ref: prev.ref, path: prev.path, entries: map[string]*Entry{}, kids: map[string]int{}, dev: t.dev, ino: t.ino}
 		return t, t.scan(f, sha256.New())
 	}
+	t = prev.next()
 	return t, t.scan(f, h)
 }
 

@@ -136,7 +136,7 @@ func Read(ref Ref) (*Transcript, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &Transcript{ref: ref, path: path, entries: map[string]*Entry{}, kids: map[string]int{}}
+	t := blank(ref, path)
 	f, err := history.OpenRead(path, history.DefaultMaxSize)
 	if err != nil {
 		return nil, err
@@ -150,6 +150,11 @@ func Read(ref Ref) (*Transcript, error) {
 		return nil, err
 	}
 	return t, t.scan(f, sha256.New())
+}
+
+// blank is a transcript of path with nothing read yet.
+func blank(ref Ref, path string) *Transcript {
+	return &Transcript{ref: ref, path: path, entries: map[string]*Entry{}, kids: map[string]int{}}
 }
 
 // scan parses the lines of f from its offset on (t.size, line t.lines+1),
