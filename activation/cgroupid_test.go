@@ -119,21 +119,7 @@ func BenchmarkJudgeTCPEngineCgroups(b *testing.B) {
 		b.Fatal(err)
 	}
 	engine := engineSubcgroupConn(b, fmt.Sprintf("mosaic-engine-benchcg-%d", os.Getpid()), 3000)
-	l, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
-	client, err := net.Dial("tcp4", l.Addr().String())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer client.Close()
-	legit, err := l.Accept()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer legit.Close()
+	_, legit := loopbackPair(b, "tcp4", "127.0.0.1:0")
 	b.Run("engine", func(b *testing.B) {
 		for b.Loop() {
 			if v := j.JudgeConn(engine); !v.Engine {

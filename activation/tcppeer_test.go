@@ -17,23 +17,23 @@ import (
 
 // loopbackPair returns both ends of a loopback TCP connection made by this
 // process to a listener on network's loopback address.
-func loopbackPair(t *testing.T, network, addr string) (client, server net.Conn) {
-	t.Helper()
+func loopbackPair(tb testing.TB, network, addr string) (client, server net.Conn) {
+	tb.Helper()
 	l, err := net.Listen(network, addr)
 	if err != nil {
-		t.Skipf("no %s loopback: %v", network, err)
+		tb.Skipf("no %s loopback: %v", network, err)
 	}
 	defer l.Close()
 	client, err = net.Dial(network, l.Addr().String())
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	t.Cleanup(func() { client.Close() })
+	tb.Cleanup(func() { client.Close() })
 	server, err = l.Accept()
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	t.Cleanup(func() { server.Close() })
+	tb.Cleanup(func() { server.Close() })
 	return client, server
 }
 
@@ -220,21 +220,7 @@ func BenchmarkJudgeTCP(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	l, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
-	client, err := net.Dial("tcp4", l.Addr().String())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer client.Close()
-	server, err := l.Accept()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer server.Close()
+	_, server := loopbackPair(b, "tcp4", "127.0.0.1:0")
 	for b.Loop() {
 		if v := j.JudgeConn(server); v.Engine {
 			b.Fatal(v.Reason)
