@@ -36,11 +36,11 @@ func runRecover(ctx context.Context, c *cli.Context) error {
 	if err := s.take(ctx, c, true, how); err != nil {
 		return err
 	}
-	id, err := s.confirm(ctx, protocol.CmdRecover, how)
+	cf, err := s.confirm(ctx, protocol.CmdRecover, how)
 	if err != nil {
 		return err
 	}
-	el, err := s.c.Recover(ctx, id)
+	el, err := s.c.Recover(ctx, cf.ID)
 	if s.got(err) != nil {
 		return err
 	}

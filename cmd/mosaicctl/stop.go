@@ -50,13 +50,13 @@ func runStop(ctx context.Context, c *cli.Context) error {
 	if err := s.take(ctx, c, true, how); err != nil {
 		return err
 	}
-	id, err := s.confirm(ctx, protocol.CmdForceStop, how)
+	cf, err := s.confirm(ctx, protocol.CmdForceStop, how)
 	if err != nil {
 		return err
 	}
-	rc, err := s.c.ForceStop(ctx, id)
+	rc, err := s.c.ForceStop(ctx, cf.ID)
 	if s.got(err) != nil {
-		if rc, err = s.joinRunningStop(ctx, err); err != nil {
+		if rc, err = s.joinRunningStop(ctx, err, cf); err != nil {
 			return err
 		}
 	}

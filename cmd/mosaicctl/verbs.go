@@ -231,11 +231,11 @@ func (s *session) take(ctx context.Context, c *cli.Context, recovery bool, conse
 	if s.got(err) == nil || !recovery || protocol.CodeOf(err) != protocol.CodeFenced {
 		return err
 	}
-	id, err := s.confirm(ctx, protocol.CmdAcquireRecoveryControl, consent)
+	cf, err := s.confirm(ctx, protocol.CmdAcquireRecoveryControl, consent)
 	if err != nil {
 		return err
 	}
-	_, err = s.c.AcquireRecoveryControl(ctx, id)
+	_, err = s.c.AcquireRecoveryControl(ctx, cf.ID)
 	return s.got(err)
 }
 
@@ -251,10 +251,10 @@ type consent struct {
 // confirm with consent, decline (and refuse) without. Without --yes and
 // without a terminal to ask on it refuses confirmation-required, after
 // saying what would have been done.
-func (s *session) confirm(ctx context.Context, op string, how consent) (string, error) {
+func (s *session) confirm(ctx context.Context, op string, how consent) (*protocol.Confirmation, error) {
 	cf, err := s.c.IssueConfirmation(ctx, op)
 	if s.got(err) != nil {
-		return "", err
+		return nil, err
 	}
 	ok, err := s.ask(cf, how)
 	if err != nil || !ok {
@@ -264,16 +264,16 @@ func (s *session) confirm(ctx context.Context, op string, how consent) (string, 
 		if err == nil {
 			err = protocol.Refuse(protocol.CodeDeclined, "%s declined; nothing was done", op)
 		}
-		return "", err
+		return nil, err
 	}
 	answered, err := s.c.AnswerConfirmation(ctx, cf.ID, client.AnswerConfirm)
 	if s.got(err) != nil {
-		return "", err
+		return nil, err
 	}
 	if answered.State != protocol.ConfirmationAnswered {
-		return "", fmt.Errorf("confirmation %s for %s is %s, not answered", cf.ID, op, answered.State)
+		return nil, fmt.Errorf("confirmation %s for %s is %s, not answered", cf.ID, op, answered.State)
 	}
-	return cf.ID, nil
+	return cf, nil
 }
 
 // ask gets consent for cf: given, or y on the terminal on stdin.
