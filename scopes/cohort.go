@@ -37,6 +37,10 @@ type Cohort struct {
 	CgroupID uint64 `json:"cgroup_id,omitempty"`
 }
 
+// engineCgroup is the cgroup a member must be in or below, with its id
+// where the launch recorded it.
+func (c *Cohort) engineCgroup() cgroupRef { return cgroupRef{Path: c.Cgroup, ID: c.CgroupID} }
+
 // CohortOf rebuilds a scope Cohort from what a writer claim records about
 // an incarnation: conversation, execution, boot id, engine pid, start time
 // and engine cgroup. The InvocationID is then unknown; the kill phase takes

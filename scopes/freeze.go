@@ -66,7 +66,7 @@ func (k *killPhase) awaitFrozen() error {
 // enumeration counts as complete only if the cgroup is still frozen after.
 func (k *killPhase) enumerateFrozen() []*member {
 	cg := k.h.Cohort.Cgroup
-	ms, complete, notes := k.h.enumerate(k.fs, cg)
+	ms, complete, notes := k.h.enumerate(k.fs, k.h.Cohort.engineCgroup())
 	k.res.Notes = append(k.res.Notes, notes...)
 	if ev, err := k.fs.events(cg); err != nil || ev.Frozen != 1 {
 		complete = false
@@ -87,7 +87,7 @@ func (k *killPhase) thaw() {
 // checked to be inside the cgroup, merged with the TERM phase's members. A
 // pid that vanished or was not a member makes it re-read cgroup.procs; the
 // membership is complete once a whole read opens cleanly.
-func (h *Handle) enumerate(fs *cgroupFS, cg string) ([]*member, bool, []string) {
+func (h *Handle) enumerate(fs *cgroupFS, cg cgroupRef) ([]*member, bool, []string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var notes []string
@@ -96,7 +96,7 @@ func (h *Handle) enumerate(fs *cgroupFS, cg string) ([]*member, bool, []string) 
 		seen[identity(m)] = true
 	}
 	for range 3 {
-		pids, err := fs.procs(cg)
+		pids, err := fs.procs(cg.Path)
 		if err != nil {
 			notes = append(notes, "enumeration failed: "+err.Error())
 			return h.term, false, notes

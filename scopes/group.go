@@ -45,7 +45,7 @@ func (m *Manager) launchGroup(spec Spec, rel release, cause error) (h *Handle, e
 		return nil, fmt.Errorf("held child: %w", err)
 	}
 	// Our unreaped child: the pid cannot be reused before the pidfd pins it.
-	if leader, err = openMember(held.cmd.Process.Pid, 0, ""); err != nil {
+	if leader, err = openMember(held.cmd.Process.Pid, 0, cgroupRef{}); err != nil {
 		return nil, fmt.Errorf("launch in process group: %w", err)
 	}
 	cohort, err := groupCohort(spec, leader, cause)
@@ -95,7 +95,7 @@ func (h *Handle) pinLeader() (*member, error) {
 	if h.leader != nil {
 		return h.leader, nil
 	}
-	m, err := openMember(h.Cohort.PID, h.Cohort.StartTime, "")
+	m, err := openMember(h.Cohort.PID, h.Cohort.StartTime, cgroupRef{})
 	if err != nil {
 		return nil, err
 	}

@@ -32,13 +32,22 @@ func (m *member) close() {
 	}
 }
 
+// cgroupRef names the cgroup a member must be in or below: its path
+// below the cgroup2 mount and, where known, its id (the directory's inode
+// number, which the kernel never reuses within a boot). The zero value
+// asks for no check.
+type cgroupRef struct {
+	Path string
+	ID   uint64
+}
+
 // openMember opens a pidfd on pid and identifies the process behind it.
 // The pidfd pins the process; /proc is read after it is opened and the
 // process is checked alive afterwards, so the reads describe the pinned
 // process and not a successor with a reused pid. wantStart, if not zero, is
 // the recorded start time (ErrPIDReused on mismatch); within, if not
 // empty, is the cgroup the process must be in or below (ErrNotMember).
-func openMember(pid int, wantStart uint64, within string) (*member, error) {
+func openMember(pid int, wantStart uint64, within cgroupRef) (*member, error) {
 	fd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
 		if errors.Is(err, unix.ESRCH) {
@@ -55,25 +64,54 @@ func openMember(pid int, wantStart uint64, within string) (*member, error) {
 	if err != nil {
 		return fail(fmt.Errorf("pid %d: %w (%v)", pid, ErrVanished, err))
 	}
-	var cg string
-	if within != "" {
-		if cg, err = procfs.Cgroup2(pid); err != nil {
-			return fail(fmt.Errorf("pid %d: %w (%v)", pid, ErrVanished, err))
-		}
-	}
-	if err := unix.PidfdSendSignal(fd, 0, nil, 0); err != nil {
-		// Dead (or reaped) after the reads: they may describe another
-		// process, so nothing read is trusted.
-		return fail(fmt.Errorf("pid %d: %w (%v)", pid, ErrVanished, err))
+	if err := m.placed(within); err != nil {
+		return fail(err)
 	}
 	m.StartTime, m.Comm = st.StartTime, st.Comm
 	if wantStart != 0 && st.StartTime != wantStart {
 		return fail(fmt.Errorf("pid %d start %d, recorded %d: %w", pid, st.StartTime, wantStart, ErrPIDReused))
 	}
-	if within != "" && cg != within && !strings.HasPrefix(cg, within+"/") {
-		return fail(fmt.Errorf("pid %d in %s, not below %s: %w", pid, cg, within, ErrNotMember))
-	}
 	return m, nil
+}
+
+// placed checks, after /proc was read by pid, that the pinned process
+// still held that pid (so the reads were its own) and is inside within.
+//
+// Where the kernel has PIDFD_GET_INFO (Linux 6.13) the question goes
+// through the pidfd itself: it fails for a process that no longer holds
+// its pid, and it names the process's cgroup by id, with no /proc file
+// read by a pid that could by then be another's. A member directly in
+// within, the common case, costs that one call instead of reading
+// /proc/<pid>/cgroup and sending signal 0. A member in a sub-cgroup (or a
+// kernel without the call) is decided by /proc/<pid>/cgroup, read before
+// the liveness check, as the stat was.
+func (m *member) placed(within cgroupRef) error {
+	if within.ID != 0 {
+		info := unix.PidfdInfo{Mask: unix.PIDFD_INFO_CGROUPID}
+		err := unix.IoctlPidfdInfo(m.fd, &info)
+		switch {
+		case err == nil && info.Mask&unix.PIDFD_INFO_CGROUPID != 0 && info.Cgroupid == within.ID:
+			return nil
+		case errors.Is(err, unix.ESRCH):
+			return fmt.Errorf("pid %d: %w (%v)", m.PID, ErrVanished, err)
+		}
+	}
+	var cg string
+	if within.Path != "" {
+		var err error
+		if cg, err = procfs.Cgroup2(m.PID); err != nil {
+			return fmt.Errorf("pid %d: %w (%v)", m.PID, ErrVanished, err)
+		}
+	}
+	if err := unix.PidfdSendSignal(m.fd, 0, nil, 0); err != nil {
+		// Dead (or reaped) after the reads: they may describe another
+		// process, so nothing read is trusted.
+		return fmt.Errorf("pid %d: %w (%v)", m.PID, ErrVanished, err)
+	}
+	if within.Path != "" && cg != within.Path && !strings.HasPrefix(cg, within.Path+"/") {
+		return fmt.Errorf("pid %d in %s, not below %s: %w", m.PID, cg, within.Path, ErrNotMember)
+	}
+	return nil
 }
 
 // signal sends sig through the pidfd: it can only reach the pinned process.

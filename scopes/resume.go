@@ -25,9 +25,9 @@ var ErrNotResumable = errors.New("the kept descriptors do not lead to the record
 // is this one and observe its exit without being its parent.
 func (h *Handle) EnginePidFD() (*os.File, error) {
 	c := h.Cohort
-	within := c.Cgroup
+	within := c.engineCgroup()
 	if c.Kind != proofs.KindScope {
-		within = ""
+		within = cgroupRef{}
 	}
 	m, err := openMember(c.PID, c.StartTime, within)
 	if err != nil {

@@ -131,7 +131,7 @@ func (h *Handle) Members() ([]Member, error) {
 	}
 	var out []Member
 	for _, pid := range pids {
-		m, err := openMember(pid, 0, h.Cohort.Cgroup)
+		m, err := openMember(pid, 0, h.Cohort.engineCgroup())
 		if err != nil {
 			continue
 		}

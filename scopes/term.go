@@ -89,7 +89,7 @@ func pinAll(pids []int, c *Cohort) []pinResult {
 		if pids[i] == c.PID {
 			want = c.StartTime
 		}
-		out[i].m, out[i].err = openMember(pids[i], want, c.Cgroup)
+		out[i].m, out[i].err = openMember(pids[i], want, c.engineCgroup())
 	}
 	inParallel(len(pids), pin)
 	return out

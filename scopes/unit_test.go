@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path"
 	"strings"
 	"syscall"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/mosaic-agents/mosaic/internal/procfs"
 	"github.com/mosaic-agents/mosaic/proofs"
+	"golang.org/x/sys/unix"
 )
 
 func TestParseEvents(t *testing.T) {
@@ -68,7 +70,10 @@ func TestParseEngineScope(t *testing.T) {
 
 // TestOpenMemberIdentity: pid reuse (a start time that does not match) and
 // a vanished process are refused and never signalled; a process outside
-// the cohort's cgroup is not a member.
+// the cohort's cgroup is not a member, whether the cgroup's id is known
+// (decided through the pidfd where the kernel can) or only its path; a
+// process whose cgroup id is not the recorded one is still a member when
+// it is below the path (a sub-cgroup).
 func TestOpenMemberIdentity(t *testing.T) {
 	cmd := exec.Command("sleep", "30")
 	if err := cmd.Start(); err != nil {
@@ -84,16 +89,36 @@ func TestOpenMemberIdentity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	mount, err := Cgroup2Mount()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fi unix.Stat_t
+	if err := unix.Stat(mount+own, &fi); err != nil {
+		t.Fatal(err)
+	}
+	id := fi.Ino
 	for _, tc := range []struct {
 		name   string
 		start  uint64
-		within string
+		within cgroupRef
 		want   error
 	}{
-		{"recorded start matches", st.StartTime, own, nil},
-		{"pid reused", st.StartTime + 1, "", ErrPIDReused},
-		{"outside the cgroup", 0, own + "-other", ErrNotMember},
+		{"recorded start matches", st.StartTime, cgroupRef{Path: own}, nil},
+		{"pid reused", st.StartTime + 1, cgroupRef{}, ErrPIDReused},
+		{"pid reused, in the cgroup by id", st.StartTime + 1, cgroupRef{Path: own, ID: id}, ErrPIDReused},
+		{"outside the cgroup", 0, cgroupRef{Path: own + "-other"}, ErrNotMember},
+		{"in the cgroup by id", 0, cgroupRef{Path: own, ID: id}, nil},
+		{"another id, below the path", 0, cgroupRef{Path: path.Dir(own), ID: id + 1}, nil},
+		{"another id, outside the path", 0, cgroupRef{Path: own + "-other", ID: id + 1}, ErrNotMember},
+		// The pidfd's own answer decides when the kernel gives it: the
+		// path is then not read at all.
+		{"the id decides", 0, cgroupRef{Path: own + "-other", ID: id}, nil},
 	} {
+		if tc.name == "the id decides" && !pidfdInfoCgroup(t, pid) {
+			t.Log("skipping \"the id decides\": this kernel has no PIDFD_GET_INFO (Linux 6.13)")
+			continue
+		}
 		t.Run(tc.name, func(t *testing.T) {
 			m, err := openMember(pid, tc.start, tc.within)
 			if !errors.Is(err, tc.want) {
@@ -121,7 +146,7 @@ func TestOpenMemberIdentity(t *testing.T) {
 	}
 	cmd.Process.Kill()
 	cmd.Wait()
-	if _, err := openMember(pid, 0, ""); !errors.Is(err, ErrVanished) {
+	if _, err := openMember(pid, 0, cgroupRef{}); !errors.Is(err, ErrVanished) {
 		t.Fatalf("reaped pid: %v, want ErrVanished", err)
 	}
 }
@@ -133,7 +158,7 @@ func TestWaitDeathsObservesEachDeath(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		m, err := openMember(cmd.Process.Pid, 0, "")
+		m, err := openMember(cmd.Process.Pid, 0, cgroupRef{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -217,4 +242,17 @@ func TestAwaitReady(t *testing.T) {
 			t.Errorf("%s: %v", tc.name, err)
 		}
 	}
+}
+
+// pidfdInfoCgroup says whether this kernel names a process's cgroup
+// through its pidfd (PIDFD_GET_INFO).
+func pidfdInfoCgroup(t *testing.T, pid int) bool {
+	t.Helper()
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	info := unix.PidfdInfo{Mask: unix.PIDFD_INFO_CGROUPID}
+	return unix.IoctlPidfdInfo(fd, &info) == nil && info.Mask&unix.PIDFD_INFO_CGROUPID != 0
 }
