@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	sddbus "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/mosaic-agents/mosaic/internal/procfs"
 	"golang.org/x/sys/unix"
 )
@@ -251,4 +252,43 @@ func BenchmarkPinMembers(b *testing.B) {
 	b.ReportMetric(float64(byPath.Nanoseconds())/n, "ns/pin-by-path")
 	b.ReportMetric(float64(byID.Nanoseconds())/n, "ns/pin-by-id")
 	b.ReportMetric(float64(byID)/float64(byPath), "x-by-path")
+}
+
+// BenchmarkUnitState compares unitState (three small reads in flight at
+// once) with GetAll of the Unit interface plus the Scope's Result, the
+// read it replaced, on a live scope, interleaved in one run.
+func BenchmarkUnitState(b *testing.B) {
+	m := testManager(b)
+	e := launchEngine(b, m, `echo "ready 1"; exec cat`)
+	e.expect(b, "ready")
+	ctx := context.Background()
+	unit := e.Cohort.Unit
+	getAll := func() error {
+		return m.bus.do(ctx, func(c *sddbus.Conn) error {
+			if _, err := c.GetUnitPropertiesContext(ctx, unit); err != nil {
+				return err
+			}
+			_, err := scopeResult(ctx, c, unit)
+			return err
+		})
+	}
+	var ours, base time.Duration
+	b.ResetTimer()
+	for range b.N {
+		t0 := time.Now()
+		st, err := m.bus.unitState(ctx, unit)
+		if err != nil || st.InvocationID != e.Cohort.InvocationID || st.ActiveState != "active" {
+			b.Fatalf("unitState: %+v, %v", st, err)
+		}
+		ours += time.Since(t0)
+		t0 = time.Now()
+		if err := getAll(); err != nil {
+			b.Fatal(err)
+		}
+		base += time.Since(t0)
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(ours.Nanoseconds())/n, "ns/unit-state")
+	b.ReportMetric(float64(base.Nanoseconds())/n, "ns/getall")
+	b.ReportMetric(float64(ours)/float64(base), "x-getall")
 }
