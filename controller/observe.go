@@ -72,11 +72,11 @@ func (c *Controller) newestPage(k *conn) ([]byte, string, error) {
 		return nil, "", err
 	}
 	branch := snap.DefaultBranch()
-	total, err := partCount(snap, branch)
+	total, err := snap.Count(branch)
 	if err != nil {
 		return nil, "", err
 	}
-	raw, first, err := encodePage(snap, branch, total, total)
+	raw, first, err := encodePage(snap, branch, total)
 	if err != nil {
 		return nil, "", err
 	}
@@ -100,7 +100,7 @@ func (c *Controller) olderPage(k *conn, cmd *protocol.Command) {
 		c.olderClaudePage(k, cmd, pc)
 		return
 	}
-	raw, from, err := encodePage(pc.snap, pc.branch, pc.end, pc.total)
+	raw, from, err := encodePage(pc.snap, pc.branch, pc.end)
 	if err != nil {
 		c.refuse(k, cmd.Request, asRefusal(err))
 		return
@@ -114,8 +114,8 @@ func (c *Controller) olderPage(k *conn, cmd *protocol.Command) {
 
 // encodePage returns the JSON of the page ending before part end, and the
 // index of its first part.
-func encodePage(snap *history.Snapshot, branch string, end, total int) ([]byte, int, error) {
-	page, err := pageBefore(snap, branch, end, total)
+func encodePage(snap *history.Snapshot, branch string, end int) ([]byte, int, error) {
+	page, err := snap.Before(branch, end)
 	if err != nil {
 		return nil, 0, err
 	}

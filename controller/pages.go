@@ -2,7 +2,6 @@ package controller
 
 import (
 	"container/list"
-	"sort"
 	"sync"
 	"time"
 
@@ -106,70 +105,4 @@ func cut(s string) string {
 		return s[:64] + "…"
 	}
 	return s
-}
-
-// partCount returns how many parts branch has in snap. history pages
-// forward from a part index and refuses cursor-unknown past the end, so
-// the end is found by doubling, then bisection: log(n) pages, not a walk.
-func partCount(snap *history.Snapshot, branch string) (int, error) {
-	valid := func(n int) (bool, error) {
-		_, err := snap.Page(branch, n)
-		if protocol.CodeOf(err) == protocol.CodeCursorUnknown {
-			return false, nil
-		}
-		return err == nil, err
-	}
-	lo, hi := 0, 1 // valid(lo) always: part 0 of an existing branch
-	for {
-		ok, err := valid(hi)
-		if err != nil {
-			return 0, err
-		}
-		if !ok {
-			break
-		}
-		lo, hi = hi, hi*2
-	}
-	for hi-lo > 1 {
-		mid := lo + (hi-lo)/2
-		ok, err := valid(mid)
-		if err != nil {
-			return 0, err
-		}
-		if ok {
-			lo = mid
-		} else {
-			hi = mid
-		}
-	}
-	return lo, nil
-}
-
-// pageBefore returns the page of branch that ends just before part end:
-// as many parts as the page caps allow. A forward page from a later start
-// never reaches less far, so the earliest start whose forward page still
-// reaches end is found by bisection, and the caps are exactly history's.
-// More is set when the branch has parts at or after end.
-func pageBefore(snap *history.Snapshot, branch string, end, total int) (history.Page, error) {
-	lo := max(0, end-history.MaxPageParts)
-	var ferr error
-	start := lo + sort.Search(end-lo, func(i int) bool {
-		p, err := snap.Page(branch, lo+i)
-		if err != nil {
-			ferr = err
-			return true
-		}
-		return p.From+len(p.Parts) >= end
-	})
-	if ferr != nil {
-		return history.Page{}, ferr
-	}
-	p, err := snap.Page(branch, start)
-	if err != nil {
-		return history.Page{}, err
-	}
-	p.Parts = p.Parts[:end-start]
-	p.More = end < total
-	p.Cursor = history.Cursor{} // a forward cursor would not match the cut page
-	return p, nil
 }

@@ -62,14 +62,14 @@ func TestPageBefore(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			snap := pageSession(t, tt.n, tt.size)
 			branch := snap.DefaultBranch()
-			total, err := partCount(snap, branch)
+			total, err := snap.Count(branch)
 			if err != nil || total != tt.wantPart {
-				t.Fatalf("partCount = %d, %v; want %d", total, err, tt.wantPart)
+				t.Fatalf("Count = %d, %v; want %d", total, err, tt.wantPart)
 			}
 			var got []string
 			end := total
 			for pages := 0; ; pages++ {
-				p, err := pageBefore(snap, branch, end, total)
+				p, err := snap.Before(branch, end)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -95,6 +95,60 @@ func BenchmarkRead10MB(b *testing.B) {
 	b.ReportMetric(float64(read)/float64(base), "x-scanner")
 }
 
+// BenchmarkNewest10MB reads a 10 MB session and encodes its newest page,
+// the page an observer gets first (Before at Count), against the same line
+// count as BenchmarkRead10MB.
+func BenchmarkNewest10MB(b *testing.B) {
+	path := bigSession(b, 10<<20)
+	lineSplit(b, path)
+	var base, read time.Duration
+	for b.Loop() {
+		base += lineSplit(b, path)
+		start := time.Now()
+		s, err := Read(path, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		newestPage(b, s)
+		read += time.Since(start)
+	}
+	b.ReportMetric(float64(read)/float64(base), "x-scanner")
+}
+
+// BenchmarkNewestFollowed10MB is the newest page again after a one-entry
+// append, on the snapshot the session watch follows to (Follow of the
+// round before's): entries decoded for an earlier snapshot of the chain
+// are not decoded again, the branch's parts are cut again.
+func BenchmarkNewestFollowed10MB(b *testing.B) {
+	path := bigSession(b, 10<<20)
+	prev, err := Read(path, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	newestPage(b, prev)
+	fh, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer fh.Close()
+	var base, newest time.Duration
+	n := 0
+	for b.Loop() {
+		n++
+		appendOne(b, fh, prev, n)
+		base += lineSplit(b, path)
+		start := time.Now()
+		s, err := Follow(path, prev, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		newestPage(b, s)
+		newest += time.Since(start)
+		prev = s
+	}
+	b.ReportMetric(float64(newest)/float64(base), "x-scanner")
+}
+
 // BenchmarkFollow10MB follows a 10 MB session after a one-entry append,
 // as the controller's session watch does: each round appends one entry
 // and follows the snapshot the round before took, so the prefix is
@@ -116,11 +170,7 @@ func BenchmarkFollow10MB(b *testing.B) {
 	n := 0
 	for b.Loop() {
 		n++
-		line, _ := json.Marshal(map[string]any{"type": "message", "id": fmt.Sprintf("new%d", n), "parentId": prev.LeafID(),
-			"message": map[string]any{"role": "user", "content": "one more"}})
-		if _, err := fh.Write(append(line, '\n')); err != nil {
-			b.Fatal(err)
-		}
+		appendOne(b, fh, prev, n)
 		base += lineSplit(b, path)
 		start := time.Now()
 		s, err := Follow(path, prev, Options{})
@@ -134,4 +184,32 @@ func BenchmarkFollow10MB(b *testing.B) {
 		prev = s
 	}
 	b.ReportMetric(float64(follow)/float64(base), "x-scanner")
+}
+
+// newestPage encodes the newest page of s's default branch, as an observe
+// does.
+func newestPage(b *testing.B, s *Snapshot) {
+	b.Helper()
+	n, err := s.Count("")
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, err := s.Before("", n)
+	if err != nil || len(p.Parts) == 0 {
+		b.Fatalf("newest page: %d parts, %v", len(p.Parts), err)
+	}
+	if _, err := json.Marshal(p); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// appendOne appends the n-th one-message entry after prev's leaf, as Pi
+// appends.
+func appendOne(b *testing.B, fh *os.File, prev *Snapshot, n int) {
+	b.Helper()
+	line, _ := json.Marshal(map[string]any{"type": "message", "id": fmt.Sprintf("new%d", n), "parentId": prev.LeafID(),
+		"message": map[string]any{"role": "user", "content": "one more"}})
+	if _, err := fh.Write(append(line, '\n')); err != nil {
+		b.Fatal(err)
+	}
 }

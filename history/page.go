@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
+	"math"
 
 	"github.com/mosaic-agents/mosaic/protocol"
 )
@@ -57,9 +58,7 @@ func (s *Snapshot) Page(branch string, from int) (Page, error) {
 	}
 	all, ok := s.branchParts(branch, from+MaxPageParts+1)
 	if !ok {
-		r := protocol.Refuse(protocol.CodeUnknownBranch, "%s has no branch %q", s.path, cut(branch))
-		r.Reconcile = true
-		return Page{}, r
+		return Page{}, s.unknownBranch(branch)
 	}
 	if from < 0 || from > len(all) {
 		r := protocol.Refuse(protocol.CodeCursorUnknown, "branch %q of %s has %d parts, not %d", cut(branch), s.path, len(all), from)
@@ -113,17 +112,17 @@ func (s *Snapshot) page(branch string, all []Part, from int) (Page, error) {
 	p := Page{Session: short(s.header.ID), Branch: branch, DefaultBranch: s.DefaultBranch(),
 		Snapshot: s.Digest(), Epoch: s.epoch, From: from, Parts: []Part{},
 		Incomplete: s.incomplete, New: s.isNew}
+	sizes, err := s.sizes(branch, from, min(len(all), from+MaxPageParts))
+	if err != nil {
+		return Page{}, err
+	}
 	used := pageReserve
 	i := from
 	for ; i < len(all) && len(p.Parts) < MaxPageParts; i++ {
-		b, err := json.Marshal(all[i])
-		if err != nil {
-			return Page{}, protocol.Wrap(protocol.CodeUnreadable, err, "encode part %d of %s", i, s.path)
-		}
-		if used+len(b)+1 > MaxPageBytes && len(p.Parts) > 0 {
+		if used+sizes[i]+1 > MaxPageBytes && len(p.Parts) > 0 {
 			break
 		}
-		used += len(b) + 1
+		used += sizes[i] + 1
 		p.Parts = append(p.Parts, all[i])
 	}
 	p.More = i < len(all)
@@ -132,11 +131,15 @@ func (s *Snapshot) page(branch string, all []Part, from int) (Page, error) {
 }
 
 // cutting is a branch's parts as far as they were cut: items[next:] are
-// not cut yet. Only the entries of the parts asked for are decoded.
+// not cut yet. Only the entries of the parts asked for are decoded. sizes
+// holds the JSON length of the first parts, each encoded once per
+// snapshot: every page measures its parts against MaxPageBytes, and the
+// newest page is found among pages that overlap.
 type cutting struct {
 	items []item
 	next  int
 	parts []Part
+	sizes []int
 }
 
 // branchParts returns the first n parts of branch, or all of them when it
@@ -187,4 +190,83 @@ func partsDigest(ps []Part) [32]byte {
 	var d [32]byte
 	h.Sum(d[:0])
 	return d
+}
+
+// sizes returns the encoded length of branch's parts [0, n), of which
+// those in [from, n) are measured: each is encoded once per snapshot (0
+// stands for not measured; no part encodes to nothing). n must not
+// exceed what branchParts returned.
+func (s *Snapshot) sizes(branch string, from, n int) ([]int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.parts[branch]
+	if len(c.sizes) < n {
+		c.sizes = append(c.sizes, make([]int, n-len(c.sizes))...)
+	}
+	for i := from; i < n; i++ {
+		if c.sizes[i] != 0 {
+			continue
+		}
+		b, err := json.Marshal(c.parts[i])
+		if err != nil {
+			return nil, protocol.Wrap(protocol.CodeUnreadable, err, "encode part %d of %s", i, s.path)
+		}
+		c.sizes[i] = len(b)
+	}
+	return c.sizes[:n:n], nil
+}
+
+// Count returns how many parts branch ("" for the default branch) has. An
+// unknown branch refuses unknown-branch (reconcile).
+func (s *Snapshot) Count(branch string) (int, error) {
+	if branch == "" {
+		branch = s.DefaultBranch()
+	}
+	all, ok := s.branchParts(branch, math.MaxInt)
+	if !ok {
+		return 0, s.unknownBranch(branch)
+	}
+	return len(all), nil
+}
+
+// Before returns the page of branch that ends just before part end: the
+// longest run of parts ending there that the page caps allow, exactly the
+// parts a forward page from its first part holds up to end (the newest
+// page is Before(branch, Count)). More says the branch has parts at or
+// after end. It carries no cursor: a forward cursor would not match a page
+// cut at end.
+func (s *Snapshot) Before(branch string, end int) (Page, error) {
+	if branch == "" {
+		branch = s.DefaultBranch()
+	}
+	all, ok := s.branchParts(branch, max(end, 0)+1)
+	if !ok {
+		return Page{}, s.unknownBranch(branch)
+	}
+	if end < 0 || end > len(all) {
+		r := protocol.Refuse(protocol.CodeCursorUnknown, "branch %q of %s has %d parts, not %d", cut(branch), s.path, len(all), end)
+		r.Reconcile = true
+		return Page{}, r
+	}
+	sizes, err := s.sizes(branch, max(0, end-MaxPageParts), end)
+	if err != nil {
+		return Page{}, err
+	}
+	// Walking back from end adds a part while a forward page from it would
+	// still reach end: the first part of a page is taken whatever its size.
+	start, used := end, pageReserve
+	for start > 0 && end-start < MaxPageParts && (start == end || used+sizes[start-1]+1 <= MaxPageBytes) {
+		start--
+		used += sizes[start] + 1
+	}
+	return Page{Session: short(s.header.ID), Branch: branch, DefaultBranch: s.DefaultBranch(),
+		Snapshot: s.Digest(), Epoch: s.epoch, From: start, Parts: append([]Part{}, all[start:end]...),
+		More: end < len(all), Incomplete: s.incomplete, New: s.isNew}, nil
+}
+
+// unknownBranch refuses a branch snap does not have.
+func (s *Snapshot) unknownBranch(branch string) *protocol.Refusal {
+	r := protocol.Refuse(protocol.CodeUnknownBranch, "%s has no branch %q", s.path, cut(branch))
+	r.Reconcile = true
+	return r
 }
