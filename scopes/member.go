@@ -87,6 +87,8 @@ func openMember(pid int, wantStart uint64, within cgroupRef) (*member, error) {
 // the liveness check, as the stat was.
 func (m *member) placed(within cgroupRef) error {
 	if within.ID != 0 {
+		// Never PIDFD_INFO_EXIT: with it (Linux 6.15) a reaped process
+		// answers with the cgroup id it died in instead of ESRCH.
 		info := unix.PidfdInfo{Mask: unix.PIDFD_INFO_CGROUPID}
 		err := unix.IoctlPidfdInfo(m.fd, &info)
 		switch {

@@ -151,6 +151,43 @@ func TestOpenMemberIdentity(t *testing.T) {
 	}
 }
 
+// TestPlacedRefusesAReapedProcess: a pidfd kept across its process's
+// reaping names no member, even by the cohort's cgroup id. From Linux
+// 6.15 the kernel keeps a reaped process's cgroup id for PIDFD_INFO_EXIT:
+// asked for, it would let the id path accept a process whose pid (and so
+// the /proc/<pid>/stat read by it) may already be another's.
+func TestPlacedRefusesAReapedProcess(t *testing.T) {
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	own, err := procfs.Cgroup2(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mount, err := Cgroup2Mount()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fi unix.Stat_t
+	if err := unix.Stat(mount+own, &fi); err != nil {
+		t.Fatal(err)
+	}
+	m, err := openMember(pid, 0, cgroupRef{Path: own, ID: fi.Ino})
+	if err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("live child: %v", err)
+	}
+	defer m.close()
+	cmd.Process.Kill()
+	cmd.Wait()
+	if err := m.placed(cgroupRef{Path: own, ID: fi.Ino}); !errors.Is(err, ErrVanished) {
+		t.Fatalf("reaped process placed: %v, want ErrVanished", err)
+	}
+}
+
 func TestWaitDeathsObservesEachDeath(t *testing.T) {
 	var ms []*member
 	for range 3 {

@@ -231,12 +231,21 @@ func (s *session) take(ctx context.Context, c *cli.Context, recovery bool, conse
 	if s.got(err) == nil || !recovery || protocol.CodeOf(err) != protocol.CodeFenced {
 		return err
 	}
-	cf, err := s.confirm(ctx, protocol.CmdAcquireRecoveryControl, consent)
-	if err != nil {
-		return err
+	// A confirmation is bound to the stop context, and a restarted
+	// controller stops an orphan's remains by itself: that stop may begin
+	// or end between the confirmation and its use, which then refuses
+	// (the stop context changed). Confirm once more, bound to the state
+	// as it now is and shown again; a second change is the verb's answer.
+	for try := 0; ; try++ {
+		cf, err := s.confirm(ctx, protocol.CmdAcquireRecoveryControl, consent)
+		if err != nil {
+			return err
+		}
+		_, err = s.c.AcquireRecoveryControl(ctx, cf.ID)
+		if s.got(err) == nil || try > 0 || protocol.CodeOf(err) != protocol.CodeConfirmation {
+			return err
+		}
 	}
-	_, err = s.c.AcquireRecoveryControl(ctx, cf.ID)
-	return s.got(err)
 }
 
 // consent says how a confirmation is answered: yes (--yes, or the verb is

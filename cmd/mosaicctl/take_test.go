@@ -1,0 +1,154 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"flag"
+	"io"
+	"net"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/mosaic-agents/mosaic/client"
+	"github.com/mosaic-agents/mosaic/protocol"
+	"github.com/urfave/cli/v2"
+)
+
+// TestTakeConfirmsAgainWhenTheStopEnds: `stop --take --yes` on an orphan
+// whose restarted controller stops what is left of the cohort by itself.
+// The acquire-recovery-control confirmation was issued while that stop
+// ran and used after it ended, so the controller refused it (the stop
+// context changed) — the race a CI run of TestAdviceWorksWhenOnlyTheScopeIsLeft
+// hit. The verb confirms once more, bound to the state as it now is,
+// instead of failing the advised command. The fake server plays the
+// controller's order: the binding that says the stop ended, then the
+// refusal; a second change of context is refused as before.
+func TestTakeConfirmsAgainWhenTheStopEnds(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		changes  int // how many acquires the fake refuses for a changed context
+		wantCode string
+		issued   int
+	}{
+		{"the stop ended once", 1, "", 2},
+		{"the context keeps changing", 2, protocol.CodeConfirmation, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			issued := make(chan int, 1)
+			s := fakeSession(t, func(w func(any), cmds <-chan protocol.Command) { issued <- stopEndingController(w, cmds, tc.changes) })
+			set := flag.NewFlagSet("stop", flag.ContinueOnError)
+			set.Bool("take", true, "")
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			err := s.take(ctx, cli.NewContext(nil, set, nil), true, consent{yes: true, why: "--yes"})
+			if got := protocol.CodeOf(err); got != tc.wantCode || (tc.wantCode == "" && err != nil) {
+				t.Fatalf("take: %v (code %q), want code %q", err, got, tc.wantCode)
+			}
+			s.c.Close()
+			if n := <-issued; n != tc.issued {
+				t.Fatalf("%d confirmations issued, want %d", n, tc.issued)
+			}
+		})
+	}
+}
+
+// stopEndingController answers take's commands as a controller whose own
+// stop s-1 of execution e-1 was running when the first confirmation was
+// issued and ends before each of the first changes acquires. It returns
+// how many confirmations it issued.
+func stopEndingController(w func(any), cmds <-chan protocol.Command, changes int) int {
+	issued, refused := 0, 0
+	stopCtx := "s-1/" + protocol.StopStopping
+	binding := protocol.Binding{Record: protocol.RecordBinding, Conversation: "pi-take", State: protocol.BindingStopping, Execution: "e-1", LastStop: "s-1"}
+	w(binding)
+	for cmd := range cmds {
+		switch cmd.Type {
+		case protocol.CmdTakeover:
+			w(protocol.Refuse(protocol.CodeFenced, "the binding is %s", binding.State).Record(cmd.Request))
+		case protocol.CmdIssueConfirmation:
+			issued++
+			w(protocol.Confirmation{Record: protocol.RecordConfirmation, ID: "cf-" + string(rune('0'+issued)), Request: cmd.Request,
+				Operation: cmd.Operation, State: protocol.ConfirmationIssued, Connection: "k-1", Execution: "e-1", StopContext: stopCtx,
+				Intent: "take recovery control"})
+		case protocol.CmdAnswerConfirmation:
+			w(protocol.Confirmation{Record: protocol.RecordConfirmation, ID: cmd.Confirmation, Request: cmd.Request,
+				Operation: protocol.CmdAcquireRecoveryControl, State: protocol.ConfirmationAnswered, Connection: "k-1", Execution: "e-1", StopContext: stopCtx})
+		case protocol.CmdAcquireRecoveryControl:
+			if refused < changes {
+				refused++
+				// The stop ends (stopped, then, in the second round, a
+				// later state): the binding goes out before the refusal.
+				stopCtx = "s-1/" + protocol.StopStopped
+				if refused > 1 {
+					stopCtx = "binding/" + protocol.BindingUncertain
+				}
+				binding.State = protocol.BindingStopped
+				w(binding)
+				w(protocol.Refuse(protocol.CodeConfirmation, "confirmation %s was issued for another state; the stop context changed: confirm again", cmd.Confirmation).Record(cmd.Request))
+				continue
+			}
+			w(protocol.ControlRecord{Record: protocol.RecordControl, Request: cmd.Request, Generation: 1, Controller: "k-1", Mode: client.ModeController})
+		}
+	}
+	return issued
+}
+
+// fakeSession is a verb session on a socket served by serve, which
+// writes records with w and reads the client's commands from cmds.
+func fakeSession(t *testing.T, serve func(w func(any), cmds <-chan protocol.Command)) *session {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "conv.sock")
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		conn, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		r := bufio.NewReader(conn)
+		if _, err := r.ReadBytes('\n'); err != nil { // the hello
+			return
+		}
+		w := func(v any) {
+			line, err := protocol.Line(v)
+			if err == nil {
+				conn.Write(line)
+			}
+		}
+		w(protocol.Welcome{Record: protocol.RecordWelcome, Conversation: "pi-take", Connection: "k-1", Mode: client.ModeObserver, Server: "fake", Protocol: protocol.Version})
+		cmds := make(chan protocol.Command)
+		go func() {
+			defer close(cmds)
+			for {
+				line, err := r.ReadBytes('\n')
+				if err != nil {
+					return
+				}
+				var cmd protocol.Command
+				if json.Unmarshal(line, &cmd) == nil {
+					cmds <- cmd
+				}
+			}
+		}()
+		serve(w, cmds)
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cl, err := client.Dial(ctx, path, client.Options{Name: "mosaicctl test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	s := &session{id: "pi-take", c: cl, out: io.Discard}
+	s.tape = record(cl, nil)
+	if _, err := cl.WaitBound(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
