@@ -50,15 +50,9 @@ func runStop(ctx context.Context, c *cli.Context) error {
 	if err := s.take(ctx, c, true, how); err != nil {
 		return err
 	}
-	cf, err := s.confirm(ctx, protocol.CmdForceStop, how)
+	rc, err := s.forceStop(ctx, how)
 	if err != nil {
 		return err
-	}
-	rc, err := s.c.ForceStop(ctx, cf.ID)
-	if s.got(err) != nil {
-		if rc, err = s.joinRunningStop(ctx, err, cf); err != nil {
-			return err
-		}
 	}
 	st := s.report(ctx, rc)
 	if file := c.String("proof"); file != "" {
@@ -81,6 +75,30 @@ func runStop(ctx context.Context, c *cli.Context) error {
 			rc.State, rc.Stop, rc.ID, reason(rc.Reason))
 	}
 	return nil
+}
+
+// forceStop confirms the force stop and asks for it. A stop the
+// controller began or ended by itself between the confirmation and its
+// use changes the stop context, which refuses the confirmation: the verb
+// confirms once more, shown again and bound to the state as it now is (a
+// stop that ended stopped is then refused "already stopped" and joined);
+// a second change is the answer. A force stop refused for one already
+// running, or already stopped, returns that stop's outcome.
+func (s *session) forceStop(ctx context.Context, how consent) (*protocol.Receipt, error) {
+	for try := 0; ; try++ {
+		cf, err := s.confirm(ctx, protocol.CmdForceStop, how)
+		if err != nil {
+			return nil, err
+		}
+		rc, err := s.c.ForceStop(ctx, cf.ID)
+		if s.got(err) == nil {
+			return rc, nil
+		}
+		if try == 0 && protocol.CodeOf(err) == protocol.CodeConfirmation {
+			continue
+		}
+		return s.joinRunningStop(ctx, err)
+	}
 }
 
 // report prints a stop's receipt and its stop record: state, proof,

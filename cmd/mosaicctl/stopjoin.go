@@ -14,28 +14,18 @@ import (
 // verb's own was refused fenced for it, and returns its outcome as the
 // verb's: the verb asked for the cohort stopped, and that stop decides it.
 // A stop that already ended stopped (refused "already stopped with a
-// proof" after this verb's confirmation) is that outcome too, and so is a
-// stop that was running when cf was issued and ended before cf was used
-// (refused: the stop context changed), as long as no later stop or
-// execution took its place. It happens when the advice of `conv rm` is
-// followed after the engine itself exited: a controller restarted on the
-// orphan stops what is left of the cohort on its own. Any other error is
-// returned unchanged.
-func (s *session) joinRunningStop(ctx context.Context, err error, cf *protocol.Confirmation) (*protocol.Receipt, error) {
+// proof" after this verb's confirmation) is that outcome too. It happens
+// when the advice of `conv rm` is followed after the engine itself
+// exited: a controller restarted on the orphan stops what is left of the
+// cohort on its own. Any other error is returned unchanged.
+func (s *session) joinRunningStop(ctx context.Context, err error) (*protocol.Receipt, error) {
 	var r *protocol.Refusal
-	if !errors.As(err, &r) {
+	if !errors.As(err, &r) || r.Code != protocol.CodeFenced {
 		return nil, err
 	}
+	running, stopped := strings.Contains(r.Message, "already running"), strings.Contains(r.Message, "already stopped")
 	b := s.c.State().Binding
-	var id string
-	running, stopped := false, false
-	switch r.Code {
-	case protocol.CodeFenced:
-		running, stopped = strings.Contains(r.Message, "already running"), strings.Contains(r.Message, "already stopped")
-		id = runningStopID(b, r.Message)
-	case protocol.CodeConfirmation:
-		id, running = stopDuring(cf, b), true
-	}
+	id := runningStopID(b, r.Message)
 	if id == "" || !running && !stopped {
 		return nil, err
 	}
@@ -77,20 +67,6 @@ func runningStopID(b *protocol.Binding, message string) string {
 		}
 	}
 	return ""
-}
-
-// stopDuring names the stop cf was issued while it was running, when the
-// binding still names it and the same execution: the stop whose end
-// changed cf's context. "" otherwise.
-func stopDuring(cf *protocol.Confirmation, b *protocol.Binding) string {
-	if cf == nil || b == nil {
-		return ""
-	}
-	id, state, ok := strings.Cut(cf.StopContext, "/")
-	if !ok || state != protocol.StopStopping || !strings.HasPrefix(id, "s-") || b.LastStop != id || b.Execution != cf.Execution {
-		return ""
-	}
-	return id
 }
 
 // stopEnded reports whether a stop record's state is final.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"io"
 	"net"
 	"path/filepath"
@@ -16,41 +17,62 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// TestTakeConfirmsAgainWhenTheStopEnds: `stop --take --yes` on an orphan
-// whose restarted controller stops what is left of the cohort by itself.
-// The acquire-recovery-control confirmation was issued while that stop
-// ran and used after it ended, so the controller refused it (the stop
-// context changed) — the race a CI run of TestAdviceWorksWhenOnlyTheScopeIsLeft
-// hit. The verb confirms once more, bound to the state as it now is,
-// instead of failing the advised command. The fake server plays the
+// TestConfirmsAgainWhenTheStopEnds: a confirmation is bound to the stop
+// context, and a controller runs stops by itself (a restarted controller
+// stops what is left of an orphan's cohort). `stop --take --yes` on an
+// orphan: the acquire-recovery-control confirmation issued while that stop
+// ran and used after it ended was refused (the stop context changed) — the
+// race a CI run of TestAdviceWorksWhenOnlyTheScopeIsLeft hit; and the force
+// stop's own confirmation, used after such a stop ended uncertain. Each
+// verb confirms once more, bound to the state as it now is, and goes on; a
+// second change of context is refused as before. The fake servers play the
 // controller's order: the binding that says the stop ended, then the
-// refusal; a second change of context is refused as before.
-func TestTakeConfirmsAgainWhenTheStopEnds(t *testing.T) {
-	for _, tc := range []struct {
-		name     string
-		changes  int // how many acquires the fake refuses for a changed context
-		wantCode string
-		issued   int
+// refusal.
+func TestConfirmsAgainWhenTheStopEnds(t *testing.T) {
+	yes := consent{yes: true, why: "--yes"}
+	verbs := []struct {
+		name  string
+		serve func(w func(any), cmds <-chan protocol.Command, changes int) int
+		run   func(ctx context.Context, s *session) error
 	}{
-		{"the stop ended once", 1, "", 2},
-		{"the context keeps changing", 2, protocol.CodeConfirmation, 2},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			issued := make(chan int, 1)
-			s := fakeSession(t, func(w func(any), cmds <-chan protocol.Command) { issued <- stopEndingController(w, cmds, tc.changes) })
+		{"take", stopEndingController, func(ctx context.Context, s *session) error {
 			set := flag.NewFlagSet("stop", flag.ContinueOnError)
 			set.Bool("take", true, "")
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			err := s.take(ctx, cli.NewContext(nil, set, nil), true, consent{yes: true, why: "--yes"})
-			if got := protocol.CodeOf(err); got != tc.wantCode || (tc.wantCode == "" && err != nil) {
-				t.Fatalf("take: %v (code %q), want code %q", err, got, tc.wantCode)
+			return s.take(ctx, cli.NewContext(nil, set, nil), true, yes)
+		}},
+		{"force stop", stopEndedUncertainController, func(ctx context.Context, s *session) error {
+			rc, err := s.forceStop(ctx, yes)
+			if err == nil && (rc == nil || rc.State != protocol.ReceiptStopped || rc.Stop != "s-2") {
+				return fmt.Errorf("receipt %+v, want stopped by the verb's own stop s-2", rc)
 			}
-			s.c.Close()
-			if n := <-issued; n != tc.issued {
-				t.Fatalf("%d confirmations issued, want %d", n, tc.issued)
-			}
-		})
+			return err
+		}},
+	}
+	for _, v := range verbs {
+		for _, tc := range []struct {
+			name     string
+			changes  int // how many uses the fake refuses for a changed context
+			wantCode string
+			issued   int
+		}{
+			{"the stop ended once", 1, "", 2},
+			{"the context keeps changing", 2, protocol.CodeConfirmation, 2},
+		} {
+			t.Run(v.name+"/"+tc.name, func(t *testing.T) {
+				issued := make(chan int, 1)
+				s := fakeSession(t, func(w func(any), cmds <-chan protocol.Command) { issued <- v.serve(w, cmds, tc.changes) })
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				err := v.run(ctx, s)
+				if got := protocol.CodeOf(err); got != tc.wantCode || (tc.wantCode == "" && err != nil) {
+					t.Fatalf("%s: %v (code %q), want code %q", v.name, err, got, tc.wantCode)
+				}
+				s.c.Close()
+				if n := <-issued; n != tc.issued {
+					t.Fatalf("%d confirmations issued, want %d", n, tc.issued)
+				}
+			})
+		}
 	}
 }
 
@@ -90,6 +112,45 @@ func stopEndingController(w func(any), cmds <-chan protocol.Command, changes int
 				continue
 			}
 			w(protocol.ControlRecord{Record: protocol.RecordControl, Request: cmd.Request, Generation: 1, Controller: "k-1", Mode: client.ModeController})
+		}
+	}
+	return issued
+}
+
+// stopEndedUncertainController answers a controller's force-stop commands
+// as one whose own stop s-1 of execution e-1 was running when the first
+// confirmation was issued and ends uncertain before each of the first
+// changes force stops. It returns how many confirmations it issued.
+func stopEndedUncertainController(w func(any), cmds <-chan protocol.Command, changes int) int {
+	issued, refused := 0, 0
+	stopCtx := "s-1/" + protocol.StopStopping
+	binding := protocol.Binding{Record: protocol.RecordBinding, Conversation: "pi-take", State: protocol.BindingStopping,
+		Execution: "e-1", LastStop: "s-1", Generation: 1, Controller: "k-1", ControllerConnected: true}
+	w(binding)
+	for cmd := range cmds {
+		switch cmd.Type {
+		case protocol.CmdIssueConfirmation:
+			issued++
+			w(protocol.Confirmation{Record: protocol.RecordConfirmation, ID: "cf-" + string(rune('0'+issued)), Request: cmd.Request,
+				Operation: cmd.Operation, State: protocol.ConfirmationIssued, Connection: "k-1", Execution: "e-1", Generation: 1,
+				StopContext: stopCtx, Intent: "force stop execution e-1"})
+		case protocol.CmdAnswerConfirmation:
+			w(protocol.Confirmation{Record: protocol.RecordConfirmation, ID: cmd.Confirmation, Request: cmd.Request,
+				Operation: protocol.CmdForceStop, State: protocol.ConfirmationAnswered, Connection: "k-1", Execution: "e-1", Generation: 1, StopContext: stopCtx})
+		case protocol.CmdForceStop:
+			if refused < changes {
+				refused++
+				stopCtx = "binding/" + protocol.BindingUncertain
+				if refused > 1 {
+					stopCtx = "s-3/" + protocol.StopStopping
+				}
+				binding.State = protocol.BindingUncertain
+				w(binding)
+				w(protocol.Refuse(protocol.CodeConfirmation, "confirmation %s was issued for another state; the stop context changed: confirm again", cmd.Confirmation).Record(cmd.Request))
+				continue
+			}
+			w(protocol.Receipt{Record: protocol.RecordReceipt, ID: "r-1", Request: cmd.Request, Command: protocol.CmdForceStop,
+				State: protocol.ReceiptStopped, Stop: "s-2", Execution: "e-1"})
 		}
 	}
 	return issued
