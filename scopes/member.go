@@ -84,8 +84,11 @@ func openMember(pid int, wantStart uint64, within cgroupRef) (*member, error) {
 // within, the common case, costs that one call instead of reading
 // /proc/<pid>/cgroup and sending signal 0. A member in a sub-cgroup (or a
 // kernel without the call) is decided by /proc/<pid>/cgroup, read before
-// the liveness check, as the stat was.
+// the liveness check, as the stat was; one the pidfd placed in a cgroup
+// with another id but /proc at within's path exactly is in a cgroup that
+// replaced ours there, and is no member.
 func (m *member) placed(within cgroupRef) error {
+	other := uint64(0) // the id the pidfd named, when not within's
 	if within.ID != 0 {
 		// Never PIDFD_INFO_EXIT: with it (Linux 6.15) a reaped process
 		// answers with the cgroup id it died in instead of ESRCH.
@@ -96,6 +99,8 @@ func (m *member) placed(within cgroupRef) error {
 			return nil
 		case errors.Is(err, unix.ESRCH):
 			return fmt.Errorf("pid %d: %w (%v)", m.PID, ErrVanished, err)
+		case err == nil && info.Mask&unix.PIDFD_INFO_CGROUPID != 0:
+			other = info.Cgroupid
 		}
 	}
 	var cg string
@@ -112,6 +117,9 @@ func (m *member) placed(within cgroupRef) error {
 	}
 	if within.Path != "" && cg != within.Path && !strings.HasPrefix(cg, within.Path+"/") {
 		return fmt.Errorf("pid %d in %s, not below %s: %w", m.PID, cg, within.Path, ErrNotMember)
+	}
+	if other != 0 && cg == within.Path {
+		return fmt.Errorf("pid %d in %s with id %d, not the cohort's cgroup %d there: %w", m.PID, cg, other, within.ID, ErrNotMember)
 	}
 	return nil
 }
