@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"math"
+	"runtime"
+	"sync"
 
 	"github.com/mosaic-agents/mosaic/protocol"
 )
@@ -160,6 +162,9 @@ func (s *Snapshot) branchParts(branch string, n int) ([]Part, bool) {
 		}
 		s.parts[branch] = c
 	}
+	if want := n - len(c.parts); want > predecodeMin {
+		predecode(c.items[c.next:min(len(c.items), c.next+want)])
+	}
 	for len(c.parts) < n && c.next < len(c.items) {
 		it := c.items[c.next]
 		c.next++
@@ -269,4 +274,32 @@ func (s *Snapshot) unknownBranch(branch string) *protocol.Refusal {
 	r := protocol.Refuse(protocol.CodeUnknownBranch, "%s has no branch %q", s.path, cut(branch))
 	r.Reconcile = true
 	return r
+}
+
+// predecodeMin is how many parts a cut must still make before its entries
+// are decoded on every CPU first: the newest page and Count cut a whole
+// branch, a forward page about a hundred parts.
+const predecodeMin = 512
+
+// predecode decodes the entries of items on up to four goroutines, each
+// through its own sync.Once as the cut would, so the cut after it finds
+// them decoded. A cut that still wants k parts is given its next k items:
+// all it reads when no entry splits into several parts, and all there are
+// for Count and the newest page, which cut the whole branch.
+func predecode(items []item) {
+	workers := min(runtime.GOMAXPROCS(0), 4)
+	if workers < 2 {
+		return
+	}
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < len(items); i += workers {
+				if e := items[i].e; e != nil {
+					e.shown()
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
