@@ -26,6 +26,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"time"
 
 	sddbus "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/godbus/dbus/v5"
@@ -42,10 +43,19 @@ const Hint = "the systemd user manager is reached over the user D-Bus: install d
 	"(Debian/Ubuntu) so $XDG_RUNTIME_DIR/bus exists, check that `systemctl --user status` answers, " +
 	"and for a user without a login session run `loginctl enable-linger $USER`"
 
+// answerTimeout bounds each step of a dial that waits for the other end
+// (authentication, Hello, the manager's Version): sd-bus's default method
+// timeout. A manager that accepts and never answers (stuck, or a socket
+// someone else bound) must not hold the Bus, whose lock every caller
+// waits on, for ever.
+const answerTimeout = 25 * time.Second
+
 // Bus is a lazily dialled, reconnecting connection to the user manager.
 // It is safe for concurrent use.
 type Bus struct {
 	addr string // "" = from the environment
+	// timeout is answerTimeout unless a test shortens it.
+	timeout time.Duration
 
 	mu   sync.Mutex
 	conn *sddbus.Conn
@@ -53,7 +63,7 @@ type Bus struct {
 
 // New returns a private Bus on addr; "" means $DBUS_SESSION_BUS_ADDRESS,
 // else unix:path=$XDG_RUNTIME_DIR/bus. Nothing is dialled until used.
-func New(addr string) *Bus { return &Bus{addr: addr} }
+func New(addr string) *Bus { return &Bus{addr: addr, timeout: answerTimeout} }
 
 // Default returns the process's Bus for the environment's address.
 var Default = sync.OnceValue(func() *Bus { return New("") })
@@ -132,7 +142,7 @@ func (b *Bus) address() (string, error) {
 func (b *Bus) dial() (*sddbus.Conn, error) {
 	if b.addr == "" {
 		if d, err := xdg.RuntimeDir(); err == nil {
-			if c, err := connect("unix:path="+filepath.Join(d, "systemd", "private"), false); err == nil {
+			if c, err := connect("unix:path="+filepath.Join(d, "systemd", "private"), false, b.timeout); err == nil {
 				return c, nil
 			}
 		}
@@ -141,12 +151,14 @@ func (b *Bus) dial() (*sddbus.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return connect(addr, true)
+	return connect(addr, true, b.timeout)
 }
 
 // connect dials addr, authenticates as this uid and, on a bus (hello),
-// says Hello; then checks that systemd answers.
-func connect(addr string, hello bool) (*sddbus.Conn, error) {
+// says Hello; then checks that systemd answers. Each wait for the other
+// end is bounded by timeout: the connection is closed under it, which
+// ends the wait with an error.
+func connect(addr string, hello bool, timeout time.Duration) (*sddbus.Conn, error) {
 	uid := strconv.Itoa(os.Getuid())
 	c, err := sddbus.NewConnection(func() (*dbus.Conn, error) {
 		// No dbus.WithContext: it would close the connection when the
@@ -155,16 +167,18 @@ func connect(addr string, hello bool) (*sddbus.Conn, error) {
 		if err != nil {
 			return nil, fmt.Errorf("dial user bus %q: %w", addr, err)
 		}
-		if err := conn.Auth([]dbus.Auth{dbus.AuthExternal(uid)}); err != nil {
-			conn.Close()
-			return nil, fmt.Errorf("authenticate on user bus %q as uid %s: %w", addr, uid, err)
+		guard := time.AfterFunc(timeout, func() { conn.Close() })
+		err = conn.Auth([]dbus.Auth{dbus.AuthExternal(uid)})
+		if err == nil && hello {
+			err = conn.Hello()
 		}
-		if !hello {
-			return conn, nil
-		}
-		if err := conn.Hello(); err != nil {
+		if !guard.Stop() {
 			conn.Close()
-			return nil, fmt.Errorf("hello on user bus %q: %w", addr, err)
+			return nil, fmt.Errorf("user bus %q did not answer authentication within %v", addr, timeout)
+		}
+		if err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("authenticate (and say hello) on user bus %q as uid %s: %w", addr, uid, err)
 		}
 		return conn, nil
 	})
@@ -172,7 +186,12 @@ func connect(addr string, hello bool) (*sddbus.Conn, error) {
 		return nil, fmt.Errorf("%w: %w; %s", ErrNoUserManager, err, Hint)
 	}
 	// The bus may answer while no user manager owns org.freedesktop.systemd1.
-	if _, err := c.GetManagerProperty("Version"); err != nil {
+	guard := time.AfterFunc(timeout, c.Close)
+	_, err = c.GetManagerProperty("Version")
+	if !guard.Stop() {
+		return nil, fmt.Errorf("%w: user bus %q: systemd did not answer within %v; %s", ErrNoUserManager, addr, timeout, Hint)
+	}
+	if err != nil {
 		c.Close()
 		return nil, fmt.Errorf("%w: user bus %q answers but systemd does not: %w; %s", ErrNoUserManager, addr, err, Hint)
 	}

@@ -3,6 +3,7 @@ package userbus
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -56,6 +57,40 @@ func TestNoBus(t *testing.T) {
 	}
 	if a, b := Default(), Default(); a != b {
 		t.Fatal("Default made two connections")
+	}
+}
+
+// TestSilentBus: a socket that accepts and never answers (a stuck
+// manager, or someone else's listener at the address) fails the dial with
+// ErrNoUserManager once the answer timeout passes, instead of holding the
+// Bus, and every caller waiting on its lock, for ever.
+func TestSilentBus(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "silent")
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { c.Close() })
+		}
+	}()
+	b := New("unix:path=" + path)
+	b.timeout = 200 * time.Millisecond
+	done := make(chan error, 1)
+	go func() { done <- b.Do(context.Background(), func(*sddbus.Conn) error { return nil }) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrNoUserManager) || !strings.Contains(err.Error(), "did not answer") {
+			t.Fatalf("Do on a silent bus = %v; want ErrNoUserManager saying it did not answer", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Do on a silent bus still waits after 20 s")
 	}
 }
 
