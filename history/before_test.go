@@ -17,8 +17,23 @@ func TestBefore(t *testing.T) {
 		id := "m" + string(rune('a'+i/26/26%26)) + string(rune('a'+i/26%26)) + string(rune('a'+i%26))
 		content += msg(t, id, parent, "user", "hello")
 		parent = id
+		if i%10 == 0 {
+			// State entries on the path show nothing: the cut reads more
+			// items than it makes parts.
+			content += ent(t, "model_change", "c"+id, parent, map[string]any{"provider": "p", "modelId": "m"})
+			parent = "c" + id
+		}
 	}
 	f.write(t, content)
+	// A forward page first, so the branch is cut part of the way when
+	// Count cuts the rest of it.
+	fresh := f.mustRead(t)
+	if _, err := fresh.Page("", 0); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := fresh.Count(""); err != nil || n != 250 {
+		t.Fatalf("Count after a forward page = %d, %v; want 250", n, err)
+	}
 	s := f.mustRead(t)
 	n, err := s.Count("")
 	if err != nil || n != 250 {
