@@ -163,7 +163,10 @@ func (s *Snapshot) branchParts(branch string, n int) ([]Part, bool) {
 		s.parts[branch] = c
 	}
 	if want := n - len(c.parts); want > predecodeMin {
-		predecode(c.items[c.next:min(len(c.items), c.next+want)])
+		// want is up to math.MaxInt (Count): bound it by what is left
+		// before adding, never c.next+want, which overflows once the cut
+		// has consumed items that made no part.
+		predecode(c.items[c.next : c.next+min(want, len(c.items)-c.next)])
 	}
 	for len(c.parts) < n && c.next < len(c.items) {
 		it := c.items[c.next]
