@@ -195,3 +195,41 @@ func TestObservePagesBack(t *testing.T) {
 		t.Fatalf("cursor with fromSeq: %v; want malformed", err)
 	}
 }
+
+// A second observer of an unchanged session gets the newest page from the
+// snapshot the first one's observe cut (the controller keeps the last
+// snapshot read). A Pi session starts with a model_change entry, which
+// shows nothing; the second count of that snapshot once overflowed the
+// range left to decode and panicked the controller.
+func TestObserveUnchangedSessionTwice(t *testing.T) {
+	const n = 30
+	r := newRig(t, plainScript, func(c *Config) {
+		writeSession(t, c.Conversation.Session, c.Conversation.Project, n)
+		b, err := os.ReadFile(c.Conversation.Session)
+		if err != nil {
+			t.Fatal(err)
+		}
+		header, rest, _ := strings.Cut(string(b), "\n")
+		mc := `{"type":"model_change","id":"mc","parentId":null,"timestamp":"2026-12-01T00:00:00.500Z","provider":"p","modelId":"x"}`
+		rest = strings.Replace(rest, `"parentId":null`, `"parentId":"mc"`, 1)
+		if err := os.WriteFile(c.Conversation.Session, []byte(header+"\n"+mc+"\n"+rest), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	})
+	r.waitBinding("active")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for i := range 2 {
+		obs, err := r.libClient(ctx).Observe(ctx)
+		if err != nil {
+			t.Fatalf("observe %d: %v", i, err)
+		}
+		var p history.Page
+		if err := json.Unmarshal(obs.History, &p); err != nil {
+			t.Fatal(err)
+		}
+		if len(p.Parts) == 0 || p.Parts[len(p.Parts)-1].Native != fmt.Sprintf("m%05d", n-1) {
+			t.Fatalf("observe %d: %d parts, not ending at the newest message", i, len(p.Parts))
+		}
+	}
+}

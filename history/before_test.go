@@ -76,3 +76,38 @@ func TestBefore(t *testing.T) {
 		})
 	}
 }
+
+// TestCountAfterACut: Count on a snapshot whose branch was already cut,
+// by an earlier Count (a second observer on an unchanged session gets the
+// controller's cached snapshot) or by a forward page, past an entry that
+// shows nothing (the model_change every Pi session starts with): the cut
+// has consumed more items than it made parts, and asking for every part
+// must not overflow the range left to decode (it panicked the controller).
+func TestCountAfterACut(t *testing.T) {
+	f := newFixture(t)
+	f.write(t, hdr+ent(t, "model_change", "m", "", map[string]any{"provider": "p", "modelId": "x"})+
+		msg(t, "a", "m", "user", "hello"))
+	for _, tc := range []struct {
+		name  string
+		first func(*Snapshot) error
+	}{
+		{"a second Count", func(s *Snapshot) error { _, err := s.Count(""); return err }},
+		{"a forward page", func(s *Snapshot) error { _, err := s.Page("", 0); return err }},
+		{"the newest page", func(s *Snapshot) error { _, err := s.Before("", 1); return err }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := f.mustRead(t)
+			if err := tc.first(s); err != nil {
+				t.Fatal(err)
+			}
+			n, err := s.Count("")
+			if err != nil || n != 1 {
+				t.Fatalf("Count = %d, %v; want 1", n, err)
+			}
+			p, err := s.Before("", n)
+			if err != nil || len(p.Parts) != 1 || p.More {
+				t.Fatalf("Before(%d) = %d parts, more %v, %v; want the one part", n, len(p.Parts), p.More, err)
+			}
+		})
+	}
+}

@@ -162,10 +162,12 @@ func (s *Snapshot) branchParts(branch string, n int) ([]Part, bool) {
 		}
 		s.parts[branch] = c
 	}
-	if want := n - len(c.parts); want > predecodeMin {
-		// want may be near MaxInt (Count): bound it by what is left
-		// before adding, or the sum overflows.
-		predecode(c.items[c.next : c.next+min(want, len(c.items)-c.next)])
+	// The parts still wanted, bounded by the items left before any sum:
+	// n is math.MaxInt for Count, and c.next+n-len(c.parts) overflows once
+	// the cut has consumed items that made no part. A cut already at the
+	// end has nothing left to decode.
+	if left := min(n-len(c.parts), len(c.items)-c.next); left > predecodeMin {
+		predecode(c.items[c.next : c.next+left])
 	}
 	for len(c.parts) < n && c.next < len(c.items) {
 		it := c.items[c.next]
@@ -278,9 +280,9 @@ func (s *Snapshot) unknownBranch(branch string) *protocol.Refusal {
 	return r
 }
 
-// predecodeMin is how many parts a cut must still make before its entries
-// are decoded on every CPU first: the newest page and Count cut a whole
-// branch, a forward page about a hundred parts.
+// predecodeMin is how many parts a cut must still make, and items it has
+// left, before its entries are decoded on every CPU first: the newest page
+// and Count cut a whole branch, a forward page about a hundred parts.
 const predecodeMin = 512
 
 // predecode decodes the entries of items on up to four goroutines, each

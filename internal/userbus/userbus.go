@@ -160,6 +160,13 @@ func (b *Bus) dial() (*sddbus.Conn, error) {
 // ends the wait with an error.
 func connect(addr string, hello bool, timeout time.Duration) (*sddbus.Conn, error) {
 	uid := strconv.Itoa(os.Getuid())
+	// NewConnection dials twice and then, on the second connection, asks
+	// the bus for an AddMatch and waits for the answer with no bound of
+	// its own: addMatch bounds that wait as the steps below bound theirs.
+	var (
+		dials    int
+		addMatch *time.Timer
+	)
 	c, err := sddbus.NewConnection(func() (*dbus.Conn, error) {
 		// No dbus.WithContext: it would close the connection when the
 		// caller's context ends, and this one outlives every call.
@@ -180,8 +187,17 @@ func connect(addr string, hello bool, timeout time.Duration) (*sddbus.Conn, erro
 			conn.Close()
 			return nil, fmt.Errorf("authenticate (and say hello) on user bus %q as uid %s: %w", addr, uid, err)
 		}
+		if dials++; dials == 2 {
+			addMatch = time.AfterFunc(timeout, func() { conn.Close() })
+		}
 		return conn, nil
 	})
+	if addMatch != nil && !addMatch.Stop() {
+		if err == nil {
+			c.Close()
+		}
+		return nil, fmt.Errorf("%w: user bus %q did not answer AddMatch within %v; %s", ErrNoUserManager, addr, timeout, Hint)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w; %s", ErrNoUserManager, err, Hint)
 	}

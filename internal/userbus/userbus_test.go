@@ -1,16 +1,21 @@
 package userbus
 
 import (
+	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	sddbus "github.com/coreos/go-systemd/v22/dbus"
+	"github.com/godbus/dbus/v5"
 
 	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
 )
@@ -61,36 +66,107 @@ func TestNoBus(t *testing.T) {
 }
 
 // TestSilentBus: a socket that accepts and never answers (a stuck
-// manager, or someone else's listener at the address) fails the dial with
+// manager, or someone else's listener at the address), or a bus that
+// authenticates and answers Hello and then nothing (go-systemd's
+// NewConnection then waits for its AddMatch), fails the dial with
 // ErrNoUserManager once the answer timeout passes, instead of holding the
 // Bus, and every caller waiting on its lock, for ever.
 func TestSilentBus(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "silent")
-	ln, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
+	for _, tc := range []struct {
+		name  string
+		hello bool // authenticate and answer Hello, then nothing
+	}{
+		{"silent from the start", false},
+		{"silent after Hello", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "silent")
+			ln, err := net.Listen("unix", path)
 			if err != nil {
-				return
+				t.Fatal(err)
 			}
-			t.Cleanup(func() { c.Close() })
+			var mu sync.Mutex
+			var conns []net.Conn
+			t.Cleanup(func() {
+				ln.Close()
+				mu.Lock()
+				defer mu.Unlock()
+				for _, c := range conns {
+					c.Close()
+				}
+			})
+			go func() {
+				for {
+					c, err := ln.Accept()
+					if err != nil {
+						return
+					}
+					mu.Lock()
+					conns = append(conns, c)
+					mu.Unlock()
+					if tc.hello {
+						go answerHelloOnly(c)
+					}
+				}
+			}()
+			b := New("unix:path=" + path)
+			b.timeout = 200 * time.Millisecond
+			done := make(chan error, 1)
+			go func() { done <- b.Do(context.Background(), func(*sddbus.Conn) error { return nil }) }()
+			select {
+			case err := <-done:
+				if !errors.Is(err, ErrNoUserManager) || !strings.Contains(err.Error(), "did not answer") {
+					t.Fatalf("Do on a silent bus = %v; want ErrNoUserManager saying it did not answer", err)
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatal("Do on a silent bus still waits after 20 s")
+			}
+		})
+	}
+}
+
+// answerHelloOnly plays a bus that takes EXTERNAL authentication and
+// answers Hello, and then reads every message and answers none.
+func answerHelloOnly(c net.Conn) {
+	r := bufio.NewReader(c)
+	if _, err := r.ReadByte(); err != nil { // the credentials byte
+		return
+	}
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return
 		}
-	}()
-	b := New("unix:path=" + path)
-	b.timeout = 200 * time.Millisecond
-	done := make(chan error, 1)
-	go func() { done <- b.Do(context.Background(), func(*sddbus.Conn) error { return nil }) }()
-	select {
-	case err := <-done:
-		if !errors.Is(err, ErrNoUserManager) || !strings.Contains(err.Error(), "did not answer") {
-			t.Fatalf("Do on a silent bus = %v; want ErrNoUserManager saying it did not answer", err)
+		switch {
+		case line == "AUTH\r\n":
+			_, err = io.WriteString(c, "REJECTED EXTERNAL\r\n")
+		case strings.HasPrefix(line, "AUTH EXTERNAL"):
+			_, err = io.WriteString(c, "OK 0123456789abcdef0123456789abcdef\r\n")
+		case strings.HasPrefix(line, "NEGOTIATE_UNIX_FD"):
+			_, err = io.WriteString(c, "AGREE_UNIX_FD\r\n")
+		case strings.HasPrefix(line, "BEGIN"):
+			for {
+				m, err := dbus.DecodeMessage(r)
+				if err != nil {
+					return
+				}
+				if member, _ := m.Headers[dbus.FieldMember].Value().(string); member != "Hello" {
+					continue
+				}
+				reply := &dbus.Message{Type: dbus.TypeMethodReply, Headers: map[dbus.HeaderField]dbus.Variant{
+					dbus.FieldReplySerial: dbus.MakeVariant(m.Serial()),
+					dbus.FieldSignature:   dbus.MakeVariant(dbus.SignatureOf("")),
+				}, Body: []any{":1.1"}}
+				if reply.EncodeTo(c, binary.LittleEndian) != nil {
+					return
+				}
+			}
+		default:
+			_, err = io.WriteString(c, "ERROR\r\n")
 		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("Do on a silent bus still waits after 20 s")
+		if err != nil {
+			return
+		}
 	}
 }
 
