@@ -64,8 +64,10 @@ type Removal struct {
 	// systemd names paths in, so an ENOENT is not an artefact of another
 	// cgroup namespace. The cohort's cgroup lies below it.
 	ManagerCgroup string `json:"manager_cgroup"`
-	// The unit as read over D-Bus when the removal was observed; the
-	// invocation id is "" when the unit is gone (load state not-found).
+	// The unit as read over D-Bus when the removal was observed: the load
+	// and active state from one message, the invocation id from another
+	// read at about the same moment ("" when the unit is gone, load state
+	// not-found, or had none when asked).
 	UnitLoadState    string `json:"unit_load_state"`
 	UnitActiveState  string `json:"unit_active_state"`
 	UnitInvocationID string `json:"unit_invocation_id"`

@@ -3,6 +3,7 @@ package scopes
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -89,7 +90,10 @@ func openMember(pid int, wantStart uint64, within cgroupRef) (*member, error) {
 // replaced ours there, and is no member.
 func (m *member) placed(within cgroupRef) error {
 	other := uint64(0) // the id the pidfd named, when not within's
-	if within.ID != 0 {
+	// A 32-bit kernel gives a cgroup directory only the low half of the
+	// cgroup's id as its inode number (what the launch records): there the
+	// ids never match, and only the path decides.
+	if within.ID != 0 && strconv.IntSize == 64 {
 		// Never PIDFD_INFO_EXIT: with it (Linux 6.15) a reaped process
 		// answers with the cgroup id it died in instead of ESRCH.
 		info := unix.PidfdInfo{Mask: unix.PIDFD_INFO_CGROUPID}

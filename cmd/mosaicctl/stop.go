@@ -95,6 +95,7 @@ func (s *session) forceStop(ctx context.Context, how consent) (*protocol.Receipt
 			return rc, nil
 		}
 		if try == 0 && protocol.CodeOf(err) == protocol.CodeConfirmation {
+			s.confirmingAgain(err)
 			continue
 		}
 		return s.joinRunningStop(ctx, err)

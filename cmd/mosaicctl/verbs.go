@@ -245,7 +245,13 @@ func (s *session) take(ctx context.Context, c *cli.Context, recovery bool, conse
 		if s.got(err) == nil || try > 0 || protocol.CodeOf(err) != protocol.CodeConfirmation {
 			return err
 		}
+		s.confirmingAgain(err)
 	}
+}
+
+// confirmingAgain says why a second confirmation follows the first.
+func (s *session) confirmingAgain(refused error) {
+	fmt.Fprintf(s.out, "the controller refused the confirmation (%s); confirming once more:\n", terminal.SanitizeLine(refused.Error()))
 }
 
 // consent says how a confirmation is answered: yes (--yes, or the verb is
