@@ -161,7 +161,7 @@ func TestK2ProcessGroupFallbackNeverStopped(t *testing.T) {
 		t.Fatalf("observation %+v", res.Observation)
 	}
 	eng.waitDead(t)
-	if !child.alive() {
+	if !child.alive(t) {
 		t.Fatalf("the setsid child died; K2 expects it to escape the process group")
 	}
 	if _, err := proofs.NewCohortProof(res.Observation); !errors.Is(err, proofs.ErrProcessGroup) {
@@ -188,7 +188,7 @@ func TestK3SigtermIgnoredNotProven(t *testing.T) {
 		if len(term.Signalled) < 2 {
 			t.Fatalf("TERM acknowledged for %d members, want the engine and the stubborn child: %+v", len(term.Signalled), term)
 		}
-		if !eng.alive() || !child.alive() {
+		if !eng.alive(t) || !child.alive(t) {
 			t.Fatalf("a member that ignores SIGTERM died")
 		}
 		res := e.Kill(ctxT(t), StopOptions{Stop: "stop-k3"})
@@ -221,7 +221,7 @@ func TestK4StopOneOfTwo(t *testing.T) {
 	res := a.Stop(ctxT(t), StopOptions{Stop: "stop-k4", Grace: time.Second})
 	assertProvenStop(t, res, pa...)
 	for _, p := range []pinned{b.pin(t, gb["engine"]), b.pin(t, gb["setsid"])} {
-		if !p.alive() {
+		if !p.alive(t) {
 			t.Fatalf("pid %d of the other engine died", p.pid)
 		}
 	}

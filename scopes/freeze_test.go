@@ -49,7 +49,7 @@ func TestKillPhaseThawsOnFailure(t *testing.T) {
 			if ev, ok, err := fs.waitEvents(cg, time.Now().Add(10*time.Second), func(e cgEvents) bool { return e.Frozen == 0 }); !ok {
 				t.Fatalf("cgroup.events %+v (%v): still frozen", ev, err)
 			}
-			if !eng.alive() || !child.alive() {
+			if !eng.alive(t) || !child.alive(t) {
 				t.Fatal("a member died although nothing was killed")
 			}
 			e.Stdin.WriteString("thawed?\n")

@@ -135,10 +135,9 @@ func pin(t testing.TB, pidText string) pinned {
 }
 
 // alive reports whether the pinned process has not exited.
-func (p pinned) alive() bool {
-	fds := []unix.PollFd{{Fd: int32(p.fd), Events: unix.POLLIN}}
-	n, _ := unix.Poll(fds, 0)
-	return n == 0
+func (p pinned) alive(t testing.TB) bool {
+	t.Helper()
+	return !p.exited(t, 0)
 }
 
 // kill SIGKILLs the pinned process (cleanup of escapees).
@@ -147,9 +146,37 @@ func (p pinned) kill() { unix.PidfdSendSignal(p.fd, unix.SIGKILL, nil, 0) }
 // waitDead waits up to 10 s for the pinned process to exit.
 func (p pinned) waitDead(t testing.TB) {
 	t.Helper()
-	fds := []unix.PollFd{{Fd: int32(p.fd), Events: unix.POLLIN}}
-	if n, err := unix.Poll(fds, 10000); n != 1 {
-		t.Fatalf("pid %d still alive after 10 s (%v)", p.pid, err)
+	if !p.exited(t, 10*time.Second) {
+		t.Fatalf("pid %d still alive after 10 s", p.pid)
+	}
+}
+
+// exited waits up to timeout for the pidfd to poll readable: the process
+// exited. Only that readiness is an answer. A poll that a signal
+// interrupts while nothing is ready returns -1 (EINTR), and the test
+// binary gets SIGCHLD from its children and SIGURG from the Go scheduler
+// at any moment, more often under load and -race: it is made again, never
+// read as "exited" (which once called a living escaped anchor dead). Any
+// other failure to poll (a closed pidfd polls POLLNVAL) fails the test
+// rather than answer either way.
+func (p pinned) exited(t testing.TB, timeout time.Duration) bool {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		fds := []unix.PollFd{{Fd: int32(p.fd), Events: unix.POLLIN}}
+		wait := max(time.Until(deadline), 0)
+		n, err := unix.Poll(fds, int((wait+time.Millisecond-1)/time.Millisecond))
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			t.Fatalf("poll pidfd of pid %d: %v", p.pid, err)
+		case n == 0:
+			return false
+		case fds[0].Revents&(unix.POLLIN|unix.POLLHUP) == 0:
+			t.Fatalf("poll pidfd of pid %d: revents %#x, not readable", p.pid, fds[0].Revents)
+		}
+		return true
 	}
 }
 
@@ -169,7 +196,7 @@ func assertProvenStop(t *testing.T, res StopResult, pins ...pinned) {
 		t.Fatalf("stopped with unit %s", o.ActiveState)
 	}
 	for _, p := range pins {
-		if p.alive() {
+		if p.alive(t) {
 			t.Fatalf("stopped while pid %d is alive", p.pid)
 		}
 		found := false

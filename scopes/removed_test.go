@@ -66,7 +66,7 @@ func assertRemovedProof(t *testing.T, res StopResult, seen string, pins ...pinne
 		t.Fatalf("the proof does not state its basis: %+v", p)
 	}
 	for _, p := range pins {
-		if p.alive() {
+		if p.alive(t) {
 			t.Fatalf("stopped while pid %d is alive", p.pid)
 		}
 	}
@@ -157,8 +157,8 @@ func TestRemovedCgroupNeedsKnownDeaths(t *testing.T) {
 		t.Run(fmt.Sprintf("reattached=%t", reattach), func(t *testing.T) {
 			e := launchEngine(t, m, echoEngine)
 			e.expect(t, "engine", "ready")
-			eng := pin(t, fmt.Sprint(e.Cohort.AnchorPID))
-			escape(t, fs, e.Cohort, eng)
+			anchor := pin(t, fmt.Sprint(e.Cohort.AnchorPID))
+			escape(t, fs, e.Cohort, anchor)
 			systemctl(t, "kill", "--signal=KILL", e.Cohort.Unit)
 			waitUnitGone(t, m, e.Cohort)
 			h := e.Handle
@@ -166,10 +166,11 @@ func TestRemovedCgroupNeedsKnownDeaths(t *testing.T) {
 				h = reattached(t, e)
 			}
 			res := h.Stop(ctxT(t), StopOptions{Stop: "stop-escaped", Grace: 100 * time.Millisecond})
-			if res.Outcome == Stopped || !strings.Contains(res.Reason, ErrKnownMemberAlive.Error()) {
-				t.Fatalf("outcome %s (%s); want uncertain: the anchor left the cgroup before it was removed", res.Outcome, res.Reason)
+			anchorAlive := fmt.Sprintf("%s pid %d ", proofs.RoleAnchor, anchor.pid)
+			if res.Outcome == Stopped || !strings.Contains(res.Reason, ErrKnownMemberAlive.Error()) || !strings.Contains(res.Reason, anchorAlive) {
+				t.Fatalf("outcome %s (%s); want uncertain naming %q alive: the anchor left the cgroup before it was removed", res.Outcome, res.Reason, anchorAlive)
 			}
-			if !eng.alive() {
+			if !anchor.alive(t) {
 				t.Fatal("the escaped anchor died: the test proves nothing")
 			}
 			if _, err := proofs.NewCohortProof(res.Observation); err == nil {
@@ -250,7 +251,7 @@ func TestRemovedIdentity(t *testing.T) {
 		}
 		res := reattached(t, e).Stop(ctxT(t), StopOptions{Stop: "stop-impostor", Grace: 100 * time.Millisecond})
 		assertRemovedProof(t, res, proofs.RemovedReplaced, eng, child)
-		if !impostor.alive() {
+		if !impostor.alive(t) {
 			t.Fatal("the stop killed a process of another invocation")
 		}
 		if res.Observation.Removal.UnitInvocationID != st.InvocationID {
@@ -283,8 +284,8 @@ func TestRemovedIdentity(t *testing.T) {
 		c := e.Cohort
 		c.InvocationID = strings.Repeat("0", 32)
 		res := m.Reattach(c).Stop(ctxT(t), StopOptions{Stop: "stop-wrong-invocation"})
-		if res.Outcome == Stopped || res.Observation.Basis == proofs.BasisCgroupRemoved || !child.alive() {
-			t.Fatalf("outcome %s basis %q (%s), child alive %t; want uncertain, the cgroup ours and present", res.Outcome, res.Observation.Basis, res.Reason, child.alive())
+		if res.Outcome == Stopped || res.Observation.Basis == proofs.BasisCgroupRemoved || !child.alive(t) {
+			t.Fatalf("outcome %s basis %q (%s), child alive %t; want uncertain, the cgroup ours and present", res.Outcome, res.Observation.Basis, res.Reason, child.alive(t))
 		}
 	})
 	t.Run("engine cgroup missing while our invocation runs", func(t *testing.T) {
@@ -294,8 +295,8 @@ func TestRemovedIdentity(t *testing.T) {
 		c := e.Cohort
 		c.Cgroup += "-missing"
 		res := m.Reattach(c).Stop(ctxT(t), StopOptions{Stop: "stop-absent", Grace: 100 * time.Millisecond})
-		if res.Outcome == Stopped || res.Observation.CgroupPresent || !eng.alive() {
-			t.Fatalf("outcome %s (%s), engine alive %t; want uncertain, engine untouched", res.Outcome, res.Reason, eng.alive())
+		if res.Outcome == Stopped || res.Observation.CgroupPresent || !eng.alive(t) {
+			t.Fatalf("outcome %s (%s), engine alive %t; want uncertain, engine untouched", res.Outcome, res.Reason, eng.alive(t))
 		}
 	})
 }
