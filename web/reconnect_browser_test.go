@@ -196,7 +196,7 @@ func TestBrowserReconnect(t *testing.T) {
 		a.until("the reconcile marker in A", textHas("#records .rec.reconcile", "re-read: this page was away longer than the controller's replay window"))
 		exec := eval[string](b, `mosaicState().execution`)
 		a.until("A on the new execution", fmt.Sprintf(`mosaicState().execution === %q`, exec))
-		at, bt := eval[string](a, transcript), eval[string](b, transcript)
+		at, bt := reread(t, a, b)
 		if strings.Count(at, "Answer two, streamed while A was away.") != 1 || at != bt {
 			t.Errorf("A's transcript after the re-read differs from B's or repeats:\nA: %q\nB: %q", at, bt)
 		}
@@ -205,4 +205,30 @@ func TestBrowserReconnect(t *testing.T) {
 		b.click("#send")
 		a.until("answer three in A", textHas("#transcript", "Answer three, after the recover."))
 	})
+}
+
+// reread returns the transcripts of pages a and b once both have re-read
+// the conversation of a new execution: each shows no marker and both show
+// the same, or, at the deadline, what they show then.
+//
+// Each page's tab re-reads on its own connection at its own pace, and
+// nothing on one page says its re-read landed: a tab notes a binding in
+// its state (the page's execution, engine and status) before it folds
+// that binding into its transcript, and the fresh page it then asks for
+// lands a round trip after the marker that asked for it, the marker the
+// page shows meanwhile over what it held. So what is checked is where the
+// two land, not the first moment both pages' states name the execution.
+func reread(t *testing.T, a, b *page) (at, bt string) {
+	t.Helper()
+	type shown struct {
+		Text   string `json:"text"`
+		Marker bool   `json:"marker"`
+	}
+	const js = `({text: document.querySelector("#transcript").textContent, marker: !!document.querySelector("#transcript .item.marker")})`
+	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		as, bs := eval[shown](a, js), eval[shown](b, js)
+		if !as.Marker && !bs.Marker && as.Text == bs.Text || time.Now().After(deadline) {
+			return as.Text, bs.Text
+		}
+	}
 }
