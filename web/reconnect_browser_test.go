@@ -130,7 +130,6 @@ func TestBrowserReconnect(t *testing.T) {
 		p.until("answer one", textHas("#transcript", "Answer one."))
 		p.until("the engine idle", textHas("#engine", "idle"))
 	}
-	transcript := `document.querySelector("#transcript").textContent`
 	tab := eval[string](a, `mosaicState().tab`)
 
 	// away cuts A's stream until its tab's connection is closed (its
@@ -164,7 +163,7 @@ func TestBrowserReconnect(t *testing.T) {
 		if !logs.has(fmt.Sprintf("tab %s: resumed on connection ", tab)) {
 			t.Errorf("A's tab was not resumed from a seq: the log lacks its resume")
 		}
-		at, bt := eval[string](a, transcript), eval[string](b, transcript)
+		at, bt := settled(t, a, b)
 		for _, want := range []string{"Answer one.", "Answer two, streamed while A was away."} {
 			if n := strings.Count(at, want); n != 1 {
 				t.Errorf("A shows %q %d times, want once", want, n)
@@ -196,7 +195,7 @@ func TestBrowserReconnect(t *testing.T) {
 		a.until("the reconcile marker in A", textHas("#records .rec.reconcile", "re-read: this page was away longer than the controller's replay window"))
 		exec := eval[string](b, `mosaicState().execution`)
 		a.until("A on the new execution", fmt.Sprintf(`mosaicState().execution === %q`, exec))
-		at, bt := eval[string](a, transcript), eval[string](b, transcript)
+		at, bt := settled(t, a, b)
 		if strings.Count(at, "Answer two, streamed while A was away.") != 1 || at != bt {
 			t.Errorf("A's transcript after the re-read differs from B's or repeats:\nA: %q\nB: %q", at, bt)
 		}
@@ -205,4 +204,31 @@ func TestBrowserReconnect(t *testing.T) {
 		b.click("#send")
 		a.until("answer three in A", textHas("#transcript", "Answer three, after the recover."))
 	})
+}
+
+// settled returns the transcripts of pages a and b once both show no
+// marker and the same lines, or, at the deadline, what they show then.
+//
+// Nothing on one page says its transcript has caught up: the client
+// library notes each record in the connection's state (the page's
+// execution, engine and status) as it reads it, and the tab folds it into
+// the transcript only when it takes it from the update queue, so a page
+// can say "idle" on the new execution while its transcript still lacks
+// the run's last events or still shows what it held before; and a
+// re-read's fresh page lands a round trip after the marker that asked for
+// it. So what is checked is where the two pages land, not what they show
+// the first moment their states agree.
+func settled(t *testing.T, a, b *page) (at, bt string) {
+	t.Helper()
+	type shown struct {
+		Text   string `json:"text"`
+		Marker bool   `json:"marker"`
+	}
+	const js = `({text: document.querySelector("#transcript").textContent, marker: !!document.querySelector("#transcript .item.marker")})`
+	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		as, bs := eval[shown](a, js), eval[shown](b, js)
+		if !as.Marker && !bs.Marker && as.Text == bs.Text || time.Now().After(deadline) {
+			return as.Text, bs.Text
+		}
+	}
 }

@@ -135,9 +135,14 @@ func (ts *tabs) resume(ctx context.Context, p *tab) (*tab, error) {
 	t := &tab{id: p.id, session: p.session, conv: p.conv, tr: p.tr, follow: p.follow, older: p.older, cursor: p.cursor,
 		lastStop: p.lastStop, approvals: p.approvals, queue: p.queue}
 	p.mu.Unlock()
+	// How the page resumes is decided by what it held when it was parked,
+	// read before the new connection's records are folded: the first is a
+	// binding, and one naming a new execution, folded first, would ask for
+	// a fresh page, so the tab would be read again without the replay
+	// missing and without the page being told (recordReconcile).
+	w, next := t.tr.Pending(), t.tr.Next()
 	ts.start(t, c)
-	w := t.tr.Pending()
-	if next := t.tr.Next(); next > 0 && (!w.Observe || w.Resume) {
+	if next > 0 && (!w.Observe || w.Resume) {
 		ts.s.logf("tab %s: resumed on connection %s from seq %d", t.id, c.Welcome().Connection, next-1)
 		go t.observe(func(ctx context.Context) error { _, err := c.ObserveFrom(ctx, next-1); return err })
 	} else {

@@ -254,6 +254,7 @@ func TestConnectionFlood(t *testing.T) {
 		t.Errorf("the controller's peak RSS rose by %d MiB; want at most 64", (during.hwm-base.rss)>>20)
 	}
 	rep := a.finish(t)
+	t.Logf("attack report %+v", rep)
 	refused := rep.Records["refusal:"+protocol.CodeTooManyConnections]
 	if refused < 10000 {
 		t.Errorf("attack report %+v: want most of 20,000 attempts refused too-many-connections", rep)
