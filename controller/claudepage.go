@@ -124,5 +124,5 @@ func (c *Controller) olderClaudePage(k *conn, cmd *protocol.Command, pc *pageCur
 // issueClaude returns a new cursor id for reading the page of v before
 // message end, under the same bounds as issue.
 func (cs *cursors) issueClaude(conn string, v *claudeView, end int) string {
-	return cs.push(&pageCursor{conn: conn, claude: v, branch: v.leaf, end: end, total: len(v.msgs)})
+	return cs.push(&pageCursor{conn: conn, claude: v, branch: v.leaf, end: end})
 }

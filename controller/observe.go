@@ -83,7 +83,7 @@ func (c *Controller) newestPage(k *conn) ([]byte, string, error) {
 	c.cursors.drop(k.id)
 	cursor := ""
 	if first > 0 {
-		cursor = c.cursors.issue(k.id, snap, branch, first, total)
+		cursor = c.cursors.issue(k.id, snap, branch, first)
 	}
 	return raw, cursor, nil
 }
@@ -107,7 +107,7 @@ func (c *Controller) olderPage(k *conn, cmd *protocol.Command) {
 	}
 	rec := protocol.PageRecord{Record: protocol.RecordPage, Request: cmd.Request, History: raw}
 	if from > 0 {
-		rec.Cursor = c.cursors.issue(k.id, pc.snap, pc.branch, from, pc.total)
+		rec.Cursor = c.cursors.issue(k.id, pc.snap, pc.branch, from)
 	}
 	k.send(rec)
 }

@@ -26,7 +26,6 @@ type pageCursor struct {
 	claude  *claudeView // a Claude conversation's view, instead of snap
 	branch  string
 	end     int // the page to read ends before this part
-	total   int // the branch's parts in snap
 	expires time.Time
 	elem    *list.Element
 }
@@ -43,8 +42,8 @@ type cursors struct {
 func newCursors() *cursors { return &cursors{m: map[string]*pageCursor{}, lru: list.New()} }
 
 // issue returns a new cursor id for reading the page before part end.
-func (cs *cursors) issue(conn string, snap *history.Snapshot, branch string, end, total int) string {
-	return cs.push(&pageCursor{conn: conn, snap: snap, branch: branch, end: end, total: total})
+func (cs *cursors) issue(conn string, snap *history.Snapshot, branch string, end int) string {
+	return cs.push(&pageCursor{conn: conn, snap: snap, branch: branch, end: end})
 }
 
 // push keeps pc as a new cursor (id and expiry set here) and returns its
