@@ -9,8 +9,6 @@ import (
 	"time"
 
 	sddbus "github.com/coreos/go-systemd/v22/dbus"
-	"github.com/mosaic-agents/mosaic/internal/procfs"
-	"golang.org/x/sys/unix"
 )
 
 // BenchmarkLaunchVsSystemdRun compares Launch (held child, anchor, scope
@@ -221,18 +219,7 @@ func BenchmarkPinMembers(b *testing.B) {
 		b.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 		pids = append(pids, cmd.Process.Pid)
 	}
-	own, err := procfs.Cgroup2(pids[0])
-	if err != nil {
-		b.Fatal(err)
-	}
-	mount, err := Cgroup2Mount()
-	if err != nil {
-		b.Fatal(err)
-	}
-	var fi unix.Stat_t
-	if err := unix.Stat(mount+own, &fi); err != nil {
-		b.Fatal(err)
-	}
+	cg := cgroupOf(b, pids[0])
 	pin := func(within cgroupRef) time.Duration {
 		t0 := time.Now()
 		for _, p := range pinAll(pids, &Cohort{Cgroup: within.Path, CgroupID: within.ID}) {
@@ -248,11 +235,11 @@ func BenchmarkPinMembers(b *testing.B) {
 	for i := range b.N {
 		// Alternate which goes first: the first warms /proc's dentries.
 		if i%2 == 0 {
-			byPath += pin(cgroupRef{Path: own})
-			byID += pin(cgroupRef{Path: own, ID: fi.Ino})
+			byPath += pin(cgroupRef{Path: cg.Path})
+			byID += pin(cg)
 		} else {
-			byID += pin(cgroupRef{Path: own, ID: fi.Ino})
-			byPath += pin(cgroupRef{Path: own})
+			byID += pin(cg)
+			byPath += pin(cgroupRef{Path: cg.Path})
 		}
 	}
 	n := float64(b.N)

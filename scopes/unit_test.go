@@ -85,19 +85,8 @@ func TestOpenMemberIdentity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	own, err := procfs.Cgroup2(pid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mount, err := Cgroup2Mount()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var fi unix.Stat_t
-	if err := unix.Stat(mount+own, &fi); err != nil {
-		t.Fatal(err)
-	}
-	id := fi.Ino
+	cg := cgroupOf(t, pid)
+	own, id := cg.Path, cg.ID
 	for _, tc := range []struct {
 		name   string
 		start  uint64
@@ -168,19 +157,8 @@ func TestPlacedRefusesAReapedProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid := cmd.Process.Pid
-	own, err := procfs.Cgroup2(pid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mount, err := Cgroup2Mount()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var fi unix.Stat_t
-	if err := unix.Stat(mount+own, &fi); err != nil {
-		t.Fatal(err)
-	}
-	m, err := openMember(pid, 0, cgroupRef{Path: own, ID: fi.Ino})
+	cg := cgroupOf(t, pid)
+	m, err := openMember(pid, 0, cg)
 	if err != nil {
 		cmd.Process.Kill()
 		cmd.Wait()
@@ -189,7 +167,7 @@ func TestPlacedRefusesAReapedProcess(t *testing.T) {
 	defer m.close()
 	cmd.Process.Kill()
 	cmd.Wait()
-	if err := m.placed(cgroupRef{Path: own, ID: fi.Ino}); !errors.Is(err, ErrVanished) {
+	if err := m.placed(cg); !errors.Is(err, ErrVanished) {
 		t.Fatalf("reaped process placed: %v, want ErrVanished", err)
 	}
 }
@@ -298,4 +276,23 @@ func pidfdInfoCgroup(t *testing.T, pid int) bool {
 	defer unix.Close(fd)
 	info := unix.PidfdInfo{Mask: unix.PIDFD_INFO_CGROUPID}
 	return unix.IoctlPidfdInfo(fd, &info) == nil && info.Mask&unix.PIDFD_INFO_CGROUPID != 0
+}
+
+// cgroupOf names pid's cgroup as a launch records the engine's: its path
+// and its directory's inode number.
+func cgroupOf(tb testing.TB, pid int) cgroupRef {
+	tb.Helper()
+	path, err := procfs.Cgroup2(pid)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	mount, err := Cgroup2Mount()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var fi unix.Stat_t
+	if err := unix.Stat(mount+path, &fi); err != nil {
+		tb.Fatal(err)
+	}
+	return cgroupRef{Path: path, ID: fi.Ino}
 }
