@@ -77,6 +77,47 @@ func lineSplit(b *testing.B, path string) time.Duration {
 // one read, so both see the same load; the ratio is of their sums. No
 // test asserts a time.
 func BenchmarkRead10MB(b *testing.B) {
+	readRounds(b, func(s *Snapshot) {
+		if _, err := s.Page("", 0); err != nil {
+			b.Fatal(err)
+		}
+	})
+}
+
+// BenchmarkNewest10MB reads a 10 MB session and encodes its newest page,
+// the page an observer gets first (Before at Count), against the same line
+// count as BenchmarkRead10MB.
+func BenchmarkNewest10MB(b *testing.B) {
+	readRounds(b, func(s *Snapshot) { newestPage(b, s) })
+}
+
+// BenchmarkNewestFollowed10MB is the newest page again after a one-entry
+// append, on the snapshot the session watch follows to (Follow of the
+// round before's): entries decoded for an earlier snapshot of the chain
+// are not decoded again, the branch's parts are cut again.
+func BenchmarkNewestFollowed10MB(b *testing.B) {
+	followRounds(b, func(s *Snapshot) { newestPage(b, s) }, nil)
+}
+
+// BenchmarkFollow10MB follows a 10 MB session after a one-entry append,
+// as the controller's session watch does: each round appends one entry
+// and follows the snapshot the round before took, so the prefix is
+// compared with the bytes that snapshot kept, only the new line is hashed
+// and parsed, and the chain's index is extended in place. Each round
+// times one line count of the file and then the follow.
+func BenchmarkFollow10MB(b *testing.B) {
+	followRounds(b, nil, func(s *Snapshot) {
+		if len(s.Appended()) != 1 {
+			b.Fatal("append not seen")
+		}
+	})
+}
+
+// readRounds times, each round, one line count of a 10 MB session and
+// then a Read of it and then(snapshot), and reports the ratio of their
+// sums.
+func readRounds(b *testing.B, then func(*Snapshot)) {
+	b.Helper()
 	path := bigSession(b, 10<<20)
 	lineSplit(b, path) // the file into the page cache
 	var base, read time.Duration
@@ -87,79 +128,26 @@ func BenchmarkRead10MB(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := s.Page("", 0); err != nil {
-			b.Fatal(err)
-		}
+		then(s)
 		read += time.Since(start)
 	}
 	b.ReportMetric(float64(read)/float64(base), "x-scanner")
 }
 
-// BenchmarkNewest10MB reads a 10 MB session and encodes its newest page,
-// the page an observer gets first (Before at Count), against the same line
-// count as BenchmarkRead10MB.
-func BenchmarkNewest10MB(b *testing.B) {
-	path := bigSession(b, 10<<20)
-	lineSplit(b, path)
-	var base, read time.Duration
-	for b.Loop() {
-		base += lineSplit(b, path)
-		start := time.Now()
-		s, err := Read(path, Options{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		newestPage(b, s)
-		read += time.Since(start)
-	}
-	b.ReportMetric(float64(read)/float64(base), "x-scanner")
-}
-
-// BenchmarkNewestFollowed10MB is the newest page again after a one-entry
-// append, on the snapshot the session watch follows to (Follow of the
-// round before's): entries decoded for an earlier snapshot of the chain
-// are not decoded again, the branch's parts are cut again.
-func BenchmarkNewestFollowed10MB(b *testing.B) {
+// followRounds appends one entry each round, times a line count and then
+// a Follow of the round before's snapshot and timed(snapshot), and reports
+// the ratio of their sums; check(snapshot) runs untimed after. With
+// timed, the first snapshot has had it done too, so every round starts
+// from a chain that did. Either may be nil.
+func followRounds(b *testing.B, timed, check func(*Snapshot)) {
+	b.Helper()
 	path := bigSession(b, 10<<20)
 	prev, err := Read(path, Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	newestPage(b, prev)
-	fh, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer fh.Close()
-	var base, newest time.Duration
-	n := 0
-	for b.Loop() {
-		n++
-		appendOne(b, fh, prev, n)
-		base += lineSplit(b, path)
-		start := time.Now()
-		s, err := Follow(path, prev, Options{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		newestPage(b, s)
-		newest += time.Since(start)
-		prev = s
-	}
-	b.ReportMetric(float64(newest)/float64(base), "x-scanner")
-}
-
-// BenchmarkFollow10MB follows a 10 MB session after a one-entry append,
-// as the controller's session watch does: each round appends one entry
-// and follows the snapshot the round before took, so the prefix is
-// compared with the bytes that snapshot kept, only the new line is hashed
-// and parsed, and the chain's index is extended in place. Each round
-// times one line count of the file and then the follow.
-func BenchmarkFollow10MB(b *testing.B) {
-	path := bigSession(b, 10<<20)
-	prev, err := Read(path, Options{})
-	if err != nil {
-		b.Fatal(err)
+	if timed != nil {
+		timed(prev)
 	}
 	fh, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
@@ -177,9 +165,12 @@ func BenchmarkFollow10MB(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		if timed != nil {
+			timed(s)
+		}
 		follow += time.Since(start)
-		if len(s.Appended()) != 1 {
-			b.Fatal("append not seen")
+		if check != nil {
+			check(s)
 		}
 		prev = s
 	}
