@@ -77,29 +77,23 @@ func runStop(ctx context.Context, c *cli.Context) error {
 	return nil
 }
 
-// forceStop confirms the force stop and asks for it. A stop the
-// controller began or ended by itself between the confirmation and its
-// use changes the stop context, which refuses the confirmation: the verb
-// confirms once more, shown again and bound to the state as it now is (a
-// stop that ended stopped is then refused "already stopped" and joined);
-// a second change is the answer. A force stop refused for one already
+// forceStop confirms the force stop and asks for it (confirmed says when
+// it confirms once more; a stop that ended stopped meanwhile is then
+// refused "already stopped"). A force stop refused for one already
 // running, or already stopped, returns that stop's outcome.
 func (s *session) forceStop(ctx context.Context, how consent) (*protocol.Receipt, error) {
-	for try := 0; ; try++ {
-		cf, err := s.confirm(ctx, protocol.CmdForceStop, how)
-		if err != nil {
-			return nil, err
-		}
-		rc, err := s.c.ForceStop(ctx, cf.ID)
-		if s.got(err) == nil {
-			return rc, nil
-		}
-		if try == 0 && protocol.CodeOf(err) == protocol.CodeConfirmation {
-			s.confirmingAgain(err)
-			continue
-		}
-		return s.joinRunningStop(ctx, err)
+	var rc *protocol.Receipt
+	used, err := s.confirmed(ctx, protocol.CmdForceStop, how, func(id string) (err error) {
+		rc, err = s.c.ForceStop(ctx, id)
+		return err
+	})
+	switch {
+	case err == nil:
+		return rc, nil
+	case !used:
+		return nil, err
 	}
+	return s.joinRunningStop(ctx, err)
 }
 
 // report prints a stop's receipt and its stop record: state, proof,

@@ -231,27 +231,33 @@ func (s *session) take(ctx context.Context, c *cli.Context, recovery bool, conse
 	if s.got(err) == nil || !recovery || protocol.CodeOf(err) != protocol.CodeFenced {
 		return err
 	}
-	// A confirmation is bound to the stop context, and a restarted
-	// controller stops an orphan's remains by itself: that stop may begin
-	// or end between the confirmation and its use, which then refuses
-	// (the stop context changed). Confirm once more, bound to the state
-	// as it now is and shown again; a second change is the verb's answer.
-	for try := 0; ; try++ {
-		cf, err := s.confirm(ctx, protocol.CmdAcquireRecoveryControl, consent)
-		if err != nil {
-			return err
-		}
-		_, err = s.c.AcquireRecoveryControl(ctx, cf.ID)
-		if s.got(err) == nil || try > 0 || protocol.CodeOf(err) != protocol.CodeConfirmation {
-			return err
-		}
-		s.confirmingAgain(err)
-	}
+	_, err = s.confirmed(ctx, protocol.CmdAcquireRecoveryControl, consent, func(id string) error {
+		_, err := s.c.AcquireRecoveryControl(ctx, id)
+		return err
+	})
+	return err
 }
 
-// confirmingAgain says why a second confirmation follows the first.
-func (s *session) confirmingAgain(refused error) {
-	fmt.Fprintf(s.out, "the controller refused the confirmation (%s); confirming once more:\n", terminal.SanitizeLine(refused.Error()))
+// confirmed confirms op (confirm) and passes the confirmation to use. A
+// confirmation is bound to the stop context, and a controller runs stops
+// by itself (a restarted one stops an orphan's remains): one that begins
+// or ends between the confirmation and its use makes use refused (the
+// stop context changed). It then says so and confirms once more, shown
+// again and bound to the state as it now is; a second change is the
+// verb's answer. used says whether err is use's (else the confirmation
+// itself failed).
+func (s *session) confirmed(ctx context.Context, op string, how consent, use func(id string) error) (used bool, err error) {
+	for try := 0; ; try++ {
+		cf, err := s.confirm(ctx, op, how)
+		if err != nil {
+			return false, err
+		}
+		err = use(cf.ID)
+		if s.got(err) == nil || try > 0 || protocol.CodeOf(err) != protocol.CodeConfirmation {
+			return true, err
+		}
+		fmt.Fprintf(s.out, "the controller refused the confirmation (%s); confirming once more:\n", terminal.SanitizeLine(err.Error()))
+	}
 }
 
 // consent says how a confirmation is answered: yes (--yes, or the verb is
