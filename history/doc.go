@@ -112,10 +112,18 @@
 // types, deep nesting, syntax errors) is parsed in full, so the light scan
 // is never different from the full parse, only faster. An entry keeps its
 // line and decodes it when a page first shows it, and a branch is cut
-// into parts only as far as pages asked for. The snapshot therefore keeps
-// the file's bytes (at most MaxSize). SHA-256 runs beside the scan. A
-// Follow reads the prefix and compares it byte for byte with the kept
-// bytes (so a rewrite or truncation anywhere in it is source-replaced),
+// into parts only as far as pages asked for. The newest page, which an
+// observe sends first, needs the branch's part count, and parts are
+// numbered branch-wide: the light scan also learns, of a line too short
+// for any cut but the block count to bind, whether it makes no part or
+// exactly one (its message's role and number of blocks; hint.go), so
+// counting decodes only the entries it could not judge and the parts a
+// page shows. Decoding every entry to count them cost a 10 MB session
+// four times its read (FuzzLight holds each promise to the decode; a
+// broken one refuses unreadable, never shifts a page). The snapshot
+// therefore keeps the file's bytes (at most MaxSize). SHA-256 runs beside
+// the scan. A Follow reads the prefix and compares it byte for byte with
+// the kept bytes (so a rewrite or truncation anywhere in it is source-replaced),
 // continues the digest from the saved SHA-256 state over the appended
 // bytes only, and adds the appended entries to the follow chain's index in
 // place; an earlier snapshot of the chain still sees only its own entries

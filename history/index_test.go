@@ -29,7 +29,22 @@ func lightAgrees(t *testing.T, line []byte) bool {
 		t.Fatalf("light took %q as %+v, the full parse as id=%q parent=%q root=%v type=%q",
 			line, env, r.e.id, r.e.parent, r.e.root, r.e.typ)
 	}
+	if n, ok := map[partHint]int{hintNone: 0, hintOne: 1}[env.hint]; ok {
+		if got := decodedParts(line); got != n {
+			t.Fatalf("light promised %.300q %d parts, decoded it makes %d", line, n, got)
+		}
+	}
 	return true
+}
+
+// decodedParts cuts line as the reader does once it decodes an entry.
+func decodedParts(line []byte) int {
+	rec := lightRecord(2, line, "a")
+	v := rec.e.shown()
+	if v == nil {
+		return 0
+	}
+	return len(parts(item{key: entryKey(rec.e.id), native: rec.e.id, line: 2, v: v}))
 }
 
 func TestLightMatchesFullParse(t *testing.T) {
@@ -90,8 +105,10 @@ func TestLightAgreesOnMutations(t *testing.T) {
 		msg(t, "a1", "root", "assistant", `say "hi" \ there`),
 		ent(t, "compaction", "c1", "a1", map[string]any{"summary": "s", "n": []any{1, 2.5, -3e2, true, nil}}),
 		`{"type":"message","id":"x","parentId":null,"message":{"role":"user","content":"\u00e9\n"}}`,
+		`{"type":"message","id":"c","message":{"role":"custom","display":false,"content":[{"type":"text","text":"t"},{"type":"toolCall","arguments":{"a":1}}]},"Message":null}`,
+		`{"type":"custom_message","id":"m","display":true,"content":"x","customType":"c"}`,
 	}
-	alphabet := []byte(`{}[]":,\ 0123456789-+.eEtrufalsnIdDTYPpi` + "\x00\x1f\x7f\xc3\xa9\xff\t\r")
+	alphabet := []byte(`{}[]":,\ 0123456789-+.eEtrufalsnIdDTYPpicomCM` + "\x00\x1f\x7f\xc3\xa9\xff\t\r")
 	taken := 0
 	for range 20000 {
 		b := []byte(strings.TrimSuffix(seeds[rng.IntN(len(seeds))], "\n"))
@@ -122,6 +139,8 @@ func TestLightAgreesOnMutations(t *testing.T) {
 func FuzzLight(f *testing.F) {
 	f.Add([]byte(`{"type":"message","id":"a","parentId":null,"message":{"role":"user","content":"x"}}`))
 	f.Add([]byte(`{"type":"label","id":"b","parentId":"a","x":[1,{"y":"\u00e9"}]}`))
+	f.Add([]byte(`{"type":"message","id":"c","message":{"role":"custom","display":true,"content":[{"type":"text","text":"t"}]}}`))
+	f.Add([]byte(`{"type":"message","id":"d","message":{"ROLE":"user","content":[{"type":"toolCall","arguments":[1]},2]}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if bytes.IndexByte(b, '\n') >= 0 {
 			return

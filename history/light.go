@@ -15,6 +15,8 @@ const lightDepth = 512
 type envelope struct {
 	typ, id, parent string
 	root            bool
+	// hint is what the scan learnt of the entry's parts (hintOf).
+	hint partHint
 }
 
 // light checks that b is one JSON object that encoding/json accepts and
@@ -36,6 +38,11 @@ func light(b []byte, last string) (envelope, bool) {
 		return env, false
 	}
 	var sawType, sawID, sawParent, nullParent bool
+	// A line short enough that no cut can bind, with plain keys only, may
+	// learn its part count (hintOf); messages counts its message members
+	// and msg is what the last one showed.
+	plain := uncuttable(b)
+	messages, msg := 0, hintUnknown
 	l.space()
 	if l.eat('}') {
 		return env, false
@@ -46,12 +53,26 @@ func light(b []byte, last string) (envelope, bool) {
 		if !ok {
 			return env, false
 		}
+		plain = plain && ascii(k)
 		l.space()
 		if !l.eat(':') {
 			return env, false
 		}
 		l.space()
 		switch keyOf(k) {
+		case keyMessage:
+			messages++
+			if msg = hintUnknown; plain {
+				start := l.i
+				if msg = l.message(); msg == hintUnknown {
+					l.i = start
+				} else {
+					break
+				}
+			}
+			if !l.value(0) {
+				return env, false
+			}
 		case keyType:
 			v, ok := l.plainBytes()
 			if !ok || sawType {
@@ -101,6 +122,9 @@ func light(b []byte, last string) (envelope, bool) {
 		return env, false
 	}
 	env.root = !sawParent || nullParent
+	if plain {
+		env.hint = hintOf(env.typ, messages, msg)
+	}
 	return env, true
 }
 
@@ -135,6 +159,7 @@ const (
 	keyType
 	keyID
 	keyParent
+	keyMessage
 	keyUnsure // a key folding could match that the light scan does not judge
 )
 
@@ -143,6 +168,12 @@ const (
 // parentId (no s or k, whose Unicode folds are not ASCII), so a key of
 // their length with another byte is left to encoding/json.
 func keyOf(k []byte) int {
+	if len(k) == len("message") {
+		if fold(k, "message") {
+			return keyMessage
+		}
+		return keyOther
+	}
 	if len(k) != 2 && len(k) != 4 && len(k) != 8 {
 		return keyOther
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"math"
 	"runtime"
+	"slices"
 	"sync"
 
 	"github.com/mosaic-agents/mosaic/protocol"
@@ -114,33 +115,38 @@ func (s *Snapshot) page(branch string, all []Part, from int) (Page, error) {
 	p := Page{Session: short(s.header.ID), Branch: branch, DefaultBranch: s.DefaultBranch(),
 		Snapshot: s.Digest(), Epoch: s.epoch, From: from, Parts: []Part{},
 		Incomplete: s.incomplete, New: s.isNew}
-	sizes, err := s.sizes(branch, from, min(len(all), from+MaxPageParts))
+	ps, sizes, err := s.window(branch, from, min(len(all), from+MaxPageParts))
 	if err != nil {
 		return Page{}, err
 	}
 	used := pageReserve
-	i := from
-	for ; i < len(all) && len(p.Parts) < MaxPageParts; i++ {
-		if used+sizes[i]+1 > MaxPageBytes && len(p.Parts) > 0 {
+	k := 0
+	for ; k < len(ps); k++ {
+		if used+sizes[k]+1 > MaxPageBytes && k > 0 {
 			break
 		}
-		used += sizes[i] + 1
-		p.Parts = append(p.Parts, all[i])
+		used += sizes[k] + 1
 	}
+	p.Parts = ps[:k]
+	i := from + k
 	p.More = i < len(all)
 	p.Cursor = Cursor{Branch: branch, Next: i, Parts: partsDigest(all[:i]), Epoch: s.epoch, Size: s.size, Digest: s.digest}
 	return p, nil
 }
 
 // cutting is a branch's parts as far as they were cut: items[next:] are
-// not cut yet. Only the entries of the parts asked for are decoded. sizes
-// holds the JSON length of the first parts, each encoded once per
-// snapshot: every page measures its parts against MaxPageBytes, and the
-// newest page is found among pages that overlap.
+// not cut yet. An entry whose part count the light scan knew is not
+// decoded to be cut: its part holds only its identity (entry, part, line,
+// all a cursor's digest reads) and src names its item, decoded when a
+// page shows it (window). sizes holds the JSON length of the first parts,
+// each encoded once per snapshot: every page measures its parts against
+// MaxPageBytes, and the newest page is found among pages that overlap.
+// Parts already cut never change, so callers read them without the lock.
 type cutting struct {
 	items []item
 	next  int
 	parts []Part
+	src   []int // per part: the index in items of a part not filled, or -1
 	sizes []int
 }
 
@@ -169,18 +175,91 @@ func (s *Snapshot) branchParts(branch string, n int) ([]Part, bool) {
 	if left := min(n-len(c.parts), len(c.items)-c.next); left > predecodeMin {
 		predecode(c.items[c.next : c.next+left])
 	}
+	if left := len(c.items) - c.next; n-len(c.parts) >= left {
+		// Cutting to the end: most items make one part (or none), so
+		// grow once rather than by doubling.
+		c.parts, c.src = slices.Grow(c.parts, left), slices.Grow(c.src, left)
+	}
 	for len(c.parts) < n && c.next < len(c.items) {
-		it := c.items[c.next]
+		at, it := c.next, c.items[c.next]
 		c.next++
 		if it.e != nil {
-			if it.v = it.e.shown(); it.v == nil {
+			switch it.e.hint {
+			case hintNone:
+				continue
+			case hintOne:
+				c.parts = append(c.parts, Part{Entry: entryKey(it.e.id), Native: short(it.e.id), Line: it.line, LastPart: true})
+				c.src = append(c.src, at)
 				continue
 			}
-			it.key, it.native = entryKey(it.e.id), it.e.id
+			if !c.decode(at) {
+				continue
+			}
+			it = c.items[at]
 		}
-		c.parts = append(c.parts, parts(it)...)
+		ps := parts(it)
+		c.parts = append(c.parts, ps...)
+		for range ps {
+			c.src = append(c.src, -1)
+		}
 	}
 	return c.parts, true
+}
+
+// decode decodes items[at]'s entry and fills the item's view, key and
+// native id; it reports whether the entry shows.
+func (c *cutting) decode(at int) bool {
+	it := &c.items[at]
+	if it.v = it.e.shown(); it.v == nil {
+		return false
+	}
+	it.key, it.native = entryKey(it.e.id), it.e.id
+	return true
+}
+
+// window returns copies of branch's parts [from, n), filled, and their
+// encoded lengths (each encoded once per snapshot). n must not exceed
+// what branchParts returned.
+func (s *Snapshot) window(branch string, from, n int) ([]Part, []int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.parts[branch]
+	if len(c.sizes) < n {
+		c.sizes = append(c.sizes, make([]int, n-len(c.sizes))...)
+	}
+	out := make([]Part, 0, n-from)
+	for i := from; i < n; i++ {
+		p, err := c.filled(i, s.path)
+		if err != nil {
+			return nil, nil, err
+		}
+		if c.sizes[i] == 0 {
+			b, err := json.Marshal(p)
+			if err != nil {
+				return nil, nil, protocol.Wrap(protocol.CodeUnreadable, err, "encode part %d of %s", i, s.path)
+			}
+			c.sizes[i] = len(b)
+		}
+		out = append(out, p)
+	}
+	return out, c.sizes[from:n:n], nil
+}
+
+// filled returns part i whole: a part cut from its hint is cut again from
+// its decoded entry, which must make that one part exactly.
+func (c *cutting) filled(i int, path string) (Part, error) {
+	at := c.src[i]
+	if at < 0 {
+		return c.parts[i], nil
+	}
+	var ps []Part
+	if c.decode(at) {
+		ps = parts(c.items[at])
+	}
+	if len(ps) != 1 || ps[0].Entry != c.parts[i].Entry || ps[0].Line != c.parts[i].Line {
+		return Part{}, protocol.Refuse(protocol.CodeUnreadable, "line %d of %s made %d parts where its light scan promised one", c.parts[i].Line, path, len(ps))
+	}
+	return ps[0], nil
 }
 
 // partsDigest hashes the identity of parts: entry key, part number, line.
@@ -199,30 +278,6 @@ func partsDigest(ps []Part) [32]byte {
 	var d [32]byte
 	h.Sum(d[:0])
 	return d
-}
-
-// sizes returns the encoded length of branch's parts [0, n), of which
-// those in [from, n) are measured: each is encoded once per snapshot (0
-// stands for not measured; no part encodes to nothing). n must not
-// exceed what branchParts returned.
-func (s *Snapshot) sizes(branch string, from, n int) ([]int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c := s.parts[branch]
-	if len(c.sizes) < n {
-		c.sizes = append(c.sizes, make([]int, n-len(c.sizes))...)
-	}
-	for i := from; i < n; i++ {
-		if c.sizes[i] != 0 {
-			continue
-		}
-		b, err := json.Marshal(c.parts[i])
-		if err != nil {
-			return nil, protocol.Wrap(protocol.CodeUnreadable, err, "encode part %d of %s", i, s.path)
-		}
-		c.sizes[i] = len(b)
-	}
-	return c.sizes[:n:n], nil
 }
 
 // Count returns how many parts branch ("" for the default branch) has. An
@@ -257,19 +312,20 @@ func (s *Snapshot) Before(branch string, end int) (Page, error) {
 		r.Reconcile = true
 		return Page{}, r
 	}
-	sizes, err := s.sizes(branch, max(0, end-MaxPageParts), end)
+	first := max(0, end-MaxPageParts)
+	ps, sizes, err := s.window(branch, first, end)
 	if err != nil {
 		return Page{}, err
 	}
 	// Walking back from end adds a part while a forward page from it would
 	// still reach end: the first part of a page is taken whatever its size.
 	start, used := end, pageReserve
-	for start > 0 && end-start < MaxPageParts && (start == end || used+sizes[start-1]+1 <= MaxPageBytes) {
+	for start > first && (start == end || used+sizes[start-1-first]+1 <= MaxPageBytes) {
 		start--
-		used += sizes[start] + 1
+		used += sizes[start-first] + 1
 	}
 	return Page{Session: short(s.header.ID), Branch: branch, DefaultBranch: s.DefaultBranch(),
-		Snapshot: s.Digest(), Epoch: s.epoch, From: start, Parts: append([]Part{}, all[start:end]...),
+		Snapshot: s.Digest(), Epoch: s.epoch, From: start, Parts: ps[start-first:],
 		More: end < len(all), Incomplete: s.incomplete, New: s.isNew}, nil
 }
 
@@ -285,9 +341,9 @@ func (s *Snapshot) unknownBranch(branch string) *protocol.Refusal {
 // and Count cut a whole branch, a forward page about a hundred parts.
 const predecodeMin = 512
 
-// predecode decodes the entries of items on up to four goroutines, each
-// through its own sync.Once as the cut would, so the cut after it finds
-// them decoded. A cut that still wants k parts is given its next k items:
+// predecode decodes the entries of items whose part count the light scan
+// did not learn, on up to four goroutines, each through its own sync.Once
+// as the cut would, so the cut after it finds them decoded. A cut that still wants k parts is given its next k items:
 // all it reads when no entry splits into several parts, and all there are
 // for Count and the newest page, which cut the whole branch.
 func predecode(items []item) {
@@ -299,7 +355,7 @@ func predecode(items []item) {
 	for w := range workers {
 		wg.Go(func() {
 			for i := w; i < len(items); i += workers {
-				if e := items[i].e; e != nil {
+				if e := items[i].e; e != nil && e.hint == hintUnknown {
 					e.shown()
 				}
 			}

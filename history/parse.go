@@ -46,6 +46,8 @@ type entry struct {
 	typ    string
 	line   int
 	view   *view
+	// hint is what the light scan learnt of its parts; it never changes.
+	hint partHint
 
 	// raw is the line of an entry the light scan took, decoded into view
 	// on first use (once): a page decodes only the entries it shows.
@@ -81,11 +83,10 @@ func lightRecord(no int, b []byte, last string) *record {
 	if !ok {
 		return parseLine(no, b)
 	}
-	e := &entry{id: env.id, parent: env.parent, root: env.root, typ: env.typ, line: no}
-	switch env.typ {
-	case "model_change", "thinking_level_change", "label", "session_info", "custom":
-		// state, never shown (viewOf)
-	default:
+	e := &entry{id: env.id, parent: env.parent, root: env.root, typ: env.typ, line: no, hint: env.hint}
+	if stateType(env.typ) {
+		e.hint = hintNone // never shown (viewOf)
+	} else {
 		e.raw = b
 	}
 	return &record{line: no, e: e}
@@ -291,10 +292,21 @@ func viewOf(n *nativeEntry) *view {
 		var ct string
 		_ = json.Unmarshal(n.CustomType, &ct)
 		return &view{kind: KindCustomMessage, role: "custom", customType: short(ct), blocks: blocks}
-	case "model_change", "thinking_level_change", "label", "session_info", "custom":
+	}
+	if stateType(*n.Type) {
 		return nil
 	}
 	return noticeView(NoticeUnknownType, "entry type "+short(*n.Type))
+}
+
+// stateType reports whether entries of type typ are state (model and
+// thinking changes, labels, session names, extension state), never shown.
+func stateType(typ string) bool {
+	switch typ {
+	case "model_change", "thinking_level_change", "label", "session_info", "custom":
+		return true
+	}
+	return false
 }
 
 func noticeView(code, detail string) *view {
