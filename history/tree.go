@@ -215,7 +215,7 @@ func (x *index) items(branch string, h Header) ([]item, bool) {
 		return nil, false
 	}
 	path, stop := x.path(tip)
-	var out []item
+	out := make([]item, 0, len(path)+len(x.bad)+2)
 	if h.ParentSession != "" {
 		out = append(out, item{key: "x.forked", line: 1, v: noticeView(NoticeForked,
 			"forked from an earlier session, which is not opened")})
