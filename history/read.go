@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"slices"
 
 	"github.com/mosaic-agents/mosaic/protocol"
@@ -166,9 +167,66 @@ func scan(path string, src *source, prev *Snapshot, max int64, project string) (
 	return s, nil
 }
 
+// splitMin is the size of new lines from which they are scanned in two
+// halves at once (beside the hash): below it a goroutine costs more than
+// half a scan saves.
+const splitMin = 1 << 20
+
 // takeLines takes the complete lines of b, numbered after line; with header,
-// the first is the session header.
+// the first is the session header. From splitMin bytes on, with more than
+// one CPU, the second half (from a line start) is scanned on another
+// goroutine, its lines numbered by counting those of the first half.
 func (s *Snapshot) takeLines(b []byte, line int, header bool, path, project string) error {
+	var second lineRun
+	done := make(chan struct{})
+	if mid := half(b); mid > 0 {
+		rest, before := b[mid:], line+bytes.Count(b[:mid], []byte{'\n'})
+		go func() {
+			defer close(done)
+			second = takeRun(rest, before, false, path, project)
+		}()
+		b = b[:mid]
+	} else {
+		close(done)
+	}
+	first := takeRun(b, line, header, path, project)
+	<-done
+	if first.err != nil {
+		return first.err
+	}
+	if header {
+		s.header = first.header
+	}
+	s.records = append(append(s.records, first.records...), second.records...)
+	s.nlines = max(first.lines, second.lines)
+	return nil
+}
+
+// half returns where the second half of b starts (after the first LF at
+// or past its middle), or 0 when b is not worth splitting.
+func half(b []byte) int {
+	if len(b) < splitMin || runtime.GOMAXPROCS(0) < 2 {
+		return 0
+	}
+	i := bytes.IndexByte(b[len(b)/2:], '\n')
+	if mid := len(b)/2 + i + 1; i >= 0 && mid < len(b) {
+		return mid
+	}
+	return 0
+}
+
+// lineRun is what a run of complete lines held.
+type lineRun struct {
+	records []*record
+	header  Header
+	lines   int // the number of its last line
+	err     error
+}
+
+// takeRun scans the complete lines of b, numbered after line; with header,
+// the first is the session header.
+func takeRun(b []byte, line int, header bool, path, project string) lineRun {
+	var run lineRun
 	var last string
 	for len(b) > 0 {
 		n := bytes.IndexByte(b, '\n')
@@ -178,25 +236,25 @@ func (s *Snapshot) takeLines(b []byte, line int, header bool, path, project stri
 		if header && line == 1 {
 			hd, err := parseHeader(body, path)
 			if err != nil {
-				return err
+				return lineRun{err: err}
 			}
 			if project != "" {
 				if err := checkCwd(hd, project, path); err != nil {
-					return err
+					return lineRun{err: err}
 				}
 			}
-			s.header = hd
+			run.header = hd
 			continue
 		}
 		if rec := lightRecord(line, body, last); rec != nil {
-			s.records = append(s.records, rec)
+			run.records = append(run.records, rec)
 			if rec.e != nil {
 				last = rec.e.id
 			}
 		}
 	}
-	s.nlines = line
-	return nil
+	run.lines = line
+	return run
 }
 
 // samePrefix checks that f begins with exactly prev's bytes, reading them
