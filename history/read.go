@@ -197,6 +197,7 @@ func (s *Snapshot) takeLines(b []byte, line int, header bool, path, project stri
 	if header {
 		s.header = first.header
 	}
+	s.records = slices.Grow(s.records, len(first.records)+len(second.records))
 	s.records = append(append(s.records, first.records...), second.records...)
 	s.nlines = max(first.lines, second.lines)
 	return nil
