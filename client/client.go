@@ -80,10 +80,10 @@ type Client struct {
 // units.SocketPath), says hello and waits for the welcome. ctx bounds the
 // dial and the handshake only; the connection then lives until Close or
 // until the server ends it. A refused hello is returned as the server's
-// *protocol.Refusal (peer-uid, protocol-version, ...).
+// *protocol.Refusal (peer-uid, protocol-version, ...). A full listen
+// backlog is waited out until ctx ends (at most 10 s without a deadline).
 func Dial(ctx context.Context, socketPath string, opts Options) (*Client, error) {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "unix", socketPath)
+	conn, err := dialSocket(ctx, socketPath)
 	if err != nil {
 		return nil, fmt.Errorf("dial conversation socket %s: %w", socketPath, err)
 	}

@@ -54,6 +54,8 @@ type fakeServer struct {
 	starting    chan struct{}                              // welcome "starting"; read nothing and send the binding once closed
 	drop        func(cmd protocol.Command) bool            // close the connection instead of replying
 	gate        func(cmd protocol.Command) <-chan struct{} // reply once the channel closes
+	backlog     int                                        // listen with this backlog (0: the system's)
+	accepting   chan struct{}                              // accept nothing until it closes
 }
 
 type fakeConn struct {
@@ -84,7 +86,11 @@ func newFake(t *testing.T, setup func(*fakeServer)) *fakeServer {
 	if setup != nil {
 		setup(f)
 	}
-	f.l, err = net.Listen("unix", f.path)
+	if f.backlog > 0 {
+		f.l, err = listenBacklog(f.path, f.backlog)
+	} else {
+		f.l, err = net.Listen("unix", f.path)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,6 +110,9 @@ func newFake(t *testing.T, setup func(*fakeServer)) *fakeServer {
 
 func (f *fakeServer) accept() {
 	defer f.wg.Done()
+	if f.accepting != nil {
+		<-f.accepting
+	}
 	for {
 		c, err := f.l.Accept()
 		if err != nil {
