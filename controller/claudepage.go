@@ -1,10 +1,12 @@
 package controller
 
 import (
-	"context"
+	"errors"
 
+	"github.com/mosaic-agents/mosaic/conversations"
 	"github.com/mosaic-agents/mosaic/engine"
 	"github.com/mosaic-agents/mosaic/history"
+	hclaude "github.com/mosaic-agents/mosaic/history/claude"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
@@ -25,7 +27,7 @@ func (c *Controller) claudeRead() (*claudeView, error) {
 	c.readers <- struct{}{}
 	defer func() { <-c.readers }()
 	cv := c.cfg.Conversation
-	t, err := c.claudeTranscript(context.Background(), cv)
+	t, err := c.claudeLatest(cv)
 	if err != nil {
 		return nil, err
 	}
@@ -36,6 +38,37 @@ func (c *Controller) claudeRead() (*claudeView, error) {
 		}
 	}
 	return v, nil
+}
+
+// claudeLatest is the transcript as it is now, for an observe: a Follow
+// of the one the last observe read, which hashes the bytes read before
+// and parses only the lines appended since (a parse of every line of a
+// 10 MB transcript costs about 90 line splits of it, the hash two), or a
+// fresh Read without one, or when the Follow refuses: a transcript
+// replaced or rewritten is shown as it is now, as a Read shows it (the
+// foreign-writer watch, which follows its own chain, is what judges the
+// rewrite).
+func (c *Controller) claudeLatest(cv *conversations.Conversation) (*hclaude.Transcript, error) {
+	if cv.Claude == nil {
+		return nil, protocol.Refuse(protocol.CodeConfiguration, "conversation %s names engine_kind claude but has no [claude] table", cv.ID)
+	}
+	c.snapMu.Lock()
+	prev := c.lastClaude
+	c.snapMu.Unlock()
+	var t *hclaude.Transcript
+	err := errors.New("no transcript read yet")
+	if prev != nil {
+		t, err = hclaude.Follow(prev)
+	}
+	if err != nil {
+		if t, err = hclaude.Read(c.claudeRef(cv)); err != nil {
+			return nil, err
+		}
+	}
+	c.snapMu.Lock()
+	c.lastClaude = t
+	c.snapMu.Unlock()
+	return t, nil
 }
 
 // claudePageReserve is kept free of parts under history.MaxPageBytes for

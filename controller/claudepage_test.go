@@ -3,9 +3,13 @@ package controller
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/mosaic-agents/mosaic/claims"
+	"github.com/mosaic-agents/mosaic/conversations"
 	"github.com/mosaic-agents/mosaic/engine"
 	"github.com/mosaic-agents/mosaic/history"
 	"github.com/mosaic-agents/mosaic/protocol"
@@ -78,5 +82,72 @@ func TestClaudePagesBack(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestClaudeObserveFollows: each observe of a Claude conversation reads
+// the transcript as it is now, though it follows the one the observe
+// before read: an append shows the new message, a line rewritten in place
+// (which the follow refuses) and a replaced file show what is there now.
+func TestClaudeObserveFollows(t *testing.T) {
+	root := t.TempDir()
+	store, err := claims.Open(filepath.Join(root, "state", "claims"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cv := &conversations.Conversation{ID: "cl-00000000000000000000", Project: "/work/p", EngineKind: "claude",
+		Claude: &conversations.Claude{Session: watchSession}}
+	c := New(Config{Claims: store, Conversation: cv})
+	path, err := c.claudeRef(cv).Path()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	const u1, a1, u2 = "00000000-0000-4000-8000-000000000001", "00000000-0000-4000-8000-0000000000a1", "00000000-0000-4000-8000-000000000002"
+	write := func(flag int, lines ...string) {
+		t.Helper()
+		f, err := os.OpenFile(path, flag|os.O_WRONLY|os.O_CREATE, 0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if _, err := f.WriteString(strings.Join(lines, "\n") + "\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	texts := func() []string {
+		t.Helper()
+		v, err := c.claudeRead()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, m := range v.msgs {
+			out = append(out, m.Role+":"+m.Blocks[0].Text)
+		}
+		return out
+	}
+	write(os.O_TRUNC, tline("prompt", u1, ""), tline("assistant", a1, u1))
+	if got := texts(); len(got) != 2 {
+		t.Fatalf("first observe: %v", got)
+	}
+	first := c.lastClaude
+	write(os.O_APPEND, tline("prompt", u2, a1))
+	if got := texts(); len(got) != 3 || c.lastClaude == first {
+		t.Fatalf("after an append: %v", got)
+	}
+	rewritten := strings.Replace(tline("assistant", a1, u1), "hello", "HELLO", 1)
+	write(os.O_TRUNC, tline("prompt", u1, ""), rewritten, tline("prompt", u2, a1))
+	if got := texts(); len(got) != 3 || got[1] != "assistant:HELLO" {
+		t.Fatalf("after a rewrite in place: %v", got)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	write(os.O_TRUNC, tline("prompt", u1, ""))
+	if got := texts(); len(got) != 1 {
+		t.Fatalf("after the file was replaced: %v", got)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/mosaic-agents/mosaic/conversations"
 	"github.com/mosaic-agents/mosaic/engine"
 	"github.com/mosaic-agents/mosaic/history"
+	hclaude "github.com/mosaic-agents/mosaic/history/claude"
 	"github.com/mosaic-agents/mosaic/internal/ids"
 	"github.com/mosaic-agents/mosaic/protocol"
 	"github.com/mosaic-agents/mosaic/scopes"
@@ -97,10 +98,12 @@ type Controller struct {
 	// cursors are the history page cursors handed to connections.
 	cursors *cursors
 	// readers bounds concurrent session reads of observes; lastSnap is the
-	// latest snapshot they read, shared while the file is unchanged.
-	readers  chan struct{}
-	snapMu   sync.Mutex
-	lastSnap *history.Snapshot
+	// latest snapshot they read, shared while the file is unchanged, and
+	// lastClaude the latest Claude transcript, which the next follows.
+	readers    chan struct{}
+	snapMu     sync.Mutex
+	lastSnap   *history.Snapshot
+	lastClaude *hclaude.Transcript
 
 	// hibernated is closed when the idle policy ended the engine with a
 	// proof: the controller's process should exit (hibernate.go).
