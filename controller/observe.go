@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"errors"
 	"github.com/mosaic-agents/mosaic/history"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
@@ -134,13 +135,27 @@ const observeReaders = 4
 // readSnapshot reads the session file for an observe and returns the
 // snapshot the previous observe kept when the file is byte for byte the
 // same, so the cursors of every connection share one snapshot instead of
-// holding one each.
+// holding one each. It follows that snapshot (the bytes read before
+// compared, only appended lines parsed: about one line split of the file
+// against nine for a read), and reads afresh without one or when the
+// follow refuses: a file replaced or rewritten is shown as it is now (the
+// session watch, on its own chain, is what judges the rewrite).
 func (c *Controller) readSnapshot() (*history.Snapshot, error) {
 	c.readers <- struct{}{}
 	defer func() { <-c.readers }()
-	snap, err := history.Read(c.cfg.Conversation.Session, history.Options{})
+	path := c.cfg.Conversation.Session
+	c.snapMu.Lock()
+	last := c.lastSnap
+	c.snapMu.Unlock()
+	var snap *history.Snapshot
+	err := errors.New("no snapshot read yet")
+	if last != nil {
+		snap, err = history.Follow(path, last, history.Options{})
+	}
 	if err != nil {
-		return nil, err
+		if snap, err = history.Read(path, history.Options{}); err != nil {
+			return nil, err
+		}
 	}
 	c.snapMu.Lock()
 	defer c.snapMu.Unlock()

@@ -86,4 +86,28 @@ func TestObservesShareSnapshot(t *testing.T) {
 	if d == a || !d.Has("z1") {
 		t.Fatal("an observe after the file grew got the old snapshot")
 	}
+	if d.Epoch() != a.Epoch() {
+		t.Fatal("an observe after an append read the file afresh instead of following the snapshot before")
+	}
+	// Rewritten in place, then replaced: the follow refuses, and the
+	// observe shows what the file holds now.
+	rewritten := strings.Replace(session, `"hi"`, `"HI"`, 1) + `{"type":"message","id":"z1","parentId":"m1","timestamp":"2026-12-01T00:00:02.000Z","message":{"role":"user","content":[{"type":"text","text":"more"}]}}` + "\n"
+	for _, step := range []string{"rewrite", "replace"} {
+		if step == "replace" {
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+			rewritten = strings.Replace(session, `"hi"`, `"bye"`, 1)
+		}
+		if err := os.WriteFile(path, []byte(rewritten), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		e, err := c.readSnapshot()
+		if err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+		if e.Epoch() == a.Epoch() || e.Has("z1") != (step == "rewrite") {
+			t.Fatalf("%s: the observe did not show the file as it is now", step)
+		}
+	}
 }
