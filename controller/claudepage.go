@@ -1,8 +1,6 @@
 package controller
 
 import (
-	"errors"
-
 	"github.com/mosaic-agents/mosaic/conversations"
 	"github.com/mosaic-agents/mosaic/engine"
 	"github.com/mosaic-agents/mosaic/history"
@@ -55,15 +53,9 @@ func (c *Controller) claudeLatest(cv *conversations.Conversation) (*hclaude.Tran
 	c.snapMu.Lock()
 	prev := c.lastClaude
 	c.snapMu.Unlock()
-	var t *hclaude.Transcript
-	err := errors.New("no transcript read yet")
-	if prev != nil {
-		t, err = hclaude.Follow(prev)
-	}
+	t, err := followOrRead(prev, hclaude.Follow, func() (*hclaude.Transcript, error) { return hclaude.Read(c.claudeRef(cv)) })
 	if err != nil {
-		if t, err = hclaude.Read(c.claudeRef(cv)); err != nil {
-			return nil, err
-		}
+		return nil, err
 	}
 	c.snapMu.Lock()
 	c.lastClaude = t

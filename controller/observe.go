@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"errors"
 	"github.com/mosaic-agents/mosaic/history"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
@@ -147,15 +146,13 @@ func (c *Controller) readSnapshot() (*history.Snapshot, error) {
 	c.snapMu.Lock()
 	last := c.lastSnap
 	c.snapMu.Unlock()
-	var snap *history.Snapshot
-	err := errors.New("no snapshot read yet")
-	if last != nil {
-		snap, err = history.Follow(path, last, history.Options{})
-	}
+	snap, err := followOrRead(last,
+		func(s *history.Snapshot) (*history.Snapshot, error) {
+			return history.Follow(path, s, history.Options{})
+		},
+		func() (*history.Snapshot, error) { return history.Read(path, history.Options{}) })
 	if err != nil {
-		if snap, err = history.Read(path, history.Options{}); err != nil {
-			return nil, err
-		}
+		return nil, err
 	}
 	c.snapMu.Lock()
 	defer c.snapMu.Unlock()
@@ -164,4 +161,17 @@ func (c *Controller) readSnapshot() (*history.Snapshot, error) {
 	}
 	c.lastSnap = snap
 	return snap, nil
+}
+
+// followOrRead is how an observe reads its source: a follow of what the
+// observe before read, when there is one and the follow does not refuse,
+// and a fresh read otherwise.
+func followOrRead[T comparable](last T, follow func(T) (T, error), read func() (T, error)) (T, error) {
+	var none T
+	if last != none {
+		if t, err := follow(last); err == nil {
+			return t, nil
+		}
+	}
+	return read()
 }
