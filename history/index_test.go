@@ -539,3 +539,37 @@ func TestSplitReadMatchesFullDecode(t *testing.T) {
 		})
 	}
 }
+
+// TestFollowAfterADroppedFollow: an observe follows the snapshot it
+// shares and drops the result when nothing was appended, so the next
+// follow starts again from the shared one. That follow still extends the
+// chain's index in place (a full build costs two line splits of the
+// file), and serves what a full decode serves.
+func TestFollowAfterADroppedFollow(t *testing.T) {
+	f := newFixture(t)
+	f.write(t, hdr+msg(t, "r", "", "user", "root"))
+	shared := f.mustRead(t)
+	before := serve(t, shared)
+	for i := range 3 {
+		same, err := f.follow(t, shared)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if same.Digest() != shared.Digest() || len(same.Appended()) != 0 {
+			t.Fatal("a follow of an unchanged file found something new")
+		}
+		id := fmt.Sprintf("c%d", i)
+		f.append(t, msg(t, id, "r", "assistant", "more"))
+		next, err := f.follow(t, shared)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if next.idx.t != shared.idx.t {
+			t.Fatalf("round %d: the follow after a dropped one indexed the whole file again", i)
+		}
+		sameServed(t, "the follow after a dropped one", serve(t, next), serve(t, fullDecode(t, f.path)))
+		sameServed(t, "the shared snapshot", serve(t, shared), before)
+		sameServed(t, "the dropped follow", serve(t, same), before)
+		shared, before = next, serve(t, next)
+	}
+}

@@ -69,13 +69,18 @@ func build(records []*record, lines int) *index {
 
 // extend indexes records appended after prev's (file order, up to line
 // lines) by adding them to prev's maps, or returns nil when that would
-// not give what build gives: prev is not the latest index of its chain,
-// or an appended id repeats an id of the file or names a missing parent.
+// not give what build gives: prev is not the latest index of its chain
+// (nor of the same lines), or an appended id repeats an id of the file or
+// names a missing parent.
 func extend(prev *index, added []*record, lines int) *index {
 	t := prev.t
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.owner != prev {
+	// Another index of the same lines holds exactly what prev holds (an
+	// index is what build gives for its lines): a follow that found
+	// nothing appended and was dropped, as an observe drops it to keep
+	// sharing prev, must not cost the next follow a full build.
+	if o := t.owner; o != prev && o.lines != prev.lines {
 		return nil
 	}
 	var fresh []*entry
