@@ -133,8 +133,9 @@ const observeReaders = 4
 
 // readSnapshot reads the session file for an observe and returns the
 // snapshot the previous observe kept when the file is byte for byte the
-// same, so the cursors of every connection share one snapshot instead of
-// holding one each. It follows that snapshot (the bytes read before
+// same (a half line written since, which no digest covers, makes the page
+// Incomplete: not the same), so the cursors of every connection share one
+// snapshot instead of holding one each. It follows that snapshot (the bytes read before
 // compared, only appended lines parsed: about one line split of the file
 // against nine for a read), and reads afresh without one or when the
 // follow refuses: a file replaced or rewritten is shown as it is now (the
@@ -156,7 +157,7 @@ func (c *Controller) readSnapshot() (*history.Snapshot, error) {
 	}
 	c.snapMu.Lock()
 	defer c.snapMu.Unlock()
-	if last := c.lastSnap; last != nil && last.Digest() == snap.Digest() && last.Size() == snap.Size() && last.Epoch() == snap.Epoch() {
+	if last := c.lastSnap; last != nil && last.Digest() == snap.Digest() && last.Size() == snap.Size() && last.Epoch() == snap.Epoch() && last.Incomplete() == snap.Incomplete() {
 		return last, nil
 	}
 	c.lastSnap = snap

@@ -111,3 +111,32 @@ func TestObservesShareSnapshot(t *testing.T) {
 		}
 	}
 }
+
+// TestObserveSeesAHalfLine: an observe shares the snapshot before only
+// when it serves the same; a line half written since (no LF yet) changes
+// no byte the snapshot hashed but makes the page Incomplete, and its LF
+// makes it complete again.
+func TestObserveSeesAHalfLine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.jsonl")
+	session := `{"type":"session","version":3,"id":"s-1","timestamp":"2026-12-01T00:00:00.000Z","cwd":"/p"}` + "\n" +
+		`{"type":"message","id":"m1","parentId":null,"timestamp":"2026-12-01T00:00:01.000Z","message":{"role":"user","content":[{"type":"text","text":"hi"}]}}` + "\n"
+	if err := os.WriteFile(path, []byte(session), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := New(Config{Conversation: &conversations.Conversation{Session: path}})
+	for i, add := range []string{"", `{"type":"message","id":"z1","parentId":"m1",`, "", `"timestamp":"2026-12-01T00:00:02.000Z","message":{"role":"user","content":[{"type":"text","text":"more"}]}}` + "\n"} {
+		f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprint(f, add)
+		f.Close()
+		s, err := c.readSnapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := i == 1 || i == 2; s.Incomplete() != want {
+			t.Fatalf("observe %d: Incomplete %v, want %v", i, s.Incomplete(), want)
+		}
+	}
+}
