@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -571,5 +572,43 @@ func TestFollowAfterADroppedFollow(t *testing.T) {
 		sameServed(t, "the shared snapshot", serve(t, shared), before)
 		sameServed(t, "the dropped follow", serve(t, same), before)
 		shared, before = next, serve(t, next)
+	}
+}
+
+// TestFollowChainHoldsWhatAReadHolds: a chain followed one small append
+// at a time (the session watch, an observe after each turn) keeps about
+// the memory one Read of the file keeps, not a read buffer per follow.
+func TestFollowChainHoldsWhatAReadHolds(t *testing.T) {
+	heap := func() int64 {
+		runtime.GC()
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return int64(m.HeapAlloc)
+	}
+	f := newFixture(t)
+	f.write(t, hdr+msg(t, "r", "", "user", "root"))
+	chain := f.mustRead(t)
+	parent := "r"
+	for i := range 1000 {
+		id := fmt.Sprintf("c%d", i)
+		f.append(t, msg(t, id, parent, "assistant", "more"))
+		parent = id
+		next, err := f.follow(t, chain)
+		if err != nil {
+			t.Fatal(err)
+		}
+		chain = next
+	}
+	with := heap()
+	runtime.KeepAlive(chain)
+	without := heap()
+	read := f.mustRead(t)
+	withRead := heap()
+	runtime.KeepAlive(read)
+	held, readHeld := with-without, withRead-without
+	t.Logf("a %d-byte file: the chain's snapshot holds %d bytes, a Read %d", read.Size(), held, readHeld)
+	if held > 2*readHeld {
+		t.Fatalf("after 1000 follows the chain holds %d bytes, a Read of the same file %d", held, readHeld)
 	}
 }

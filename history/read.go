@@ -140,19 +140,20 @@ func scan(path string, src *source, prev *Snapshot, max int64, project string) (
 	if end == 0 && prev == nil {
 		return nil, incompleteHeader(path, data)
 	}
+	lines := keep(data, end)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		h.Write(data[:end])
+		h.Write(lines)
 	}()
-	err = s.takeLines(data[:end], line, prev == nil, path, project)
+	err = s.takeLines(lines, line, prev == nil, path, project)
 	<-done
 	if err != nil {
 		return nil, err
 	}
 	s.incomplete = end < len(data)
 	if end > 0 {
-		s.chunks = append(s.chunks, data[:end:end])
+		s.chunks = append(s.chunks, lines)
 	}
 	s.size = base + int64(end)
 	h.Sum(s.digest[:0])
@@ -165,6 +166,19 @@ func scan(path string, src *source, prev *Snapshot, max int64, project string) (
 		s.epoch = epoch(s.dev, s.ino, s.digest)
 	}
 	return s, nil
+}
+
+// keep returns the complete lines data[:end] as the snapshot keeps them:
+// its chunk and its entries' lines stay as long as the follow chain does.
+// readFrom's buffer has a page of room past the file's fstat size, and a
+// half line may follow the lines: when that is more than the lines
+// themselves, as after a follow that read one line, they are copied, so a
+// chain of many small follows holds about what one Read of the file holds.
+func keep(data []byte, end int) []byte {
+	if cap(data) > 2*end {
+		return bytes.Clone(data[:end])
+	}
+	return data[:end:end]
 }
 
 // splitMin is the size of new lines from which they are scanned in two
