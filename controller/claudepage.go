@@ -1,6 +1,9 @@
 package controller
 
 import (
+	"os"
+	"time"
+
 	"github.com/mosaic-agents/mosaic/conversations"
 	"github.com/mosaic-agents/mosaic/engine"
 	"github.com/mosaic-agents/mosaic/history"
@@ -53,7 +56,19 @@ func (c *Controller) claudeLatest(cv *conversations.Conversation) (*hclaude.Tran
 	c.snapMu.Lock()
 	prev := c.lastClaude
 	c.snapMu.Unlock()
-	t, err := followOrRead(prev, hclaude.Follow, func() (*hclaude.Transcript, error) { return hclaude.Read(c.claudeRef(cv)) })
+	ref := c.claudeRef(cv)
+	read := func() (*hclaude.Transcript, error) {
+		return followOrRead(prev, hclaude.Follow, func() (*hclaude.Transcript, error) { return hclaude.Read(ref) })
+	}
+	t, err := read()
+	// The CLI writes a line in one write, but an observe can come between
+	// its bytes: neither Read nor Follow takes a last line without its LF.
+	// Wait for the line as the watch does; one that stays half written is
+	// answered as it is.
+	for try := 0; err != nil && try < halfLineTries && c.halfLine(ref); try++ {
+		time.Sleep(halfLineWait)
+		t, err = read()
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -61,6 +76,23 @@ func (c *Controller) claudeLatest(cv *conversations.Conversation) (*hclaude.Tran
 	c.lastClaude = t
 	c.snapMu.Unlock()
 	return t, nil
+}
+
+// An observe waits for a half written last line of a transcript at most
+// halfLineTries times halfLineWait.
+const (
+	halfLineTries = 20
+	halfLineWait  = 10 * time.Millisecond
+)
+
+// halfLine says the transcript ref names ends in a line without its LF.
+func (c *Controller) halfLine(ref hclaude.Ref) bool {
+	path, err := ref.Path()
+	if err != nil {
+		return false
+	}
+	fi, err := os.Lstat(path)
+	return err == nil && !endsLine(path, fi.Size())
 }
 
 // claudePageReserve is kept free of parts under history.MaxPageBytes for

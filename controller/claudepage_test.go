@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mosaic-agents/mosaic/claims"
 	"github.com/mosaic-agents/mosaic/conversations"
@@ -90,21 +91,7 @@ func TestClaudePagesBack(t *testing.T) {
 // before read: an append shows the new message, a line rewritten in place
 // (which the follow refuses) and a replaced file show what is there now.
 func TestClaudeObserveFollows(t *testing.T) {
-	root := t.TempDir()
-	store, err := claims.Open(filepath.Join(root, "state", "claims"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cv := &conversations.Conversation{ID: "cl-00000000000000000000", Project: "/work/p", EngineKind: "claude",
-		Claude: &conversations.Claude{Session: watchSession}}
-	c := New(Config{Claims: store, Conversation: cv})
-	path, err := c.claudeRef(cv).Path()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		t.Fatal(err)
-	}
+	c, path := claudeObserver(t)
 	const u1, a1, u2 = "00000000-0000-4000-8000-000000000001", "00000000-0000-4000-8000-0000000000a1", "00000000-0000-4000-8000-000000000002"
 	write := func(flag int, lines ...string) {
 		t.Helper()
@@ -150,4 +137,61 @@ func TestClaudeObserveFollows(t *testing.T) {
 	if got := texts(); len(got) != 1 {
 		t.Fatalf("after the file was replaced: %v", got)
 	}
+}
+
+// TestClaudeObserveWaitsOutAHalfLine: an observe that comes while the CLI
+// is writing a line waits for its LF and shows the message; a line that
+// stays half written is answered unreadable, as a Read answers it.
+func TestClaudeObserveWaitsOutAHalfLine(t *testing.T) {
+	c, path := claudeObserver(t)
+	const u1, a1 = "00000000-0000-4000-8000-000000000001", "00000000-0000-4000-8000-0000000000a1"
+	last := tline("assistant", a1, u1)
+	if err := os.WriteFile(path, []byte(tline("prompt", u1, "")+"\n"+last[:20]), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		time.Sleep(50 * time.Millisecond)
+		f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer f.Close()
+		f.WriteString(last[20:] + "\n")
+	}()
+	v, err := c.claudeRead()
+	<-done
+	if err != nil || len(v.msgs) != 2 {
+		t.Fatalf("observe while a line was written: %v", err)
+	}
+	if err := os.WriteFile(path, []byte(tline("prompt", u1, "")+"\n"+last[:20]), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.claudeRead(); protocol.CodeOf(err) != protocol.CodeUnreadable {
+		t.Fatalf("observe of a line that stays half written: %v, want unreadable", err)
+	}
+}
+
+// claudeObserver is a controller of a Claude conversation, not started,
+// and the path of its transcript (not written).
+func claudeObserver(t *testing.T) (*Controller, string) {
+	t.Helper()
+	root := t.TempDir()
+	store, err := claims.Open(filepath.Join(root, "state", "claims"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cv := &conversations.Conversation{ID: "cl-00000000000000000000", Project: "/work/p", EngineKind: "claude",
+		Claude: &conversations.Claude{Session: watchSession}}
+	c := New(Config{Claims: store, Conversation: cv})
+	path, err := c.claudeRef(cv).Path()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return c, path
 }

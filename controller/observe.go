@@ -135,9 +135,9 @@ const observeReaders = 4
 // snapshot the previous observe kept when the file is byte for byte the
 // same (a half line written since, which no digest covers, makes the page
 // Incomplete: not the same), so the cursors of every connection share one
-// snapshot instead of holding one each. It follows that snapshot (the bytes read before
-// compared, only appended lines parsed: about one line split of the file
-// against nine for a read), and reads afresh without one or when the
+// snapshot instead of holding one each. It follows that snapshot (the
+// bytes read before compared, only appended lines parsed: about one line
+// split of the file against nine for a read), and reads afresh without one or when the
 // follow refuses: a file replaced or rewritten is shown as it is now (the
 // session watch, on its own chain, is what judges the rewrite).
 func (c *Controller) readSnapshot() (*history.Snapshot, error) {
