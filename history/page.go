@@ -343,9 +343,10 @@ const predecodeMin = 512
 
 // predecode decodes the entries of items whose part count the light scan
 // did not learn, on up to four goroutines, each through its own sync.Once
-// as the cut would, so the cut after it finds them decoded. A cut that still wants k parts is given its next k items:
-// all it reads when no entry splits into several parts, and all there are
-// for Count and the newest page, which cut the whole branch.
+// as the cut would, so the cut after it finds them decoded. A cut that
+// still wants k parts is given its next k items: all it reads when no
+// entry splits into several parts, and all there are for Count and the
+// newest page, which cut the whole branch.
 func predecode(items []item) {
 	workers := min(runtime.GOMAXPROCS(0), 4)
 	if workers < 2 {
