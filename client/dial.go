@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"syscall"
 	"time"
@@ -35,7 +36,7 @@ func dialSocket(ctx context.Context, path string) (net.Conn, error) {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, err
+			return nil, fmt.Errorf("%w: the socket's listen queue stayed full until the dial gave up (something floods it; try again)", err)
 		case <-t.C:
 		}
 	}
