@@ -51,17 +51,30 @@ func TestControlQueueBudget(t *testing.T) {
 	}
 }
 
+// observedSessionHead is the session observedSession writes: a header and
+// one message "hi" (m1); moreLine is a message z1 that continues it.
+const (
+	observedSessionHead = `{"type":"session","version":3,"id":"s-1","timestamp":"2026-12-01T00:00:00.000Z","cwd":"/p"}` + "\n" +
+		`{"type":"message","id":"m1","parentId":null,"timestamp":"2026-12-01T00:00:01.000Z","message":{"role":"user","content":[{"type":"text","text":"hi"}]}}` + "\n"
+	moreLine = `{"type":"message","id":"z1","parentId":"m1","timestamp":"2026-12-01T00:00:02.000Z","message":{"role":"user","content":[{"type":"text","text":"more"}]}}` + "\n"
+)
+
+// observedSession is a controller (not started) of a Pi conversation
+// whose session file holds observedSessionHead, and that file's path.
+func observedSession(t *testing.T) (*Controller, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "s.jsonl")
+	if err := os.WriteFile(path, []byte(observedSessionHead), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return New(Config{Conversation: &conversations.Conversation{Session: path}}), path
+}
+
 // TestObservesShareSnapshot: observes of an unchanged session file share
 // one snapshot (so cursors of many connections hold one copy), and a
 // change of the file gives a new one.
 func TestObservesShareSnapshot(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "s.jsonl")
-	session := `{"type":"session","version":3,"id":"s-1","timestamp":"2026-12-01T00:00:00.000Z","cwd":"/p"}` + "\n" +
-		`{"type":"message","id":"m1","parentId":null,"timestamp":"2026-12-01T00:00:01.000Z","message":{"role":"user","content":[{"type":"text","text":"hi"}]}}` + "\n"
-	if err := os.WriteFile(path, []byte(session), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	c := New(Config{Conversation: &conversations.Conversation{Session: path}})
+	c, path := observedSession(t)
 	a, err := c.readSnapshot()
 	if err != nil {
 		t.Fatal(err)
@@ -77,7 +90,7 @@ func TestObservesShareSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fmt.Fprintf(f, `{"type":"message","id":"z1","parentId":"m1","timestamp":"2026-12-01T00:00:02.000Z","message":{"role":"user","content":[{"type":"text","text":"more"}]}}`+"\n")
+	fmt.Fprint(f, moreLine)
 	f.Close()
 	d, err := c.readSnapshot()
 	if err != nil {
@@ -91,13 +104,13 @@ func TestObservesShareSnapshot(t *testing.T) {
 	}
 	// Rewritten in place, then replaced: the follow refuses, and the
 	// observe shows what the file holds now.
-	rewritten := strings.Replace(session, `"hi"`, `"HI"`, 1) + `{"type":"message","id":"z1","parentId":"m1","timestamp":"2026-12-01T00:00:02.000Z","message":{"role":"user","content":[{"type":"text","text":"more"}]}}` + "\n"
+	rewritten := strings.Replace(observedSessionHead, `"hi"`, `"HI"`, 1) + moreLine
 	for _, step := range []string{"rewrite", "replace"} {
 		if step == "replace" {
 			if err := os.Remove(path); err != nil {
 				t.Fatal(err)
 			}
-			rewritten = strings.Replace(session, `"hi"`, `"bye"`, 1)
+			rewritten = strings.Replace(observedSessionHead, `"hi"`, `"bye"`, 1)
 		}
 		if err := os.WriteFile(path, []byte(rewritten), 0o644); err != nil {
 			t.Fatal(err)
@@ -117,14 +130,8 @@ func TestObservesShareSnapshot(t *testing.T) {
 // no byte the snapshot hashed but makes the page Incomplete, and its LF
 // makes it complete again.
 func TestObserveSeesAHalfLine(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "s.jsonl")
-	session := `{"type":"session","version":3,"id":"s-1","timestamp":"2026-12-01T00:00:00.000Z","cwd":"/p"}` + "\n" +
-		`{"type":"message","id":"m1","parentId":null,"timestamp":"2026-12-01T00:00:01.000Z","message":{"role":"user","content":[{"type":"text","text":"hi"}]}}` + "\n"
-	if err := os.WriteFile(path, []byte(session), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	c := New(Config{Conversation: &conversations.Conversation{Session: path}})
-	for i, add := range []string{"", `{"type":"message","id":"z1","parentId":"m1",`, "", `"timestamp":"2026-12-01T00:00:02.000Z","message":{"role":"user","content":[{"type":"text","text":"more"}]}}` + "\n"} {
+	c, path := observedSession(t)
+	for i, add := range []string{"", moreLine[:40], "", moreLine[40:]} {
 		f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
 		if err != nil {
 			t.Fatal(err)
