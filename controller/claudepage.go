@@ -2,6 +2,7 @@ package controller
 
 import (
 	"os"
+	"sort"
 	"time"
 
 	"github.com/mosaic-agents/mosaic/conversations"
@@ -19,6 +20,32 @@ type claudeView struct {
 	session, leaf string
 	isNew         bool
 	msgs          []engine.HistoryMessage
+	// starts[i] is the branch-wide index of message i's first part (a
+	// message is cut into parts as a Pi entry is), starts[len(msgs)]
+	// the branch's part count.
+	starts []int
+}
+
+func newClaudeView(session, leaf string, isNew bool, msgs []engine.HistoryMessage) *claudeView {
+	v := &claudeView{session: session, leaf: leaf, isNew: isNew, msgs: msgs, starts: make([]int, len(msgs)+1)}
+	for i, m := range msgs {
+		v.starts[i+1] = v.starts[i] + history.CutCount(claudeMessage(m))
+	}
+	return v
+}
+
+// count is the number of parts of the view's branch.
+func (v *claudeView) count() int { return v.starts[len(v.msgs)] }
+
+// locate returns the message holding branch-wide part p and p's index
+// among that message's parts.
+func (v *claudeView) locate(p int) (msg, part int) {
+	msg = sort.Search(len(v.msgs), func(i int) bool { return v.starts[i+1] > p })
+	return msg, p - v.starts[msg]
+}
+
+func claudeMessage(m engine.HistoryMessage) history.Message {
+	return history.Message{ID: m.ID, Role: m.Role, Tool: m.Tool, Blocks: m.Blocks}
 }
 
 // claudeRead reads the transcript (history/claude: only the file the
@@ -32,13 +59,14 @@ func (c *Controller) claudeRead() (*claudeView, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := &claudeView{session: cv.SessionKey(), leaf: t.DefaultLeaf(), isNew: t.New()}
+	leaf := t.DefaultLeaf()
+	var msgs []engine.HistoryMessage
 	if !t.New() {
-		if v.msgs, err = t.Messages(v.leaf); err != nil {
+		if msgs, err = t.Messages(leaf); err != nil {
 			return nil, err
 		}
 	}
-	return v, nil
+	return newClaudeView(cv.SessionKey(), leaf, t.New(), msgs), nil
 }
 
 // claudeLatest is the transcript as it is now, for an observe: a Follow
@@ -100,41 +128,36 @@ func (c *Controller) halfLine(ref hclaude.Ref) bool {
 // pages keep).
 const claudePageReserve = 64 << 10
 
-// claudePart is message m as one page part, one fragment per block.
-func claudePart(m engine.HistoryMessage) history.Part {
-	p := history.Part{Entry: "n." + m.ID, Native: m.ID, Kind: "message", Role: m.Role, Tool: m.Tool, LastPart: true}
-	for i, b := range m.Blocks {
-		p.Blocks = append(p.Blocks, history.Fragment{Block: i, LastFragment: true, Content: b})
-	}
-	return p
-}
-
-// claudePageBefore encodes the page of v ending before message end: as
-// many messages as fit history.MaxPageParts and history.MaxPageBytes, one
-// part per message, in the shape of Pi's pages (More: the view holds
-// messages after the page). It returns the index of the page's first
-// message: a cursor reads the page before it, so pages of one view meet
-// without gap or overlap. A single message over the byte cap is a page by
-// itself (Pi's reader splits such a message into fragments; this one does
-// not yet).
+// claudePageBefore encodes the page of v ending before part end: as many
+// parts as fit history.MaxPageParts and history.MaxPageBytes, in the
+// shape of Pi's pages (More: the view holds parts after the page). It
+// returns the page's first part: a cursor reads the page before it, so
+// pages of one view meet without gap or overlap.
 func claudePageBefore(v *claudeView, end int) ([]byte, int, error) {
 	var rev []history.Part
 	used, start := claudePageReserve, end
+	at, cut := -1, []history.Part(nil) // the parts of message at
 	for start > 0 && len(rev) < history.MaxPageParts {
-		p := claudePart(v.msgs[start-1])
-		b, err := protocol.Marshal(p)
+		i, k := v.locate(start - 1)
+		if i != at {
+			at, cut = i, history.Cut(claudeMessage(v.msgs[i]))
+		}
+		if k >= len(cut) {
+			return nil, 0, protocol.Refuse(protocol.CodeUnreadable, "message %d of the transcript was counted as %d parts and cut into %d", i, v.starts[i+1]-v.starts[i], len(cut))
+		}
+		b, err := protocol.Marshal(cut[k])
 		if err != nil {
-			return nil, 0, protocol.Wrap(protocol.CodeMalformed, err, "encode message %d of the transcript", start-1)
+			return nil, 0, protocol.Wrap(protocol.CodeMalformed, err, "encode message %d of the transcript", i)
 		}
 		if used+len(b)+1 > history.MaxPageBytes && len(rev) > 0 {
 			break
 		}
 		used += len(b) + 1
-		rev = append(rev, p)
+		rev = append(rev, cut[k])
 		start--
 	}
 	page := history.Page{Session: v.session, Branch: v.leaf, DefaultBranch: v.leaf, New: v.isNew,
-		From: start, More: end < len(v.msgs), Parts: make([]history.Part, 0, len(rev))}
+		From: start, More: end < v.count(), Parts: make([]history.Part, 0, len(rev))}
 	for i := len(rev) - 1; i >= 0; i-- {
 		page.Parts = append(page.Parts, rev[i])
 	}
@@ -152,7 +175,7 @@ func (c *Controller) claudeNewest(k *conn) ([]byte, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	raw, first, err := claudePageBefore(v, len(v.msgs))
+	raw, first, err := claudePageBefore(v, v.count())
 	if err != nil {
 		return nil, "", err
 	}
@@ -179,7 +202,7 @@ func (c *Controller) olderClaudePage(k *conn, cmd *protocol.Command, pc *pageCur
 }
 
 // issueClaude returns a new cursor id for reading the page of v before
-// message end, under the same bounds as issue.
+// part end, under the same bounds as issue.
 func (cs *cursors) issueClaude(conn string, v *claudeView, end int) string {
 	return cs.push(&pageCursor{conn: conn, claude: v, branch: v.leaf, end: end})
 }

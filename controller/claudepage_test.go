@@ -18,29 +18,55 @@ import (
 
 // TestClaudePagesBack: paging a Claude view back from its newest page
 // through the cursors observe issues: every page within the caps and as
-// full as they allow, the newest ending at the last message, and the
-// pages together exactly the branch's messages in order (no gap, no
-// overlap), whether the part cap or the byte cap binds; a cursor is bound
-// to its connection.
+// full as they allow, the newest ending at the last part, and the pages
+// together exactly the branch's messages in order (no gap, no overlap),
+// whether the part cap or the byte cap binds; a message over the caps (a
+// tool's output of any size, a text longer than a fragment, more blocks
+// than a part holds) is cut into parts as a Pi entry is, never a page over
+// the caps; a cursor is bound to its connection.
 func TestClaudePagesBack(t *testing.T) {
+	text := func(n int, b byte) []protocol.Block {
+		return []protocol.Block{{Type: "text", Text: strings.Repeat(string(b), n)}}
+	}
+	uniform := func(n, size int) []engine.HistoryMessage {
+		var ms []engine.HistoryMessage
+		for i := range n {
+			ms = append(ms, engine.HistoryMessage{ID: fmt.Sprintf("m%05d", i), Role: "user", Blocks: text(size, 'x')})
+		}
+		return ms
+	}
+	var blocks []protocol.Block
+	for range 150 {
+		blocks = append(blocks, text(10, 'b')...)
+	}
+	huge := []engine.HistoryMessage{
+		{ID: "m00000", Role: "user", Blocks: text(10, 'x')},
+		{ID: "m00001", Role: "assistant", Blocks: text(20<<20, 'x')},
+		// A tool's output: its text is the block, and the raw result the
+		// transcript also holds is not carried a second time.
+		{ID: "m00002", Role: "toolResult", Tool: &protocol.Tool{CallID: "toolu_1", Result: json.RawMessage(`"` + strings.Repeat("r", 12<<20) + `"`)},
+			Blocks: text(12<<20, 'r')},
+		// Escaped, each of these is six bytes.
+		{ID: "m00003", Role: "assistant", Blocks: text(900<<10, '<')},
+		{ID: "m00004", Role: "assistant", Blocks: blocks},
+		{ID: "m00005", Role: "user", Blocks: text(10, 'x')},
+	}
 	for _, tc := range []struct {
-		name    string
-		n, size int
+		name string
+		msgs []engine.HistoryMessage
+		full int // the message size, if every page must be as full as the caps allow
 	}{
-		{"empty", 0, 10},
-		{"one page", 40, 10},
-		{"part cap binds", 250, 10},
-		{"byte cap binds", 20, 900 << 10},
+		{"empty", nil, 10},
+		{"one page", uniform(40, 10), 10},
+		{"part cap binds", uniform(250, 10), 10},
+		{"byte cap binds", uniform(20, 900<<10), 900 << 10},
+		{"messages over the caps", huge, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			v := &claudeView{session: "s", leaf: "m", isNew: tc.n == 0}
-			for i := range tc.n {
-				v.msgs = append(v.msgs, engine.HistoryMessage{ID: fmt.Sprintf("m%05d", i), Role: "user",
-					Blocks: []protocol.Block{{Type: "text", Text: strings.Repeat("x", tc.size)}}})
-			}
+			v := newClaudeView("s", "m", len(tc.msgs) == 0, tc.msgs)
 			cs := newCursors()
-			var got []string
-			end, cursor := len(v.msgs), ""
+			var got []history.Part
+			end, cursor := v.count(), ""
 			for pages := 0; ; pages++ {
 				raw, start, err := claudePageBefore(v, end)
 				if err != nil {
@@ -50,17 +76,13 @@ func TestClaudePagesBack(t *testing.T) {
 				if err := json.Unmarshal(raw, &p); err != nil {
 					t.Fatal(err)
 				}
-				if len(p.Parts) > history.MaxPageParts || len(raw) > history.MaxPageBytes || p.From != start || start+len(p.Parts) != end || p.More != (end < len(v.msgs)) {
+				if len(p.Parts) > history.MaxPageParts || len(raw) > history.MaxPageBytes || p.From != start || start+len(p.Parts) != end || p.More != (end < v.count()) {
 					t.Fatalf("page %d: from %d, %d parts, %d bytes, more %v; want it to end at %d within the caps", pages, p.From, len(p.Parts), len(raw), p.More, end)
 				}
-				if start > 0 && len(p.Parts) < history.MaxPageParts && len(raw)+tc.size+512 < history.MaxPageBytes-claudePageReserve {
+				if tc.full > 0 && start > 0 && len(p.Parts) < history.MaxPageParts && len(raw)+tc.full+512 < history.MaxPageBytes-claudePageReserve {
 					t.Fatalf("page %d has %d parts and %d bytes: one more message would have fit", pages, len(p.Parts), len(raw))
 				}
-				var ids []string
-				for _, part := range p.Parts {
-					ids = append(ids, part.Native)
-				}
-				got = append(ids, got...)
+				got = append(p.Parts, got...)
 				if start == 0 {
 					break
 				}
@@ -74,16 +96,66 @@ func TestClaudePagesBack(t *testing.T) {
 				}
 				end = pc.end
 			}
-			if len(got) != tc.n {
-				t.Fatalf("paged %d messages; want %d", len(got), tc.n)
-			}
-			for i, id := range got {
-				if id != fmt.Sprintf("m%05d", i) {
-					t.Fatalf("message %d is %s: a gap or an overlap", i, id)
-				}
+			if msgs := joinParts(t, got); !equalMessages(msgs, tc.msgs) {
+				t.Fatalf("the pages hold %d messages, not the branch's %d in order", len(msgs), len(tc.msgs))
 			}
 		})
 	}
+}
+
+// joinParts joins paged parts back into messages, failing on a part out
+// of its message's order or a fragment out of its block's.
+func joinParts(t *testing.T, parts []history.Part) []engine.HistoryMessage {
+	t.Helper()
+	var out []engine.HistoryMessage
+	next := 0 // the part of the last message expected next; 0 after a last part
+	for i, p := range parts {
+		if p.Part != next {
+			t.Fatalf("part %d is part %d of %s, want part %d", i, p.Part, p.Native, next)
+		}
+		if p.Part == 0 {
+			out = append(out, engine.HistoryMessage{ID: p.Native, Role: p.Role, Tool: p.Tool})
+		}
+		m := &out[len(out)-1]
+		for _, f := range p.Blocks {
+			switch {
+			case f.Fragment == 0 && f.Block == len(m.Blocks):
+				m.Blocks = append(m.Blocks, f.Content)
+			case f.Fragment > 0 && f.Block == len(m.Blocks)-1:
+				m.Blocks[f.Block].Text += f.Content.Text
+			default:
+				t.Fatalf("part %d: fragment %d of block %d of %s, after %d blocks", i, f.Fragment, f.Block, p.Native, len(m.Blocks))
+			}
+		}
+		next = p.Part + 1
+		if p.LastPart {
+			next = 0
+		}
+	}
+	return out
+}
+
+// equalMessages compares what a page shows of a message: id, role, the
+// tool's id and error flag (its raw result is not carried), blocks.
+func equalMessages(got, want []engine.HistoryMessage) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	for i := range got {
+		g, w := got[i], want[i]
+		if g.ID != w.ID || g.Role != w.Role || (g.Tool == nil) != (w.Tool == nil) || len(g.Blocks) != len(w.Blocks) {
+			return false
+		}
+		if g.Tool != nil && (g.Tool.CallID != w.Tool.CallID || g.Tool.IsError != w.Tool.IsError || g.Tool.Result != nil) {
+			return false
+		}
+		for k := range g.Blocks {
+			if g.Blocks[k].Text != w.Blocks[k].Text || g.Blocks[k].Type != w.Blocks[k].Type {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // TestClaudeObserveFollows: each observe of a Claude conversation reads

@@ -66,6 +66,12 @@ func parts(it item) []Part {
 	base := Part{Entry: it.key, Native: short(it.native), Kind: v.kind, Role: v.role, Line: it.line,
 		Timestamp: v.timestamp, StopReason: v.stopReason, CustomType: v.customType, Tool: v.tool, Notice: v.notice}
 	frags, sizes := v.fragments()
+	return cutParts(base, frags, sizes)
+}
+
+// cutParts groups fragments into parts of at most MaxPartBlocks and about
+// maxPartBytes of JSON, each a copy of base, numbered, the last marked.
+func cutParts(base Part, frags []Fragment, sizes []int) []Part {
 	var out []Part
 	start, bytes := 0, 0
 	for i := range frags {
@@ -85,14 +91,19 @@ func parts(it item) []Part {
 
 // fragments cuts the view's blocks once.
 func (v *view) fragments() ([]Fragment, []int) {
-	v.cut.Do(func() {
-		for i, b := range v.blocks {
-			fs, ss := fragments(i, b)
-			v.frags = append(v.frags, fs...)
-			v.sizes = append(v.sizes, ss...)
-		}
-	})
+	v.cut.Do(func() { v.frags, v.sizes = cutBlocks(v.blocks) })
 	return v.frags, v.sizes
+}
+
+// cutBlocks cuts each block into fragments and returns them with an upper
+// bound of each one's JSON size.
+func cutBlocks(blocks []protocol.Block) (frags []Fragment, sizes []int) {
+	for i, b := range blocks {
+		fs, ss := fragments(i, b)
+		frags = append(frags, fs...)
+		sizes = append(sizes, ss...)
+	}
+	return frags, sizes
 }
 
 func withBlocks(p Part, fs []Fragment) Part {

@@ -1,0 +1,86 @@
+package history
+
+import (
+	"encoding/json"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/mosaic-agents/mosaic/protocol"
+)
+
+// TestCutCount: CutCount is exactly len(Cut) on messages at and across
+// every bound its shortcut judges by (blocks per part, a fragment's
+// escaped bytes and UTF-16 units, a part's bytes), and on random ones;
+// every part Cut makes fits a page with room to spare.
+func TestCutCount(t *testing.T) {
+	text := func(s string) protocol.Block { return protocol.Block{Type: "text", Text: s} }
+	repeat := func(n int, b protocol.Block) []protocol.Block {
+		out := make([]protocol.Block, n)
+		for i := range out {
+			out[i] = b
+		}
+		return out
+	}
+	sure := maxFragmentBytes / maxEsc
+	type tcase struct {
+		name         string
+		blocks       []protocol.Block
+		parts, frags int // -1: not known in advance
+	}
+	cases := []tcase{
+		{"no blocks", nil, 1, 0},
+		{"a part's blocks", repeat(MaxPartBlocks, text("x")), 1, MaxPartBlocks},
+		{"one block more", repeat(MaxPartBlocks+1, text("x")), 2, MaxPartBlocks + 1},
+		{"escaped to the fragment bound", []protocol.Block{text(strings.Repeat("<", sure))}, 1, 1},
+		{"escaped past it", []protocol.Block{text(strings.Repeat("<", sure+1))}, 1, 2},
+		{"escaped past a part", []protocol.Block{text(strings.Repeat("<", 800<<10))}, 2, 5},
+		{"plain past the shortcut, within a fragment", []protocol.Block{text(strings.Repeat("x", sure+1))}, 1, 1},
+		{"UTF-16 units past a fragment", []protocol.Block{text(strings.Repeat("x", MaxStringChars+1))}, 1, 2},
+		{"astral runes", []protocol.Block{text(strings.Repeat("😀", MaxStringChars/2+1))}, 1, 2},
+		{"a part's blocks, one of them two fragments", append(repeat(MaxPartBlocks-1, text("x")), text(strings.Repeat("<", 200<<10))), 2, MaxPartBlocks + 1},
+		{"blocks past a part's bytes", repeat(30, text(strings.Repeat("x", 170<<10))), 2, 30},
+		{"blocks past a part's bytes escaped", repeat(30, text(strings.Repeat("<", 100<<10))), 5, 30},
+		{"tool call arguments past a fragment", []protocol.Block{{Type: "toolCall", ToolCallID: "c1", ToolName: "write",
+			Args: json.RawMessage(`{"t":"` + strings.Repeat("<", maxFragmentBytes) + `"}`)}}, 2, 7},
+	}
+	r := rand.New(rand.NewPCG(18, 65))
+	alphabet := []string{"x", "<", "é", "😀", "\n", "\u2028", "\xff"}
+	for i := range 40 {
+		var bs []protocol.Block
+		for range r.IntN(80) {
+			bs = append(bs, text(strings.Repeat(alphabet[r.IntN(len(alphabet))], r.IntN(1<<r.IntN(19)))))
+		}
+		cases = append(cases, tcase{"random " + string(rune('a'+i%26)), bs, -1, -1})
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m := Message{ID: "m1", Role: "assistant", Blocks: tc.blocks}
+			ps := Cut(m)
+			frags := 0
+			for _, p := range ps {
+				frags += len(p.Blocks)
+			}
+			if n := CutCount(m); n != len(ps) || (tc.parts >= 0 && (n != tc.parts || frags != tc.frags)) {
+				t.Fatalf("CutCount %d, Cut %d parts of %d fragments, want %d of %d", n, len(ps), frags, tc.parts, tc.frags)
+			}
+			for _, p := range ps {
+				if b, _ := json.Marshal(p); len(b) > MaxPageBytes-maxPartBytes/2 {
+					t.Fatalf("part %d is %d bytes", p.Part, len(b))
+				}
+			}
+		})
+	}
+}
+
+// TestCutKeepsTheToolsName: a message's tool is carried by its id, name
+// and error flag, bounded as an entry's are, never with its raw result.
+func TestCutKeepsTheToolsName(t *testing.T) {
+	long := strings.Repeat("i", maxShort+1)
+	ps := Cut(Message{ID: "m1", Role: "toolResult", Tool: &protocol.Tool{CallID: long, Name: "bash", IsError: true,
+		Result: json.RawMessage(`"out"`)}, Blocks: []protocol.Block{{Type: "text", Text: "out"}}})
+	tool := ps[0].Tool
+	if len(ps) != 1 || tool == nil || tool.CallID != hashed(long) || tool.Name != "bash" || !tool.IsError || tool.Result != nil {
+		t.Fatalf("parts %+v, tool %+v", ps, tool)
+	}
+}
