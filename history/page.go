@@ -77,10 +77,15 @@ func (s *Snapshot) Page(branch string, from int) (Page, error) {
 // what follows them, which is empty when the conversation continued on
 // another branch. Anything else refuses source-replaced (reconcile).
 func (s *Snapshot) Next(c Cursor) (Page, error) {
+	if c.Next < 0 {
+		r := protocol.Refuse(protocol.CodeCursorUnknown, "a cursor of branch %q of %s counts %d parts read: it was not issued here", cut(c.Branch), s.path, c.Next)
+		r.Reconcile = true
+		return Page{}, r
+	}
 	if !s.descends(c) {
 		return Page{}, Replaced(s.path, "the cursor's snapshot is not a prefix of this one")
 	}
-	all, ok := s.branchParts(c.Branch, max(c.Next, 0)+MaxPageParts+1)
+	all, ok := s.branchParts(c.Branch, c.Next+MaxPageParts+1)
 	if !ok {
 		return Page{}, Replaced(s.path, "branch "+cut(c.Branch)+" is gone")
 	}

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/mosaic-agents/mosaic/protocol"
 )
 
 // checkCaps asserts the CHAT-01 caps on one page.
@@ -109,6 +111,11 @@ func TestManyMessagesSplitIntoPages(t *testing.T) {
 	checkCaps(t, p2)
 	if _, err := s.Page("", 151); err == nil {
 		t.Fatal("a part index past the end was accepted")
+	}
+	bad := p1.Cursor
+	bad.Next = -1
+	if _, err := s.Next(bad); protocol.CodeOf(err) != protocol.CodeCursorUnknown {
+		t.Fatalf("a cursor counting -1 parts read: %v, want %s", err, protocol.CodeCursorUnknown)
 	}
 }
 
