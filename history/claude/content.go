@@ -23,15 +23,28 @@ type APIBlock struct {
 }
 
 // Blocks reads message content that is either a string (one text block)
-// or a block list; anything else is no block.
+// or a block list; anything else is no block. A list is not first tried
+// as a string: that try would validate the whole of it only to fail.
 func Blocks(raw json.RawMessage) []APIBlock {
 	var s string
-	if json.Unmarshal(raw, &s) == nil {
+	if first(raw) != '[' && json.Unmarshal(raw, &s) == nil {
 		return []APIBlock{{Type: "text", Text: s}}
 	}
 	var bs []APIBlock
 	_ = json.Unmarshal(raw, &bs)
 	return bs
+}
+
+// first is raw's first byte that is not JSON whitespace, 0 if none.
+func first(raw []byte) byte {
+	for _, c := range raw {
+		switch c {
+		case ' ', '\t', '\n', '\r':
+		default:
+			return c
+		}
+	}
+	return 0
 }
 
 // ResultText is a tool result's text: its string, or its text blocks
