@@ -168,41 +168,7 @@ func claudePageBefore(v *claudeView, end int) ([]byte, int, error) {
 	return raw, start, nil
 }
 
-// claudeNewest is newestPage for a Claude conversation: the newest page
-// of the default branch and a cursor for the one before it.
-func (c *Controller) claudeNewest(k *conn) ([]byte, string, error) {
-	v, err := c.claudeRead()
-	if err != nil {
-		return nil, "", err
-	}
-	raw, first, err := claudePageBefore(v, v.count())
-	if err != nil {
-		return nil, "", err
-	}
-	c.cursors.drop(k.id)
-	cursor := ""
-	if first > 0 {
-		cursor = c.cursors.issueClaude(k.id, v, first)
-	}
-	return raw, cursor, nil
-}
+// parts and pageBefore make a view a pager.
+func (v *claudeView) parts() (int, error) { return v.count(), nil }
 
-// olderClaudePage is olderPage for a cursor of a Claude view.
-func (c *Controller) olderClaudePage(k *conn, cmd *protocol.Command, pc *pageCursor) {
-	raw, from, err := claudePageBefore(pc.claude, pc.end)
-	if err != nil {
-		c.refuse(k, cmd.Request, asRefusal(err))
-		return
-	}
-	rec := protocol.PageRecord{Record: protocol.RecordPage, Request: cmd.Request, History: raw}
-	if from > 0 {
-		rec.Cursor = c.cursors.issueClaude(k.id, pc.claude, from)
-	}
-	k.send(rec)
-}
-
-// issueClaude returns a new cursor id for reading the page of v before
-// part end, under the same bounds as issue.
-func (cs *cursors) issueClaude(conn string, v *claudeView, end int) string {
-	return cs.push(&pageCursor{conn: conn, claude: v, branch: v.leaf, end: end})
-}
+func (v *claudeView) pageBefore(end int) ([]byte, int, error) { return claudePageBefore(v, end) }

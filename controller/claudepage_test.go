@@ -86,12 +86,12 @@ func TestClaudePagesBack(t *testing.T) {
 				if start == 0 {
 					break
 				}
-				cursor = cs.issueClaude("k1", v, start)
+				cursor = cs.issue("k1", v, start)
 				if _, r := cs.use("k2", cursor); r == nil || r.Code != protocol.CodeCursorForeign {
 					t.Fatalf("another connection's use of a cursor: %v", r)
 				}
 				pc, r := cs.use("k1", cursor)
-				if r != nil || pc.claude != v || pc.end != start {
+				if r != nil || pc.view != pager(v) || pc.end != start {
 					t.Fatalf("cursor: %+v, %v", pc, r)
 				}
 				end = pc.end

@@ -64,58 +64,76 @@ func (c *Controller) observe(k *conn, cmd *protocol.Command) {
 // connection: cursors of its earlier pages go, and with them the
 // snapshots they kept.
 func (c *Controller) newestPage(k *conn) ([]byte, string, error) {
-	if c.cfg.Conversation.IsClaude() {
-		return c.claudeNewest(k)
-	}
-	snap, err := c.readSnapshot()
+	v, err := c.readView()
 	if err != nil {
 		return nil, "", err
 	}
-	branch := snap.DefaultBranch()
-	total, err := snap.Count(branch)
+	total, err := v.parts()
 	if err != nil {
 		return nil, "", err
 	}
-	raw, first, err := encodePage(snap, branch, total)
+	raw, first, err := v.pageBefore(total)
 	if err != nil {
 		return nil, "", err
 	}
 	c.cursors.drop(k.id)
 	cursor := ""
 	if first > 0 {
-		cursor = c.cursors.issue(k.id, snap, branch, first)
+		cursor = c.cursors.issue(k.id, v, first)
 	}
 	return raw, cursor, nil
 }
 
+// readView reads the default branch of the conversation's history for an
+// observe: the engine's own record of it, a Pi session or a Claude
+// transcript.
+func (c *Controller) readView() (pager, error) {
+	if c.cfg.Conversation.IsClaude() {
+		v, err := c.claudeRead()
+		if err != nil {
+			return nil, err
+		}
+		return v, nil
+	}
+	snap, err := c.readSnapshot()
+	if err != nil {
+		return nil, err
+	}
+	return branchView{snap: snap, branch: snap.DefaultBranch()}, nil
+}
+
 // olderPage answers an observe with a cursor: the page before the cursor's,
-// from the cursor's snapshot, and a cursor for the one before that.
+// from the cursor's view, and a cursor for the one before that.
 func (c *Controller) olderPage(k *conn, cmd *protocol.Command) {
 	pc, r := c.cursors.use(k.id, cmd.Cursor)
 	if r != nil {
 		c.refuse(k, cmd.Request, r)
 		return
 	}
-	if pc.claude != nil {
-		c.olderClaudePage(k, cmd, pc)
-		return
-	}
-	raw, from, err := encodePage(pc.snap, pc.branch, pc.end)
+	raw, from, err := pc.view.pageBefore(pc.end)
 	if err != nil {
 		c.refuse(k, cmd.Request, asRefusal(err))
 		return
 	}
 	rec := protocol.PageRecord{Record: protocol.RecordPage, Request: cmd.Request, History: raw}
 	if from > 0 {
-		rec.Cursor = c.cursors.issue(k.id, pc.snap, pc.branch, from)
+		rec.Cursor = c.cursors.issue(k.id, pc.view, from)
 	}
 	k.send(rec)
 }
 
-// encodePage returns the JSON of the page ending before part end, and the
-// index of its first part.
-func encodePage(snap *history.Snapshot, branch string, end int) ([]byte, int, error) {
-	page, err := snap.Before(branch, end)
+// branchView is a branch of a Pi session snapshot, as a pager.
+type branchView struct {
+	snap   *history.Snapshot
+	branch string
+}
+
+func (b branchView) parts() (int, error) { return b.snap.Count(b.branch) }
+
+// pageBefore returns the JSON of the page ending before part end, and
+// the index of its first part.
+func (b branchView) pageBefore(end int) ([]byte, int, error) {
+	page, err := b.snap.Before(b.branch, end)
 	if err != nil {
 		return nil, 0, err
 	}

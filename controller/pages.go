@@ -5,7 +5,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mosaic-agents/mosaic/history"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
@@ -16,15 +15,25 @@ const (
 	cursorTTL  = 10 * time.Minute
 )
 
-// pageCursor is where a connection stands when paging back: the snapshot
-// it read, the branch, and the first part of the page it holds. It is
-// bound to the connection (the actor's one view) and expires.
+// pager is one read of a conversation's default branch (a Pi snapshot's
+// branch, a Claude view) whose parts are numbered across the branch:
+// the pages it encodes, each ending where the one after it begins, meet
+// without gap or overlap whatever the engine appended since the read.
+type pager interface {
+	// parts is the number of parts of the branch.
+	parts() (int, error)
+	// pageBefore encodes the page ending before part end, as many parts
+	// as the page caps hold, and returns the index of its first part.
+	pageBefore(end int) ([]byte, int, error)
+}
+
+// pageCursor is where a connection stands when paging back: the view it
+// read and the first part of the page it holds. It is bound to the
+// connection (the actor's one view) and expires.
 type pageCursor struct {
 	id      string
 	conn    string
-	snap    *history.Snapshot
-	claude  *claudeView // a Claude conversation's view, instead of snap
-	branch  string
+	view    pager
 	end     int // the page to read ends before this part
 	expires time.Time
 	elem    *list.Element
@@ -41,14 +50,10 @@ type cursors struct {
 
 func newCursors() *cursors { return &cursors{m: map[string]*pageCursor{}, lru: list.New()} }
 
-// issue returns a new cursor id for reading the page before part end.
-func (cs *cursors) issue(conn string, snap *history.Snapshot, branch string, end int) string {
-	return cs.push(&pageCursor{conn: conn, snap: snap, branch: branch, end: end})
-}
-
-// push keeps pc as a new cursor (id and expiry set here) and returns its
-// id, evicting the least recently used beyond the bound.
-func (cs *cursors) push(pc *pageCursor) string {
+// issue returns a new cursor id for reading the page of v before part
+// end, evicting the least recently used beyond the bound.
+func (cs *cursors) issue(conn string, v pager, end int) string {
+	pc := &pageCursor{conn: conn, view: v, end: end}
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	pc.id, pc.expires = newID("hc-"), time.Now().Add(cursorTTL)
