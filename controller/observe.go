@@ -47,12 +47,13 @@ func (c *Controller) observe(k *conn, cmd *protocol.Command) {
 	}
 	sub, start, complete := c.bus.subscribeFrom(after, k.kick)
 	exec, from, until := c.bus.window()
-	obs := protocol.Observed{Record: protocol.RecordObserved, Request: cmd.Request, Binding: c.bindingLocked(), History: raw,
+	obs := protocol.Observed{Record: protocol.RecordObserved, Request: cmd.Request, Binding: c.bindingLocked(),
 		Seam: protocol.Seam{Execution: exec, Replay: "available", ReplayFrom: from, ReplayUntil: until, ReplayStart: start,
 			Quiet: quiet, Reconcile: !complete || !quiet || c.st.reconcile || c.beforeRestartLocked(cmd.FromSeq)}, Cursor: cursor, Approvals: c.liveApprovalsLocked()}
 	q := c.queueRecordForLocked(k)
 	obs.Queue = &q
-	if line, err := protocol.Line(obs); err == nil {
+	// The page is spliced in as encoded, not validated again (LineWith).
+	if line, err := protocol.LineWith(&obs, &obs.History, raw); err == nil {
 		k.offerEpoch(line, epoch)
 	}
 	c.mu.Unlock()
@@ -115,11 +116,16 @@ func (c *Controller) olderPage(k *conn, cmd *protocol.Command) {
 		c.refuse(k, cmd.Request, asRefusal(err))
 		return
 	}
-	rec := protocol.PageRecord{Record: protocol.RecordPage, Request: cmd.Request, History: raw}
+	rec := protocol.PageRecord{Record: protocol.RecordPage, Request: cmd.Request}
 	if from > 0 {
 		rec.Cursor = c.cursors.issue(k.id, pc.view, from)
 	}
-	k.send(rec)
+	line, err := protocol.LineWith(&rec, &rec.History, raw)
+	if err != nil {
+		c.refuse(k, cmd.Request, protocol.Wrap(protocol.CodeMalformed, err, "encode the history page record"))
+		return
+	}
+	k.enqueueCtl(line)
 }
 
 // branchView is a branch of a Pi session snapshot, as a pager.

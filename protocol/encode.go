@@ -2,6 +2,8 @@ package protocol
 
 import (
 	"bytes"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 )
 
@@ -31,4 +33,37 @@ func Marshal(v any) ([]byte, error) {
 		return nil, err
 	}
 	return b[:len(b)-1], nil
+}
+
+// LineWith is Line for a record that carries raw in a json.RawMessage
+// field (field points at it, inside v): a history page, which can be
+// megabytes. Line would have encoding/json validate and compact raw
+// again, which for a page costs more than encoding the page did; here v
+// is encoded with a marker in the field, and raw takes the marker's
+// place. raw must be what Marshal wrote (compact, its raw values already
+// compacted and escaped as Line leaves them), so the line is byte for
+// byte the one Line writes (TestLineWithIsLine). A marker that does not
+// occur exactly once, which a random one cannot fail to, leaves it to Line.
+func LineWith(v any, field *json.RawMessage, raw json.RawMessage) ([]byte, error) {
+	if len(raw) == 0 || (raw[0] != '{' && raw[0] != '[') {
+		*field = raw
+		return Line(v)
+	}
+	var nonce [12]byte
+	rand.Read(nonce[:])
+	marker := []byte(`"mosaic-raw-` + hex.EncodeToString(nonce[:]) + `"`)
+	*field = marker
+	line, err := Line(v)
+	*field = raw
+	if err != nil {
+		return nil, err
+	}
+	i := bytes.Index(line, marker)
+	if i < 0 || bytes.Contains(line[i+len(marker):], marker) {
+		return Line(v)
+	}
+	out := make([]byte, 0, len(line)-len(marker)+len(raw))
+	out = append(out, line[:i]...)
+	out = append(out, raw...)
+	return append(out, line[i+len(marker):]...), nil
 }
