@@ -17,6 +17,10 @@ const (
 	maxPartBytes     = 4 << 20
 	// fragmentOverhead bounds a fragment's JSON besides its strings.
 	fragmentOverhead = 256
+	// argsDepth is how deep a fragment's arguments sit in the record that
+	// carries its page (observed or page: record, page, parts, part,
+	// blocks, fragment, content).
+	argsDepth = 7
 )
 
 // Fragment is one piece of a content block. Content is exactly the
@@ -25,9 +29,11 @@ const (
 // address the piece (contract 004: block ordinals from zero per message,
 // fragments from zero per block, contiguous across parts).
 //
-// A toolCall block whose arguments do not fit one fragment carries them as
-// JSON text in Text across its fragments (as toolcall-delta does live),
-// with ToolCallID and ToolName on every fragment; Args is then empty.
+// A toolCall block whose arguments do not fit one fragment, or are JSON
+// the protocol's strict decoding refuses where the page's record puts
+// them (protocol.ValidateAt at argsDepth), carries them as JSON text in
+// Text across its fragments (as toolcall-delta does live), with
+// ToolCallID and ToolName on every fragment; Args is then empty.
 type Fragment struct {
 	Block        int            `json:"block"`
 	Fragment     int            `json:"fragment"`
@@ -118,10 +124,14 @@ func withBlocks(p Part, fs []Fragment) Part {
 func fragments(i int, b protocol.Block) ([]Fragment, []int) {
 	ids := escLen(b.ToolCallID) + escLen(b.ToolName) + escLen(b.MimeType) + fragmentOverhead
 	if b.Type == "toolCall" && len(b.Args) > 0 {
-		if n, u := escLen(string(b.Args)), units(string(b.Args)); n <= maxFragmentBytes && u <= MaxStringChars {
+		if n, u := escLen(string(b.Args)), units(string(b.Args)); n <= maxFragmentBytes && u <= MaxStringChars && protocol.ValidateAt(b.Args, argsDepth) == nil {
 			return []Fragment{{Block: i, LastFragment: true, Content: b}}, []int{n + escLen(b.Text) + ids}
 		}
-		// Too large for one fragment: carry the JSON text instead.
+		// Too large for one fragment, or JSON a client's strict decoding
+		// of the page's record would refuse (an unsafe integer, a lone
+		// surrogate, nesting past its bound...: encoding/json read it,
+		// and copying a raw value checks none of that): carry the JSON
+		// text instead.
 		b.Text, b.Args = string(b.Args), nil
 	}
 	pieces := cutString(b.Text)

@@ -42,7 +42,10 @@ func Marshal(v any) ([]byte, error) {
 // is encoded with a marker in the field, and raw takes the marker's
 // place. raw must be what Marshal wrote (compact, its raw values already
 // compacted and escaped as Line leaves them), so the line is byte for
-// byte the one Line writes (TestLineWithIsLine). A marker that does not
+// byte the one Line writes (TestLineWithIsLine), and the record must not
+// nest past encoding/json's bound of 10000 levels, which Line refuses and
+// LineWith, checking nothing, does not (a history page passes
+// ValidateAt: its raw values are bounded far below). A marker that does not
 // occur exactly once, which a random one cannot fail to, leaves it to Line.
 func LineWith(v any, field *json.RawMessage, raw json.RawMessage) ([]byte, error) {
 	if len(raw) == 0 || (raw[0] != '{' && raw[0] != '[') {

@@ -22,13 +22,20 @@ var ErrMalformed = errors.New("malformed JSON")
 // the safe range, bounded nesting. encoding/json accepts all of these
 // silently (last duplicate wins, a lone surrogate becomes U+FFFD), so the
 // contract's decoding rules need this pass before Unmarshal.
-func Validate(line []byte) error {
+func Validate(line []byte) error { return ValidateAt(line, 0) }
+
+// ValidateAt is Validate for a raw value that a record carries depth
+// levels down (0 is the record itself): the nesting bound counts the
+// record's levels above it. The server checks an engine's raw JSON with
+// it before copying it into a record, since encoding/json, which read
+// it, accepts what a client's Validate of the record would refuse.
+func ValidateAt(line []byte, depth int) error {
 	if !utf8.Valid(line) {
 		return fmt.Errorf("%w: invalid UTF-8", ErrMalformed)
 	}
 	s := &scanner{b: line}
 	s.space()
-	if err := s.value(0); err != nil {
+	if err := s.value(depth); err != nil {
 		return err
 	}
 	s.space()
