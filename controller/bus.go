@@ -112,9 +112,11 @@ func (b *bus) droppedLate() uint64 {
 }
 
 // publish encodes ev once, adds it to the ring and wakes every
-// subscriber; one now too far behind loses its place.
+// subscriber; one now too far behind loses its place. The line leaves out
+// an engine's raw values that a client's strict decoding would refuse
+// (Event.Strict): one such line would end every observer's connection.
 func (b *bus) publish(ev protocol.Event) {
-	line, err := protocol.Line(ev)
+	line, err := protocol.Line(ev.Strict())
 	if err != nil {
 		return // an Event always encodes; nothing to deliver otherwise
 	}

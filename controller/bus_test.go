@@ -326,3 +326,62 @@ func TestBusEventLineUnderClientCap(t *testing.T) {
 		t.Fatalf("event line of %d bytes, over the client cap %d", len(replay[0]), mclient.DefaultMaxLine)
 	}
 }
+
+// TestBusEventLinesDecodeStrictly: an engine's raw tool arguments or
+// result that a client's strict decoding would refuse (encoding/json read
+// them and checks none of its rules) are left out of the event line,
+// which says it is truncated, so no engine output ends every observer's
+// connection; arguments it accepts, nested to the bound, pass as written.
+func TestBusEventLinesDecodeStrictly(t *testing.T) {
+	nest := func(n int) json.RawMessage {
+		return json.RawMessage(strings.Repeat("[", n) + strings.Repeat("]", n))
+	}
+	for _, tc := range []struct {
+		name string
+		raw  json.RawMessage
+		keep bool
+	}{
+		{"unsafe integer", json.RawMessage(`{"n":100000000000000000000}`), false},
+		{"lone surrogate", json.RawMessage(`{"content":[{"type":"text","text":"\ud800"}]}`), false},
+		{"duplicate key", json.RawMessage(`{"a":1,"a":2}`), false},
+		{"invalid UTF-8", json.RawMessage("{\"s\":\"\xff\"}"), false},
+		{"nesting past the bound", nest(64), false},
+		{"nesting to the bound", nest(62), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := ev("e1", 1)
+			start.Kind, start.Text, start.Tool = protocol.EventToolStart, "", &protocol.Tool{CallID: "c1", Name: "bash", Args: tc.raw}
+			end := ev("e1", 2)
+			end.Kind, end.Text, end.Tool = protocol.EventToolEnd, "", &protocol.Tool{CallID: "c1", Result: tc.raw}
+			msg := ev("e1", 3)
+			msg.Kind, msg.Text = protocol.EventMessageEnd, ""
+			msg.Content = []protocol.Block{{Type: "text", Text: "hi"}, {Type: "toolCall", ToolCallID: "c1", ToolName: "bash", Args: tc.raw}}
+			b := newBus()
+			b.reset("e1")
+			for _, e := range []protocol.Event{start, end, msg} {
+				b.publish(e)
+			}
+			if start.Tool.Args == nil || msg.Content[1].Args == nil {
+				t.Fatal("publish changed the engine's event")
+			}
+			s, _, _ := b.subscribeFrom(0, nil)
+			lines, _ := drain(b, s)
+			if len(lines) != 3 {
+				t.Fatalf("%d event lines, want 3", len(lines))
+			}
+			for _, line := range lines {
+				if err := protocol.Validate(line[:len(line)-1]); err != nil {
+					t.Fatalf("a client refuses %.200s: %v", line, err)
+				}
+				var e protocol.Event
+				if err := json.Unmarshal(line, &e); err != nil {
+					t.Fatal(err)
+				}
+				raw := e.Tool != nil && (e.Tool.Args != nil || e.Tool.Result != nil) || len(e.Content) == 2 && e.Content[1].Args != nil
+				if raw != tc.keep || e.Truncated == tc.keep || len(e.Content) == 2 && e.Content[1].Truncated == tc.keep {
+					t.Fatalf("%s: raw kept %v, truncated %v, want the raw kept %v (%.200s)", e.Kind, raw, e.Truncated, tc.keep, line)
+				}
+			}
+		})
+	}
+}
