@@ -22,8 +22,8 @@ import (
 // together exactly the branch's messages in order (no gap, no overlap),
 // whether the part cap or the byte cap binds; a message over the caps (a
 // tool's output of any size, a text longer than a fragment, more blocks
-// than a part holds) is cut into parts as a Pi entry is, never a page over
-// the caps; a cursor is bound to its connection.
+// than a part holds, a tool call's name of any length) is cut into parts
+// as a Pi entry is, never a page over the caps; a cursor is bound to its connection.
 func TestClaudePagesBack(t *testing.T) {
 	text := func(n int, b byte) []protocol.Block {
 		return []protocol.Block{{Type: "text", Text: strings.Repeat(string(b), n)}}
@@ -49,6 +49,8 @@ func TestClaudePagesBack(t *testing.T) {
 		// Escaped, each of these is six bytes.
 		{ID: "m00003", Role: "assistant", Blocks: text(900<<10, '<')},
 		{ID: "m00004", Role: "assistant", Blocks: blocks},
+		// A tool call's name is the engine's to write, of any length.
+		{ID: "m00004b", Role: "assistant", Blocks: []protocol.Block{{Type: "toolCall", ToolCallID: "toolu_2", ToolName: strings.Repeat("n", 9<<20), Args: json.RawMessage(`{}`)}}},
 		{ID: "m00005", Role: "user", Blocks: text(10, 'x')},
 	}
 	for _, tc := range []struct {

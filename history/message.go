@@ -16,14 +16,33 @@ type Message struct {
 // caps whatever the message holds: an engine's tool can write a result of
 // any size. The tool keeps its call id, name and error flag, not its
 // result, whose text the blocks already carry; ids and the role are
-// bounded as an entry's are.
+// bounded as an entry's are, and so are the blocks' tool call ids, tool
+// names and mime types (the session reader's block does the same), which
+// every fragment of a block carries and no fragment cut shortens.
 func Cut(m Message) []Part {
 	base := Part{Entry: entryKey(m.ID), Native: short(m.ID), Kind: "message", Role: short(m.Role)}
 	if m.Tool != nil {
 		base.Tool = &protocol.Tool{CallID: short(m.Tool.CallID), Name: short(m.Tool.Name), IsError: m.Tool.IsError}
 	}
-	frags, sizes := cutBlocks(m.Blocks)
+	frags, sizes := cutBlocks(shortBlocks(m.Blocks))
 	return cutParts(base, frags, sizes)
+}
+
+// shortBlocks returns blocks with every id, name and mime type longer
+// than maxShort replaced by its hash: a copy when one is, blocks itself
+// when none is.
+func shortBlocks(blocks []protocol.Block) []protocol.Block {
+	out := blocks
+	for i, b := range blocks {
+		if len(b.ToolCallID) <= maxShort && len(b.ToolName) <= maxShort && len(b.MimeType) <= maxShort {
+			continue
+		}
+		if &out[0] == &blocks[0] {
+			out = append([]protocol.Block(nil), blocks...)
+		}
+		out[i].ToolCallID, out[i].ToolName, out[i].MimeType = short(b.ToolCallID), short(b.ToolName), short(b.MimeType)
+	}
+	return out
 }
 
 // CutCount is len(Cut(m)). A message of at most MaxPartBlocks blocks

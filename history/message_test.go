@@ -84,3 +84,37 @@ func TestCutKeepsTheToolsName(t *testing.T) {
 		t.Fatalf("parts %+v, tool %+v", ps, tool)
 	}
 }
+
+// TestCutHashesLongBlockIDs: a block's tool call id, tool name and mime
+// type (a Claude transcript's tool_use id and name are the engine's to
+// write, of any length up to a line) are replaced by their hash past
+// maxShort, as the session reader's blocks are, so no fragment, and so no
+// part or page, outgrows the caps by them.
+func TestCutHashesLongBlockIDs(t *testing.T) {
+	id, name, mime := strings.Repeat("i", 5<<20), strings.Repeat("n", 5<<20), strings.Repeat("m", 9<<20)
+	m := Message{ID: "m1", Role: "assistant", Blocks: []protocol.Block{
+		{Type: "toolCall", ToolCallID: id, ToolName: name, Args: json.RawMessage(`{"a":1}`)},
+		{Type: "toolCall", ToolCallID: id, ToolName: name, Args: json.RawMessage(`"` + strings.Repeat("a", 3<<20) + `"`)},
+		{Type: "image", MimeType: mime},
+		{Type: "toolCall", ToolCallID: "c1", ToolName: "bash", Args: json.RawMessage(`{}`)},
+	}}
+	ps := Cut(m)
+	if n := CutCount(m); n != len(ps) {
+		t.Fatalf("CutCount %d, Cut %d parts", n, len(ps))
+	}
+	for _, p := range ps {
+		if b, _ := json.Marshal(p); len(b) > MaxPageBytes-maxPartBytes/2 {
+			t.Fatalf("part %d is %d bytes", p.Part, len(b))
+		}
+		for _, f := range p.Blocks {
+			c := f.Content
+			want := map[int][3]string{0: {hashed(id), hashed(name), ""}, 1: {hashed(id), hashed(name), ""}, 2: {"", "", hashed(mime)}, 3: {"c1", "bash", ""}}[f.Block]
+			if got := [3]string{c.ToolCallID, c.ToolName, c.MimeType}; got != want {
+				t.Fatalf("block %d fragment %d: id, name, mime type %.40q, want %.40q", f.Block, f.Fragment, got, want)
+			}
+		}
+	}
+	if m.Blocks[0].ToolName != name {
+		t.Fatal("Cut changed the message it was given")
+	}
+}
