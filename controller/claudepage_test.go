@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -103,6 +104,53 @@ func TestClaudePagesBack(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestClaudePageCostsItsParts: a view counts a message of 200,000
+// blocks (about 2.6 MB of transcript, 3,125 parts), and a page reads 100
+// of its parts, without making a fragment of every block: an engine's
+// message of many blocks costs an observe and each page back a pass over
+// it, not a fragment made of every block (which, page after page, made
+// paging back through it quadratic: at a million blocks, a gigabyte and
+// most of a second an observe and a page).
+func TestClaudePageCostsItsParts(t *testing.T) {
+	blocks := make([]protocol.Block, 200000)
+	for i := range blocks {
+		blocks[i] = protocol.Block{Type: "unavailable"}
+	}
+	msgs := []engine.HistoryMessage{{ID: "m0", Role: "user", Blocks: blocks[:1]}, {ID: "m1", Role: "assistant", Blocks: blocks}}
+	// A fragment is over 100 bytes in memory: a page of 6,400 of them
+	// (its parts and its JSON) is about 6 MB made, one of every block of
+	// the message about 150 MB.
+	const most = 16 << 20
+	var v *claudeView
+	if n := allocated(func() { v = newClaudeView("s", "m", false, msgs) }); n > most {
+		t.Errorf("counting the parts allocated %d bytes", n)
+	}
+	if v.count() != 1+len(blocks)/history.MaxPartBlocks {
+		t.Fatalf("%d parts", v.count())
+	}
+	for _, end := range []int{v.count(), v.count() / 2, 101} {
+		start := 0
+		n := allocated(func() {
+			var err error
+			if _, start, err = claudePageBefore(v, end); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if n > most || start != end-history.MaxPageParts {
+			t.Errorf("the page before part %d starts at %d and allocated %d bytes", end, start, n)
+		}
+	}
+}
+
+// allocated is what f allocates, in bytes.
+func allocated(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
 }
 
 // joinParts joins paged parts back into messages, failing on a part out

@@ -3,6 +3,7 @@ package history
 import (
 	"encoding/json"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -12,7 +13,8 @@ import (
 // TestCutCount: CutCount is exactly len(Cut) on messages at and across
 // every bound its shortcut judges by (blocks per part, a fragment's
 // escaped bytes and UTF-16 units, a part's bytes), and on random ones;
-// every part Cut makes fits a page with room to spare.
+// every part Cut makes fits a page with room to spare; CutRange is a
+// slice of Cut, whichever.
 func TestCutCount(t *testing.T) {
 	text := func(s string) protocol.Block { return protocol.Block{Type: "text", Text: s} }
 	repeat := func(n int, b protocol.Block) []protocol.Block {
@@ -46,10 +48,19 @@ func TestCutCount(t *testing.T) {
 	}
 	r := rand.New(rand.NewPCG(18, 65))
 	alphabet := []string{"x", "<", "é", "😀", "\n", "\u2028", "\xff"}
-	for i := range 40 {
+	for i := range 80 {
 		var bs []protocol.Block
 		for range r.IntN(80) {
-			bs = append(bs, text(strings.Repeat(alphabet[r.IntN(len(alphabet))], r.IntN(1<<r.IntN(19)))))
+			str := func() string { return strings.Repeat(alphabet[r.IntN(len(alphabet))], r.IntN(1<<r.IntN(19))) }
+			name := func() string { return strings.Repeat("n", r.IntN(1<<r.IntN(13))) }
+			switch r.IntN(10) {
+			case 0, 1:
+				bs = append(bs, protocol.Block{Type: "toolCall", ToolCallID: name(), ToolName: name(), Args: json.RawMessage(`"` + str() + `"`)})
+			case 2:
+				bs = append(bs, protocol.Block{Type: "image", MimeType: name()})
+			default:
+				bs = append(bs, text(str()))
+			}
 		}
 		cases = append(cases, tcase{"random " + string(rune('a'+i%26)), bs, -1, -1})
 	}
@@ -67,6 +78,16 @@ func TestCutCount(t *testing.T) {
 			for _, p := range ps {
 				if b, _ := json.Marshal(p); len(b) > MaxPageBytes-maxPartBytes/2 {
 					t.Fatalf("part %d is %d bytes", p.Part, len(b))
+				}
+			}
+			n := len(ps)
+			for _, r := range [][2]int{{0, n}, {0, 1}, {n - 1, n}, {0, n + 5}, {n / 2, n/2 + 1}, {1, n}, {n, n + 1}, {3, 2}} {
+				want := []Part(nil)
+				if r[0] < r[1] && r[0] < n {
+					want = ps[r[0]:min(r[1], n)]
+				}
+				if got := CutRange(m, r[0], r[1]); !reflect.DeepEqual(got, want) {
+					t.Fatalf("CutRange(%d, %d) is %d parts, not the %d of Cut", r[0], r[1], len(got), len(want))
 				}
 			}
 		})
