@@ -160,7 +160,10 @@ func claudePageBefore(v *claudeView, end int) ([]byte, int, error) {
 		rev = append(rev, cut[k-from])
 		start--
 	}
-	page := history.Page{Session: v.session, Branch: v.leaf, DefaultBranch: v.leaf, New: v.isNew,
+	// The leaf is the last entry's uuid, as the engine wrote it: past
+	// 1024 bytes its hash, so the page's own fields stay in its reserve.
+	branch := history.Short(v.leaf)
+	page := history.Page{Session: v.session, Branch: branch, DefaultBranch: branch, New: v.isNew,
 		From: start, More: end < v.count(), Parts: make([]history.Part, 0, len(rev))}
 	for i := len(rev) - 1; i >= 0; i-- {
 		page.Parts = append(page.Parts, rev[i])

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -58,15 +59,19 @@ func TestClaudePagesBack(t *testing.T) {
 		name string
 		msgs []engine.HistoryMessage
 		full int // the message size, if every page must be as full as the caps allow
+		leaf string
 	}{
-		{"empty", nil, 10},
-		{"one page", uniform(40, 10), 10},
-		{"part cap binds", uniform(250, 10), 10},
-		{"byte cap binds", uniform(20, 900<<10), 900 << 10},
-		{"messages over the caps", huge, 0},
+		{"empty", nil, 10, ""},
+		{"one page", uniform(40, 10), 10, ""},
+		{"part cap binds", uniform(250, 10), 10, ""},
+		{"byte cap binds", uniform(20, 900<<10), 900 << 10, ""},
+		{"messages over the caps", huge, 0, ""},
+		// The leaf is the last entry's uuid, the engine's to write.
+		{"a leaf id of any length", huge[:3], 0, strings.Repeat("u", 3<<20)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			v := newClaudeView("s", "m", len(tc.msgs) == 0, tc.msgs)
+			leaf := cmp.Or(tc.leaf, "m")
+			v := newClaudeView("s", leaf, len(tc.msgs) == 0, tc.msgs)
 			cs := newCursors()
 			var got []history.Part
 			end, cursor := v.count(), ""
