@@ -136,16 +136,20 @@ const claudePageReserve = 64 << 10
 func claudePageBefore(v *claudeView, end int) ([]byte, int, error) {
 	var rev []history.Part
 	used, start := claudePageReserve, end
-	at, cut := -1, []history.Part(nil) // the parts of message at
+	// cut holds the parts from..k of message at, where k is the first
+	// part of it the page reads: the page reads no more parts than
+	// MaxPageParts, so no more of a message of many are cut.
+	at, from, cut := -1, 0, []history.Part(nil)
 	for start > 0 && len(rev) < history.MaxPageParts {
 		i, k := v.locate(start - 1)
 		if i != at {
-			at, cut = i, history.Cut(claudeMessage(v.msgs[i]))
+			at, from = i, max(0, k+1-history.MaxPageParts)
+			cut = history.CutRange(claudeMessage(v.msgs[i]), from, k+1)
 		}
-		if k >= len(cut) {
-			return nil, 0, protocol.Refuse(protocol.CodeUnreadable, "message %d of the transcript was counted as %d parts and cut into %d", i, v.starts[i+1]-v.starts[i], len(cut))
+		if k-from >= len(cut) {
+			return nil, 0, protocol.Refuse(protocol.CodeUnreadable, "message %d of the transcript was counted as %d parts and cut into %d", i, v.starts[i+1]-v.starts[i], from+len(cut))
 		}
-		b, err := protocol.Marshal(cut[k])
+		b, err := protocol.Marshal(cut[k-from])
 		if err != nil {
 			return nil, 0, protocol.Wrap(protocol.CodeMalformed, err, "encode message %d of the transcript", i)
 		}
@@ -153,10 +157,13 @@ func claudePageBefore(v *claudeView, end int) ([]byte, int, error) {
 			break
 		}
 		used += len(b) + 1
-		rev = append(rev, cut[k])
+		rev = append(rev, cut[k-from])
 		start--
 	}
-	page := history.Page{Session: v.session, Branch: v.leaf, DefaultBranch: v.leaf, New: v.isNew,
+	// The leaf is the last entry's uuid, as the engine wrote it: past
+	// 1024 bytes its hash, so the page's own fields stay in its reserve.
+	branch := history.Short(v.leaf)
+	page := history.Page{Session: v.session, Branch: branch, DefaultBranch: branch, New: v.isNew,
 		From: start, More: end < v.count(), Parts: make([]history.Part, 0, len(rev))}
 	for i := len(rev) - 1; i >= 0; i-- {
 		page.Parts = append(page.Parts, rev[i])

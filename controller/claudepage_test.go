@@ -1,10 +1,12 @@
 package controller
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -22,8 +24,8 @@ import (
 // together exactly the branch's messages in order (no gap, no overlap),
 // whether the part cap or the byte cap binds; a message over the caps (a
 // tool's output of any size, a text longer than a fragment, more blocks
-// than a part holds) is cut into parts as a Pi entry is, never a page over
-// the caps; a cursor is bound to its connection.
+// than a part holds, a tool call's name of any length) is cut into parts
+// as a Pi entry is, never a page over the caps; a cursor is bound to its connection.
 func TestClaudePagesBack(t *testing.T) {
 	text := func(n int, b byte) []protocol.Block {
 		return []protocol.Block{{Type: "text", Text: strings.Repeat(string(b), n)}}
@@ -49,21 +51,27 @@ func TestClaudePagesBack(t *testing.T) {
 		// Escaped, each of these is six bytes.
 		{ID: "m00003", Role: "assistant", Blocks: text(900<<10, '<')},
 		{ID: "m00004", Role: "assistant", Blocks: blocks},
+		// A tool call's name is the engine's to write, of any length.
+		{ID: "m00004b", Role: "assistant", Blocks: []protocol.Block{{Type: "toolCall", ToolCallID: "toolu_2", ToolName: strings.Repeat("n", 9<<20), Args: json.RawMessage(`{}`)}}},
 		{ID: "m00005", Role: "user", Blocks: text(10, 'x')},
 	}
 	for _, tc := range []struct {
 		name string
 		msgs []engine.HistoryMessage
 		full int // the message size, if every page must be as full as the caps allow
+		leaf string
 	}{
-		{"empty", nil, 10},
-		{"one page", uniform(40, 10), 10},
-		{"part cap binds", uniform(250, 10), 10},
-		{"byte cap binds", uniform(20, 900<<10), 900 << 10},
-		{"messages over the caps", huge, 0},
+		{"empty", nil, 10, ""},
+		{"one page", uniform(40, 10), 10, ""},
+		{"part cap binds", uniform(250, 10), 10, ""},
+		{"byte cap binds", uniform(20, 900<<10), 900 << 10, ""},
+		{"messages over the caps", huge, 0, ""},
+		// The leaf is the last entry's uuid, the engine's to write.
+		{"a leaf id of any length", huge[:3], 0, strings.Repeat("u", 3<<20)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			v := newClaudeView("s", "m", len(tc.msgs) == 0, tc.msgs)
+			leaf := cmp.Or(tc.leaf, "m")
+			v := newClaudeView("s", leaf, len(tc.msgs) == 0, tc.msgs)
 			cs := newCursors()
 			var got []history.Part
 			end, cursor := v.count(), ""
@@ -101,6 +109,53 @@ func TestClaudePagesBack(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestClaudePageCostsItsParts: a view counts a message of 200,000
+// blocks (about 2.6 MB of transcript, 3,125 parts), and a page reads 100
+// of its parts, without making a fragment of every block: an engine's
+// message of many blocks costs an observe and each page back a pass over
+// it, not a fragment made of every block (which, page after page, made
+// paging back through it quadratic: at a million blocks, a gigabyte and
+// most of a second an observe and a page).
+func TestClaudePageCostsItsParts(t *testing.T) {
+	blocks := make([]protocol.Block, 200000)
+	for i := range blocks {
+		blocks[i] = protocol.Block{Type: "unavailable"}
+	}
+	msgs := []engine.HistoryMessage{{ID: "m0", Role: "user", Blocks: blocks[:1]}, {ID: "m1", Role: "assistant", Blocks: blocks}}
+	// A fragment is over 100 bytes in memory: a page of 6,400 of them
+	// (its parts and its JSON) is about 6 MB made, one of every block of
+	// the message about 150 MB.
+	const most = 16 << 20
+	var v *claudeView
+	if n := allocated(func() { v = newClaudeView("s", "m", false, msgs) }); n > most {
+		t.Errorf("counting the parts allocated %d bytes", n)
+	}
+	if v.count() != 1+len(blocks)/history.MaxPartBlocks {
+		t.Fatalf("%d parts", v.count())
+	}
+	for _, end := range []int{v.count(), v.count() / 2, 101} {
+		start := 0
+		n := allocated(func() {
+			var err error
+			if _, start, err = claudePageBefore(v, end); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if n > most || start != end-history.MaxPageParts {
+			t.Errorf("the page before part %d starts at %d and allocated %d bytes", end, start, n)
+		}
+	}
+}
+
+// allocated is what f allocates, in bytes.
+func allocated(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
 }
 
 // joinParts joins paged parts back into messages, failing on a part out

@@ -48,6 +48,11 @@ func short(s string) string {
 	return s
 }
 
+// Short is short for a page another reader builds (a Claude
+// conversation's branch, its leaf's uuid, which the engine writes), so
+// that it is bounded as a Pi page's are.
+func Short(s string) string { return short(s) }
+
 // cut bounds a string quoted in a message.
 func cut(s string) string {
 	if len(s) <= 64 {

@@ -1,6 +1,7 @@
 package history
 
 import (
+	"iter"
 	"unicode/utf8"
 
 	"github.com/mosaic-agents/mosaic/protocol"
@@ -79,13 +80,13 @@ func parts(it item) []Part {
 // maxPartBytes of JSON, each a copy of base, numbered, the last marked.
 func cutParts(base Part, frags []Fragment, sizes []int) []Part {
 	var out []Part
-	start, bytes := 0, 0
+	var open parter
+	start := 0
 	for i := range frags {
-		if i > start && (i-start == MaxPartBlocks || bytes+sizes[i] > maxPartBytes) {
+		if open.add(sizes[i]) {
 			out = append(out, withBlocks(base, frags[start:i]))
-			start, bytes = i, 0
+			start = i
 		}
-		bytes += sizes[i]
 	}
 	out = append(out, withBlocks(base, frags[start:]))
 	for i := range out {
@@ -105,11 +106,28 @@ func (v *view) fragments() ([]Fragment, []int) {
 // bound of each one's JSON size.
 func cutBlocks(blocks []protocol.Block) (frags []Fragment, sizes []int) {
 	for i, b := range blocks {
-		fs, ss := fragments(i, b)
-		frags = append(frags, fs...)
-		sizes = append(sizes, ss...)
+		for f, size := range fragments(i, b) {
+			frags = append(frags, f)
+			sizes = append(sizes, size)
+		}
 	}
 	return frags, sizes
+}
+
+// parter is the part cutParts is filling: its fragments and their bytes.
+type parter struct{ n, bytes int }
+
+// add takes the next fragment, of size bytes at most, and says whether
+// it starts a new part: the open one holds MaxPartBlocks fragments, or
+// would outgrow maxPartBytes with it (a fragment alone is never left out).
+func (p *parter) add(size int) bool {
+	next := p.n > 0 && (p.n == MaxPartBlocks || p.bytes+size > maxPartBytes)
+	if next {
+		p.n, p.bytes = 0, 0
+	}
+	p.n++
+	p.bytes += size
+	return next
 }
 
 func withBlocks(p Part, fs []Fragment) Part {
@@ -119,39 +137,49 @@ func withBlocks(p Part, fs []Fragment) Part {
 	return p
 }
 
-// fragments cuts block b (ordinal i) and returns the fragments with an
-// upper bound of each one's JSON size.
-func fragments(i int, b protocol.Block) ([]Fragment, []int) {
-	ids := escLen(b.ToolCallID) + escLen(b.ToolName) + escLen(b.MimeType) + fragmentOverhead
-	if b.Type == "toolCall" && len(b.Args) > 0 {
-		if n, u := escLen(string(b.Args)), units(string(b.Args)); n <= maxFragmentBytes && u <= MaxStringChars && protocol.ValidateAt(b.Args, argsDepth) == nil {
-			return []Fragment{{Block: i, LastFragment: true, Content: b}}, []int{n + escLen(b.Text) + ids}
+// fragments cuts block b (ordinal i) into its fragments, each with an
+// upper bound of its JSON size. A block that is one fragment (nearly
+// every one) is cut without an allocation, so counting a message's parts
+// costs no more than a pass over it.
+func fragments(i int, b protocol.Block) iter.Seq2[Fragment, int] {
+	return func(yield func(Fragment, int) bool) {
+		ids := escLen(b.ToolCallID) + escLen(b.ToolName) + escLen(b.MimeType) + fragmentOverhead
+		if b.Type == "toolCall" && len(b.Args) > 0 {
+			if n, u := escLen(string(b.Args)), units(string(b.Args)); n <= maxFragmentBytes && u <= MaxStringChars && protocol.ValidateAt(b.Args, argsDepth) == nil {
+				yield(Fragment{Block: i, LastFragment: true, Content: b}, n+escLen(b.Text)+ids)
+				return
+			}
+			// Too large for one fragment, or JSON a client's strict
+			// decoding of the page's record would refuse (an unsafe
+			// integer, a lone surrogate, nesting past its bound...:
+			// encoding/json read it, and copying a raw value checks none
+			// of that): carry the JSON text instead.
+			b.Text, b.Args = string(b.Args), nil
 		}
-		// Too large for one fragment, or JSON a client's strict decoding
-		// of the page's record would refuse (an unsafe integer, a lone
-		// surrogate, nesting past its bound...: encoding/json read it,
-		// and copying a raw value checks none of that): carry the JSON
-		// text instead.
-		b.Text, b.Args = string(b.Args), nil
+		if oneFragment(b.Text) {
+			yield(Fragment{Block: i, LastFragment: true, Content: b}, escLen(b.Text)+ids)
+			return
+		}
+		pieces := cutString(b.Text)
+		for k, s := range pieces {
+			c := b
+			c.Text = s
+			if !yield(Fragment{Block: i, Fragment: k, LastFragment: k == len(pieces)-1, Content: c}, escLen(s)+ids) {
+				return
+			}
+		}
 	}
-	pieces := cutString(b.Text)
-	fs := make([]Fragment, len(pieces))
-	ss := make([]int, len(pieces))
-	for k, s := range pieces {
-		c := b
-		c.Text = s
-		fs[k] = Fragment{Block: i, Fragment: k, LastFragment: k == len(pieces)-1, Content: c}
-		ss[k] = escLen(s) + ids
-	}
-	return fs, ss
 }
+
+// oneFragment says s is one piece of cutString.
+func oneFragment(s string) bool { return len(s) <= MaxStringChars && escLen(s) <= maxFragmentBytes }
 
 // cutString splits s into pieces of at most MaxStringChars UTF-16 units
 // and maxFragmentBytes of escaped JSON, on rune boundaries, so a surrogate
 // pair or a UTF-8 sequence is never cut. It always returns one piece at
 // least.
 func cutString(s string) []string {
-	if len(s) <= MaxStringChars && escLen(s) <= maxFragmentBytes {
+	if oneFragment(s) {
 		return []string{s}
 	}
 	var out []string
