@@ -1,12 +1,10 @@
 package claude
 
 import (
-	"bufio"
+	"bytes"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
-	"hash"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -157,32 +155,6 @@ func blank(ref Ref, path string) *Transcript {
 	return &Transcript{ref: ref, path: path, entries: map[string]*Entry{}, kids: map[string]int{}}
 }
 
-// scan parses the lines of f from its offset on (t.size, line t.lines+1),
-// feeding every byte to h, which holds the digest of the bytes before
-// them, and records where the read ended and what it covered. It reads at
-// most up to the history reader's size limit.
-func (t *Transcript) scan(f *os.File, h hash.Hash) error {
-	r := &tally{r: io.LimitReader(f, history.DefaultMaxSize+1-t.size), h: h}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), MaxLine)
-	for sc.Scan() {
-		t.lines++
-		if err := t.add(sc.Bytes(), t.lines); err != nil {
-			return err
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return protocol.Wrap(protocol.CodeUnreadable, err, "read claude transcript %s", t.path)
-	}
-	t.size += r.n
-	if t.size > history.DefaultMaxSize {
-		return protocol.Refuse(protocol.CodeTooLarge, "claude transcript %s grew over %d bytes", t.path, history.DefaultMaxSize)
-	}
-	t.partial = r.n > 0 && r.last != '\n'
-	t.digest = h.Sum(nil)
-	return nil
-}
-
 // identify records which file f is, so a follow can tell it was replaced.
 func (t *Transcript) identify(f *os.File) error {
 	fi, err := f.Stat()
@@ -195,32 +167,48 @@ func (t *Transcript) identify(f *os.File) error {
 	return nil
 }
 
-// tally counts and hashes what a scan reads, and keeps its last byte.
-type tally struct {
-	r    io.Reader
-	h    hash.Hash
-	n    int64
-	last byte
+// decoded is one line decoded, with what judging it against the lines
+// before it (apply) needs. Decoding needs nothing of those lines, so a
+// large read decodes its lines in parallel and applies them in order.
+type decoded struct {
+	blank bool
+	l     line
+	err   error // not a JSON line
+	shown Entry // the Role, Blocks and Tool of a user or assistant line
 }
 
-func (t *tally) Read(p []byte) (int, error) {
-	n, err := t.r.Read(p)
-	if n > 0 {
-		t.h.Write(p[:n])
-		t.n += int64(n)
-		t.last = p[n-1]
+// decode decodes line b.
+func decode(b []byte) (d decoded) {
+	if len(bytes.TrimSpace(b)) == 0 {
+		d.blank = true
+		return d
 	}
-	return n, err
+	if d.err = json.Unmarshal(b, &d.l); d.err != nil {
+		return d
+	}
+	if d.l.Type == "user" || d.l.Type == "assistant" {
+		render(&d.shown, d.l.Message)
+	}
+	d.l.Message = nil // rendered: the copy is not kept
+	return d
 }
 
+// add decodes and applies line b, line n of the file.
 func (t *Transcript) add(b []byte, n int) error {
-	if len(strings.TrimSpace(string(b))) == 0 {
+	d := decode(b)
+	return t.apply(&d, n)
+}
+
+// apply judges decoded line d, line n of the file, against the lines
+// before it and adds what it shows.
+func (t *Transcript) apply(d *decoded, n int) error {
+	if d.blank {
 		return nil
 	}
-	var l line
-	if err := json.Unmarshal(b, &l); err != nil {
-		return protocol.Wrap(protocol.CodeUnreadable, err, "%s:%d is not a JSON line", t.path, n)
+	if d.err != nil {
+		return protocol.Wrap(protocol.CodeUnreadable, d.err, "%s:%d is not a JSON line", t.path, n)
 	}
+	l := &d.l
 	if l.Version != "" && l.Version != Version {
 		return protocol.Refuse(protocol.CodeUnsupportedHarness, "%s:%d was written by Claude Code %s; this reader knows only %s", t.path, n, cutID(l.Version), Version)
 	}
@@ -251,7 +239,7 @@ func (t *Transcript) add(b []byte, n int) error {
 		e.Parent = *l.ParentUUID
 	}
 	if l.Type == "user" || l.Type == "assistant" {
-		render(e, l.Message)
+		e.Role, e.Blocks, e.Tool = d.shown.Role, d.shown.Blocks, d.shown.Tool
 	} else {
 		t.Bookkeeping++
 	}
