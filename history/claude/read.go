@@ -193,12 +193,6 @@ func decode(b []byte) (d decoded) {
 	return d
 }
 
-// add decodes and applies line b, line n of the file.
-func (t *Transcript) add(b []byte, n int) error {
-	d := decode(b)
-	return t.apply(&d, n)
-}
-
 // apply judges decoded line d, line n of the file, against the lines
 // before it and adds what it shows.
 func (t *Transcript) apply(d *decoded, n int) error {
@@ -233,6 +227,12 @@ func (t *Transcript) apply(d *decoded, n int) error {
 	}
 	if l.Cwd != "" && l.Cwd != t.ref.Project && !strings.HasPrefix(l.Cwd, t.ref.Project+"/") {
 		return protocol.Refuse(protocol.CodeForeignProject, "%s:%d ran in %s, outside the project %s", t.path, n, l.Cwd, t.ref.Project)
+	}
+	// Claude Code names every entry and its parent with a random UUID.
+	// Anything else is not its line, and an id of any length would be
+	// carried into every record that names the leaf (the binding, a page).
+	if parent := l.ParentUUID; !shape.UUID(l.UUID) || (parent != nil && *parent != "" && !shape.UUID(*parent)) {
+		return protocol.Refuse(protocol.CodeUnreadable, "%s:%d names its entry or its parent other than by a lowercase UUID (%q); Claude Code never does: the line was written by something else", t.path, n, cutID(l.UUID))
 	}
 	e := &Entry{UUID: l.UUID, Type: l.Type, Sidechain: l.IsSidechain, Line: n, Prompt: l.Type == "user" && l.PromptSrc != ""}
 	if l.ParentUUID != nil {

@@ -301,3 +301,29 @@ func TestSlug(t *testing.T) {
 	_, err := long.Path()
 	wantCode(t, err, protocol.CodeUnsafePath)
 }
+
+// TestEntryIDsAreUUIDs: an entry named, or naming its parent, other than
+// by a lowercase UUID (an id of any length, which every record naming the
+// leaf would carry) is not Claude Code's line: the read refuses it
+// unreadable, whichever of the two it is.
+func TestEntryIDsAreUUIDs(t *testing.T) {
+	const first = "90000000-0000-4000-8000-000000000001"
+	for name, bad := range map[string]string{
+		"a long entry id":   strings.Repeat("9", 3<<20),
+		"an upper case one": strings.ToUpper("9000000a-0000-4000-8000-00000000000b"),
+		"a short one":       "m1",
+	} {
+		for _, where := range []string{`"uuid":"`, `"parentUuid":"`} {
+			t.Run(name+" as "+strings.Trim(where, `":`), func(t *testing.T) {
+				ref, _ := setup(t, func(body string) string {
+					if !strings.Contains(body, where+first+`"`) {
+						t.Fatalf("the golden transcript lacks %s%s", where, first)
+					}
+					return strings.Replace(body, where+first+`"`, where+bad+`"`, 1)
+				})
+				_, err := Read(ref)
+				wantCode(t, err, protocol.CodeUnreadable)
+			})
+		}
+	}
+}

@@ -69,9 +69,11 @@ func TestParallelScanMatchesOneAtATime(t *testing.T) {
 		return body
 	})
 	bad := map[string]func(line string) string{
-		"not JSON":         func(string) string { return "{\"type\":\n" },
-		"another version":  func(l string) string { return strings.Replace(l, `"version":"`+Version, `"version":"2.0.0`, 1) },
-		"another session":  func(l string) string { return strings.Replace(l, goldenSession, "00000000-0000-4000-8000-000000000000", 1) },
+		"not JSON":        func(string) string { return "{\"type\":\n" },
+		"another version": func(l string) string { return strings.Replace(l, `"version":"`+Version, `"version":"2.0.0`, 1) },
+		"another session": func(l string) string {
+			return strings.Replace(l, goldenSession, "00000000-0000-4000-8000-000000000000", 1)
+		},
 		"a repeated entry": func(l string) string { return l + l },
 	}
 	cases := map[string][]string{
