@@ -85,7 +85,9 @@ func (c *Controller) watchSession(x *execution, prev *history.Snapshot) {
 func (c *Controller) follow(x *execution, leaf string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.st.exec != x || c.st.binding != protocol.BindingActive || leaf == "" || leaf == c.st.leaf {
+	// A leaf id Pi would not write is never pinned (readSessionHead); the
+	// binding keeps naming the last one that was.
+	if c.st.exec != x || c.st.binding != protocol.BindingActive || leaf == "" || leaf == c.st.leaf || !history.PlainID(leaf) {
 		return
 	}
 	c.st.leaf = leaf

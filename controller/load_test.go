@@ -156,3 +156,46 @@ func (r *rig) recoveryControl(k *peer) float64 {
 	m := k.must(map[string]any{"type": "acquire-recovery-control", "request": newID("a-"), "generation": gen, "confirmation": cf}, "control")
 	return m["generation"].(float64)
 }
+
+// TestSessionHeadRefusesAnOddID: a session whose header or leaf names an
+// id Pi never writes (longer than 128 bytes, or outside letters, digits
+// and . _ : -) is not pinned: every record naming the session or the
+// leaf would carry it. An ordinary session is.
+func TestSessionHeadRefusesAnOddID(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		edit    func(body, id, leaf string) string
+		refused bool
+	}{
+		{"ordinary", func(b, _, _ string) string { return b }, false},
+		{"a leaf id of 2 MiB", func(b, _, leaf string) string {
+			return strings.ReplaceAll(b, `"`+leaf+`"`, `"`+strings.Repeat("a", 2<<20)+`"`)
+		}, true},
+		{"a leaf id with a space", func(b, _, leaf string) string { return strings.ReplaceAll(b, `"`+leaf+`"`, `"a b"`) }, true},
+		{"a session id of 129 bytes", func(b, id, _ string) string {
+			return strings.Replace(b, `"`+id+`"`, `"`+strings.Repeat("s", 129)+`"`, 1)
+		}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "s.jsonl")
+			id, leaf := writeSession(t, path, "/work/p", 4)
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, []byte(tc.edit(string(b), id, leaf)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			h, err := readSessionHead(path)
+			if tc.refused {
+				if protocol.CodeOf(err) != protocol.CodeUnreadable {
+					t.Fatalf("head %q, %q: %v; want it refused unreadable", h.id, h.leaf, err)
+				}
+				return
+			}
+			if err != nil || h.id != id || h.leaf != leaf {
+				t.Fatalf("head %q %q, %v; want %q %q", h.id, h.leaf, err, id, leaf)
+			}
+		})
+	}
+}

@@ -36,7 +36,16 @@ func readSessionHead(path string) (sessionHead, error) {
 	if snap.New() {
 		return sessionHead{snap: snap}, nil
 	}
-	return sessionHead{exists: true, id: snap.SessionID(), leaf: snap.LeafID(), snap: snap}, nil
+	h := sessionHead{exists: true, id: snap.SessionID(), leaf: snap.LeafID(), snap: snap}
+	// The session's id and its leaf's are carried into every record that
+	// names them (the binding, confirmations, eligibility, the claim, the
+	// audit): one of any length would make each of those as long.
+	for _, id := range []string{h.id, h.leaf} {
+		if id != "" && !history.PlainID(id) {
+			return sessionHead{}, protocol.Refuse(protocol.CodeUnreadable, "session file %s names its session or its leaf %.64q, not an id Pi writes (at most 128 letters, digits and . _ : -): the file was written by something else", path, id)
+		}
+	}
+	return h, nil
 }
 
 // emptyFile reports a regular file of zero bytes at path (not followed).

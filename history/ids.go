@@ -14,6 +14,11 @@ import (
 // call_x|fc_y, or hostile text) is hashed.
 func plainID(id string) bool { return shape.Token(id, 1, 128, shape.Alnum, idByte) }
 
+// PlainID reports whether id has the shape an id crosses the socket in
+// unchanged (1 to 128 bytes of ASCII letters, digits and . _ : -, the
+// first a letter or digit): Pi's entry and session ids have it.
+func PlainID(id string) bool { return plainID(id) }
+
 func idByte(b byte) bool { return shape.Alnum(b) || b == '.' || b == '_' || b == ':' || b == '-' }
 
 // maxShort bounds the short strings of a part (ids, names, roles, mime
