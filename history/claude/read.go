@@ -178,18 +178,22 @@ type decoded struct {
 }
 
 // decode decodes line b.
-func decode(b []byte) (d decoded) {
+func decode(b []byte) decoded {
 	if len(bytes.TrimSpace(b)) == 0 {
-		d.blank = true
-		return d
+		return decoded{blank: true}
 	}
-	if d.err = json.Unmarshal(b, &d.l); d.err != nil {
-		return d
+	// l, not a field of the result, is what json.Unmarshal makes escape:
+	// a blank line allocates nothing, as before lines were decoded apart.
+	var l line
+	if err := json.Unmarshal(b, &l); err != nil {
+		return decoded{err: err}
 	}
-	if d.l.Type == "user" || d.l.Type == "assistant" {
-		render(&d.shown, d.l.Message)
+	var d decoded
+	if l.Type == "user" || l.Type == "assistant" {
+		render(&d.shown, l.Message)
 	}
-	d.l.Message = nil // rendered: the copy is not kept
+	l.Message = nil // rendered: the copy is not kept
+	d.l = l
 	return d
 }
 
