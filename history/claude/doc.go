@@ -20,7 +20,11 @@
 //     (the resumed prompt's parentUuid is the old leaf, DIGEST §8); every
 //     other childless entry is another branch's leaf, readable by leaf id
 //     (L1). last-prompt's leafUuid agrees in the recordings and is kept
-//     only as a hint.
+//     only as a hint. An entry's uuid is Claude Code's random UUID, or
+//     for a prompt line the uuid its host sent, which the CLI writes
+//     verbatim whatever it is (observed: an upper case UUID, "m1"); an id
+//     or parentUuid over MaxEntryID bytes refuses unreadable, since every
+//     record naming the leaf carries it.
 //   - isSidechain entries (subagents) are kept apart: never part of a
 //     main branch, listed by Sidechain (L5). Subagent files are never
 //     opened.

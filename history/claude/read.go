@@ -125,6 +125,9 @@ type message struct {
 	Content json.RawMessage `json:"content"`
 }
 
+// MaxEntryID bounds an entry's uuid and its parentUuid.
+const MaxEntryID = 1024
+
 // MaxLine bounds one transcript line.
 const MaxLine = 64 << 20
 
@@ -178,18 +181,22 @@ type decoded struct {
 }
 
 // decode decodes line b.
-func decode(b []byte) (d decoded) {
+func decode(b []byte) decoded {
 	if len(bytes.TrimSpace(b)) == 0 {
-		d.blank = true
-		return d
+		return decoded{blank: true}
 	}
-	if d.err = json.Unmarshal(b, &d.l); d.err != nil {
-		return d
+	// l, not a field of the result, is what json.Unmarshal makes escape:
+	// a blank line allocates nothing, as before lines were decoded apart.
+	var l line
+	if err := json.Unmarshal(b, &l); err != nil {
+		return decoded{err: err}
 	}
-	if d.l.Type == "user" || d.l.Type == "assistant" {
-		render(&d.shown, d.l.Message)
+	var d decoded
+	if l.Type == "user" || l.Type == "assistant" {
+		render(&d.shown, l.Message)
 	}
-	d.l.Message = nil // rendered: the copy is not kept
+	l.Message = nil // rendered: the copy is not kept
+	d.l = l
 	return d
 }
 
@@ -228,11 +235,13 @@ func (t *Transcript) apply(d *decoded, n int) error {
 	if l.Cwd != "" && l.Cwd != t.ref.Project && !strings.HasPrefix(l.Cwd, t.ref.Project+"/") {
 		return protocol.Refuse(protocol.CodeForeignProject, "%s:%d ran in %s, outside the project %s", t.path, n, l.Cwd, t.ref.Project)
 	}
-	// Claude Code names every entry and its parent with a random UUID.
-	// Anything else is not its line, and an id of any length would be
-	// carried into every record that names the leaf (the binding, a page).
-	if parent := l.ParentUUID; !shape.UUID(l.UUID) || (parent != nil && *parent != "" && !shape.UUID(*parent)) {
-		return protocol.Refuse(protocol.CodeUnreadable, "%s:%d names its entry or its parent other than by a lowercase UUID (%q); Claude Code never does: the line was written by something else", t.path, n, cutID(l.UUID))
+	// Claude Code names the entries it makes with a random UUID, but a
+	// prompt line with the uuid its host sent, verbatim: any string (an
+	// SDK host's "m1", a Swift host's upper case UUID). An id is carried
+	// into every record that names the leaf (the binding, a page), so one
+	// past MaxEntryID is refused: no host names a message so.
+	if parent := l.ParentUUID; len(l.UUID) > MaxEntryID || (parent != nil && len(*parent) > MaxEntryID) {
+		return protocol.Refuse(protocol.CodeUnreadable, "%s:%d names its entry or its parent by an id over %d bytes (%q...); Claude Code writes a UUID or the id its host sent", t.path, n, MaxEntryID, cutID(l.UUID))
 	}
 	e := &Entry{UUID: l.UUID, Type: l.Type, Sidechain: l.IsSidechain, Line: n, Prompt: l.Type == "user" && l.PromptSrc != ""}
 	if l.ParentUUID != nil {

@@ -302,16 +302,17 @@ func TestSlug(t *testing.T) {
 	wantCode(t, err, protocol.CodeUnsafePath)
 }
 
-// TestEntryIDsAreUUIDs: an entry named, or naming its parent, other than
-// by a lowercase UUID (an id of any length, which every record naming the
-// leaf would carry) is not Claude Code's line: the read refuses it
-// unreadable, whichever of the two it is.
-func TestEntryIDsAreUUIDs(t *testing.T) {
+// TestEntryIDsAreBounded: an entry named, or naming its parent, by an id
+// over MaxEntryID bytes (which every record naming the leaf would carry)
+// is refused unreadable, whichever of the two it is; an id a host chose
+// for its prompt, which Claude Code 2.1.328 writes verbatim (observed
+// with an upper case UUID and "m1"), is read as any other, up to
+// MaxEntryID bytes.
+func TestEntryIDsAreBounded(t *testing.T) {
 	const first = "90000000-0000-4000-8000-000000000001"
 	for name, bad := range map[string]string{
 		"a long entry id":   strings.Repeat("9", 3<<20),
-		"an upper case one": strings.ToUpper("9000000a-0000-4000-8000-00000000000b"),
-		"a short one":       "m1",
+		"one byte too long": strings.Repeat("9", MaxEntryID+1),
 	} {
 		for _, where := range []string{`"uuid":"`, `"parentUuid":"`} {
 			t.Run(name+" as "+strings.Trim(where, `":`), func(t *testing.T) {
@@ -325,5 +326,25 @@ func TestEntryIDsAreUUIDs(t *testing.T) {
 				wantCode(t, err, protocol.CodeUnreadable)
 			})
 		}
+	}
+	for name, id := range map[string]string{
+		"an upper case UUID": strings.ToUpper("9000000a-0000-4000-8000-00000000000b"),
+		"a short one":        "m1",
+		"the longest":        strings.Repeat("9", MaxEntryID),
+	} {
+		t.Run(name+" a host chose", func(t *testing.T) {
+			ref, _ := setup(t, func(body string) string { return strings.ReplaceAll(body, `"`+first+`"`, `"`+id+`"`) })
+			tr, err := Read(ref)
+			if err != nil {
+				t.Fatal(err)
+			}
+			msgs, err := tr.Messages("")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(msgs) == 0 || msgs[0].ID != id {
+				t.Fatalf("the branch does not begin at the host's prompt %.40q: %d messages", id, len(msgs))
+			}
+		})
 	}
 }

@@ -19,26 +19,43 @@ var parallelMin = 1 << 20
 
 const scanWorkers = 4
 
+// scanBatch is how many lines a scan decodes before it applies them. A
+// decoded line costs some three hundred bytes however short the line, so
+// a file of blank or tiny lines decoded all before any is applied would
+// cost a hundred times its size: a batch bounds that cost whatever the
+// file holds.
+var scanBatch = 4096
+
 // scan parses the lines of f from its offset on (t.size, line t.lines+1),
 // feeding every byte to h, which holds the digest of the bytes before
 // them, and records where the read ended and what it covered. It reads at
 // most up to the history reader's size limit, all of it at once (as Pi's
 // reader does): decoding a line with encoding/json costs about ninety
 // times splitting it, and needs nothing of the lines before it, so the
-// lines of a large read are decoded on several goroutines and then
-// applied in file order, exactly as one at a time.
+// lines of a large read are decoded on several goroutines, a batch at a
+// time, and then applied in file order, exactly as one at a time.
 func (t *Transcript) scan(f *os.File, h hash.Hash) error {
 	data, err := io.ReadAll(io.LimitReader(f, history.DefaultMaxSize+1-t.size))
 	if err != nil {
 		return protocol.Wrap(protocol.CodeUnreadable, err, "read claude transcript %s", t.path)
 	}
 	h.Write(data)
-	lines, tooLong := splitLines(data, MaxLine)
-	ds := decodeAll(lines, len(data))
-	for i := range ds {
-		t.lines++
-		if err := t.apply(&ds[i], t.lines); err != nil {
-			return err
+	workers := 1
+	if len(data) >= parallelMin {
+		workers = min(runtime.GOMAXPROCS(0), scanWorkers)
+	}
+	batch := min(scanBatch, bytes.Count(data, []byte{'\n'})+1)
+	lines, ds := make([][]byte, 0, batch), make([]decoded, batch)
+	rest, tooLong := data, false
+	for len(rest) > 0 && !tooLong {
+		lines, rest, tooLong = splitLines(lines[:0], rest, MaxLine, batch)
+		decodeAll(ds[:len(lines)], lines, workers)
+		for i := range lines {
+			t.lines++
+			if err := t.apply(&ds[i], t.lines); err != nil {
+				return err
+			}
+			ds[i] = decoded{} // applied: what it holds is the transcript's now, or garbage
 		}
 	}
 	if tooLong {
@@ -53,28 +70,29 @@ func (t *Transcript) scan(f *os.File, h hash.Hash) error {
 	return nil
 }
 
-// splitLines splits data as a bufio.Scanner of ScanLines with a max
-// token size of max does (one line per LF, a final line without one, a
-// CR before the LF dropped), and says whether it stopped at a line the
-// scanner would refuse as too long: one of max bytes or more, which with
-// or without its LF fills the scanner's largest buffer.
-func splitLines(data []byte, max int) (lines [][]byte, tooLong bool) {
-	for len(data) > 0 {
+// splitLines appends to lines at most n lines of data, split as a
+// bufio.Scanner of ScanLines with a max token size of max splits them
+// (one line per LF, a final line without one, a CR before the LF
+// dropped), and returns the data after them. tooLong says it stopped at
+// a line the scanner would refuse as too long: one of max bytes or more,
+// which with or without its LF fills the scanner's largest buffer.
+func splitLines(lines [][]byte, data []byte, max, n int) (_ [][]byte, rest []byte, tooLong bool) {
+	for k := 0; k < n && len(data) > 0; k++ {
 		i := bytes.IndexByte(data, '\n')
 		end := i
 		if i < 0 {
 			end = len(data)
 		}
 		if end >= max {
-			return lines, true
+			return lines, nil, true
 		}
 		lines = append(lines, dropCR(data[:end]))
 		if i < 0 {
-			break
+			return lines, nil, false
 		}
 		data = data[i+1:]
 	}
-	return lines, false
+	return lines, data, false
 }
 
 func dropCR(b []byte) []byte {
@@ -84,16 +102,14 @@ func dropCR(b []byte) []byte {
 	return b
 }
 
-// decodeAll decodes lines, in parallel when they are size bytes or more,
-// each worker a run of neighbouring lines.
-func decodeAll(lines [][]byte, size int) []decoded {
-	ds := make([]decoded, len(lines))
-	workers := min(runtime.GOMAXPROCS(0), scanWorkers)
-	if size < parallelMin || workers < 2 {
+// decodeAll decodes lines into ds, on up to workers goroutines, each a
+// run of neighbouring lines.
+func decodeAll(ds []decoded, lines [][]byte, workers int) {
+	if workers < 2 {
 		for i, b := range lines {
 			ds[i] = decode(b)
 		}
-		return ds
+		return
 	}
 	per := (len(lines) + workers - 1) / workers
 	var wg sync.WaitGroup
@@ -106,5 +122,4 @@ func decodeAll(lines [][]byte, size int) []decoded {
 		})
 	}
 	wg.Wait()
-	return ds
 }

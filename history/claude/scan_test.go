@@ -15,7 +15,7 @@ import (
 // bufio.Scanner of ScanLines with the same largest token cuts (CRs before
 // an LF and at the end dropped, a final line without LF kept, empty lines
 // kept), and stops where the scanner refuses a line as too long, on
-// random data around that bound.
+// random data around that bound, cut in batches of any number of lines.
 func TestSplitLinesIsScanner(t *testing.T) {
 	const max = 64
 	r := rand.New(rand.NewPCG(18, 70))
@@ -32,7 +32,16 @@ func TestSplitLinesIsScanner(t *testing.T) {
 		for sc.Scan() {
 			want = append(want, append([]byte(nil), sc.Bytes()...))
 		}
-		got, tooLong := splitLines(data, max)
+		var got [][]byte
+		rest, tooLong := data, false
+		for len(rest) > 0 && !tooLong {
+			n := 1 + r.IntN(4)
+			before := len(got)
+			got, rest, tooLong = splitLines(got, rest, max, n)
+			if len(got)-before > n {
+				t.Fatalf("case %d %q: a batch of %d lines cut %d", i, data, n, len(got)-before)
+			}
+		}
 		if tooLong != (sc.Err() == bufio.ErrTooLong) || len(got) != len(want) {
 			t.Fatalf("case %d %q: %d lines, too long %v; the scanner: %d lines, %v", i, data, len(got), tooLong, len(want), sc.Err())
 		}
@@ -55,11 +64,11 @@ func TestParallelScanMatchesOneAtATime(t *testing.T) {
 	if runtime.GOMAXPROCS(0) < 2 {
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
 	}
-	t.Cleanup(func() { parallelMin = 1 << 20 })
+	t.Cleanup(func() { parallelMin, scanBatch = 1<<20, 4096 })
 	read := func(t *testing.T, ref Ref, parallel bool) (*Transcript, error) {
-		parallelMin = 1 << 40
+		parallelMin, scanBatch = 1<<40, 4096
 		if parallel {
-			parallelMin = 0
+			parallelMin, scanBatch = 0, 7 // batches that split the transcript anywhere
 		}
 		return Read(ref)
 	}
