@@ -156,9 +156,11 @@ func fragments(i int, b protocol.Block) iter.Seq2[Fragment, int] {
 			// of that): carry the JSON text instead.
 			b.Text, b.Args = string(b.Args), nil
 		}
-		if oneFragment(b.Text) {
-			yield(Fragment{Block: i, LastFragment: true, Content: b}, escLen(b.Text)+ids)
-			return
+		if len(b.Text) <= MaxStringChars {
+			if n := escLen(b.Text); n <= maxFragmentBytes { // oneFragment, its escLen kept
+				yield(Fragment{Block: i, LastFragment: true, Content: b}, n+ids)
+				return
+			}
 		}
 		pieces := cutString(b.Text)
 		for k, s := range pieces {
