@@ -69,7 +69,11 @@ func (c *Controller) watchSession(x *execution, prev *history.Snapshot) {
 					return
 				}
 			}
-			c.follow(x, snap.LeafID())
+			// A leaf id Pi would not write is never pinned
+			// (readSessionHead): the binding keeps naming the last one.
+			if leaf := snap.LeafID(); history.PlainID(leaf) {
+				c.follow(x, leaf)
+			}
 		}
 		prev, lastSize, lastMod, lastChange = snap, -1, time.Time{}, time.Time{}
 		x.checked.Store(snap.Size())
@@ -85,9 +89,7 @@ func (c *Controller) watchSession(x *execution, prev *history.Snapshot) {
 func (c *Controller) follow(x *execution, leaf string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	// A leaf id Pi would not write is never pinned (readSessionHead); the
-	// binding keeps naming the last one that was.
-	if c.st.exec != x || c.st.binding != protocol.BindingActive || leaf == "" || leaf == c.st.leaf || !history.PlainID(leaf) {
+	if c.st.exec != x || c.st.binding != protocol.BindingActive || leaf == "" || leaf == c.st.leaf {
 		return
 	}
 	c.st.leaf = leaf
