@@ -35,7 +35,7 @@ var scanBatch = 4096
 // lines of a large read are decoded on several goroutines, a batch at a
 // time, and then applied in file order, exactly as one at a time.
 func (t *Transcript) scan(f *os.File, h hash.Hash) error {
-	data, err := io.ReadAll(io.LimitReader(f, history.DefaultMaxSize+1-t.size))
+	data, err := readRest(f, history.DefaultMaxSize+1-t.size)
 	if err != nil {
 		return protocol.Wrap(protocol.CodeUnreadable, err, "read claude transcript %s", t.path)
 	}
@@ -68,6 +68,23 @@ func (t *Transcript) scan(f *os.File, h hash.Hash) error {
 	t.partial = len(data) > 0 && data[len(data)-1] != '\n'
 	t.digest = h.Sum(nil)
 	return nil
+}
+
+// readRest reads f from its offset to its end, at most limit bytes, into a
+// buffer sized from the file's size (the file may still grow: the buffer
+// then grows too). io.ReadAll starts from 512 bytes and copies and clears
+// every larger buffer it grows to, a tenth of a cold read's CPU on one
+// goroutine while the decoding waits.
+func readRest(f *os.File, limit int64) ([]byte, error) {
+	var hint int64
+	if fi, err := f.Stat(); err == nil {
+		if off, err := f.Seek(0, io.SeekCurrent); err == nil {
+			hint = max(fi.Size()-off, 0)
+		}
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, min(hint, limit)+bytes.MinRead))
+	_, err := buf.ReadFrom(io.LimitReader(f, limit))
+	return buf.Bytes(), err
 }
 
 // splitLines appends to lines at most n lines of data, split as a
