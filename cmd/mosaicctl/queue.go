@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -142,13 +141,9 @@ func runQueueEdit(ctx context.Context, c *cli.Context) error {
 	if err := subArgs(c, 4, "a conversation id, an item id and the new text (or - for standard input)"); err != nil {
 		return err
 	}
-	text := c.Args().Get(3)
-	if text == "-" {
-		b, err := io.ReadAll(os.Stdin)
-		if err != nil {
-			return fmt.Errorf("read the text from standard input: %w", err)
-		}
-		text = string(b)
+	text, err := promptText(c.Args().Get(3), os.Stdin)
+	if err != nil {
+		return err
 	}
 	return queueAct(ctx, c, true, func(s *session, item string, rev int) (*protocol.Queue, error) {
 		return s.c.EditQueued(ctx, item, rev, text)
