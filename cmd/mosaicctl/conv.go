@@ -12,7 +12,6 @@ import (
 	"github.com/mosaic-agents/mosaic/conversations"
 	"github.com/mosaic-agents/mosaic/engine"
 	"github.com/mosaic-agents/mosaic/protocol"
-	"github.com/mosaic-agents/mosaic/units"
 	"github.com/urfave/cli/v2"
 )
 
@@ -80,12 +79,8 @@ func convCommand() *cli.Command {
 					if err := refuseLiveEngines(ctx, cv.ID, "conv rm "+cv.ID); err != nil {
 						return err
 					}
-					if active, err := units.ActiveSockets(ctx); err == nil {
-						for _, u := range active {
-							if u == units.SocketUnit(cv.ID) {
-								return fmt.Errorf("conversation %s is active (%s); stop it first: systemctl --user stop %s %s", cv.ID, u, u, units.ServiceUnit(cv.ID))
-							}
-						}
+					if err := refuseActiveSocket(ctx, cv.ID); err != nil {
+						return err
 					}
 					s, err := conversations.Open()
 					if err != nil {
