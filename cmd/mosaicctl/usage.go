@@ -157,3 +157,33 @@ func shellQuote(s string) string {
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
+
+// fencedFix adds to a takeover refused fenced the mosaicctl command that
+// gets past the fence, judged by the binding the verb saw: the
+// controller's words name the protocol's way (acquire-recovery-control),
+// which only stop and recover take, and which is no fix at all while a
+// stop or an interrupt is still running.
+func fencedFix(err error, id string, b *protocol.Binding) error {
+	var r *protocol.Refusal
+	if !errors.As(err, &r) {
+		return err
+	}
+	state := ""
+	if b != nil {
+		state = b.State
+	}
+	var fix string
+	switch state {
+	case protocol.BindingStopped:
+		fix = fmt.Sprintf("the conversation is stopped with a proof: `mosaicctl recover --take %s` starts it again", id)
+	case protocol.BindingUncertain:
+		fix = fmt.Sprintf("the binding is uncertain: `mosaicctl stop --take --yes %s` proves the engine gone, then `mosaicctl recover --take %s` starts it again", id, id)
+	case protocol.BindingLaunching:
+		fix = fmt.Sprintf("the engine is starting: see `mosaicctl status %s`, then run this again", id)
+	default:
+		fix = fmt.Sprintf("a stop or an interrupt is running: it ends by itself; see `mosaicctl status %s`, then run this again", id)
+	}
+	out := *r
+	out.Message += "; " + fix
+	return &out
+}
