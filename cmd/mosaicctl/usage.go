@@ -111,6 +111,10 @@ func withHint(err error, verb, id string) error {
 			example = "mosaicctl stop --take --yes " + id
 		}
 		hint = fmt.Sprintf("pass --take to take control first: `%s`", example)
+	case protocol.CodeStaleGeneration, protocol.CodeRevoked:
+		// Two clients raced for control: this one lost between its
+		// takeover and its command, which was refused and did nothing.
+		hint = fmt.Sprintf("nothing was done: another client took control meanwhile (`mosaicctl attach %s` shows what it does); run the command again to take control back", id)
 	case protocol.CodeNoEngine:
 		if !strings.Contains(r.Message, restartCommand(id)) { // withNotLaunched said it all
 			hint = noEngineHint(id, nil)
