@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"unicode/utf8"
 
 	"github.com/mosaic-agents/mosaic/client"
 	"github.com/mosaic-agents/mosaic/conversations"
@@ -91,7 +92,11 @@ func printQueue(s *session, q *protocol.Queue) {
 			text = text[:i] + " …"
 		}
 		if len(text) > 72 {
-			text = text[:72] + "…"
+			cut := 72
+			for cut > 0 && !utf8.RuneStart(text[cut]) {
+				cut-- // never half a character: it would show as <0xE6>
+			}
+			text = text[:cut] + "…"
 		}
 		fmt.Fprintf(w, "%s\t%s\t%d\t%s\n", it.ID, it.State, it.Revision, terminal.SanitizeLine(text))
 	}
