@@ -145,15 +145,15 @@ func noEngineHint(id string, idle *protocol.Binding) string {
 	if idle != nil {
 		restart = fmt.Sprintf(", then `%s` (a controller launches its engine when it starts; none runs, so the restart ends nothing)", restartCommand(id))
 	}
-	path := cv.Engine.Path
+	path, pinned := cv.Engine.Path, cv.Engine.Path != ""
 	if cv.IsClaude() {
-		path = cv.Claude.Path
+		path, pinned = cv.Claude.Path, true // conv add always pins a Claude binary
 	}
-	if path != "" && idle != nil {
+	if pinned && idle != nil {
 		why := cmp.Or(terminal.SanitizeLine(idle.AdmissionReason), "see `mosaicctl status "+id+" --json`")
 		return fmt.Sprintf("the controller did not launch the engine %s: %s; fix that%s", path, why, restart)
 	}
-	if path != "" {
+	if pinned {
 		return fmt.Sprintf("the engine %s is not running; see `mosaicctl status %s`", path, id)
 	}
 	cmd := fmt.Sprintf("mosaicctl conv add --engine PATH --replace --project %s --seat %s --workspace %s --session %s",
