@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/mosaic-agents/mosaic/audit"
@@ -218,6 +219,14 @@ func (c *Controller) launch(ctx context.Context, head sessionHead, keys claims.K
 	spec, err := c.spec(ctx, cv)
 	if err != nil {
 		return err
+	}
+	// A working directory that is gone (the project moved, deleted,
+	// unmounted) fails the held child's exec after the claim is reserved:
+	// no process ever runs, and the uncertain claim left behind is one no
+	// stop can prove. Refused before the claim is touched.
+	if fi, err := os.Stat(spec.Dir); spec.Dir != "" && (err != nil || !fi.IsDir()) {
+		return protocol.Refuse(protocol.CodeConfiguration,
+			"the project %s, the engine's working directory, is not a directory (moved or deleted?): put it back, or add the conversation at its new place with `mosaicctl conv add --project DIR ...`; nothing was launched", spec.Dir)
 	}
 	execID := newID("e-")
 	pins := pinsOf(cv, spec)

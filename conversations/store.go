@@ -66,7 +66,9 @@ func (s *Store) Load(id string) (*Conversation, error) {
 		return nil, protocol.Refuse(protocol.CodeConfiguration, "%s: line %d: %s", p, pe.Position.Line,
 			strings.TrimPrefix(pe.Message, protocol.CodeConfiguration+": "))
 	case err != nil:
-		return nil, protocol.Wrap(protocol.CodeConfiguration, err, "%s", p)
+		r := protocol.Wrap(protocol.CodeConfiguration, err, "%s", p)
+		r.Message += fmt.Sprintf("; fix the file, or remove the conversation (`mosaicctl conv rm %s`) and add it again", id)
+		return nil, r
 	}
 	if extra := md.Undecoded(); len(extra) > 0 {
 		keys := make([]string, len(extra))

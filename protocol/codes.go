@@ -142,6 +142,10 @@ const (
 	// CodeServeFailed: `serve` could not start the controller for a
 	// reason that carries no code of its own (journal only).
 	CodeServeFailed = "serve-failed"
+	// CodeSocketActive: `conv rm` of a conversation whose socket unit is
+	// active, or `uninstall` while any conversation socket is: the units
+	// would go while systemd still listens and activates with them.
+	CodeSocketActive = "socket-active"
 )
 
 // Codes of the web surface (mosaic-web, docs/web.md): what the HTTP server

@@ -12,7 +12,6 @@ import (
 	"github.com/mosaic-agents/mosaic/conversations"
 	"github.com/mosaic-agents/mosaic/engine"
 	"github.com/mosaic-agents/mosaic/protocol"
-	"github.com/mosaic-agents/mosaic/units"
 	"github.com/urfave/cli/v2"
 )
 
@@ -70,33 +69,7 @@ func convCommand() *cli.Command {
 				Name:      "rm",
 				Usage:     "remove a conversation (its session file is never touched)",
 				ArgsUsage: "ID",
-				Action: func(c *cli.Context) error {
-					cv, err := loadArg(c)
-					if err != nil {
-						return err
-					}
-					ctx, cancel := context.WithTimeout(c.Context, 10*time.Second)
-					defer cancel()
-					if err := refuseLiveEngines(ctx, cv.ID, "conv rm "+cv.ID); err != nil {
-						return err
-					}
-					if active, err := units.ActiveSockets(ctx); err == nil {
-						for _, u := range active {
-							if u == units.SocketUnit(cv.ID) {
-								return fmt.Errorf("conversation %s is active (%s); stop it first: systemctl --user stop %s %s", cv.ID, u, u, units.ServiceUnit(cv.ID))
-							}
-						}
-					}
-					s, err := conversations.Open()
-					if err != nil {
-						return err
-					}
-					if err := s.Remove(cv.ID); err != nil {
-						return err
-					}
-					fmt.Printf("removed %s (the session %s is untouched)\n", cv.ID, cv.SessionKey())
-					return nil
-				},
+				Action:    runConvRm,
 			},
 		},
 	}
@@ -226,5 +199,41 @@ func saveConversation(c *cli.Context, cv *conversations.Conversation) error {
 		reportReplace(os.Stderr, old, cv)
 	}
 	fmt.Println(cv.ID)
+	return nil
+}
+
+// runConvRm removes a conversation. A file that does not load (bad TOML,
+// an unknown key, a field that does not validate) is removed too, after
+// the same checks by id: `conv rm` is the fix every such refusal names,
+// so it must not refuse for the same reason.
+func runConvRm(c *cli.Context) error {
+	id, err := idArg(c)
+	if err != nil {
+		return err
+	}
+	s, err := conversations.Open()
+	if err != nil {
+		return err
+	}
+	cv, loadErr := s.Load(id)
+	if loadErr != nil && protocol.CodeOf(loadErr) != protocol.CodeConfiguration {
+		return loadErr
+	}
+	ctx, cancel := context.WithTimeout(c.Context, 10*time.Second)
+	defer cancel()
+	if err := refuseLiveEngines(ctx, id, "conv rm "+id); err != nil {
+		return err
+	}
+	if err := refuseActiveSocket(ctx, id); err != nil {
+		return err
+	}
+	if err := s.Remove(id); err != nil {
+		return err
+	}
+	if loadErr != nil {
+		fmt.Printf("removed %s, whose file did not load (no session file is touched)\n", id)
+		return nil
+	}
+	fmt.Printf("removed %s (the session %s is untouched)\n", id, cv.SessionKey())
 	return nil
 }

@@ -146,8 +146,9 @@ func reportReplace(w io.Writer, old, cv *conversations.Conversation) {
 	}
 	if len(engine) > 0 {
 		fmt.Fprintf(w, "mosaicctl: replaced the engine or its arguments of %s:\n%s\n", id, strings.Join(engine, "\n"))
-		fmt.Fprintf(w, "mosaicctl: they apply at the next launch of a conversation that never ran; once an execution of %s ran,\n"+
-			"  its claim pins the engine it ran and `mosaicctl recover` refuses engine-pin-mismatch until they are back as they were\n", id)
+		fmt.Fprintf(w, "mosaicctl: they apply at the next launch of a conversation that never ran (its controller launches when it starts:\n"+
+			"  if `mosaicctl status %s` shows the controller active and no engine, `systemctl --user restart %s`); once an execution of %s ran,\n"+
+			"  its claim pins the engine it ran and `mosaicctl recover` refuses engine-pin-mismatch until they are back as they were\n", id, units.ServiceUnit(id), id)
 	}
 	if len(identity) > 0 {
 		fmt.Fprintf(w, "mosaicctl: replaced in %s:\n%s\n", id, strings.Join(identity, "\n"))

@@ -30,14 +30,16 @@ func pinEngine(cv *conversations.Conversation, flag, node string) error {
 			fmt.Fprintln(os.Stderr, "mosaicctl: warning: no pi on PATH; the conversation has no engine until you add it again with --engine PATH")
 			return nil
 		}
-		return fmt.Errorf("--engine %q: %w", name, err)
+		return protocol.Wrap(protocol.CodeConfiguration, err,
+			"--engine %q is not an executable: name the `pi` executable or its entry file (`command -v pi` prints where it is)", name)
 	}
 	if p, err = filepath.Abs(p); err != nil {
 		return fmt.Errorf("--engine %q: %w", name, err)
 	}
 	if node != "" {
 		if node, err = exec.LookPath(node); err != nil {
-			return fmt.Errorf("--node: %w", err)
+			return protocol.Wrap(protocol.CodeConfiguration, err,
+				"--node %q is not an executable: name the Node binary to run the engine with (`command -v node` prints where it is)", node)
 		}
 		if node, err = filepath.Abs(node); err != nil {
 			return fmt.Errorf("--node: %w", err)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/mosaic-agents/mosaic/protocol"
 	"github.com/mosaic-agents/mosaic/terminal"
+	"github.com/mosaic-agents/mosaic/units"
 )
 
 // engineEndLine is one line for a status line or notice: how the engine
@@ -54,9 +55,19 @@ func engineEndText(e *protocol.EngineEnd) string {
 
 // withEngineEnd adds the binding's engine end, if there is one, to a
 // refusal or verdict, so the user sees why the engine is gone where the
-// refusal is printed, after its code.
+// refusal is printed, after its code. A no-engine refusal of a binding
+// that never launched (idle: no engine, no claim) gets why its controller
+// did not launch one instead, and the way out: the controller launches
+// only when it starts, so once the cause is fixed (`conv add --replace`,
+// a chmod of the env file) nothing launches until it starts again.
 func withEngineEnd(err error, b *protocol.Binding) error {
-	if err == nil || b == nil || b.EngineEnd == nil {
+	if err == nil || b == nil {
+		return err
+	}
+	if b.EngineEnd == nil {
+		if protocol.CodeOf(err) == protocol.CodeNoEngine && b.State == protocol.BindingIdle {
+			return withNotLaunched(err, b)
+		}
 		return err
 	}
 	more := "\n" + engineEndText(b.EngineEnd)
@@ -71,4 +82,26 @@ func withEngineEnd(err error, b *protocol.Binding) error {
 		return &c
 	}
 	return err
+}
+
+// withNotLaunched is withEngineEnd for an idle binding: the reason the
+// controller gave when it did not launch, and the restart that launches.
+// No engine and no claim: the restart ends no engine and loses nothing.
+func withNotLaunched(err error, b *protocol.Binding) error {
+	var r *protocol.Refusal
+	if !errors.As(err, &r) {
+		return err
+	}
+	hint := noEngineHint(b.Conversation, b)
+	if hint == "" {
+		return err
+	}
+	c := *r
+	c.Message += "; " + hint
+	return &c
+}
+
+// restartCommand restarts a conversation's controller.
+func restartCommand(id string) string {
+	return "systemctl --user restart " + units.ServiceUnit(id)
 }

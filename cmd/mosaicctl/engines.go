@@ -8,6 +8,7 @@ import (
 	"github.com/mosaic-agents/mosaic/conversations"
 	"github.com/mosaic-agents/mosaic/protocol"
 	"github.com/mosaic-agents/mosaic/scopes"
+	"github.com/mosaic-agents/mosaic/units"
 )
 
 // refuseLiveEngines refuses when an engine scope of conversation id (of any
@@ -150,6 +151,24 @@ func printUnseen(unseen []unseenScope) error {
 			owner = "a name mosaic did not make"
 		}
 		fmt.Printf("  %s  %s/%s  %s: %s\n", u.Scope.Name, u.Scope.ActiveState, u.Scope.SubState, owner, u.Fix)
+	}
+	return nil
+}
+
+// refuseActiveSocket refuses `conv rm` while the conversation's socket
+// unit is active: its file would go while systemd still activates a
+// controller for it. Like refuseLiveEngines, a manager that cannot be
+// asked refuses too.
+func refuseActiveSocket(ctx context.Context, id string) error {
+	active, err := units.ActiveSockets(ctx)
+	if err != nil {
+		return fmt.Errorf("conv rm %s: check for an active socket: %w", id, err)
+	}
+	for _, u := range active {
+		if u == units.SocketUnit(id) {
+			return protocol.Refuse(protocol.CodeSocketActive, "conv rm %s: the conversation's socket %s is active; stop it first: `systemctl --user stop %s %s`",
+				id, u, u, units.ServiceUnit(id))
+		}
 	}
 	return nil
 }

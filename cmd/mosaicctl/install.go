@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mosaic-agents/mosaic/protocol"
 	"github.com/mosaic-agents/mosaic/units"
 	"github.com/urfave/cli/v2"
 )
@@ -83,7 +84,7 @@ func uninstallCommand() *cli.Command {
 					return fmt.Errorf("check for active conversation sockets: %w; pass --force to uninstall without checking", err)
 				}
 				if len(active) > 0 {
-					return fmt.Errorf("conversation sockets are active: %s; stop them first (systemctl --user stop %s)",
+					return protocol.Refuse(protocol.CodeSocketActive, "uninstall: conversation sockets are active: %s; stop them first: `systemctl --user stop %s` (or pass --force)",
 						strings.Join(active, ", "), strings.Join(active, " "))
 				}
 			}
@@ -105,7 +106,7 @@ func unitDir(c *cli.Context) (string, error) {
 	case c.String("unit-dir") != "":
 		d := c.String("unit-dir")
 		if !filepath.IsAbs(d) {
-			return "", fmt.Errorf("--unit-dir %q must be absolute", d)
+			return "", usageError("--unit-dir %q must be an absolute path, such as %s", d, filepath.Join("/", d))
 		}
 		return d, nil
 	case c.Bool("global"):

@@ -37,13 +37,9 @@ func runPrompt(ctx context.Context, c *cli.Context) (err error) {
 		return usageError("`mosaicctl prompt` wants a conversation id and one text argument, got %d arguments: quote the text, "+
 			"put `--` before a text that starts with -, or give - to read it from standard input", c.NArg())
 	}
-	text := c.Args().Get(1)
-	if text == "-" {
-		b, err := io.ReadAll(os.Stdin)
-		if err != nil {
-			return fmt.Errorf("read the prompt from standard input: %w", err)
-		}
-		text = string(b)
+	text, err := promptText(c.Args().Get(1), os.Stdin)
+	if err != nil {
+		return err
 	}
 	s, err := dialVerb(ctx, c, "prompt")
 	if err != nil {

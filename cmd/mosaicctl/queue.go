@@ -3,11 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"unicode/utf8"
 
 	"github.com/mosaic-agents/mosaic/client"
 	"github.com/mosaic-agents/mosaic/conversations"
@@ -92,7 +92,11 @@ func printQueue(s *session, q *protocol.Queue) {
 			text = text[:i] + " …"
 		}
 		if len(text) > 72 {
-			text = text[:72] + "…"
+			cut := 72
+			for cut > 0 && !utf8.RuneStart(text[cut]) {
+				cut-- // never half a character: it would show as <0xE6>
+			}
+			text = text[:cut] + "…"
 		}
 		fmt.Fprintf(w, "%s\t%s\t%d\t%s\n", it.ID, it.State, it.Revision, terminal.SanitizeLine(text))
 	}
@@ -142,13 +146,9 @@ func runQueueEdit(ctx context.Context, c *cli.Context) error {
 	if err := subArgs(c, 4, "a conversation id, an item id and the new text (or - for standard input)"); err != nil {
 		return err
 	}
-	text := c.Args().Get(3)
-	if text == "-" {
-		b, err := io.ReadAll(os.Stdin)
-		if err != nil {
-			return fmt.Errorf("read the text from standard input: %w", err)
-		}
-		text = string(b)
+	text, err := promptText(c.Args().Get(3), os.Stdin)
+	if err != nil {
+		return err
 	}
 	return queueAct(ctx, c, true, func(s *session, item string, rev int) (*protocol.Queue, error) {
 		return s.c.EditQueued(ctx, item, rev, text)

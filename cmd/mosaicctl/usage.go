@@ -1,12 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/mosaic-agents/mosaic/conversations"
 	"github.com/mosaic-agents/mosaic/protocol"
+	"github.com/mosaic-agents/mosaic/terminal"
 	"github.com/urfave/cli/v2"
 )
 
@@ -109,8 +111,14 @@ func withHint(err error, verb, id string) error {
 			example = "mosaicctl stop --take --yes " + id
 		}
 		hint = fmt.Sprintf("pass --take to take control first: `%s`", example)
+	case protocol.CodeStaleGeneration, protocol.CodeRevoked:
+		// Two clients raced for control: this one lost between its
+		// takeover and its command, which was refused and did nothing.
+		hint = fmt.Sprintf("nothing was done: another client took control meanwhile (`mosaicctl attach %s` shows what it does); run the command again to take control back", id)
 	case protocol.CodeNoEngine:
-		hint = noEngineHint(id)
+		if !strings.Contains(r.Message, restartCommand(id)) { // withNotLaunched said it all
+			hint = noEngineHint(id, nil)
+		}
 	}
 	if hint == "" || strings.Contains(r.Message, hint) {
 		return err
@@ -121,7 +129,10 @@ func withHint(err error, verb, id string) error {
 // noEngineHint says how to give conversation id an engine when its
 // settings have none, with its own project, seat and session filled in;
 // when they name one, the engine is not running and status says why.
-func noEngineHint(id string) string {
+// For a binding that never launched (idle, non-nil) it gives the reason
+// its controller gave and ends in the restart that launches: a controller
+// launches only when it starts, so a fixed setting waits for that.
+func noEngineHint(id string, idle *protocol.Binding) string {
 	s, err := conversations.Open()
 	if err != nil {
 		return ""
@@ -130,11 +141,20 @@ func noEngineHint(id string) string {
 	if err != nil {
 		return ""
 	}
-	if cv.IsClaude() {
-		return fmt.Sprintf("the engine %s is not running; see `mosaicctl status %s`", cv.Claude.Path, id)
+	restart := ""
+	if idle != nil {
+		restart = fmt.Sprintf(", then `%s` (a controller launches its engine when it starts; none runs, so the restart ends nothing)", restartCommand(id))
 	}
-	if cv.Engine.Path != "" {
-		return fmt.Sprintf("the engine %s is not running; see `mosaicctl status %s`", cv.Engine.Path, id)
+	path, pinned := cv.Engine.Path, cv.Engine.Path != ""
+	if cv.IsClaude() {
+		path, pinned = cv.Claude.Path, true // conv add always pins a Claude binary
+	}
+	if pinned && idle != nil {
+		why := cmp.Or(terminal.SanitizeLine(idle.AdmissionReason), "see `mosaicctl status "+id+" --json`")
+		return fmt.Sprintf("the controller did not launch the engine %s: %s; fix that%s", path, why, restart)
+	}
+	if pinned {
+		return fmt.Sprintf("the engine %s is not running; see `mosaicctl status %s`", path, id)
 	}
 	cmd := fmt.Sprintf("mosaicctl conv add --engine PATH --replace --project %s --seat %s --workspace %s --session %s",
 		shellQuote(cv.Project), shellQuote(cv.Seat), shellQuote(cv.Workspace), shellQuote(cv.Session))
@@ -144,8 +164,8 @@ func noEngineHint(id string) string {
 			cmd += " --" + f[0] + " " + shellQuote(f[1])
 		}
 	}
-	return fmt.Sprintf("conversation %s has no engine; add one with `%s` (PATH: the pi executable; add your limits again, `mosaicctl conv show %s` lists them)",
-		id, cmd, id)
+	return fmt.Sprintf("conversation %s has no engine; add one with `%s` (PATH: the pi executable; add your limits again, `mosaicctl conv show %s` lists them)%s",
+		id, cmd, id, restart)
 }
 
 // shellQuote quotes s for a POSIX shell when it needs it.
@@ -156,4 +176,34 @@ func shellQuote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// fencedFix adds to a takeover refused fenced the mosaicctl command that
+// gets past the fence, judged by the binding the verb saw: the
+// controller's words name the protocol's way (acquire-recovery-control),
+// which only stop and recover take, and which is no fix at all while a
+// stop or an interrupt is still running.
+func fencedFix(err error, id string, b *protocol.Binding) error {
+	var r *protocol.Refusal
+	if !errors.As(err, &r) {
+		return err
+	}
+	state := ""
+	if b != nil {
+		state = b.State
+	}
+	var fix string
+	switch state {
+	case protocol.BindingStopped:
+		fix = fmt.Sprintf("the conversation is stopped with a proof: `mosaicctl recover --take %s` starts it again", id)
+	case protocol.BindingUncertain:
+		fix = fmt.Sprintf("the binding is uncertain: `mosaicctl stop --take --yes %s` proves the engine gone, then `mosaicctl recover --take %s` starts it again", id, id)
+	case protocol.BindingLaunching:
+		fix = fmt.Sprintf("the engine is starting: see `mosaicctl status %s`, then run this again", id)
+	default:
+		fix = fmt.Sprintf("a stop or an interrupt is running: it ends by itself; see `mosaicctl status %s`, then run this again", id)
+	}
+	out := *r
+	out.Message += "; " + fix
+	return &out
 }

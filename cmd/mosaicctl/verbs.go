@@ -228,8 +228,11 @@ func (s *session) take(ctx context.Context, c *cli.Context, recovery bool, conse
 		return nil
 	}
 	_, err := s.c.Takeover(ctx)
-	if s.got(err) == nil || !recovery || protocol.CodeOf(err) != protocol.CodeFenced {
+	if s.got(err) == nil || protocol.CodeOf(err) != protocol.CodeFenced {
 		return err
+	}
+	if !recovery {
+		return fencedFix(err, s.id, s.c.State().Binding)
 	}
 	_, err = s.confirmed(ctx, protocol.CmdAcquireRecoveryControl, consent, func(id string) error {
 		_, err := s.c.AcquireRecoveryControl(ctx, id)
