@@ -15,7 +15,8 @@
 // every engine string already made inert (control, bidi and invisible
 // characters as notation). The page receives those lines by item (only
 // the items that changed) over server-sent events and inserts them with
-// textContent. Alternatives weighed:
+// textContent; no engine string becomes a class name (a role gives its
+// first word, and only a plain word). Alternatives weighed:
 //
 //   - Forwarding protocol records and rendering in the page would put a
 //     second implementation of the seam, deduplication and sanitizing

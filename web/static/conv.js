@@ -18,8 +18,18 @@
   }
 
   // ---- transcript ----
+  // roleClass is the class an item's role gives it: the role's first word,
+  // and only a plain word. A role is the engine's string (a custom
+  // message's is "custom " and the type the engine chose), shown as text
+  // in the header; as class names it could mark a finished item open or
+  // dress it as a marker or an approval.
+  function roleClass(role) {
+    const w = (role || "").split(" ")[0];
+    return /^[A-Za-z]+$/.test(w) ? " role-" + w : "";
+  }
+
   function itemNode(it) {
-    const li = mosaic.el("li", "item " + it.kind + (it.role ? " role-" + it.role : "") + (it.open ? " open" : ""));
+    const li = mosaic.el("li", "item " + it.kind + roleClass(it.role) + (it.open ? " open" : ""));
     const head = it.lines.length ? it.lines[0] : "";
     const body = it.lines.slice(1).join("\n");
     const fold = it.kind === "tool" || it.role === "toolResult";
