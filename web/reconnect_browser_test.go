@@ -238,7 +238,7 @@ func settled(t *testing.T, a, b *page) (at, bt string) {
 // page A holds control through a relay the test cuts for longer than its
 // tab's grace, so the server closes A's connection; nobody else takes
 // control. When A comes back it observes on a new connection, and its
-// page must say so, not that another client took control (none did),
+// page must say so and why, not that another client took control (none did),
 // which would send the person looking for a client that does not exist. A real takeover, by a
 // terminal, is then still told as one.
 func TestBrowserReconnectNoFalseTakeover(t *testing.T) {
@@ -273,7 +273,7 @@ func TestBrowserReconnectNoFalseTakeover(t *testing.T) {
 		t.Fatalf("the controller is %q after A's connection closed, want none or A's closed connection %q", c, conn)
 	}
 	note := eval[string](a, `document.querySelector("#notice").textContent`)
-	if strings.Contains(note, "another client took control") || !strings.Contains(note, "this tab's connection was closed") {
+	if strings.Contains(note, "another client took control") || !strings.Contains(note, "this tab's connection was closed (the page had no event stream for 2s)") {
 		t.Errorf("A's notice after its own connection was closed reads %q: want it to say that its connection was closed, not that another client took control", note)
 	}
 

@@ -72,13 +72,16 @@ type stateView struct {
 	More                bool                `json:"more"`
 	Loading             bool                `json:"loading"`
 	Dead                string              `json:"dead"`
+	// Closed says why this tab's previous connection was closed, when
+	// the tab resumed on a new one.
+	Closed string `json:"closed"`
 }
 
 func (t *tab) stateLocked() stateView {
 	st := t.c.State()
 	v := stateView{Conversation: t.conv, Tab: t.id, Connection: st.Connection, Mode: st.Mode, Bound: st.Bound,
 		Generation: st.Generation, Execution: st.Execution, Controller: st.Controller,
-		More: t.cursor != "", Loading: t.older.Loading, Dead: t.dead}
+		More: t.cursor != "", Loading: t.older.Loading, Dead: t.dead, Closed: t.closedWhy}
 	if b := st.Binding; b != nil {
 		v.ControllerConnected = b.ControllerConnected
 		v.State, v.Admission, v.AdmissionReason = b.State, b.Admission, terminal.SanitizeLine(b.AdmissionReason)
@@ -212,7 +215,7 @@ func (s *Server) convStream(w http.ResponseWriter, r *http.Request) {
 			// The connection is gone (the controller restarted or
 			// exited): the page reconnects, and its tab resumes on a new
 			// connection from its place (an observer again).
-			s.tabs.park(t)
+			s.tabs.park(t, st.Dead)
 			return
 		}
 		select {

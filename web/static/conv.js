@@ -112,11 +112,11 @@
     if (was && was.engineState === "busy" && s.engineState === "idle") notify("turn ended", id);
     if (was && was.mode === "controller" && !ctl) {
       // Control left this tab's connection (another client took it), or
-      // the tab is on a new connection (the old one was closed while the
-      // page was away, or the controller restarted), which observes:
-      // only the first is a takeover.
+      // the tab is on a new connection, which observes (the server closed
+      // the old one while the page was away, or the controller closed it
+      // or restarted; s.closed says which): only the first is a takeover.
       if (s.connection === was.connection) say("another client took control: this tab is an observer now (your text is kept)", "warn");
-      else say("this tab's connection was closed (the page was away longer than 30 s, or the controller restarted): it observes on a new connection and holds no control; take control to act (your text is kept)", "warn");
+      else say("this tab's connection was closed" + (s.closed ? " (" + s.closed + ")" : "") + ": it observes on a new connection and holds no control; take control to act (your text is kept)", "warn");
     }
     prevEngine = s.engineState;
     renderApprovals();
