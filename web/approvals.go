@@ -1,6 +1,7 @@
 package web
 
 import (
+	"fmt"
 	"slices"
 
 	"github.com/mosaic-agents/mosaic/protocol"
@@ -8,9 +9,20 @@ import (
 )
 
 // maxHeldApprovals bounds the decisions a tab holds for its page: the
-// open ones and the latest closed ones (who decided what); the oldest
-// closed decision goes first.
+// open ones and the latest closed ones (who decided what). Past it the
+// oldest of the least needed kind goes first (evictOrder): a closed one,
+// then one the controller shows disabled (never answered), then an
+// uncertain one, and a pending one last. The engine chooses how many
+// dialogs it opens and the controller holds up to 256 per execution
+// (most of them disabled, if it likes), so oldest-first alone would let a
+// flood of unanswerable dialogs push the pending one the person must
+// answer off the page while the controller keeps it pending. Holding all
+// 256 was weighed: each may carry 64 KiB of text, for every tab.
 const maxHeldApprovals = 64
+
+// evictOrder is the order in which held decisions leave a full tab, by
+// their view's state. A state not listed (the closed ones) goes first.
+var evictOrder = []string{protocol.ApprovalDisabled, protocol.ApprovalUncertain, protocol.ApprovalPending}
 
 // approvalView is a native decision as the page shows it: every string
 // the engine wrote (title, message, choices, the chosen label) made inert
@@ -83,12 +95,7 @@ func (t *tab) holdApprovalLocked(a *protocol.Approval) {
 		t.approvals = append(t.approvals, &heldApproval{decision: a.Decision, choices: map[string][]string{}})
 		i = len(t.approvals) - 1
 		if len(t.approvals) > maxHeldApprovals {
-			// The new one (last) is never the one to go.
-			if j := slices.IndexFunc(t.approvals[:i], func(h *heldApproval) bool { return !openState(h.view) }); j >= 0 {
-				t.approvals = slices.Delete(t.approvals, j, j+1)
-			} else {
-				t.approvals = t.approvals[1:] // every one open: the controller's own bound is larger
-			}
+			t.evictLocked(t.approvals[:i]) // the new one (last) is never the one to go
 			i = len(t.approvals) - 1
 		}
 	}
@@ -98,6 +105,32 @@ func (t *tab) holdApprovalLocked(a *protocol.Approval) {
 		return
 	}
 	h.view = viewOf(a)
+}
+
+// evictLocked removes the decision of old (the held ones but the newest)
+// that is least needed (evictOrder), the oldest of its kind. One the
+// person could still act on or must know the outcome of (uncertain,
+// pending) is not dropped silently: the page gets a record naming it,
+// and that the controller still holds it.
+func (t *tab) evictLocked(old []*heldApproval) {
+	j := slices.IndexFunc(old, func(h *heldApproval) bool { return !openState(h.view) })
+	for _, st := range evictOrder {
+		if j >= 0 {
+			break
+		}
+		j = slices.IndexFunc(old, func(h *heldApproval) bool { return h.view.State == st })
+	}
+	if j < 0 {
+		j = 0
+	}
+	v := t.approvals[j].view
+	t.approvals = slices.Delete(t.approvals, j, j+1)
+	if openState(v) && v.State != protocol.ApprovalDisabled {
+		t.pushLocked(mustJSON(map[string]any{"record": "web-error", "message": fmt.Sprintf(
+			"%s approval %s (decision %s) is not shown here any more: more than %d decisions are open at once, and the page holds %d. "+
+				"The controller still holds it: `mosaicctl approve %s` lists every open decision and answers one",
+			v.State, clip(v.ID, 40), clip(v.Decision, 40), maxHeldApprovals, maxHeldApprovals, t.conv)}))
+	}
 }
 
 // observedApprovalsLocked takes an observe's open decisions: those the

@@ -3,6 +3,7 @@ package web
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/mosaic-agents/mosaic/protocol"
@@ -83,6 +84,43 @@ func TestTabApprovals(t *testing.T) {
 		if len(vs) != maxHeldApprovals || vs[0].ID != "ap-1" || vs[len(vs)-2].ID != fmt.Sprint("ap-", maxHeldApprovals-1) ||
 			vs[len(vs)-1].ID != fmt.Sprint("ap-", maxHeldApprovals) {
 			t.Fatalf("%d views, first %s, last %s: want %d, the oldest gone and the newest kept", len(vs), vs[0].ID, vs[len(vs)-1].ID, maxHeldApprovals)
+		}
+		// The pending one that had to go is not dropped silently: the
+		// page is told which, and that the controller still holds it.
+		if len(all.outbox) != 1 || !strings.Contains(string(all.outbox[0]), "ap-0") || !strings.Contains(string(all.outbox[0]), "not shown") {
+			t.Fatalf("records %q: want one saying that pending approval ap-0 is not shown", all.outbox)
+		}
+	})
+	// An engine can open dialogs the controller shows disabled (a form
+	// mosaic never answers, text too large, or one past the controller's
+	// own bound) as fast as it likes; they must not push out of the page
+	// a pending decision the person has to answer (the gate on a tool
+	// call), which the page would otherwise drop without a word while
+	// the controller keeps it pending.
+	t.Run("a flood of unanswerable dialogs keeps the pending one", func(t *testing.T) {
+		var tb tab
+		tb.holdApprovalLocked(rec("ap-gate", "gate", protocol.ApprovalPending, "Allow", "Deny"))
+		for i := range maxHeldApprovals + 10 {
+			tb.holdApprovalLocked(rec(fmt.Sprint("ap-", i), fmt.Sprint("d", i), protocol.ApprovalDisabled))
+		}
+		vs := tb.approvalViewsLocked()
+		if len(vs) != maxHeldApprovals || vs[0].ID != "ap-gate" || vs[len(vs)-1].ID != fmt.Sprint("ap-", maxHeldApprovals+9) {
+			t.Fatalf("%d views, first %s, last %s: want %d, the pending one kept and the newest last", len(vs), vs[0].ID, vs[len(vs)-1].ID, maxHeldApprovals)
+		}
+		if c, d, err := tb.choiceLocked("ap-gate", 0); err != nil || c != "Allow" || d != "gate" {
+			t.Fatalf("choice 0 of the pending one: %q %q %v: want it answerable from the page", c, d, err)
+		}
+		// Uncertain ones go after the disabled ones and before a pending
+		// one, and the page is told.
+		for i := range maxHeldApprovals {
+			tb.holdApprovalLocked(rec(fmt.Sprint("ap-u", i), fmt.Sprint("u", i), protocol.ApprovalUncertain))
+		}
+		vs = tb.approvalViewsLocked()
+		if len(vs) != maxHeldApprovals || vs[0].ID != "ap-gate" || vs[1].ID != "ap-u1" {
+			t.Fatalf("%d views, first %s, %s: want the pending one, then the uncertain ones but the oldest", len(vs), vs[0].ID, vs[1].ID)
+		}
+		if len(tb.outbox) != 1 || !strings.Contains(string(tb.outbox[0]), "ap-u0") {
+			t.Fatalf("records %q: want one saying that uncertain approval ap-u0 is not shown", tb.outbox)
 		}
 	})
 	t.Run("an observe that no longer lists it", func(t *testing.T) {

@@ -41,6 +41,14 @@ func convPi(t *testing.T, seat string, script stubmodel.Script, extra ...string)
 // are the evidence of what reached the model.
 func convPiStub(t *testing.T, seat string, script stubmodel.Script, extra ...string) (string, *stubmodel.Server) {
 	t.Helper()
+	return convPiSession(t, seat, script, nil, extra...)
+}
+
+// convPiSession is convPiStub that first lets session write the session
+// file the engine resumes (nil: the engine starts a new one), given the
+// project directory and the file's path.
+func convPiSession(t *testing.T, seat string, script stubmodel.Script, session func(proj, path string), extra ...string) (string, *stubmodel.Server) {
+	t.Helper()
 	bin := sandboxtest.Bin(t, "mosaicctl")
 	pi, model, stub := sandboxtest.StubPi(t, script)
 	sh := func(args ...string) string {
@@ -61,6 +69,9 @@ func convPiStub(t *testing.T, seat string, script stubmodel.Script, extra ...str
 	sessions := filepath.Join(proj, ".pi", "state", seat, "sessions")
 	if err := os.MkdirAll(sessions, 0o755); err != nil {
 		t.Fatal(err)
+	}
+	if session != nil {
+		session(proj, filepath.Join(sessions, "main.jsonl"))
 	}
 	id := sh(append([]string{"conv", "add", "--project", proj, "--seat", seat, "--session", filepath.Join(sessions, "main.jsonl"),
 		"--engine", pi, "--provider", model.Provider, "--model", model.Model, "--agent-dir", model.AgentDir}, extra...)...)

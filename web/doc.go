@@ -14,8 +14,11 @@
 // terminal.Transcript turns them into the lines `mosaicctl attach` shows,
 // every engine string already made inert (control, bidi and invisible
 // characters as notation). The page receives those lines by item (only
-// the items that changed) over server-sent events and inserts them with
-// textContent. Alternatives weighed:
+// the items that changed, found by comparing items as the terminal's line
+// cache returns them, so a streamed delta costs the change, not the
+// conversation) over server-sent events and inserts them with
+// textContent; no engine string becomes a class name (a role gives its
+// first word, and only a plain word). Alternatives weighed:
 //
 //   - Forwarding protocol records and rendering in the page would put a
 //     second implementation of the seam, deduplication and sanitizing

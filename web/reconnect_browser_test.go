@@ -5,6 +5,7 @@ import (
 	"io"
 	"log"
 	"net"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -231,4 +232,59 @@ func settled(t *testing.T, a, b *page) (at, bt string) {
 			return as.Text, bs.Text
 		}
 	}
+}
+
+// TestBrowserReconnectNoFalseTakeover (sandbox, Chromium, the real Pi):
+// page A holds control through a relay the test cuts for longer than its
+// tab's grace, so the server closes A's connection; nobody else takes
+// control. When A comes back it observes on a new connection, and its
+// page must say so and why, not that another client took control (none did),
+// which would send the person looking for a client that does not exist. A real takeover, by a
+// terminal, is then still told as one.
+func TestBrowserReconnectNoFalseTakeover(t *testing.T) {
+	sandboxtest.Require(t)
+	id := convPi(t, "webaway", stubmodel.Script{})
+	var logs logLines
+	relay := newBlip(t)
+	s := startServer(t, web.Options{Log: log.New(io.MultiWriter(&logs, testWriter{t}), "server: ", 0),
+		TabGrace: 2 * time.Second, Hosts: []string{relay.addr()}})
+	relay.to(strings.TrimPrefix(s.base, "http://"))
+	a := newPage(t, startBrowser(t), "A")
+	viaRelay := testServer{base: "http://" + relay.addr(), store: s.store}
+	a.login(viaRelay, id)
+	a.run("open the conversation", chromedp.Navigate(viaRelay.base+"/c/"+id))
+	a.until("an observer view of a running engine", textHas("#mode", "observer")+` && `+textHas("#engine", "idle"))
+	a.click("#take")
+	a.until("A in control", `document.querySelector("#mode").textContent === "controller"`)
+	conn := eval[string](a, `mosaicState().connection`)
+	tab := eval[string](a, `mosaicState().tab`)
+
+	relay.cut()
+	a.until("A's stream interrupted", textHas("#notice", "stream interrupted"))
+	parked := fmt.Sprintf("tab %s: no stream for 2s: closing its connection and keeping its place", tab)
+	for deadline := time.Now().Add(time.Minute); !logs.has(parked); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("A's tab was not closed and parked: no %q in the log", parked)
+		}
+	}
+	relay.mend()
+	a.until("A observing on a new connection", fmt.Sprintf(`mosaicState().connection !== %q && mosaicState().bound && mosaicState().mode === "observer"`, conn))
+	if c := eval[string](a, `mosaicState().controller`); c != "" && c != conn {
+		t.Fatalf("the controller is %q after A's connection closed, want none or A's closed connection %q", c, conn)
+	}
+	note := eval[string](a, `document.querySelector("#notice").textContent`)
+	if strings.Contains(note, "another client took control") || !strings.Contains(note, "this tab's connection was closed (the page had no event stream for 2s)") {
+		t.Errorf("A's notice after its own connection was closed reads %q: want it to say that its connection was closed, not that another client took control", note)
+	}
+
+	t.Run("a real takeover is told as one", func(t *testing.T) {
+		a := a.on(t)
+		a.click("#take")
+		a.until("A in control again", `document.querySelector("#mode").textContent === "controller"`)
+		bin := sandboxtest.Bin(t, "mosaicctl")
+		// Takes control, then is refused no-turn: the engine is idle.
+		out, err := exec.Command(bin, "interrupt", "--take", id).CombinedOutput()
+		t.Logf("mosaicctl interrupt --take: %v: %s", err, out)
+		a.until("the takeover told", textHas("#notice", "another client took control"))
+	})
 }

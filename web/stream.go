@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -72,13 +73,16 @@ type stateView struct {
 	More                bool                `json:"more"`
 	Loading             bool                `json:"loading"`
 	Dead                string              `json:"dead"`
+	// Closed says why this tab's previous connection was closed, when
+	// the tab resumed on a new one.
+	Closed string `json:"closed"`
 }
 
 func (t *tab) stateLocked() stateView {
 	st := t.c.State()
 	v := stateView{Conversation: t.conv, Tab: t.id, Connection: st.Connection, Mode: st.Mode, Bound: st.Bound,
 		Generation: st.Generation, Execution: st.Execution, Controller: st.Controller,
-		More: t.cursor != "", Loading: t.older.Loading, Dead: t.dead}
+		More: t.cursor != "", Loading: t.older.Loading, Dead: t.dead, Closed: t.closedWhy}
 	if b := st.Binding; b != nil {
 		v.ControllerConnected = b.ControllerConnected
 		v.State, v.Admission, v.AdmissionReason = b.State, b.Admission, terminal.SanitizeLine(b.AdmissionReason)
@@ -145,7 +149,7 @@ func (s *Server) convStream(w http.ResponseWriter, r *http.Request) {
 	}()
 	e := startSSE(w)
 	var (
-		sent    []string
+		sent    []terminal.Item
 		last    []byte
 		lastAps []byte
 		sentQ   *queueView
@@ -212,7 +216,7 @@ func (s *Server) convStream(w http.ResponseWriter, r *http.Request) {
 			// The connection is gone (the controller restarted or
 			// exited): the page reconnects, and its tab resumes on a new
 			// connection from its place (an observer again).
-			s.tabs.park(t)
+			s.tabs.park(t, st.Dead)
 			return
 		}
 		select {
@@ -253,20 +257,30 @@ func mustCookie(r *http.Request) string {
 type patch struct {
 	N    int                        `json:"n"`
 	Set  map[string]json.RawMessage `json:"set"`
-	next []string
+	next []terminal.Item
 }
 
-func diff(sent []string, items []terminal.Item) *patch {
-	p := &patch{N: len(items), Set: map[string]json.RawMessage{}, next: make([]string, len(items))}
+// diff finds the items that changed since sent and encodes only those.
+// Every delta of a streamed answer wakes each open tab's stream, so the
+// cost of a diff must follow the change, not the conversation: encoding
+// every item to compare it cost the whole transcript per delta per tab.
+// Items are compared as they are: an unchanged item comes back from the
+// terminal's line cache with the very lines it had (a change renders new
+// lines and never edits old ones), so comparing it costs a comparison of
+// a few string headers.
+func diff(sent, items []terminal.Item) *patch {
+	p := &patch{N: len(items), Set: map[string]json.RawMessage{}, next: items}
 	for i, it := range items {
-		b := mustJSON(it)
-		p.next[i] = string(b)
-		if i >= len(sent) || sent[i] != p.next[i] {
-			p.Set[strconv.Itoa(i)] = b
+		if i >= len(sent) || !sameItem(sent[i], it) {
+			p.Set[strconv.Itoa(i)] = mustJSON(it)
 		}
 	}
 	if len(p.Set) == 0 && len(items) == len(sent) && sent != nil {
 		return nil
 	}
 	return p
+}
+
+func sameItem(a, b terminal.Item) bool {
+	return a.Kind == b.Kind && a.Role == b.Role && a.Open == b.Open && slices.Equal(a.Lines, b.Lines)
 }

@@ -71,6 +71,10 @@ type tab struct {
 	// done is closed when read has folded the connection's last record.
 	done     chan struct{}
 	parkedAt time.Time
+	// parkedWhy says why the connection was closed when the tab was
+	// parked; closedWhy is the same carried into the resumed tab, so the
+	// page can say why it observes on a new connection.
+	parkedWhy, closedWhy string
 }
 
 type tabs struct {
@@ -133,7 +137,7 @@ func (ts *tabs) resume(ctx context.Context, p *tab) (*tab, error) {
 	}
 	p.mu.Lock()
 	t := &tab{id: p.id, session: p.session, conv: p.conv, tr: p.tr, follow: p.follow, older: p.older, cursor: p.cursor,
-		lastStop: p.lastStop, approvals: p.approvals, queue: p.queue}
+		lastStop: p.lastStop, approvals: p.approvals, queue: p.queue, closedWhy: p.parkedWhy}
 	p.mu.Unlock()
 	// How the page resumes is decided by what it held when it was parked,
 	// read before the new connection's records are folded: the first is a
@@ -191,8 +195,12 @@ func (ts *tabs) unpark(id, session, conv string) *tab {
 	return p
 }
 
-// park closes t's connection and keeps its place for ParkFor.
-func (ts *tabs) park(t *tab) {
+// park closes t's connection, for the reason why, and keeps its place
+// for ParkFor.
+func (ts *tabs) park(t *tab, why string) {
+	t.mu.Lock()
+	t.parkedWhy = why
+	t.mu.Unlock()
 	ts.drop(t)
 	ts.keep(t)
 }
@@ -323,7 +331,7 @@ func (ts *tabs) reap() {
 		ts.mu.Unlock()
 		for _, t := range list {
 			ts.s.logf("tab %s: no stream for %s: closing its connection and keeping its place", t.id, ts.s.grace())
-			ts.park(t)
+			ts.park(t, fmt.Sprintf("the page had no event stream for %s", ts.s.grace()))
 		}
 	}
 }

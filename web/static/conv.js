@@ -18,8 +18,18 @@
   }
 
   // ---- transcript ----
+  // roleClass is the class an item's role gives it: the role's first word,
+  // and only a plain word. A role is the engine's string (a custom
+  // message's is "custom " and the type the engine chose), shown as text
+  // in the header; as class names it could mark a finished item open or
+  // dress it as a marker or an approval.
+  function roleClass(role) {
+    const w = (role || "").split(" ")[0];
+    return /^[A-Za-z]+$/.test(w) ? " role-" + w : "";
+  }
+
   function itemNode(it) {
-    const li = mosaic.el("li", "item " + it.kind + (it.role ? " role-" + it.role : "") + (it.open ? " open" : ""));
+    const li = mosaic.el("li", "item " + it.kind + roleClass(it.role) + (it.open ? " open" : ""));
     const head = it.lines.length ? it.lines[0] : "";
     const body = it.lines.slice(1).join("\n");
     const fold = it.kind === "tool" || it.role === "toolResult";
@@ -100,7 +110,14 @@
     text.placeholder = ctl ? "Prompt the engine" : "Observer: take control to send (your text is kept)";
     document.title = "[" + (s.pendingApprovals > 0 ? "waiting for approval" : (s.engineState || "-")) + (ctl ? "" : " · observing") + "] " + id + " · mosaic";
     if (was && was.engineState === "busy" && s.engineState === "idle") notify("turn ended", id);
-    if (was && was.mode === "controller" && !ctl) say("another client took control: this tab is an observer now (your text is kept)", "warn");
+    if (was && was.mode === "controller" && !ctl) {
+      // Control left this tab's connection (another client took it), or
+      // the tab is on a new connection, which observes (the server closed
+      // the old one while the page was away, or the controller closed it
+      // or restarted; s.closed says which): only the first is a takeover.
+      if (s.connection === was.connection) say("another client took control: this tab is an observer now (your text is kept)", "warn");
+      else say("this tab's connection was closed" + (s.closed ? " (" + s.closed + ")" : "") + ": it observes on a new connection and holds no control; take control to act (your text is kept)", "warn");
+    }
     prevEngine = s.engineState;
     renderApprovals();
     renderQueue();
