@@ -205,7 +205,7 @@ func (c *Controller) decisionWithdrawn(x *execution, d engine.NativeDecision) {
 		return
 	}
 	a.rec.Evidence = "control_cancel_request: the engine withdrew the permission request"
-	c.changeLocked(a, protocol.ApprovalResolvedNatively, "the engine withdrew the request (an interrupt or the turn's end)")
+	c.nativeChangeLocked(a, protocol.ApprovalResolvedNatively, "the engine withdrew the request (an interrupt or the turn's end)")
 }
 
 // commandTimeout bounds one engine command the controller sends itself.
