@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -66,4 +68,46 @@ func TestEngineDialogFloodAggregated(t *testing.T) {
 	if last == nil || last["PRIORITY"] != "5" {
 		t.Fatalf("the takeover after the flood was not written whole at notice: %v", last)
 	}
+}
+
+// TestEngineNoticeFloodKeepsClients: an extension that calls
+// ctx.ui.notify in a loop writes its notifications back to back, far
+// faster than a socket takes them one record at a time. Each becomes a
+// notice to every client; the clients here read at once, so none may be
+// dropped as too slow: the engine's output waits for them, and both the
+// controlling client and an observer get every notice, in order, and the
+// run's end.
+func TestEngineNoticeFloodKeepsClients(t *testing.T) {
+	const n = 5000
+	msgs := make([]string, n)
+	for i := range msgs {
+		msgs[i] = fmt.Sprintf("note %d", i)
+	}
+	script, err := json.Marshal(map[string]any{"turns": []any{map[string]any{"notify": msgs, "text": []string{"done"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRig(t, string(script), nil)
+	r.waitBinding("active")
+	ctl, obs := r.dial(), r.dial()
+	obs.must(map[string]any{"type": "observe", "request": "o1"}, "observed")
+	gen := r.takeover(ctl)
+	ctl.must(map[string]any{"type": "prompt", "request": "p1", "generation": gen, "text": "go"}, "receipt")
+	for _, k := range []*peer{obs, ctl} {
+		next := 0
+		k.await(func(m map[string]any) bool {
+			if m["record"] == "notice" && m["kind"] == "notify" {
+				var d struct{ Text string }
+				raw, _ := json.Marshal(m["detail"])
+				json.Unmarshal(raw, &d)
+				if want := fmt.Sprintf("note %d", next); d.Text != want {
+					t.Fatalf("notice %q, want %q", d.Text, want)
+				}
+				next++
+			}
+			return next == n
+		})
+	}
+	obs.await(func(m map[string]any) bool { return m["kind"] == "run-settled" })
+	ctl.must(map[string]any{"type": "observe", "request": "o2"}, "observed") // still connected
 }
