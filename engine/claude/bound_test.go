@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/mosaic-agents/mosaic/engine"
 )
@@ -77,8 +78,11 @@ func TestDecisionsBounded(t *testing.T) {
 	if pending != maxDecisions {
 		t.Fatalf("%d pending decisions kept, want %d (every pending one within the bound)", pending, maxDecisions)
 	}
-	last := fmt.Sprintf("p%d", maxDecisions)
-	if !strings.Contains(w.String(), `"request_id":"`+last+`"`) {
-		t.Fatalf("the request past the bound was not answered with an error")
+	// The error answer is written off the reader's goroutine.
+	last := `"request_id":"` + fmt.Sprintf("p%d", maxDecisions) + `"`
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(w.String(), last); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the request past the bound was not answered with an error")
+		}
 	}
 }
