@@ -24,10 +24,12 @@ const (
 	overflowKey = "*"
 )
 
-// aggKey is what repeats: an event and its refusal code.
+// aggKey is what repeats: an event, its refusal code and what of the
+// engine's output caused it.
 type aggKey struct {
-	event Event
-	code  string
+	event  Event
+	code   string
+	engine string
 }
 
 // tally is one key's window: how many were written, how many counted.
@@ -59,9 +61,9 @@ func newAggregator() *aggregator {
 // admit reports whether e is to be written whole; otherwise it is counted,
 // and expire (called by the window's timer through onEnd) writes the count.
 func (a *aggregator) admit(e Entry, onEnd func(aggKey, *tally)) bool {
-	k := aggKey{e.Event, e.Refusal}
+	k := aggKey{e.Event, e.Refusal, e.Engine}
 	if _, ok := a.keys[k]; !ok && len(a.keys) >= maxKeys {
-		k.code = overflowKey
+		k.code, k.engine = overflowKey, ""
 	}
 	now := a.now()
 	t := a.keys[k]
@@ -165,7 +167,10 @@ func less(a, b aggKey) bool {
 	if a.event != b.event {
 		return a.event < b.event
 	}
-	return a.code < b.code
+	if a.code != b.code {
+		return a.code < b.code
+	}
+	return a.engine < b.engine
 }
 
 // summary is the counted entry: the event, the count, the time span and
@@ -180,9 +185,14 @@ func summary(k aggKey, t *tally, window time.Duration) Entry {
 	if k.code != "" {
 		what += " " + k.code
 	}
+	if k.engine != "" {
+		what = "the engine caused " + k.engine
+		who = "none (the engine's output)"
+	}
 	e := Entry{
 		Event:   k.event,
 		Refusal: k.code,
+		Engine:  k.engine,
 		Peer:    t.peer,
 		Message: fmt.Sprintf("%s %d more times between %s and %s (after the first %d of a %s window; counted, not written one by one): connections %s",
 			what, t.count, t.first.UTC().Format(time.RFC3339Nano), t.last.UTC().Format(time.RFC3339Nano), t.written, window, who),

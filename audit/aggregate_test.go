@@ -199,3 +199,40 @@ func TestJournalRetriedAfterFailure(t *testing.T) {
 		t.Fatalf("journal got %v; want the entry after the failure", got)
 	}
 }
+
+// TestEngineCausedIsCounted: transitions the engine's output causes
+// (Entry.Engine) are counted per kind like a peer's entries, at info, and
+// the count names the kind and no connection; a decision stays whole.
+func TestEngineCausedIsCounted(t *testing.T) {
+	l, s := newSent(t, WithAggregation(5, time.Hour))
+	for i := range 1000 {
+		l.Log(Entry{Event: Transition, Engine: "approval-opened", Message: "dialog " + strconv.Itoa(i)})
+		l.Log(Entry{Event: Transition, Engine: "approval-uncertain", Message: "timed out " + strconv.Itoa(i)})
+	}
+	l.Log(Entry{Event: Takeover, Connection: "k-2", Message: "k-2 controls"})
+	got := s.all()
+	if len(got) != 5+5+2+1 {
+		t.Fatalf("%d entries for 2,000 engine-caused transitions; want 5 whole of each kind, two counts and the takeover", len(got))
+	}
+	counts := map[string]string{}
+	for _, e := range got[:12] {
+		kind := e["MOSAIC_ENGINE_CAUSED"]
+		if kind == "" {
+			t.Fatalf("entry %v does not say the engine caused it", e)
+		}
+		if c, ok := e["MOSAIC_COUNT"]; ok {
+			counts[kind] = c
+			if e["PRIORITY"] != strconv.Itoa(int(journal.PriNotice)) || e["MOSAIC_CONNECTION"] != "" || !strings.Contains(e["MESSAGE"], "the engine caused "+kind) {
+				t.Fatalf("count %v", e)
+			}
+		} else if e["PRIORITY"] != strconv.Itoa(int(journal.PriInfo)) {
+			t.Fatalf("engine-caused entry at priority %s, want info: %v", e["PRIORITY"], e)
+		}
+	}
+	if counts["approval-opened"] != "995" || counts["approval-uncertain"] != "995" {
+		t.Fatalf("counts %v, want 995 of each kind", counts)
+	}
+	if last := got[len(got)-1]; last["MOSAIC_EVENT"] != "takeover" || last["PRIORITY"] != strconv.Itoa(int(journal.PriNotice)) {
+		t.Fatalf("last entry %v, want the takeover at notice", last)
+	}
+}

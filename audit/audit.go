@@ -65,6 +65,10 @@ type Entry struct {
 	Connection string // MOSAIC_CONNECTION, when a connection is involved
 	Peer       *Peer  // MOSAIC_PEER_UID and MOSAIC_PEER_PID, when known
 	Refusal    string // MOSAIC_REFUSAL, the refusal code
+	// Engine names what the engine's own output caused (an approval
+	// opened, or settled by the engine), MOSAIC_ENGINE_CAUSED: the engine
+	// repeats it at will, so it is counted like a peer's entries.
+	Engine string
 	// Fields are further MOSAIC_ fields, named without the prefix.
 	Fields map[string]string
 }
@@ -179,9 +183,13 @@ func (l *Logger) summaryFunc() func(aggKey, *tally) {
 	}
 }
 
-// peerCaused reports whether an entry is one a peer's connection causes
-// and so may repeat at the peer's will. Everything else is a decision.
+// peerCaused reports whether an entry is one a peer's connection or the
+// engine's output causes and so may repeat at their will. Everything else
+// is a decision.
 func peerCaused(e Entry) bool {
+	if e.Engine != "" {
+		return true
+	}
 	switch e.Event {
 	case Connect, Hello, Disconnect, Refusal:
 		return e.Connection != ""
@@ -229,6 +237,9 @@ func (l *Logger) fields(e Entry) map[string]string {
 	}
 	if e.Refusal != "" {
 		vars["MOSAIC_REFUSAL"] = bound(e.Refusal, MaxField)
+	}
+	if e.Engine != "" {
+		vars["MOSAIC_ENGINE_CAUSED"] = bound(e.Engine, MaxField)
 	}
 	keys := make([]string, 0, len(e.Fields))
 	for k := range e.Fields {

@@ -26,9 +26,12 @@
 //     Burst of a Window are written whole, the rest become one entry
 //     "N more" with MOSAIC_COUNT=N when the window ends, or before the next
 //     decision, so the journal keeps the order of what happened. A flood of
-//     20,000 refusals costs a few dozen entries, never 20,000. Decisions are
-//     never aggregated, and neither is anything the controller decides by
-//     itself (a refusal without a connection).
+//     20,000 refusals costs a few dozen entries, never 20,000. What the
+//     engine's own output causes (Entry.Engine: a dialog it opened, or
+//     settled by itself) repeats at the engine's will and is counted the
+//     same way, per kind. Decisions are never aggregated, and neither is
+//     anything the controller decides by itself (a refusal without a
+//     connection).
 //   - Priority. Decisions are written at notice, peer-caused entries at
 //     info: `journalctl -p notice` lists the decisions alone. Both share
 //     journald's notice/info pool, to which the aggregated peer entries

@@ -126,8 +126,22 @@ func (c *Controller) dialogOpened(x *execution, ui *protocol.NativeUI) {
 	}
 	c.broadcastLocked(a.rec)
 	c.publishBindingLocked()
-	c.audit(audit.Transition, nil, fmt.Sprintf("native %s dialog %s opened as approval %s: %s", ui.Method, ui.ID, a.rec.ID, a.rec.State),
+	c.auditEngine(engineOpened, fmt.Sprintf("native %s dialog %s opened as approval %s: %s", ui.Method, ui.ID, a.rec.ID, a.rec.State),
 		map[string]string{"EXECUTION": x.id, "DECISION": ui.ID, "APPROVAL": a.rec.ID, "STATE": a.rec.State})
+}
+
+// engineOpened is the MOSAIC_ENGINE_CAUSED kind of a dialog the engine
+// opened; what the engine settles by itself is "approval-" and the state.
+const engineOpened = "approval-opened"
+
+// auditEngine journals a transition the engine's own output caused. The
+// engine repeats it at will (an extension may ask a confirm with a 1 ms
+// timeout in a loop, three transitions a dialog), so it is counted like a
+// peer's entries beyond the burst (audit.Entry.Engine): written whole, a
+// flood of them would crowd the decisions out of journald's notice/info
+// pool. The approval records themselves still reach every client.
+func (c *Controller) auditEngine(kind, msg string, fields map[string]string) {
+	c.log.Log(audit.Entry{Event: audit.Transition, Engine: kind, Message: msg, Fields: fields})
 }
 
 // deadlinePassed makes a still pending approval uncertain when its native
@@ -146,11 +160,23 @@ func (c *Controller) deadlinePassed(x *execution, decision string) {
 	if a.rec.State != protocol.ApprovalPending {
 		return
 	}
-	c.changeLocked(a, protocol.ApprovalUncertain, "the native timeout passed: the engine resolved the dialog by itself and said nothing")
+	c.nativeChangeLocked(a, protocol.ApprovalUncertain, "the native timeout passed: the engine resolved the dialog by itself and said nothing")
 }
 
-// changeLocked moves an approval to state and tells every client.
+// changeLocked moves an approval to state and tells every client; the
+// journal entry is a decision.
 func (c *Controller) changeLocked(a *approval, state, reason string) {
+	c.moveLocked(a, state, reason, false)
+}
+
+// nativeChangeLocked is changeLocked for a change the engine's output
+// caused (its timeout, its settle, its withdrawal): counted beyond the
+// burst (auditEngine).
+func (c *Controller) nativeChangeLocked(a *approval, state, reason string) {
+	c.moveLocked(a, state, reason, true)
+}
+
+func (c *Controller) moveLocked(a *approval, state, reason string, byEngine bool) {
 	a.rec.State, a.rec.Reason = state, reason
 	a.rec.Record = protocol.RecordApproval
 	if state == protocol.ApprovalResolved || state == protocol.ApprovalResolvedNatively {
@@ -166,8 +192,13 @@ func (c *Controller) changeLocked(a *approval, state, reason string) {
 		// its close lets the scheduler look at the head again.
 		c.kickQueue()
 	}
-	c.audit(audit.Transition, nil, fmt.Sprintf("approval %s (decision %s): %s: %s", a.rec.ID, a.rec.Decision, state, reason),
-		map[string]string{"EXECUTION": a.rec.Execution, "DECISION": a.rec.Decision, "APPROVAL": a.rec.ID, "STATE": state})
+	msg := fmt.Sprintf("approval %s (decision %s): %s: %s", a.rec.ID, a.rec.Decision, state, reason)
+	fields := map[string]string{"EXECUTION": a.rec.Execution, "DECISION": a.rec.Decision, "APPROVAL": a.rec.ID, "STATE": state}
+	if byEngine {
+		c.auditEngine("approval-"+state, msg, fields)
+		return
+	}
+	c.audit(audit.Transition, nil, msg, fields)
 }
 
 // runSettled settles the uncertain approvals the run raised once the
@@ -181,7 +212,7 @@ func (c *Controller) runSettled(x *execution, seq uint64) {
 			continue
 		}
 		a.rec.Evidence = fmt.Sprintf("run-settled (event %d): the run that raised the dialog ended, so the engine closed it", seq)
-		c.changeLocked(a, protocol.ApprovalResolvedNatively, a.rec.Reason)
+		c.nativeChangeLocked(a, protocol.ApprovalResolvedNatively, a.rec.Reason)
 	}
 }
 

@@ -14,19 +14,20 @@ import (
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
-// outSize bounds the records queued for one client; sendWait bounds how
-// long a control record waits for room before the client is dropped as
-// too slow.
+// outSize is the control channel's capacity; records past it wait in the
+// connection's overflow, bounded by bytes only (maxQueuedPerConn and the
+// server's budget). A count bound would let an engine that writes a burst
+// of native UI lines (each a notice or approval to every client) drop
+// every client that reads promptly but one record per write behind.
 const (
-	outSize  = 256
-	sendWait = 5 * time.Second
+	outSize = 256
 	// maxQueuedPerConn bounds the bytes of control records queued for one
 	// connection: room for a few full history pages.
 	maxQueuedPerConn = 32 << 20
 )
 
 // errSlow means a client did not read its records in time.
-var errSlow = errors.New("client too slow: its queue stayed full")
+var errSlow = errors.New("client too slow: its unread records passed the byte budget")
 
 // conn is one client connection: control records to it go through a
 // bounded queue and events through a cursor into the bus's ring, both
@@ -60,9 +61,17 @@ type conn struct {
 	engine bool
 	why    string
 
-	wait    time.Duration // writeTimeout, but for tests
-	ctl     chan record   // control records: replies, refusals, broadcasts
-	kick    chan struct{} // the feed may have events, or was replaced
+	wait time.Duration // writeTimeout, but for tests
+	ctl  chan record   // control records: replies, refusals, broadcasts
+	// over holds control records queued while ctl was full, in order
+	// after everything in ctl: once it is not empty every record goes
+	// there, and the writer drains ctl before it. lost is set when the
+	// connection was dropped: nothing more is queued to it, so a client
+	// never reads past a record it did not get.
+	omu     sync.Mutex
+	over    []record
+	lost    bool
+	kick    chan struct{} // a control record was queued, the feed may have events, or was replaced
 	closing chan struct{}
 	wdone   chan struct{} // closed when writeLoop returns
 	once    sync.Once
@@ -154,39 +163,66 @@ func (k *conn) writeLoop() {
 			}
 		}
 		select {
-		case r := <-k.ctl:
-			k.unreserve(len(r.line))
-			if r.epoch != 0 {
-				epoch = r.epoch
-			}
-			if !k.write(r.line) {
-				k.drop()
-				return
-			}
-		case <-k.kick:
+		case <-k.kick: // a control record was queued (enqueue), or the feed moved
 		case <-k.closing:
 			return
 		}
 	}
 }
 
-// writeCtl writes the control records queued now, noting the epoch of
-// an observed record among them.
+// writeCtl writes the control records queued now, the channel's then the
+// overflow's, in batches of one writev each (a burst of broadcasts costs
+// a few writes, not one per record), noting the epoch of an observed
+// record among them.
 func (k *conn) writeCtl(epoch *uint64) bool {
+	var lines [][]byte
+	for {
+		batch := k.takeCtl()
+		if len(batch) == 0 {
+			return true
+		}
+		lines = lines[:0]
+		var ep uint64
+		for _, r := range batch {
+			k.unreserve(len(r.line))
+			lines = append(lines, r.line)
+			if r.epoch != 0 {
+				ep = r.epoch
+			}
+		}
+		ok := k.writeBatch(lines)
+		clear(lines)
+		if !ok {
+			return false
+		}
+		if ep != 0 {
+			*epoch = ep
+		}
+	}
+}
+
+// takeCtl takes what the channel holds now, then the overflow.
+func (k *conn) takeCtl() []record {
+	var batch []record
 	for {
 		select {
 		case r := <-k.ctl:
-			k.unreserve(len(r.line))
-			if r.epoch != 0 {
-				*epoch = r.epoch
-			}
-			if !k.write(r.line) {
-				return false
-			}
-		default:
-			return true
+			batch = append(batch, r)
+		default: // the overflow only once ctl is empty: it follows ctl
+			return append(batch, k.takeOver()...)
 		}
 	}
+}
+
+// takeOver empties the overflow. Called with ctl drained: a record
+// queued meanwhile goes to ctl only once the overflow is empty, so it is
+// written after the batch taken here.
+func (k *conn) takeOver() []record {
+	k.omu.Lock()
+	defer k.omu.Unlock()
+	b := k.over
+	k.over = nil
+	return b
 }
 
 // writeBatch writes event lines in one writev (a few, past IOV_MAX).
@@ -218,17 +254,8 @@ func (k *conn) write(line []byte) bool {
 // to close (a refusal that explains the close must reach the client).
 func (k *conn) flush() {
 	<-k.wdone // never interleave with the writer
-	for {
-		select {
-		case r := <-k.ctl:
-			k.unreserve(len(r.line))
-			if !k.write(r.line) {
-				return
-			}
-		default:
-			return
-		}
-	}
+	var epoch uint64
+	k.writeCtl(&epoch)
 }
 
 func (k *conn) close() {
@@ -240,6 +267,9 @@ func (k *conn) close() {
 // does not write either), so the read is ended too: the handler returns
 // and the socket closes now, not at the client's next line.
 func (k *conn) drop() {
+	k.omu.Lock()
+	k.lost = true
+	k.omu.Unlock()
 	k.close()
 	k.c.SetReadDeadline(time.Now())
 }
@@ -252,51 +282,58 @@ func (k *conn) send(v any) error {
 	if err != nil {
 		return fmt.Errorf("encode record for connection %s: %w", k.id, err)
 	}
-	return k.put(record{line: line}, sendWait)
+	return k.put(record{line: line})
 }
 
 // enqueueCtl queues an encoded control record.
 func (k *conn) enqueueCtl(line []byte) error {
-	return k.put(record{line: line}, sendWait)
+	return k.put(record{line: line})
 }
 
-// put queues a control record, waiting up to wait for room.
-func (k *conn) put(r record, wait time.Duration) error {
+// put queues a control record behind everything queued before it. The
+// byte budget is the bound: a client whose unread records exceed it is
+// dropped as too slow.
+func (k *conn) put(r record) error {
 	if !k.reserve(len(r.line)) {
 		k.drop()
 		return errSlow
 	}
-	err := k.putWait(r, wait)
-	if err != nil {
+	if !k.enqueue(r) {
 		k.unreserve(len(r.line))
+		return net.ErrClosed
 	}
-	return err
+	return nil
 }
 
-func (k *conn) putWait(r record, wait time.Duration) error {
-	select {
-	case k.ctl <- r:
-		return nil
-	case <-k.closing:
-		return net.ErrClosed
-	default:
+// enqueue queues r in order: on the channel while nothing waits in the
+// overflow and the channel has room, else in the overflow, and wakes the
+// writer. False after a drop.
+func (k *conn) enqueue(r record) bool {
+	k.omu.Lock()
+	if k.lost {
+		k.omu.Unlock()
+		return false
 	}
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case k.ctl <- r:
-		return nil
-	case <-k.closing:
-		return net.ErrClosed
-	case <-t.C:
-		k.drop()
-		return errSlow
+	queued := false
+	if len(k.over) == 0 {
+		select {
+		case k.ctl <- r:
+			queued = true
+		default:
+		}
 	}
+	if !queued {
+		k.over = append(k.over, r)
+	}
+	k.omu.Unlock()
+	signal(k.kick)
+	return true
 }
 
 // offer queues a line without waiting, for records sent while the
-// controller's state lock is held. A client with no room is closed: the
-// record must not be dropped silently, and it will reconcile on reconnect.
+// controller's state lock is held. A client past its byte budget is
+// closed: the record must not be dropped silently, and it will reconcile
+// on reconnect.
 func (k *conn) offer(line []byte) { k.offerEpoch(line, 0) }
 
 // offerEpoch is offer for a record that may start an epoch (an observed
@@ -306,11 +343,8 @@ func (k *conn) offerEpoch(line []byte, epoch uint64) {
 		k.drop()
 		return
 	}
-	select {
-	case k.ctl <- record{line: line, epoch: epoch}:
-	default:
+	if !k.enqueue(record{line: line, epoch: epoch}) {
 		k.unreserve(len(line))
-		k.drop()
 	}
 }
 

@@ -18,7 +18,10 @@
 //     of silence before it (hello-timeout); 64 MiB of unfinished lines
 //     across all connections (buffers-full); 256 MiB of unread control
 //     records across all connections and 32 MiB on one (the slow client is
-//     closed). State bounds: 64 confirmations (8 a connection), each until
+//     closed, and nothing is queued to it after the record that did not
+//     fit). Bytes, not a count: each native UI line of the engine is a
+//     record to every client, and a burst of them must wait for a client
+//     that reads, never drop it (conn.go). State bounds: 64 confirmations (8 a connection), each until
 //     it expires or its connection closes; 1024 receipts for at most an
 //     hour (dedup.go); 64 stops and 16 eligibilities, the finished ones
 //     (terminal stops, used or stale eligibilities) forgotten first

@@ -177,7 +177,8 @@ func (c *Controller) watchDecisions(x *execution, d engine.Driver) {
 	seen := map[string]string{}
 	for {
 		ch := d.Changed()
-		for _, dec := range d.Decisions() {
+		decs := d.Decisions()
+		for _, dec := range decs {
 			was, ok := seen[dec.ID]
 			seen[dec.ID] = dec.State
 			switch {
@@ -185,6 +186,23 @@ func (c *Controller) watchDecisions(x *execution, d engine.Driver) {
 				c.dialogOpened(x, decisionUI(dec, d.Turn().Running))
 			case ok && was == engine.DecisionPending && dec.State == engine.DecisionCancelled:
 				c.decisionWithdrawn(x, dec)
+			}
+		}
+		if len(seen) > len(decs) { // the driver forgot settled ones: so do we
+			kept := make(map[string]bool, len(decs))
+			for _, dec := range decs {
+				kept[dec.ID] = true
+			}
+			for id, was := range seen {
+				if kept[id] {
+					continue
+				}
+				delete(seen, id)
+				if was == engine.DecisionPending {
+					// Forgotten only once settled, and not through us
+					// (an answer resolves its approval first): withdrawn.
+					c.decisionWithdrawn(x, engine.NativeDecision{ID: id})
+				}
 			}
 		}
 		select {
@@ -205,7 +223,7 @@ func (c *Controller) decisionWithdrawn(x *execution, d engine.NativeDecision) {
 		return
 	}
 	a.rec.Evidence = "control_cancel_request: the engine withdrew the permission request"
-	c.changeLocked(a, protocol.ApprovalResolvedNatively, "the engine withdrew the request (an interrupt or the turn's end)")
+	c.nativeChangeLocked(a, protocol.ApprovalResolvedNatively, "the engine withdrew the request (an interrupt or the turn's end)")
 }
 
 // commandTimeout bounds one engine command the controller sends itself.

@@ -3,6 +3,7 @@ package controller
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -145,5 +146,40 @@ func TestObserveSeesAHalfLine(t *testing.T) {
 		if want := i == 1 || i == 2; s.Incomplete() != want {
 			t.Fatalf("observe %d: Incomplete %v, want %v", i, s.Incomplete(), want)
 		}
+	}
+}
+
+// TestDroppedClientReadsNoGap: a record that does not fit the budget
+// drops the client, and nothing queued after it reaches the client
+// (neither from the writer nor from the flush at close), so a client
+// never reads past a record it did not get: it sees the close and
+// reconciles, instead of reading a binding or an approval after a missing
+// one as if the stream were whole.
+func TestDroppedClientReadsNoGap(t *testing.T) {
+	srv, cli := net.Pipe()
+	defer cli.Close()
+	k := newConn("k-test", srv)
+	k.queue = &budget{max: 1 << 10}
+	rec := func(name string, size int) map[string]string {
+		return map[string]string{"record": name, "pad": strings.Repeat("x", size)}
+	}
+	if err := k.send(rec("first", 100)); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.send(rec("lost", 2<<10)); !errors.Is(err, errSlow) {
+		t.Fatalf("a record over the budget: %v; want errSlow", err)
+	}
+	k.send(rec("after", 100)) // fits the budget again: must not be queued
+	read := make(chan string)
+	go func() {
+		b, _ := io.ReadAll(cli)
+		read <- string(b)
+	}()
+	go k.writeLoop()
+	k.close()
+	k.flush()
+	srv.Close()
+	if got := <-read; strings.Contains(got, `"after"`) {
+		t.Fatalf("the client read a record queued after the one it lost: %q", got)
 	}
 }

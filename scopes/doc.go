@@ -11,7 +11,7 @@
 //	m := scopes.NewManager(scopes.Config{Fallback: false})
 //	defer m.Close()
 //	h, err := m.Launch(ctx, scopes.Spec{Conversation: c, Execution: e, Argv: argv, Resources: r})
-//	// h.Stdin / h.Stdout are the engine's pipes; keep h.Stdin open.
+//	// h.Stdin / h.Stdout are the engine's stdio (one-way socket pairs, stdio.go); keep h.Stdin open.
 //	// Store h.Cohort (JSON) in the writer claim as the execution incarnation.
 //	res := h.Stop(ctx, scopes.StopOptions{Stop: ref, Grace: 5 * time.Second})
 //	if res.Outcome == scopes.Stopped {
@@ -94,7 +94,7 @@
 // engine exits; the kernel then kills the rest of the namespace. So Done
 // and ExitErr still mean the engine's exit, Cohort.PID and StartTime are
 // the held child's (the process whose exit is the engine's), the engine's
-// stdin and stdout are the same pipes, and the TERM phase's SIGTERM to
+// stdin and stdout are the same socket pairs, and the TERM phase's SIGTERM to
 // every member reaches the engine twice (directly and forwarded). A tool
 // child no longer outlives its engine; a stop still proves that only by
 // observation. Pids that the engine and its tools print are pids inside

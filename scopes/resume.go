@@ -56,7 +56,7 @@ func (k Kept) Close() {
 // closes each race: the pidfd names c's engine pid (fdinfo), that process
 // is alive (pidfd_send_signal 0, so the pid cannot be reused while we
 // read), its start time is the recorded one, it is still alive after the
-// read, the boot is the recorded one, and the pipes are pipes. The
+// read, the boot is the recorded one, and the stdio is a socket or a pipe. The
 // handle's Done is closed when the pidfd polls readable (the engine
 // exited; this process is not its parent, so its exit status is unknown).
 // Stop, Term and Kill behave as after Reattach. On error nothing is
@@ -73,8 +73,10 @@ func (m *Manager) Resume(c Cohort, k Kept) (*Handle, error) {
 			continue
 		}
 		var s unix.Stat_t
-		if err := unix.Fstat(int(f.Fd()), &s); err != nil || s.Mode&unix.S_IFMT != unix.S_IFIFO {
-			return nil, fmt.Errorf("%w: execution %s: kept %s is not a pipe (%v)", ErrNotResumable, c.Execution, f.Name(), err)
+		// A socket pair since stdio.go made them so; a pipe from an
+		// earlier version of mosaic.
+		if err := unix.Fstat(int(f.Fd()), &s); err != nil || s.Mode&unix.S_IFMT != unix.S_IFSOCK && s.Mode&unix.S_IFMT != unix.S_IFIFO {
+			return nil, fmt.Errorf("%w: execution %s: kept %s is neither a socket nor a pipe (%v)", ErrNotResumable, c.Execution, f.Name(), err)
 		}
 	}
 	h := &Handle{Stdin: k.Stdin, Stdout: k.Stdout, Stderr: k.Stderr, Cohort: c, m: m,

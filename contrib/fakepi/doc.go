@@ -78,7 +78,13 @@
 //     them; auto_retry_end {success:true} after the next good message_end.
 //   - Dialogs: extension_ui_request {id, method, title, options|message|
 //     placeholder|prefill, timeout?}; the run waits for the matching
-//     extension_ui_response, the abort, or the timeout.
+//     extension_ui_response, the abort, or the timeout. A dialog with
+//     "repeat": n is asked n times in a row, each with a fresh id after
+//     the previous one ended, as an extension calling ctx.ui.confirm in a
+//     loop does; Pi writes nothing when a timeout resolves one.
+//     A turn's "notify" lines go out first, back to back, as
+//     extension_ui_request {id, method:"notify", message, notifyType:"info"}
+//     (ctx.ui.notify in a loop); nothing answers them.
 //   - Session file (--session): Pi's lazy write. Entries live in memory
 //     until the first assistant message exists; then the header and all
 //     pending entries are written at once with O_EXCL, later entries

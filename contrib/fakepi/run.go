@@ -256,8 +256,17 @@ func (e *engine) streamAssistant(ctx context.Context) (obj, *stubmodel.ToolCall)
 	e.mu.Lock()
 	turn, idx := e.nextScriptTurn()
 	e.mu.Unlock()
+	if len(turn.Notify) > 0 {
+		e.mu.Lock()
+		for _, m := range turn.Notify {
+			e.emit(obj{{"type", "extension_ui_request"}, {"id", newUUID()}, {"method", "notify"}, {"message", m}, {"notifyType", "info"}})
+		}
+		e.mu.Unlock()
+	}
 	if turn.Dialog != nil {
-		e.dialog(ctx, *turn.Dialog)
+		for i := 0; i < max(turn.Dialog.Repeat, 1) && ctx.Err() == nil; i++ {
+			e.dialog(ctx, *turn.Dialog)
+		}
 	}
 	e.pause(PointBeforeModelCall, map[string]any{"turn": idx})
 

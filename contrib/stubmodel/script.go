@@ -51,6 +51,10 @@ type Turn struct {
 	// when this turn ends (fake Pi only), as an extension's
 	// sendUserMessage(..., {deliverAs: "followUp"}) would.
 	FollowUp string `json:"followUp,omitempty"`
+	// Notify is written as extension notifications back to back before
+	// this model call (fake Pi only), as an extension calling
+	// ctx.ui.notify in a loop does: fire-and-forget, nothing answers.
+	Notify []string `json:"notify,omitempty"`
 }
 
 // ToolCall is a bash tool call, or (stub only) a call of another tool
@@ -83,6 +87,10 @@ type Dialog struct {
 	Placeholder string   `json:"placeholder,omitempty"`
 	Prefill     string   `json:"prefill,omitempty"`
 	TimeoutMS   int      `json:"timeout,omitempty"`
+	// Repeat asks the dialog this many times in a row (0 and 1: once),
+	// each after the previous one ended, as an extension that calls
+	// ctx.ui.confirm in a loop does (the fake Pi only).
+	Repeat int `json:"repeat,omitempty"`
 }
 
 // BulkChunk is the size of one streamed delta of a Bulk answer.

@@ -9,6 +9,13 @@ import (
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
+// maxDecisions bounds the permission requests an execution keeps, as
+// Pi's adapter bounds its open dialogs: the settled ones (answered,
+// cancelled) are forgotten first; past it with every kept one pending, a
+// request is answered with an error like an unsupported one, never
+// allowed and never kept.
+const maxDecisions = 256
+
 // denyMessage is what the model reads as the tool result of a denial.
 const denyMessage = "The user denied this tool use in mosaic."
 
@@ -60,6 +67,13 @@ func (c *Conn) addDecision(f *frame, cut bool) *decision {
 		if d.requestID == f.RequestID {
 			return d
 		}
+	}
+	if len(c.dec) >= maxDecisions {
+		i := slices.IndexFunc(c.dec, func(d *decision) bool { return d.State != engine.DecisionPending })
+		if i < 0 {
+			return nil // answered with an error by the caller, never kept
+		}
+		c.dec = slices.Delete(c.dec, i, i+1)
 	}
 	title := r.Description
 	if title == "" {

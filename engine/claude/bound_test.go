@@ -1,0 +1,88 @@
+package claude
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mosaic-agents/mosaic/engine"
+)
+
+// lockedWriter keeps what the adapter writes to the CLI's stdin.
+type lockedWriter struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (w *lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+func (w *lockedWriter) Close() error { return nil }
+func (w *lockedWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
+
+func permissionLine(id string) string {
+	return `{"type":"control_request","request_id":"` + id + `","request":{"subtype":"can_use_tool","tool_name":"Bash","display_name":"Bash",` +
+		`"input":{"command":"touch ` + id + `","description":"x"},"description":"x","tool_use_id":"tu-` + id + `"}}` + "\n"
+}
+
+// TestDecisionsBounded: the engine's permission requests are kept within
+// maxDecisions, the settled ones forgotten first: a CLI that asks and
+// withdraws 20,000 times (the shape of the recorded interrupt, in a loop)
+// leaves at most the bound, the newest kept. Past the bound with every
+// kept request still pending, a request is answered with an error and
+// never listed, so it can be neither allowed nor lost silently.
+func TestDecisionsBounded(t *testing.T) {
+	pr, pw := io.Pipe()
+	w := &lockedWriter{}
+	c, err := New(pr, w, testSession, engine.Options{Execution: "x1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for range c.Events() {
+		}
+	}()
+	const n = 20000
+	for i := range n {
+		id := fmt.Sprintf("r%d", i)
+		io.WriteString(pw, permissionLine(id))
+		io.WriteString(pw, `{"type":"control_cancel_request","request_id":"`+id+`"}`+"\n")
+	}
+	for i := range maxDecisions + 1 {
+		io.WriteString(pw, permissionLine(fmt.Sprintf("p%d", i)))
+	}
+	pw.Close()
+	<-c.Done()
+	ds := c.Decisions()
+	if len(ds) > maxDecisions {
+		t.Fatalf("%d decisions kept after %d withdrawn and %d pending requests; want at most %d", len(ds), n, maxDecisions+1, maxDecisions)
+	}
+	pending := 0
+	for _, d := range ds {
+		if d.State == engine.DecisionPending {
+			pending++
+		}
+		if d.ID == fmt.Sprintf("p%d/tu-p%d", maxDecisions, maxDecisions) {
+			t.Fatalf("the request past the bound is listed: %+v", d)
+		}
+	}
+	if pending != maxDecisions {
+		t.Fatalf("%d pending decisions kept, want %d (every pending one within the bound)", pending, maxDecisions)
+	}
+	// The error answer is written off the reader's goroutine.
+	last := `"request_id":"` + fmt.Sprintf("p%d", maxDecisions) + `"`
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(w.String(), last); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the request past the bound was not answered with an error")
+		}
+	}
+}
