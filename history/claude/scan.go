@@ -73,8 +73,8 @@ func (t *Transcript) scan(f *os.File, h hash.Hash) error {
 // readRest reads f from its offset to its end, at most limit bytes, into a
 // buffer sized from the file's size (the file may still grow: the buffer
 // then grows too). io.ReadAll starts from 512 bytes and copies and clears
-// every larger buffer it grows to, a tenth of a cold read's CPU on one
-// goroutine while the decoding waits.
+// every larger buffer it grows to, on one goroutine while the decoding
+// waits for the whole read.
 func readRest(f *os.File, limit int64) ([]byte, error) {
 	var hint int64
 	if fi, err := f.Stat(); err == nil {
