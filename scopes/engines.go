@@ -8,6 +8,8 @@ import (
 
 	sddbus "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/coreos/go-systemd/v22/unit"
+
+	"github.com/mosaic-agents/mosaic/internal/userbus"
 )
 
 // EnginePattern matches every engine scope (UnitName names them
@@ -35,6 +37,11 @@ func (s EngineScope) Alive() bool { return s.ActiveState != "inactive" && s.Acti
 // stopped, so removing a conversation or the units must look at scopes
 // too.
 func (m *Manager) EngineScopes(ctx context.Context, conversation string) ([]EngineScope, error) {
+	return EngineScopesOn(ctx, m.bus.Bus, conversation)
+}
+
+// EngineScopesOn is EngineScopes of the manager b reaches.
+func EngineScopesOn(ctx context.Context, b *userbus.Bus, conversation string) ([]EngineScope, error) {
 	pattern, what := EnginePattern, "every conversation"
 	if conversation != "" {
 		// systemd matches unit patterns with FNM_NOESCAPE: the "\x2d" of
@@ -42,7 +49,7 @@ func (m *Manager) EngineScopes(ctx context.Context, conversation string) ([]Engi
 		pattern, what = "mosaic-engine-"+unit.UnitNameEscape(conversation)+"-*.scope", conversation
 	}
 	var out []EngineScope
-	err := m.bus.do(ctx, func(c *sddbus.Conn) error {
+	err := b.Do(ctx, func(c *sddbus.Conn) error {
 		us, err := c.ListUnitsByPatternsContext(ctx, nil, []string{pattern})
 		if err != nil {
 			return err

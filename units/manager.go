@@ -24,8 +24,13 @@ func Reload(ctx context.Context) error {
 
 // ActiveSockets lists conversation socket units that are not inactive.
 func ActiveSockets(ctx context.Context) ([]string, error) {
+	return ActiveSocketsOn(ctx, userbus.Default())
+}
+
+// ActiveSocketsOn is ActiveSockets of the manager b reaches.
+func ActiveSocketsOn(ctx context.Context, b *userbus.Bus) ([]string, error) {
 	var names []string
-	err := userbus.Default().Do(ctx, func(c *sd.Conn) error {
+	err := b.Do(ctx, func(c *sd.Conn) error {
 		units, err := c.ListUnitsByPatternsContext(ctx, nil, []string{SocketPattern})
 		if err != nil {
 			return err

@@ -66,12 +66,19 @@ func uninstallCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "global", Usage: "remove from " + units.GlobalDir},
 			&cli.StringFlag{Name: "unit-dir", Usage: "remove from `DIR` instead"},
-			&cli.BoolFlag{Name: "force", Usage: "remove files mosaic did not write, and skip the active-socket check"},
+			&cli.BoolFlag{Name: "force", Usage: "remove files mosaic did not write, and skip the checks for running engines and active sockets (with --global: in every user's manager)"},
 		},
 		Action: func(c *cli.Context) error {
 			dir, err := unitDir(c)
 			if err != nil {
 				return err
+			}
+			if !c.Bool("force") && c.Bool("global") {
+				ctx, cancel := context.WithTimeout(c.Context, 30*time.Second)
+				defer cancel()
+				if err := refuseGlobalInUse(ctx); err != nil {
+					return err
+				}
 			}
 			if !c.Bool("force") && !c.Bool("global") {
 				ctx, cancel := context.WithTimeout(c.Context, 10*time.Second)

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -35,6 +37,9 @@ func TestRemovalRefusalsHaveCodes(t *testing.T) {
 		{"conv rm", []string{"conv", "rm", id}, protocol.CodeSocketActive, "`systemctl --user stop " + sock + " " + svc + "`"},
 		{"install --unit-dir relative", []string{"install", "--unit-dir", "units"}, protocol.CodeUsage, "/units"},
 		{"uninstall --unit-dir relative", []string{"uninstall", "--unit-dir", "units"}, protocol.CodeUsage, "/units"},
+		// Only root can ask every user's manager; a user is not told
+		// that nothing runs after asking only itself.
+		{"uninstall --global as a user", []string{"uninstall", "--global"}, protocol.CodeUsage, "sudo"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := run(t, bin, tc.args...)
@@ -44,6 +49,25 @@ func TestRemovalRefusalsHaveCodes(t *testing.T) {
 			}
 		})
 	}
+	t.Run("every user's manager", func(t *testing.T) {
+		// What uninstall --global asks each user's manager, asked here of
+		// the test user's own private socket (it admits its own uid).
+		ctx := t.Context()
+		u, err := askManager(ctx, filepath.Join(os.Getenv("XDG_RUNTIME_DIR"), "systemd", "private"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(u.sockets, sock) || !strings.HasPrefix(u.who, "uid ") {
+			t.Fatalf("askManager: %+v; want %s among the sockets of a named uid", u, sock)
+		}
+		var ref *protocol.Refusal
+		if err := refuseBusy([]inUse{u}); !errors.As(err, &ref) || ref.Code != protocol.CodeSocketActive || !strings.Contains(ref.Message, u.who) {
+			t.Fatalf("refuseBusy: %v; want socket-active naming %s", err, u.who)
+		}
+		if u, err := askManager(ctx, filepath.Join(t.TempDir(), "systemd", "private")); err != nil || len(u.sockets) > 0 {
+			t.Fatalf("askManager of a manager that has ended: %+v, %v; want nothing and no error", u, err)
+		}
+	})
 	if r := run(t, bin, "conv", "show", id); r.code != 0 {
 		t.Fatalf("conv show after the refusals: exit %d, stderr %q; want the conversation kept", r.code, r.stderr)
 	}

@@ -54,6 +54,9 @@ const answerTimeout = 25 * time.Second
 // It is safe for concurrent use.
 type Bus struct {
 	addr string // "" = from the environment
+	// direct: addr is a manager's private socket, which answers without a
+	// bus daemon, so no Hello is said there.
+	direct bool
 	// timeout is answerTimeout unless a test shortens it.
 	timeout time.Duration
 
@@ -64,6 +67,14 @@ type Bus struct {
 // New returns a private Bus on addr; "" means $DBUS_SESSION_BUS_ADDRESS,
 // else unix:path=$XDG_RUNTIME_DIR/bus. Nothing is dialled until used.
 func New(addr string) *Bus { return &Bus{addr: addr, timeout: answerTimeout} }
+
+// NewDirect returns a private Bus on the private socket of a manager at
+// path ($XDG_RUNTIME_DIR/systemd/private of a user's manager). systemd
+// accepts a peer there only if it is root or the manager's own uid: this
+// is how root asks each user's manager.
+func NewDirect(path string) *Bus {
+	return &Bus{addr: "unix:path=" + path, direct: true, timeout: answerTimeout}
+}
 
 // Default returns the process's Bus for the environment's address.
 var Default = sync.OnceValue(func() *Bus { return New("") })
@@ -151,7 +162,7 @@ func (b *Bus) dial() (*sddbus.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return connect(addr, true, b.timeout)
+	return connect(addr, !b.direct, b.timeout)
 }
 
 // connect dials addr, authenticates as this uid and, on a bus (hello),

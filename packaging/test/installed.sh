@@ -66,7 +66,23 @@ for s in "${scopes[@]}"; do
 done
 pass "reinstall (upgrade path): the user manager reloaded, controller pid $pid and engine scope kept"
 
+# A global uninstall asks every user's manager (root may use each one's
+# private socket): refused while the test user's engine runs, with the
+# user named, and the files stay; once the conversation stops it removes
+# what install --global wrote.
+/usr/bin/mosaicctl install --global >/dev/null || fail "mosaicctl install --global"
+rc=0
+out=$(/usr/bin/mosaicctl uninstall --global 2>&1) || rc=$?
+[ "$rc" = 2 ] && [[ $out == *engine-alive* ]] && [[ $out == *"uid $uid ($user)"* ]] ||
+	fail "uninstall --global under a running engine: exit $rc, want 2 and engine-alive naming uid $uid ($user): $out"
+[ -e /etc/systemd/user/mosaic-conv@.socket ] || fail "the refused uninstall --global removed /etc/systemd/user/mosaic-conv@.socket"
+pass "uninstall --global refused while uid $uid's engine runs: $out"
+
 asuser stop "$id"
+
+out=$(/usr/bin/mosaicctl uninstall --global 2>&1) || fail "uninstall --global after the stop: $out"
+[ ! -e /etc/systemd/user/mosaic-conv@.socket ] || fail "uninstall --global left /etc/systemd/user/mosaic-conv@.socket"
+pass "uninstall --global once nothing runs"
 
 apt-get purge -y -q mosaic >/tmp/apt.log 2>&1 || { cat /tmp/apt.log; fail "apt-get purge mosaic"; }
 [ ! -e /usr/bin/mosaicctl ] && [ ! -e /usr/lib/systemd/user/mosaic-conv@.service ] || fail "purge left package files"
