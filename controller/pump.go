@@ -25,11 +25,7 @@ func (c *Controller) pump(x *execution) {
 		case ev.UI != nil:
 			c.uiNotice(ev.UI)
 		case ev.Kind == protocol.EventUnavailable && ev.Native == "extension_ui_request":
-			c.mu.Lock()
-			c.st.dialogSeen = true
-			c.broadcastLocked(protocol.Notice{Record: protocol.RecordNotice, Kind: protocol.NoticeDialog,
-				Message: "the engine opened a dialog mosaic cannot read whole; it is shown disabled and nobody answers it"})
-			c.mu.Unlock()
+			c.dialogUnread(x, ev)
 		case ev.Kind == protocol.EventRunSettled:
 			c.runSettled(x, ev.Seq)
 		}
@@ -45,6 +41,21 @@ func (c *Controller) pump(x *execution) {
 			c.engineLost(x, ev)
 		}
 	}
+}
+
+// dialogUnread tells every client of a dialog request the adapter would
+// not hold open: one it cannot read whole, or one repeating the id of a
+// dialog still open (the first keeps the id; the repeat is journaled).
+func (c *Controller) dialogUnread(x *execution, ev protocol.Event) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.st.dialogSeen = true
+	msg := "the engine opened a dialog mosaic cannot read whole; it is shown disabled and nobody answers it"
+	if ev.Reason == protocol.ReasonDuplicateID {
+		msg = "the engine asked again under the id of a dialog still open; the first keeps the id, the repeat is refused and nobody answers it"
+		c.auditEngine("approval-"+protocol.ReasonDuplicateID, msg, map[string]string{"EXECUTION": x.id, "REASON": ev.Reason})
+	}
+	c.broadcastLocked(protocol.Notice{Record: protocol.RecordNotice, Kind: protocol.NoticeDialog, Message: msg})
 }
 
 // watchExit notices the engine process ending. Its exit is not a stop
