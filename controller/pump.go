@@ -24,7 +24,7 @@ func (c *Controller) pump(x *execution) {
 			c.dialogOpened(x, ev.UI)
 		case ev.UI != nil:
 			c.uiNotice(ev.UI)
-		case ev.Kind == protocol.EventUnavailable && ev.Native == "extension_ui_request":
+		case ev.Kind == protocol.EventUnavailable && (ev.Native == "extension_ui_request" || ev.Reason == protocol.ReasonDuplicateID):
 			c.dialogUnread(x, ev)
 		case ev.Kind == protocol.EventRunSettled:
 			c.runSettled(x, ev.Seq)
@@ -45,14 +45,14 @@ func (c *Controller) pump(x *execution) {
 
 // dialogUnread tells every client of a dialog request the adapter would
 // not hold open: one it cannot read whole, or one repeating the id of a
-// dialog still open (the first keeps the id; the repeat is journaled).
+// decision kept (the first keeps the id; the repeat is journaled).
 func (c *Controller) dialogUnread(x *execution, ev protocol.Event) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.st.dialogSeen = true
 	msg := "the engine opened a dialog mosaic cannot read whole; it is shown disabled and nobody answers it"
 	if ev.Reason == protocol.ReasonDuplicateID {
-		msg = "the engine asked again under the id of a dialog still open; the first keeps the id, the repeat is refused and nobody answers it"
+		msg = "the engine asked again under the id of a decision it asked before; the first keeps the id, the repeat is refused and nobody answers it"
 		c.auditEngine("approval-"+protocol.ReasonDuplicateID, msg, map[string]string{"EXECUTION": x.id, "REASON": ev.Reason})
 	}
 	c.broadcastLocked(protocol.Notice{Record: protocol.RecordNotice, Kind: protocol.NoticeDialog, Message: msg})

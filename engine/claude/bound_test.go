@@ -1,7 +1,9 @@
 package claude
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"io"
 	"strings"
 	"sync"
@@ -9,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mosaic-agents/mosaic/engine"
+	"github.com/mosaic-agents/mosaic/protocol"
 )
 
 // lockedWriter keeps what the adapter writes to the CLI's stdin.
@@ -84,5 +87,72 @@ func TestDecisionsBounded(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the request past the bound was not answered with an error")
 		}
+	}
+}
+
+func askLine(requestID, toolUseID, command string) string {
+	return `{"type":"control_request","request_id":"` + requestID + `","request":{"subtype":"can_use_tool","tool_name":"Bash","display_name":"Bash",` +
+		`"input":{"command":"` + command + `"},"description":"` + command + `","tool_use_id":"` + toolUseID + `"}}` + "\n"
+}
+
+// TestRepeatedPermissionIDKeepsTheFirst: a permission request that repeats
+// a kept one's request id, or whose decision id reads the same as a kept
+// one's, never replaces it or stands beside it: the first stays the only
+// decision, the repeat is an unavailable duplicate-id event, and allowing
+// the first sends the first's request id and input, never the repeat's.
+func TestRepeatedPermissionIDKeepsTheFirst(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		second     string
+		errAnswered string // the repeat's request id when it is answered with an error
+	}{
+		{"same request id", askLine("r/x", "t2", "rm -rf /"), ""},
+		{"same decision id", askLine("r", "x/t", "rm -rf /"), `"request_id":"r","subtype":"error"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pr, pw := io.Pipe()
+			w := &lockedWriter{}
+			c, err := New(pr, w, testSession, engine.Options{Execution: "x1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { pw.Close() })
+			var evs []protocol.Event
+			drained := make(chan struct{})
+			go func() {
+				defer close(drained)
+				for e := range c.Events() {
+					evs = append(evs, e)
+				}
+			}()
+			io.WriteString(pw, askLine("r/x", "t", "ls"))
+			io.WriteString(pw, tc.second)
+			pw.Close()
+			<-c.Done()
+			<-drained
+			ds := c.Decisions()
+			if len(ds) != 1 || ds[0].ID != "r/x/t" || !strings.Contains(string(ds[0].Input), `"ls"`) {
+				t.Fatalf("decisions %+v, want the first only", ds)
+			}
+			if !slices.ContainsFunc(evs, func(e protocol.Event) bool {
+				return e.Kind == protocol.EventUnavailable && e.Reason == protocol.ReasonDuplicateID
+			}) {
+				t.Fatalf("events %+v, want an unavailable %s", evs, protocol.ReasonDuplicateID)
+			}
+			if err := c.Decide(context.Background(), "r/x/t", engine.ChoiceAllowOnce); err != nil {
+				t.Fatal(err)
+			}
+			// The error answer is written off the reader's goroutine.
+			for deadline := time.Now().Add(30 * time.Second); !strings.Contains(w.String(), tc.errAnswered); time.Sleep(5 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("the repeat was not answered with an error: %s", w.String())
+				}
+			}
+			out := w.String()
+			if !strings.Contains(out, `"request_id":"r/x"`) || strings.Contains(out, `"behavior":"allow","toolUseID":"x/t"`) ||
+				strings.Contains(out, `"updatedInput":{"command":"rm -rf /"}`) || strings.Contains(out, `"request_id":"r/x","subtype":"error"`) {
+				t.Fatalf("the CLI read %s", out)
+			}
+		})
 	}
 }

@@ -267,7 +267,7 @@ func (c *Conn) Initialize(ctx context.Context) ([]engine.NativeDecision, error) 
 	defer c.mu.Unlock()
 	var out []engine.NativeDecision
 	for i := range r.Pending {
-		if d := c.addDecision(&r.Pending[i], false); d != nil {
+		if d, _ := c.addDecision(&r.Pending[i], false); d != nil {
 			out = append(out, d.view())
 		}
 	}
