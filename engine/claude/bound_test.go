@@ -3,8 +3,8 @@ package claude
 import (
 	"context"
 	"fmt"
-	"slices"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -102,8 +102,8 @@ func askLine(requestID, toolUseID, command string) string {
 // the first sends the first's request id and input, never the repeat's.
 func TestRepeatedPermissionIDKeepsTheFirst(t *testing.T) {
 	for _, tc := range []struct {
-		name       string
-		second     string
+		name        string
+		second      string
 		errAnswered string // the repeat's request id when it is answered with an error
 	}{
 		{"same request id", askLine("r/x", "t2", "rm -rf /"), ""},
