@@ -19,6 +19,9 @@ import (
 // could not read is shown disabled and never answered.
 func (c *Controller) pump(x *execution) {
 	for ev := range x.conn.Events() {
+		if h := c.test.pumpEvent; h != nil {
+			h(x.conn)
+		}
 		switch {
 		case ev.UI != nil && protocol.IsForm(ev.UI.Method):
 			c.dialogOpened(x, ev.UI)
@@ -37,7 +40,7 @@ func (c *Controller) pump(x *execution) {
 			c.mu.Unlock()
 			c.kickQueue()
 		}
-		if ev.Kind == protocol.EventUnavailable && ev.Native == "" && (ev.Reason == protocol.ReasonLineTooLong || ev.Reason == protocol.ReasonUndecodable) {
+		if ev.Kind == protocol.EventUnavailable && ev.Native == "" && (ev.Reason == protocol.ReasonLineTooLong || ev.Reason == protocol.ReasonUndecodable || ev.Reason == protocol.ReasonOutputLost) {
 			c.engineLost(x, ev)
 		}
 	}

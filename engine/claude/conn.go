@@ -70,7 +70,7 @@ func New(r io.Reader, w io.WriteCloser, session string, opts engine.Options) (*C
 		changed: make(chan struct{}),
 		sent:    make(map[string]bool),
 		synced:  make(chan struct{}),
-		Output:  engine.NewOutput(),
+		Output:  engine.NewOutput(opts.SeqBase, opts.MaxQueued),
 	}
 	c.mp.seq = opts.SeqBase
 	lr := engine.NewLineReader(r, opts.MaxLine)
