@@ -156,3 +156,83 @@ func TestRepeatedPermissionIDKeepsTheFirst(t *testing.T) {
 		})
 	}
 }
+
+// TestEngineIDsBounded: a CLI that invents fresh ids forever (messages
+// started and never stopped, tool_use blocks streamed, tools asked and
+// never answered) leaves the adapter's per-id state within its bounds;
+// past the bound of tools in flight the turn is uncertain rather than a
+// tool forgotten.
+func TestEngineIDsBounded(t *testing.T) {
+	const n = 3 * engine.MaxToolKeys
+	start := func(i int) string {
+		return fmt.Sprintf(`{"type":"stream_event","api_message_id":"msg_%d","event":{"type":"message_start","message":{"id":"msg_%d","role":"assistant","content":[]}}}`, i, i)
+	}
+	for _, tc := range []struct {
+		name  string
+		lines func(i int) []string
+		kept  func(c *Conn) (got, bound int)
+	}{
+		{"messages never stopped", func(i int) []string { return []string{start(i)} },
+			func(c *Conn) (int, int) { return c.mp.open.Len(), maxOpenMessages }},
+		{"streamed tool calls", func(i int) []string {
+			return []string{start(0), fmt.Sprintf(`{"type":"stream_event","api_message_id":"msg_0","event":{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"tu_%d","name":"Bash","input":{}}}}`, i)}
+		}, func(c *Conn) (int, int) { return c.mp.tools.Len(), engine.MaxToolKeys }},
+		{"tools never answered", func(i int) []string {
+			return []string{fmt.Sprintf(`{"type":"assistant","message":{"id":"msg_a%d","role":"assistant","content":[{"type":"tool_use","id":"tu_%d","name":"Bash","input":{}}]}}`, i, i)}
+		}, func(c *Conn) (int, int) { return len(c.tr.open), engine.MaxOpenEffects }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pr, pw := io.Pipe()
+			c, err := New(pr, &lockedWriter{}, testSession, engine.Options{Execution: "x1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			drained := make(chan struct{})
+			go func() {
+				defer close(drained)
+				for range c.Events() {
+				}
+			}()
+			for i := range n {
+				for _, l := range tc.lines(i) {
+					io.WriteString(pw, l+"\n")
+				}
+			}
+			pw.Close()
+			<-c.Done()
+			<-drained
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if got, bound := tc.kept(c); got > bound {
+				t.Fatalf("%d ids kept after %d fresh ones; want at most %d", got, n, bound)
+			}
+			if tc.name == "tools never answered" && !c.tr.uncertain {
+				t.Fatal("tools past the bound left the turn certain")
+			}
+		})
+	}
+}
+
+// TestBlockIndexBounded: a content block index outside [0, 4096) from
+// the stream is unavailable, never an event addressing that ordinal (a
+// client may size an array by it).
+func TestBlockIndexBounded(t *testing.T) {
+	for _, idx := range []string{"-1", "4096", "2147483648"} {
+		t.Run(idx, func(t *testing.T) {
+			p := newPeer(t, 5*time.Second)
+			p.send(`{"type":"stream_event","api_message_id":"msg_i","event":{"type":"message_start","message":{"id":"msg_i","role":"assistant","content":[]}}}`,
+				`{"type":"stream_event","api_message_id":"msg_i","event":{"type":"content_block_start","index":`+idx+`,"content_block":{"type":"text","text":""}}}`,
+				`{"type":"stream_event","api_message_id":"msg_i","event":{"type":"content_block_delta","index":`+idx+`,"delta":{"type":"text_delta","text":"x"}}}`,
+				`{"type":"stream_event","api_message_id":"msg_i","event":{"type":"message_stop"}}`)
+			for {
+				e := p.event("the message's end", func(protocol.Event) bool { return true })
+				if e.Block != nil && (*e.Block < 0 || *e.Block >= 4096) {
+					t.Fatalf("event %+v addresses block %d", e, *e.Block)
+				}
+				if e.Kind == protocol.EventMessageEnd {
+					return
+				}
+			}
+		})
+	}
+}
