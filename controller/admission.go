@@ -56,7 +56,8 @@ func (c *Controller) admissionFieldsLocked() (state, reason string) {
 }
 
 // engineLost is the engine connection reporting a line it could not read
-// (over the framing limit, or not JSON): what it carried is gone, so the
+// (over the framing limit, or not JSON) or events it dropped (output-lost:
+// the pump fell behind its byte bound): what they carried is gone, so the
 // binding becomes uncertain, as it does for an engine exit, and clients
 // learn it now rather than at their next prompt.
 func (c *Controller) engineLost(x *execution, ev protocol.Event) {
@@ -68,6 +69,7 @@ func (c *Controller) engineLost(x *execution, ev protocol.Event) {
 	}
 	why := fmt.Sprintf("engine output of execution %s was lost (%s at event %d); force stop, then recover", x.id, ev.Reason, ev.Seq)
 	c.st.binding = protocol.BindingUncertain
+	c.closeAdmissionLocked(why) // the binding says why, not only that it is uncertain
 	c.markUncertainLocked(why)
 	c.publishBindingLocked()
 	c.audit(audit.Transition, nil, why, map[string]string{"EXECUTION": x.id, "STATE": protocol.BindingUncertain, "REASON": ev.Reason})

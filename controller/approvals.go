@@ -45,13 +45,24 @@ type approvalSet struct {
 	projections map[string]*approval
 }
 
+// byDecision returns the approval of native decision id: the newest live
+// one, else the newest. An engine may ask again under an id it closed
+// (the adapters refuse only an id still open), and what it says about the
+// id now (a timeout, a withdrawal, a cancel) is about the request it holds
+// open, never one settled before.
 func (s *approvalSet) byDecision(id string) *approval {
-	for _, a := range s.order {
-		if a.rec.Decision == id {
+	var newest *approval
+	for i := len(s.order) - 1; i >= 0; i-- {
+		a := s.order[i]
+		switch {
+		case a.rec.Decision != id:
+		case live(a.rec.State):
 			return a
+		case newest == nil:
+			newest = a
 		}
 	}
-	return nil
+	return newest
 }
 
 // add keeps a within the bound: the oldest closed decision goes first.

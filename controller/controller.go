@@ -57,6 +57,10 @@ type Config struct {
 	// (engine.Options.MaxLine and LineLimit; 0: the engine defaults).
 	EngineMaxLine   int
 	EngineLineLimit int64
+	// EngineMaxQueued bounds the bytes of engine events held between the
+	// adapter and the pump (engine.Options.MaxQueued; 0: the engine
+	// default); past it events are lost and the binding turns uncertain.
+	EngineMaxQueued int64
 	// EngineStderr receives the engine's stderr lines, rate-limited and
 	// prefixed with the execution (nil: the controller's own stderr, the
 	// journal under systemd).
@@ -146,6 +150,9 @@ type hooks struct {
 	afterDispatchRecord func()
 	// queueFault sees every fault point of every queue revision write.
 	queueFault func(point, path string) error
+	// pumpEvent runs before the pump hands on each engine event, so a
+	// test can hold the pump back while the engine writes.
+	pumpEvent func(d engine.Driver)
 }
 
 // run calls a hook that is set.

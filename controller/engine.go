@@ -46,7 +46,7 @@ func (c *Controller) engineOf(cv *conversations.Conversation) (engine.Engine, er
 func (c *Controller) driverOptions(execID string) engine.Options {
 	return engine.Options{Execution: execID,
 		CommandTimeout: c.cfg.CommandTimeout, AbortTimeout: c.cfg.AbortTimeout,
-		MaxLine: c.cfg.EngineMaxLine, LineLimit: c.cfg.EngineLineLimit}
+		MaxLine: c.cfg.EngineMaxLine, LineLimit: c.cfg.EngineLineLimit, MaxQueued: c.cfg.EngineMaxQueued}
 }
 
 // openEngine wraps a started engine's pipes in its Driver, built by the

@@ -19,17 +19,16 @@ import (
 // could not read is shown disabled and never answered.
 func (c *Controller) pump(x *execution) {
 	for ev := range x.conn.Events() {
+		if h := c.test.pumpEvent; h != nil {
+			h(x.conn)
+		}
 		switch {
 		case ev.UI != nil && protocol.IsForm(ev.UI.Method):
 			c.dialogOpened(x, ev.UI)
 		case ev.UI != nil:
 			c.uiNotice(ev.UI)
-		case ev.Kind == protocol.EventUnavailable && ev.Native == "extension_ui_request":
-			c.mu.Lock()
-			c.st.dialogSeen = true
-			c.broadcastLocked(protocol.Notice{Record: protocol.RecordNotice, Kind: protocol.NoticeDialog,
-				Message: "the engine opened a dialog mosaic cannot read whole; it is shown disabled and nobody answers it"})
-			c.mu.Unlock()
+		case ev.Kind == protocol.EventUnavailable && (ev.Native == "extension_ui_request" || ev.Reason == protocol.ReasonDuplicateID):
+			c.dialogUnread(x, ev)
 		case ev.Kind == protocol.EventRunSettled:
 			c.runSettled(x, ev.Seq)
 		}
@@ -41,10 +40,25 @@ func (c *Controller) pump(x *execution) {
 			c.mu.Unlock()
 			c.kickQueue()
 		}
-		if ev.Kind == protocol.EventUnavailable && ev.Native == "" && (ev.Reason == protocol.ReasonLineTooLong || ev.Reason == protocol.ReasonUndecodable) {
+		if ev.Kind == protocol.EventUnavailable && ev.Native == "" && (ev.Reason == protocol.ReasonLineTooLong || ev.Reason == protocol.ReasonUndecodable || ev.Reason == protocol.ReasonOutputLost) {
 			c.engineLost(x, ev)
 		}
 	}
+}
+
+// dialogUnread tells every client of a dialog request the adapter would
+// not hold open: one it cannot read whole, or one repeating the id of a
+// decision kept (the first keeps the id; the repeat is journaled).
+func (c *Controller) dialogUnread(x *execution, ev protocol.Event) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.st.dialogSeen = true
+	msg := "the engine opened a dialog mosaic cannot read whole; it is shown disabled and nobody answers it"
+	if ev.Reason == protocol.ReasonDuplicateID {
+		msg = "the engine asked again under the id of a decision it asked before; the first keeps the id, the repeat is refused and nobody answers it"
+		c.auditEngine("approval-"+protocol.ReasonDuplicateID, msg, map[string]string{"EXECUTION": x.id, "REASON": ev.Reason})
+	}
+	c.broadcastLocked(protocol.Notice{Record: protocol.RecordNotice, Kind: protocol.NoticeDialog, Message: msg})
 }
 
 // watchExit notices the engine process ending. Its exit is not a stop

@@ -44,6 +44,10 @@ type Options struct {
 	// streams in: strings cut, Event.Truncated set. A LineLimit not above
 	// MaxLine turns reduction off.
 	LineLimit int64
+	// MaxQueued bounds the bytes of mapped events held for a reader that
+	// is behind (DefaultMaxQueued if zero); past it events are dropped
+	// and one unavailable output-lost event says so (Output).
+	MaxQueued int64
 	// CommandTimeout bounds each command but abort.
 	CommandTimeout time.Duration
 	// AbortTimeout bounds abort.

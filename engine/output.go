@@ -9,26 +9,51 @@ import (
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
+// DefaultMaxQueued bounds the bytes of mapped events an Output holds for
+// a reader that is behind (Options.MaxQueued).
+const DefaultMaxQueued = 64 << 20
+
+// eventOverhead is what an event costs beyond its strings: the struct,
+// its pointers, the queue slot.
+const eventOverhead = 256
+
 // Output is the read side both engine adapters share: the mapped events,
-// handed to the reader in order through a queue without bound (so a slow
-// reader never stalls the goroutine that reads the engine, and with it
-// the responses commands wait for), and when and why the engine's output
-// ended. An adapter's Conn embeds it.
+// handed to the reader in order through a queue (so a slow reader never
+// stalls the goroutine that reads the engine, and with it the responses
+// commands wait for), and when and why the engine's output ended. An
+// adapter's Conn embeds it.
+//
+// The queue is bounded by bytes, not events: the engine writes at its
+// will, and a few thousand large lines behind a slow reader would
+// otherwise hold gigabytes. Past the bound, events are dropped until the
+// reader took the queue down to half of it; one unavailable output-lost
+// event stands where they were, so the reader knows the stream has a
+// hole. Output numbers the events it delivers itself, so the hole leaves
+// no gap in Seq.
 type Output struct {
-	mu     sync.Mutex
-	q      []protocol.Event
-	ended  bool
-	err    error
-	wake   chan struct{}
-	out    chan protocol.Event
-	done   chan struct{}
-	finish sync.Once
+	mu       sync.Mutex
+	q        []protocol.Event
+	bytes    int64 // eventBytes of the events queued and not yet delivered
+	max      int64
+	seq      uint64 // Seq of the last event queued
+	dropping bool   // past the bound: events are dropped until the queue drains to half
+	dropped  uint64
+	ended    bool
+	err      error
+	wake     chan struct{}
+	out      chan protocol.Event
+	done     chan struct{}
+	finish   sync.Once
 }
 
 // NewOutput starts the delivery goroutine; it ends after End once every
-// queued event was delivered.
-func NewOutput() *Output {
-	o := &Output{wake: make(chan struct{}, 1), out: make(chan protocol.Event), done: make(chan struct{})}
+// queued event was delivered. Events are numbered from seqBase+1;
+// maxQueued bounds the bytes held (DefaultMaxQueued if zero).
+func NewOutput(seqBase uint64, maxQueued int64) *Output {
+	if maxQueued <= 0 {
+		maxQueued = DefaultMaxQueued
+	}
+	o := &Output{seq: seqBase, max: maxQueued, wake: make(chan struct{}, 1), out: make(chan protocol.Event), done: make(chan struct{})}
 	go o.pump()
 	return o
 }
@@ -49,12 +74,59 @@ func (o *Output) Err() error {
 	return o.err
 }
 
-// Push queues e. Adapters push under their own lock, in wire order.
+// Push queues e, numbered next. Adapters push under their own lock, in
+// wire order. Past the byte bound e is dropped (see Output).
 func (o *Output) Push(e protocol.Event) {
+	n := eventBytes(e)
 	o.mu.Lock()
+	if o.dropping && o.bytes <= o.max/2 {
+		o.dropping = false
+	}
+	switch {
+	case o.dropping:
+		o.dropped++
+		o.mu.Unlock()
+		return
+	case o.bytes > 0 && o.bytes+n > o.max:
+		// One event alone always fits: framing bounds it.
+		o.dropping = true
+		o.dropped++
+		e = protocol.Event{Record: protocol.RecordEvent, Kind: protocol.EventUnavailable, Execution: e.Execution,
+			Reason: protocol.ReasonOutputLost}
+		n = eventBytes(e)
+	}
+	o.seq++
+	e.Seq = o.seq
 	o.q = append(o.q, e)
+	o.bytes += n
 	o.mu.Unlock()
 	o.poke()
+}
+
+// Dropped counts the events dropped past the byte bound.
+func (o *Output) Dropped() uint64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.dropped
+}
+
+// eventBytes is what e holds in memory, near enough: its variable parts
+// and a fixed overhead.
+func eventBytes(e protocol.Event) int64 {
+	n := eventOverhead + len(e.Message) + len(e.Role) + len(e.BlockType) + len(e.Text) + len(e.StopReason) + len(e.Reason) + len(e.Native)
+	for _, b := range e.Content {
+		n += eventOverhead + len(b.Type) + len(b.Text) + len(b.ToolCallID) + len(b.ToolName) + len(b.Args) + len(b.MimeType)
+	}
+	if t := e.Tool; t != nil {
+		n += len(t.CallID) + len(t.Name) + len(t.Args) + len(t.Result)
+	}
+	if u := e.UI; u != nil {
+		n += len(u.ID) + len(u.Method) + len(u.Title) + len(u.Message) + len(u.Key) + len(u.Level)
+		for _, o := range u.Options {
+			n += len(o) + 16
+		}
+	}
+	return int64(n)
 }
 
 // End records why the output ended and closes Done; Events closes after
@@ -85,6 +157,9 @@ func (o *Output) pump() {
 		o.mu.Unlock()
 		for _, e := range batch {
 			o.out <- e
+			o.mu.Lock()
+			o.bytes -= eventBytes(e)
+			o.mu.Unlock()
 		}
 		if len(batch) > 0 {
 			continue

@@ -73,6 +73,14 @@ const (
 	ReasonUndecodable = "undecodable-line"
 	// ReasonUnknownBlock: a content block of a type the adapter does not know.
 	ReasonUnknownBlock = "unknown-block"
+	// ReasonDuplicateID: the engine asked again under the id of a decision
+	// it holds open; the first keeps the id and the repeat is never
+	// answerable, so an answer cannot land on a request nobody saw.
+	ReasonDuplicateID = "duplicate-id"
+	// ReasonOutputLost: the engine wrote faster than the controller read
+	// and events past the adapter's byte bound were dropped; the stream has
+	// a hole and the binding is uncertain.
+	ReasonOutputLost = "output-lost"
 )
 
 // Event is one record of an execution's ordered live stream.

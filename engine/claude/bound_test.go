@@ -1,14 +1,17 @@
 package claude
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/mosaic-agents/mosaic/engine"
+	"github.com/mosaic-agents/mosaic/protocol"
 )
 
 // lockedWriter keeps what the adapter writes to the CLI's stdin.
@@ -84,5 +87,152 @@ func TestDecisionsBounded(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the request past the bound was not answered with an error")
 		}
+	}
+}
+
+func askLine(requestID, toolUseID, command string) string {
+	return `{"type":"control_request","request_id":"` + requestID + `","request":{"subtype":"can_use_tool","tool_name":"Bash","display_name":"Bash",` +
+		`"input":{"command":"` + command + `"},"description":"` + command + `","tool_use_id":"` + toolUseID + `"}}` + "\n"
+}
+
+// TestRepeatedPermissionIDKeepsTheFirst: a permission request that repeats
+// a kept one's request id, or whose decision id reads the same as a kept
+// one's, never replaces it or stands beside it: the first stays the only
+// decision, the repeat is an unavailable duplicate-id event, and allowing
+// the first sends the first's request id and input, never the repeat's.
+func TestRepeatedPermissionIDKeepsTheFirst(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		second      string
+		errAnswered string // the repeat's request id when it is answered with an error
+	}{
+		{"same request id", askLine("r/x", "t2", "rm -rf /"), ""},
+		{"same decision id", askLine("r", "x/t", "rm -rf /"), `"request_id":"r","subtype":"error"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pr, pw := io.Pipe()
+			w := &lockedWriter{}
+			c, err := New(pr, w, testSession, engine.Options{Execution: "x1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { pw.Close() })
+			var evs []protocol.Event
+			drained := make(chan struct{})
+			go func() {
+				defer close(drained)
+				for e := range c.Events() {
+					evs = append(evs, e)
+				}
+			}()
+			io.WriteString(pw, askLine("r/x", "t", "ls"))
+			io.WriteString(pw, tc.second)
+			pw.Close()
+			<-c.Done()
+			<-drained
+			ds := c.Decisions()
+			if len(ds) != 1 || ds[0].ID != "r/x/t" || !strings.Contains(string(ds[0].Input), `"ls"`) {
+				t.Fatalf("decisions %+v, want the first only", ds)
+			}
+			if !slices.ContainsFunc(evs, func(e protocol.Event) bool {
+				return e.Kind == protocol.EventUnavailable && e.Reason == protocol.ReasonDuplicateID
+			}) {
+				t.Fatalf("events %+v, want an unavailable %s", evs, protocol.ReasonDuplicateID)
+			}
+			if err := c.Decide(context.Background(), "r/x/t", engine.ChoiceAllowOnce); err != nil {
+				t.Fatal(err)
+			}
+			// The error answer is written off the reader's goroutine.
+			for deadline := time.Now().Add(30 * time.Second); !strings.Contains(w.String(), tc.errAnswered); time.Sleep(5 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("the repeat was not answered with an error: %s", w.String())
+				}
+			}
+			out := w.String()
+			if !strings.Contains(out, `"request_id":"r/x"`) || strings.Contains(out, `"behavior":"allow","toolUseID":"x/t"`) ||
+				strings.Contains(out, `"updatedInput":{"command":"rm -rf /"}`) || strings.Contains(out, `"request_id":"r/x","subtype":"error"`) {
+				t.Fatalf("the CLI read %s", out)
+			}
+		})
+	}
+}
+
+// TestEngineIDsBounded: a CLI that invents fresh ids forever (messages
+// started and never stopped, tool_use blocks streamed, tools asked and
+// never answered) leaves the adapter's per-id state within its bounds;
+// past the bound of tools in flight the turn is uncertain rather than a
+// tool forgotten.
+func TestEngineIDsBounded(t *testing.T) {
+	const n = 3 * engine.MaxToolKeys
+	start := func(i int) string {
+		return fmt.Sprintf(`{"type":"stream_event","api_message_id":"msg_%d","event":{"type":"message_start","message":{"id":"msg_%d","role":"assistant","content":[]}}}`, i, i)
+	}
+	for _, tc := range []struct {
+		name  string
+		lines func(i int) []string
+		kept  func(c *Conn) (got, bound int)
+	}{
+		{"messages never stopped", func(i int) []string { return []string{start(i)} },
+			func(c *Conn) (int, int) { return c.mp.open.Len(), maxOpenMessages }},
+		{"streamed tool calls", func(i int) []string {
+			return []string{start(0), fmt.Sprintf(`{"type":"stream_event","api_message_id":"msg_0","event":{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"tu_%d","name":"Bash","input":{}}}}`, i)}
+		}, func(c *Conn) (int, int) { return c.mp.tools.Len(), engine.MaxToolKeys }},
+		{"tools never answered", func(i int) []string {
+			return []string{fmt.Sprintf(`{"type":"assistant","message":{"id":"msg_a%d","role":"assistant","content":[{"type":"tool_use","id":"tu_%d","name":"Bash","input":{}}]}}`, i, i)}
+		}, func(c *Conn) (int, int) { return len(c.tr.open), engine.MaxOpenEffects }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pr, pw := io.Pipe()
+			c, err := New(pr, &lockedWriter{}, testSession, engine.Options{Execution: "x1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			drained := make(chan struct{})
+			go func() {
+				defer close(drained)
+				for range c.Events() {
+				}
+			}()
+			for i := range n {
+				for _, l := range tc.lines(i) {
+					io.WriteString(pw, l+"\n")
+				}
+			}
+			pw.Close()
+			<-c.Done()
+			<-drained
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if got, bound := tc.kept(c); got > bound {
+				t.Fatalf("%d ids kept after %d fresh ones; want at most %d", got, n, bound)
+			}
+			if tc.name == "tools never answered" && !c.tr.uncertain {
+				t.Fatal("tools past the bound left the turn certain")
+			}
+		})
+	}
+}
+
+// TestBlockIndexBounded: a content block index outside [0, 4096) from
+// the stream is unavailable, never an event addressing that ordinal (a
+// client may size an array by it).
+func TestBlockIndexBounded(t *testing.T) {
+	for _, idx := range []string{"-1", "4096", "2147483648"} {
+		t.Run(idx, func(t *testing.T) {
+			p := newPeer(t, 5*time.Second)
+			p.send(`{"type":"stream_event","api_message_id":"msg_i","event":{"type":"message_start","message":{"id":"msg_i","role":"assistant","content":[]}}}`,
+				`{"type":"stream_event","api_message_id":"msg_i","event":{"type":"content_block_start","index":`+idx+`,"content_block":{"type":"text","text":""}}}`,
+				`{"type":"stream_event","api_message_id":"msg_i","event":{"type":"content_block_delta","index":`+idx+`,"delta":{"type":"text_delta","text":"x"}}}`,
+				`{"type":"stream_event","api_message_id":"msg_i","event":{"type":"message_stop"}}`)
+			for {
+				e := p.event("the message's end", func(protocol.Event) bool { return true })
+				if e.Block != nil && (*e.Block < 0 || *e.Block >= 4096) {
+					t.Fatalf("event %+v addresses block %d", e, *e.Block)
+				}
+				if e.Kind == protocol.EventMessageEnd {
+					return
+				}
+			}
+		})
 	}
 }

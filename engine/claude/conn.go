@@ -70,7 +70,7 @@ func New(r io.Reader, w io.WriteCloser, session string, opts engine.Options) (*C
 		changed: make(chan struct{}),
 		sent:    make(map[string]bool),
 		synced:  make(chan struct{}),
-		Output:  engine.NewOutput(),
+		Output:  engine.NewOutput(opts.SeqBase, opts.MaxQueued),
 	}
 	c.mp.seq = opts.SeqBase
 	lr := engine.NewLineReader(r, opts.MaxLine)
@@ -267,7 +267,7 @@ func (c *Conn) Initialize(ctx context.Context) ([]engine.NativeDecision, error) 
 	defer c.mu.Unlock()
 	var out []engine.NativeDecision
 	for i := range r.Pending {
-		if d := c.addDecision(&r.Pending[i], false); d != nil {
+		if d, _ := c.addDecision(&r.Pending[i], false); d != nil {
 			out = append(out, d.view())
 		}
 	}

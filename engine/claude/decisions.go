@@ -1,6 +1,7 @@
 package claude
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"slices"
@@ -40,38 +41,64 @@ func (c *Conn) controlRequest(f *frame, cut bool) {
 		Subtype string `json:"subtype"`
 	}
 	_ = json.Unmarshal(f.Request, &sub)
+	reason := protocol.ReasonUnsupportedNative
 	if sub.Subtype == "can_use_tool" {
-		if c.addDecision(f, cut) != nil {
+		if c.knownRequest(f.RequestID) {
+			// The CLI asked again under a request id it asked under
+			// before: the first keeps it, and nothing is answered, since
+			// an answer names only the request id and would settle the
+			// first.
+			c.push(c.mp.unavailable(protocol.ReasonDuplicateID, "control_request/"+sub.Subtype))
+			return
+		}
+		d, why := c.addDecision(f, cut)
+		if d != nil {
 			c.wake()
 			return
 		}
+		reason = cmp.Or(why, reason)
 	}
-	c.push(c.mp.unavailable(protocol.ReasonUnsupportedNative, "control_request/"+sub.Subtype))
+	c.push(c.mp.unavailable(reason, "control_request/"+sub.Subtype))
 	go func() {
 		_ = c.send(map[string]any{"type": "control_response", "response": map[string]any{
 			"subtype": "error", "request_id": f.RequestID, "error": "not supported by mosaic"}})
 	}()
 }
 
+// knownRequest reports whether a kept decision has request id id; c.mu
+// is held.
+func (c *Conn) knownRequest(id string) bool {
+	return slices.ContainsFunc(c.dec, func(d *decision) bool { return d.requestID == id })
+}
+
 // addDecision registers a can_use_tool frame (live, or re-sent in an
 // initialize response) once per request id; c.mu is held. A request whose
 // line framing had to cut offers deny only: allow sends the input back as
 // updatedInput, which the CLI runs, and a cut input would run something
-// the model never asked for and nobody saw whole.
-func (c *Conn) addDecision(f *frame, cut bool) *decision {
+// the model never asked for and nobody saw whole. A nil decision is never
+// kept, and the caller answers it with an error; why is its reason when
+// it is not the bound.
+func (c *Conn) addDecision(f *frame, cut bool) (_ *decision, why string) {
 	var r canUseTool
 	if f.Type != "control_request" || json.Unmarshal(f.Request, &r) != nil || r.Subtype != "can_use_tool" || f.RequestID == "" {
-		return nil
+		return nil, ""
 	}
 	for _, d := range c.dec {
 		if d.requestID == f.RequestID {
-			return d
+			return d, ""
 		}
+	}
+	id := f.RequestID + "/" + r.ToolUseID
+	if slices.ContainsFunc(c.dec, func(d *decision) bool { return d.ID == id }) {
+		// Another request id whose decision id reads the same ("r/x" and
+		// tool "t", "r" and tool "x/t"): kept, an answer to the one shown
+		// would be written for the other.
+		return nil, protocol.ReasonDuplicateID
 	}
 	if len(c.dec) >= maxDecisions {
 		i := slices.IndexFunc(c.dec, func(d *decision) bool { return d.State != engine.DecisionPending })
 		if i < 0 {
-			return nil // answered with an error by the caller, never kept
+			return nil, "" // answered with an error by the caller, never kept
 		}
 		c.dec = slices.Delete(c.dec, i, i+1)
 	}
@@ -80,7 +107,7 @@ func (c *Conn) addDecision(f *frame, cut bool) *decision {
 		title = r.DisplayName
 	}
 	d := &decision{requestID: f.RequestID, NativeDecision: engine.NativeDecision{
-		ID: f.RequestID + "/" + r.ToolUseID, Kind: "permission",
+		ID: id, Kind: "permission",
 		ToolName: r.ToolName, ToolUseID: r.ToolUseID, Input: r.Input,
 		Title: title, Message: r.DecisionReason,
 		Choices: []string{engine.ChoiceAllowOnce, engine.ChoiceDeny},
@@ -91,7 +118,7 @@ func (c *Conn) addDecision(f *frame, cut bool) *decision {
 		d.Message = "the request was too large to show whole; it can only be denied"
 	}
 	c.dec = append(c.dec, d)
-	return d
+	return d, ""
 }
 
 // cancelDecision resolves a request the CLI withdrew; c.mu is held.

@@ -3,7 +3,9 @@ package claude
 import (
 	"encoding/json"
 	"strconv"
+	"strings"
 
+	"github.com/mosaic-agents/mosaic/engine"
 	hclaude "github.com/mosaic-agents/mosaic/history/claude"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
@@ -27,8 +29,8 @@ type mapper struct {
 	exec  string
 	seq   uint64
 	msgs  int
-	open  map[string]*openMessage // API message id -> streaming message
-	tools map[string]string       // tool_use id -> message key
+	open  *engine.Recent[*openMessage] // API message id -> streaming message
+	tools *engine.Recent[string]       // tool_use id -> message key
 }
 
 type openMessage struct {
@@ -40,8 +42,12 @@ type openMessage struct {
 	cut     bool
 }
 
+// maxOpenMessages bounds the messages streaming at once: the CLI streams
+// one at a time, and a message forgotten past it ends as orphan deltas.
+const maxOpenMessages = 64
+
 func newMapper(exec string) *mapper {
-	return &mapper{exec: exec, open: make(map[string]*openMessage), tools: make(map[string]string)}
+	return &mapper{exec: exec, open: engine.NewRecent[*openMessage](maxOpenMessages), tools: engine.NewRecent[string](engine.MaxToolKeys)}
 }
 
 func (m *mapper) event(kind protocol.EventKind) protocol.Event {
@@ -93,11 +99,11 @@ func (m *mapper) mapFrame(f *frame, cut bool) []protocol.Event {
 
 func (m *mapper) stream(f *frame, cut bool) []protocol.Event {
 	ev := f.Event
-	o := m.open[f.APIMessageID]
+	o, _ := m.open.Get(f.APIMessageID)
 	switch ev.Type {
 	case "message_start":
 		o = &openMessage{key: m.newKey(), types: map[int]string{}, frags: map[int]int{}}
-		m.open[f.APIMessageID] = o
+		m.open.Put(f.APIMessageID, o)
 		e := m.event(protocol.EventMessageStart)
 		e.Message, e.Role = o.key, "assistant"
 		return []protocol.Event{e}
@@ -106,6 +112,9 @@ func (m *mapper) stream(f *frame, cut bool) []protocol.Event {
 	}
 	if o == nil {
 		return []protocol.Event{m.unavailable(protocol.ReasonUnknownNative, "stream_event/"+ev.Type+"/orphan")}
+	}
+	if strings.HasPrefix(ev.Type, "content_block_") && !engine.BlockIndexOK(ev.Index) {
+		return []protocol.Event{m.unavailable(protocol.ReasonUnsupportedNative, "stream_event/"+ev.Type)}
 	}
 	switch ev.Type {
 	case "content_block_start":
@@ -119,7 +128,7 @@ func (m *mapper) stream(f *frame, cut bool) []protocol.Event {
 			o.types[ev.Index] = "thinking"
 		case "tool_use":
 			o.types[ev.Index] = "toolCall"
-			m.tools[ev.ContentBlock.ID] = o.key
+			m.tools.Put(ev.ContentBlock.ID, o.key)
 			e := m.delta(o, ev.Index, protocol.EventToolCallDelta, "", false)
 			e.Tool = &protocol.Tool{CallID: ev.ContentBlock.ID, Name: ev.ContentBlock.Name}
 			return []protocol.Event{e}
@@ -158,7 +167,7 @@ func (m *mapper) stream(f *frame, cut bool) []protocol.Event {
 		}
 		return nil
 	case "message_stop":
-		delete(m.open, f.APIMessageID)
+		m.open.Delete(f.APIMessageID)
 		return []protocol.Event{m.end(o, "assistant")}
 	}
 	return []protocol.Event{m.unavailable(protocol.ReasonUnknownNative, "stream_event/"+ev.Type)}
@@ -197,7 +206,7 @@ func (m *mapper) assistant(f *frame, cut bool) []protocol.Event {
 		return []protocol.Event{m.unavailable(protocol.ReasonUndecodable, f.Type)}
 	}
 	var out []protocol.Event
-	o, streaming := m.open[msg.ID]
+	o, streaming := m.open.Get(msg.ID)
 	if !streaming {
 		o = &openMessage{key: m.newKey(), types: map[int]string{}, frags: map[int]int{}}
 		e := m.event(protocol.EventMessageStart)
@@ -210,7 +219,7 @@ func (m *mapper) assistant(f *frame, cut bool) []protocol.Event {
 		blk.Truncated = cut
 		o.content = append(o.content, blk)
 		if b.Type == "tool_use" {
-			m.tools[b.ID] = o.key
+			m.tools.Put(b.ID, o.key)
 			e := m.event(protocol.EventToolStart)
 			e.Message, e.Role = o.key, "assistant"
 			e.Tool = &protocol.Tool{CallID: b.ID, Name: b.Name, Args: b.Input}
@@ -246,7 +255,8 @@ func (m *mapper) user(f *frame, cut bool) []protocol.Event {
 		}
 		tool := &protocol.Tool{CallID: b.ToolUseID, IsError: b.IsError}
 		end := m.event(protocol.EventToolEnd)
-		end.Message, end.Role, end.UpdateMode = m.tools[b.ToolUseID], "assistant", protocol.UpdateReplace
+		end.Message, _ = m.tools.Get(b.ToolUseID)
+		end.Role, end.UpdateMode = "assistant", protocol.UpdateReplace
 		end.Tool = &protocol.Tool{CallID: b.ToolUseID, Result: b.Content, IsError: b.IsError}
 		end.Truncated = cut
 		o := &openMessage{key: m.newKey(), content: []Block{b.Block()}, cut: cut}

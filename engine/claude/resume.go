@@ -105,7 +105,7 @@ func (c *Conn) applyInit(resp *controlResponse) {
 	}
 	added := false
 	for i := range resp.Pending {
-		if d := c.addDecision(&resp.Pending[i], false); d != nil {
+		if d, _ := c.addDecision(&resp.Pending[i], false); d != nil {
 			added = true
 		}
 	}

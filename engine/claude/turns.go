@@ -2,6 +2,7 @@ package claude
 
 import (
 	"encoding/json"
+	"fmt"
 	"sort"
 
 	"github.com/mosaic-agents/mosaic/engine"
@@ -87,7 +88,9 @@ func (t *tracker) observe(f *frame) {
 	if f.Type == "assistant" {
 		for _, b := range hclaude.Blocks(messageContent(f)) {
 			if b.Type == "tool_use" {
-				t.open[b.ID] = engine.Effect{CallID: b.ID, Name: b.Name, State: "uncertain"}
+				if !engine.StartEffect(t.open, b.ID, b.Name) {
+					t.markUncertain(fmt.Sprintf("the engine started more tools than the %d tracked in flight, or one with an id or name too long to keep", engine.MaxOpenEffects))
+				}
 			}
 		}
 	}

@@ -65,7 +65,7 @@ func New(r io.Reader, w io.WriteCloser, opts engine.Options) (*Conn, error) {
 		changed: make(chan struct{}),
 		tr:      newTracker(),
 		mp:      newMapper(opts.Execution),
-		Output:  engine.NewOutput(),
+		Output:  engine.NewOutput(opts.SeqBase, opts.MaxQueued),
 		synced:  make(chan struct{}),
 	}
 	c.mp.seq = opts.SeqBase

@@ -109,6 +109,13 @@ func (c *Conn) uiEvent(line []byte, n *native) {
 		return
 	}
 	if protocol.IsForm(ui.Method) {
+		if _, open := c.dialogs[ui.ID]; open {
+			// The first request keeps the id: replacing it would send the
+			// answer to what a user saw for the first to a second, unseen
+			// request (or the reverse), since the answer names only the id.
+			c.push(c.mp.unavailable(protocol.ReasonDuplicateID, n.Type))
+			return
+		}
 		opts := ui.Options
 		if ui.Method == protocol.FormConfirm {
 			opts = []string{"true", "false"}

@@ -84,3 +84,36 @@ func TestInterruptCancelsDialogsAfterAbort(t *testing.T) {
 		t.Fatal("interrupt did not return")
 	}
 }
+
+// TestRepeatedDialogIDKeepsTheFirst: a dialog request under the id of one
+// still open (an extension or a tool writing Pi's stdout) never replaces
+// it: the repeat is an unavailable duplicate-id event, the first dialog
+// keeps its choices, and its answer goes out for the first request.
+func TestRepeatedDialogIDKeepsTheFirst(t *testing.T) {
+	for _, tc := range []struct{ name, second, answer string }{
+		{"select over select", `{"type":"extension_ui_request","id":"d-1","method":"select","title":"Run ls?","options":["Yes","No"]}`, "Allow"},
+		{"confirm over select", `{"type":"extension_ui_request","id":"d-1","method":"confirm","title":"Run ls?"}`, "Allow"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := startPeer(t, engine.Options{})
+			p.emit(`{"type":"extension_ui_request","id":"d-1","method":"select","title":"Run rm -rf /?","options":["Allow","Block"]}`, tc.second)
+			p.sync()
+			events := p.drain()
+			if len(events) != 2 || events[0].Kind != protocol.EventNativeUI || events[0].UI.Title != "Run rm -rf /?" {
+				t.Fatalf("events %+v, want the first dialog then the refused repeat", events)
+			}
+			if e := events[1]; e.Kind != protocol.EventUnavailable || e.Reason != protocol.ReasonDuplicateID || e.UI != nil {
+				t.Fatalf("repeat %+v, want unavailable %s", e, protocol.ReasonDuplicateID)
+			}
+			if n := p.conn.OpenDialogs(); n != 1 {
+				t.Fatalf("%d dialogs open, want 1", n)
+			}
+			if err := p.conn.Answer("d-1", tc.answer); err != nil {
+				t.Fatalf("answer to the first dialog: %v", err)
+			}
+			if got := p.next("extension_ui_response"); got["id"] != "d-1" || got["value"] != tc.answer {
+				t.Fatalf("response %v", got)
+			}
+		})
+	}
+}

@@ -3,6 +3,7 @@ package pi
 import (
 	"strconv"
 
+	"github.com/mosaic-agents/mosaic/engine"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
@@ -62,7 +63,7 @@ type mapper struct {
 	seq   uint64
 	msgs  int
 	cur   *openMessage
-	tools map[string]string // tool call id -> message key
+	tools *engine.Recent[string] // tool call id -> message key
 }
 
 type openMessage struct {
@@ -72,7 +73,7 @@ type openMessage struct {
 }
 
 func newMapper(exec string) *mapper {
-	return &mapper{exec: exec, tools: make(map[string]string)}
+	return &mapper{exec: exec, tools: engine.NewRecent[string](engine.MaxToolKeys)}
 }
 
 // event stamps a new event with the execution and the next sequence number.
@@ -184,6 +185,9 @@ func (m *mapper) messageUpdate(n *native) []protocol.Event {
 	default:
 		return []protocol.Event{m.unavailable(protocol.ReasonUnknownNative, n.Type+"/"+u.Type)}
 	}
+	if !engine.BlockIndexOK(u.ContentIndex) {
+		return []protocol.Event{m.unavailable(protocol.ReasonUnsupportedNative, n.Type+"/"+u.Type)}
+	}
 	e := m.event(kind)
 	e.Message, e.Role = o.key, o.role
 	e.Block, e.BlockType = protocol.Ordinal(u.ContentIndex), blockType
@@ -198,12 +202,12 @@ func (m *mapper) messageUpdate(n *native) []protocol.Event {
 	switch u.Type {
 	case "toolcall_start":
 		e.Tool = &protocol.Tool{CallID: u.ID, Name: u.ToolName}
-		m.tools[u.ID] = o.key
+		m.tools.Put(u.ID, o.key)
 	case "toolcall_end":
 		if tc := u.ToolCall; tc != nil {
 			e.Tool = &protocol.Tool{CallID: tc.ID, Name: tc.Name, Args: tc.Arguments}
 			e.Truncated = n.cut("/assistantMessageEvent/toolCall")
-			m.tools[tc.ID] = o.key
+			m.tools.Put(tc.ID, o.key)
 		}
 	}
 	return []protocol.Event{e}
@@ -233,7 +237,7 @@ func (m *mapper) messageEnd(n *native) []protocol.Event {
 		blk.Truncated = n.cut("/message/content/"+strconv.Itoa(i)) || (len(msg.Content) == 1 && n.cut("/message/content"))
 		e.Content = append(e.Content, blk)
 		if b.Type == "toolCall" {
-			m.tools[b.ID] = o.key
+			m.tools.Put(b.ID, o.key)
 		}
 	}
 	e.Truncated = n.cut("/message")
@@ -245,7 +249,7 @@ func (m *mapper) messageEnd(n *native) []protocol.Event {
 
 func (m *mapper) toolEvent(kind protocol.EventKind, n *native) protocol.Event {
 	e := m.event(kind)
-	e.Message = m.tools[n.ToolCallID]
+	e.Message, _ = m.tools.Get(n.ToolCallID)
 	e.Role = "assistant"
 	e.Tool = &protocol.Tool{CallID: n.ToolCallID, Name: n.ToolName}
 	return e

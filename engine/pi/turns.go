@@ -2,6 +2,7 @@ package pi
 
 import (
 	"encoding/json"
+	"fmt"
 	"sort"
 	"strings"
 
@@ -53,6 +54,9 @@ type tracker struct {
 	uncertain bool
 	reasons   []string
 }
+
+// maxReasons bounds the reasons a tracker keeps for being uncertain.
+const maxReasons = 16
 
 func newTracker() *tracker { return &tracker{open: make(map[string]engine.Effect)} }
 
@@ -106,7 +110,9 @@ func (t *tracker) release() {
 // markUncertain records that the binding lost information.
 func (t *tracker) markUncertain(reason string) {
 	t.uncertain = true
-	t.reasons = append(t.reasons, reason)
+	if len(t.reasons) < maxReasons { // the engine causes them at will
+		t.reasons = append(t.reasons, reason)
+	}
 }
 
 // observe applies one native event.
@@ -139,7 +145,9 @@ func (t *tracker) observe(n *native) {
 	case "queue_update":
 		t.queue = QueueState{Steering: n.Steering, FollowUp: n.FollowUp}
 	case "tool_execution_start":
-		t.open[n.ToolCallID] = engine.Effect{CallID: n.ToolCallID, Name: n.ToolName, State: "uncertain"}
+		if !engine.StartEffect(t.open, n.ToolCallID, n.ToolName) {
+			t.markUncertain(fmt.Sprintf("the engine started more tools than the %d tracked in flight, or one with an id or name too long to keep", engine.MaxOpenEffects))
+		}
 	case "tool_execution_end":
 		delete(t.open, n.ToolCallID)
 	}
