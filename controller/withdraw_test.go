@@ -1,0 +1,135 @@
+package controller
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mosaic-agents/mosaic/claims"
+	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
+	"github.com/mosaic-agents/mosaic/conversations"
+	"github.com/mosaic-agents/mosaic/engine"
+	"github.com/mosaic-agents/mosaic/protocol"
+)
+
+// engineAt makes the rig's engine the file at path (a copy of the fake,
+// made by the test), without changing the argv the claim pins: a test
+// removes the file to make the launch fail after the claim is taken, as
+// an engine binary or interpreter that vanished or was replaced does.
+func engineAt(path string) func(*Config) {
+	return func(cfg *Config) {
+		orig := cfg.Spec
+		cfg.Spec = func(cv *conversations.Conversation) (engine.Spec, error) {
+			s, err := orig(cv)
+			if err != nil {
+				return s, err
+			}
+			s.Path, s.Args = path, append([]string{path}, s.Args[1:]...)
+			return s, nil
+		}
+	}
+}
+
+// copyFake puts a copy of the fake engine at path.
+func copyFake(t *testing.T, path string) {
+	t.Helper()
+	b, err := os.ReadFile(sandboxtest.Bin(t, "fakepi"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// wantWithdrawn checks that c's claim is stopped with a withdrawn proof
+// of the scope unit it names, that verifies, and the binding stopped.
+func wantWithdrawn(t *testing.T, c *Controller) {
+	t.Helper()
+	c.mu.Lock()
+	binding, reason := c.st.binding, c.st.reason
+	var rec claims.Record
+	if c.st.claim != nil {
+		rec = c.st.claim.Record()
+	}
+	c.mu.Unlock()
+	if binding != protocol.BindingStopped || rec.State != claims.Stopped || rec.Proof == nil || rec.Proof.Type != claims.ProofWithdrawn {
+		t.Fatalf("after a launch that failed before release: binding %s (%s), claim %s %+v; want stopped, withdrawn", binding, reason, rec.State, rec.Proof)
+	}
+	if err := claims.Proven(&rec); err != nil {
+		t.Fatalf("withdrawn revision does not verify: %v", err)
+	}
+	if !strings.Contains(string(rec.Proof.Body), `"unit":"mosaic-engine-`) {
+		t.Fatalf("withdrawn proof names no scope unit: %s", rec.Proof.Body)
+	}
+}
+
+// TestFailedLaunchIsWithdrawn: the engine's binary is gone when the
+// launch looks it up, after the claim was taken and the launch began. No
+// engine ran (no incarnation was recorded), and the user manager lists no
+// scope for the execution, so the launch is withdrawn: the binding is
+// stopped with a withdrawn proof, not a cohort proof. Once the binary is
+// back, recover launches on the same leaf and a prompt is answered. On a
+// build without the withdrawal the claim stayed uncertain with nothing a
+// stop could prove, recover refused and a restart found it the same.
+func TestFailedLaunchIsWithdrawn(t *testing.T) {
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sandboxtest.Require(t)
+	bin := filepath.Join(dir, "engine")
+	r := newRigAt(t, dir, plainScript, engineAt(bin), nil) // no file at bin: the launch fails
+	wantWithdrawn(t, r.ctrl)
+	copyFake(t, bin)
+	ctl := r.dial()
+	ctl.must(map[string]any{"type": "observe", "request": "o1"}, "observed")
+	gen := r.recoveryControl(ctl) // a stopped binding is fenced: recovery control, as after any stop
+	wayBack(t, r, ctl, gen)
+}
+
+// TestRestartWithdrawsLaunchCutShort: a controller died after it began a
+// launch and before it recorded the engine's incarnation (its scope never
+// got as far, or is gone). The next controller withdraws the launch
+// instead of adopting an uncertain claim it can neither stop nor prove,
+// and recover launches again on the same leaf.
+func TestRestartWithdrawsLaunchCutShort(t *testing.T) {
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sandboxtest.Require(t)
+	crashMidLaunch := func(cfg *Config) {
+		// What the dead controller left: a claim whose launch began
+		// (BeginLaunch), written by this process, which crashedHost says
+		// is gone.
+		store, err := claims.Open(cfg.Claims.Root(), claims.WithHost(crashedHost{claims.LocalHost()}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cv := cfg.Conversation
+		spec, err := cfg.Spec(cv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys := claims.Keys{Seat: claims.SeatKey{Seat: cv.Seat, Project: cv.Project, Workspace: cv.Workspace}, Session: "new:" + cv.ID}
+		ctx := context.Background()
+		cl, err := store.Acquire(ctx, claims.Request{Keys: keys, Binding: "b-dead", Harness: cv.Kind(), Conversation: cv.ID,
+			Branch: "main", Pins: pinsOf(cv, spec), Execution: "e-cutshort"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.BeginLaunch(ctx); err != nil {
+			t.Fatal(err)
+		}
+		cfg.Claims = store
+	}
+	r := newRigAt(t, dir, plainScript, crashMidLaunch, nil)
+	wantWithdrawn(t, r.ctrl)
+	ctl := r.dial()
+	ctl.must(map[string]any{"type": "observe", "request": "o1"}, "observed")
+	gen := r.recoveryControl(ctl) // a stopped binding is fenced: recovery control, as after any stop
+	wayBack(t, r, ctl, gen)
+}
