@@ -3,15 +3,18 @@ package controller
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mosaic-agents/mosaic/claims"
 	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
 	"github.com/mosaic-agents/mosaic/conversations"
 	"github.com/mosaic-agents/mosaic/engine"
 	"github.com/mosaic-agents/mosaic/protocol"
+	"github.com/mosaic-agents/mosaic/scopes"
 )
 
 // engineAt makes the rig's engine the file at path (a copy of the fake,
@@ -132,4 +135,73 @@ func TestRestartWithdrawsLaunchCutShort(t *testing.T) {
 	ctl.must(map[string]any{"type": "observe", "request": "o1"}, "observed")
 	gen := r.recoveryControl(ctl) // a stopped binding is fenced: recovery control, as after any stop
 	wayBack(t, r, ctl, gen)
+}
+
+// TestLaunchWithLiveScopeNotWithdrawn: as TestRestartWithdrawsLaunchCutShort,
+// but a unit of the execution's scope name still runs a process (a
+// launch cut short after the scope was created keeps its anchor alive).
+// The restart does not withdraw: the claim stays uncertain and the way
+// out names the unit. Once it is stopped, the next restart withdraws.
+func TestLaunchWithLiveScopeNotWithdrawn(t *testing.T) {
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sandboxtest.Require(t)
+	var unit string
+	crashMidLaunch := func(cfg *Config) {
+		store, err := claims.Open(cfg.Claims.Root(), claims.WithHost(crashedHost{claims.LocalHost()}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cv := cfg.Conversation
+		spec, err := cfg.Spec(cv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys := claims.Keys{Seat: claims.SeatKey{Seat: cv.Seat, Project: cv.Project, Workspace: cv.Workspace}, Session: "new:" + cv.ID}
+		ctx := context.Background()
+		cl, err := store.Acquire(ctx, claims.Request{Keys: keys, Binding: "b-dead", Harness: cv.Kind(), Conversation: cv.ID,
+			Branch: "main", Pins: pinsOf(cv, spec), Execution: "e-cutshort"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.BeginLaunch(ctx); err != nil {
+			t.Fatal(err)
+		}
+		cfg.Claims = store
+		if unit, err = scopes.UnitName(cv.ID, "e-cutshort"); err != nil {
+			t.Fatal(err)
+		}
+		sleeper := exec.Command("systemd-run", "--user", "--scope", "--quiet", "--unit="+unit, "sleep", "300")
+		if err := sleeper.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { exec.Command("systemctl", "--user", "stop", unit).Run(); sleeper.Wait() })
+		for i := 0; ; i++ {
+			out, _ := exec.Command("systemctl", "--user", "is-active", unit).Output()
+			if strings.TrimSpace(string(out)) == "active" {
+				break
+			} else if i == 500 {
+				t.Fatalf("scope %s never became active: %s", unit, out)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	r := newRigAt(t, dir, plainScript, crashMidLaunch, nil)
+	r.ctrl.mu.Lock()
+	binding, rec, way := r.ctrl.st.binding, r.ctrl.st.claim.Record(), r.ctrl.wayOutLocked()
+	r.ctrl.mu.Unlock()
+	if binding != protocol.BindingUncertain || rec.State != claims.Uncertain {
+		t.Fatalf("a launch whose scope still runs: binding %s, claim %s %+v; want uncertain, not withdrawn", binding, rec.State, rec.Proof)
+	}
+	if !strings.Contains(way, "systemctl --user stop "+unit) {
+		t.Fatalf("the way out %q does not name the scope to stop", way)
+	}
+	if out, err := exec.Command("systemctl", "--user", "stop", unit).CombinedOutput(); err != nil {
+		t.Fatalf("systemctl stop: %v %s", err, out)
+	}
+	b, _ := r.restart()
+	t.Cleanup(b.Close)
+	wantWithdrawn(t, b)
 }
