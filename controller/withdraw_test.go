@@ -205,3 +205,42 @@ func TestLaunchWithLiveScopeNotWithdrawn(t *testing.T) {
 	t.Cleanup(b.Close)
 	wantWithdrawn(t, b)
 }
+
+// TestEngineInterpreterGoneIsStoppable: the engine is a script whose
+// interpreter is gone. The launch finds the file, records the incarnation
+// and releases the held child, whose exec then fails: the engine was
+// released, so this is no withdrawal but a stop, and the force stop proves
+// the (empty) cohort ended; with the interpreter back, recover launches.
+func TestEngineInterpreterGoneIsStoppable(t *testing.T) {
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sandboxtest.Require(t)
+	bin, interp := filepath.Join(dir, "engine"), filepath.Join(dir, "interp")
+	if err := os.WriteFile(bin, []byte("#!"+interp+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := newRigAt(t, dir, plainScript, engineAt(bin), nil)
+	r.waitBinding("uncertain")
+	r.ctrl.mu.Lock()
+	rec := r.ctrl.st.claim.Record()
+	r.ctrl.mu.Unlock()
+	if rec.Engine == nil || rec.State == claims.Stopped {
+		t.Fatalf("claim %s engine %+v: the engine was released, so its incarnation must be recorded and only a stop may end it", rec.State, rec.Engine)
+	}
+	ctl := r.dial()
+	ctl.must(map[string]any{"type": "observe", "request": "o1"}, "observed")
+	gen := r.recoveryControl(ctl)
+	cf := ctl.confirm("force-stop", gen)
+	rc := ctl.must(map[string]any{"type": "force-stop", "request": "f1", "generation": gen, "confirmation": cf}, "receipt")
+	if rc["state"] != protocol.ReceiptStopped {
+		t.Fatalf("force stop of an engine whose interpreter is gone: %v", rc)
+	}
+	// The interpreter is back: a shell script that runs the fake.
+	copyFake(t, filepath.Join(dir, "fake"))
+	if err := os.WriteFile(interp, []byte("#!/bin/sh\nshift\nexec "+filepath.Join(dir, "fake")+" \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	wayBack(t, r, ctl, gen)
+}
