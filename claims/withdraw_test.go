@@ -26,6 +26,13 @@ func TestWithdrawOnlyBeforeRelease(t *testing.T) {
 	ctx := context.Background()
 	keys := testKeys()
 	other := Process{BootID: bootA, PID: 77, StartTime: 770}
+	launchBegun := func(t *testing.T, s *Store, h *fakeHost) *Claim {
+		c := claimIn(t, s, keys, Reserved)
+		if err := c.BeginLaunch(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
 	tests := []struct {
 		name  string
 		setup func(t *testing.T, s *Store, h *fakeHost) *Claim
@@ -42,13 +49,7 @@ func TestWithdrawOnlyBeforeRelease(t *testing.T) {
 			}
 			return c
 		}, deadUnit(bootA), ""},
-		{"failed launch, scope failed", func(t *testing.T, s *Store, h *fakeHost) *Claim {
-			c := claimIn(t, s, keys, Reserved)
-			if err := c.BeginLaunch(ctx); err != nil {
-				t.Fatal(err)
-			}
-			return c
-		}, UnitObservation{Unit: testUnit, LoadState: "loaded", ActiveState: "failed", BootID: bootA}, ""},
+		{"failed launch, scope failed", launchBegun, UnitObservation{Unit: testUnit, LoadState: "loaded", ActiveState: "failed", BootID: bootA}, ""},
 		{"incarnation recorded", func(t *testing.T, s *Store, h *fakeHost) *Claim {
 			c := claimIn(t, s, keys, Active)
 			if err := c.MarkUncertain(ctx, "engine exited"); err != nil {
@@ -56,34 +57,10 @@ func TestWithdrawOnlyBeforeRelease(t *testing.T) {
 			}
 			return c
 		}, deadUnit(bootA), protocol.CodeClaimState},
-		{"scope alive", func(t *testing.T, s *Store, h *fakeHost) *Claim {
-			c := claimIn(t, s, keys, Reserved)
-			if err := c.BeginLaunch(ctx); err != nil {
-				t.Fatal(err)
-			}
-			return c
-		}, UnitObservation{Unit: testUnit, LoadState: "loaded", ActiveState: "active", BootID: bootA}, protocol.CodeStopProof},
-		{"scope deactivating", func(t *testing.T, s *Store, h *fakeHost) *Claim {
-			c := claimIn(t, s, keys, Reserved)
-			if err := c.BeginLaunch(ctx); err != nil {
-				t.Fatal(err)
-			}
-			return c
-		}, UnitObservation{Unit: testUnit, LoadState: "loaded", ActiveState: "deactivating", BootID: bootA}, protocol.CodeStopProof},
-		{"another unit observed", func(t *testing.T, s *Store, h *fakeHost) *Claim {
-			c := claimIn(t, s, keys, Reserved)
-			if err := c.BeginLaunch(ctx); err != nil {
-				t.Fatal(err)
-			}
-			return c
-		}, UnitObservation{Unit: "mosaic-engine-conv\\x2d1-exec\\x2d2.scope", LoadState: "not-found", ActiveState: "inactive", BootID: bootA}, protocol.CodeStopProof},
-		{"observed in another boot", func(t *testing.T, s *Store, h *fakeHost) *Claim {
-			c := claimIn(t, s, keys, Reserved)
-			if err := c.BeginLaunch(ctx); err != nil {
-				t.Fatal(err)
-			}
-			return c
-		}, deadUnit(bootB), protocol.CodeStopProof},
+		{"scope alive", launchBegun, UnitObservation{Unit: testUnit, LoadState: "loaded", ActiveState: "active", BootID: bootA}, protocol.CodeStopProof},
+		{"scope deactivating", launchBegun, UnitObservation{Unit: testUnit, LoadState: "loaded", ActiveState: "deactivating", BootID: bootA}, protocol.CodeStopProof},
+		{"another unit observed", launchBegun, UnitObservation{Unit: "mosaic-engine-conv\\x2d1-exec\\x2d2.scope", LoadState: "not-found", ActiveState: "inactive", BootID: bootA}, protocol.CodeStopProof},
+		{"observed in another boot", launchBegun, deadUnit(bootB), protocol.CodeStopProof},
 		{"launcher still runs", func(t *testing.T, s *Store, h *fakeHost) *Claim {
 			h.self = other
 			h.set(other, true)

@@ -104,31 +104,7 @@ func TestRestartWithdrawsLaunchCutShort(t *testing.T) {
 		t.Fatal(err)
 	}
 	sandboxtest.Require(t)
-	crashMidLaunch := func(cfg *Config) {
-		// What the dead controller left: a claim whose launch began
-		// (BeginLaunch), written by this process, which crashedHost says
-		// is gone.
-		store, err := claims.Open(cfg.Claims.Root(), claims.WithHost(crashedHost{claims.LocalHost()}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cv := cfg.Conversation
-		spec, err := cfg.Spec(cv)
-		if err != nil {
-			t.Fatal(err)
-		}
-		keys := claims.Keys{Seat: claims.SeatKey{Seat: cv.Seat, Project: cv.Project, Workspace: cv.Workspace}, Session: "new:" + cv.ID}
-		ctx := context.Background()
-		cl, err := store.Acquire(ctx, claims.Request{Keys: keys, Binding: "b-dead", Harness: cv.Kind(), Conversation: cv.ID,
-			Branch: "main", Pins: pinsOf(cv, spec), Execution: "e-cutshort"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cl.BeginLaunch(ctx); err != nil {
-			t.Fatal(err)
-		}
-		cfg.Claims = store
-	}
+	crashMidLaunch := func(cfg *Config) { cutShort(t, cfg) }
 	r := newRigAt(t, dir, plainScript, crashMidLaunch, nil)
 	wantWithdrawn(t, r.ctrl)
 	ctl := r.dial()
@@ -150,26 +126,9 @@ func TestLaunchWithLiveScopeNotWithdrawn(t *testing.T) {
 	sandboxtest.Require(t)
 	var unit string
 	crashMidLaunch := func(cfg *Config) {
-		store, err := claims.Open(cfg.Claims.Root(), claims.WithHost(crashedHost{claims.LocalHost()}))
-		if err != nil {
-			t.Fatal(err)
-		}
 		cv := cfg.Conversation
-		spec, err := cfg.Spec(cv)
-		if err != nil {
-			t.Fatal(err)
-		}
-		keys := claims.Keys{Seat: claims.SeatKey{Seat: cv.Seat, Project: cv.Project, Workspace: cv.Workspace}, Session: "new:" + cv.ID}
-		ctx := context.Background()
-		cl, err := store.Acquire(ctx, claims.Request{Keys: keys, Binding: "b-dead", Harness: cv.Kind(), Conversation: cv.ID,
-			Branch: "main", Pins: pinsOf(cv, spec), Execution: "e-cutshort"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cl.BeginLaunch(ctx); err != nil {
-			t.Fatal(err)
-		}
-		cfg.Claims = store
+		cutShort(t, cfg)
+		var err error
 		if unit, err = scopes.UnitName(cv.ID, "e-cutshort"); err != nil {
 			t.Fatal(err)
 		}
@@ -243,4 +202,32 @@ func TestEngineInterpreterGoneIsStoppable(t *testing.T) {
 		t.Fatal(err)
 	}
 	wayBack(t, r, ctl, gen)
+}
+
+// cutShort leaves in cfg's claim store what a controller that died after
+// it began a launch (BeginLaunch) and before it recorded the incarnation
+// leaves: the claim is written by this process, which crashedHost (the
+// store cfg gets) says is gone.
+func cutShort(t *testing.T, cfg *Config) {
+	t.Helper()
+	store, err := claims.Open(cfg.Claims.Root(), claims.WithHost(crashedHost{claims.LocalHost()}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cv := cfg.Conversation
+	spec, err := cfg.Spec(cv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := claims.Keys{Seat: claims.SeatKey{Seat: cv.Seat, Project: cv.Project, Workspace: cv.Workspace}, Session: "new:" + cv.ID}
+	ctx := context.Background()
+	cl, err := store.Acquire(ctx, claims.Request{Keys: keys, Binding: "b-dead", Harness: cv.Kind(), Conversation: cv.ID,
+		Branch: "main", Pins: pinsOf(cv, spec), Execution: "e-cutshort"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.BeginLaunch(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Claims = store
 }
