@@ -132,12 +132,12 @@ func (c *Controller) start(ctx context.Context) error {
 		// died, or its launch failed) is withdrawn if its scope is gone
 		// already; a scope still there is adopted as before.
 		if withdrawable(rec.Claim.Record()) {
-			if err := c.withdrawLaunch(ctx, rec.Claim, "the launching controller ended before the engine was released", 0); err == nil {
+			err := c.withdrawLaunch(ctx, rec.Claim, "the launching controller ended before the engine was released", 0)
+			if err == nil {
 				return nil
-			} else {
-				c.audit(audit.Transition, nil, "restart: launch not withdrawn: "+err.Error(),
-					map[string]string{"EXECUTION": rec.Claim.Record().Execution})
 			}
+			c.audit(audit.Transition, nil, "restart: launch not withdrawn: "+err.Error(),
+				map[string]string{"EXECUTION": rec.Claim.Record().Execution})
 		}
 		return c.adopt(ctx, rec)
 	default: // engine alive, or gone with members left, or a stop in progress
