@@ -59,7 +59,7 @@ func wantWithdrawn(t *testing.T, c *Controller) {
 	}
 	c.mu.Unlock()
 	if binding != protocol.BindingStopped || rec.State != claims.Stopped || rec.Proof == nil || rec.Proof.Type != claims.ProofWithdrawn {
-		t.Fatalf("after a launch that failed before release: binding %s (%s), claim %s %+v; want stopped, withdrawn", binding, reason, rec.State, rec.Proof)
+		t.Fatalf("after a launch that failed before release: binding %s (%s), claim %s; want stopped, withdrawn", binding, reason, rec.State)
 	}
 	if err := claims.Proven(&rec); err != nil {
 		t.Fatalf("withdrawn revision does not verify: %v", err)
@@ -152,7 +152,7 @@ func TestLaunchWithLiveScopeNotWithdrawn(t *testing.T) {
 	binding, rec, way := r.ctrl.st.binding, r.ctrl.st.claim.Record(), r.ctrl.wayOutLocked()
 	r.ctrl.mu.Unlock()
 	if binding != protocol.BindingUncertain || rec.State != claims.Uncertain {
-		t.Fatalf("a launch whose scope still runs: binding %s, claim %s %+v; want uncertain, not withdrawn", binding, rec.State, rec.Proof)
+		t.Fatalf("a launch whose scope still runs: binding %s, claim %s; want uncertain, not withdrawn", binding, rec.State)
 	}
 	if !strings.Contains(way, "systemctl --user stop "+unit) {
 		t.Fatalf("the way out %q does not name the scope to stop", way)
