@@ -78,19 +78,12 @@ func wantWithdrawn(t *testing.T, c *Controller) {
 // build without the withdrawal the claim stayed uncertain with nothing a
 // stop could prove, recover refused and a restart found it the same.
 func TestFailedLaunchIsWithdrawn(t *testing.T) {
-	dir, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	sandboxtest.Require(t)
+	dir := sandboxDir(t)
 	bin := filepath.Join(dir, "engine")
 	r := newRigAt(t, dir, plainScript, engineAt(bin), nil) // no file at bin: the launch fails
 	wantWithdrawn(t, r.ctrl)
 	copyFake(t, bin)
-	ctl := r.dial()
-	ctl.must(map[string]any{"type": "observe", "request": "o1"}, "observed")
-	gen := r.recoveryControl(ctl) // a stopped binding is fenced: recovery control, as after any stop
-	wayBack(t, r, ctl, gen)
+	backAfterWithdrawal(t, r)
 }
 
 // TestRestartWithdrawsLaunchCutShort: a controller died after it began a
@@ -99,18 +92,11 @@ func TestFailedLaunchIsWithdrawn(t *testing.T) {
 // instead of adopting an uncertain claim it can neither stop nor prove,
 // and recover launches again on the same leaf.
 func TestRestartWithdrawsLaunchCutShort(t *testing.T) {
-	dir, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	sandboxtest.Require(t)
+	dir := sandboxDir(t)
 	crashMidLaunch := func(cfg *Config) { cutShort(t, cfg) }
 	r := newRigAt(t, dir, plainScript, crashMidLaunch, nil)
 	wantWithdrawn(t, r.ctrl)
-	ctl := r.dial()
-	ctl.must(map[string]any{"type": "observe", "request": "o1"}, "observed")
-	gen := r.recoveryControl(ctl) // a stopped binding is fenced: recovery control, as after any stop
-	wayBack(t, r, ctl, gen)
+	backAfterWithdrawal(t, r)
 }
 
 // TestLaunchWithLiveScopeNotWithdrawn: as TestRestartWithdrawsLaunchCutShort,
@@ -119,11 +105,7 @@ func TestRestartWithdrawsLaunchCutShort(t *testing.T) {
 // The restart does not withdraw: the claim stays uncertain and the way
 // out names the unit. Once it is stopped, the next restart withdraws.
 func TestLaunchWithLiveScopeNotWithdrawn(t *testing.T) {
-	dir, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	sandboxtest.Require(t)
+	dir := sandboxDir(t)
 	var unit string
 	crashMidLaunch := func(cfg *Config) {
 		cv := cfg.Conversation
@@ -171,11 +153,7 @@ func TestLaunchWithLiveScopeNotWithdrawn(t *testing.T) {
 // released, so this is no withdrawal but a stop, and the force stop proves
 // the (empty) cohort ended; with the interpreter back, recover launches.
 func TestEngineInterpreterGoneIsStoppable(t *testing.T) {
-	dir, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	sandboxtest.Require(t)
+	dir := sandboxDir(t)
 	bin, interp := filepath.Join(dir, "engine"), filepath.Join(dir, "interp")
 	if err := os.WriteFile(bin, []byte("#!"+interp+"\n"), 0o755); err != nil {
 		t.Fatal(err)
@@ -230,4 +208,26 @@ func cutShort(t *testing.T, cfg *Config) {
 		t.Fatal(err)
 	}
 	cfg.Claims = store
+}
+
+// sandboxDir is a fresh directory for a rig, its path resolved; the test
+// needs the sandbox.
+func sandboxDir(t *testing.T) string {
+	t.Helper()
+	sandboxtest.Require(t)
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// backAfterWithdrawal recovers a withdrawn launch and checks that the new
+// execution answers. A stopped binding is fenced: recovery control, as
+// after any stop.
+func backAfterWithdrawal(t *testing.T, r *rig) {
+	t.Helper()
+	ctl := r.dial()
+	ctl.must(map[string]any{"type": "observe", "request": "o1"}, "observed")
+	wayBack(t, r, ctl, r.recoveryControl(ctl))
 }
