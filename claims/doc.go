@@ -67,13 +67,43 @@
 // execution (conversation, execution, boot id, cgroup), stored whole in
 // the revision and re-verified on every read; a `stopped` revision whose
 // proof does not verify is "stopped without proof" and frees nothing. The
-// one other proof is ProofUnlaunched, for a reservation whose launch never
-// began. The controller calls BeginLaunch (recording itself as Launcher)
+// other proofs are ProofUnlaunched, for a reservation whose launch never
+// began, and ProofWithdrawn, for a launch that never released its engine
+// (below). The controller calls BeginLaunch (recording itself as Launcher)
 // before it asks the scope launcher for anything, and Activate once the
 // launcher returns the incarnation. A reservation without Launcher never
 // ran an engine and is released when its controller is gone; one with
 // Launcher may have, so it becomes uncertain and needs a cohort proof for
-// its execution's scope (or a boot proof for the launcher's boot).
+// its execution's scope (or a boot proof for the launcher's boot), unless
+// it never recorded an incarnation: then it may be withdrawn.
+//
+// # Withdrawing a launch that never released its engine
+//
+// A launch can fail after BeginLaunch and before Activate: the engine's
+// binary is gone at exec lookup, the scope cannot be created or placed,
+// the controller dies. Such a claim names no cgroup or pid, so no cohort
+// proof can be built for it, and before Withdraw it stayed uncertain
+// until a reboot. Claim.Withdraw ends it stopped with a ProofWithdrawn
+// record. Why that is sound: the launcher's BeforeRelease is Activate, and
+// the held child execs the engine only after Activate's revision is
+// published under the seat key, which is never rewritten and always holds
+// the claim's latest revision; so a current revision with Launcher and no
+// Engine means the held child was never told to run the engine, and no
+// agent code ran. Two more conditions close what that leaves open: the
+// launcher is gone or is the withdrawing controller (a live launcher could
+// still create the scope; its Activate would then lose to the withdrawn
+// revision, refused stale-generation, and its launch undoes itself), and
+// the user manager lists the execution's scope unit as not found, inactive
+// or failed in the launcher's boot, so no held child or anchor of the
+// launch lingers. The record states exactly those observations (unit name,
+// load and active state, boot id, time) with basis "no-incarnation", and
+// is re-checked on every read like any proof: a withdrawn record on a
+// revision that records an incarnation frees nothing. It is deliberately
+// not a proofs.Proof: `proof verify` and the audit never count it as a
+// cohort proof. The safer alternative considered, stopping the unit and
+// proving its cohort, needs the cohort record a failed launch may never
+// have written; killing an unrecorded scope by name is left to the user,
+// whom the way out tells which unit to stop.
 //
 // An incarnation may record its cgroup's kernel id (Process.CgroupID); a
 // cohort proof must then name the same id, so a cgroup re-created at the

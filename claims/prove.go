@@ -65,6 +65,9 @@ func proven(rec *Record) error {
 		}
 		return nil
 	}
+	if pr.Type == ProofWithdrawn {
+		return provenWithdrawn(rec)
+	}
 	p, rep, err := proofs.VerifyBytes(pr.Body)
 	if err != nil {
 		return err

@@ -69,6 +69,12 @@ type Client struct {
 	follows map[string]chan *protocol.Receipt
 	state   State
 	err     error // why the connection ended; nil while it runs
+	// unaddressed is the last refusal that named no request since the
+	// current write began (a line the server could not read:
+	// line-too-long, buffers-full): the answer to a request whose write
+	// failed part way (request.go answerOfBrokenWrite).
+	unaddressed *protocol.RefusalRecord
+	lastWrite   string // the request of the last line written, whole or not
 
 	updates *queue
 	done    chan struct{}
@@ -157,12 +163,33 @@ func (c *Client) end(err error) {
 		c.err = err
 		waiting := c.pending
 		c.pending = map[string]*pending{}
+		refused, answer := c.refusedLineLocked(waiting), c.unaddressed
 		c.mu.Unlock()
 		c.conn.Close()
-		for _, p := range waiting {
+		for id, p := range waiting {
+			if id == refused {
+				p.resolve(nil, refusalOf(answer))
+				continue
+			}
 			p.resolve(nil, &OutcomeError{Command: p.cmd, Err: err})
 		}
 		c.updates.close()
 		close(c.done)
 	})
+}
+
+// refusedLineLocked names the waiting request that a refusal naming no
+// request answered, when the server refused a line it could not read and
+// closed (line-too-long, buffers-full) after that request's line was
+// written: it must be the only request still waiting, so that every other
+// line was read whole (answered). Otherwise "". Callers hold mu.
+func (c *Client) refusedLineLocked(waiting map[string]*pending) string {
+	r := c.unaddressed
+	if r == nil || len(waiting) != 1 || (r.Code != protocol.CodeLineTooLong && r.Code != protocol.CodeBuffersFull) {
+		return ""
+	}
+	if _, ok := waiting[c.lastWrite]; !ok {
+		return ""
+	}
+	return c.lastWrite
 }

@@ -15,7 +15,11 @@
 // code). A reply that never arrives — the connection broke, or ctx ended
 // first — is an *OutcomeError holding the exact command, which Resend can
 // ask about again (retry:true) on this or a new connection without the
-// server dispatching it twice.
+// server dispatching it twice. A line the server refused unread
+// (line-too-long, buffers-full: a refusal naming no request, then the
+// close) is that request's answer when it must be: the write failed part
+// way (the client half-closes and reads on), or the request was the only
+// one waiting. A partial line is never dispatched.
 //
 // Everything the server sends after its welcome, replies included, is also
 // delivered in order on Updates: events, binding, control, stop and notice

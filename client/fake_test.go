@@ -176,6 +176,12 @@ func (f *fakeServer) serve(k *fakeConn) {
 	}
 	for {
 		line, err := lines.Next()
+		if errors.Is(err, protocol.ErrLineTooLong) {
+			// As the controller does (server.go readFailed): refuse,
+			// naming no request, and close without reading the rest.
+			k.send(protocol.Refuse(protocol.CodeLineTooLong, "a line exceeded the cap; the connection is closed").Record(""))
+			return
+		}
 		if err != nil {
 			return
 		}

@@ -49,6 +49,9 @@ func (c *Client) receive(line []byte) error {
 	}
 	c.mu.Lock()
 	var p *pending
+	if u.Refusal != nil && u.request() == "" {
+		c.unaddressed = u.Refusal
+	}
 	if id := u.request(); id != "" {
 		if q, ok := c.pending[id]; ok && answers(q.cmd.Type, u.Record) {
 			p = q

@@ -107,10 +107,14 @@ func (c *Client) do(ctx context.Context, cmd protocol.Command) (*Reply, error) {
 	c.pending[cmd.Request] = p
 	c.mu.Unlock()
 
-	if n, err := c.write(ctx, line); err != nil {
+	if n, err := c.write(ctx, cmd.Request, line); err != nil {
 		if n == 0 {
 			c.forget(cmd.Request)
 			return nil, fmt.Errorf("%s not sent: %w", cmd.Type, err)
+		}
+		if r := c.answerOfBrokenWrite(ctx); r != nil {
+			c.forget(cmd.Request)
+			return nil, refusalOf(r)
 		}
 		return nil, &OutcomeError{Command: cmd, Err: err}
 	}
@@ -130,12 +134,15 @@ func (c *Client) forget(request string) {
 	delete(c.pending, request)
 }
 
-// write sends one line. Cancellation reaches a blocked write through the
+// write sends one line of request. Cancellation reaches a blocked write through the
 // deadline; any failure ends the connection, since a partial line would
 // desynchronise the stream. n is what reached the socket.
-func (c *Client) write(ctx context.Context, line []byte) (n int, err error) {
+func (c *Client) write(ctx context.Context, request string, line []byte) (n int, err error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	c.mu.Lock()
+	c.unaddressed, c.lastWrite = nil, request
+	c.mu.Unlock()
 	dl, _ := ctx.Deadline() // zero: no deadline
 	c.conn.SetWriteDeadline(dl)
 	fired := make(chan struct{})
@@ -149,9 +156,44 @@ func (c *Client) write(ctx context.Context, line []byte) (n int, err error) {
 	}
 	if err != nil {
 		err = ctxErr(ctx, fmt.Errorf("write to %s: %w", c.path, err))
-		c.end(err)
+		if n == 0 || ctx.Err() != nil {
+			c.end(err)
+		} else {
+			c.halfClose(err)
+		}
 	}
 	return n, err
+}
+
+// drainWait bounds how long a client whose write failed part way reads on
+// for the server's answer before it gives the connection up.
+const drainWait = 5 * time.Second
+
+// halfClose ends a connection whose write failed part way, but only on the
+// writing side: the server may have refused the line and closed (it stops
+// reading at its line cap, so the rest of the write fails), and its
+// refusal is still to be read. The read loop ends the connection at the
+// server's EOF, or at the read deadline set here.
+func (c *Client) halfClose(cause error) {
+	cw, ok := c.conn.(interface{ CloseWrite() error })
+	if !ok || cw.CloseWrite() != nil || c.conn.SetReadDeadline(time.Now().Add(drainWait)) != nil {
+		c.end(cause)
+	}
+}
+
+// answerOfBrokenWrite waits for the read loop to end after a write that
+// failed part way and returns the refusal that named no request, if the
+// server sent one: a line it could not read is the partial one, so that
+// refusal is the request's answer, not an unknown outcome. A partial line
+// is never dispatched (the server reads whole lines only).
+func (c *Client) answerOfBrokenWrite(ctx context.Context) *protocol.RefusalRecord {
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.unaddressed
 }
 
 // newRequestID returns a request id unique for the actor in practice:

@@ -127,6 +127,19 @@ func (c *Controller) start(ctx context.Context) error {
 		return nil
 	case claims.VerdictHeld:
 		return protocol.Refuse(protocol.CodeAlreadyActive, "another controller holds conversation %s", c.cfg.Conversation.ID)
+	case claims.VerdictObserve:
+		// A launch a previous controller began and never released (it
+		// died, or its launch failed) is withdrawn if its scope is gone
+		// already; a scope still there is adopted as before.
+		if withdrawable(rec.Claim.Record()) {
+			err := c.withdrawLaunch(ctx, rec.Claim, "the launching controller ended before the engine was released", 0)
+			if err == nil {
+				return nil
+			}
+			c.audit(audit.Transition, nil, "restart: launch not withdrawn: "+err.Error(),
+				map[string]string{"EXECUTION": rec.Claim.Record().Execution})
+		}
+		return c.adopt(ctx, rec)
 	default: // engine alive, or gone with members left, or a stop in progress
 		return c.adopt(ctx, rec)
 	}
@@ -267,6 +280,15 @@ func (c *Controller) launch(ctx context.Context, head sessionHead, keys claims.K
 	})
 	if err != nil {
 		claim.MarkUncertain(ctx, "launch failed after BeginLaunch: "+err.Error())
+		// A launch that failed before the engine was released (no
+		// incarnation recorded) is withdrawn once its scope is seen gone:
+		// recover then launches again. One that recorded it may have run
+		// the engine and needs a cohort proof.
+		if werr := c.withdrawLaunch(ctx, claim, "launch failed: "+err.Error(), withdrawWait); werr == nil {
+			return fmt.Errorf("launch execution %s: %w; the launch was withdrawn before its engine ran: fix the cause, then recover", execID, err)
+		} else if !errors.Is(werr, errNotWithdrawable) {
+			err = fmt.Errorf("%w (not withdrawn: %v)", err, werr)
+		}
 		c.setUncertain(fmt.Sprintf("launch of execution %s failed: %v", execID, err))
 		return fmt.Errorf("launch execution %s: %w", execID, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/mosaic-agents/mosaic/protocol"
+	"github.com/mosaic-agents/mosaic/scopes"
 )
 
 // wayOutLocked says what the user can run to leave the current state,
@@ -22,6 +23,13 @@ func (c *Controller) wayOutLocked() string {
 		return "run " + recover
 	case c.st.binding == protocol.BindingStopping:
 		return "a stop is under way: wait for its outcome (`mosaicctl status " + id + "`)"
+	case c.st.binding == protocol.BindingUncertain && (x == nil || x.handle == nil) && c.st.claim != nil && withdrawable(c.st.claim.Record()):
+		r := c.st.claim.Record()
+		unit, _ := scopes.UnitName(r.Conversation, r.Execution)
+		return fmt.Sprintf("the launch of execution %s never released its engine (no incarnation recorded), but it could not be withdrawn (%s): "+
+			"if `systemctl --user status %s` shows the scope alive, stop it with `systemctl --user stop %s` (it holds only mosaic's held child and anchor); "+
+			"then `systemctl --user restart mosaic-conv@%s.service`: the restart withdraws the launch once the scope is gone, then %s; see docs/recovery.md",
+			r.Execution, c.st.reason, unit, unit, id, recover)
 	case c.st.binding == protocol.BindingUncertain && (x == nil || x.handle == nil):
 		return fmt.Sprintf("this controller knows no engine cohort to stop (%s); restart it with `systemctl --user restart mosaic-conv@%s.service`: "+
 			"the restart classifies the claim and observes the cohort it records; see docs/recovery.md", c.st.reason, id)

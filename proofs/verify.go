@@ -63,6 +63,11 @@ func Decode(raw []byte) (Proof, error) {
 		p = new(CohortProof)
 	case TypeBoot:
 		p = new(BootProof)
+	case "unlaunched", "withdrawn":
+		// The claim store's records of a launch that never released its
+		// engine (claims.ProofUnlaunched, claims.ProofWithdrawn): checked
+		// against their claim revision there, never a cohort or boot proof.
+		return nil, fmt.Errorf("decode proof: type %q is a claim record of a launch that never released its engine, not a cohort or boot proof (`mosaicctl audit` checks it against its claim revision): %w", head.Type, ErrUnknownType)
 	default:
 		return nil, fmt.Errorf("decode proof: type %q: %w", head.Type, ErrUnknownType)
 	}

@@ -51,6 +51,7 @@ func TestVerifyReaderRefuses(t *testing.T) {
 		{"unknown field", strings.Replace(string(enc), `{`, `{"extra":1,`, 1), ""},
 		{"duplicate key", strings.Replace(string(enc), `{`, `{"populated":1,`, 1), ""},
 		{"unknown type", `{"type":"pgroup"}`, ""},
+		{"a withdrawn launch record", `{"type":"withdrawn","basis":"no-incarnation"}`, ""},
 		{"not json", `hello`, ""},
 		{"boot proof same boot", strings.ReplaceAll(string(bootEnc), bootB, bootA), "boot-differs"},
 	}

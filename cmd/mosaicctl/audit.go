@@ -137,7 +137,9 @@ func printCrossCheck(r *auditReport) {
 		pr := sp.rev.Proof
 		what := fmt.Sprintf("  stored proof %s (%s, execution %s, claim %s revision %d)", pr.Digest, pr.Type, sp.rev.Execution, sp.rev.Claim, sp.rev.Seq)
 		switch {
-		case sp.exempt:
+		case sp.withdrawn != "" && sp.err == nil:
+			fmt.Printf("%s: %s\n", what, terminal.SanitizeLine(sp.withdrawn))
+		case sp.exempt && sp.err == nil:
 			fmt.Printf("%s: no engine ran; not journaled\n", what)
 		case !sp.journaled:
 			fmt.Printf("%s: MISSING from the journal\n", what)

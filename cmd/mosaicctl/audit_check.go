@@ -29,6 +29,9 @@ type storedProof struct {
 	// exempt: an unlaunched proof (no engine ever ran), which any reader
 	// of the store may write while settling keys; it is not journaled.
 	exempt bool
+	// withdrawn describes a withdrawn launch (claims.ProofWithdrawn): no
+	// cohort proof, journaled as a transition, not a proof; "" otherwise.
+	withdrawn string
 }
 
 // auditReport is what the audit found.
@@ -53,6 +56,15 @@ func crossCheck(r *auditReport, journaled map[string][]byte, failedDigests map[s
 		inStore[pr.Digest] = true
 		if pr.Type == claims.ProofUnlaunched {
 			sp.exempt = true
+			continue
+		}
+		if pr.Type == claims.ProofWithdrawn {
+			// Re-checked against its revision when the store was read;
+			// what it rests on is said, never "verified" as a cohort.
+			sp.exempt = true
+			if sp.withdrawn, sp.err = claims.WithdrawnSummary(pr); sp.err == nil {
+				sp.err = claims.Proven(&sp.rev.Record)
+			}
 			continue
 		}
 		body, ok := journaled[pr.Digest]

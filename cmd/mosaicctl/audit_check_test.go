@@ -30,6 +30,7 @@ func TestAuditCrossCheck(t *testing.T) {
 		{name: "every proof journaled", stored: []storedProof{stored("a", "cohort"), stored("b", "boot")},
 			journaled: map[string][]byte{"a": body, "b": body}},
 		{name: "unlaunched proofs are not journaled", stored: []storedProof{stored("u", claims.ProofUnlaunched)}},
+		{name: "a withdrawn launch that does not verify", stored: []storedProof{stored("w", claims.ProofWithdrawn)}, code: codeAuditUnverified},
 		{name: "a cohort proof missing", stored: []storedProof{stored("a", "cohort"), stored("b", "cohort")},
 			journaled: map[string][]byte{"a": body}, code: codeAuditGap, missing: 1},
 		{name: "a boot proof missing", stored: []storedProof{stored("b", "boot")}, code: codeAuditGap, missing: 1},

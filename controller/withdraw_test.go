@@ -1,0 +1,233 @@
+package controller
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mosaic-agents/mosaic/claims"
+	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
+	"github.com/mosaic-agents/mosaic/conversations"
+	"github.com/mosaic-agents/mosaic/engine"
+	"github.com/mosaic-agents/mosaic/protocol"
+	"github.com/mosaic-agents/mosaic/scopes"
+)
+
+// engineAt makes the rig's engine the file at path (a copy of the fake,
+// made by the test), without changing the argv the claim pins: a test
+// removes the file to make the launch fail after the claim is taken, as
+// an engine binary or interpreter that vanished or was replaced does.
+func engineAt(path string) func(*Config) {
+	return func(cfg *Config) {
+		orig := cfg.Spec
+		cfg.Spec = func(cv *conversations.Conversation) (engine.Spec, error) {
+			s, err := orig(cv)
+			if err != nil {
+				return s, err
+			}
+			s.Path, s.Args = path, append([]string{path}, s.Args[1:]...)
+			return s, nil
+		}
+	}
+}
+
+// copyFake puts a copy of the fake engine at path.
+func copyFake(t *testing.T, path string) {
+	t.Helper()
+	b, err := os.ReadFile(sandboxtest.Bin(t, "fakepi"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// wantWithdrawn checks that c's claim is stopped with a withdrawn proof
+// of the scope unit it names, that verifies, and the binding stopped.
+func wantWithdrawn(t *testing.T, c *Controller) {
+	t.Helper()
+	c.mu.Lock()
+	binding, reason := c.st.binding, c.st.reason
+	var rec claims.Record
+	if c.st.claim != nil {
+		rec = c.st.claim.Record()
+	}
+	c.mu.Unlock()
+	if binding != protocol.BindingStopped || rec.State != claims.Stopped || rec.Proof == nil || rec.Proof.Type != claims.ProofWithdrawn {
+		t.Fatalf("after a launch that failed before release: binding %s (%s), claim %s; want stopped, withdrawn", binding, reason, rec.State)
+	}
+	if err := claims.Proven(&rec); err != nil {
+		t.Fatalf("withdrawn revision does not verify: %v", err)
+	}
+	if !strings.Contains(string(rec.Proof.Body), `"unit":"mosaic-engine-`) {
+		t.Fatalf("withdrawn proof names no scope unit: %s", rec.Proof.Body)
+	}
+}
+
+// TestFailedLaunchIsWithdrawn: the engine's binary is gone when the
+// launch looks it up, after the claim was taken and the launch began. No
+// engine ran (no incarnation was recorded), and the user manager lists no
+// scope for the execution, so the launch is withdrawn: the binding is
+// stopped with a withdrawn proof, not a cohort proof. Once the binary is
+// back, recover launches on the same leaf and a prompt is answered. On a
+// build without the withdrawal the claim stayed uncertain with nothing a
+// stop could prove, recover refused and a restart found it the same.
+func TestFailedLaunchIsWithdrawn(t *testing.T) {
+	dir := sandboxDir(t)
+	bin := filepath.Join(dir, "engine")
+	r := newRigAt(t, dir, plainScript, engineAt(bin), nil) // no file at bin: the launch fails
+	wantWithdrawn(t, r.ctrl)
+	copyFake(t, bin)
+	backAfterWithdrawal(t, r)
+}
+
+// TestRestartWithdrawsLaunchCutShort: a controller died after it began a
+// launch and before it recorded the engine's incarnation (its scope never
+// got as far, or is gone). The next controller withdraws the launch
+// instead of adopting an uncertain claim it can neither stop nor prove,
+// and recover launches again on the same leaf.
+func TestRestartWithdrawsLaunchCutShort(t *testing.T) {
+	dir := sandboxDir(t)
+	crashMidLaunch := func(cfg *Config) { cutShort(t, cfg) }
+	r := newRigAt(t, dir, plainScript, crashMidLaunch, nil)
+	wantWithdrawn(t, r.ctrl)
+	backAfterWithdrawal(t, r)
+}
+
+// TestLaunchWithLiveScopeNotWithdrawn: as TestRestartWithdrawsLaunchCutShort,
+// but a unit of the execution's scope name still runs a process (a
+// launch cut short after the scope was created keeps its anchor alive).
+// The restart does not withdraw: the claim stays uncertain and the way
+// out names the unit. Once it is stopped, the next restart withdraws.
+func TestLaunchWithLiveScopeNotWithdrawn(t *testing.T) {
+	dir := sandboxDir(t)
+	var unit string
+	crashMidLaunch := func(cfg *Config) {
+		cv := cfg.Conversation
+		cutShort(t, cfg)
+		var err error
+		if unit, err = scopes.UnitName(cv.ID, "e-cutshort"); err != nil {
+			t.Fatal(err)
+		}
+		sleeper := exec.Command("systemd-run", "--user", "--scope", "--quiet", "--unit="+unit, "sleep", "300")
+		if err := sleeper.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { exec.Command("systemctl", "--user", "stop", unit).Run(); sleeper.Wait() })
+		for i := 0; ; i++ {
+			out, _ := exec.Command("systemctl", "--user", "is-active", unit).Output()
+			if strings.TrimSpace(string(out)) == "active" {
+				break
+			} else if i == 500 {
+				t.Fatalf("scope %s never became active: %s", unit, out)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	r := newRigAt(t, dir, plainScript, crashMidLaunch, nil)
+	r.ctrl.mu.Lock()
+	binding, rec, way := r.ctrl.st.binding, r.ctrl.st.claim.Record(), r.ctrl.wayOutLocked()
+	r.ctrl.mu.Unlock()
+	if binding != protocol.BindingUncertain || rec.State != claims.Uncertain {
+		t.Fatalf("a launch whose scope still runs: binding %s, claim %s; want uncertain, not withdrawn", binding, rec.State)
+	}
+	if !strings.Contains(way, "systemctl --user stop "+unit) {
+		t.Fatalf("the way out %q does not name the scope to stop", way)
+	}
+	if out, err := exec.Command("systemctl", "--user", "stop", unit).CombinedOutput(); err != nil {
+		t.Fatalf("systemctl stop: %v %s", err, out)
+	}
+	b, _ := r.restart()
+	t.Cleanup(b.Close)
+	wantWithdrawn(t, b)
+}
+
+// TestEngineInterpreterGoneIsStoppable: the engine is a script whose
+// interpreter is gone. The launch finds the file, records the incarnation
+// and releases the held child, whose exec then fails: the engine was
+// released, so this is no withdrawal but a stop, and the force stop proves
+// the (empty) cohort ended; with the interpreter back, recover launches.
+func TestEngineInterpreterGoneIsStoppable(t *testing.T) {
+	dir := sandboxDir(t)
+	bin, interp := filepath.Join(dir, "engine"), filepath.Join(dir, "interp")
+	if err := os.WriteFile(bin, []byte("#!"+interp+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := newRigAt(t, dir, plainScript, engineAt(bin), nil)
+	r.waitBinding("uncertain")
+	r.ctrl.mu.Lock()
+	rec := r.ctrl.st.claim.Record()
+	r.ctrl.mu.Unlock()
+	if rec.Engine == nil || rec.State == claims.Stopped {
+		t.Fatalf("claim %s engine %+v: the engine was released, so its incarnation must be recorded and only a stop may end it", rec.State, rec.Engine)
+	}
+	ctl := r.dial()
+	ctl.must(map[string]any{"type": "observe", "request": "o1"}, "observed")
+	gen := r.recoveryControl(ctl)
+	cf := ctl.confirm("force-stop", gen)
+	rc := ctl.must(map[string]any{"type": "force-stop", "request": "f1", "generation": gen, "confirmation": cf}, "receipt")
+	if rc["state"] != protocol.ReceiptStopped {
+		t.Fatalf("force stop of an engine whose interpreter is gone: %v", rc)
+	}
+	// The interpreter is back: a shell script that runs the fake.
+	copyFake(t, filepath.Join(dir, "fake"))
+	if err := os.WriteFile(interp, []byte("#!/bin/sh\nshift\nexec "+filepath.Join(dir, "fake")+" \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	wayBack(t, r, ctl, gen)
+}
+
+// cutShort leaves in cfg's claim store what a controller that died after
+// it began a launch (BeginLaunch) and before it recorded the incarnation
+// leaves: the claim is written by this process, which crashedHost (the
+// store cfg gets) says is gone.
+func cutShort(t *testing.T, cfg *Config) {
+	t.Helper()
+	store, err := claims.Open(cfg.Claims.Root(), claims.WithHost(crashedHost{claims.LocalHost()}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cv := cfg.Conversation
+	spec, err := cfg.Spec(cv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := claims.Keys{Seat: claims.SeatKey{Seat: cv.Seat, Project: cv.Project, Workspace: cv.Workspace}, Session: "new:" + cv.ID}
+	ctx := context.Background()
+	cl, err := store.Acquire(ctx, claims.Request{Keys: keys, Binding: "b-dead", Harness: cv.Kind(), Conversation: cv.ID,
+		Branch: "main", Pins: pinsOf(cv, spec), Execution: "e-cutshort"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.BeginLaunch(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Claims = store
+}
+
+// sandboxDir is a fresh directory for a rig, its path resolved; the test
+// needs the sandbox.
+func sandboxDir(t *testing.T) string {
+	t.Helper()
+	sandboxtest.Require(t)
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// backAfterWithdrawal recovers a withdrawn launch and checks that the new
+// execution answers. A stopped binding is fenced: recovery control, as
+// after any stop.
+func backAfterWithdrawal(t *testing.T, r *rig) {
+	t.Helper()
+	ctl := r.dial()
+	ctl.must(map[string]any{"type": "observe", "request": "o1"}, "observed")
+	wayBack(t, r, ctl, r.recoveryControl(ctl))
+}
