@@ -10,7 +10,7 @@ import (
 	"github.com/mosaic-agents/mosaic/proofs"
 )
 
-// Kill runs the kill phase: freeze the engine cgroup and wait for frozen 1,
+// Kill runs the kill phase: freeze the scope's cgroup and wait for frozen 1,
 // enumerate the complete membership recursively (pid, start time, comm,
 // each pinned by a pidfd), write cgroup.kill, observe each member's death on
 // its pidfd, then read cgroup.events for populated 0 while the anchor still
