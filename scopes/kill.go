@@ -45,7 +45,16 @@ func (k *killPhase) note(s string) { k.res.Notes = append(k.res.Notes, s) }
 func (k *killPhase) uncertain(format string, args ...any) StopResult {
 	k.res.Outcome, k.res.Reason = Uncertain, fmt.Sprintf(format, args...)
 	k.h.fillMembers(k.obs())
+	k.noteGranted()
 	return k.res
+}
+
+// noteGranted notes each access to the cohort's cgroup files that a tool
+// had taken away and the controller restored to read them (grant.go).
+func (k *killPhase) noteGranted() {
+	if k.fs != nil {
+		k.res.Notes = append(k.res.Notes, k.fs.takeGranted(k.h.Cohort.Cgroup)...)
+	}
 }
 
 // killScope is the kill phase of a scope cohort: identify, then freeze,
@@ -188,6 +197,7 @@ func (k *killPhase) observe(ctx context.Context, st UnitState, ev cgEvents) Stop
 	}
 	obs.ActiveState, obs.Result = st.ActiveState, st.Result
 	h.fillMembers(obs)
+	k.noteGranted()
 	k.res.Outcome, k.res.Reason = verdict(obs)
 	if k.res.Outcome == Stopped {
 		h.closeMembers()
