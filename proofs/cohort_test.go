@@ -192,11 +192,7 @@ func TestVerifyDetectsTampering(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := NewCohortProof(goodObservation())
-			if err != nil {
-				t.Fatal(err)
-			}
-			tt.mutate(p)
+			p := tamperedProof(t, tt.mutate)
 			rep := Verify(p)
 			if rep.OK() {
 				t.Fatal("tampered proof verifies")
@@ -239,11 +235,8 @@ func TestVerifyRefusesRelabelledProof(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := NewCohortProof(goodObservation())
-			if err != nil {
-				t.Fatal(err)
-			}
-			tt.mutate(p)
+			p := tamperedProof(t, tt.mutate)
+			var err error
 			if p.Digest, err = digest(p); err != nil {
 				t.Fatal(err)
 			}
@@ -263,6 +256,17 @@ func TestVerifyRefusesRelabelledProof(t *testing.T) {
 			}
 		})
 	}
+}
+
+// tamperedProof is the proof of goodObservation changed by mutate.
+func tamperedProof(t *testing.T, mutate func(*CohortProof)) *CohortProof {
+	t.Helper()
+	p, err := NewCohortProof(goodObservation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mutate(p)
+	return p
 }
 
 func failedCheck(rep Report, name string) bool {
