@@ -193,7 +193,8 @@
 // opencontainers/cgroups fs2/freezer.go does: an engine left frozen would
 // hold its conversation with nothing left to thaw it, and the next stop
 // freezes again anyway. After cgroup.kill it makes no difference: SIGKILL
-// reaches frozen tasks.
+// reaches frozen tasks, and a task with SIGKILL pending cannot fork, so the
+// scope is thawed there and the anchor never stays frozen.
 //
 // # A scope already removed (basis cgroup-removed)
 //

@@ -18,7 +18,9 @@ var errRemovedUnder = errors.New("cgroup removed before the freeze")
 // stop, or makes it wait for its deadline), while a frozen ancestor keeps
 // every descendant frozen whatever their own cgroup.freeze says, and the
 // scope's cgroup lies outside the cgroup namespace a tool can name. The
-// anchor, frozen too, still dies to the scope's cgroup.kill.
+// anchor, frozen too, still dies to the scope's cgroup.kill. The wait for
+// frozen 1 reads the engine cgroup's cgroup.events, which reports the
+// freeze it inherits: the anchor's own freezing is not waited for.
 //
 // An error after the freeze thaws the scope before it returns, deferred as
 // in opencontainers/cgroups fs2/freezer.go: a kill phase that gives up
@@ -46,17 +48,22 @@ func (k *killPhase) freezeKill(ctx context.Context) (ms []*member, err error) {
 	if err := k.fs.write(k.h.Cohort.Cgroup, "cgroup.kill", "1"); err != nil {
 		return nil, fmt.Errorf("cgroup.kill: %w", err)
 	}
+	// Every member now has SIGKILL pending, and a task with a fatal signal
+	// pending cannot fork: the freeze has done its work. Thawed, the
+	// anchor is not left frozen by a stop that ends uncertain.
+	k.thaw()
 	return ms, nil
 }
 
 // awaitFrozen waits for cgroup.events to report frozen 1: until then a
 // member can still fork, and the enumeration would not be complete. After
-// a TERM phase that emptied the cgroup the wait is one read: the write
-// itself sets frozen 1 on a cgroup without tasks (cgroup_do_freeze updates
-// its state at once), and waitEvents reads before it waits. The read
+// a TERM phase that emptied the cgroup the wait is one read: the scope's
+// write sets frozen 1 on a descendant without tasks (cgroup_freeze calls
+// cgroup_do_freeze on each, which updates its state at once), and
+// waitEvents reads before it waits. The read
 // stays, since it is what shows the freeze took.
 func (k *killPhase) awaitFrozen() error {
-	cg := k.h.Cohort.freezeCgroup()
+	cg := k.h.Cohort.Cgroup
 	_, frozen, err := k.fs.waitEvents(cg, k.dl, func(e cgEvents) bool { return e.Frozen == 1 })
 	if err == nil {
 		err = k.h.m.faults.frozenWait()
@@ -71,11 +78,11 @@ func (k *killPhase) awaitFrozen() error {
 }
 
 // enumerateFrozen enumerates the engine cgroup under the frozen scope.
-// The enumeration counts as complete only if the scope still reports
-// frozen 1 after: nothing of the cohort can thaw it, but the user (or the
-// user manager) can.
+// The enumeration counts as complete only if the engine cgroup still
+// reports frozen 1 after: nothing of the cohort can thaw the scope, but
+// the user (or the user manager) can.
 func (k *killPhase) enumerateFrozen() []*member {
-	cg := k.h.Cohort.freezeCgroup()
+	cg := k.h.Cohort.Cgroup
 	ms, complete, notes := k.h.enumerate(k.fs, k.h.Cohort.engineCgroup())
 	k.res.Notes = append(k.res.Notes, notes...)
 	if ev, err := k.fs.events(cg); err != nil || ev.Frozen != 1 {
