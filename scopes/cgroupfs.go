@@ -117,7 +117,7 @@ func (c *cgroupFS) open(cgroup, name string, flags uint64) (int, error) {
 		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_XDEV,
 	}
 	p := rel(cgroup, name)
-	granted := false
+	grants := 0
 	for {
 		fd, err := unix.Openat2(c.fd, p, &how)
 		if err == unix.ENOSYS {
@@ -131,10 +131,10 @@ func (c *cgroupFS) open(cgroup, name string, flags uint64) (int, error) {
 		if err == unix.EINTR || err == unix.EAGAIN {
 			continue
 		}
-		if isDenied(err) && !granted {
+		if isDenied(err) && grants < maxGrants {
 			// A tool took the owner's access away (grant.go): give it
-			// back and open again, once.
-			granted = true
+			// back and open again.
+			grants++
 			gerr := c.grantOwner(p, how.Flags)
 			if gerr == nil {
 				continue

@@ -15,8 +15,14 @@ import (
 // cgroup.kill would then fail with EACCES and every stop end uncertain,
 // for good. The controller runs as the same uid and owns them as well: an
 // open refused EACCES gives the owner back the access it needs and is
-// made again, and the cohort's stop notes each path it had to restore.
-// During the kill phase the cohort is frozen, so the access stays given.
+// made again (up to maxGrants times), and the cohort's stop notes each
+// path it had to restore. During the kill phase the cohort is frozen, so
+// the access stays given.
+
+// maxGrants bounds how often one open restores access. A frozen cohort
+// cannot take it away again; a running one (the TERM phase, the moment
+// before the freeze takes) can, in a loop, and then the open fails.
+const maxGrants = 3
 
 // grantOwner adds to each component of p (a path relative to the mount)
 // the owner's permission an open of p with flags needs: search on every
