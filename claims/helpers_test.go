@@ -2,6 +2,7 @@ package claims
 
 import (
 	"context"
+	"path"
 	"sync"
 	"testing"
 	"time"
@@ -66,7 +67,7 @@ func testRequest(keys Keys) Request {
 	}
 }
 
-const testCgroup = "/user.slice/app.slice/mosaic-engine-conv-1-exec-1.scope"
+const testCgroup = "/user.slice/app.slice/mosaic-engine-conv\\x2d1-exec\\x2d1.scope"
 
 func testEngine() Process {
 	return Process{BootID: bootA, PID: 4200, StartTime: 4000, Cgroup: testCgroup}
@@ -90,16 +91,20 @@ func observation(rec Record) proofs.Observation {
 		obs.Members = nil
 		return obs
 	}
+	// The scope of rec's own ids: a record of another execution than the
+	// engine's gets that execution's scope beside the engine's.
+	unit, _ := proofs.EngineUnit(rec.Conversation, rec.Execution)
+	cg := path.Join(path.Dir(e.Cgroup), unit)
 	return proofs.Observation{
 		Kind: proofs.KindScope, Stop: "stop-1", Conversation: rec.Conversation, Execution: rec.Execution,
-		Unit: "mosaic-engine-conv-1-exec-1.scope", InvocationID: "0123456789abcdef0123456789abcdef",
-		Cgroup: e.Cgroup, BootID: e.BootID, ClockTicks: 100, MembershipComplete: true,
+		Unit: unit, InvocationID: "0123456789abcdef0123456789abcdef",
+		Cgroup: cg, BootID: e.BootID, ClockTicks: 100, MembershipComplete: true,
 		Members: []proofs.MemberObservation{
 			{PID: e.PID, StartTime: e.StartTime, Comm: "node", Died: true, DiedAt: 50_000_000_000},
 			{PID: e.PID + 7, StartTime: e.StartTime + 1, Comm: "sh", Died: true, DiedAt: 50_000_000_100},
 		},
 		CgroupPresent: true, Populated: 0, ObservedAt: 50_000_000_200, ActiveState: "inactive", Result: "success",
-		Confinement: proofs.Confinement{Confined: true, CgroupRoot: e.Cgroup, Masked: []string{"/run/user/1000/bus"},
+		Confinement: proofs.Confinement{Confined: true, CgroupRoot: cg, Masked: []string{"/run/user/1000/bus"},
 			Namespaces: []proofs.Namespace{{Type: "user", Engine: 2, Controller: 1}, {Type: "mnt", Engine: 2, Controller: 1},
 				{Type: "pid", Engine: 2, Controller: 1}, {Type: "cgroup", Engine: 2, Controller: 1}}},
 	}

@@ -171,7 +171,7 @@ func checkCohort(cs *checks, p *CohortProof) {
 		ErrMalformed, "type %q version %d (1 without confinement evidence, %d with it)", p.Type, p.Version, CohortVersion)
 	cs.add("identity", p.Stop != "" && p.Conversation != "" && p.Execution != "", ErrMalformed,
 		"stop %q conversation %q execution %q", p.Stop, p.Conversation, p.Execution)
-	cs.add("unit", validScopeName(p.Unit), ErrMalformed, "unit %q is a scope", p.Unit)
+	checkUnit(cs, p)
 	cs.add("invocation-id", shape.Hex(p.InvocationID, 32), ErrMalformed,
 		"invocation id %q is 32 lowercase hex", p.InvocationID)
 	cs.add("cgroup", cohortCgroup(p.Cgroup, p.Unit), ErrMalformed,
@@ -184,6 +184,19 @@ func checkCohort(cs *checks, p *CohortProof) {
 	cs.add("unit-state", p.ActiveState == "inactive" || p.ActiveState == "failed", ErrUnitActive,
 		"active state %q result %q", p.ActiveState, p.Result)
 	checkConfinement(cs, p)
+}
+
+// checkUnit checks that the unit is the scope named by the proof's own
+// conversation and execution (EngineUnit), so neither id can be edited to
+// another's without the unit, and with it the cgroup, no longer matching.
+func checkUnit(cs *checks, p *CohortProof) {
+	want, err := EngineUnit(p.Conversation, p.Execution)
+	if err != nil {
+		cs.add("unit", false, ErrMalformed, "unit %q: %v", p.Unit, err)
+		return
+	}
+	cs.add("unit", validScopeName(p.Unit) && p.Unit == want, ErrMalformed,
+		"unit %q is the scope of conversation %q execution %q (%q)", p.Unit, p.Conversation, p.Execution, want)
 }
 
 func emptySentinel(p *CohortProof) error {

@@ -192,11 +192,7 @@ func TestVerifyDetectsTampering(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := NewCohortProof(goodObservation())
-			if err != nil {
-				t.Fatal(err)
-			}
-			tt.mutate(p)
+			p := tamperedProof(t, tt.mutate)
 			rep := Verify(p)
 			if rep.OK() {
 				t.Fatal("tampered proof verifies")
@@ -209,6 +205,68 @@ func TestVerifyDetectsTampering(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestVerifyRefusesRelabelledProof: a proof edited to say more than was
+// observed, its digest then recomputed (sha256 of the canonical JSON is no
+// signature), fails verification: relabelled to another conversation or
+// execution, it names a unit that is not theirs; with a namespace listed
+// twice, it would show one identity and hold another.
+func TestVerifyRefusesRelabelledProof(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*CohortProof)
+		failed string
+	}{
+		{"conversation relabelled", func(p *CohortProof) { p.Conversation = "conv-2" }, "unit"},
+		{"execution relabelled", func(p *CohortProof) { p.Execution = "exec-2" }, "unit"},
+		{"unit and ids relabelled, cgroup kept", func(p *CohortProof) {
+			p.Conversation, p.Unit = "conv-2", "mosaic-engine-conv\\x2d2-exec\\x2d1.scope"
+		}, "cgroup"},
+		{"namespace listed twice, the second the controller's", func(p *CohortProof) {
+			p.Confinement.Namespaces = append(p.Confinement.Namespaces, Namespace{Type: "pid", Engine: 4026531836, Controller: 4026531836})
+		}, "confinement"},
+		{"namespace listed twice, identical", func(p *CohortProof) {
+			p.Confinement.Namespaces = append(p.Confinement.Namespaces, p.Confinement.Namespaces[0])
+		}, "confinement"},
+		{"unknown namespace type", func(p *CohortProof) {
+			p.Confinement.Namespaces = append(p.Confinement.Namespaces, Namespace{Type: "net", Engine: 1, Controller: 2})
+		}, "confinement"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := tamperedProof(t, tt.mutate)
+			var err error
+			if p.Digest, err = digest(p); err != nil {
+				t.Fatal(err)
+			}
+			body, err := Encode(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, rep, err := VerifyBytes(body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.OK() {
+				t.Fatal("relabelled proof verifies")
+			}
+			if !failedCheck(rep, tt.failed) || failedCheck(rep, "digest") {
+				t.Fatalf("want check %q failed and the digest to hold: %+v", tt.failed, rep.Checks)
+			}
+		})
+	}
+}
+
+// tamperedProof is the proof of goodObservation changed by mutate.
+func tamperedProof(t *testing.T, mutate func(*CohortProof)) *CohortProof {
+	t.Helper()
+	p, err := NewCohortProof(goodObservation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mutate(p)
+	return p
 }
 
 func failedCheck(rep Report, name string) bool {

@@ -61,6 +61,7 @@ func (c *Confinement) Holds(cgroup string) (bool, string) {
 	if c.Reason != "" {
 		why = append(why, fmt.Sprintf("confined yet with reason %q", c.Reason))
 	}
+	why = append(why, listedOnce(c.Namespaces)...)
 	for _, typ := range ConfinedNamespaces {
 		i := slices.IndexFunc(c.Namespaces, func(n Namespace) bool { return n.Type == typ })
 		switch {
@@ -87,6 +88,27 @@ func (c *Confinement) Holds(cgroup string) (bool, string) {
 		return false, strings.Join(why, "; ")
 	}
 	return true, ""
+}
+
+// listedOnce says what is wrong with a list of namespaces other than a
+// missing one: each type of ConfinedNamespaces must be listed exactly once
+// and no other. A second entry of a type would let a proof show one
+// identity and hold another (the controller's own) beside it.
+func listedOnce(ns []Namespace) []string {
+	var why []string
+	count := map[string]int{}
+	for _, n := range ns {
+		count[n.Type]++
+		if !slices.Contains(ConfinedNamespaces, n.Type) {
+			why = append(why, fmt.Sprintf("namespace type %q is not one of %v", n.Type, ConfinedNamespaces))
+		}
+	}
+	for _, typ := range ConfinedNamespaces {
+		if count[typ] > 1 {
+			why = append(why, fmt.Sprintf("%s namespace listed %d times", typ, count[typ]))
+		}
+	}
+	return why
 }
 
 // checkConfinement adds the confinement check of a cohort proof. A version

@@ -9,6 +9,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -27,6 +28,9 @@ var ErrCgroupAbsent = errors.New("cgroup absent or unreadable (absent is not emp
 type cgroupFS struct {
 	mount string
 	fd    int // O_PATH directory fd of the mount
+
+	mu      sync.Mutex
+	granted []string // accesses grantOwner restored, for the stops' notes
 }
 
 // findCgroup2Mount returns the cgroup2 mount point from mountinfo,
@@ -113,6 +117,7 @@ func (c *cgroupFS) open(cgroup, name string, flags uint64) (int, error) {
 		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_XDEV,
 	}
 	p := rel(cgroup, name)
+	grants := 0
 	for {
 		fd, err := unix.Openat2(c.fd, p, &how)
 		if err == unix.ENOSYS {
@@ -125,6 +130,16 @@ func (c *cgroupFS) open(cgroup, name string, flags uint64) (int, error) {
 		}
 		if err == unix.EINTR || err == unix.EAGAIN {
 			continue
+		}
+		if isDenied(err) && grants < maxGrants {
+			// A tool took the owner's access away (grant.go): give it
+			// back and open again.
+			grants++
+			gerr := c.grantOwner(p, how.Flags)
+			if gerr == nil {
+				continue
+			}
+			err = fmt.Errorf("%w (restoring access: %w)", err, gerr)
 		}
 		if err != nil {
 			return -1, classify(path.Join(c.mount, p), "open", err)
@@ -229,8 +244,20 @@ func (c *cgroupFS) events(cgroup string) (cgEvents, error) {
 // procs enumerates the processes of cgroup and every cgroup below it. Any
 // error (including a sub-cgroup that vanished mid-walk) makes the
 // enumeration incomplete and is returned.
-func (c *cgroupFS) procs(cgroup string) ([]int, error) {
+func (c *cgroupFS) procs(cgroup string) ([]int, error) { return c.procsBelow(cgroup, true) }
+
+// procsBelow is procs; top says cgroup is where the walk began. A threaded
+// cgroup below it (a tool can make one: it owns the engine cgroup) refuses
+// to list processes (EOPNOTSUPP): every process with a thread anywhere in
+// a threaded subtree is listed by the subtree's threaded domain, a cgroup
+// above it that the walk read first, and no cgroup below a threaded one
+// holds a process of its own. Such a subtree is skipped; at the top the
+// refusal stands, since the domain would be outside the walk.
+func (c *cgroupFS) procsBelow(cgroup string, top bool) ([]int, error) {
 	b, err := c.read(cgroup, "cgroup.procs")
+	if err != nil && !top && errors.Is(err, unix.EOPNOTSUPP) && c.threaded(cgroup) {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -256,13 +283,19 @@ func (c *cgroupFS) procs(cgroup string) ([]int, error) {
 		if !e.IsDir() {
 			continue
 		}
-		sub, err := c.procs(path.Join(cgroup, e.Name()))
+		sub, err := c.procsBelow(path.Join(cgroup, e.Name()), false)
 		if err != nil {
 			return nil, err
 		}
 		pids = append(pids, sub...)
 	}
 	return pids, nil
+}
+
+// threaded says whether cgroup's cgroup.type reads "threaded".
+func (c *cgroupFS) threaded(cgroup string) bool {
+	b, err := c.read(cgroup, "cgroup.type")
+	return err == nil && strings.TrimSpace(string(b)) == "threaded"
 }
 
 // waitEvents reads cgroup.events until cond holds or the deadline passes,

@@ -41,6 +41,10 @@ type Cohort struct {
 // where the launch recorded it.
 func (c *Cohort) engineCgroup() cgroupRef { return cgroupRef{Path: c.Cgroup, ID: c.CgroupID} }
 
+// freezeCgroup is the cgroup the kill phase freezes: the scope's, which
+// no process of the cohort can name or thaw (see freezeKill).
+func (c *Cohort) freezeCgroup() string { return c.ScopeCgroup }
+
 // CohortOf rebuilds a scope Cohort from what a writer claim records about
 // an incarnation: conversation, execution, boot id, engine pid, start time
 // and engine cgroup. The InvocationID is then unknown; the kill phase takes

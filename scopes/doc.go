@@ -173,8 +173,9 @@
 //
 // Kill phase (Kill, and always the end of Stop): check the boot id and
 // that the unit is still the recorded InvocationID (else the cgroup path
-// is not ours: absent), freeze the engine cgroup and wait for `frozen 1`,
-// enumerate the complete membership recursively (each pid pinned by a
+// is not ours: absent), freeze the scope's cgroup (not the engine's, whose
+// cgroup.freeze every tool owns and could write 0 to; a frozen ancestor
+// keeps it frozen whatever it says) and wait for `frozen 1`, enumerate the complete membership recursively (each pid pinned by a
 // pidfd, checked to be in the cgroup, with start time and comm; re-read up
 // to three times if a pid vanishes), write cgroup.kill, poll every pidfd
 // until each death is observed (its CLOCK_BOOTTIME time recorded), read
@@ -188,11 +189,12 @@
 // If the engine cgroup is not observed empty the anchor is left alive so a
 // later stop can observe again. A kill phase that gives up between the
 // freeze and cgroup.kill (no `frozen 1` in time, cgroup.events unreadable,
-// cgroup.kill refused) thaws the cgroup on the way out, in a defer as
+// cgroup.kill refused) thaws the scope on the way out, in a defer as
 // opencontainers/cgroups fs2/freezer.go does: an engine left frozen would
 // hold its conversation with nothing left to thaw it, and the next stop
 // freezes again anyway. After cgroup.kill it makes no difference: SIGKILL
-// reaches frozen tasks.
+// reaches frozen tasks, and a task with SIGKILL pending cannot fork, so the
+// scope is thawed there and the anchor never stays frozen.
 //
 // # A scope already removed (basis cgroup-removed)
 //

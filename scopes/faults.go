@@ -6,6 +6,11 @@ type faults struct {
 	// afterFrozen, if set, fails the kill phase's wait for frozen 1 after
 	// the cgroup did report frozen 1.
 	afterFrozen func() error
+	// afterFreeze, if set, runs right after the kill phase's freeze
+	// write, where a tool of the cohort that won the race against the
+	// freeze writes 0 to its own cgroup.freeze (same uid, delegated): a
+	// race that cannot be won on demand.
+	afterFreeze func()
 	// refuseHeld, if set, fails the start of a held child (confined: with
 	// its namespaces) before the clone, as a kernel that refuses them does.
 	refuseHeld func(confined bool) error
@@ -17,6 +22,13 @@ func (f *faults) frozenWait() error {
 		return nil
 	}
 	return f.afterFrozen()
+}
+
+// frozeCohort is the fault right after the kill phase's freeze write.
+func (f *faults) frozeCohort() {
+	if f.afterFreeze != nil {
+		f.afterFreeze()
+	}
 }
 
 // heldStart is the fault at the start of a held child.

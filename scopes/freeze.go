@@ -10,21 +10,32 @@ import (
 // the freeze; the kill phase goes on as for a cgroup found removed.
 var errRemovedUnder = errors.New("cgroup removed before the freeze")
 
-// freezeKill freezes the engine cgroup, enumerates its membership while
-// frozen and kills it with cgroup.kill. An error after the freeze thaws the
-// cgroup before it returns, deferred as in opencontainers/cgroups
-// fs2/freezer.go: a kill phase that gives up leaves the engine as it found
-// it, not frozen for good with nothing left to thaw it. Once cgroup.kill is
-// written, frozen or not makes no difference: SIGKILL reaches frozen tasks.
+// freezeKill freezes the scope's cgroup, enumerates the engine cgroup's
+// membership while frozen and kills it with cgroup.kill. The scope's, not
+// the engine's: every tool owns the engine cgroup's files (same uid,
+// delegated) and can write 0 to its cgroup.freeze, which thaws a freeze
+// of that cgroup (a tool that wins the race against the freeze denies the
+// stop, or makes it wait for its deadline), while a frozen ancestor keeps
+// every descendant frozen whatever their own cgroup.freeze says, and the
+// scope's cgroup lies outside the cgroup namespace a tool can name. The
+// anchor, frozen too, still dies to the scope's cgroup.kill. The wait for
+// frozen 1 reads the engine cgroup's cgroup.events, which reports the
+// freeze it inherits: the anchor's own freezing is not waited for.
+//
+// An error after the freeze thaws the scope before it returns, deferred as
+// in opencontainers/cgroups fs2/freezer.go: a kill phase that gives up
+// leaves the engine as it found it, not frozen for good with nothing left
+// to thaw it. Once cgroup.kill is written, frozen or not makes no
+// difference: SIGKILL reaches frozen tasks.
 func (k *killPhase) freezeKill(ctx context.Context) (ms []*member, err error) {
-	cg := k.h.Cohort.Cgroup
 	// Frozen, the membership cannot change while it is enumerated.
-	if err := k.fs.write(cg, "cgroup.freeze", "1"); err != nil {
+	if err := k.fs.write(k.h.Cohort.freezeCgroup(), "cgroup.freeze", "1"); err != nil {
 		if _, gone, _ := k.h.findRemoved(ctx, k.fs); gone && errors.Is(err, ErrCgroupAbsent) {
 			return nil, errRemovedUnder
 		}
 		return nil, fmt.Errorf("freeze: %w", err)
 	}
+	k.h.m.faults.frozeCohort()
 	defer func() {
 		if err != nil {
 			k.thaw()
@@ -34,17 +45,22 @@ func (k *killPhase) freezeKill(ctx context.Context) (ms []*member, err error) {
 		return nil, err
 	}
 	ms = k.enumerateFrozen()
-	if err := k.fs.write(cg, "cgroup.kill", "1"); err != nil {
+	if err := k.fs.write(k.h.Cohort.Cgroup, "cgroup.kill", "1"); err != nil {
 		return nil, fmt.Errorf("cgroup.kill: %w", err)
 	}
+	// Every member now has SIGKILL pending, and a task with a fatal signal
+	// pending cannot fork: the freeze has done its work. Thawed, the
+	// anchor is not left frozen by a stop that ends uncertain.
+	k.thaw()
 	return ms, nil
 }
 
 // awaitFrozen waits for cgroup.events to report frozen 1: until then a
 // member can still fork, and the enumeration would not be complete. After
-// a TERM phase that emptied the cgroup the wait is one read: the write
-// itself sets frozen 1 on a cgroup without tasks (cgroup_do_freeze updates
-// its state at once), and waitEvents reads before it waits. The read
+// a TERM phase that emptied the cgroup the wait is one read: the scope's
+// write sets frozen 1 on a descendant without tasks (cgroup_freeze calls
+// cgroup_do_freeze on each, which updates its state at once), and
+// waitEvents reads before it waits. The read
 // stays, since it is what shows the freeze took.
 func (k *killPhase) awaitFrozen() error {
 	cg := k.h.Cohort.Cgroup
@@ -61,9 +77,10 @@ func (k *killPhase) awaitFrozen() error {
 	return nil
 }
 
-// enumerateFrozen enumerates the frozen cgroup. A member (same uid) could
-// have thawed the cgroup and forked while it was enumerated: the
-// enumeration counts as complete only if the cgroup is still frozen after.
+// enumerateFrozen enumerates the engine cgroup under the frozen scope.
+// The enumeration counts as complete only if the engine cgroup still
+// reports frozen 1 after: nothing of the cohort can thaw the scope, but
+// the user (or the user manager) can.
 func (k *killPhase) enumerateFrozen() []*member {
 	cg := k.h.Cohort.Cgroup
 	ms, complete, notes := k.h.enumerate(k.fs, k.h.Cohort.engineCgroup())
@@ -78,7 +95,7 @@ func (k *killPhase) enumerateFrozen() []*member {
 
 // thaw undoes the freeze of a kill phase that gave up.
 func (k *killPhase) thaw() {
-	if err := k.fs.write(k.h.Cohort.Cgroup, "cgroup.freeze", "0"); err != nil {
+	if err := k.fs.write(k.h.Cohort.freezeCgroup(), "cgroup.freeze", "0"); err != nil {
 		k.note("thaw: " + err.Error())
 	}
 }

@@ -43,7 +43,7 @@ func TestKillPhaseThawsOnFailure(t *testing.T) {
 			if res.Outcome != Uncertain || !strings.Contains(res.Reason, errInjected.Error()) {
 				t.Fatalf("outcome %s (%s), want uncertain with the injected failure", res.Outcome, res.Reason)
 			}
-			if b, err := fs.read(cg, "cgroup.freeze"); err != nil || strings.TrimSpace(string(b)) != "0" {
+			if b, err := fs.read(e.Cohort.ScopeCgroup, "cgroup.freeze"); err != nil || strings.TrimSpace(string(b)) != "0" {
 				t.Fatalf("cgroup.freeze is %q (%v) after the kill phase gave up: the engine is left frozen", b, err)
 			}
 			if ev, ok, err := fs.waitEvents(cg, time.Now().Add(10*time.Second), func(e cgEvents) bool { return e.Frozen == 0 }); !ok {
@@ -58,6 +58,43 @@ func TestKillPhaseThawsOnFailure(t *testing.T) {
 			}
 			res = e.Stop(ctxT(t), StopOptions{Stop: "stop-thaw-again"})
 			assertProvenStop(t, res, eng, child)
+		})
+	}
+}
+
+// TestToolThawDoesNotUndoFreeze: a tool owns the engine cgroup's files
+// (same uid, delegated) and writes 0 to its cgroup.freeze; the kill phase
+// still sees the cohort frozen, enumerates it and proves the stop. A tool
+// wins the race against the freeze write only now and then, so a fault
+// point makes that write right after the kill phase's freeze.
+func TestToolThawDoesNotUndoFreeze(t *testing.T) {
+	m := testManager(t)
+	fs, err := m.cgroupFS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		grace time.Duration
+	}{
+		{"kill phase only", 0},
+		{"term then kill", 200 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Members that ignore SIGTERM, so the TERM phase leaves them
+			// for the kill phase.
+			e := launchEngine(t, m, stubbornEngine)
+			got := e.expect(t, "engine", "stubborn", "ready")
+			eng, child := e.pin(t, got["engine"]), e.pin(t, got["stubborn"])
+			var thawErr error
+			m.faults.afterFreeze = func() { thawErr = fs.write(e.Cohort.Cgroup, "cgroup.freeze", "0") }
+			t.Cleanup(func() { m.faults = faults{} })
+			res := e.Stop(ctxT(t), StopOptions{Stop: "stop-thawed", Grace: tc.grace, KillTimeout: 3 * time.Second})
+			if thawErr != nil {
+				t.Fatalf("the tool's write of 0 to the engine's cgroup.freeze failed: %v", thawErr)
+			}
+			assertProvenStop(t, res, eng, child)
+			requireProof(t, res)
 		})
 	}
 }

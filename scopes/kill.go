@@ -10,7 +10,7 @@ import (
 	"github.com/mosaic-agents/mosaic/proofs"
 )
 
-// Kill runs the kill phase: freeze the engine cgroup and wait for frozen 1,
+// Kill runs the kill phase: freeze the scope's cgroup and wait for frozen 1,
 // enumerate the complete membership recursively (pid, start time, comm,
 // each pinned by a pidfd), write cgroup.kill, observe each member's death on
 // its pidfd, then read cgroup.events for populated 0 while the anchor still
@@ -45,7 +45,16 @@ func (k *killPhase) note(s string) { k.res.Notes = append(k.res.Notes, s) }
 func (k *killPhase) uncertain(format string, args ...any) StopResult {
 	k.res.Outcome, k.res.Reason = Uncertain, fmt.Sprintf(format, args...)
 	k.h.fillMembers(k.obs())
+	k.noteGranted()
 	return k.res
+}
+
+// noteGranted notes each access to the cohort's cgroup files that a tool
+// had taken away and the controller restored to read them (grant.go).
+func (k *killPhase) noteGranted() {
+	if k.fs != nil {
+		k.res.Notes = append(k.res.Notes, k.fs.takeGranted(k.h.Cohort.Cgroup)...)
+	}
 }
 
 // killScope is the kill phase of a scope cohort: identify, then freeze,
@@ -188,6 +197,7 @@ func (k *killPhase) observe(ctx context.Context, st UnitState, ev cgEvents) Stop
 	}
 	obs.ActiveState, obs.Result = st.ActiveState, st.Result
 	h.fillMembers(obs)
+	k.noteGranted()
 	k.res.Outcome, k.res.Reason = verdict(obs)
 	if k.res.Outcome == Stopped {
 		h.closeMembers()

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	sddbus "github.com/coreos/go-systemd/v22/dbus"
-	"github.com/coreos/go-systemd/v22/unit"
 	"github.com/mosaic-agents/mosaic/proofs"
 )
 
@@ -145,14 +144,7 @@ func (m *Manager) cgroupFS() (*cgroupFS, error) {
 // systemd-escape does (so a '-' inside a part is \x2d and the name is
 // unambiguous).
 func UnitName(conversation, execution string) (string, error) {
-	if conversation == "" || execution == "" {
-		return "", errors.New("scope name: conversation and execution must not be empty")
-	}
-	n := "mosaic-engine-" + unit.UnitNameEscape(conversation) + "-" + unit.UnitNameEscape(execution) + ".scope"
-	if len(n) > 255 {
-		return "", fmt.Errorf("scope name %q is longer than 255 bytes", n)
-	}
-	return n, nil
+	return proofs.EngineUnit(conversation, execution)
 }
 
 // Launch starts spec's engine. It creates the scope over the user bus with

@@ -1,0 +1,104 @@
+package scopes
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mosaic-agents/mosaic/internal/procfs"
+)
+
+// cgroupAttacks are what a tool (same uid, owner of the delegated engine
+// cgroup it sees at /sys/fs/cgroup inside its cgroup namespace) can do to
+// the cgroup files a stop reads and writes. Each prints "attack 0" once
+// the attack is in place (anything else when the kernel refused it), and
+// leaves a setsid child behind that the stop must kill and name.
+var cgroupAttacks = []struct {
+	name, script string
+	note         string // in the stop's notes, when the stop had to undo the attack
+	tool         bool   // the script prints "tool PID" of a process the attack hides
+}{
+	// Thaw the engine cgroup again and again, from its own cgroup: a
+	// freeze of that cgroup alone never reports frozen 1 and the stop
+	// ends uncertain at its deadline.
+	{"thaw loop", `cg=/sys/fs/cgroup
+if echo 0 > $cg/cgroup.freeze; then echo "attack 0"; else echo "attack 1"; fi
+for i in 1 2 3; do perl -e '$SIG{TERM}="IGNORE"; open(F, ">", $ARGV[0]) or die; syswrite(F, "0") while 1' $cg/cgroup.freeze </dev/null >/dev/null 2>&1 & done
+sleep 0.2`, "", false},
+	// A threaded sub-cgroup holding a process: cgroup.procs of a
+	// threaded cgroup cannot be read (EOPNOTSUPP), its processes are
+	// listed by its threaded domain.
+	{"threaded sub-cgroup", `cg=/sys/fs/cgroup
+mkdir $cg/t && echo threaded > $cg/t/cgroup.type
+sh -c 'echo $$ > /sys/fs/cgroup/t/cgroup.threads; exec sleep 301' </dev/null >/dev/null 2>&1 &
+echo "tool $!"; sleep 0.2
+grep -q threaded $cg/t/cgroup.type && grep -q . $cg/t/cgroup.threads && echo "attack 0" || echo "attack 1"`, "", true},
+	// Every file and directory of the engine cgroup made mode 000 by
+	// its owner, deepest first: the controller (same uid) reads none of
+	// them until it gives itself access again.
+	{"chmod 000", `cg=/sys/fs/cgroup
+mkdir $cg/c
+sh -c 'echo $$ > /sys/fs/cgroup/c/cgroup.procs; exec sleep 302' </dev/null >/dev/null 2>&1 &
+sleep 0.2
+find $cg -depth -exec chmod 000 {} + 2>/dev/null
+if cat $cg/cgroup.procs >/dev/null 2>&1; then echo "attack 1"; else echo "attack 0"; fi`, "owner access restored", false},
+}
+
+// TestToolCgroupAttacksStillProven: whatever a tool does to the cgroup
+// files it owns (thaw its cgroup during the freeze, make a sub-cgroup
+// threaded, take every permission away), the force stop still kills
+// every process of the cohort and proves it.
+func TestToolCgroupAttacksStillProven(t *testing.T) {
+	m := testManager(t)
+	for _, tc := range cgroupAttacks {
+		t.Run(tc.name, func(t *testing.T) {
+			e := launchEngine(t, m, `echo "engine $$"
+setsid sh -c 'echo "setsid $$"; exec sleep 300' </dev/null &
+echo "ready 1"; read go
+`+tc.script+`
+exec cat`)
+			got := e.expect(t, "engine", "setsid", "ready")
+			// Pinned before the attack, which may hide them.
+			eng, child := e.pin(t, got["engine"]), e.pin(t, got["setsid"])
+			e.Stdin.WriteString("go\n")
+			want := []string{"attack"}
+			if tc.tool {
+				want = append(want, "tool")
+			}
+			a := e.expect(t, want...)
+			if a["attack"] != "0" {
+				t.Fatalf("the attack did not take (%q): nothing shown", a["attack"])
+			}
+			pins := []pinned{eng, child}
+			if tc.tool {
+				pins = append(pins, pinDescendant(t, e, a["tool"]))
+			}
+			res := e.Stop(ctxT(t), StopOptions{Stop: "stop-attack", Grace: 200 * time.Millisecond, KillTimeout: 5 * time.Second})
+			assertProvenStop(t, res, pins...)
+			requireProof(t, res)
+			if tc.note != "" && !slices.ContainsFunc(res.Notes, func(n string) bool { return strings.Contains(n, tc.note) }) {
+				t.Fatalf("notes %q: none says %q", res.Notes, tc.note)
+			}
+		})
+	}
+}
+
+// pinDescendant pins the engine's descendant whose pid inside the engine's
+// pid namespace is nsText, found in the whole process list rather than in
+// the cgroup an attack may hide it from.
+func pinDescendant(t *testing.T, e *engine, nsText string) pinned {
+	t.Helper()
+	ns, err := strconv.Atoi(nsText)
+	if err != nil {
+		t.Fatalf("pid %q: %v", nsText, err)
+	}
+	for _, pid := range descendants(t, e.Cohort.PID) {
+		if l, err := procfs.NSpid(pid); err == nil && len(l) > 1 && l[len(l)-1] == ns {
+			return pin(t, strconv.Itoa(pid))
+		}
+	}
+	t.Fatalf("no descendant of the engine is pid %d inside", ns)
+	return pinned{}
+}
