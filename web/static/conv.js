@@ -90,6 +90,7 @@
   }
 
   function showWindow(from) {
+    $("older").hidden = !(view && view.more) && !from;
     let m = list.querySelector(":scope > li.window");
     if (!from) { if (m) m.remove(); return; }
     if (!m) m = mosaic.el("li", "window");
@@ -136,7 +137,7 @@
     if (s.controller && !s.controllerConnected) add("the controller's connection is gone", "warn");
     if (s.engineEnd) add("engine ended: " + (s.engineEnd.status || "") + " " + (s.engineEnd.stderr || []).join(" | "), "warn");
     if (s.dead) add("connection ended: " + s.dead, "bad");
-    $("older").hidden = !s.more;
+    $("older").hidden = !s.more && !shownFrom;
     $("older").disabled = s.loading;
     $("older").textContent = s.loading ? "Loading older history…" : "Load older history";
     text.placeholder = ctl ? "Prompt the engine" : "Observer: take control to send (your text is kept)";
@@ -445,6 +446,10 @@
     }
     if (r.record === "web-reconcile") {
       reconciled(r.message);
+      return;
+    }
+    if (r.record === "refusal") {
+      addRecord(mosaic.el("div", "rec notice-rec", r.line));
       return;
     }
     if (r.record === "notice") {
