@@ -60,19 +60,21 @@ func TestDiffWindow(t *testing.T) {
 	for i := range n {
 		add(i)
 	}
+	var tb tab
 	items := tr.Items()
-	from := len(items) - maxShownItems
+	from := tb.windowFromLocked(len(items))
 	first := diff(nil, 0, items, from)
 	if first.From != from || len(first.Set) != maxShownItems || first.Set[fmt.Sprint(from-1)] != nil {
 		t.Fatalf("the first patch holds %d items from %d, want the %d newest from %d", len(first.Set), first.From, maxShownItems, from)
 	}
 	add(n)
 	items = tr.Items()
-	next := diff(first.next, first.From, items, from+1)
+	next := diff(first.next, first.From, items, tb.windowFromLocked(len(items)))
 	if next.From != from+1 || len(next.Set) != 1 || next.Set[fmt.Sprint(len(items)-1)] == nil {
 		t.Fatalf("after one more item: %d items from %d, want the new one from %d", len(next.Set), next.From, from+1)
 	}
-	back := diff(next.next, next.From, items, from-10)
+	tb.widen = 11
+	back := diff(next.next, next.From, items, tb.windowFromLocked(len(items)))
 	if len(back.Set) != 11 || back.Set[fmt.Sprint(from-10)] == nil || back.Set[fmt.Sprint(from)] == nil {
 		t.Fatalf("the window moved back 11 items: the patch holds %d, want those 11", len(back.Set))
 	}

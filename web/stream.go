@@ -173,7 +173,7 @@ func (s *Server) convStream(w http.ResponseWriter, r *http.Request) {
 	for {
 		t.mu.Lock()
 		items := t.follow.Update(t.older, t.tr.Snapshot()).Items()
-		from := max(0, len(items)-maxShownItems-t.widen)
+		from := t.windowFromLocked(len(items))
 		st := t.stateLocked()
 		var aps *approvalsChange
 		aps, sentAps = t.approvalsChangeLocked(sentAps)
@@ -259,6 +259,11 @@ func mustCookie(r *http.Request) string {
 // engine's output is endless; a tab that sent every item would grow the
 // page's DOM with it for as long as the tab stays open.
 const maxShownItems = 1000
+
+// windowFromLocked is the first of n items the stream holds for the page.
+func (t *tab) windowFromLocked(n int) int {
+	return max(0, n-maxShownItems-t.widen)
+}
 
 // patch is the change from the items a stream sent to the current ones:
 // the new count, the first index of the window the page holds (those
