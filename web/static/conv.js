@@ -621,6 +621,13 @@
       "` its record and proof; this page shows the stop record if it arrives. Do not assume it stopped.";
   }
 
+  // lostText is what the dialog says when another operation's answer was
+  // lost: it may or may not have been carried out.
+  function lostText(what, j) {
+    return what + " outcome unknown: " + ((j && (j.unknown || j.error)) || "no answer") +
+      ". `mosaicctl status " + id + "` shows the conversation's binding and execution now.";
+  }
+
   function result(t, cls) {
     $("confirm-result").appendChild(mosaic.el("p", "result " + (cls || ""), t));
   }
@@ -665,16 +672,18 @@
       else result(stopUnknown(j), "bad");
     } else if (p.operation === "recover") {
       const j = await send("recover", { confirmation: p.confirmation });
-      if (!j || !j.reply) { if (j && j.refusal) result("refused " + j.refusal.code + ": " + j.refusal.message, "bad"); return; }
+      if (!j || !j.reply) { result(j && j.refusal ? "refused " + j.refusal.code + ": " + j.refusal.message : lostText("recover", j), "bad"); return; }
       const el = j.reply;
       result("eligible after stop " + el.stop + " (proof " + el.proofDigest + "); launching…");
       const l = await send("launch", { eligibility: el.id, generation: el.generation });
       if (l && l.reply) result("launch " + l.reply.state + ": execution " + l.reply.execution + ", generation " + l.reply.generation, l.reply.state === "launched" ? "ok" : "bad");
       else if (l && l.refusal) result("refused " + l.refusal.code + ": " + l.refusal.message, "bad");
+      else result(lostText("launch", l), "bad");
     } else if (p.operation === "acquire-recovery-control") {
       const j = await send("acquire-recovery-control", { confirmation: p.confirmation });
       if (j && j.reply) result("this tab holds recovery control (generation " + j.reply.generation + ")", "ok");
       else if (j && j.refusal) result("refused " + j.refusal.code + ": " + j.refusal.message, "bad");
+      else result(lostText("recovery control", j), "bad");
     }
   });
 
