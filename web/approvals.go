@@ -60,6 +60,7 @@ type approvalView struct {
 // naming the current one).
 type heldApproval struct {
 	decision string // the engine's decision id, exactly
+	key      string // the decision's key on the page's stream (approvalchange.go)
 	view     approvalView
 	choices  map[string][]string // projection id -> exact choices
 }
@@ -92,7 +93,9 @@ func (t *tab) holdApprovalLocked(a *protocol.Approval) {
 		if a.State == protocol.ApprovalSuperseded {
 			return // the current projection follows it
 		}
-		t.approvals = append(t.approvals, &heldApproval{decision: a.Decision, choices: map[string][]string{}})
+		h := &heldApproval{decision: a.Decision, choices: map[string][]string{}}
+		t.keyApprovalLocked(h)
+		t.approvals = append(t.approvals, h)
 		i = len(t.approvals) - 1
 		if len(t.approvals) > maxHeldApprovals {
 			t.evictLocked(t.approvals[:i]) // the new one (last) is never the one to go

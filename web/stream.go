@@ -149,12 +149,13 @@ func (s *Server) convStream(w http.ResponseWriter, r *http.Request) {
 	}()
 	e := startSSE(w)
 	var (
-		sent    []terminal.Item
-		last    []byte
-		lastAps []byte
-		sentQ   *queueView
-		pos     = uint64(0)
-		version = 0
+		sent     []terminal.Item
+		sentFrom int
+		last     []byte
+		sentAps  map[string]string
+		sentQ    *queueView
+		pos      = uint64(0)
+		version  = 0
 	)
 	t.mu.Lock()
 	pos = t.dropped + uint64(len(t.outbox))
@@ -172,8 +173,10 @@ func (s *Server) convStream(w http.ResponseWriter, r *http.Request) {
 	for {
 		t.mu.Lock()
 		items := t.follow.Update(t.older, t.tr.Snapshot()).Items()
+		from := t.windowFromLocked(len(items))
 		st := t.stateLocked()
-		aps := mustJSON(t.approvalViewsLocked())
+		var aps *approvalsChange
+		aps, sentAps = t.approvalsChangeLocked(sentAps)
 		q := t.queue
 		var recs []json.RawMessage
 		if start := pos; start < t.dropped {
@@ -189,10 +192,9 @@ func (s *Server) convStream(w http.ResponseWriter, r *http.Request) {
 			last = b
 			e.send("state", st)
 		}
-		if !bytes.Equal(aps, lastAps) {
-			// The whole set (bounded by maxHeldApprovals): a reattached
-			// page gets it the same way as a fresh one.
-			lastAps = aps
+		if aps != nil {
+			// Only the views that changed; a reattached page gets the
+			// whole set the same way as a fresh one.
 			e.send("approvals", aps)
 		}
 		if q != nil && (sentQ == nil || q.Revision > sentQ.Revision) {
@@ -201,8 +203,8 @@ func (s *Server) convStream(w http.ResponseWriter, r *http.Request) {
 			sentQ = q
 			e.send("queue", q)
 		}
-		if patch := diff(sent, items); patch != nil {
-			sent = patch.next
+		if patch := diff(sent, sentFrom, items, from); patch != nil {
+			sent, sentFrom = patch.next, patch.From
 			fmt.Fprintf(e.w, "id: %s:%d\n", t.id, version)
 			e.send("items", patch)
 		}
@@ -252,10 +254,24 @@ func mustCookie(r *http.Request) string {
 	return c.Value
 }
 
+// maxShownItems is the window of newest items a stream holds for its
+// page (more when the person read older history back: tab.widen). The
+// engine's output is endless; a tab that sent every item would grow the
+// page's DOM with it for as long as the tab stays open.
+const maxShownItems = 1000
+
+// windowFromLocked is the first of n items the stream holds for the page.
+func (t *tab) windowFromLocked(n int) int {
+	return max(0, n-maxShownItems-t.widen)
+}
+
 // patch is the change from the items a stream sent to the current ones:
-// the new count and the items that differ, by index.
+// the new count, the first index of the window the page holds (those
+// before it leave the page), and the items in the window that differ, by
+// index.
 type patch struct {
 	N    int                        `json:"n"`
+	From int                        `json:"from"`
 	Set  map[string]json.RawMessage `json:"set"`
 	next []terminal.Item
 }
@@ -268,14 +284,18 @@ type patch struct {
 // terminal's line cache with the very lines it had (a change renders new
 // lines and never edits old ones), so comparing it costs a comparison of
 // a few string headers.
-func diff(sent, items []terminal.Item) *patch {
-	p := &patch{N: len(items), Set: map[string]json.RawMessage{}, next: items}
-	for i, it := range items {
-		if i >= len(sent) || !sameItem(sent[i], it) {
-			p.Set[strconv.Itoa(i)] = mustJSON(it)
+//
+// Only the window from from on is sent; an item below the window the page
+// held before (sentFrom) was let go there, so it is sent again when the
+// window moves back over it.
+func diff(sent []terminal.Item, sentFrom int, items []terminal.Item, from int) *patch {
+	p := &patch{N: len(items), From: from, Set: map[string]json.RawMessage{}, next: items}
+	for i := from; i < len(items); i++ {
+		if i < sentFrom || i >= len(sent) || !sameItem(sent[i], items[i]) {
+			p.Set[strconv.Itoa(i)] = mustJSON(items[i])
 		}
 	}
-	if len(p.Set) == 0 && len(items) == len(sent) && sent != nil {
+	if len(p.Set) == 0 && len(items) == len(sent) && sent != nil && from == sentFrom {
 		return nil
 	}
 	return p

@@ -52,15 +52,21 @@ type tab struct {
 	ctx               context.Context
 	cancel            context.CancelFunc
 
-	mu       sync.Mutex
-	follow   terminal.Follow
-	older    terminal.Older
-	cursor   string // reads the page before the oldest held
+	mu     sync.Mutex
+	follow terminal.Follow
+	older  terminal.Older
+	cursor string // reads the page before the oldest held
+	// widen is how many parts the person read back above the page: the
+	// stream's window (maxShownItems) grows by them, so what was asked
+	// for is shown.
+	widen    int
 	outbox   []json.RawMessage
 	dropped  uint64 // records dropped off the front of outbox
 	lastStop json.RawMessage
 	// approvals are the native decisions the page shows (approvals.go).
 	approvals []*heldApproval
+	// approvalSeq numbers the held decisions' keys (approvalchange.go).
+	approvalSeq uint64
 	// queue is the newest prompt queue read (queue.go), nil before the
 	// first.
 	queue    *queueView
@@ -136,8 +142,8 @@ func (ts *tabs) resume(ctx context.Context, p *tab) (*tab, error) {
 		return nil, err
 	}
 	p.mu.Lock()
-	t := &tab{id: p.id, session: p.session, conv: p.conv, tr: p.tr, follow: p.follow, older: p.older, cursor: p.cursor,
-		lastStop: p.lastStop, approvals: p.approvals, queue: p.queue, closedWhy: p.parkedWhy}
+	t := &tab{id: p.id, session: p.session, conv: p.conv, tr: p.tr, follow: p.follow, older: p.older, cursor: p.cursor, widen: p.widen,
+		lastStop: p.lastStop, approvals: p.approvals, approvalSeq: p.approvalSeq, queue: p.queue, closedWhy: p.parkedWhy}
 	p.mu.Unlock()
 	// How the page resumes is decided by what it held when it was parked,
 	// read before the new connection's records are folded: the first is a
@@ -363,13 +369,18 @@ func (t *tab) read() {
 		case u.Observed != nil && u.FromSeq == nil:
 			// A fresh page: what was read back above the old one does
 			// not join it.
-			t.older, t.cursor = terminal.Older{}, u.Observed.Cursor
+			t.older, t.cursor, t.widen = terminal.Older{}, u.Observed.Cursor, 0
 		case u.Stop != nil:
 			t.lastStop = stopView(u.Stop)
 			t.pushLocked(t.lastStop)
 		case u.Notice != nil:
-			t.pushLocked(mustJSON(map[string]any{"record": protocol.RecordNotice, "kind": terminal.SanitizeLine(u.Notice.Kind),
-				"message": terminal.SanitizeLine(u.Notice.Message)}))
+			t.pushLocked(noticeRecord(u.Notice))
+		case u.Refusal != nil && !u.Reply:
+			// A refusal no command of this tab asked for (the
+			// controller's word on the connection): shown as attach
+			// shows it.
+			t.pushLocked(mustJSON(map[string]any{"record": "refusal", "code": terminal.SanitizeLine(u.Refusal.Code),
+				"line": terminal.SanitizeLine("refused: " + u.Refusal.Code + ": " + u.Refusal.Message)}))
 		case u.Event == nil && u.Binding == nil && u.Control == nil && u.Observed == nil && u.Page == nil &&
 			u.Receipt == nil && u.Confirmation == nil && u.Eligibility == nil && u.Refusal == nil:
 			// A record this server does not know (a newer controller's):
@@ -416,10 +427,15 @@ func (t *tab) readOlder(ctx context.Context) error {
 	t.mu.Lock()
 	cur := t.cursor
 	t.older.Loading = cur != ""
-	t.mu.Unlock()
 	if cur == "" {
+		// Nothing older to read: the page asks for the items its
+		// window let go (the whole history is held already).
+		t.widen += maxShownItems
+		t.mu.Unlock()
+		t.signal()
 		return nil
 	}
+	t.mu.Unlock()
 	t.signal()
 	p, err := t.c.OlderPage(ctx, cur)
 	t.mu.Lock()
@@ -437,8 +453,17 @@ func (t *tab) readOlder(ctx context.Context) error {
 		return fmt.Errorf("decode older page: %w", err)
 	}
 	t.older.Prepend(&page)
+	t.widen += len(page.Parts)
 	t.cursor = p.Cursor
 	return nil
+}
+
+// noticeRecord is a controller notice as the page shows it: the line
+// attach's notice row shows (terminal.NoticeLine: the kind, the message,
+// an extension update's key and text), made inert.
+func noticeRecord(n *protocol.Notice) json.RawMessage {
+	return mustJSON(map[string]any{"record": protocol.RecordNotice, "kind": terminal.SanitizeLine(n.Kind),
+		"message": terminal.SanitizeLine(n.Message), "line": terminal.SanitizeLine(terminal.NoticeLine(n))})
 }
 
 // stopView is a stop record as the page shows it: the controller's

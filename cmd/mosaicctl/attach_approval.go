@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"strings"
 
 	"github.com/mosaic-agents/mosaic/client"
 	"github.com/mosaic-agents/mosaic/protocol"
@@ -104,33 +102,4 @@ func (a *attacher) approve(choice string) {
 		}
 		return fmt.Sprintf("approval %s %s: %s", r.ID, r.State, terminal.SanitizeLine(r.Chosen)), nil
 	})
-}
-
-// noticeLine is a notice as the notice row shows it: an extension's
-// update carries its untrusted text in detail, shown inert after the
-// fixed words (the row sanitizes it; set_editor_text never reaches the
-// composer).
-func noticeLine(n *protocol.Notice) string {
-	line := n.Kind + ": " + n.Message
-	var d struct {
-		Key   string   `json:"key"`
-		Text  string   `json:"text"`
-		Lines []string `json:"lines"`
-		Clear bool     `json:"clear"`
-	}
-	if len(n.Detail) == 0 || json.Unmarshal(n.Detail, &d) != nil {
-		return line
-	}
-	if d.Key != "" {
-		line += " [" + d.Key + "]"
-	}
-	switch {
-	case d.Clear:
-		line += " cleared"
-	case d.Text != "":
-		line += ": " + d.Text
-	case len(d.Lines) > 0:
-		line += ": " + strings.Join(d.Lines, " | ")
-	}
-	return line
 }

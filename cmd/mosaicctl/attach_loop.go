@@ -221,7 +221,7 @@ func (a *attacher) update(u client.Update) {
 		}
 		a.scr.SetNotice(n)
 	case u.Notice != nil:
-		a.scr.SetNotice(noticeLine(u.Notice))
+		a.scr.SetNotice(terminal.NoticeLine(u.Notice))
 	case u.Refusal != nil && !u.Reply:
 		a.scr.SetNotice("refused: " + u.Refusal.Code + ": " + u.Refusal.Message)
 	case u.Binding != nil && u.Binding.EngineEnd != nil:

@@ -14,14 +14,22 @@ const mosaic = {
   },
 
   // post sends a state change: same origin, the session cookie, the CSRF
-  // token in a header. The answer is the server's JSON.
+  // token in a header. The answer is the server's JSON. An answer lost on
+  // the way (the connection dropped after the request left) is
+  // {unknown}: the server may have done it, so the caller must not report
+  // success, nor failure.
   async post(path, body) {
-    const r = await fetch(path, {
-      method: "POST",
-      credentials: "same-origin",
-      headers: { "Content-Type": "application/json", "X-Mosaic-CSRF": mosaic.csrf },
-      body: JSON.stringify(body),
-    });
+    let r;
+    try {
+      r = await fetch(path, {
+        method: "POST",
+        credentials: "same-origin",
+        headers: { "Content-Type": "application/json", "X-Mosaic-CSRF": mosaic.csrf },
+        body: JSON.stringify(body),
+      });
+    } catch (e) {
+      return { unknown: "the answer was lost (" + e.message + "): the command may or may not have been carried out" };
+    }
     let j;
     try { j = await r.json(); } catch (e) { j = { error: "the server answered HTTP " + r.status }; }
     return j;

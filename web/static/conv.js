@@ -8,8 +8,8 @@
   const id = document.querySelector('meta[name="conversation"]').content;
   const $ = (x) => document.getElementById(x);
   const list = $("transcript"), records = $("records"), notice = $("notice"), text = $("text");
-  let es = null, tab = "", view = null, items = [], stops = new Map(), prevEngine = "";
-  let approvals = [], notified = new Set();
+  let es = null, tab = "", view = null, items = [], shownFrom = 0, stops = new Map(), prevEngine = "";
+  let approvals = [], approvalsByKey = new Map(), notified = new Set();
   let queue = null, editing = null, dismissed = new Set(), queueKey = "";
 
   function say(msg, cls) {
@@ -47,10 +47,22 @@
     return li;
   }
 
+  // patch applies the items that changed. The stream holds a window of
+  // the newest items (from: the first it holds; an engine's output is
+  // endless, and a tab's DOM must not grow with it): the page lets go of
+  // those before it and says how many, and takes them again when the
+  // window moves back (older history read back on request).
   function patch(p) {
     const atBottom = window.innerHeight + window.scrollY >= document.body.scrollHeight - 40;
+    const from = p.from || 0;
+    for (let i = shownFrom; i < Math.min(from, items.length); i++) {
+      if (items[i]) list.removeChild(items[i]);
+      items[i] = undefined;
+    }
+    shownFrom = from;
     for (const [k, it] of Object.entries(p.set)) {
       const i = Number(k);
+      if (i < from) continue;
       const n = itemNode(it);
       // Keep a folded item open if the person opened it.
       const old = items[i];
@@ -59,17 +71,38 @@
         if (od && nd && od.open) nd.open = true;
         list.replaceChild(n, old);
       } else {
-        list.appendChild(n);
+        list.insertBefore(n, nextShown(i));
       }
       items[i] = n;
     }
-    while (items.length > p.n) list.removeChild(items.pop());
+    while (items.length > p.n) {
+      const n = items.pop();
+      if (n) list.removeChild(n);
+    }
+    showWindow(from);
     if (atBottom) window.scrollTo(0, document.body.scrollHeight);
+  }
+
+  // nextShown is the node of the first item after i the page shows.
+  function nextShown(i) {
+    for (let j = i + 1; j < items.length; j++) if (items[j]) return items[j];
+    return null;
+  }
+
+  function showWindow(from) {
+    $("older").hidden = !(view && view.more) && !from;
+    let m = list.querySelector(":scope > li.window");
+    if (!from) { if (m) m.remove(); return; }
+    if (!m) m = mosaic.el("li", "window");
+    if (list.firstChild !== m) list.prepend(m);
+    m.textContent = "— " + from + " earlier items are not shown in this tab (it holds the newest); Load older history shows them, `mosaicctl attach " + id + "` pages through all";
   }
 
   function reset() {
     list.replaceChildren();
     items = [];
+    shownFrom = 0;
+    approvalsByKey = new Map();
     // A new tab is a new connection: its queue record starts a new
     // revision order (an edit in progress is kept and finds its item
     // again, or shows that it left the queue).
@@ -104,7 +137,7 @@
     if (s.controller && !s.controllerConnected) add("the controller's connection is gone", "warn");
     if (s.engineEnd) add("engine ended: " + (s.engineEnd.status || "") + " " + (s.engineEnd.stderr || []).join(" | "), "warn");
     if (s.dead) add("connection ended: " + s.dead, "bad");
-    $("older").hidden = !s.more;
+    $("older").hidden = !s.more && !shownFrom;
     $("older").disabled = s.loading;
     $("older").textContent = s.loading ? "Loading older history…" : "Load older history";
     text.placeholder = ctl ? "Prompt the engine" : "Observer: take control to send (your text is kept)";
@@ -181,6 +214,17 @@
     done.replaceChildren();
     for (const a of approvals) (isOpen(a) ? open : done).appendChild(approvalNode(a));
     open.hidden = !open.children.length;
+  }
+
+  // applyApprovals takes a change of the decisions the tab holds: their
+  // order (the server's keys) and those that changed since this stream
+  // last sent them; a key the order no longer names has gone.
+  function applyApprovals(c) {
+    for (const [k, v] of Object.entries(c.set || {})) approvalsByKey.set(k, v);
+    const next = new Map();
+    for (const k of c.order || []) if (approvalsByKey.has(k)) next.set(k, approvalsByKey.get(k));
+    approvalsByKey = next;
+    setApprovals(Array.from(next.values()));
   }
 
   function setApprovals(list) {
@@ -369,6 +413,28 @@
   }
 
   // ---- records: stops, notices, records this page does not know ----
+  // maxRecords bounds the records the page shows: the engine decides how
+  // many it causes (an extension's status updates are a notice each), so
+  // the oldest go and one line counts them.
+  const maxRecords = 200;
+  let droppedRecords = 0;
+
+  function addRecord(node) {
+    records.appendChild(node);
+    let shown = records.querySelectorAll(":scope > .rec:not(.dropped)");
+    if (shown.length <= maxRecords) return;
+    let line = records.querySelector(":scope > .dropped");
+    if (!line) {
+      line = mosaic.el("div", "rec dropped");
+      records.prepend(line);
+    }
+    for (let i = 0; i < shown.length - maxRecords; i++) {
+      shown[i].remove();
+      droppedRecords++;
+    }
+    line.textContent = droppedRecords + " earlier records are not shown (this page keeps the newest " + maxRecords + "); `mosaicctl audit " + id + "` lists the decisions and stops";
+  }
+
   function record(r) {
     if (r.record === "stop") {
       stops.set(r.id, r);
@@ -382,21 +448,25 @@
       reconciled(r.message);
       return;
     }
+    if (r.record === "refusal") {
+      addRecord(mosaic.el("div", "rec notice-rec", r.line));
+      return;
+    }
     if (r.record === "notice") {
-      records.appendChild(mosaic.el("div", "rec notice-rec", "notice " + r.kind + ": " + r.message));
+      addRecord(mosaic.el("div", "rec notice-rec", "notice " + (r.line || r.kind + ": " + r.message)));
       return;
     }
     // Unknown records (a newer controller's) are shown as inert text and never acted on.
     const d = mosaic.el("details", "rec unknown");
     d.appendChild(mosaic.el("summary", "", (r.record === "unknown" ? r.kind : r.record) + " record"));
     d.appendChild(mosaic.el("pre", "", r.text || r.message || JSON.stringify(r)));
-    records.appendChild(d);
+    addRecord(d);
   }
 
   // reconciled marks, under the transcript, that what the page shows was
   // read again rather than continued.
   function reconciled(message) {
-    records.appendChild(mosaic.el("div", "rec reconcile", "— re-read: " + message));
+    addRecord(mosaic.el("div", "rec reconcile", "— re-read: " + message));
   }
 
   function stopText(r) {
@@ -416,7 +486,7 @@
     if (!box) {
       box = mosaic.el("div", "rec stop");
       box.dataset.stop = r.id;
-      records.appendChild(box);
+      addRecord(box);
     }
     box.replaceChildren(mosaic.el("div", "stop-line state-" + r.state, stopText(r)));
     if (r.proof) {
@@ -434,7 +504,7 @@
     es.addEventListener("state", (ev) => setState(JSON.parse(ev.data)));
     es.addEventListener("items", (ev) => patch(JSON.parse(ev.data)));
     es.addEventListener("record", (ev) => record(JSON.parse(ev.data)));
-    es.addEventListener("approvals", (ev) => setApprovals(JSON.parse(ev.data)));
+    es.addEventListener("approvals", (ev) => applyApprovals(JSON.parse(ev.data)));
     es.addEventListener("queue", (ev) => setQueue(JSON.parse(ev.data)));
     es.addEventListener("gone", (ev) => {
       es.close();
@@ -455,11 +525,22 @@
   }
 
   // ---- commands ----
+  // bound says whether the page knows which execution and generation its
+  // commands address: before the first bound state (the controller's
+  // binding, after the welcome) nothing is sent, since a command naming
+  // no execution and generation 0 would act on whatever the controller
+  // runs, not on what the person sees.
+  function bound() {
+    if (view && view.bound && !view.dead) return true;
+    say("not bound yet: this page does not know the conversation's execution and generation; nothing was sent (your text is kept)", "warn");
+    return false;
+  }
+
   // send posts an operation with the view it was decided on: the
   // generation and execution this page shows. A stale view is refused by
   // the controller (stale-generation), never acted on.
   async function send(op, extra) {
-    if (!view) { say("not connected yet", "warn"); return null; }
+    if (!bound()) return null;
     const body = Object.assign({ tab: tab, op: op, generation: view.generation, execution: view.execution }, extra || {});
     const j = await mosaic.post("/api/c/" + encodeURIComponent(id) + "/command", body);
     if (j.refusal) say("refused " + j.refusal.code + ": " + j.refusal.message, "bad");
@@ -532,6 +613,21 @@
     dlg.showModal();
   }
 
+  // stopUnknown is what the dialog says when a force stop's answer was
+  // lost: the engine may or may not be stopped, and where to look.
+  function stopUnknown(j) {
+    return "force stop outcome unknown: " + ((j && (j.unknown || j.error)) || "no answer") +
+      ". The engine may or may not be stopped: `mosaicctl status " + id + "` shows the last stop, `mosaicctl audit " + id +
+      "` its record and proof; this page shows the stop record if it arrives. Do not assume it stopped.";
+  }
+
+  // lostText is what the dialog says when another operation's answer was
+  // lost: it may or may not have been carried out.
+  function lostText(what, j) {
+    return what + " outcome unknown: " + ((j && (j.unknown || j.error)) || "no answer") +
+      ". `mosaicctl status " + id + "` shows the conversation's binding and execution now.";
+  }
+
   function result(t, cls) {
     $("confirm-result").appendChild(mosaic.el("p", "result " + (cls || ""), t));
   }
@@ -573,27 +669,31 @@
         const s = stops.get(p.stop);
         if (s) showDialogStop(s); else result("force stop " + j.reply.state + " (stop " + j.reply.stop + ")");
       } else if (j && j.refusal) result("refused " + j.refusal.code + ": " + j.refusal.message, "bad");
+      else result(stopUnknown(j), "bad");
     } else if (p.operation === "recover") {
       const j = await send("recover", { confirmation: p.confirmation });
-      if (!j || !j.reply) { if (j && j.refusal) result("refused " + j.refusal.code + ": " + j.refusal.message, "bad"); return; }
+      if (!j || !j.reply) { result(j && j.refusal ? "refused " + j.refusal.code + ": " + j.refusal.message : lostText("recover", j), "bad"); return; }
       const el = j.reply;
       result("eligible after stop " + el.stop + " (proof " + el.proofDigest + "); launching…");
       const l = await send("launch", { eligibility: el.id, generation: el.generation });
       if (l && l.reply) result("launch " + l.reply.state + ": execution " + l.reply.execution + ", generation " + l.reply.generation, l.reply.state === "launched" ? "ok" : "bad");
       else if (l && l.refusal) result("refused " + l.refusal.code + ": " + l.refusal.message, "bad");
+      else result(lostText("launch", l), "bad");
     } else if (p.operation === "acquire-recovery-control") {
       const j = await send("acquire-recovery-control", { confirmation: p.confirmation });
       if (j && j.reply) result("this tab holds recovery control (generation " + j.reply.generation + ")", "ok");
       else if (j && j.refusal) result("refused " + j.refusal.code + ": " + j.refusal.message, "bad");
+      else result(lostText("recovery control", j), "bad");
     }
   });
 
   $("stop").addEventListener("click", () => {
-    if (!view || view.mode !== "controller") { say("force stop needs control: take control first (or Recover… for recovery control)", "warn"); return; }
+    if (!bound()) return;
+    if (view.mode !== "controller") { say("force stop needs control: take control first (or Recover… for recovery control)", "warn"); return; }
     confirmFlow("force-stop", "Force stop");
   });
   $("recover").addEventListener("click", () => {
-    if (!view) return;
+    if (!bound()) return;
     if (view.mode !== "controller") { confirmFlow("acquire-recovery-control", "Take recovery control"); return; }
     confirmFlow("recover", "Recover");
   });
