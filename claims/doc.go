@@ -93,9 +93,11 @@
 // launcher is gone or is the withdrawing controller (a live launcher could
 // still create the scope; its Activate would then lose to the withdrawn
 // revision, refused stale-generation, and its launch undoes itself), and
-// the user manager lists the execution's scope unit as not found, inactive
-// or failed in the launcher's boot, so no held child or anchor of the
-// launch lingers. The record states exactly those observations (unit name,
+// the user manager lists the execution's scope unit (named from the
+// revision's own conversation and execution) as inactive or failed in the
+// launcher's boot, so no held child or anchor of the launch lingers (a
+// unit it does not know reads not-found and inactive; not-found alone
+// proves nothing, a running unit whose file is gone reads it too). The record states exactly those observations (unit name,
 // load and active state, boot id, time) with basis "no-incarnation", and
 // is re-checked on every read like any proof: a withdrawn record on a
 // revision that records an incarnation frees nothing. It is deliberately

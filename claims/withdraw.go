@@ -30,11 +30,14 @@ type UnitObservation struct {
 }
 
 // Dead reports whether the observation shows a unit that holds no process:
-// unknown to the manager, or inactive or failed (a failed scope had its
-// processes killed). Anything else (active, activating, deactivating,
-// reloading, or a state this code does not know) may hold one.
+// inactive or failed (a failed scope had its processes killed; a unit the
+// manager does not know reads not-found and inactive). The load state
+// decides nothing: a running scope whose transient unit file was removed
+// and the manager reloaded reads not-found and still active. Anything else
+// (active, activating, deactivating, reloading, or a state this code does
+// not know) may hold one.
 func (o UnitObservation) Dead() bool {
-	return o.Unit != "" && (o.LoadState == "not-found" || o.ActiveState == "inactive" || o.ActiveState == "failed")
+	return o.Unit != "" && (o.ActiveState == "inactive" || o.ActiveState == "failed")
 }
 
 // withdrawnProof is the body of a ProofWithdrawn proof record. It says
@@ -66,8 +69,10 @@ const basisNoIncarnation = "no-incarnation"
 //     so the held child was never told to run the engine;
 //   - the launcher is this process or gone, so no launch is under way that
 //     could still create the scope;
-//   - obs names the execution's scope unit (unit, the name the launcher
-//     gives it), was made in the launcher's boot, and shows it dead.
+//   - obs names the execution's scope unit (unit, which must be the name
+//     the launcher gives it, derived here from the revision's conversation
+//     and execution), was made in the launcher's boot, and shows it
+//     inactive or failed.
 //
 // A claim with an incarnation needs a cohort or boot proof (Stop); one
 // without a launch, Abandon.
@@ -96,8 +101,8 @@ func (c *Claim) withdrawable(r *Record, self Process, unit string, obs UnitObser
 		return errState(r, "withdraw after the engine incarnation was recorded (the engine may have run; a cohort proof is needed)")
 	case r.Launcher == nil:
 		return errState(r, "withdraw before a launch began (abandon it)")
-	case unit == "" || obs.Unit != unit:
-		return protocol.Refuse(protocol.CodeStopProof, "withdraw: the observation is of unit %q, not the execution's scope %q", obs.Unit, unit)
+	case !isScopeOf(r, unit) || obs.Unit != unit:
+		return protocol.Refuse(protocol.CodeStopProof, "withdraw: the observation is of unit %q, not the scope %q of execution %s", obs.Unit, unit, r.Execution)
 	case obs.BootID != r.Launcher.BootID:
 		return protocol.Refuse(protocol.CodeStopProof, "withdraw: unit %s observed in boot %s, the launch ran in boot %s", unit, obs.BootID, r.Launcher.BootID)
 	case !obs.Dead():
@@ -114,6 +119,15 @@ func (c *Claim) withdrawable(r *Record, self Process, unit string, obs UnitObser
 		return protocol.Refuse(protocol.CodeAlreadyActive, "withdraw: launcher pid %d of execution %s still runs; its launch may be under way", r.Launcher.PID, r.Execution)
 	}
 	return nil
+}
+
+// isScopeOf reports whether unit is the scope unit the launcher gives
+// rec's execution: the name is derived from the revision's own ids here,
+// never taken from the caller or the record's body, so an observation of
+// any other unit (dead or not) withdraws nothing.
+func isScopeOf(rec *Record, unit string) bool {
+	want, err := proofs.EngineUnit(rec.Conversation, rec.Execution)
+	return err == nil && unit == want
 }
 
 // launcherGone reports whether the launching controller p no longer runs.
@@ -151,6 +165,8 @@ func provenWithdrawn(rec *Record) error {
 	case w.Type != ProofWithdrawn || w.Basis != basisNoIncarnation || w.Claim != rec.Claim || w.Seq+1 != rec.Seq ||
 		w.Execution != rec.Execution || w.Launcher != *rec.Launcher:
 		return fmt.Errorf("withdrawn proof is about another claim revision: %w", proofs.ErrMalformed)
+	case !isScopeOf(rec, w.Unit.Unit):
+		return fmt.Errorf("withdrawn proof observed unit %q, not the scope of execution %s: %w", w.Unit.Unit, rec.Execution, proofs.ErrMalformed)
 	case w.Unit.BootID != rec.Launcher.BootID || !w.Unit.Dead():
 		return fmt.Errorf("withdrawn proof does not show the scope %s dead in the launch's boot: %w", w.Unit.Unit, proofs.ErrMalformed)
 	}

@@ -2,9 +2,11 @@ package claims
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
+	"github.com/mosaic-agents/mosaic/proofs"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
@@ -61,6 +63,9 @@ func TestWithdrawOnlyBeforeRelease(t *testing.T) {
 		{"scope deactivating", launchBegun, UnitObservation{Unit: testUnit, LoadState: "loaded", ActiveState: "deactivating", BootID: bootA}, protocol.CodeStopProof},
 		{"another unit observed", launchBegun, UnitObservation{Unit: "mosaic-engine-conv\\x2d1-exec\\x2d2.scope", LoadState: "not-found", ActiveState: "inactive", BootID: bootA}, protocol.CodeStopProof},
 		{"observed in another boot", launchBegun, deadUnit(bootB), protocol.CodeStopProof},
+		// A running scope whose transient unit file was removed, the
+		// manager then reloaded, reads not-found and still active.
+		{"unit file gone, scope still active", launchBegun, UnitObservation{Unit: testUnit, LoadState: "not-found", ActiveState: "active", BootID: bootA}, protocol.CodeStopProof},
 		{"launcher still runs", func(t *testing.T, s *Store, h *fakeHost) *Claim {
 			h.self = other
 			h.set(other, true)
@@ -134,4 +139,52 @@ func TestWithdrawnProofBindsItsRevision(t *testing.T) {
 	if err := Proven(&rec); err == nil {
 		t.Fatal("a withdrawn proof freed a claim whose engine incarnation was recorded")
 	}
+}
+
+// TestWithdrawnUnitIsTheExecutionsScope: the unit a withdrawal observed
+// must be the scope the launcher names from the revision's conversation
+// and execution. A caller naming another unit (dead, say a previous
+// execution's) is refused, and a withdrawn record whose observation was
+// rewritten to another unit (re-digested) frees nothing.
+func TestWithdrawnUnitIsTheExecutionsScope(t *testing.T) {
+	ctx := context.Background()
+	const otherUnit = "mosaic-engine-conv\\x2d1-exec\\x2d0.scope"
+	begin := func(t *testing.T) (*Store, *Claim) {
+		t.Helper()
+		s := openStore(t, t.TempDir(), newHost(100))
+		c := claimIn(t, s, testKeys(), Reserved)
+		if err := c.BeginLaunch(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return s, c
+	}
+	t.Run("withdraw names another unit", func(t *testing.T) {
+		s, c := begin(t)
+		obs := deadUnit(bootA)
+		obs.Unit = otherUnit
+		wantCode(t, c.Withdraw(ctx, otherUnit, obs, "launch failed"), protocol.CodeStopProof)
+		if st := mustCurrent(t, s, testKeys()); st.Seat.State == Stopped {
+			t.Fatal("a withdrawal observing another unit stopped the claim")
+		}
+	})
+	t.Run("record rewritten to another unit", func(t *testing.T) {
+		_, c := begin(t)
+		if err := c.Withdraw(ctx, testUnit, deadUnit(bootA), "launch failed"); err != nil {
+			t.Fatal(err)
+		}
+		rec := c.Record()
+		var w withdrawnProof
+		if err := json.Unmarshal(rec.Proof.Body, &w); err != nil {
+			t.Fatal(err)
+		}
+		w.Unit.Unit = otherUnit
+		body, err := proofs.Canonical(w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec.Proof = &ProofRecord{Type: ProofWithdrawn, Digest: sum(body), Body: body}
+		if err := Proven(&rec); err == nil {
+			t.Fatal("a withdrawn record observing another unit frees the claim")
+		}
+	})
 }
