@@ -121,7 +121,7 @@ func (c *Controller) start(ctx context.Context) error {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		c.st.binding = protocol.BindingStopped
-		c.closeAdmissionLocked("stopped with a proof; recover, then launch, to start again")
+		c.closeAdmissionLocked(stoppedReason(rec.Claim.Record()))
 		c.st.claim = rec.Claim
 		c.auditBootProof(rec.Claim.Record())
 		return nil

@@ -83,3 +83,12 @@ func (c *Controller) observeScope(ctx context.Context, rec claims.Record, wait t
 		}
 	}
 }
+
+// stoppedReason is what admission says of a stopped claim a restart found:
+// a withdrawn launch says what was observed, never that a proof ended it.
+func stoppedReason(rec claims.Record) string {
+	if sum, err := claims.WithdrawnSummary(rec.Proof); err == nil {
+		return sum + "; recover, then launch, to start again"
+	}
+	return "stopped with a proof; recover, then launch, to start again"
+}

@@ -375,6 +375,12 @@ func claimCell(st *convStatus) string {
 		return "none"
 	case cl.Conversation != st.Conversation:
 		return fmt.Sprintf("seat held by %s (%s)", cl.Conversation, cl.State)
+	case cl.State == claims.Stopped && cl.Proven && cl.ProofType == claims.ProofWithdrawn:
+		// Nothing was enumerated or killed: the launch recorded no
+		// incarnation and its scope was seen dead (`audit` says what).
+		return "stopped (launch withdrawn, no cohort proof)"
+	case cl.State == claims.Stopped && cl.Proven && cl.ProofType == claims.ProofUnlaunched:
+		return "stopped (never launched)"
 	case cl.State == claims.Stopped && cl.Proven:
 		return "stopped (proof)"
 	case cl.State == claims.Stopped:
