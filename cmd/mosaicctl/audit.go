@@ -141,6 +141,10 @@ func printCrossCheck(r *auditReport) {
 			fmt.Printf("%s: %s\n", what, terminal.SanitizeLine(sp.withdrawn))
 		case sp.exempt && sp.err == nil:
 			fmt.Printf("%s: no engine ran; not journaled\n", what)
+		case sp.exempt:
+			// Never journaled, so never "missing": it is checked against
+			// its claim revision, and that check failed.
+			fmt.Printf("%s: FAILED against its claim revision: %v\n", what, sp.err)
 		case !sp.journaled:
 			fmt.Printf("%s: MISSING from the journal\n", what)
 		case sp.err != nil:

@@ -2,6 +2,9 @@ package main
 
 import (
 	"errors"
+	"io"
+	"os"
+	"strings"
 	"testing"
 
 	"github.com/mosaic-agents/mosaic/claims"
@@ -58,4 +61,41 @@ func TestAuditCrossCheck(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAuditPrintsAFailedWithdrawal: a withdrawn or unlaunched record that
+// does not verify against its claim revision is printed as failed, with
+// why, never as a proof missing from the journal (it is never journaled).
+func TestAuditPrintsAFailedWithdrawal(t *testing.T) {
+	for _, typ := range []string{claims.ProofWithdrawn, claims.ProofUnlaunched} {
+		t.Run(typ, func(t *testing.T) {
+			sp := stored("w", typ)
+			sp.exempt, sp.err = true, errors.New("withdrawn proof is about another claim revision")
+			out := printed(t, func() { printCrossCheck(&auditReport{stored: []storedProof{sp}, noticesRead: true}) })
+			if strings.Contains(out, "MISSING") || !strings.Contains(out, "FAILED") || !strings.Contains(out, "another claim revision") {
+				t.Fatalf("audit printed %q; want FAILED and why, never MISSING", out)
+			}
+		})
+	}
+}
+
+// printed returns what f writes to standard output.
+func printed(t *testing.T, f func()) string {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout := os.Stdout
+	os.Stdout = w
+	t.Cleanup(func() { os.Stdout = stdout })
+	done := make(chan []byte)
+	go func() {
+		b, _ := io.ReadAll(r)
+		done <- b
+	}()
+	f()
+	os.Stdout = stdout
+	w.Close()
+	return string(<-done)
 }
