@@ -153,3 +153,24 @@ func TestBrowserTranscriptWindow(t *testing.T) {
 		t.Errorf("the page still shows an item before the window")
 	}
 }
+
+// TestBrowserNotifiedBounded (Chromium, a scripted stream): an engine
+// opens dialog after dialog (a confirm with a 1 ms timeout in a loop, each
+// a new decision); the page remembers which it notified of only for the
+// decisions the tab still holds, so its memory does not grow with them.
+func TestBrowserNotifiedBounded(t *testing.T) {
+	f := startFakeConv(t)
+	p := f.open(t)
+	f.emit("state", boundState("controller"))
+	const n = 500
+	for i := range n {
+		key, id := fmt.Sprint("a", i), fmt.Sprint("p", i)
+		f.emit("approvals", map[string]any{"order": []string{key}, "set": map[string]any{key: map[string]any{
+			"record": "approval", "id": id, "decision": "d-" + id, "execution": "x-1", "generation": 3, "controller": "k-1",
+			"form": "confirm", "title": "title " + id, "choices": []string{"true", "false"}, "state": "pending"}}})
+	}
+	p.soon("the last dialog", textHas("#approvals", fmt.Sprint("title p", n-1)))
+	if got := eval[int](p, `window.mosaicHeld().notified`); got > 1 {
+		t.Errorf("the page remembers %d notified decisions after %d came and went, want only the one it holds", got, n)
+	}
+}
