@@ -1,6 +1,7 @@
 package web
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"strconv"
 )
@@ -26,18 +27,25 @@ func (t *tab) keyApprovalLocked(h *heldApproval) {
 }
 
 // approvalsChangeLocked is the change from sent (each key's view as a
-// stream sent it) to the decisions the tab holds, and what the stream
-// will have sent after it; nil when nothing changed. A stream starts
-// from nil: its first change holds every view, so a reattached page gets
-// the whole set the way a fresh one does.
+// stream sent it, by digest) to the decisions the tab holds, and what the
+// stream will have sent after it; nil when nothing changed. A stream
+// starts from nil: its first change holds every view, so a reattached
+// page gets the whole set the way a fresh one does.
+//
+// A stream keeps each view's digest, never the view: a view's encoding
+// is the engine's text made inert and JSON-escaped (64 KiB of "<" is
+// 384 KiB), and a copy of the whole set per stream would cost every
+// open tab up to the set's size again.
 func (t *tab) approvalsChangeLocked(sent map[string]string) (*approvalsChange, map[string]string) {
 	c := &approvalsChange{Order: make([]string, 0, len(t.approvals)), Set: map[string]json.RawMessage{}}
 	next := make(map[string]string, len(t.approvals))
 	for _, h := range t.approvals {
 		b := mustJSON(h.view)
+		sum := sha256.Sum256(b)
+		d := string(sum[:])
 		c.Order = append(c.Order, h.key)
-		next[h.key] = string(b)
-		if old, ok := sent[h.key]; !ok || old != string(b) {
+		next[h.key] = d
+		if old, ok := sent[h.key]; !ok || old != d {
 			c.Set[h.key] = b
 		}
 	}

@@ -1,7 +1,9 @@
 package web
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/mosaic-agents/mosaic/protocol"
@@ -52,5 +54,33 @@ func TestApprovalsChange(t *testing.T) {
 				t.Errorf("change: order %q set %q, want order %q set %q", c.Order, set, s.order, s.set)
 			}
 		})
+	}
+}
+
+// TestApprovalsChangeKeepsDigests: what a stream keeps of the views it
+// sent is a digest each, never the view: the engine fills 64 decisions
+// with 64 KiB of text that JSON escapes six times over, and a copy per
+// stream would cost each open tab that much again.
+func TestApprovalsChangeKeepsDigests(t *testing.T) {
+	var tb tab
+	big := strings.Repeat("<", 64<<10)
+	for i := range maxHeldApprovals {
+		d := fmt.Sprint("d", i)
+		tb.holdApprovalLocked(rec("ap-"+d, d, protocol.ApprovalPending, big))
+	}
+	c, sent := tb.approvalsChangeLocked(nil)
+	if c == nil || len(c.Set) != maxHeldApprovals {
+		t.Fatalf("the first change holds %v views, want all %d", c, maxHeldApprovals)
+	}
+	kept := 0
+	for k, v := range sent {
+		kept += len(k) + len(v)
+	}
+	if kept > maxHeldApprovals*128 {
+		t.Errorf("the stream keeps %d bytes of what it sent, want a digest per view (at most %d)", kept, maxHeldApprovals*128)
+	}
+	tb.holdApprovalLocked(rec("ap-d7", "d7", protocol.ApprovalResolved, big))
+	if c, _ := tb.approvalsChangeLocked(sent); c == nil || len(c.Set) != 1 || c.Set["a8"] == nil {
+		t.Errorf("one view changed: change %v, want only a8", c)
 	}
 }

@@ -107,7 +107,27 @@ func (t *tab) holdApprovalLocked(a *protocol.Approval) {
 	if a.State == protocol.ApprovalSuperseded && h.view.ID != a.ID {
 		return
 	}
+	if prev := h.view.ID; prev != a.ID {
+		h.view = viewOf(a)
+		forgetProjections(h, prev)
+		return
+	}
 	h.view = viewOf(a)
+}
+
+// forgetProjections keeps the exact choices of the decision's current
+// projection and the one it follows (which a page not yet sent the
+// current one may still name; the controller keeps those two as well),
+// and lets go of the rest. An engine may open dialogs under one decision
+// id without end (it reuses an id it closed, each with a new projection
+// of up to 64 KiB of choices): kept by projection, they would grow the
+// tab for as long as it lives.
+func forgetProjections(h *heldApproval, prev string) {
+	for id := range h.choices {
+		if id != h.view.ID && id != prev {
+			delete(h.choices, id)
+		}
+	}
 }
 
 // evictLocked removes the decision of old (the held ones but the newest)

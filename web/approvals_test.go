@@ -138,3 +138,44 @@ func TestTabApprovals(t *testing.T) {
 		}
 	})
 }
+
+// TestTabApprovalProjectionsBounded: an engine that opens dialog after
+// dialog under one decision id (it may reuse an id it closed; each is a
+// new projection with up to 64 KiB of choices) leaves the tab holding the
+// choices of the current projection and the one it follows, as the
+// controller does, not of every projection it ever saw. Both stay
+// answerable; an older one is unknown to the tab (reload the page).
+func TestTabApprovalProjectionsBounded(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		closed string // the state each dialog ends in before the next opens
+	}{
+		{"resolved dialogs", protocol.ApprovalResolved},
+		{"timed out dialogs", protocol.ApprovalUncertain},
+		{"superseded by takeovers", protocol.ApprovalSuperseded},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var tb tab
+			const n = 500
+			for i := range n {
+				id := fmt.Sprintf("ap-%d", i)
+				tb.holdApprovalLocked(rec(id, "d1", protocol.ApprovalPending, "yes", strings.Repeat("x", 1024)))
+				tb.holdApprovalLocked(rec(id, "d1", tc.closed, "yes", strings.Repeat("x", 1024)))
+			}
+			if len(tb.approvals) != 1 {
+				t.Fatalf("%d decisions held, want the one", len(tb.approvals))
+			}
+			if got := len(tb.approvals[0].choices); got > 2 {
+				t.Errorf("the tab holds the choices of %d projections of one decision, want at most 2", got)
+			}
+			for _, id := range []string{fmt.Sprintf("ap-%d", n-1), fmt.Sprintf("ap-%d", n-2)} {
+				if c, d, err := tb.choiceLocked(id, 0); err != nil || c != "yes" || d != "d1" {
+					t.Errorf("choice 0 of %s: %q %q %v, want the exact label of d1", id, c, d, err)
+				}
+			}
+			if _, _, err := tb.choiceLocked("ap-0", 0); code(err) != protocol.CodeApprovalUnknown {
+				t.Errorf("the first projection: %v, want %s", err, protocol.CodeApprovalUnknown)
+			}
+		})
+	}
+}

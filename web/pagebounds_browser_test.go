@@ -47,13 +47,10 @@ func TestBrowserNoCommandBeforeBinding(t *testing.T) {
 // a notice); the page keeps the newest and says how many it let go, so
 // the tab's DOM does not grow with them.
 func TestBrowserRecordsBounded(t *testing.T) {
-	f := startFakeConv(t)
-	p := f.open(t)
-	f.emit("state", boundState("observer"))
 	const n = 700
-	for i := range n {
-		f.emit("record", map[string]any{"record": "notice", "kind": "status", "message": "update " + strconv.Itoa(i), "line": "status: update " + strconv.Itoa(i)})
-	}
+	p := openFlooded(t, "observer", n, func(i int) (string, any) {
+		return "record", map[string]any{"record": "notice", "kind": "status", "message": "update " + strconv.Itoa(i), "line": "status: update " + strconv.Itoa(i)}
+	})
 	p.soon("the last record", textHas("#records", fmt.Sprintf("update %d", n-1)))
 	kept := eval[int](p, `document.querySelectorAll("#records > .rec:not(.dropped)").length`)
 	if kept > 200 {
@@ -151,5 +148,23 @@ func TestBrowserTranscriptWindow(t *testing.T) {
 	p.soon("the window marker", textHas("#transcript", "3 earlier items are not shown"))
 	if eval[bool](p, `Array.from(document.querySelectorAll("#transcript li.item")).some(li => li.textContent.endsWith("line 0"))`) {
 		t.Errorf("the page still shows an item before the window")
+	}
+}
+
+// TestBrowserNotifiedBounded (Chromium, a scripted stream): an engine
+// opens dialog after dialog (a confirm with a 1 ms timeout in a loop, each
+// a new decision); the page remembers which it notified of only for the
+// decisions the tab still holds, so its memory does not grow with them.
+func TestBrowserNotifiedBounded(t *testing.T) {
+	const n = 500
+	p := openFlooded(t, "controller", n, func(i int) (string, any) {
+		key, id := fmt.Sprint("a", i), fmt.Sprint("p", i)
+		return "approvals", map[string]any{"order": []string{key}, "set": map[string]any{key: map[string]any{
+			"record": "approval", "id": id, "decision": "d-" + id, "execution": "x-1", "generation": 3, "controller": "k-1",
+			"form": "confirm", "title": "title " + id, "choices": []string{"true", "false"}, "state": "pending"}}}
+	})
+	p.soon("the last dialog", textHas("#approvals", fmt.Sprint("title p", n-1)))
+	if got := eval[int](p, `window.mosaicHeld().notified`); got > 1 {
+		t.Errorf("the page remembers %d notified decisions after %d came and went, want only the one it holds", got, n)
 	}
 }

@@ -110,6 +110,19 @@ func (f *fakeConv) open(t *testing.T) *page {
 	return p
 }
 
+// openFlooded opens the page bound in mode and sends it n events, the
+// i-th one ev(i) names: an engine's flood, as the stream passes it on.
+func openFlooded(t *testing.T, mode string, n int, ev func(i int) (string, any)) *page {
+	t.Helper()
+	f := startFakeConv(t)
+	p := f.open(t)
+	f.emit("state", boundState(mode))
+	for i := range n {
+		f.emit(ev(i))
+	}
+	return p
+}
+
 // soon waits until the JavaScript expression is true, for a page fed by
 // this test alone (no engine, nothing slow behind it).
 func (p *page) soon(what, js string) {

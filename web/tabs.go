@@ -379,14 +379,12 @@ func (t *tab) read() {
 			// A refusal no command of this tab asked for (the
 			// controller's word on the connection): shown as attach
 			// shows it.
-			t.pushLocked(mustJSON(map[string]any{"record": "refusal", "code": terminal.SanitizeLine(u.Refusal.Code),
-				"line": terminal.SanitizeLine("refused: " + u.Refusal.Code + ": " + u.Refusal.Message)}))
+			t.pushLocked(refusalRecord(u.Refusal))
 		case u.Event == nil && u.Binding == nil && u.Control == nil && u.Observed == nil && u.Page == nil &&
 			u.Receipt == nil && u.Confirmation == nil && u.Eligibility == nil && u.Refusal == nil:
 			// A record this server does not know (a newer controller's):
 			// shown as inert text, never interpreted.
-			t.pushLocked(mustJSON(map[string]any{"record": "unknown", "kind": terminal.SanitizeLine(u.Record),
-				"text": terminal.SanitizeLine(string(u.Raw))}))
+			t.pushLocked(unknownRecord(u.Record, u.Raw))
 		}
 		t.mu.Unlock()
 		t.signal()
@@ -460,10 +458,26 @@ func (t *tab) readOlder(ctx context.Context) error {
 
 // noticeRecord is a controller notice as the page shows it: the line
 // attach's notice row shows (terminal.NoticeLine: the kind, the message,
-// an extension update's key and text), made inert.
+// an extension update's key and text), made inert and clipped
+// (clipRecordLine).
 func noticeRecord(n *protocol.Notice) json.RawMessage {
-	return mustJSON(map[string]any{"record": protocol.RecordNotice, "kind": terminal.SanitizeLine(n.Kind),
-		"message": terminal.SanitizeLine(n.Message), "line": terminal.SanitizeLine(terminal.NoticeLine(n))})
+	return mustJSON(map[string]any{"record": protocol.RecordNotice, "kind": clipRecordLine(terminal.SanitizeLine(n.Kind)),
+		"message": clipRecordLine(terminal.SanitizeLine(n.Message)), "line": clipRecordLine(terminal.SanitizeLine(terminal.NoticeLine(n)))})
+}
+
+// refusalRecord is a refusal no command of the tab asked for (the
+// controller's word on the connection), shown as attach shows it, made
+// inert and clipped.
+func refusalRecord(r *protocol.RefusalRecord) json.RawMessage {
+	return mustJSON(map[string]any{"record": "refusal", "code": clipRecordLine(terminal.SanitizeLine(r.Code)),
+		"line": clipRecordLine(terminal.SanitizeLine("refused: " + r.Code + ": " + r.Message))})
+}
+
+// unknownRecord is a record this server does not know (a newer
+// controller's, which may quote engine text), made inert and clipped.
+func unknownRecord(kind string, raw []byte) json.RawMessage {
+	return mustJSON(map[string]any{"record": "unknown", "kind": clipRecordLine(terminal.SanitizeLine(kind)),
+		"text": clipRecordLine(terminal.SanitizeLine(string(raw)))})
 }
 
 // stopView is a stop record as the page shows it: the controller's

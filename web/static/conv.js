@@ -236,7 +236,17 @@
         notify("waiting for an approval", a.title);
       }
     }
+    forgetNotified(list);
     renderApprovals();
+  }
+
+  // forgetNotified keeps only the notified keys of the decisions the tab
+  // still holds: the engine opens as many dialogs as it likes (a confirm
+  // with a 1 ms timeout in a loop, each a new decision), and a key kept
+  // for every one would grow the page for as long as it stays open.
+  function forgetNotified(list) {
+    const held = new Set(list.map((a) => a.decision + "/" + a.state));
+    for (const k of notified) if (!held.has(k)) notified.delete(k);
   }
 
   // answer posts the choice with the view it was decided on; the
@@ -706,6 +716,8 @@
 
   // The view this page acts on, for a person's console and the tests.
   window.mosaicState = () => Object.assign({}, view);
+  // What the page holds besides its DOM, for the tests of its bounds.
+  window.mosaicHeld = () => ({ notified: notified.size });
 
   connect();
 })();
