@@ -44,6 +44,15 @@ sh -c 'echo $$ > /sys/fs/cgroup/c/cgroup.procs; exec sleep 302' </dev/null >/dev
 sleep 0.2
 find $cg -depth -exec chmod 000 {} + 2>/dev/null
 if cat $cg/cgroup.procs >/dev/null 2>&1; then echo "attack 1"; else echo "attack 0"; fi`, "owner access restored", false},
+	// Sub-cgroups nested until the path of the deepest, from the mount,
+	// is longer than PATH_MAX, a process in it: no open of that path by
+	// name can succeed (ENAMETOOLONG), so a walk that names each cgroup
+	// by its whole path can never list it.
+	{"path past PATH_MAX", `perl -e 'chdir "/sys/fs/cgroup" or die; my $n = "0" x 250;
+for (1..20) { mkdir $n or die; chdir $n or die }
+open(F, ">", "cgroup.procs") or die; print F "$$\n"; close F or die; exec "sleep", "303"' </dev/null >/dev/null 2>&1 &
+echo "tool $!"; sleep 0.2
+[ $(wc -c < /proc/$!/cgroup) -gt 4096 ] && echo "attack 0" || echo "attack 1"`, "", true},
 }
 
 // TestToolCgroupAttacksStillProven: whatever a tool does to the cgroup
