@@ -58,8 +58,7 @@ echo "tool $!"; sleep 0.2
 // TestToolCgroupAttacksStillProven: whatever a tool does to the cgroup
 // files it owns (thaw its cgroup during the freeze, make a sub-cgroup
 // threaded, take every permission away, nest cgroups past PATH_MAX), the
-// force stop still kills
-// every process of the cohort and proves it.
+// force stop still kills every process of the cohort and proves it.
 func TestToolCgroupAttacksStillProven(t *testing.T) {
 	m := testManager(t)
 	for _, tc := range cgroupAttacks {
