@@ -111,3 +111,29 @@ func pinDescendant(t *testing.T, e *engine, nsText string) pinned {
 	t.Fatalf("no descendant of the engine is pid %d inside", ns)
 	return pinned{}
 }
+
+// TestToolCgroupTreeBounded: a tool that makes sub-cgroups without end
+// (it owns the engine cgroup) is refused past MaxToolCgroups by the
+// scope's bound, which it cannot name or raise, so the walk every stop
+// makes of the tree stays short; the stop still proves the cohort.
+func TestToolCgroupTreeBounded(t *testing.T) {
+	m := testManager(t)
+	const tries = 4 * MaxToolCgroups
+	e := launchEngine(t, m, `echo "engine $$"
+perl -e 'chdir "/sys/fs/cgroup" or die; mkdir "w" or die; chdir "w" or die; my $n = 1;
+for (1..`+strconv.Itoa(tries)+`) { mkdir "d$_" or last; $n++ } print "made $n\n"'
+echo "ready 1"
+exec cat`)
+	got := e.expect(t, "engine", "made", "ready")
+	made, err := strconv.Atoi(got["made"])
+	if err != nil {
+		t.Fatalf("made %q: %v", got["made"], err)
+	}
+	if made > MaxToolCgroups {
+		t.Fatalf("a tool made %d sub-cgroups of %d tried, want at most %d", made, tries+1, MaxToolCgroups)
+	}
+	eng := e.pin(t, got["engine"])
+	res := e.Stop(ctxT(t), StopOptions{Stop: "stop-tree", Grace: 200 * time.Millisecond, KillTimeout: 5 * time.Second})
+	assertProvenStop(t, res, eng)
+	requireProof(t, res)
+}

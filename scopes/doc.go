@@ -30,7 +30,8 @@
 // MemoryMaxScale, TasksMax or TasksMaxScale, CPUQuotaPerSecUSec), waits for the job on a buffered channel
 // with a timeout and requires "done", confirms both pids' /proc/<pid>/cgroup
 // name the scope, moves them into the scope's sub-cgroups `anchor` and
-// `engine`, confirms again, and only then writes the release (argv,
+// `engine`, confirms again, bounds the scope's cgroup.max.descendants
+// (MaxToolCgroups for the tools), and only then writes the release (argv,
 // environment, confinement plan) to the held child's pipe. The child sets
 // up the confinement and reports; the launcher reads the child's namespace
 // identities from /proc/<pid>/ns, records the cohort (Spec.BeforeRelease)
