@@ -4,8 +4,8 @@ import (
 	"runtime"
 	"strings"
 	"sync/atomic"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/mosaic-agents/mosaic/protocol"
 )
