@@ -155,8 +155,12 @@ func (o *Output) pump() {
 		batch, ended := o.q, o.ended
 		o.q = nil
 		o.mu.Unlock()
-		for _, e := range batch {
+		for i, e := range batch {
 			o.out <- e
+			// Let go of it as its bytes stop counting: the batch would
+			// otherwise hold every delivered event until its last is
+			// taken, while the adapter queues the bound again.
+			batch[i] = protocol.Event{}
 			o.mu.Lock()
 			o.bytes -= eventBytes(e)
 			o.mu.Unlock()

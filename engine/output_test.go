@@ -1,8 +1,11 @@
 package engine
 
 import (
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/mosaic-agents/mosaic/protocol"
 )
@@ -72,4 +75,39 @@ func TestOutputBoundedByBytes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestOutputLetsGoOfDelivered: an event the reader took is no longer
+// held by the delivery goroutine while it waits to deliver the rest of
+// its batch: the bytes it no longer counts are bytes it no longer holds,
+// so the queue and the batch in delivery never hold twice the bound.
+func TestOutputLetsGoOfDelivered(t *testing.T) {
+	o := NewOutput(0, 1<<20)
+	t.Cleanup(func() {
+		o.End(nil)
+		for range o.Events() {
+		}
+	})
+	// The first event blocks the delivery goroutine, so the next two
+	// are queued together and delivered as one batch.
+	o.Push(protocol.Event{Kind: protocol.EventTextDelta, Execution: "x", Text: "a"})
+	var freed atomic.Bool
+	tool := &protocol.Tool{CallID: "c", Result: []byte(strings.Repeat("x", 64<<10))}
+	runtime.SetFinalizer(tool, func(*protocol.Tool) { freed.Store(true) })
+	o.Push(protocol.Event{Kind: protocol.EventToolEnd, Execution: "x", Tool: tool})
+	tool = nil
+	o.Push(protocol.Event{Kind: protocol.EventTextDelta, Execution: "x", Text: "b"})
+	<-o.Events()
+	if e := <-o.Events(); e.Tool == nil {
+		t.Fatalf("second event %+v, want the tool's", e)
+	}
+	// The reader dropped the tool's event; the third waits undelivered.
+	for deadline := time.Now().Add(5 * time.Second); !freed.Load() && time.Now().Before(deadline); {
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !freed.Load() {
+		t.Fatal("a delivered event is still held while the rest of its batch waits")
+	}
+	<-o.Events()
 }

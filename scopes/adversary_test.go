@@ -44,12 +44,21 @@ sh -c 'echo $$ > /sys/fs/cgroup/c/cgroup.procs; exec sleep 302' </dev/null >/dev
 sleep 0.2
 find $cg -depth -exec chmod 000 {} + 2>/dev/null
 if cat $cg/cgroup.procs >/dev/null 2>&1; then echo "attack 1"; else echo "attack 0"; fi`, "owner access restored", false},
+	// Sub-cgroups nested until the path of the deepest, from the mount,
+	// is longer than PATH_MAX, a process in it: no open of that path by
+	// name can succeed (ENAMETOOLONG), so a walk that names each cgroup
+	// by its whole path can never list it.
+	{"path past PATH_MAX", `perl -e 'chdir "/sys/fs/cgroup" or die; my $n = "0" x 250;
+for (1..20) { mkdir $n or die; chdir $n or die }
+open(F, ">", "cgroup.procs") or die; print F "$$\n"; close F or die; exec "sleep", "303"' </dev/null >/dev/null 2>&1 &
+echo "tool $!"; sleep 0.2
+[ $(wc -c < /proc/$!/cgroup) -gt 4096 ] && echo "attack 0" || echo "attack 1"`, "", true},
 }
 
 // TestToolCgroupAttacksStillProven: whatever a tool does to the cgroup
 // files it owns (thaw its cgroup during the freeze, make a sub-cgroup
-// threaded, take every permission away), the force stop still kills
-// every process of the cohort and proves it.
+// threaded, take every permission away, nest cgroups past PATH_MAX), the
+// force stop still kills every process of the cohort and proves it.
 func TestToolCgroupAttacksStillProven(t *testing.T) {
 	m := testManager(t)
 	for _, tc := range cgroupAttacks {
@@ -101,4 +110,30 @@ func pinDescendant(t *testing.T, e *engine, nsText string) pinned {
 	}
 	t.Fatalf("no descendant of the engine is pid %d inside", ns)
 	return pinned{}
+}
+
+// TestToolCgroupTreeBounded: a tool that makes sub-cgroups without end
+// (it owns the engine cgroup) is refused past MaxToolCgroups by the
+// scope's bound, which it cannot name or raise, so the walk every stop
+// makes of the tree stays short; the stop still proves the cohort.
+func TestToolCgroupTreeBounded(t *testing.T) {
+	m := testManager(t)
+	const tries = 4 * MaxToolCgroups
+	e := launchEngine(t, m, `echo "engine $$"
+perl -e 'chdir "/sys/fs/cgroup" or die; mkdir "w" or die; chdir "w" or die; my $n = 1;
+for (1..`+strconv.Itoa(tries)+`) { mkdir "d$_" or last; $n++ } print "made $n\n"'
+echo "ready 1"
+exec cat`)
+	got := e.expect(t, "engine", "made", "ready")
+	made, err := strconv.Atoi(got["made"])
+	if err != nil {
+		t.Fatalf("made %q: %v", got["made"], err)
+	}
+	if made > MaxToolCgroups {
+		t.Fatalf("a tool made %d sub-cgroups of %d tried, want at most %d", made, tries+1, MaxToolCgroups)
+	}
+	eng := e.pin(t, got["engine"])
+	res := e.Stop(ctxT(t), StopOptions{Stop: "stop-tree", Grace: 200 * time.Millisecond, KillTimeout: 5 * time.Second})
+	assertProvenStop(t, res, eng)
+	requireProof(t, res)
 }

@@ -112,21 +112,29 @@ func rel(cgroup, name string) string {
 // open opens cgroup/name beneath the mount. ENOENT and ENODEV (a removed
 // cgroup) are wrapped in ErrCgroupAbsent.
 func (c *cgroupFS) open(cgroup, name string, flags uint64) (int, error) {
+	return c.openAt(c.fd, "/", rel(cgroup, name), flags)
+}
+
+// openAt opens p beneath the directory dirfd, the cgroup dir (its path
+// below the mount, for errors and notes), as open does. A walk down a
+// cgroup tree opens each cgroup from its parent's descriptor: a tool can
+// nest cgroups until a path from the mount is longer than PATH_MAX, and
+// no open by the whole path could then reach the deepest.
+func (c *cgroupFS) openAt(dirfd int, dir, p string, flags uint64) (int, error) {
 	how := unix.OpenHow{
 		Flags:   flags | unix.O_CLOEXEC,
 		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_XDEV,
 	}
-	p := rel(cgroup, name)
 	grants := 0
 	for {
-		fd, err := unix.Openat2(c.fd, p, &how)
+		fd, err := unix.Openat2(dirfd, p, &how)
 		if err == unix.ENOSYS {
 			// A seccomp filter that predates openat2 answers ENOSYS (systemd
 			// does so for every syscall its libseccomp does not know, and
 			// mosaic-conv@.service's hardening installs one). Fall back to
 			// openat on a path that cannot climb out of the mount; cgroupfs
 			// holds no symlinks, and O_NOFOLLOW refuses one at the end.
-			fd, err = openBeneath(c.fd, p, int(how.Flags))
+			fd, err = openBeneath(dirfd, p, int(how.Flags))
 		}
 		if err == unix.EINTR || err == unix.EAGAIN {
 			continue
@@ -135,14 +143,14 @@ func (c *cgroupFS) open(cgroup, name string, flags uint64) (int, error) {
 			// A tool took the owner's access away (grant.go): give it
 			// back and open again.
 			grants++
-			gerr := c.grantOwner(p, how.Flags)
+			gerr := c.grantOwner(dirfd, dir, p, how.Flags)
 			if gerr == nil {
 				continue
 			}
 			err = fmt.Errorf("%w (restoring access: %w)", err, gerr)
 		}
 		if err != nil {
-			return -1, classify(path.Join(c.mount, p), "open", err)
+			return -1, classify(path.Join(c.mount, dir, p), "open", err)
 		}
 		return fd, nil
 	}
@@ -165,15 +173,20 @@ func classify(p, op string, err error) error {
 }
 
 func (c *cgroupFS) read(cgroup, name string) ([]byte, error) {
-	fd, err := c.open(cgroup, name, unix.O_RDONLY)
+	return c.readAt(c.fd, "/", rel(cgroup, name))
+}
+
+// readAt reads p beneath the directory dirfd, the cgroup dir (openAt).
+func (c *cgroupFS) readAt(dirfd int, dir, p string) ([]byte, error) {
+	fd, err := c.openAt(dirfd, dir, p, unix.O_RDONLY)
 	if err != nil {
 		return nil, err
 	}
-	f := os.NewFile(uintptr(fd), name)
+	f := os.NewFile(uintptr(fd), p)
 	defer f.Close()
 	b, err := io.ReadAll(f)
 	if err != nil {
-		return nil, classify(path.Join(c.mount, cgroup, name), "read", err)
+		return nil, classify(path.Join(c.mount, dir, p), "read", err)
 	}
 	return b, nil
 }
@@ -244,18 +257,27 @@ func (c *cgroupFS) events(cgroup string) (cgEvents, error) {
 // procs enumerates the processes of cgroup and every cgroup below it. Any
 // error (including a sub-cgroup that vanished mid-walk) makes the
 // enumeration incomplete and is returned.
-func (c *cgroupFS) procs(cgroup string) ([]int, error) { return c.procsBelow(cgroup, true) }
+func (c *cgroupFS) procs(cgroup string) ([]int, error) {
+	fd, err := c.open(cgroup, "", unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	return c.procsBelow(fd, cgroup, true)
+}
 
-// procsBelow is procs; top says cgroup is where the walk began. A threaded
-// cgroup below it (a tool can make one: it owns the engine cgroup) refuses
-// to list processes (EOPNOTSUPP): every process with a thread anywhere in
-// a threaded subtree is listed by the subtree's threaded domain, a cgroup
+// procsBelow is procs of the cgroup whose directory is dirfd; top says it
+// is where the walk began. Each sub-cgroup is opened from its parent's
+// descriptor (openAt), never by its whole path. A threaded cgroup below
+// it (a tool can make one: it owns the engine cgroup) refuses to list
+// processes (EOPNOTSUPP): every process with a thread anywhere in a
+// threaded subtree is listed by the subtree's threaded domain, a cgroup
 // above it that the walk read first, and no cgroup below a threaded one
 // holds a process of its own. Such a subtree is skipped; at the top the
 // refusal stands, since the domain would be outside the walk.
-func (c *cgroupFS) procsBelow(cgroup string, top bool) ([]int, error) {
-	b, err := c.read(cgroup, "cgroup.procs")
-	if err != nil && !top && errors.Is(err, unix.EOPNOTSUPP) && c.threaded(cgroup) {
+func (c *cgroupFS) procsBelow(dirfd int, cgroup string, top bool) ([]int, error) {
+	b, err := c.readAt(dirfd, cgroup, "cgroup.procs")
+	if err != nil && !top && errors.Is(err, unix.EOPNOTSUPP) && c.threaded(dirfd, cgroup) {
 		return nil, nil
 	}
 	if err != nil {
@@ -269,21 +291,12 @@ func (c *cgroupFS) procsBelow(cgroup string, top bool) ([]int, error) {
 		}
 		pids = append(pids, pid)
 	}
-	fd, err := c.open(cgroup, "", unix.O_RDONLY|unix.O_DIRECTORY)
+	names, err := c.subgroups(dirfd, cgroup)
 	if err != nil {
 		return nil, err
 	}
-	dir := os.NewFile(uintptr(fd), cgroup)
-	ents, err := dir.ReadDir(-1)
-	dir.Close()
-	if err != nil {
-		return nil, classify(path.Join(c.mount, cgroup), "readdir", err)
-	}
-	for _, e := range ents {
-		if !e.IsDir() {
-			continue
-		}
-		sub, err := c.procsBelow(path.Join(cgroup, e.Name()), false)
+	for _, name := range names {
+		sub, err := c.procsOf(dirfd, cgroup, name)
 		if err != nil {
 			return nil, err
 		}
@@ -292,9 +305,42 @@ func (c *cgroupFS) procsBelow(cgroup string, top bool) ([]int, error) {
 	return pids, nil
 }
 
-// threaded says whether cgroup's cgroup.type reads "threaded".
-func (c *cgroupFS) threaded(cgroup string) bool {
-	b, err := c.read(cgroup, "cgroup.type")
+// procsOf is procsBelow of the sub-cgroup name of the cgroup at dirfd.
+func (c *cgroupFS) procsOf(dirfd int, cgroup, name string) ([]int, error) {
+	fd, err := c.openAt(dirfd, cgroup, name, unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	return c.procsBelow(fd, path.Join(cgroup, name), false)
+}
+
+// subgroups lists the sub-cgroups of the cgroup whose directory is dirfd,
+// read through a duplicate of it (dirfd stays open for the walk).
+func (c *cgroupFS) subgroups(dirfd int, cgroup string) ([]string, error) {
+	dup, err := unix.FcntlInt(uintptr(dirfd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, classify(path.Join(c.mount, cgroup), "dup", err)
+	}
+	dir := os.NewFile(uintptr(dup), cgroup)
+	ents, err := dir.ReadDir(-1)
+	dir.Close()
+	if err != nil {
+		return nil, classify(path.Join(c.mount, cgroup), "readdir", err)
+	}
+	var names []string
+	for _, e := range ents {
+		if e.IsDir() {
+			names = append(names, e.Name())
+		}
+	}
+	return names, nil
+}
+
+// threaded says whether the cgroup.type of the cgroup at dirfd reads
+// "threaded".
+func (c *cgroupFS) threaded(dirfd int, cgroup string) bool {
+	b, err := c.readAt(dirfd, cgroup, "cgroup.type")
 	return err == nil && strings.TrimSpace(string(b)) == "threaded"
 }
 

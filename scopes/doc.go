@@ -30,7 +30,8 @@
 // MemoryMaxScale, TasksMax or TasksMaxScale, CPUQuotaPerSecUSec), waits for the job on a buffered channel
 // with a timeout and requires "done", confirms both pids' /proc/<pid>/cgroup
 // name the scope, moves them into the scope's sub-cgroups `anchor` and
-// `engine`, confirms again, and only then writes the release (argv,
+// `engine`, confirms again, bounds the scope's cgroup.max.descendants
+// (MaxToolCgroups for the tools), and only then writes the release (argv,
 // environment, confinement plan) to the held child's pipe. The child sets
 // up the confinement and reports; the launcher reads the child's namespace
 // identities from /proc/<pid>/ns, records the cohort (Spec.BeforeRelease)
@@ -192,9 +193,14 @@
 // cgroup.kill refused) thaws the scope on the way out, in a defer as
 // opencontainers/cgroups fs2/freezer.go does: an engine left frozen would
 // hold its conversation with nothing left to thaw it, and the next stop
-// freezes again anyway. After cgroup.kill it makes no difference: SIGKILL
-// reaches frozen tasks, and a task with SIGKILL pending cannot fork, so the
-// scope is thawed there and the anchor never stays frozen.
+// freezes again anyway. No `frozen 1` in time still writes cgroup.kill
+// before the thaw: a task the freezer cannot reach (asleep on a FUSE
+// request its own frozen server would answer) would otherwise keep the
+// cohort alive through every force stop; the stop stays uncertain, and
+// the next one proves the emptied cgroup. After cgroup.kill it makes no
+// difference: SIGKILL reaches frozen tasks, and a task with SIGKILL
+// pending cannot fork, so the scope is thawed there and the anchor never
+// stays frozen.
 //
 // # A scope already removed (basis cgroup-removed)
 //

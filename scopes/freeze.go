@@ -10,6 +10,9 @@ import (
 // the freeze; the kill phase goes on as for a cgroup found removed.
 var errRemovedUnder = errors.New("cgroup removed before the freeze")
 
+// errNotFrozen: the cohort did not report frozen 1 by the deadline.
+var errNotFrozen = errors.New("did not report frozen 1 in time")
+
 // freezeKill freezes the scope's cgroup, enumerates the engine cgroup's
 // membership while frozen and kills it with cgroup.kill. The scope's, not
 // the engine's: every tool owns the engine cgroup's files (same uid,
@@ -25,7 +28,8 @@ var errRemovedUnder = errors.New("cgroup removed before the freeze")
 // An error after the freeze thaws the scope before it returns, deferred as
 // in opencontainers/cgroups fs2/freezer.go: a kill phase that gives up
 // leaves the engine as it found it, not frozen for good with nothing left
-// to thaw it. Once cgroup.kill is written, frozen or not makes no
+// to thaw it; only a cohort that never froze is killed first
+// (killUnfrozen). Once cgroup.kill is written, frozen or not makes no
 // difference: SIGKILL reaches frozen tasks.
 func (k *killPhase) freezeKill(ctx context.Context) (ms []*member, err error) {
 	// Frozen, the membership cannot change while it is enumerated.
@@ -42,6 +46,9 @@ func (k *killPhase) freezeKill(ctx context.Context) (ms []*member, err error) {
 		}
 	}()
 	if err := k.awaitFrozen(); err != nil {
+		if errors.Is(err, errNotFrozen) {
+			k.killUnfrozen()
+		}
 		return nil, err
 	}
 	ms = k.enumerateFrozen()
@@ -72,9 +79,25 @@ func (k *killPhase) awaitFrozen() error {
 		return fmt.Errorf("waiting for frozen 1: %w", err)
 	}
 	if !frozen {
-		return fmt.Errorf("cgroup %s did not report frozen 1 in time: membership cannot be enumerated completely", cg)
+		return fmt.Errorf("cgroup %s %w: membership cannot be enumerated completely", cg, errNotFrozen)
 	}
 	return nil
+}
+
+// killUnfrozen writes cgroup.kill to a cohort that did not freeze by the
+// deadline. A task asleep in the kernel where the freezer cannot reach it
+// (a tool's read of its own FUSE mount, whose server froze first) never
+// freezes, so no stop could ever enumerate the cohort; left unkilled, that
+// one task would keep every member alive through every force stop. The
+// kill proves nothing (the membership was never enumerated, the stop ends
+// uncertain), but SIGKILL wakes such a sleep, so the cohort dies, and the
+// next stop finds its cgroup empty and can prove that.
+func (k *killPhase) killUnfrozen() {
+	if err := k.fs.write(k.h.Cohort.Cgroup, "cgroup.kill", "1"); err != nil {
+		k.note("cgroup.kill without the freeze: " + err.Error())
+		return
+	}
+	k.note("cgroup.kill written without the freeze: the cohort never reported frozen 1, so its membership is unknown")
 }
 
 // enumerateFrozen enumerates the engine cgroup under the frozen scope.

@@ -98,3 +98,27 @@ func TestToolThawDoesNotUndoFreeze(t *testing.T) {
 		})
 	}
 }
+
+// TestKillPhaseKillsWhatNeverFroze: a cohort that never reports frozen 1
+// (a task asleep where the freezer cannot reach it, such as a tool's read
+// of its own FUSE mount) is still killed: the stop ends uncertain, since
+// nothing was enumerated, but no member outlives it, and the next stop
+// proves the cohort ended. The wait cannot be made to time out on demand,
+// so a fault point ends it as the deadline would.
+func TestKillPhaseKillsWhatNeverFroze(t *testing.T) {
+	m := testManager(t)
+	e := launchEngine(t, m, stubbornEngine)
+	got := e.expect(t, "engine", "stubborn", "ready")
+	eng, child := e.pin(t, got["engine"]), e.pin(t, got["stubborn"])
+	m.faults.afterFrozen = func() error { return errNotFrozen }
+	t.Cleanup(func() { m.faults = faults{} })
+	res := e.Stop(ctxT(t), StopOptions{Stop: "stop-unfrozen", Grace: 100 * time.Millisecond})
+	m.faults = faults{}
+	if res.Outcome != Uncertain || !strings.Contains(res.Reason, errNotFrozen.Error()) {
+		t.Fatalf("outcome %s (%s), want uncertain: the cohort never froze", res.Outcome, res.Reason)
+	}
+	eng.waitDead(t)
+	child.waitDead(t)
+	res = e.Stop(ctxT(t), StopOptions{Stop: "stop-unfrozen-again"})
+	assertProvenStop(t, res, eng, child)
+}

@@ -24,36 +24,61 @@ import (
 // before the freeze takes) can, in a loop, and then the open fails.
 const maxGrants = 3
 
-// grantOwner adds to each component of p (a path relative to the mount)
-// the owner's permission an open of p with flags needs: search on every
-// directory, and on p itself read or write as flags ask (read and search
-// for a directory opened to be read). It changes nothing already allowed.
-func (c *cgroupFS) grantOwner(p string, flags uint64) error {
+// grantOwner adds to each component of p (a path relative to the
+// directory dirfd, the cgroup dir: the mount's, "/", or one a walk
+// opened) the owner's permission an open of p with flags needs: search on
+// dirfd and every directory, and on p itself read or write as flags ask
+// (read and search for a directory opened to be read). It changes nothing
+// already allowed.
+func (c *cgroupFS) grantOwner(dirfd int, dir, p string, flags uint64) error {
 	if p == "." || path.IsAbs(p) || p != path.Clean(p) || p == ".." || strings.HasPrefix(p, "../") || strings.Contains(p, "/../") {
-		return fmt.Errorf("grant access to %q: not a clean path beneath the mount", p)
+		return fmt.Errorf("grant access to %q: not a clean path beneath %s", p, dir)
+	}
+	if dirfd != c.fd {
+		if err := c.grantSearch(dirfd, dir); err != nil {
+			return err
+		}
 	}
 	parts := strings.Split(p, "/")
 	for i := range parts {
 		sub := strings.Join(parts[:i+1], "/")
 		var st unix.Stat_t
-		if err := unix.Fstatat(c.fd, sub, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-			return classify(path.Join(c.mount, sub), "stat", err)
+		if err := unix.Fstatat(dirfd, sub, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return classify(path.Join(c.mount, dir, sub), "stat", err)
 		}
 		need := uint32(unix.S_IXUSR)
 		if i == len(parts)-1 {
 			need = ownerNeeds(st.Mode, flags)
 		} else if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-			return fmt.Errorf("grant access to %s: %s is not a directory", path.Join(c.mount, p), sub)
+			return fmt.Errorf("grant access to %s: %s is not a directory", path.Join(c.mount, dir, p), sub)
 		}
 		if st.Mode&need == need {
 			continue
 		}
 		mode := st.Mode&0o7777 | need
-		if err := unix.Fchmodat(c.fd, sub, mode, 0); err != nil {
-			return classify(path.Join(c.mount, sub), "chmod", err)
+		if err := unix.Fchmodat(dirfd, sub, mode, 0); err != nil {
+			return classify(path.Join(c.mount, dir, sub), "chmod", err)
 		}
-		c.noteGranted(fmt.Sprintf("%s was mode %04o: owner access restored (%04o)", path.Join("/", sub), st.Mode&0o7777, mode))
+		c.noteGranted(fmt.Sprintf("%s was mode %04o: owner access restored (%04o)", path.Join(dir, sub), st.Mode&0o7777, mode))
 	}
+	return nil
+}
+
+// grantSearch gives the owner search on the directory a walk holds open
+// (dirfd), which a tool may have taken away after the walk opened it.
+func (c *cgroupFS) grantSearch(dirfd int, dir string) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(dirfd, &st); err != nil {
+		return classify(path.Join(c.mount, dir), "stat", err)
+	}
+	if st.Mode&unix.S_IXUSR != 0 {
+		return nil
+	}
+	mode := st.Mode&0o7777 | unix.S_IXUSR
+	if err := unix.Fchmod(dirfd, mode); err != nil {
+		return classify(path.Join(c.mount, dir), "chmod", err)
+	}
+	c.noteGranted(fmt.Sprintf("%s was mode %04o: owner access restored (%04o)", dir, st.Mode&0o7777, mode))
 	return nil
 }
 

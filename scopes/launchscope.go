@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path"
+	"strconv"
 	"time"
 
 	"github.com/mosaic-agents/mosaic/proofs"
@@ -221,7 +222,30 @@ func (l *scopeLaunch) placeChildren(ctx context.Context) error {
 	if err := l.move(c.AnchorPID, AnchorSubgroup); err != nil {
 		return err
 	}
-	return l.move(c.PID, EngineSubgroup)
+	if err := l.move(c.PID, EngineSubgroup); err != nil {
+		return err
+	}
+	return l.boundTree()
+}
+
+// MaxToolCgroups bounds the cgroups the engine's tools can make below the
+// engine cgroup (a tool owns it: same uid, delegated).
+const MaxToolCgroups = 1024
+
+// boundTree sets the scope's cgroup.max.descendants to its two
+// sub-cgroups and MaxToolCgroups, before the engine runs. Every stop walks
+// the whole tree below the engine cgroup, each cgroup in turn, and more
+// than once while frozen: without a bound a tool making cgroups by the
+// hundred thousand (as many as the scope's memory holds) would make each
+// stop take minutes past its kill timeout. The bound is the scope's,
+// outside the cgroup namespace a tool can name, so no tool can raise it;
+// the kernel checks every ancestor's bound at each mkdir.
+func (l *scopeLaunch) boundTree() error {
+	c := &l.cohort
+	if err := l.fs.write(c.ScopeCgroup, "cgroup.max.descendants", strconv.Itoa(2+MaxToolCgroups)); err != nil {
+		return fmt.Errorf("scope %s: bound its cgroups: %w", c.Unit, err)
+	}
+	return nil
 }
 
 // move puts pid into the scope's sub-cgroup sub and confirms it there.

@@ -1,7 +1,9 @@
 package pi
 
 import (
+	"context"
 	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/mosaic-agents/mosaic/engine"
@@ -72,5 +74,36 @@ func TestBlockIndexBounded(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestAbandonedCommandsForgotten: an engine that never answers leaves no
+// waiter behind per command given up on (a get_entries each poll, for as
+// long as the execution lives), and an answer that comes after all is
+// taken quietly, never shown as uncorrelated.
+func TestAbandonedCommandsForgotten(t *testing.T) {
+	const n = 4 * maxLate
+	p := startPeer(t, engine.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // every call gives up at once: the engine never answers
+	var last map[string]any
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() { _, _ = p.conn.GetState(ctx) })
+		last = p.next("get_state")
+	}
+	wg.Wait()
+	p.respond(last, map[string]any{})
+	p.sync()
+	p.conn.mu.Lock()
+	kept := len(p.conn.wait)
+	p.conn.mu.Unlock()
+	if kept > 0 {
+		t.Fatalf("%d waiters kept after %d commands given up on; want none", kept, n)
+	}
+	for _, e := range p.drain() {
+		if e.Reason == "uncorrelated-response" {
+			t.Fatalf("a late answer to a command given up on was shown: %+v", e)
+		}
 	}
 }

@@ -27,6 +27,11 @@ type Conn struct {
 	ids  uint64
 	mu   sync.Mutex
 	wait map[string]chan *native
+	// late are the ids of commands given up on (timeout, cancel, a failed
+	// write), no longer in wait: an engine that never answers must not
+	// grow wait by one per command, and an answer that comes after all is
+	// taken quietly, as it was when the waiter still stood.
+	late *engine.Recent[struct{}]
 	// dialogs are the native dialogs open on the engine (dialogs.go).
 	dialogs map[string]dialog
 	dseq    uint64
@@ -61,6 +66,7 @@ func New(r io.Reader, w io.WriteCloser, opts engine.Options) (*Conn, error) {
 	c := &Conn{
 		opts: opts, w: w,
 		wait:    make(map[string]chan *native),
+		late:    engine.NewRecent[struct{}](maxLate),
 		dialogs: make(map[string]dialog),
 		changed: make(chan struct{}),
 		tr:      newTracker(),
@@ -131,6 +137,10 @@ func (c *Conn) handle(line []byte, clip *engine.Clip) {
 			c.tr.adopt(n)
 		}
 		ch, ok := c.wait[n.ID]
+		if _, late := c.late.Get(n.ID); !ok && late && n.ID != "" {
+			c.late.Delete(n.ID)
+			return
+		}
 		if !ok || n.ID == "" {
 			c.push(c.mp.unavailable("uncorrelated-response", "response/"+n.Command))
 			return
@@ -183,6 +193,26 @@ func (c *Conn) register(id string) (chan *native, error) {
 	return ch, nil
 }
 
+// maxLate bounds the ids of commands given up on that Conn remembers
+// (late).
+const maxLate = 256
+
+// abandon forgets the waiter of a command given up on; an answer that
+// comes after all is taken quietly while its id is remembered.
+func (c *Conn) abandon(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.abandonLocked(id)
+}
+
+// abandonLocked is abandon; c.mu is held.
+func (c *Conn) abandonLocked(id string) {
+	if _, ok := c.wait[id]; ok {
+		delete(c.wait, id)
+		c.late.Put(id, struct{}{})
+	}
+}
+
 // send writes one record.
 func (c *Conn) send(v any) error {
 	rec, err := encodeRecord(v)
@@ -225,10 +255,12 @@ func (c *Conn) call(ctx context.Context, cmd string, timeout time.Duration, mk f
 		return nil, fmt.Errorf("%s: %w", cmd, err)
 	}
 	if err := c.send(mk(id)); err != nil {
+		c.abandon(id)
 		return nil, fmt.Errorf("%s: %w", cmd, err)
 	}
 	n, err := c.await(ctx, id, cmd, ch, timeout)
 	if err != nil {
+		c.abandon(id)
 		return nil, err
 	}
 	if n.Success == nil || !*n.Success {
@@ -274,6 +306,7 @@ func (c *Conn) Prompt(ctx context.Context, text string) (engine.Dispatch, error)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if sendErr != nil {
+		c.abandonLocked(id)
 		c.tr.lost(id)
 		return c.dispatch(id), protocol.Wrap(protocol.CodeDeliveryUnknown, sendErr, "the engine may or may not hold the prompt")
 	}

@@ -55,7 +55,9 @@
 // Message keys are m1, m2, ... per execution. Tool events carry the key
 // of the assistant message that called the tool. A response whose id no
 // command waits for (Pi's parse errors have none) becomes an unavailable
-// event with reason uncorrelated-response.
+// event with reason uncorrelated-response. A command given up on (timeout,
+// cancel, a failed write) forgets its waiter; its answer, should it come,
+// is taken quietly while its id is among the latest 256 given up on.
 //
 // Tracker. A run is visible from agent_start to agent_settled (retries
 // included: one settle may follow several agent_end). While it is, or

@@ -65,11 +65,13 @@ func (c *Conn) abortUnless(ctx context.Context, clearErr error) ([]string, error
 		return nil, fmt.Errorf("abort: %w", err)
 	}
 	if err := c.send(simple("abort")(id)); err != nil {
+		c.abandon(id)
 		return nil, fmt.Errorf("abort: %w", err)
 	}
 	cancelled, _ := c.Cancel()
 	n, err := c.await(ctx, id, "abort", ch, c.opts.AbortTimeout)
 	if err != nil {
+		c.abandon(id)
 		return cancelled, err
 	}
 	if n.Success == nil || !*n.Success {

@@ -56,10 +56,12 @@ func (c *Conn) Resync(ctx context.Context, timeout time.Duration) (st State, ski
 		return st, skipped, fmt.Errorf("resync: %w", err)
 	}
 	if err := c.send(simpleCommand{Type: "get_state", ID: id}); err != nil {
+		c.abandon(id)
 		return st, skipped, fmt.Errorf("resync: %w", err)
 	}
 	n, err := c.await(ctx, id, "get_state", ch, timeout)
 	if err != nil {
+		c.abandon(id)
 		return st, skipped, fmt.Errorf("resync: %w", err)
 	}
 	if n.Success == nil || !*n.Success {
