@@ -130,6 +130,25 @@ func isScopeOf(rec *Record, unit string) bool {
 	return err == nil && unit == want
 }
 
+// LaunchOver reports whether no launch of the current revision can still
+// be under way: it began, and its launcher is this process (whose launch
+// has returned) or is gone. Only then may a caller stop the execution's
+// scope before Withdraw: a live launcher could still be releasing into it.
+func (c *Claim) LaunchOver() (bool, error) {
+	r := c.rec
+	if r.Launcher == nil {
+		return false, nil
+	}
+	self, err := c.s.host.Self()
+	if err != nil {
+		return false, err
+	}
+	if *r.Launcher == self {
+		return true, nil
+	}
+	return c.s.launcherGone(*r.Launcher)
+}
+
 // launcherGone reports whether the launching controller p no longer runs.
 func (s *Store) launcherGone(p Process) (bool, error) {
 	return s.writerGone(&Record{Controller: p})

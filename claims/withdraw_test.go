@@ -87,7 +87,15 @@ func TestWithdrawOnlyBeforeRelease(t *testing.T) {
 			s := openStore(t, t.TempDir(), h)
 			c := tt.setup(t, s, h)
 			before := c.Record()
-			err := c.Withdraw(ctx, testUnit, tt.obs, "launch failed before release")
+			// LaunchOver gates killing what the scope holds before a
+			// withdraw: false exactly when no launch began or its
+			// launcher (another process) still runs.
+			over, err := c.LaunchOver()
+			wantOver := before.Launcher != nil && tt.code != protocol.CodeAlreadyActive
+			if err != nil || over != wantOver {
+				t.Fatalf("LaunchOver = %v, %v; want %v", over, err, wantOver)
+			}
+			err = c.Withdraw(ctx, testUnit, tt.obs, "launch failed before release")
 			if tt.code != "" {
 				wantCode(t, err, tt.code)
 				if st := mustCurrent(t, s, keys); st.Seat.Seq != before.Seq || st.Seat.State != before.State {

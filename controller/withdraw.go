@@ -38,6 +38,12 @@ func (c *Controller) withdrawLaunch(ctx context.Context, claim *claims.Claim, wh
 	if err != nil {
 		return err
 	}
+	if !obs.Dead() {
+		if obs, err = c.stopUnreleased(ctx, claim, rec); err != nil {
+			return err
+		}
+		why += "; mosaic killed what its scope held, only the held child and anchor"
+	}
 	reason := fmt.Sprintf("launch of execution %s withdrawn before its engine ran (%s)", rec.Execution, why)
 	if err := claim.Withdraw(ctx, obs.Unit, obs, reason); err != nil {
 		return err
@@ -55,6 +61,28 @@ func (c *Controller) withdrawLaunch(ctx context.Context, claim *claims.Claim, wh
 	c.audit(audit.Transition, nil, sum,
 		map[string]string{"EXECUTION": rec.Execution, "PROOF_DIGEST": rec.Proof.Digest, "PROOF_TYPE": rec.Proof.Type, "SCOPE": obs.Unit})
 	return nil
+}
+
+// stopUnreleased kills what the scope holds of a launch that never released its
+// engine, once no launch of it can be under way (its launcher is gone, or
+// is this controller, whose launch returned), and reads the unit again.
+// A controller killed between creating the scope and recording the
+// incarnation leaves the held child and the anchor in it for good; they
+// are mosaic's own processes, waiting, and no agent code ran, so killing
+// them needs nobody's confirmation. Withdraw still decides from the
+// observation, and refuses if the unit is not seen dead.
+func (c *Controller) stopUnreleased(ctx context.Context, claim *claims.Claim, rec claims.Record) (claims.UnitObservation, error) {
+	over, err := claim.LaunchOver()
+	if err != nil {
+		return claims.UnitObservation{}, fmt.Errorf("execution %s: is its launcher gone: %w", rec.Execution, err)
+	}
+	if !over {
+		return claims.UnitObservation{}, fmt.Errorf("execution %s: its launcher still runs; its launch may be under way", rec.Execution)
+	}
+	if err := c.cfg.Scopes.KillScope(ctx, rec.Conversation, rec.Execution); err != nil {
+		return claims.UnitObservation{}, err
+	}
+	return c.observeScope(ctx, rec, withdrawWait)
 }
 
 var errNotWithdrawable = fmt.Errorf("not a launch that failed before release")

@@ -99,14 +99,19 @@ func TestRestartWithdrawsLaunchCutShort(t *testing.T) {
 	backAfterWithdrawal(t, r)
 }
 
-// TestLaunchWithLiveScopeNotWithdrawn: as TestRestartWithdrawsLaunchCutShort,
-// but a unit of the execution's scope name still runs a process (a
-// launch cut short after the scope was created keeps its anchor alive).
-// The restart does not withdraw: the claim stays uncertain and the way
-// out names the unit. Once it is stopped, the next restart withdraws.
-func TestLaunchWithLiveScopeNotWithdrawn(t *testing.T) {
+// TestLaunchWithLiveScopeKilledAndWithdrawn: as
+// TestRestartWithdrawsLaunchCutShort, but a unit of the execution's scope
+// name still runs a process, as a launch cut short after the scope was
+// created leaves its held child and anchor waiting in it for good. Its
+// launcher is gone and it never released an engine, so the restart kills
+// what the scope holds, sees the unit dead and withdraws: the
+// conversation is not left uncertain with a scope nobody stops.
+func TestLaunchWithLiveScopeKilledAndWithdrawn(t *testing.T) {
 	dir := sandboxDir(t)
-	var unit string
+	var (
+		unit    string
+		sleeper *exec.Cmd
+	)
 	crashMidLaunch := func(cfg *Config) {
 		cv := cfg.Conversation
 		cutShort(t, cfg)
@@ -114,11 +119,11 @@ func TestLaunchWithLiveScopeNotWithdrawn(t *testing.T) {
 		if unit, err = scopes.UnitName(cv.ID, "e-cutshort"); err != nil {
 			t.Fatal(err)
 		}
-		sleeper := exec.Command("systemd-run", "--user", "--scope", "--quiet", "--unit="+unit, "sleep", "300")
+		sleeper = exec.Command("systemd-run", "--user", "--scope", "--quiet", "--unit="+unit, "sleep", "300")
 		if err := sleeper.Start(); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { exec.Command("systemctl", "--user", "stop", unit).Run(); sleeper.Wait() })
+		t.Cleanup(func() { exec.Command("systemctl", "--user", "stop", unit).Run() })
 		for i := 0; ; i++ {
 			out, _ := exec.Command("systemctl", "--user", "is-active", unit).Output()
 			if strings.TrimSpace(string(out)) == "active" {
@@ -130,21 +135,27 @@ func TestLaunchWithLiveScopeNotWithdrawn(t *testing.T) {
 		}
 	}
 	r := newRigAt(t, dir, plainScript, crashMidLaunch, nil)
+	wantWithdrawn(t, r.ctrl)
+	exited := make(chan error, 1)
+	go func() { exited <- sleeper.Wait() }()
+	select {
+	case err := <-exited:
+		if err == nil {
+			t.Fatalf("the process in %s exited cleanly; want it killed by the restart", unit)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the process in %s still runs after the withdrawal", unit)
+	}
+	if out, _ := exec.Command("systemctl", "--user", "is-active", unit).Output(); strings.TrimSpace(string(out)) == "active" {
+		t.Fatalf("%s is still active after the withdrawal", unit)
+	}
 	r.ctrl.mu.Lock()
-	binding, rec, way := r.ctrl.st.binding, r.ctrl.st.claim.Record(), r.ctrl.wayOutLocked()
+	reason := r.ctrl.st.reason
 	r.ctrl.mu.Unlock()
-	if binding != protocol.BindingUncertain || rec.State != claims.Uncertain {
-		t.Fatalf("a launch whose scope still runs: binding %s, claim %s; want uncertain, not withdrawn", binding, rec.State)
+	if !strings.Contains(reason, "killed what its scope held") {
+		t.Fatalf("admission says %q; want it to say mosaic killed what the scope held", reason)
 	}
-	if !strings.Contains(way, "systemctl --user stop "+unit) {
-		t.Fatalf("the way out %q does not name the scope to stop", way)
-	}
-	if out, err := exec.Command("systemctl", "--user", "stop", unit).CombinedOutput(); err != nil {
-		t.Fatalf("systemctl stop: %v %s", err, out)
-	}
-	b, _ := r.restart()
-	t.Cleanup(b.Close)
-	wantWithdrawn(t, b)
+	backAfterWithdrawal(t, r)
 }
 
 // TestEngineInterpreterGoneIsStoppable: the engine is a script whose

@@ -3,6 +3,9 @@ package scopes
 import (
 	"context"
 	"fmt"
+
+	sddbus "github.com/coreos/go-systemd/v22/dbus"
+	"golang.org/x/sys/unix"
 )
 
 // ScopeState asks the user manager for the state of the scope unit of one
@@ -19,4 +22,30 @@ func (m *Manager) ScopeState(ctx context.Context, conversation, execution string
 		return name, UnitState{}, fmt.Errorf("read the state of %s: %w", name, err)
 	}
 	return name, st, nil
+}
+
+// KillScope asks the user manager to send SIGKILL to every process of the
+// scope unit of one execution. It is for a launch that never released its
+// engine, whose scope holds only mosaic's own held child and anchor (the
+// held child ignores SIGTERM, so a stop job would wait out the scope's
+// stop timeout for nothing); a unit the manager does not know holds
+// nothing. The caller observes the unit again afterwards: the signal is
+// not the proof.
+func (m *Manager) KillScope(ctx context.Context, conversation, execution string) error {
+	name, err := UnitName(conversation, execution)
+	if err != nil {
+		return err
+	}
+	err = m.bus.do(ctx, func(c *sddbus.Conn) error {
+		return c.KillUnitWithTarget(ctx, name, sddbus.All, int32(unix.SIGKILL))
+	})
+	// The manager's own refusals (no such unit, no process left to kill)
+	// say the scope holds nothing; the observation after decides.
+	if isDBusError(err, "org.freedesktop.systemd1.NoSuchUnit") || isDBusError(err, "org.freedesktop.systemd1.NoSuchProcess") {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("kill %s: %w", name, err)
+	}
+	return nil
 }
