@@ -79,7 +79,7 @@ func (c *Controller) stopUnreleased(ctx context.Context, claim *claims.Claim, re
 	if !over {
 		return claims.UnitObservation{}, fmt.Errorf("execution %s: its launcher still runs; its launch may be under way", rec.Execution)
 	}
-	if err := c.cfg.Scopes.KillScope(ctx, rec.Conversation, rec.Execution); err != nil {
+	if err := c.cfg.Scopes.KillUnreleased(ctx, rec.Conversation, rec.Execution); err != nil {
 		return claims.UnitObservation{}, err
 	}
 	return c.observeScope(ctx, rec, withdrawWait)

@@ -24,14 +24,14 @@ func (m *Manager) ScopeState(ctx context.Context, conversation, execution string
 	return name, st, nil
 }
 
-// KillScope asks the user manager to send SIGKILL to every process of the
+// KillUnreleased asks the user manager to send SIGKILL to every process of the
 // scope unit of one execution. It is for a launch that never released its
 // engine, whose scope holds only mosaic's own held child and anchor (the
 // held child ignores SIGTERM, so a stop job would wait out the scope's
 // stop timeout for nothing); a unit the manager does not know holds
 // nothing. The caller observes the unit again afterwards: the signal is
 // not the proof.
-func (m *Manager) KillScope(ctx context.Context, conversation, execution string) error {
+func (m *Manager) KillUnreleased(ctx context.Context, conversation, execution string) error {
 	name, err := UnitName(conversation, execution)
 	if err != nil {
 		return err
