@@ -25,7 +25,8 @@ func withdrawable(rec claims.Record) bool {
 
 // withdrawLaunch ends a launch that failed before its engine was released:
 // it reads the execution's scope unit from the user manager until it shows
-// it dead (or wait passes) and records stopped with a withdrawn
+// it dead (or wait passes; a scope still alive then has what it holds
+// killed, killUnreleased, and is read again) and records stopped with a withdrawn
 // proof of exactly that observation (claims.Claim.Withdraw checks the
 // rules). The binding is then stopped, and recover launches again on the
 // same leaf. On any error the claim is unchanged.
@@ -39,7 +40,7 @@ func (c *Controller) withdrawLaunch(ctx context.Context, claim *claims.Claim, wh
 		return err
 	}
 	if !obs.Dead() {
-		if obs, err = c.stopUnreleased(ctx, claim, rec); err != nil {
+		if obs, err = c.killUnreleased(ctx, claim, rec); err != nil {
 			return err
 		}
 		why += "; mosaic killed what its scope held, only the held child and anchor"
@@ -63,15 +64,15 @@ func (c *Controller) withdrawLaunch(ctx context.Context, claim *claims.Claim, wh
 	return nil
 }
 
-// stopUnreleased kills what the scope holds of a launch that never released its
-// engine, once no launch of it can be under way (its launcher is gone, or
+// killUnreleased kills what the scope of a launch that never released its
+// engine holds, once no launch of it can be under way (its launcher is gone, or
 // is this controller, whose launch returned), and reads the unit again.
 // A controller killed between creating the scope and recording the
 // incarnation leaves the held child and the anchor in it for good; they
 // are mosaic's own processes, waiting, and no agent code ran, so killing
 // them needs nobody's confirmation. Withdraw still decides from the
 // observation, and refuses if the unit is not seen dead.
-func (c *Controller) stopUnreleased(ctx context.Context, claim *claims.Claim, rec claims.Record) (claims.UnitObservation, error) {
+func (c *Controller) killUnreleased(ctx context.Context, claim *claims.Claim, rec claims.Record) (claims.UnitObservation, error) {
 	over, err := claim.LaunchOver()
 	if err != nil {
 		return claims.UnitObservation{}, fmt.Errorf("execution %s: is its launcher gone: %w", rec.Execution, err)
