@@ -344,12 +344,14 @@ func TestTransportBounds(t *testing.T) {
 		}
 	})
 	t.Run("unfinished bytes", func(t *testing.T) {
-		h := start(t, func(s *Server) { s.MaxLine = 64 << 10; s.MaxBuffered = 100 << 10 })
+		var srv *Server
+		h := start(t, func(s *Server) { srv = s; s.MaxLine = 64 << 10; s.MaxBuffered = 100 << 10 })
 		a, b := h.dial(t), h.dial(t)
 		a.hello()
 		b.hello()
 		part := strings.Repeat("x", 60<<10)
 		a.send(`{"type":"probe","x":"` + part) // holds ~64 KiB of the 100 KiB
+		waitReserved(t, srv, int64(len(part)))
 		// a's bytes are reserved once the server read them; b's line
 		// would then need more than what is left.
 		for i := 0; ; i++ {
@@ -422,5 +424,25 @@ func TestJudgeFailsClosed(t *testing.T) {
 	cmd.Wait()
 	if v := judge.Judge(gone); !v.Engine {
 		t.Fatal("an exited peer was judged an outsider; want an engine peer")
+	}
+}
+
+// waitReserved waits until s holds at least n bytes of unfinished lines:
+// the connection that sent them has been read, so a connection dialled
+// after cannot take the budget first on a loaded machine.
+func waitReserved(t *testing.T, s *Server, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s.mu.Lock()
+		b := s.lines
+		s.mu.Unlock()
+		if b != nil && b.inUse() >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the server did not reserve %d bytes of an unfinished line within 10s", n)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
