@@ -32,7 +32,7 @@ const eventOverhead = 256
 // no gap in Seq.
 type Output struct {
 	mu       sync.Mutex
-	q        []protocol.Event
+	q        []queued
 	bytes    int64 // eventBytes of the events queued and not yet delivered
 	max      int64
 	seq      uint64 // Seq of the last event queued
@@ -44,6 +44,13 @@ type Output struct {
 	out      chan protocol.Event
 	done     chan struct{}
 	finish   sync.Once
+}
+
+// queued is an event with the bytes Push counted for it, given back as
+// it is delivered.
+type queued struct {
+	e protocol.Event
+	n int64
 }
 
 // NewOutput starts the delivery goroutine; it ends after End once every
@@ -97,7 +104,7 @@ func (o *Output) Push(e protocol.Event) {
 	}
 	o.seq++
 	e.Seq = o.seq
-	o.q = append(o.q, e)
+	o.q = append(o.q, queued{e, n})
 	o.bytes += n
 	o.mu.Unlock()
 	o.poke()
@@ -155,14 +162,14 @@ func (o *Output) pump() {
 		batch, ended := o.q, o.ended
 		o.q = nil
 		o.mu.Unlock()
-		for i, e := range batch {
-			o.out <- e
+		for i, q := range batch {
+			o.out <- q.e
 			// Let go of it as its bytes stop counting: the batch would
 			// otherwise hold every delivered event until its last is
 			// taken, while the adapter queues the bound again.
-			batch[i] = protocol.Event{}
+			batch[i] = queued{}
 			o.mu.Lock()
-			o.bytes -= eventBytes(e)
+			o.bytes -= q.n
 			o.mu.Unlock()
 		}
 		if len(batch) > 0 {
