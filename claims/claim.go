@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/mosaic-agents/mosaic/proofs"
 	"github.com/mosaic-agents/mosaic/protocol"
@@ -14,14 +15,29 @@ import (
 // There is deliberately no method that frees a claim without a proof:
 // disconnect, agent_settled, EOF, SIGTERM, idle and an abort reply have
 // nothing to call.
+//
+// Transitions must be made one at a time; Record may be called from any
+// goroutine while one runs (a status read must not wait for a store write).
 type Claim struct {
 	s    *Store
 	keys Keys
-	rec  Record // the latest revision this handle wrote or read
+	mu   sync.Mutex // guards rec's writes against Record; transitions read it bare
+	rec  Record     // the latest revision this handle wrote or read
 }
 
 // Record returns the claim's latest revision as this handle knows it.
-func (c *Claim) Record() Record { return c.rec }
+func (c *Claim) Record() Record {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.rec
+}
+
+// set makes r the handle's latest revision.
+func (c *Claim) set(r Record) {
+	c.mu.Lock()
+	c.rec = r
+	c.mu.Unlock()
+}
 
 // Keys returns the claim's keys.
 func (c *Claim) Keys() Keys { return c.keys }
@@ -197,7 +213,7 @@ func (c *Claim) write(ctx context.Context, v *view, op string, cur *Record, next
 		c.resync(ctx)
 		return refuseWrite(err, "%s: write seat key of claim %s", op, cur.Claim)
 	}
-	c.rec = next
+	c.set(next)
 	if !toSession {
 		return nil
 	}
@@ -228,7 +244,7 @@ func (c *Claim) resync(ctx context.Context) {
 		return
 	}
 	if cur := v.seat.current(); cur != nil && cur.Claim == c.rec.Claim {
-		c.rec = *cur
+		c.set(*cur)
 	}
 }
 
@@ -250,6 +266,6 @@ func (c *Claim) finishStop(ctx context.Context, pr *ProofRecord) error {
 	if cur == nil || cur.Claim != c.rec.Claim || cur.State != Stopped || cur.Proof == nil || cur.Proof.Digest != pr.Digest {
 		return protocol.Wrap(protocol.CodeStaleGeneration, ErrStale, "stop: claim %s no longer holds proof %s", c.rec.Claim, pr.Digest)
 	}
-	c.rec = *cur
+	c.set(*cur)
 	return nil
 }
