@@ -5,8 +5,9 @@
 //
 //   - A CohortProof says that every process of one engine's systemd scope is
 //     gone, on one of two bases (its `basis` field). `empty-observed`: the
-//     complete membership enumerated from the scope's cgroup while frozen,
-//     a death observed for every member, and afterwards the cgroup itself
+//     complete membership enumerated from the scope's cgroup while frozen
+//     (or while it read `populated 0` before and after, nothing left to
+//     fork), a death observed for every member, and afterwards the cgroup itself
 //     seen present with `populated 0`. `cgroup-removed`: the cgroup seen
 //     gone (the kernel removes a cgroup only when no process is in it, and
 //     cgroup2 cannot rename one), shown to be this execution's cgroup that

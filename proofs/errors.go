@@ -7,7 +7,7 @@ import "errors"
 // caller can record `uncertain` with the whole list.
 var (
 	ErrProcessGroup         = errors.New("process-group observation can never prove a cohort stopped")
-	ErrIncompleteMembership = errors.New("membership not enumerated completely while frozen")
+	ErrIncompleteMembership = errors.New("membership not enumerated completely (while frozen, or while the cgroup read populated 0 before and after)")
 	ErrCgroupAbsent         = errors.New("cgroup absent or unreadable (absent is not empty)")
 	ErrCgroupPopulated      = errors.New("cgroup not observed empty (populated 0)")
 	ErrDeathUnobserved      = errors.New("member death not observed")

@@ -362,6 +362,7 @@ func (c *cgroupFS) waitEvents(cgroup string, deadline time.Time, cond func(cgEve
 	defer unix.Close(fd)
 	p := path.Join(c.mount, cgroup, "cgroup.events")
 	buf := make([]byte, 512)
+	wait := time.Millisecond
 	for {
 		// A read at offset 0 restarts the seq file, and re-arms POLLPRI
 		// (kernfs notes the event count it showed).
@@ -383,11 +384,13 @@ func (c *cgroupFS) waitEvents(cgroup string, deadline time.Time, cond func(cgEve
 		if left <= 0 {
 			return ev, false, nil
 		}
-		// Re-read at least every 50 ms: the kernel rate-limits
-		// cgroup.events notifications (one per 10 ms per file, the rest
-		// deferred to a timer), and a missed one, or a removal, must not
-		// stall us.
-		ms := min(left, 50*time.Millisecond).Milliseconds() + 1
+		// Re-read after 1 ms, then twice as long each time up to 50 ms:
+		// the kernel rate-limits cgroup.events notifications (one per
+		// 10 ms per file, the rest deferred to a timer), so a change
+		// right after another (frozen, then populated 0) is only read
+		// on time; and a missed one, or a removal, must not stall us.
+		ms := min(left, wait).Milliseconds() + 1
+		wait = min(2*wait, 50*time.Millisecond)
 		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLPRI}}
 		if _, err := unix.Poll(fds, int(ms)); err != nil && err != unix.EINTR {
 			return ev, false, fmt.Errorf("poll %s: %w", p, err)

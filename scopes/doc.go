@@ -176,7 +176,12 @@
 // that the unit is still the recorded InvocationID (else the cgroup path
 // is not ours: absent), freeze the scope's cgroup (not the engine's, whose
 // cgroup.freeze every tool owns and could write 0 to; a frozen ancestor
-// keeps it frozen whatever it says) and wait for `frozen 1`, enumerate the complete membership recursively (each pid pinned by a
+// keeps it frozen whatever it says) and wait for `frozen 1` (an engine
+// cgroup that reads `populated 0` before and after its enumeration,
+// emptied by the TERM phase, has no member left to fork and is not frozen:
+// the freeze's two cgroup.events notifications would make the kernel defer
+// the anchor's `populated 0`, and the unit's end, by up to 10 ms),
+// enumerate the complete membership recursively (each pid pinned by a
 // pidfd, checked to be in the cgroup, with start time and comm; re-read up
 // to three times if a pid vanishes), write cgroup.kill, poll every pidfd
 // until each death is observed (its CLOCK_BOOTTIME time recorded), read
@@ -188,19 +193,21 @@
 // `uncertain` with the reason. This is the basis `empty-observed`. A
 // cgroup that is unreadable is an absent observation, never an empty one.
 // If the engine cgroup is not observed empty the anchor is left alive so a
-// later stop can observe again. A kill phase that gives up between the
-// freeze and cgroup.kill (no `frozen 1` in time, cgroup.events unreadable,
-// cgroup.kill refused) thaws the scope on the way out, in a defer as
-// opencontainers/cgroups fs2/freezer.go does: an engine left frozen would
-// hold its conversation with nothing left to thaw it, and the next stop
-// freezes again anyway. No `frozen 1` in time still writes cgroup.kill
+// later stop can observe again. A kill phase that gives up after the
+// freeze (no `frozen 1` in time, cgroup.events unreadable, cgroup.kill
+// refused, or anything after the kill) thaws the scope on the way out
+// (uncertain), as opencontainers/cgroups fs2/freezer.go does on failure:
+// an engine left frozen would hold its conversation with nothing left to
+// thaw it, and the next stop freezes again anyway. No `frozen 1` in time still writes cgroup.kill
 // before the thaw: a task the freezer cannot reach (asleep on a FUSE
 // request its own frozen server would answer) would otherwise keep the
 // cohort alive through every force stop; the stop stays uncertain, and
 // the next one proves the emptied cgroup. After cgroup.kill it makes no
 // difference: SIGKILL reaches frozen tasks, and a task with SIGKILL
-// pending cannot fork, so the scope is thawed there and the anchor never
-// stays frozen.
+// pending cannot fork, so a stop that proves leaves the scope frozen until
+// the anchor dies with it (a thaw would be one more notification, the one
+// that defers the anchor's), and one that ends uncertain thaws it: the
+// anchor never stays frozen.
 //
 // # A scope already removed (basis cgroup-removed)
 //

@@ -11,6 +11,9 @@ type faults struct {
 	// freeze writes 0 to its own cgroup.freeze (same uid, delegated): a
 	// race that cannot be won on demand.
 	afterFreeze func()
+	// afterKill, if set, fails the kill phase's read of cgroup.events
+	// after the enumerated members died, with the scope still frozen.
+	afterKill func() error
 	// refuseHeld, if set, fails the start of a held child (confined: with
 	// its namespaces) before the clone, as a kernel that refuses them does.
 	refuseHeld func(confined bool) error
@@ -29,6 +32,15 @@ func (f *faults) frozeCohort() {
 	if f.afterFreeze != nil {
 		f.afterFreeze()
 	}
+}
+
+// killedRead is the fault at the kill phase's read of cgroup.events once
+// the members died.
+func (f *faults) killedRead() error {
+	if f.afterKill == nil {
+		return nil
+	}
+	return f.afterKill()
 }
 
 // heldStart is the fault at the start of a held child.

@@ -25,13 +25,26 @@ var errNotFrozen = errors.New("did not report frozen 1 in time")
 // frozen 1 reads the engine cgroup's cgroup.events, which reports the
 // freeze it inherits: the anchor's own freezing is not waited for.
 //
-// An error after the freeze thaws the scope before it returns, deferred as
-// in opencontainers/cgroups fs2/freezer.go: a kill phase that gives up
-// leaves the engine as it found it, not frozen for good with nothing left
-// to thaw it; only a cohort that never froze is killed first
-// (killUnfrozen). Once cgroup.kill is written, frozen or not makes no
-// difference: SIGKILL reaches frozen tasks.
-func (k *killPhase) freezeKill(ctx context.Context) (ms []*member, err error) {
+// An engine cgroup a TERM phase already emptied is not frozen at all
+// (enumerateEmptied): with no member left nothing can fork, and a freeze
+// and thaw of the scope would only be two more cgroup.events
+// notifications, after which the kernel defers the next one, the
+// anchor's populated 0 that the user manager ends the unit on, by up to
+// 10 ms.
+//
+// The scope stays frozen when freezeKill returns. Once cgroup.kill is
+// written, frozen or not makes no difference (SIGKILL reaches frozen
+// tasks), and a thaw here would be the notification that defers the
+// anchor's: the anchor dies frozen when the scope is released
+// (releaseScope). A kill phase that ends uncertain, after an error here
+// or later, thaws the scope (uncertain, observe), as opencontainers/cgroups
+// fs2/freezer.go does on failure: it leaves the engine as it found it, not
+// frozen for good with nothing left to thaw it; only a cohort that never
+// froze is killed first (killUnfrozen).
+func (k *killPhase) freezeKill(ctx context.Context) ([]*member, error) {
+	if ms, ok := k.enumerateEmptied(); ok {
+		return ms, k.killEngine()
+	}
 	// Frozen, the membership cannot change while it is enumerated.
 	if err := k.fs.write(k.h.Cohort.freezeCgroup(), "cgroup.freeze", "1"); err != nil {
 		if _, gone, _ := k.h.findRemoved(ctx, k.fs); gone && errors.Is(err, ErrCgroupAbsent) {
@@ -39,36 +52,37 @@ func (k *killPhase) freezeKill(ctx context.Context) (ms []*member, err error) {
 		}
 		return nil, fmt.Errorf("freeze: %w", err)
 	}
+	k.frozen = true
 	k.h.m.faults.frozeCohort()
-	defer func() {
-		if err != nil {
-			k.thaw()
-		}
-	}()
 	if err := k.awaitFrozen(); err != nil {
 		if errors.Is(err, errNotFrozen) {
 			k.killUnfrozen()
 		}
 		return nil, err
 	}
-	ms = k.enumerateFrozen()
-	if err := k.fs.write(k.h.Cohort.Cgroup, "cgroup.kill", "1"); err != nil {
-		return nil, fmt.Errorf("cgroup.kill: %w", err)
+	ms := k.enumerateFrozen()
+	if err := k.killEngine(); err != nil {
+		return nil, err
 	}
-	// Every member now has SIGKILL pending, and a task with a fatal signal
-	// pending cannot fork: the freeze has done its work. Thawed, the
-	// anchor is not left frozen by a stop that ends uncertain.
-	k.thaw()
 	return ms, nil
 }
 
+// killEngine writes cgroup.kill to the engine cgroup: every member gets
+// SIGKILL, and a task with a fatal signal pending cannot fork.
+func (k *killPhase) killEngine() error {
+	if err := k.fs.write(k.h.Cohort.Cgroup, "cgroup.kill", "1"); err != nil {
+		return fmt.Errorf("cgroup.kill: %w", err)
+	}
+	return nil
+}
+
 // awaitFrozen waits for cgroup.events to report frozen 1: until then a
-// member can still fork, and the enumeration would not be complete. After
-// a TERM phase that emptied the cgroup the wait is one read: the scope's
-// write sets frozen 1 on a descendant without tasks (cgroup_freeze calls
-// cgroup_do_freeze on each, which updates its state at once), and
-// waitEvents reads before it waits. The read
-// stays, since it is what shows the freeze took.
+// member can still fork, and the enumeration would not be complete. For a
+// cgroup that emptied after enumerateEmptied looked, the wait is one
+// read: the scope's write sets frozen 1 on a descendant without tasks
+// (cgroup_freeze calls cgroup_do_freeze on each, which updates its state
+// at once), and waitEvents reads before it waits. The read stays, since
+// it is what shows the freeze took.
 func (k *killPhase) awaitFrozen() error {
 	cg := k.h.Cohort.Cgroup
 	_, frozen, err := k.fs.waitEvents(cg, k.dl, func(e cgEvents) bool { return e.Frozen == 1 })
@@ -116,8 +130,38 @@ func (k *killPhase) enumerateFrozen() []*member {
 	return ms
 }
 
-// thaw undoes the freeze of a kill phase that gave up.
+// enumerateEmptied enumerates an engine cgroup that reads populated 0
+// before and after, without the freeze: no member was left to fork
+// meanwhile. A process moved in from outside the cohort between the reads
+// would be seen by the second; the freeze would not have kept it out
+// either. It reports false, leaving the cohort to the frozen path, when
+// the cgroup is populated or the enumeration was not clean.
+func (k *killPhase) enumerateEmptied() ([]*member, bool) {
+	cg := k.h.Cohort.Cgroup
+	if !k.emptied(cg) {
+		return nil, false
+	}
+	ms, complete, notes := k.h.enumerate(k.fs, k.h.Cohort.engineCgroup())
+	if !complete || !k.emptied(cg) {
+		return nil, false
+	}
+	k.res.Notes = append(k.res.Notes, notes...)
+	k.obs().MembershipComplete = true
+	return ms, true
+}
+
+// emptied says whether cg's cgroup.events reads populated 0.
+func (k *killPhase) emptied(cg string) bool {
+	ev, err := k.fs.events(cg)
+	return err == nil && ev.Populated == 0
+}
+
+// thaw undoes the kill phase's freeze, if it froze the scope.
 func (k *killPhase) thaw() {
+	if !k.frozen {
+		return
+	}
+	k.frozen = false
 	if err := k.fs.write(k.h.Cohort.freezeCgroup(), "cgroup.freeze", "0"); err != nil {
 		k.note("thaw: " + err.Error())
 	}

@@ -122,3 +122,81 @@ func TestKillPhaseKillsWhatNeverFroze(t *testing.T) {
 	res = e.Stop(ctxT(t), StopOptions{Stop: "stop-unfrozen-again"})
 	assertProvenStop(t, res, eng, child)
 }
+
+// TestKillPhaseFreezesOnlyALiveCohort: a cohort with members left is
+// enumerated under the scope's freeze; one a TERM phase emptied is
+// enumerated without it (nothing is left to fork), and both stops prove.
+func TestKillPhaseFreezesOnlyALiveCohort(t *testing.T) {
+	m := testManager(t)
+	for _, tc := range []struct {
+		name    string
+		script  string
+		pins    []string
+		grace   time.Duration
+		freezes int
+	}{
+		{"members ignore SIGTERM", stubbornEngine, []string{"engine", "stubborn"}, 100 * time.Millisecond, 1},
+		{"kill phase only", setsidEngine, []string{"engine", "setsid"}, 0, 1},
+		{"TERM phase emptied the cgroup", setsidEngine, []string{"engine", "setsid"}, 10 * time.Second, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := launchEngine(t, m, tc.script)
+			got := e.expect(t, append(tc.pins, "ready")...)
+			var pins []pinned
+			for _, name := range tc.pins {
+				pins = append(pins, e.pin(t, got[name]))
+			}
+			freezes := 0
+			m.faults.afterFreeze = func() { freezes++ }
+			t.Cleanup(func() { m.faults = faults{} })
+			res := e.Stop(ctxT(t), StopOptions{Stop: "stop-freezes", Grace: tc.grace})
+			m.faults = faults{}
+			assertProvenStop(t, res, pins...)
+			requireProof(t, res)
+			if freezes != tc.freezes {
+				t.Fatalf("the kill phase froze the scope %d time(s), want %d", freezes, tc.freezes)
+			}
+		})
+	}
+}
+
+// TestKillPhaseThawsWhenItEndsUncertain: a kill phase that gives up after
+// its cgroup.kill (here the read of cgroup.events after the deaths fails)
+// leaves the scope thawed, the anchor with it; the members are dead, and
+// the next stop proves the cohort ended.
+func TestKillPhaseThawsWhenItEndsUncertain(t *testing.T) {
+	m := testManager(t)
+	fs, err := m.cgroupFS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := launchEngine(t, m, stubbornEngine)
+	got := e.expect(t, "engine", "stubborn", "ready")
+	eng, child := e.pin(t, got["engine"]), e.pin(t, got["stubborn"])
+	errInjected := errors.New("injected: cgroup.events unreadable after the deaths")
+	frozenAtFault := false
+	m.faults.afterKill = func() error {
+		b, err := fs.read(e.Cohort.ScopeCgroup, "cgroup.freeze")
+		frozenAtFault = err == nil && strings.TrimSpace(string(b)) == "1"
+		return errInjected
+	}
+	t.Cleanup(func() { m.faults = faults{} })
+	res := e.Kill(ctxT(t), StopOptions{Stop: "stop-uncertain"})
+	m.faults = faults{}
+	if !frozenAtFault {
+		t.Fatal("the scope was not frozen when the phase gave up: nothing shown")
+	}
+	if res.Outcome != Uncertain || !strings.Contains(res.Reason, errInjected.Error()) {
+		t.Fatalf("outcome %s (%s), want uncertain with the injected failure", res.Outcome, res.Reason)
+	}
+	if b, err := fs.read(e.Cohort.ScopeCgroup, "cgroup.freeze"); err != nil || strings.TrimSpace(string(b)) != "0" {
+		t.Fatalf("the scope's cgroup.freeze is %q (%v) after the kill phase gave up: the anchor is left frozen", b, err)
+	}
+	if ev, ok, err := fs.waitEvents(e.Cohort.ScopeCgroup, time.Now().Add(10*time.Second), func(e cgEvents) bool { return e.Frozen == 0 }); !ok {
+		t.Fatalf("the scope's cgroup.events %+v (%v): still frozen", ev, err)
+	}
+	eng.waitDead(t)
+	child.waitDead(t)
+	res = e.Stop(ctxT(t), StopOptions{Stop: "stop-uncertain-again"})
+	assertProvenStop(t, res, eng, child)
+}

@@ -10,13 +10,13 @@ import (
 	"github.com/mosaic-agents/mosaic/proofs"
 )
 
-// Kill runs the kill phase: freeze the scope's cgroup and wait for frozen 1,
-// enumerate the complete membership recursively (pid, start time, comm,
-// each pinned by a pidfd), write cgroup.kill, observe each member's death on
-// its pidfd, then read cgroup.events for populated 0 while the anchor still
-// holds the scope, then kill the anchor and wait for the unit to go
-// inactive. A missing or unreadable cgroup is an absent observation: the
-// result is Uncertain.
+// Kill runs the kill phase: freeze the scope's cgroup and wait for frozen 1
+// (unless the engine cgroup is empty already), enumerate the complete
+// membership recursively (pid, start time, comm, each pinned by a pidfd),
+// write cgroup.kill, observe each member's death on its pidfd, then read
+// cgroup.events for populated 0 while the anchor still holds the scope,
+// then kill the anchor and wait for the unit to go inactive. A missing or
+// unreadable cgroup is an absent observation: the result is Uncertain.
 func (h *Handle) Kill(ctx context.Context, opts StopOptions) StopResult {
 	if opts.KillTimeout <= 0 {
 		opts.KillTimeout = 10 * time.Second
@@ -31,18 +31,21 @@ func (h *Handle) Kill(ctx context.Context, opts StopOptions) StopResult {
 // adds to its result, and the first that cannot be observed ends it
 // uncertain.
 type killPhase struct {
-	h   *Handle
-	fs  *cgroupFS
-	dl  time.Time
-	res StopResult
+	h      *Handle
+	fs     *cgroupFS
+	dl     time.Time
+	res    StopResult
+	frozen bool // the scope is frozen by this phase and not thawed yet
 }
 
 func (k *killPhase) obs() *proofs.Observation { return &k.res.Observation }
 
 func (k *killPhase) note(s string) { k.res.Notes = append(k.res.Notes, s) }
 
-// uncertain ends the phase uncertain, with the members seen so far.
+// uncertain ends the phase uncertain, with the members seen so far; the
+// anchor is left thawed.
 func (k *killPhase) uncertain(format string, args ...any) StopResult {
+	k.thaw()
 	k.res.Outcome, k.res.Reason = Uncertain, fmt.Sprintf(format, args...)
 	k.h.fillMembers(k.obs())
 	k.noteGranted()
@@ -163,6 +166,9 @@ func (k *killPhase) identify(ctx context.Context) (UnitState, error) {
 func (k *killPhase) awaitEmpty() (cgEvents, error) {
 	cg := k.h.Cohort.Cgroup
 	ev, err := k.fs.events(cg)
+	if err == nil {
+		err = k.h.m.faults.killedRead()
+	}
 	if err != nil {
 		return ev, fmt.Errorf("cgroup.events after the deaths: %w", err)
 	}
@@ -191,8 +197,10 @@ func (k *killPhase) observe(ctx context.Context, st UnitState, ev cgEvents) Stop
 		st = rst
 		if err != nil {
 			k.note(err.Error())
+			k.thaw()
 		}
 	} else {
+		k.thaw()
 		k.note("scope kept (anchor alive) so the cohort can be observed again")
 	}
 	obs.ActiveState, obs.Result = st.ActiveState, st.Result

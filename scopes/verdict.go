@@ -32,7 +32,7 @@ func verdict(o *proofs.Observation) (Outcome, string) {
 		}
 	default:
 		if !o.MembershipComplete {
-			why = append(why, "membership not enumerated completely while frozen")
+			why = append(why, proofs.ErrIncompleteMembership.Error())
 		}
 		if !o.CgroupPresent {
 			why = append(why, ErrCgroupAbsent.Error())
