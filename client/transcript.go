@@ -34,7 +34,19 @@ const (
 	// ReasonServer: the server asked for a re-read (a reconcile notice or
 	// refusal, a foreign writer, a binding that says reconcile).
 	ReasonServer = "server-reconcile"
+	// ReasonCompact: the transcript held CompactEvents events past its
+	// page at a run's end; a fresh page holds them, and holding them as
+	// events too would grow with the conversation. No marker: the page
+	// read again joins the stream at a quiet seam.
+	ReasonCompact = "compact"
 )
+
+// CompactEvents is how many events a Transcript holds past its page before
+// it asks, at the next run-settled, for a fresh page (ReasonCompact): a
+// client that stays attached to a long conversation then holds one page
+// (bounded by the server) and the events of at most this many plus the run
+// in progress, and every Snapshot copies no more than that.
+const CompactEvents = 4096
 
 // Want is what a Transcript needs from the server to stay correct.
 type Want struct {
@@ -237,9 +249,13 @@ func (t *Transcript) apply(ev protocol.Event) Want {
 		return t.mark(ReasonGap, Want{Observe: true, Resume: true, FromSeq: next - 1, Reason: ReasonGap})
 	}
 	t.events = append(t.events, ev)
-	if ev.Kind == protocol.EventRunSettled && t.reread {
+	switch {
+	case ev.Kind != protocol.EventRunSettled:
+	case t.reread:
 		t.reread = false
 		return t.ask(Want{Observe: true, Reason: ReasonNotQuiet})
+	case len(t.events) >= CompactEvents:
+		return t.ask(Want{Observe: true, Reason: ReasonCompact})
 	}
 	return Want{}
 }

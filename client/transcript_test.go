@@ -274,3 +274,44 @@ func TestViewPage(t *testing.T) {
 		t.Fatalf("page %+v, from %d", p, v.From)
 	}
 }
+
+// TestTranscriptCompacts: past CompactEvents events a transcript asks for
+// a fresh page at the next run-settled (never inside a run, where the cut
+// would not be quiet), and the page read again replaces the events, so
+// what it holds stays bounded however long the conversation.
+func TestTranscriptCompacts(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		events int // deltas before the run-settled
+		want   Want
+	}{
+		{"below the bound", CompactEvents - 2, Want{}},
+		{"at the bound", CompactEvents - 1, Want{Observe: true, Reason: ReasonCompact}},
+		{"past the bound", 2 * CompactEvents, Want{Observe: true, Reason: ReasonCompact}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := NewTranscript()
+			tr.Update(obs("P", "x", 0, true, false, nil))
+			for i := 1; i <= tc.events; i++ {
+				if w := tr.Update(ev("x", uint64(i), "d")); w != (Want{}) {
+					t.Fatalf("delta %d inside the run asked for %+v", i, w)
+				}
+			}
+			last := uint64(tc.events + 1)
+			if w := tr.Update(settled("x", last)); w != tc.want {
+				t.Fatalf("run-settled after %d deltas asked for %+v, want %+v", tc.events, w, tc.want)
+			}
+			if !tc.want.Observe {
+				return
+			}
+			tr.Update(obs("P2", "x", last, true, false, nil))
+			v := tr.Snapshot()
+			if string(v.History) != "P2" || len(v.Events) != 0 || v.From != last+1 || v.TailMarker != "" || v.SeamMarker != "" {
+				t.Fatalf("after the fresh page: %s from %d, %d events", texts(v), v.From, len(v.Events))
+			}
+			if w := tr.Update(ev("x", last+1, "n")); w != (Want{}) || tr.Next() != last+2 {
+				t.Fatalf("the stream after the fresh page: want %+v, next %d", w, tr.Next())
+			}
+		})
+	}
+}
