@@ -85,7 +85,7 @@ func (s *Store) settle(keys Keys, v *view) (bool, error) {
 			if free(sc) {
 				return s.copyInto(sess, *cur)
 			}
-			gone, err := s.writerGone(cur)
+			gone, err := s.gone(cur.Controller)
 			if err != nil || !gone {
 				return false, err
 			}
@@ -155,18 +155,19 @@ func (s *Store) unlaunched(cur *Record, reason string) (Record, error) {
 	return next, nil
 }
 
-// writerGone reports whether the controller that wrote rec no longer runs:
-// it ran under another boot, or its pid now names no process or another
-// one. The calling process itself is never gone.
-func (s *Store) writerGone(rec *Record) (bool, error) {
+// gone reports whether the controller process p (a revision's writer, a
+// launch's launcher) no longer runs: it ran under another boot, or its pid
+// now names no process or another one. The calling process itself is
+// never gone.
+func (s *Store) gone(p Process) (bool, error) {
 	boot, err := s.host.BootID()
 	if err != nil {
 		return false, err
 	}
-	if rec.Controller.BootID != boot {
+	if p.BootID != boot {
 		return true, nil
 	}
-	alive, err := s.host.Alive(rec.Controller)
+	alive, err := s.host.Alive(p)
 	if err != nil {
 		return false, err
 	}

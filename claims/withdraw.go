@@ -111,7 +111,7 @@ func (c *Claim) withdrawable(r *Record, self Process, unit string, obs UnitObser
 	if *r.Launcher == self {
 		return nil
 	}
-	gone, err := c.s.launcherGone(*r.Launcher)
+	gone, err := c.s.gone(*r.Launcher)
 	if err != nil {
 		return protocol.Wrap(protocol.CodeClaimStore, err, "withdraw: is launcher %d alive", r.Launcher.PID)
 	}
@@ -146,12 +146,7 @@ func (c *Claim) LaunchOver() (bool, error) {
 	if *r.Launcher == self {
 		return true, nil
 	}
-	return c.s.launcherGone(*r.Launcher)
-}
-
-// launcherGone reports whether the launching controller p no longer runs.
-func (s *Store) launcherGone(p Process) (bool, error) {
-	return s.writerGone(&Record{Controller: p})
+	return c.s.gone(*r.Launcher)
 }
 
 func newWithdrawnRecord(rec *Record, obs UnitObservation, reason string) (*ProofRecord, error) {
