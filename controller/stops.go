@@ -179,8 +179,9 @@ func (c *Controller) forceStop(ctx context.Context, k *conn, cmd *protocol.Comma
 		return nil, protocol.Refuse(protocol.CodeStaleGeneration, "the controller generation is %d", c.st.generation)
 	}
 	x := c.st.exec
+	unreleased := (x == nil || x.handle == nil) && c.unreleasedLocked()
 	switch {
-	case x == nil || x.handle == nil:
+	case (x == nil || x.handle == nil) && !unreleased:
 		c.mu.Unlock()
 		return nil, protocol.Refuse(protocol.CodeNoEngine, "no engine cohort is known to stop: %s", c.wayOutLocked())
 	case c.st.forceRunning:
@@ -193,6 +194,9 @@ func (c *Controller) forceStop(ctx context.Context, k *conn, cmd *protocol.Comma
 	if r := c.useConfirmationLocked(k, cmd.Confirmation, protocol.CmdForceStop); r != nil {
 		c.mu.Unlock()
 		return nil, r
+	}
+	if unreleased {
+		return c.withdrawByStopLocked(k, cmd), nil
 	}
 	if ps := c.st.pending; ps != nil {
 		// The cohort is already proven gone: write the held proof now,
