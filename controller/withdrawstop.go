@@ -21,15 +21,7 @@ func (c *Controller) unreleasedLocked() bool {
 // ends stopped on the withdrawn record, which is no cohort proof.
 // Callers hold mu; it is released.
 func (c *Controller) withdrawByStopLocked(k *conn, cmd *protocol.Command) *outcome {
-	s := &protocol.Stop{Record: protocol.RecordStop, ID: newID("s-"), Kind: protocol.StopForce, Execution: c.st.claim.Record().Execution}
-	if prev := c.st.stop; prev != nil {
-		s.Predecessor = prev.ID
-		if !terminal[prev.State] {
-			c.transitionLocked(prev, protocol.StopSuperseded, "force stop "+s.ID+" took over")
-		}
-	}
-	c.st.stop, c.st.stopRunning, c.st.forceRunning = s, true, true
-	c.st.binding = protocol.BindingStopping
+	s := c.beginForceLocked(c.st.claim.Record().Execution)
 	c.closeAdmissionLocked("force stop " + s.ID + " in progress")
 	c.transitionLocked(s, protocol.StopStopping, "the launch never released its engine: kill what its scope holds, then withdraw it")
 	c.publishBindingLocked()
