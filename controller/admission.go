@@ -67,10 +67,16 @@ func (c *Controller) engineLost(x *execution, ev protocol.Event) {
 		c.publishBindingLocked()
 		return
 	}
-	why := fmt.Sprintf("engine output of execution %s was lost (%s at event %d); force stop, then recover", x.id, ev.Reason, ev.Seq)
+	at := fmt.Sprintf("%s at event %d", ev.Reason, ev.Seq)
+	fields := map[string]string{"EXECUTION": x.id, "STATE": protocol.BindingUncertain, "REASON": ev.Reason, "SEQ": fmt.Sprint(ev.Seq)}
+	if ev.Reason == protocol.ReasonOutputLost {
+		at += fmt.Sprintf(", %d engine event(s) dropped", ev.Dropped)
+		fields["DROPPED"] = fmt.Sprint(ev.Dropped)
+	}
+	why := fmt.Sprintf("engine output of execution %s was lost (%s); force stop, then recover", x.id, at)
 	c.st.binding = protocol.BindingUncertain
 	c.closeAdmissionLocked(why) // the binding says why, not only that it is uncertain
 	c.markUncertainLocked(why)
 	c.publishBindingLocked()
-	c.audit(audit.Transition, nil, why, map[string]string{"EXECUTION": x.id, "STATE": protocol.BindingUncertain, "REASON": ev.Reason})
+	c.audit(audit.Transition, nil, why, fields)
 }

@@ -150,6 +150,10 @@ type hooks struct {
 	afterDispatchRecord func()
 	// queueFault sees every fault point of every queue revision write.
 	queueFault func(point, path string) error
+	// withdrawFault, when set, runs before a withdrawal reads the scope
+	// unit; its error fails the withdrawal, as a user manager that does
+	// not answer does.
+	withdrawFault func() error
 	// pumpEvent runs before the pump hands on each engine event, so a
 	// test can hold the pump back while the engine writes.
 	pumpEvent func(d engine.Driver)

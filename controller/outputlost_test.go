@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"fmt"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -44,11 +45,20 @@ func TestEngineOutputLostMakesUncertain(t *testing.T) {
 	k.must(map[string]any{"type": "prompt", "request": newID("p-"), "generation": gen, "text": "write a lot"}, "receipt")
 
 	lost := k.await(func(m map[string]any) bool { return m["record"] == "event" && m["kind"] == "unavailable" })
-	if lost["reason"] != protocol.ReasonOutputLost {
-		t.Fatalf("8 MiB streamed past a held pump and a 1 MiB queue gave %v, want reason %s", lost, protocol.ReasonOutputLost)
+	if n, _ := lost["dropped"].(float64); lost["reason"] != protocol.ReasonOutputLost || n < 1 {
+		t.Fatalf("8 MiB streamed past a held pump and a 1 MiB queue gave %v, want reason %s counting what was dropped", lost, protocol.ReasonOutputLost)
 	}
 	b := k.await(func(m map[string]any) bool { return m["record"] == "binding" && m["state"] == "uncertain" })
 	if reason, _ := b["admissionReason"].(string); b["admission"] != "closed" || !strings.Contains(reason, protocol.ReasonOutputLost) {
 		t.Fatalf("binding after lost output: %v", b)
 	}
+	// The journal entry says how many events the hole holds.
+	dropped := int64(lost["dropped"].(float64))
+	want := fmt.Sprintf("at event %d, %d engine event(s) dropped", int64(lost["seq"].(float64)), dropped)
+	for _, e := range r.audit.entries(t) {
+		if strings.Contains(e["MESSAGE"], want) && e["MOSAIC_DROPPED"] == fmt.Sprint(dropped) {
+			return
+		}
+	}
+	t.Fatalf("no journal entry says %q with MOSAIC_DROPPED", want)
 }

@@ -179,8 +179,9 @@ func (c *Controller) forceStop(ctx context.Context, k *conn, cmd *protocol.Comma
 		return nil, protocol.Refuse(protocol.CodeStaleGeneration, "the controller generation is %d", c.st.generation)
 	}
 	x := c.st.exec
+	unreleased := (x == nil || x.handle == nil) && c.unreleasedLocked()
 	switch {
-	case x == nil || x.handle == nil:
+	case (x == nil || x.handle == nil) && !unreleased:
 		c.mu.Unlock()
 		return nil, protocol.Refuse(protocol.CodeNoEngine, "no engine cohort is known to stop: %s", c.wayOutLocked())
 	case c.st.forceRunning:
@@ -194,6 +195,9 @@ func (c *Controller) forceStop(ctx context.Context, k *conn, cmd *protocol.Comma
 		c.mu.Unlock()
 		return nil, r
 	}
+	if unreleased {
+		return c.withdrawByStopLocked(k, cmd), nil
+	}
 	if ps := c.st.pending; ps != nil {
 		// The cohort is already proven gone: write the held proof now,
 		// signal nothing.
@@ -201,15 +205,7 @@ func (c *Controller) forceStop(ctx context.Context, k *conn, cmd *protocol.Comma
 		c.mu.Unlock()
 		return deferred(func() protocol.Receipt { return c.recordHeld(k, cmd, ps, gen) }), nil
 	}
-	s := &protocol.Stop{Record: protocol.RecordStop, ID: newID("s-"), Kind: protocol.StopForce, Execution: x.id}
-	if prev := c.st.stop; prev != nil {
-		s.Predecessor = prev.ID
-		if !terminal[prev.State] {
-			c.transitionLocked(prev, protocol.StopSuperseded, "force stop "+s.ID+" took over")
-		}
-	}
-	c.st.stop, c.st.stopRunning, c.st.forceRunning = s, true, true
-	c.st.binding = protocol.BindingStopping
+	s := c.beginForceLocked(x.id)
 	c.pauseQueueLocked("force stop " + s.ID + ": queued items become recovered drafts")
 	c.closeAdmissionLocked("force stop " + s.ID + " in progress")
 	c.unsettleLocked(x, "force stop "+s.ID+" began while the dialog was open; its outcome is not known")
@@ -219,6 +215,22 @@ func (c *Controller) forceStop(ctx context.Context, k *conn, cmd *protocol.Comma
 	claim := c.st.claim
 	c.mu.Unlock()
 	return deferred(func() protocol.Receipt { return c.killCohort(k, cmd, x, s, claim, gen) }), nil
+}
+
+// beginForceLocked makes the force stop of execution the running stop: it
+// supersedes a stop still under way and the binding is stopping. Callers
+// hold mu.
+func (c *Controller) beginForceLocked(execution string) *protocol.Stop {
+	s := &protocol.Stop{Record: protocol.RecordStop, ID: newID("s-"), Kind: protocol.StopForce, Execution: execution}
+	if prev := c.st.stop; prev != nil {
+		s.Predecessor = prev.ID
+		if !terminal[prev.State] {
+			c.transitionLocked(prev, protocol.StopSuperseded, "force stop "+s.ID+" took over")
+		}
+	}
+	c.st.stop, c.st.stopRunning, c.st.forceRunning = s, true, true
+	c.st.binding = protocol.BindingStopping
+	return s
 }
 
 // killCohort is the waiting part of a force stop: the claim records

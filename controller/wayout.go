@@ -27,9 +27,8 @@ func (c *Controller) wayOutLocked() string {
 		r := c.st.claim.Record()
 		unit, _ := scopes.UnitName(r.Conversation, r.Execution)
 		return fmt.Sprintf("the launch of execution %s never released its engine (no incarnation recorded), but it could not be withdrawn (%s): "+
-			"if `systemctl --user status %s` shows the scope alive, stop it with `systemctl --user stop %s` (it holds only mosaic's held child and anchor); "+
-			"then `systemctl --user restart mosaic-conv@%s.service`: the restart withdraws the launch once the scope is gone, then %s; see docs/recovery.md",
-			r.Execution, c.st.reason, unit, unit, id, recover)
+			"run %s: it kills what the scope %s holds (only mosaic's held child and anchor) once no launch is under way, and withdraws the launch once the scope is seen gone; "+
+			"then %s; see docs/recovery.md", r.Execution, c.st.reason, stop, unit, recover)
 	case c.st.binding == protocol.BindingUncertain && (x == nil || x.handle == nil):
 		return fmt.Sprintf("this controller knows no engine cohort to stop (%s); restart it with `systemctl --user restart mosaic-conv@%s.service`: "+
 			"the restart classifies the claim and observes the cohort it records; see docs/recovery.md", c.st.reason, id)

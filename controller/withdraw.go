@@ -35,6 +35,11 @@ func (c *Controller) withdrawLaunch(ctx context.Context, claim *claims.Claim, wh
 	if !withdrawable(rec) {
 		return fmt.Errorf("execution %s: %w", rec.Execution, errNotWithdrawable)
 	}
+	if h := c.test.withdrawFault; h != nil {
+		if err := h(); err != nil {
+			return fmt.Errorf("execution %s: %w", rec.Execution, err)
+		}
+	}
 	obs, err := c.observeScope(ctx, rec, wait)
 	if err != nil {
 		return err

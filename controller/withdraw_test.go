@@ -2,6 +2,8 @@ package controller
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -108,47 +110,11 @@ func TestRestartWithdrawsLaunchCutShort(t *testing.T) {
 // conversation is not left uncertain with a scope nobody stops.
 func TestLaunchWithLiveScopeKilledAndWithdrawn(t *testing.T) {
 	dir := sandboxDir(t)
-	var (
-		unit    string
-		sleeper *exec.Cmd
-	)
-	crashMidLaunch := func(cfg *Config) {
-		cv := cfg.Conversation
-		cutShort(t, cfg)
-		var err error
-		if unit, err = scopes.UnitName(cv.ID, "e-cutshort"); err != nil {
-			t.Fatal(err)
-		}
-		sleeper = exec.Command("systemd-run", "--user", "--scope", "--quiet", "--unit="+unit, "sleep", "300")
-		if err := sleeper.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { exec.Command("systemctl", "--user", "stop", unit).Run() })
-		for i := 0; ; i++ {
-			out, _ := exec.Command("systemctl", "--user", "is-active", unit).Output()
-			if strings.TrimSpace(string(out)) == "active" {
-				break
-			} else if i == 500 {
-				t.Fatalf("scope %s never became active: %s", unit, out)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
+	var live liveScope
+	crashMidLaunch := func(cfg *Config) { live = cutShortLive(t, cfg) }
 	r := newRigAt(t, dir, plainScript, crashMidLaunch, nil)
 	wantWithdrawn(t, r.ctrl)
-	exited := make(chan error, 1)
-	go func() { exited <- sleeper.Wait() }()
-	select {
-	case err := <-exited:
-		if err == nil {
-			t.Fatalf("the process in %s exited cleanly; want it killed by the restart", unit)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatalf("the process in %s still runs after the withdrawal", unit)
-	}
-	if out, _ := exec.Command("systemctl", "--user", "is-active", unit).Output(); strings.TrimSpace(string(out)) == "active" {
-		t.Fatalf("%s is still active after the withdrawal", unit)
-	}
+	live.wantKilled(t)
 	r.ctrl.mu.Lock()
 	reason := r.ctrl.st.reason
 	r.ctrl.mu.Unlock()
@@ -156,6 +122,97 @@ func TestLaunchWithLiveScopeKilledAndWithdrawn(t *testing.T) {
 		t.Fatalf("admission says %q; want it to say mosaic killed what the scope held", reason)
 	}
 	backAfterWithdrawal(t, r)
+}
+
+// TestForceStopWithdrawsUnreleasedLaunch: as
+// TestLaunchWithLiveScopeKilledAndWithdrawn, but the restart's own
+// withdrawal failed (here: the first one is made to fail, as a user
+// manager that did not answer in time does), leaving the binding
+// uncertain with no engine cohort known. A confirmed force stop from the
+// controller connection does what a restart would: it kills what the
+// scope holds, reads the unit dead and withdraws, and its receipt says
+// stopped on the withdrawn record. On a build without that the force
+// stop was refused no-engine, naming a restart of the controller.
+func TestForceStopWithdrawsUnreleasedLaunch(t *testing.T) {
+	dir := sandboxDir(t)
+	var live liveScope
+	crashMidLaunch := func(cfg *Config) { live = cutShortLive(t, cfg) }
+	failOnce := func(c *Controller) {
+		failed := false
+		c.test.withdrawFault = func() error {
+			if failed {
+				return nil
+			}
+			failed = true
+			return errors.New("test: the user manager did not answer")
+		}
+	}
+	r := newRigAt(t, dir, plainScript, crashMidLaunch, failOnce)
+	r.waitBinding("uncertain")
+	ctl := r.dial()
+	ctl.must(map[string]any{"type": "observe", "request": "o1"}, "observed")
+	gen := r.recoveryControl(ctl)
+	cf := ctl.confirm("force-stop", gen)
+	rc := ctl.must(map[string]any{"type": "force-stop", "request": "f1", "generation": gen, "confirmation": cf}, "receipt")
+	if rc["state"] != protocol.ReceiptStopped || !strings.Contains(fmt.Sprint(rc["reason"]), "no cohort proof") {
+		t.Fatalf("force stop of a launch that never released its engine: %v; want stopped on the withdrawn record", rc)
+	}
+	wantWithdrawn(t, r.ctrl)
+	live.wantKilled(t)
+	wayBack(t, r, ctl, gen)
+}
+
+// liveScope is a unit of a cut-short execution's scope name that still
+// runs a process, as a launch cut short after the scope was created
+// leaves its held child and anchor waiting in it for good.
+type liveScope struct {
+	unit    string
+	sleeper *exec.Cmd
+}
+
+// cutShortLive is cutShort with the execution's scope left alive.
+func cutShortLive(t *testing.T, cfg *Config) liveScope {
+	t.Helper()
+	cv := cfg.Conversation
+	cutShort(t, cfg)
+	unit, err := scopes.UnitName(cv.ID, "e-cutshort")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sleeper := exec.Command("systemd-run", "--user", "--scope", "--quiet", "--unit="+unit, "sleep", "300")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { exec.Command("systemctl", "--user", "stop", unit).Run() })
+	for i := 0; ; i++ {
+		out, _ := exec.Command("systemctl", "--user", "is-active", unit).Output()
+		if strings.TrimSpace(string(out)) == "active" {
+			break
+		} else if i == 500 {
+			t.Fatalf("scope %s never became active: %s", unit, out)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return liveScope{unit: unit, sleeper: sleeper}
+}
+
+// wantKilled checks that the withdrawal killed the scope's process and
+// left its unit not active.
+func (l liveScope) wantKilled(t *testing.T) {
+	t.Helper()
+	exited := make(chan error, 1)
+	go func() { exited <- l.sleeper.Wait() }()
+	select {
+	case err := <-exited:
+		if err == nil {
+			t.Fatalf("the process in %s exited cleanly; want it killed by the withdrawal", l.unit)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the process in %s still runs after the withdrawal", l.unit)
+	}
+	if out, _ := exec.Command("systemctl", "--user", "is-active", l.unit).Output(); strings.TrimSpace(string(out)) == "active" {
+		t.Fatalf("%s is still active after the withdrawal", l.unit)
+	}
 }
 
 // TestEngineInterpreterGoneIsStoppable: the engine is a script whose

@@ -26,10 +26,10 @@ const eventOverhead = 256
 // The queue is bounded by bytes, not events: the engine writes at its
 // will, and a few thousand large lines behind a slow reader would
 // otherwise hold gigabytes. Past the bound, events are dropped until the
-// reader took the queue down to half of it; one unavailable output-lost
-// event stands where they were, so the reader knows the stream has a
-// hole. Output numbers the events it delivers itself, so the hole leaves
-// no gap in Seq.
+// reader took the queue down to half of it; then one unavailable
+// output-lost event stands where they were, with how many (Dropped), so
+// the reader knows the stream has a hole and its size. Output numbers the
+// events it delivers itself, so the hole leaves no gap in Seq.
 type Output struct {
 	mu       sync.Mutex
 	q        []queued
@@ -38,6 +38,8 @@ type Output struct {
 	seq      uint64 // Seq of the last event queued
 	dropping bool   // past the bound: events are dropped until the queue drains to half
 	dropped  uint64
+	hole     uint64 // events dropped since dropping began
+	holeExec string // the Execution of the events the hole is in
 	ended    bool
 	err      error
 	wake     chan struct{}
@@ -86,28 +88,45 @@ func (o *Output) Err() error {
 func (o *Output) Push(e protocol.Event) {
 	n := eventBytes(e)
 	o.mu.Lock()
-	if o.dropping && o.bytes <= o.max/2 {
-		o.dropping = false
-	}
+	o.closeHoleLocked()
 	switch {
 	case o.dropping:
 		o.dropped++
+		o.hole++
 		o.mu.Unlock()
 		return
 	case o.bytes > 0 && o.bytes+n > o.max:
 		// One event alone always fits: framing bounds it.
-		o.dropping = true
+		o.dropping, o.hole, o.holeExec = true, 1, e.Execution
 		o.dropped++
-		e = protocol.Event{Record: protocol.RecordEvent, Kind: protocol.EventUnavailable, Execution: e.Execution,
-			Reason: protocol.ReasonOutputLost}
-		n = eventBytes(e)
+		o.mu.Unlock()
+		return
 	}
+	o.queueLocked(e, n)
+	o.mu.Unlock()
+	o.poke()
+}
+
+// queueLocked numbers e next and queues it; n is its eventBytes.
+func (o *Output) queueLocked(e protocol.Event, n int64) {
 	o.seq++
 	e.Seq = o.seq
 	o.q = append(o.q, queued{e, n})
 	o.bytes += n
-	o.mu.Unlock()
-	o.poke()
+}
+
+// closeHoleLocked ends dropping once the reader took the queue down to
+// half the bound, or the output ended: the one output-lost event that
+// stands for the dropped events is queued then, when their count is
+// known, and before any event pushed after them.
+func (o *Output) closeHoleLocked() {
+	if !o.dropping || (!o.ended && o.bytes > o.max/2) {
+		return
+	}
+	e := protocol.Event{Record: protocol.RecordEvent, Kind: protocol.EventUnavailable, Execution: o.holeExec,
+		Reason: protocol.ReasonOutputLost, Dropped: o.hole}
+	o.queueLocked(e, eventBytes(e))
+	o.dropping, o.hole = false, 0
 }
 
 // Dropped counts the events dropped past the byte bound.
@@ -142,6 +161,7 @@ func (o *Output) End(err error) {
 	o.finish.Do(func() {
 		o.mu.Lock()
 		o.err, o.ended = err, true
+		o.closeHoleLocked()
 		o.mu.Unlock()
 		close(o.done)
 		o.poke()
@@ -170,6 +190,7 @@ func (o *Output) pump() {
 			batch[i] = queued{}
 			o.mu.Lock()
 			o.bytes -= q.n
+			o.closeHoleLocked()
 			o.mu.Unlock()
 		}
 		if len(batch) > 0 {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -65,13 +66,42 @@ func TestOutputBoundedByBytes(t *testing.T) {
 				}
 				if e.Reason == protocol.ReasonOutputLost {
 					lost++
-					if e.Kind != protocol.EventUnavailable || e.Execution != "x" || e.Text != "" {
-						t.Fatalf("marker %+v", e)
+					if e.Kind != protocol.EventUnavailable || e.Execution != "x" || e.Text != "" || e.Dropped != uint64(dropped) {
+						t.Fatalf("marker %+v; want it to count the %d events dropped", e, dropped)
 					}
 				}
 			}
 			if lost != 1 || after.Text != "after" {
 				t.Fatalf("%d output-lost markers, last event %q; want one marker, then events again", lost, after.Text)
+			}
+		})
+	}
+}
+
+// TestOutputEndsWithTheHole: an output that ends while events are being
+// dropped (the reader never caught up) still delivers the one output-lost
+// event, with the count of every event dropped, before Events closes.
+func TestOutputEndsWithTheHole(t *testing.T) {
+	const bound = 1 << 20
+	big := strings.Repeat("x", 64<<10)
+	for _, count := range []int{40, 400} {
+		t.Run(fmt.Sprint(count), func(t *testing.T) {
+			o := NewOutput(0, bound)
+			o.Push(protocol.Event{Kind: protocol.EventTextDelta, Execution: "x", Text: "a"})
+			<-o.Events()
+			for range count {
+				o.Push(protocol.Event{Kind: protocol.EventTextDelta, Execution: "x", Text: big})
+			}
+			dropped := o.Dropped()
+			o.End(nil)
+			var markers []protocol.Event
+			for e := range o.Events() {
+				if e.Reason == protocol.ReasonOutputLost {
+					markers = append(markers, e)
+				}
+			}
+			if len(markers) != 1 || dropped == 0 || markers[0].Dropped != dropped {
+				t.Fatalf("%d events dropped; markers %+v; want one counting them all", dropped, markers)
 			}
 		})
 	}

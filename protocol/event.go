@@ -133,6 +133,9 @@ type Event struct {
 	// Native is the native event type that caused an unavailable event,
 	// cut to a bounded length. It is a label, never the payload.
 	Native string `json:"native,omitempty"`
+	// Dropped counts the engine events an output-lost event stands for:
+	// dropped past the adapter's byte bound, none of them delivered.
+	Dropped uint64 `json:"dropped,omitempty"`
 
 	// Truncated is set when the engine's line was too large to carry
 	// whole: strings of this event were cut (Text, a block's content, a

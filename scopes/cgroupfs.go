@@ -29,8 +29,9 @@ type cgroupFS struct {
 	mount string
 	fd    int // O_PATH directory fd of the mount
 
-	mu      sync.Mutex
-	granted []string // accesses grantOwner restored, for the stops' notes
+	mu       sync.Mutex
+	granted  []grantNote // accesses grantOwner restored, for the stops' notes
+	unlisted int         // restored accesses past maxGrantNotes paths
 }
 
 // findCgroup2Mount returns the cgroup2 mount point from mountinfo,

@@ -59,7 +59,7 @@ func (c *cgroupFS) grantOwner(dirfd int, dir, p string, flags uint64) error {
 		if err := unix.Fchmodat(dirfd, sub, mode, 0); err != nil {
 			return classify(path.Join(c.mount, dir, sub), "chmod", err)
 		}
-		c.noteGranted(fmt.Sprintf("%s was mode %04o: owner access restored (%04o)", path.Join(dir, sub), st.Mode&0o7777, mode))
+		c.noteGranted(path.Join(dir, sub), fmt.Sprintf("%s was mode %04o: owner access restored (%04o)", path.Join(dir, sub), st.Mode&0o7777, mode))
 	}
 	return nil
 }
@@ -78,7 +78,7 @@ func (c *cgroupFS) grantSearch(dirfd int, dir string) error {
 	if err := unix.Fchmod(dirfd, mode); err != nil {
 		return classify(path.Join(c.mount, dir), "chmod", err)
 	}
-	c.noteGranted(fmt.Sprintf("%s was mode %04o: owner access restored (%04o)", dir, st.Mode&0o7777, mode))
+	c.noteGranted(dir, fmt.Sprintf("%s was mode %04o: owner access restored (%04o)", dir, st.Mode&0o7777, mode))
 	return nil
 }
 
@@ -103,26 +103,59 @@ func ownerNeeds(mode uint32, flags uint64) uint32 {
 	return need
 }
 
-// noteGranted records a restored access for the stop of the cohort it
-// lies in (takeGranted).
-func (c *cgroupFS) noteGranted(s string) {
+// maxGrantNotes bounds the distinct paths whose restored access is noted
+// between two kill phases: a tool that keeps chmod-ing while opens are
+// made without a kill phase (a force stop's confirmation counts the
+// cohort's members each time it is asked for) would otherwise grow the
+// notes without end. A path restored again is counted on its note; the
+// paths past the bound are counted, not listed.
+const maxGrantNotes = 64
+
+// grantNote is a restored access: the path relative to the mount, the
+// note of its first restoration, and how often it was restored since.
+type grantNote struct {
+	path, note string
+	again      int
+}
+
+// noteGranted records a restored access to p for the stop of the cohort
+// it lies in (takeGranted).
+func (c *cgroupFS) noteGranted(p, note string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.granted = append(c.granted, s)
+	for i := range c.granted {
+		if c.granted[i].path == p {
+			c.granted[i].again++
+			return
+		}
+	}
+	if len(c.granted) >= maxGrantNotes {
+		c.unlisted++
+		return
+	}
+	c.granted = append(c.granted, grantNote{path: p, note: note})
 }
 
 // takeGranted returns and forgets the restored accesses at or below
-// cgroup.
+// cgroup, and the count of those past the bound (which may lie anywhere).
 func (c *cgroupFS) takeGranted(cgroup string) []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var mine, rest []string
+	var mine []string
+	var rest []grantNote
 	for _, g := range c.granted {
-		if g == cgroup || strings.HasPrefix(g, cgroup+"/") || strings.HasPrefix(g, cgroup+" ") {
-			mine = append(mine, g)
-		} else {
+		switch {
+		case g.path != cgroup && !strings.HasPrefix(g.path, cgroup+"/"):
 			rest = append(rest, g)
+		case g.again > 0:
+			mine = append(mine, fmt.Sprintf("%s; restored %d more time(s)", g.note, g.again))
+		default:
+			mine = append(mine, g.note)
 		}
+	}
+	if c.unlisted > 0 {
+		mine = append(mine, fmt.Sprintf("owner access restored on %d more path(s), not listed (the notes keep %d distinct paths)", c.unlisted, maxGrantNotes))
+		c.unlisted = 0
 	}
 	c.granted = rest
 	return mine

@@ -97,8 +97,6 @@ func runAudit(c *cli.Context, id string) error {
 		return fmt.Errorf("read journald's suppression notices: %w", err)
 	}
 	printCrossCheck(r)
-	fmt.Printf("%d journal entries, %d proofs, %d failed verification; %d proofs in the claim store, %d missing from the journal; %s\n",
-		r.entries, r.journaled, r.failed, len(r.stored), r.missing(), suppressionSummary(r))
 	return r.verdict(id)
 }
 
@@ -132,7 +130,8 @@ func printEntry(asJSON bool, e journalEntry) {
 }
 
 func printCrossCheck(r *auditReport) {
-	fmt.Printf("claim store: %d proof(s) of this conversation\n", len(r.stored))
+	proofs, withdrawn := r.storedKinds()
+	fmt.Printf("claim store: %d proof(s)%s of this conversation\n", proofs, withdrawnSummary(withdrawn))
 	for _, sp := range r.stored {
 		pr := sp.rev.Proof
 		what := fmt.Sprintf("  stored proof %s (%s, execution %s, claim %s revision %d)", pr.Digest, pr.Type, sp.rev.Execution, sp.rev.Claim, sp.rev.Seq)
@@ -165,6 +164,17 @@ func printCrossCheck(r *auditReport) {
 	if !r.noticesRead {
 		fmt.Println("journald: suppression NOT CHECKED: its notices are in the system journal, which this user may not read (add the user to group systemd-journal or adm)")
 	}
+	fmt.Printf("%d journal entries, %d proofs, %d failed verification; %d proofs in the claim store%s, %d missing from the journal; %s\n",
+		r.entries, r.journaled, r.failed, proofs, withdrawnSummary(withdrawn), r.missing(), suppressionSummary(r))
+}
+
+// withdrawnSummary names the withdrawn launches beside the proofs, in
+// the words of `status`: they are no cohort proofs.
+func withdrawnSummary(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" and %d withdrawn launch(es) (no cohort proof)", n)
 }
 
 func suppressionSummary(r *auditReport) string {

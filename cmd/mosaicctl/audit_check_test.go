@@ -99,3 +99,33 @@ func printed(t *testing.T, f func()) string {
 	w.Close()
 	return string(<-done)
 }
+
+// TestAuditCountsWithdrawnApart: a withdrawn launch in the claim store is
+// no cohort proof: the audit's counts name it apart, in the words of
+// `status`, and never among the proofs.
+func TestAuditCountsWithdrawnApart(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		stored []storedProof
+		want   []string
+	}{
+		{name: "a proof and a withdrawn launch", stored: []storedProof{stored("a", "cohort"), stored("w", claims.ProofWithdrawn)},
+			want: []string{"claim store: 1 proof(s) and 1 withdrawn launch(es) (no cohort proof) of this conversation",
+				"1 proofs in the claim store and 1 withdrawn launch(es) (no cohort proof), 0 missing"}},
+		{name: "only a withdrawn launch", stored: []storedProof{stored("w", claims.ProofWithdrawn)},
+			want: []string{"claim store: 0 proof(s) and 1 withdrawn launch(es)", "0 proofs in the claim store and 1 withdrawn launch(es)"}},
+		{name: "no withdrawn launch", stored: []storedProof{stored("a", "cohort")},
+			want: []string{"claim store: 1 proof(s) of this conversation", "1 proofs in the claim store, 0 missing"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &auditReport{stored: tc.stored, noticesRead: true}
+			crossCheck(r, map[string][]byte{"a": []byte("{}")}, nil)
+			out := printed(t, func() { printCrossCheck(r) })
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("audit printed\n%s\nwant %q", out, w)
+				}
+			}
+		})
+	}
+}
