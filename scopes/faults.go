@@ -11,6 +11,11 @@ type faults struct {
 	// freeze writes 0 to its own cgroup.freeze (same uid, delegated): a
 	// race that cannot be won on demand.
 	afterFreeze func()
+	// whileEmptied, if set, runs between the enumeration of an engine
+	// cgroup read empty and the second read of its populated, where a
+	// process of the user outside the cohort (a daemon a tool asked)
+	// moves one in: a race that cannot be won on demand.
+	whileEmptied func()
 	// afterKill, if set, fails the kill phase's read of cgroup.events
 	// after the enumerated members died, with the scope still frozen.
 	afterKill func() error
@@ -31,6 +36,14 @@ func (f *faults) frozenWait() error {
 func (f *faults) frozeCohort() {
 	if f.afterFreeze != nil {
 		f.afterFreeze()
+	}
+}
+
+// listedEmptied is the fault between the enumeration of an engine cgroup
+// read empty and the second read.
+func (f *faults) listedEmptied() {
+	if f.whileEmptied != nil {
+		f.whileEmptied()
 	}
 }
 

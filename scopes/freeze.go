@@ -142,6 +142,7 @@ func (k *killPhase) enumerateEmptied() ([]*member, bool) {
 		return nil, false
 	}
 	ms, complete, notes := k.h.enumerate(k.fs, k.h.Cohort.engineCgroup())
+	k.h.m.faults.listedEmptied()
 	if !complete || !k.emptied(cg) {
 		return nil, false
 	}

@@ -2,6 +2,8 @@ package scopes
 
 import (
 	"errors"
+	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -199,4 +201,49 @@ func TestKillPhaseThawsWhenItEndsUncertain(t *testing.T) {
 	child.waitDead(t)
 	res = e.Stop(ctxT(t), StopOptions{Stop: "stop-uncertain-again"})
 	assertProvenStop(t, res, eng, child)
+}
+
+// TestKillPhaseFreezesACgroupJoinedWhileListed: an engine cgroup a TERM
+// phase emptied is enumerated without the freeze only if it still reads
+// populated 0 after the enumeration. A process moved in meanwhile (by a
+// process of the user outside the cohort, a daemon a tool asked) sends
+// the kill phase to the frozen enumeration, which names it in the
+// membership, instead of a proof that lists the cgroup empty while it
+// held a process. The move cannot be timed on demand, so a fault point
+// makes it between the enumeration and the second read.
+func TestKillPhaseFreezesACgroupJoinedWhileListed(t *testing.T) {
+	m := testManager(t)
+	fs, err := m.cgroupFS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := launchEngine(t, m, setsidEngine)
+	got := e.expect(t, "engine", "setsid", "ready")
+	eng, child := e.pin(t, got["engine"]), e.pin(t, got["setsid"])
+	intruder := exec.Command("sleep", "300")
+	if err := intruder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { intruder.Process.Kill(); intruder.Wait() })
+	in := pin(t, strconv.Itoa(intruder.Process.Pid))
+	var moveErr error
+	moved, freezes := false, 0
+	m.faults.whileEmptied = func() {
+		if !moved {
+			moved = true
+			moveErr = fs.write(e.Cohort.Cgroup, "cgroup.procs", strconv.Itoa(in.pid))
+		}
+	}
+	m.faults.afterFreeze = func() { freezes++ }
+	t.Cleanup(func() { m.faults = faults{} })
+	res := e.Stop(ctxT(t), StopOptions{Stop: "stop-joined", Grace: 10 * time.Second})
+	m.faults = faults{}
+	if !moved || moveErr != nil {
+		t.Fatalf("the move into the emptied engine cgroup was not made (reached %v): %v", moved, moveErr)
+	}
+	assertProvenStop(t, res, eng, child, in)
+	requireProof(t, res)
+	if freezes != 1 {
+		t.Fatalf("the kill phase froze the scope %d time(s) for a cgroup joined while it was listed, want 1", freezes)
+	}
 }
