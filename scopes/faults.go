@@ -16,6 +16,11 @@ type faults struct {
 	// process of the user outside the cohort (a daemon a tool asked)
 	// moves one in: a race that cannot be won on demand.
 	whileEmptied func()
+	// afterCgroupKill, if set, runs right after the kill phase's
+	// cgroup.kill of the engine cgroup, where a process of the user
+	// outside the cohort moves one in: a race that cannot be won on
+	// demand.
+	afterCgroupKill func()
 	// afterKill, if set, fails the kill phase's read of cgroup.events
 	// after the enumerated members died, with the scope still frozen.
 	afterKill func() error
@@ -44,6 +49,13 @@ func (f *faults) frozeCohort() {
 func (f *faults) listedEmptied() {
 	if f.whileEmptied != nil {
 		f.whileEmptied()
+	}
+}
+
+// killedCohort is the fault right after the kill phase's cgroup.kill.
+func (f *faults) killedCohort() {
+	if f.afterCgroupKill != nil {
+		f.afterCgroupKill()
 	}
 }
 

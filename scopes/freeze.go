@@ -73,6 +73,7 @@ func (k *killPhase) killEngine() error {
 	if err := k.fs.write(k.h.Cohort.Cgroup, "cgroup.kill", "1"); err != nil {
 		return fmt.Errorf("cgroup.kill: %w", err)
 	}
+	k.h.m.faults.killedCohort()
 	return nil
 }
 

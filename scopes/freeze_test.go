@@ -247,3 +247,56 @@ func TestKillPhaseFreezesACgroupJoinedWhileListed(t *testing.T) {
 		t.Fatalf("the kill phase froze the scope %d time(s) for a cgroup joined while it was listed, want 1", freezes)
 	}
 }
+
+// TestKillPhaseThawsWhenTheCgroupStaysPopulated: a process moved into the
+// engine cgroup after its cgroup.kill (by a process of the user outside
+// the cohort) keeps it populated after every listed death, so the kill
+// phase keeps the scope, anchor alive, to observe again. It thaws the
+// scope first: the anchor, and the process moved in, are not left frozen
+// with nothing to thaw them, and the next stop proves. The move cannot be
+// timed on demand, so a fault point makes it right after the cgroup.kill.
+func TestKillPhaseThawsWhenTheCgroupStaysPopulated(t *testing.T) {
+	m := testManager(t)
+	fs, err := m.cgroupFS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := launchEngine(t, m, stubbornEngine)
+	got := e.expect(t, "engine", "stubborn", "ready")
+	eng, child := e.pin(t, got["engine"]), e.pin(t, got["stubborn"])
+	anchor := pin(t, strconv.Itoa(e.Cohort.AnchorPID))
+	intruder := exec.Command("sleep", "300")
+	if err := intruder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { intruder.Process.Kill(); intruder.Wait() })
+	in := pin(t, strconv.Itoa(intruder.Process.Pid))
+	var moveErr error
+	moved := false
+	m.faults.afterCgroupKill = func() {
+		moved = true
+		moveErr = fs.write(e.Cohort.Cgroup, "cgroup.procs", strconv.Itoa(in.pid))
+	}
+	t.Cleanup(func() { m.faults = faults{} })
+	res := e.Kill(ctxT(t), StopOptions{Stop: "stop-populated", KillTimeout: time.Second})
+	m.faults = faults{}
+	if !moved || moveErr != nil {
+		t.Fatalf("the move into the killed engine cgroup was not made (reached %v): %v", moved, moveErr)
+	}
+	if res.Outcome != Uncertain || res.Observation.Populated == 0 {
+		t.Fatalf("outcome %s (%s), populated %d: want uncertain with the cgroup populated", res.Outcome, res.Reason, res.Observation.Populated)
+	}
+	if b, err := fs.read(e.Cohort.ScopeCgroup, "cgroup.freeze"); err != nil || strings.TrimSpace(string(b)) != "0" {
+		t.Fatalf("the scope's cgroup.freeze is %q (%v) after the kill phase kept it: the anchor is left frozen", b, err)
+	}
+	if ev, ok, err := fs.waitEvents(e.Cohort.ScopeCgroup, time.Now().Add(10*time.Second), func(e cgEvents) bool { return e.Frozen == 0 }); !ok {
+		t.Fatalf("the scope's cgroup.events %+v (%v): still frozen", ev, err)
+	}
+	if !anchor.alive(t) || !in.alive(t) {
+		t.Fatal("the anchor or the process moved in died, though the scope was kept")
+	}
+	eng.waitDead(t)
+	child.waitDead(t)
+	res = e.Kill(ctxT(t), StopOptions{Stop: "stop-populated-again"})
+	assertProvenStop(t, res, eng, child, in)
+}
