@@ -24,6 +24,9 @@ type faults struct {
 	// afterKill, if set, fails the kill phase's read of cgroup.events
 	// after the enumerated members died, with the scope still frozen.
 	afterKill func() error
+	// refuseRelease, if set, fails the kill phase's cgroup.kill of the
+	// scope (the anchor's) before it is written, as a refused write would.
+	refuseRelease func() error
 	// refuseHeld, if set, fails the start of a held child (confined: with
 	// its namespaces) before the clone, as a kernel that refuses them does.
 	refuseHeld func(confined bool) error
@@ -66,6 +69,14 @@ func (f *faults) killedRead() error {
 		return nil
 	}
 	return f.afterKill()
+}
+
+// releaseWrite is the fault at the kill phase's cgroup.kill of the scope.
+func (f *faults) releaseWrite() error {
+	if f.refuseRelease == nil {
+		return nil
+	}
+	return f.refuseRelease()
 }
 
 // heldStart is the fault at the start of a held child.

@@ -300,3 +300,47 @@ func TestKillPhaseThawsWhenTheCgroupStaysPopulated(t *testing.T) {
 	res = e.Kill(ctxT(t), StopOptions{Stop: "stop-populated-again"})
 	assertProvenStop(t, res, eng, child, in)
 }
+
+// TestKillPhaseThawsWhenTheScopeIsNotReleased: a kill phase that observed
+// the engine cgroup empty but could not kill the anchor (the scope's
+// cgroup.kill refused) ends uncertain with the anchor alive; it thaws the
+// scope, so the anchor is not left frozen, and the next stop proves. The
+// write cannot be refused on demand, so a fault point fails it.
+func TestKillPhaseThawsWhenTheScopeIsNotReleased(t *testing.T) {
+	m := testManager(t)
+	fs, err := m.cgroupFS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := launchEngine(t, m, stubbornEngine)
+	got := e.expect(t, "engine", "stubborn", "ready")
+	eng, child := e.pin(t, got["engine"]), e.pin(t, got["stubborn"])
+	anchor := pin(t, strconv.Itoa(e.Cohort.AnchorPID))
+	errInjected := errors.New("injected: the scope's cgroup.kill refused")
+	frozenAtFault := false
+	m.faults.refuseRelease = func() error {
+		b, err := fs.read(e.Cohort.ScopeCgroup, "cgroup.freeze")
+		frozenAtFault = err == nil && strings.TrimSpace(string(b)) == "1"
+		return errInjected
+	}
+	t.Cleanup(func() { m.faults = faults{} })
+	res := e.Kill(ctxT(t), StopOptions{Stop: "stop-unreleased"})
+	m.faults = faults{}
+	if !frozenAtFault {
+		t.Fatal("the scope was not frozen when its release failed: nothing shown")
+	}
+	if res.Outcome != Uncertain {
+		t.Fatalf("outcome %s (%s), want uncertain: the unit was never released", res.Outcome, res.Reason)
+	}
+	if b, err := fs.read(e.Cohort.ScopeCgroup, "cgroup.freeze"); err != nil || strings.TrimSpace(string(b)) != "0" {
+		t.Fatalf("the scope's cgroup.freeze is %q (%v) after its release failed: the anchor is left frozen", b, err)
+	}
+	if ev, ok, err := fs.waitEvents(e.Cohort.ScopeCgroup, time.Now().Add(10*time.Second), func(e cgEvents) bool { return e.Frozen == 0 }); !ok {
+		t.Fatalf("the scope's cgroup.events %+v (%v): still frozen", ev, err)
+	}
+	if !anchor.alive(t) {
+		t.Fatal("the anchor died, though the scope's cgroup.kill was refused")
+	}
+	res = e.Kill(ctxT(t), StopOptions{Stop: "stop-unreleased-again"})
+	assertProvenStop(t, res, eng, child)
+}

@@ -219,6 +219,9 @@ func (k *killPhase) observe(ctx context.Context, st UnitState, ev cgEvents) Stop
 // reads back as inactive with LoadState not-found.
 func (h *Handle) releaseScope(ctx context.Context, fs *cgroupFS, dl time.Time) (UnitState, error) {
 	c := h.Cohort
+	if err := h.m.faults.releaseWrite(); err != nil {
+		return UnitState{}, fmt.Errorf("release scope: %w", err)
+	}
 	if err := fs.write(c.ScopeCgroup, "cgroup.kill", "1"); err != nil && !errors.Is(err, ErrCgroupAbsent) {
 		return UnitState{}, fmt.Errorf("release scope: %w", err)
 	}
