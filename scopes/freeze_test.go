@@ -163,44 +163,104 @@ func TestKillPhaseFreezesOnlyALiveCohort(t *testing.T) {
 }
 
 // TestKillPhaseThawsWhenItEndsUncertain: a kill phase that gives up after
-// its cgroup.kill (here the read of cgroup.events after the deaths fails)
-// leaves the scope thawed, the anchor with it; the members are dead, and
-// the next stop proves the cohort ended.
+// its cgroup.kill leaves the scope thawed and the anchor alive; the
+// members are dead, and the next stop proves the cohort ended. It gives
+// up when the read of cgroup.events after the deaths fails, when the
+// engine cgroup stays populated after every listed death (a process of
+// the user outside the cohort moved one in after the cgroup.kill), and
+// when the scope's own cgroup.kill is refused. None of these can be made
+// to happen on demand, so a fault point makes each, and records that the
+// scope was still frozen there.
 func TestKillPhaseThawsWhenItEndsUncertain(t *testing.T) {
 	m := testManager(t)
 	fs, err := m.cgroupFS()
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := launchEngine(t, m, stubbornEngine)
-	got := e.expect(t, "engine", "stubborn", "ready")
-	eng, child := e.pin(t, got["engine"]), e.pin(t, got["stubborn"])
-	errInjected := errors.New("injected: cgroup.events unreadable after the deaths")
-	frozenAtFault := false
-	m.faults.afterKill = func() error {
-		b, err := fs.read(e.Cohort.ScopeCgroup, "cgroup.freeze")
-		frozenAtFault = err == nil && strings.TrimSpace(string(b)) == "1"
-		return errInjected
+	errInjected := errors.New("injected failure")
+	for _, tc := range []struct {
+		name string
+		// arm sets the fault, which calls atFault; it returns the
+		// processes the next stop must also prove dead.
+		arm  func(t *testing.T, e *engine, atFault func()) []pinned
+		want string // in the reason or the notes
+	}{
+		{"cgroup.events unreadable after the deaths", func(t *testing.T, e *engine, atFault func()) []pinned {
+			m.faults.afterKill = func() error { atFault(); return errInjected }
+			return nil
+		}, errInjected.Error()},
+		{"engine cgroup stays populated", func(t *testing.T, e *engine, atFault func()) []pinned {
+			in := startIntruder(t)
+			m.faults.afterCgroupKill = func() { atFault(); moveInto(t, fs, e.Cohort.Cgroup, in) }
+			return []pinned{in}
+		}, "cgroup populated 1"},
+		{"scope's cgroup.kill refused", func(t *testing.T, e *engine, atFault func()) []pinned {
+			m.faults.refuseRelease = func() error { atFault(); return errInjected }
+			return nil
+		}, errInjected.Error()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := launchEngine(t, m, stubbornEngine)
+			got := e.expect(t, "engine", "stubborn", "ready")
+			pins := []pinned{e.pin(t, got["engine"]), e.pin(t, got["stubborn"])}
+			anchor := pin(t, strconv.Itoa(e.Cohort.AnchorPID))
+			frozenAtFault := false
+			extra := tc.arm(t, e, func() { frozenAtFault = scopeFreeze(fs, e) == "1" })
+			t.Cleanup(func() { m.faults = faults{} })
+			res := e.Kill(ctxT(t), StopOptions{Stop: "stop-uncertain", KillTimeout: time.Second})
+			m.faults = faults{}
+			if !frozenAtFault {
+				t.Fatal("the scope was not frozen when the phase gave up: nothing shown")
+			}
+			if why := res.Reason + "; " + strings.Join(res.Notes, "; "); res.Outcome != Uncertain || !strings.Contains(why, tc.want) {
+				t.Fatalf("outcome %s (%s), want uncertain with %q", res.Outcome, why, tc.want)
+			}
+			if f := scopeFreeze(fs, e); f != "0" {
+				t.Fatalf("the scope's cgroup.freeze is %q after the kill phase gave up: the anchor is left frozen", f)
+			}
+			if ev, ok, err := fs.waitEvents(e.Cohort.ScopeCgroup, time.Now().Add(10*time.Second), func(e cgEvents) bool { return e.Frozen == 0 }); !ok {
+				t.Fatalf("the scope's cgroup.events %+v (%v): still frozen", ev, err)
+			}
+			if !anchor.alive(t) {
+				t.Fatal("the anchor died, though the phase kept the scope")
+			}
+			for _, p := range pins {
+				p.waitDead(t)
+			}
+			res = e.Kill(ctxT(t), StopOptions{Stop: "stop-uncertain-again"})
+			assertProvenStop(t, res, append(pins, extra...)...)
+		})
 	}
-	t.Cleanup(func() { m.faults = faults{} })
-	res := e.Kill(ctxT(t), StopOptions{Stop: "stop-uncertain"})
-	m.faults = faults{}
-	if !frozenAtFault {
-		t.Fatal("the scope was not frozen when the phase gave up: nothing shown")
+}
+
+// scopeFreeze reads the scope's cgroup.freeze ("" if unreadable).
+func scopeFreeze(fs *cgroupFS, e *engine) string {
+	b, err := fs.read(e.Cohort.ScopeCgroup, "cgroup.freeze")
+	if err != nil {
+		return ""
 	}
-	if res.Outcome != Uncertain || !strings.Contains(res.Reason, errInjected.Error()) {
-		t.Fatalf("outcome %s (%s), want uncertain with the injected failure", res.Outcome, res.Reason)
+	return strings.TrimSpace(string(b))
+}
+
+// startIntruder starts a process outside the cohort, as a daemon of the
+// user a tool asked would, for a fault point to move into the engine
+// cgroup.
+func startIntruder(t *testing.T) pinned {
+	t.Helper()
+	c := exec.Command("sleep", "300")
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
 	}
-	if b, err := fs.read(e.Cohort.ScopeCgroup, "cgroup.freeze"); err != nil || strings.TrimSpace(string(b)) != "0" {
-		t.Fatalf("the scope's cgroup.freeze is %q (%v) after the kill phase gave up: the anchor is left frozen", b, err)
+	t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+	return pin(t, strconv.Itoa(c.Process.Pid))
+}
+
+// moveInto moves p into cgroup cg, as a process of the user outside the
+// cohort can (same uid, no cgroup namespace).
+func moveInto(t *testing.T, fs *cgroupFS, cg string, p pinned) {
+	if err := fs.write(cg, "cgroup.procs", strconv.Itoa(p.pid)); err != nil {
+		t.Errorf("move of pid %d into %s: %v", p.pid, cg, err)
 	}
-	if ev, ok, err := fs.waitEvents(e.Cohort.ScopeCgroup, time.Now().Add(10*time.Second), func(e cgEvents) bool { return e.Frozen == 0 }); !ok {
-		t.Fatalf("the scope's cgroup.events %+v (%v): still frozen", ev, err)
-	}
-	eng.waitDead(t)
-	child.waitDead(t)
-	res = e.Stop(ctxT(t), StopOptions{Stop: "stop-uncertain-again"})
-	assertProvenStop(t, res, eng, child)
 }
 
 // TestKillPhaseFreezesACgroupJoinedWhileListed: an engine cgroup a TERM
@@ -220,127 +280,23 @@ func TestKillPhaseFreezesACgroupJoinedWhileListed(t *testing.T) {
 	e := launchEngine(t, m, setsidEngine)
 	got := e.expect(t, "engine", "setsid", "ready")
 	eng, child := e.pin(t, got["engine"]), e.pin(t, got["setsid"])
-	intruder := exec.Command("sleep", "300")
-	if err := intruder.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { intruder.Process.Kill(); intruder.Wait() })
-	in := pin(t, strconv.Itoa(intruder.Process.Pid))
-	var moveErr error
-	moved, freezes := false, 0
+	in := startIntruder(t)
+	moves, freezes := 0, 0
 	m.faults.whileEmptied = func() {
-		if !moved {
-			moved = true
-			moveErr = fs.write(e.Cohort.Cgroup, "cgroup.procs", strconv.Itoa(in.pid))
+		if moves++; moves == 1 {
+			moveInto(t, fs, e.Cohort.Cgroup, in)
 		}
 	}
 	m.faults.afterFreeze = func() { freezes++ }
 	t.Cleanup(func() { m.faults = faults{} })
 	res := e.Stop(ctxT(t), StopOptions{Stop: "stop-joined", Grace: 10 * time.Second})
 	m.faults = faults{}
-	if !moved || moveErr != nil {
-		t.Fatalf("the move into the emptied engine cgroup was not made (reached %v): %v", moved, moveErr)
+	if moves == 0 {
+		t.Fatal("the kill phase never listed the cgroup unfrozen: nothing shown")
 	}
 	assertProvenStop(t, res, eng, child, in)
 	requireProof(t, res)
 	if freezes != 1 {
 		t.Fatalf("the kill phase froze the scope %d time(s) for a cgroup joined while it was listed, want 1", freezes)
 	}
-}
-
-// TestKillPhaseThawsWhenTheCgroupStaysPopulated: a process moved into the
-// engine cgroup after its cgroup.kill (by a process of the user outside
-// the cohort) keeps it populated after every listed death, so the kill
-// phase keeps the scope, anchor alive, to observe again. It thaws the
-// scope first: the anchor, and the process moved in, are not left frozen
-// with nothing to thaw them, and the next stop proves. The move cannot be
-// timed on demand, so a fault point makes it right after the cgroup.kill.
-func TestKillPhaseThawsWhenTheCgroupStaysPopulated(t *testing.T) {
-	m := testManager(t)
-	fs, err := m.cgroupFS()
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := launchEngine(t, m, stubbornEngine)
-	got := e.expect(t, "engine", "stubborn", "ready")
-	eng, child := e.pin(t, got["engine"]), e.pin(t, got["stubborn"])
-	anchor := pin(t, strconv.Itoa(e.Cohort.AnchorPID))
-	intruder := exec.Command("sleep", "300")
-	if err := intruder.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { intruder.Process.Kill(); intruder.Wait() })
-	in := pin(t, strconv.Itoa(intruder.Process.Pid))
-	var moveErr error
-	moved := false
-	m.faults.afterCgroupKill = func() {
-		moved = true
-		moveErr = fs.write(e.Cohort.Cgroup, "cgroup.procs", strconv.Itoa(in.pid))
-	}
-	t.Cleanup(func() { m.faults = faults{} })
-	res := e.Kill(ctxT(t), StopOptions{Stop: "stop-populated", KillTimeout: time.Second})
-	m.faults = faults{}
-	if !moved || moveErr != nil {
-		t.Fatalf("the move into the killed engine cgroup was not made (reached %v): %v", moved, moveErr)
-	}
-	if res.Outcome != Uncertain || res.Observation.Populated == 0 {
-		t.Fatalf("outcome %s (%s), populated %d: want uncertain with the cgroup populated", res.Outcome, res.Reason, res.Observation.Populated)
-	}
-	if b, err := fs.read(e.Cohort.ScopeCgroup, "cgroup.freeze"); err != nil || strings.TrimSpace(string(b)) != "0" {
-		t.Fatalf("the scope's cgroup.freeze is %q (%v) after the kill phase kept it: the anchor is left frozen", b, err)
-	}
-	if ev, ok, err := fs.waitEvents(e.Cohort.ScopeCgroup, time.Now().Add(10*time.Second), func(e cgEvents) bool { return e.Frozen == 0 }); !ok {
-		t.Fatalf("the scope's cgroup.events %+v (%v): still frozen", ev, err)
-	}
-	if !anchor.alive(t) || !in.alive(t) {
-		t.Fatal("the anchor or the process moved in died, though the scope was kept")
-	}
-	eng.waitDead(t)
-	child.waitDead(t)
-	res = e.Kill(ctxT(t), StopOptions{Stop: "stop-populated-again"})
-	assertProvenStop(t, res, eng, child, in)
-}
-
-// TestKillPhaseThawsWhenTheScopeIsNotReleased: a kill phase that observed
-// the engine cgroup empty but could not kill the anchor (the scope's
-// cgroup.kill refused) ends uncertain with the anchor alive; it thaws the
-// scope, so the anchor is not left frozen, and the next stop proves. The
-// write cannot be refused on demand, so a fault point fails it.
-func TestKillPhaseThawsWhenTheScopeIsNotReleased(t *testing.T) {
-	m := testManager(t)
-	fs, err := m.cgroupFS()
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := launchEngine(t, m, stubbornEngine)
-	got := e.expect(t, "engine", "stubborn", "ready")
-	eng, child := e.pin(t, got["engine"]), e.pin(t, got["stubborn"])
-	anchor := pin(t, strconv.Itoa(e.Cohort.AnchorPID))
-	errInjected := errors.New("injected: the scope's cgroup.kill refused")
-	frozenAtFault := false
-	m.faults.refuseRelease = func() error {
-		b, err := fs.read(e.Cohort.ScopeCgroup, "cgroup.freeze")
-		frozenAtFault = err == nil && strings.TrimSpace(string(b)) == "1"
-		return errInjected
-	}
-	t.Cleanup(func() { m.faults = faults{} })
-	res := e.Kill(ctxT(t), StopOptions{Stop: "stop-unreleased"})
-	m.faults = faults{}
-	if !frozenAtFault {
-		t.Fatal("the scope was not frozen when its release failed: nothing shown")
-	}
-	if res.Outcome != Uncertain {
-		t.Fatalf("outcome %s (%s), want uncertain: the unit was never released", res.Outcome, res.Reason)
-	}
-	if b, err := fs.read(e.Cohort.ScopeCgroup, "cgroup.freeze"); err != nil || strings.TrimSpace(string(b)) != "0" {
-		t.Fatalf("the scope's cgroup.freeze is %q (%v) after its release failed: the anchor is left frozen", b, err)
-	}
-	if ev, ok, err := fs.waitEvents(e.Cohort.ScopeCgroup, time.Now().Add(10*time.Second), func(e cgEvents) bool { return e.Frozen == 0 }); !ok {
-		t.Fatalf("the scope's cgroup.events %+v (%v): still frozen", ev, err)
-	}
-	if !anchor.alive(t) {
-		t.Fatal("the anchor died, though the scope's cgroup.kill was refused")
-	}
-	res = e.Kill(ctxT(t), StopOptions{Stop: "stop-unreleased-again"})
-	assertProvenStop(t, res, eng, child)
 }
