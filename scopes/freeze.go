@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // errRemovedUnder: the cohort's cgroup was removed between the check and
@@ -42,6 +43,11 @@ var errNotFrozen = errors.New("did not report frozen 1 in time")
 // frozen for good with nothing left to thaw it; only a cohort that never
 // froze is killed first (killUnfrozen).
 func (k *killPhase) freezeKill(ctx context.Context) ([]*member, error) {
+	// A scope found frozen (by a kill phase whose controller died before
+	// it released or thawed the scope, or by the user) is this phase's to
+	// thaw if it ends uncertain: the emptied path does not freeze it
+	// again, and a frozen anchor would hold the scope for good.
+	k.frozen = k.scopeFrozen()
 	if ms, ok := k.enumerateEmptied(); ok {
 		return ms, k.killEngine()
 	}
@@ -156,6 +162,12 @@ func (k *killPhase) enumerateEmptied() ([]*member, bool) {
 func (k *killPhase) emptied(cg string) bool {
 	ev, err := k.fs.events(cg)
 	return err == nil && ev.Populated == 0
+}
+
+// scopeFrozen says whether the scope's cgroup.freeze reads 1.
+func (k *killPhase) scopeFrozen() bool {
+	b, err := k.fs.read(k.h.Cohort.freezeCgroup(), "cgroup.freeze")
+	return err == nil && strings.TrimSpace(string(b)) == "1"
 }
 
 // thaw undoes the kill phase's freeze, if it froze the scope.

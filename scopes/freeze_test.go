@@ -184,20 +184,39 @@ func TestKillPhaseThawsWhenItEndsUncertain(t *testing.T) {
 		// processes the next stop must also prove dead.
 		arm  func(t *testing.T, e *engine, atFault func()) []pinned
 		want string // in the reason or the notes
+		// unlisted: the members died before any phase listed them, so
+		// the next stop proves the cohort without naming them
+		unlisted bool
 	}{
 		{"cgroup.events unreadable after the deaths", func(t *testing.T, e *engine, atFault func()) []pinned {
 			m.faults.afterKill = func() error { atFault(); return errInjected }
 			return nil
-		}, errInjected.Error()},
+		}, errInjected.Error(), false},
 		{"engine cgroup stays populated", func(t *testing.T, e *engine, atFault func()) []pinned {
 			in := startIntruder(t)
 			m.faults.afterCgroupKill = func() { atFault(); moveInto(t, fs, e.Cohort.Cgroup, in) }
 			return []pinned{in}
-		}, "cgroup populated 1"},
+		}, "cgroup populated 1", false},
 		{"scope's cgroup.kill refused", func(t *testing.T, e *engine, atFault func()) []pinned {
 			m.faults.refuseRelease = func() error { atFault(); return errInjected }
 			return nil
-		}, errInjected.Error()},
+		}, errInjected.Error(), false},
+		{"scope left frozen by a phase whose controller died", func(t *testing.T, e *engine, atFault func()) []pinned {
+			// What that phase left: the members killed, the engine
+			// cgroup empty, the scope frozen with the anchor in it. This
+			// phase takes the emptied path and never freezes.
+			if err := fs.write(e.Cohort.Cgroup, "cgroup.kill", "1"); err != nil {
+				t.Fatal(err)
+			}
+			if _, ok, err := fs.waitEvents(e.Cohort.Cgroup, time.Now().Add(10*time.Second), func(e cgEvents) bool { return e.Populated == 0 }); !ok {
+				t.Fatalf("the engine cgroup did not empty: %v", err)
+			}
+			if err := fs.write(e.Cohort.ScopeCgroup, "cgroup.freeze", "1"); err != nil {
+				t.Fatal(err)
+			}
+			m.faults.afterKill = func() error { atFault(); return errInjected }
+			return nil
+		}, errInjected.Error(), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := launchEngine(t, m, stubbornEngine)
@@ -228,7 +247,11 @@ func TestKillPhaseThawsWhenItEndsUncertain(t *testing.T) {
 				p.waitDead(t)
 			}
 			res = e.Kill(ctxT(t), StopOptions{Stop: "stop-uncertain-again"})
+			if tc.unlisted {
+				pins = nil
+			}
 			assertProvenStop(t, res, append(pins, extra...)...)
+			requireProof(t, res)
 		})
 	}
 }
