@@ -231,6 +231,9 @@ func (t *Transcript) Apply(e protocol.Event) {
 		if e.Native != "" {
 			s += " (" + e.Native + ")"
 		}
+		if e.Dropped > 0 {
+			s += fmt.Sprintf(" (%d engine events dropped)", e.Dropped)
+		}
 		t.notice(s)
 	default:
 		// A kind this client does not know: show a gap, never guess.

@@ -274,6 +274,11 @@ func TestViewStreamChecks(t *testing.T) {
 				s.ev("brand-new-kind", "", nil),
 			}
 		}, []string{"-- unavailable: unknown-native-event (evil^J^[[2J<U+202E>) --", "-- unavailable: unknown event kind brand-new-kind --"}, false},
+		{"output lost says how much", func(s *stream) []protocol.Event {
+			return []protocol.Event{
+				s.ev(protocol.EventUnavailable, "", func(e *protocol.Event) { e.Reason, e.Dropped = protocol.ReasonOutputLost, 1234 }),
+			}
+		}, []string{"-- unavailable: output-lost (1234 engine events dropped) --"}, false},
 		{"engine text is inert in bodies and headers", func(s *stream) []protocol.Event {
 			return []protocol.Event{
 				s.ev(protocol.EventMessageStart, "m1", start("assist\nant\x1b]0;x\x07")),
