@@ -252,6 +252,11 @@ func (c *Controller) launch(ctx context.Context, head sessionHead, keys claims.K
 	}
 	c.mu.Lock()
 	c.st.claim = claim
+	// The execution run before (stopped, its claim proven) is no longer
+	// the one a stop or a command acts on: until this launch records its
+	// own, none is, so a force stop of a launch that never released its
+	// engine withdraws this claim instead of signalling the old scope.
+	c.st.exec = nil
 	c.st.binding = protocol.BindingLaunching
 	c.closeAdmissionLocked("launching the engine")
 	c.publishBindingLocked()

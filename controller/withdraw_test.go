@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -298,4 +299,65 @@ func backAfterWithdrawal(t *testing.T, r *rig) {
 	ctl := r.dial()
 	ctl.must(map[string]any{"type": "observe", "request": "o1"}, "observed")
 	wayBack(t, r, ctl, r.recoveryControl(ctl))
+}
+
+// TestForceStopWithdrawsFailedRelaunch: as
+// TestForceStopWithdrawsUnreleasedLaunch, but the launch that never
+// released its engine is a relaunch (recover, launch) after a proven
+// stop, in this controller: the execution it last ran, stopped with its
+// cohort proof, is not the claim's. The force stop withdraws the
+// relaunch's claim; it neither signals the old execution's scope nor
+// offers the old cohort's proof to the new claim. On a build that kept
+// the stopped execution as the current one, the force stop took the
+// cohort path against it, the claim refused the proof of another
+// execution, and the stop ended uncertain, naming the old execution, with
+// the conversation left uncertain as before.
+func TestForceStopWithdrawsFailedRelaunch(t *testing.T) {
+	dir := sandboxDir(t)
+	bin := filepath.Join(dir, "engine")
+	copyFake(t, bin)
+	var armed atomic.Bool
+	failArmed := func(c *Controller) {
+		c.test.withdrawFault = func() error {
+			if armed.Swap(false) {
+				return errors.New("test: the user manager did not answer")
+			}
+			return nil
+		}
+	}
+	r := newRigAt(t, dir, plainScript, engineAt(bin), failArmed)
+	r.waitBinding("active")
+	first := r.execution()
+	ctl := r.dial()
+	ctl.must(map[string]any{"type": "observe", "request": "o1"}, "observed")
+	gen := r.takeover(ctl)
+	cf := ctl.confirm("force-stop", gen)
+	if rc := ctl.must(map[string]any{"type": "force-stop", "request": "f1", "generation": gen, "confirmation": cf}, "receipt"); rc["state"] != protocol.ReceiptStopped {
+		t.Fatalf("force stop of the first execution: %v", rc)
+	}
+
+	if err := os.Remove(bin); err != nil {
+		t.Fatal(err)
+	}
+	armed.Store(true)
+	rcf := ctl.confirm("recover", gen)
+	el := ctl.must(map[string]any{"type": "recover", "request": "rv1", "generation": gen, "confirmation": rcf}, "eligibility")
+	ctl.refused(map[string]any{"type": "launch", "request": "l1", "generation": gen, "eligibility": el["id"]}, protocol.CodeLaunchFailed)
+	r.waitBinding("uncertain")
+	r.ctrl.mu.Lock()
+	relaunch := r.ctrl.st.claim.Record().Execution
+	r.ctrl.mu.Unlock()
+	if relaunch == first {
+		t.Fatalf("the relaunch's claim names execution %s, the first one", first)
+	}
+
+	gen = r.generation()
+	cf = ctl.confirm("force-stop", gen)
+	rc := ctl.must(map[string]any{"type": "force-stop", "request": "f2", "generation": gen, "confirmation": cf}, "receipt")
+	if rc["state"] != protocol.ReceiptStopped || rc["execution"] != relaunch || !strings.Contains(fmt.Sprint(rc["reason"]), "no cohort proof") {
+		t.Fatalf("force stop of a relaunch that never released its engine: %v; want stopped on the withdrawn record of execution %s", rc, relaunch)
+	}
+	wantWithdrawn(t, r.ctrl)
+	copyFake(t, bin)
+	wayBack(t, r, ctl, gen)
 }
