@@ -99,7 +99,7 @@ func (c *Controller) intentLocked(op, members, leaf string) string {
 	x := c.st.exec
 	switch op {
 	case protocol.CmdForceStop:
-		if (x == nil || x.handle == nil) && c.unreleasedLocked() {
+		if c.unreleasedLocked() {
 			r := c.st.claim.Record()
 			return fmt.Sprintf("force stop execution %s, whose launch never released its engine: kill what its scope holds (only mosaic's held child and anchor) and withdraw the launch; no cohort proof", r.Execution)
 		}

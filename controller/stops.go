@@ -179,7 +179,7 @@ func (c *Controller) forceStop(ctx context.Context, k *conn, cmd *protocol.Comma
 		return nil, protocol.Refuse(protocol.CodeStaleGeneration, "the controller generation is %d", c.st.generation)
 	}
 	x := c.st.exec
-	unreleased := (x == nil || x.handle == nil) && c.unreleasedLocked()
+	unreleased := c.unreleasedLocked()
 	switch {
 	case (x == nil || x.handle == nil) && !unreleased:
 		c.mu.Unlock()

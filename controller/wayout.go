@@ -23,7 +23,7 @@ func (c *Controller) wayOutLocked() string {
 		return "run " + recover
 	case c.st.binding == protocol.BindingStopping:
 		return "a stop is under way: wait for its outcome (`mosaicctl status " + id + "`)"
-	case c.st.binding == protocol.BindingUncertain && (x == nil || x.handle == nil) && c.st.claim != nil && withdrawable(c.st.claim.Record()):
+	case c.st.binding == protocol.BindingUncertain && c.unreleasedLocked():
 		r := c.st.claim.Record()
 		unit, _ := scopes.UnitName(r.Conversation, r.Execution)
 		return fmt.Sprintf("the launch of execution %s never released its engine (no incarnation recorded), but it could not be withdrawn (%s): "+

@@ -7,11 +7,13 @@ import (
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
-// unreleasedLocked reports whether the claim is a launch that never
-// released its engine (withdrawable): a force stop then has no cohort to
-// kill or prove, and withdraws the launch instead. Callers hold mu.
+// unreleasedLocked reports whether no engine cohort is current and the
+// claim is a launch that never released its engine (withdrawable): a
+// force stop then has no cohort to kill or prove, and withdraws the launch
+// instead. Callers hold mu.
 func (c *Controller) unreleasedLocked() bool {
-	return c.st.claim != nil && withdrawable(c.st.claim.Record())
+	x := c.st.exec
+	return (x == nil || x.handle == nil) && c.st.claim != nil && withdrawable(c.st.claim.Record())
 }
 
 // withdrawByStopLocked starts a confirmed force stop of a launch that
