@@ -114,8 +114,8 @@ func (k *killPhase) awaitFrozen() error {
 // uncertain), but SIGKILL wakes such a sleep, so the cohort dies, and the
 // next stop finds its cgroup empty and can prove that.
 func (k *killPhase) killUnfrozen() {
-	if err := k.fs.write(k.h.Cohort.Cgroup, "cgroup.kill", "1"); err != nil {
-		k.note("cgroup.kill without the freeze: " + err.Error())
+	if err := k.killEngine(); err != nil {
+		k.note("without the freeze: " + err.Error())
 		return
 	}
 	k.note("cgroup.kill written without the freeze: the cohort never reported frozen 1, so its membership is unknown")

@@ -35,7 +35,7 @@ type killPhase struct {
 	fs     *cgroupFS
 	dl     time.Time
 	res    StopResult
-	frozen bool // the scope is frozen by this phase and not thawed yet
+	frozen bool // the scope is frozen (by this phase, or found so) and is this phase's to thaw
 }
 
 func (k *killPhase) obs() *proofs.Observation { return &k.res.Observation }
