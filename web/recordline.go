@@ -3,6 +3,8 @@ package web
 import (
 	"fmt"
 	"unicode/utf8"
+
+	"github.com/mosaic-agents/mosaic/terminal"
 )
 
 // maxRecordLine bounds a record line's engine text as the page gets it.
@@ -14,9 +16,11 @@ import (
 // row of it.
 const maxRecordLine = 4 << 10
 
-// clipRecordLine returns line (already made inert), or its first
-// maxRecordLine bytes cut on a rune boundary and the count of the rest.
-func clipRecordLine(line string) string {
+// recordLine makes s inert (terminal.SanitizeLine) and returns it, or its
+// first maxRecordLine bytes cut on a rune boundary and the count of the
+// rest: clipped after, so the escapes it adds count against the bound.
+func recordLine(s string) string {
+	line := terminal.SanitizeLine(s)
 	if len(line) <= maxRecordLine {
 		return line
 	}

@@ -459,25 +459,25 @@ func (t *tab) readOlder(ctx context.Context) error {
 // noticeRecord is a controller notice as the page shows it: the line
 // attach's notice row shows (terminal.NoticeLine: the kind, the message,
 // an extension update's key and text), made inert and clipped
-// (clipRecordLine).
+// (recordLine).
 func noticeRecord(n *protocol.Notice) json.RawMessage {
-	return mustJSON(map[string]any{"record": protocol.RecordNotice, "kind": clipRecordLine(terminal.SanitizeLine(n.Kind)),
-		"message": clipRecordLine(terminal.SanitizeLine(n.Message)), "line": clipRecordLine(terminal.SanitizeLine(terminal.NoticeLine(n)))})
+	return mustJSON(map[string]any{"record": protocol.RecordNotice, "kind": recordLine(n.Kind),
+		"message": recordLine(n.Message), "line": recordLine(terminal.NoticeLine(n))})
 }
 
 // refusalRecord is a refusal no command of the tab asked for (the
 // controller's word on the connection), shown as attach shows it, made
 // inert and clipped.
 func refusalRecord(r *protocol.RefusalRecord) json.RawMessage {
-	return mustJSON(map[string]any{"record": "refusal", "code": clipRecordLine(terminal.SanitizeLine(r.Code)),
-		"line": clipRecordLine(terminal.SanitizeLine("refused: " + r.Code + ": " + r.Message))})
+	return mustJSON(map[string]any{"record": "refusal", "code": recordLine(r.Code),
+		"line": recordLine("refused: " + r.Code + ": " + r.Message)})
 }
 
 // unknownRecord is a record this server does not know (a newer
 // controller's, which may quote engine text), made inert and clipped.
 func unknownRecord(kind string, raw []byte) json.RawMessage {
-	return mustJSON(map[string]any{"record": "unknown", "kind": clipRecordLine(terminal.SanitizeLine(kind)),
-		"text": clipRecordLine(terminal.SanitizeLine(string(raw)))})
+	return mustJSON(map[string]any{"record": "unknown", "kind": recordLine(kind),
+		"text": recordLine(string(raw))})
 }
 
 // stopView is a stop record as the page shows it: the controller's

@@ -130,8 +130,8 @@ func printEntry(asJSON bool, e journalEntry) {
 }
 
 func printCrossCheck(r *auditReport) {
-	proofs, withdrawn := r.storedKinds()
-	fmt.Printf("claim store: %d proof(s)%s of this conversation\n", proofs, withdrawnSummary(withdrawn))
+	stored, withdrawn := r.storedKinds()
+	fmt.Printf("claim store: %d proof(s)%s of this conversation\n", stored, withdrawnSummary(withdrawn))
 	for _, sp := range r.stored {
 		pr := sp.rev.Proof
 		what := fmt.Sprintf("  stored proof %s (%s, execution %s, claim %s revision %d)", pr.Digest, pr.Type, sp.rev.Execution, sp.rev.Claim, sp.rev.Seq)
@@ -165,7 +165,7 @@ func printCrossCheck(r *auditReport) {
 		fmt.Println("journald: suppression NOT CHECKED: its notices are in the system journal, which this user may not read (add the user to group systemd-journal or adm)")
 	}
 	fmt.Printf("%d journal entries, %d proofs, %d failed verification; %d proofs in the claim store%s, %d missing from the journal; %s\n",
-		r.entries, r.journaled, r.failed, proofs, withdrawnSummary(withdrawn), r.missing(), suppressionSummary(r))
+		r.entries, r.journaled, r.failed, stored, withdrawnSummary(withdrawn), r.missing(), suppressionSummary(r))
 }
 
 // withdrawnSummary names the withdrawn launches beside the proofs, in

@@ -91,15 +91,15 @@ func crossCheck(r *auditReport, journaled map[string][]byte, failedDigests map[s
 // storedKinds counts the store's records of the conversation: proofs
 // (cohort, boot, unlaunched) and withdrawn launches, which are no proof
 // that anything ended and are never counted as one.
-func (r *auditReport) storedKinds() (proofs, withdrawn int) {
+func (r *auditReport) storedKinds() (nproofs, withdrawn int) {
 	for _, sp := range r.stored {
 		if sp.rev.Proof != nil && sp.rev.Proof.Type == claims.ProofWithdrawn {
 			withdrawn++
 		} else {
-			proofs++
+			nproofs++
 		}
 	}
-	return proofs, withdrawn
+	return nproofs, withdrawn
 }
 
 // missing counts the store's proofs absent from the journal.
