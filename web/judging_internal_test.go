@@ -54,3 +54,31 @@ func TestJudgingBounded(t *testing.T) {
 		t.Fatalf("the judgement did not give its turn back: %d held", len(s.judging))
 	}
 }
+
+// TestTurnTakesAFreePlace: a request whose context is already done (its
+// client closed the connection before the server read it) still gets a
+// free place to be judged, never web-busy; only with every place taken is
+// it refused.
+func TestTurnTakesAFreePlace(t *testing.T) {
+	s, err := New(context.Background(), Options{Store: &Store{Dir: t.TempDir()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i := range 200 {
+		release, err := s.turn(done, judgeWait)
+		if err != nil {
+			t.Fatalf("round %d: a done request with every place free was refused: %v", i, err)
+		}
+		release()
+	}
+	for range maxJudging {
+		if _, err := s.turn(context.Background(), judgeWait); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.turn(done, judgeWait); protocol.CodeOf(err) != protocol.CodeWebBusy {
+		t.Fatalf("with every place taken a done request got %v, want %s", err, protocol.CodeWebBusy)
+	}
+}

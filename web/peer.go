@@ -64,8 +64,17 @@ func (s *Server) checkPeer(r *http.Request, wait time.Duration) error {
 }
 
 // turn takes one of the maxJudging places, waiting up to wait (0: as long
-// as ctx lives).
+// as ctx lives). A free place is taken first: a select between it and a
+// context already done (the client closed its end before the request was
+// read) picks either at random, and would refuse web-busy a request no
+// judgement was holding up, instead of judging it.
 func (s *Server) turn(ctx context.Context, wait time.Duration) (release func(), err error) {
+	release = func() { <-s.judging }
+	select {
+	case s.judging <- struct{}{}:
+		return release, nil
+	default:
+	}
 	if wait > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, wait)
@@ -73,7 +82,7 @@ func (s *Server) turn(ctx context.Context, wait time.Duration) (release func(), 
 	}
 	select {
 	case s.judging <- struct{}{}:
-		return func() { <-s.judging }, nil
+		return release, nil
 	case <-ctx.Done():
 		return nil, protocol.Refuse(protocol.CodeWebBusy, "the server is busy judging other connections (%d at once) and this request waited %s for its turn; retry, and if it persists look for a process that opens many connections or holds very many descriptors", maxJudging, wait)
 	}
