@@ -26,16 +26,18 @@ import (
 // uncertain (claude.Conn), and the next recover's --resume checks the leaf.
 func (c *Controller) reattachClaude(ctx context.Context, claim *claims.Claim, h *scopes.Handle, n uint64, cv *conversations.Conversation) error {
 	execID := claim.Record().Execution
+	x := &execution{id: execID, handle: h, pins: claim.Record().Pins, engineName: engineNameOf(cv),
+		stderr: c.readStderr(execID, h), kept: true}
 	conn, err := c.openEngine(cv, h, c.reattachOptions(execID, n))
 	if err != nil {
-		return err
+		c.unopened(claim, x, err)
+		return nil
 	}
 	rs, err := driverAs[claudeResyncer](conn, "re-attach")
 	if err != nil {
 		return err
 	}
-	x := &execution{id: execID, handle: h, conn: conn, pins: claim.Record().Pins, engineName: engineNameOf(cv),
-		stderr: c.readStderr(execID, h), kept: true}
+	x.conn = conn
 	go c.watchDecisions(x, conn)
 	c.adoptReattached(claim, x)
 

@@ -154,6 +154,11 @@ type hooks struct {
 	// unit; its error fails the withdrawal, as a user manager that does
 	// not answer does.
 	withdrawFault func() error
+	// openFault, when set, runs before the engine's pipes are wrapped in
+	// its driver, at a launch (the engine already released) and at a
+	// re-attach; its error fails the open, as an adapter that refuses the
+	// pipes does.
+	openFault func() error
 	// pumpEvent runs before the pump hands on each engine event, so a
 	// test can hold the pump back while the engine writes.
 	pumpEvent func(d engine.Driver)

@@ -57,6 +57,11 @@ func (c *Controller) openEngine(cv *conversations.Conversation, h *scopes.Handle
 	if err != nil {
 		return nil, err
 	}
+	if f := c.test.openFault; f != nil {
+		if err := f(); err != nil {
+			return nil, err
+		}
+	}
 	return eng.Open(h.Stdout, h.Stdin, opts)
 }
 

@@ -13,7 +13,7 @@ import (
 type execution struct {
 	id         string
 	handle     *scopes.Handle
-	conn       engineConn // nil for an orphan found at restart
+	conn       engineConn // nil for an orphan found at restart, or an engine not opened (unopened)
 	engineName string
 	pins       claims.Pins
 	exited     bool // the engine process is gone (not a stop by itself)
@@ -42,9 +42,9 @@ type execution struct {
 }
 
 // engineState is the binding's engineState for an execution: orphan when
-// no engine connection is held (an engine found at restart), exited, or
-// else fenced, busy or idle as the turn tracker reads. Without an
-// execution bindingLocked reports none.
+// no engine connection is held (an engine found at restart, or one whose
+// pipes its driver did not take), exited, or else fenced, busy or idle as
+// the turn tracker reads. Without an execution bindingLocked reports none.
 func (x *execution) engineState() string {
 	switch {
 	case x.conn == nil:

@@ -298,13 +298,13 @@ func (c *Controller) launch(ctx context.Context, head sessionHead, keys claims.K
 		return fmt.Errorf("launch execution %s: %w", execID, err)
 	}
 	co := h.Cohort
+	x := &execution{id: execID, handle: h, pins: pins, engineName: engineNameOf(cv), stderr: c.readStderr(execID, h)}
 	conn, err := c.openEngine(cv, h, c.driverOptions(execID))
 	if err != nil {
-		c.readStderr(execID, h)
-		c.setUncertain("engine connection: " + err.Error())
-		return err
+		c.unopened(claim, x, err)
+		return nil // the controller serves, uncertain, so a client can force stop
 	}
-	x := &execution{id: execID, handle: h, conn: conn, pins: pins, engineName: engineNameOf(cv), stderr: c.readStderr(execID, h)}
+	x.conn = conn
 	c.bus.reset(execID)
 	c.mu.Lock()
 	c.st.exec = x
@@ -365,6 +365,28 @@ func (c *Controller) setUncertain(reason string) {
 	c.st.binding = protocol.BindingUncertain
 	c.closeAdmissionLocked(reason)
 	c.publishBindingLocked()
+}
+
+// unopened records x, an execution whose engine runs (it was released,
+// or a restart re-attached it) but whose pipes its driver did not take
+// (err): the scope's handle is all this controller holds of it, and what
+// a confirmed force stop kills and proves ended. Without x no execution
+// was current and the force stop refused, naming a restart, while the
+// engine ran on. The binding is uncertain, the claim marked so; nothing
+// reads the engine's stream (no pump), and what reads x treats it as an
+// engine found at restart (x.conn nil).
+func (c *Controller) unopened(claim *claims.Claim, x *execution, err error) {
+	why := fmt.Sprintf("the engine of execution %s runs, but its connection failed: %v; force stop to prove its cohort ended", x.id, err)
+	c.bus.reset(x.id)
+	c.mu.Lock()
+	c.st.claim, c.st.exec = claim, x
+	c.st.binding = protocol.BindingUncertain
+	c.closeAdmissionLocked(why)
+	c.markUncertainLocked(why)
+	c.publishBindingLocked()
+	c.mu.Unlock()
+	go c.watchExit(x)
+	c.audit(audit.Transition, nil, why, map[string]string{"EXECUTION": x.id, "STATE": protocol.BindingUncertain})
 }
 
 // startupTypes are the entries Pi appends by itself at start (sdk.js): a

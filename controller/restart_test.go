@@ -32,6 +32,13 @@ func (h crashedHost) Alive(p claims.Process) (bool, error) {
 // first had crashed: same claim root, cohort records and scopes.
 func (r *rig) restart() (*Controller, *syncBuffer) {
 	r.t.Helper()
+	return r.restartWith(nil, nil)
+}
+
+// restartWith is restart with mutate applied to the second controller's
+// Config and hook installing its test hooks before Start.
+func (r *rig) restartWith(mutate func(*Config), hook func(*Controller)) (*Controller, *syncBuffer) {
+	r.t.Helper()
 	store, err := claims.Open(r.cfg.Claims.Root(), claims.WithHost(crashedHost{claims.LocalHost()}))
 	if err != nil {
 		r.t.Fatal(err)
@@ -40,7 +47,13 @@ func (r *rig) restart() (*Controller, *syncBuffer) {
 	cfg.Claims = store
 	buf := &syncBuffer{}
 	cfg.Audit = audit.NewWriter(cfg.Conversation.ID, buf)
+	if mutate != nil {
+		mutate(&cfg)
+	}
 	b := New(cfg)
+	if hook != nil {
+		hook(b)
+	}
 	if err := b.Start(context.Background()); err != nil {
 		r.t.Fatalf("restart: %v", err)
 	}

@@ -211,16 +211,18 @@ func (c *Controller) reattach(ctx context.Context, claim *claims.Claim, h *scope
 	if cv.IsClaude() {
 		return c.reattachClaude(ctx, claim, h, n, cv)
 	}
+	x := &execution{id: execID, handle: h, pins: rec.Pins, engineName: engineNameOf(cv),
+		stderr: c.readStderr(execID, h), kept: true}
 	conn, err := c.openEngine(cv, h, c.reattachOptions(execID, n))
 	if err != nil {
-		return err
+		c.unopened(claim, x, err)
+		return nil
 	}
 	rs, err := driverAs[piResyncer](conn, "re-attach")
 	if err != nil {
 		return err
 	}
-	x := &execution{id: execID, handle: h, conn: conn, pins: rec.Pins, engineName: engineNameOf(cv),
-		stderr: c.readStderr(execID, h), kept: true}
+	x.conn = conn
 	c.adoptReattached(claim, x)
 
 	head, err := readSessionHead(c.cfg.Conversation.Session)
