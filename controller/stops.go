@@ -206,7 +206,6 @@ func (c *Controller) forceStop(ctx context.Context, k *conn, cmd *protocol.Comma
 		return deferred(func() protocol.Receipt { return c.recordHeld(k, cmd, ps, gen) }), nil
 	}
 	s := c.beginForceLocked(x.id)
-	c.pauseQueueLocked("force stop " + s.ID + ": queued items become recovered drafts")
 	c.closeAdmissionLocked("force stop " + s.ID + " in progress")
 	c.unsettleLocked(x, "force stop "+s.ID+" began while the dialog was open; its outcome is not known")
 	c.transitionLocked(s, protocol.StopFenced, "admission closed")
@@ -218,8 +217,9 @@ func (c *Controller) forceStop(ctx context.Context, k *conn, cmd *protocol.Comma
 }
 
 // beginForceLocked makes the force stop of execution the running stop: it
-// supersedes a stop still under way and the binding is stopping. Callers
-// hold mu.
+// supersedes a stop still under way, the binding is stopping, and the
+// queue pauses until its waiting part turns the queued items into drafts
+// (recoverDrafts). Callers hold mu.
 func (c *Controller) beginForceLocked(execution string) *protocol.Stop {
 	s := &protocol.Stop{Record: protocol.RecordStop, ID: newID("s-"), Kind: protocol.StopForce, Execution: execution}
 	if prev := c.st.stop; prev != nil {
@@ -230,6 +230,7 @@ func (c *Controller) beginForceLocked(execution string) *protocol.Stop {
 	}
 	c.st.stop, c.st.stopRunning, c.st.forceRunning = s, true, true
 	c.st.binding = protocol.BindingStopping
+	c.pauseQueueLocked("force stop " + s.ID + ": queued items become recovered drafts")
 	return s
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/mosaic-agents/mosaic/conversations"
 	"github.com/mosaic-agents/mosaic/engine"
 	"github.com/mosaic-agents/mosaic/protocol"
+	"github.com/mosaic-agents/mosaic/queue"
 	"github.com/mosaic-agents/mosaic/scopes"
 )
 
@@ -134,10 +135,20 @@ func TestLaunchWithLiveScopeKilledAndWithdrawn(t *testing.T) {
 // scope holds, reads the unit dead and withdraws, and its receipt says
 // stopped on the withdrawn record. On a build without that the force
 // stop was refused no-engine, naming a restart of the controller.
+//
+// A prompt an earlier controller left queued (a stop a restart inferred
+// keeps them) becomes a recovered draft, listed in the stop, as at every
+// force stop (docs/queue.md); on a build whose withdrawing force stop
+// skipped the drafts it stayed queued behind the stopped binding, paused,
+// and held back the next execution's prompts.
 func TestForceStopWithdrawsUnreleasedLaunch(t *testing.T) {
 	dir := sandboxDir(t)
 	var live liveScope
-	crashMidLaunch := func(cfg *Config) { live = cutShortLive(t, cfg) }
+	var queued string
+	crashMidLaunch := func(cfg *Config) {
+		live = cutShortLive(t, cfg)
+		queued = queueOnDisk(t, cfg, "queued before the crash")
+	}
 	failOnce := func(c *Controller) {
 		failed := false
 		c.test.withdrawFault = func() error {
@@ -160,7 +171,29 @@ func TestForceStopWithdrawsUnreleasedLaunch(t *testing.T) {
 	}
 	wantWithdrawn(t, r.ctrl)
 	live.wantKilled(t)
+	r.ctrl.mu.Lock()
+	it, s := r.ctrl.itemLocked(queued), *r.ctrl.st.stop
+	r.ctrl.mu.Unlock()
+	if it == nil || it.State != protocol.ReceiptDraft || !contains(s.QueueDrafts, queued) {
+		t.Fatalf("after the withdrawing force stop the queued item is %+v, stop drafts %v; want a draft, listed", it, s.QueueDrafts)
+	}
 	wayBack(t, r, ctl, gen)
+}
+
+// queueOnDisk writes a queued prompt into cfg's queue store, as a
+// controller that admitted it and ended before it was sent leaves it, and
+// returns its id.
+func queueOnDisk(t *testing.T, cfg *Config, text string) string {
+	t.Helper()
+	st, err := queue.Open(filepath.Join(filepath.Dir(cfg.Claims.Root()), "queue"), cfg.Conversation.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	it := qfItem(1, text)
+	if err := st.Write(it); err != nil {
+		t.Fatal(err)
+	}
+	return it.ID
 }
 
 // liveScope is a unit of a cut-short execution's scope name that still

@@ -32,12 +32,15 @@ func (c *Controller) withdrawByStopLocked(k *conn, cmd *protocol.Command) *outco
 	return deferred(func() protocol.Receipt { return c.withdrawByStop(k, cmd, s, gen) })
 }
 
-// withdrawByStop is the waiting part: the withdrawal, then the stop's
-// outcome. A withdrawal that fails leaves the claim as it was and the
-// stop uncertain, with why.
+// withdrawByStop is the waiting part: the queued items become drafts, as
+// at every force stop (a stop a restart infers, or a withdrawal a restart
+// or a failed launch makes by itself, keeps them queued), then the
+// withdrawal, then the stop's outcome. A withdrawal that fails leaves the
+// claim as it was and the stop uncertain, with why.
 func (c *Controller) withdrawByStop(k *conn, cmd *protocol.Command, s *protocol.Stop, gen int64) protocol.Receipt {
 	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
 	defer cancel()
+	c.recoverDrafts(s)
 	err := c.claimDo(func(cl *claims.Claim) error { return c.withdrawLaunch(ctx, cl, "force stop "+s.ID, withdrawWait) })
 	c.mu.Lock()
 	defer c.mu.Unlock()
