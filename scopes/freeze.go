@@ -107,12 +107,23 @@ func (k *killPhase) awaitFrozen() error {
 
 // killUnfrozen writes cgroup.kill to a cohort that did not freeze by the
 // deadline. A task asleep in the kernel where the freezer cannot reach it
-// (a tool's read of its own FUSE mount, whose server froze first) never
-// freezes, so no stop could ever enumerate the cohort; left unkilled, that
-// one task would keep every member alive through every force stop. The
-// kill proves nothing (the membership was never enumerated, the stop ends
-// uncertain), but SIGKILL wakes such a sleep, so the cohort dies, and the
-// next stop finds its cgroup empty and can prove that.
+// never freezes, so no stop could ever enumerate the cohort; left
+// unkilled, that one task would keep every member alive through every
+// force stop. A tool's read of a FUSE mount that another tool serves is
+// one (TestKillPhaseKillsAFUSEReader, seen on Linux 6.18): the freeze
+// wakes the reader's interruptible wait for the answer, the kernel sends
+// the server an INTERRUPT and the reader waits on, killable (state D in
+// request_wait_answer), while the server freezes; the engine cgroup
+// stays frozen 0. The kill proves nothing (the membership was never
+// enumerated, the stop ends uncertain). SIGKILL ends the killable wait,
+// after which the reader waits out, uninterruptibly, the request the
+// server had taken; the server dies of the same cgroup.kill, its
+// /dev/fuse closes, the connection ends and the reader dies, and the
+// next stop finds the cgroup empty and can prove that. A reader that
+// holds that /dev/fuse itself (a thread of the server, a child that
+// inherited the descriptor) keeps the connection, and so itself, alive
+// after SIGKILL: the cgroup stays populated until the connection is
+// aborted (fusectl's abort, a forced unmount), which no stop does.
 func (k *killPhase) killUnfrozen() {
 	if err := k.killEngine(); err != nil {
 		k.note("without the freeze: " + err.Error())

@@ -19,6 +19,7 @@ import (
 
 func TestMain(m *testing.M) {
 	MaybeRunHeld()
+	serveFUSEIfAsked()
 	os.Exit(m.Run())
 }
 
