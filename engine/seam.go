@@ -145,6 +145,21 @@ type NativeDecision struct {
 	Answer string `json:"answer,omitempty"`
 }
 
+// MaxDecisionBytes bounds the bytes an adapter holds for the native
+// decisions of one execution (Pi's open dialogs, Claude's permission
+// requests): every string it keeps of them (ids, texts, choices, a
+// tool's input) as decoded, after framing cut the line. Each adapter
+// also bounds their count (256), but a count alone let an engine hold
+// 256 of the largest a line carries: a reduced line keeps 2 MiB of
+// strings, and a byte of invalid UTF-8 decodes to three, so 6 MiB a Pi
+// dialog and 12 MiB a Claude request (its ids are held twice), 1536 MiB
+// and 3072 MiB measured. 16 MiB is the count times 64 KiB, the most
+// text the controller shows whole and lets a user answer; a dialog
+// recorded from pinned Pi holds at most 287 bytes and a permission
+// request from pinned Claude Code at most 293, so a real user never
+// meets it. Past it a request is refused as one past the count is.
+const MaxDecisionBytes = 16 << 20
+
 // History is a read-only view of the engine's own session record, in
 // engine-neutral terms.
 type History interface {

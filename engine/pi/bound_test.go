@@ -1,7 +1,9 @@
 package pi
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -105,5 +107,96 @@ func TestAbandonedCommandsForgotten(t *testing.T) {
 		if e.Reason == "uncorrelated-response" {
 			t.Fatalf("a late answer to a command given up on was shown: %+v", e)
 		}
+	}
+}
+
+// recordedDialog is the largest dialog pinned Pi 0.85.1 wrote in the
+// dialogs recording (10-dialogs.stdout.jsonl:57), id made a format verb:
+// 287 bytes of id, title and labels.
+const recordedDialog = "{\"type\":\"extension_ui_request\",\"id\":\"5ca70a9d-dc2c-4e79-a8aa-%012d\",\"method\":\"select\",\"title\":\"Allow <b>rm -rf</b> **now**? [x](http://127.0.0.1/) `code` \\u001b[31mRED\\u001b[0m RLO:\u202eevil.exe\u202c LRI:\u2066iso\u2069 RLM:\u200f ZWJ:a\u200db Hebrew:שלום Arabic:مرحبا\",\"options\":[\"Allow <i>once</i>\",\"**Block**\",\"\u202egnp.exe\u202c (RLO label)\",\"\\u001b[1mbold-ansi\\u001b[0m\",\"multi\\nline\",\"אפשר (Hebrew)\"]}"
+
+// heldDialogBytes adds up every string the open dialogs hold.
+func heldDialogBytes(c *Conn) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for id, d := range c.dialogs {
+		n += len(id) + len(d.title) + len(d.message)
+		for _, o := range d.options {
+			n += len(o)
+		}
+	}
+	return n
+}
+
+// TestDialogBytesBounded: the dialogs held open stay within
+// engine.MaxDecisionBytes as well as within maxOpenDialogs. Recorded
+// dialogs meet only the count; large ones meet the bytes first, counted
+// as held: decoded (a byte of invalid UTF-8 becomes three) and after
+// framing cut the line. A request past either bound is the count's
+// refusal: an unavailable unsupported-native-event, never answerable;
+// a dialog closed makes room again.
+func TestDialogBytesBounded(t *testing.T) {
+	confirm := func(title []byte) func(i int) string {
+		return func(i int) string {
+			return fmt.Sprintf(`{"type":"extension_ui_request","id":"d-%d","method":"confirm","title":"%s"}`, i, title)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		line func(i int) string
+		open int
+	}{
+		// Each holds 287 bytes: 256 are 72 KiB.
+		{"recorded dialogs", func(i int) string { return fmt.Sprintf(recordedDialog, i) }, maxOpenDialogs},
+		// Whole lines (under engine.DefaultMaxLine), each holding 1 MiB
+		// less 253 bytes: 16 fit, 17 pass 16 MiB.
+		{"whole 1 MiB titles", confirm(bytes.Repeat([]byte("x"), 1<<20-256)), 16},
+		// 8 MiB lines cut to a 1 MiB title of 0xFF, held as 3 MiB of
+		// U+FFFD: 5 fit, 6 pass 16 MiB.
+		{"8 MiB titles of invalid UTF-8, cut", confirm(bytes.Repeat([]byte{0xff}, 8<<20)), 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := startPeer(t, engine.Options{})
+			for i := range tc.open + 1 {
+				p.emit(tc.line(i))
+			}
+			p.sync()
+			if n := p.conn.OpenDialogs(); n != tc.open {
+				t.Fatalf("%d dialogs open after %d requests, want %d", n, tc.open+1, tc.open)
+			}
+			if held := heldDialogBytes(p.conn); held > engine.MaxDecisionBytes {
+				t.Fatalf("the open dialogs hold %d bytes, want at most %d", held, engine.MaxDecisionBytes)
+			}
+			past := fmt.Sprintf("d-%d", tc.open)
+			if tc.name == "recorded dialogs" {
+				past = fmt.Sprintf("5ca70a9d-dc2c-4e79-a8aa-%012d", tc.open)
+			}
+			if err := p.conn.Answer(past, "false"); !errors.Is(err, engine.ErrDialogClosed) {
+				t.Fatalf("answer to the request past the bound: %v, want ErrDialogClosed", err)
+			}
+			first := p.conn.Decisions()[0].ID
+			p.conn.Forget(first)
+			p.emit(tc.line(tc.open + 1))
+			p.sync()
+			if n := p.conn.OpenDialogs(); n != tc.open {
+				t.Fatalf("%d dialogs open after one closed and one more request, want %d", n, tc.open)
+			}
+			var opened, refused int
+			for _, e := range p.drain() {
+				switch {
+				case e.Kind == protocol.EventNativeUI:
+					opened++
+					if e.UI.ID == past {
+						t.Fatalf("the request past the bound was shown as a dialog: %+v", e)
+					}
+				case e.Kind == protocol.EventUnavailable && e.Native == "extension_ui_request" && e.Reason == protocol.ReasonUnsupportedNative && e.UI == nil:
+					refused++
+				}
+			}
+			if opened != tc.open+1 || refused != 1 {
+				t.Fatalf("%d dialogs shown and %d refused, want %d and 1", opened, refused, tc.open+1)
+			}
+		})
 	}
 }

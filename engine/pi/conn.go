@@ -151,11 +151,7 @@ func (c *Conn) handle(line []byte, clip *engine.Clip) {
 	}
 	c.tr.observe(n)
 	if n.Type == "extension_ui_request" {
-		if len(c.dialogs) < maxOpenDialogs {
-			c.uiEvent(line, n)
-		} else {
-			c.push(c.mp.unavailable(protocol.ReasonUnsupportedNative, n.Type))
-		}
+		c.uiEvent(line, n)
 		return
 	}
 	for _, e := range c.mp.mapNative(n) {

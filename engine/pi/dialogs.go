@@ -13,8 +13,9 @@ import (
 // decision identity; pinned Pi sends a UUID.
 const maxDialogID = 128
 
-// maxOpenDialogs bounds the dialogs held open; a request past it is an
-// unavailable event (unsupported-native-event) and never answerable.
+// maxOpenDialogs bounds the dialogs held open, and
+// engine.MaxDecisionBytes the bytes they hold; a request past either is
+// an unavailable event (unsupported-native-event) and never answerable.
 const maxOpenDialogs = 256
 
 // uiRequest is extension_ui_request as pinned Pi writes it
@@ -46,6 +47,35 @@ type dialog struct {
 	// seq orders the dialogs by arrival.
 	title, message string
 	seq            uint64
+}
+
+// bytes is what dialog id holds against engine.MaxDecisionBytes: its
+// strings as decoded (a confirm's choices are the adapter's own).
+func (d dialog) bytes(id string) int {
+	n := len(id) + len(d.title) + len(d.message)
+	if d.method == protocol.FormSelect {
+		for _, o := range d.options {
+			n += len(o)
+		}
+	}
+	return n
+}
+
+// room reports whether request ui may be taken: the dialogs held open
+// stay within maxOpenDialogs and, with ui's, within
+// engine.MaxDecisionBytes. c.mu is held.
+func (c *Conn) room(ui *protocol.NativeUI) bool {
+	if len(c.dialogs) >= maxOpenDialogs {
+		return false
+	}
+	if !protocol.IsForm(ui.Method) {
+		return true // held by nobody once its event is out
+	}
+	held := dialog{method: ui.Method, options: ui.Options, title: ui.Title, message: ui.Message}.bytes(ui.ID)
+	for id, d := range c.dialogs {
+		held += d.bytes(id)
+	}
+	return held <= engine.MaxDecisionBytes
 }
 
 // parseUI turns an extension_ui_request line into its NativeUI, or an
@@ -100,11 +130,13 @@ func str(p *string) string {
 
 // uiEvent maps one extension_ui_request: a native-ui event carrying the
 // parsed request; a dialog is held open until it is answered or
-// cancelled. c.mu is held.
+// cancelled. A request past the bounds of what is held open (room) is
+// refused like one not trusted. c.mu is held.
 func (c *Conn) uiEvent(line []byte, n *native) {
 	ui, err := parseUI(line, n, c.tr.running)
-	if err != nil {
-		// Not trusted enough to answer: shown as a gap, never answered.
+	if err != nil || !c.room(ui) {
+		// Not trusted enough to answer, or past the bounds of what is
+		// held open: shown as a gap, never answered.
 		c.push(c.mp.unavailable(protocol.ReasonUnsupportedNative, n.Type))
 		return
 	}

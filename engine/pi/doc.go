@@ -87,7 +87,11 @@
 // select's label byte for byte), closing the dialog first, so one id is
 // never answered twice; pinned Pi validates nothing, so this is the only
 // check between a client and the extension. Input and editor are never
-// answered. A request whose line framing cut is marked Cut. Interrupt
+// answered. A request whose line framing cut is marked Cut. At most 256
+// dialogs are held open (maxOpenDialogs), holding at most
+// engine.MaxDecisionBytes of strings as decoded; a request past either
+// is an unavailable event (unsupported-native-event), never answerable:
+// a count alone let an engine hold 256 dialogs of up to 6 MiB. Interrupt
 // writes abort, then at once cancels every open dialog
 // ({"cancelled":true}) before waiting for the abort's answer: pinned Pi's
 // abort waits for a dialog whose extension took no signal (DIGEST §1.4),
