@@ -160,7 +160,9 @@
 //     more than 64 KiB of render data (a 1 KiB prefix is kept), and one
 //     past the bound of 256 decisions an execution keeps (closed ones are
 //     forgotten first) are disabled with a reason and never answered;
-//     memory is at most 256 × 64 KiB an execution.
+//     memory is at most 256 × 64 KiB of text an execution, and as many
+//     decision ids (at most 128 bytes from Pi, 2049 from Claude: the
+//     adapters refuse longer ids).
 //   - A takeover re-projects every live decision (pending, disabled,
 //     uncertain): the old projection is broadcast superseded, then the new
 //     one; nothing is sent to the engine.

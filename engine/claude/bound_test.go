@@ -90,6 +90,153 @@ func TestDecisionsBounded(t *testing.T) {
 	}
 }
 
+// writeLine is a recorded-shape permission request for a Write whose
+// content is content.
+func writeLine(requestID, toolUseID, content string) string {
+	return `{"type":"control_request","request_id":"` + requestID + `","request":{"subtype":"can_use_tool","tool_name":"Write","display_name":"Write",` +
+		`"input":{"file_path":"/p/f","content":"` + content + `"},"description":"write a file","tool_use_id":"` + toolUseID + `"}}` + "\n"
+}
+
+// heldDecisionBytes adds up every string and input the kept decisions
+// hold.
+func heldDecisionBytes(c *Conn) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, d := range c.dec {
+		n += len(d.requestID) + len(d.ID) + len(d.ToolName) + len(d.ToolUseID) + len(d.Input) + len(d.Title) + len(d.Message)
+	}
+	return n
+}
+
+// waitWritten waits for the adapter to write want to the CLI's stdin
+// (an error answer is written off the reader's goroutine).
+func waitWritten(t *testing.T, w *lockedWriter, want string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(w.String(), want); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the CLI never read %s", want)
+		}
+	}
+}
+
+// TestDecisionBytesBounded: the permission requests kept stay within
+// engine.MaxDecisionBytes as well as within maxDecisions (recorded ones,
+// under 300 bytes, meet only the count: TestDecisionsBounded). Past the
+// bytes with the pending ones alone, a request is refused as one past
+// the count: answered with an error, an unavailable event, never kept;
+// a settled one is forgotten first to make room.
+func TestDecisionBytesBounded(t *testing.T) {
+	pr, pw := io.Pipe()
+	w := &lockedWriter{}
+	c, err := New(pr, w, testSession, engine.Options{Execution: "x1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []protocol.Event
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		for e := range c.Events() {
+			evs = append(evs, e)
+		}
+	}()
+	// Whole lines, each holding 1 MiB less about 4 KiB: 16 fit, 17 pass
+	// 16 MiB.
+	content := strings.Repeat("x", 1<<20-4<<10)
+	for i := range 17 {
+		io.WriteString(pw, writeLine(fmt.Sprint("r", i), fmt.Sprint("tu-", i), content))
+	}
+	// A request the adapter does not serve is answered with an error
+	// once every line before it was read.
+	io.WriteString(pw, `{"type":"control_request","request_id":"sync","request":{"subtype":"zz_sync"}}`+"\n")
+	waitWritten(t, w, `"request_id":"sync","subtype":"error"`)
+	ids := func() []string {
+		var out []string
+		for _, d := range c.Decisions() {
+			if d.State != engine.DecisionPending {
+				t.Fatalf("decision %s is %s, want every kept one pending", d.ID, d.State)
+			}
+			out = append(out, d.ID)
+		}
+		return out
+	}
+	if got := ids(); len(got) != 16 || slices.Contains(got, "r16/tu-16") {
+		t.Fatalf("decisions %v after 17 requests of 1 MiB, want r0 to r15", got)
+	}
+	if held := heldDecisionBytes(c); held > engine.MaxDecisionBytes {
+		t.Fatalf("the decisions hold %d bytes, want at most %d", held, engine.MaxDecisionBytes)
+	}
+	waitWritten(t, w, `"request_id":"r16","subtype":"error"`)
+	// r0 withdrawn is settled: the next request is kept, r0 forgotten.
+	io.WriteString(pw, `{"type":"control_cancel_request","request_id":"r0"}`+"\n")
+	io.WriteString(pw, writeLine("r17", "tu-17", content))
+	pw.Close()
+	<-c.Done()
+	<-drained
+	if got := ids(); len(got) != 16 || got[0] != "r1/tu-1" || got[15] != "r17/tu-17" {
+		t.Fatalf("decisions %v, want r1 to r15 and r17 (the settled r0 forgotten)", got)
+	}
+	if held := heldDecisionBytes(c); held > engine.MaxDecisionBytes {
+		t.Fatalf("the decisions hold %d bytes, want at most %d", held, engine.MaxDecisionBytes)
+	}
+	refused := 0
+	for _, e := range evs {
+		if e.Kind == protocol.EventUnavailable && e.Reason == protocol.ReasonUnsupportedNative && e.Native == "control_request/can_use_tool" {
+			refused++
+		}
+	}
+	if refused != 1 {
+		t.Fatalf("%d requests shown refused, want 1 (r16)", refused)
+	}
+	if err := c.Decide(context.Background(), "r16/tu-16", engine.ChoiceAllowOnce); protocol.CodeOf(err) != protocol.CodeNoTurn {
+		t.Fatalf("allow of the request past the bound: %v, want %s", err, protocol.CodeNoTurn)
+	}
+}
+
+// TestDecisionIDsBounded: a permission request whose request id or tool
+// use id passes maxNativeID is answered with an error and never kept, so
+// the decision id the controller keeps for each approval it holds
+// (closed ones too, after the adapter forgot them) stays short.
+func TestDecisionIDsBounded(t *testing.T) {
+	long := strings.Repeat("r", maxNativeID)
+	for _, tc := range []struct {
+		name, requestID, toolUseID string
+		kept                       bool
+	}{
+		{"ids at the bound", long, strings.Repeat("t", maxNativeID), true},
+		{"request id past it", long + "r", "tu-1", false},
+		{"tool use id past it", "r1", strings.Repeat("t", maxNativeID+1), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pr, pw := io.Pipe()
+			w := &lockedWriter{}
+			c, err := New(pr, w, testSession, engine.Options{Execution: "x1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			go func() {
+				for range c.Events() {
+				}
+			}()
+			io.WriteString(pw, writeLine(tc.requestID, tc.toolUseID, "x"))
+			pw.Close()
+			<-c.Done()
+			ds := c.Decisions()
+			if tc.kept {
+				if len(ds) != 1 || ds[0].ID != tc.requestID+"/"+tc.toolUseID {
+					t.Fatalf("decisions %d, want the request kept", len(ds))
+				}
+				return
+			}
+			if len(ds) != 0 {
+				t.Fatalf("%d decisions kept, want none", len(ds))
+			}
+			waitWritten(t, w, `"request_id":"`+tc.requestID+`","subtype":"error"`)
+		})
+	}
+}
+
 func askLine(requestID, toolUseID, command string) string {
 	return `{"type":"control_request","request_id":"` + requestID + `","request":{"subtype":"can_use_tool","tool_name":"Bash","display_name":"Bash",` +
 		`"input":{"command":"` + command + `"},"description":"` + command + `","tool_use_id":"` + toolUseID + `"}}` + "\n"

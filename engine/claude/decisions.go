@@ -10,12 +10,20 @@ import (
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
-// maxDecisions bounds the permission requests an execution keeps, as
-// Pi's adapter bounds its open dialogs: the settled ones (answered,
-// cancelled) are forgotten first; past it with every kept one pending, a
-// request is answered with an error like an unsupported one, never
-// allowed and never kept.
+// maxDecisions bounds the permission requests an execution keeps, and
+// engine.MaxDecisionBytes the bytes they hold, as Pi's adapter bounds its
+// open dialogs: the settled ones (answered, cancelled) are forgotten
+// first; past either with the pending ones alone, a request is answered
+// with an error like an unsupported one, never allowed and never kept.
 const maxDecisions = 256
+
+// maxNativeID bounds the request id and the tool use id of a request
+// kept: the CLI writes a UUID and the API a toolu_ id (36 and about 30
+// bytes), and the controller keeps the decision id they make for each of
+// the 256 approvals it holds, closed ones too, after the adapter forgot
+// them. A longer one is answered with an error, never kept. It is the
+// bound on every id an adapter remembers (engine.MaxRecentKey).
+const maxNativeID = engine.MaxRecentKey
 
 // denyMessage is what the model reads as the tool result of a denial.
 const denyMessage = "The user denied this tool use in mosaic."
@@ -24,6 +32,13 @@ const denyMessage = "The user denied this tool use in mosaic."
 type decision struct {
 	engine.NativeDecision
 	requestID string
+}
+
+// bytes is what d holds against engine.MaxDecisionBytes: its strings as
+// decoded and its input (the request id twice, in ID too; the choices,
+// state and answer are the adapter's own).
+func (d *decision) bytes() int {
+	return len(d.requestID) + len(d.ID) + len(d.ToolName) + len(d.ToolUseID) + len(d.Input) + len(d.Title) + len(d.Message)
 }
 
 func (d *decision) view() engine.NativeDecision {
@@ -88,19 +103,15 @@ func (c *Conn) addDecision(f *frame, cut bool) (_ *decision, why string) {
 			return d, ""
 		}
 	}
+	if len(f.RequestID) > maxNativeID || len(r.ToolUseID) > maxNativeID {
+		return nil, ""
+	}
 	id := f.RequestID + "/" + r.ToolUseID
 	if slices.ContainsFunc(c.dec, func(d *decision) bool { return d.ID == id }) {
 		// Another request id whose decision id reads the same ("r/x" and
 		// tool "t", "r" and tool "x/t"): kept, an answer to the one shown
 		// would be written for the other.
 		return nil, protocol.ReasonDuplicateID
-	}
-	if len(c.dec) >= maxDecisions {
-		i := slices.IndexFunc(c.dec, func(d *decision) bool { return d.State != engine.DecisionPending })
-		if i < 0 {
-			return nil, "" // answered with an error by the caller, never kept
-		}
-		c.dec = slices.Delete(c.dec, i, i+1)
 	}
 	title := r.Description
 	if title == "" {
@@ -117,8 +128,35 @@ func (c *Conn) addDecision(f *frame, cut bool) (_ *decision, why string) {
 		d.Choices = []string{engine.ChoiceDeny}
 		d.Message = "the request was too large to show whole; it can only be denied"
 	}
+	if !c.makeRoom(d) {
+		return nil, "" // answered with an error by the caller, never kept
+	}
 	c.dec = append(c.dec, d)
 	return d, ""
+}
+
+// makeRoom keeps the decisions within maxDecisions and
+// engine.MaxDecisionBytes with d added, forgetting the oldest settled
+// ones first. False, nothing forgotten, when the pending ones and d
+// alone pass a bound. c.mu is held.
+func (c *Conn) makeRoom(d *decision) bool {
+	pending, pendingBytes, held := 0, d.bytes(), d.bytes()
+	for _, k := range c.dec {
+		held += k.bytes()
+		if k.State == engine.DecisionPending {
+			pending++
+			pendingBytes += k.bytes()
+		}
+	}
+	if pending >= maxDecisions || pendingBytes > engine.MaxDecisionBytes {
+		return false
+	}
+	for len(c.dec) >= maxDecisions || held > engine.MaxDecisionBytes {
+		i := slices.IndexFunc(c.dec, func(k *decision) bool { return k.State != engine.DecisionPending })
+		held -= c.dec[i].bytes()
+		c.dec = slices.Delete(c.dec, i, i+1)
+	}
+	return true
 }
 
 // cancelDecision resolves a request the CLI withdrew; c.mu is held.

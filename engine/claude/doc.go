@@ -61,12 +61,16 @@
 // updatedPermissions; deny sends a fixed message. A request whose line
 // framing had to cut offers deny only, for the same reason.
 // permission_suggestions (add a rule, a directory, a mode) are never
-// projected. An execution keeps at most 256 requests (maxDecisions), the
-// settled ones forgotten first, as Pi's adapter bounds its open dialogs:
-// a CLI that asks and withdraws in a loop would otherwise grow the list,
-// and the scan of it every request makes, without bound. Past the bound
-// with every kept request pending, a request is answered with an error
-// like an unsupported one: never allowed, never kept.
+// projected. An execution keeps at most 256 requests (maxDecisions)
+// holding at most engine.MaxDecisionBytes, the settled ones forgotten
+// first, as Pi's adapter bounds its open dialogs: a CLI that asks and
+// withdraws in a loop would otherwise grow the list, and the scan of it
+// every request makes, without bound, and 256 requests of the largest a
+// line carries held 3 GiB. Past a bound with the pending requests alone,
+// or with a request id or tool use id over 1024 bytes (maxNativeID: the
+// controller keeps the decision id of every approval it holds), a
+// request is answered with an error like an unsupported one: never
+// allowed, never kept.
 //
 // Re-attach. A restarted controller joins a running CLI's stdout
 // (Options.Resume) with Resync: an initialize probe makes even an idle
