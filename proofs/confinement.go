@@ -29,7 +29,12 @@ type Confinement struct {
 	// the controller's own.
 	Namespaces []Namespace `json:"namespaces"`
 	// Masked are the paths made unreachable inside (an empty read-only
-	// tmpfs over a directory, /dev/null over a socket).
+	// tmpfs over a directory, /dev/null over a socket or the FUSE device).
+	// Which paths exist to be masked depends on the machine (its runtime
+	// directory, its buses, whether it has /dev/fuse), so Holds requires
+	// some, each absolute and clean, not a given list. The FUSE device's
+	// mask serves the stop, not the proof: a reader that FUSE kept alive
+	// would keep the cgroup populated, and no proof is made of that.
 	Masked []string `json:"masked"`
 	// CgroupRoot is the cgroup the engine's cgroup namespace is rooted at,
 	// which is also the only part of the cgroup2 hierarchy mounted inside.

@@ -94,6 +94,17 @@ func planConfinement(hide ...string) (confinePlan, error) {
 	// make journald drop the controller's decisions. The engine's stderr
 	// still reaches the journal through the controller.
 	masks.add("/run/systemd/journal")
+	// The FUSE device: a tool, root of a user and mount namespace of its
+	// own, could mount a FUSE filesystem, and a process that holds the
+	// connection's /dev/fuse (a thread of the server, a child that
+	// inherited it) and reads a request the server never answers sleeps
+	// through SIGKILL until the connection is aborted, which no stop does:
+	// the cohort would be unkillable (killUnfrozen). Masked, the path opens
+	// /dev/null, which mount(2) refuses as a FUSE connection;
+	// /dev/char/10:229 is a symlink to it, /proc/<pid>/root of a process
+	// inside leads to the same mask, and a nested namespace gets the mask
+	// locked. FUSE, AppImages and sshfs need an unconfined engine.
+	masks.add("/dev/fuse")
 	const cgroupView = "/sys/fs/cgroup"
 	others, err := otherCgroupMounts(cgroupView)
 	if err != nil {

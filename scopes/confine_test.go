@@ -25,8 +25,8 @@ func TestUnescapeMount(t *testing.T) {
 
 // TestPlanConfinement: the plan masks the runtime directory's bus, the
 // user manager's directory and mosaic's own (made if missing), the bus in
-// DBUS_SESSION_BUS_ADDRESS and the system bus, and mounts the cgroup view
-// on /sys/fs/cgroup.
+// DBUS_SESSION_BUS_ADDRESS, the system bus and the FUSE device, and mounts
+// the cgroup view on /sys/fs/cgroup.
 func TestPlanConfinement(t *testing.T) {
 	rt := t.TempDir()
 	t.Setenv("XDG_RUNTIME_DIR", rt)
@@ -36,7 +36,7 @@ func TestPlanConfinement(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{filepath.Join(rt, "bus"), filepath.Join(rt, "systemd"), filepath.Join(rt, "mosaic"),
-		"/elsewhere/bus", "/run/dbus/system_bus_socket"} {
+		"/elsewhere/bus", "/run/dbus/system_bus_socket", "/dev/fuse"} {
 		if !slices.Contains(p.Masks, want) {
 			t.Errorf("plan %v does not mask %s", p.Masks, want)
 		}

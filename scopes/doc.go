@@ -63,8 +63,10 @@
 //     ($XDG_RUNTIME_DIR/mosaic, the conversation sockets, created if
 //     missing so a later controller is masked too) and the system bus
 //     socket (privileged daemons act there on a user's request: polkit's
-//     allow_active powers off, mounts, installs packages), with an empty
-//     read-only tmpfs over a directory and /dev/null over a socket; mounts a
+//     allow_active powers off, mounts, installs packages) and the FUSE
+//     device /dev/fuse (a reader holding it that the server never answers
+//     outlives SIGKILL: killUnfrozen), with an empty read-only tmpfs over a
+//     directory and /dev/null over anything else; mounts a
 //     fresh /proc (without it /proc/<outside pid>/root reaches every masked
 //     socket through a same-uid process outside, and outside pids could be
 //     ptraced); unshares a cgroup namespace, rooted at the engine cgroup it

@@ -110,7 +110,8 @@ func (k *killPhase) awaitFrozen() error {
 // never freezes, so no stop could ever enumerate the cohort; left
 // unkilled, that one task would keep every member alive through every
 // force stop. A tool's read of a FUSE mount that another tool serves is
-// one (TestKillPhaseKillsAFUSEReader, seen on Linux 6.18): the freeze
+// one (TestKillPhaseKillsAFUSEReader, seen on Linux 6.18, in an unconfined
+// engine: the confinement masks /dev/fuse, see below): the freeze
 // wakes the reader's interruptible wait for the answer, the kernel sends
 // the server an INTERRUPT and the reader waits on, killable (state D in
 // request_wait_answer), while the server freezes; the engine cgroup
@@ -123,7 +124,11 @@ func (k *killPhase) awaitFrozen() error {
 // holds that /dev/fuse itself (a thread of the server, a child that
 // inherited the descriptor) keeps the connection, and so itself, alive
 // after SIGKILL: the cgroup stays populated until the connection is
-// aborted (fusectl's abort, a forced unmount), which no stop does.
+// aborted (fusectl's abort, a forced unmount), which no stop does. That
+// is why a confined engine gets no FUSE at all (planConfinement masks
+// /dev/fuse, TestConfinedToolCannotReachFUSE): its tools can neither open
+// the device nor mount FUSE, in a nested user namespace neither. Only an
+// unconfined engine's tools can, and its stops are never stopped anyway.
 func (k *killPhase) killUnfrozen() {
 	if err := k.killEngine(); err != nil {
 		k.note("without the freeze: " + err.Error())

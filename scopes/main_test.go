@@ -15,11 +15,13 @@ import (
 
 	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
 	"github.com/mosaic-agents/mosaic/internal/procfs"
+	"github.com/mosaic-agents/mosaic/proofs"
 )
 
 func TestMain(m *testing.M) {
 	MaybeRunHeld()
 	serveFUSEIfAsked()
+	tryFUSEIfAsked()
 	os.Exit(m.Run())
 }
 
@@ -189,16 +191,38 @@ func assertProvenStop(t *testing.T, res StopResult, pins ...pinned) {
 	if res.Outcome != Stopped {
 		t.Fatalf("outcome %s (%s), want stopped; notes %v", res.Outcome, res.Reason, res.Notes)
 	}
-	o := res.Observation
+	assertEndObserved(t, res.Observation, pins...)
+}
+
+// assertEndedUnconfined is assertProvenStop for an unconfined cohort: the
+// stop ends uncertain for the confinement alone, on an observation that
+// would otherwise have proven it, and no proof is built from it.
+func assertEndedUnconfined(t *testing.T, res StopResult, pins ...pinned) {
+	t.Helper()
+	_, unconfined := res.Observation.Confinement.Holds(res.Observation.Cgroup)
+	if res.Outcome != Uncertain || unconfined == "" || res.Reason != unconfined {
+		t.Fatalf("outcome %s (%s), want uncertain for the confinement alone (%q); notes %v", res.Outcome, res.Reason, unconfined, res.Notes)
+	}
+	assertEndObserved(t, res.Observation, pins...)
+	if _, err := proofsFor(res); err == nil {
+		t.Fatal("a proof was built from an unconfined engine's stop")
+	}
+}
+
+// assertEndObserved checks a stop's observation against the kernel from
+// the test's side: every pinned process is dead, the observation is
+// complete and names them.
+func assertEndObserved(t *testing.T, o proofs.Observation, pins ...pinned) {
+	t.Helper()
 	if !o.MembershipComplete || !o.CgroupPresent || o.Populated != 0 || o.ObservedAt == 0 {
-		t.Fatalf("stopped without a complete observation: %+v", o)
+		t.Fatalf("the end without a complete observation: %+v", o)
 	}
 	if o.ActiveState != "inactive" && o.ActiveState != "failed" {
-		t.Fatalf("stopped with unit %s", o.ActiveState)
+		t.Fatalf("the end observed with unit %s", o.ActiveState)
 	}
 	for _, p := range pins {
 		if p.alive(t) {
-			t.Fatalf("stopped while pid %d is alive", p.pid)
+			t.Fatalf("the end observed while pid %d is alive", p.pid)
 		}
 		found := false
 		for _, m := range o.Members {

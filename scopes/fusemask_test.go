@@ -1,0 +1,169 @@
+package scopes
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
+)
+
+// fuseOpenEnv, set, makes the test binary try the FUSE device instead of
+// running tests (tryFUSEIfAsked): it opens the path fuseOpenEnv names and,
+// when fuseMountEnv names a directory, mounts a FUSE filesystem there on
+// that descriptor, as a FUSE server does. It exits 0 when it got the FUSE
+// device (or the mount) and 1, saying why on stderr, when not.
+const (
+	fuseOpenEnv  = "MOSAIC_TEST_FUSE_OPEN"
+	fuseMountEnv = "MOSAIC_TEST_FUSE_MOUNT"
+)
+
+// fuseProbes tries every way to the FUSE device that the confinement must
+// close, from wherever it runs (%[1]s the test binary, %[2]d a process
+// outside the engine): each attempt prints "escape NAME 0" when it got
+// through and "escape NAME 1" when it did not. nested runs an attempt as
+// root of a user and mount namespace of its own (unshare -Urm, as any
+// tool can) in a fresh directory: its second argument first (undo the
+// mask, bind /dev, make a node), then a FUSE mount on mnt with the device
+// at its first argument.
+const fuseProbes = `bin=%[1]s
+try() { n=$1; shift; if "$@" </dev/null >/dev/null 2>&1; then echo "escape $n 0"; else echo "escape $n 1"; fi; }
+dev() { ` + fuseOpenEnv + `="$1" "$bin"; }
+nested() {
+	unshare -Urm sh -c 'cd "$(mktemp -d)" && mkdir mnt dev || exit 1
+eval "$2"
+` + fuseOpenEnv + `="$1" ` + fuseMountEnv + `="$PWD/mnt" exec "$0"' "$bin" "$1" "$2"
+}
+try nested-userns unshare -Urm true
+try fuse-open dev /dev/fuse
+try fuse-char dev /dev/char/10:229
+try fuse-proc-root dev /proc/$$/root/dev/fuse
+try fuse-proc-outside-root dev /proc/%[2]d/root/dev/fuse
+try fuse-mount nested /dev/fuse true
+try fuse-mount-char nested /dev/char/10:229 true
+try fuse-umount nested /dev/fuse 'umount /dev/fuse || umount -l /dev/fuse'
+try fuse-umount-proc-root nested /proc/$$/root/dev/fuse 'umount /dev/fuse || umount -l /dev/fuse'
+try fuse-bind nested dev/fuse 'mount --bind /dev dev'
+try fuse-mknod nested dev/fuse 'mount -t tmpfs t dev && mknod dev/fuse c 10 229'
+`
+
+var (
+	fuseEscapes = []string{"fuse-open", "fuse-char", "fuse-proc-root", "fuse-proc-outside-root", "fuse-mount", "fuse-mount-char",
+		"fuse-umount", "fuse-umount-proc-root", "fuse-bind", "fuse-mknod"}
+	// fuseControls must get through outside the engine, or the
+	// attempts inside prove nothing.
+	fuseControls = []string{"nested-userns", "fuse-open", "fuse-char", "fuse-proc-root", "fuse-mount", "fuse-mount-char"}
+)
+
+// TestConfinedToolCannotReachFUSE: no tool of a confined engine can open
+// the FUSE device or mount a FUSE filesystem, by /dev/fuse, by
+// /dev/char/10:229, through /proc/<pid>/root, or as root of a nested user
+// and mount namespace that tries to unmount the mask, to bind /dev
+// without it or to make a device node of its own; outside the engine the
+// same attempts by the same user get the device and mount. A FUSE mount
+// is how a tool could make its cohort unkillable: a reader that holds
+// the connection's /dev/fuse sleeps through SIGKILL until the connection
+// is aborted, which no stop does (killUnfrozen). The masks record it,
+// and the stop that follows is proven.
+func TestConfinedToolCannotReachFUSE(t *testing.T) {
+	m := testManager(t)
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		t.Skipf("no FUSE on this machine: %v", err)
+	}
+	bin, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	probes := fmt.Sprintf(fuseProbes, shellQuote(bin), os.Getpid())
+	out, err := exec.Command("sh", "-c", probes).Output()
+	if err != nil {
+		t.Fatalf("the FUSE probes outside the engine: %v", err)
+	}
+	outside := escapeLines(string(out))
+	t.Logf("outside the engine: %v", outside)
+	for _, n := range fuseControls {
+		if outside[n] != "0" {
+			sandboxtest.Unavailable(t, "outside the engine %s did not get through (%q): the attempt inside would prove nothing", n, outside[n])
+		}
+	}
+	e := launchEngine(t, m, `echo "engine $$"
+`+probes+`echo "ready 1"; exec cat`)
+	if c := e.Cohort.Confinement; !c.Confined {
+		t.Fatalf("engine not confined: %s", c.Reason)
+	}
+	prefixes := []string{"engine", "ready", "escape nested-userns"}
+	for _, n := range fuseEscapes {
+		prefixes = append(prefixes, "escape "+n)
+	}
+	got := e.expect(t, prefixes...)
+	if got["escape nested-userns"] != "0" {
+		t.Fatalf("the engine could not make a nested user namespace (%q): the attempts there prove nothing", got["escape nested-userns"])
+	}
+	for _, n := range fuseEscapes {
+		if got["escape "+n] != "1" {
+			t.Errorf("escape %s got through (%q)", n, got["escape "+n])
+		}
+	}
+	if !slices.Contains(e.Cohort.Confinement.Masked, "/dev/fuse") {
+		t.Errorf("/dev/fuse not among the recorded masks %v", e.Cohort.Confinement.Masked)
+	}
+	eng := e.pin(t, got["engine"])
+	res := e.Stop(ctxT(t), StopOptions{Stop: "stop-fuse-mask", Grace: time.Second})
+	assertProvenStop(t, res, eng)
+	requireProof(t, res)
+}
+
+// escapeLines maps each "escape NAME RESULT" line of out to its result.
+func escapeLines(out string) map[string]string {
+	got := map[string]string{}
+	for l := range strings.SplitSeq(out, "\n") {
+		if f := strings.Fields(l); len(f) == 3 && f[0] == "escape" {
+			got[f[1]] = f[2]
+		}
+	}
+	return got
+}
+
+// tryFUSEIfAsked opens the path fuseOpenEnv names and, when fuseMountEnv
+// is set, mounts a FUSE filesystem on that directory with the descriptor
+// (the kernel refuses a descriptor that is not the FUSE device), then
+// exits: 0 when it got the device, or the mount, 1 otherwise. It returns
+// at once when fuseOpenEnv is not set. The connection ends with the
+// process, whose descriptor is its only one: nothing can wait on it.
+func tryFUSEIfAsked() {
+	dev := os.Getenv(fuseOpenEnv)
+	if dev == "" {
+		return
+	}
+	fail := func(format string, args ...any) {
+		fmt.Fprintf(os.Stderr, format+"\n", args...)
+		os.Exit(1)
+	}
+	fd, err := unix.Open(dev, unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		fail("open %s: %v", dev, err)
+	}
+	dir := os.Getenv(fuseMountEnv)
+	if dir == "" {
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			fail("fstat %s: %v", dev, err)
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFCHR || st.Rdev != unix.Mkdev(10, 229) {
+			fail("%s opened %d:%d, not the FUSE device 10:229", dev, unix.Major(st.Rdev), unix.Minor(st.Rdev))
+		}
+		os.Exit(0)
+	}
+	opts := fmt.Sprintf("fd=%d,rootmode=40000,user_id=%d,group_id=%d", fd, os.Getuid(), os.Getgid())
+	if err := unix.Mount("mosaictest", dir, "fuse", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		fail("mount fuse on %s with %s: %v", dir, dev, err)
+	}
+	unix.Unmount(dir, unix.MNT_DETACH)
+	os.Exit(0)
+}
