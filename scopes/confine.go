@@ -103,14 +103,16 @@ func planConfinement(hide ...string) (confinePlan, error) {
 	// /dev/null, which mount(2) refuses as a FUSE connection;
 	// /dev/char/10:229 is a symlink to it, /proc/<pid>/root of a process
 	// inside leads to the same mask, and a nested namespace gets the mask
-	// locked. FUSE, AppImages and sshfs need an unconfined engine.
-	masks.add("/dev/fuse")
-	const cgroupView = "/sys/fs/cgroup"
-	others, err := otherCgroupMounts(cgroupView)
+	// locked. FUSE, AppImages and sshfs need an unconfined engine. The
+	// device is masked wherever a mount shows the devtmpfs's node, not
+	// only at /dev/fuse (fuseNodes).
+	mounts, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		return confinePlan{}, fmt.Errorf("%w: read mountinfo: %w", ErrConfinement, err)
 	}
-	masks.add(others...)
+	masks.add(fuseNodes(string(mounts))...)
+	const cgroupView = "/sys/fs/cgroup"
+	masks.add(otherCgroupMounts(string(mounts), cgroupView)...)
 	return confinePlan{Masks: masks, CgroupMount: cgroupView}, nil
 }
 
@@ -180,15 +182,12 @@ func busMasks() []string {
 	return out
 }
 
-// otherCgroupMounts lists every cgroup hierarchy mounted outside view:
-// the engine gets a fresh cgroup2 mount at view, and nothing else.
-func otherCgroupMounts(view string) ([]string, error) {
-	mounts, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return nil, err
-	}
+// otherCgroupMounts lists every cgroup hierarchy mounted outside view in
+// mountinfo: the engine gets a fresh cgroup2 mount at view, and nothing
+// else.
+func otherCgroupMounts(mountinfo, view string) []string {
 	var out []string
-	for line := range strings.SplitSeq(string(mounts), "\n") {
+	for line := range strings.SplitSeq(mountinfo, "\n") {
 		pre, post, ok := strings.Cut(line, " - ")
 		f, pf := strings.Fields(pre), strings.Fields(post)
 		if !ok || len(f) < 5 || len(pf) < 1 || (pf[0] != "cgroup" && pf[0] != "cgroup2") {
@@ -199,7 +198,33 @@ func otherCgroupMounts(view string) ([]string, error) {
 			out = append(out, mp)
 		}
 	}
-	return out, nil
+	return out
+}
+
+// fuseNodes lists where the FUSE device may be reached: /dev/fuse
+// (whatever /dev is: a container's tmpfs holds a node root made), and
+// wherever a devtmpfs mount in mountinfo shows the node: "fuse" under a
+// mount of its root (a second mount of it, a chroot's /dev that root
+// bound for a build) and a bind of the node itself. Masking /dev/fuse
+// alone left the same node open at every other mount of it: a mask
+// covers a path, not the device. A node root made with mknod on another
+// filesystem is not a mount and is not found here.
+func fuseNodes(mountinfo string) []string {
+	out := []string{"/dev/fuse"}
+	for line := range strings.SplitSeq(mountinfo, "\n") {
+		pre, post, ok := strings.Cut(line, " - ")
+		f, pf := strings.Fields(pre), strings.Fields(post)
+		if !ok || len(f) < 5 || len(pf) < 1 || pf[0] != "devtmpfs" {
+			continue
+		}
+		switch root, mp := unescapeMount(f[3]), unescapeMount(f[4]); root {
+		case "/":
+			out = append(out, path.Join(mp, "fuse"))
+		case "/fuse":
+			out = append(out, mp)
+		}
+	}
+	return out
 }
 
 // unescapeMount undoes mountinfo's octal escapes (\040 for a space, …).

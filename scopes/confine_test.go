@@ -23,6 +23,31 @@ func TestUnescapeMount(t *testing.T) {
 	}
 }
 
+// TestFUSENodes: the FUSE device is looked for at /dev/fuse whatever
+// /dev is, and at every mount that shows the devtmpfs's node: its root
+// mounted anywhere (/dev, a chroot's /dev), the node itself bound (a
+// container's /dev/fuse); a tmpfs or a bind of another directory of the
+// devtmpfs shows none.
+func TestFUSENodes(t *testing.T) {
+	const mountinfo = `22 1 0:5 / /dev rw,nosuid shared:2 - devtmpfs udev rw,size=1k
+23 22 0:21 / /dev/pts rw - devpts devpts rw
+90 1 0:5 / /srv/chroot/sid\040x/dev rw - devtmpfs udev rw
+91 1 0:5 /fuse /var/lib/c/dev/fuse rw - devtmpfs udev rw
+92 1 0:5 /char /var/lib/c/dev/char rw - devtmpfs udev rw
+93 1 0:40 / /var/lib/c/dev rw - tmpfs tmpfs rw
+bad line
+`
+	want := []string{"/dev/fuse", "/srv/chroot/sid x/dev/fuse", "/var/lib/c/dev/fuse"}
+	got := fuseNodes(mountinfo)
+	slices.Sort(got)
+	if got = slices.Compact(got); !slices.Equal(got, want) {
+		t.Errorf("fuseNodes = %q, want %q", got, want)
+	}
+	if got := fuseNodes(""); !slices.Equal(got, []string{"/dev/fuse"}) {
+		t.Errorf("fuseNodes without a devtmpfs = %q, want /dev/fuse alone", got)
+	}
+}
+
 // TestPlanConfinement: the plan masks the runtime directory's bus, the
 // user manager's directory and mosaic's own (made if missing), the bus in
 // DBUS_SESSION_BUS_ADDRESS, the system bus and the FUSE device, and mounts

@@ -64,8 +64,9 @@
 //     missing so a later controller is masked too) and the system bus
 //     socket (privileged daemons act there on a user's request: polkit's
 //     allow_active powers off, mounts, installs packages) and the FUSE
-//     device /dev/fuse (a reader holding it that the server never answers
-//     outlives SIGKILL: killUnfrozen), with an empty read-only tmpfs over a
+//     device /dev/fuse, at every mount that shows it (a reader holding it
+//     that the server never answers outlives SIGKILL: killUnfrozen;
+//     fuseNodes), with an empty read-only tmpfs over a
 //     directory and /dev/null over anything else; mounts a
 //     fresh /proc (without it /proc/<outside pid>/root reaches every masked
 //     socket through a same-uid process outside, and outside pids could be

@@ -125,7 +125,7 @@ func (k *killPhase) awaitFrozen() error {
 // inherited the descriptor) keeps the connection, and so itself, alive
 // after SIGKILL: the cgroup stays populated until the connection is
 // aborted (fusectl's abort, a forced unmount), which no stop does. That
-// is why a confined engine gets no FUSE at all (planConfinement masks
+// is why a confined engine gets no FUSE device (planConfinement masks
 // /dev/fuse, TestConfinedToolCannotReachFUSE): its tools can neither open
 // the device nor mount FUSE, in a nested user namespace neither. Only an
 // unconfined engine's tools can, and its stops are never stopped anyway.

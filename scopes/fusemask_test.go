@@ -167,3 +167,76 @@ func tryFUSEIfAsked() {
 	unix.Unmount(dir, unix.MNT_DETACH)
 	os.Exit(0)
 }
+
+// devCopyEnv, set, names a directory where the devtmpfs of /dev is bound
+// again, in the mount namespace TestConfinedToolCannotReachAnotherDev
+// runs its manager in.
+const devCopyEnv = "MOSAIC_TEST_DEV_COPY"
+
+// TestConfinedToolCannotReachAnotherDev: the FUSE device is masked
+// wherever the devtmpfs shows it, not only at /dev/fuse: a second mount
+// of /dev (a chroot's /dev, bound by root for a build) holds the same
+// node. The test runs its manager in a mount namespace of its own with
+// /dev bound again (unshare -Urm, then back to the user's own uid), as
+// on a machine with such a mount; a tool of a confined engine must
+// neither open the device there nor mount FUSE with it, which the test
+// itself can. Masked at /dev/fuse alone, the tool did both.
+func TestConfinedToolCannotReachAnotherDev(t *testing.T) {
+	sandboxtest.Require(t)
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		t.Skipf("no FUSE on this machine: %v", err)
+	}
+	bin, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := os.Getenv(devCopyEnv)
+	if dir == "" {
+		if err := exec.Command("unshare", "-Urm", "true").Run(); err != nil {
+			sandboxtest.Unavailable(t, "no user and mount namespace of the test's own (unshare -Urm: %v): a second /dev cannot be bound", err)
+		}
+		dir := t.TempDir()
+		cmd := exec.Command("unshare", "-Urm", "sh", "-c", `mount --rbind /dev "$1" && exec unshare --map-user=$2 --map-group=$3 "$0" -test.run='^TestConfinedToolCannotReachAnotherDev$' -test.count=1 -test.v`,
+			bin, dir, fmt.Sprint(os.Getuid()), fmt.Sprint(os.Getgid()))
+		cmd.Env = append(os.Environ(), devCopyEnv+"="+dir)
+		out, err := cmd.CombinedOutput()
+		t.Logf("in a mount namespace with /dev bound at %s:\n%s", dir, out)
+		switch {
+		case err != nil:
+			t.Fatalf("the test in a mount namespace with a second /dev: %v", err)
+		case strings.Contains(string(out), "--- SKIP"):
+			sandboxtest.Unavailable(t, "the test in a mount namespace with a second /dev skipped")
+		}
+		return
+	}
+	// The device opened, then a FUSE mount on it as root of a nested
+	// user and mount namespace.
+	probes := fmt.Sprintf(`bin=%s node=%s
+try() { n=$1; shift; if "$@" </dev/null >/dev/null 2>&1; then echo "escape $n 0"; else echo "escape $n 1"; fi; }
+try other-dev env `+fuseOpenEnv+`="$node" "$bin"
+try other-dev-mount unshare -Urm sh -c 'cd "$(mktemp -d)" && mkdir mnt && `+fuseOpenEnv+`="$1" `+fuseMountEnv+`="$PWD/mnt" exec "$0"' "$bin" "$node"
+`, shellQuote(bin), shellQuote(dir+"/fuse"))
+	escapes := []string{"other-dev", "other-dev-mount"}
+	out, err := exec.Command("sh", "-c", probes).Output()
+	outside := escapeLines(string(out))
+	for _, n := range escapes {
+		if err != nil || outside[n] != "0" {
+			sandboxtest.Unavailable(t, "outside the engine %s did not get through (%q, %v): the attempt inside would prove nothing", n, outside[n], err)
+		}
+	}
+	m := testManager(t)
+	e := launchEngine(t, m, `echo "engine $$"
+`+probes+`echo "ready 1"; exec cat`)
+	if c := e.Cohort.Confinement; !c.Confined {
+		t.Fatalf("engine not confined: %s", c.Reason)
+	}
+	got := e.expect(t, "engine", "escape other-dev", "escape other-dev-mount", "ready")
+	for _, n := range escapes {
+		if got["escape "+n] != "1" {
+			t.Errorf("escape %s through the devtmpfs at %s got through (%q); masks %v", n, dir, got["escape "+n], e.Cohort.Confinement.Masked)
+		}
+	}
+	eng := e.pin(t, got["engine"])
+	res := e.Stop(ctxT(t), StopOptions{Stop: "stop-other-dev", Grace: time.Second})
+	assertProvenStop(t, res, eng)
+}
