@@ -138,6 +138,7 @@ func (c *Conn) handle(line []byte, clip *engine.Clip) {
 	switch f.Type {
 	case "control_response":
 		if f.Response != nil {
+			f.Response.cut = cut
 			if ch, ok := c.wait[f.Response.RequestID]; ok {
 				delete(c.wait, f.Response.RequestID)
 				if f.Response.RequestID == c.seed {
@@ -267,7 +268,7 @@ func (c *Conn) Initialize(ctx context.Context) ([]engine.NativeDecision, error) 
 	defer c.mu.Unlock()
 	var out []engine.NativeDecision
 	for i := range r.Pending {
-		if d, _ := c.addDecision(&r.Pending[i], false); d != nil {
+		if d, _ := c.addDecision(&r.Pending[i], r.cut); d != nil {
 			out = append(out, d.view())
 		}
 	}

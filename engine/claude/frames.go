@@ -64,6 +64,9 @@ type controlResponse struct {
 	// Pending is set on an initialize response: the can_use_tool
 	// requests still unanswered, each the whole original frame.
 	Pending []frame `json:"pending_permission_requests,omitempty"`
+	// cut says framing reduced the line: a pending request in it offers
+	// deny only, as a live one whose line was cut does.
+	cut bool
 }
 
 // canUseTool is the request of a can_use_tool control request.

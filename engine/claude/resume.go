@@ -92,7 +92,8 @@ func (c *Conn) Resync(ctx context.Context, timeout time.Duration) (r Resumed, sk
 
 // applyInit takes Resync's initialize answer in wire order, before any
 // later frame: a turn in progress is running (its result, read after,
-// settles it), and each pending permission request is a decision again.
+// settles it), and each pending permission request is a decision again,
+// deny only if framing cut the answer's line.
 // Callers hold mu.
 func (c *Conn) applyInit(resp *controlResponse) {
 	var st initState
@@ -105,7 +106,7 @@ func (c *Conn) applyInit(resp *controlResponse) {
 	}
 	added := false
 	for i := range resp.Pending {
-		if d, _ := c.addDecision(&resp.Pending[i], false); d != nil {
+		if d, _ := c.addDecision(&resp.Pending[i], resp.cut); d != nil {
 			added = true
 		}
 	}

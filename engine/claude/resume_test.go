@@ -89,3 +89,35 @@ func TestResyncUnknownState(t *testing.T) {
 		t.Fatalf("resync with an unknown session_state: %v", err)
 	}
 }
+
+// TestResyncCutRequestDenyOnly: a permission request the CLI re-sends in
+// an initialize answer whose line framing had to cut offers deny only,
+// as a live one does (TestCutRequestDenyOnly): allow would send the cut
+// input back as updatedInput, and the CLI would run a command the model
+// never asked for. On a build that took every re-sent request as whole,
+// allow-once was offered and written with the cut command.
+func TestResyncCutRequestDenyOnly(t *testing.T) {
+	p := newPeerOpts(t, engine.Options{Execution: "x1", MaxLine: 4096, CommandTimeout: 5 * time.Second, Resume: true, SeqBase: 1 << 32, IDPrefix: "r1."})
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := p.c.Resync(context.Background(), 5*time.Second)
+		done <- err
+	}()
+	probe := p.read()
+	p.send(initAnswer(probe["request_id"].(string), "idle", ""))
+	seed := p.read()
+	cmd := "echo " + strings.Repeat("A", 2<<20) + " && rm -rf ~/important"
+	pending := strings.Replace(canUse, `"touch x"},"description"`, `"`+cmd+`"},"description"`, 1)
+	p.send(initAnswer(seed["request_id"].(string), "requires_action", pending))
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	ds := p.c.Decisions()
+	if len(ds) != 1 {
+		t.Fatalf("decisions %+v; want the one re-sent request", ds)
+	}
+	if len(ds[0].Choices) != 1 || ds[0].Choices[0] != engine.ChoiceDeny {
+		t.Fatalf("a re-sent request whose line was cut offers %v; want deny only", ds[0].Choices)
+	}
+	wantCode(t, p.c.Decide(context.Background(), ds[0].ID, engine.ChoiceAllowOnce), protocol.CodeUnsupported)
+}
