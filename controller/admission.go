@@ -20,8 +20,13 @@ import (
 func (c *Controller) admissionLocked() *protocol.Refusal {
 	x := c.st.exec
 	switch {
-	case x == nil || x.conn == nil:
+	case x == nil:
 		return protocol.Refuse(protocol.CodeNoEngine, "no engine runs in this conversation (%s)", c.st.binding)
+	case x.conn == nil:
+		// An engine found at restart, or one whose pipes its driver did
+		// not take: it may still run, so not no-engine ("nothing to act
+		// on"), and nothing here can prompt it.
+		return protocol.Refuse(protocol.CodeFenced, "admission is closed: this controller holds no connection to the engine of execution %s, which may still run (%s); force stop to prove its cohort ended, then recover", x.id, c.st.binding)
 	case c.st.binding == protocol.BindingLaunching:
 		return protocol.Refuse(protocol.CodePreflight, "the engine is still starting")
 	case c.st.preflight != "":

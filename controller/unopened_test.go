@@ -63,8 +63,9 @@ func TestEngineUnopenedIsStoppable(t *testing.T) {
 }
 
 // stopUnopened checks that r's binding is uncertain over a released
-// engine it could not open, that recover names a force stop as the way
-// out, and that a confirmed force stop ends stopped on a cohort proof.
+// engine it could not open, that a prompt is refused fenced and recover
+// both naming a force stop as the way out, and that a confirmed force
+// stop ends stopped on a cohort proof.
 func stopUnopened(t *testing.T, r *rig, ctl *peer, gen float64) {
 	t.Helper()
 	r.ctrl.mu.Lock()
@@ -72,6 +73,11 @@ func stopUnopened(t *testing.T, r *rig, ctl *peer, gen float64) {
 	r.ctrl.mu.Unlock()
 	if rec.Engine == nil || rec.State == claims.Stopped {
 		t.Fatalf("claim %s engine %+v: the engine was released, so its incarnation must be recorded and only a stop may end it", rec.State, rec.Engine)
+	}
+	// Fenced, not no-engine ("nothing to act on"): the engine may run.
+	pr := ctl.refused(map[string]any{"type": "prompt", "request": newID("p-"), "generation": gen, "execution": rec.Execution, "text": "hi"}, protocol.CodeFenced)
+	if msg := fmt.Sprint(pr["message"]); !strings.Contains(msg, "may still run") || !strings.Contains(msg, "force stop") {
+		t.Fatalf("a prompt to the engine not opened was refused %q; want it to say the engine may run and name the force stop", msg)
 	}
 	rcf := ctl.confirm("recover", gen)
 	rf := ctl.refused(map[string]any{"type": "recover", "request": newID("rv-"), "generation": gen, "confirmation": rcf}, protocol.CodeStopProof)
