@@ -41,12 +41,11 @@ type eventBox struct {
 
 // lineDecoder decodes the stream of one connection. It keeps the last
 // execution and message key so a run of deltas shares their strings, and
-// takes each line's copy and each event from a block it shares with the
-// lines before it: a flood of deltas then costs a few allocations per
-// block instead of three per line.
+// takes each event from a block it shares with the events before it: a
+// flood of deltas then costs an allocation per block instead of two per
+// line.
 type lineDecoder struct {
 	execution, message string
-	raw                rawBlocks
 	boxes              []eventBox
 }
 

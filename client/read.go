@@ -10,9 +10,9 @@ import (
 )
 
 // run reads server lines until the connection ends.
-func (c *Client) run(lines *protocol.LineReader) {
+func (c *Client) run(lines *lineReader) {
 	for {
-		line, err := lines.Next()
+		line, err := lines.next()
 		if err != nil {
 			c.end(c.readErr(err))
 			return

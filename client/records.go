@@ -19,9 +19,10 @@ var ErrProtocol = errors.New("conversation protocol violation")
 // only Record and Raw, so a newer server's additions pass through.
 type Update struct {
 	Record string
-	// Raw is the line as received, without its LF. A short line shares a
-	// block of memory with its neighbours on the stream (at most
-	// rawBlock bytes), so keeping Raw keeps that block.
+	// Raw is the line as received, without its LF. It shares the block
+	// the connection was read into with its neighbours on the stream (at
+	// most readBlock bytes, or a longer line's own), so keeping Raw keeps
+	// that block.
 	Raw []byte
 
 	Event        *protocol.Event
@@ -83,15 +84,17 @@ func (u *Update) request() string {
 // send, and a client stays usable when a server adds a field.
 func decodeRecord(line []byte) (Update, error) {
 	var d lineDecoder
-	return d.decode(line)
+	return d.decode(bytes.Clone(line))
 }
 
 // decode is decodeRecord for one connection's stream: an event line of
 // the flat shape the controller writes is validated and decoded in one
-// pass (lineDecoder.event), every other line the full way.
+// pass (lineDecoder.event), every other line the full way. The line
+// becomes the Update's Raw: nobody may write to it after (lineReader's
+// lines are never written again).
 func (d *lineDecoder) decode(line []byte) (Update, error) {
-	u := Update{Raw: d.raw.copy(line)}
-	if ev, ok := d.event(u.Raw); ok {
+	u := Update{Raw: line}
+	if ev, ok := d.event(line); ok {
 		u.Record, u.Event = protocol.RecordEvent, ev
 		return u, nil
 	}
