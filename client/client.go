@@ -61,7 +61,8 @@ type Client struct {
 
 	wmu sync.Mutex // serialises writes: one line is one Write
 
-	lines lineDecoder // the read loop's alone
+	lines  lineDecoder // the read loop's alone
+	events []item      // events read and not queued yet; the read loop's alone
 
 	mu      sync.Mutex
 	pending map[string]*pending

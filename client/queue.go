@@ -3,6 +3,8 @@ package client
 import (
 	"sync"
 	"sync/atomic"
+
+	"github.com/mosaic-agents/mosaic/protocol"
 )
 
 // queue carries updates from the read loop to Updates without ever
@@ -18,6 +20,7 @@ type queue struct {
 	items    chain
 	events   int          // events in items
 	held     atomic.Int64 // events the pump took from items and has not sent yet
+	taken    int          // held when the pump took its batch: held is never more
 	pumping  bool         // the pump holds a batch: a push must not overtake it
 	limit    int
 	dropping bool          // lost place: events are dropped until an observed
@@ -37,38 +40,92 @@ func newQueue(limit int) *queue {
 		wake: make(chan struct{}, 1), quitc: make(chan struct{})}
 }
 
-// push appends u, or drops it if it is an event past the bound. When
-// nothing is waiting before u it goes straight into out if there is room:
-// a reader that keeps up then costs no hand-off through the pump.
+// item is an update waiting in the queue. An event, by far the most
+// frequent, is its event and line (an Update holding only those, with
+// Record "event"), a fifth of an Update's size, so a backlog copies and
+// clears less; any other update is boxed whole.
+type item struct {
+	ev  *protocol.Event
+	raw []byte
+	u   *Update
+}
+
+// eventItem is the item of an event update from the read loop, which
+// sets nothing else on it.
+func eventItem(ev *protocol.Event, raw []byte) item { return item{ev: ev, raw: raw} }
+
+func (it *item) event() *protocol.Event {
+	if it.u != nil {
+		return it.u.Event
+	}
+	return it.ev
+}
+
+func (it *item) update() Update {
+	if it.u != nil {
+		return *it.u
+	}
+	return Update{Record: protocol.RecordEvent, Raw: it.raw, Event: it.ev}
+}
+
+// push appends u, or drops it if it is an event past the bound.
 func (q *queue) push(u Update) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	q.addLocked(item{u: &u})
+}
+
+// pushEvents appends the read loop's events in order, under one lock.
+func (q *queue) pushEvents(events []item) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, it := range events {
+		q.addLocked(it)
+	}
+}
+
+// addLocked appends it, or drops it if it is an event past the bound.
+// When nothing is waiting before it, it goes straight into out if there
+// is room: a reader that keeps up then costs no hand-off through the
+// pump. Callers hold q.mu.
+func (q *queue) addLocked(it item) {
 	if q.closed || q.stopped {
 		return
 	}
-	switch {
-	case u.Event != nil && q.dropping:
+	switch ev := it.event(); {
+	case ev != nil && q.dropping:
 		return
-	case u.Event != nil && q.events+int(q.held.Load())+len(q.out) >= q.limit:
+	case ev != nil && q.full():
 		q.dropping = true
-		u = lostPlace(u.Event.Seq)
-	case u.Observed != nil:
+		lost := lostPlace(ev.Seq)
+		it = item{u: &lost}
+	case it.u != nil && it.u.Observed != nil:
 		q.dropping = false
 	}
 	if q.items.empty() && !q.pumping {
 		// Never blocks, and out cannot be closed under q.mu: the pump
 		// closes it only after it saw closed or stopped here.
 		select {
-		case q.out <- u:
+		case q.out <- it.update():
 			return
 		default:
 		}
 	}
-	if u.Event != nil {
+	if it.event() != nil {
 		q.events++
 	}
-	q.items.add(u)
+	q.items.add(it)
 	q.signal()
+}
+
+// full says whether the events queued, held by the pump and in out reach
+// the bound. Far from it, as a reader that keeps up is, it reads neither
+// held nor out's length, which the pump and the reader of Updates write.
+func (q *queue) full() bool {
+	if q.events+q.taken+outBuffer < q.limit {
+		return false
+	}
+	return q.events+int(q.held.Load())+len(q.out) >= q.limit
 }
 
 // close says no more updates will come; out closes once the rest is read.
@@ -130,21 +187,29 @@ func (q *queue) pump() {
 		}
 		batch := q.items.take()
 		q.held.Store(int64(q.events))
-		q.events = 0
+		q.taken, q.events = q.events, 0
 		q.pumping = true
 		q.mu.Unlock()
 		for b := batch; b != nil; b = b.next {
 			for i := range b.n {
+				it := &b.items[i]
+				// A send that finds room takes out's lock once; the
+				// select with quitc, which locks both channels, is only
+				// for a full out.
 				select {
-				case q.out <- b.u[i]:
-				case <-q.quitc:
-					return
+				case q.out <- it.update():
+				default:
+					select {
+					case q.out <- it.update():
+					case <-q.quitc:
+						return
+					}
 				}
-				if b.u[i].Event != nil {
+				if it.event() != nil {
 					q.held.Add(-1)
 				}
-				b.u[i] = Update{}
 			}
+			clear(b.items[:b.n])
 		}
 		q.mu.Lock()
 		q.items.recycle(batch)
@@ -152,19 +217,18 @@ func (q *queue) pump() {
 	}
 }
 
-// runLen is how many updates one block of a chain holds.
-const runLen = 64
+// runLen is how many items one block of a chain holds.
+const runLen = 128
 
 // run is one block of a chain.
 type run struct {
-	u    [runLen]Update
-	n    int
-	next *run
+	items [runLen]item
+	n     int
+	next  *run
 }
 
-// chain is the updates waiting for the pump, oldest first, in blocks: a
-// backlog grows a block at a time and nothing already queued is copied
-// (an Update is some 170 bytes, most of them pointers).
+// chain is the items waiting for the pump, oldest first, in blocks: a
+// backlog grows a block at a time and nothing already queued is copied.
 type chain struct {
 	head, tail *run
 	free       *run // one emptied block kept for the next backlog
@@ -172,7 +236,7 @@ type chain struct {
 
 func (c *chain) empty() bool { return c.head == nil }
 
-func (c *chain) add(u Update) {
+func (c *chain) add(it item) {
 	if c.tail == nil || c.tail.n == runLen {
 		b := c.free
 		if b != nil {
@@ -187,7 +251,7 @@ func (c *chain) add(u Update) {
 		}
 		c.tail = b
 	}
-	c.tail.u[c.tail.n] = u
+	c.tail.items[c.tail.n] = it
 	c.tail.n++
 }
 

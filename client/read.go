@@ -12,15 +12,35 @@ import (
 // run reads server lines until the connection ends.
 func (c *Client) run(lines *lineReader) {
 	for {
+		if !lines.ready() {
+			// The next line is not here yet and reading it may block:
+			// the events read so far go out first.
+			c.flushEvents()
+		}
 		line, err := lines.next()
 		if err != nil {
+			c.flushEvents()
 			c.end(c.readErr(err))
 			return
 		}
 		if err := c.receive(line); err != nil {
+			c.flushEvents()
 			c.end(err)
 			return
 		}
+	}
+}
+
+// eventBatch is the most events the read loop holds before it queues
+// them.
+const eventBatch = 256
+
+// flushEvents queues the events the read loop holds, in one lock.
+func (c *Client) flushEvents() {
+	if len(c.events) > 0 {
+		c.updates.pushEvents(c.events)
+		clear(c.events)
+		c.events = c.events[:0]
 	}
 }
 
@@ -47,6 +67,18 @@ func (c *Client) receive(line []byte) error {
 	if u.Record == protocol.RecordWelcome {
 		return fmt.Errorf("%w: a second welcome", ErrProtocol)
 	}
+	if u.Event != nil {
+		// An event answers no request and changes no State: nothing
+		// below applies to it. The read loop queues the events of what
+		// one read brought together (flushEvents), before any other
+		// record and before it may block.
+		c.events = append(c.events, eventItem(u.Event, u.Raw))
+		if len(c.events) == eventBatch {
+			c.flushEvents()
+		}
+		return nil
+	}
+	c.flushEvents()
 	c.mu.Lock()
 	var p *pending
 	if u.Refusal != nil && u.request() == "" {
