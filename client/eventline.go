@@ -1,8 +1,11 @@
 package client
 
 import (
+	"bytes"
+	"encoding/binary"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/mosaic-agents/mosaic/protocol"
 )
@@ -27,6 +30,7 @@ const (
 	fPart
 	fLastPart
 	fText
+	fContent
 	fStopReason
 	fReason
 	fNative
@@ -41,21 +45,24 @@ type eventBox struct {
 
 // lineDecoder decodes the stream of one connection. It keeps the last
 // execution and message key so a run of deltas shares their strings, and
-// takes each event from a block it shares with the events before it: a
-// flood of deltas then costs an allocation per block instead of two per
-// line.
+// takes each event and its strings from blocks it shares with the events
+// before it: a flood of deltas then costs an allocation per block
+// instead of two per line.
 type lineDecoder struct {
 	execution, message string
 	boxes              []eventBox
+	strs               []byte // the block strings are taken from (string)
+	unescaped          []byte // an escaped string decoded, before it is copied
 }
 
 // event decodes an event line in one pass, validating it as it goes, when
 // the line has the flat shape the controller writes for streaming events:
 // no whitespace, every key one of protocol.Event's own names spelled
 // exactly and at most once, string values, non-negative integers and
-// booleans. Anything else (a nested value such as content or tool, null,
-// a negative or non-integer number, an unknown or differently cased key,
-// a surrogate escape) reports false and the line takes the full path:
+// booleans, and content whose blocks are objects of the same kind (a
+// message-end's text). Anything else (a tool, a block's args, null, a
+// negative or non-integer number, an unknown or differently cased key, a
+// surrogate escape) reports false and the line takes the full path:
 // protocol.Validate, then encoding/json. The one-pass decoder checks every
 // rule Validate does (UTF-8, duplicate keys, control characters, escapes,
 // the safe integer range) and produces exactly what encoding/json would
@@ -70,16 +77,13 @@ func (d *lineDecoder) event(line []byte) (*protocol.Event, bool) {
 	ev.Record = protocol.RecordEvent
 	var seen uint32
 	i := len(eventPrefix)
+	k := 0 // the next of eventKeys the line may hold, in wire order
 	for {
-		key, next, ok := plainKey(line, i)
-		if !ok {
+		bit, kind, next, ok := nextKey(line, i, eventKeys[:], &k, eventField)
+		if !ok || seen&bit != 0 {
 			return nil, false
 		}
 		i = next
-		bit, kind := eventField(key)
-		if bit == 0 || seen&bit != 0 {
-			return nil, false
-		}
 		seen |= bit
 		switch kind {
 		case 's':
@@ -122,6 +126,13 @@ func (d *lineDecoder) event(line []byte) (*protocol.Event, bool) {
 			case fTruncated:
 				ev.Truncated = v
 			}
+		case 'c':
+			blocks, next, ok := d.content(line, i)
+			if !ok {
+				return nil, false
+			}
+			i = next
+			ev.Content = blocks
 		}
 		if i >= len(line) {
 			return nil, false
@@ -140,9 +151,10 @@ func (d *lineDecoder) event(line []byte) (*protocol.Event, bool) {
 	}
 }
 
-// boxBlock is how many events share one allocation: keeping one event
-// keeps its block, about 2.3 KiB.
-const boxBlock = 8
+// boxBlock is how many events share one allocation: 13 fill a 4 KiB
+// size class (8 would take 2,688 bytes for 2,432). Keeping one event
+// keeps its block.
+const boxBlock = 13
 
 // box returns a zeroed event from the current block.
 func (d *lineDecoder) box() *eventBox {
@@ -154,9 +166,118 @@ func (d *lineDecoder) box() *eventBox {
 	return b
 }
 
-// eventField names the seen bit and the value kind ('s'tring, 'n'umber,
-// 'b'oolean) of a key of protocol.Event; 0 for any other key, including
-// "record" a second time and the nested ones.
+// strBlock is the size of the blocks short strings are copied into, and
+// strShort the longest string that shares one: a longer string is
+// allocated on its own, so keeping a short string (a Transcript keeps
+// every event's text) keeps at most strBlock bytes.
+const (
+	strBlock = 8 << 10
+	strShort = 1 << 10
+)
+
+// string returns raw as a string. A short one is copied into the
+// decoder's current block and the string points there: the block is
+// never written again where a string was handed out (only appended to
+// past it, and replaced when full) and never handed out as bytes, so the
+// string is as immutable as one Go allocated, at one allocation per block
+// instead of one per string.
+func (d *lineDecoder) string(raw []byte) string {
+	if len(raw) == 0 || len(raw) > strShort {
+		return string(raw)
+	}
+	if cap(d.strs)-len(d.strs) < len(raw) {
+		d.strs = make([]byte, 0, strBlock)
+	}
+	start := len(d.strs)
+	d.strs = append(d.strs, raw...)
+	return unsafe.String(&d.strs[start], len(raw))
+}
+
+// wireKey is a key the one-pass decoder takes, quoted and with its
+// colon, with its seen bit and value kind ('s'tring, 'n'umber,
+// 'b'oolean, 'c'ontent), and the key's first and last eight bytes as
+// words (the first masked to the key when it is shorter) for hasKey.
+type wireKey struct {
+	key        string
+	bit        uint32
+	kind       byte
+	head, tail uint64
+	mask       uint64
+}
+
+func wk(key string, bit uint32, kind byte) wireKey {
+	var b [16]byte
+	copy(b[:], key)
+	k := wireKey{key: key, bit: bit, kind: kind, head: binary.LittleEndian.Uint64(b[:]), mask: ^uint64(0)}
+	if len(key) < 8 {
+		k.mask = 1<<(8*len(key)) - 1
+	} else {
+		k.tail = binary.LittleEndian.Uint64([]byte(key[len(key)-8:]))
+	}
+	return k
+}
+
+// eventKeys are the keys eventField takes, in the order protocol.Line
+// writes them (protocol.Event's field order). A line the controller wrote
+// holds a subsequence of them, so the decoder looks for the next key among
+// those after the last one it matched, a comparison or two instead of a
+// scan of the key and a lookup; any other order is read by plainKey and
+// eventField. Both take exactly the same keys (TestWireKeysMatchLookup).
+var eventKeys = [...]wireKey{
+	wk(`"kind":`, fKind, 's'),
+	wk(`"execution":`, fExecution, 's'),
+	wk(`"seq":`, fSeq, 'n'),
+	wk(`"message":`, fMessage, 's'),
+	wk(`"role":`, fRole, 's'),
+	wk(`"block":`, fBlock, 'n'),
+	wk(`"blockType":`, fBlockType, 's'),
+	wk(`"fragment":`, fFragment, 'n'),
+	wk(`"lastFragment":`, fLastFragment, 'b'),
+	wk(`"updateMode":`, fUpdateMode, 's'),
+	wk(`"part":`, fPart, 'n'),
+	wk(`"lastPart":`, fLastPart, 'b'),
+	wk(`"text":`, fText, 's'),
+	wk(`"content":`, fContent, 'c'),
+	wk(`"stopReason":`, fStopReason, 's'),
+	wk(`"reason":`, fReason, 's'),
+	wk(`"native":`, fNative, 's'),
+	wk(`"truncated":`, fTruncated, 'b'),
+}
+
+// nextKey reads the key at i: the next of keys from *k on, in wire order,
+// when the line holds one of them there, else any key by plainKey and
+// lookup. It reports false for a key lookup does not take (bit 0).
+func nextKey(line []byte, i int, keys []wireKey, k *int, lookup func([]byte) (uint32, byte)) (bit uint32, kind byte, next int, ok bool) {
+	for j := *k; j < len(keys); j++ {
+		if f := &keys[j]; hasKey(line, i, f) {
+			*k = j + 1
+			return f.bit, f.kind, i + len(f.key), true
+		}
+	}
+	key, next, ok := plainKey(line, i)
+	if !ok {
+		return 0, 0, 0, false
+	}
+	bit, kind = lookup(key)
+	return bit, kind, next, bit != 0
+}
+
+// hasKey says whether line holds f's key at i: where sixteen bytes are
+// left, by a word or two (every key is at most sixteen bytes), else byte
+// by byte.
+func hasKey(line []byte, i int, f *wireKey) bool {
+	if len(line)-i < 16 {
+		return len(line)-i >= len(f.key) && string(line[i:i+len(f.key)]) == f.key
+	}
+	if binary.LittleEndian.Uint64(line[i:])&f.mask != f.head {
+		return false
+	}
+	return len(f.key) <= 8 || binary.LittleEndian.Uint64(line[i+len(f.key)-8:]) == f.tail
+}
+
+// eventField names the seen bit and the value kind of a key of
+// protocol.Event; 0 for any other key, including "record" a second time
+// and the tool.
 func eventField(key []byte) (uint32, byte) {
 	switch string(key) {
 	case "kind":
@@ -185,6 +306,8 @@ func eventField(key []byte) (uint32, byte) {
 		return fLastPart, 'b'
 	case "text":
 		return fText, 's'
+	case "content":
+		return fContent, 'c'
 	case "stopReason":
 		return fStopReason, 's'
 	case "reason":
@@ -222,6 +345,136 @@ func setString(ev *protocol.Event, bit uint32, s string) {
 	}
 }
 
+// Block keys, each with a bit in a block's seen mask.
+const (
+	bType = 1 << iota
+	bText
+	bToolCallID
+	bToolName
+	bMimeType
+	bTruncated
+)
+
+// blockKeys are the keys blockField takes, in protocol.Block's field
+// order. A block's args, raw JSON, takes the full path.
+var blockKeys = [...]wireKey{
+	wk(`"type":`, bType, 's'),
+	wk(`"text":`, bText, 's'),
+	wk(`"toolCallId":`, bToolCallID, 's'),
+	wk(`"toolName":`, bToolName, 's'),
+	wk(`"mimeType":`, bMimeType, 's'),
+	wk(`"truncated":`, bTruncated, 'b'),
+}
+
+func blockField(key []byte) (uint32, byte) {
+	switch string(key) {
+	case "type":
+		return bType, 's'
+	case "text":
+		return bText, 's'
+	case "toolCallId":
+		return bToolCallID, 's'
+	case "toolName":
+		return bToolName, 's'
+	case "mimeType":
+		return bMimeType, 's'
+	case "truncated":
+		return bTruncated, 'b'
+	}
+	return 0, 0
+}
+
+// content reads a message's content at i: an array of blocks, each an
+// object of blockKeys' keys at most once, with string values and a
+// boolean truncated. An empty array is an empty slice, not nil, as
+// encoding/json makes it.
+func (d *lineDecoder) content(line []byte, i int) ([]protocol.Block, int, bool) {
+	if i+1 >= len(line) || line[i] != '[' {
+		return nil, 0, false
+	}
+	i++
+	blocks := []protocol.Block{}
+	if line[i] == ']' {
+		return blocks, i + 1, true
+	}
+	for {
+		var b protocol.Block
+		next, ok := d.block(line, i, &b)
+		if !ok || next >= len(line) {
+			return nil, 0, false
+		}
+		blocks = append(blocks, b)
+		i = next
+		switch line[i] {
+		case ',':
+			i++
+		case ']':
+			return blocks, i + 1, true
+		default:
+			return nil, 0, false
+		}
+	}
+}
+
+// block reads one content block at i into b.
+func (d *lineDecoder) block(line []byte, i int, b *protocol.Block) (int, bool) {
+	if i+1 >= len(line) || line[i] != '{' {
+		return 0, false
+	}
+	i++
+	if line[i] == '}' {
+		return i + 1, true
+	}
+	var seen uint32
+	k := 0
+	for {
+		bit, kind, next, ok := nextKey(line, i, blockKeys[:], &k, blockField)
+		if !ok || seen&bit != 0 {
+			return 0, false
+		}
+		i = next
+		seen |= bit
+		switch kind {
+		case 's':
+			s, next, ok := d.value(line, i, bit == bType, nil)
+			if !ok {
+				return 0, false
+			}
+			i = next
+			switch bit {
+			case bType:
+				b.Type = s
+			case bText:
+				b.Text = s
+			case bToolCallID:
+				b.ToolCallID = s
+			case bToolName:
+				b.ToolName = s
+			case bMimeType:
+				b.MimeType = s
+			}
+		case 'b':
+			v, next, ok := boolean(line, i)
+			if !ok {
+				return 0, false
+			}
+			i = next
+			b.Truncated = v
+		}
+		if i >= len(line) {
+			return 0, false
+		}
+		switch line[i] {
+		case ',':
+			i++
+		case '}':
+			return i + 1, true
+		default:
+			return 0, false
+		}
+	}
+}
+
 // plainKey reads `"key":` at i: a key without escapes (an escaped key may
 // spell a known one differently, so it goes to the full path).
 func plainKey(line []byte, i int) (key []byte, next int, ok bool) {
@@ -238,35 +491,52 @@ func plainKey(line []byte, i int) (key []byte, next int, ok bool) {
 	return line[i+1 : j], j + 2, true
 }
 
-// str reads a string value at i. The strings every delta of a run repeats
-// (names from a small vocabulary, the execution and message keys) are
-// shared instead of allocated again.
+// str reads a string value of an event at i. The strings every delta of
+// a run repeats (names from a small vocabulary, the execution and message
+// keys) are shared instead of copied again.
 func (d *lineDecoder) str(line []byte, i int, bit uint32) (string, int, bool) {
+	switch bit {
+	case fExecution:
+		return d.value(line, i, false, &d.execution)
+	case fMessage:
+		return d.value(line, i, false, &d.message)
+	case fKind, fRole, fBlockType, fUpdateMode:
+		return d.value(line, i, true, nil)
+	}
+	return d.value(line, i, false, nil)
+}
+
+// value reads the string at i: one of the vocabulary's names when vocab
+// is set and it spells one, *last when last is set and it spells that
+// (and becomes *last when not), else a string of its own.
+func (d *lineDecoder) value(line []byte, i int, vocab bool, last *string) (string, int, bool) {
 	raw, next, escaped, ok := stringSpan(line, i)
 	if !ok {
 		return "", 0, false
 	}
-	if escaped {
-		s, ok := unescape(raw)
-		return s, next, ok
+	var s string
+	switch {
+	case escaped:
+		if d.unescaped, ok = unescape(d.unescaped[:0], raw); !ok {
+			return "", 0, false
+		}
+		s = d.string(d.unescaped)
+		if cap(d.unescaped) > strBlock {
+			d.unescaped = nil // a long text's buffer is not kept for the next
+		}
+	case last != nil && string(raw) == *last:
+		return *last, next, true
+	case vocab:
+		if s, ok = vocabulary(raw); !ok {
+			s = d.string(raw)
+		}
+	default:
+		s = d.string(raw)
 	}
-	switch bit {
-	case fExecution:
-		if string(raw) != d.execution {
-			d.execution = string(raw)
-		}
-		return d.execution, next, true
-	case fMessage:
-		if string(raw) != d.message {
-			d.message = string(raw)
-		}
-		return d.message, next, true
-	case fKind, fRole, fBlockType, fUpdateMode:
-		if s, ok := vocabulary(raw); ok {
-			return s, next, true
-		}
+	if last != nil {
+		*last = s
 	}
-	return string(raw), next, true
+	return s, next, true
 }
 
 // vocabulary returns the constant spelled by raw, when it is one of the
@@ -310,8 +580,12 @@ func stringSpan(line []byte, i int) (raw []byte, next int, escaped, ok bool) {
 	}
 	ascii := true
 	for j := i + 1; j < len(line); j++ {
-		// Skip the plain run first: most of a line is plain ASCII, and one
-		// table load per byte is cheaper than the switch below.
+		// Skip the plain run first, most of a line: eight bytes at a time
+		// while none of them is special, then one table load per byte,
+		// both cheaper than the switch below.
+		for j+8 <= len(line) && specialIn(binary.LittleEndian.Uint64(line[j:])) == 0 {
+			j += 8
+		}
 		for j < len(line) && !special[line[j]] {
 			j++
 		}
@@ -350,20 +624,34 @@ var special = func() (t [256]bool) {
 	return t
 }()
 
-// unescape decodes a string's escapes the way encoding/json does. A \u
-// escape in the surrogate range is left to the full path, which pairs or
-// refuses it.
-func unescape(raw []byte) (string, bool) {
-	out := make([]byte, 0, len(raw))
+// specialIn is zero when no byte of w is one special marks: a '"' or a
+// backslash (a zero byte in w xor that byte, found by the borrow it takes
+// from the byte's high bit), a control character (one that borrows below
+// 0x20) or a byte of multi-byte UTF-8 (its own high bit). The scan then
+// finds which byte it is.
+func specialIn(w uint64) uint64 {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	quote := w ^ (ones * '"')
+	backslash := w ^ (ones * '\\')
+	return (((quote - ones) &^ quote) | ((backslash - ones) &^ backslash) | ((w - ones*0x20) &^ w) | w) & highs
+}
+
+// unescape appends raw to out with its escapes decoded the way
+// encoding/json decodes them. A \u escape in the surrogate range is left
+// to the full path, which pairs or refuses it.
+func unescape(out, raw []byte) ([]byte, bool) {
 	for j := 0; j < len(raw); j++ {
-		c := raw[j]
-		if c != '\\' {
-			out = append(out, c)
+		if k := bytes.IndexByte(raw[j:], '\\'); k != 0 {
+			if k < 0 {
+				k = len(raw) - j
+			}
+			out = append(out, raw[j:j+k]...) // the run up to the escape
+			j += k - 1
 			continue
 		}
 		j++
 		if j >= len(raw) {
-			return "", false
+			return nil, false
 		}
 		switch raw[j] {
 		case '"', '\\', '/':
@@ -381,15 +669,15 @@ func unescape(raw []byte) (string, bool) {
 		case 'u':
 			r, ok := hex4(raw[j+1:])
 			if !ok || utf16.IsSurrogate(r) {
-				return "", false
+				return nil, false
 			}
 			out = utf8.AppendRune(out, r)
 			j += 4
 		default:
-			return "", false
+			return nil, false
 		}
 	}
-	return string(out), true
+	return out, true
 }
 
 func hex4(b []byte) (rune, bool) {

@@ -1,7 +1,9 @@
 package client
 
 import (
+	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -21,6 +23,10 @@ func fullEvent(line []byte) (*protocol.Event, bool) {
 	}
 	return ev, true
 }
+
+// controllerLines is how many of eventLines come first from
+// protocol.Line.
+const controllerLines = 6
 
 // eventLines are lines the controller writes (protocol.Line of real
 // events) and hand-made ones at the edges of what the one-pass decoder
@@ -85,6 +91,30 @@ func eventLines(t testing.TB) []string {
 		`{"record":"event","-":1}`,
 		`{"record":"event","content":[]}`,
 		`{"record":"event","unknown":"x"}`,
+		`{"record":"event","kind":"message-end","content":[{"type":"text","text":"a\nb"},{"type":"thinking","text":"c","truncated":true}],"stopReason":"stop"}`,
+		`{"record":"event","content":[{"type":"image","mimeType":"image/png"},{"type":"toolCall","toolCallId":"c1","toolName":"bash"}]}`,
+		`{"record":"event","content":[{"text":"a","type":"text"}]}`,
+		`{"record":"event","content":[{}]}`,
+		`{"record":"event","content":[{},{}]}`,
+		`{"record":"event","content":[{"type":"text","type":"x"}]}`,
+		`{"record":"event","content":[{"type":"text"},]}`,
+		`{"record":"event","content":[,]}`,
+		`{"record":"event","content":[{"type":"text"}`,
+		`{"record":"event","content":[{"type":"text"}]]}`,
+		`{"record":"event","content":[{"type":"text"}}]}`,
+		`{"record":"event","content":[{"type":"toolCall","args":{"a":1}}]}`,
+		`{"record":"event","content":[{"TYPE":"text"}]}`,
+		`{"record":"event","content":[{"type":"text","unknown":"x"}]}`,
+		`{"record":"event","content":[{"truncated":"yes"}]}`,
+		`{"record":"event","content":[{"text":1}]}`,
+		`{"record":"event","content":[1]}`,
+		`{"record":"event","content":{}}`,
+		`{"record":"event","content":null}`,
+		`{"record":"event","content":[null]}`,
+		`{"record":"event","content":[],"content":[]}`,
+		`{"record":"event","content":[{"text":"\ud83d\ude00"}]}`,
+		`{"record":"event","content":[{"text":"`+"\xff"+`"}]}`,
+		`{"record":"event","content":[ {"type":"text"}]}`,
 	)
 }
 
@@ -95,15 +125,15 @@ func TestEventLineMatchesFullDecode(t *testing.T) {
 	for i, line := range eventLines(t) {
 		t.Run(line, func(t *testing.T) {
 			took := checkEventLine(t, []byte(line))
-			if i == 0 && !took {
-				t.Fatal("the one-pass decoder did not take a text delta as the controller writes it")
+			if i < controllerLines && !strings.Contains(line, `"tool":`) && !took {
+				t.Fatal("the one-pass decoder did not take a line as the controller writes it")
 			}
 			if took {
 				fast++
 			}
 		})
 	}
-	if fast < 6 {
+	if fast < 12 {
 		t.Fatalf("the one-pass decoder took only %d lines: it is not being exercised", fast)
 	}
 }
@@ -132,6 +162,40 @@ func checkEventLine(t testing.TB, line []byte) bool {
 	return true
 }
 
+// TestWireKeysMatchLookup: the keys the decoder looks for in wire order
+// are exactly those its lookup takes, in the order encoding/json writes
+// protocol.Event's and protocol.Block's fields, so the two ways of
+// reading a key never differ.
+func TestWireKeysMatchLookup(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		typ    reflect.Type
+		keys   []wireKey
+		lookup func([]byte) (uint32, byte)
+	}{
+		{"event", reflect.TypeFor[protocol.Event](), eventKeys[:], eventField},
+		{"block", reflect.TypeFor[protocol.Block](), blockKeys[:], blockField},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var taken []wireKey
+			for f := range tc.typ.Fields() {
+				name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+				if bit, kind := tc.lookup([]byte(name)); bit != 0 {
+					taken = append(taken, wk(`"`+name+`":`, bit, kind))
+				}
+			}
+			for _, k := range tc.keys {
+				if len(k.key) > 16 {
+					t.Errorf("%s is longer than hasKey's two words", k.key)
+				}
+			}
+			if !reflect.DeepEqual(taken, tc.keys) {
+				t.Fatalf("the lookup takes, in field order:\n %v\nthe wire-order table holds:\n %v", taken, tc.keys)
+			}
+		})
+	}
+}
+
 // TestEventLineSharesRepeats: a run of deltas shares its execution and
 // message strings, and a new one is taken, not the old one kept.
 func TestEventLineSharesRepeats(t *testing.T) {
@@ -152,4 +216,57 @@ func FuzzEventLine(f *testing.F) {
 	f.Fuzz(func(t *testing.T, line []byte) {
 		checkEventLine(t, line)
 	})
+}
+
+// TestSpecialIn: the eight-byte test finds a special byte wherever it
+// sits among plain ones, and finds none among plain ones alone.
+func TestSpecialIn(t *testing.T) {
+	plain := []byte("abcdefgh")
+	if specialIn(binary.LittleEndian.Uint64(plain)) != 0 {
+		t.Fatalf("%q holds no special byte", plain)
+	}
+	for c := range 256 {
+		for at := range 8 {
+			w := []byte(" ~ZAz09!")
+			w[at] = byte(c)
+			if got := specialIn(binary.LittleEndian.Uint64(w)) != 0; got != special[c] {
+				t.Fatalf("byte %#x at %d: found %v, special says %v", c, at, got, special[c])
+			}
+		}
+	}
+}
+
+// TestDecodedStringsStay: the strings of an event, taken from blocks the
+// decoder shares between events, stay as they were decoded however many
+// events follow, and so do the lines they were decoded from.
+func TestDecodedStringsStay(t *testing.T) {
+	var d lineDecoder
+	type kept struct {
+		ev         *protocol.Event
+		raw        []byte
+		text, line string
+	}
+	var all []kept
+	for i := range 5000 {
+		text := fmt.Sprintf("delta %d %s", i, strings.Repeat("x", i%300))
+		line, err := protocol.Line(protocol.Event{Record: protocol.RecordEvent, Kind: protocol.EventTextDelta,
+			Execution: fmt.Sprintf("x-%d", i/100), Seq: uint64(i + 1), Message: fmt.Sprintf("m-%d", i/10), Text: text})
+		if err != nil {
+			t.Fatal(err)
+		}
+		line = line[:len(line)-1]
+		u, err := d.decode(line)
+		if err != nil || u.Event == nil {
+			t.Fatalf("decode %s: %v", line, err)
+		}
+		all = append(all, kept{u.Event, u.Raw, text, string(line)})
+	}
+	for i, k := range all {
+		if k.ev.Text != k.text || k.ev.Execution != fmt.Sprintf("x-%d", i/100) || k.ev.Message != fmt.Sprintf("m-%d", i/10) {
+			t.Fatalf("event %d changed after it was decoded: %+v, want text %q", i, k.ev, k.text)
+		}
+		if string(k.raw) != k.line {
+			t.Fatalf("event %d's line changed after it was decoded: %s", i, k.raw)
+		}
+	}
 }
