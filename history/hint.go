@@ -83,8 +83,8 @@ func (l *lexer) message() partHint {
 	}
 	for {
 		l.space()
-		k, ok := l.plainBytes()
-		if !ok || !ascii(k) {
+		k, asc, ok := l.plain()
+		if !ok || !asc {
 			return hintUnknown
 		}
 		l.space()
@@ -164,15 +164,6 @@ func fold(k []byte, w string) bool {
 			c += 'a' - 'A'
 		}
 		if c != w[i] {
-			return false
-		}
-	}
-	return true
-}
-
-func ascii(k []byte) bool {
-	for _, c := range k {
-		if c >= utf8.RuneSelf {
 			return false
 		}
 	}

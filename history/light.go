@@ -49,11 +49,11 @@ func light(b []byte, last string) (envelope, bool) {
 	}
 	for {
 		l.space()
-		k, ok := l.plainBytes()
+		k, asc, ok := l.plain()
 		if !ok {
 			return env, false
 		}
-		plain = plain && ascii(k)
+		plain = plain && asc
 		l.space()
 		if !l.eat(':') {
 			return env, false
@@ -231,15 +231,23 @@ func (l *lexer) plainString() (string, bool) {
 }
 
 func (l *lexer) plainBytes() ([]byte, bool) {
+	b, _, ok := l.plain()
+	return b, ok
+}
+
+// plain is plainBytes that also tells whether the string is ASCII. The
+// scan of the string already saw every byte, so only a string with a
+// byte over 0x7f is checked for valid UTF-8 again.
+func (l *lexer) plain() (b []byte, ascii, ok bool) {
 	if !l.eat('"') {
-		return nil, false
+		return nil, false, false
 	}
 	start := l.i
-	end, esc, ok := l.skipString()
-	if !ok || esc || !utf8.Valid(l.b[start:end]) {
-		return nil, false
+	end, esc, wide, ok := l.skipString()
+	if !ok || esc || wide && !utf8.Valid(l.b[start:end]) {
+		return nil, false, false
 	}
-	return l.b[start:end], true
+	return l.b[start:end], !wide, true
 }
 
 // value skips one JSON value.
@@ -250,7 +258,7 @@ func (l *lexer) value(depth int) bool {
 	switch c := l.b[l.i]; {
 	case c == '"':
 		l.i++
-		_, _, ok := l.skipString()
+		_, _, _, ok := l.skipString()
 		return ok
 	case c == '{':
 		return l.items(depth, '}', true)
@@ -282,7 +290,7 @@ func (l *lexer) items(depth int, end byte, keyed bool) bool {
 			if !l.eat('"') {
 				return false
 			}
-			if _, _, ok := l.skipString(); !ok {
+			if _, _, _, ok := l.skipString(); !ok {
 				return false
 			}
 			l.space()
@@ -354,46 +362,53 @@ func special(w uint64) uint64 {
 }
 
 // skipString skips the rest of a string after its opening quote and
-// returns the index of the closing quote, whether it held an escape, and
-// whether it is valid: escapes as JSON has them and no control character.
-// Invalid UTF-8 is accepted, as encoding/json does.
-func (l *lexer) skipString() (end int, esc, ok bool) {
+// returns the index of the closing quote, whether it held an escape or a
+// byte over 0x7f (wide), and whether it is valid: escapes as JSON has
+// them and no control character. Invalid UTF-8 is accepted, as
+// encoding/json does.
+func (l *lexer) skipString() (end int, esc, wide, ok bool) {
 	b := l.b
 	i := l.i
+	var seen uint64 // the bytes before i ORed, for their high bits
 	for {
 		for len(b)-i >= 8 {
-			if m := special(binary.LittleEndian.Uint64(b[i:])); m != 0 {
-				i += bits.TrailingZeros64(m) / 8
+			w := binary.LittleEndian.Uint64(b[i:])
+			if m := special(w); m != 0 {
+				n := bits.TrailingZeros64(m)
+				seen |= w & (1<<n - 1) // the bytes before the special one
+				i += n / 8
 				break
 			}
+			seen |= w
 			i += 8
 		}
 		if i >= len(b) {
-			return 0, esc, false
+			return 0, esc, false, false
 		}
 		switch c := b[i]; {
 		case c == '"':
 			l.i = i + 1
-			return i, esc, true
+			return i, esc, seen&hi8 != 0, true
 		case c == '\\':
 			esc = true
 			if i+1 >= len(b) {
-				return 0, esc, false
+				return 0, esc, false, false
 			}
 			switch b[i+1] {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 				i += 2
 			case 'u':
 				if len(b)-i < 6 || !hex4(b[i+2:i+6]) {
-					return 0, esc, false
+					return 0, esc, false, false
 				}
 				i += 6
 			default:
-				return 0, esc, false
+				return 0, esc, false, false
 			}
 		case c < 0x20:
-			return 0, esc, false
+			return 0, esc, false, false
 		default:
+			seen |= uint64(c)
 			i++
 		}
 	}
