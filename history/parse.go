@@ -75,21 +75,30 @@ func (e *entry) shown() *view {
 	return e.view
 }
 
+// taken is the record of a line the light scan took and its entry,
+// allocated together (takeRun allocates them for all its lines at once).
+type taken struct {
+	r record
+	e entry
+}
+
 // lightRecord is parseLine for the common line: a valid entry whose body
-// is left undecoded until a page shows it. Any line the light scan does
-// not take is parsed in full.
-func lightRecord(no int, b []byte, last string) *record {
+// is left undecoded until a page shows it, filled into t and returned as
+// &t.r. Any line the light scan does not take is parsed in full, and t is
+// left unused.
+func lightRecord(no int, b []byte, last string, t *taken) *record {
 	env, ok := light(b, last)
 	if !ok {
 		return parseLine(no, b)
 	}
-	e := &entry{id: env.id, parent: env.parent, root: env.root, typ: env.typ, line: no, hint: env.hint}
+	t.e = entry{id: env.id, parent: env.parent, root: env.root, typ: env.typ, line: no, hint: env.hint}
 	if stateType(env.typ) {
-		e.hint = hintNone // never shown (viewOf)
+		t.e.hint = hintNone // never shown (viewOf)
 	} else {
-		e.raw = b
+		t.e.raw = b
 	}
-	return &record{line: no, e: e}
+	t.r = record{line: no, e: &t.e}
+	return &t.r
 }
 
 // view is what a shown entry renders as, before it is cut into parts.

@@ -12,6 +12,8 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"sync"
+	"sync/atomic"
 
 	"github.com/mosaic-agents/mosaic/protocol"
 )
@@ -141,13 +143,7 @@ func scan(path string, src *source, prev *Snapshot, max int64, project string) (
 		return nil, incompleteHeader(path, data)
 	}
 	lines := keep(data, end)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		h.Write(lines)
-	}()
-	err = s.takeLines(lines, line, prev == nil, path, project)
-	<-done
+	err = s.takeLines(lines, line, prev == nil, path, project, func() { h.Write(lines) })
 	if err != nil {
 		return nil, err
 	}
@@ -181,72 +177,107 @@ func keep(data []byte, end int) []byte {
 	return data[:end:end]
 }
 
-// splitMin is the size of new lines from which they are scanned in two
-// halves at once (beside the hash): below it a goroutine costs more than
-// half a scan saves.
+// splitMin is the size of new lines from which they are scanned in
+// pieces on every CPU (beside the hash): below it a goroutine costs more
+// than the pieces save.
 const splitMin = 1 << 20
 
-// takeLines takes the complete lines of b, numbered after line; with header,
-// the first is the session header. From splitMin bytes on, with more than
-// one CPU, the second half (from a line start) is scanned on another
-// goroutine, its lines numbered by counting those of the first half.
-func (s *Snapshot) takeLines(b []byte, line int, header bool, path, project string) error {
-	var second lineRun
-	done := make(chan struct{})
-	if mid := half(b); mid > 0 {
-		rest, before := b[mid:], line+bytes.Count(b[:mid], []byte{'\n'})
-		go func() {
-			defer close(done)
-			second = takeRun(rest, before, false, path, project)
-		}()
-		b = b[:mid]
-	} else {
-		close(done)
+// scanPiece is about how much of a large read one goroutine scans at a
+// time: small enough that the goroutines, the one that hashed first among
+// them, end within a piece of each other.
+const scanPiece = 256 << 10
+
+// takeLines takes the complete lines of b, numbered after line; with
+// header, the first is the session header. hash runs beside the scan, on
+// another goroutine. From splitMin bytes on, with more than one CPU, b is
+// cut into pieces at line starts, each numbered by counting the LFs
+// before it, and every CPU takes the next piece not taken yet: the
+// goroutine that hashes takes pieces once the hash is done, so the hash
+// never waits for a scan to leave it a CPU and no CPU idles while pieces
+// are left.
+func (s *Snapshot) takeLines(b []byte, line int, header bool, path, project string, hash func()) error {
+	cuts := pieces(b)
+	runs := make([]lineRun, len(cuts)-1)
+	starts := make([]int, len(cuts))
+	starts[0] = line
+	for k := 1; k < len(cuts); k++ {
+		starts[k] = starts[k-1] + bytes.Count(b[cuts[k-1]:cuts[k]], []byte{'\n'})
 	}
-	first := takeRun(b, line, header, path, project)
-	<-done
-	if first.err != nil {
-		return first.err
+	var next atomic.Int64
+	work := func() {
+		for {
+			k := int(next.Add(1) - 1)
+			if k >= len(runs) {
+				return
+			}
+			piece := b[cuts[k]:cuts[k+1]]
+			runs[k] = takeRun(piece, starts[k], starts[k+1]-starts[k], header && k == 0, path, project)
+		}
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		hash()
+		work()
+	})
+	for range min(runtime.GOMAXPROCS(0), len(runs)) - 2 {
+		wg.Go(work)
+	}
+	work()
+	wg.Wait()
+	if runs[0].err != nil {
+		return runs[0].err
 	}
 	if header {
-		s.header = first.header
+		s.header = runs[0].header
 	}
-	s.records = slices.Grow(s.records, len(first.records)+len(second.records))
-	s.records = append(append(s.records, first.records...), second.records...)
-	s.nlines = max(first.lines, second.lines)
+	n := 0
+	for _, r := range runs {
+		n += len(r.records)
+	}
+	s.records = slices.Grow(s.records, n)
+	for _, r := range runs {
+		s.records = append(s.records, r.records...)
+	}
+	s.nlines = starts[len(starts)-1]
 	return nil
 }
 
-// half returns where the second half of b starts (after the first LF at
-// or past its middle), or 0 when b is not worth splitting.
-func half(b []byte) int {
-	if len(b) < splitMin || runtime.GOMAXPROCS(0) < 2 {
-		return 0
+// pieces returns where b's pieces start, and len(b) last: one piece, or
+// pieces of about scanPiece bytes each starting after an LF when b is
+// worth splitting.
+func pieces(b []byte) []int {
+	cuts := []int{0}
+	if len(b) >= splitMin && runtime.GOMAXPROCS(0) >= 2 {
+		for at := scanPiece; at < len(b); {
+			i := bytes.IndexByte(b[at:], '\n')
+			if i < 0 || at+i+1 == len(b) {
+				break
+			}
+			cuts = append(cuts, at+i+1)
+			at += i + 1 + scanPiece
+		}
 	}
-	i := bytes.IndexByte(b[len(b)/2:], '\n')
-	if mid := len(b)/2 + i + 1; i >= 0 && mid < len(b) {
-		return mid
-	}
-	return 0
+	return append(cuts, len(b))
 }
 
 // lineRun is what a run of complete lines held.
 type lineRun struct {
 	records []*record
 	header  Header
-	lines   int // the number of its last line
 	err     error
 }
 
 // takeRun scans the complete lines of b, numbered after line; with header,
-// the first is the session header.
-func takeRun(b []byte, line int, header bool, path, project string) lineRun {
-	var run lineRun
+// the first is the session header. b holds n LFs: the light-scanned
+// lines' records and entries are allocated together, n at once.
+func takeRun(b []byte, line, n int, header bool, path, project string) lineRun {
+	run := lineRun{records: make([]*record, 0, n)}
+	slab := make([]taken, n)
 	var last string
 	for len(b) > 0 {
-		n := bytes.IndexByte(b, '\n')
-		body := b[:n]
-		b = b[n+1:]
+		i := bytes.IndexByte(b, '\n')
+		body := b[:i]
+		b = b[i+1:]
 		line++
 		if header && line == 1 {
 			hd, err := parseHeader(body, path)
@@ -261,14 +292,16 @@ func takeRun(b []byte, line int, header bool, path, project string) lineRun {
 			run.header = hd
 			continue
 		}
-		if rec := lightRecord(line, body, last); rec != nil {
+		if rec := lightRecord(line, body, last, &slab[0]); rec != nil {
+			if rec == &slab[0].r {
+				slab = slab[1:]
+			}
 			run.records = append(run.records, rec)
 			if rec.e != nil {
 				last = rec.e.id
 			}
 		}
 	}
-	run.lines = line
 	return run
 }
 
