@@ -8,6 +8,7 @@ import (
 	"os"
 	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -613,5 +614,147 @@ func TestFollowChainHoldsWhatAReadHolds(t *testing.T) {
 	t.Logf("a %d-byte file: the chain's snapshot holds %d bytes, a Read %d", read.Size(), held, readHeld)
 	if held > 2*readHeld {
 		t.Fatalf("after 1000 follows the chain holds %d bytes, a Read of the same file %d", held, readHeld)
+	}
+}
+
+// naming is the tree as the reader named it before nodes: the winner of
+// each id, each parent id's earliest child and each entry's branch name in
+// maps, each path walked by looking the parent id up. It is the reference
+// the nodes, their shortcuts and the follow's extension in place must
+// give.
+type naming struct {
+	names map[*entry]string
+	tips  map[string]*entry
+	order []string
+	paths map[string][]*entry
+	stops map[string]string
+}
+
+func nameNaively(records []*record) naming {
+	byID, first := map[string]*entry{}, map[string]*entry{}
+	n := naming{names: map[*entry]string{}, tips: map[string]*entry{Main: nil}, order: []string{Main},
+		paths: map[string][]*entry{}, stops: map[string]string{}}
+	for _, r := range records {
+		if r.e != nil {
+			byID[r.e.id] = r.e
+		}
+	}
+	var winners []*entry
+	for _, r := range records {
+		if r.e != nil && byID[r.e.id] == r.e {
+			winners = append(winners, r.e)
+		}
+	}
+	for _, e := range winners {
+		if p := byID[e.parent]; !e.root && p != nil && first[p.id] == nil {
+			first[p.id] = e
+		}
+	}
+	root := false
+	for _, e := range winners {
+		var p *entry
+		if !e.root {
+			p = byID[e.parent]
+		}
+		var name string
+		switch {
+		case p == nil && !root:
+			root, name = true, Main
+		case p == nil:
+			name = branchName(e.id)
+		case first[p.id] == e && p.line < e.line:
+			name = n.names[p]
+		default:
+			name = branchName(e.id)
+		}
+		n.names[e] = name
+		if _, ok := n.tips[name]; !ok {
+			n.order = append(n.order, name)
+		}
+		n.tips[name] = e
+	}
+	for name, tip := range n.tips {
+		seen := map[*entry]bool{}
+		var rev []*entry
+		for e := tip; e != nil; {
+			if seen[e] {
+				n.stops[name] = "loop"
+				break
+			}
+			seen[e] = true
+			rev = append(rev, e)
+			if e.root {
+				break
+			}
+			if e = byID[e.parent]; e == nil {
+				n.stops[name] = "missing"
+			}
+		}
+		slices.Reverse(rev)
+		n.paths[name] = rev
+	}
+	return n
+}
+
+// sameNaming fails unless s's index names, orders and walks its branches
+// as nameNaively does over s's records.
+func sameNaming(t *testing.T, what string, s *Snapshot) {
+	t.Helper()
+	want := nameNaively(s.records)
+	x := s.idx
+	if !reflect.DeepEqual(x.order, want.order) || !reflect.DeepEqual(x.tips, want.tips) {
+		t.Fatalf("%s: branches %v tips %v, want %v %v", what, x.order, x.tips, want.order, want.tips)
+	}
+	for e, name := range want.names {
+		if got := x.nameOf(e); got != name {
+			t.Fatalf("%s: the entry on line %d is on branch %q, want %q", what, e.line, got, name)
+		}
+	}
+	for name, tip := range x.tips {
+		path, stop := x.path(tip)
+		got := ""
+		if stop != nil {
+			got = strings.Split(stop.key, ".")[1]
+		}
+		if len(path) == 0 {
+			path = nil
+		}
+		if !reflect.DeepEqual(path, want.paths[name]) || got != want.stops[name] {
+			t.Fatalf("%s: branch %s walks %d entries (stop %q), want %d (stop %q)", what, name, len(path), got, len(want.paths[name]), want.stops[name])
+		}
+	}
+}
+
+// TestTreeMatchesNaiveNaming grows random sessions (forks, repeated ids,
+// missing parents that arrive later, loops, roots) append by append and
+// holds every snapshot's tree, read afresh or extended in place by a
+// follow, and the snapshots it followed, to the naive naming.
+func TestTreeMatchesNaiveNaming(t *testing.T) {
+	for seed := range uint64(16) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			f := newFixture(t)
+			g := &session{t: t, rng: rand.New(rand.NewPCG(seed, 43))}
+			f.write(t, hdr)
+			prev := f.mustRead(t)
+			var chain []*Snapshot
+			for step := range 60 {
+				var add strings.Builder
+				for range 1 + g.rng.IntN(5) {
+					add.WriteString(g.next())
+				}
+				f.append(t, add.String())
+				next, err := f.follow(t, prev)
+				if err != nil {
+					t.Fatalf("step %d: Follow: %v", step, err)
+				}
+				sameNaming(t, fmt.Sprintf("step %d: the follow", step), next)
+				sameNaming(t, fmt.Sprintf("step %d: a fresh read", step), f.mustRead(t))
+				chain = append(chain, next)
+				prev = next
+			}
+			for i, s := range chain {
+				sameNaming(t, fmt.Sprintf("snapshot %d of the chain, after it grew", i), s)
+			}
+		})
 	}
 }

@@ -10,12 +10,13 @@ import (
 // index is the tree over a snapshot's records: the winning entry of each
 // id, each parent's earliest child, branch names and each branch's tip.
 //
-// The maps are shared along a follow chain (tree): a follow whose
-// appended entries change nothing already indexed adds them in place
-// instead of indexing the whole file again. An earlier snapshot still
-// sees only its own entries: an entry is this index's only when its line
-// is at most lines, and the maps are only added to, never changed, while
-// they are shared.
+// The maps and nodes are shared along a follow chain (tree): a follow
+// whose appended entries change nothing already indexed adds them in
+// place instead of indexing the whole file again. An earlier snapshot
+// still sees only its own entries: an entry is this index's only when its
+// line is at most lines, and the maps are only added to, never changed,
+// while they are shared (a node's earliest child, which only placing
+// reads, is set once by the child's placing).
 type index struct {
 	t     *tree
 	lines int               // the snapshot's last line
@@ -29,14 +30,25 @@ type index struct {
 // tree holds the maps of one follow chain.
 type tree struct {
 	mu    sync.RWMutex
-	owner *index // the latest index; only it may be extended in place
-	byID  map[string]*entry
-	first map[string]*entry // parent id -> its earliest child in file order
-	names map[*entry]string
+	owner *index           // the latest index; only it may be extended in place
+	byID  map[string]*node // id -> the node of the entry that wins it
 	// dangling holds parent ids no entry has: an appended entry with such
 	// an id would change earlier entries' parents, so it needs a full build.
 	dangling map[string]bool
 	badLine  map[int]bool
+}
+
+// node is an entry's place in its tree: its parent's node (nil for a
+// root or a missing parent), its earliest child in file order and its
+// branch name, set when it is placed (only the nodes of entries that win
+// their ids are). An entry's parent never changes within a tree (an
+// append that would change one builds a new tree), so up and name are set
+// once; first is set once, when the child is placed.
+type node struct {
+	e     *entry
+	up    *node
+	first *entry
+	name  string
 }
 
 // Main is the branch of the first root, named even before the file has
@@ -47,23 +59,15 @@ const Main = "main"
 // the later entry wins, as in Pi's _buildIndex.
 func build(records []*record, lines int) *index {
 	t := &tree{
-		byID:     make(map[string]*entry, len(records)),
-		first:    make(map[string]*entry, len(records)),
-		names:    make(map[*entry]string, len(records)),
+		byID:     make(map[string]*node, len(records)),
 		dangling: make(map[string]bool),
 		badLine:  make(map[int]bool),
 	}
 	x := &index{t: t, lines: lines, tips: map[string]*entry{Main: nil}, order: []string{Main}}
 	t.owner = x
-	x.take(records)
-	winners := make([]*entry, 0, len(records))
-	for _, r := range records {
-		if r.e != nil && t.byID[r.e.id] == r.e {
-			winners = append(winners, r.e)
-		}
-	}
-	x.link(winners)
-	x.name(winners)
+	nodes := x.take(records)
+	// Without a repeated id every entry wins its id.
+	x.place(nodes, len(t.byID) < len(nodes))
 	return x
 }
 
@@ -83,7 +87,6 @@ func extend(prev *index, added []*record, lines int) *index {
 	if o := t.owner; o != prev && o.lines != prev.lines {
 		return nil
 	}
-	var fresh []*entry
 	ids := make(map[string]bool)
 	for _, r := range added {
 		if r.e == nil {
@@ -94,102 +97,128 @@ func extend(prev *index, added []*record, lines int) *index {
 			return nil
 		}
 		ids[id] = true
-		fresh = append(fresh, r.e)
 	}
 	x := &index{t: t, lines: lines, tips: make(map[string]*entry, len(prev.tips)+1),
 		order: slices.Clip(prev.order), leaf: prev.leaf, bad: slices.Clip(prev.bad), root: prev.root}
 	for n, e := range prev.tips {
 		x.tips[n] = e
 	}
-	x.take(added)
-	x.link(fresh)
-	x.name(fresh)
+	x.place(x.take(added), false)
 	t.owner = x
 	return x
 }
 
-// take adds records (file order) to the maps: each entry as the winner
-// of its id (a later one replaces an earlier), each line that is not an
-// entry as a notice. The caller holds the tree (or is building it).
-func (x *index) take(records []*record) {
+// take adds records (file order) to the maps: each entry, in a new node,
+// as the winner of its id (a later one replaces an earlier), each line
+// that is not an entry as a notice. It returns the new nodes, file order,
+// to be placed. The caller holds the tree (or is building it).
+func (x *index) take(records []*record) []node {
+	n := 0
+	for _, r := range records {
+		if r.e != nil {
+			n++
+		}
+	}
+	nodes := make([]node, 0, n)
 	for _, r := range records {
 		if r.e == nil {
 			x.bad = append(x.bad, r)
 			x.t.badLine[r.line] = true
 			continue
 		}
-		x.t.byID[r.e.id] = r.e
+		nodes = append(nodes, node{e: r.e})
+		x.t.byID[r.e.id] = &nodes[len(nodes)-1]
 		x.leaf = r.e
 	}
-}
-
-// link records each parent's earliest child and the parent ids that are
-// missing. The caller holds the tree (or is building it).
-func (x *index) link(winners []*entry) {
-	t := x.t
-	for _, e := range winners {
-		if e.root {
-			continue
-		}
-		p := t.byID[e.parent]
-		if p == nil {
-			t.dangling[e.parent] = true
-			continue
-		}
-		if t.first[p.id] == nil {
-			t.first[p.id] = e
-		}
-	}
+	return nodes
 }
 
 // get returns this index's winning entry for id.
 func (x *index) get(id string) *entry {
 	x.t.mu.RLock()
-	e := x.t.byID[id]
+	nd := x.t.byID[id]
 	x.t.mu.RUnlock()
-	if e == nil || e.line > x.lines {
+	if nd == nil || nd.e.line > x.lines {
 		return nil
 	}
-	return e
+	return nd.e
 }
 
 // nameOf returns the branch name of one of this index's entries.
 func (x *index) nameOf(e *entry) string {
 	x.t.mu.RLock()
 	defer x.t.mu.RUnlock()
-	return x.t.names[e]
+	if nd := x.t.byID[e.id]; nd != nil && nd.e == e {
+		return nd.name
+	}
+	return ""
 }
 
-// name assigns branch names in one pass over file order. The first root
-// is main; a later root (null or missing parent) or a later child at a
-// fork starts b.<id>; the earliest child in file order continues its
-// parent's branch, but only when the parent precedes it in the file, so
-// names never depend on later lines and a loop cannot recurse. The caller
-// holds the tree (or is building it).
-func (x *index) name(winners []*entry) {
+// place places nodes (file order; with repeats, only those whose entries
+// won their ids): each links to its parent's node, or marks its parent
+// id missing, and is recorded as its parent's earliest child when it is
+// the first to link to it. Then it is named in the same pass: the first
+// root is main;
+// a later root (null or missing parent) or a later child at a fork starts
+// b.<id>; the earliest child in file order continues its parent's branch,
+// but only when the parent precedes it in the file (so it is named
+// already), so names never depend on later lines and a loop cannot
+// recurse. The caller holds the tree (or is building it).
+func (x *index) place(nodes []node, repeats bool) {
 	t := x.t
-	for _, e := range winners {
-		var n string
-		var p *entry
+	// The node placed before is most often the parent: it won its id, so
+	// a parent id equal to its id names it.
+	var prev *node
+	// The tip of the branch of the node before, written to tips when the
+	// branch changes: a run of one branch costs no map access.
+	var run string
+	var runTip *entry
+	for i := range nodes {
+		nd := &nodes[i]
+		e := nd.e
+		if repeats && t.byID[e.id] != nd {
+			continue // a later entry has its id
+		}
+		var p *node
 		if !e.root {
-			p = t.byID[e.parent]
+			if prev != nil && e.parent == prev.e.id {
+				p = prev
+			} else if p = t.byID[e.parent]; p == nil {
+				t.dangling[e.parent] = true
+			}
+		}
+		earliest := false
+		if p != nil {
+			nd.up = p
+			if p.first == nil {
+				p.first, earliest = e, true
+			}
 		}
 		switch {
 		case p == nil && !x.root:
 			x.root = true
-			n = Main
+			nd.name = Main
 		case p == nil:
-			n = branchName(e.id)
-		case t.first[p.id] == e && p.line < e.line:
-			n = t.names[p]
+			nd.name = branchName(e.id)
+		case earliest && p.e.line < e.line:
+			nd.name = p.name
 		default:
-			n = branchName(e.id)
+			nd.name = branchName(e.id)
 		}
-		t.names[e] = n
-		if _, ok := x.tips[n]; !ok {
-			x.order = append(x.order, n)
+		if runTip == nil || nd.name != run {
+			if runTip != nil {
+				x.tips[run] = runTip
+			}
+			if _, ok := x.tips[nd.name]; !ok {
+				x.order = append(x.order, nd.name)
+			}
+			run = nd.name
 		}
-		x.tips[n] = e
+		runTip = e
+		prev = nd
+	}
+	if runTip != nil {
+		x.tips[run] = runTip
 	}
 }
 
@@ -247,6 +276,12 @@ func (x *index) items(branch string, h Header) ([]item, bool) {
 // path walks from tip to its root and returns it root first, with the
 // notice that stopped the walk early (missing parent or loop), if any.
 func (x *index) path(tip *entry) ([]*entry, *item) {
+	var nd *node
+	if tip != nil { // an empty main
+		x.t.mu.RLock()
+		nd = x.t.byID[tip.id]
+		x.t.mu.RUnlock()
+	}
 	var rev []*entry
 	var stop *item
 	// While each parent precedes its child in the file the walk cannot
@@ -273,12 +308,13 @@ func (x *index) path(tip *entry) ([]*entry, *item) {
 		if e.root {
 			break
 		}
-		p := x.get(e.parent)
-		if p == nil {
+		// The parent's node was placed with nd, and never changes.
+		p := nd.up
+		if p == nil || p.e.line > x.lines {
 			stop = &item{key: "x.missing." + safeID(e.id), line: e.line, v: noticeView(NoticeMissingParent, x.missingDetail(e))}
 			break
 		}
-		e = p
+		e, nd = p.e, p
 	}
 	for i, j := 0, len(rev)-1; i < j; i, j = i+1, j-1 {
 		rev[i], rev[j] = rev[j], rev[i]
