@@ -27,7 +27,8 @@ func lightAgrees(t *testing.T, line []byte) bool {
 	if r == nil || r.e == nil {
 		t.Fatalf("light took %q, the full parse does not: %+v", line, r)
 	}
-	if r.e.id != env.id || r.e.parent != env.parent || r.e.root != env.root || r.e.typ != env.typ {
+	if r.e.id != env.id || r.e.parent != env.parent || r.e.root != env.root || r.e.typ != env.typ ||
+		env.key != "" && env.key != entryKey(r.e.id) {
 		t.Fatalf("light took %q as %+v, the full parse as id=%q parent=%q root=%v type=%q",
 			line, env, r.e.id, r.e.parent, r.e.root, r.e.typ)
 	}

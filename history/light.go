@@ -14,7 +14,10 @@ const lightDepth = 512
 // the tree needs, without decoding the message body.
 type envelope struct {
 	typ, id, parent string
-	root            bool
+	// key is entryKey(id) when id is plain: id is its tail, so one
+	// allocation makes both.
+	key  string
+	root bool
 	// hint is what the scan learnt of the entry's parts (hintOf).
 	hint partHint
 }
@@ -80,11 +83,12 @@ func light(b []byte, last string) (envelope, bool) {
 			}
 			sawType, env.typ = true, typeName(v)
 		case keyID:
-			v, ok := l.plainString()
+			v, ok := l.plainBytes()
 			if !ok || sawID {
 				return env, false
 			}
-			sawID, env.id = true, v
+			sawID, env.key = true, "n."+string(v)
+			env.id = env.key[len("n."):]
 		case keyParent:
 			if sawParent {
 				return env, false
@@ -122,6 +126,9 @@ func light(b []byte, last string) (envelope, bool) {
 		return env, false
 	}
 	env.root = !sawParent || nullParent
+	if !plainID(env.id) {
+		env.key = "" // hashed: made when a page shows it
+	}
 	if plain {
 		env.hint = hintOf(env.typ, messages, msg)
 	}
@@ -223,13 +230,8 @@ func (l *lexer) eat(c byte) bool {
 	return false
 }
 
-// plainString reads a string with no escape and valid UTF-8, the only
+// plainBytes reads a string with no escape and valid UTF-8, the only
 // kind whose bytes are its value.
-func (l *lexer) plainString() (string, bool) {
-	b, ok := l.plainBytes()
-	return string(b), ok
-}
-
 func (l *lexer) plainBytes() ([]byte, bool) {
 	b, _, ok := l.plain()
 	return b, ok

@@ -193,7 +193,7 @@ func (s *Snapshot) branchParts(branch string, n int) ([]Part, bool) {
 			case hintNone:
 				continue
 			case hintOne:
-				c.parts = append(c.parts, Part{Entry: entryKey(it.e.id), Native: short(it.e.id), Line: it.line, LastPart: true})
+				c.parts = append(c.parts, Part{Entry: it.e.entryKey(), Native: short(it.e.id), Line: it.line, LastPart: true})
 				c.src = append(c.src, at)
 				continue
 			}
@@ -218,7 +218,7 @@ func (c *cutting) decode(at int) bool {
 	if it.v = it.e.shown(); it.v == nil {
 		return false
 	}
-	it.key, it.native = entryKey(it.e.id), it.e.id
+	it.key, it.native = it.e.entryKey(), it.e.id
 	return true
 }
 

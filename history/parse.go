@@ -44,8 +44,10 @@ type entry struct {
 	parent string
 	root   bool // parentId null or absent
 	typ    string
-	line   int
-	view   *view
+	// key is entryKey(id) when the light scan made it, else empty.
+	key  string
+	line int
+	view *view
 	// hint is what the light scan learnt of its parts; it never changes.
 	hint partHint
 
@@ -82,6 +84,14 @@ type taken struct {
 	e entry
 }
 
+// entryKey is the entry's key, entryKey(e.id).
+func (e *entry) entryKey() string {
+	if e.key != "" {
+		return e.key
+	}
+	return entryKey(e.id)
+}
+
 // lightRecord is parseLine for the common line: a valid entry whose body
 // is left undecoded until a page shows it, filled into t and returned as
 // &t.r. Any line the light scan does not take is parsed in full, and t is
@@ -91,7 +101,7 @@ func lightRecord(no int, b []byte, last string, t *taken) *record {
 	if !ok {
 		return parseLine(no, b)
 	}
-	t.e = entry{id: env.id, parent: env.parent, root: env.root, typ: env.typ, line: no, hint: env.hint}
+	t.e = entry{id: env.id, key: env.key, parent: env.parent, root: env.root, typ: env.typ, line: no, hint: env.hint}
 	if stateType(env.typ) {
 		t.e.hint = hintNone // never shown (viewOf)
 	} else {
