@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/mosaic-agents/mosaic/protocol"
 )
@@ -224,7 +225,9 @@ func (c *cutting) decode(at int) bool {
 
 // window returns copies of branch's parts [from, n), filled, and their
 // encoded lengths (each encoded once per snapshot). n must not exceed
-// what branchParts returned.
+// what branchParts returned. A window with many parts to decode or
+// measure fills them on up to four goroutines: each fills its own parts
+// (and their items; a part not filled yet is its item's only part).
 func (s *Snapshot) window(branch string, from, n int) ([]Part, []int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -232,23 +235,54 @@ func (s *Snapshot) window(branch string, from, n int) ([]Part, []int, error) {
 	if len(c.sizes) < n {
 		c.sizes = append(c.sizes, make([]int, n-len(c.sizes))...)
 	}
-	out := make([]Part, 0, n-from)
-	for i := from; i < n; i++ {
+	out := make([]Part, n-from)
+	errs := make([]error, n-from)
+	fill := func(i int) {
 		p, err := c.filled(i, s.path)
-		if err != nil {
-			return nil, nil, err
-		}
-		if c.sizes[i] == 0 {
-			b, err := json.Marshal(p)
-			if err != nil {
-				return nil, nil, protocol.Wrap(protocol.CodeUnreadable, err, "encode part %d of %s", i, s.path)
+		if err == nil && c.sizes[i] == 0 {
+			var b []byte
+			if b, err = json.Marshal(p); err != nil {
+				err = protocol.Wrap(protocol.CodeUnreadable, err, "encode part %d of %s", i, s.path)
 			}
 			c.sizes[i] = len(b)
 		}
-		out = append(out, p)
+		out[i-from], errs[i-from] = p, err
+	}
+	work := 0
+	for i := from; i < n; i++ {
+		if c.src[i] >= 0 || c.sizes[i] == 0 {
+			work++
+		}
+	}
+	if workers := min(runtime.GOMAXPROCS(0), 4); work >= windowSplitMin && workers > 1 {
+		var next atomic.Int64
+		next.Store(int64(from))
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Go(func() {
+				for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+					fill(i)
+				}
+			})
+		}
+		wg.Wait()
+	} else {
+		for i := from; i < n; i++ {
+			fill(i)
+		}
+	}
+	for _, err := range errs {
+		if err != nil {
+			return nil, nil, err
+		}
 	}
 	return out, c.sizes[from:n:n], nil
 }
+
+// windowSplitMin is how many parts a window must decode or measure before
+// it fills them on more than one goroutine (a newest page fills about a
+// hundred).
+const windowSplitMin = 16
 
 // filled returns part i whole: a part cut from its hint is cut again from
 // its decoded entry, which must make that one part exactly.
