@@ -121,10 +121,10 @@
 // page shows. Decoding every entry to count them cost a 10 MB session
 // four times its read (FuzzLight holds each promise to the decode; a
 // broken one refuses unreadable, never shifts a page). The snapshot
-// therefore keeps the file's bytes (at most MaxSize). SHA-256 runs beside
-// the scan, and a read of more than 1 MiB is scanned in pieces of about
-// 256 KiB that every CPU takes in turn, the hashing goroutine once its
-// hash is done. A Follow reads the prefix and compares it byte for byte with
+// therefore keeps the file's bytes (at most MaxSize). SHA-256 runs on its
+// own goroutine from the first MiB read on, and a read of more than 1 MiB
+// is scanned in pieces of about 256 KiB that every CPU takes in turn, the
+// hashing goroutine once its hash is done. A Follow reads the prefix and compares it byte for byte with
 // the kept bytes (so a rewrite or truncation anywhere in it is source-replaced),
 // continues the digest from the saved SHA-256 state over the appended
 // bytes only, and adds the appended entries to the follow chain's index in

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"os"
 	"runtime"
@@ -131,20 +132,24 @@ func scan(path string, src *source, prev *Snapshot, max int64, project string) (
 		}
 		s.appended = len(s.records)
 	}
-	data, err := readFrom(src.f, base, src.size, max)
+	x := startHasher(h)
+	data, err := readFrom(src.f, base, src.size, max, x.feed)
+	close(x.feed)
 	if err != nil {
+		x.wait(nil)
 		return nil, protocol.Wrap(protocol.CodeUnreadable, err, "read session file %s", path)
 	}
 	if base+int64(len(data)) > max {
+		x.wait(nil)
 		return nil, protocol.Refuse(protocol.CodeTooLarge, "session file %s grew over %d bytes", path, max)
 	}
 	end := bytes.LastIndexByte(data, '\n') + 1
 	if end == 0 && prev == nil {
+		x.wait(nil)
 		return nil, incompleteHeader(path, data)
 	}
 	lines := keep(data, end)
-	err = s.takeLines(lines, line, prev == nil, path, project, func() { h.Write(lines) })
-	if err != nil {
+	if err := s.takeLines(lines, line, prev == nil, path, project, x); err != nil {
 		return nil, err
 	}
 	s.incomplete = end < len(data)
@@ -188,14 +193,13 @@ const splitMin = 1 << 20
 const scanPiece = 256 << 10
 
 // takeLines takes the complete lines of b, numbered after line; with
-// header, the first is the session header. hash runs beside the scan, on
-// another goroutine. From splitMin bytes on, with more than one CPU, b is
-// cut into pieces at line starts, each numbered by counting the LFs
-// before it, and every CPU takes the next piece not taken yet: the
-// goroutine that hashes takes pieces once the hash is done, so the hash
-// never waits for a scan to leave it a CPU and no CPU idles while pieces
-// are left.
-func (s *Snapshot) takeLines(b []byte, line int, header bool, path, project string, hash func()) error {
+// header, the first is the session header. From splitMin bytes on, with
+// more than one CPU, b is cut into pieces at line starts, each numbered by
+// counting the LFs before it, and every CPU takes the next piece not taken
+// yet: the hasher takes pieces once its hash is done, so the hash never
+// waits for a scan to leave it a CPU and no CPU idles while pieces are
+// left. takeLines returns once the hasher is done too.
+func (s *Snapshot) takeLines(b []byte, line int, header bool, path, project string, x *hasher) error {
 	cuts := pieces(b)
 	runs := make([]lineRun, len(cuts)-1)
 	starts := make([]int, len(cuts))
@@ -215,14 +219,10 @@ func (s *Snapshot) takeLines(b []byte, line int, header bool, path, project stri
 		}
 	}
 	var wg sync.WaitGroup
-	wg.Go(func() {
-		hash()
-		work()
-	})
 	for range min(runtime.GOMAXPROCS(0), len(runs)) - 2 {
 		wg.Go(work)
 	}
-	work()
+	x.wait(work)
 	wg.Wait()
 	if runs[0].err != nil {
 		return runs[0].err
@@ -258,6 +258,57 @@ func pieces(b []byte) []int {
 		}
 	}
 	return append(cuts, len(b))
+}
+
+// hasher takes the SHA-256 of a read's complete lines on its own
+// goroutine, piece by piece as the read brings them in, so the hash
+// (which takes longer than the read) starts with the read's first piece
+// rather than after its last. Bytes after the last LF so far are held
+// until an LF completes their line: the digest covers exactly the
+// snapshot's lines, as one write of them would. Then the hasher helps
+// scan the lines (wait).
+type hasher struct {
+	h    hash.Hash
+	feed chan []byte // the bytes of each read, in file order; closed after the last
+	work chan func() // what the hasher does once the hash is done
+	done sync.WaitGroup
+}
+
+func startHasher(h hash.Hash) *hasher {
+	x := &hasher{h: h, feed: make(chan []byte, 16), work: make(chan func(), 1)}
+	x.done.Go(func() {
+		var held [][]byte
+		for b := range x.feed {
+			i := bytes.LastIndexByte(b, '\n')
+			if i < 0 {
+				held = append(held, b)
+				continue
+			}
+			for _, p := range held {
+				x.h.Write(p)
+			}
+			held = held[:0]
+			x.h.Write(b[:i+1])
+			if i+1 < len(b) {
+				held = append(held, b[i+1:])
+			}
+		}
+		if work := <-x.work; work != nil {
+			work()
+		}
+	})
+	return x
+}
+
+// wait hands work (nil for none) to the hasher for after its hash, runs
+// work too, and returns once the hasher is done. The read must be over
+// (feed closed).
+func (x *hasher) wait(work func()) {
+	x.work <- work
+	if work != nil {
+		work()
+	}
+	x.done.Wait()
 }
 
 // lineRun is what a run of complete lines held.
@@ -340,13 +391,18 @@ func samePrefix(path string, f *os.File, prev *Snapshot) error {
 	return nil
 }
 
+// readPiece is how much one read of new bytes takes: the hasher starts on
+// the first piece while the rest is read.
+const readPiece = 1 << 20
+
 // prefixPiece is how much of the prefix one read compares.
 const prefixPiece = 64 << 10
 
 // readFrom reads f from off to its end, at most max+1-off bytes (one more
-// than may be kept, so a file over max is seen). size is the fstat size, a
-// hint: the file may still grow.
-func readFrom(f *os.File, off, size, max int64) ([]byte, error) {
+// than may be kept, so a file over max is seen), at most readPiece bytes
+// a read, and sends the bytes of each read to feed. size is the fstat
+// size, a hint: the file may still grow.
+func readFrom(f *os.File, off, size, max int64, feed chan<- []byte) ([]byte, error) {
 	limit := max + 1 - off
 	if limit <= 0 {
 		return nil, nil
@@ -364,7 +420,10 @@ func readFrom(f *os.File, off, size, max int64) ([]byte, error) {
 		if int64(len(room)) > limit-int64(len(buf)) {
 			room = room[:limit-int64(len(buf))]
 		}
-		n, err := f.ReadAt(room, off+int64(len(buf)))
+		n, err := f.ReadAt(room[:min(len(room), readPiece)], off+int64(len(buf)))
+		if n > 0 {
+			feed <- room[:n:n]
+		}
 		buf = buf[:len(buf)+n]
 		if errors.Is(err, io.EOF) || n == 0 && err == nil {
 			return buf, nil
