@@ -117,7 +117,7 @@ func (s *Snapshot) descends(c Cursor) bool {
 
 // page fills one page from all[from:] within the caps. all holds at
 // least one part past a full page when the branch has one.
-func (s *Snapshot) page(branch string, all []Part, from int) (Page, error) {
+func (s *Snapshot) page(branch string, all []placed, from int) (Page, error) {
 	p := Page{Session: short(s.header.ID), Branch: branch, DefaultBranch: s.DefaultBranch(),
 		Snapshot: s.Digest(), Epoch: s.epoch, From: from, Parts: []Part{},
 		Incomplete: s.incomplete, New: s.isNew}
@@ -141,25 +141,38 @@ func (s *Snapshot) page(branch string, all []Part, from int) (Page, error) {
 }
 
 // cutting is a branch's parts as far as they were cut: items[next:] are
-// not cut yet. An entry whose part count the light scan knew is not
-// decoded to be cut: its part holds only its identity (entry, part, line,
-// all a cursor's digest reads) and src names its item, decoded when a
-// page shows it (window). sizes holds the JSON length of the first parts,
-// each encoded once per snapshot: every page measures its parts against
-// MaxPageBytes, and the newest page is found among pages that overlap.
-// Parts already cut never change, so callers read them without the lock.
+// not cut yet. A part is kept as its identity (entry, part, line: all a
+// cursor's digest reads) and where it is whole: an entry whose part count
+// the light scan knew is not decoded to be cut, and its part is filled
+// from its item, decoded when a page shows it (window); the parts of the
+// items cut whole are in whole. sizes holds the JSON length of the first
+// parts, each encoded once per snapshot: every page measures its parts
+// against MaxPageBytes, and the newest page is found among pages that
+// overlap. Parts already cut never change, so callers read them without
+// the lock.
 type cutting struct {
 	items []item
 	next  int
-	parts []Part
-	src   []int // per part: the index in items of a part not filled, or -1
+	ids   []placed
+	whole []Part
 	sizes []int
 }
 
-// branchParts returns the first n parts of branch, or all of them when it
-// has fewer, cutting (and decoding) items only as far as needed, once per
-// snapshot. Callers must not modify the result.
-func (s *Snapshot) branchParts(branch string, n int) ([]Part, bool) {
+// placed is a cut part's identity and where the part is: whole[ref], or
+// for a negative ref the only part of items[-ref-1], not filled yet. A
+// branch of a 10 MB session has some 12,000 parts, mostly not filled:
+// this is a quarter of a Part.
+type placed struct {
+	entry string
+	line  int
+	part  int
+	ref   int
+}
+
+// branchParts returns the identities of the first n parts of branch, or
+// of all of them when it has fewer, cutting (and decoding) items only as
+// far as needed, once per snapshot. Callers must not modify the result.
+func (s *Snapshot) branchParts(branch string, n int) ([]placed, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c, ok := s.parts[branch]
@@ -168,25 +181,25 @@ func (s *Snapshot) branchParts(branch string, n int) ([]Part, bool) {
 		if !ok {
 			return nil, false
 		}
-		c = &cutting{items: items, parts: []Part{}}
+		c = &cutting{items: items, ids: []placed{}}
 		if s.parts == nil {
 			s.parts = make(map[string]*cutting)
 		}
 		s.parts[branch] = c
 	}
 	// The parts still wanted, bounded by the items left before any sum:
-	// n is math.MaxInt for Count, and c.next+n-len(c.parts) overflows once
+	// n is math.MaxInt for Count, and c.next+n-len(c.ids) overflows once
 	// the cut has consumed items that made no part. A cut already at the
 	// end has nothing left to decode.
-	if left := min(n-len(c.parts), len(c.items)-c.next); left > predecodeMin {
+	if left := min(n-len(c.ids), len(c.items)-c.next); left > predecodeMin {
 		predecode(c.items[c.next : c.next+left])
 	}
-	if left := len(c.items) - c.next; n-len(c.parts) >= left {
+	if left := len(c.items) - c.next; n-len(c.ids) >= left {
 		// Cutting to the end: most items make one part (or none), so
 		// grow once rather than by doubling.
-		c.parts, c.src = slices.Grow(c.parts, left), slices.Grow(c.src, left)
+		c.ids = slices.Grow(c.ids, left)
 	}
-	for len(c.parts) < n && c.next < len(c.items) {
+	for len(c.ids) < n && c.next < len(c.items) {
 		at, it := c.next, c.items[c.next]
 		c.next++
 		if it.e != nil {
@@ -194,8 +207,7 @@ func (s *Snapshot) branchParts(branch string, n int) ([]Part, bool) {
 			case hintNone:
 				continue
 			case hintOne:
-				c.parts = append(c.parts, Part{Entry: it.e.entryKey(), Native: short(it.e.id), Line: it.line, LastPart: true})
-				c.src = append(c.src, at)
+				c.ids = append(c.ids, placed{entry: it.e.entryKey(), line: it.line, ref: -at - 1})
 				continue
 			}
 			if !c.decode(at) {
@@ -203,13 +215,12 @@ func (s *Snapshot) branchParts(branch string, n int) ([]Part, bool) {
 			}
 			it = c.items[at]
 		}
-		ps := parts(it)
-		c.parts = append(c.parts, ps...)
-		for range ps {
-			c.src = append(c.src, -1)
+		for _, p := range parts(it) {
+			c.ids = append(c.ids, placed{entry: p.Entry, line: p.Line, part: p.Part, ref: len(c.whole)})
+			c.whole = append(c.whole, p)
 		}
 	}
-	return c.parts, true
+	return c.ids, true
 }
 
 // decode decodes items[at]'s entry and fills the item's view, key and
@@ -250,7 +261,7 @@ func (s *Snapshot) window(branch string, from, n int) ([]Part, []int, error) {
 	}
 	work := 0
 	for i := from; i < n; i++ {
-		if c.src[i] >= 0 || c.sizes[i] == 0 {
+		if c.ids[i].ref < 0 || c.sizes[i] == 0 {
 			work++
 		}
 	}
@@ -287,31 +298,31 @@ const windowSplitMin = 16
 // filled returns part i whole: a part cut from its hint is cut again from
 // its decoded entry, which must make that one part exactly.
 func (c *cutting) filled(i int, path string) (Part, error) {
-	at := c.src[i]
-	if at < 0 {
-		return c.parts[i], nil
+	id := c.ids[i]
+	if id.ref >= 0 {
+		return c.whole[id.ref], nil
 	}
 	var ps []Part
-	if c.decode(at) {
-		ps = parts(c.items[at])
+	if c.decode(-id.ref - 1) {
+		ps = parts(c.items[-id.ref-1])
 	}
-	if len(ps) != 1 || ps[0].Entry != c.parts[i].Entry || ps[0].Line != c.parts[i].Line {
-		return Part{}, protocol.Refuse(protocol.CodeUnreadable, "line %d of %s made %d parts where its light scan promised one", c.parts[i].Line, path, len(ps))
+	if len(ps) != 1 || ps[0].Entry != id.entry || ps[0].Line != id.line {
+		return Part{}, protocol.Refuse(protocol.CodeUnreadable, "line %d of %s made %d parts where its light scan promised one", id.line, path, len(ps))
 	}
 	return ps[0], nil
 }
 
 // partsDigest hashes the identity of parts: entry key, part number, line.
-func partsDigest(ps []Part) [32]byte {
+func partsDigest(ps []placed) [32]byte {
 	h := sha256.New()
 	var n [8]byte
 	for _, p := range ps {
-		binary.BigEndian.PutUint64(n[:], uint64(len(p.Entry)))
+		binary.BigEndian.PutUint64(n[:], uint64(len(p.entry)))
 		h.Write(n[:])
-		h.Write([]byte(p.Entry))
-		binary.BigEndian.PutUint64(n[:], uint64(p.Part))
+		h.Write([]byte(p.entry))
+		binary.BigEndian.PutUint64(n[:], uint64(p.part))
 		h.Write(n[:])
-		binary.BigEndian.PutUint64(n[:], uint64(p.Line))
+		binary.BigEndian.PutUint64(n[:], uint64(p.line))
 		h.Write(n[:])
 	}
 	var d [32]byte
