@@ -4,7 +4,7 @@
 // # Use
 //
 //	func main() {
-//		scopes.MaybeRunHeld() // first thing: held children and anchors re-exec main
+//		scopes.MaybeRunHeld() // first thing: held children re-exec main
 //		...
 //	}
 //
