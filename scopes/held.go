@@ -76,14 +76,6 @@ func MaybeRunHeld() {
 	}
 }
 
-// signalReady tells the launcher this process runs as the role it was
-// started for (so MaybeRunHeld is wired into main), then closes the pipe.
-func signalReady(fd uintptr, role string) {
-	f := os.NewFile(fd, "ready")
-	f.Write([]byte(role))
-	f.Close()
-}
-
 // runHeld is the held child's life: announce the role, wait for the
 // release, set up the confinement and report it, wait for "go", run the
 // engine. Any step that fails exits 125 without running it.
