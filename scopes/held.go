@@ -150,7 +150,10 @@ type heldChild struct {
 }
 
 // errNotWired: the re-executed program did not run MaybeRunHeld first.
-var errNotWired = errors.New("the re-executed program did not enter its held/anchor role: call scopes.MaybeRunHeld() first thing in main (and TestMain)")
+var errNotWired = errors.New("the re-executed program did not enter its held role: call scopes.MaybeRunHeld() first thing in main (and TestMain)")
+
+// errAnchorSilent: the anchor (anchorScript) never said it was ready.
+var errAnchorSilent = errors.New("the scope's anchor (/bin/sh, then sleep infinity) did not say it was ready: check that /bin/sh and sleep run")
 
 // awaitReady reads the child's role from its ready pipe (closed by the
 // caller afterwards), failing after the deadline.
@@ -159,7 +162,11 @@ func awaitReady(f *os.File, role string, deadline time.Time) error {
 	b := make([]byte, 16)
 	n, err := io.ReadFull(f, b[:len(role)])
 	if err != nil || string(b[:n]) != role {
-		return fmt.Errorf("%w (read %q: %v)", errNotWired, b[:n], err)
+		silent := errNotWired
+		if role == roleAnchor {
+			silent = errAnchorSilent
+		}
+		return fmt.Errorf("%w (read %q: %v)", silent, b[:n], err)
 	}
 	return nil
 }

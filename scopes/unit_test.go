@@ -245,22 +245,29 @@ func TestVerdict(t *testing.T) {
 }
 
 // TestAwaitReady: a re-executed program that never entered its role (main
-// without MaybeRunHeld) is refused before anything is released.
+// without MaybeRunHeld) is refused before anything is released; an anchor
+// that never said it was ready is refused naming the shell it runs in.
 func TestAwaitReady(t *testing.T) {
 	for _, tc := range []struct {
-		name, write string
-		ok          bool
-	}{{"held", roleHeld, true}, {"silent", "", false}, {"other role", roleAnchor, false}} {
+		name, role, write string
+		want              error // nil: ready
+	}{
+		{"held", roleHeld, roleHeld, nil},
+		{"silent", roleHeld, "", errNotWired},
+		{"other role", roleHeld, roleAnchor, errNotWired},
+		{"anchor", roleAnchor, roleAnchor, nil},
+		{"silent anchor", roleAnchor, "", errAnchorSilent},
+	} {
 		r, w, err := os.Pipe()
 		if err != nil {
 			t.Fatal(err)
 		}
 		w.WriteString(tc.write)
 		w.Close()
-		err = awaitReady(r, roleHeld, time.Now().Add(time.Second))
+		err = awaitReady(r, tc.role, time.Now().Add(time.Second))
 		r.Close()
-		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, errNotWired)) {
-			t.Errorf("%s: %v", tc.name, err)
+		if (tc.want == nil) != (err == nil) || !errors.Is(err, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
 		}
 	}
 }
