@@ -13,7 +13,7 @@ import (
 // handshake sends the hello and reads the welcome under ctx. It returns the
 // line reader it used: bytes the server sent right after the welcome may
 // already sit in its buffer, so the read loop must continue with it.
-func handshake(ctx context.Context, conn net.Conn, opts Options) (protocol.Welcome, *lineReader, error) {
+func handshake(ctx context.Context, conn net.Conn, opts Options) (protocol.Welcome, *protocol.LineReader, error) {
 	var w protocol.Welcome
 	if dl, ok := ctx.Deadline(); ok {
 		conn.SetDeadline(dl)
@@ -28,8 +28,8 @@ func handshake(ctx context.Context, conn net.Conn, opts Options) (protocol.Welco
 	if _, err := conn.Write(append(hello, '\n')); err != nil {
 		return w, nil, ctxErr(ctx, fmt.Errorf("send hello: %w", err))
 	}
-	lines := newLineReader(conn, opts.maxLine())
-	line, err := lines.next()
+	lines := protocol.NewLineReader(conn, opts.maxLine())
+	line, err := lines.Next()
 	if err != nil {
 		return w, nil, ctxErr(ctx, fmt.Errorf("read welcome: %w", err))
 	}

@@ -10,14 +10,14 @@ import (
 )
 
 // run reads server lines until the connection ends.
-func (c *Client) run(lines *lineReader) {
+func (c *Client) run(lines *protocol.LineReader) {
 	for {
-		if !lines.ready() {
+		if !lines.Ready() {
 			// The next line is not here yet and reading it may block:
 			// the events read so far go out first.
 			c.flushEvents()
 		}
-		line, err := lines.next()
+		line, err := lines.Next()
 		if err != nil {
 			c.flushEvents()
 			c.end(c.readErr(err))

@@ -21,8 +21,8 @@ type Update struct {
 	Record string
 	// Raw is the line as received, without its LF. It shares the block
 	// the connection was read into with its neighbours on the stream (at
-	// most readBlock bytes, or a longer line's own), so keeping Raw keeps
-	// that block.
+	// most 64 KiB, or a longer line's own: protocol.LineReader), so
+	// keeping Raw keeps that block.
 	Raw []byte
 
 	Event        *protocol.Event
@@ -90,7 +90,7 @@ func decodeRecord(line []byte) (Update, error) {
 // decode is decodeRecord for one connection's stream: an event line of
 // the flat shape the controller writes is validated and decoded in one
 // pass (lineDecoder.event), every other line the full way. The line
-// becomes the Update's Raw: nobody may write to it after (lineReader's
+// becomes the Update's Raw: nobody may write to it after (protocol.LineReader's
 // lines are never written again).
 func (d *lineDecoder) decode(line []byte) (Update, error) {
 	u := Update{Raw: line}

@@ -54,9 +54,10 @@ func (b *budget) inUse() int64 {
 
 // lineReader reads LF-terminated client lines of at most max bytes (only
 // LF ends a line; a CR before it is dropped), holding at most one line's
-// bytes, reserved from a budget shared by every connection. It replaces
-// protocol.LineReader on the server side, whose fixed 64 KiB buffer and
-// unbounded accumulation per connection add up across connections.
+// bytes, reserved from a budget shared by every connection. It serves
+// the server side instead of protocol.LineReader, whose blocks of 64 KiB
+// per connection, each kept while a line of it is, add up across
+// connections.
 type lineReader struct {
 	r        io.Reader
 	max      int

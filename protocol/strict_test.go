@@ -2,7 +2,6 @@ package protocol
 
 import (
 	"errors"
-	"io"
 	"strings"
 	"testing"
 )
@@ -67,52 +66,8 @@ func TestValidateDepth(t *testing.T) {
 	}
 }
 
-func TestLineReader(t *testing.T) {
-	tests := []struct {
-		name  string
-		in    string
-		max   int
-		want  []string
-		final error
-	}{
-		{"lf only", "a\nb\n", 10, []string{"a", "b"}, nil},
-		{"crlf", "a\r\nb\r\n", 10, []string{"a", "b"}, nil},
-		{"u2028 is not a line end", "x\u2028y\n", 10, []string{"x\u2028y"}, nil},
-		{"last line without lf", "a\nb", 10, []string{"a", "b"}, nil},
-		{"exactly max", "abcd\n", 4, []string{"abcd"}, nil},
-		{"over max", "abcde\n", 4, nil, ErrLineTooLong},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			lr := NewLineReader(strings.NewReader(tt.in), tt.max)
-			var got []string
-			var err error
-			for {
-				var line []byte
-				line, err = lr.Next()
-				if err != nil {
-					break
-				}
-				got = append(got, string(line))
-			}
-			if tt.final != nil {
-				if !errors.Is(err, tt.final) {
-					t.Fatalf("err = %v, want %v", err, tt.final)
-				}
-				return
-			}
-			if !errors.Is(err, io.EOF) {
-				t.Fatalf("err = %v, want EOF", err)
-			}
-			if strings.Join(got, "|") != strings.Join(tt.want, "|") {
-				t.Fatalf("lines = %q, want %q", got, tt.want)
-			}
-		})
-	}
-}
-
 func TestLineReaderLongLineBeyondBuffer(t *testing.T) {
-	// A line longer than bufio's buffer but under the cap survives whole.
+	// A line longer than a block but under the cap survives whole.
 	long := strings.Repeat("x", 200<<10)
 	lr := NewLineReader(strings.NewReader(long+"\nnext\n"), 1<<20)
 	got, err := lr.Next()

@@ -1,12 +1,9 @@
 package protocol
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 )
 
 // Version is the client protocol this build speaks. A hello may name it;
@@ -59,45 +56,6 @@ func (r *Refusal) Record(request string) RefusalRecord {
 
 // ErrLineTooLong is returned by LineReader for a line over its cap.
 var ErrLineTooLong = errors.New("line too long")
-
-// LineReader reads LF-terminated lines of at most Max bytes. Only LF ends a
-// line, so U+2028 inside a JSON string never splits a record.
-type LineReader struct {
-	r   *bufio.Reader
-	max int
-}
-
-// NewLineReader returns a reader capped at max bytes per line.
-func NewLineReader(r io.Reader, max int) *LineReader {
-	return &LineReader{r: bufio.NewReaderSize(r, 64<<10), max: max}
-}
-
-// Next returns the next line without its LF (and without a trailing CR).
-// The slice is valid until the next call. A last line without LF is
-// returned before io.EOF.
-func (l *LineReader) Next() ([]byte, error) {
-	var buf []byte
-	for {
-		chunk, err := l.r.ReadSlice('\n')
-		if len(buf)+len(chunk) > l.max+1 { // +1: the LF itself is not content
-			return nil, fmt.Errorf("%w: over %d bytes", ErrLineTooLong, l.max)
-		}
-		switch {
-		case err == nil:
-			if buf != nil {
-				chunk = append(buf, chunk...)
-			}
-			chunk = chunk[:len(chunk)-1]
-			return bytes.TrimSuffix(chunk, []byte{'\r'}), nil
-		case errors.Is(err, bufio.ErrBufferFull):
-			buf = append(buf, chunk...)
-		case errors.Is(err, io.EOF) && len(buf)+len(chunk) > 0:
-			return append(buf, chunk...), nil
-		default:
-			return nil, err
-		}
-	}
-}
 
 // Decode validates line strictly and unmarshals it into v, refusing unknown
 // fields. Every failure is a *Refusal with CodeMalformed or CodeInvalidUTF8.

@@ -1,4 +1,4 @@
-package client
+package protocol
 
 import (
 	"errors"
@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
-
-	"github.com/mosaic-agents/mosaic/protocol"
 )
 
 // readers wrap a stream the ways a socket may deliver it.
@@ -22,13 +20,13 @@ var readers = []struct {
 	{"data with EOF", iotest.DataErrReader},
 }
 
-// readLines drains a lineReader, returning its lines (as handed out,
+// readLines drains a LineReader, returning its lines (as handed out,
 // not copied) and the error that ended it.
-func readLines(t *testing.T, l *lineReader) ([][]byte, error) {
+func readLines(t *testing.T, l *LineReader) ([][]byte, error) {
 	t.Helper()
 	var lines [][]byte
 	for {
-		line, err := l.next()
+		line, err := l.Next()
 		if err != nil {
 			return lines, err
 		}
@@ -36,8 +34,8 @@ func readLines(t *testing.T, l *lineReader) ([][]byte, error) {
 	}
 }
 
-// TestLineReaderSplits: the client's line reader frames lines as
-// protocol.LineReader does, however the stream is cut into reads.
+// TestLineReaderSplits: lines are framed the same however the stream is
+// cut into reads.
 func TestLineReaderSplits(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -52,14 +50,14 @@ func TestLineReaderSplits(t *testing.T) {
 		{"last line without lf", "a\nb", 10, []string{"a", "b"}, nil},
 		{"empty lines", "\n\na\n", 10, []string{"", "", "a"}, nil},
 		{"exactly max", "abcd\n", 4, []string{"abcd"}, nil},
-		{"over max", "abcde\n", 4, nil, protocol.ErrLineTooLong},
-		{"over max without lf", "ab\nabcde", 4, nil, protocol.ErrLineTooLong},
-		{"over max past a block", strings.Repeat("x", 3*readBlock) + "\n", 2 * readBlock, nil, protocol.ErrLineTooLong},
+		{"over max", "abcde\n", 4, nil, ErrLineTooLong},
+		{"over max without lf", "ab\nabcde", 4, nil, ErrLineTooLong},
+		{"over max past a block", strings.Repeat("x", 3*readBlock) + "\n", 2 * readBlock, nil, ErrLineTooLong},
 	}
 	for _, tt := range tests {
 		for _, r := range readers {
 			t.Run(tt.name+"/"+r.name, func(t *testing.T) {
-				lines, err := readLines(t, newLineReader(r.wrap(strings.NewReader(tt.in)), tt.max))
+				lines, err := readLines(t, NewLineReader(r.wrap(strings.NewReader(tt.in)), tt.max))
 				if tt.final != nil {
 					if !errors.Is(err, tt.final) {
 						t.Fatalf("err = %v, want %v", err, tt.final)
@@ -81,8 +79,8 @@ func TestLineReaderSplits(t *testing.T) {
 	}
 }
 
-// TestLineReaderNeverWritesAHandedOutLine: a line handed out is an
-// Update's Raw, kept without a copy, so reading on never writes over it
+// TestLineReaderNeverWritesAHandedOutLine: a line handed out is kept
+// without a copy (the client's Update.Raw), so reading on never writes over it
 // (lines that cross a block, lines longer than a block, short lines after
 // a long one), and an append to one line does not run into the next.
 func TestLineReaderNeverWritesAHandedOutLine(t *testing.T) {
@@ -101,10 +99,10 @@ func TestLineReaderNeverWritesAHandedOutLine(t *testing.T) {
 	}
 	for _, r := range readers {
 		t.Run(r.name, func(t *testing.T) {
-			l := newLineReader(r.wrap(strings.NewReader(in.String())), 1<<20)
+			l := NewLineReader(r.wrap(strings.NewReader(in.String())), 1<<20)
 			var lines [][]byte
 			for {
-				line, err := l.next()
+				line, err := l.Next()
 				if errors.Is(err, io.EOF) {
 					break
 				}

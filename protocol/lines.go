@@ -1,34 +1,33 @@
-package client
+package protocol
 
 import (
 	"bytes"
 	"errors"
 	"fmt"
 	"io"
-
-	"github.com/mosaic-agents/mosaic/protocol"
 )
 
-// readBlock is the size of the blocks the read loop reads the socket into
-// and the most one read asks for. A line's Raw is a slice of its block,
-// so keeping it keeps the block: readBlock bytes, or a longer line's own
-// block (see lineReader).
+// readBlock is the size of the blocks a LineReader reads into and the
+// most one read asks for. A line is a slice of its block, so keeping it
+// keeps the block: readBlock bytes, or a longer line's own block (see
+// LineReader).
 const readBlock = 64 << 10
 
-// lineReader reads LF-terminated server lines of at most max bytes, as
-// protocol.LineReader does, but hands out each line as a slice of the
-// block the socket was read into rather than of a buffer it reads into
-// again: a block is never written again where a line was handed out, so a
-// line is the caller's to keep (an Update's Raw) without a copy. Each line
-// is capped at its own length, so an append to one reallocates instead of
-// running into the next.
+// LineReader reads LF-terminated lines of at most max bytes. Only LF ends
+// a line (a CR before it is dropped), so U+2028 inside a JSON string never
+// splits a record. Each line is a slice of the block the stream was read
+// into, never a buffer read into again: a block is never written again
+// where a line was handed out, so a line is the caller's to keep (the
+// client's Update.Raw) without a copy. Each line is capped at its own
+// length, so an append to one reallocates instead of running into the
+// next.
 //
 // A line that does not fit what is left of its block moves, with nothing
 // after it, to a new block of readBlock bytes, or twice its length when
 // that is more. Once a line has been handed out from such a larger block,
 // what was read after it moves to a new block of readBlock bytes, so no
 // other line shares a long line's block.
-type lineReader struct {
+type LineReader struct {
 	r   io.Reader
 	max int
 
@@ -39,15 +38,16 @@ type lineReader struct {
 	err     error // the read error to report once buf is handed out
 }
 
-func newLineReader(r io.Reader, max int) *lineReader {
-	return &lineReader{r: r, max: max}
+// NewLineReader returns a reader capped at max bytes per line.
+func NewLineReader(r io.Reader, max int) *LineReader {
+	return &LineReader{r: r, max: max}
 }
 
-// next returns the next line without its LF (and without a trailing CR).
+// Next returns the next line without its LF (and without a trailing CR).
 // A last line without LF is returned before io.EOF.
-func (l *lineReader) next() ([]byte, error) {
+func (l *LineReader) Next() ([]byte, error) {
 	for {
-		if l.ready() {
+		if l.Ready() {
 			end := l.scanned
 			l.lf = false
 			line := l.buf[l.start:end:end]
@@ -83,8 +83,8 @@ func (l *lineReader) next() ([]byte, error) {
 	}
 }
 
-// ready says whether a whole line is read, so that next will not block.
-func (l *lineReader) ready() bool {
+// Ready says whether a whole line is read, so that Next will not block.
+func (l *LineReader) Ready() bool {
 	if l.lf {
 		return true
 	}
@@ -99,7 +99,7 @@ func (l *lineReader) ready() bool {
 }
 
 // moveTo moves what is not handed out yet to a new block of size bytes.
-func (l *lineReader) moveTo(size int) {
+func (l *LineReader) moveTo(size int) {
 	rest := l.buf[l.start:]
 	buf := make([]byte, len(rest), max(size, len(rest)))
 	copy(buf, rest)
@@ -107,6 +107,6 @@ func (l *lineReader) moveTo(size int) {
 	l.buf, l.start = buf, 0
 }
 
-func (l *lineReader) tooLong() error {
-	return fmt.Errorf("%w: over %d bytes", protocol.ErrLineTooLong, l.max)
+func (l *LineReader) tooLong() error {
+	return fmt.Errorf("%w: over %d bytes", ErrLineTooLong, l.max)
 }
