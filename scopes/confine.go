@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"os"
 	"path"
 	"path/filepath"
@@ -182,20 +183,36 @@ func busMasks() []string {
 	return out
 }
 
+// mountEntry is what a mountinfo line says of one mount: the root of the
+// filesystem it shows, where, and the filesystem's type.
+type mountEntry struct {
+	root, point, fstype string
+}
+
+// mountEntries yields the mounts of mountinfo, paths unescaped.
+func mountEntries(mountinfo string) iter.Seq[mountEntry] {
+	return func(yield func(mountEntry) bool) {
+		for line := range strings.SplitSeq(mountinfo, "\n") {
+			pre, post, ok := strings.Cut(line, " - ")
+			f, pf := strings.Fields(pre), strings.Fields(post)
+			if !ok || len(f) < 5 || len(pf) < 1 {
+				continue
+			}
+			if !yield(mountEntry{root: unescapeMount(f[3]), point: unescapeMount(f[4]), fstype: pf[0]}) {
+				return
+			}
+		}
+	}
+}
+
 // otherCgroupMounts lists every cgroup hierarchy mounted outside view in
 // mountinfo: the engine gets a fresh cgroup2 mount at view, and nothing
 // else.
 func otherCgroupMounts(mountinfo, view string) []string {
 	var out []string
-	for line := range strings.SplitSeq(mountinfo, "\n") {
-		pre, post, ok := strings.Cut(line, " - ")
-		f, pf := strings.Fields(pre), strings.Fields(post)
-		if !ok || len(f) < 5 || len(pf) < 1 || (pf[0] != "cgroup" && pf[0] != "cgroup2") {
-			continue
-		}
-		mp := unescapeMount(f[4])
-		if mp != view && !strings.HasPrefix(mp, view+"/") {
-			out = append(out, mp)
+	for m := range mountEntries(mountinfo) {
+		if (m.fstype == "cgroup" || m.fstype == "cgroup2") && m.point != view && !strings.HasPrefix(m.point, view+"/") {
+			out = append(out, m.point)
 		}
 	}
 	return out
@@ -211,17 +228,13 @@ func otherCgroupMounts(mountinfo, view string) []string {
 // filesystem is not a mount and is not found here.
 func fuseNodes(mountinfo string) []string {
 	out := []string{"/dev/fuse"}
-	for line := range strings.SplitSeq(mountinfo, "\n") {
-		pre, post, ok := strings.Cut(line, " - ")
-		f, pf := strings.Fields(pre), strings.Fields(post)
-		if !ok || len(f) < 5 || len(pf) < 1 || pf[0] != "devtmpfs" {
-			continue
-		}
-		switch root, mp := unescapeMount(f[3]), unescapeMount(f[4]); root {
-		case "/":
-			out = append(out, path.Join(mp, "fuse"))
-		case "/fuse":
-			out = append(out, mp)
+	for m := range mountEntries(mountinfo) {
+		switch {
+		case m.fstype != "devtmpfs":
+		case m.root == "/":
+			out = append(out, path.Join(m.point, "fuse"))
+		case m.root == "/fuse":
+			out = append(out, m.point)
 		}
 	}
 	return out
