@@ -86,6 +86,7 @@ func (h *Handle) reapAnchor() {
 func (m *Manager) Reattach(c Cohort) *Handle {
 	done := make(chan struct{})
 	close(done)
+	m.reserveFDs()
 	return &Handle{Cohort: c, m: m, done: done, exitErr: errReattached}
 }
 

@@ -102,6 +102,9 @@ type Manager struct {
 	probed       bool // a probe showed engines can be confined here
 	probedByMark bool // ... one of an earlier process (probemark.go)
 
+	fdOnce      sync.Once
+	fdsReserved chan struct{} // closed once reserveFDs has grown the table
+
 	extraProps []sddbus.Property // tests only: e.g. a dependency that fails or hangs the job
 	faults     faults            // tests only
 }
@@ -114,7 +117,7 @@ func NewManager(cfg Config) *Manager {
 	if cfg.JobTimeout <= 0 {
 		cfg.JobTimeout = 10 * time.Second
 	}
-	return &Manager{cfg: cfg, bus: newBus(cfg.BusAddress)}
+	return &Manager{cfg: cfg, bus: newBus(cfg.BusAddress), fdsReserved: make(chan struct{})}
 }
 
 // Close drops the bus connection and the cgroup2 handle.

@@ -100,6 +100,7 @@ func (m *Manager) launchScope(ctx context.Context, spec Spec, name string, rel r
 	}
 	go h.reap()
 	go h.reapAnchor()
+	m.reserveFDs()
 	return h, nil
 }
 

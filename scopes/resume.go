@@ -82,6 +82,7 @@ func (m *Manager) Resume(c Cohort, k Kept) (*Handle, error) {
 	h := &Handle{Stdin: k.Stdin, Stdout: k.Stdout, Stderr: k.Stderr, Cohort: c, m: m,
 		done: make(chan struct{}), exitErr: errResumedExit}
 	go h.watchPidFD(k.PidFD)
+	m.reserveFDs()
 	return h, nil
 }
 

@@ -1,0 +1,98 @@
+package scopes
+
+import (
+	"bytes"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// fdSize is FDSize of /proc/self/status: the slots of the descriptor
+// table.
+func fdSize(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range bytes.Lines(b) {
+		if v, ok := bytes.CutPrefix(line, []byte("FDSize:")); ok {
+			n, err := strconv.Atoi(string(bytes.TrimSpace(v)))
+			if err != nil {
+				t.Fatalf("FDSize %q: %v", v, err)
+			}
+			return n
+		}
+	}
+	t.Fatal("no FDSize in /proc/self/status")
+	return 0
+}
+
+// TestGrowFDTable: the table holds slots entries after growFDTable, even
+// when the descriptor at slots-1 is in use (it still names its file: the
+// growth never replaces one), and no descriptor is left open.
+func TestGrowFDTable(t *testing.T) {
+	for _, busy := range []bool{false, true} {
+		t.Run("busy="+strconv.FormatBool(busy), func(t *testing.T) {
+			slots := 2 * fdSize(t)
+			var want unix.Stat_t
+			if busy {
+				f, err := os.CreateTemp(t.TempDir(), "held")
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer f.Close()
+				if err := unix.Dup3(int(f.Fd()), slots-1, unix.O_CLOEXEC); err != nil {
+					t.Fatal(err)
+				}
+				defer unix.Close(slots - 1)
+				if err := unix.Fstat(slots-1, &want); err != nil {
+					t.Fatal(err)
+				}
+			}
+			open := countFDs(t)
+			if err := growFDTable(slots); err != nil {
+				t.Fatal(err)
+			}
+			if got := fdSize(t); got < slots {
+				t.Fatalf("FDSize %d, want at least %d", got, slots)
+			}
+			if got := countFDs(t); got != open {
+				t.Fatalf("%d descriptors open after, %d before", got, open)
+			}
+			if busy {
+				var got unix.Stat_t
+				if err := unix.Fstat(slots-1, &got); err != nil || got.Ino != want.Ino || got.Dev != want.Dev {
+					t.Fatalf("descriptor %d replaced: inode %d (%v), want %d", slots-1, got.Ino, err, want.Ino)
+				}
+			}
+		})
+	}
+}
+
+func countFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
+
+// TestLaunchReservesFDs: a launch grows the descriptor table for the
+// stop to come (reserveFDs).
+func TestLaunchReservesFDs(t *testing.T) {
+	m := testManager(t)
+	launchEngine(t, m, echoEngine)
+	select {
+	case <-m.fdsReserved:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the launch did not grow the descriptor table")
+	}
+	if got := fdSize(t); got < fdSlots {
+		t.Fatalf("FDSize %d after a launch, want at least %d", got, fdSlots)
+	}
+}
