@@ -1,7 +1,6 @@
 package scopes
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -34,40 +33,34 @@ type cgroupFS struct {
 	unlisted int         // restored accesses past maxGrantNotes paths
 }
 
-// findCgroup2Mount returns the cgroup2 mount point from mountinfo,
-// preferring /sys/fs/cgroup (a pure cgroup2 host, or the test sandbox) over
-// /sys/fs/cgroup/unified (a hybrid host).
+// findCgroup2Mount returns the cgroup2 mount point of this process's
+// mountinfo (cgroup2Mount).
 func findCgroup2Mount() (string, error) {
-	f, err := os.Open("/proc/self/mountinfo")
+	b, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		return "", err
 	}
-	defer f.Close()
-	var found []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		for i := 6; i+1 < len(fields); i++ {
-			if fields[i] == "-" {
-				if fields[i+1] == "cgroup2" {
-					found = append(found, fields[4])
-				}
-				break
-			}
+	return cgroup2Mount(string(b))
+}
+
+// cgroup2Mount returns the cgroup2 mount point of mountinfo, unescaped,
+// preferring /sys/fs/cgroup (a pure cgroup2 host, or the test sandbox)
+// over any other (/sys/fs/cgroup/unified on a hybrid host).
+func cgroup2Mount(mountinfo string) (string, error) {
+	first := ""
+	for m := range mountEntries(mountinfo) {
+		switch {
+		case m.fstype != "cgroup2":
+		case m.point == "/sys/fs/cgroup":
+			return m.point, nil
+		case first == "":
+			first = m.point
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return "", err
+	if first == "" {
+		return "", errors.New("no cgroup2 mount in /proc/self/mountinfo")
 	}
-	for _, m := range found {
-		if m == "/sys/fs/cgroup" {
-			return m, nil
-		}
-	}
-	if len(found) > 0 {
-		return found[0], nil
-	}
-	return "", errors.New("no cgroup2 mount in /proc/self/mountinfo")
+	return first, nil
 }
 
 func openCgroupFS(mount string) (*cgroupFS, error) {

@@ -23,6 +23,34 @@ func TestUnescapeMount(t *testing.T) {
 	}
 }
 
+// TestCgroup2Mount: the cgroup2 mount is /sys/fs/cgroup where it is one,
+// else the first cgroup2 mount, its path unescaped; a hierarchy of
+// cgroup v1 is none.
+func TestCgroup2Mount(t *testing.T) {
+	const (
+		v1      = "30 25 0:26 / /sys/fs/cgroup/systemd rw - cgroup cgroup rw,name=systemd\n"
+		hybrid  = "31 25 0:27 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n"
+		pure    = "25 1 0:28 / /sys/fs/cgroup rw shared:9 - cgroup2 cgroup2 rw\n"
+		escaped = "40 1 0:29 / /run/my\\040cgroups rw - cgroup2 cgroup2 rw\n"
+	)
+	for _, tc := range []struct {
+		name, mountinfo, want string
+	}{
+		{"pure", v1 + pure, "/sys/fs/cgroup"},
+		{"pure after another", escaped + pure, "/sys/fs/cgroup"},
+		{"hybrid", v1 + hybrid, "/sys/fs/cgroup/unified"},
+		{"escaped", v1 + escaped + hybrid, "/run/my cgroups"},
+		{"none", v1, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := cgroup2Mount(tc.mountinfo)
+			if got != tc.want || (err != nil) != (tc.want == "") {
+				t.Fatalf("cgroup2Mount = %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}
+
 // TestFUSENodes: the FUSE device is looked for at /dev/fuse whatever
 // /dev is, and at every mount that shows the devtmpfs's node: its root
 // mounted anywhere (/dev, a chroot's /dev), the node itself bound (a
