@@ -22,6 +22,10 @@ func (c *Controller) admissionLocked() *protocol.Refusal {
 	switch {
 	case x == nil:
 		return protocol.Refuse(protocol.CodeNoEngine, "no engine runs in this conversation (%s)", c.st.binding)
+	case x.conn == nil && x.handle == nil:
+		// Found at restart without its cohort: no force stop here can
+		// reach it, so the way out is the one the force stop names.
+		return protocol.Refuse(protocol.CodeFenced, "admission is closed: this controller holds neither a connection to the engine of execution %s nor its cohort, and the engine may still run (%s): %s", x.id, c.st.binding, c.wayOutLocked())
 	case x.conn == nil:
 		// An engine found at restart, or one whose pipes its driver did
 		// not take: it may still run, so not no-engine ("nothing to act

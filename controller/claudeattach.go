@@ -26,8 +26,7 @@ import (
 // uncertain (claude.Conn), and the next recover's --resume checks the leaf.
 func (c *Controller) reattachClaude(ctx context.Context, claim *claims.Claim, h *scopes.Handle, n uint64, cv *conversations.Conversation) error {
 	execID := claim.Record().Execution
-	x := &execution{id: execID, handle: h, pins: claim.Record().Pins, engineName: engineNameOf(cv),
-		stderr: c.readStderr(execID, h), kept: true}
+	x := c.resumedExecution(claim, h)
 	conn, err := c.openEngine(cv, h, c.reattachOptions(execID, n))
 	if err != nil {
 		c.unopened(claim, x, err)
@@ -35,7 +34,9 @@ func (c *Controller) reattachClaude(ctx context.Context, claim *claims.Claim, h 
 	}
 	rs, err := driverAs[claudeResyncer](conn, "re-attach")
 	if err != nil {
-		return err
+		conn.Close()
+		c.unopened(claim, x, err)
+		return nil
 	}
 	x.conn = conn
 	go c.watchDecisions(x, conn)

@@ -190,12 +190,26 @@ func (c *Controller) resume(ctx context.Context, keys claims.Keys) (bool, error)
 	n, err := c.countResume(rec.Execution)
 	if err != nil {
 		// The claim is ours now; an engine we cannot number events for
-		// is one we cannot show without confusing two streams.
-		drop(err.Error())
-		c.setUncertainClaim(claim, fmt.Sprintf("re-attach to execution %s: %v", rec.Execution, err))
+		// is one we cannot show without confusing two streams, but it
+		// may run: its execution is recorded with the resumed handle, so
+		// a force stop proves its cohort ended, and its descriptors stay
+		// kept for a restart that can number it.
+		c.unopened(claim, c.resumedExecution(claim, h), err)
 		return true, nil
 	}
 	return true, c.reattach(ctx, claim, h, n)
+}
+
+// resumedExecution is the execution of a re-attached engine, before any
+// connection to it is opened: its descriptors are in the fd store.
+func (c *Controller) resumedExecution(claim *claims.Claim, h *scopes.Handle) *execution {
+	cv, err := c.settings()
+	if err != nil {
+		cv = c.cfg.Conversation
+	}
+	rec := claim.Record()
+	return &execution{id: rec.Execution, handle: h, pins: rec.Pins, engineName: engineNameOf(cv),
+		stderr: c.readStderr(rec.Execution, h), kept: true}
 }
 
 // reattach is resume once the claim is this controller's: talk to the
@@ -211,8 +225,7 @@ func (c *Controller) reattach(ctx context.Context, claim *claims.Claim, h *scope
 	if cv.IsClaude() {
 		return c.reattachClaude(ctx, claim, h, n, cv)
 	}
-	x := &execution{id: execID, handle: h, pins: rec.Pins, engineName: engineNameOf(cv),
-		stderr: c.readStderr(execID, h), kept: true}
+	x := c.resumedExecution(claim, h)
 	conn, err := c.openEngine(cv, h, c.reattachOptions(execID, n))
 	if err != nil {
 		c.unopened(claim, x, err)
@@ -220,7 +233,9 @@ func (c *Controller) reattach(ctx context.Context, claim *claims.Claim, h *scope
 	}
 	rs, err := driverAs[piResyncer](conn, "re-attach")
 	if err != nil {
-		return err
+		conn.Close()
+		c.unopened(claim, x, err)
+		return nil
 	}
 	x.conn = conn
 	c.adoptReattached(claim, x)
@@ -279,17 +294,6 @@ func (c *Controller) checkReattached(ctx context.Context, x *execution, head ses
 		return "", fmt.Errorf("the session file's last entry %s is not the engine's (foreign writer?): %w", head.leaf, err)
 	}
 	return ents.LeafID, nil
-}
-
-// setUncertainClaim records uncertain on a claim this controller holds
-// but could not take up.
-func (c *Controller) setUncertainClaim(claim *claims.Claim, why string) {
-	c.mu.Lock()
-	c.st.claim = claim
-	c.st.binding = protocol.BindingUncertain
-	c.closeAdmissionLocked(why)
-	c.markUncertainLocked(why)
-	c.mu.Unlock()
 }
 
 // countResume numbers this re-attachment to exec: the first free n of

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/mosaic-agents/mosaic/audit"
@@ -305,8 +306,17 @@ func (c *Controller) conclude(ctx context.Context, x *execution, stopID, why str
 // finishStop records a kill phase's outcome: stopped only when the claim
 // accepts a cohort proof built from the complete observation.
 func (c *Controller) finishStop(ctx context.Context, x *execution, s *protocol.Stop, res scopes.StopResult) {
-	if x.conn != nil {
+	switch {
+	case x.conn != nil:
 		x.conn.Close() // the cohort is dead or not: stdin has no reader to keep
+	case x.handle != nil:
+		// An execution never opened (unopened): no connection owns its
+		// pipes, so they are closed here or never.
+		for _, f := range []*os.File{x.handle.Stdin, x.handle.Stdout} {
+			if f != nil {
+				f.Close()
+			}
+		}
 	}
 	var open []engine.Effect
 	if x.conn != nil {

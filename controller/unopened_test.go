@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -70,7 +71,11 @@ func stopUnopened(t *testing.T, r *rig, ctl *peer, gen float64) {
 	t.Helper()
 	r.ctrl.mu.Lock()
 	rec := r.ctrl.st.claim.Record()
+	x := r.ctrl.st.exec
 	r.ctrl.mu.Unlock()
+	if x == nil || x.handle == nil || x.conn != nil {
+		t.Fatalf("execution %+v: want the released engine's, with its scope handle and no connection", x)
+	}
 	if rec.Engine == nil || rec.State == claims.Stopped {
 		t.Fatalf("claim %s engine %+v: the engine was released, so its incarnation must be recorded and only a stop may end it", rec.State, rec.Engine)
 	}
@@ -98,6 +103,12 @@ func stopUnopened(t *testing.T, r *rig, ctl *peer, gen float64) {
 	if err := claims.Proven(&rec); err != nil {
 		t.Fatalf("the stopped revision does not verify: %v", err)
 	}
+	// No connection owned the engine's pipes: the stop closed them.
+	for _, f := range []*os.File{x.handle.Stdin, x.handle.Stdout} {
+		if _, err := f.Write(nil); !errors.Is(err, os.ErrClosed) {
+			t.Fatalf("the stopped engine's %s is still open (%v)", f.Name(), err)
+		}
+	}
 }
 
 // TestReattachUnopenedIsStoppable: as TestEngineUnopenedIsStoppable, at a
@@ -119,6 +130,45 @@ func TestReattachUnopenedIsStoppable(t *testing.T) {
 	b := r.waitBinding("uncertain")
 	if got := r.execution(); got != exec || !strings.Contains(fmt.Sprint(b["admissionReason"]), "driver refused") {
 		t.Fatalf("the restarted controller's execution is %q (%v); want the re-attached %s, its open refused", got, b["admissionReason"], exec)
+	}
+	ctl := r.dial()
+	ctl.must(map[string]any{"type": "observe", "request": "o1"}, "observed")
+	gen := r.recoveryControl(ctl)
+	stopUnopened(t, r, ctl, gen)
+	wayBack(t, r, ctl, gen)
+}
+
+// TestReattachUnnumberedIsStoppable: as TestReattachUnopenedIsStoppable,
+// when the restarted controller cannot number its re-attachment (the
+// executions directory refuses the resume-<n> file: EACCES here, ENOSPC
+// on a full disk). It records the execution with the resumed handle,
+// uncertain, keeps the engine's descriptors in the fd store, and a
+// confirmed force stop proves the cohort ended. On a build that marked
+// the claim uncertain without an execution, the force stop was refused
+// no-engine, naming a restart, while the engine ran on.
+func TestReattachUnnumberedIsStoppable(t *testing.T) {
+	fds := &memFDStore{}
+	r := newRigAt(t, sandboxDir(t), plainScript, func(cfg *Config) { cfg.FDStore = fds }, nil)
+	r.waitBinding("active")
+	exec := r.execution()
+	dir := filepath.Dir(r.ctrl.cohortPath(exec))
+	if err := os.Chmod(dir, 0o500); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Chmod(dir, 0o700) })
+	r.restartServed(func(cfg *Config) { cfg.Kept = fds.kept(t) }, nil)
+	b := r.waitBinding("uncertain")
+	if got := r.execution(); got != exec || !strings.Contains(fmt.Sprint(b["admissionReason"]), "number the re-attachment") {
+		t.Fatalf("the restarted controller's execution is %q (%v); want the re-attached %s, its numbering refused", got, b["admissionReason"], exec)
+	}
+	fds.mu.Lock()
+	_, kept := fds.files[keptName(exec, keptPidFD)]
+	fds.mu.Unlock()
+	if !kept {
+		t.Fatal("the engine's descriptors were dropped from the fd store: a later restart could no longer re-attach")
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		t.Fatal(err)
 	}
 	ctl := r.dial()
 	ctl.must(map[string]any{"type": "observe", "request": "o1"}, "observed")
