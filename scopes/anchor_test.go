@@ -2,6 +2,10 @@ package scopes
 
 import (
 	"context"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -35,5 +39,68 @@ func TestAnchorIgnoresStopSignals(t *testing.T) {
 	res := e.Stop(context.Background(), StopOptions{Stop: "anchor", Grace: time.Second})
 	if res.Outcome != Stopped {
 		t.Fatalf("stop after the signals: %s (%s)", res.Outcome, res.Reason)
+	}
+}
+
+// TestAnchorSaysReadyOnlyWithSleep: the anchor script says ready, and
+// stays, only when the sleep it is given is there to exec; one that is
+// not makes it exit 127 without a word, so awaitReady refuses the launch
+// (errAnchorSilent) instead of a scope whose anchor died at once.
+func TestAnchorSaysReadyOnlyWithSleep(t *testing.T) {
+	sleep, err := anchorSleep()
+	if err != nil {
+		t.Skip(err)
+	}
+	for _, tc := range []struct {
+		name, sleep string
+		ready       bool
+	}{
+		{"sleep", sleep, true},
+		{"missing", "/nonexistent/sleep", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, w, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			cmd := exec.Command("/bin/sh", "-c", anchorScript, "mosaic-anchor", tc.sleep)
+			cmd.ExtraFiles = []*os.File{w}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			w.Close()
+			t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+			said, _ := io.ReadAll(r) // EOF once fd 3 is closed: before exec, or at exit
+			if got := string(said) == roleAnchor; got != tc.ready {
+				t.Fatalf("the anchor given %s said %q; want ready %v", tc.sleep, said, tc.ready)
+			}
+			if tc.ready {
+				return
+			}
+			if err := cmd.Wait(); cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != 127 {
+				t.Fatalf("the anchor without sleep ended %v; want exit status 127", err)
+			}
+		})
+	}
+}
+
+// TestAnchorSleepFromPath: the anchor's sleep is found by PATH, never as
+// a relative path, and else in /usr/bin or /bin.
+func TestAnchorSleepFromPath(t *testing.T) {
+	dir := t.TempDir()
+	own := filepath.Join(dir, "sleep")
+	if err := os.WriteFile(own, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir)
+	if got, err := anchorSleep(); got != own || err != nil {
+		t.Fatalf("anchorSleep with PATH=%s: %q, %v; want %s", dir, got, err, own)
+	}
+	t.Chdir(dir)
+	t.Setenv("PATH", ".")
+	got, err := anchorSleep()
+	if err == nil && !filepath.IsAbs(got) || got == own || got == "sleep" {
+		t.Fatalf("anchorSleep with PATH=. in a directory holding sleep: %q, %v; want /usr/bin/sleep or /bin/sleep", got, err)
 	}
 }

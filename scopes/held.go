@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"syscall"
 	"time"
@@ -255,14 +256,37 @@ func (h *heldChild) abort() {
 
 // anchorScript is the anchor: it ignores the signals a stop or a terminal
 // sends (an ignored signal stays ignored across exec), says it is ready on
-// fd 3 and becomes sleep. Two small programs, where a re-executed Go
-// program paid the runtime's start and every package's init on the
-// launch's two CPUs (3.5-4.6 ms of init in mosaicctl).
-const anchorScript = `trap '' TERM INT HUP PIPE; printf ` + roleAnchor + ` >&3; exec 3>&-; exec sleep infinity`
+// fd 3 and becomes sleep, $1 (anchorSleep), saying ready only once that
+// is there to exec: an anchor that exited at once would leave the scope
+// to end under a stop that has not observed the engine cgroup. Two small
+// programs, where a re-executed Go program paid the runtime's start and
+// every package's init on the launch's two CPUs (3.5-4.6 ms of init in
+// mosaicctl).
+const anchorScript = `trap '' TERM INT HUP PIPE; [ -x "$1" ] || exit 127; printf ` + roleAnchor + ` >&3; exec 3>&-; exec "$1" infinity`
+
+// anchorSleep finds the sleep the anchor becomes: by this process's PATH
+// (NixOS has neither /usr/bin/sleep nor /bin/sleep), else in /usr/bin or
+// /bin. Never a relative path, which would name a file in whatever
+// directory the controller runs in.
+func anchorSleep() (string, error) {
+	if p, err := exec.LookPath("sleep"); err == nil && filepath.IsAbs(p) {
+		return p, nil
+	}
+	for _, p := range []string{"/usr/bin/sleep", "/bin/sleep"} {
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", errors.New("start scope anchor: no sleep program in PATH, /usr/bin or /bin (install coreutils): the anchor that holds the scope open becomes one")
+}
 
 // startAnchor starts an anchor process in its own session, with no stdio,
 // and returns the read end of its ready pipe.
 func startAnchor() (*exec.Cmd, *os.File, error) {
+	sleep, err := anchorSleep()
+	if err != nil {
+		return nil, nil, err
+	}
 	readyR, readyW, err := os.Pipe()
 	if err != nil {
 		return nil, nil, err
@@ -270,7 +294,7 @@ func startAnchor() (*exec.Cmd, *os.File, error) {
 	defer readyW.Close()
 	cmd := &exec.Cmd{
 		Path:        "/bin/sh",
-		Args:        []string{"mosaic-anchor", "-c", anchorScript},
+		Args:        []string{"mosaic-anchor", "-c", anchorScript, "mosaic-anchor", sleep},
 		Env:         []string{"PATH=/usr/bin:/bin"},
 		Dir:         "/",
 		ExtraFiles:  []*os.File{readyW},
