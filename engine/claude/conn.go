@@ -32,8 +32,11 @@ type Conn struct {
 	tr      *tracker
 	mp      *mapper
 	dec     []*decision
-	changed chan struct{}
-	sent    map[string]bool // prompt uuids written (SentPrompt)
+	// answered holds the request ids answered (decided or refused), so
+	// none is answered twice, even once its decision is forgotten.
+	answered *engine.Recent[struct{}]
+	changed  chan struct{}
+	sent     map[string]bool // prompt uuids written (SentPrompt)
 	// Re-attach (Options.Resume): synced is closed once the reader
 	// skipped to the first LF, skipped counts the bytes, and seed is the
 	// id of Resync's initialize, whose answer sets the turn state in wire
@@ -64,13 +67,14 @@ func New(r io.Reader, w io.WriteCloser, session string, opts engine.Options) (*C
 	}
 	c := &Conn{
 		opts: opts, session: session, w: w,
-		wait:    make(map[string]chan *frame),
-		tr:      newTracker(),
-		mp:      newMapper(opts.Execution),
-		changed: make(chan struct{}),
-		sent:    make(map[string]bool),
-		synced:  make(chan struct{}),
-		Output:  engine.NewOutput(opts.SeqBase, opts.MaxQueued),
+		wait:     make(map[string]chan *frame),
+		tr:       newTracker(),
+		mp:       newMapper(opts.Execution),
+		changed:  make(chan struct{}),
+		answered: engine.NewRecent[struct{}](maxAnswered),
+		sent:     make(map[string]bool),
+		synced:   make(chan struct{}),
+		Output:   engine.NewOutput(opts.SeqBase, opts.MaxQueued),
 	}
 	c.mp.seq = opts.SeqBase
 	lr := engine.NewLineReader(r, opts.MaxLine)
@@ -267,10 +271,11 @@ func (c *Conn) Initialize(ctx context.Context) ([]engine.NativeDecision, error) 
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out []engine.NativeDecision
-	for i := range r.Pending {
-		if d, _ := c.addDecision(&r.Pending[i], r.cut); d != nil {
-			out = append(out, d.view())
-		}
+	for _, d := range c.resent(r.Pending, r.cut) {
+		out = append(out, d.view())
+	}
+	if len(out) > 0 {
+		c.wake()
 	}
 	return out, nil
 }

@@ -1,9 +1,10 @@
 package claude
 
 import (
-	"cmp"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
+	"fmt"
 	"slices"
 
 	"github.com/mosaic-agents/mosaic/engine"
@@ -56,62 +57,137 @@ func (c *Conn) controlRequest(f *frame, cut bool) {
 		Subtype string `json:"subtype"`
 	}
 	_ = json.Unmarshal(f.Request, &sub)
-	reason := protocol.ReasonUnsupportedNative
-	if sub.Subtype == "can_use_tool" {
-		if c.knownRequest(f.RequestID) {
-			// The CLI asked again under a request id it asked under
-			// before: the first keeps it, and nothing is answered, since
-			// an answer names only the request id and would settle the
-			// first.
-			c.push(c.mp.unavailable(protocol.ReasonDuplicateID, "control_request/"+sub.Subtype))
-			return
-		}
-		d, why := c.addDecision(f, cut)
-		if d != nil {
-			c.wake()
-			return
-		}
-		reason = cmp.Or(why, reason)
+	if sub.Subtype != "can_use_tool" {
+		c.refuse(f.RequestID, "control_request/"+sub.Subtype, refusal{protocol.ReasonUnsupportedNative, "not supported by mosaic"})
+		return
 	}
-	c.push(c.mp.unavailable(reason, "control_request/"+sub.Subtype))
+	if c.knownRequest(f.RequestID) || c.wasAnswered(f.RequestID) {
+		// The CLI asked again under a request id it asked under
+		// before: the first keeps it (or was answered already), and
+		// nothing is answered, since an answer names only the request
+		// id and would settle the first (or answer it twice).
+		c.push(c.mp.unavailable(protocol.ReasonDuplicateID, "control_request/"+sub.Subtype))
+		return
+	}
+	if c.takeRequest(f, cut) != nil {
+		c.wake()
+	}
+}
+
+// resent takes the permission requests the CLI re-sends in an initialize
+// answer (pending_permission_requests) as it takes live ones: each is
+// kept, or, refused by the bounds, answered with an error, since the CLI
+// waits on every one of them as on a live one. A request kept already
+// is the same request again, and one this execution answered (refused,
+// or decided and then forgotten) is not answered again: the answer was
+// written, and the CLI wrote its list before reading it. cut says
+// framing reduced the answer's line. It returns the decisions kept;
+// c.mu is held.
+func (c *Conn) resent(pending []frame, cut bool) []*decision {
+	var kept []*decision
+	for i := range pending {
+		f := &pending[i]
+		if c.wasAnswered(f.RequestID) {
+			continue
+		}
+		if d := c.known(f.RequestID); d != nil {
+			kept = append(kept, d)
+			continue
+		}
+		if d := c.takeRequest(f, cut); d != nil {
+			kept = append(kept, d)
+		}
+	}
+	return kept
+}
+
+// takeRequest keeps a can_use_tool request whose request id is new as a
+// decision, or refuses it (answered with an error, shown unavailable,
+// never kept) and returns nil; c.mu is held.
+func (c *Conn) takeRequest(f *frame, cut bool) *decision {
+	d, no := c.addDecision(f, cut)
+	if d == nil {
+		c.refuse(f.RequestID, "control_request/can_use_tool", no)
+	}
+	return d
+}
+
+// refusal is why a request from the CLI is answered with an error: the
+// unavailable event's reason and the error text the CLI reads.
+type refusal struct{ reason, text string }
+
+// refuse answers request id with an error, at most once, and shows the
+// request unavailable; c.mu is held. The answer is written off the
+// reader's goroutine: the CLI may be blocked writing to us, not reading.
+// A request without an id cannot be answered at all.
+func (c *Conn) refuse(id, native string, no refusal) {
+	c.push(c.mp.unavailable(no.reason, native))
+	if id == "" || c.wasAnswered(id) {
+		return
+	}
+	c.answered.Put(answerKey(id), struct{}{})
 	go func() {
 		_ = c.send(map[string]any{"type": "control_response", "response": map[string]any{
-			"subtype": "error", "request_id": f.RequestID, "error": "not supported by mosaic"}})
+			"subtype": "error", "request_id": id, "error": no.text}})
 	}()
+}
+
+// maxAnswered bounds the request ids remembered as answered: an id is
+// only asked again in the moment between the answer's write and the
+// CLI's read of it (a re-attach's initialize answer listing it), so the
+// latest thousands are far more than can be in flight.
+const maxAnswered = engine.MaxToolKeys
+
+// answerKey is what c.answered remembers of a request id: its digest,
+// so a refused id of any length is remembered in 32 bytes.
+func answerKey(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return string(sum[:])
+}
+
+// wasAnswered reports whether this execution wrote an answer to request
+// id already (a decision, or a refusal); c.mu is held.
+func (c *Conn) wasAnswered(id string) bool {
+	_, ok := c.answered.Get(answerKey(id))
+	return ok
+}
+
+// known returns the kept decision with request id id, or nil; c.mu is
+// held.
+func (c *Conn) known(id string) *decision {
+	for _, d := range c.dec {
+		if d.requestID == id {
+			return d
+		}
+	}
+	return nil
 }
 
 // knownRequest reports whether a kept decision has request id id; c.mu
 // is held.
-func (c *Conn) knownRequest(id string) bool {
-	return slices.ContainsFunc(c.dec, func(d *decision) bool { return d.requestID == id })
-}
+func (c *Conn) knownRequest(id string) bool { return c.known(id) != nil }
 
 // addDecision registers a can_use_tool frame (live, or re-sent in an
-// initialize response) once per request id; c.mu is held. A request whose
-// line framing had to cut offers deny only: allow sends the input back as
-// updatedInput, which the CLI runs, and a cut input would run something
-// the model never asked for and nobody saw whole. A nil decision is never
-// kept, and the caller answers it with an error; why is its reason when
-// it is not the bound.
-func (c *Conn) addDecision(f *frame, cut bool) (_ *decision, why string) {
+// initialize answer) whose request id no kept decision has; c.mu is
+// held. A request whose line framing had to cut offers deny only: allow
+// sends the input back as updatedInput, which the CLI runs, and a cut
+// input would run something the model never asked for and nobody saw
+// whole. A nil decision is never kept, and the caller answers it with an
+// error saying no.
+func (c *Conn) addDecision(f *frame, cut bool) (_ *decision, no refusal) {
 	var r canUseTool
 	if f.Type != "control_request" || json.Unmarshal(f.Request, &r) != nil || r.Subtype != "can_use_tool" || f.RequestID == "" {
-		return nil, ""
-	}
-	for _, d := range c.dec {
-		if d.requestID == f.RequestID {
-			return d, ""
-		}
+		return nil, refusal{protocol.ReasonUnsupportedNative, "not supported by mosaic"}
 	}
 	if len(f.RequestID) > maxNativeID || len(r.ToolUseID) > maxNativeID {
-		return nil, ""
+		return nil, refusal{protocol.ReasonUnsupportedNative, fmt.Sprintf("mosaic refuses a permission request whose request id or tool use id is over %d bytes", maxNativeID)}
 	}
 	id := f.RequestID + "/" + r.ToolUseID
 	if slices.ContainsFunc(c.dec, func(d *decision) bool { return d.ID == id }) {
 		// Another request id whose decision id reads the same ("r/x" and
 		// tool "t", "r" and tool "x/t"): kept, an answer to the one shown
 		// would be written for the other.
-		return nil, protocol.ReasonDuplicateID
+		return nil, refusal{protocol.ReasonDuplicateID, "mosaic refuses a permission request whose decision id " + id + " another one has"}
 	}
 	title := r.Description
 	if title == "" {
@@ -129,10 +205,10 @@ func (c *Conn) addDecision(f *frame, cut bool) (_ *decision, why string) {
 		d.Message = "the request was too large to show whole; it can only be denied"
 	}
 	if !c.makeRoom(d) {
-		return nil, "" // answered with an error by the caller, never kept
+		return nil, refusal{protocol.ReasonUnsupportedNative, fmt.Sprintf("mosaic holds %d pending permission requests or %d bytes of them already", maxDecisions, engine.MaxDecisionBytes)}
 	}
 	c.dec = append(c.dec, d)
-	return d, ""
+	return d, refusal{}
 }
 
 // makeRoom keeps the decisions within maxDecisions and
@@ -218,6 +294,7 @@ func (c *Conn) Decide(ctx context.Context, id, choice string) error {
 		return protocol.Refuse(protocol.CodeNoTurn, "permission request %q was cancelled by the engine", id)
 	}
 	d.State, d.Answer = engine.DecisionAnswered, choice
+	c.answered.Put(answerKey(d.requestID), struct{}{})
 	c.wake()
 	c.mu.Unlock()
 	body := map[string]any{"behavior": "deny", "message": denyMessage, "toolUseID": d.ToolUseID}

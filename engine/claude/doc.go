@@ -70,7 +70,16 @@
 // or with a request id or tool use id over 1024 bytes (maxNativeID: the
 // controller keeps the decision id of every approval it holds), a
 // request is answered with an error like an unsupported one: never
-// allowed, never kept.
+// allowed, never kept. The error names why (the bound, the id's length,
+// the decision id another request has). A request the CLI re-sends in an
+// initialize answer (pending_permission_requests, at launch or after a
+// re-attach) is taken as a live one: refused by the same bounds, it is
+// answered with the same error, since the CLI waits on it as on a live
+// one. Every request id is answered at most once: the ids answered
+// (decided or refused, the latest 4096, as digests) are remembered past
+// the decision's forgetting, so one the CLI lists again before it read
+// the answer, or asks again, is neither answered again nor kept again
+// (a live repeat is shown duplicate-id).
 //
 // Re-attach. A restarted controller joins a running CLI's stdout
 // (Options.Resume) with Resync: an initialize probe makes even an idle

@@ -104,13 +104,7 @@ func (c *Conn) applyInit(resp *controlResponse) {
 		c.tr.running = true
 		c.tr.runs++
 	}
-	added := false
-	for i := range resp.Pending {
-		if d, _ := c.addDecision(&resp.Pending[i], resp.cut); d != nil {
-			added = true
-		}
-	}
-	if added {
+	if len(c.resent(resp.Pending, resp.cut)) > 0 {
 		c.wake()
 	}
 }
