@@ -38,7 +38,13 @@
 // and writes "go"; only then does the engine run. If anything fails first,
 // the pipe is closed and the child exits 125: an engine never runs outside
 // its scope, nor unconfined when confinement was planned. The cohort's pid
-// and start time are the held child's.
+// and start time are the held child's. A launch fails after
+// BeforeRelease only if the write of "go" fails, which a pipe does only
+// when no process holds its read end (EPIPE: the held child exited without
+// reading it, and forks nothing before it), so no engine ran or can: the
+// scope is undone, and no handle is owed. Once "go" is written the engine
+// is released whatever the pipe's close returns (close(2) lets go of the
+// descriptor either way), and Launch returns its handle.
 //
 // # Confinement
 //

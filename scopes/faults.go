@@ -30,6 +30,10 @@ type faults struct {
 	// refuseHeld, if set, fails the start of a held child (confined: with
 	// its namespaces) before the clone, as a kernel that refuses them does.
 	refuseHeld func(confined bool) error
+	// goAheadClose, if set, is what the close of a held child's release
+	// pipe returns once the go-ahead was written, as no close of a pipe
+	// on Linux does (the descriptor is let go of either way).
+	goAheadClose func() error
 }
 
 // frozenWait is the fault at the kill phase's wait for frozen 1.

@@ -148,6 +148,9 @@ type heldChild struct {
 	cmd     *exec.Cmd
 	release *os.File
 	ready   *os.File // read end of the ready pipe
+	// closeFault, tests only, is what the release pipe's close returns
+	// after the go-ahead was written (faults.goAheadClose).
+	closeFault func() error
 }
 
 // errNotWired: the re-executed program did not run MaybeRunHeld first.
@@ -237,11 +240,33 @@ func (h *heldChild) awaitReport(deadline time.Time) (confineReport, error) {
 }
 
 // releaseEngine lets the held child run the engine.
+//
+// An error means the child never runs the engine: the go-ahead is a few
+// bytes, written to a pipe whole or not at all, and the write fails only
+// with EPIPE, when no process holds the read end any more: the held child
+// has exited (it lets go of the pipe only then, before the go-ahead's
+// EOF) without reading it, and nothing forked from it (it forks only
+// after the go-ahead), so nothing can read it later either. Once the
+// go-ahead is written the engine is released, whatever the close says:
+// close(2) lets go of the descriptor even when it fails, the child reads
+// the go-ahead and EOF and runs the engine, and the launch must hand over
+// its handle rather than undo a launch whose engine runs.
 func (h *heldChild) releaseEngine() error {
 	h.ready.Close()
-	_, err := h.release.Write([]byte(goAhead))
-	if cerr := h.release.Close(); err == nil {
-		err = cerr
+	if _, err := h.release.Write([]byte(goAhead)); err != nil {
+		h.release.Close()
+		return err
+	}
+	_ = h.closeRelease() // released all the same: see above
+	return nil
+}
+
+// closeRelease closes the release pipe's write end (what the close
+// returns is faults.goAheadClose's in tests).
+func (h *heldChild) closeRelease() error {
+	err := h.release.Close()
+	if h.closeFault != nil {
+		err = h.closeFault()
 	}
 	return err
 }

@@ -154,7 +154,11 @@ func (l *scopeLaunch) startHeld(confined bool) (*heldChild, error) {
 	if err := l.m.faults.heldStart(confined); err != nil {
 		return nil, err
 	}
-	return startHeld(l.spec.Dir, l.pipes.inR, l.pipes.outW, l.pipes.errW, confined)
+	h, err := startHeld(l.spec.Dir, l.pipes.inR, l.pipes.outW, l.pipes.errW, confined)
+	if err == nil {
+		h.closeFault = l.m.faults.goAheadClose
+	}
+	return h, err
 }
 
 // createScope creates the unit with both children in it and waits for its
