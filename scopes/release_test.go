@@ -35,9 +35,9 @@ func exited(pid int) bool {
 // does; a fault here) lets go of the descriptor all the same, so the
 // child reads the go-ahead and runs the engine: the launch hands over its
 // handle, and a stop proves the cohort ended. Before, that launch
-// returned an error and no handle, undid its scope with the engine
-// released, and killed the held child's pid only: what the engine had
-// forked was left running in a scope nobody held.
+// returned an error and no handle and undid its scope with the engine
+// released: it killed the held child's pid only, so an unconfined
+// engine's forks ran on in a scope nobody held.
 func TestReleaseAfterRecord(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
