@@ -43,16 +43,38 @@ type eventBox struct {
 	block, fragment, part int
 }
 
-// lineDecoder decodes the stream of one connection. It keeps the last
-// execution and message key so a run of deltas shares their strings, and
+// lineDecoder decodes the stream of one connection. It keeps the string
+// values a run of deltas repeats (the execution and message keys, the
+// kind, role, block type and update mode) so the run shares them, and
 // takes each event and its strings from blocks it shares with the events
 // before it: a flood of deltas then costs an allocation per block
 // instead of two per line.
 type lineDecoder struct {
-	execution, message string
-	boxes              []eventBox
-	strs               []byte // the block strings are taken from (string)
-	unescaped          []byte // an escaped string decoded, before it is copied
+	execution, message          repeat
+	kind, role, blockType, mode repeat
+	boxes                       []eventBox
+	strs                        []byte // the block strings are taken from (string)
+	unescaped                   []byte // an escaped string decoded, before it is copied
+}
+
+// repeat is a string value a run of events repeats.
+type repeat struct {
+	s string
+	// plain: s has no quote, backslash or control byte, so a line
+	// spells s exactly as s.
+	plain bool
+}
+
+// newRepeat is s as the repeat of a value just read.
+func newRepeat(s string) repeat {
+	plain := true
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '"' || c == '\\' || c < 0x20 {
+			plain = false
+			break
+		}
+	}
+	return repeat{s: s, plain: plain}
 }
 
 // event decodes an event line in one pass, validating it as it goes, when
@@ -151,10 +173,9 @@ func (d *lineDecoder) event(line []byte) (*protocol.Event, bool) {
 	}
 }
 
-// boxBlock is how many events share one allocation: 13 fill a 4 KiB
-// size class (8 would take 2,688 bytes for 2,432). Keeping one event
-// keeps its block.
-const boxBlock = 13
+// boxBlock is how many events share one allocation: 53 fill a 16 KiB
+// size class. Keeping one event keeps its block.
+const boxBlock = 53
 
 // box returns a zeroed event from the current block.
 func (d *lineDecoder) box() *eventBox {
@@ -500,16 +521,31 @@ func (d *lineDecoder) str(line []byte, i int, bit uint32) (string, int, bool) {
 		return d.value(line, i, false, &d.execution)
 	case fMessage:
 		return d.value(line, i, false, &d.message)
-	case fKind, fRole, fBlockType, fUpdateMode:
-		return d.value(line, i, true, nil)
+	case fKind:
+		return d.value(line, i, true, &d.kind)
+	case fRole:
+		return d.value(line, i, true, &d.role)
+	case fBlockType:
+		return d.value(line, i, true, &d.blockType)
+	case fUpdateMode:
+		return d.value(line, i, true, &d.mode)
 	}
 	return d.value(line, i, false, nil)
 }
 
-// value reads the string at i: one of the vocabulary's names when vocab
-// is set and it spells one, *last when last is set and it spells that
-// (and becomes *last when not), else a string of its own.
-func (d *lineDecoder) value(line []byte, i int, vocab bool, last *string) (string, int, bool) {
+// value reads the string at i: last's when last is set and the line
+// spells it there, else one of the vocabulary's names when vocab is set
+// and it spells one, else a string of its own. last then becomes what
+// was read (a name only when vocab is set).
+func (d *lineDecoder) value(line []byte, i int, vocab bool, last *repeat) (string, int, bool) {
+	if last != nil && last.plain {
+		// A plain repeat is its own wire form: the line holds it, quoted,
+		// exactly when it holds this string, valid as it was when first
+		// read, with no need to scan it again.
+		if n := len(last.s); i+n+1 < len(line) && line[i] == '"' && line[i+n+1] == '"' && string(line[i+1:i+n+1]) == last.s {
+			return last.s, i + n + 2, true
+		}
+	}
 	raw, next, escaped, ok := stringSpan(line, i)
 	if !ok {
 		return "", 0, false
@@ -524,17 +560,19 @@ func (d *lineDecoder) value(line []byte, i int, vocab bool, last *string) (strin
 		if cap(d.unescaped) > strBlock {
 			d.unescaped = nil // a long text's buffer is not kept for the next
 		}
-	case last != nil && string(raw) == *last:
-		return *last, next, true
 	case vocab:
-		if s, ok = vocabulary(raw); !ok {
-			s = d.string(raw)
+		if s, ok = vocabulary(raw); ok {
+			if last != nil {
+				*last = repeat{s: s, plain: true}
+			}
+			return s, next, true
 		}
+		s = d.string(raw)
 	default:
 		s = d.string(raw)
 	}
-	if last != nil {
-		*last = s
+	if last != nil && !vocab {
+		*last = newRepeat(s)
 	}
 	return s, next, true
 }

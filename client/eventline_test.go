@@ -270,3 +270,39 @@ func TestDecodedStringsStay(t *testing.T) {
 		}
 	}
 }
+
+// TestRepeatsAreReadAsStrictly: a value a run repeats is shared only
+// where the line spells it exactly; a line that differs from it, even
+// by an escape or only past its end, is read (and refused) as any other.
+func TestRepeatsAreReadAsStrictly(t *testing.T) {
+	for _, tc := range []struct{ first, then string }{
+		{`{"record":"event","execution":"x-1"}`, `{"record":"event","execution":"x-1"}`},
+		{`{"record":"event","execution":"x-1"}`, `{"record":"event","execution":"x-12"}`},
+		{`{"record":"event","execution":"x-12"}`, `{"record":"event","execution":"x-1"}`},
+		{`{"record":"event","execution":"x-1"}`, `{"record":"event","execution":"x-1`},
+		{`{"record":"event","execution":"a\"b"}`, `{"record":"event","execution":"a"b"}`},
+		{`{"record":"event","execution":"a\\b"}`, `{"record":"event","execution":"a\b"}`},
+		{`{"record":"event","execution":"a\u0001b"}`, `{"record":"event","execution":"a` + "\x01" + `b"}`},
+		{`{"record":"event","execution":"a\"b"}`, `{"record":"event","execution":"a\"b"}`},
+		{`{"record":"event","message":"é"}`, `{"record":"event","message":"é"}`},
+		{`{"record":"event","message":""}`, `{"record":"event","message":""}`},
+		{`{"record":"event","kind":"text-delta"}`, `{"record":"event","kind":"text-delta"}`},
+		{`{"record":"event","kind":"text-delta"}`, `{"record":"event","kind":"text-delta-2"}`},
+		{`{"record":"event","role":"assistant"}`, `{"record":"event","role":"assistant","role":"user"}`},
+	} {
+		t.Run(tc.then, func(t *testing.T) {
+			var d lineDecoder
+			if _, ok := d.event([]byte(tc.first)); !ok {
+				t.Fatalf("the one-pass decoder did not take %s", tc.first)
+			}
+			got, ok := d.event([]byte(tc.then))
+			want, wok := fullEvent([]byte(tc.then))
+			switch {
+			case ok && !wok:
+				t.Fatalf("after %s the one-pass decoder took %s, which the full path refuses", tc.first, tc.then)
+			case ok && !reflect.DeepEqual(got, want):
+				t.Fatalf("after %s:\n one pass %+v\n full     %+v", tc.first, got, want)
+			}
+		})
+	}
+}

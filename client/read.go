@@ -35,6 +35,14 @@ func (c *Client) run(lines *protocol.LineReader) {
 // them.
 const eventBatch = 256
 
+// holdEvent keeps an event for the next flushEvents.
+func (c *Client) holdEvent(ev *protocol.Event, raw []byte) {
+	c.events = append(c.events, eventItem(ev, raw))
+	if len(c.events) == eventBatch {
+		c.flushEvents()
+	}
+}
+
 // flushEvents queues the events the read loop holds, in one lock.
 func (c *Client) flushEvents() {
 	if len(c.events) > 0 {
@@ -60,7 +68,16 @@ func (c *Client) readErr(err error) error {
 // it replies to, and queues it for Updates — in that order, so a caller
 // whose Takeover returned already sees itself as controller in State.
 func (c *Client) receive(line []byte) error {
-	u, err := c.lines.decode(line)
+	// An event answers no request and changes no State: nothing below
+	// applies to it. The read loop queues the events of what one read
+	// brought together (flushEvents), before any other record and
+	// before it may block. Most come from the one-pass decoder, without
+	// an Update of their own.
+	if ev, ok := c.lines.event(line); ok {
+		c.holdEvent(ev, line)
+		return nil
+	}
+	u, err := decodeFull(line)
 	if err != nil {
 		return err
 	}
@@ -68,14 +85,7 @@ func (c *Client) receive(line []byte) error {
 		return fmt.Errorf("%w: a second welcome", ErrProtocol)
 	}
 	if u.Event != nil {
-		// An event answers no request and changes no State: nothing
-		// below applies to it. The read loop queues the events of what
-		// one read brought together (flushEvents), before any other
-		// record and before it may block.
-		c.events = append(c.events, eventItem(u.Event, u.Raw))
-		if len(c.events) == eventBatch {
-			c.flushEvents()
-		}
+		c.holdEvent(u.Event, u.Raw)
 		return nil
 	}
 	c.flushEvents()

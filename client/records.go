@@ -93,11 +93,15 @@ func decodeRecord(line []byte) (Update, error) {
 // becomes the Update's Raw: nobody may write to it after (protocol.LineReader's
 // lines are never written again).
 func (d *lineDecoder) decode(line []byte) (Update, error) {
-	u := Update{Raw: line}
 	if ev, ok := d.event(line); ok {
-		u.Record, u.Event = protocol.RecordEvent, ev
-		return u, nil
+		return Update{Record: protocol.RecordEvent, Raw: line, Event: ev}, nil
 	}
+	return decodeFull(line)
+}
+
+// decodeFull is decode for a line the one-pass decoder did not take.
+func decodeFull(line []byte) (Update, error) {
+	u := Update{Raw: line}
 	if err := protocol.Validate(line); err != nil {
 		return u, fmt.Errorf("%w: %v", ErrProtocol, err)
 	}
