@@ -93,9 +93,17 @@ func (s *scanner) value(depth int) error {
 	}
 }
 
+// smallObject is how many keys an object's duplicate check compares one
+// by one before it takes a map: a record's objects have a dozen keys or
+// so, and the comparisons cost less than the map and a string per key; a
+// hostile object with many keys still costs one map lookup per key.
+const smallObject = 16
+
 func (s *scanner) object(depth int) error {
 	s.i++ // {
-	seen := map[string]bool{}
+	var few [smallObject][]byte
+	keys := few[:0]
+	var seen map[string]bool
 	s.space()
 	if s.i < len(s.b) && s.b[s.i] == '}' {
 		s.i++
@@ -106,14 +114,33 @@ func (s *scanner) object(depth int) error {
 		if s.i >= len(s.b) || s.b[s.i] != '"' {
 			return s.fail("expected an object key")
 		}
-		key, err := s.str()
+		key, err := s.key()
 		if err != nil {
 			return err
 		}
-		if seen[key] {
-			return s.fail("duplicate key %q", key)
+		switch {
+		case seen != nil:
+			if seen[string(key)] {
+				return s.fail("duplicate key %q", key)
+			}
+			seen[string(key)] = true
+		case len(keys) < smallObject:
+			for _, k := range keys {
+				if string(k) == string(key) {
+					return s.fail("duplicate key %q", key)
+				}
+			}
+			keys = append(keys, key)
+		default:
+			seen = make(map[string]bool, 2*smallObject)
+			for _, k := range keys {
+				seen[string(k)] = true
+			}
+			if seen[string(key)] {
+				return s.fail("duplicate key %q", key)
+			}
+			seen[string(key)] = true
 		}
-		seen[key] = true
 		s.space()
 		if s.i >= len(s.b) || s.b[s.i] != ':' {
 			return s.fail("expected ':'")
@@ -167,31 +194,58 @@ func (s *scanner) array(depth int) error {
 	}
 }
 
-// str scans a string and returns its raw contents (escapes undecoded,
-// which is enough to compare keys for duplicates: two spellings of one key
-// are refused by the surrogate and escape rules below or compared raw).
-func (s *scanner) str() (string, error) {
+// key scans an object key and returns it as it compares for duplicates:
+// its raw contents, or with its escapes decoded when it has any, so "a"
+// and "\u0061" count as the same key.
+func (s *scanner) key() ([]byte, error) {
+	start := s.i + 1
+	escaped, err := s.str()
+	if err != nil {
+		return nil, err
+	}
+	raw := s.b[start : s.i-1]
+	if escaped {
+		return []byte(unescapeKey(string(raw))), nil
+	}
+	return raw, nil
+}
+
+// str scans a string and says whether it holds an escape.
+func (s *scanner) str() (escaped bool, err error) {
 	s.i++ // opening quote
-	start := s.i
 	for s.i < len(s.b) {
-		c := s.b[s.i]
-		switch {
-		case c == '"':
-			raw := string(s.b[start:s.i])
-			s.i++
-			return unescapeKey(raw), nil
-		case c < 0x20:
-			return "", s.fail("control character in string")
-		case c == '\\':
-			if err := s.escape(); err != nil {
-				return "", err
-			}
-		default:
+		// Plain bytes first, most of a string, one table load each.
+		for s.i < len(s.b) && !strStop[s.b[s.i]] {
 			s.i++
 		}
+		if s.i >= len(s.b) {
+			break
+		}
+		switch c := s.b[s.i]; {
+		case c == '"':
+			s.i++
+			return escaped, nil
+		case c < 0x20:
+			return false, s.fail("control character in string")
+		default: // a backslash
+			escaped = true
+			if err := s.escape(); err != nil {
+				return false, err
+			}
+		}
 	}
-	return "", s.fail("unterminated string")
+	return false, s.fail("unterminated string")
 }
+
+// strStop marks the bytes a string scan stops at: the quote, the
+// backslash and control characters (UTF-8 is checked for the whole line
+// first).
+var strStop = func() (t [256]bool) {
+	for c := range 256 {
+		t[c] = c == '"' || c == '\\' || c < 0x20
+	}
+	return t
+}()
 
 func (s *scanner) escape() error {
 	s.i++ // backslash
@@ -280,14 +334,21 @@ func (s *scanner) number() error {
 			return s.fail("invalid exponent")
 		}
 	}
-	lit := string(s.b[start:s.i])
 	if isInt {
-		n, err := strconv.ParseInt(lit, 10, 64)
-		if err != nil || n > maxSafeInteger || n < -maxSafeInteger {
-			return s.fail("integer %s outside the safe range ±(2^53-1)", lit)
+		// At most 16 digits, the length of 2^53-1, without a leading
+		// zero: the digits are the magnitude, compared as ParseInt's
+		// value would be.
+		var n uint64
+		digits := s.b[intStart:s.i]
+		for _, c := range digits {
+			n = n*10 + uint64(c-'0')
+		}
+		if len(digits) > 16 || n > maxSafeInteger {
+			return s.fail("integer %s outside the safe range ±(2^53-1)", s.b[start:s.i])
 		}
 		return nil
 	}
+	lit := string(s.b[start:s.i])
 	f, err := strconv.ParseFloat(lit, 64)
 	if err != nil || f != f || f > 1.7976931348623157e308 || f < -1.7976931348623157e308 {
 		return s.fail("number %s is not finite", lit)
