@@ -1,6 +1,7 @@
 package activation
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"net/netip"
@@ -29,6 +30,8 @@ const (
 	inetDiagNoCookie  = 0xffffffff
 	diagRecvBufLen    = 8192
 	nlmsgErrorPayload = 4
+	sockEndsLen       = 36 // ports and addresses of inet_diag_sockid
+	tcpListen         = 10 // TCP_LISTEN of <net/tcp_states.h>
 )
 
 // diagTCP asks the kernel (NETLINK_SOCK_DIAG, an exact lookup, not a
@@ -50,11 +53,8 @@ func diagTCP(local, remote netip.AddrPort) (tcpSocket, error) {
 	r[0], r[1] = family, unix.IPPROTO_TCP
 	ne.PutUint32(r[4:], tcpStatesAll)
 	id := r[8:]
-	binary.BigEndian.PutUint16(id[0:], local.Port())
-	binary.BigEndian.PutUint16(id[2:], remote.Port())
-	la, ra := local.Addr().AsSlice(), remote.Addr().AsSlice()
-	copy(id[4:20], la)
-	copy(id[20:36], ra)
+	ends := sockEnds(local, remote)
+	copy(id, ends[:])
 	ne.PutUint32(id[40:], inetDiagNoCookie)
 	ne.PutUint32(id[44:], inetDiagNoCookie)
 
@@ -74,8 +74,28 @@ func diagTCP(local, remote netip.AddrPort) (tcpSocket, error) {
 	return parseDiag(buf[:n], local, remote)
 }
 
+// sockEnds is the part of an inet_diag_sockid that names a connection:
+// source and destination port (network order), then source and
+// destination address, each in 16 bytes (an IPv4 address in the first
+// four, the rest zero, as the kernel answers it too).
+func sockEnds(local, remote netip.AddrPort) (e [sockEndsLen]byte) {
+	binary.BigEndian.PutUint16(e[0:], local.Port())
+	binary.BigEndian.PutUint16(e[2:], remote.Port())
+	copy(e[4:20], local.Addr().AsSlice())
+	copy(e[20:36], remote.Addr().AsSlice())
+	return e
+}
+
 // parseDiag reads the one answer to an exact lookup: an inet_diag_msg and
 // its attributes, or an error message (ENOENT: no such socket here).
+//
+// Only the connected socket asked about is an answer. When none matches,
+// the kernel's lookup goes on to the listeners (__inet_lookup tries them
+// after the established sockets) and answers with one listening on the
+// local address and port: the socket of a peer that reset its connection
+// after its request would be judged by whoever listens where it was
+// bound, a same-uid process outside every engine that it bound beside
+// with SO_REUSEPORT, or that took the port after it.
 func parseDiag(b []byte, local, remote netip.AddrPort) (tcpSocket, error) {
 	ne := binary.NativeEndian
 	if len(b) < nlmsgHdrLen {
@@ -98,6 +118,9 @@ func parseDiag(b []byte, local, remote netip.AddrPort) (tcpSocket, error) {
 	}
 	if typ != unix.SOCK_DIAG_BY_FAMILY || len(msg) < inetDiagMsgLen {
 		return tcpSocket{}, fmt.Errorf("%w: netlink sock_diag: unexpected answer type %d, %d bytes", ErrPeerUnreadable, typ, len(msg))
+	}
+	if ends := sockEnds(local, remote); msg[1] == tcpListen || !bytes.Equal(msg[4:4+sockEndsLen], ends[:]) {
+		return tcpSocket{}, fmt.Errorf("%w: no connected socket %s → %s in this network namespace (the kernel answered with another socket, in TCP state %d): the peer is gone", ErrPeerUnreadable, local, remote, msg[1])
 	}
 	s := tcpSocket{uid: int(ne.Uint32(msg[64:])), inode: uint64(ne.Uint32(msg[68:]))}
 	for a := msg[inetDiagMsgLen:]; len(a) >= 4; {

@@ -2,12 +2,15 @@ package activation
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -243,5 +246,65 @@ func TestInManager(t *testing.T) {
 		if got := inManager(c.cg, 1000); got != c.want {
 			t.Errorf("inManager(%q) = %v, want %v", c.cg, got, c.want)
 		}
+	}
+}
+
+// TestDiagRefusesAListenerInThePeersPlace: a peer that reset its
+// connection is gone, whoever listens on the address and port it was
+// bound to. The kernel's exact lookup, finding no connected socket,
+// answers with a listener there: bound beside it with SO_REUSEPORT
+// before, or after the reset. That listener is never taken for the
+// peer.
+func TestDiagRefusesAListenerInThePeersPlace(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		before bool // the listener shares the port (SO_REUSEPORT) before the reset
+	}{
+		{"listener after the reset", false},
+		{"listener beside it with SO_REUSEPORT", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, err := net.Listen("tcp4", "127.0.0.1:0")
+			if err != nil {
+				t.Skipf("no IPv4 loopback: %v", err)
+			}
+			defer srv.Close()
+			reuse := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+				var serr error
+				if err := c.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1) }); err != nil {
+					return err
+				}
+				return serr
+			}}
+			d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}, Control: reuse.Control}
+			client, err := d.Dial("tcp4", srv.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			server, err := srv.Accept()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer server.Close()
+			bound := client.LocalAddr().String()
+			var squatter net.Listener
+			if tc.before {
+				if squatter, err = reuse.Listen(context.Background(), "tcp4", bound); err != nil {
+					t.Fatal(err)
+				}
+			}
+			client.(*net.TCPConn).SetLinger(0)
+			client.Close() // a reset: nothing of the connection is left
+			if !tc.before {
+				if squatter, err = net.Listen("tcp4", bound); err != nil {
+					t.Fatal(err)
+				}
+			}
+			defer squatter.Close()
+			sock, err := diagTCP(addrPort(server.RemoteAddr().(*net.TCPAddr)), addrPort(server.LocalAddr().(*net.TCPAddr)))
+			if !errors.Is(err, ErrPeerUnreadable) {
+				t.Fatalf("the peer's socket is gone, a listener holds %s: diag %+v, %v; want %v", bound, sock, err, ErrPeerUnreadable)
+			}
+		})
 	}
 }
