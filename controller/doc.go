@@ -119,8 +119,9 @@
 //   - The engine's stderr is a pipe the controller reads (stderr.go): the
 //     last 20 lines (4 KiB) are kept for the binding's engineEnd, and lines
 //     go on to the controller's stderr (the journal under systemd) with the
-//     execution named, at most 16 KiB a second; the rest is counted and
-//     reported as "N bytes of engine stderr dropped" when the next window
+//     execution named, at most 16 KiB and 50 lines (journal entries) a
+//     second; the rest is counted and reported as "N bytes of engine
+//     stderr dropped, M lines" when the next window
 //     begins or the pipe ends. A flood that then stops while the engine
 //     lives reports its drop with the next line. When the engine exits
 //     without a stop, or fails its load check, the binding carries

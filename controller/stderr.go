@@ -17,12 +17,19 @@ import (
 // The engine (and anything it runs that inherits its stderr) can write as
 // fast as it likes: the controller keeps only a short tail for the binding
 // and forwards to its own stderr (the journal, under systemd) at most
-// stderrRate bytes per stderrWindow, saying how much it dropped.
+// stderrRate bytes and stderrLines lines per stderrWindow, saying how much
+// it dropped. Lines are bounded as well as bytes since each is a journal
+// entry: 16 KiB of empty lines was 16,384 entries a second, and journald
+// limits entries per unit, user@UID.service for every user unit at once,
+// so the engine could make journald suppress the user's entries (and
+// `mosaicctl audit` report them lost) at will. 50 a second is 1,500 in
+// journald's 30 s window, against its burst of 10,000.
 const (
 	tailLines    = 20
 	tailBytes    = 4 << 10
 	maxLineKept  = 512 // one kept or forwarded line, cut on a rune boundary
 	stderrRate   = 16 << 10
+	stderrLines  = 50
 	stderrWindow = time.Second
 	// stderrDrain bounds how long an exit waits for the rest of stderr:
 	// a descendant holding the pipe open must not hold up the exit report.
@@ -36,13 +43,15 @@ type stderrTail struct {
 	out  io.Writer
 	now  func() time.Time
 
-	mu      sync.Mutex
-	lines   []string // the last tailLines lines, each at most maxLineKept bytes
-	cut     bool     // earlier lines were let go
-	window  time.Time
-	sent    int   // bytes forwarded in the current window
-	dropped int64 // bytes not forwarded since the last drop notice
-	done    chan struct{}
+	mu           sync.Mutex
+	lines        []string // the last tailLines lines, each at most maxLineKept bytes
+	cut          bool     // earlier lines were let go
+	window       time.Time
+	sent         int   // bytes forwarded in the current window
+	sentLines    int   // lines forwarded in the current window
+	dropped      int64 // bytes not forwarded since the last drop notice
+	droppedLines int64 // lines not forwarded since the last drop notice
+	done         chan struct{}
 }
 
 func newStderrTail(exec string, out io.Writer) *stderrTail {
@@ -120,21 +129,24 @@ func (s *stderrTail) forwardLocked(text string, size int) {
 	now := s.now()
 	if now.Sub(s.window) >= stderrWindow {
 		s.noticeLocked()
-		s.window, s.sent = now, 0
+		s.window, s.sent, s.sentLines = now, 0, 0
 	}
-	if s.sent+size > stderrRate {
+	if s.sent+size > stderrRate || s.sentLines >= stderrLines {
 		s.dropped += int64(size)
+		s.droppedLines++
 		return
 	}
 	s.sent += size
+	s.sentLines++
 	fmt.Fprintf(s.out, "engine %s: %s\n", s.exec, text)
 }
 
 // noticeLocked says how much was dropped since the last notice.
 func (s *stderrTail) noticeLocked() {
-	if s.dropped > 0 {
-		fmt.Fprintf(s.out, "engine %s: %d bytes of engine stderr dropped (over %d bytes per %s)\n", s.exec, s.dropped, stderrRate, stderrWindow)
-		s.dropped = 0
+	if s.droppedLines > 0 {
+		fmt.Fprintf(s.out, "engine %s: %d bytes of engine stderr dropped, %d lines (over %d bytes or %d lines per %s)\n",
+			s.exec, s.dropped, s.droppedLines, stderrRate, stderrLines, stderrWindow)
+		s.dropped, s.droppedLines = 0, 0
 	}
 }
 

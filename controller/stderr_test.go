@@ -43,6 +43,19 @@ func TestStderrTailBounds(t *testing.T) {
 			},
 		},
 		{
+			name:     "a flood of empty lines",
+			input:    strings.Repeat("\n", 1<<20) + "last words\n",
+			wantTail: append(repeat("", 19), "last words"),
+			wantCut:  true,
+			forwarded: func(t *testing.T, out string) {
+				// Each line is a journal entry: the flood is bounded in
+				// lines, not only in the engine's bytes.
+				if n := strings.Count(out, "\n"); n > stderrLines+1 || !strings.Contains(out, fmt.Sprintf("%d lines", 1<<20+1-stderrLines)) {
+					t.Fatalf("forwarded %d lines for a flood of empty ones, ending %q", n, out[max(0, len(out)-200):])
+				}
+			},
+		},
+		{
 			name:     "a long line is cut",
 			input:    strings.Repeat("y", 1<<20) + "\nafter\n",
 			wantTail: []string{strings.Repeat("y", maxLineKept) + fmt.Sprintf(" [%d more bytes]", 1<<20-maxLineKept), "after"},
