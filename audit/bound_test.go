@@ -56,3 +56,24 @@ func TestBound(t *testing.T) {
 		}
 	}
 }
+
+// TestMessageIsOneLine: engine or peer text quoted in a message (an
+// engine's stderr tail after its exit) cannot put lines of its own in
+// the journal, nor reorder the line: controls are escaped, plain text is
+// kept as it is.
+func TestMessageIsOneLine(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"plain text, é and 中", "plain text, é and 中"},
+		{"exited; stderr:\ntakeover: connection k-1 controls at generation 9", `exited; stderr:\ntakeover: connection k-1 controls at generation 9`},
+		{"a\r\tb\x00c\x1b[31md\x7f", `a\r\tb\u{0000}c\u{001B}[31md\u{007F}`},
+		{"\u0085nel \u2028ls \u202eevil\u2066", `\u{0085}nel \u{2028}ls \u{202E}evil\u{2066}`},
+	} {
+		t.Run(tc.want, func(t *testing.T) {
+			l, s := newSent(t)
+			l.Log(Entry{Event: Transition, Message: tc.in})
+			if got := s.all()[0]["MESSAGE"]; got != tc.want {
+				t.Fatalf("MESSAGE %q; want %q", got, tc.want)
+			}
+		})
+	}
+}
