@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"iter"
 	"os"
+	"os/user"
 	"path"
 	"path/filepath"
 	"slices"
@@ -86,6 +87,7 @@ func planConfinement(hide ...string) (confinePlan, error) {
 	masks.add(dirs...)
 	masks.add(runtimeMasks()...)
 	masks.add(busMasks()...)
+	masks.add(muxMasks()...)
 	// The system bus: privileged daemons act on a user's request there
 	// (polkit's allow_active: power off, mount, install packages), which
 	// no proof about the cohort covers.
@@ -166,6 +168,50 @@ func runtimeMasks() []string {
 		out = append(out, path.Join(rt, "mosaic"))
 	}
 	return out
+}
+
+// muxMasks are the socket directories of the user's terminal
+// multiplexers: a tool that reaches the user's tmux or screen server has
+// it start a process outside the cohort (tmux new-window), which then
+// counts as the user's own, or types into the user's panes (send-keys),
+// the terminal that holds control of this conversation among them. tmux's
+// directory (in $TMUX_TMPDIR, and in /tmp where a tmux without it looks)
+// is made if missing, 0700 as tmux makes it, so a server started later
+// is masked too; one that is not a directory of this user is no server of
+// the user's (tmux refuses it) and is left alone.
+func muxMasks() []string {
+	uid := strconv.Itoa(os.Getuid())
+	var out []string
+	for _, d := range []string{"/tmp", os.Getenv("TMUX_TMPDIR")} {
+		if d == "" || !path.IsAbs(d) {
+			continue
+		}
+		p := path.Join(d, "tmux-"+uid)
+		_ = os.Mkdir(p, 0o700)
+		if ownDir(p) {
+			out = append(out, p)
+		}
+	}
+	screen := []string{os.Getenv("SCREENDIR")}
+	if u, err := user.Current(); err == nil {
+		screen = append(screen, "/run/screen/S-"+u.Username)
+	}
+	for _, p := range screen {
+		if p != "" && path.IsAbs(p) && ownDir(p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// ownDir says whether p is a directory (not a link to one) of this user.
+func ownDir(p string) bool {
+	fi, err := os.Lstat(p)
+	if err != nil || !fi.IsDir() {
+		return false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && int(st.Uid) == os.Getuid()
 }
 
 // busMasks are the socket paths of the D-Bus addresses in the

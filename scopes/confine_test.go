@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/mosaic-agents/mosaic/internal/procfs"
@@ -84,18 +85,26 @@ func TestPlanConfinement(t *testing.T) {
 	rt := t.TempDir()
 	t.Setenv("XDG_RUNTIME_DIR", rt)
 	t.Setenv("DBUS_SESSION_BUS_ADDRESS", "unix:path=/elsewhere/bus,guid=x;unix:abstract=/tmp/dbus-y")
+	tmux := t.TempDir()
+	t.Setenv("TMUX_TMPDIR", tmux)
+	screen := t.TempDir()
+	t.Setenv("SCREENDIR", screen)
 	p, err := planConfinement()
 	if err != nil {
 		t.Fatal(err)
 	}
+	uid := strconv.Itoa(os.Getuid())
 	for _, want := range []string{filepath.Join(rt, "bus"), filepath.Join(rt, "systemd"), filepath.Join(rt, "mosaic"),
-		"/elsewhere/bus", "/run/dbus/system_bus_socket", "/dev/fuse"} {
+		"/elsewhere/bus", "/run/dbus/system_bus_socket", "/dev/fuse",
+		filepath.Join(tmux, "tmux-"+uid), "/tmp/tmux-" + uid, screen} {
 		if !slices.Contains(p.Masks, want) {
 			t.Errorf("plan %v does not mask %s", p.Masks, want)
 		}
 	}
-	if fi, err := os.Stat(filepath.Join(rt, "mosaic")); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
-		t.Errorf("mosaic's runtime directory not made 0700: %v %v", fi, err)
+	for _, d := range []string{filepath.Join(rt, "mosaic"), filepath.Join(tmux, "tmux-"+uid)} {
+		if fi, err := os.Stat(d); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
+			t.Errorf("%s not made 0700, for a server started later to be masked too: %v %v", d, fi, err)
+		}
 	}
 	if p.CgroupMount != "/sys/fs/cgroup" {
 		t.Errorf("cgroup view on %q", p.CgroupMount)

@@ -67,7 +67,9 @@
 //     DBUS_SESSION_BUS_ADDRESS's path), the user manager's directory
 //     ($XDG_RUNTIME_DIR/systemd), mosaic's runtime directory
 //     ($XDG_RUNTIME_DIR/mosaic, the conversation sockets, created if
-//     missing so a later controller is masked too) and the system bus
+//     missing so a later controller is masked too), the user's tmux and
+//     screen server directories (muxMasks: a server there starts
+//     processes outside the cohort on request) and the system bus
 //     socket (privileged daemons act there on a user's request: polkit's
 //     allow_active powers off, mounts, installs packages) and the FUSE
 //     device /dev/fuse, at every mount that shows it (a reader holding it

@@ -2,6 +2,7 @@ package scopes
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"path"
 	"path/filepath"
@@ -20,7 +21,7 @@ import (
 // when it failed; the sleeps 1001-1003 are what an escape would leave
 // running outside. %[1]s is the user manager's app.slice in the cgroup2
 // mount, %[2]d a same-uid process outside (the test), %[3]s the runtime
-// directory.
+// directory, %[4]s the directory of the user's tmux server socket.
 const escapeEngine = `rt=%[3]s
 try() { n=$1; shift; if "$@" </dev/null >/dev/null 2>&1; then echo "escape $n 0"; else echo "escape $n 1"; fi; }
 echo "engine $$"
@@ -39,6 +40,7 @@ try journal-socket test -S /run/systemd/journal/socket
 try proc-outside-root test -S "/proc/%[2]d/root$rt/bus"
 try proc-outside-environ cat "/proc/%[2]d/environ"
 try proc-1-root test -S "/proc/1/root$rt/bus"
+try tmux-socket test -S "%[4]s/default"
 # 5. a nested user and mount namespace, root inside, undoing the masks
 try umount-direct umount "$rt/systemd"
 try nested-userns unshare -Urm true
@@ -47,7 +49,7 @@ setsid sh -c 'echo "setsid $$"; exec sleep 300' </dev/null &
 echo "ready 1"; exec cat`
 
 var escapes = []string{"systemd-run", "systemd-run-scope", "cgroup-move", "bus-socket", "user-bus", "system-bus", "manager-socket", "journal-socket",
-	"proc-outside-root", "proc-outside-environ", "proc-1-root", "umount-direct", "umount-mask"}
+	"proc-outside-root", "proc-outside-environ", "proc-1-root", "tmux-socket", "umount-direct", "umount-mask"}
 
 // TestConfinedEngineCannotEscape (issue 10, K13): a confined engine's tool
 // children cannot start a process outside the cohort (systemd-run --user,
@@ -73,7 +75,20 @@ func TestConfinedEngineCannotEscape(t *testing.T) {
 		rt = "/run/user/" + strconv.Itoa(os.Getuid())
 	}
 	t.Cleanup(func() { killEscapees(t) })
-	e := launchEngine(t, m, fmt.Sprintf(escapeEngine, appSlice, os.Getpid(), rt))
+	// The user's tmux server, listening before the launch: a tool that
+	// reached it would have it start a process outside the cohort.
+	tmuxTmp := t.TempDir()
+	t.Setenv("TMUX_TMPDIR", tmuxTmp)
+	tmux := filepath.Join(tmuxTmp, "tmux-"+strconv.Itoa(os.Getuid()))
+	if err := os.Mkdir(tmux, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	server, err := net.Listen("unix", filepath.Join(tmux, "default"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { server.Close() })
+	e := launchEngine(t, m, fmt.Sprintf(escapeEngine, appSlice, os.Getpid(), rt, tmux))
 	want := append([]string{"engine", "setsid", "ready"}, escapes...)
 	prefixes := []string{"engine", "setsid", "ready", "escape nested-userns"}
 	for _, n := range escapes {
