@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -195,9 +196,11 @@ func TestDecisionBytesBounded(t *testing.T) {
 }
 
 // TestDecisionIDsBounded: a permission request whose request id or tool
-// use id passes maxNativeID is answered with an error and never kept, so
-// the decision id the controller keeps for each approval it holds
-// (closed ones too, after the adapter forgot them) stays short.
+// use id passes maxNativeID is never kept, so the decision id the
+// controller keeps for each approval it holds (closed ones too, after
+// the adapter forgot them) stays short. One whose tool use id passes it
+// is answered with an error; one whose request id passes it is left
+// unanswered, the turn uncertain (an answer would echo the whole id).
 func TestDecisionIDsBounded(t *testing.T) {
 	long := strings.Repeat("r", maxNativeID)
 	for _, tc := range []struct {
@@ -231,6 +234,13 @@ func TestDecisionIDsBounded(t *testing.T) {
 			}
 			if len(ds) != 0 {
 				t.Fatalf("%d decisions kept, want none", len(ds))
+			}
+			if len(tc.requestID) > maxNativeID {
+				// Never echoed: left unanswered, the turn uncertain.
+				if !c.Turn().Uncertain {
+					t.Fatal("a request left unanswered left the turn certain")
+				}
+				return
 			}
 			waitWritten(t, w, `"request_id":"`+tc.requestID+`","subtype":"error"`)
 		})
@@ -381,5 +391,79 @@ func TestBlockIndexBounded(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// stuckWriter is a CLI's stdin nobody reads: every write blocks until
+// Close, which fails it.
+type stuckWriter struct {
+	closed chan struct{}
+	once   sync.Once
+}
+
+func newStuckWriter() *stuckWriter { return &stuckWriter{closed: make(chan struct{})} }
+
+func (w *stuckWriter) Write(p []byte) (int, error) {
+	<-w.closed
+	return 0, io.ErrClosedPipe
+}
+
+func (w *stuckWriter) Close() error {
+	w.once.Do(func() { close(w.closed) })
+	return nil
+}
+
+// TestRefusalsBoundedStdinStuck: a CLI that stops reading its stdin and
+// asks thousands of requests the adapter refuses (an unsupported
+// subtype, a tool use id over the bound, a request id of 64 KiB) leaves
+// the adapter's goroutines and queued answers bounded: one writer waits
+// on the stuck write, at most maxRefusals answers wait behind it, the
+// rest are dropped and the turn is uncertain, and no answer echoes an id
+// over maxNativeID. Before, each refusal parked a goroutine holding its
+// answer until the write returned: 2,000 of them held 142 MiB.
+func TestRefusalsBoundedStdinStuck(t *testing.T) {
+	before := runtime.NumGoroutine()
+	pr, pw := io.Pipe()
+	w := newStuckWriter()
+	c, err := New(pr, w, testSession, engine.Options{Execution: "x1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The stuck write ends with its writer (Conn.Close takes the write
+	// lock: TestCloseDuringStuckWrite).
+	t.Cleanup(func() { w.Close() })
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		for range c.Events() {
+		}
+	}()
+	const n = 3000
+	long := strings.Repeat("x", 64<<10)
+	for i := range n {
+		var line string
+		switch i % 3 {
+		case 0:
+			line = fmt.Sprintf(`{"type":"control_request","request_id":"u%d","request":{"subtype":"zz"}}`+"\n", i)
+		case 1:
+			line = writeLine(fmt.Sprint("r", i), strings.Repeat("t", maxNativeID+1), "x")
+		default:
+			line = writeLine(fmt.Sprint(long, i), "tu", "x")
+		}
+		if _, err := io.WriteString(pw, line); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pw.Close()
+	<-c.Done()
+	<-drained
+	if got := runtime.NumGoroutine(); got > before+8 {
+		t.Fatalf("%d goroutines after %d refused requests to a CLI that does not read, %d before; want one writer", got, n, before)
+	}
+	if q := len(c.refusals); q > maxRefusals {
+		t.Fatalf("%d answers queued; want at most %d", q, maxRefusals)
+	}
+	if s := c.Turn(); !s.Uncertain {
+		t.Fatalf("answers dropped left the turn certain: %+v", s)
 	}
 }

@@ -44,6 +44,11 @@ type Conn struct {
 	synced  chan struct{}
 	skipped int64
 	seed    string
+	// refusals are the error answers refuse queued for writeRefusals;
+	// closing is closed by Close, which ends it.
+	refusals  chan refusalAnswer
+	closing   chan struct{}
+	closeOnce sync.Once
 	*engine.Output
 }
 
@@ -74,6 +79,8 @@ func New(r io.Reader, w io.WriteCloser, session string, opts engine.Options) (*C
 		answered: engine.NewRecent[struct{}](maxAnswered),
 		sent:     make(map[string]bool),
 		synced:   make(chan struct{}),
+		refusals: make(chan refusalAnswer, maxRefusals),
+		closing:  make(chan struct{}),
 		Output:   engine.NewOutput(opts.SeqBase, opts.MaxQueued),
 	}
 	c.mp.seq = opts.SeqBase
@@ -86,6 +93,7 @@ func New(r io.Reader, w io.WriteCloser, session string, opts engine.Options) (*C
 		close(c.synced)
 	}
 	go engine.ReadLines(lr, c.handle, c.lose, c.finish)
+	go c.writeRefusals()
 	return c, nil
 }
 
@@ -101,6 +109,7 @@ func (c *Conn) skippedTo(n int64) {
 // Close closes the CLI's stdin. The CLI finishes a running turn first and
 // stays alive while a background task runs (DIGEST §9).
 func (c *Conn) Close() error {
+	c.closeOnce.Do(func() { close(c.closing) })
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	if err := c.w.Close(); err != nil {

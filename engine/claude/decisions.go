@@ -117,19 +117,71 @@ func (c *Conn) takeRequest(f *frame, cut bool) *decision {
 type refusal struct{ reason, text string }
 
 // refuse answers request id with an error, at most once, and shows the
-// request unavailable; c.mu is held. The answer is written off the
-// reader's goroutine: the CLI may be blocked writing to us, not reading.
-// A request without an id cannot be answered at all.
+// request unavailable; c.mu is held. The answer is queued for the
+// Conn's one writer (writeRefusals), never written here: the CLI may be
+// blocked writing to us, not reading, and the reader must go on. The
+// queue holds the id and the error text alone, at most maxRefusals of
+// them; past that (a CLI that asks faster than it reads its stdin) the
+// answer is dropped and the turn marked uncertain, as output lost is:
+// the CLI may wait on that request for ever. A request without an id
+// cannot be answered at all, and one whose id is over maxNativeID is not
+// answered either: an answer under a cut id would name another request
+// id (perhaps a live request's), and the whole id is the CLI's own bytes
+// of any length, which an answer would hold until written; the CLI
+// writes UUIDs, so only a CLI gone astray waits on it, the turn marked
+// uncertain.
 func (c *Conn) refuse(id, native string, no refusal) {
 	c.push(c.mp.unavailable(no.reason, native))
-	if id == "" || c.wasAnswered(id) {
+	switch {
+	case id == "" || c.wasAnswered(id):
+		return
+	case len(id) > maxNativeID:
+		c.tr.markUncertain(fmt.Sprintf("%s: a request id over %d bytes is left unanswered", label(native), maxNativeID))
 		return
 	}
-	c.answered.Put(answerKey(id), struct{}{})
-	go func() {
+	select {
+	case c.refusals <- refusalAnswer{id: id, text: no.text}:
+		c.answered.Put(answerKey(id), struct{}{})
+	default:
+		c.tr.markUncertain(fmt.Sprintf("%s: %d answers already wait to be written (the CLI does not read its stdin); the request is left unanswered", label(native), maxRefusals))
+	}
+}
+
+// maxRefusals bounds the error answers waiting for the writer: each
+// holds a request id of at most maxNativeID bytes and a refusal text of
+// about twice that, so the queue holds under 1 MiB however many
+// requests a CLI that stopped reading its stdin refuses to take.
+const maxRefusals = 256
+
+// refusalAnswer is what an error answer needs, waiting to be written.
+type refusalAnswer struct{ id, text string }
+
+// writeRefusals is the Conn's one writer of error answers: it writes
+// them in the order refused until Close, or once the CLI's output ended
+// and the queue is empty. A write blocked on a CLI that does not read
+// holds this one goroutine, never one per request; Close wakes it.
+func (c *Conn) writeRefusals() {
+	write := func(a refusalAnswer) {
 		_ = c.send(map[string]any{"type": "control_response", "response": map[string]any{
-			"subtype": "error", "request_id": id, "error": no.text}})
-	}()
+			"subtype": "error", "request_id": a.id, "error": a.text}})
+	}
+	for {
+		select {
+		case a := <-c.refusals:
+			write(a)
+		case <-c.closing:
+			return
+		case <-c.Done():
+			for {
+				select {
+				case a := <-c.refusals:
+					write(a)
+				default:
+					return
+				}
+			}
+		}
+	}
 }
 
 // maxAnswered bounds the request ids remembered as answered: an id is

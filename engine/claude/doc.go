@@ -71,7 +71,15 @@
 // controller keeps the decision id of every approval it holds), a
 // request is answered with an error like an unsupported one: never
 // allowed, never kept. The error names why (the bound, the id's length,
-// the decision id another request has). A request the CLI re-sends in an
+// the decision id another request has). A request id over 1024 bytes is
+// not answered at all, the turn marked uncertain: the whole id would be
+// held until written, and a cut one could name another request. Error
+// answers are written by one writer goroutine per Conn from a queue of
+// at most 256 (the id and the text alone, under 1 MiB), never by the
+// reader: a CLI that stops reading its stdin blocks that one writer, and
+// an answer past the queue is dropped, the turn marked uncertain, as
+// output lost is; before, each refusal parked a goroutine holding its
+// answer, and 2,000 refused requests with 64 KiB ids held 142 MiB. A request the CLI re-sends in an
 // initialize answer (pending_permission_requests, at launch or after a
 // re-attach) is taken as a live one: refused by the same bounds, it is
 // answered with the same error, since the CLI waits on it as on a live
