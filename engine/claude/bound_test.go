@@ -429,8 +429,6 @@ func TestRefusalsBoundedStdinStuck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The stuck write ends with its writer (Conn.Close takes the write
-	// lock: TestCloseDuringStuckWrite).
 	t.Cleanup(func() { w.Close() })
 	drained := make(chan struct{})
 	go func() {

@@ -107,11 +107,13 @@ func (c *Conn) skippedTo(n int64) {
 }
 
 // Close closes the CLI's stdin. The CLI finishes a running turn first and
-// stays alive while a background task runs (DIGEST §9).
+// stays alive while a background task runs (DIGEST §9). It never waits
+// for a write in progress (wmu): a CLI that stopped reading its stdin
+// holds that write for ever, and closing the writer is what ends it (the
+// controller's end of the stdin socket pair is non-blocking, so the
+// poller wakes the blocked write with an error).
 func (c *Conn) Close() error {
 	c.closeOnce.Do(func() { close(c.closing) })
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
 	if err := c.w.Close(); err != nil {
 		return fmt.Errorf("close claude stdin: %w", err)
 	}

@@ -102,10 +102,12 @@ func (c *Conn) State() TurnState {
 }
 
 // Close closes the engine's stdin, which makes Pi exit (even mid-run).
-// Only the controller's deliberate shutdown calls it.
+// Only the controller's deliberate shutdown calls it. It never waits for
+// a write in progress (wmu): an engine that stopped reading its stdin
+// holds that write for ever, and closing the writer is what ends it (the
+// controller's end of the stdin socket pair is non-blocking, so the
+// poller wakes the blocked write with an error).
 func (c *Conn) Close() error {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
 	if err := c.w.Close(); err != nil {
 		return fmt.Errorf("close engine stdin: %w", err)
 	}
