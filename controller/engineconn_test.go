@@ -64,7 +64,8 @@ func TestClaudeConnDecisions(t *testing.T) {
 		case <-time.After(time.Minute):
 			t.Fatal("the request was not registered")
 		}
-		return req + "/toolu_" + req
+		ds := conn.Decisions()
+		return ds[len(ds)-1].ID
 	}
 
 	a := ask("r1")

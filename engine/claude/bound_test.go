@@ -75,7 +75,7 @@ func TestDecisionsBounded(t *testing.T) {
 		if d.State == engine.DecisionPending {
 			pending++
 		}
-		if d.ID == fmt.Sprintf("p%d/tu-p%d", maxDecisions, maxDecisions) {
+		if pairOf(d.ID) == fmt.Sprintf("p%d/tu-p%d", maxDecisions, maxDecisions) {
 			t.Fatalf("the request past the bound is listed: %+v", d)
 		}
 	}
@@ -89,6 +89,15 @@ func TestDecisionsBounded(t *testing.T) {
 			t.Fatalf("the request past the bound was not answered with an error")
 		}
 	}
+}
+
+// pairOf is the request id and tool use id a decision id names, without
+// the suffix that makes it unique for the Conn's life.
+func pairOf(id string) string {
+	if i := strings.LastIndexByte(id, '#'); i >= 0 {
+		return id[:i]
+	}
+	return id
 }
 
 // writeLine is a recorded-shape permission request for a Write whose
@@ -158,7 +167,7 @@ func TestDecisionBytesBounded(t *testing.T) {
 			if d.State != engine.DecisionPending {
 				t.Fatalf("decision %s is %s, want every kept one pending", d.ID, d.State)
 			}
-			out = append(out, d.ID)
+			out = append(out, pairOf(d.ID))
 		}
 		return out
 	}
@@ -227,7 +236,7 @@ func TestDecisionIDsBounded(t *testing.T) {
 			<-c.Done()
 			ds := c.Decisions()
 			if tc.kept {
-				if len(ds) != 1 || ds[0].ID != tc.requestID+"/"+tc.toolUseID {
+				if len(ds) != 1 || pairOf(ds[0].ID) != tc.requestID+"/"+tc.toolUseID {
 					t.Fatalf("decisions %d, want the request kept", len(ds))
 				}
 				return
@@ -288,7 +297,7 @@ func TestRepeatedPermissionIDKeepsTheFirst(t *testing.T) {
 			<-c.Done()
 			<-drained
 			ds := c.Decisions()
-			if len(ds) != 1 || ds[0].ID != "r/x/t" || !strings.Contains(string(ds[0].Input), `"ls"`) {
+			if len(ds) != 1 || pairOf(ds[0].ID) != "r/x/t" || !strings.Contains(string(ds[0].Input), `"ls"`) {
 				t.Fatalf("decisions %+v, want the first only", ds)
 			}
 			if !slices.ContainsFunc(evs, func(e protocol.Event) bool {
@@ -296,7 +305,7 @@ func TestRepeatedPermissionIDKeepsTheFirst(t *testing.T) {
 			}) {
 				t.Fatalf("events %+v, want an unavailable %s", evs, protocol.ReasonDuplicateID)
 			}
-			if err := c.Decide(context.Background(), "r/x/t", engine.ChoiceAllowOnce); err != nil {
+			if err := c.Decide(context.Background(), ds[0].ID, engine.ChoiceAllowOnce); err != nil {
 				t.Fatal(err)
 			}
 			// The error answer is written off the reader's goroutine.
@@ -463,5 +472,53 @@ func TestRefusalsBoundedStdinStuck(t *testing.T) {
 	}
 	if s := c.Turn(); !s.Uncertain {
 		t.Fatalf("answers dropped left the turn certain: %+v", s)
+	}
+}
+
+// TestReaskedRequestIsNewDecision: the CLI asks r/tu with one input,
+// withdraws it, pushes it out of the kept decisions with 256 requests
+// asked and withdrawn, and asks r/tu again with another input. The
+// decision shown for the first keeps its own id: allowing it answers
+// nothing (no-turn), never the second request, whose input nobody was
+// shown under that id; the second is a new decision under a new id.
+// Before, both had the id r/tu, and the allow sent the second input.
+func TestReaskedRequestIsNewDecision(t *testing.T) {
+	pr, pw := io.Pipe()
+	w := &lockedWriter{}
+	c, err := New(pr, w, testSession, engine.Options{Execution: "x1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for range c.Events() {
+		}
+	}()
+	ch := c.Changed()
+	io.WriteString(pw, askLine("r", "tu", "ls"))
+	<-ch
+	shown := c.Decisions()
+	if len(shown) != 1 || !strings.Contains(string(shown[0].Input), `"ls"`) {
+		t.Fatalf("decisions %+v, want the first request", shown)
+	}
+	io.WriteString(pw, `{"type":"control_cancel_request","request_id":"r"}`+"\n")
+	for i := range maxDecisions {
+		id := fmt.Sprint("f", i)
+		io.WriteString(pw, permissionLine(id))
+		io.WriteString(pw, `{"type":"control_cancel_request","request_id":"`+id+`"}`+"\n")
+	}
+	io.WriteString(pw, askLine("r", "tu", "rm -rf /"))
+	pw.Close()
+	<-c.Done()
+	ds := c.Decisions()
+	again := ds[len(ds)-1]
+	if again.State != engine.DecisionPending || !strings.Contains(string(again.Input), `"rm -rf /"`) {
+		t.Fatalf("last decision %+v, want the request asked again", again)
+	}
+	if again.ID == shown[0].ID {
+		t.Fatalf("the request asked again has the id %s of the one shown before", again.ID)
+	}
+	wantCode(t, c.Decide(context.Background(), shown[0].ID, engine.ChoiceAllowOnce), protocol.CodeNoTurn)
+	if out := w.String(); strings.Contains(out, "rm -rf") || strings.Contains(out, `"behavior":"allow"`) {
+		t.Fatalf("the CLI read %s", out)
 	}
 }

@@ -32,6 +32,7 @@ type Conn struct {
 	tr      *tracker
 	mp      *mapper
 	dec     []*decision
+	dseq    uint64 // decisions kept so far: the suffix of their ids
 	// answered holds the request ids answered (decided or refused), so
 	// none is answered twice, even once its decision is forgotten.
 	answered *engine.Recent[struct{}]

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 
 	"github.com/mosaic-agents/mosaic/engine"
 	"github.com/mosaic-agents/mosaic/protocol"
@@ -234,13 +235,19 @@ func (c *Conn) addDecision(f *frame, cut bool) (_ *decision, no refusal) {
 	if len(f.RequestID) > maxNativeID || len(r.ToolUseID) > maxNativeID {
 		return nil, refusal{protocol.ReasonUnsupportedNative, fmt.Sprintf("mosaic refuses a permission request whose request id or tool use id is over %d bytes", maxNativeID)}
 	}
-	id := f.RequestID + "/" + r.ToolUseID
-	if slices.ContainsFunc(c.dec, func(d *decision) bool { return d.ID == id }) {
-		// Another request id whose decision id reads the same ("r/x" and
-		// tool "t", "r" and tool "x/t"): kept, an answer to the one shown
-		// would be written for the other.
-		return nil, refusal{protocol.ReasonDuplicateID, "mosaic refuses a permission request whose decision id " + id + " another one has"}
+	pair := f.RequestID + "/" + r.ToolUseID
+	if slices.ContainsFunc(c.dec, func(d *decision) bool { return d.requestID+"/"+d.ToolUseID == pair }) {
+		// Another request id whose ids read the same ("r/x" and tool
+		// "t", "r" and tool "x/t"): two approvals a user cannot tell
+		// apart, each answering another request.
+		return nil, refusal{protocol.ReasonDuplicateID, "mosaic refuses a permission request whose decision id " + pair + " another one has"}
 	}
+	// The id is unique for the Conn's life (and across re-attaches, by
+	// the prefix): a request asked again under the same ids once its
+	// decision was forgotten, with another input, is a new decision the
+	// controller shows anew, and an allow of the approval shown for the
+	// first can never answer it (Decide finds no such id).
+	id := pair + "#" + c.opts.IDPrefix + strconv.FormatUint(c.dseq+1, 10)
 	title := r.Description
 	if title == "" {
 		title = r.DisplayName
@@ -259,6 +266,7 @@ func (c *Conn) addDecision(f *frame, cut bool) (_ *decision, no refusal) {
 	if !c.makeRoom(d) {
 		return nil, refusal{protocol.ReasonUnsupportedNative, fmt.Sprintf("mosaic holds %d pending permission requests or %d bytes of them already", maxDecisions, engine.MaxDecisionBytes)}
 	}
+	c.dseq++
 	c.dec = append(c.dec, d)
 	return d, refusal{}
 }

@@ -55,7 +55,13 @@
 // proof waits for that turn's result (AbortTimeout) and records its
 // terminal_reason; no result leaves the proof uncertain and the fence up.
 //
-// Approvals. A permission request is answered once. Allow sends the
+// Approvals. A permission request is answered once. Its decision id is
+// request id/tool use id#n, n counting the decisions this Conn kept
+// (after Options.IDPrefix): unique for the Conn's life, so a request the
+// CLI withdrew, that was forgotten, and that it asks again under the same
+// ids with another input is a new decision, and an allow of the approval
+// shown for the first answers nothing. A request re-sent in an
+// initialize answer while still kept keeps its id. Allow sends the
 // model's own input back as updatedInput (the CLI runs updatedInput, so
 // anything else would run something nobody saw) and never
 // updatedPermissions; deny sends a fixed message. A request whose line

@@ -226,7 +226,7 @@ func TestDecideOnce(t *testing.T) {
 			t.Fatal("no decision")
 		}
 	}
-	if d.ID != "r1/toolu_1" || d.State != engine.DecisionPending || len(d.Choices) != 2 {
+	if pairOf(d.ID) != "r1/toolu_1" || d.State != engine.DecisionPending || len(d.Choices) != 2 {
 		t.Fatalf("decision %+v", d)
 	}
 	if !p.c.Turn().Waiting {

@@ -60,7 +60,7 @@ func TestResyncTurnInProgress(t *testing.T) {
 	if got.skipped == 0 || !got.r.Running || len(got.r.Pending) != 1 || got.r.Pending[0].ToolUseID != "toolu_fake_009" {
 		t.Fatalf("resync: %+v, skipped %d; want a running turn with the one pending request", got.r, got.skipped)
 	}
-	if ds := p.c.Decisions(); len(ds) != 1 || ds[0].ID != "1d0f1f8b-aaaa-4bbb-8ccc-dddddddddddd/toolu_fake_009" {
+	if ds := p.c.Decisions(); len(ds) != 1 || pairOf(ds[0].ID) != "1d0f1f8b-aaaa-4bbb-8ccc-dddddddddddd/toolu_fake_009" {
 		t.Fatalf("decisions %+v; the half line's request must not be one", ds)
 	}
 	if !p.c.Turn().Running {
@@ -213,12 +213,12 @@ func TestResentRefusedRequestAnswered(t *testing.T) {
 			ch := p.c.Changed()
 			p.send(reask("r0", "tu-r0"))
 			<-ch
-			if err := p.c.Decide(context.Background(), "r0/tu-r0", engine.ChoiceDeny); err != nil {
+			if err := p.c.Decide(context.Background(), p.c.Decisions()[0].ID, engine.ChoiceDeny); err != nil {
 				t.Fatal(err)
 			}
 			// Every kept request pending pushes the denied one out.
 			p.send(full[:maxDecisions]...)
-			for slices.ContainsFunc(p.c.Decisions(), func(d engine.NativeDecision) bool { return d.ID == "r0/tu-r0" }) {
+			for slices.ContainsFunc(p.c.Decisions(), func(d engine.NativeDecision) bool { return pairOf(d.ID) == "r0/tu-r0" }) {
 				time.Sleep(time.Millisecond)
 			}
 		}, pending: []string{reask("r0", "tu-r0")}, answers: map[string]int{"r0": 1}, kept: maxDecisions},
@@ -226,14 +226,14 @@ func TestResentRefusedRequestAnswered(t *testing.T) {
 			ch := p.c.Changed()
 			p.send(reask("r0", "tu-r0"))
 			<-ch
-			if err := p.c.Decide(context.Background(), "r0/tu-r0", engine.ChoiceDeny); err != nil {
+			if err := p.c.Decide(context.Background(), p.c.Decisions()[0].ID, engine.ChoiceDeny); err != nil {
 				t.Fatal(err)
 			}
 			// p0 withdrawn leaves room for one; p255 pushes the denied
 			// r0 out, the oldest settled.
 			p.send(full[0], `{"type":"control_cancel_request","request_id":"p0"}`)
 			p.send(full[1:maxDecisions]...)
-			for slices.ContainsFunc(p.c.Decisions(), func(d engine.NativeDecision) bool { return d.ID == "r0/tu-r0" }) {
+			for slices.ContainsFunc(p.c.Decisions(), func(d engine.NativeDecision) bool { return pairOf(d.ID) == "r0/tu-r0" }) {
 				time.Sleep(time.Millisecond)
 			}
 		}, pending: []string{reask("r0", "tu-r0")}, answers: map[string]int{"r0": 1}, kept: maxDecisions, notKept: "r0/tu-r0"},
@@ -271,7 +271,7 @@ func TestResentRefusedRequestAnswered(t *testing.T) {
 				if len(ds) != tc.kept {
 					t.Fatalf("%d decisions kept; want %d", len(ds), tc.kept)
 				}
-				if slices.ContainsFunc(ds, func(d engine.NativeDecision) bool { return d.ID == tc.notKept }) {
+				if slices.ContainsFunc(ds, func(d engine.NativeDecision) bool { return pairOf(d.ID) == tc.notKept }) {
 					t.Fatalf("the answered request %s is kept again, to be answered twice", tc.notKept)
 				}
 			})

@@ -243,7 +243,7 @@ func TestGoldenMapping(t *testing.T) {
 		t.Fatalf("decisions %+v", ds)
 	}
 	for _, d := range ds {
-		if !slices.Equal(d.Choices, []string{engine.ChoiceAllowOnce, engine.ChoiceDeny}) || !strings.HasSuffix(d.ID, "/"+d.ToolUseID) || d.ToolName != "Bash" {
+		if !slices.Equal(d.Choices, []string{engine.ChoiceAllowOnce, engine.ChoiceDeny}) || !strings.HasSuffix(pairOf(d.ID), "/"+d.ToolUseID) || d.ToolName != "Bash" {
 			t.Errorf("decision %+v", d)
 		}
 	}
