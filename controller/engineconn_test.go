@@ -3,6 +3,7 @@ package controller
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -118,5 +119,49 @@ func TestClaudeConnDecisions(t *testing.T) {
 	}
 	if _, err := probe(x, "get_state"); !errors.Is(err, errNotPi) {
 		t.Fatalf("get_state on Claude: %v", err)
+	}
+}
+
+// TestClaudeReaskedDecisionClosed: an approval shown for a permission
+// request stays bound to that request. The CLI withdraws it, pushes it
+// out of the adapter's kept decisions with a burst of requests asked and
+// withdrawn, and asks again under the same request and tool use ids with
+// another input; an answer to the approval shown (its watcher may have
+// missed the burst) is ErrDialogClosed with nothing written, never an
+// allow of the input nobody was shown.
+func TestClaudeReaskedDecisionClosed(t *testing.T) {
+	r, w := io.Pipe()
+	t.Cleanup(func() { w.Close() })
+	stdin := &lockedBuffer{}
+	conn, err := claude.New(r, stdin, "0b7e6f1e-3c1a-4b2a-9d3e-5f6a7b8c9d0e", engine.Options{Execution: "e-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := &execution{id: "e-1", conn: conn}
+	go func() {
+		for range conn.Events() {
+		}
+	}()
+	ask := func(req, command string) string {
+		return `{"type":"control_request","request_id":"` + req + `","request":{"subtype":"can_use_tool","tool_name":"Bash","input":{"command":"` + command + `"},"tool_use_id":"toolu_1"}}` + "\n"
+	}
+	cancel := func(req string) string { return `{"type":"control_cancel_request","request_id":"` + req + `"}` + "\n" }
+	ch := conn.Changed()
+	io.WriteString(w, ask("r", "ls"))
+	<-ch
+	shown := conn.Decisions()[0].ID
+	burst := cancel("r")
+	for i := range 256 {
+		burst += ask(fmt.Sprint("f", i), "true") + cancel(fmt.Sprint("f", i))
+	}
+	io.WriteString(w, burst+ask("r", "rm -rf /"))
+	w.Close()
+	<-conn.Done()
+	ds := conn.Decisions()
+	if last := ds[len(ds)-1]; last.State != engine.DecisionPending || !strings.Contains(string(last.Input), "rm -rf") || last.ID == shown {
+		t.Fatalf("the request asked again is %+v; want a new pending decision, not %s", last, shown)
+	}
+	if err := x.answer(shown, engine.ChoiceAllowOnce, 5*time.Second); !errors.Is(err, engine.ErrDialogClosed) || stdin.String() != "" {
+		t.Fatalf("allow of the approval shown: %v, wrote %q", err, stdin.String())
 	}
 }
