@@ -113,7 +113,18 @@ func (s *FDStore) Store(name string, f *os.File) error {
 	if err := validName(name); err != nil {
 		return err
 	}
-	return s.send("FDSTORE=1\nFDNAME="+name, unix.UnixRights(int(f.Fd())))
+	// Through the raw descriptor, not f.Fd(): Fd puts a non-blocking file
+	// in blocking mode for good, and the engine's stdin stored here must
+	// stay one a Close can wake a stuck write on (engine Conn.Close).
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("fd store %s: %w", name, err)
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) { serr = s.send("FDSTORE=1\nFDNAME="+name, unix.UnixRights(int(fd))) }); err != nil {
+		return fmt.Errorf("fd store %s: %w", name, err)
+	}
+	return serr
 }
 
 // Remove asks the manager to close and forget every descriptor stored

@@ -209,7 +209,16 @@ type memFDStore struct {
 }
 
 func (s *memFDStore) Store(name string, f *os.File) error {
-	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	// Through the raw descriptor, as activation.FDStore takes it: f.Fd()
+	// would leave the engine's stdin in blocking mode.
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("store %s: %w", name, err)
+	}
+	fd := -1
+	if cerr := rc.Control(func(raw uintptr) { fd, err = unix.FcntlInt(raw, unix.F_DUPFD_CLOEXEC, 0) }); cerr != nil {
+		err = cerr
+	}
 	if err != nil {
 		return fmt.Errorf("store %s: %w", name, err)
 	}

@@ -72,10 +72,12 @@ func (m *Manager) Resume(c Cohort, k Kept) (*Handle, error) {
 		if f == nil {
 			continue
 		}
-		var s unix.Stat_t
 		// A socket pair since stdio.go made them so; a pipe from an
-		// earlier version of mosaic.
-		if err := unix.Fstat(int(f.Fd()), &s); err != nil || s.Mode&unix.S_IFMT != unix.S_IFSOCK && s.Mode&unix.S_IFMT != unix.S_IFIFO {
+		// earlier version of mosaic. f.Stat, not f.Fd: Fd would put the
+		// engine's stdin in blocking mode for good, where a Close cannot
+		// wake a write stuck on an engine that stopped reading.
+		fi, err := f.Stat()
+		if err != nil || fi.Mode()&(os.ModeSocket|os.ModeNamedPipe) == 0 {
 			return nil, fmt.Errorf("%w: execution %s: kept %s is neither a socket nor a pipe (%v)", ErrNotResumable, c.Execution, f.Name(), err)
 		}
 	}
