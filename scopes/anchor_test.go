@@ -85,22 +85,32 @@ func TestAnchorSaysReadyOnlyWithSleep(t *testing.T) {
 	}
 }
 
-// TestAnchorSleepFromPath: the anchor's sleep is found by PATH, never as
-// a relative path, and else in /usr/bin or /bin.
-func TestAnchorSleepFromPath(t *testing.T) {
+// TestAnchorSleepNeverFromPath: the anchor's sleep is never found by
+// PATH, whose directories the user, and so a confined engine, may write
+// (~/.local/bin): a sleep put there would run unconfined, outside the
+// cohort, as the next launch's anchor. Only a file root owns, in
+// directories only root may write, is taken.
+func TestAnchorSleepNeverFromPath(t *testing.T) {
 	dir := t.TempDir()
 	own := filepath.Join(dir, "sleep")
 	if err := os.WriteFile(own, []byte("#!/bin/sh\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("PATH", dir)
-	if got, err := anchorSleep(); got != own || err != nil {
-		t.Fatalf("anchorSleep with PATH=%s: %q, %v; want %s", dir, got, err, own)
-	}
-	t.Chdir(dir)
-	t.Setenv("PATH", ".")
 	got, err := anchorSleep()
-	if err == nil && !filepath.IsAbs(got) || got == own || got == "sleep" {
-		t.Fatalf("anchorSleep with PATH=. in a directory holding sleep: %q, %v; want /usr/bin/sleep or /bin/sleep", got, err)
+	if got == own || err == nil && !rootsOnly(got) {
+		t.Fatalf("anchorSleep with PATH=%s holding a sleep: %q, %v; want one of %v, owned by root", dir, got, err, anchorSleeps)
+	}
+	for _, tc := range []struct {
+		path string
+		want bool
+	}{
+		{own, os.Getuid() == 0}, // the test's own file: root's only when the test runs as root
+		{"/bin/sh", true},
+		{dir, false}, // a directory is no program
+	} {
+		if got := rootsOnly(tc.path); got != tc.want {
+			t.Errorf("rootsOnly(%s) = %v, want %v", tc.path, got, tc.want)
+		}
 	}
 }

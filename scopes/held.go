@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"syscall"
 	"time"
 
@@ -289,20 +290,50 @@ func (h *heldChild) abort() {
 // mosaicctl).
 const anchorScript = `trap '' TERM INT HUP PIPE; [ -x "$1" ] || exit 127; printf ` + roleAnchor + ` >&3; exec 3>&-; exec "$1" infinity`
 
-// anchorSleep finds the sleep the anchor becomes: by this process's PATH
-// (NixOS has neither /usr/bin/sleep nor /bin/sleep), else in /usr/bin or
-// /bin. Never a relative path, which would name a file in whatever
-// directory the controller runs in.
+// anchorSleeps are where the anchor's sleep is looked for: the usual
+// places, and NixOS's system profile (it has neither /usr/bin/sleep nor
+// /bin/sleep).
+var anchorSleeps = []string{"/usr/bin/sleep", "/bin/sleep", "/run/current-system/sw/bin/sleep"}
+
+// anchorSleep finds the sleep the anchor becomes, never by PATH: the
+// anchor runs outside the engine's namespaces and cgroup, and a PATH
+// holds directories the user, and so a confined engine, can write
+// (~/.local/bin, ~/bin), where a sleep the engine put there would run
+// unconfined at the next launch. Only a file root owns and nobody else
+// may write, reached by a path of such directories, is taken.
 func anchorSleep() (string, error) {
-	if p, err := exec.LookPath("sleep"); err == nil && filepath.IsAbs(p) {
-		return p, nil
-	}
-	for _, p := range []string{"/usr/bin/sleep", "/bin/sleep"} {
-		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0 {
+	for _, p := range anchorSleeps {
+		if rootsOnly(p) {
 			return p, nil
 		}
 	}
-	return "", errors.New("start scope anchor: no sleep program in PATH, /usr/bin or /bin (install coreutils): the anchor that holds the scope open becomes one")
+	return "", fmt.Errorf("start scope anchor: no sleep program owned by root at %s (install coreutils): the anchor that holds the scope open becomes one", strings.Join(anchorSleeps, ", "))
+}
+
+// rootsOnly says whether p resolves to an executable regular file that
+// root owns and only root may write, in directories root owns and only
+// root may write.
+func rootsOnly(p string) bool {
+	real, err := filepath.EvalSymlinks(p)
+	if err != nil || !filepath.IsAbs(real) {
+		return false
+	}
+	for q := real; ; q = filepath.Dir(q) {
+		fi, err := os.Lstat(q)
+		if err != nil {
+			return false
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok || st.Uid != 0 || fi.Mode().Perm()&0o022 != 0 && fi.Mode()&os.ModeSticky == 0 {
+			return false
+		}
+		if q == real && (!fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0) {
+			return false
+		}
+		if q == "/" {
+			return true
+		}
+	}
 }
 
 // startAnchor starts an anchor process in its own session, with no stdio,
