@@ -86,6 +86,24 @@ func sockEnds(local, remote netip.AddrPort) (e [sockEndsLen]byte) {
 	return e
 }
 
+// sameEnds says whether the ends an answer of family names are local and
+// remote. An IPv6 socket connected to an IPv4 address (a dual-stack
+// client, ::ffff:127.0.0.1) is found by the IPv4 lookup and answered as
+// IPv6, its addresses in their v4-mapped form.
+func sameEnds(family byte, got []byte, local, remote netip.AddrPort) bool {
+	if want := sockEnds(local, remote); bytes.Equal(got, want[:]) {
+		return true
+	}
+	if family != unix.AF_INET6 || !local.Addr().Is4() || !remote.Addr().Is4() {
+		return false
+	}
+	mapped := func(a netip.AddrPort) netip.AddrPort {
+		return netip.AddrPortFrom(netip.AddrFrom16(a.Addr().As16()), a.Port())
+	}
+	want := sockEnds(mapped(local), mapped(remote))
+	return bytes.Equal(got, want[:])
+}
+
 // parseDiag reads the one answer to an exact lookup: an inet_diag_msg and
 // its attributes, or an error message (ENOENT: no such socket here).
 //
@@ -119,7 +137,7 @@ func parseDiag(b []byte, local, remote netip.AddrPort) (tcpSocket, error) {
 	if typ != unix.SOCK_DIAG_BY_FAMILY || len(msg) < inetDiagMsgLen {
 		return tcpSocket{}, fmt.Errorf("%w: netlink sock_diag: unexpected answer type %d, %d bytes", ErrPeerUnreadable, typ, len(msg))
 	}
-	if ends := sockEnds(local, remote); msg[1] == tcpListen || !bytes.Equal(msg[4:4+sockEndsLen], ends[:]) {
+	if msg[1] == tcpListen || !sameEnds(msg[0], msg[4:4+sockEndsLen], local, remote) {
 		return tcpSocket{}, fmt.Errorf("%w: no connected socket %s → %s in this network namespace (the kernel answered with another socket, in TCP state %d): the peer is gone", ErrPeerUnreadable, local, remote, msg[1])
 	}
 	s := tcpSocket{uid: int(ne.Uint32(msg[64:])), inode: uint64(ne.Uint32(msg[68:]))}

@@ -308,3 +308,35 @@ func TestDiagRefusesAListenerInThePeersPlace(t *testing.T) {
 		})
 	}
 }
+
+// TestDiagFindsADualStackPeer: an IPv6 socket connected to an IPv4
+// listener through its v4-mapped address (Java's and .NET's default
+// sockets) is the peer asked about, though the kernel answers it as IPv6.
+func TestDiagFindsADualStackPeer(t *testing.T) {
+	srv, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Skipf("no IPv4 loopback: %v", err)
+	}
+	defer srv.Close()
+	fd, err := unix.Socket(unix.AF_INET6, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Skipf("no IPv6 sockets: %v", err)
+	}
+	defer unix.Close(fd)
+	if err := unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 0); err != nil {
+		t.Fatal(err)
+	}
+	to := &unix.SockaddrInet6{Port: srv.Addr().(*net.TCPAddr).Port, Addr: [16]byte{10: 0xff, 11: 0xff, 12: 127, 15: 1}}
+	if err := unix.Connect(fd, to); err != nil {
+		t.Skipf("no dual-stack connect: %v", err)
+	}
+	server, err := srv.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer server.Close()
+	sock, err := diagTCP(addrPort(server.RemoteAddr().(*net.TCPAddr)), addrPort(server.LocalAddr().(*net.TCPAddr)))
+	if err != nil || sock.inode == 0 {
+		t.Fatalf("the dual-stack peer's socket: %+v, %v; want it found", sock, err)
+	}
+}
