@@ -88,8 +88,8 @@ func TestAnchorSaysReadyOnlyWithSleep(t *testing.T) {
 // TestAnchorSleepNeverFromPath: the anchor's sleep is never found by
 // PATH, whose directories the user, and so a confined engine, may write
 // (~/.local/bin): a sleep put there would run unconfined, outside the
-// cohort, as the next launch's anchor. Only a file root owns, in
-// directories only root may write, is taken.
+// cohort, as the next launch's anchor. Only a file the user cannot
+// replace, in directories the user cannot write, is taken.
 func TestAnchorSleepNeverFromPath(t *testing.T) {
 	dir := t.TempDir()
 	own := filepath.Join(dir, "sleep")
@@ -98,19 +98,19 @@ func TestAnchorSleepNeverFromPath(t *testing.T) {
 	}
 	t.Setenv("PATH", dir)
 	got, err := anchorSleep()
-	if got == own || err == nil && !rootsOnly(got) {
-		t.Fatalf("anchorSleep with PATH=%s holding a sleep: %q, %v; want one of %v, owned by root", dir, got, err, anchorSleeps)
+	if got == own || err == nil && !beyondUser(got) {
+		t.Fatalf("anchorSleep with PATH=%s holding a sleep: %q, %v; want one of %v, beyond the user", dir, got, err, anchorSleeps)
 	}
 	for _, tc := range []struct {
 		path string
 		want bool
 	}{
-		{own, os.Getuid() == 0}, // the test's own file: root's only when the test runs as root
+		{own, os.Getuid() == 0}, // the test's own file: beyond the user only for root
 		{"/bin/sh", true},
 		{dir, false}, // a directory is no program
 	} {
-		if got := rootsOnly(tc.path); got != tc.want {
-			t.Errorf("rootsOnly(%s) = %v, want %v", tc.path, got, tc.want)
+		if got := beyondUser(tc.path); got != tc.want {
+			t.Errorf("beyondUser(%s) = %v, want %v", tc.path, got, tc.want)
 		}
 	}
 }

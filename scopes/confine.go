@@ -34,6 +34,10 @@ type confinePlan struct {
 	// Masks are made unreachable: an empty read-only tmpfs over a
 	// directory, /dev/null over anything else.
 	Masks []string `json:"masks"`
+	// Private are directories a fresh, writable tmpfs of the engine's own
+	// (0700) replaces: the user's servers' sockets there are out of
+	// reach, and the engine's own server can still make its socket there.
+	Private []string `json:"private,omitempty"`
 	// Keep are directories under a mask bound back into it (Spec.Keep).
 	Keep []string `json:"keep,omitempty"`
 	// CgroupMount is where cgroup2 is mounted afresh from inside the new
@@ -87,7 +91,6 @@ func planConfinement(hide ...string) (confinePlan, error) {
 	masks.add(dirs...)
 	masks.add(runtimeMasks()...)
 	masks.add(busMasks()...)
-	masks.add(muxMasks()...)
 	// The system bus: privileged daemons act on a user's request there
 	// (polkit's allow_active: power off, mount, install packages), which
 	// no proof about the cohort covers.
@@ -116,7 +119,7 @@ func planConfinement(hide ...string) (confinePlan, error) {
 	masks.add(fuseNodes(string(mounts))...)
 	const cgroupView = "/sys/fs/cgroup"
 	masks.add(otherCgroupMounts(string(mounts), cgroupView)...)
-	return confinePlan{Masks: masks, CgroupMount: cgroupView}, nil
+	return confinePlan{Masks: masks, Private: muxDirs(), CgroupMount: cgroupView}, nil
 }
 
 // maskSet is a list of absolute, cleaned paths, each once, in the order
@@ -170,25 +173,34 @@ func runtimeMasks() []string {
 	return out
 }
 
-// muxMasks are the socket directories of the user's terminal
-// multiplexers: a tool that reaches the user's tmux or screen server has
-// it start a process outside the cohort (tmux new-window), which then
-// counts as the user's own, or types into the user's panes (send-keys),
-// the terminal that holds control of this conversation among them. tmux's
-// directory (in $TMUX_TMPDIR, and in /tmp where a tmux without it looks)
-// is made if missing, 0700 as tmux makes it, so a server started later
-// is masked too; one that is not a directory of this user is no server of
-// the user's (tmux refuses it) and is left alone.
-func muxMasks() []string {
+// muxDirs are the socket directories of the user's terminal
+// multiplexers, for the engine to get private ones in their place
+// (confinePlan.Private): a tool that reaches the user's tmux or screen
+// server has it start a process outside the cohort (tmux new-window),
+// which then counts as the user's own, or types into the user's panes
+// (send-keys), the terminal that holds control of this conversation
+// among them; a tool's own tmux still works, its server inside the
+// cohort. tmux's directory (in /tmp where a tmux without $TMUX_TMPDIR
+// looks, in $TMUX_TMPDIR, and in $XDG_RUNTIME_DIR, where shells often
+// point $TMUX_TMPDIR and a user service does not see it) is made if
+// missing, 0700 as tmux makes it, so a server started later is covered
+// too; one that is not a directory of this user is no server of the
+// user's (tmux refuses it) and is left alone. screen's directory is
+// covered when it exists: its parent is root's.
+func muxDirs() []string {
 	uid := strconv.Itoa(os.Getuid())
 	var out []string
-	for _, d := range []string{"/tmp", os.Getenv("TMUX_TMPDIR")} {
+	tmux := []string{"/tmp", os.Getenv("TMUX_TMPDIR")}
+	if d, err := xdg.RuntimeDir(); err == nil {
+		tmux = append(tmux, d)
+	}
+	for _, d := range tmux {
 		if d == "" || !path.IsAbs(d) {
 			continue
 		}
 		p := path.Join(d, "tmux-"+uid)
 		_ = os.Mkdir(p, 0o700)
-		if ownDir(p) {
+		if ownDir(p) && !slices.Contains(out, p) {
 			out = append(out, p)
 		}
 	}
@@ -197,7 +209,7 @@ func muxMasks() []string {
 		screen = append(screen, "/run/screen/S-"+u.Username)
 	}
 	for _, p := range screen {
-		if p != "" && path.IsAbs(p) && ownDir(p) {
+		if p != "" && path.IsAbs(p) && ownDir(p) && !slices.Contains(out, p) {
 			out = append(out, p)
 		}
 	}
@@ -358,6 +370,20 @@ func confine(plan confinePlan) confineReport {
 			return fail("mask %s: %v", m, err)
 		}
 		rep.Masked = append(rep.Masked, m)
+	}
+	for _, p := range plan.Private {
+		real, err := filepath.EvalSymlinks(p)
+		if errors.Is(err, os.ErrNotExist) {
+			rep.Absent = append(rep.Absent, p)
+			continue
+		}
+		if err == nil {
+			err = unix.Mount("mosaic-private", real, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=1m,nr_inodes=256,mode=0700")
+		}
+		if err != nil {
+			return fail("private %s: %v", p, err)
+		}
+		rep.Masked = append(rep.Masked, p)
 	}
 	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return fail("mount a fresh /proc: %v", err)

@@ -95,13 +95,17 @@ func TestPlanConfinement(t *testing.T) {
 	}
 	uid := strconv.Itoa(os.Getuid())
 	for _, want := range []string{filepath.Join(rt, "bus"), filepath.Join(rt, "systemd"), filepath.Join(rt, "mosaic"),
-		"/elsewhere/bus", "/run/dbus/system_bus_socket", "/dev/fuse",
-		filepath.Join(tmux, "tmux-"+uid), "/tmp/tmux-" + uid, screen} {
+		"/elsewhere/bus", "/run/dbus/system_bus_socket", "/dev/fuse"} {
 		if !slices.Contains(p.Masks, want) {
 			t.Errorf("plan %v does not mask %s", p.Masks, want)
 		}
 	}
-	for _, d := range []string{filepath.Join(rt, "mosaic"), filepath.Join(tmux, "tmux-"+uid)} {
+	for _, want := range []string{filepath.Join(tmux, "tmux-"+uid), "/tmp/tmux-" + uid, filepath.Join(rt, "tmux-"+uid), screen} {
+		if !slices.Contains(p.Private, want) {
+			t.Errorf("plan %v does not give the engine its own %s", p.Private, want)
+		}
+	}
+	for _, d := range []string{filepath.Join(rt, "mosaic"), filepath.Join(tmux, "tmux-"+uid), filepath.Join(rt, "tmux-"+uid)} {
 		if fi, err := os.Stat(d); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
 			t.Errorf("%s not made 0700, for a server started later to be masked too: %v %v", d, fi, err)
 		}

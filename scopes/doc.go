@@ -67,15 +67,16 @@
 //     DBUS_SESSION_BUS_ADDRESS's path), the user manager's directory
 //     ($XDG_RUNTIME_DIR/systemd), mosaic's runtime directory
 //     ($XDG_RUNTIME_DIR/mosaic, the conversation sockets, created if
-//     missing so a later controller is masked too), the user's tmux and
-//     screen server directories (muxMasks: a server there starts
-//     processes outside the cohort on request) and the system bus
+//     missing so a later controller is masked too) and the system bus
 //     socket (privileged daemons act there on a user's request: polkit's
 //     allow_active powers off, mounts, installs packages) and the FUSE
 //     device /dev/fuse, at every mount that shows it (a reader holding it
 //     that the server never answers outlives SIGKILL: killUnfrozen;
 //     fuseNodes), with an empty read-only tmpfs over a
-//     directory and /dev/null over anything else; mounts a
+//     directory and /dev/null over anything else; puts a private,
+//     writable tmpfs in place of the user's tmux and screen server
+//     directories (muxDirs: a server there starts processes outside the
+//     cohort on request; the engine's own tmux works there); mounts a
 //     fresh /proc (without it /proc/<outside pid>/root reaches every masked
 //     socket through a same-uid process outside, and outside pids could be
 //     ptraced); unshares a cgroup namespace, rooted at the engine cgroup it

@@ -41,6 +41,9 @@ try proc-outside-root test -S "/proc/%[2]d/root$rt/bus"
 try proc-outside-environ cat "/proc/%[2]d/environ"
 try proc-1-root test -S "/proc/1/root$rt/bus"
 try tmux-socket test -S "%[4]s/default"
+if command -v tmux >/dev/null; then
+  if tmux -S "%[4]s/own" new-session -d 'exec sleep 300' </dev/null >/dev/null 2>&1 && tmux -S "%[4]s/own" has-session </dev/null >/dev/null 2>&1; then echo "owntmux 0"; else echo "owntmux 1"; fi
+else echo "owntmux none"; fi
 # 5. a nested user and mount namespace, root inside, undoing the masks
 try umount-direct umount "$rt/systemd"
 try nested-userns unshare -Urm true
@@ -90,13 +93,18 @@ func TestConfinedEngineCannotEscape(t *testing.T) {
 	t.Cleanup(func() { server.Close() })
 	e := launchEngine(t, m, fmt.Sprintf(escapeEngine, appSlice, os.Getpid(), rt, tmux))
 	want := append([]string{"engine", "setsid", "ready"}, escapes...)
-	prefixes := []string{"engine", "setsid", "ready", "escape nested-userns"}
+	prefixes := []string{"engine", "setsid", "ready", "escape nested-userns", "owntmux"}
 	for _, n := range escapes {
 		prefixes = append(prefixes, "escape "+n)
 	}
 	got := e.expect(t, prefixes...)
 	if len(got) < len(want) {
 		t.Fatalf("lines %v", got)
+	}
+	// The user's tmux is out of reach, a tool's own still works (its
+	// server in the cohort, its socket in the engine's private tmpfs).
+	if got["owntmux"] != "0" && got["owntmux"] != "none" {
+		t.Errorf("a tool could not run a tmux server of its own (%q)", got["owntmux"])
 	}
 	if got["escape nested-userns"] != "0" {
 		t.Fatalf("the engine could not make a nested user namespace (%q): the umount attempt proves nothing", got["escape nested-userns"])

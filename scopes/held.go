@@ -299,38 +299,43 @@ var anchorSleeps = []string{"/usr/bin/sleep", "/bin/sleep", "/run/current-system
 // anchor runs outside the engine's namespaces and cgroup, and a PATH
 // holds directories the user, and so a confined engine, can write
 // (~/.local/bin, ~/bin), where a sleep the engine put there would run
-// unconfined at the next launch. Only a file root owns and nobody else
-// may write, reached by a path of such directories, is taken.
+// unconfined at the next launch. Only a file the user cannot replace
+// (beyondUser) is taken.
 func anchorSleep() (string, error) {
 	for _, p := range anchorSleeps {
-		if rootsOnly(p) {
+		if beyondUser(p) {
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("start scope anchor: no sleep program owned by root at %s (install coreutils): the anchor that holds the scope open becomes one", strings.Join(anchorSleeps, ", "))
+	return "", fmt.Errorf("start scope anchor: no sleep program the user cannot replace at %s (install coreutils): the anchor that holds the scope open becomes one", strings.Join(anchorSleeps, ", "))
 }
 
-// rootsOnly says whether p resolves to an executable regular file that
-// root owns and only root may write, in directories root owns and only
-// root may write.
-func rootsOnly(p string) bool {
+// beyondUser says whether p resolves to an executable regular file this
+// user (and so an engine of theirs) cannot replace: neither the file nor
+// any directory above it is the user's own or writable by group or
+// others (a sticky directory aside). Root's files qualify, and so do
+// files whose owner a user namespace does not map (they show as the
+// overflow uid). A root user's own files count as root's.
+func beyondUser(p string) bool {
 	real, err := filepath.EvalSymlinks(p)
 	if err != nil || !filepath.IsAbs(real) {
 		return false
 	}
+	uid := os.Getuid()
 	for q := real; ; q = filepath.Dir(q) {
 		fi, err := os.Lstat(q)
 		if err != nil {
 			return false
 		}
 		st, ok := fi.Sys().(*syscall.Stat_t)
-		if !ok || st.Uid != 0 || fi.Mode().Perm()&0o022 != 0 && fi.Mode()&os.ModeSticky == 0 {
+		switch {
+		case !ok, uid != 0 && int(st.Uid) == uid:
 			return false
-		}
-		if q == real && (!fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0) {
+		case fi.Mode().Perm()&0o022 != 0 && fi.Mode()&os.ModeSticky == 0:
 			return false
-		}
-		if q == "/" {
+		case q == real && (!fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0):
+			return false
+		case q == "/":
 			return true
 		}
 	}
