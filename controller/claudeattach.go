@@ -26,7 +26,7 @@ import (
 // uncertain (claude.Conn), and the next recover's --resume checks the leaf.
 func (c *Controller) reattachClaude(ctx context.Context, claim *claims.Claim, h *scopes.Handle, n uint64, cv *conversations.Conversation) error {
 	execID := claim.Record().Execution
-	x := c.resumedExecution(claim, h)
+	x := c.resumedExecution(claim, h, cv)
 	conn, err := c.openEngine(cv, h, c.reattachOptions(execID, n))
 	if err != nil {
 		c.unopened(claim, x, err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mosaic-agents/mosaic/audit"
 	"github.com/mosaic-agents/mosaic/claims"
+	"github.com/mosaic-agents/mosaic/conversations"
 	"github.com/mosaic-agents/mosaic/engine/pi"
 	"github.com/mosaic-agents/mosaic/protocol"
 	"github.com/mosaic-agents/mosaic/scopes"
@@ -194,19 +195,20 @@ func (c *Controller) resume(ctx context.Context, keys claims.Keys) (bool, error)
 		// may run: its execution is recorded with the resumed handle, so
 		// a force stop proves its cohort ended, and its descriptors stay
 		// kept for a restart that can number it.
-		c.unopened(claim, c.resumedExecution(claim, h), err)
+		cv, serr := c.settings()
+		if serr != nil {
+			cv = c.cfg.Conversation
+		}
+		c.unopened(claim, c.resumedExecution(claim, h, cv), err)
 		return true, nil
 	}
 	return true, c.reattach(ctx, claim, h, n)
 }
 
 // resumedExecution is the execution of a re-attached engine, before any
-// connection to it is opened: its descriptors are in the fd store.
-func (c *Controller) resumedExecution(claim *claims.Claim, h *scopes.Handle) *execution {
-	cv, err := c.settings()
-	if err != nil {
-		cv = c.cfg.Conversation
-	}
+// connection to it is opened: its descriptors are in the fd store. cv is
+// the settings the caller chose the engine's driver by.
+func (c *Controller) resumedExecution(claim *claims.Claim, h *scopes.Handle, cv *conversations.Conversation) *execution {
 	rec := claim.Record()
 	return &execution{id: rec.Execution, handle: h, pins: rec.Pins, engineName: engineNameOf(cv),
 		stderr: c.readStderr(rec.Execution, h), kept: true}
@@ -225,7 +227,7 @@ func (c *Controller) reattach(ctx context.Context, claim *claims.Claim, h *scope
 	if cv.IsClaude() {
 		return c.reattachClaude(ctx, claim, h, n, cv)
 	}
-	x := c.resumedExecution(claim, h)
+	x := c.resumedExecution(claim, h, cv)
 	conn, err := c.openEngine(cv, h, c.reattachOptions(execID, n))
 	if err != nil {
 		c.unopened(claim, x, err)
