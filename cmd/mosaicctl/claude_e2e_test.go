@@ -52,9 +52,13 @@ func TestClaudeConversation(t *testing.T) {
 	}
 
 	// A Bash call asks first; approve --yes allows it once. The command
-	// leaves a child in its own session behind.
+	// leaves a child in its own session behind, and ends only once that
+	// child is in its session (the marker is made after setsid): on a
+	// loaded machine (CI, 02:38 UTC) the child was once not found after
+	// the turn, which a child killed with the command's process group
+	// before it reached setsid would explain.
 	marker := filepath.Join(proj, "ran")
-	cmd := "setsid sleep 6173 >/dev/null 2>&1 & touch " + marker
+	cmd := "setsid sh -c 'touch " + marker + "; exec sleep 6173' >/dev/null 2>&1 & while [ ! -e " + marker + " ]; do sleep 0.05; done"
 	p, pout := promptAwaitingApproval(t, bin, id, "please BASH{"+cmd+"}", fake)
 	if _, err := os.Stat(marker); err == nil {
 		t.Fatal("the tool ran before the approval")
