@@ -357,33 +357,11 @@ func confine(plan confinePlan) confineReport {
 		return fail("%v", err)
 	}
 	defer kept.close()
-	for _, m := range plan.Masks {
-		real, err := filepath.EvalSymlinks(m)
-		if errors.Is(err, os.ErrNotExist) {
-			rep.Absent = append(rep.Absent, m)
-			continue
-		}
-		if err != nil {
-			return fail("mask %s: %v", m, err)
-		}
-		if err := kept.maskKeeping(real); err != nil {
-			return fail("mask %s: %v", m, err)
-		}
-		rep.Masked = append(rep.Masked, m)
+	if err := rep.cover(plan.Masks, "mask", kept.maskKeeping); err != nil {
+		return fail("%v", err)
 	}
-	for _, p := range plan.Private {
-		real, err := filepath.EvalSymlinks(p)
-		if errors.Is(err, os.ErrNotExist) {
-			rep.Absent = append(rep.Absent, p)
-			continue
-		}
-		if err == nil {
-			err = unix.Mount("mosaic-private", real, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=1m,nr_inodes=256,mode=0700")
-		}
-		if err != nil {
-			return fail("private %s: %v", p, err)
-		}
-		rep.Masked = append(rep.Masked, p)
+	if err := rep.cover(plan.Private, "private", privateDir); err != nil {
+		return fail("%v", err)
 	}
 	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return fail("mount a fresh /proc: %v", err)
@@ -413,6 +391,32 @@ func confine(plan confinePlan) confineReport {
 	}
 	rep.Confined = true
 	return rep
+}
+
+// cover applies how to each of paths that exists, by its resolved path,
+// and notes it masked; one that does not exist is noted absent.
+func (rep *confineReport) cover(paths []string, what string, how func(real string) error) error {
+	for _, p := range paths {
+		real, err := filepath.EvalSymlinks(p)
+		if errors.Is(err, os.ErrNotExist) {
+			rep.Absent = append(rep.Absent, p)
+			continue
+		}
+		if err == nil {
+			err = how(real)
+		}
+		if err != nil {
+			return fmt.Errorf("%s %s: %v", what, p, err)
+		}
+		rep.Masked = append(rep.Masked, p)
+	}
+	return nil
+}
+
+// privateDir puts a fresh, writable tmpfs of the engine's own over p
+// (confinePlan.Private).
+func privateDir(p string) error {
+	return unix.Mount("mosaic-private", p, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=1m,nr_inodes=256,mode=0700")
 }
 
 // mask makes p unreachable: an empty, read-only tmpfs over a directory,
