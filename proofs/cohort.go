@@ -133,6 +133,7 @@ func NewCohortProof(obs Observation) (*CohortProof, error) {
 	conf := obs.Confinement
 	conf.Namespaces = slices.Clone(conf.Namespaces)
 	conf.Masked = slices.Clone(conf.Masked)
+	conf.Scoped = slices.Clone(conf.Scoped)
 	if conf.Namespaces == nil {
 		conf.Namespaces = []Namespace{}
 	}

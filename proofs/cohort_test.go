@@ -127,6 +127,8 @@ func TestNewCohortProofRefuses(t *testing.T) {
 		{"no cgroup namespace", func(o *Observation) { o.Confinement.Namespaces = o.Confinement.Namespaces[:3] }, []error{ErrUnconfined}},
 		{"cgroup view not the cohort's", func(o *Observation) { o.Confinement.CgroupRoot = "/user.slice" }, []error{ErrUnconfined}},
 		{"nothing masked", func(o *Observation) { o.Confinement.Masked = nil }, []error{ErrUnconfined}},
+		{"unknown scope", func(o *Observation) { o.Confinement.Scoped = []string{ScopeAbstractUnix, "everything"} }, []error{ErrUnconfined}},
+		{"scope listed twice", func(o *Observation) { o.Confinement.Scoped = []string{ScopeSignal, ScopeSignal} }, []error{ErrUnconfined}},
 		{"pgroup with everything else wrong", func(o *Observation) {
 			o.Kind, o.CgroupPresent, o.Members[0].Died = KindProcessGroup, false, false
 		}, []error{ErrProcessGroup, ErrCgroupAbsent, ErrDeathUnobserved}},

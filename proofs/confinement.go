@@ -12,6 +12,18 @@ import (
 // so it is not among them.
 var ConfinedNamespaces = []string{"user", "mnt", "pid", "cgroup"}
 
+// The Landlock scopes an engine's domain may have (Confinement.Scoped).
+const (
+	// ScopeAbstractUnix: no connection to an abstract Unix socket bound
+	// outside the engine's domain.
+	ScopeAbstractUnix = "abstract-unix-socket"
+	// ScopeSignal: no signal to a process outside the engine's domain.
+	ScopeSignal = "signal"
+)
+
+// Scopes are the scope names a Confinement may list, in order.
+var Scopes = []string{ScopeAbstractUnix, ScopeSignal}
+
 // Confinement is the evidence that an engine and every process it starts
 // could neither leave the cohort's cgroup nor ask anyone outside to start a
 // process for them: the engine ran in namespaces of its own (user, mount,
@@ -39,6 +51,13 @@ type Confinement struct {
 	// CgroupRoot is the cgroup the engine's cgroup namespace is rooted at,
 	// which is also the only part of the cgroup2 hierarchy mounted inside.
 	CgroupRoot string `json:"cgroup_root"`
+	// Scoped are the Landlock scopes of the domain the engine was forked
+	// into, as the held child set them. The network namespace is shared,
+	// so they alone keep abstract Unix sockets outside out of reach. A
+	// kernel may have none (Landlock off, or before Linux 6.12), so Holds
+	// does not require them; Unscoped then says why.
+	Scoped   []string `json:"scoped,omitempty"`
+	Unscoped string   `json:"unscoped,omitempty"`
 }
 
 // Namespace is one namespace identity: the engine's and the controller's
@@ -86,6 +105,7 @@ func (c *Confinement) Holds(cgroup string) (bool, string) {
 			why = append(why, fmt.Sprintf("masked path %q is not absolute and clean", m))
 		}
 	}
+	why = append(why, knownScopes(c.Scoped)...)
 	if c.CgroupRoot != cgroup {
 		why = append(why, fmt.Sprintf("cgroup namespace rooted at %q, not the cohort's %q", c.CgroupRoot, cgroup))
 	}
@@ -116,6 +136,33 @@ func listedOnce(ns []Namespace) []string {
 	return why
 }
 
+// knownScopes says what is wrong with a list of scopes: each must be one
+// of Scopes, listed once.
+func knownScopes(scoped []string) []string {
+	var why []string
+	for i, s := range scoped {
+		switch {
+		case !slices.Contains(Scopes, s):
+			why = append(why, fmt.Sprintf("scope %q is not one of %v", s, Scopes))
+		case slices.Index(scoped, s) != i:
+			why = append(why, fmt.Sprintf("scope %s listed twice", s))
+		}
+	}
+	return why
+}
+
+// scopeNote is what a proof says about the engine's scopes.
+func (c *Confinement) scopeNote() string {
+	if len(c.Scoped) == 0 {
+		why := c.Unscoped
+		if why == "" {
+			why = "not recorded"
+		}
+		return "abstract sockets and signals outside reachable (" + why + ")"
+	}
+	return "scoped " + strings.Join(c.Scoped, " ")
+}
+
 // checkConfinement adds the confinement check of a cohort proof. A version
 // 1 proof predates confinement and never passes it.
 func checkConfinement(cs *checks, p *CohortProof) {
@@ -130,8 +177,8 @@ func checkConfinement(cs *checks, p *CohortProof) {
 		for _, n := range p.Confinement.Namespaces {
 			ns = append(ns, fmt.Sprintf("%s %d", n.Type, n.Engine))
 		}
-		why = fmt.Sprintf("engine in its own namespaces (%s), cgroup view %s, masked %s",
-			strings.Join(ns, ", "), p.Confinement.CgroupRoot, strings.Join(p.Confinement.Masked, " "))
+		why = fmt.Sprintf("engine in its own namespaces (%s), cgroup view %s, masked %s, %s",
+			strings.Join(ns, ", "), p.Confinement.CgroupRoot, strings.Join(p.Confinement.Masked, " "), p.Confinement.scopeNote())
 	}
 	cs.add("confinement", ok, ErrUnconfined, "%s", why)
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"iter"
 	"os"
-	"os/user"
 	"path"
 	"path/filepath"
 	"slices"
@@ -54,6 +53,10 @@ type confineReport struct {
 	Error    string   `json:"error,omitempty"`
 	Masked   []string `json:"masked,omitempty"`
 	Absent   []string `json:"absent,omitempty"` // mask targets that did not exist
+	// Scoped and Unscoped: the Landlock scopes set on the thread the
+	// engine is forked from, or why none (scopeDomain).
+	Scoped   []string `json:"scoped,omitempty"`
+	Unscoped string   `json:"unscoped,omitempty"`
 	// CgroupSelf is the 0:: line of /proc/self/cgroup after the cgroup
 	// namespace was made: "/" when it is rooted at the child's cgroup.
 	CgroupSelf string `json:"cgroup_self,omitempty"`
@@ -185,8 +188,12 @@ func runtimeMasks() []string {
 // point $TMUX_TMPDIR and a user service does not see it) is made if
 // missing, 0700 as tmux makes it, so a server started later is covered
 // too; one that is not a directory of this user is no server of the
-// user's (tmux refuses it) and is left alone. screen's directory is
-// covered when it exists: its parent is root's.
+// user's (tmux refuses it) and is left alone. screen's $SCREENDIR is
+// made if missing the same way; its default, screenRoot/S-USER, is
+// root's to make, so screenRoot is covered whole when it exists: a
+// server the user starts after the launch makes its directory where the
+// engine cannot see it, and a tool's own screen makes one in the
+// engine's tmpfs.
 func muxDirs() []string {
 	uid := strconv.Itoa(os.Getuid())
 	var out []string
@@ -204,17 +211,21 @@ func muxDirs() []string {
 			out = append(out, p)
 		}
 	}
-	screen := []string{os.Getenv("SCREENDIR")}
-	if u, err := user.Current(); err == nil {
-		screen = append(screen, "/run/screen/S-"+u.Username)
-	}
-	for _, p := range screen {
-		if p != "" && path.IsAbs(p) && ownDir(p) && !slices.Contains(out, p) {
-			out = append(out, p)
+	if d := os.Getenv("SCREENDIR"); d != "" && path.IsAbs(d) {
+		_ = os.Mkdir(d, 0o700)
+		if ownDir(d) && !slices.Contains(out, d) {
+			out = append(out, d)
 		}
+	}
+	if fi, err := os.Lstat(screenRoot); err == nil && fi.IsDir() {
+		out = append(out, screenRoot)
 	}
 	return out
 }
+
+// screenRoot is where screen keeps each user's socket directory when
+// $SCREENDIR is not set (a variable for tests only).
+var screenRoot = "/run/screen"
 
 // ownDir says whether p is a directory (not a link to one) of this user.
 func ownDir(p string) bool {
@@ -389,6 +400,11 @@ func confine(plan confinePlan) confineReport {
 	if cg != "/" {
 		return fail("cgroup namespace not rooted at the child's cgroup: /proc/self/cgroup says %q", cg)
 	}
+	// Last: a domain forbids nothing set up above, but it is what the
+	// report says the engine runs in.
+	if rep.Scoped, rep.Unscoped, err = scopeDomain(); err != nil {
+		return fail("%v", err)
+	}
 	rep.Confined = true
 	return rep
 }
@@ -483,7 +499,8 @@ func evidence(pid int, rep confineReport, cgroup string) (proofs.Confinement, er
 	if len(rep.Masked) == 0 {
 		return proofs.Confinement{}, fmt.Errorf("%w: nothing could be masked (absent: %v)", ErrConfinement, rep.Absent)
 	}
-	return proofs.Confinement{Confined: true, Namespaces: ns, Masked: rep.Masked, CgroupRoot: cgroup}, nil
+	return proofs.Confinement{Confined: true, Namespaces: ns, Masked: rep.Masked, CgroupRoot: cgroup,
+		Scoped: rep.Scoped, Unscoped: rep.Unscoped}, nil
 }
 
 // confinementAvailable probes whether engines can be confined on this

@@ -87,8 +87,11 @@ func TestPlanConfinement(t *testing.T) {
 	t.Setenv("DBUS_SESSION_BUS_ADDRESS", "unix:path=/elsewhere/bus,guid=x;unix:abstract=/tmp/dbus-y")
 	tmux := t.TempDir()
 	t.Setenv("TMUX_TMPDIR", tmux)
-	screen := t.TempDir()
+	screen := filepath.Join(t.TempDir(), "screen") // made by the plan
 	t.Setenv("SCREENDIR", screen)
+	root := t.TempDir()
+	defer func(was string) { screenRoot = was }(screenRoot)
+	screenRoot = root
 	p, err := planConfinement()
 	if err != nil {
 		t.Fatal(err)
@@ -100,12 +103,12 @@ func TestPlanConfinement(t *testing.T) {
 			t.Errorf("plan %v does not mask %s", p.Masks, want)
 		}
 	}
-	for _, want := range []string{filepath.Join(tmux, "tmux-"+uid), "/tmp/tmux-" + uid, filepath.Join(rt, "tmux-"+uid), screen} {
+	for _, want := range []string{filepath.Join(tmux, "tmux-"+uid), "/tmp/tmux-" + uid, filepath.Join(rt, "tmux-"+uid), screen, root} {
 		if !slices.Contains(p.Private, want) {
 			t.Errorf("plan %v does not give the engine its own %s", p.Private, want)
 		}
 	}
-	for _, d := range []string{filepath.Join(rt, "mosaic"), filepath.Join(tmux, "tmux-"+uid), filepath.Join(rt, "tmux-"+uid)} {
+	for _, d := range []string{filepath.Join(rt, "mosaic"), filepath.Join(tmux, "tmux-"+uid), filepath.Join(rt, "tmux-"+uid), screen} {
 		if fi, err := os.Stat(d); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
 			t.Errorf("%s not made 0700, for a server started later to be masked too: %v %v", d, fi, err)
 		}

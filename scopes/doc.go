@@ -86,7 +86,12 @@
 //     root), so the only cgroup.procs files reachable are the engine's
 //     subtree's. Other cgroup mounts are masked. nsdelegate is not relied
 //     on: the test sandbox mounts cgroup2 without it, and only the mount
-//     view stops the move.
+//     view stops the move. Last, on the same thread, it enters a Landlock
+//     domain that scopes abstract Unix sockets and signals (landlock.go):
+//     the network namespace is shared, so only the scope keeps an X11
+//     display or a session bus at unix:abstract= out of a tool's reach.
+//     The domain handles no file access, so nothing above is undone or
+//     refused by it; a kernel without scopes is reported, not refused.
 //   - The engine runs with no capabilities (its uid is not 0 inside and the
 //     ambient set is cleared) and no_new_privs (a setuid or file-capability
 //     binary gives nothing back), so it cannot unmount anything; in a
@@ -131,11 +136,13 @@
 //
 // What a tool loses: systemctl --user, systemd-run --user, the user's
 // D-Bus (notifications, secret service, …), the system bus (systemctl
-// status, loginctl, timedatectl, busctl), sudo and every other setuid or
+// status, loginctl, timedatectl, busctl), the X11 display and any other
+// abstract socket bound outside, sudo and every other setuid or
 // file-capability elevation, ptrace or /proc of any process outside, mounts
 // made outside after the launch, and other conversations' mosaic sockets.
-// docs/security.md lists what confinement does not cover (network and
-// abstract sockets, other daemons, files that run later).
+// docs/security.md lists what confinement does not cover (network,
+// abstract sockets on a kernel without Landlock scopes, other daemons,
+// files that run later).
 //
 // # Choices where the issue is silent
 //

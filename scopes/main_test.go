@@ -22,6 +22,7 @@ func TestMain(m *testing.M) {
 	MaybeRunHeld()
 	serveFUSEIfAsked()
 	tryFUSEIfAsked()
+	tryAbstractIfAsked()
 	os.Exit(m.Run())
 }
 

@@ -19,5 +19,9 @@ func checkConfinement(ctx context.Context) (string, error) {
 	for _, n := range c.Namespaces {
 		ns = append(ns, n.Type)
 	}
-	return fmt.Sprintf("engines run in their own %s namespaces; masked %s", strings.Join(ns, ", "), strings.Join(c.Masked, " ")), nil
+	scopes := "scoped " + strings.Join(c.Scoped, " ")
+	if len(c.Scoped) == 0 {
+		scopes = "abstract Unix sockets and signals outside are reachable: " + c.Unscoped
+	}
+	return fmt.Sprintf("engines run in their own %s namespaces; masked %s; %s", strings.Join(ns, ", "), strings.Join(c.Masked, " "), scopes), nil
 }

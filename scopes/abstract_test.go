@@ -1,0 +1,146 @@
+package scopes
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
+	"github.com/mosaic-agents/mosaic/proofs"
+)
+
+// abstractEnv, set, makes the test binary try an abstract Unix socket
+// instead of running tests (tryAbstractIfAsked): "connect:NAME" connects
+// to @NAME; "own:NAME" listens on @NAME and connects to itself. It exits
+// 0 when it got through, 1 otherwise.
+const abstractEnv = "MOSAIC_TEST_ABSTRACT"
+
+// abstractProbes prints "escape abstract-outside N" for a connection to
+// the test's own abstract socket (%[2]s, bound outside the engine) and
+// "escape abstract-own N" for a socket the probe binds itself (no escape:
+// it must get through everywhere); 0 is through.
+const abstractProbes = `bin=%[1]s
+try() { n=$1; shift; if "$@" </dev/null >/dev/null 2>&1; then echo "$n 0"; else echo "$n 1"; fi; }
+try "escape abstract-outside" env ` + abstractEnv + `=connect:%[2]s "$bin"
+try "escape abstract-own" env ` + abstractEnv + `=own:%[2]s-own-$$ "$bin"
+`
+
+// TestConfinedToolCannotReachAbstractSockets: a tool of a confined engine
+// cannot connect to an abstract Unix socket bound outside the cohort (an
+// X11 display, a session bus at unix:abstract=), which share the network
+// namespace with it, while outside the engine the same attempt gets
+// through; a tool's own abstract socket still works. The proof records
+// the scopes.
+func TestConfinedToolCannotReachAbstractSockets(t *testing.T) {
+	m := testManager(t)
+	name := "mosaic-test-abstract-" + strconv.Itoa(os.Getpid())
+	l, err := net.Listen("unix", "@"+name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	var accepted atomic.Int32
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			c.Close()
+		}
+	}()
+	bin, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	probes := fmt.Sprintf(abstractProbes, shellQuote(bin), name)
+	out, err := exec.Command("sh", "-c", probes).Output()
+	if err != nil {
+		t.Fatalf("the probes outside the engine: %v", err)
+	}
+	outside := escapeLines(string(out))
+	if outside["abstract-outside"] != "0" || outside["abstract-own"] != "0" {
+		sandboxtest.Unavailable(t, "outside the engine the probes did not get through (%v): the attempts inside would prove nothing", outside)
+	}
+	before := accepted.Load()
+	e := launchEngine(t, m, `echo "engine $$"
+`+probes+`echo "ready 1"; exec cat`)
+	c := e.Cohort.Confinement
+	if !c.Confined {
+		t.Fatalf("engine not confined: %s", c.Reason)
+	}
+	if len(c.Scoped) == 0 {
+		sandboxtest.Unavailable(t, "the engine's domain has no scopes: %s", c.Unscoped)
+	}
+	if !slices.Equal(c.Scoped, proofs.Scopes) {
+		t.Fatalf("scoped %v, want %v", c.Scoped, proofs.Scopes)
+	}
+	got := e.expect(t, "engine", "ready", "escape abstract-outside", "escape abstract-own")
+	if got["escape abstract-outside"] != "1" {
+		t.Errorf("a tool connected to an abstract socket outside the cohort (%q)", got["escape abstract-outside"])
+	}
+	if n := accepted.Load(); n != before {
+		t.Errorf("the socket outside accepted %d connections from inside", n-before)
+	}
+	if got["escape abstract-own"] != "0" {
+		t.Errorf("a tool could not use an abstract socket of its own (%q)", got["escape abstract-own"])
+	}
+}
+
+// tryAbstractIfAsked runs the attempt abstractEnv names and exits; it
+// returns at once when abstractEnv is not set.
+func tryAbstractIfAsked() {
+	how, name, ok := strings.Cut(os.Getenv(abstractEnv), ":")
+	if !ok {
+		return
+	}
+	var err error
+	switch how {
+	case "connect":
+		err = dialAbstract(name)
+	case "own":
+		err = ownAbstract(name)
+	default:
+		err = fmt.Errorf("unknown attempt %q", how)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+func dialAbstract(name string) error {
+	c, err := net.Dial("unix", "@"+name)
+	if err != nil {
+		return err
+	}
+	return c.Close()
+}
+
+func ownAbstract(name string) error {
+	l, err := net.Listen("unix", "@"+name)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	done := make(chan error, 1)
+	go func() {
+		c, err := l.Accept()
+		if err == nil {
+			c.Close()
+		}
+		done <- err
+	}()
+	if err := dialAbstract(name); err != nil {
+		return err
+	}
+	return <-done
+}
