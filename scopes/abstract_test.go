@@ -15,11 +15,11 @@ import (
 	"github.com/mosaic-agents/mosaic/proofs"
 )
 
-// abstractEnv, set, makes the test binary try an abstract Unix socket
-// instead of running tests (tryAbstractIfAsked): "connect:NAME" connects
-// to @NAME; "own:NAME" listens on @NAME and connects to itself. It exits
-// 0 when it got through, 1 otherwise.
-const abstractEnv = "MOSAIC_TEST_ABSTRACT"
+// unixEnv, set, makes the test binary try a Unix socket instead of
+// running tests (tryUnixIfAsked): "connect:ADDR" connects to ADDR (a path,
+// or @NAME in the abstract namespace); "own:@NAME" listens on @NAME and
+// connects to itself. It exits 0 when it got through, 1 otherwise.
+const unixEnv = "MOSAIC_TEST_UNIX"
 
 // abstractProbes prints "escape abstract-outside N" for a connection to
 // the test's own abstract socket (%[2]s, bound outside the engine) and
@@ -27,8 +27,8 @@ const abstractEnv = "MOSAIC_TEST_ABSTRACT"
 // it must get through everywhere); 0 is through.
 const abstractProbes = `bin=%[1]s
 try() { n=$1; shift; if "$@" </dev/null >/dev/null 2>&1; then echo "$n 0"; else echo "$n 1"; fi; }
-try "escape abstract-outside" env ` + abstractEnv + `=connect:%[2]s "$bin"
-try "escape abstract-own" env ` + abstractEnv + `=own:%[2]s-own-$$ "$bin"
+try "escape abstract-outside" env ` + unixEnv + `=connect:@%[2]s "$bin"
+try "escape abstract-own" env ` + unixEnv + `=own:@%[2]s-own-$$ "$bin"
 `
 
 // TestConfinedToolCannotReachAbstractSockets: a tool of a confined engine
@@ -94,19 +94,19 @@ func TestConfinedToolCannotReachAbstractSockets(t *testing.T) {
 	}
 }
 
-// tryAbstractIfAsked runs the attempt abstractEnv names and exits; it
-// returns at once when abstractEnv is not set.
-func tryAbstractIfAsked() {
-	how, name, ok := strings.Cut(os.Getenv(abstractEnv), ":")
+// tryUnixIfAsked runs the attempt unixEnv names and exits; it returns at
+// once when unixEnv is not set.
+func tryUnixIfAsked() {
+	how, addr, ok := strings.Cut(os.Getenv(unixEnv), ":")
 	if !ok {
 		return
 	}
 	var err error
 	switch how {
 	case "connect":
-		err = dialAbstract(name)
+		err = dialUnix(addr)
 	case "own":
-		err = ownAbstract(name)
+		err = ownUnix(addr)
 	default:
 		err = fmt.Errorf("unknown attempt %q", how)
 	}
@@ -117,16 +117,16 @@ func tryAbstractIfAsked() {
 	os.Exit(0)
 }
 
-func dialAbstract(name string) error {
-	c, err := net.Dial("unix", "@"+name)
+func dialUnix(addr string) error {
+	c, err := net.Dial("unix", addr)
 	if err != nil {
 		return err
 	}
 	return c.Close()
 }
 
-func ownAbstract(name string) error {
-	l, err := net.Listen("unix", "@"+name)
+func ownUnix(addr string) error {
+	l, err := net.Listen("unix", addr)
 	if err != nil {
 		return err
 	}
@@ -139,7 +139,7 @@ func ownAbstract(name string) error {
 		}
 		done <- err
 	}()
-	if err := dialAbstract(name); err != nil {
+	if err := dialUnix(addr); err != nil {
 		return err
 	}
 	return <-done

@@ -37,7 +37,11 @@ type confinePlan struct {
 	// (0700) replaces: the user's servers' sockets there are out of
 	// reach, and the engine's own server can still make its socket there.
 	Private []string `json:"private,omitempty"`
-	// Keep are directories under a mask bound back into it (Spec.Keep).
+	// Runtime are the user's runtime directories, each replaced by a
+	// fresh, writable tmpfs of the engine's own (privateRuntime).
+	Runtime []string `json:"runtime,omitempty"`
+	// Keep are paths under a mask or a runtime directory bound back into
+	// it: Spec.Keep's directories, and the user's key agents (keyAgents).
 	Keep []string `json:"keep,omitempty"`
 	// CgroupMount is where cgroup2 is mounted afresh from inside the new
 	// cgroup namespace, so only the engine's subtree is reachable there.
@@ -122,7 +126,8 @@ func planConfinement(hide ...string) (confinePlan, error) {
 	masks.add(fuseNodes(string(mounts))...)
 	const cgroupView = "/sys/fs/cgroup"
 	masks.add(otherCgroupMounts(string(mounts), cgroupView)...)
-	return confinePlan{Masks: masks, Private: muxDirs(), CgroupMount: cgroupView}, nil
+	rts := runtimeDirs()
+	return confinePlan{Masks: masks, Runtime: rts, Keep: keyAgents(rts), Private: muxDirs(), CgroupMount: cgroupView}, nil
 }
 
 // maskSet is a list of absolute, cleaned paths, each once, in the order
@@ -371,6 +376,9 @@ func confine(plan confinePlan) confineReport {
 	if err := rep.cover(plan.Masks, "mask", kept.maskKeeping); err != nil {
 		return fail("%v", err)
 	}
+	if err := rep.cover(plan.Runtime, "private runtime directory", kept.privateKeeping); err != nil {
+		return fail("%v", err)
+	}
 	if err := rep.cover(plan.Private, "private", privateDir); err != nil {
 		return fail("%v", err)
 	}
@@ -395,7 +403,7 @@ func confine(plan confinePlan) confineReport {
 	}
 	rep.CgroupSelf = cg
 	if left := kept.unbound(); len(left) > 0 {
-		return fail("kept directories %v are under no mask", left)
+		return fail("kept paths %v are under no mask or runtime directory", left)
 	}
 	if cg != "/" {
 		return fail("cgroup namespace not rooted at the child's cgroup: /proc/self/cgroup says %q", cg)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -23,12 +24,7 @@ func keptDirs(hide, keep []string) ([]string, error) {
 			return nil, fmt.Errorf("%w: kept directory %q is not absolute", ErrConfinement, k)
 		}
 		k = filepath.Clean(k)
-		under := false
-		for _, h := range hide {
-			if rel, err := filepath.Rel(filepath.Clean(h), k); err == nil && rel != "." && !strings.HasPrefix(rel, "..") {
-				under = true
-			}
-		}
+		under := slices.ContainsFunc(hide, func(h string) bool { return below(filepath.Clean(h), k) })
 		if st, err := os.Stat(k); err != nil || !st.IsDir() {
 			return nil, fmt.Errorf("%w: kept directory %s: not a directory (%v)", ErrConfinement, k, err)
 		}
@@ -39,33 +35,41 @@ func keptDirs(hide, keep []string) ([]string, error) {
 	return out, nil
 }
 
-// keptDir is a kept directory opened (O_PATH) before any mask covers it:
+// keptDir is a kept path opened (O_PATH) before any mask covers it:
 // after the mask its path names the empty tmpfs, so the fd is the only way
-// back to it.
+// back to it. A kept path is a directory, except a key agent's socket
+// bound back into a private runtime directory (keyAgents).
 type keptDir struct {
 	real  string // symlinks resolved, as the masks are
 	fd    int
+	dir   bool
 	bound bool
 }
 
 type keptSet []*keptDir
 
-// openKept opens every kept directory, symlinks resolved at open time so
-// the fd and the path compared with the masks name the same directory.
+// openKept opens every kept path, symlinks resolved at open time so the
+// fd and the path compared with the masks name the same file.
 func openKept(keep []string) (keptSet, error) {
 	var ks keptSet
 	for _, k := range keep {
 		real, err := filepath.EvalSymlinks(k)
 		if err != nil {
 			ks.close()
-			return nil, fmt.Errorf("kept directory %s: %w", k, err)
+			return nil, fmt.Errorf("kept path %s: %w", k, err)
 		}
-		fd, err := unix.Open(real, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		fd, err := unix.Open(real, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if err != nil {
 			ks.close()
-			return nil, fmt.Errorf("kept directory %s: %w", real, err)
+			return nil, fmt.Errorf("kept path %s: %w", real, err)
 		}
-		ks = append(ks, &keptDir{real: real, fd: fd})
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			unix.Close(fd)
+			ks.close()
+			return nil, fmt.Errorf("kept path %s: %w", real, err)
+		}
+		ks = append(ks, &keptDir{real: real, fd: fd, dir: st.Mode&unix.S_IFMT == unix.S_IFDIR})
 	}
 	return ks, nil
 }
@@ -76,7 +80,7 @@ func (ks keptSet) close() {
 	}
 }
 
-// unbound lists the kept directories no mask covered.
+// unbound lists the kept paths no mask covered.
 func (ks keptSet) unbound() []string {
 	var out []string
 	for _, k := range ks {
@@ -87,37 +91,86 @@ func (ks keptSet) unbound() []string {
 	return out
 }
 
+// under lists the kept paths below dir, and how many inodes their mount
+// points take in a tmpfs over dir.
+func (ks keptSet) under(dir string) ([]*keptDir, int) {
+	var out []*keptDir
+	inodes := 0
+	for _, k := range ks {
+		if below(dir, k.real) {
+			out = append(out, k)
+			rel, _ := filepath.Rel(dir, k.real)
+			inodes += strings.Count(rel, "/") + 1
+		}
+	}
+	return out, inodes
+}
+
+// below says whether the clean path p lies strictly below dir.
+func below(dir, p string) bool {
+	rel, err := filepath.Rel(dir, p)
+	return err == nil && rel != "." && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
 // maskKeeping masks dir like mask, except that the kept directories under
 // it are bound back at their own paths: the tmpfs is made writable just
 // long enough to hold their mount points, then read-only, so the engine
 // sees dir holding nothing but the path to its own directory.
 func (ks keptSet) maskKeeping(dir string) error {
-	var under []*keptDir
-	inodes := 1
-	for _, k := range ks {
-		if rel, err := filepath.Rel(dir, k.real); err == nil && rel != "." && !strings.HasPrefix(rel, "..") {
-			under = append(under, k)
-			inodes += strings.Count(rel, "/") + 1
-		}
-	}
+	under, inodes := ks.under(dir)
 	if len(under) == 0 {
 		return mask(dir)
 	}
-	opts := "size=4k,nr_inodes=" + strconv.Itoa(inodes) + ",mode=0700"
+	opts := "size=4k,nr_inodes=" + strconv.Itoa(inodes+1) + ",mode=0700"
 	const flags = unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC
 	if err := unix.Mount("mosaic-mask", dir, "tmpfs", flags, opts); err != nil {
 		return err
 	}
-	for _, k := range under {
-		if err := os.MkdirAll(k.real, 0o700); err != nil {
+	if err := bindBack(under); err != nil {
+		return err
+	}
+	return unix.Mount("", dir, "", unix.MS_REMOUNT|unix.MS_RDONLY|flags, "")
+}
+
+// privateKeeping puts a fresh, writable tmpfs of the engine's own over a
+// runtime directory (privateRuntime), with the kept paths under it (the
+// user's key agents) bound back at their own paths.
+func (ks keptSet) privateKeeping(dir string) error {
+	under, _ := ks.under(dir)
+	if err := privateRuntime(dir); err != nil {
+		return err
+	}
+	return bindBack(under)
+}
+
+// bindBack binds each kept path back at its own path, on a mount point
+// made for it in the tmpfs just mounted above it.
+func bindBack(kept []*keptDir) error {
+	for _, k := range kept {
+		if err := mountPoint(k.real, k.dir); err != nil {
 			return fmt.Errorf("mount point for %s: %w", k.real, err)
 		}
-		// The fd's magic link names the directory as it was before the
-		// mask; the bind keeps its own mount's flags.
+		// The fd's magic link names the path as it was before the mask;
+		// the bind keeps its own mount's flags.
 		if err := unix.Mount("/proc/self/fd/"+strconv.Itoa(k.fd), k.real, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
 			return fmt.Errorf("bind %s back: %w", k.real, err)
 		}
 		k.bound = true
 	}
-	return unix.Mount("", dir, "", unix.MS_REMOUNT|unix.MS_RDONLY|flags, "")
+	return nil
+}
+
+// mountPoint makes p, a directory or an empty file, with its parents.
+func mountPoint(p string, dir bool) error {
+	if dir {
+		return os.MkdirAll(p, 0o700)
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }

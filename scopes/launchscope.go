@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path"
+	"slices"
 	"strconv"
 	"time"
 
@@ -113,9 +114,12 @@ func planIf(confined bool, hide, keep []string) (*confinePlan, error) {
 	if err != nil {
 		return nil, err
 	}
-	if p.Keep, err = keptDirs(hide, keep); err != nil {
+	// A runtime directory hides what is below it as a mask does.
+	kept, err := keptDirs(append(slices.Clone(hide), p.Runtime...), keep)
+	if err != nil {
 		return nil, err
 	}
+	p.Keep = append(p.Keep, kept...)
 	return &p, nil
 }
 

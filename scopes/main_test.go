@@ -22,7 +22,7 @@ func TestMain(m *testing.M) {
 	MaybeRunHeld()
 	serveFUSEIfAsked()
 	tryFUSEIfAsked()
-	tryAbstractIfAsked()
+	tryUnixIfAsked()
 	os.Exit(m.Run())
 }
 
