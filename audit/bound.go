@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/mosaic-agents/mosaic/internal/inert"
 )
 
 // Bounds on what one entry may carry, in bytes. Peer text reaches entries
@@ -52,15 +54,16 @@ func validName(k string) bool {
 	return true
 }
 
-// oneLine returns s with every character that would break or reorder the
-// line escaped: C0 and C1 controls (a newline among them), DEL, the line
-// and paragraph separators and the bidi controls, as \n, \t, \r or
-// \u{XXXX}. MESSAGE is one line: a message quoting engine or peer text
-// (an engine's stderr tail, a client's name) could otherwise hold lines
-// that `journalctl -o cat` and line-based readers show as entries of
-// their own, the controller's to all appearances.
+// oneLine returns s with every character of inert.Table escaped, as \n,
+// \t, \r or \u{XXXX}: controls (a newline among them), the line
+// separators, bidi controls, invisible and tag characters. MESSAGE is
+// one line: a message quoting engine or peer text (an engine's stderr
+// tail, a client's name) could otherwise hold lines that `journalctl -o
+// cat` and line-based readers show as entries of their own, the
+// controller's to all appearances, or reorder or hide the words around
+// it.
 func oneLine(s string) string {
-	if !strings.ContainsFunc(s, breaksLine) {
+	if !strings.ContainsFunc(s, inert.Escaped) {
 		return s
 	}
 	var b strings.Builder
@@ -72,23 +75,11 @@ func oneLine(s string) string {
 			b.WriteString(`\r`)
 		case r == '\t':
 			b.WriteString(`\t`)
-		case breaksLine(r):
+		case inert.Escaped(r):
 			fmt.Fprintf(&b, `\u{%04X}`, r)
 		default:
 			b.WriteRune(r)
 		}
 	}
 	return b.String()
-}
-
-func breaksLine(r rune) bool {
-	switch {
-	case r < 0x20, r >= 0x7f && r <= 0x9f:
-		return true
-	case r == 0x2028, r == 0x2029, r == 0x061c, r == 0x200e, r == 0x200f:
-		return true
-	case r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069:
-		return true
-	}
-	return false
 }

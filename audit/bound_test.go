@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/mosaic-agents/mosaic/internal/inert"
 )
 
 // TestFieldsBounded: a 1 MiB peer string (a record type, a client name)
@@ -59,20 +61,40 @@ func TestBound(t *testing.T) {
 
 // TestMessageIsOneLine: engine or peer text quoted in a message (an
 // engine's stderr tail after its exit) cannot put lines of its own in
-// the journal, nor reorder the line: controls are escaped, plain text is
-// kept as it is.
+// the journal, reorder the line or hide text in it: every character of
+// inert.Table is escaped (controls, separators, bidi, invisible and tag
+// characters), plain text, ZWJ and ZWNJ are kept as they are.
 func TestMessageIsOneLine(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
 		{"plain text, é and 中", "plain text, é and 中"},
 		{"exited; stderr:\ntakeover: connection k-1 controls at generation 9", `exited; stderr:\ntakeover: connection k-1 controls at generation 9`},
 		{"a\r\tb\x00c\x1b[31md\x7f", `a\r\tb\u{0000}c\u{001B}[31md\u{007F}`},
 		{"\u0085nel \u2028ls \u202eevil\u2066", `\u{0085}nel \u{2028}ls \u{202E}evil\u{2066}`},
+		{"r\u200bm -rf \ufeff\u2060x\u2064", `r\u{200B}m -rf \u{FEFF}\u{2060}x\u{2064}`},
+		{"ok\U000E0001\U000E0069\U000E007F", `ok\u{E0001}\u{E0069}\u{E007F}`},
+		{"zwj 👩\u200d💻, zwnj \u200c, nbsp \u00a0", "zwj 👩\u200d💻, zwnj \u200c, nbsp \u00a0"},
 	} {
 		t.Run(tc.want, func(t *testing.T) {
 			l, s := newSent(t)
 			l.Log(Entry{Event: Transition, Message: tc.in})
 			if got := s.all()[0]["MESSAGE"]; got != tc.want {
 				t.Fatalf("MESSAGE %q; want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestOneLineEscapesTable: the first and last character of every row of
+// the shared table is escaped, so a row added there reaches the journal's
+// notation too.
+func TestOneLineEscapesTable(t *testing.T) {
+	for _, e := range inert.Table {
+		t.Run(e.Name, func(t *testing.T) {
+			for _, r := range []rune{e.Lo, e.Hi} {
+				got := oneLine("a" + string(r) + "b")
+				if strings.ContainsRune(got, r) || !strings.HasPrefix(got, `a\`) {
+					t.Errorf("%U: oneLine kept it: %q", r, got)
+				}
 			}
 		})
 	}

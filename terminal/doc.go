@@ -3,9 +3,10 @@
 // byte slices and strings. The screen loop (raw mode, reads, drawing) and
 // the socket wiring sit on top of it.
 //
-//   - Sanitizer (sanitize.go): Escaped is the one table of characters
-//     engine text may not write to the operator's terminal; SanitizeLine,
-//     SanitizeBody and Escape apply it; Width measures the result.
+//   - Sanitizer (sanitize.go): SanitizeLine, SanitizeBody and Escape show
+//     every character of inert.Table (internal/inert, the one table of
+//     what engine text may not carry verbatim) in the terminal's notation;
+//     Width measures the result.
 //   - Input (input.go): Parser turns raw terminal bytes, split anywhere,
 //     into Keys; Flush ends a lone ESC after the caller's timeout.
 //   - Composer (composer.go): the local buffer; Handle/Edit/Submit,
@@ -27,7 +28,7 @@
 //
 // # Choices
 //
-// Sanitizing. Every character of Escaped is shown in notation: C0
+// Sanitizing. Every character of inert.Table is shown in notation: C0
 // controls and DEL in caret form (^[ for ESC, ^? for DEL, ^I for TAB, ^M
 // for CR), everything else as <U+XXXX> (C1, U+2028/2029, bidi controls,
 // invisible characters, tag characters); invalid UTF-8 bytes as <0xFF>,

@@ -5,63 +5,26 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/mosaic-agents/mosaic/internal/inert"
 )
 
-// Form is how an escaped character is shown.
-type Form int
-
-const (
-	// Caret shows a C0 control or DEL in caret notation: ^@ … ^_, ^?.
-	Caret Form = iota
-	// CodePoint shows the character as <U+XXXX>.
-	CodePoint
-)
-
-// EscapeRange is one row of Escaped: every character from Lo to Hi
-// (inclusive) is shown in Form instead of being written to the terminal.
-type EscapeRange struct {
-	Lo, Hi rune
-	Class  string
-	Form   Form
-}
-
-// Escaped is the one table of what engine text may not write to the
-// operator's terminal. The sanitizer consults it for every rune and the
-// tests iterate it. LF (U+000A, in the C0 row) is escaped too, except
-// where a body is laid out by SanitizeBody/the renderer, which turns it
-// into a line break. Invalid UTF-8 bytes are not characters and are shown
-// as <0xFF> (see InvalidByte).
-var Escaped = []EscapeRange{
-	{0x0000, 0x001F, "C0 control", Caret},
-	{0x007F, 0x007F, "DEL", Caret},
-	{0x0080, 0x009F, "C1 control", CodePoint},
-	{0x061C, 0x061C, "bidi control (ALM)", CodePoint},
-	{0x200B, 0x200B, "invisible (ZWSP)", CodePoint},
-	{0x200E, 0x200F, "bidi control (LRM, RLM)", CodePoint},
-	{0x2028, 0x2029, "line/paragraph separator", CodePoint},
-	{0x202A, 0x202E, "bidi control (embeddings, overrides)", CodePoint},
-	{0x2060, 0x2064, "invisible (word joiner, invisible operators)", CodePoint},
-	{0x2066, 0x2069, "bidi control (isolates)", CodePoint},
-	{0xFEFF, 0xFEFF, "invisible (BOM, ZWNBSP)", CodePoint},
-	{0xE0000, 0xE007F, "tag character", CodePoint},
-}
-
-// Escape returns the visible notation of r and true when r is in Escaped,
-// or "" and false when r is shown as itself.
+// Escape returns the visible notation of r and true when r is in
+// inert.Table, or "" and false when r is shown as itself: a C0 control or
+// DEL in caret notation (^@ … ^_, ^?), anything else as <U+XXXX>. LF is
+// escaped too (^J), except where a body is laid out by SanitizeBody or the
+// renderer, which turns it into a line break. Invalid UTF-8 bytes are not
+// characters and are shown as <0xFF> (see InvalidByte).
 func Escape(r rune) (string, bool) {
-	for _, e := range Escaped {
-		if r < e.Lo || r > e.Hi {
-			continue
-		}
-		if e.Form == Caret {
-			if r == 0x7F {
-				return "^?", true
-			}
-			return "^" + string(rune(r+0x40)), true
-		}
-		return fmt.Sprintf("<U+%04X>", r), true
+	switch inert.Of(r) {
+	case inert.Verbatim:
+		return "", false
+	case inert.DEL:
+		return "^?", true
+	case inert.C0:
+		return "^" + string(r+0x40), true
 	}
-	return "", false
+	return fmt.Sprintf("<U+%04X>", r), true
 }
 
 // InvalidByte is the notation of a byte that is not part of valid UTF-8.
@@ -111,12 +74,12 @@ func join(us []unit) string {
 }
 
 // SanitizeLine returns s made inert for one line of the header, status,
-// a notice or a dialog: every character of Escaped, LF included (^J), and
+// a notice or a dialog: every character of inert.Table, LF included (^J), and
 // every invalid byte is shown in its notation.
 func SanitizeLine(s string) string { return join(units(s)) }
 
 // SanitizeBody returns s made inert for a message body: LF is laid out as
-// a line break (one string per line), everything else of Escaped (CR as
+// a line break (one string per line), everything else of inert.Table (CR as
 // ^M, TAB as ^I, ESC as ^[) and every invalid byte is shown in its
 // notation.
 func SanitizeBody(s string) []string {
