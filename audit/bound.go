@@ -55,20 +55,24 @@ func validName(k string) bool {
 }
 
 // oneLine returns s with every character of inert.Table escaped, as \n,
-// \t, \r or \u{XXXX}: controls (a newline among them), the line
-// separators, bidi controls, invisible and tag characters. MESSAGE is
-// one line: a message quoting engine or peer text (an engine's stderr
-// tail, a client's name) could otherwise hold lines that `journalctl -o
-// cat` and line-based readers show as entries of their own, the
-// controller's to all appearances, or reorder or hide the words around
-// it.
+// \t, \r or \u{XXXX}, and every byte that is not UTF-8 as \xXX:
+// controls (a newline among them), the line separators, bidi controls,
+// invisible and tag characters. MESSAGE is one line: a message quoting
+// engine or peer text (an engine's stderr tail, a client's name) could
+// otherwise hold lines that `journalctl -o cat` and line-based readers
+// show as entries of their own, the controller's to all appearances, or
+// reorder or hide the words around it; a lone byte such as 0x9B is an
+// escape sequence's start to a terminal that reads 8-bit controls.
 func oneLine(s string) string {
-	if !strings.ContainsFunc(s, inert.Escaped) {
+	if utf8.ValidString(s) && !strings.ContainsFunc(s, inert.Escaped) {
 		return s
 	}
 	var b strings.Builder
-	for _, r := range s {
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
 		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\x%02X`, s[i])
 		case r == '\n':
 			b.WriteString(`\n`)
 		case r == '\r':
@@ -78,8 +82,9 @@ func oneLine(s string) string {
 		case inert.Escaped(r):
 			fmt.Fprintf(&b, `\u{%04X}`, r)
 		default:
-			b.WriteRune(r)
+			b.WriteString(s[i : i+n])
 		}
+		i += n
 	}
 	return b.String()
 }

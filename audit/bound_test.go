@@ -73,6 +73,7 @@ func TestMessageIsOneLine(t *testing.T) {
 		{"r\u200bm -rf \ufeff\u2060x\u2064", `r\u{200B}m -rf \u{FEFF}\u{2060}x\u{2064}`},
 		{"ok\U000E0001\U000E0069\U000E007F", `ok\u{E0001}\u{E0069}\u{E007F}`},
 		{"zwj 👩\u200d💻, zwnj \u200c, nbsp \u00a0", "zwj 👩\u200d💻, zwnj \u200c, nbsp \u00a0"},
+		{"csi \x9b31m, cut \xe2\x80, ok \ufffd", `csi \x9B31m, cut \xE2\x80, ok ` + "\ufffd"},
 	} {
 		t.Run(tc.want, func(t *testing.T) {
 			l, s := newSent(t)
