@@ -98,6 +98,7 @@ func planConfinement(hide ...string) (confinePlan, error) {
 	masks.add(dirs...)
 	masks.add(runtimeMasks()...)
 	masks.add(busMasks()...)
+	masks.add(managerDirs()...)
 	// The system bus: privileged daemons act on a user's request there
 	// (polkit's allow_active: power off, mount, install packages), which
 	// no proof about the cohort covers.

@@ -106,9 +106,17 @@ func TestPlanConfinement(t *testing.T) {
 	}
 	defer l.Close()
 	t.Setenv("SSH_AUTH_SOCK", ssh)
+	home := t.TempDir()
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(home, "config"))
+	t.Setenv("XDG_DATA_HOME", filepath.Join(home, "data"))
 	p, err := planConfinement()
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, d := range []string{filepath.Join(home, "config", "systemd"), filepath.Join(home, "config", "environment.d"), filepath.Join(home, "data", "systemd")} {
+		if fi, err := os.Stat(d); err != nil || !fi.IsDir() || !slices.Contains(p.Masks, d) {
+			t.Errorf("the user manager's %s is not made and masked (%v): masks %v", d, err, p.Masks)
+		}
 	}
 	if !slices.Contains(p.Runtime, rt) {
 		t.Errorf("plan's runtime directories %v miss %s", p.Runtime, rt)

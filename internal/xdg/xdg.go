@@ -26,6 +26,12 @@ func StateHome() (string, error) {
 	return home("XDG_STATE_HOME", filepath.Join(".local", "state"), "state")
 }
 
+// DataHome returns $XDG_DATA_HOME, or ~/.local/share when it is unset or
+// relative.
+func DataHome() (string, error) {
+	return home("XDG_DATA_HOME", filepath.Join(".local", "share"), "data")
+}
+
 // RuntimeDir returns $XDG_RUNTIME_DIR. The spec gives it no fallback:
 // pam_systemd (logind) creates it at login as /run/user/<uid>.
 func RuntimeDir() (string, error) {
