@@ -374,6 +374,9 @@ func confine(plan confinePlan) confineReport {
 		return fail("%v", err)
 	}
 	defer kept.close()
+	if err := fixAncestors(plan.Masks, plan.Runtime, plan.Private, plan.Keep); err != nil {
+		return fail("%v", err)
+	}
 	if err := rep.cover(plan.Masks, "mask", kept.maskKeeping); err != nil {
 		return fail("%v", err)
 	}

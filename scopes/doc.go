@@ -63,7 +63,11 @@
 //     ownership, and no other uid exists inside. CAP_SYS_ADMIN in that
 //     namespace survives the child's exec as an ambient capability.
 //   - After the move into <scope>/engine and the release, the child makes
-//     every mount private, masks the user bus ($XDG_RUNTIME_DIR/bus and
+//     every mount private, binds every parent of what it is about to
+//     cover that the user could rename onto itself (ancestors.go: a
+//     mount point cannot be renamed, so no tool moves ~/.local/state
+//     away and forges mosaic's state at the path the controller reads),
+//     masks the user bus ($XDG_RUNTIME_DIR/bus and
 //     DBUS_SESSION_BUS_ADDRESS's path), the user manager's directory
 //     ($XDG_RUNTIME_DIR/systemd), mosaic's runtime directory
 //     ($XDG_RUNTIME_DIR/mosaic, the conversation sockets, created if

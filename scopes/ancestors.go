@@ -1,0 +1,51 @@
+package scopes
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// fixAncestors makes every directory above the paths the confinement
+// covers a mount point of the engine's mount namespace, where the user
+// could rename it: a bind of itself onto itself (recursive, so what is
+// mounted below stays). A mask stops a tool from reaching a path, not
+// from renaming one of its parents: mv ~/.local/state ~/.local/state.x,
+// then a fresh ~/.local/state/mosaic/… of the tool's own making, and the
+// controller outside reads forged claims, queue items or settings at the
+// paths it knows, and the user manager a forged unit. rename(2) of a
+// mount point of the caller's namespace fails (EBUSY), so every ancestor
+// that could move stays where it is. An ancestor the user cannot rename
+// (its parent not writable: /, /home, /run/user) is left alone. Runs
+// before anything is mounted over paths, so each bind is of the real
+// directory.
+func fixAncestors(paths ...[]string) error {
+	var dirs []string
+	for _, list := range paths {
+		for _, p := range list {
+			real, err := filepath.EvalSymlinks(p)
+			if err != nil {
+				continue // absent: its mask notes it, nothing to keep in place
+			}
+			for d := filepath.Dir(real); d != "/" && d != "."; d = filepath.Dir(d) {
+				if !slices.Contains(dirs, d) {
+					dirs = append(dirs, d)
+				}
+			}
+		}
+	}
+	// Parents first, so a child's bind is made inside its parent's.
+	slices.SortFunc(dirs, func(a, b string) int { return strings.Count(a, "/") - strings.Count(b, "/") })
+	for _, d := range dirs {
+		if unix.Access(filepath.Dir(d), unix.W_OK) != nil {
+			continue
+		}
+		if err := unix.Mount(d, d, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("keep %s in place: %w", d, err)
+		}
+	}
+	return nil
+}
