@@ -128,6 +128,9 @@ func TestNewCohortProofRefuses(t *testing.T) {
 		{"cgroup view not the cohort's", func(o *Observation) { o.Confinement.CgroupRoot = "/user.slice" }, []error{ErrUnconfined}},
 		{"nothing masked", func(o *Observation) { o.Confinement.Masked = nil }, []error{ErrUnconfined}},
 		{"unknown scope", func(o *Observation) { o.Confinement.Scoped = []string{ScopeAbstractUnix, "everything"} }, []error{ErrUnconfined}},
+		{"scoped yet unscoped", func(o *Observation) {
+			o.Confinement.Scoped, o.Confinement.Unscoped = []string{ScopeSignal}, "no Landlock"
+		}, []error{ErrUnconfined}},
 		{"scope listed twice", func(o *Observation) { o.Confinement.Scoped = []string{ScopeSignal, ScopeSignal} }, []error{ErrUnconfined}},
 		{"pgroup with everything else wrong", func(o *Observation) {
 			o.Kind, o.CgroupPresent, o.Members[0].Died = KindProcessGroup, false, false

@@ -106,6 +106,9 @@ func (c *Confinement) Holds(cgroup string) (bool, string) {
 		}
 	}
 	why = append(why, knownScopes(c.Scoped)...)
+	if len(c.Scoped) > 0 && c.Unscoped != "" {
+		why = append(why, fmt.Sprintf("scoped %v yet unscoped %q", c.Scoped, c.Unscoped))
+	}
 	if c.CgroupRoot != cgroup {
 		why = append(why, fmt.Sprintf("cgroup namespace rooted at %q, not the cohort's %q", c.CgroupRoot, cgroup))
 	}

@@ -29,7 +29,9 @@
 //     Confinement evidence (the engine's own user, mount, pid and cgroup
 //     namespaces, read against the controller's before the engine ran;
 //     what was masked; the cgroup namespace's root, which must be the
-//     cohort's cgroup). Cohort proofs with it are version 2
+//     cohort's cgroup; the Landlock scopes of the engine's domain, or why
+//     none, optional fields of version 2 that an older verifier refuses
+//     as unknown rather than ignores). Cohort proofs with it are version 2
 //     (CohortVersion); a version 1 proof, written before engines were
 //     confined, still decodes and keeps its digest, but fails its
 //     `confinement` check, so `mosaicctl proof verify` says NOT verified

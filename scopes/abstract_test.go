@@ -11,14 +11,20 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
 	"github.com/mosaic-agents/mosaic/proofs"
 )
 
-// unixEnv, set, makes the test binary try a Unix socket instead of
-// running tests (tryUnixIfAsked): "connect:ADDR" connects to ADDR (a path,
-// or @NAME in the abstract namespace); "own:@NAME" listens on @NAME and
-// connects to itself. It exits 0 when it got through, 1 otherwise.
+// unixEnv, set, makes the test binary try a Unix socket or a signal
+// instead of running tests (tryUnixIfAsked): "connect:ADDR" connects to
+// ADDR (a path, or @NAME in the abstract namespace); "own:@NAME" listens
+// on @NAME and connects to itself; "signal:main" and "signal:threads"
+// send signal 0 to PID 1's main thread, or to each of its other threads
+// (a held child's threads other than the one the engine is forked from
+// are outside the engine's Landlock domain). It exits 0 when it got
+// through, 1 otherwise.
 const unixEnv = "MOSAIC_TEST_UNIX"
 
 // abstractProbes prints "escape abstract-outside N" for a connection to
@@ -29,6 +35,8 @@ const abstractProbes = `bin=%[1]s
 try() { n=$1; shift; if "$@" </dev/null >/dev/null 2>&1; then echo "$n 0"; else echo "$n 1"; fi; }
 try "escape abstract-outside" env ` + unixEnv + `=connect:@%[2]s "$bin"
 try "escape abstract-own" env ` + unixEnv + `=own:@%[2]s-own-$$ "$bin"
+try "escape signal-main" env ` + unixEnv + `=signal:main "$bin"
+try "escape signal-threads" env ` + unixEnv + `=signal:threads "$bin"
 `
 
 // TestConfinedToolCannotReachAbstractSockets: a tool of a confined engine
@@ -66,6 +74,8 @@ func TestConfinedToolCannotReachAbstractSockets(t *testing.T) {
 		t.Fatalf("the probes outside the engine: %v", err)
 	}
 	outside := escapeLines(string(out))
+	// (Outside, PID 1 is the sandbox's systemd: no signal of the user's
+	// reaches it, so the signal attempts are controlled inside.)
 	if outside["abstract-outside"] != "0" || outside["abstract-own"] != "0" {
 		sandboxtest.Unavailable(t, "outside the engine the probes did not get through (%v): the attempts inside would prove nothing", outside)
 	}
@@ -82,12 +92,18 @@ func TestConfinedToolCannotReachAbstractSockets(t *testing.T) {
 	if !slices.Equal(c.Scoped, proofs.Scopes) {
 		t.Fatalf("scoped %v, want %v", c.Scoped, proofs.Scopes)
 	}
-	got := e.expect(t, "engine", "ready", "escape abstract-outside", "escape abstract-own")
+	got := e.expect(t, "engine", "ready", "escape abstract-outside", "escape abstract-own", "escape signal-main", "escape signal-threads")
 	if got["escape abstract-outside"] != "1" {
 		t.Errorf("a tool connected to an abstract socket outside the cohort (%q)", got["escape abstract-outside"])
 	}
 	if n := accepted.Load(); n != before {
 		t.Errorf("the socket outside accepted %d connections from inside", n-before)
+	}
+	if got["escape signal-main"] != "0" {
+		t.Errorf("a tool could not signal the held child's main thread, in its own domain (%q): the attempt on the others proves nothing", got["escape signal-main"])
+	}
+	if got["escape signal-threads"] != "1" {
+		t.Errorf("a tool signalled a thread of the held child outside its domain (%q)", got["escape signal-threads"])
 	}
 	if got["escape abstract-own"] != "0" {
 		t.Errorf("a tool could not use an abstract socket of its own (%q)", got["escape abstract-own"])
@@ -107,6 +123,8 @@ func tryUnixIfAsked() {
 		err = dialUnix(addr)
 	case "own":
 		err = ownUnix(addr)
+	case "signal":
+		err = signalPID1(addr == "main")
 	default:
 		err = fmt.Errorf("unknown attempt %q", how)
 	}
@@ -143,4 +161,32 @@ func ownUnix(addr string) error {
 		return err
 	}
 	return <-done
+}
+
+// signalPID1 sends signal 0 to PID 1's main thread, or to every other
+// thread of it; it fails unless every signal got through (and there was
+// another thread).
+func signalPID1(main bool) error {
+	if main {
+		return unix.Tgkill(1, 1, 0)
+	}
+	tasks, err := os.ReadDir("/proc/1/task")
+	if err != nil {
+		return err
+	}
+	n := 0
+	for _, task := range tasks {
+		tid, err := strconv.Atoi(task.Name())
+		if err != nil || tid == 1 {
+			continue
+		}
+		if err := unix.Tgkill(1, tid, 0); err != nil {
+			return fmt.Errorf("tgkill(1, %d): %w", tid, err)
+		}
+		n++
+	}
+	if n == 0 {
+		return fmt.Errorf("PID 1 has no thread but its main one")
+	}
+	return nil
 }

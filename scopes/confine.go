@@ -195,8 +195,9 @@ func runtimeMasks() []string {
 // missing, 0700 as tmux makes it, so a server started later is covered
 // too; one that is not a directory of this user is no server of the
 // user's (tmux refuses it) and is left alone. screen's $SCREENDIR is
-// made if missing the same way; its default, screenRoot/S-USER, is
-// root's to make, so screenRoot is covered whole when it exists: a
+// made if missing the same way; its default, S-USER in one of
+// screenRoots, is root's to make, so the root is covered whole when it
+// exists: a
 // server the user starts after the launch makes its directory where the
 // engine cannot see it, and a tool's own screen makes one in the
 // engine's tmpfs.
@@ -223,15 +224,19 @@ func muxDirs() []string {
 			out = append(out, d)
 		}
 	}
-	if fi, err := os.Lstat(screenRoot); err == nil && fi.IsDir() {
-		out = append(out, screenRoot)
+	for _, d := range screenRoots {
+		if fi, err := os.Stat(d); err == nil && fi.IsDir() && !slices.Contains(out, d) {
+			out = append(out, d)
+		}
 	}
 	return out
 }
 
-// screenRoot is where screen keeps each user's socket directory when
-// $SCREENDIR is not set (a variable for tests only).
-var screenRoot = "/run/screen"
+// screenRoots are where screen keeps each user's socket directory when
+// $SCREENDIR is not set: /run/screen as Debian and Fedora build it,
+// /tmp/uscreens and /tmp/screens where a build names no socket
+// directory (Nix among them). A variable for tests only.
+var screenRoots = []string{"/run/screen", "/tmp/uscreens", "/tmp/screens"}
 
 // ownDir says whether p is a directory (not a link to one) of this user.
 func ownDir(p string) bool {
@@ -414,9 +419,7 @@ func confine(plan confinePlan) confineReport {
 	}
 	// Last: a domain forbids nothing set up above, but it is what the
 	// report says the engine runs in.
-	if rep.Scoped, rep.Unscoped, err = scopeDomain(); err != nil {
-		return fail("%v", err)
-	}
+	rep.Scoped, rep.Unscoped = scopeDomain()
 	rep.Confined = true
 	return rep
 }
@@ -444,7 +447,24 @@ func (rep *confineReport) cover(paths []string, what string, how func(real strin
 // privateDir puts a fresh, writable tmpfs of the engine's own over p
 // (confinePlan.Private).
 func privateDir(p string) error {
-	return unix.Mount("mosaic-private", p, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=1m,nr_inodes=256,mode=0700")
+	fi, err := os.Stat(p)
+	if err != nil {
+		return err
+	}
+	return unix.Mount("mosaic-private", p, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC,
+		fmt.Sprintf("size=1m,nr_inodes=256,mode=%04o", dirMode(fi)))
+}
+
+// dirMode is a directory's permission bits with its sticky bit: a
+// private copy keeps the mode its servers check (tmux and screen want
+// their own directory 0700, screen a root of 0777, which only the user's
+// uid can use inside the engine's user namespace).
+func dirMode(fi os.FileInfo) uint32 {
+	m := uint32(fi.Mode().Perm())
+	if fi.Mode()&os.ModeSticky != 0 {
+		m |= unix.S_ISVTX
+	}
+	return m
 }
 
 // mask makes p unreachable: an empty, read-only tmpfs over a directory,

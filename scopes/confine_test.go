@@ -91,8 +91,8 @@ func TestPlanConfinement(t *testing.T) {
 	screen := filepath.Join(t.TempDir(), "screen") // made by the plan
 	t.Setenv("SCREENDIR", screen)
 	root := t.TempDir()
-	defer func(was string) { screenRoot = was }(screenRoot)
-	screenRoot = root
+	defer func(was []string) { screenRoots = was }(screenRoots)
+	screenRoots = []string{root}
 	// gpg's socket directory and the ssh-agent socket in the runtime
 	// directory are bound back into the engine's; one elsewhere is not
 	// the plan's to keep.

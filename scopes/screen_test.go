@@ -14,19 +14,26 @@ import (
 const screenLater = `echo "engine $$"; read go
 if test -S %[1]s/S-user/1.pts-0.host; then echo "escape screen-later 0"; else echo "escape screen-later 1"; fi
 if mkdir %[1]s/S-own && test -d %[1]s/S-own; then echo "escape screen-own 0"; else echo "escape screen-own 1"; fi
+echo "screen-mode $(stat -c %%a %[1]s)"
 echo "ready 1"; exec cat`
 
 // TestScreenServerStartedLaterUnreachable: a screen server the user starts
 // after the engine's launch makes its socket directory where the engine's
 // tools cannot see it (screen's root is covered whole by a private
 // tmpfs), while a tool's own screen can still make its directory there,
-// which the user's root never shows.
+// in a root of the mode screen demands, which the user's root never
+// shows.
 func TestScreenServerStartedLaterUnreachable(t *testing.T) {
 	m := testManager(t)
 	root := t.TempDir()
-	was := screenRoot
-	screenRoot = root
-	t.Cleanup(func() { screenRoot = was })
+	// screen's root is 0777 with the sticky bit (Debian's tmpfiles), and
+	// screen refuses any other mode of it unless setuid.
+	if err := os.Chmod(root, 0o777|os.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	was := screenRoots
+	screenRoots = []string{root}
+	t.Cleanup(func() { screenRoots = was })
 	t.Setenv("SCREENDIR", "")
 	e := launchEngine(t, m, fmt.Sprintf(screenLater, shellQuote(root)))
 	e.expect(t, "engine")
@@ -42,7 +49,10 @@ func TestScreenServerStartedLaterUnreachable(t *testing.T) {
 	if _, err := e.Stdin.Write([]byte("go\n")); err != nil {
 		t.Fatal(err)
 	}
-	got := e.expect(t, "escape screen-later", "escape screen-own", "ready")
+	got := e.expect(t, "escape screen-later", "escape screen-own", "screen-mode", "ready")
+	if got["screen-mode"] != "1777" {
+		t.Errorf("screen's root inside has mode %s, not the 1777 of the user's (screen refuses it)", got["screen-mode"])
+	}
 	if got["escape screen-later"] != "1" {
 		t.Errorf("a tool reached a screen server started after the launch (%q)", got["escape screen-later"])
 	}
