@@ -61,6 +61,12 @@ type Config struct {
 	// adapter and the pump (engine.Options.MaxQueued; 0: the engine
 	// default); past it events are lost and the binding turns uncertain.
 	EngineMaxQueued int64
+	// EngineStdinTimeout bounds the write of one record to the engine's
+	// stdin (engine.Options.StdinTimeout; 0: engine.DefaultStdinTimeout,
+	// 30 s). An engine that leaves a record unread for longer stopped
+	// reading: nothing more is written to it and the binding turns
+	// uncertain (stdinbroken.go).
+	EngineStdinTimeout time.Duration
 	// EngineStderr receives the engine's stderr lines, rate-limited and
 	// prefixed with the execution (nil: the controller's own stderr, the
 	// journal under systemd).

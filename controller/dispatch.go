@@ -150,7 +150,15 @@ func (c *Controller) dispatchNext(ctx context.Context) bool {
 		// The engine connection refused before writing (or was closed
 		// already): nothing reached the engine, so the item is still the
 		// head, for the next engine once someone resumes.
-		if protocol.CodeOf(err) == protocol.CodeEngineGone {
+		switch {
+		case errors.Is(err, engine.ErrStdinBroken):
+			// The engine stopped reading its stdin, or a force stop
+			// closed it mid-write: no byte of the item reached it (a
+			// record cut short is delivery-unknown above).
+			c.mu.Lock()
+			c.pauseQueueLocked(fmt.Sprintf("item %s was not written to the engine of execution %s (%v); it stays queued, and a force stop keeps it as a draft", next.ID, x.id, err))
+			c.mu.Unlock()
+		case protocol.CodeOf(err) == protocol.CodeEngineGone:
 			c.mu.Lock()
 			c.pauseQueueLocked(fmt.Sprintf("the engine was gone before item %s was written; it stays queued: resume once an engine runs", next.ID))
 			c.mu.Unlock()

@@ -45,7 +45,7 @@ func (c *Controller) engineOf(cv *conversations.Conversation) (engine.Engine, er
 // driverOptions are the Options of execution execID, whatever the kind.
 func (c *Controller) driverOptions(execID string) engine.Options {
 	return engine.Options{Execution: execID,
-		CommandTimeout: c.cfg.CommandTimeout, AbortTimeout: c.cfg.AbortTimeout,
+		CommandTimeout: c.cfg.CommandTimeout, AbortTimeout: c.cfg.AbortTimeout, StdinTimeout: c.cfg.EngineStdinTimeout,
 		MaxLine: c.cfg.EngineMaxLine, LineLimit: c.cfg.EngineLineLimit, MaxQueued: c.cfg.EngineMaxQueued}
 }
 

@@ -43,6 +43,9 @@ func (c *Controller) pump(x *execution) {
 		if ev.Kind == protocol.EventUnavailable && ev.Native == "" && (ev.Reason == protocol.ReasonLineTooLong || ev.Reason == protocol.ReasonUndecodable || ev.Reason == protocol.ReasonOutputLost) {
 			c.engineLost(x, ev)
 		}
+		if ev.Kind == protocol.EventUnavailable && ev.Native == "" && ev.Reason == protocol.ReasonStdinBroken {
+			c.stdinBroken(x, ev)
+		}
 	}
 }
 

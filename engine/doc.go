@@ -12,6 +12,16 @@
 //     re-attach), ErrClosed, ErrTimeout, NativeError (an engine's own
 //     refusal, kept verbatim). busy.go matches Pi's busy wording as
 //     ErrNativeBusy: Pi's, but NativeError.Is must live with its type.
+//   - stdin.go: Stdin, the one writer of an engine's stdin: whole
+//     records, each within Options.StdinTimeout; a write that misses it
+//     or is cut short breaks it for good (nothing is written after a
+//     partial record), and the adapter says so with an unavailable
+//     stdin-broken event. Alternatives weighed: no deadline, Close alone
+//     ending a stuck write (the state before: the prompt's client and
+//     every command behind it waited until a force stop); a deadline
+//     that leaves the stdin usable (a later record glued onto the
+//     partial line is read as one garbled line, or as a record nobody
+//     sent).
 //   - framing.go, reduce.go: the LF-only line reader and the streaming
 //     reduction of oversize lines; output.go: the event pump (Output,
 //     ReadLines, CloseWaiters).

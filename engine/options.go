@@ -52,6 +52,11 @@ type Options struct {
 	CommandTimeout time.Duration
 	// AbortTimeout bounds abort.
 	AbortTimeout time.Duration
+	// StdinTimeout bounds the write of one record to the engine's stdin
+	// (DefaultStdinTimeout if zero). A write past it breaks the stdin
+	// for good (Stdin): every later command is refused engine-gone and an
+	// unavailable event with reason stdin-broken says so.
+	StdinTimeout time.Duration
 	// Resume joins the output of an engine that runs already (a controller
 	// re-attached after a restart, resume.go): nothing before the first LF
 	// is parsed, events are numbered from SeqBase+1, and command ids carry

@@ -67,6 +67,12 @@ type Driver interface {
 	// Changed is closed (and replaced) whenever a decision is added or
 	// resolved.
 	Changed() <-chan struct{}
+	// StdinBroken returns the write that broke the engine's stdin (it
+	// missed Options.StdinTimeout or was cut short; a *StdinError), nil
+	// while it is whole. Once broken, nothing more is written and every
+	// command is refused engine-gone; the adapter queued an unavailable
+	// event with reason stdin-broken when it broke.
+	StdinBroken() error
 	// Close closes the engine's stdin (both engines exit at EOF once the
 	// turn ends; Claude stays for background tasks: force stop is the
 	// scope's job).

@@ -81,6 +81,11 @@ const (
 	// and events past the adapter's byte bound were dropped; the stream has
 	// a hole and the binding is uncertain.
 	ReasonOutputLost = "output-lost"
+	// ReasonStdinBroken: a write to the engine's stdin missed its
+	// deadline (the engine stopped reading) or failed part way; nothing
+	// more is written to the engine, every later command is refused and
+	// the binding is uncertain.
+	ReasonStdinBroken = "stdin-broken"
 )
 
 // Event is one record of an execution's ordered live stream.

@@ -96,6 +96,11 @@
 //     messages gains model_change (when a model is set) and
 //     thinking_level_change at every start.
 //   - stdin EOF: exit 0 at once, even mid-run.
+//   - FAKEPI_STDIN_STALL=<text>: a prompt whose message is exactly text is
+//     handled as any other (response, run), then the fake never reads its
+//     stdin again, as an engine whose event loop hangs: the controller's
+//     next writes fill the stdin socket's buffer and block. The process
+//     lives on (at most 10 minutes).
 //
 // # Script (FAKEPI_SCRIPT)
 //

@@ -20,6 +20,10 @@ const (
 	EnvStdinLog   = "FAKEPI_STDIN_LOG"
 	EnvSessionLog = "FAKEPI_SESSION_LOG"
 	EnvRetryDelay = "FAKEPI_RETRY_DELAY_MS"
+	// EnvStdinStall: a prompt whose message is exactly this text is
+	// handled as any other, then the fake never reads its stdin again
+	// (stall).
+	EnvStdinStall = "FAKEPI_STDIN_STALL"
 	EnvAgentDir   = "PI_CODING_AGENT_DIR"
 )
 
@@ -126,7 +130,28 @@ func Main(argv []string, getenv func(string) string, stdin io.Reader, stdout, st
 			fmt.Fprintln(stderr, err)
 			return 1
 		}
+		if stall := getenv(EnvStdinStall); stall != "" && promptText(line) == stall {
+			return stallStdin()
+		}
 	}
+}
+
+// promptText is the message of a prompt line, "" for anything else.
+func promptText(line []byte) string {
+	var p struct{ Type, Message string }
+	if json.Unmarshal(line, &p) != nil || p.Type != "prompt" {
+		return ""
+	}
+	return p.Message
+}
+
+// stallStdin is an engine whose stdin reader hangs (a blocked event loop,
+// a hostile engine) while the process lives on and its run goes on: the
+// controller's writes fill the socket's buffer and then block. It ends
+// after maxEndless, so a forgotten fake ends.
+func stallStdin() int {
+	time.Sleep(maxEndless)
+	return 0
 }
 
 // startupAppend is the pinned Pi's startup append (sdk.js): a session with

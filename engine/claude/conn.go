@@ -24,8 +24,7 @@ type Block = protocol.Block
 type Conn struct {
 	opts    engine.Options
 	session string
-	w       io.WriteCloser
-	wmu     sync.Mutex
+	in      *engine.Stdin
 	mu      sync.Mutex
 	ids     uint64
 	wait    map[string]chan *frame
@@ -72,7 +71,7 @@ func New(r io.Reader, w io.WriteCloser, session string, opts engine.Options) (*C
 		opts.LineLimit = engine.DefaultLineLimit
 	}
 	c := &Conn{
-		opts: opts, session: session, w: w,
+		opts: opts, session: session,
 		wait:     make(map[string]chan *frame),
 		tr:       newTracker(),
 		mp:       newMapper(opts.Execution),
@@ -84,6 +83,7 @@ func New(r io.Reader, w io.WriteCloser, session string, opts engine.Options) (*C
 		closing:  make(chan struct{}),
 		Output:   engine.NewOutput(opts.SeqBase, opts.MaxQueued),
 	}
+	c.in = engine.NewStdin(w, opts.StdinTimeout, c.stdinBroken)
 	c.mp.seq = opts.SeqBase
 	lr := engine.NewLineReader(r, opts.MaxLine)
 	lr.Reduce(opts.LineLimit)
@@ -109,16 +109,28 @@ func (c *Conn) skippedTo(n int64) {
 
 // Close closes the CLI's stdin. The CLI finishes a running turn first and
 // stays alive while a background task runs (DIGEST §9). It never waits
-// for a write in progress (wmu): a CLI that stopped reading its stdin
-// holds that write for ever, and closing the writer is what ends it (the
-// controller's end of the stdin socket pair is non-blocking, so the
-// poller wakes the blocked write with an error).
+// for a write in progress: a CLI that stopped reading its stdin holds
+// that write until its deadline, and closing the writer is what ends it
+// at once (the controller's end of the stdin socket pair is
+// non-blocking, so the poller wakes the blocked write with an error).
 func (c *Conn) Close() error {
 	c.closeOnce.Do(func() { close(c.closing) })
-	if err := c.w.Close(); err != nil {
+	if err := c.in.Close(); err != nil {
 		return fmt.Errorf("close claude stdin: %w", err)
 	}
 	return nil
+}
+
+// StdinBroken returns the write that broke the CLI's stdin (timed out or
+// cut short), nil while it is whole: nothing more is written to it.
+func (c *Conn) StdinBroken() error { return c.in.Broken() }
+
+// stdinBroken tells the controller, in wire order, that nothing more
+// reaches the CLI: an unavailable event with reason stdin-broken.
+func (c *Conn) stdinBroken(error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.push(c.mp.unavailable(protocol.ReasonStdinBroken, ""))
 }
 
 // Changed is closed (and replaced) whenever a decision is added or
@@ -200,18 +212,15 @@ func (c *Conn) finish(err error) {
 	c.mu.Unlock()
 }
 
-// send writes one frame as one JSONL record.
+// send writes one frame as one JSONL record, whole or not at all once
+// the stdin broke (engine.Stdin: its errors are refusals wrapping
+// ErrStdinBroken).
 func (c *Conn) send(v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("encode claude frame: %w", err)
 	}
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	if _, err := c.w.Write(append(b, '\n')); err != nil {
-		return fmt.Errorf("write claude stdin: %w", err)
-	}
-	return nil
+	return c.in.Write(append(b, '\n'))
 }
 
 // control sends a control request and waits for its response.

@@ -367,7 +367,10 @@ func (c *Conn) Decide(ctx context.Context, id, choice string) error {
 	}
 	err := c.send(map[string]any{"type": "control_response", "response": map[string]any{
 		"subtype": "success", "request_id": d.requestID, "response": body}})
-	if err != nil {
+	switch {
+	case err != nil && engine.Unwritten(err):
+		return err // engine-gone: not a byte of the answer was written
+	case err != nil:
 		return protocol.Wrap(protocol.CodeDeliveryUnknown, err, "the answer to %q may or may not have reached the engine", id)
 	}
 	return nil

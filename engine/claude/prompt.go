@@ -28,7 +28,9 @@ func NewSession() string { return newUUID() }
 // queue or fold a second prompt into the running turn (DIGEST §7), and
 // the controller's queue must stay the only queue. The receipt is
 // acknowledged when the CLI reports the uuid queued (command_lifecycle);
-// without that in CommandTimeout it is delivery-unknown.
+// without that in CommandTimeout it is delivery-unknown. A prompt of
+// which no byte reached the CLI (its stdin broke, engine.Stdin) is
+// refused engine-gone with an empty Dispatch: it was not sent.
 func (c *Conn) Prompt(ctx context.Context, text string) (engine.Dispatch, error) {
 	if !utf8.ValidString(text) {
 		return engine.Dispatch{}, protocol.Refuse(protocol.CodeMalformed, "prompt text is not valid UTF-8")
@@ -65,6 +67,13 @@ func (c *Conn) Prompt(ctx context.Context, text string) (engine.Dispatch, error)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if err != nil && engine.Unwritten(err) {
+		// Not a byte reached the CLI (its stdin is broken): the prompt
+		// was never sent, so it does not hold the slot.
+		delete(c.sent, id)
+		c.tr.release()
+		return engine.Dispatch{}, err
+	}
 	d := c.dispatch(id)
 	if err != nil {
 		if s := c.tr.slot; s != nil && s.RequestID == id && s.Receipt == engine.ReceiptPending {

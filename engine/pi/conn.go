@@ -22,8 +22,7 @@ import (
 // in Close: Pi exits at stdin EOF, even mid-run.
 type Conn struct {
 	opts engine.Options
-	w    io.WriteCloser
-	wmu  sync.Mutex
+	in   *engine.Stdin
 	ids  uint64
 	mu   sync.Mutex
 	wait map[string]chan *native
@@ -64,7 +63,7 @@ func New(r io.Reader, w io.WriteCloser, opts engine.Options) (*Conn, error) {
 		opts.AbortTimeout = engine.DefaultAbortTimeout
 	}
 	c := &Conn{
-		opts: opts, w: w,
+		opts:    opts,
 		wait:    make(map[string]chan *native),
 		late:    engine.NewRecent[struct{}](maxLate),
 		dialogs: make(map[string]dialog),
@@ -74,6 +73,7 @@ func New(r io.Reader, w io.WriteCloser, opts engine.Options) (*Conn, error) {
 		Output:  engine.NewOutput(opts.SeqBase, opts.MaxQueued),
 		synced:  make(chan struct{}),
 	}
+	c.in = engine.NewStdin(w, opts.StdinTimeout, c.stdinBroken)
 	c.mp.seq = opts.SeqBase
 	if opts.LineLimit == 0 {
 		opts.LineLimit = engine.DefaultLineLimit
@@ -103,15 +103,27 @@ func (c *Conn) State() TurnState {
 
 // Close closes the engine's stdin, which makes Pi exit (even mid-run).
 // Only the controller's deliberate shutdown calls it. It never waits for
-// a write in progress (wmu): an engine that stopped reading its stdin
-// holds that write for ever, and closing the writer is what ends it (the
-// controller's end of the stdin socket pair is non-blocking, so the
-// poller wakes the blocked write with an error).
+// a write in progress: an engine that stopped reading its stdin holds
+// that write until its deadline, and closing the writer is what ends it
+// at once (the controller's end of the stdin socket pair is
+// non-blocking, so the poller wakes the blocked write with an error).
 func (c *Conn) Close() error {
-	if err := c.w.Close(); err != nil {
+	if err := c.in.Close(); err != nil {
 		return fmt.Errorf("close engine stdin: %w", err)
 	}
 	return nil
+}
+
+// StdinBroken returns the write that broke the engine's stdin (timed out
+// or cut short), nil while it is whole: nothing more is written to Pi.
+func (c *Conn) StdinBroken() error { return c.in.Broken() }
+
+// stdinBroken tells the controller, in wire order, that nothing more
+// reaches Pi: an unavailable event with reason stdin-broken.
+func (c *Conn) stdinBroken(error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.push(c.mp.unavailable(protocol.ReasonStdinBroken, ""))
 }
 
 // lose emits an unavailable event for a line the adapter could not read
@@ -211,18 +223,14 @@ func (c *Conn) abandonLocked(id string) {
 	}
 }
 
-// send writes one record.
+// send writes one record, whole or not at all once the stdin broke
+// (engine.Stdin: its errors are refusals wrapping ErrStdinBroken).
 func (c *Conn) send(v any) error {
 	rec, err := encodeRecord(v)
 	if err != nil {
 		return err
 	}
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	if _, err := c.w.Write(rec); err != nil {
-		return fmt.Errorf("write engine stdin: %w", err)
-	}
-	return nil
+	return c.in.Write(rec)
 }
 
 // await waits for the response to id.
@@ -271,6 +279,8 @@ func (c *Conn) call(ctx context.Context, cmd string, timeout time.Duration, mk f
 // streamingBehavior. It refuses before writing when the text breaks the
 // slash policy (text-policy), is not UTF-8 (malformed), or the slot is
 // taken or the engine visibly running (busy), or admission is fenced. A
+// prompt of which no byte reached Pi (its stdin broke, engine.Stdin) is
+// refused engine-gone with an empty Dispatch: it was not sent. A
 // refusal by Pi returns the Dispatch with receipt failed, Pi's text as
 // evidence, and a *protocol.Refusal coded engine-refused wrapping a
 // *NativeError. A timeout leaves the slot held with receipt
@@ -303,6 +313,13 @@ func (c *Conn) Prompt(ctx context.Context, text string) (engine.Dispatch, error)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if sendErr != nil && engine.Unwritten(sendErr) {
+		// Not a byte reached Pi (its stdin is broken): the prompt was
+		// never sent, so it does not hold the slot.
+		c.abandonLocked(id)
+		c.tr.release()
+		return engine.Dispatch{}, sendErr
+	}
 	if sendErr != nil {
 		c.abandonLocked(id)
 		c.tr.lost(id)
