@@ -113,7 +113,8 @@ func TestPlanConfinement(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, d := range []string{filepath.Join(home, "config", "systemd"), filepath.Join(home, "config", "environment.d"), filepath.Join(home, "data", "systemd")} {
+	for _, d := range []string{filepath.Join(home, "config", "systemd"), filepath.Join(home, "config", "environment.d"),
+		filepath.Join(home, "config", "autostart"), filepath.Join(home, "data", "systemd"), filepath.Join(home, "data", "dbus-1")} {
 		if fi, err := os.Stat(d); err != nil || !fi.IsDir() || !slices.Contains(p.Masks, d) {
 			t.Errorf("the user manager's %s is not made and masked (%v): masks %v", d, err, p.Masks)
 		}

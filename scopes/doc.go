@@ -73,10 +73,11 @@
 //     ($XDG_RUNTIME_DIR/mosaic, the conversation sockets, created if
 //     missing so a later controller is masked too) and the system bus
 //     socket (privileged daemons act there on a user's request: polkit's
-//     allow_active powers off, mounts, installs packages), the user
-//     manager's configuration in the home (managerDirs: units, drop-ins
-//     and environment.d run outside every cohort at the next reload or
-//     login) and the FUSE
+//     allow_active powers off, mounts, installs packages), what the
+//     session runs later from the home (managerDirs: units, drop-ins,
+//     environment.d, session bus services and autostart entries run
+//     outside every cohort at the next reload, login or activation) and
+//     the FUSE
 //     device /dev/fuse, at every mount that shows it (a reader holding it
 //     that the server never answers outlives SIGKILL: killUnfrozen;
 //     fuseNodes), with an empty read-only tmpfs over a
