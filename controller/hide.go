@@ -6,6 +6,7 @@ import (
 
 	"github.com/mosaic-agents/mosaic/conversations"
 	"github.com/mosaic-agents/mosaic/engine/pi"
+	"github.com/mosaic-agents/mosaic/units"
 )
 
 // hidden are the directories of mosaic's own state that a confined engine
@@ -18,8 +19,9 @@ import (
 // conversation's engine directories: Pi's agent directories and Claude's
 // configuration directories (another conversation's transcript, its
 // credentials file, a settings.json or hook planted there for the next
-// launch). The engine's own directory among them comes back through
-// kept.
+// launch), and install's copy of mosaicctl (units.BinDir: what the next
+// controller of every conversation runs). The engine's own directory
+// among them comes back through kept.
 func (c *Controller) hidden() []string {
 	state := filepath.Dir(c.cfg.Claims.Root())
 	out := []string{c.cfg.Claims.Root(), filepath.Join(state, "executions"), filepath.Join(state, "queue"),
@@ -28,6 +30,9 @@ func (c *Controller) hidden() []string {
 		out = append(out, d)
 	}
 	if d, err := conversations.DefaultDir(); err == nil {
+		out = append(out, d)
+	}
+	if d, err := units.BinDir(); err == nil {
 		out = append(out, d)
 	}
 	return out

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/mosaic-agents/mosaic/internal/owner"
 )
 
 // TestAnchorIgnoresStopSignals: the anchor outlives the signals a stop
@@ -98,7 +100,7 @@ func TestAnchorSleepNeverFromPath(t *testing.T) {
 	}
 	t.Setenv("PATH", dir)
 	got, err := anchorSleep()
-	if got == own || err == nil && !beyondUser(got) {
+	if got == own || err == nil && !owner.BeyondUser(got) {
 		t.Fatalf("anchorSleep with PATH=%s holding a sleep: %q, %v; want one of %v, beyond the user", dir, got, err, anchorSleeps)
 	}
 	for _, tc := range []struct {
@@ -109,8 +111,8 @@ func TestAnchorSleepNeverFromPath(t *testing.T) {
 		{"/bin/sh", true},
 		{dir, false}, // a directory is no program
 	} {
-		if got := beyondUser(tc.path); got != tc.want {
-			t.Errorf("beyondUser(%s) = %v, want %v", tc.path, got, tc.want)
+		if got := owner.BeyondUser(tc.path); got != tc.want {
+			t.Errorf("owner.BeyondUser(%s) = %v, want %v", tc.path, got, tc.want)
 		}
 	}
 }

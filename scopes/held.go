@@ -8,13 +8,14 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/mosaic-agents/mosaic/internal/owner"
 )
 
 // roleEnv marks a re-exec of the current executable as a held child or an
@@ -300,45 +301,14 @@ var anchorSleeps = []string{"/usr/bin/sleep", "/bin/sleep", "/run/current-system
 // holds directories the user, and so a confined engine, can write
 // (~/.local/bin, ~/bin), where a sleep the engine put there would run
 // unconfined at the next launch. Only a file the user cannot replace
-// (beyondUser) is taken.
+// (owner.BeyondUser) is taken.
 func anchorSleep() (string, error) {
 	for _, p := range anchorSleeps {
-		if beyondUser(p) {
+		if owner.BeyondUser(p) {
 			return p, nil
 		}
 	}
 	return "", fmt.Errorf("start scope anchor: no sleep program the user cannot replace at %s (install coreutils): the anchor that holds the scope open becomes one", strings.Join(anchorSleeps, ", "))
-}
-
-// beyondUser says whether p resolves to an executable regular file this
-// user (and so an engine of theirs) cannot replace: neither the file nor
-// any directory above it is the user's own or writable by group or
-// others (a sticky directory aside). Root's files qualify, and so do
-// files whose owner a user namespace does not map (they show as the
-// overflow uid). A root user's own files count as root's.
-func beyondUser(p string) bool {
-	real, err := filepath.EvalSymlinks(p)
-	if err != nil || !filepath.IsAbs(real) {
-		return false
-	}
-	uid := os.Getuid()
-	for q := real; ; q = filepath.Dir(q) {
-		fi, err := os.Lstat(q)
-		if err != nil {
-			return false
-		}
-		st, ok := fi.Sys().(*syscall.Stat_t)
-		switch {
-		case !ok, uid != 0 && int(st.Uid) == uid:
-			return false
-		case fi.Mode().Perm()&0o022 != 0 && fi.Mode()&os.ModeSticky == 0:
-			return false
-		case q == real && (!fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0):
-			return false
-		case q == "/":
-			return true
-		}
-	}
 }
 
 // startAnchor starts an anchor process in its own session, with no stdio,

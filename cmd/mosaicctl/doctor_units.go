@@ -105,9 +105,9 @@ func checkUnits(ctx context.Context) (string, error) {
 		return "", failf("install mosaicctl there, or run `mosaicctl install` with the one you use",
 			"the units run %s, which is missing: %v", bin, err)
 	}
-	if bin != self {
+	if !units.SameBinary(bin, self) {
 		return "", warnf("run `"+self+" install` if the units should run this mosaicctl",
-			"%s are current for %s, but this is %s", strings.Join(paths, " and "), bin, self)
+			"%s are current for %s, but this is %s (another build)", strings.Join(paths, " and "), bin, self)
 	}
 	if stale := staleLoaded(ctx); len(stale) > 0 {
 		return "", warnf("`systemctl --user daemon-reload` (running conversations keep running)",

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mosaic-agents/mosaic/internal/owner"
 	"github.com/mosaic-agents/mosaic/protocol"
 	"github.com/mosaic-agents/mosaic/units"
 	"github.com/urfave/cli/v2"
@@ -30,16 +31,9 @@ func installCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			bin, err := selfPath()
+			bin, err := runBinary(c)
 			if err != nil {
 				return err
-			}
-			warning, err := units.CheckBinary(bin)
-			if err != nil {
-				return fmt.Errorf("install: %w", err)
-			}
-			if warning != "" {
-				fmt.Fprintf(os.Stderr, "mosaicctl: warning: %s\n", warning)
 			}
 			files, err := units.Render(bin)
 			if err != nil {
@@ -137,6 +131,40 @@ func selfPath() (string, error) {
 		return "", fmt.Errorf("resolve the mosaicctl binary: %w", err)
 	}
 	return p, nil
+}
+
+// runBinary is the binary the units will run: this one when the user
+// cannot replace it, else install's copy of it (units.Place), which no
+// engine can reach. A global install serves every user, whose engines
+// could all replace a binary of this user's: it needs one nobody but
+// root can.
+func runBinary(c *cli.Context) (string, error) {
+	bin, err := selfPath()
+	if err != nil {
+		return "", err
+	}
+	if c.Bool("global") {
+		if !owner.BeyondUser(bin) {
+			return "", usageError("install --global: %s can be replaced by its owner, and every user's controllers would run it: install mosaicctl where only root can write (`sudo make install PREFIX=/usr/local`, or the package) and run that one", bin)
+		}
+	} else {
+		p, err := units.Place(bin)
+		if err != nil {
+			return "", fmt.Errorf("install: %w", err)
+		}
+		if p.Changed {
+			fmt.Fprintf(os.Stderr, "mosaicctl: the units run a copy of %s at %s, where no engine can replace it; run `mosaicctl install` again after rebuilding or upgrading\n", bin, p.Run)
+		}
+		bin = p.Run
+	}
+	warning, err := units.CheckBinary(bin)
+	if err != nil {
+		return "", fmt.Errorf("install: %w", err)
+	}
+	if warning != "" {
+		fmt.Fprintf(os.Stderr, "mosaicctl: warning: %s\n", warning)
+	}
+	return bin, nil
 }
 
 func printChanges(changes []units.Change) bool {
