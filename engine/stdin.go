@@ -12,14 +12,21 @@ import (
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
-// DefaultStdinTimeout bounds one record's write to the engine's stdin
-// (Options.StdinTimeout). Both engines read their stdin on an event loop
-// that runs between everything else they do, mid-turn included, so a
-// record that a healthy engine leaves unread for this long means an
-// engine that stopped reading: it is three command timeouts, because a
-// write past it is never retried and ends the binding (uncertain, force
-// stop), while a command past its own timeout costs only that command.
+// DefaultStdinTimeout bounds how long a record's write to the engine's
+// stdin may go without progress (Options.StdinTimeout). Both engines read
+// their stdin on an event loop that runs between everything else they
+// do, mid-turn included, so a stdin that a healthy engine leaves unread
+// for this long means an engine that stopped reading: it is three command
+// timeouts, because a write past it is never retried and ends the binding
+// (uncertain, force stop), while a command past its own timeout costs
+// only that command. It bounds progress, not the whole record: a large
+// prompt that an engine busy for a while reads slowly is not cut short.
 const DefaultStdinTimeout = 30 * time.Second
+
+// stdinChunk is how much of a record one write offers the engine, the
+// deadline renewed before each: a few times less than the socket's
+// buffer, so an engine that reads at all renews it.
+const stdinChunk = 64 << 10
 
 // ErrStdinBroken is in the chain of every error of a write to an engine
 // stdin that failed, and of every write refused after one: nothing more
@@ -63,7 +70,8 @@ func (e *StdinError) Unwrap() []error { return []error{ErrStdinBroken, e.Err} }
 const wayOut = "nothing more is written to this engine: force stop, then recover"
 
 // Stdin is the one writer of an engine's stdin: whole records, one at a
-// time, each within a deadline. A write that misses its deadline or fails
+// time, each making progress within a deadline. A write that misses its
+// deadline or fails
 // breaks it for good: a record cut short left a partial line in the
 // engine's input, and any later record would be read glued onto it (one
 // garbled line, or worse, a line that decodes as something nobody sent),
@@ -84,8 +92,8 @@ type Stdin struct {
 	closed  atomic.Bool
 }
 
-// NewStdin writes to w, each record within timeout (DefaultStdinTimeout
-// if zero). onBreak is called once, without any lock of Stdin held, when
+// NewStdin writes to w, each record making progress within timeout
+// (DefaultStdinTimeout if zero). onBreak is called once, without any lock of Stdin held, when
 // a write breaks it, unless Close came first (a write Close cut short is
 // the controller's own doing, not the engine's).
 func NewStdin(w io.WriteCloser, timeout time.Duration, onBreak func(error)) *Stdin {
@@ -110,17 +118,28 @@ func (s *Stdin) Write(rec []byte) error {
 		s.mu.Unlock()
 		return refusal(protocol.CodeEngineGone, &refused{b})
 	}
+	d, _ := s.w.(writeDeadliner)
 	var timeout time.Duration
-	if d, ok := s.w.(writeDeadliner); ok && d.SetWriteDeadline(time.Now().Add(s.timeout)) == nil {
+	if d != nil && d.SetWriteDeadline(time.Time{}) == nil {
 		timeout = s.timeout
 	}
-	n, err := s.w.Write(rec)
-	if err == nil && n < len(rec) {
-		err = io.ErrShortWrite
+	n, err := 0, error(nil)
+	for n < len(rec) && err == nil {
+		if timeout > 0 {
+			err = d.SetWriteDeadline(time.Now().Add(timeout))
+		}
+		var m int
+		if err == nil {
+			m, err = s.w.Write(rec[n:min(n+stdinChunk, len(rec))])
+		}
+		if err == nil && m == 0 {
+			err = io.ErrShortWrite
+		}
+		n += m
 	}
 	if err == nil {
 		if timeout > 0 {
-			_ = s.w.(writeDeadliner).SetWriteDeadline(time.Time{})
+			_ = d.SetWriteDeadline(time.Time{})
 		}
 		s.mu.Unlock()
 		return nil

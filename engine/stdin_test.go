@@ -268,3 +268,43 @@ func waitReason(t *testing.T, events <-chan protocol.Event, reason string) {
 		}
 	}
 }
+
+// TestSlowReaderKeepsItsRecord: the deadline bounds a write's progress,
+// not the whole record: an engine that reads its stdin slowly but
+// steadily (a busy event loop) takes a record whose write lasts many
+// deadlines whole, and the stdin stays unbroken.
+func TestSlowReaderKeepsItsRecord(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close(); w.Close() })
+	const timeout = 500 * time.Millisecond
+	s := engine.NewStdin(w, timeout, func(err error) { t.Errorf("stdin broke: %v", err) })
+	rec := bytes.Repeat([]byte("x"), 4<<20)
+	rec[len(rec)-1] = '\n'
+	got := make(chan int, 1)
+	go func() {
+		// 16 KiB every 10 ms: the 4 MiB take about 2.6 s, five deadlines.
+		buf := make([]byte, 16<<10)
+		n := 0
+		for n < len(rec) {
+			m, err := r.Read(buf)
+			n += m
+			if err != nil {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		got <- n
+	}()
+	if err := s.Write(rec); err != nil {
+		t.Fatalf("a record read slowly but steadily: %v", err)
+	}
+	if n := <-got; n != len(rec) {
+		t.Fatalf("the reader got %d of %d bytes", n, len(rec))
+	}
+	if err := s.Broken(); err != nil {
+		t.Fatalf("Broken = %v after a whole record", err)
+	}
+}
