@@ -40,8 +40,8 @@ type confinePlan struct {
 	// Runtime are the user's runtime directories, each replaced by a
 	// fresh, writable tmpfs of the engine's own (privateRuntime).
 	Runtime []string `json:"runtime,omitempty"`
-	// Keep are paths under a mask or a runtime directory bound back into
-	// it: Spec.Keep's directories, and the user's key agents (keyAgents).
+	// Keep are Spec.Keep's directories, under a mask or a runtime
+	// directory, bound back into it.
 	Keep []string `json:"keep,omitempty"`
 	// CgroupMount is where cgroup2 is mounted afresh from inside the new
 	// cgroup namespace, so only the engine's subtree is reachable there.
@@ -128,7 +128,7 @@ func planConfinement(hide ...string) (confinePlan, error) {
 	const cgroupView = "/sys/fs/cgroup"
 	masks.add(otherCgroupMounts(string(mounts), cgroupView)...)
 	rts := runtimeDirs()
-	return confinePlan{Masks: masks, Runtime: rts, Keep: keyAgents(rts), Private: muxDirs(), CgroupMount: cgroupView}, nil
+	return confinePlan{Masks: masks, Runtime: rts, Private: muxDirs(), CgroupMount: cgroupView}, nil
 }
 
 // maskSet is a list of absolute, cleaned paths, each once, in the order

@@ -85,10 +85,10 @@
 //     writable tmpfs in place of the user's tmux and screen server
 //     directories (muxDirs: a server there starts processes outside the
 //     cohort on request; the engine's own tmux works there); puts one
-//     over each of the user's runtime directories too, binding back only
-//     the user's key agents (runtime.go: the editor servers, a terminal's
-//     remote control and the container daemons kept there run commands
-//     on request; gpg-agent and ssh-agent only sign); mounts a
+//     over each of the user's runtime directories too (runtime.go: the
+//     editor servers, a terminal's remote control and the container
+//     daemons kept there run commands on request; gpg-agent asks the
+//     user for a passphrase in a tool's words); mounts a
 //     fresh /proc (without it /proc/<outside pid>/root reaches every masked
 //     socket through a same-uid process outside, and outside pids could be
 //     ptraced); unshares a cgroup namespace, rooted at the engine cgroup it
@@ -150,7 +150,8 @@
 // D-Bus (notifications, secret service, …), the system bus (systemctl
 // status, loginctl, timedatectl, busctl), the X11 display and any other
 // abstract socket bound outside, whatever the user's sessions keep in
-// the runtime directory but the key agents, sudo and every other setuid or
+// the runtime directory (gpg-agent and ssh-agent there among them: no
+// signing with the user's keys), sudo and every other setuid or
 // file-capability elevation, ptrace or /proc of any process outside, mounts
 // made outside after the launch, and other conversations' mosaic sockets.
 // docs/security.md lists what confinement does not cover (network,

@@ -37,8 +37,7 @@ func keptDirs(hide, keep []string) ([]string, error) {
 
 // keptDir is a kept path opened (O_PATH) before any mask covers it:
 // after the mask its path names the empty tmpfs, so the fd is the only way
-// back to it. A kept path is a directory, except a key agent's socket
-// bound back into a private runtime directory (keyAgents).
+// back to it. Spec.Keep names directories; bindBack binds any file.
 type keptDir struct {
 	real  string // symlinks resolved, as the masks are
 	fd    int
@@ -133,8 +132,8 @@ func (ks keptSet) maskKeeping(dir string) error {
 }
 
 // privateKeeping puts a fresh, writable tmpfs of the engine's own over a
-// runtime directory (privateRuntime), with the kept paths under it (the
-// user's key agents) bound back at their own paths.
+// runtime directory (privateRuntime), with the kept paths under it bound
+// back at their own paths.
 func (ks keptSet) privateKeeping(dir string) error {
 	under, _ := ks.under(dir)
 	if err := privateRuntime(dir); err != nil {
