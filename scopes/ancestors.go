@@ -1,7 +1,10 @@
 package scopes
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -19,7 +22,8 @@ import (
 // paths it knows, and the user manager a forged unit. rename(2) of a
 // mount point of the caller's namespace fails (EBUSY), so every ancestor
 // that could move stays where it is. An ancestor the user cannot rename
-// (its parent not writable: /, /home, /run/user) is left alone. Runs
+// (its parent neither writable nor the user's: /, /home, /run/user) is
+// left alone. Runs
 // before anything is mounted over paths, so each bind is of the real
 // directory.
 func fixAncestors(paths ...[]string) error {
@@ -27,8 +31,11 @@ func fixAncestors(paths ...[]string) error {
 	for _, list := range paths {
 		for _, p := range list {
 			real, err := filepath.EvalSymlinks(p)
-			if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
 				continue // absent: its mask notes it, nothing to keep in place
+			}
+			if err != nil {
+				return fmt.Errorf("keep the parents of %s in place: %w", p, err)
 			}
 			for d := filepath.Dir(real); d != "/" && d != "."; d = filepath.Dir(d) {
 				if !slices.Contains(dirs, d) {
@@ -40,7 +47,7 @@ func fixAncestors(paths ...[]string) error {
 	// Parents first, so a child's bind is made inside its parent's.
 	slices.SortFunc(dirs, func(a, b string) int { return strings.Count(a, "/") - strings.Count(b, "/") })
 	for _, d := range dirs {
-		if unix.Access(filepath.Dir(d), unix.W_OK) != nil {
+		if !movable(d) {
 			continue
 		}
 		if err := unix.Mount(d, d, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
@@ -48,4 +55,16 @@ func fixAncestors(paths ...[]string) error {
 		}
 	}
 	return nil
+}
+
+// movable says whether the user could rename d: its parent is writable
+// to them, or theirs (a parent of mode 0555 that the user owns is one
+// chmod away from writable).
+func movable(d string) bool {
+	parent := filepath.Dir(d)
+	if unix.Access(parent, unix.W_OK) == nil {
+		return true
+	}
+	var st unix.Stat_t
+	return unix.Stat(parent, &st) == nil && int(st.Uid) == os.Getuid()
 }

@@ -26,6 +26,13 @@ import (
 // confinement although the probe said it could; the engine never ran.
 var ErrConfinement = errors.New("engine confinement could not be set up")
 
+// ErrCoverPath: a path the engine's confinement covers (a mask, a private
+// directory, a parent kept in place) could not be covered. Those are the
+// user's files, which an engine can change (a mode of 000, a link loop),
+// so it never makes confinement count as unavailable, which would start
+// the next engines unconfined: the launch fails, closed, naming the path.
+var ErrCoverPath = errors.New("a path the engine's confinement covers could not be covered; fix its mode or link (an engine may have changed it) and launch again")
+
 // confinePlan is what a held child sets up in its own namespaces before
 // the engine may run. The launcher computes it from its own environment and
 // mount table: the held child knows nothing but this.
@@ -61,6 +68,9 @@ type confineReport struct {
 	// engine is forked from, or why none (scopeDomain).
 	Scoped   []string `json:"scoped,omitempty"`
 	Unscoped string   `json:"unscoped,omitempty"`
+	// PathFault: Error is about a path the plan covers (confine's
+	// pathFail), not about the kernel.
+	PathFault bool `json:"path_fault,omitempty"`
 	// CgroupSelf is the 0:: line of /proc/self/cgroup after the cgroup
 	// namespace was made: "/" when it is rooted at the child's cgroup.
 	CgroupSelf string `json:"cgroup_self,omitempty"`
@@ -71,8 +81,10 @@ type confineReport struct {
 // process). The user namespace maps only the user's own uid and gid, to
 // themselves, with setgroups denied, so what the agent writes keeps the
 // user's ownership; CAP_SYS_ADMIN is kept across the held child's exec as an
-// ambient capability (its uid is not 0 inside) so it can mount, and is
-// cleared before the engine's exec. The cgroup namespace comes later: it
+// ambient capability (its uid is not 0 inside) so it can mount, and
+// CAP_DAC_READ_SEARCH so it reaches every path it covers whatever their
+// modes (an engine's chmod 000 of ~/.local/share must not keep the next
+// mask from its place); both are cleared before the engine's exec. The cgroup namespace comes later: it
 // must be rooted at the engine cgroup the child is moved into.
 func confinedAttr() *syscall.SysProcAttr {
 	uid, gid := os.Getuid(), os.Getgid()
@@ -82,7 +94,7 @@ func confinedAttr() *syscall.SysProcAttr {
 		UidMappings:                []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}},
 		GidMappings:                []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}},
 		GidMappingsEnableSetgroups: false,
-		AmbientCaps:                []uintptr{unix.CAP_SYS_ADMIN},
+		AmbientCaps:                []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_DAC_READ_SEARCH},
 	}
 }
 
@@ -366,6 +378,14 @@ func confine(plan confinePlan) confineReport {
 		rep.Error = fmt.Sprintf(format, args...)
 		return rep
 	}
+	// A path the plan covers that cannot be covered is the user's files,
+	// which an engine of theirs can change (a mode, a link loop), not the
+	// kernel: the launch fails closed on it (ErrCoverPath), and the
+	// host's confinement does not count as unavailable.
+	pathFail := func(err error) confineReport {
+		rep.PathFault = true
+		return fail("%v", err)
+	}
 	// Not ptrace-able, even by a same-uid process that had the
 	// capabilities it keeps until the engine's exec.
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
@@ -376,20 +396,20 @@ func confine(plan confinePlan) confineReport {
 	}
 	kept, err := openKept(plan.Keep)
 	if err != nil {
-		return fail("%v", err)
+		return pathFail(err)
 	}
 	defer kept.close()
 	if err := fixAncestors(plan.Masks, plan.Runtime, plan.Private, plan.Keep); err != nil {
-		return fail("%v", err)
+		return pathFail(err)
 	}
 	if err := rep.cover(plan.Masks, "mask", kept.maskKeeping); err != nil {
-		return fail("%v", err)
+		return pathFail(err)
 	}
 	if err := rep.cover(plan.Runtime, "private runtime directory", kept.privateKeeping); err != nil {
-		return fail("%v", err)
+		return pathFail(err)
 	}
 	if err := rep.cover(plan.Private, "private", privateDir); err != nil {
-		return fail("%v", err)
+		return pathFail(err)
 	}
 	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return fail("mount a fresh /proc: %v", err)
@@ -412,7 +432,7 @@ func confine(plan confinePlan) confineReport {
 	}
 	rep.CgroupSelf = cg
 	if left := kept.unbound(); len(left) > 0 {
-		return fail("kept paths %v are under no mask or runtime directory", left)
+		return pathFail(fmt.Errorf("kept paths %v are under no mask or runtime directory", left))
 	}
 	if cg != "/" {
 		return fail("cgroup namespace not rooted at the child's cgroup: /proc/self/cgroup says %q", cg)
@@ -557,6 +577,11 @@ func (m *Manager) confinementAvailable(ctx context.Context) (bool, string) {
 		return false, err.Error()
 	}
 	if _, err := ProbeConfinement(ctx); err != nil {
+		if errors.Is(err, ErrCoverPath) {
+			// The kernel confines; a path does not cover. Neither kept
+			// nor marked: the launch fails closed on that path.
+			return true, ""
+		}
 		return false, err.Error()
 	}
 	m.probed = true

@@ -235,6 +235,9 @@ func (h *heldChild) awaitReport(deadline time.Time) (confineReport, error) {
 	if err := json.Unmarshal(b, &rep); err != nil {
 		return rep, fmt.Errorf("held child %d: confinement report %q: %w", h.cmd.Process.Pid, truncate(b), err)
 	}
+	if rep.Error != "" && rep.PathFault {
+		return rep, fmt.Errorf("held child %d: %w: %s", h.cmd.Process.Pid, ErrCoverPath, rep.Error)
+	}
 	if rep.Error != "" {
 		return rep, fmt.Errorf("held child %d: %s", h.cmd.Process.Pid, rep.Error)
 	}

@@ -82,7 +82,7 @@ func (m *Manager) launchScope(ctx context.Context, spec Spec, name string, rel r
 	// cgroup (its cgroup namespace is rooted there).
 	l.cohort.Confinement, err = l.held.confineScope(rel, l.cohort.Cgroup, why, time.Now().Add(m.cfg.JobTimeout))
 	if err != nil {
-		if rel.Confine != nil {
+		if rel.Confine != nil && !errors.Is(err, ErrCoverPath) {
 			m.forgetProbe()
 		}
 		return nil, fmt.Errorf("launch %s: %w", name, err)
