@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
+
+	"github.com/mosaic-agents/mosaic/internal/owner"
 	"github.com/mosaic-agents/mosaic/units"
 )
 
@@ -104,6 +106,11 @@ func checkUnits(ctx context.Context) (string, error) {
 	if _, err := os.Stat(bin); err != nil {
 		return "", failf("install mosaicctl there, or run `mosaicctl install` with the one you use",
 			"the units run %s, which is missing: %v", bin, err)
+	}
+	if copyDir, err := units.BinDir(); !owner.BeyondUser(bin) && (err != nil || filepath.Dir(bin) != copyDir) {
+		// Units written before install copied such a binary.
+		return "", warnf("`mosaicctl install` (the units then run a copy no engine can reach)",
+			"the units run %s, which you, and so any engine of yours, can replace: the next controller would run what a tool put there", bin)
 	}
 	if !units.SameBinary(bin, self) {
 		return "", warnf("run `"+self+" install` if the units should run this mosaicctl",

@@ -64,6 +64,19 @@ func TestInstallRunsACopyNoEngineCanReplace(t *testing.T) {
 	if r.code != 0 || r.stderr != "" || !strings.Contains(r.stdout, "nothing changed") {
 		t.Fatalf("install again: exit %d, stdout %q, stderr %q; want nothing changed, quietly", r.code, r.stdout, r.stderr)
 	}
+	// Units written before install made copies, running the binary
+	// itself: doctor names the risk and the fix.
+	old, err := units.Render(installed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := units.Install(filepath.Dir(unit), old, false); err != nil {
+		t.Fatal(err)
+	}
+	if r := run(t, installed, "doctor"); !strings.Contains(r.stdout+r.stderr, "the units run "+installed+", which you, and so any engine of yours, can replace") {
+		t.Fatalf("doctor with units that run a replaceable binary: %q %q", r.stdout, r.stderr)
+	}
+	mustRun(t, installed, "install")
 	// The sandbox's clone is another user's (root's): the units run it
 	// where it is, with the warning about the checkout.
 	if !owner.BeyondUser(built) {
