@@ -68,3 +68,27 @@ func movable(d string) bool {
 	var st unix.Stat_t
 	return unix.Stat(parent, &st) == nil && int(st.Uid) == os.Getuid()
 }
+
+// ReplaceableLinks lists the symbolic links on the way to each of paths
+// (lexically, from the root down) that the user could replace: a link's
+// parent writable or the user's. fixAncestors cannot keep such a link in
+// place (nothing mounts on a link), so a tool can point it elsewhere and
+// have a forged tree read there by the controller or the user manager
+// outside: `mosaicctl doctor` names them.
+func ReplaceableLinks(paths ...string) []string {
+	var out []string
+	for _, p := range paths {
+		p = filepath.Clean(p)
+		if !filepath.IsAbs(p) {
+			continue
+		}
+		for d := p; d != "/"; d = filepath.Dir(d) {
+			fi, err := os.Lstat(d)
+			if err == nil && fi.Mode()&os.ModeSymlink != 0 && movable(d) && !slices.Contains(out, d) {
+				out = append(out, d)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}

@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 
+	"github.com/mosaic-agents/mosaic/internal/xdg"
 	"github.com/mosaic-agents/mosaic/scopes"
 )
 
@@ -23,5 +25,21 @@ func checkConfinement(ctx context.Context) (string, error) {
 	if len(c.Scoped) == 0 {
 		scopes = "abstract Unix sockets and signals outside are reachable: " + c.Unscoped
 	}
+	if links := replaceableLinks(); len(links) > 0 {
+		return "", warnf("replace each link with the directory it points to (move the directory there), or with a bind mount",
+			"%s: a symbolic link an engine can point elsewhere, and mosaic's state and the user manager's units would be read from its tree, masks notwithstanding", strings.Join(links, ", "))
+	}
 	return fmt.Sprintf("engines run in their own %s namespaces; masked %s; %s", strings.Join(ns, ", "), strings.Join(c.Masked, " "), scopes), nil
+}
+
+// replaceableLinks are the symbolic links on the way to the directories
+// whose masks guard mosaic's state and the user manager's configuration.
+func replaceableLinks() []string {
+	var dirs []string
+	for _, home := range []func() (string, error){xdg.ConfigHome, xdg.StateHome, xdg.DataHome} {
+		if d, err := home(); err == nil {
+			dirs = append(dirs, filepath.Join(d, "mosaic"), filepath.Join(d, "systemd"))
+		}
+	}
+	return scopes.ReplaceableLinks(dirs...)
 }

@@ -462,3 +462,28 @@ func limitsEnforced(t *testing.T) bool {
 	t.Logf("the user manager's cgroup has controllers %q", have)
 	return n == 3
 }
+
+// TestDoctorNamesReplaceableLinks: a configuration home reached through a
+// symbolic link the user owns is named by the confinement check's link
+// scan; the state and data homes without one are not.
+func TestDoctorNamesReplaceableLinks(t *testing.T) {
+	home := t.TempDir()
+	real := filepath.Join(home, "dotfiles", "config")
+	if err := os.MkdirAll(real, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(home, ".config")
+	if err := os.Symlink(real, cfg); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("XDG_CONFIG_HOME", cfg)
+	t.Setenv("XDG_STATE_HOME", filepath.Join(home, "state"))
+	t.Setenv("XDG_DATA_HOME", filepath.Join(home, "data"))
+	if got := replaceableLinks(); len(got) != 1 || got[0] != cfg {
+		t.Fatalf("replaceableLinks() = %v, want [%s]", got, cfg)
+	}
+	t.Setenv("XDG_CONFIG_HOME", real)
+	if got := replaceableLinks(); len(got) != 0 {
+		t.Fatalf("replaceableLinks() = %v with no link on the way", got)
+	}
+}
