@@ -48,22 +48,7 @@ try "escape signal-threads" env ` + unixEnv + `=signal:threads "$bin"
 func TestConfinedToolCannotReachAbstractSockets(t *testing.T) {
 	m := testManager(t)
 	name := "mosaic-test-abstract-" + strconv.Itoa(os.Getpid())
-	l, err := net.Listen("unix", "@"+name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	var accepted atomic.Int32
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			accepted.Add(1)
-			c.Close()
-		}
-	}()
+	accepted := serveUnix(t, "@"+name)
 	bin, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -189,4 +174,27 @@ func signalPID1(main bool) error {
 		return fmt.Errorf("PID 1 has no thread but its main one")
 	}
 	return nil
+}
+
+// serveUnix listens on addr (a path, or @NAME) until the test ends,
+// accepting and closing every connection, and counts them.
+func serveUnix(t *testing.T, addr string) *atomic.Int32 {
+	t.Helper()
+	l, err := net.Listen("unix", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	var accepted atomic.Int32
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			c.Close()
+		}
+	}()
+	return &accepted
 }

@@ -2,7 +2,6 @@ package scopes
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,23 +39,6 @@ func TestRuntimeDirPrivate(t *testing.T) {
 	}
 	rt := rts[0]
 	tag := strconv.Itoa(os.Getpid())
-	listen := func(p string) {
-		t.Helper()
-		l, err := net.Listen("unix", p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { l.Close() })
-		go func() {
-			for {
-				c, err := l.Accept()
-				if err != nil {
-					return
-				}
-				c.Close()
-			}
-		}()
-	}
 	gpgDir := filepath.Join(rt, "gnupg")
 	if err := os.Mkdir(gpgDir, 0o700); err == nil {
 		t.Cleanup(func() { os.RemoveAll(gpgDir) })
@@ -68,7 +50,7 @@ func TestRuntimeDirPrivate(t *testing.T) {
 	ssh := filepath.Join(rt, "ssh-agent-"+tag)
 	gpg := filepath.Join(gpgDir, "S.gpg-agent-"+tag)
 	for _, p := range []string{before, ssh, gpg} {
-		listen(p)
+		serveUnix(t, p)
 	}
 	t.Setenv("SSH_AUTH_SOCK", ssh)
 	t.Cleanup(func() { os.Remove(filepath.Join(rt, "mosaic-test-own")) })
@@ -80,7 +62,7 @@ func TestRuntimeDirPrivate(t *testing.T) {
 		shellQuote(ssh), shellQuote(gpg))
 	e := launchEngine(t, m, probes)
 	e.expect(t, "engine")
-	listen(later)
+	serveUnix(t, later)
 	// Outside the engine every one of them gets through.
 	outside, err := exec.Command("sh", "-c", "echo go | { "+probes+"; }").Output()
 	if err != nil {
