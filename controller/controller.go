@@ -61,10 +61,10 @@ type Config struct {
 	// adapter and the pump (engine.Options.MaxQueued; 0: the engine
 	// default); past it events are lost and the binding turns uncertain.
 	EngineMaxQueued int64
-	// EngineStdinTimeout bounds the write of one record to the engine's
-	// stdin (engine.Options.StdinTimeout; 0: engine.DefaultStdinTimeout,
-	// 30 s). An engine that leaves a record unread for longer stopped
-	// reading: nothing more is written to it and the binding turns
+	// EngineStdinTimeout bounds how long a record's write to the engine's
+	// stdin may go without progress (engine.Options.StdinTimeout; 0:
+	// engine.DefaultStdinTimeout, 30 s). An engine that reads nothing of
+	// it for longer stopped reading: nothing more is written to it and the binding turns
 	// uncertain (stdinbroken.go).
 	EngineStdinTimeout time.Duration
 	// EngineStderr receives the engine's stderr lines, rate-limited and

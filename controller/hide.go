@@ -3,9 +3,11 @@ package controller
 import (
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/mosaic-agents/mosaic/conversations"
 	"github.com/mosaic-agents/mosaic/engine/pi"
+	"github.com/mosaic-agents/mosaic/internal/owner"
 	"github.com/mosaic-agents/mosaic/units"
 )
 
@@ -35,7 +37,28 @@ func (c *Controller) hidden() []string {
 	if d, err := units.BinDir(); err == nil {
 		out = append(out, d)
 	}
+	if exe, err := os.Executable(); err == nil {
+		if d := binaryDir(exe); d != "" && !slices.Contains(out, d) {
+			out = append(out, d)
+		}
+	}
 	return out
+}
+
+// binaryDir is the directory to hide for the binary this controller runs
+// (exe), wherever install put it: the user manager's XDG_STATE_HOME, which
+// the controller's BinDir follows, may not be the shell's that install
+// saw. A binary the user can replace is hidden with its directory; one
+// only root can replace needs nothing ("").
+func binaryDir(exe string) string {
+	if owner.BeyondUser(exe) {
+		return ""
+	}
+	real, err := filepath.EvalSymlinks(exe)
+	if err != nil {
+		return ""
+	}
+	return filepath.Dir(real)
 }
 
 // kept is the engine's own directory under hidden (scopes.Spec.Keep):

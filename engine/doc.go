@@ -13,9 +13,9 @@
 //     refusal, kept verbatim). busy.go matches Pi's busy wording as
 //     ErrNativeBusy: Pi's, but NativeError.Is must live with its type.
 //   - stdin.go: Stdin, the one writer of an engine's stdin: whole
-//     records, each within Options.StdinTimeout; a write that misses it
-//     or is cut short breaks it for good (nothing is written after a
-//     partial record), and the adapter says so with an unavailable
+//     records, each making progress within Options.StdinTimeout; a write
+//     that misses it or is cut short breaks it for good (nothing is
+//     written after a partial record), and the adapter says so with an unavailable
 //     stdin-broken event. Alternatives weighed: no deadline, Close alone
 //     ending a stuck write (the state before: the prompt's client and
 //     every command behind it waited until a force stop); a deadline

@@ -52,8 +52,9 @@ type Options struct {
 	CommandTimeout time.Duration
 	// AbortTimeout bounds abort.
 	AbortTimeout time.Duration
-	// StdinTimeout bounds the write of one record to the engine's stdin
-	// (DefaultStdinTimeout if zero). A write past it breaks the stdin
+	// StdinTimeout bounds how long a record's write to the engine's stdin
+	// may go without progress (DefaultStdinTimeout if zero). A write past
+	// it breaks the stdin
 	// for good (Stdin): every later command is refused engine-gone and an
 	// unavailable event with reason stdin-broken says so.
 	StdinTimeout time.Duration

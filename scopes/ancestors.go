@@ -57,16 +57,19 @@ func fixAncestors(paths ...[]string) error {
 	return nil
 }
 
-// movable says whether the user could rename d: its parent is writable
-// to them, or theirs (a parent of mode 0555 that the user owns is one
-// chmod away from writable).
-func movable(d string) bool {
-	parent := filepath.Dir(d)
-	if unix.Access(parent, unix.W_OK) == nil {
+// movable says whether the user could rename d: its parent is theirs to
+// change (userCanChange).
+func movable(d string) bool { return userCanChange(filepath.Dir(d)) }
+
+// userCanChange says whether the user can add, rename or remove entries
+// of dir: it is writable to them, or theirs (a directory of mode 0555
+// that the user owns is one chmod away from writable).
+func userCanChange(dir string) bool {
+	if unix.Access(dir, unix.W_OK) == nil {
 		return true
 	}
 	var st unix.Stat_t
-	return unix.Stat(parent, &st) == nil && int(st.Uid) == os.Getuid()
+	return unix.Stat(dir, &st) == nil && int(st.Uid) == os.Getuid()
 }
 
 // ReplaceableLinks lists the symbolic links on the way to each of paths
@@ -91,4 +94,16 @@ func ReplaceableLinks(paths ...string) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// danglingLink returns the first symbolic link on the way to p (p itself
+// first) that the user could replace, for a p that does not resolve; ""
+// when there is none and p is simply absent.
+func danglingLink(p string) string {
+	for d := filepath.Clean(p); d != "/" && d != "."; d = filepath.Dir(d) {
+		if fi, err := os.Lstat(d); err == nil && fi.Mode()&os.ModeSymlink != 0 && movable(d) {
+			return d
+		}
+	}
+	return ""
 }

@@ -95,15 +95,27 @@ func TestPlanConfinement(t *testing.T) {
 	home := t.TempDir()
 	t.Setenv("XDG_CONFIG_HOME", filepath.Join(home, "config"))
 	t.Setenv("XDG_DATA_HOME", filepath.Join(home, "data"))
+	// Flatpak's exports come first in the session's XDG_DATA_DIRS; a
+	// root-owned entry is no place of the user's.
+	exports := filepath.Join(home, "flatpak", "exports", "share")
+	if err := os.MkdirAll(exports, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("XDG_DATA_DIRS", exports+":/usr/share")
+	t.Setenv("XDG_CONFIG_DIRS", "/etc/xdg")
 	p, err := planConfinement()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, d := range []string{filepath.Join(home, "config", "systemd"), filepath.Join(home, "config", "environment.d"),
-		filepath.Join(home, "config", "autostart"), filepath.Join(home, "data", "systemd"), filepath.Join(home, "data", "dbus-1")} {
+		filepath.Join(home, "config", "autostart"), filepath.Join(home, "data", "systemd"), filepath.Join(home, "data", "dbus-1"),
+		filepath.Join(exports, "dbus-1"), filepath.Join(exports, "systemd")} {
 		if fi, err := os.Stat(d); err != nil || !fi.IsDir() || !slices.Contains(p.Masks, d) {
 			t.Errorf("the user manager's %s is not made and masked (%v): masks %v", d, err, p.Masks)
 		}
+	}
+	if os.Getuid() != 0 && (slices.Contains(p.Masks, "/usr/share/dbus-1") || slices.Contains(p.Masks, "/etc/xdg/autostart")) {
+		t.Errorf("masks %v cover root's directories of XDG_DATA_DIRS or XDG_CONFIG_DIRS", p.Masks)
 	}
 	if !slices.Contains(p.Runtime, rt) {
 		t.Errorf("plan's runtime directories %v miss %s", p.Runtime, rt)

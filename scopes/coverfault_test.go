@@ -15,7 +15,8 @@ import (
 // engine's confinement covers never starts that engine unconfined. A
 // parent made unreadable (chmod 000 ~/.local/share) is still covered,
 // the engine confined; a covered path made a link loop fails the launch
-// (ErrCoverPath), and so does the launch of a fresh Manager, which before
+// (ErrCoverPath), as does a link to nothing (where a tool would make the
+// target later, unmasked), and so does the launch of a fresh Manager, which before
 // probed again, found confinement "unavailable" and ran the engine with
 // no namespaces and no masks at all.
 func TestCoverPathFailsClosed(t *testing.T) {
@@ -58,6 +59,22 @@ func TestCoverPathFailsClosed(t *testing.T) {
 		}
 		if c := h.Cohort.Confinement; !c.Confined {
 			t.Fatalf("engine unconfined: %s", c.Reason)
+		}
+	})
+
+	t.Run("link leading nowhere", func(t *testing.T) {
+		// The directory a tool would make at the target later is
+		// reached through the link outside: not absent, a fault.
+		link := filepath.Join(cfg, "autostart")
+		if err := os.RemoveAll(link); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(filepath.Join(t.TempDir(), "later"), link); err != nil {
+			t.Fatal(err)
+		}
+		defer os.Remove(link)
+		if h, err := launch(m); !errors.Is(err, ErrCoverPath) {
+			t.Fatalf("launch with %s a link to nothing: %v (handle %v), want ErrCoverPath", link, err, h != nil)
 		}
 	})
 

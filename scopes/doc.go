@@ -153,7 +153,9 @@
 // the runtime directory (gpg-agent and ssh-agent there among them: no
 // signing with the user's keys), sudo and every other setuid or
 // file-capability elevation, ptrace or /proc of any process outside, mounts
-// made outside after the launch, and other conversations' mosaic sockets.
+// made outside after the launch, other conversations' mosaic sockets,
+// and rename(2) or link(2) across the parents kept in place (each is a
+// mount of its own: EXDEV; mv copies instead, Go's os.Rename fails).
 // docs/security.md lists what confinement does not cover (network,
 // abstract sockets on a kernel without Landlock scopes, other daemons,
 // files that run later).

@@ -35,19 +35,18 @@ func keptDirs(hide, keep []string) ([]string, error) {
 	return out, nil
 }
 
-// keptDir is a kept path opened (O_PATH) before any mask covers it:
+// keptDir is a kept directory opened (O_PATH) before any mask covers it:
 // after the mask its path names the empty tmpfs, so the fd is the only way
-// back to it. Spec.Keep names directories; bindBack binds any file.
+// back to it.
 type keptDir struct {
 	real  string // symlinks resolved, as the masks are
 	fd    int
-	dir   bool
 	bound bool
 }
 
 type keptSet []*keptDir
 
-// openKept opens every kept path, symlinks resolved at open time so the
+// openKept opens every kept directory, symlinks resolved at open time so the
 // fd and the path compared with the masks name the same file.
 func openKept(keep []string) (keptSet, error) {
 	var ks keptSet
@@ -55,20 +54,14 @@ func openKept(keep []string) (keptSet, error) {
 		real, err := filepath.EvalSymlinks(k)
 		if err != nil {
 			ks.close()
-			return nil, fmt.Errorf("kept path %s: %w", k, err)
+			return nil, fmt.Errorf("kept directory %s: %w", k, err)
 		}
-		fd, err := unix.Open(real, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		fd, err := unix.Open(real, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if err != nil {
 			ks.close()
-			return nil, fmt.Errorf("kept path %s: %w", real, err)
+			return nil, fmt.Errorf("kept directory %s: %w", real, err)
 		}
-		var st unix.Stat_t
-		if err := unix.Fstat(fd, &st); err != nil {
-			unix.Close(fd)
-			ks.close()
-			return nil, fmt.Errorf("kept path %s: %w", real, err)
-		}
-		ks = append(ks, &keptDir{real: real, fd: fd, dir: st.Mode&unix.S_IFMT == unix.S_IFDIR})
+		ks = append(ks, &keptDir{real: real, fd: fd})
 	}
 	return ks, nil
 }
@@ -142,11 +135,11 @@ func (ks keptSet) privateKeeping(dir string) error {
 	return bindBack(under)
 }
 
-// bindBack binds each kept path back at its own path, on a mount point
-// made for it in the tmpfs just mounted above it.
+// bindBack binds each kept directory back at its own path, on a mount
+// point made for it in the tmpfs just mounted above it.
 func bindBack(kept []*keptDir) error {
 	for _, k := range kept {
-		if err := mountPoint(k.real, k.dir); err != nil {
+		if err := os.MkdirAll(k.real, 0o700); err != nil {
 			return fmt.Errorf("mount point for %s: %w", k.real, err)
 		}
 		// The fd's magic link names the path as it was before the mask;
@@ -157,19 +150,4 @@ func bindBack(kept []*keptDir) error {
 		k.bound = true
 	}
 	return nil
-}
-
-// mountPoint makes p, a directory or an empty file, with its parents.
-func mountPoint(p string, dir bool) error {
-	if dir {
-		return os.MkdirAll(p, 0o700)
-	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-		return err
-	}
-	f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	return f.Close()
 }

@@ -48,6 +48,18 @@ type Placement struct {
 // BinDir, written atomically (a controller running the old copy keeps
 // it) and only when it differs.
 func Place(bin string) (Placement, error) {
+	p, err := place(bin)
+	if err != nil || !p.Copied {
+		return p, err
+	}
+	if p.Run, err = resolved(p.Run); err != nil {
+		return Placement{}, err
+	}
+	return p, nil
+}
+
+// place is Place before the copy's path is resolved.
+func place(bin string) (Placement, error) {
 	if owner.BeyondUser(bin) {
 		return Placement{Run: bin}, nil
 	}
@@ -76,6 +88,18 @@ func Place(bin string) (Placement, error) {
 	}
 	p.Changed = true
 	return p, nil
+}
+
+// resolved is run with its directory's links resolved, which is what the
+// engine's masks and the parents they keep in place cover: a link on the
+// way (a ~/.local that links elsewhere) could be repointed, the path
+// through it with it.
+func resolved(run string) (string, error) {
+	dir, err := filepath.EvalSymlinks(filepath.Dir(run))
+	if err != nil {
+		return "", fmt.Errorf("resolve %s: %w", filepath.Dir(run), err)
+	}
+	return filepath.Join(dir, filepath.Base(run)), nil
 }
 
 // SameBinary reports whether the files at a and b hold the same bytes: a

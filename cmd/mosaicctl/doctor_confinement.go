@@ -33,12 +33,12 @@ func checkConfinement(ctx context.Context) (string, error) {
 }
 
 // replaceableLinks are the symbolic links on the way to the directories
-// whose masks guard mosaic's state and the user manager's configuration.
+// whose masks guard mosaic's state and what the session runs later.
 func replaceableLinks() []string {
-	var dirs []string
+	dirs := scopes.SessionDirs()
 	for _, home := range []func() (string, error){xdg.ConfigHome, xdg.StateHome, xdg.DataHome} {
 		if d, err := home(); err == nil {
-			dirs = append(dirs, filepath.Join(d, "mosaic"), filepath.Join(d, "systemd"))
+			dirs = append(dirs, filepath.Join(d, "mosaic"))
 		}
 	}
 	return scopes.ReplaceableLinks(dirs...)

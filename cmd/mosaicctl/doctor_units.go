@@ -107,7 +107,7 @@ func checkUnits(ctx context.Context) (string, error) {
 		return "", failf("install mosaicctl there, or run `mosaicctl install` with the one you use",
 			"the units run %s, which is missing: %v", bin, err)
 	}
-	if copyDir, err := units.BinDir(); !owner.BeyondUser(bin) && (err != nil || filepath.Dir(bin) != copyDir) {
+	if copyDir, err := units.BinDir(); !owner.BeyondUser(bin) && (err != nil || !sameDir(filepath.Dir(bin), copyDir)) {
 		// Units written before install copied such a binary.
 		return "", warnf("`mosaicctl install` (the units then run a copy no engine can reach)",
 			"the units run %s, which you, and so any engine of yours, can replace: the next controller would run what a tool put there", bin)
@@ -215,4 +215,14 @@ func firstDifference(got, want []byte) string {
 		}
 	}
 	return "they differ"
+}
+
+// sameDir says whether a and b are one directory, links resolved.
+func sameDir(a, b string) bool {
+	ra, err := filepath.EvalSymlinks(a)
+	if err != nil {
+		return false
+	}
+	rb, err := filepath.EvalSymlinks(b)
+	return err == nil && ra == rb
 }

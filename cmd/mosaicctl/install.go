@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,7 +26,7 @@ func installCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "global", Usage: "install for every user into " + units.GlobalDir + " (admins)"},
 			&cli.StringFlag{Name: "unit-dir", Usage: "install into `DIR` instead"},
-			&cli.BoolFlag{Name: "force", Usage: "overwrite unit files mosaic did not write"},
+			&cli.BoolFlag{Name: "force", Usage: "overwrite unit files mosaic did not write, and make the first copy of a replaceable mosaicctl while engines run"},
 		},
 		Action: func(c *cli.Context) error {
 			dir, err := unitDir(c)
@@ -144,10 +146,13 @@ func runBinary(c *cli.Context) (string, error) {
 		return "", err
 	}
 	if c.Bool("global") {
-		if !owner.BeyondUser(bin) {
+		if !owner.RootOnly(bin) {
 			return "", usageError("install --global: %s can be replaced by its owner, and every user's controllers would run it: install mosaicctl where only root can write (`sudo make install PREFIX=/usr/local`, or the package) and run that one", bin)
 		}
 	} else {
+		if err := refuseFirstCopyBeside(c, bin); err != nil {
+			return "", err
+		}
 		p, err := units.Place(bin)
 		if err != nil {
 			return "", fmt.Errorf("install: %w", err)
@@ -165,6 +170,24 @@ func runBinary(c *cli.Context) (string, error) {
 		fmt.Fprintf(os.Stderr, "mosaicctl: warning: %s\n", warning)
 	}
 	return bin, nil
+}
+
+// refuseFirstCopyBeside refuses install's first copy of a replaceable
+// binary while an engine runs (unless --force): an engine launched before
+// mosaic hid the copy's directory (by an older mosaicctl) can reach it,
+// and would have the next controller of every conversation run what it
+// put there.
+func refuseFirstCopyBeside(c *cli.Context, bin string) error {
+	dir, err := units.BinDir()
+	if c.Bool("force") || owner.BeyondUser(bin) || err != nil {
+		return nil
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "mosaicctl")); !errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(c.Context, 10*time.Second)
+	defer cancel()
+	return refuseLiveEngines(ctx, "", "install (its first copy of mosaicctl, which an engine launched before it could replace)")
 }
 
 func printChanges(changes []units.Change) bool {

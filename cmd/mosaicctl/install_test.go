@@ -107,7 +107,8 @@ echo done`
 // TestEngineCannotReplaceTheControllerBinary: a bash tool of the real Pi
 // can neither see, nor overwrite, nor move away install's copy of
 // mosaicctl, which the next controller of every conversation runs, and
-// the copy still holds the installed bytes after its turn.
+// the copy still holds the installed bytes after its turn; install's
+// first copy is refused while an engine runs, unless forced.
 func TestEngineCannotReplaceTheControllerBinary(t *testing.T) {
 	sandboxtest.Require(t)
 	dir, err := units.BinDir()
@@ -152,5 +153,20 @@ func TestEngineCannotReplaceTheControllerBinary(t *testing.T) {
 	}
 	if got, err := os.ReadFile(copied); err != nil || !bytes.Equal(got, want) {
 		t.Errorf("the copy %s changed under the tool's turn (%v)", copied, err)
+	}
+	// With no copy yet, an engine that runs may be one an older mosaicctl
+	// launched without the copy's directory hidden: the first copy waits
+	// for it to stop, or for --force.
+	if err := os.Remove(copied); err != nil {
+		t.Fatal(err)
+	}
+	if r := run(t, bin, "install"); r.code == 0 || !strings.Contains(r.stderr, "engine-alive") || !strings.Contains(r.stderr, "first copy") {
+		t.Fatalf("install's first copy beside a running engine: exit %d, stderr %q; want engine-alive", r.code, r.stderr)
+	}
+	if r := run(t, bin, "install", "--force"); r.code != 0 {
+		t.Fatalf("install --force: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if got, err := os.ReadFile(copied); err != nil || !bytes.Equal(got, want) {
+		t.Errorf("install --force made no copy at %s (%v)", copied, err)
 	}
 }

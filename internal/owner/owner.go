@@ -18,11 +18,27 @@ import (
 // files whose owner a user namespace does not map (they show as the
 // overflow uid). A root user's own files count as root's.
 func BeyondUser(p string) bool {
+	uid := os.Getuid()
+	return program(p, func(owner int) bool { return uid == 0 || owner != uid })
+}
+
+// RootOnly says whether p resolves to an executable regular file that
+// only root can replace: the file and every directory above it are
+// root's and not writable by group or others (a sticky directory aside),
+// whoever asks. A root caller's BeyondUser takes any user's file; what
+// every user's controllers run (install --global) must be this.
+func RootOnly(p string) bool {
+	return program(p, func(owner int) bool { return owner == 0 })
+}
+
+// program walks p's resolved path up to /, every component passing
+// owned and writable by its owner alone (a sticky directory aside), the
+// file itself a regular executable.
+func program(p string, owned func(owner int) bool) bool {
 	real, err := filepath.EvalSymlinks(p)
 	if err != nil || !filepath.IsAbs(real) {
 		return false
 	}
-	uid := os.Getuid()
 	for q := real; ; q = filepath.Dir(q) {
 		fi, err := os.Lstat(q)
 		if err != nil {
@@ -30,7 +46,7 @@ func BeyondUser(p string) bool {
 		}
 		st, ok := fi.Sys().(*syscall.Stat_t)
 		switch {
-		case !ok, uid != 0 && int(st.Uid) == uid:
+		case !ok, !owned(int(st.Uid)):
 			return false
 		case fi.Mode().Perm()&0o022 != 0 && fi.Mode()&os.ModeSticky == 0:
 			return false
