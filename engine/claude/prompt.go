@@ -69,9 +69,12 @@ func (c *Conn) Prompt(ctx context.Context, text string) (engine.Dispatch, error)
 	defer c.mu.Unlock()
 	if err != nil && engine.Unwritten(err) {
 		// Not a byte reached the CLI (its stdin is broken): the prompt
-		// was never sent, so it does not hold the slot.
+		// was never sent, so it does not hold the slot, nor become the
+		// last prompt released.
 		delete(c.sent, id)
-		c.tr.release()
+		if s := c.tr.slot; s != nil && s.RequestID == id {
+			c.tr.slot = nil
+		}
 		return engine.Dispatch{}, err
 	}
 	d := c.dispatch(id)
