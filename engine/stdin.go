@@ -71,12 +71,11 @@ const wayOut = "nothing more is written to this engine: force stop, then recover
 
 // Stdin is the one writer of an engine's stdin: whole records, one at a
 // time, each making progress within a deadline. A write that misses its
-// deadline or fails
-// breaks it for good: a record cut short left a partial line in the
-// engine's input, and any later record would be read glued onto it (one
-// garbled line, or worse, a line that decodes as something nobody sent),
-// so nothing is ever written after it, and every later write is refused
-// at once.
+// deadline or fails breaks it for good: a record cut short left a
+// partial line in the engine's input, and any later record would be read
+// glued onto it (one garbled line, or worse, a line that decodes as
+// something nobody sent), so nothing is ever written after it, and every
+// later write is refused at once.
 //
 // The deadline needs a pollable writer (SetWriteDeadline): the
 // controller's end of the stdin socket pair is non-blocking
@@ -93,9 +92,9 @@ type Stdin struct {
 }
 
 // NewStdin writes to w, each record making progress within timeout
-// (DefaultStdinTimeout if zero). onBreak is called once, without any lock of Stdin held, when
-// a write breaks it, unless Close came first (a write Close cut short is
-// the controller's own doing, not the engine's).
+// (DefaultStdinTimeout if zero). onBreak is called once, without any lock
+// of Stdin held, when a write breaks it, unless Close came first (a write
+// Close cut short is the controller's own doing, not the engine's).
 func NewStdin(w io.WriteCloser, timeout time.Duration, onBreak func(error)) *Stdin {
 	if timeout <= 0 {
 		timeout = DefaultStdinTimeout

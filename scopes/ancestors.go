@@ -23,9 +23,8 @@ import (
 // mount point of the caller's namespace fails (EBUSY), so every ancestor
 // that could move stays where it is. An ancestor the user cannot rename
 // (its parent neither writable nor the user's: /, /home, /run/user) is
-// left alone. Runs
-// before anything is mounted over paths, so each bind is of the real
-// directory.
+// left alone. Runs before anything is mounted over paths, so each bind
+// is of the real directory.
 func fixAncestors(paths ...[]string) error {
 	var dirs []string
 	for _, list := range paths {

@@ -84,8 +84,9 @@ type confineReport struct {
 // ambient capability (its uid is not 0 inside) so it can mount, and
 // CAP_DAC_READ_SEARCH so it reaches every path it covers whatever their
 // modes (an engine's chmod 000 of ~/.local/share must not keep the next
-// mask from its place); both are cleared before the engine's exec. The cgroup namespace comes later: it
-// must be rooted at the engine cgroup the child is moved into.
+// mask from its place); both are cleared before the engine's exec. The
+// cgroup namespace comes later: it must be rooted at the engine cgroup
+// the child is moved into.
 func confinedAttr() *syscall.SysProcAttr {
 	uid, gid := os.Getuid(), os.Getgid()
 	return &syscall.SysProcAttr{
@@ -209,10 +210,9 @@ func runtimeMasks() []string {
 // user's (tmux refuses it) and is left alone. screen's $SCREENDIR is
 // made if missing the same way; its default, S-USER in one of
 // screenRoots, is root's to make, so the root is covered whole when it
-// exists: a
-// server the user starts after the launch makes its directory where the
-// engine cannot see it, and a tool's own screen makes one in the
-// engine's tmpfs.
+// exists: a server the user starts after the launch makes its directory
+// where the engine cannot see it, and a tool's own screen makes one in
+// the engine's tmpfs.
 func muxDirs() []string {
 	uid := strconv.Itoa(os.Getuid())
 	var out []string
