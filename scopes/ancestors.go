@@ -76,7 +76,8 @@ func userCanChange(dir string) bool {
 // parent writable or the user's. fixAncestors cannot keep such a link in
 // place (nothing mounts on a link), so a tool can point it elsewhere and
 // have a forged tree read there by the controller or the user manager
-// outside: `mosaicctl doctor` names them.
+// outside: `mosaicctl doctor` names them, and a covered path that does
+// not resolve through one fails the launch (cover).
 func ReplaceableLinks(paths ...string) []string {
 	var out []string
 	for _, p := range paths {
@@ -93,16 +94,4 @@ func ReplaceableLinks(paths ...string) []string {
 	}
 	slices.Sort(out)
 	return out
-}
-
-// danglingLink returns the first symbolic link on the way to p (p itself
-// first) that the user could replace, for a p that does not resolve; ""
-// when there is none and p is simply absent.
-func danglingLink(p string) string {
-	for d := filepath.Clean(p); d != "/" && d != "."; d = filepath.Dir(d) {
-		if fi, err := os.Lstat(d); err == nil && fi.Mode()&os.ModeSymlink != 0 && movable(d) {
-			return d
-		}
-	}
-	return ""
 }

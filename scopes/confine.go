@@ -109,7 +109,8 @@ func planConfinement(hide ...string) (confinePlan, error) {
 		return confinePlan{}, err
 	}
 	masks.add(dirs...)
-	masks.add(runtimeMasks()...)
+	rts := runtimeDirs()
+	masks.add(runtimeMasks(rts)...)
 	masks.add(busMasks()...)
 	masks.add(managerDirs()...)
 	// The system bus: privileged daemons act on a user's request there
@@ -140,7 +141,6 @@ func planConfinement(hide ...string) (confinePlan, error) {
 	masks.add(fuseNodes(string(mounts))...)
 	const cgroupView = "/sys/fs/cgroup"
 	masks.add(otherCgroupMounts(string(mounts), cgroupView)...)
-	rts := runtimeDirs()
 	return confinePlan{Masks: masks, Runtime: rts, Private: muxDirs(), CgroupMount: cgroupView}, nil
 }
 
@@ -173,18 +173,12 @@ func hiddenDirs(hide []string) ([]string, error) {
 	return out, nil
 }
 
-// runtimeMasks are the user's sockets in each runtime directory that
-// exists ($XDG_RUNTIME_DIR, /run/user/<uid>).
-func runtimeMasks() []string {
-	var rts, out []string
-	if d, err := xdg.RuntimeDir(); err == nil {
-		rts = append(rts, d)
-	}
-	rts = append(rts, "/run/user/"+strconv.Itoa(os.Getuid()))
+// runtimeMasks are the user's sockets in each runtime directory rts
+// (runtimeDirs). The engine's private runtime directory hides them as
+// well; they are masked all the same, so the proof names each.
+func runtimeMasks(rts []string) []string {
+	var out []string
 	for _, rt := range rts {
-		if _, err := os.Stat(rt); err != nil {
-			continue
-		}
 		out = append(out, path.Join(rt, "bus"), // the user's D-Bus: systemd-run --user, notifications, secrets
 			path.Join(rt, "systemd")) // the user manager's private socket
 		// mosaic's own: every conversation's controller socket. Made
@@ -453,8 +447,8 @@ func (rep *confineReport) cover(paths []string, what string, how func(real strin
 			// A link the user could have made that leads nowhere is a
 			// tool's way around the mask: the directory it would make at
 			// the link's target later is reached through p outside.
-			if link := danglingLink(p); link != "" {
-				return fmt.Errorf("%s %s: the link %s leads nowhere", what, p, link)
+			if links := ReplaceableLinks(p); len(links) > 0 {
+				return fmt.Errorf("%s %s: the link %s leads nowhere", what, p, strings.Join(links, ", "))
 			}
 			rep.Absent = append(rep.Absent, p)
 			continue
