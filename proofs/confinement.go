@@ -154,8 +154,8 @@ func knownScopes(scoped []string) []string {
 	return why
 }
 
-// scopeNote is what a proof says about the engine's scopes.
-func (c *Confinement) scopeNote() string {
+// ScopeNote is what a proof (and doctor) says about the engine's scopes.
+func (c *Confinement) ScopeNote() string {
 	if len(c.Scoped) == 0 {
 		why := c.Unscoped
 		if why == "" {
@@ -181,7 +181,7 @@ func checkConfinement(cs *checks, p *CohortProof) {
 			ns = append(ns, fmt.Sprintf("%s %d", n.Type, n.Engine))
 		}
 		why = fmt.Sprintf("engine in its own namespaces (%s), cgroup view %s, masked %s, %s",
-			strings.Join(ns, ", "), p.Confinement.CgroupRoot, strings.Join(p.Confinement.Masked, " "), p.Confinement.scopeNote())
+			strings.Join(ns, ", "), p.Confinement.CgroupRoot, strings.Join(p.Confinement.Masked, " "), p.Confinement.ScopeNote())
 	}
 	cs.add("confinement", ok, ErrUnconfined, "%s", why)
 }

@@ -21,15 +21,11 @@ func checkConfinement(ctx context.Context) (string, error) {
 	for _, n := range c.Namespaces {
 		ns = append(ns, n.Type)
 	}
-	scopes := "scoped " + strings.Join(c.Scoped, " ")
-	if len(c.Scoped) == 0 {
-		scopes = "abstract Unix sockets and signals outside are reachable: " + c.Unscoped
-	}
 	if links := replaceableLinks(); len(links) > 0 {
 		return "", warnf("replace each link with the directory it points to (move the directory there), or with a bind mount",
 			"%s: a symbolic link an engine can point elsewhere, and mosaic's state and the user manager's units would be read from its tree, masks notwithstanding", strings.Join(links, ", "))
 	}
-	return fmt.Sprintf("engines run in their own %s namespaces; masked %s; %s", strings.Join(ns, ", "), strings.Join(c.Masked, " "), scopes), nil
+	return fmt.Sprintf("engines run in their own %s namespaces; masked %s; %s", strings.Join(ns, ", "), strings.Join(c.Masked, " "), c.ScopeNote()), nil
 }
 
 // replaceableLinks are the symbolic links on the way to the directories
