@@ -41,18 +41,7 @@ func (l *lockedBuffer) String() string {
 // (ErrDialogClosed) and never answered; allow-once writes one allow with
 // the model's own input.
 func TestClaudeConnDecisions(t *testing.T) {
-	r, w := io.Pipe()
-	t.Cleanup(func() { w.Close() })
-	stdin := &lockedBuffer{}
-	conn, err := claude.New(r, stdin, "0b7e6f1e-3c1a-4b2a-9d3e-5f6a7b8c9d0e", engine.Options{Execution: "e-1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	x := &execution{id: "e-1", conn: conn}
-	go func() {
-		for range conn.Events() {
-		}
-	}()
+	x, conn, w, stdin := claudeExecution(t)
 	ask := func(req string) string {
 		t.Helper()
 		ch := conn.Changed()
@@ -130,18 +119,7 @@ func TestClaudeConnDecisions(t *testing.T) {
 // missed the burst) is ErrDialogClosed with nothing written, never an
 // allow of the input nobody was shown.
 func TestClaudeReaskedDecisionClosed(t *testing.T) {
-	r, w := io.Pipe()
-	t.Cleanup(func() { w.Close() })
-	stdin := &lockedBuffer{}
-	conn, err := claude.New(r, stdin, "0b7e6f1e-3c1a-4b2a-9d3e-5f6a7b8c9d0e", engine.Options{Execution: "e-1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	x := &execution{id: "e-1", conn: conn}
-	go func() {
-		for range conn.Events() {
-		}
-	}()
+	x, conn, w, stdin := claudeExecution(t)
 	ask := func(req, command string) string {
 		return `{"type":"control_request","request_id":"` + req + `","request":{"subtype":"can_use_tool","tool_name":"Bash","input":{"command":"` + command + `"},"tool_use_id":"toolu_1"}}` + "\n"
 	}
@@ -164,4 +142,23 @@ func TestClaudeReaskedDecisionClosed(t *testing.T) {
 	if err := x.answer(shown, engine.ChoiceAllowOnce, 5*time.Second); !errors.Is(err, engine.ErrDialogClosed) || stdin.String() != "" {
 		t.Fatalf("allow of the approval shown: %v, wrote %q", err, stdin.String())
 	}
+}
+
+// claudeExecution is an execution on a Claude adapter (also returned)
+// fed by the returned pipe (the CLI's stdout), writing to the returned
+// buffer (its stdin), its events drained.
+func claudeExecution(t *testing.T) (*execution, *claude.Conn, *io.PipeWriter, *lockedBuffer) {
+	t.Helper()
+	r, w := io.Pipe()
+	t.Cleanup(func() { w.Close() })
+	stdin := &lockedBuffer{}
+	conn, err := claude.New(r, stdin, "0b7e6f1e-3c1a-4b2a-9d3e-5f6a7b8c9d0e", engine.Options{Execution: "e-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for range conn.Events() {
+		}
+	}()
+	return &execution{id: "e-1", conn: conn}, conn, w, stdin
 }

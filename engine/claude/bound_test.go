@@ -45,16 +45,7 @@ func permissionLine(id string) string {
 // kept request still pending, a request is answered with an error and
 // never listed, so it can be neither allowed nor lost silently.
 func TestDecisionsBounded(t *testing.T) {
-	pr, pw := io.Pipe()
-	w := &lockedWriter{}
-	c, err := New(pr, w, testSession, engine.Options{Execution: "x1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		for range c.Events() {
-		}
-	}()
+	c, pw, w := drainedConn(t)
 	const n = 20000
 	for i := range n {
 		id := fmt.Sprintf("r%d", i)
@@ -221,16 +212,7 @@ func TestDecisionIDsBounded(t *testing.T) {
 		{"tool use id past it", "r1", strings.Repeat("t", maxNativeID+1), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			pr, pw := io.Pipe()
-			w := &lockedWriter{}
-			c, err := New(pr, w, testSession, engine.Options{Execution: "x1"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			go func() {
-				for range c.Events() {
-				}
-			}()
+			c, pw, w := drainedConn(t)
 			io.WriteString(pw, writeLine(tc.requestID, tc.toolUseID, "x"))
 			pw.Close()
 			<-c.Done()
@@ -483,16 +465,7 @@ func TestRefusalsBoundedStdinStuck(t *testing.T) {
 // shown under that id; the second is a new decision under a new id.
 // Before, both had the id r/tu, and the allow sent the second input.
 func TestReaskedRequestIsNewDecision(t *testing.T) {
-	pr, pw := io.Pipe()
-	w := &lockedWriter{}
-	c, err := New(pr, w, testSession, engine.Options{Execution: "x1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		for range c.Events() {
-		}
-	}()
+	c, pw, w := drainedConn(t)
 	ch := c.Changed()
 	io.WriteString(pw, askLine("r", "tu", "ls"))
 	<-ch
@@ -521,4 +494,21 @@ func TestReaskedRequestIsNewDecision(t *testing.T) {
 	if out := w.String(); strings.Contains(out, "rm -rf") || strings.Contains(out, `"behavior":"allow"`) {
 		t.Fatalf("the CLI read %s", out)
 	}
+}
+
+// drainedConn is a Conn fed by the returned pipe (the CLI's stdout),
+// writing to the returned writer (its stdin), its events drained.
+func drainedConn(t *testing.T) (*Conn, *io.PipeWriter, *lockedWriter) {
+	t.Helper()
+	pr, pw := io.Pipe()
+	w := &lockedWriter{}
+	c, err := New(pr, w, testSession, engine.Options{Execution: "x1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for range c.Events() {
+		}
+	}()
+	return c, pw, w
 }
