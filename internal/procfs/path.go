@@ -50,6 +50,26 @@ func read(pid int, name string) ([]byte, error) {
 	}
 }
 
+// readLine reads /proc/<pid>/<name>, a file of one line, into buf, with
+// one read when the line fits (a line that ends before buf does is
+// whole) and read's way otherwise.
+func readLine(pid int, name string, buf []byte) ([]byte, error) {
+	p := Path(pid, name)
+	fd, err := retry(func() (int, error) { return unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0) })
+	if err != nil {
+		return nil, readErr("open", p, err)
+	}
+	n, err := retry(func() (int, error) { return unix.Read(fd, buf) })
+	unix.Close(fd)
+	if err != nil {
+		return nil, readErr("read", p, err)
+	}
+	if n > 0 && n < len(buf) && buf[n-1] == '\n' {
+		return buf[:n], nil
+	}
+	return read(pid, name)
+}
+
 // retry repeats a system call interrupted by a signal.
 func retry(call func() (int, error)) (int, error) {
 	for {
