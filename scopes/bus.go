@@ -100,7 +100,8 @@ func (b bus) resetFailed(ctx context.Context, unit string) error {
 // and the Scope's Result, each with a Get. GetAll of the Unit interface,
 // which it replaces, carries about 120 properties the manager computes and
 // we decode, and cost about four small reads (BenchmarkUnitState). A stop
-// asks this on its critical path up to three times.
+// asks this on its critical path for the release; whether the path is
+// still ours it asks with the invocation alone first (ourInvocation).
 //
 // The invocation id and the state are then read at different moments, in
 // no fixed order, both after the launch. That is all a stop needs of them:
@@ -152,6 +153,19 @@ func (b bus) unitState(ctx context.Context, unit string) (UnitState, error) {
 		return err
 	})
 	return st, err
+}
+
+// invocation asks the manager for the unit's InvocationID alone: what
+// decides whether the cohort's path is still ours (unitOurs, identify),
+// in one message instead of unitState's three.
+func (b bus) invocation(ctx context.Context, unit string) (string, error) {
+	var inv string
+	err := b.do(ctx, func(c *sddbus.Conn) error {
+		var err error
+		inv, err = unitInvocation(ctx, c, unit)
+		return err
+	})
+	return inv, err
 }
 
 // scopeResult reads the scope's Result property.

@@ -147,7 +147,11 @@ func (k *killPhase) identify(ctx context.Context) (UnitState, error) {
 	// rule most of that out (a scope's invocation cannot end while its
 	// anchor lives, short of the anchor outliving SIGKILL for the stop
 	// timeout), but a Reattach handle does not reap the anchor, so the
-	// round trip stays, made one (unitState).
+	// round trip stays, made one (unitState), of one message when the
+	// answer is ours (ourInvocation).
+	if ourInvocation(ctx, h.m.bus, c) {
+		return UnitState{InvocationID: c.InvocationID}, nil
+	}
 	st, err := h.m.bus.unitState(ctx, c.Unit)
 	if err != nil {
 		return st, fmt.Errorf("unit %s: state unreadable, so its cgroup cannot be tied to invocation %s: %w", c.Unit, c.InvocationID, err)
@@ -202,6 +206,13 @@ func (k *killPhase) observe(ctx context.Context, st UnitState, ev cgEvents) Stop
 	} else {
 		k.thaw()
 		k.note("scope kept (anchor alive) so the cohort can be observed again")
+		if st.ActiveState == "" {
+			// identify asked the invocation alone: the observation
+			// records the unit's whole state.
+			if full, err := h.m.bus.unitState(ctx, h.Cohort.Unit); err == nil {
+				st = full
+			}
+		}
 	}
 	obs.ActiveState, obs.Result = st.ActiveState, st.Result
 	h.fillMembers(obs)

@@ -100,6 +100,9 @@ func (h *Handle) findRemoved(ctx context.Context, fs *cgroupFS) (*proofs.Removal
 // asks the user manager.
 func (h *Handle) unitOurs(ctx context.Context) error {
 	c := h.Cohort
+	if ourInvocation(ctx, h.m.bus, c) {
+		return nil
+	}
 	st, err := h.m.bus.unitState(ctx, c.Unit)
 	if err != nil {
 		return fmt.Errorf("unit %s: state unreadable: %w", c.Unit, err)
@@ -108,6 +111,18 @@ func (h *Handle) unitOurs(ctx context.Context) error {
 		return fmt.Errorf("unit %s is invocation %q, not %s: %w", c.Unit, st.InvocationID, c.InvocationID, ErrCgroupAbsent)
 	}
 	return nil
+}
+
+// ourInvocation says whether the manager names the cohort's recorded
+// invocation as the unit's: the one property that ties the path to the
+// cohort, asked alone. Anything else (another id, none recorded, no
+// answer) is asked again with the unit's whole state, which says why.
+func ourInvocation(ctx context.Context, b bus, c Cohort) bool {
+	if c.InvocationID == "" {
+		return false
+	}
+	inv, err := b.invocation(ctx, c.Unit)
+	return err == nil && inv == c.InvocationID
 }
 
 // cgroupOurs looks at the cgroup: the one at the path has the id recorded
