@@ -208,15 +208,7 @@ func resumeAfterCrash(t *testing.T, r *rig, order []string, items map[string]que
 	t.Helper()
 	ctl := r.dial()
 	ctl.must(map[string]any{"type": "observe", "request": newID("o-")}, "observed")
-	r.ctrl.mu.Lock()
-	state := r.ctrl.bindingLocked().State
-	r.ctrl.mu.Unlock()
-	var gen float64
-	if state == protocol.BindingUncertain {
-		gen = r.recoveryControl(ctl)
-	} else {
-		gen = r.takeover(ctl)
-	}
+	gen, state := controlAfterCrash(t, r, ctl)
 	if state != protocol.BindingStopped {
 		// The restarted controller may have a stop of its own running
 		// already (fenced "already running"): then wait for it.
@@ -267,6 +259,42 @@ func resumeAfterCrash(t *testing.T, r *rig, order []string, items map[string]que
 				t.Errorf("item %s (%s before the restart) was written again: %q", id, it.State, text)
 			}
 		}
+	}
+}
+
+// controlAfterCrash takes control of what the crash left, and says the
+// binding's state it was taken in. The restarted controller settles that
+// on its own (the crashed controller's engine ends once its stdin is
+// gone, and the stop that follows is proven), so the state can change
+// between the read and the request: a refusal because it did (a
+// confirmation for another stop context, a takeover fenced by the new
+// proof) is read again and retried.
+func controlAfterCrash(t *testing.T, r *rig, ctl *peer) (float64, string) {
+	t.Helper()
+	for try := 0; ; try++ {
+		r.ctrl.mu.Lock()
+		state := r.ctrl.bindingLocked().State
+		r.ctrl.mu.Unlock()
+		gen := r.generation()
+		var m map[string]any
+		if state == protocol.BindingUncertain || state == protocol.BindingStopped {
+			cf := ctl.reply(map[string]any{"type": "issue-confirmation", "request": newID("ci-"), "operation": "acquire-recovery-control", "generation": gen})
+			if id, ok := cf["id"].(string); ok {
+				ctl.reply(map[string]any{"type": "answer-confirmation", "request": newID("ca-"), "confirmation": id, "answer": "confirm"})
+				m = ctl.reply(map[string]any{"type": "acquire-recovery-control", "request": newID("a-"), "generation": gen, "confirmation": id})
+			} else {
+				m = cf
+			}
+		} else {
+			m = ctl.reply(map[string]any{"type": "takeover", "request": newID("t-"), "generation": gen})
+		}
+		if m["record"] == "control" {
+			return m["generation"].(float64), state
+		}
+		if try == 50 || (m["code"] != protocol.CodeConfirmation && m["code"] != protocol.CodeFenced) {
+			t.Fatalf("control in state %s after the crash: %v", state, m)
+		}
+		sleep20()
 	}
 }
 
