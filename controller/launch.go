@@ -278,9 +278,10 @@ func (c *Controller) launch(ctx context.Context, head sessionHead, keys claims.K
 		}
 		return claim.Activate(ctx, claims.Process{BootID: co.BootID, PID: co.PID, StartTime: co.StartTime, Cgroup: co.Cgroup, CgroupID: co.CgroupID, Confinement: string(conf)})
 	}
+	ro, writable := c.inputs()
 	h, err := c.cfg.Scopes.Launch(ctx, scopes.Spec{
 		Conversation: cv.ID, Execution: execID, Argv: spec.Args, Env: spec.Env, Dir: spec.Dir,
-		Resources: res, Hide: c.hidden(), Keep: c.kept(), BeforeRelease: activate,
+		Resources: res, Hide: c.hidden(), Keep: c.kept(), ReadOnly: ro, Writable: writable, BeforeRelease: activate,
 		Description: fmt.Sprintf("mosaic engine of conversation %s (execution %s)", cv.ID, execID),
 	})
 	if err != nil {

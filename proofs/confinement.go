@@ -48,6 +48,10 @@ type Confinement struct {
 	// mask serves the stop, not the proof: a reader that FUSE kept alive
 	// would keep the cgroup populated, and no proof is made of that.
 	Masked []string `json:"masked"`
+	// ReadOnly are the paths the engine could read but not change: the
+	// inputs the controller gives other conversations' engines (Pi's
+	// agent directories, a Claude env file).
+	ReadOnly []string `json:"read_only,omitempty"`
 	// CgroupRoot is the cgroup the engine's cgroup namespace is rooted at,
 	// which is also the only part of the cgroup2 hierarchy mounted inside.
 	CgroupRoot string `json:"cgroup_root"`

@@ -50,6 +50,10 @@ type confinePlan struct {
 	// Keep are Spec.Keep's directories, under a mask or a runtime
 	// directory, bound back into it.
 	Keep []string `json:"keep,omitempty"`
+	// ReadOnly are bound read-only onto themselves, and Writable, files
+	// below them, bound back writable (Spec.ReadOnly, Spec.Writable).
+	ReadOnly []string `json:"read_only,omitempty"`
+	Writable []string `json:"writable,omitempty"`
 	// CgroupMount is where cgroup2 is mounted afresh from inside the new
 	// cgroup namespace, so only the engine's subtree is reachable there.
 	CgroupMount string `json:"cgroup_mount"`
@@ -64,6 +68,7 @@ type confineReport struct {
 	Error    string   `json:"error,omitempty"`
 	Masked   []string `json:"masked,omitempty"`
 	Absent   []string `json:"absent,omitempty"` // mask targets that did not exist
+	ReadOnly []string `json:"read_only,omitempty"`
 	// Scoped and Unscoped: the Landlock scopes set on the thread the
 	// engine is forked from, or why none (scopeDomain).
 	Scoped   []string `json:"scoped,omitempty"`
@@ -393,16 +398,29 @@ func confine(plan confinePlan) confineReport {
 		return pathFail(err)
 	}
 	defer kept.close()
-	if err := fixAncestors(plan.Masks, plan.Runtime, plan.Private, plan.Keep); err != nil {
+	// Opened before the read-only binds, so each is bound back from the
+	// writable mount it was on.
+	writable, err := openWritable(plan.Writable)
+	if err != nil {
 		return pathFail(err)
 	}
-	if err := rep.cover(plan.Masks, "mask", kept.maskKeeping); err != nil {
+	defer writable.close()
+	if err := fixAncestors(plan.Masks, plan.Runtime, plan.Private, plan.Keep, plan.ReadOnly); err != nil {
 		return pathFail(err)
 	}
-	if err := rep.cover(plan.Runtime, "private runtime directory", kept.privateKeeping); err != nil {
+	if err := rep.cover(plan.Masks, "mask", kept.maskKeeping, &rep.Masked); err != nil {
 		return pathFail(err)
 	}
-	if err := rep.cover(plan.Private, "private", privateDir); err != nil {
+	if err := rep.cover(plan.Runtime, "private runtime directory", kept.privateKeeping, &rep.Masked); err != nil {
+		return pathFail(err)
+	}
+	if err := rep.cover(plan.Private, "private", privateDir, &rep.Masked); err != nil {
+		return pathFail(err)
+	}
+	if err := rep.cover(plan.ReadOnly, "read-only", readOnly, &rep.ReadOnly); err != nil {
+		return pathFail(err)
+	}
+	if err := writable.bindBack(); err != nil {
 		return pathFail(err)
 	}
 	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
@@ -439,8 +457,8 @@ func confine(plan confinePlan) confineReport {
 }
 
 // cover applies how to each of paths that exists, by its resolved path,
-// and notes it masked; one that does not exist is noted absent.
-func (rep *confineReport) cover(paths []string, what string, how func(real string) error) error {
+// and notes it in done; one that does not exist is noted absent.
+func (rep *confineReport) cover(paths []string, what string, how func(real string) error, done *[]string) error {
 	for _, p := range paths {
 		real, err := filepath.EvalSymlinks(p)
 		if errors.Is(err, os.ErrNotExist) {
@@ -459,7 +477,7 @@ func (rep *confineReport) cover(paths []string, what string, how func(real strin
 		if err != nil {
 			return fmt.Errorf("%s %s: %v", what, p, err)
 		}
-		rep.Masked = append(rep.Masked, p)
+		*done = append(*done, p)
 	}
 	return nil
 }
@@ -551,7 +569,7 @@ func evidence(pid int, rep confineReport, cgroup string) (proofs.Confinement, er
 	if len(rep.Masked) == 0 {
 		return proofs.Confinement{}, fmt.Errorf("%w: nothing could be masked (absent: %v)", ErrConfinement, rep.Absent)
 	}
-	return proofs.Confinement{Confined: true, Namespaces: ns, Masked: rep.Masked, CgroupRoot: cgroup,
+	return proofs.Confinement{Confined: true, Namespaces: ns, Masked: rep.Masked, ReadOnly: rep.ReadOnly, CgroupRoot: cgroup,
 		Scoped: rep.Scoped, Unscoped: rep.Unscoped}, nil
 }
 

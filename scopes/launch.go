@@ -82,6 +82,19 @@ type Spec struct {
 	// that holds every conversation's. Each must exist; it is bound back
 	// into the mask at the same path.
 	Keep []string
+	// ReadOnly are the user's files and directories that other
+	// conversations' engines read through the controller (Pi's agent
+	// directories, a Claude conversation's env file): the engine may read
+	// them but neither change, replace nor add to them, so a tool cannot
+	// point another conversation's traffic elsewhere. Each is bound
+	// read-only onto itself when the engine is confined; one missing is
+	// left absent (the caller makes what must exist).
+	ReadOnly []string
+	// Writable are files and directories under a ReadOnly directory
+	// bound back writable, in place: Pi's auth.json, whose refreshed
+	// tokens Pi writes back through its link, and its sessions. One
+	// missing is left so.
+	Writable []string
 	// BeforeRelease, if set, is called once the cohort is confirmed and
 	// before the engine may exec: the controller records the incarnation
 	// (the claim's `active` revision) here. An error aborts the launch and

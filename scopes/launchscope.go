@@ -51,7 +51,7 @@ func (m *Manager) launchScope(ctx context.Context, spec Spec, name string, rel r
 		return nil, err
 	}
 	confined, why := m.confinementAvailable(ctx)
-	if rel.Confine, err = planIf(confined, spec.Hide, spec.Keep); err != nil {
+	if rel.Confine, err = planIf(confined, spec); err != nil {
 		return nil, err
 	}
 	if err = l.startChildren(ctx, confined, &rel, &why); err != nil {
@@ -106,20 +106,23 @@ func (m *Manager) launchScope(ctx context.Context, spec Spec, name string, rel r
 }
 
 // planIf computes the confinement plan when engines can be confined here.
-func planIf(confined bool, hide, keep []string) (*confinePlan, error) {
+func planIf(confined bool, spec Spec) (*confinePlan, error) {
 	if !confined {
 		return nil, nil
 	}
-	p, err := planConfinement(hide...)
+	p, err := planConfinement(spec.Hide...)
 	if err != nil {
 		return nil, err
 	}
 	// A runtime directory hides what is below it as a mask does.
-	kept, err := keptDirs(append(slices.Clone(hide), p.Runtime...), keep)
+	kept, err := keptDirs(append(slices.Clone(spec.Hide), p.Runtime...), spec.Keep)
 	if err != nil {
 		return nil, err
 	}
 	p.Keep = append(p.Keep, kept...)
+	if p.ReadOnly, p.Writable, err = readOnlyPaths(spec.ReadOnly, spec.Writable); err != nil {
+		return nil, err
+	}
 	return &p, nil
 }
 

@@ -61,11 +61,19 @@ func launchEngine(t testing.TB, m *Manager, script string, hide ...string) *engi
 // launchKeeping is launchEngine with kept directories (Spec.Keep).
 func launchKeeping(t testing.TB, m *Manager, script string, hide, keep []string) *engine {
 	t.Helper()
+	return launchWith(t, m, script, func(s *Spec) { s.Hide, s.Keep = hide, keep })
+}
+
+// launchWith launches script with the Spec edit changed.
+func launchWith(t testing.TB, m *Manager, script string, edit func(*Spec)) *engine {
+	t.Helper()
 	conv, exe := ids(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	h, err := m.Launch(ctx, Spec{Conversation: conv, Execution: exe, Argv: []string{"sh", "-c", script}, Stderr: os.Stderr, Hide: hide, Keep: keep,
-		Resources: Resources{MemoryMax: 1 << 30, TasksMax: 1024, CPUQuota: 200}})
+	spec := Spec{Conversation: conv, Execution: exe, Argv: []string{"sh", "-c", script}, Stderr: os.Stderr,
+		Resources: Resources{MemoryMax: 1 << 30, TasksMax: 1024, CPUQuota: 200}}
+	edit(&spec)
+	h, err := m.Launch(ctx, spec)
 	if err != nil {
 		t.Fatalf("launch: %v", err)
 	}

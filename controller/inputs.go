@@ -1,0 +1,83 @@
+package controller
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/mosaic-agents/mosaic/conversations"
+)
+
+// inputs are the user's files that the controllers give their engines
+// and that no engine may change (scopes.Spec.ReadOnly): a tool that
+// rewrote one would send another conversation's prompts, and its
+// credentials, where it chose, at that conversation's next launch.
+//   - Pi's agent directory of every Pi conversation, whose models.json
+//     (linked into each engine's own agent directory, agentFiles) sets each
+//     provider's base URL; its models.json again when it is a link out of
+//     the directory. The default ~/.pi/agent always, made (0700) if
+//     missing: a conversation added later links whatever a tool put there.
+//     Its auth.json stays writable (writable): Pi writes refreshed tokens
+//     back through its link; so does its sessions directory, where Pi
+//     keeps the sessions of its own runs outside mosaic.
+//   - every Claude conversation's env file (ANTHROPIC_BASE_URL).
+//
+// The conversations are this controller's and every one in the settings
+// store; one added after the launch has its files protected from the
+// engines launched after it. An agent directory that is the home or
+// holds the conversation's project or a conversation's session file
+// (outside its sessions directory) is left out: read-only, it would take
+// an engine's work with it.
+func (c *Controller) inputs() (ro, writable []string) {
+	cvs := []*conversations.Conversation{c.cfg.Conversation}
+	if st, err := conversations.Open(); err == nil {
+		if all, _, err := st.List(); err == nil {
+			cvs = append(cvs, all...)
+		}
+	}
+	home, _ := os.UserHomeDir()
+	if home != "" {
+		// Made so that it is there to bind: see inputsOf.
+		_ = os.MkdirAll(filepath.Join(home, ".pi", "agent"), 0o700)
+	}
+	return inputsOf(home, c.cfg.Conversation.Project, cvs)
+}
+
+// inputsOf is inputs for the home directory, the conversation's project
+// and the conversations cvs.
+func inputsOf(home, project string, cvs []*conversations.Conversation) (ro, writable []string) {
+	var agents, sessions []string
+	if home != "" {
+		agents = append(agents, filepath.Join(home, ".pi", "agent"))
+	}
+	for _, cv := range cvs {
+		if cv == nil {
+			continue
+		}
+		if cv.IsClaude() {
+			if cv.Claude != nil && cv.Claude.EnvFile != "" && !slices.Contains(ro, cv.Claude.EnvFile) {
+				ro = append(ro, cv.Claude.EnvFile)
+			}
+			continue
+		}
+		sessions = append(sessions, cv.Session)
+		if d := cv.Engine.AgentDir; d != "" && filepath.IsAbs(d) && !slices.Contains(agents, filepath.Clean(d)) {
+			agents = append(agents, filepath.Clean(d))
+		}
+	}
+	for _, d := range agents {
+		if d == "/" || d == home || holds(d, project) || slices.ContainsFunc(sessions, func(s string) bool { return holds(d, s) }) {
+			continue
+		}
+		ro = append(ro, d, filepath.Join(d, "models.json"))
+		writable = append(writable, filepath.Join(d, "auth.json"), filepath.Join(d, "sessions"))
+	}
+	return ro, writable
+}
+
+// holds says whether p is d or lies below it, other than in d's
+// sessions directory (which stays writable).
+func holds(d, p string) bool {
+	return p != "" && (p == d || strings.HasPrefix(p, d+"/") && !strings.HasPrefix(p, d+"/sessions/"))
+}

@@ -1,0 +1,103 @@
+package scopes
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+)
+
+// readOnlyEngine tries to change a read-only directory of the user's
+// (the files in it, what it holds, the directory itself, its parent's
+// entry for it) and a read-only file, reads both, and writes what was
+// bound back writable; each line says 0 when the attempt succeeded.
+const readOnlyEngine = `
+probe() { if eval "$2" >/dev/null 2>&1; then echo "$1 0"; else echo "$1 1"; fi; }
+probe read 'grep -q real %[1]s/models.json'
+probe write 'echo forged > %[1]s/models.json'
+probe plant 'echo forged > %[1]s/planted.json'
+probe remove 'rm -f %[1]s/models.json'
+probe replace 'mv %[1]s/models.json %[1]s/old.json'
+probe movedir 'mv %[1]s %[1]s.x'
+probe moveparent 'mv %[3]s %[3]s.x'
+probe auth 'echo refreshed > %[1]s/auth.json'
+probe session 'echo entry >> %[1]s/sessions/s.jsonl'
+probe envread 'grep -q real %[2]s'
+probe envwrite 'echo forged > %[2]s'
+probe envreplace 'echo forged > %[2]s.new && mv %[2]s.new %[2]s'
+echo ready 1
+exec sleep 300
+`
+
+// TestReadOnlyInputs: the inputs of other conversations named in
+// Spec.ReadOnly (a Pi agent directory, a Claude env file) can be read
+// from inside the engine and not changed, replaced or added to, in
+// place or by renaming them or a parent (a fresh ~/.pi/agent made in
+// its place would be what the next conversation links); what
+// Spec.Writable names below one of them (Pi's auth.json, its sessions)
+// is written in place, and one missing there is no failure.
+func TestReadOnlyInputs(t *testing.T) {
+	m := testManager(t)
+	home := t.TempDir()
+	agent := filepath.Join(home, ".pi", "agent")
+	env := filepath.Join(home, "keys", "claude.env")
+	for _, d := range []string{filepath.Join(agent, "sessions"), filepath.Dir(env)} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{filepath.Join(agent, "models.json"), filepath.Join(agent, "auth.json"), env} {
+		if err := os.WriteFile(f, []byte("real\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := launchWith(t, m, fmt.Sprintf(readOnlyEngine, agent, env, filepath.Dir(agent)), func(s *Spec) {
+		s.ReadOnly = []string{agent, env}
+		s.Writable = []string{filepath.Join(agent, "auth.json"), filepath.Join(agent, "sessions"), filepath.Join(agent, "missing")}
+	})
+	got := e.expect(t, "read", "write", "plant", "remove", "replace", "movedir", "moveparent", "auth", "session", "envread", "envwrite", "envreplace", "ready")
+	if !e.Cohort.Confinement.Confined {
+		t.Fatalf("engine not confined: %s", e.Cohort.Confinement.Reason)
+	}
+	for k, want := range map[string]string{"read": "0", "auth": "0", "session": "0", "envread": "0",
+		"write": "1", "plant": "1", "remove": "1", "replace": "1", "movedir": "1", "moveparent": "1", "envwrite": "1", "envreplace": "1"} {
+		if got[k] != want {
+			t.Errorf("%s: %s, want %s (0: it succeeded)", k, got[k], want)
+		}
+	}
+	for _, f := range []string{filepath.Join(agent, "models.json"), env} {
+		if b, err := os.ReadFile(f); err != nil || string(b) != "real\n" {
+			t.Errorf("%s changed from inside the engine: %q, %v", f, b, err)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(agent, "auth.json")); err != nil || string(b) != "refreshed\n" {
+		t.Errorf("auth.json not written in place: %q, %v", b, err)
+	}
+	if !slices.Equal(e.Cohort.Confinement.ReadOnly, []string{agent, env}) {
+		t.Errorf("recorded read-only paths %v, want %v", e.Cohort.Confinement.ReadOnly, []string{agent, env})
+	}
+	e.Stop(ctxT(t), StopOptions{Stop: "stop-readonly", Grace: time.Second})
+}
+
+func TestReadOnlyPathsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		ro, wr []string
+	}{
+		{"relative read-only", []string{"home/.pi/agent"}, nil},
+		{"relative writable", []string{"/h/.pi/agent"}, []string{"auth.json"}},
+		{"writable under nothing read-only", []string{"/h/.pi/agent"}, []string{"/h/.pi/auth.json"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, _, err := readOnlyPaths(tc.ro, tc.wr); err == nil {
+				t.Fatal("accepted")
+			}
+		})
+	}
+	ro, wr, err := readOnlyPaths([]string{"/h/.pi/agent/", "/h/.pi/agent"}, []string{"/h/.pi/agent/auth.json"})
+	if err != nil || !slices.Equal(ro, []string{"/h/.pi/agent"}) || !slices.Equal(wr, []string{"/h/.pi/agent/auth.json"}) {
+		t.Fatalf("readOnlyPaths = %v %v %v", ro, wr, err)
+	}
+}
