@@ -400,7 +400,7 @@ func confine(plan confinePlan) confineReport {
 	defer kept.close()
 	// Opened before the read-only binds, so each is bound back from the
 	// writable mount it was on.
-	writable, err := openWritable(plan.Writable)
+	writable, err := openWritable(plan.Writable, plan.ReadOnly, slices.Concat(plan.Masks, plan.Runtime, plan.Private))
 	if err != nil {
 		return pathFail(err)
 	}

@@ -82,12 +82,24 @@ type writableSet []writableFile
 
 // openWritable opens each writable path that exists, symlinks resolved
 // as the read-only paths are; one missing is left out (there is nothing
-// to bind back, and nothing can be made under the read-only bind).
-func openWritable(paths []string) (writableSet, error) {
+// to bind back, and nothing can be made under the read-only bind). Only a
+// path the read-only bind took away is bound back: one that resolves
+// outside every read-only directory (a link to a dotfiles tree) was never
+// covered and is written through the link as it is, and one that is, or
+// lies above or below, a path a mask or a private directory covers is
+// never bound back, so a link planted at auth.json or sessions (by an
+// engine launched before its directory was read-only) cannot reopen a
+// hidden directory writable over its mask.
+func openWritable(paths, ro, covered []string) (writableSet, error) {
+	roReal, covReal := realPaths(ro), realPaths(covered)
 	var ws writableSet
 	for _, p := range paths {
 		real, err := filepath.EvalSymlinks(p)
 		if err != nil {
+			continue
+		}
+		if !slices.ContainsFunc(roReal, func(r string) bool { return below(r, real) }) ||
+			slices.ContainsFunc(covReal, func(c string) bool { return c == real || below(c, real) || below(real, c) }) {
 			continue
 		}
 		fd, err := unix.Open(real, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
@@ -98,6 +110,17 @@ func openWritable(paths []string) (writableSet, error) {
 		ws = append(ws, writableFile{real: real, fd: fd})
 	}
 	return ws, nil
+}
+
+// realPaths resolves each path that exists.
+func realPaths(paths []string) []string {
+	var out []string
+	for _, p := range paths {
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			out = append(out, real)
+		}
+	}
+	return out
 }
 
 func (ws writableSet) close() {

@@ -27,6 +27,8 @@ probe session 'echo entry >> %[1]s/sessions/s.jsonl'
 probe envread 'grep -q real %[2]s'
 probe envwrite 'echo forged > %[2]s'
 probe envreplace 'echo forged > %[2]s.new && mv %[2]s.new %[2]s'
+probe dotauth 'echo refreshed > %[4]s/auth.json'
+probe unmask 'echo forged > %[4]s/sessions/revision.json'
 echo ready 1
 exec sleep 300
 `
@@ -53,15 +55,36 @@ func TestReadOnlyInputs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	e := launchWith(t, m, fmt.Sprintf(readOnlyEngine, agent, env, filepath.Dir(agent)), func(s *Spec) {
-		s.ReadOnly = []string{agent, env}
-		s.Writable = []string{filepath.Join(agent, "auth.json"), filepath.Join(agent, "sessions"), filepath.Join(agent, "missing")}
+	// A second agent directory whose auth.json links to a dotfiles tree
+	// (written through the link, outside the read-only bind) and whose
+	// sessions a tool had made a link to a hidden directory (never
+	// bound back writable over its mask).
+	agent2, dotfiles := filepath.Join(home, "agent2"), filepath.Join(home, "dotfiles")
+	hidden := filepath.Join(agent2, "state", "claims") // an agent directory that holds mosaic's state
+	for _, d := range []string{agent2, dotfiles, hidden} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dotfiles, "auth.json"), []byte("real\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for link, target := range map[string]string{filepath.Join(agent2, "auth.json"): filepath.Join(dotfiles, "auth.json"), filepath.Join(agent2, "sessions"): hidden} {
+		if err := os.Symlink(target, link); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := launchWith(t, m, fmt.Sprintf(readOnlyEngine, agent, env, filepath.Dir(agent), agent2), func(s *Spec) {
+		s.Hide = []string{hidden}
+		s.ReadOnly = []string{agent, env, agent2}
+		s.Writable = []string{filepath.Join(agent, "auth.json"), filepath.Join(agent, "sessions"), filepath.Join(agent, "missing"),
+			filepath.Join(agent2, "auth.json"), filepath.Join(agent2, "sessions")}
 	})
-	got := e.expect(t, "read", "write", "plant", "remove", "replace", "movedir", "moveparent", "auth", "session", "envread", "envwrite", "envreplace", "ready")
+	got := e.expect(t, "read", "write", "plant", "remove", "replace", "movedir", "moveparent", "auth", "session", "envread", "envwrite", "envreplace", "dotauth", "unmask", "ready")
 	if !e.Cohort.Confinement.Confined {
 		t.Fatalf("engine not confined: %s", e.Cohort.Confinement.Reason)
 	}
-	for k, want := range map[string]string{"read": "0", "auth": "0", "session": "0", "envread": "0",
+	for k, want := range map[string]string{"read": "0", "auth": "0", "session": "0", "envread": "0", "dotauth": "0", "unmask": "1",
 		"write": "1", "plant": "1", "remove": "1", "replace": "1", "movedir": "1", "moveparent": "1", "envwrite": "1", "envreplace": "1"} {
 		if got[k] != want {
 			t.Errorf("%s: %s, want %s (0: it succeeded)", k, got[k], want)
@@ -75,8 +98,11 @@ func TestReadOnlyInputs(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(agent, "auth.json")); err != nil || string(b) != "refreshed\n" {
 		t.Errorf("auth.json not written in place: %q, %v", b, err)
 	}
-	if !slices.Equal(e.Cohort.Confinement.ReadOnly, []string{agent, env}) {
-		t.Errorf("recorded read-only paths %v, want %v", e.Cohort.Confinement.ReadOnly, []string{agent, env})
+	if !slices.Equal(e.Cohort.Confinement.ReadOnly, []string{agent, env, agent2}) {
+		t.Errorf("recorded read-only paths %v, want %v", e.Cohort.Confinement.ReadOnly, []string{agent, env, agent2})
+	}
+	if _, err := os.Stat(filepath.Join(hidden, "revision.json")); err == nil {
+		t.Error("a link at sessions reopened the hidden directory writable")
 	}
 	e.Stop(ctxT(t), StopOptions{Stop: "stop-readonly", Grace: time.Second})
 }
