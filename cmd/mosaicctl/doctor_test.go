@@ -463,9 +463,10 @@ func limitsEnforced(t *testing.T) bool {
 	return n == 3
 }
 
-// TestDoctorNamesReplaceableLinks: a configuration home reached through a
-// symbolic link the user owns is named by the confinement check's link
-// scan; the state and data homes without one are not.
+// TestDoctorNamesReplaceableLinks: a configuration home, or Pi's agent
+// directory, reached through a symbolic link the user owns is named by
+// the confinement check's link scan; the state and data homes without
+// one are not.
 func TestDoctorNamesReplaceableLinks(t *testing.T) {
 	home := t.TempDir()
 	real := filepath.Join(home, "dotfiles", "config")
@@ -476,6 +477,7 @@ func TestDoctorNamesReplaceableLinks(t *testing.T) {
 	if err := os.Symlink(real, cfg); err != nil {
 		t.Fatal(err)
 	}
+	t.Setenv("HOME", home)
 	t.Setenv("XDG_CONFIG_HOME", cfg)
 	t.Setenv("XDG_STATE_HOME", filepath.Join(home, "state"))
 	t.Setenv("XDG_DATA_HOME", filepath.Join(home, "data"))
@@ -485,5 +487,16 @@ func TestDoctorNamesReplaceableLinks(t *testing.T) {
 	t.Setenv("XDG_CONFIG_HOME", real)
 	if got := replaceableLinks(); len(got) != 0 {
 		t.Fatalf("replaceableLinks() = %v with no link on the way", got)
+	}
+	// Pi's agent directory, read-only in every engine, through a link.
+	pi := filepath.Join(home, "dotfiles", "pi")
+	if err := os.MkdirAll(filepath.Join(pi, "agent"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(pi, filepath.Join(home, ".pi")); err != nil {
+		t.Fatal(err)
+	}
+	if got := replaceableLinks(); len(got) != 1 || got[0] != filepath.Join(home, ".pi") {
+		t.Fatalf("replaceableLinks() = %v, want [%s]", got, filepath.Join(home, ".pi"))
 	}
 }
