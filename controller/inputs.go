@@ -15,20 +15,22 @@ import (
 // credentials, where it chose, at that conversation's next launch.
 //   - Pi's agent directory of every Pi conversation, whose models.json
 //     (linked into each engine's own agent directory, agentFiles) sets each
-//     provider's base URL; its models.json again when it is a link out of
-//     the directory. The default ~/.pi/agent always, made (0700) if
-//     missing: a conversation added later links whatever a tool put there.
-//     Its auth.json stays writable (writable): Pi writes refreshed tokens
-//     back through its link; so does its sessions directory, where Pi
-//     keeps the sessions of its own runs outside mosaic.
+//     provider's base URL, and that models.json again (a link out of the
+//     directory is bound where it leads). Each is made (0700) if missing,
+//     the default ~/.pi/agent always: a tool could make a missing one, and
+//     the conversation would link what it put there. Its auth.json stays
+//     writable (writable): Pi writes refreshed tokens back through its
+//     link (which leaves it a way between conversations: docs/security.md);
+//     so does its sessions directory, where Pi keeps the sessions of its
+//     own runs outside mosaic.
 //   - every Claude conversation's env file (ANTHROPIC_BASE_URL).
 //
 // The conversations are this controller's and every one in the settings
 // store; one added after the launch has its files protected from the
 // engines launched after it. An agent directory that is the home or
 // holds the conversation's project or a conversation's session file
-// (outside its sessions directory) is left out: read-only, it would take
-// an engine's work with it.
+// (outside its sessions directory) is not bound read-only whole (it would
+// take an engine's work with it): only its models.json is.
 func (c *Controller) inputs() (ro, writable []string) {
 	cvs := []*conversations.Conversation{c.cfg.Conversation}
 	if st, err := conversations.Open(); err == nil {
@@ -37,17 +39,19 @@ func (c *Controller) inputs() (ro, writable []string) {
 		}
 	}
 	home, _ := os.UserHomeDir()
-	if home != "" {
-		// Made so that it is there to bind: see inputsOf.
-		_ = os.MkdirAll(filepath.Join(home, ".pi", "agent"), 0o700)
+	ro, writable, dirs := inputsOf(home, c.cfg.Conversation.Project, cvs)
+	for _, d := range dirs {
+		// Made so that it is there to bind; one that cannot be made is
+		// left to the launch, which notes it absent.
+		_ = os.MkdirAll(d, 0o700)
 	}
-	return inputsOf(home, c.cfg.Conversation.Project, cvs)
+	return ro, writable
 }
 
 // inputsOf is inputs for the home directory, the conversation's project
-// and the conversations cvs.
-func inputsOf(home, project string, cvs []*conversations.Conversation) (ro, writable []string) {
-	var agents, sessions []string
+// and the conversations cvs, with the agent directories to make.
+func inputsOf(home, project string, cvs []*conversations.Conversation) (ro, writable, agents []string) {
+	var sessions []string
 	if home != "" {
 		agents = append(agents, filepath.Join(home, ".pi", "agent"))
 	}
@@ -67,13 +71,15 @@ func inputsOf(home, project string, cvs []*conversations.Conversation) (ro, writ
 		}
 	}
 	for _, d := range agents {
+		models := filepath.Join(d, "models.json")
 		if d == "/" || d == home || holds(d, project) || slices.ContainsFunc(sessions, func(s string) bool { return holds(d, s) }) {
+			ro = append(ro, models)
 			continue
 		}
-		ro = append(ro, d, filepath.Join(d, "models.json"))
+		ro = append(ro, d, models)
 		writable = append(writable, filepath.Join(d, "auth.json"), filepath.Join(d, "sessions"))
 	}
-	return ro, writable
+	return ro, writable, agents
 }
 
 // holds says whether p is d or lies below it, other than in d's

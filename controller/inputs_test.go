@@ -29,16 +29,17 @@ func TestInputsOf(t *testing.T) {
 		{"another agent directory, an env file", "/h/p", []*conversations.Conversation{pi(""), pi("/h/alt/agent/"), claude("/h/keys/c.env"), claude("/h/keys/c.env")},
 			[]string{"/h/keys/c.env", "/h/.pi/agent", "/h/.pi/agent/models.json", "/h/alt/agent", "/h/alt/agent/models.json"},
 			[]string{"/h/.pi/agent/auth.json", "/h/.pi/agent/sessions", "/h/alt/agent/auth.json", "/h/alt/agent/sessions"}},
-		{"the home and the project's parent left out", "/h/work/p", []*conversations.Conversation{pi("/h"), pi("/h/work"), pi("/h/work/p"), pi("/")},
-			[]string{"/h/.pi/agent", "/h/.pi/agent/models.json"}, []string{"/h/.pi/agent/auth.json", "/h/.pi/agent/sessions"}},
+		{"the home and the project's parent: their models.json alone", "/h/work/p", []*conversations.Conversation{pi("/h"), pi("/h/work"), pi("/h/work/p"), pi("/")},
+			[]string{"/h/.pi/agent", "/h/.pi/agent/models.json", "/h/models.json", "/h/work/models.json", "/h/work/p/models.json", "/models.json"},
+			[]string{"/h/.pi/agent/auth.json", "/h/.pi/agent/sessions"}},
 		{"a session in an agent directory, and one in its sessions", "/h/p",
 			[]*conversations.Conversation{{ID: "pi-2", Session: "/h/.pi/agent/sessions/x/s.jsonl"}, {ID: "pi-3", Engine: conversations.Engine{AgentDir: "/h/a2"}, Session: "/h/a2/s.jsonl"}},
-			[]string{"/h/.pi/agent", "/h/.pi/agent/models.json"}, []string{"/h/.pi/agent/auth.json", "/h/.pi/agent/sessions"}},
+			[]string{"/h/.pi/agent", "/h/.pi/agent/models.json", "/h/a2/models.json"}, []string{"/h/.pi/agent/auth.json", "/h/.pi/agent/sessions"}},
 		{"a Claude conversation without settings", "/h/p", []*conversations.Conversation{{ID: "cl-2", EngineKind: "claude"}, nil},
 			[]string{"/h/.pi/agent", "/h/.pi/agent/models.json"}, []string{"/h/.pi/agent/auth.json", "/h/.pi/agent/sessions"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ro, writable := inputsOf("/h", tc.project, tc.cvs)
+			ro, writable, _ := inputsOf("/h", tc.project, tc.cvs)
 			if !slices.Equal(ro, tc.ro) || !slices.Equal(writable, tc.writable) {
 				t.Errorf("inputsOf = %q, %q; want %q, %q", ro, writable, tc.ro, tc.writable)
 			}

@@ -155,19 +155,6 @@ func (b bus) unitState(ctx context.Context, unit string) (UnitState, error) {
 	return st, err
 }
 
-// invocation asks the manager for the unit's InvocationID alone: what
-// decides whether the cohort's path is still ours (unitOurs, identify),
-// in one message instead of unitState's three.
-func (b bus) invocation(ctx context.Context, unit string) (string, error) {
-	var inv string
-	err := b.do(ctx, func(c *sddbus.Conn) error {
-		var err error
-		inv, err = unitInvocation(ctx, c, unit)
-		return err
-	})
-	return inv, err
-}
-
 // scopeResult reads the scope's Result property.
 func scopeResult(ctx context.Context, c *sddbus.Conn, unit string) (string, error) {
 	p, err := c.GetUnitTypePropertyContext(ctx, unit, "Scope", "Result")

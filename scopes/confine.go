@@ -417,9 +417,11 @@ func confine(plan confinePlan) confineReport {
 	if err := rep.cover(plan.Private, "private", privateDir, &rep.Masked); err != nil {
 		return pathFail(err)
 	}
-	if err := rep.cover(plan.ReadOnly, "read-only", readOnly, &rep.ReadOnly); err != nil {
+	var readOnlyDone []string
+	if err := rep.cover(plan.ReadOnly, "read-only", readOnly, &readOnlyDone); err != nil {
 		return pathFail(err)
 	}
+	rep.ReadOnly = unlinked(readOnlyDone)
 	if err := writable.bindBack(); err != nil {
 		return pathFail(err)
 	}

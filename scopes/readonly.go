@@ -2,6 +2,7 @@ package scopes
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -80,32 +81,43 @@ type writableFile struct {
 
 type writableSet []writableFile
 
-// openWritable opens each writable path that exists, symlinks resolved
-// as the read-only paths are; one missing is left out (there is nothing
-// to bind back, and nothing can be made under the read-only bind). Only a
-// path the read-only bind took away is bound back: one that resolves
-// outside every read-only directory (a link to a dotfiles tree) was never
-// covered and is written through the link as it is, and one that is, or
-// lies above or below, a path a mask or a private directory covers is
-// never bound back, so a link planted at auth.json or sessions (by an
-// engine launched before its directory was read-only) cannot reopen a
-// hidden directory writable over its mask.
+// openWritable opens each writable path that exists and is no link, its
+// directory's links resolved as the read-only paths are; one missing is
+// left out (there is nothing to bind back, and nothing can be made under
+// the read-only bind). Only a path the read-only bind took away is bound
+// back, and never one that is, holds or lies below another read-only or
+// a masked or private path. A link at the path itself is not followed:
+// one to a dotfiles tree outside every read-only directory is written
+// through as it is, and one planted there (by an engine launched before
+// the directory was read-only) must not make another conversation's
+// models.json writable, or reopen a hidden directory over its mask.
 func openWritable(paths, ro, covered []string) (writableSet, error) {
 	roReal, covReal := realPaths(ro), realPaths(covered)
 	var ws writableSet
 	for _, p := range paths {
-		real, err := filepath.EvalSymlinks(p)
+		if fi, err := os.Lstat(p); err != nil || fi.Mode()&os.ModeSymlink != 0 {
+			continue
+		}
+		dir, err := filepath.EvalSymlinks(filepath.Dir(p))
 		if err != nil {
 			continue
 		}
+		real := filepath.Join(dir, filepath.Base(p))
+		overlaps := func(c string) bool { return c == real || below(c, real) || below(real, c) }
 		if !slices.ContainsFunc(roReal, func(r string) bool { return below(r, real) }) ||
-			slices.ContainsFunc(covReal, func(c string) bool { return c == real || below(c, real) || below(real, c) }) {
+			slices.ContainsFunc(roReal, func(r string) bool { return r == real || below(real, r) }) ||
+			slices.ContainsFunc(covReal, overlaps) {
 			continue
 		}
 		fd, err := unix.Open(real, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if err != nil {
 			ws.close()
-			return nil, fmt.Errorf("writable file %s: %w", real, err)
+			return nil, fmt.Errorf("writable path %s: %w", real, err)
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			unix.Close(fd) // made a link since the Lstat: not followed
+			continue
 		}
 		ws = append(ws, writableFile{real: real, fd: fd})
 	}
@@ -138,4 +150,20 @@ func (ws writableSet) bindBack() error {
 		}
 	}
 	return nil
+}
+
+// unlinked leaves out of the report each read-only path reached through
+// a symbolic link the user could replace (~/.pi linked into a dotfiles
+// tree): the bind holds the file the link led to at the launch, but a
+// tool can point the link elsewhere, and the next conversation follows
+// it there, so the proof does not call the path read-only (mosaicctl
+// doctor names the link).
+func unlinked(paths []string) []string {
+	var out []string
+	for _, p := range paths {
+		if len(ReplaceableLinks(p)) == 0 {
+			out = append(out, p)
+		}
+	}
+	return out
 }

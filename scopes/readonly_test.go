@@ -29,6 +29,7 @@ probe envwrite 'echo forged > %[2]s'
 probe envreplace 'echo forged > %[2]s.new && mv %[2]s.new %[2]s'
 probe dotauth 'echo refreshed > %[4]s/auth.json'
 probe unmask 'echo forged > %[4]s/sessions/revision.json'
+probe linkedwrite 'echo forged > %[5]s/auth.json'
 echo ready 1
 exec sleep 300
 `
@@ -74,23 +75,42 @@ func TestReadOnlyInputs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	e := launchWith(t, m, fmt.Sprintf(readOnlyEngine, agent, env, filepath.Dir(agent), agent2), func(s *Spec) {
+	// A third whose auth.json a tool had linked to a file of the first
+	// (never followed into a read-only directory and bound back there),
+	// and a fourth reached through a link the user could replace (bound,
+	// but not reported read-only: a tool can repoint the link).
+	agent3, linked, linkedTo := filepath.Join(home, "agent3"), filepath.Join(home, "linked"), filepath.Join(home, "dotfiles2")
+	other := filepath.Join(agent, "other.json")
+	for _, d := range []string{agent3, linkedTo} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(other, []byte("real\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for link, target := range map[string]string{filepath.Join(agent3, "auth.json"): other, linked: linkedTo} {
+		if err := os.Symlink(target, link); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := launchWith(t, m, fmt.Sprintf(readOnlyEngine, agent, env, filepath.Dir(agent), agent2, agent3), func(s *Spec) {
 		s.Hide = []string{hidden}
-		s.ReadOnly = []string{agent, env, agent2}
+		s.ReadOnly = []string{agent, env, agent2, agent3, linked}
 		s.Writable = []string{filepath.Join(agent, "auth.json"), filepath.Join(agent, "sessions"), filepath.Join(agent, "missing"),
-			filepath.Join(agent2, "auth.json"), filepath.Join(agent2, "sessions")}
+			filepath.Join(agent2, "auth.json"), filepath.Join(agent2, "sessions"), filepath.Join(agent3, "auth.json")}
 	})
-	got := e.expect(t, "read", "write", "plant", "remove", "replace", "movedir", "moveparent", "auth", "session", "envread", "envwrite", "envreplace", "dotauth", "unmask", "ready")
+	got := e.expect(t, "read", "write", "plant", "remove", "replace", "movedir", "moveparent", "auth", "session", "envread", "envwrite", "envreplace", "dotauth", "unmask", "linkedwrite", "ready")
 	if !e.Cohort.Confinement.Confined {
 		t.Fatalf("engine not confined: %s", e.Cohort.Confinement.Reason)
 	}
-	for k, want := range map[string]string{"read": "0", "auth": "0", "session": "0", "envread": "0", "dotauth": "0", "unmask": "1",
+	for k, want := range map[string]string{"read": "0", "auth": "0", "session": "0", "envread": "0", "dotauth": "0", "unmask": "1", "linkedwrite": "1",
 		"write": "1", "plant": "1", "remove": "1", "replace": "1", "movedir": "1", "moveparent": "1", "envwrite": "1", "envreplace": "1"} {
 		if got[k] != want {
 			t.Errorf("%s: %s, want %s (0: it succeeded)", k, got[k], want)
 		}
 	}
-	for _, f := range []string{filepath.Join(agent, "models.json"), env} {
+	for _, f := range []string{filepath.Join(agent, "models.json"), env, other} {
 		if b, err := os.ReadFile(f); err != nil || string(b) != "real\n" {
 			t.Errorf("%s changed from inside the engine: %q, %v", f, b, err)
 		}
@@ -98,8 +118,8 @@ func TestReadOnlyInputs(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(agent, "auth.json")); err != nil || string(b) != "refreshed\n" {
 		t.Errorf("auth.json not written in place: %q, %v", b, err)
 	}
-	if !slices.Equal(e.Cohort.Confinement.ReadOnly, []string{agent, env, agent2}) {
-		t.Errorf("recorded read-only paths %v, want %v", e.Cohort.Confinement.ReadOnly, []string{agent, env, agent2})
+	if want := []string{agent, env, agent2, agent3}; !slices.Equal(e.Cohort.Confinement.ReadOnly, want) {
+		t.Errorf("recorded read-only paths %v, want %v", e.Cohort.Confinement.ReadOnly, want)
 	}
 	if _, err := os.Stat(filepath.Join(hidden, "revision.json")); err == nil {
 		t.Error("a link at sessions reopened the hidden directory writable")

@@ -121,7 +121,7 @@ func ourInvocation(ctx context.Context, b bus, c Cohort) bool {
 	if c.InvocationID == "" {
 		return false
 	}
-	inv, err := b.invocation(ctx, c.Unit)
+	inv, err := b.invocationID(ctx, c.Unit)
 	return err == nil && inv == c.InvocationID
 }
 
