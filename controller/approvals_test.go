@@ -236,6 +236,9 @@ func TestApprovalInterruptUncertain(t *testing.T) {
 		t.Fatalf("stop %v does not record the cancelled dialog %v", stop, ap["decision"])
 	}
 	ctl.refused(answer("a1", gen, ap["id"].(string), "Allow"), protocol.CodeApprovalClosed)
+	// The fake engine records what it read from its stdin when it next
+	// runs: on a loaded machine, after the stop's record reached us.
+	waitUntil(t, func() bool { return len(r.responses()) > 0 })
 	resp := r.responses()
 	if len(resp) != 1 || resp[0]["cancelled"] != true || resp[0]["id"] != ap["decision"] {
 		t.Fatalf("engine read %v; want one cancel of %v", resp, ap["decision"])
