@@ -30,7 +30,8 @@ import (
 // engines launched after it. An agent directory that is the home or
 // holds the conversation's project or a conversation's session file
 // (outside its sessions directory) is not bound read-only whole (it would
-// take an engine's work with it): only its models.json is.
+// take an engine's work with it): only its models.json is, made empty if
+// missing.
 func (c *Controller) inputs() (ro, writable []string) {
 	cvs := []*conversations.Conversation{c.cfg.Conversation}
 	if st, err := conversations.Open(); err == nil {
@@ -39,18 +40,31 @@ func (c *Controller) inputs() (ro, writable []string) {
 		}
 	}
 	home, _ := os.UserHomeDir()
-	ro, writable, dirs := inputsOf(home, c.cfg.Conversation.Project, cvs)
+	ro, writable, dirs, models := inputsOf(home, c.cfg.Conversation.Project, cvs)
 	for _, d := range dirs {
 		// Made so that it is there to bind; one that cannot be made is
 		// left to the launch, which notes it absent.
 		_ = os.MkdirAll(d, 0o700)
 	}
+	for _, m := range models {
+		// A directory bound read-only whole cannot take a models.json
+		// later; one whose models.json alone is can, unless it is
+		// there: an empty one (no provider added), as Pi reads it.
+		if f, err := os.OpenFile(m, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
+			f.WriteString(emptyModels)
+			f.Close()
+		}
+	}
 	return ro, writable
 }
 
+// emptyModels is a models.json that adds no provider.
+const emptyModels = "{\"providers\":{}}\n"
+
 // inputsOf is inputs for the home directory, the conversation's project
-// and the conversations cvs, with the agent directories to make.
-func inputsOf(home, project string, cvs []*conversations.Conversation) (ro, writable, agents []string) {
+// and the conversations cvs, with the agent directories to make and the
+// models.json files bound alone, to make when missing.
+func inputsOf(home, project string, cvs []*conversations.Conversation) (ro, writable, agents, models []string) {
 	var sessions []string
 	if home != "" {
 		agents = append(agents, filepath.Join(home, ".pi", "agent"))
@@ -71,15 +85,16 @@ func inputsOf(home, project string, cvs []*conversations.Conversation) (ro, writ
 		}
 	}
 	for _, d := range agents {
-		models := filepath.Join(d, "models.json")
+		m := filepath.Join(d, "models.json")
 		if d == "/" || d == home || holds(d, project) || slices.ContainsFunc(sessions, func(s string) bool { return holds(d, s) }) {
-			ro = append(ro, models)
+			ro = append(ro, m)
+			models = append(models, m)
 			continue
 		}
-		ro = append(ro, d, models)
+		ro = append(ro, d, m)
 		writable = append(writable, filepath.Join(d, "auth.json"), filepath.Join(d, "sessions"))
 	}
-	return ro, writable, agents
+	return ro, writable, agents, models
 }
 
 // holds says whether p is d or lies below it, other than in d's

@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -39,9 +41,54 @@ func TestInputsOf(t *testing.T) {
 			[]string{"/h/.pi/agent", "/h/.pi/agent/models.json"}, []string{"/h/.pi/agent/auth.json", "/h/.pi/agent/sessions"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ro, writable, _ := inputsOf("/h", tc.project, tc.cvs)
+			ro, writable, _, _ := inputsOf("/h", tc.project, tc.cvs)
 			if !slices.Equal(ro, tc.ro) || !slices.Equal(writable, tc.writable) {
 				t.Errorf("inputsOf = %q, %q; want %q, %q", ro, writable, tc.ro, tc.writable)
+			}
+		})
+	}
+}
+
+// TestInputsMakeWhatIsBound: what the launch binds read-only is there to
+// bind: the default agent directory and every conversation's, and an
+// empty models.json where a directory left writable has none (a tool
+// would make one there, and the next conversation would link it); a
+// models.json the user has is left as it is.
+func TestInputsMakeWhatIsBound(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(home, "config"))
+	work, other := filepath.Join(home, "work"), filepath.Join(home, "other")
+	project := filepath.Join(work, "p")
+	if err := os.MkdirAll(project, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, agentDir, models string
+	}{
+		{"the project's parent, without models.json", work, emptyModels},
+		{"another directory, with the user's", other, `{"providers":{"mine":{}}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.agentDir == other {
+				if err := os.MkdirAll(other, 0o700); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(other, "models.json"), []byte(tc.models), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cv := &conversations.Conversation{ID: "pi-1", Project: project, Engine: conversations.Engine{AgentDir: tc.agentDir}}
+			c := &Controller{cfg: Config{Conversation: cv}}
+			ro, _ := c.inputs()
+			if !slices.Contains(ro, filepath.Join(tc.agentDir, "models.json")) {
+				t.Fatalf("%s/models.json not read-only: %q", tc.agentDir, ro)
+			}
+			if b, err := os.ReadFile(filepath.Join(tc.agentDir, "models.json")); err != nil || string(b) != tc.models {
+				t.Errorf("models.json = %q, %v; want %q", b, err, tc.models)
+			}
+			if st, err := os.Stat(filepath.Join(home, ".pi", "agent")); err != nil || !st.IsDir() {
+				t.Errorf("the default agent directory was not made: %v", err)
 			}
 		})
 	}

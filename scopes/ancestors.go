@@ -62,10 +62,16 @@ func movable(d string) bool { return userCanChange(filepath.Dir(d)) }
 
 // userCanChange says whether the user can add, rename or remove entries
 // of dir: it is writable to them, or theirs (a directory of mode 0555
-// that the user owns is one chmod away from writable).
+// that the user owns is one chmod away from writable), unless it is on a
+// read-only mount (where chmod fails too: a link inside an input bound
+// read-only stays where it leads).
 func userCanChange(dir string) bool {
 	if unix.Access(dir, unix.W_OK) == nil {
 		return true
+	}
+	var fs unix.Statfs_t
+	if unix.Statfs(dir, &fs) == nil && fs.Flags&unix.ST_RDONLY != 0 {
+		return false
 	}
 	var st unix.Stat_t
 	return unix.Stat(dir, &st) == nil && int(st.Uid) == os.Getuid()

@@ -30,6 +30,7 @@ probe envreplace 'echo forged > %[2]s.new && mv %[2]s.new %[2]s'
 probe dotauth 'echo refreshed > %[4]s/auth.json'
 probe unmask 'echo forged > %[4]s/sessions/revision.json'
 probe linkedwrite 'echo forged > %[5]s/auth.json'
+probe dotmodels 'echo forged > %[4]s/models.json'
 echo ready 1
 exec sleep 300
 `
@@ -67,10 +68,16 @@ func TestReadOnlyInputs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := os.WriteFile(filepath.Join(dotfiles, "auth.json"), []byte("real\n"), 0o600); err != nil {
-		t.Fatal(err)
+	for _, f := range []string{"auth.json", "models.json"} {
+		if err := os.WriteFile(filepath.Join(dotfiles, f), []byte("real\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
-	for link, target := range map[string]string{filepath.Join(agent2, "auth.json"): filepath.Join(dotfiles, "auth.json"), filepath.Join(agent2, "sessions"): hidden} {
+	// Its models.json, a link into the dotfiles too, is read-only where it
+	// leads and cannot be repointed (its directory is read-only): it is
+	// reported so.
+	for link, target := range map[string]string{filepath.Join(agent2, "auth.json"): filepath.Join(dotfiles, "auth.json"),
+		filepath.Join(agent2, "sessions"): hidden, filepath.Join(agent2, "models.json"): filepath.Join(dotfiles, "models.json")} {
 		if err := os.Symlink(target, link); err != nil {
 			t.Fatal(err)
 		}
@@ -96,21 +103,21 @@ func TestReadOnlyInputs(t *testing.T) {
 	}
 	e := launchWith(t, m, fmt.Sprintf(readOnlyEngine, agent, env, filepath.Dir(agent), agent2, agent3), func(s *Spec) {
 		s.Hide = []string{hidden}
-		s.ReadOnly = []string{agent, env, agent2, agent3, linked}
+		s.ReadOnly = []string{agent, env, agent2, agent3, linked, filepath.Join(agent2, "models.json")}
 		s.Writable = []string{filepath.Join(agent, "auth.json"), filepath.Join(agent, "sessions"), filepath.Join(agent, "missing"),
 			filepath.Join(agent2, "auth.json"), filepath.Join(agent2, "sessions"), filepath.Join(agent3, "auth.json")}
 	})
-	got := e.expect(t, "read", "write", "plant", "remove", "replace", "movedir", "moveparent", "auth", "session", "envread", "envwrite", "envreplace", "dotauth", "unmask", "linkedwrite", "ready")
+	got := e.expect(t, "read", "write", "plant", "remove", "replace", "movedir", "moveparent", "auth", "session", "envread", "envwrite", "envreplace", "dotauth", "unmask", "linkedwrite", "dotmodels", "ready")
 	if !e.Cohort.Confinement.Confined {
 		t.Fatalf("engine not confined: %s", e.Cohort.Confinement.Reason)
 	}
-	for k, want := range map[string]string{"read": "0", "auth": "0", "session": "0", "envread": "0", "dotauth": "0", "unmask": "1", "linkedwrite": "1",
+	for k, want := range map[string]string{"read": "0", "auth": "0", "session": "0", "envread": "0", "dotauth": "0", "unmask": "1", "linkedwrite": "1", "dotmodels": "1",
 		"write": "1", "plant": "1", "remove": "1", "replace": "1", "movedir": "1", "moveparent": "1", "envwrite": "1", "envreplace": "1"} {
 		if got[k] != want {
 			t.Errorf("%s: %s, want %s (0: it succeeded)", k, got[k], want)
 		}
 	}
-	for _, f := range []string{filepath.Join(agent, "models.json"), env, other} {
+	for _, f := range []string{filepath.Join(agent, "models.json"), env, other, filepath.Join(dotfiles, "models.json")} {
 		if b, err := os.ReadFile(f); err != nil || string(b) != "real\n" {
 			t.Errorf("%s changed from inside the engine: %q, %v", f, b, err)
 		}
@@ -118,7 +125,7 @@ func TestReadOnlyInputs(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(agent, "auth.json")); err != nil || string(b) != "refreshed\n" {
 		t.Errorf("auth.json not written in place: %q, %v", b, err)
 	}
-	if want := []string{agent, env, agent2, agent3}; !slices.Equal(e.Cohort.Confinement.ReadOnly, want) {
+	if want := []string{agent, env, agent2, agent3, filepath.Join(agent2, "models.json")}; !slices.Equal(e.Cohort.Confinement.ReadOnly, want) {
 		t.Errorf("recorded read-only paths %v, want %v", e.Cohort.Confinement.ReadOnly, want)
 	}
 	if _, err := os.Stat(filepath.Join(hidden, "revision.json")); err == nil {
