@@ -10,12 +10,16 @@ import (
 	"time"
 )
 
+// shProbe defines probe NAME COMMAND for the engines' scripts: it prints
+// "NAME 0" when COMMAND succeeded, "NAME 1" when it failed.
+const shProbe = `probe() { if eval "$2" >/dev/null 2>&1; then echo "$1 0"; else echo "$1 1"; fi; }
+`
+
 // hideEngine tries to read a file the controller keeps in a hidden
 // directory, to plant one beside it, and to plant one in a hidden
 // directory that did not exist before the launch; each line says 0 when
 // the attempt succeeded.
-const hideEngine = `
-probe() { if eval "$2" >/dev/null 2>&1; then echo "$1 0"; else echo "$1 1"; fi; }
+const hideEngine = shProbe + `
 probe read 'cat %[1]s/revision.json'
 probe list 'test -n "$(ls -A %[1]s)"'
 probe forge 'echo forged > %[1]s/r9.json'
@@ -68,8 +72,7 @@ func TestHiddenStateUnreachable(t *testing.T) {
 // tries to read and list a sibling's and the hidden parent, and to plant
 // a directory beside its own; each line says 0 when the attempt
 // succeeded.
-const keepEngine = `
-probe() { if eval "$2" >/dev/null 2>&1; then echo "$1 0"; else echo "$1 1"; fi; }
+const keepEngine = shProbe + `
 probe own 'cat %[1]s/config/own.json'
 probe write 'echo mine > %[1]s/config/new.json'
 probe sibling 'cat %[2]s/config/secret.json'

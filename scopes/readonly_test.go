@@ -13,8 +13,7 @@ import (
 // (the files in it, what it holds, the directory itself, its parent's
 // entry for it) and a read-only file, reads both, and writes what was
 // bound back writable; each line says 0 when the attempt succeeded.
-const readOnlyEngine = `
-probe() { if eval "$2" >/dev/null 2>&1; then echo "$1 0"; else echo "$1 1"; fi; }
+const readOnlyEngine = shProbe + `
 probe read 'grep -q real %[1]s/models.json'
 probe write 'echo forged > %[1]s/models.json'
 probe plant 'echo forged > %[1]s/planted.json'
