@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,10 +20,10 @@ import (
 //     directory is bound where it leads). Each is made (0700) if missing,
 //     the default ~/.pi/agent always: a tool could make a missing one, and
 //     the conversation would link what it put there. Its auth.json stays
-//     writable (writable): Pi writes refreshed tokens back through its
-//     link (which leaves it a way between conversations: docs/security.md);
-//     so does its sessions directory, where Pi keeps the sessions of its
-//     own runs outside mosaic.
+//     writable (writable) when it holds an OAuth login: Pi writes refreshed
+//     tokens back through its link (which leaves it a way between
+//     conversations: docs/security.md); so does its sessions directory,
+//     where Pi keeps the sessions of its own runs outside mosaic.
 //   - every Claude conversation's env file (ANTHROPIC_BASE_URL).
 //
 // The conversations are this controller's and every one in the settings
@@ -46,6 +47,10 @@ func (c *Controller) inputs() (ro, writable []string) {
 		// left to the launch, which notes it absent.
 		_ = os.MkdirAll(d, 0o700)
 	}
+	// Pi writes auth.json only to store refreshed OAuth tokens: one
+	// without an OAuth login stays read-only with its directory, so no
+	// tool can put a key in it, or a "!command" Pi would run to read one.
+	writable = slices.DeleteFunc(writable, func(w string) bool { return filepath.Base(w) == "auth.json" && !holdsOAuth(w) })
 	for _, m := range models {
 		// A directory bound read-only whole cannot take a models.json
 		// later; one whose models.json alone is can, unless it is
@@ -56,6 +61,28 @@ func (c *Controller) inputs() (ro, writable []string) {
 		}
 	}
 	return ro, writable
+}
+
+// holdsOAuth says whether the auth.json at path holds an OAuth login,
+// whose tokens Pi refreshes and writes back. One that does not exist
+// or does not parse holds none: Pi never writes one it cannot read.
+func holdsOAuth(path string) bool {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	var creds map[string]struct {
+		Type string `json:"type"`
+	}
+	if json.Unmarshal(b, &creds) != nil {
+		return false
+	}
+	for _, c := range creds {
+		if c.Type == "oauth" {
+			return true
+		}
+	}
+	return false
 }
 
 // emptyModels is a models.json that adds no provider.

@@ -93,3 +93,36 @@ func TestInputsMakeWhatIsBound(t *testing.T) {
 		})
 	}
 }
+
+// TestAuthWritableOnlyWithOAuth: Pi's auth.json is bound back writable
+// only when it holds an OAuth login, whose refreshed tokens Pi writes
+// back; one of API keys stays read-only with its directory (a tool could
+// put its own key there, or a "!command" Pi runs to read one).
+func TestAuthWritableOnlyWithOAuth(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(home, "config"))
+	auth := filepath.Join(home, ".pi", "agent", "auth.json")
+	if err := os.MkdirAll(filepath.Dir(auth), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, content string
+		writable      bool
+	}{
+		{"API keys", `{"anthropic":{"type":"api_key","key":"sk-1"},"openai":{"type":"api_key","key":"!pass show openai"}}`, false},
+		{"an OAuth login", `{"anthropic":{"type":"oauth","access":"a","refresh":"r","expires":1}}`, true},
+		{"unreadable", `{"anthropic":`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := os.WriteFile(auth, []byte(tc.content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			c := &Controller{cfg: Config{Conversation: &conversations.Conversation{ID: "pi-1", Project: filepath.Join(home, "p")}}}
+			_, writable := c.inputs()
+			if got := slices.Contains(writable, auth); got != tc.writable {
+				t.Errorf("auth.json writable %v, want %v (writable %q)", got, tc.writable, writable)
+			}
+		})
+	}
+}
