@@ -2,6 +2,7 @@ package controller
 
 import (
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -67,8 +68,15 @@ func (c *Controller) inputs() (ro, writable []string) {
 // whose tokens Pi refreshes and writes back. One that does not exist
 // or does not parse holds none: Pi never writes one it cannot read.
 func holdsOAuth(path string) bool {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
+		return false
+	}
+	defer f.Close()
+	// Logins are a few KiB; a larger file (a tool's filler) is read no
+	// further and holds none.
+	b, err := io.ReadAll(io.LimitReader(f, maxAuth+1))
+	if err != nil || len(b) > maxAuth {
 		return false
 	}
 	var creds map[string]struct {
@@ -84,6 +92,9 @@ func holdsOAuth(path string) bool {
 	}
 	return false
 }
+
+// maxAuth bounds the auth.json holdsOAuth reads.
+const maxAuth = 1 << 20
 
 // emptyModels is a models.json that adds no provider.
 const emptyModels = "{\"providers\":{}}\n"
