@@ -127,6 +127,7 @@ func TestNewCohortProofRefuses(t *testing.T) {
 		{"no cgroup namespace", func(o *Observation) { o.Confinement.Namespaces = o.Confinement.Namespaces[:3] }, []error{ErrUnconfined}},
 		{"cgroup view not the cohort's", func(o *Observation) { o.Confinement.CgroupRoot = "/user.slice" }, []error{ErrUnconfined}},
 		{"nothing masked", func(o *Observation) { o.Confinement.Masked = nil }, []error{ErrUnconfined}},
+		{"read-only path not clean", func(o *Observation) { o.Confinement.ReadOnly = []string{"/h/.pi/agent/../x"} }, []error{ErrUnconfined}},
 		{"unknown scope", func(o *Observation) { o.Confinement.Scoped = []string{ScopeAbstractUnix, "everything"} }, []error{ErrUnconfined}},
 		{"scoped yet unscoped", func(o *Observation) {
 			o.Confinement.Scoped, o.Confinement.Unscoped = []string{ScopeSignal}, "no Landlock"

@@ -109,6 +109,11 @@ func (c *Confinement) Holds(cgroup string) (bool, string) {
 			why = append(why, fmt.Sprintf("masked path %q is not absolute and clean", m))
 		}
 	}
+	for _, r := range c.ReadOnly {
+		if !strings.HasPrefix(r, "/") || path.Clean(r) != r {
+			why = append(why, fmt.Sprintf("read-only path %q is not absolute and clean", r))
+		}
+	}
 	why = append(why, knownScopes(c.Scoped)...)
 	if len(c.Scoped) > 0 && c.Unscoped != "" {
 		why = append(why, fmt.Sprintf("scoped %v yet unscoped %q", c.Scoped, c.Unscoped))
@@ -184,8 +189,12 @@ func checkConfinement(cs *checks, p *CohortProof) {
 		for _, n := range p.Confinement.Namespaces {
 			ns = append(ns, fmt.Sprintf("%s %d", n.Type, n.Engine))
 		}
-		why = fmt.Sprintf("engine in its own namespaces (%s), cgroup view %s, masked %s, %s",
-			strings.Join(ns, ", "), p.Confinement.CgroupRoot, strings.Join(p.Confinement.Masked, " "), p.Confinement.ScopeNote())
+		ro := ""
+		if len(p.Confinement.ReadOnly) > 0 {
+			ro = ", read-only " + strings.Join(p.Confinement.ReadOnly, " ")
+		}
+		why = fmt.Sprintf("engine in its own namespaces (%s), cgroup view %s, masked %s%s, %s",
+			strings.Join(ns, ", "), p.Confinement.CgroupRoot, strings.Join(p.Confinement.Masked, " "), ro, p.Confinement.ScopeNote())
 	}
 	cs.add("confinement", ok, ErrUnconfined, "%s", why)
 }
