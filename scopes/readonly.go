@@ -72,8 +72,8 @@ func lockedFlags(f int64) uintptr {
 }
 
 // writableFile is a Spec.Writable file or directory opened (O_PATH)
-// before the read-only bind above it: its magic link then still names it on the
-// writable mount it was on.
+// before the read-only bind above it: its magic link then still names it
+// on the writable mount it was on.
 type writableFile struct {
 	real string
 	fd   int
