@@ -142,12 +142,18 @@ func bindBack(kept []*keptDir) error {
 		if err := os.MkdirAll(k.real, 0o700); err != nil {
 			return fmt.Errorf("mount point for %s: %w", k.real, err)
 		}
-		// The fd's magic link names the path as it was before the mask;
-		// the bind keeps its own mount's flags.
-		if err := unix.Mount("/proc/self/fd/"+strconv.Itoa(k.fd), k.real, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		if err := bindFD(k.fd, k.real); err != nil {
 			return fmt.Errorf("bind %s back: %w", k.real, err)
 		}
 		k.bound = true
 	}
 	return nil
+}
+
+// bindFD binds what fd, an O_PATH descriptor opened before a mount
+// covered it, names at the path at, recursively: the fd's magic link
+// names the path as it was before, and the bind keeps the flags of the
+// mount it was opened on.
+func bindFD(fd int, at string) error {
+	return unix.Mount("/proc/self/fd/"+strconv.Itoa(fd), at, "", unix.MS_BIND|unix.MS_REC, "")
 }

@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 
 	"golang.org/x/sys/unix"
 )
@@ -145,7 +144,7 @@ func (ws writableSet) close() {
 // mount it was opened on (recursively: what is mounted below stays).
 func (ws writableSet) bindBack() error {
 	for _, w := range ws {
-		if err := unix.Mount("/proc/self/fd/"+strconv.Itoa(w.fd), w.real, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		if err := bindFD(w.fd, w.real); err != nil {
 			return fmt.Errorf("bind %s back writable: %w", w.real, err)
 		}
 	}
