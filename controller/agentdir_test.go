@@ -11,8 +11,8 @@ import (
 )
 
 // TestOwnAgentDir: the engine's agent directory is the controller's: a
-// fresh settings.json of {} at every spawn, links to the user's
-// models.json and auth.json, and nothing of the user's settings.json,
+// fresh settings.json of {} at every spawn, a link to the user's
+// models.json and a copy of its auth.json, and nothing of the user's settings.json,
 // extensions/ or packages; what an engine left there is gone at the next
 // spawn.
 func TestOwnAgentDir(t *testing.T) {
@@ -52,14 +52,21 @@ func TestOwnAgentDir(t *testing.T) {
 		if b, _ := os.ReadFile(filepath.Join(dir, "settings.json")); string(b) != "{}\n" {
 			t.Fatalf("round %d: settings.json %q", round, b)
 		}
-		for _, name := range []string{"models.json", "auth.json"} {
-			if to, err := os.Readlink(filepath.Join(dir, name)); err != nil || to != filepath.Join(user, name) {
-				t.Fatalf("round %d: %s links to %q (%v)", round, name, to, err)
-			}
+		if to, err := os.Readlink(filepath.Join(dir, "models.json")); err != nil || to != filepath.Join(user, "models.json") {
+			t.Fatalf("round %d: models.json links to %q (%v)", round, to, err)
+		}
+		// The credentials are a copy (authrelay.go): the engine may
+		// write it, never the user's.
+		if st, err := os.Lstat(filepath.Join(dir, "auth.json")); err != nil || !st.Mode().IsRegular() || st.Mode().Perm() != 0o600 {
+			t.Fatalf("round %d: auth.json is no private copy: %v, %v", round, st, err)
+		}
+		if b, _ := os.ReadFile(filepath.Join(dir, "auth.json")); string(b) != `{}` {
+			t.Fatalf("round %d: auth.json copy holds %q", round, b)
 		}
 		// What an engine may leave: settings it persisted, a planted
 		// extension directory.
 		os.WriteFile(filepath.Join(dir, "settings.json"), []byte(`{"packages":["npm:evil"]}`), 0o600)
 		os.MkdirAll(filepath.Join(dir, "extensions"), 0o700)
+		os.WriteFile(filepath.Join(dir, "auth.json"), []byte(`{"x":{"type":"api_key","key":"!sh"}}`), 0o600)
 	}
 }

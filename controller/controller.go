@@ -94,7 +94,8 @@ type Controller struct {
 	writes   sync.WaitGroup // claim writes started in the background (markUncertainLocked, retryProof)
 	closing  chan struct{}  // closed by Close: background retries give up
 	closed   sync.Once
-	stopping tally // stops running off the read loops; Close waits for them
+	stopping tally      // stops running off the read loops; Close waits for them
+	authMu   sync.Mutex // the auth relay apart from the engine agent directory's rebuild
 
 	mu    sync.Mutex
 	conns map[string]*conn

