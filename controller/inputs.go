@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/mosaic-agents/mosaic/conversations"
+	"github.com/mosaic-agents/mosaic/engine/claude"
 )
 
 // inputs are the user's files that the controllers give their engines
@@ -24,7 +25,10 @@ import (
 //     the sessions of its own runs outside mosaic there. Pi's OAuth
 //     refreshes reach the user's auth.json through the controller
 //     (authrelay.go), not the engine.
-//   - every Claude conversation's env file (ANTHROPIC_BASE_URL).
+//   - every Claude conversation's env file (ANTHROPIC_BASE_URL), made
+//     (with its directory) if missing, as a placeholder its conversation
+//     refuses as it refused none (claude.PlaceholderEnvFile): a tool
+//     could otherwise write it and the conversation would launch with it.
 //
 // The conversations are this controller's and every one in the settings
 // store; one added after the launch has its files protected from the
@@ -47,28 +51,32 @@ func (c *Controller) inputs() (ro, writable []string) {
 		// left to the launch, which notes it absent.
 		_ = os.MkdirAll(d, 0o700)
 	}
-	for _, m := range alone {
+	for m, body := range alone {
 		// A directory bound read-only whole cannot take a models.json or
-		// an auth.json later; one whose files alone are can, unless they
-		// are there: empty ones (no provider, no key), as Pi reads them.
+		// an auth.json later; one whose files alone are can, and so can
+		// a Claude env file's directory, unless they are there: empty
+		// ones (no provider, no key), as Pi reads them, and an env file
+		// its conversation refuses as it refused none.
+		_ = os.MkdirAll(filepath.Dir(m), 0o700)
 		if f, err := os.OpenFile(m, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
-			f.WriteString(emptyOf[filepath.Base(m)])
+			f.WriteString(body)
 			f.Close()
 		}
 	}
 	return ro, writable
 }
 
-// emptyOf is what inputs makes of a file it binds alone when it is
-// missing: a models.json that adds no provider, an auth.json of no
+// emptyOf is what inputs makes of a file of Pi's it binds alone when it
+// is missing: a models.json that adds no provider, an auth.json of no
 // credential.
 var emptyOf = map[string]string{"models.json": "{\"providers\":{}}\n", "auth.json": "{}\n"}
 
 // inputsOf is inputs for the home directory, the conversation's project
 // and the conversations cvs, with the agent directories to make and the
 // files bound alone, to make when missing.
-func inputsOf(home, project string, cvs []*conversations.Conversation) (ro, writable, agents, alone []string) {
+func inputsOf(home, project string, cvs []*conversations.Conversation) (ro, writable, agents []string, alone map[string]string) {
 	var sessions []string
+	alone = map[string]string{}
 	if home != "" {
 		agents = append(agents, filepath.Join(home, ".pi", "agent"))
 	}
@@ -77,8 +85,9 @@ func inputsOf(home, project string, cvs []*conversations.Conversation) (ro, writ
 			continue
 		}
 		if cv.IsClaude() {
-			if cv.Claude != nil && cv.Claude.EnvFile != "" && !slices.Contains(ro, cv.Claude.EnvFile) {
+			if cv.Claude != nil && filepath.IsAbs(cv.Claude.EnvFile) && !slices.Contains(ro, cv.Claude.EnvFile) {
 				ro = append(ro, cv.Claude.EnvFile)
+				alone[cv.Claude.EnvFile] = claude.PlaceholderEnvFile
 			}
 			continue
 		}
@@ -91,7 +100,7 @@ func inputsOf(home, project string, cvs []*conversations.Conversation) (ro, writ
 		m, a := filepath.Join(d, "models.json"), filepath.Join(d, "auth.json")
 		if d == "/" || d == home || holds(d, project) || slices.ContainsFunc(sessions, func(s string) bool { return holds(d, s) }) {
 			ro = append(ro, m, a)
-			alone = append(alone, m, a)
+			alone[m], alone[a] = emptyOf["models.json"], emptyOf["auth.json"]
 			continue
 		}
 		ro = append(ro, d, m, a)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/mosaic-agents/mosaic/conversations"
+	"github.com/mosaic-agents/mosaic/engine/claude"
 )
 
 // TestInputsOf: what no engine may change is every conversation's input
@@ -54,10 +55,12 @@ func TestInputsOf(t *testing.T) {
 }
 
 // TestInputsMakeWhatIsBound: what the launch binds read-only is there to
-// bind: the default agent directory and every conversation's, and an
-// empty models.json and auth.json where a directory left writable has
-// none (a tool would make one there, and the next conversation would take
-// it); the user's own are left as they are.
+// bind: the default agent directory and every conversation's, an empty
+// models.json and auth.json where a directory left writable has none (a
+// tool would make one there, and the next conversation would take it),
+// and a placeholder at a Claude conversation's missing env file (a tool
+// would write ANTHROPIC_BASE_URL there); the user's own are left as they
+// are.
 func TestInputsMakeWhatIsBound(t *testing.T) {
 	home := t.TempDir()
 	t.Setenv("HOME", home)
@@ -102,4 +105,28 @@ func TestInputsMakeWhatIsBound(t *testing.T) {
 			}
 		})
 	}
+	t.Run("Claude env files", func(t *testing.T) {
+		missing, theirs := filepath.Join(home, "keys", "missing.env"), filepath.Join(home, "mine.env")
+		if err := os.WriteFile(theirs, []byte("ANTHROPIC_API_KEY=sk-1\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cl := func(env string) *conversations.Conversation {
+			return &conversations.Conversation{ID: "cl-1", Project: project, EngineKind: "claude", Claude: &conversations.Claude{EnvFile: env}}
+		}
+		for _, env := range []string{missing, theirs} {
+			c := &Controller{cfg: Config{Conversation: cl(env)}}
+			if ro, _ := c.inputs(); !slices.Contains(ro, env) {
+				t.Fatalf("%s not read-only: %q", env, ro)
+			}
+		}
+		if b, err := os.ReadFile(missing); err != nil || string(b) != claude.PlaceholderEnvFile {
+			t.Errorf("the missing env file holds %q, %v", b, err)
+		}
+		if st, err := os.Stat(missing); err != nil || st.Mode().Perm() != 0o600 {
+			t.Errorf("the placeholder's mode: %v", err)
+		}
+		if b, _ := os.ReadFile(theirs); string(b) != "ANTHROPIC_API_KEY=sk-1\n" {
+			t.Errorf("the user's env file was changed: %q", b)
+		}
+	})
 }

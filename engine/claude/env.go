@@ -38,6 +38,14 @@ var EnvFileNames = []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHRO
 // maxEnvFile bounds an env file.
 const maxEnvFile = 64 << 10
 
+// PlaceholderEnvFile is what a controller writes at a conversation's env
+// file that is missing when another conversation's engine launches, so
+// that it is there to bind read-only (an engine could otherwise write it,
+// ANTHROPIC_BASE_URL included, and the conversation would launch with
+// what it wrote). LoadEnvFile refuses it as it refused the missing file.
+const PlaceholderEnvFile = "# mosaic made this file: it was missing, and an engine could have written it.\n" +
+	"# Put this conversation's NAME=VALUE lines here (ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN, ANTHROPIC_BASE_URL).\n"
+
 // Dirs are the controller-owned directories of one conversation.
 type Dirs struct {
 	// Config becomes CLAUDE_CONFIG_DIR: settings, transcripts, session
@@ -147,6 +155,9 @@ func LoadEnvFile(path string) (map[string]string, error) {
 	b, err := io.ReadAll(io.LimitReader(f, maxEnvFile+1))
 	if err != nil {
 		return nil, protocol.Wrap(protocol.CodeEnvFile, err, "read env file %s", path)
+	}
+	if string(b) == PlaceholderEnvFile {
+		return nil, protocol.Refuse(protocol.CodeEnvFile, "env file %s was missing (mosaic left a placeholder there so no engine could write it); put the conversation's key in it", path)
 	}
 	return parseEnvFile(path, b)
 }

@@ -116,6 +116,9 @@ func TestLoadEnvFile(t *testing.T) {
 		"symlink":        link,
 		"directory":      dir,
 		"missing":        filepath.Join(dir, "nope"),
+		// What a controller made of a missing one, so that no engine
+		// could write it: still refused, as the missing file was.
+		"placeholder": write("p", PlaceholderEnvFile, 0o600),
 	}
 	for name, p := range cases {
 		t.Run(name, func(t *testing.T) {
