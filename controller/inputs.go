@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -37,13 +39,26 @@ import (
 // (outside its sessions directory) is not bound read-only whole (it would
 // take an engine's work with it): only its models.json and auth.json are,
 // made empty if missing.
-func (c *Controller) inputs() (ro, writable []string) {
+//
+// unread says which conversations' inputs are not among them because
+// their settings did not load (the launch journals it; the engine still
+// launches: refusing would let one broken file stop every conversation).
+func (c *Controller) inputs() (ro, writable []string, unread string) {
 	cvs := []*conversations.Conversation{c.cfg.Conversation}
-	if st, err := conversations.Open(); err == nil {
-		if all, _, err := st.List(); err == nil {
-			cvs = append(cvs, all...)
+	st, err := conversations.Open()
+	if err == nil {
+		var all []*conversations.Conversation
+		var broken map[string]error
+		all, broken, err = st.List()
+		cvs = append(cvs, all...)
+		for _, id := range slices.Sorted(maps.Keys(broken)) {
+			unread += fmt.Sprintf("%s (%v); ", id, broken[id])
 		}
 	}
+	if err != nil {
+		unread += fmt.Sprintf("every other conversation (%v); ", err)
+	}
+	unread = strings.TrimSuffix(unread, "; ")
 	home, _ := os.UserHomeDir()
 	ro, writable, dirs, alone := inputsOf(home, c.cfg.Conversation.Project, cvs)
 	for _, d := range dirs {
@@ -63,7 +78,7 @@ func (c *Controller) inputs() (ro, writable []string) {
 			f.Close()
 		}
 	}
-	return ro, writable
+	return ro, writable, unread
 }
 
 // emptyOf is what inputs makes of a file of Pi's it binds alone when it

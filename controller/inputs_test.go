@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/mosaic-agents/mosaic/conversations"
@@ -87,7 +88,7 @@ func TestInputsMakeWhatIsBound(t *testing.T) {
 			}
 			cv := &conversations.Conversation{ID: "pi-1", Project: project, Engine: conversations.Engine{AgentDir: tc.agentDir}}
 			c := &Controller{cfg: Config{Conversation: cv}}
-			ro, _ := c.inputs()
+			ro, _, _ := c.inputs()
 			if !slices.Contains(ro, filepath.Join(tc.agentDir, "models.json")) {
 				t.Fatalf("%s/models.json not read-only: %q", tc.agentDir, ro)
 			}
@@ -115,7 +116,7 @@ func TestInputsMakeWhatIsBound(t *testing.T) {
 		}
 		for _, env := range []string{missing, theirs} {
 			c := &Controller{cfg: Config{Conversation: cl(env)}}
-			if ro, _ := c.inputs(); !slices.Contains(ro, env) {
+			if ro, _, _ := c.inputs(); !slices.Contains(ro, env) {
 				t.Fatalf("%s not read-only: %q", env, ro)
 			}
 		}
@@ -129,4 +130,32 @@ func TestInputsMakeWhatIsBound(t *testing.T) {
 			t.Errorf("the user's env file was changed: %q", b)
 		}
 	})
+}
+
+// TestInputsNameUnreadSettings: a conversation whose settings do not
+// load has inputs nobody can name; the launch is told which, to journal
+// it, and still protects what it can.
+func TestInputsNameUnreadSettings(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(home, "config"))
+	dir, err := conversations.DefaultDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	bad := "pi-0123456789abcdef0123"
+	if err := os.WriteFile(filepath.Join(dir, bad+".toml"), []byte("engine = [\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := &Controller{cfg: Config{Conversation: &conversations.Conversation{ID: "pi-1", Project: filepath.Join(home, "p")}}}
+	ro, _, unread := c.inputs()
+	if !strings.Contains(unread, bad) {
+		t.Errorf("unread = %q, want it to name %s", unread, bad)
+	}
+	if !slices.Contains(ro, filepath.Join(home, ".pi", "agent")) {
+		t.Errorf("the default agent directory is not read-only: %q", ro)
+	}
 }
