@@ -8,7 +8,10 @@ import (
 	"path/filepath"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/mosaic-agents/mosaic/conversations"
+	"github.com/mosaic-agents/mosaic/engine/pi"
 	"github.com/mosaic-agents/mosaic/internal/atomicfile"
 )
 
@@ -45,8 +48,10 @@ func (c *Controller) ownAgentDir(cv *conversations.Conversation) (string, error)
 	}
 	c.authMu.Lock()
 	defer c.authMu.Unlock()
-	user := filepath.Join(src, "auth.json")
-	c.relayLeftover(user, dir)
+	creds, err := c.nextCopy(filepath.Join(src, "auth.json"), dir)
+	if err != nil {
+		return "", fmt.Errorf("engine agent directory %s: its credentials: %w", dir, err)
+	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return "", fmt.Errorf("engine agent directory %s: %w", dir, err)
@@ -70,10 +75,6 @@ func (c *Controller) ownAgentDir(cv *conversations.Conversation) (string, error)
 			return "", fmt.Errorf("engine agent directory %s: %w", dir, err)
 		}
 	}
-	creds, err := readUserAuth(user)
-	if err != nil {
-		return "", fmt.Errorf("engine agent directory %s: its credentials: %w", dir, err)
-	}
 	if creds != nil {
 		if err := atomicfile.Write(filepath.Join(dir, "auth.json"), creds, 0o600); err != nil {
 			return "", fmt.Errorf("engine agent directory %s: %w", dir, err)
@@ -82,18 +83,30 @@ func (c *Controller) ownAgentDir(cv *conversations.Conversation) (string, error)
 	return dir, nil
 }
 
-// relayLeftover carries back a refresh the last engine wrote into its
-// copy and the relay had not yet, before the copy is made again. Pi may
-// hold the user's lock for a moment: the relay waits for it a little.
-func (c *Controller) relayLeftover(user, dir string) {
-	var err error
-	for try := 0; try < 20; try++ {
-		if err = c.relayAuthLocked(user, dir); !errors.Is(err, errAuthLocked) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if err != nil {
+// nextCopy is what the next engine's copy of the user's auth.json holds:
+// the user's file, after a refresh the last engine left in its copy went
+// back to it. When it cannot go back now (Pi holds the user's lock), the
+// copy carries it (by the relay's own rules) and the relay takes it back
+// later: the refresh token in it may be the only good one.
+func (c *Controller) nextCopy(user, dir string) ([]byte, error) {
+	err := c.relayAuthLocked(user, dir)
+	if err != nil && !errors.Is(err, errAuthLocked) {
 		c.auditEngine("auth-relay-failed", "the OAuth relay of the last engine's auth.json failed before the launch: "+err.Error(), nil)
 	}
+	theirs, rerr := readUserAuth(user)
+	if rerr != nil {
+		return nil, rerr
+	}
+	if err == nil {
+		return theirs, nil
+	}
+	var leftover []byte
+	if fd, derr := openDir(dir, false); derr == nil {
+		leftover, _ = readOwnAuth(fd, filepath.Join(dir, "auth.json"))
+		unix.Close(fd)
+	}
+	if merged, _, _, _ := pi.RelayAuth(theirs, leftover, time.Now()); merged != nil {
+		return merged, nil
+	}
+	return theirs, nil
 }

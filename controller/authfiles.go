@@ -5,17 +5,15 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"time"
 
-	"github.com/mosaic-agents/mosaic/internal/atomicfile"
 	"github.com/mosaic-agents/mosaic/internal/ids"
 	"golang.org/x/sys/unix"
 )
 
 // The files of the auth relay (authrelay.go): the user's auth.json, read
-// and written where it is (through a link the user made), and the
-// engine's copy in its agent directory, which the engine may have
+// and written in place where it is (through a link the user made), and
+// the engine's copy in its agent directory, which the engine may have
 // replaced with anything: a link, a fifo, a directory, a huge file. The
 // copy is only ever opened relative to the agent directory, without
 // following a link, and never waited on.
@@ -35,16 +33,35 @@ const staleLock = 30 * time.Second
 
 // readUserAuth reads the user's auth.json; a missing one is empty.
 func readUserAuth(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := openUserAuth(path, unix.O_RDONLY)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
+		return nil, err
 	}
 	defer f.Close()
 	return readBounded(f, path)
 }
+
+// openUserAuth opens the user's auth.json where it is (through a link the
+// user made, as Pi does), never waiting on what is not a regular file: a
+// fifo there would hang every launch.
+func openUserAuth(path string, mode int) (*os.File, error) {
+	fd, err := unix.Open(path, mode|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	f := os.NewFile(uintptr(fd), path)
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("open %s: not a regular file: %w", path, errAuthNotFile)
+	}
+	return f, nil
+}
+
+// errAuthNotFile is an auth.json that is a fifo, a device, a directory.
+var errAuthNotFile = errors.New("auth.json is not a regular file")
 
 // readOwnAuth reads the engine's copy in dir (an O_PATH or directory fd);
 // one that is missing or no regular file is empty.
@@ -78,18 +95,23 @@ func readBounded(f *os.File, name string) ([]byte, error) {
 // errAuthTooLarge is an auth.json past maxAuth.
 var errAuthTooLarge = errors.New("auth.json too large")
 
-// writeUserAuth replaces the user's auth.json where it is (a link is
-// followed, not replaced), keeping its mode.
-func writeUserAuth(path string, b []byte) error {
-	real, err := filepath.EvalSymlinks(path)
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+// writeUserAuth writes b over the user's auth.json f (open for reading
+// and writing) in place, as Pi writes it, under the lock: never a new
+// file renamed in by name, since the directory the file lies in may be
+// one an engine can write (a dotfiles tree a link leads into, an agent
+// directory left writable) and the engine would rename its own file
+// over the new one. Readers take the same lock.
+func writeUserAuth(f *os.File, b []byte) error {
+	if _, err := f.WriteAt(b, 0); err != nil {
+		return fmt.Errorf("write %s: %w", f.Name(), err)
 	}
-	st, err := os.Stat(real)
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+	if err := f.Truncate(int64(len(b))); err != nil {
+		return fmt.Errorf("write %s: %w", f.Name(), err)
 	}
-	return atomicfile.Write(real, b, st.Mode().Perm())
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", f.Name(), err)
+	}
+	return nil
 }
 
 // writeOwnAuth replaces the engine's copy in dir through a new file

@@ -57,6 +57,7 @@ func (c *Controller) relayAuthLoop() {
 	defer t.Stop()
 	var seen [2]fileStamp
 	var lastErr string
+	var lockedSince time.Time // zero unless a lock has held the relay back
 	for {
 		closing := false
 		select {
@@ -64,14 +65,25 @@ func (c *Controller) relayAuthLoop() {
 		case <-c.closing:
 			closing = true
 		}
-		now := [2]fileStamp{stampOf(user), stampOf(filepath.Join(own, "auth.json"))}
+		// The copy's stamp never follows a link the engine put there.
+		now := [2]fileStamp{stampOf(user, true), stampOf(filepath.Join(own, "auth.json"), false)}
 		if now != seen || closing {
 			err := c.relayAuth(user, own)
+			if !errors.Is(err, errAuthLocked) {
+				lockedSince = time.Time{}
+			}
 			switch {
 			case err == nil:
 				seen, lastErr = now, ""
 			case errors.Is(err, errAuthLocked):
-				// Pi holds it: the next tick tries again.
+				// Pi holds it: the next tick tries again. A lock that
+				// stays (renewed, so never stale) is journaled once.
+				if lockedSince.IsZero() {
+					lockedSince = time.Now()
+				} else if time.Since(lockedSince) > 2*staleLock && err.Error() != lastErr {
+					lastErr = err.Error()
+					c.auditEngine("auth-relay-failed", "the OAuth relay has waited over a minute for a lock another process keeps renewing: "+lastErr, nil)
+				}
 			case err.Error() != lastErr:
 				lastErr = err.Error()
 				c.auditEngine("auth-relay-failed", "the OAuth relay between the engine's auth.json and the user's failed: "+lastErr, nil)
@@ -123,7 +135,8 @@ func (c *Controller) relayAuthLocked(user, own string) error {
 }
 
 // relayBack writes the engine's refreshes (from its copy, mine) into the
-// user's auth.json, read again under its lock.
+// user's auth.json, read again under its lock from the descriptor it is
+// written through.
 func (c *Controller) relayBack(user string, mine []byte) error {
 	udir, err := openDir(filepath.Dir(user), true)
 	if err != nil {
@@ -135,7 +148,12 @@ func (c *Controller) relayBack(user string, mine []byte) error {
 		return err
 	}
 	defer unlock()
-	theirs, err := readUserAuth(user)
+	f, err := openUserAuth(user, unix.O_RDWR)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	theirs, err := readBounded(f, user)
 	if err != nil {
 		return err
 	}
@@ -143,7 +161,7 @@ func (c *Controller) relayBack(user string, mine []byte) error {
 	if toUser == nil {
 		return nil
 	}
-	if err := writeUserAuth(user, toUser); err != nil {
+	if err := writeUserAuth(f, toUser); err != nil {
 		return err
 	}
 	c.auditEngine("auth-refresh", fmt.Sprintf("the engine refreshed the OAuth login of %s; written back to %s", strings.Join(back, ", "), user),
@@ -186,9 +204,13 @@ type fileStamp struct {
 	mtime, ctimeNsec int64
 }
 
-func stampOf(path string) fileStamp {
+func stampOf(path string, follow bool) fileStamp {
 	var st unix.Stat_t
-	if unix.Stat(path, &st) != nil {
+	stat := unix.Lstat
+	if follow {
+		stat = unix.Stat
+	}
+	if stat(path, &st) != nil {
 		return fileStamp{}
 	}
 	return fileStamp{ino: int64(st.Ino), size: st.Size, mtime: st.Mtim.Nano(), ctimeNsec: st.Ctim.Nano()}

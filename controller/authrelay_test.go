@@ -24,8 +24,9 @@ type relayRig struct {
 	c          *Controller
 	user, real string // the user's auth.json (a link) and where it leads
 	own        string // the engine's copy
-	exp        int64  // the user's login's expiry
+	exp        int64  // the user's login's expiry: just past (Pi refreshes it at its next request)
 	journal    *syncBuffer
+	ino        uint64 // the user's file's inode
 }
 
 func newRelayRig(t *testing.T, poll time.Duration) relayRig {
@@ -41,7 +42,7 @@ func newRelayRig(t *testing.T, poll time.Duration) relayRig {
 			t.Fatal(err)
 		}
 	}
-	r := relayRig{user: filepath.Join(agent, "auth.json"), real: filepath.Join(dot, "auth.json"), exp: time.Now().Add(time.Hour).UnixMilli()}
+	r := relayRig{user: filepath.Join(agent, "auth.json"), real: filepath.Join(dot, "auth.json"), exp: time.Now().Add(-time.Second).UnixMilli()}
 	writeFile(t, r.real, fmt.Sprintf(`{"anthropic":%s,"openai":{"type":"api_key","key":"sk-user"}}`, login("a1", "r1", r.exp)), 0o640)
 	if err := os.Symlink(r.real, r.user); err != nil {
 		t.Fatal(err)
@@ -54,6 +55,11 @@ func newRelayRig(t *testing.T, poll time.Duration) relayRig {
 		t.Fatal(err)
 	}
 	r.own = filepath.Join(dir, "auth.json")
+	fi, err := os.Stat(r.real)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.ino = inode(fi)
 	return r
 }
 
@@ -88,10 +94,12 @@ func (r relayRig) relay() error {
 }
 
 // TestAuthRelay: an OAuth refresh Pi writes into the engine's copy goes
-// back to the user's auth.json (through the user's link, its mode kept)
-// and a newer login of the user's goes into the copy; nothing else the
-// copy holds goes back, a copy the engine replaced with a link or a fifo
-// is not read through, and Pi's lock is kept.
+// back to the user's auth.json (through the user's link, in place: the
+// same file, its mode kept) and a newer login of the user's goes into
+// the copy; nothing else the copy holds goes back, a copy the engine
+// replaced with a link or a fifo is not read through, a fifo at the
+// user's file is not waited on, and Pi's lock is kept, the refresh
+// carried into the next copy while it is held.
 func TestAuthRelay(t *testing.T) {
 	hour := time.Hour.Milliseconds()
 	refreshed := func(r relayRig) string {
@@ -111,6 +119,15 @@ func TestAuthRelay(t *testing.T) {
 		}
 		if fi, _ := os.Stat(r.real); fi.Mode().Perm() != 0o640 {
 			t.Fatalf("the user's auth.json mode %v, want 0640", fi.Mode().Perm())
+		}
+		// In place: a new file renamed in by name, in a directory an
+		// engine may write (this dotfiles tree), is one the engine could
+		// swap its own file in for.
+		if fi, err := os.Stat(r.real); err != nil || inode(fi) != r.ino {
+			t.Fatal("the user's auth.json was replaced, not written in place")
+		}
+		if ents, _ := os.ReadDir(filepath.Dir(r.real)); len(ents) != 1 {
+			t.Fatalf("the relay left files beside the user's auth.json: %v", ents)
 		}
 		if !slices.ContainsFunc(r.journal.entries(t), func(e map[string]string) bool {
 			return strings.Contains(e["MESSAGE"], "refreshed the OAuth login of anthropic") && e["MOSAIC_PROVIDERS"] == "anthropic"
@@ -183,6 +200,46 @@ func TestAuthRelay(t *testing.T) {
 			}
 		case <-time.After(10 * time.Second):
 			t.Fatal("the relay waits on the engine's fifo")
+		}
+	})
+	t.Run("a fifo at the user's auth.json is not waited on", func(t *testing.T) {
+		r := newRelayRig(t, time.Second)
+		os.Remove(r.real)
+		if err := syscall.Mkfifo(r.real, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 2)
+		go func() { done <- r.relay() }()
+		go func() { _, err := r.c.ownAgentDir(r.c.cfg.Conversation); done <- err }()
+		for range 2 {
+			select {
+			case err := <-done:
+				if !errors.Is(err, errAuthNotFile) {
+					t.Fatalf("a fifo at the user's auth.json: %v", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the relay or the launch waits on a fifo at the user's auth.json")
+			}
+		}
+	})
+	t.Run("a refresh left under Pi's lock goes into the next copy, and back once the lock is gone", func(t *testing.T) {
+		r := newRelayRig(t, time.Second)
+		if err := os.Mkdir(r.user+".lock", 0o700); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, r.own, refreshed(r), 0o600)
+		if _, err := r.c.ownAgentDir(r.c.cfg.Conversation); err != nil {
+			t.Fatal(err)
+		}
+		if a, k, n := access(t, r.own); a != "a2" || k != "sk-user" || n != 2 {
+			t.Fatalf("the new copy: access %q, openai key %q, %d providers", a, k, n)
+		}
+		os.Remove(r.user + ".lock")
+		if err := r.relay(); err != nil {
+			t.Fatal(err)
+		}
+		if a, _, _ := access(t, r.user); a != "a2" {
+			t.Fatalf("the refresh did not go back once the lock was gone: access %q", a)
 		}
 	})
 	t.Run("a refresh left in the last copy goes back before the next copy", func(t *testing.T) {

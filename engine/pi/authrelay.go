@@ -2,9 +2,11 @@ package pi
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"math"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -16,14 +18,24 @@ import (
 // each is nil where nothing changes, and back and forward name the
 // providers that move.
 //
-// Only the three fields a refresh changes move (access, refresh,
-// expires), only between providers that are an OAuth login on both
-// sides, and only towards the side whose expires is older: a tool that
-// writes the copy cannot add a provider, an API key or a "!command"
-// (which Pi runs to read a key) to the user's file, nor turn a key into
-// a login. What it can still do is what it could do with the token it
-// holds anyway: spoil that login (a refresh token of its own, an expiry
-// far ahead is refused: maxAhead).
+// Forward, from the user's file, any newer login moves. Back, from a copy
+// a tool can write, only what a refresh of Pi's could have written:
+//   - the three fields a refresh changes (access, refresh, expires) of a
+//     provider that is an OAuth login on both sides, so no key, no
+//     "!command" (which Pi runs to read a key), no provider is added, no
+//     key turned into a login;
+//   - only of a provider whose tokens are bearer keys and nothing more
+//     (refreshable): GitHub Copilot's access token names the API host its
+//     requests go to, and a provider unknown here may do the same;
+//   - only once the user's login has expired (within expirySlack): Pi
+//     refreshes no login before its expiry, so a copy with a newer login
+//     earlier holds a token a tool put there;
+//   - and only a well-formed login (sane, at most maxAhead ahead).
+//
+// What a tool can still do is put a token of its own, of the same
+// provider (and for openai-codex the same account), in the window
+// between the login's expiry and the first refresh written: the next
+// conversations use it until the user logs in again (docs/security.md).
 //
 // A file that is not a JSON object, and a provider that is not a
 // well-formed login on either side, are left alone.
@@ -41,7 +53,7 @@ func RelayAuth(user, own []byte, now time.Time) (toUser, toOwn []byte, back, for
 			continue
 		}
 		switch {
-		case ol.Expires > ul.Expires && ol.Expires <= limit && ol.sane():
+		case ol.Expires > ul.Expires && ol.Expires <= limit && ol.sane() && ul.expired(now) && refreshable(p, ul, ol):
 			if raw, ok := ol.into(u[p]); ok {
 				u[p], back = raw, append(back, p)
 			}
@@ -68,6 +80,54 @@ const maxAhead = 90 * 24 * time.Hour
 
 // maxToken bounds a relayed token's length; real ones are a few KiB.
 const maxToken = 16 << 10
+
+// expirySlack is how long before its recorded expiry a login counts as
+// expired to the relay: Pi compares the expiry with its own clock when a
+// request needs the login.
+const expirySlack = time.Minute
+
+func (l login) expired(now time.Time) bool {
+	return float64(now.Add(expirySlack).UnixMilli()) >= l.Expires
+}
+
+// refreshable says whether a refresh of provider p's login, from was to
+// now, may go back to the user's file: p is a built-in OAuth provider of
+// Pi's whose access token is only a bearer key, and for openai-codex the
+// account its token names stays the same.
+func refreshable(p string, was, now login) bool {
+	switch p {
+	case "anthropic", "xai", "kimi-coding", "openrouter":
+		return true
+	case "openai-codex":
+		a := codexAccount(was.Access)
+		return a != "" && a == codexAccount(now.Access)
+	}
+	return false
+}
+
+// codexAccount is the ChatGPT account an openai-codex access token (a
+// JWT) names, as Pi reads it to address its requests; "" if none.
+func codexAccount(token string) string {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return ""
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(parts[1], "="))
+	if err != nil {
+		return ""
+	}
+	var claims map[string]json.RawMessage
+	if json.Unmarshal(payload, &claims) != nil {
+		return ""
+	}
+	var auth struct {
+		Account string `json:"chatgpt_account_id"`
+	}
+	if json.Unmarshal(claims["https://api.openai.com/auth"], &auth) != nil {
+		return ""
+	}
+	return auth.Account
+}
 
 // login is the part of an OAuth credential a refresh changes. Expires is
 // milliseconds since the epoch, as Pi compares it with Date.now().

@@ -1,6 +1,7 @@
 package pi
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -13,6 +14,13 @@ func TestRelayAuth(t *testing.T) {
 	now := time.UnixMilli(1_800_000_000_000)
 	hour := int64(time.Hour / time.Millisecond)
 	exp := now.UnixMilli() + hour
+	// gone is a login that has just expired: Pi refreshes it at its next
+	// request, and the relay takes the refresh back.
+	gone := now.UnixMilli() - 1000
+	jwt := func(account string) string {
+		payload := base64.RawURLEncoding.EncodeToString([]byte(fmt.Sprintf(`{"https://api.openai.com/auth":{"chatgpt_account_id":%q}}`, account)))
+		return "eyJhbGciOiJSUzI1NiJ9." + payload + ".sig"
+	}
 	oauth := func(access, refresh string, expires int64, extra string) string {
 		return fmt.Sprintf(`{"type":"oauth","access":%q,"refresh":%q,"expires":%d%s}`, access, refresh, expires, extra)
 	}
@@ -31,10 +39,44 @@ func TestRelayAuth(t *testing.T) {
 		},
 		{
 			name:     "the engine refreshed: back to the user, other fields kept",
-			user:     `{"anthropic":` + oauth("a1", "r1", exp, `,"projectId":"p"`) + `,"openai":` + key + `}`,
-			own:      `{"anthropic":` + oauth("a2", "r2", exp+hour, `,"projectId":"tool"`) + `,"openai":` + key + `}`,
+			user:     `{"anthropic":` + oauth("a1", "r1", gone, `,"projectId":"p"`) + `,"openai":` + key + `}`,
+			own:      `{"anthropic":` + oauth("a2", "r2", exp, `,"projectId":"tool"`) + `,"openai":` + key + `}`,
 			back:     []string{"anthropic"},
-			wantUser: map[string]string{"anthropic": oauth("a2", "r2", exp+hour, `,"projectId":"p"`), "openai": key},
+			wantUser: map[string]string{"anthropic": oauth("a2", "r2", exp, `,"projectId":"p"`), "openai": key},
+		},
+		{
+			name: "a newer login before the user's expired is no refresh of Pi's",
+			user: `{"anthropic":` + oauth("a1", "r1", exp, "") + `}`,
+			own:  `{"anthropic":` + oauth("a2", "r2", exp+hour, "") + `}`,
+		},
+		{
+			name: "GitHub Copilot's access token names its API host: never back",
+			user: `{"github-copilot":` + oauth("tid=1;proxy-ep=proxy.individual.githubcopilot.com;", "gho_1", gone, "") + `}`,
+			own:  `{"github-copilot":` + oauth("tid=1;proxy-ep=proxy.evil.example;", "gho_1", exp, "") + `}`,
+		},
+		{
+			name: "a provider unknown here: never back",
+			user: `{"my-gateway":` + oauth("a1", "r1", gone, "") + `}`,
+			own:  `{"my-gateway":` + oauth("a2", "r2", exp, "") + `}`,
+		},
+		{
+			name:     "openai-codex, the same account: back",
+			user:     `{"openai-codex":` + oauth(jwt("acct-1"), "r1", gone, `,"accountId":"acct-1"`) + `}`,
+			own:      `{"openai-codex":` + oauth(jwt("acct-1")+"x", "r2", exp, `,"accountId":"acct-1"`) + `}`,
+			back:     []string{"openai-codex"},
+			wantUser: map[string]string{"openai-codex": oauth(jwt("acct-1")+"x", "r2", exp, `,"accountId":"acct-1"`)},
+		},
+		{
+			name: "openai-codex, another account: never back",
+			user: `{"openai-codex":` + oauth(jwt("acct-1"), "r1", gone, "") + `}`,
+			own:  `{"openai-codex":` + oauth(jwt("acct-evil"), "r2", exp, "") + `}`,
+		},
+		{
+			name:    "GitHub Copilot forward: the user's file is the user's",
+			user:    `{"github-copilot":` + oauth("tid=2;proxy-ep=proxy.individual.githubcopilot.com;", "gho_1", exp, "") + `}`,
+			own:     `{"github-copilot":` + oauth("tid=1;proxy-ep=proxy.individual.githubcopilot.com;", "gho_1", gone, "") + `}`,
+			forward: []string{"github-copilot"},
+			wantOwn: map[string]string{"github-copilot": oauth("tid=2;proxy-ep=proxy.individual.githubcopilot.com;", "gho_1", exp, "")},
 		},
 		{
 			name:    "another conversation refreshed: forward to the engine",
@@ -50,38 +92,38 @@ func TestRelayAuth(t *testing.T) {
 		},
 		{
 			name: "a provider the copy added never goes back",
-			user: `{"anthropic":` + oauth("a1", "r1", exp, "") + `}`,
-			own:  `{"anthropic":` + oauth("a1", "r1", exp, "") + `,"evil":{"type":"api_key","key":"!sh"}}`,
+			user: `{"anthropic":` + oauth("a1", "r1", gone, "") + `}`,
+			own:  `{"anthropic":` + oauth("a1", "r1", gone, "") + `,"evil":{"type":"api_key","key":"!sh"}}`,
 		},
 		{
 			name: "a key turned into a login never goes back",
-			user: `{"openai":` + key + `}`,
-			own:  `{"openai":` + oauth("a", "r", exp, "") + `}`,
+			user: `{"anthropic":` + key + `}`,
+			own:  `{"anthropic":` + oauth("a", "r", exp, "") + `}`,
 		},
 		{
 			name: "a login turned into a key never goes back",
-			user: `{"anthropic":` + oauth("a1", "r1", exp, "") + `}`,
+			user: `{"anthropic":` + oauth("a1", "r1", gone, "") + `}`,
 			own:  `{"anthropic":{"type":"api_key","key":"!sh"}}`,
 		},
 		{
 			name: "an expiry beyond maxAhead is not taken",
-			user: `{"anthropic":` + oauth("a1", "r1", exp, "") + `}`,
+			user: `{"anthropic":` + oauth("a1", "r1", gone, "") + `}`,
 			own:  `{"anthropic":` + oauth("a2", "r2", now.Add(maxAhead).UnixMilli()+1, "") + `}`,
 		},
 		{
 			name: "an older login in the copy does not go back",
-			user: `{"anthropic":` + oauth("a1", "r1", exp, "") + `}`,
-			own:  `{"anthropic":` + oauth("a0", "r0", exp, "") + `}`,
+			user: `{"anthropic":` + oauth("a1", "r1", gone, "") + `}`,
+			own:  `{"anthropic":` + oauth("a0", "r0", gone, "") + `}`,
 		},
 		{
 			name: "an empty token is not taken",
-			user: `{"anthropic":` + oauth("a1", "r1", exp, "") + `}`,
-			own:  `{"anthropic":` + oauth("a2", "", exp+hour, "") + `}`,
+			user: `{"anthropic":` + oauth("a1", "r1", gone, "") + `}`,
+			own:  `{"anthropic":` + oauth("a2", "", exp, "") + `}`,
 		},
 		{
 			name: "an oversized token is not taken",
-			user: `{"anthropic":` + oauth("a1", "r1", exp, "") + `}`,
-			own:  `{"anthropic":` + oauth(strings.Repeat("a", maxToken+1), "r2", exp+hour, "") + `}`,
+			user: `{"anthropic":` + oauth("a1", "r1", gone, "") + `}`,
+			own:  `{"anthropic":` + oauth(strings.Repeat("a", maxToken+1), "r2", exp, "") + `}`,
 		},
 		{
 			name: "a copy that is no object moves nothing",
@@ -90,7 +132,7 @@ func TestRelayAuth(t *testing.T) {
 		},
 		{
 			name: "an expiry that is no number moves nothing",
-			user: `{"anthropic":` + oauth("a1", "r1", exp, "") + `}`,
+			user: `{"anthropic":` + oauth("a1", "r1", gone, "") + `}`,
 			own:  `{"anthropic":{"type":"oauth","access":"a2","refresh":"r2","expires":"9e99"}}`,
 		},
 		{
