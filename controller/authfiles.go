@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -31,18 +33,33 @@ var errAuthLocked = errors.New("auth.json is locked")
 // often.
 const staleLock = 30 * time.Second
 
-// readUserAuth reads the user's auth.json; a missing one is empty.
+// readUserAuth reads the user's auth.json; a missing one is empty. A
+// read that is not JSON is tried again a few times: a writer that does
+// not take the lock as this reader does not (Pi's own, the relay of
+// another conversation) may be between its write and its truncate.
 func readUserAuth(path string) ([]byte, error) {
-	f, err := openUserAuth(path, unix.O_RDONLY)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
+	var b []byte
+	for try := 0; try < 5; try++ {
+		f, err := openUserAuth(path, unix.O_RDONLY)
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		b, err = readBounded(f, path)
+		f.Close()
+		if err != nil || len(bytes.TrimSpace(b)) == 0 || json.Valid(b) {
+			return b, err
+		}
+		tornWait()
 	}
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return readBounded(f, path)
+	return b, nil
 }
+
+// tornWait is the pause before an auth.json that did not parse is read
+// again; a test makes the writer finish there.
+var tornWait = func() { time.Sleep(10 * time.Millisecond) }
 
 // openUserAuth opens the user's auth.json where it is (through a link the
 // user made, as Pi does), never waiting on what is not a regular file: a
@@ -96,22 +113,36 @@ func readBounded(f *os.File, name string) ([]byte, error) {
 var errAuthTooLarge = errors.New("auth.json too large")
 
 // writeUserAuth writes b over the user's auth.json f (open for reading
-// and writing) in place, as Pi writes it, under the lock: never a new
-// file renamed in by name, since the directory the file lies in may be
-// one an engine can write (a dotfiles tree a link leads into, an agent
-// directory left writable) and the engine would rename its own file
-// over the new one. Readers take the same lock.
-func writeUserAuth(f *os.File, b []byte) error {
-	if _, err := f.WriteAt(b, 0); err != nil {
+// and writing, holding old) in place, as Pi writes it, under the lock:
+// never a new file renamed in by name, since the directory the file lies
+// in may be one an engine can write (a dotfiles tree a link leads into,
+// an agent directory left writable) and the engine would rename its own
+// file over the new one. The blocks are taken first, so a full disk (a
+// tool can fill it) fails the write before a byte changes; any later
+// failure puts old back.
+func writeUserAuth(f *os.File, old, b []byte) error {
+	err := unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_KEEP_SIZE, 0, int64(len(b)))
+	if err != nil && !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.ENOSYS) {
 		return fmt.Errorf("write %s: %w", f.Name(), err)
 	}
-	if err := f.Truncate(int64(len(b))); err != nil {
+	if err := overwrite(f, b); err != nil {
+		if rerr := overwrite(f, old); rerr != nil {
+			return fmt.Errorf("write %s: %w (and putting back what it held: %v)", f.Name(), err, rerr)
+		}
 		return fmt.Errorf("write %s: %w", f.Name(), err)
-	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", f.Name(), err)
 	}
 	return nil
+}
+
+// overwrite makes f hold b, durably.
+func overwrite(f *os.File, b []byte) error {
+	if _, err := f.WriteAt(b, 0); err != nil {
+		return err
+	}
+	if err := f.Truncate(int64(len(b))); err != nil {
+		return err
+	}
+	return f.Sync()
 }
 
 // writeOwnAuth replaces the engine's copy in dir through a new file

@@ -28,7 +28,7 @@ import (
 // read-only (Pi's refresh fails and the login ends within hours); a
 // relay through inotify (one more descriptor per watched file, and Pi
 // rewrites its file in place: a poll at the session watch's interval
-// compares two stats and reads nothing while neither changed).
+// reads the two small files).
 
 // authPaths are the user's auth.json of the conversation and its
 // engine's agent directory.
@@ -55,7 +55,6 @@ func (c *Controller) relayAuthLoop() {
 	}
 	t := time.NewTicker(c.cfg.PollInterval)
 	defer t.Stop()
-	var seen [2]fileStamp
 	var lastErr string
 	var lockedSince time.Time // zero unless a lock has held the relay back
 	for {
@@ -65,29 +64,28 @@ func (c *Controller) relayAuthLoop() {
 		case <-c.closing:
 			closing = true
 		}
-		// The copy's stamp never follows a link the engine put there.
-		now := [2]fileStamp{stampOf(user, true), stampOf(filepath.Join(own, "auth.json"), false)}
-		if now != seen || closing {
-			err := c.relayAuth(user, own)
-			if !errors.Is(err, errAuthLocked) {
-				lockedSince = time.Time{}
-			}
-			switch {
-			case err == nil:
-				seen, lastErr = now, ""
-			case errors.Is(err, errAuthLocked):
-				// Pi holds it: the next tick tries again. A lock that
-				// stays (renewed, so never stale) is journaled once.
-				if lockedSince.IsZero() {
-					lockedSince = time.Now()
-				} else if time.Since(lockedSince) > 2*staleLock && err.Error() != lastErr {
-					lastErr = err.Error()
-					c.auditEngine("auth-relay-failed", "the OAuth relay has waited over a minute for a lock another process keeps renewing: "+lastErr, nil)
-				}
-			case err.Error() != lastErr:
+		// Every tick, changed or not: a refresh held back until the
+		// user's login expires goes back once it has, with no write to
+		// either file to say so. Two small reads a second.
+		err := c.relayAuth(user, own)
+		if !errors.Is(err, errAuthLocked) {
+			lockedSince = time.Time{}
+		}
+		switch {
+		case err == nil:
+			lastErr = ""
+		case errors.Is(err, errAuthLocked):
+			// Pi holds it: the next tick tries again. A lock that
+			// stays (renewed, so never stale) is journaled once.
+			if lockedSince.IsZero() {
+				lockedSince = time.Now()
+			} else if time.Since(lockedSince) > 2*staleLock && err.Error() != lastErr {
 				lastErr = err.Error()
-				c.auditEngine("auth-relay-failed", "the OAuth relay between the engine's auth.json and the user's failed: "+lastErr, nil)
+				c.auditEngine("auth-relay-failed", "the OAuth relay has waited over a minute for a lock another process keeps renewing: "+lastErr, nil)
 			}
+		case err.Error() != lastErr:
+			lastErr = err.Error()
+			c.auditEngine("auth-relay-failed", "the OAuth relay between the engine's auth.json and the user's failed: "+lastErr, nil)
 		}
 		if closing {
 			return
@@ -161,7 +159,7 @@ func (c *Controller) relayBack(user string, mine []byte) error {
 	if toUser == nil {
 		return nil
 	}
-	if err := writeUserAuth(f, toUser); err != nil {
+	if err := writeUserAuth(f, theirs, toUser); err != nil {
 		return err
 	}
 	c.auditEngine("auth-refresh", fmt.Sprintf("the engine refreshed the OAuth login of %s; written back to %s", strings.Join(back, ", "), user),
@@ -195,25 +193,6 @@ func (c *Controller) relayForward(user string, dir int, ownName string) error {
 	c.auditEngine("auth-relayed", fmt.Sprintf("the newer OAuth login of %s in %s given to the engine", strings.Join(forward, ", "), user),
 		map[string]string{"PROVIDERS": strings.Join(forward, ",")})
 	return nil
-}
-
-// fileStamp says whether a file changed between two polls: Pi rewrites
-// its file in place, so the size and times, with the inode for a rename.
-type fileStamp struct {
-	ino, size        int64
-	mtime, ctimeNsec int64
-}
-
-func stampOf(path string, follow bool) fileStamp {
-	var st unix.Stat_t
-	stat := unix.Lstat
-	if follow {
-		stat = unix.Stat
-	}
-	if stat(path, &st) != nil {
-		return fileStamp{}
-	}
-	return fileStamp{ino: int64(st.Ino), size: st.Size, mtime: st.Mtim.Nano(), ctimeNsec: st.Ctim.Nano()}
 }
 
 // userAgentDir is the user's agent directory a conversation names

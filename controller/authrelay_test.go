@@ -15,7 +15,11 @@ import (
 	"github.com/mosaic-agents/mosaic/audit"
 	"github.com/mosaic-agents/mosaic/claims"
 	"github.com/mosaic-agents/mosaic/conversations"
+	"golang.org/x/sys/unix"
 )
+
+// pi.ExpirySlack is how long before its expiry the relay counts a
+// login as expired (pi's expirySlack).
 
 // relayRig is a controller whose conversation's user agent directory
 // holds auth.json as a link into a dotfiles tree (the relay writes
@@ -253,6 +257,39 @@ func TestAuthRelay(t *testing.T) {
 		}
 		if a, k, n := access(t, r.own); a != "a2" || k != "sk-user" || n != 2 {
 			t.Fatalf("the new copy: access %q, openai key %q, %d providers", a, k, n)
+		}
+	})
+	t.Run("a failed write puts back what the user's file held", func(t *testing.T) {
+		r := newRelayRig(t, time.Second)
+		before, _ := os.ReadFile(r.real)
+		// A file size limit stands in for a disk a tool filled: the
+		// write stops part way, as ENOSPC stops it.
+		writeFile(t, r.own, fmt.Sprintf(`{"anthropic":%s}`, login(strings.Repeat("A", 15<<10), "r2", r.exp+hour)), 0o600)
+		var old unix.Rlimit
+		if err := unix.Getrlimit(unix.RLIMIT_FSIZE, &old); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Setrlimit(unix.RLIMIT_FSIZE, &unix.Rlimit{Cur: 4096, Max: old.Max}); err != nil {
+			t.Fatal(err)
+		}
+		err := r.relay()
+		unix.Setrlimit(unix.RLIMIT_FSIZE, &old)
+		if err == nil {
+			t.Fatal("a write past the file size limit succeeded")
+		}
+		if after, _ := os.ReadFile(r.real); string(after) != string(before) {
+			t.Fatalf("after a failed write the user's auth.json holds %d bytes: %.80q", len(after), after)
+		}
+	})
+	t.Run("a read between another writer's write and truncate is read again", func(t *testing.T) {
+		r := newRelayRig(t, time.Second)
+		good, _ := os.ReadFile(r.real)
+		writeFile(t, r.real, string(good)+`"tail of a longer file"}`, 0o640)
+		wait := tornWait
+		t.Cleanup(func() { tornWait = wait })
+		tornWait = func() { writeFile(t, r.real, string(good), 0o640) }
+		if b, err := readUserAuth(r.user); err != nil || string(b) != string(good) {
+			t.Fatalf("read %q, %v; want the file the writer finished", b, err)
 		}
 	})
 	t.Run("the controller relays while it runs, and as it closes", func(t *testing.T) {

@@ -18,8 +18,9 @@ import (
 // each is nil where nothing changes, and back and forward name the
 // providers that move.
 //
-// Forward, from the user's file, any newer login moves. Back, from a copy
-// a tool can write, only what a refresh of Pi's could have written:
+// Forward, from the user's file, a newer login moves, and the user's
+// login while it is good over any other in the copy. Back, from a copy a
+// tool can write, only what a refresh of Pi's could have written:
 //   - the three fields a refresh changes (access, refresh, expires) of a
 //     provider that is an OAuth login on both sides, so no key, no
 //     "!command" (which Pi runs to read a key), no provider is added, no
@@ -28,8 +29,8 @@ import (
 //     (refreshable): GitHub Copilot's access token names the API host its
 //     requests go to, and a provider unknown here may do the same;
 //   - only once the user's login has expired (within expirySlack): Pi
-//     refreshes no login before its expiry, so a copy with a newer login
-//     earlier holds a token a tool put there;
+//     refreshes no login earlier, so a copy with a newer login before
+//     then holds a token a tool put there;
 //   - and only a well-formed login (sane, at most maxAhead ahead).
 //
 // What a tool can still do is put a token of its own, of the same
@@ -57,7 +58,11 @@ func RelayAuth(user, own []byte, now time.Time) (toUser, toOwn []byte, back, for
 			if raw, ok := ol.into(u[p]); ok {
 				u[p], back = raw, append(back, p)
 			}
-		case ul.Expires > ol.Expires:
+		case ul.Expires > ol.Expires || !ul.expired(now):
+			// A newer login, or the user's still good one over a copy
+			// that holds another (a tool's, one the user replaced by
+			// logging in again): never the user's expired one over the
+			// engine's own refresh.
 			if raw, ok := ul.into(o[p]); ok {
 				o[p], forward = raw, append(forward, p)
 			}
@@ -82,9 +87,10 @@ const maxAhead = 90 * 24 * time.Hour
 const maxToken = 16 << 10
 
 // expirySlack is how long before its recorded expiry a login counts as
-// expired to the relay: Pi compares the expiry with its own clock when a
-// request needs the login.
-const expirySlack = time.Minute
+// expired to the relay: Pi refreshes a login that expires within five
+// minutes when a request needs it (pi-ai's resolveStoredOAuth), and the
+// relay may see the refresh a little later.
+const expirySlack = 6 * time.Minute
 
 func (l login) expired(now time.Time) bool {
 	return float64(now.Add(expirySlack).UnixMilli()) >= l.Expires
@@ -116,17 +122,15 @@ func codexAccount(token string) string {
 	if err != nil {
 		return ""
 	}
-	var claims map[string]json.RawMessage
-	if json.Unmarshal(payload, &claims) != nil {
+	// Maps, not structs: Pi looks the names up exactly, and
+	// encoding/json would match a struct's field in any case.
+	var claims, auth map[string]json.RawMessage
+	var account string
+	if json.Unmarshal(payload, &claims) != nil || json.Unmarshal(claims["https://api.openai.com/auth"], &auth) != nil ||
+		json.Unmarshal(auth["chatgpt_account_id"], &account) != nil {
 		return ""
 	}
-	var auth struct {
-		Account string `json:"chatgpt_account_id"`
-	}
-	if json.Unmarshal(claims["https://api.openai.com/auth"], &auth) != nil {
-		return ""
-	}
-	return auth.Account
+	return account
 }
 
 // login is the part of an OAuth credential a refresh changes. Expires is

@@ -45,9 +45,30 @@ func TestRelayAuth(t *testing.T) {
 			wantUser: map[string]string{"anthropic": oauth("a2", "r2", exp, `,"projectId":"p"`), "openai": key},
 		},
 		{
-			name: "a newer login before the user's expired is no refresh of Pi's",
-			user: `{"anthropic":` + oauth("a1", "r1", exp, "") + `}`,
-			own:  `{"anthropic":` + oauth("a2", "r2", exp+hour, "") + `}`,
+			name:    "a newer login before the user's expired is no refresh of Pi's: the user's goes over it",
+			user:    `{"anthropic":` + oauth("a1", "r1", exp, "") + `}`,
+			own:     `{"anthropic":` + oauth("a2", "r2", exp+hour, "") + `}`,
+			forward: []string{"anthropic"},
+			wantOwn: map[string]string{"anthropic": oauth("a1", "r1", exp, "")},
+		},
+		{
+			name:     "Pi's refresh within five minutes of the expiry goes back",
+			user:     `{"anthropic":` + oauth("a1", "r1", now.Add(4*time.Minute).UnixMilli(), "") + `}`,
+			own:      `{"anthropic":` + oauth("a2", "r2", exp+8*hour, "") + `}`,
+			back:     []string{"anthropic"},
+			wantUser: map[string]string{"anthropic": oauth("a2", "r2", exp+8*hour, "")},
+		},
+		{
+			name:    "the user's new login goes over a longer one a tool put back",
+			user:    `{"anthropic":` + oauth("a4", "r4", exp, "") + `}`,
+			own:     `{"anthropic":` + oauth("tool", "tool", now.Add(89*24*time.Hour).UnixMilli(), "") + `}`,
+			forward: []string{"anthropic"},
+			wantOwn: map[string]string{"anthropic": oauth("a4", "r4", exp, "")},
+		},
+		{
+			name: "the user's expired login never goes over the engine's refresh",
+			user: `{"github-copilot":` + oauth("tid=1;proxy-ep=proxy.individual.githubcopilot.com;", "gho_1", gone, "") + `}`,
+			own:  `{"github-copilot":` + oauth("tid=2;proxy-ep=proxy.individual.githubcopilot.com;", "gho_1", exp, "") + `}`,
 		},
 		{
 			name: "GitHub Copilot's access token names its API host: never back",
@@ -70,6 +91,12 @@ func TestRelayAuth(t *testing.T) {
 			name: "openai-codex, another account: never back",
 			user: `{"openai-codex":` + oauth(jwt("acct-1"), "r1", gone, "") + `}`,
 			own:  `{"openai-codex":` + oauth(jwt("acct-evil"), "r2", exp, "") + `}`,
+		},
+		{
+			name: "openai-codex, the account under a name Pi does not read: never back",
+			user: `{"openai-codex":` + oauth(jwt("acct-1"), "r1", gone, "") + `}`,
+			own: `{"openai-codex":` + oauth("eyJhbGciOiJSUzI1NiJ9."+base64.RawURLEncoding.EncodeToString([]byte(
+				`{"https://api.openai.com/auth":{"CHATGPT_ACCOUNT_ID":"acct-1"}}`))+".sig", "r2", exp, "") + `}`,
 		},
 		{
 			name:    "GitHub Copilot forward: the user's file is the user's",
