@@ -1,7 +1,9 @@
 package controller
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -43,7 +45,7 @@ import (
 // unread says which conversations' inputs are not among them because
 // their settings did not load (the launch journals it; the engine still
 // launches: refusing would let one broken file stop every conversation).
-func (c *Controller) inputs() (ro, writable []string, unread string) {
+func (c *Controller) inputs() (ro, writable, hide []string, unread string) {
 	cvs := []*conversations.Conversation{c.cfg.Conversation}
 	st, err := conversations.Open()
 	if err == nil {
@@ -61,12 +63,17 @@ func (c *Controller) inputs() (ro, writable []string, unread string) {
 	unread = strings.TrimSuffix(unread, "; ")
 	home, _ := os.UserHomeDir()
 	ro, writable, dirs, alone := inputsOf(home, c.cfg.Conversation.Project, cvs)
+	hide = keyDirs(cvs, ro, dirs)
+	ro = slices.DeleteFunc(ro, func(p string) bool { return slices.Contains(hide, filepath.Dir(p)) })
 	for _, d := range dirs {
 		// Made so that it is there to bind; one that cannot be made is
 		// left to the launch, which notes it absent.
 		_ = os.MkdirAll(d, 0o700)
 	}
 	for m, body := range alone {
+		if slices.Contains(hide, filepath.Dir(m)) {
+			continue // masked whole: nothing can be made there
+		}
 		// A directory bound read-only whole cannot take a models.json or
 		// an auth.json later; one whose files alone are can, and so can
 		// a Claude env file's directory, unless they are there: empty
@@ -78,7 +85,61 @@ func (c *Controller) inputs() (ro, writable []string, unread string) {
 			f.Close()
 		}
 	}
-	return ro, writable, unread
+	return ro, writable, hide, unread
+}
+
+// keyDirs are the directories of the Claude conversations' env files
+// that hold nothing else (only *.env files, or env files a conversation
+// names): every engine gets them masked whole (scopes.Spec.Hide), since
+// none reads an env file (its controller does, and passes the names in
+// the environment). A directory bind holds: a file bound read-only
+// alone is unbound in every engine when the user saves it by a rename
+// (as many editors do), and the engine could then write the new file; a
+// masked directory also keeps every other conversation's key from being
+// read. A directory that holds a project, a session or an agent
+// directory, or anything else, keeps its env files bound read-only alone.
+func keyDirs(cvs []*conversations.Conversation, ro, agents []string) []string {
+	var envs, guarded []string
+	for _, cv := range cvs {
+		if cv == nil {
+			continue
+		}
+		guarded = append(guarded, cv.Project, cv.Session)
+		if cv.IsClaude() && cv.Claude != nil && filepath.IsAbs(cv.Claude.EnvFile) && slices.Contains(ro, cv.Claude.EnvFile) {
+			envs = append(envs, cv.Claude.EnvFile)
+		}
+	}
+	guarded = append(guarded, agents...)
+	var out []string
+	for _, env := range envs {
+		d := filepath.Dir(env)
+		if slices.Contains(out, d) || d == "/" || slices.ContainsFunc(guarded, func(p string) bool { return p != "" && (p == d || strings.HasPrefix(p, d+"/")) }) {
+			continue
+		}
+		if onlyKeys(d, envs) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// onlyKeys says whether directory d holds nothing but env files: regular
+// files named *.env or named by a conversation (envs). One missing holds
+// nothing (the mask makes it); one that cannot be read is not judged so.
+func onlyKeys(d string, envs []string) bool {
+	ents, err := os.ReadDir(d)
+	if errors.Is(err, fs.ErrNotExist) {
+		return true
+	}
+	if err != nil {
+		return false
+	}
+	for _, e := range ents {
+		if !e.Type().IsRegular() || !strings.HasSuffix(e.Name(), ".env") && !slices.Contains(envs, filepath.Join(d, e.Name())) {
+			return false
+		}
+	}
+	return true
 }
 
 // emptyOf is what inputs makes of a file of Pi's it binds alone when it

@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -88,7 +90,7 @@ func TestInputsMakeWhatIsBound(t *testing.T) {
 			}
 			cv := &conversations.Conversation{ID: "pi-1", Project: project, Engine: conversations.Engine{AgentDir: tc.agentDir}}
 			c := &Controller{cfg: Config{Conversation: cv}}
-			ro, _, _ := c.inputs()
+			ro, _, _, _ := c.inputs()
 			if !slices.Contains(ro, filepath.Join(tc.agentDir, "models.json")) {
 				t.Fatalf("%s/models.json not read-only: %q", tc.agentDir, ro)
 			}
@@ -107,18 +109,41 @@ func TestInputsMakeWhatIsBound(t *testing.T) {
 		})
 	}
 	t.Run("Claude env files", func(t *testing.T) {
-		missing, theirs := filepath.Join(home, "keys", "missing.env"), filepath.Join(home, "mine.env")
+		notes := filepath.Join(home, "notes")
+		if err := os.MkdirAll(notes, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(notes, "todo.txt"), []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		keys, missing, theirs := filepath.Join(home, "keys", "c.env"), filepath.Join(notes, "missing.env"), filepath.Join(home, "mine.env")
 		if err := os.WriteFile(theirs, []byte("ANTHROPIC_API_KEY=sk-1\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		cl := func(env string) *conversations.Conversation {
 			return &conversations.Conversation{ID: "cl-1", Project: project, EngineKind: "claude", Claude: &conversations.Claude{EnvFile: env}}
 		}
-		for _, env := range []string{missing, theirs} {
-			c := &Controller{cfg: Config{Conversation: cl(env)}}
-			if ro, _, _ := c.inputs(); !slices.Contains(ro, env) {
-				t.Fatalf("%s not read-only: %q", env, ro)
+		for _, tc := range []struct {
+			env, masked string // masked: the directory masked instead of the file bound
+		}{
+			{keys, filepath.Dir(keys)}, // a directory of keys alone (made by the mask)
+			{missing, ""},              // beside a note: bound alone, a placeholder made
+			{theirs, ""},               // in the home: bound alone, left as it is
+		} {
+			c := &Controller{cfg: Config{Conversation: cl(tc.env)}}
+			ro, _, hide, _ := c.inputs()
+			if tc.masked != "" {
+				if !slices.Equal(hide, []string{tc.masked}) || slices.Contains(ro, tc.env) {
+					t.Errorf("%s: masked %q, read-only %q; want its directory masked", tc.env, hide, ro)
+				}
+				continue
 			}
+			if len(hide) != 0 || !slices.Contains(ro, tc.env) {
+				t.Errorf("%s: masked %q, read-only %q; want the file read-only", tc.env, hide, ro)
+			}
+		}
+		if _, err := os.Stat(keys); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("a placeholder was made in a masked directory: %v", err)
 		}
 		if b, err := os.ReadFile(missing); err != nil || string(b) != claude.PlaceholderEnvFile {
 			t.Errorf("the missing env file holds %q, %v", b, err)
@@ -130,6 +155,55 @@ func TestInputsMakeWhatIsBound(t *testing.T) {
 			t.Errorf("the user's env file was changed: %q", b)
 		}
 	})
+}
+
+// TestKeyDirs: an env file's directory is masked whole only when it holds
+// env files alone and no project, session or agent directory.
+func TestKeyDirs(t *testing.T) {
+	root := t.TempDir()
+	mk := func(files ...string) string {
+		d, err := os.MkdirTemp(root, "d")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range files {
+			p := filepath.Join(d, f)
+			if strings.HasSuffix(f, "/") {
+				err = os.Mkdir(p, 0o700)
+			} else {
+				err = os.WriteFile(p, nil, 0o600)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		return d
+	}
+	cl := func(env string) *conversations.Conversation {
+		return &conversations.Conversation{ID: "cl", EngineKind: "claude", Claude: &conversations.Claude{EnvFile: env}}
+	}
+	keys, named, other, sub := mk("a.env", "b.env"), mk("claude.keys"), mk("a.env", "notes.txt"), mk("a.env", "x/")
+	proj := mk("a.env")
+	for _, tc := range []struct {
+		name string
+		cv   *conversations.Conversation
+		want bool
+	}{
+		{"only *.env files", cl(filepath.Join(keys, "a.env")), true},
+		{"a file a conversation names", cl(filepath.Join(named, "claude.keys")), true},
+		{"another file beside it", cl(filepath.Join(other, "a.env")), false},
+		{"a directory beside it", cl(filepath.Join(sub, "a.env")), false},
+		{"missing: the mask makes it", cl(filepath.Join(root, "none", "a.env")), true},
+		{"a project's directory", &conversations.Conversation{ID: "cl", Project: proj, EngineKind: "claude", Claude: &conversations.Claude{EnvFile: filepath.Join(proj, "a.env")}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := tc.cv.Claude.EnvFile
+			got := keyDirs([]*conversations.Conversation{tc.cv}, []string{env}, nil)
+			if (len(got) == 1 && got[0] == filepath.Dir(env)) != tc.want {
+				t.Errorf("keyDirs = %q, want masked %v", got, tc.want)
+			}
+		})
+	}
 }
 
 // TestInputsNameUnreadSettings: a conversation whose settings do not
@@ -151,7 +225,7 @@ func TestInputsNameUnreadSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := &Controller{cfg: Config{Conversation: &conversations.Conversation{ID: "pi-1", Project: filepath.Join(home, "p")}}}
-	ro, _, unread := c.inputs()
+	ro, _, _, unread := c.inputs()
 	if !strings.Contains(unread, bad) {
 		t.Errorf("unread = %q, want it to name %s", unread, bad)
 	}

@@ -278,14 +278,14 @@ func (c *Controller) launch(ctx context.Context, head sessionHead, keys claims.K
 		}
 		return claim.Activate(ctx, claims.Process{BootID: co.BootID, PID: co.PID, StartTime: co.StartTime, Cgroup: co.Cgroup, CgroupID: co.CgroupID, Confinement: string(conf)})
 	}
-	ro, writable, unread := c.inputs()
+	ro, writable, masked, unread := c.inputs()
 	if unread != "" {
 		c.audit(audit.Transition, nil, fmt.Sprintf("execution %s: the files these conversations give their engines are not read-only in this one, their settings did not load: %s", execID, unread),
 			map[string]string{"EXECUTION": execID})
 	}
 	h, err := c.cfg.Scopes.Launch(ctx, scopes.Spec{
 		Conversation: cv.ID, Execution: execID, Argv: spec.Args, Env: spec.Env, Dir: spec.Dir,
-		Resources: res, Hide: c.hidden(), Keep: c.kept(), ReadOnly: ro, Writable: writable, BeforeRelease: activate,
+		Resources: res, Hide: append(c.hidden(), masked...), Keep: c.kept(), ReadOnly: ro, Writable: writable, BeforeRelease: activate,
 		Description: fmt.Sprintf("mosaic engine of conversation %s (execution %s)", cv.ID, execID),
 	})
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
+	"github.com/mosaic-agents/mosaic/conversations"
 	"github.com/mosaic-agents/mosaic/internal/xdg"
 )
 
@@ -27,7 +28,8 @@ func addClaude(t *testing.T, bin, cl, seat, url string, extra ...string) (id, pr
 // its own configuration directory but nothing of another Claude
 // conversation's (its transcript, its .claude.json) nor of a Pi
 // conversation's agent directory: STATE/claude and STATE/agent are masked
-// in the engine's mount namespace with only its own directory bound back.
+// in the engine's mount namespace with only its own directory bound back;
+// nor another conversation's env file, whose directory of keys is masked.
 func TestClaudeSiblingHidden(t *testing.T) {
 	sandboxtest.Require(t)
 	bin := sandboxtest.Bin(t, "mosaicctl")
@@ -58,9 +60,20 @@ func TestClaudeSiblingHidden(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The victim's env file, in a directory of keys alone: masked whole.
+	store, err := conversations.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	vcv, err := store.Load(victim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	victimEnv := vcv.Claude.EnvFile
+
 	spy, proj := addClaude(t, bin, cl, "spy", fake.URL)
 	marker := filepath.Join(proj, "asked")
-	cmd := "touch " + marker + "; grep -rh 7711 " + victimDir + " 2>/dev/null; cat " + filepath.Join(piAgent, "auth.json") +
+	cmd := "touch " + marker + "; grep -rh 7711 " + victimDir + " 2>/dev/null; cat " + victimEnv + " 2>/dev/null; cat " + filepath.Join(piAgent, "auth.json") +
 		" 2>/dev/null; echo own=$(ls -A " + filepath.Join(state, "claude", spy, "config") + " | wc -l); echo \"listed=<$(ls -A " + filepath.Join(state, "claude") + " | tr '\\n' ' ')>\""
 	p, pout := promptAwaitingApproval(t, bin, spy, "please BASH{"+cmd+"}", fake)
 	if r := run(t, bin, "approve", "--take", spy, "--yes"); r.code != 0 {
@@ -73,7 +86,7 @@ func TestClaudeSiblingHidden(t *testing.T) {
 	if !strings.Contains(out, "TOOL_DONE") || !strings.Contains(out, "listed=") {
 		t.Fatalf("the tool's turn printed %q", out)
 	}
-	for _, leak := range []string{"victim-secret-7711", "pi-secret-7712"} {
+	for _, leak := range []string{"victim-secret-7711", "pi-secret-7712", "env-file-key"} {
 		if strings.Contains(out, leak) {
 			t.Errorf("the spy's tool read %q:\n%s", leak, out)
 		}
