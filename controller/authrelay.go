@@ -167,7 +167,7 @@ func (c *Controller) relayBack(user string, mine []byte) error {
 	return nil
 }
 
-// relayForward writes the user's newer logins into the engine's copy,
+// relayForward writes the user's logins into the engine's copy (pi.RelayAuth),
 // read again under the copy's lock.
 func (c *Controller) relayForward(user string, dir int, ownName string) error {
 	unlock, err := lockAuth(dir, ownName)
@@ -190,7 +190,7 @@ func (c *Controller) relayForward(user string, dir int, ownName string) error {
 	if err := writeOwnAuth(dir, ownName, toOwn); err != nil {
 		return err
 	}
-	c.auditEngine("auth-relayed", fmt.Sprintf("the newer OAuth login of %s in %s given to the engine", strings.Join(forward, ", "), user),
+	c.auditEngine("auth-relayed", fmt.Sprintf("the user's OAuth login of %s in %s given to the engine", strings.Join(forward, ", "), user),
 		map[string]string{"PROVIDERS": strings.Join(forward, ",")})
 	return nil
 }
