@@ -97,14 +97,16 @@ func (c *Controller) inputs() (ro, writable, hide []string, unread string) {
 // (as many editors do), and the engine could then write the new file; a
 // masked directory also keeps every other conversation's key from being
 // read. A directory that holds a project, a session or an agent
-// directory, or anything else, keeps its env files bound read-only alone.
+// directory, or lies in a project (the project's engines work there), or
+// holds anything else, keeps its env files bound read-only alone.
 func keyDirs(cvs []*conversations.Conversation, ro, agents []string) []string {
-	var envs, guarded []string
+	var envs, guarded, projects []string
 	for _, cv := range cvs {
 		if cv == nil {
 			continue
 		}
 		guarded = append(guarded, cv.Project, cv.Session)
+		projects = append(projects, cv.Project)
 		if cv.IsClaude() && cv.Claude != nil && filepath.IsAbs(cv.Claude.EnvFile) && slices.Contains(ro, cv.Claude.EnvFile) {
 			envs = append(envs, cv.Claude.EnvFile)
 		}
@@ -113,7 +115,8 @@ func keyDirs(cvs []*conversations.Conversation, ro, agents []string) []string {
 	var out []string
 	for _, env := range envs {
 		d := filepath.Dir(env)
-		if slices.Contains(out, d) || d == "/" || slices.ContainsFunc(guarded, func(p string) bool { return p != "" && (p == d || strings.HasPrefix(p, d+"/")) }) {
+		if slices.Contains(out, d) || d == "/" || slices.ContainsFunc(guarded, func(p string) bool { return p != "" && (p == d || strings.HasPrefix(p, d+"/")) }) ||
+			slices.ContainsFunc(projects, func(p string) bool { return p != "" && strings.HasPrefix(d, p+"/") }) {
 			continue
 		}
 		if onlyKeys(d, envs) {

@@ -195,6 +195,7 @@ func TestKeyDirs(t *testing.T) {
 		{"a directory beside it", cl(filepath.Join(sub, "a.env")), false},
 		{"missing: the mask makes it", cl(filepath.Join(root, "none", "a.env")), true},
 		{"a project's directory", &conversations.Conversation{ID: "cl", Project: proj, EngineKind: "claude", Claude: &conversations.Claude{EnvFile: filepath.Join(proj, "a.env")}}, false},
+		{"a directory in a project", &conversations.Conversation{ID: "cl", Project: filepath.Dir(keys), EngineKind: "claude", Claude: &conversations.Claude{EnvFile: filepath.Join(keys, "a.env")}}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := tc.cv.Claude.EnvFile
