@@ -33,6 +33,7 @@ import (
 //     (with its directory) if missing, as a placeholder its conversation
 //     refuses as it refused none (claude.PlaceholderEnvFile): a tool
 //     could otherwise write it and the conversation would launch with it.
+//     No engine reads one, so they are masked instead (hide, keyMasks).
 //
 // The conversations are this controller's and every one in the settings
 // store; one added after the launch has its files protected from the
@@ -63,8 +64,8 @@ func (c *Controller) inputs() (ro, writable, hide []string, unread string) {
 	unread = strings.TrimSuffix(unread, "; ")
 	home, _ := os.UserHomeDir()
 	ro, writable, dirs, alone := inputsOf(home, c.cfg.Conversation.Project, cvs)
-	hide = keyDirs(cvs, ro, dirs)
-	ro = slices.DeleteFunc(ro, func(p string) bool { return slices.Contains(hide, filepath.Dir(p)) })
+	hide = keyMasks(c.cfg.Conversation, cvs, ro, dirs)
+	ro = slices.DeleteFunc(ro, func(p string) bool { return slices.Contains(hide, p) || slices.Contains(hide, filepath.Dir(p)) })
 	for _, d := range dirs {
 		// Made so that it is there to bind; one that cannot be made is
 		// left to the launch, which notes it absent.
@@ -88,42 +89,46 @@ func (c *Controller) inputs() (ro, writable, hide []string, unread string) {
 	return ro, writable, hide, unread
 }
 
-// keyDirs are the directories of the Claude conversations' env files
-// that hold nothing else (only *.env files, or env files a conversation
-// names): every engine gets them masked whole (scopes.Spec.Hide), since
-// none reads an env file (its controller does, and passes the names in
-// the environment). A directory bind holds: a file bound read-only
-// alone is unbound in every engine when the user saves it by a rename
-// (as many editors do), and the engine could then write the new file; a
-// masked directory also keeps every other conversation's key from being
-// read. A directory that holds a project, a session or an agent
-// directory, or lies in a project (the project's engines work there), or
-// holds anything else, keeps its env files bound read-only alone.
-func keyDirs(cvs []*conversations.Conversation, ro, agents []string) []string {
-	var envs, guarded, projects []string
+// keyMasks are what every engine gets masked of the Claude conversations'
+// env files (scopes.Spec.Hide): none reads one (its controller does, and
+// passes the names in the environment), so no tool reads another
+// conversation's key. An env file's directory is masked whole where it
+// holds nothing else (only *.env files, or env files a conversation names):
+// a mask on the file alone is lifted in every engine when the user saves
+// it by a rename (as many editors do), and the engine could then read and
+// write the new file; the directory's holds. A directory that holds a
+// project, a session or an agent directory, or lies in the launching
+// conversation's project (its engines work there), or holds anything else,
+// has its env files masked alone. Paths are compared as written: an env
+// file's path holds no link (claude.LoadEnvFile refuses one), nor does a
+// project's (conversations.CheckPaths).
+func keyMasks(own *conversations.Conversation, cvs []*conversations.Conversation, ro, agents []string) []string {
+	var envs, guarded []string
 	for _, cv := range cvs {
 		if cv == nil {
 			continue
 		}
 		guarded = append(guarded, cv.Project, cv.Session)
-		projects = append(projects, cv.Project)
-		if cv.IsClaude() && cv.Claude != nil && filepath.IsAbs(cv.Claude.EnvFile) && slices.Contains(ro, cv.Claude.EnvFile) {
+		if cv.IsClaude() && cv.Claude != nil && filepath.IsAbs(cv.Claude.EnvFile) && slices.Contains(ro, cv.Claude.EnvFile) &&
+			!slices.Contains(envs, cv.Claude.EnvFile) {
 			envs = append(envs, cv.Claude.EnvFile)
 		}
 	}
 	guarded = append(guarded, agents...)
-	var out []string
+	var dirs, files []string
 	for _, env := range envs {
 		d := filepath.Dir(env)
-		if slices.Contains(out, d) || d == "/" || slices.ContainsFunc(guarded, func(p string) bool { return p != "" && (p == d || strings.HasPrefix(p, d+"/")) }) ||
-			slices.ContainsFunc(projects, func(p string) bool { return p != "" && strings.HasPrefix(d, p+"/") }) {
-			continue
-		}
-		if onlyKeys(d, envs) {
-			out = append(out, d)
+		switch {
+		case slices.Contains(dirs, d):
+		case d == "/" || slices.ContainsFunc(guarded, func(p string) bool { return p != "" && (p == d || strings.HasPrefix(p, d+"/")) }) ||
+			own != nil && own.Project != "" && strings.HasPrefix(d, own.Project+"/") || !onlyKeys(d, envs):
+			files = append(files, env)
+		default:
+			dirs = append(dirs, d)
 		}
 	}
-	return out
+	files = slices.DeleteFunc(files, func(f string) bool { return slices.Contains(dirs, filepath.Dir(f)) })
+	return append(dirs, files...)
 }
 
 // onlyKeys says whether directory d holds nothing but env files: regular

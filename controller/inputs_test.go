@@ -124,22 +124,16 @@ func TestInputsMakeWhatIsBound(t *testing.T) {
 			return &conversations.Conversation{ID: "cl-1", Project: project, EngineKind: "claude", Claude: &conversations.Claude{EnvFile: env}}
 		}
 		for _, tc := range []struct {
-			env, masked string // masked: the directory masked instead of the file bound
+			env, masked string // masked: the directory, or the file alone
 		}{
 			{keys, filepath.Dir(keys)}, // a directory of keys alone (made by the mask)
-			{missing, ""},              // beside a note: bound alone, a placeholder made
-			{theirs, ""},               // in the home: bound alone, left as it is
+			{missing, missing},         // beside a note: masked alone, a placeholder made
+			{theirs, theirs},           // in the home: masked alone, left as it is
 		} {
 			c := &Controller{cfg: Config{Conversation: cl(tc.env)}}
 			ro, _, hide, _ := c.inputs()
-			if tc.masked != "" {
-				if !slices.Equal(hide, []string{tc.masked}) || slices.Contains(ro, tc.env) {
-					t.Errorf("%s: masked %q, read-only %q; want its directory masked", tc.env, hide, ro)
-				}
-				continue
-			}
-			if len(hide) != 0 || !slices.Contains(ro, tc.env) {
-				t.Errorf("%s: masked %q, read-only %q; want the file read-only", tc.env, hide, ro)
+			if !slices.Equal(hide, []string{tc.masked}) || slices.Contains(ro, tc.env) {
+				t.Errorf("%s: masked %q, read-only %q; want %s masked", tc.env, hide, ro, tc.masked)
 			}
 		}
 		if _, err := os.Stat(keys); !errors.Is(err, fs.ErrNotExist) {
@@ -157,9 +151,10 @@ func TestInputsMakeWhatIsBound(t *testing.T) {
 	})
 }
 
-// TestKeyDirs: an env file's directory is masked whole only when it holds
-// env files alone and no project, session or agent directory.
-func TestKeyDirs(t *testing.T) {
+// TestKeyMasks: every engine gets every env file masked; its directory
+// whole only when it holds env files alone, no project, session or agent
+// directory, and does not lie in the launching conversation's project.
+func TestKeyMasks(t *testing.T) {
 	root := t.TempDir()
 	mk := func(files ...string) string {
 		d, err := os.MkdirTemp(root, "d")
@@ -179,32 +174,47 @@ func TestKeyDirs(t *testing.T) {
 		}
 		return d
 	}
-	cl := func(env string) *conversations.Conversation {
-		return &conversations.Conversation{ID: "cl", EngineKind: "claude", Claude: &conversations.Claude{EnvFile: env}}
+	cl := func(project, env string) *conversations.Conversation {
+		return &conversations.Conversation{ID: "cl", Project: project, EngineKind: "claude", Claude: &conversations.Claude{EnvFile: env}}
 	}
 	keys, named, other, sub := mk("a.env", "b.env"), mk("claude.keys"), mk("a.env", "notes.txt"), mk("a.env", "x/")
-	proj := mk("a.env")
+	proj, elsewhere := mk("a.env"), mk()
 	for _, tc := range []struct {
-		name string
-		cv   *conversations.Conversation
-		want bool
+		name    string
+		cv, own *conversations.Conversation // own: the launching conversation; nil is cv
+		dir     bool                        // the directory masked, else the file alone
 	}{
-		{"only *.env files", cl(filepath.Join(keys, "a.env")), true},
-		{"a file a conversation names", cl(filepath.Join(named, "claude.keys")), true},
-		{"another file beside it", cl(filepath.Join(other, "a.env")), false},
-		{"a directory beside it", cl(filepath.Join(sub, "a.env")), false},
-		{"missing: the mask makes it", cl(filepath.Join(root, "none", "a.env")), true},
-		{"a project's directory", &conversations.Conversation{ID: "cl", Project: proj, EngineKind: "claude", Claude: &conversations.Claude{EnvFile: filepath.Join(proj, "a.env")}}, false},
-		{"a directory in a project", &conversations.Conversation{ID: "cl", Project: filepath.Dir(keys), EngineKind: "claude", Claude: &conversations.Claude{EnvFile: filepath.Join(keys, "a.env")}}, false},
+		{"only *.env files", cl("", filepath.Join(keys, "a.env")), nil, true},
+		{"a file a conversation names", cl("", filepath.Join(named, "claude.keys")), nil, true},
+		{"another file beside it", cl("", filepath.Join(other, "a.env")), nil, false},
+		{"a directory beside it", cl("", filepath.Join(sub, "a.env")), nil, false},
+		{"missing: the mask makes it", cl("", filepath.Join(root, "none", "a.env")), nil, true},
+		{"a project's directory", cl(proj, filepath.Join(proj, "a.env")), nil, false},
+		{"a directory in the project", cl(filepath.Dir(keys), filepath.Join(keys, "a.env")), nil, false},
+		{"a directory in another's project", cl(filepath.Dir(keys), filepath.Join(keys, "a.env")), cl(elsewhere, ""), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			own := tc.own
+			if own == nil {
+				own = tc.cv
+			}
 			env := tc.cv.Claude.EnvFile
-			got := keyDirs([]*conversations.Conversation{tc.cv}, []string{env}, nil)
-			if (len(got) == 1 && got[0] == filepath.Dir(env)) != tc.want {
-				t.Errorf("keyDirs = %q, want masked %v", got, tc.want)
+			want := env
+			if tc.dir {
+				want = filepath.Dir(env)
+			}
+			if got := keyMasks(own, []*conversations.Conversation{own, tc.cv}, []string{env}, nil); !slices.Equal(got, []string{want}) {
+				t.Errorf("keyMasks = %q, want %q", got, want)
 			}
 		})
 	}
+	t.Run("each once, a file under a masked directory left to it", func(t *testing.T) {
+		a, b, c := cl("", filepath.Join(keys, "a.env")), cl("", filepath.Join(keys, "b.env")), cl("", filepath.Join(other, "a.env"))
+		got := keyMasks(a, []*conversations.Conversation{a, b, c, c}, []string{a.Claude.EnvFile, b.Claude.EnvFile, c.Claude.EnvFile}, nil)
+		if want := []string{keys, c.Claude.EnvFile}; !slices.Equal(got, want) {
+			t.Errorf("keyMasks = %q, want %q", got, want)
+		}
+	})
 }
 
 // TestInputsNameUnreadSettings: a conversation whose settings do not

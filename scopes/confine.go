@@ -163,12 +163,18 @@ func (s *maskSet) add(ps ...string) {
 
 // hiddenDirs makes each directory of hide that is missing (0700, parents
 // too) so that the mask covers it from the start: a directory created after
-// the launch would otherwise be reachable until the next one.
+// the launch would otherwise be reachable until the next one. Anything else
+// there (a file the caller made, a Claude env file; a link) is masked as it
+// is, where it leads (confineReport.cover).
 func hiddenDirs(hide []string) ([]string, error) {
 	var out []string
 	for _, d := range hide {
 		if !path.IsAbs(d) {
 			return nil, fmt.Errorf("%w: hidden directory %q is not absolute", ErrConfinement, d)
+		}
+		if fi, err := os.Lstat(d); err == nil && !fi.IsDir() {
+			out = append(out, d)
+			continue
 		}
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("%w: hidden directory: %w", ErrConfinement, err)

@@ -150,3 +150,27 @@ func TestPlanConfinement(t *testing.T) {
 		t.Errorf("this process's namespaces taken for an engine's: %v", ns)
 	}
 }
+
+// TestHiddenDirs: a missing hidden path is made a directory, so a mask
+// covers it from the start; a file there (a Claude env file) is masked
+// as it is, not refused; a relative one is refused.
+func TestHiddenDirs(t *testing.T) {
+	root := t.TempDir()
+	file, missing := filepath.Join(root, "claude.env"), filepath.Join(root, "state", "claims")
+	if err := os.WriteFile(file, []byte("ANTHROPIC_API_KEY=k\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := hiddenDirs([]string{file, missing})
+	if err != nil || !slices.Equal(got, []string{file, missing}) {
+		t.Fatalf("hiddenDirs = %q, %v", got, err)
+	}
+	if st, err := os.Stat(missing); err != nil || !st.IsDir() || st.Mode().Perm() != 0o700 {
+		t.Errorf("the missing path was not made a 0700 directory: %v", err)
+	}
+	if b, err := os.ReadFile(file); err != nil || string(b) != "ANTHROPIC_API_KEY=k\n" {
+		t.Errorf("the file was changed: %q, %v", b, err)
+	}
+	if _, err := hiddenDirs([]string{"state/claims"}); err == nil {
+		t.Error("a relative path was taken")
+	}
+}

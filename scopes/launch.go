@@ -72,9 +72,11 @@ type Spec struct {
 	// Hide are directories of the caller's own state the engine must
 	// neither read nor write (the claims, the queue, the conversations'
 	// settings): a tool that could write there would forge a claim or a
-	// queued prompt and act with the user's authority. Each is masked like
-	// the sockets when the engine is confined, and made (0700) first when
-	// missing, so one created after the launch is hidden too.
+	// queued prompt and act with the user's authority; and files no engine
+	// may read (another conversation's key). Each is masked like the
+	// sockets when the engine is confined, and one missing is made (a
+	// directory, 0700) first, so one created after the launch is hidden
+	// too.
 	Hide []string
 	// Keep are directories under a hidden one that the engine still
 	// reaches, and nothing else there: the conversation's own Claude

@@ -99,6 +99,67 @@ func TestClaudeSiblingHidden(t *testing.T) {
 	}
 }
 
+// TestClaudeEnvFilesMasked: an env file beside other files is masked
+// alone in every engine (another conversation's tool reads and writes
+// nothing of it, though it reads the file beside it), and an env file
+// reached through a link is refused at conv add: a tool could replace the
+// link and have the conversation read its own file.
+func TestClaudeEnvFilesMasked(t *testing.T) {
+	sandboxtest.Require(t)
+	bin := sandboxtest.Bin(t, "mosaicctl")
+	cl := sandboxtest.Claude(t)
+	fake := sandboxtest.FakeAnthropic(t)
+	mustRun(t, bin, "install")
+	t.Cleanup(func() { run(t, bin, "uninstall", "--force") })
+	home, _ := os.UserHomeDir()
+	dir, err := os.MkdirTemp(home, "cfg-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	notes, env := filepath.Join(dir, "notes.txt"), filepath.Join(dir, "claude.env")
+	body := "ANTHROPIC_API_KEY=victim-key-4242\nANTHROPIC_BASE_URL=" + fake.URL + "\n"
+	if err := os.WriteFile(notes, []byte("notes-visible\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(env, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	proj, _ := project(t, "victim")
+	victim := strings.TrimSpace(mustRun(t, bin, "conv", "add", "--project", proj, "--seat", "victim", "--engine-kind", "claude", "--engine", cl, "--env-file", env))
+	t.Cleanup(func() { endConversation(t, bin, victim) })
+
+	link := filepath.Join(home, "keys-link")
+	if err := os.Symlink(dir, link); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(link) })
+	r := run(t, bin, "conv", "add", "--project", proj, "--seat", "linked", "--engine-kind", "claude", "--engine", cl, "--env-file", filepath.Join(link, "claude.env"))
+	if r.code == 0 || !strings.Contains(r.stderr, "env-file") || !strings.Contains(r.stderr, link+" is a symlink") {
+		t.Errorf("conv add through a link: exit %d, stderr %q; want env-file naming the link", r.code, r.stderr)
+	}
+
+	spy, _ := addClaude(t, bin, cl, "spy", fake.URL)
+	cmd := "cat " + notes + " " + env + " 2>/dev/null; echo ANTHROPIC_BASE_URL=http://127.0.0.1:9/ >> " + env + " 2>/dev/null; echo wrote=$?"
+	p, pout := promptAwaitingApproval(t, bin, spy, "please BASH{"+cmd+"}", fake)
+	if r := run(t, bin, "approve", "--take", spy, "--yes"); r.code != 0 {
+		t.Fatalf("approve --yes: exit %d, %q %q", r.code, r.stdout, r.stderr)
+	}
+	if err := p.Wait(); err != nil {
+		t.Fatalf("prompt with the tool: %v\n%s", err, pout.String())
+	}
+	out := pout.String()
+	if !strings.Contains(out, "notes-visible") || !strings.Contains(out, "wrote=") {
+		t.Fatalf("the tool did not read the file beside the env file:\n%s", out)
+	}
+	if strings.Contains(out, "victim-key-4242") {
+		t.Errorf("the spy's tool read the victim's key:\n%s", out)
+	}
+	if b, _ := os.ReadFile(env); string(b) != body {
+		t.Errorf("the victim's env file holds %q", b)
+	}
+}
+
 // readTranscripts concatenates the transcripts under dir, read as the
 // test's user (outside any engine).
 func readTranscripts(dir string) (string, error) {

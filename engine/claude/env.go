@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -123,16 +125,22 @@ func CheckEnv(env []string) error {
 }
 
 // LoadEnvFile reads the env file a conversation names (conv add
-// --env-file): a regular file, not a symlink, owned by this user, with no
-// permission for group or others (0600 or 0400), of NAME=VALUE lines
-// whose names are in EnvFileNames; blank lines and # comments are
-// skipped; values are taken verbatim (no quotes, no expansion). Anything
-// else refuses env-file and names the fix.
+// --env-file): a regular file reached through no symlink, owned by this
+// user, with no permission for group or others (0600 or 0400), of
+// NAME=VALUE lines whose names are in EnvFileNames; blank lines and #
+// comments are skipped; values are taken verbatim (no quotes, no
+// expansion). Anything else refuses env-file and names the fix.
+//
+// No symlink anywhere on the path: a link to the file's directory sits in
+// a directory an engine may write (the home), and a tool that replaced it
+// would have the conversation's next launch read an env file of its own
+// (ANTHROPIC_BASE_URL: its prompts and answers through the tool's server),
+// while the engines' masks (controller keyMasks) cover where the link led.
 func LoadEnvFile(path string) (map[string]string, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+	fd, err := openNoLinks(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK|unix.O_NOCTTY)
 	if err != nil {
 		if errors.Is(err, unix.ELOOP) {
-			return nil, protocol.Wrap(protocol.CodeEnvFile, err, "env file %s is a symlink; name the file itself", path)
+			return nil, protocol.Wrap(protocol.CodeEnvFile, err, "env file %s: %s; name the real path (conv add --env-file)", path, linkOnPath(path))
 		}
 		return nil, protocol.Wrap(protocol.CodeEnvFile, err, "open env file %s", path)
 	}
@@ -197,4 +205,69 @@ func cutName(k string) string {
 		k = k[:64]
 	}
 	return k
+}
+
+// openNoLinks opens path following no symlink anywhere on it, as
+// openat2(RESOLVE_NO_SYMLINKS) would: each directory is opened from the one
+// before it with O_NOFOLLOW, so no link is followed between the check and
+// the open. Not openat2 itself: mosaic-conv@.service's seccomp filter
+// answers it ENOSYS. A link on the way is ELOOP.
+func openNoLinks(path string, flags int) (int, error) {
+	dir := unix.AT_FDCWD
+	if filepath.IsAbs(path) {
+		fd, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return -1, err
+		}
+		dir = fd
+	}
+	defer func() {
+		if dir != unix.AT_FDCWD {
+			unix.Close(dir)
+		}
+	}()
+	parts := strings.FieldsFunc(path, func(r rune) bool { return r == '/' })
+	if len(parts) == 0 {
+		return -1, unix.EISDIR
+	}
+	for _, part := range parts[:len(parts)-1] {
+		fd, err := unix.Openat(dir, part, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err == unix.ENOTDIR {
+			// O_PATH opens a link itself, and O_DIRECTORY then refuses it.
+			var st unix.Stat_t
+			if unix.Fstatat(dir, part, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+				err = unix.ELOOP
+			}
+		}
+		if err != nil {
+			return -1, err
+		}
+		if dir != unix.AT_FDCWD {
+			unix.Close(dir)
+		}
+		dir = fd
+	}
+	return unix.Openat(dir, parts[len(parts)-1], flags|unix.O_NOFOLLOW, 0)
+}
+
+// linkOnPath names the first symlink on path and, where it resolves, the
+// path without links.
+func linkOnPath(path string) string {
+	cur := "/"
+	if !filepath.IsAbs(path) {
+		cur = "."
+	}
+	for _, part := range strings.Split(path, "/") {
+		if part == "" {
+			continue
+		}
+		cur = filepath.Join(cur, part)
+		if fi, err := os.Lstat(cur); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+			if real, err := filepath.EvalSymlinks(path); err == nil {
+				return fmt.Sprintf("%s is a symlink (the real path is %s)", cur, real)
+			}
+			return cur + " is a symlink"
+		}
+	}
+	return "a symlink is on its path"
 }

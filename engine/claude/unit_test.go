@@ -107,15 +107,25 @@ func TestLoadEnvFile(t *testing.T) {
 	if err := os.Symlink(good, link); err != nil {
 		t.Fatal(err)
 	}
+	// A link to the file's directory: a tool that replaced it would have
+	// the next launch read its own file.
+	dirLink := filepath.Join(t.TempDir(), "keys")
+	if err := os.Symlink(dir, dirLink); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadEnvFile(filepath.Join(dirLink, "good")); err == nil || !strings.Contains(err.Error(), dirLink+" is a symlink (the real path is "+good+")") {
+		t.Errorf("a link on the way: %v; want it named, and the real path", err)
+	}
 	cases := map[string]string{
-		"group readable": write("g", "ANTHROPIC_API_KEY=x\n", 0o640),
-		"world readable": write("w", "ANTHROPIC_API_KEY=x\n", 0o604),
-		"other name":     write("n", "PATH=/evil\n", 0o600),
-		"no equals":      write("e", "ANTHROPIC_API_KEY\n", 0o600),
-		"twice":          write("d", "ANTHROPIC_API_KEY=a\nANTHROPIC_API_KEY=b\n", 0o600),
-		"symlink":        link,
-		"directory":      dir,
-		"missing":        filepath.Join(dir, "nope"),
+		"link on the way": filepath.Join(dirLink, "good"),
+		"group readable":  write("g", "ANTHROPIC_API_KEY=x\n", 0o640),
+		"world readable":  write("w", "ANTHROPIC_API_KEY=x\n", 0o604),
+		"other name":      write("n", "PATH=/evil\n", 0o600),
+		"no equals":       write("e", "ANTHROPIC_API_KEY\n", 0o600),
+		"twice":           write("d", "ANTHROPIC_API_KEY=a\nANTHROPIC_API_KEY=b\n", 0o600),
+		"symlink":         link,
+		"directory":       dir,
+		"missing":         filepath.Join(dir, "nope"),
 		// What a controller made of a missing one, so that no engine
 		// could write it: still refused, as the missing file was.
 		"placeholder": write("p", PlaceholderEnvFile, 0o600),
