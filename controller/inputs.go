@@ -89,6 +89,16 @@ func (c *Controller) inputs() (ro, writable, hide []string, unread string) {
 	return ro, writable, hide, unread
 }
 
+// EnvFileMasks are the masks of the Claude conversations' env files in an
+// engine of own launched now beside the conversations cvs, for a user home
+// (as inputs gives them to the launch): an env file named there is masked
+// alone, and a save by rename unmasks it in the engines running then
+// (mosaicctl doctor warns of it).
+func EnvFileMasks(home string, own *conversations.Conversation, cvs []*conversations.Conversation) []string {
+	ro, _, agents, _ := inputsOf(home, own.Project, cvs)
+	return keyMasks(own, cvs, ro, agents)
+}
+
 // keyMasks are what every engine gets masked of the Claude conversations'
 // env files (scopes.Spec.Hide): none reads one (its controller does, and
 // passes the names in the environment), so no tool reads another

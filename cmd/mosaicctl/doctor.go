@@ -88,6 +88,11 @@ var checks = []check{
 		Fix:  "check that the engine change is yours, then re-pin the conversation with `mosaicctl conv add ... --replace`",
 	},
 	{
+		Name: "env-files",
+		Run:  checkEnvFiles,
+		Fix:  "keep each Claude env file readable (mode 0600, no link on its path) in a directory of env files alone",
+	},
+	{
 		Name: "units",
 		Run:  checkUnits,
 		Fix:  "`mosaicctl install` (or `sudo mosaicctl install --global`, or install the mosaic package)",

@@ -500,3 +500,50 @@ func TestDoctorNamesReplaceableLinks(t *testing.T) {
 		t.Fatalf("replaceableLinks() = %v, want [%s]", got, filepath.Join(home, ".pi"))
 	}
 }
+
+// TestJudgeEnvFiles: doctor names an env file a launch would refuse (a
+// link on its path) and warns of one masked alone, whose mask a save by
+// rename lifts.
+func TestJudgeEnvFiles(t *testing.T) {
+	home := t.TempDir()
+	keys, notes := filepath.Join(home, "keys"), filepath.Join(home, "notes")
+	for _, d := range []string{keys, notes} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write := func(p string) string {
+		if err := os.WriteFile(p, []byte("ANTHROPIC_API_KEY=k\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good, beside := write(filepath.Join(keys, "a.env")), write(filepath.Join(notes, "b.env"))
+	write(filepath.Join(notes, "todo.txt"))
+	link := filepath.Join(home, "keys-link")
+	if err := os.Symlink(keys, link); err != nil {
+		t.Fatal(err)
+	}
+	cl := func(id, env string) *conversations.Conversation {
+		return &conversations.Conversation{ID: id, Project: filepath.Join(home, "p"), EngineKind: "claude", Claude: &conversations.Claude{EnvFile: env}}
+	}
+	for _, tc := range []struct {
+		name    string
+		cvs     []*conversations.Conversation
+		verdict string
+		detail  string
+	}{
+		{"none", nil, verdictOK, "no Claude conversation names an env file"},
+		{"in a directory of keys", []*conversations.Conversation{cl("a", good)}, verdictOK, "1 env file readable"},
+		{"masked alone", []*conversations.Conversation{cl("a", good), cl("b", beside)}, verdictWarn, "1 of 2 env files are masked alone in their own engines (their directory holds other files, or lies in the project): a save by rename unmasks one in the engines running then: " + beside + " (b)"},
+		{"through a link", []*conversations.Conversation{cl("a", filepath.Join(link, "a.env"))}, verdictFail, "1 of 1 env files cannot be read as a launch reads them: a: env-file: env file " + filepath.Join(link, "a.env") + ": " + link + " is a symlink"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			found, err := judgeEnvFiles(home, tc.cvs)
+			r := judge(check{Name: "env-files"}, found, err)
+			if r.Verdict != tc.verdict || !strings.Contains(r.Detail, tc.detail) {
+				t.Errorf("%s: %q; want %s: %q", r.Verdict, r.Detail, tc.verdict, tc.detail)
+			}
+		})
+	}
+}

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/mosaic-agents/mosaic/controller"
+	"github.com/mosaic-agents/mosaic/conversations"
+	"github.com/mosaic-agents/mosaic/engine/claude"
+)
+
+// checkEnvFiles reads every Claude conversation's env file as its launch
+// will (claude.LoadEnvFile: a key, mode 0600, no link on the path), so a
+// conversation that cannot launch is named first, and warns of an env
+// file its own engines mask alone, whose mask a save by rename lifts in
+// the engines running then (docs/security.md).
+func checkEnvFiles(ctx context.Context) (string, error) {
+	list, _, err := registered()
+	if err != nil {
+		return "", err
+	}
+	home, _ := os.UserHomeDir()
+	return judgeEnvFiles(home, list)
+}
+
+// judgeEnvFiles is checkEnvFiles for the home and the conversations list.
+func judgeEnvFiles(home string, list []*conversations.Conversation) (string, error) {
+	var n int
+	var broken, alone []string
+	for _, cv := range list {
+		if !cv.IsClaude() || cv.Claude == nil || cv.Claude.EnvFile == "" {
+			continue
+		}
+		n++
+		env := cv.Claude.EnvFile
+		if _, err := claude.LoadEnvFile(env); err != nil {
+			broken = append(broken, fmt.Sprintf("%s: %v", cv.ID, err))
+			continue
+		}
+		if slices.Contains(controller.EnvFileMasks(home, cv, list), env) {
+			alone = append(alone, fmt.Sprintf("%s (%s)", env, cv.ID))
+		}
+	}
+	switch {
+	case n == 0:
+		return "no Claude conversation names an env file", nil
+	case len(broken) > 0:
+		return "", failf("fix each as its error says; for a path that changed, add the conversation again with `mosaicctl conv add ... --env-file PATH --replace`",
+			"%d of %d env files cannot be read as a launch reads them: %s", len(broken), n, strings.Join(broken, "; "))
+	case len(alone) > 0:
+		return "", warnf("keep env files in a directory of env files alone (`install -d -m 0700 ~/.config/mosaic/keys`), outside the project, and move them there",
+			"%d of %d env files are masked alone in their own engines (their directory holds other files, or lies in the project): a save by rename unmasks one in the engines running then: %s",
+			len(alone), n, strings.Join(alone, ", "))
+	}
+	if n == 1 {
+		return "1 env file readable as a launch reads it, in a directory masked whole in every engine", nil
+	}
+	return fmt.Sprintf("%d env files readable as a launch reads them, each in a directory masked whole in every engine", n), nil
+}
