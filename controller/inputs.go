@@ -109,9 +109,9 @@ func EnvFileMasks(home string, own *conversations.Conversation, cvs []*conversat
 // write the new file; the directory's holds. A directory that holds a
 // project, a session or an agent directory, or lies in the launching
 // conversation's project (its engines work there), or holds anything else,
-// has its env files masked alone. Paths are compared as written: an env
-// file's path holds no link (claude.LoadEnvFile refuses one), nor does a
-// project's (conversations.CheckPaths).
+// has its env files masked alone. Paths are compared as written: neither
+// a project's (conversations.CheckPaths) nor an env file's (inputsOf)
+// holds a link.
 func keyMasks(own *conversations.Conversation, cvs []*conversations.Conversation, ro, agents []string) []string {
 	var envs, guarded []string
 	for _, cv := range cvs {
@@ -179,7 +179,12 @@ func inputsOf(home, project string, cvs []*conversations.Conversation) (ro, writ
 			continue
 		}
 		if cv.IsClaude() {
-			if cv.Claude != nil && filepath.IsAbs(cv.Claude.EnvFile) && !slices.Contains(ro, cv.Claude.EnvFile) {
+			// An env file whose path holds a link (a tool's, made in an
+			// engine that did not cover it) is left alone: a mask or bind
+			// would land where the link leads (the home, the engine's
+			// binary) in every engine, and its conversation refuses it
+			// (claude.LoadEnvFile), so it holds no key that is used.
+			if cv.Claude != nil && filepath.IsAbs(cv.Claude.EnvFile) && !slices.Contains(ro, cv.Claude.EnvFile) && claude.FirstLink(cv.Claude.EnvFile) == "" {
 				ro = append(ro, cv.Claude.EnvFile)
 				alone[cv.Claude.EnvFile] = claude.PlaceholderEnvFile
 			}

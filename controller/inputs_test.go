@@ -123,15 +123,32 @@ func TestInputsMakeWhatIsBound(t *testing.T) {
 		cl := func(env string) *conversations.Conversation {
 			return &conversations.Conversation{ID: "cl-1", Project: project, EngineKind: "claude", Claude: &conversations.Claude{EnvFile: env}}
 		}
+		// A tool's link in place of a key directory, to the home: masked
+		// or bound, the whole home would be, in every engine.
+		link := filepath.Join(home, "link")
+		if err := os.Symlink(home, link); err != nil {
+			t.Fatal(err)
+		}
+		linked := filepath.Join(link, "c.env")
 		for _, tc := range []struct {
 			env, masked string // masked: the directory, or the file alone
 		}{
 			{keys, filepath.Dir(keys)}, // a directory of keys alone (made by the mask)
 			{missing, missing},         // beside a note: masked alone, a placeholder made
 			{theirs, theirs},           // in the home: masked alone, left as it is
+			{linked, ""},               // through a link: left alone
 		} {
 			c := &Controller{cfg: Config{Conversation: cl(tc.env)}}
 			ro, _, hide, _ := c.inputs()
+			if tc.masked == "" {
+				if len(hide) != 0 || slices.ContainsFunc(ro, func(p string) bool { return strings.HasPrefix(p, link) }) {
+					t.Errorf("%s: masked %q, read-only %q; want it left alone", tc.env, hide, ro)
+				}
+				if _, err := os.Lstat(filepath.Join(home, "c.env")); !errors.Is(err, fs.ErrNotExist) {
+					t.Errorf("a placeholder was made through the link: %v", err)
+				}
+				continue
+			}
 			if !slices.Equal(hide, []string{tc.masked}) || slices.Contains(ro, tc.env) {
 				t.Errorf("%s: masked %q, read-only %q; want %s masked", tc.env, hide, ro, tc.masked)
 			}

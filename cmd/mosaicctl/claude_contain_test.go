@@ -8,6 +8,7 @@ import (
 
 	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
 	"github.com/mosaic-agents/mosaic/conversations"
+	"github.com/mosaic-agents/mosaic/engine/claude"
 	"github.com/mosaic-agents/mosaic/internal/xdg"
 )
 
@@ -157,6 +158,86 @@ func TestClaudeEnvFilesMasked(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(env); string(b) != body {
 		t.Errorf("the victim's env file holds %q", b)
+	}
+}
+
+// TestClaudeEnvFileLinkedAway: an env file a tool replaced by a link (in
+// an engine that did not cover it: one launched before its conversation
+// was added) is neither masked nor bound where the link leads in the
+// engines launched after: a link to the home would cover the whole home
+// in every engine, a dangling one fail every launch. Nor can a tool swap
+// the env file's directory for one of its own: the directory is pinned
+// in place (scopes fixAncestors), so the next launch reads the user's.
+func TestClaudeEnvFileLinkedAway(t *testing.T) {
+	sandboxtest.Require(t)
+	bin := sandboxtest.Bin(t, "mosaicctl")
+	cl := sandboxtest.Claude(t)
+	fake := sandboxtest.FakeAnthropic(t)
+	mustRun(t, bin, "install")
+	t.Cleanup(func() { run(t, bin, "uninstall", "--force") })
+	home, _ := os.UserHomeDir()
+	dir, err := os.MkdirTemp(home, "cfg-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir); os.RemoveAll(dir + ".old") })
+	env := filepath.Join(dir, "claude.env")
+	body := "ANTHROPIC_API_KEY=victim-key-4242\nANTHROPIC_BASE_URL=" + fake.URL + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("notes\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(env, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	proj, _ := project(t, "victim")
+	victim := strings.TrimSpace(mustRun(t, bin, "conv", "add", "--project", proj, "--seat", "victim", "--engine-kind", "claude", "--engine", cl, "--env-file", env))
+	t.Cleanup(func() { endConversation(t, bin, victim) })
+
+	other, otherProj := addClaude(t, bin, cl, "other", fake.URL)
+	tool := func(cmd string) string {
+		t.Helper()
+		p, pout := promptAwaitingApproval(t, bin, other, "please BASH{"+cmd+"}", fake)
+		if r := run(t, bin, "approve", "--take", other, "--yes"); r.code != 0 {
+			t.Fatalf("approve --yes: exit %d, %q %q", r.code, r.stdout, r.stderr)
+		}
+		if err := p.Wait(); err != nil {
+			t.Fatalf("prompt with the tool: %v\n%s", err, pout.String())
+		}
+		return pout.String()
+	}
+	// The directory beside the env file is pinned in the engine.
+	out := tool("mv " + dir + " " + dir + ".old 2>/dev/null; echo moved=$?")
+	if !strings.Contains(out, "moved=1") {
+		t.Errorf("the tool moved the env file's directory:\n%s", out)
+	}
+	if got, err := claude.LoadEnvFile(env); err != nil || got["ANTHROPIC_API_KEY"] != "victim-key-4242" {
+		t.Errorf("the victim's env file reads %v, %v", got, err)
+	}
+	mustRun(t, bin, "stop", "--take", "--yes", other)
+
+	// What a tool of an older engine does: a link to the home.
+	if err := os.Remove(env); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(home, env); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, bin, "recover", "--take", other)
+	if out := tool("ls -A " + home + "; echo listed"); !strings.Contains(out, filepath.Base(otherProj)) {
+		t.Errorf("the home is covered in an unrelated conversation's engine:\n%s", out)
+	}
+	mustRun(t, bin, "stop", "--take", "--yes", other)
+
+	// A link that leads nowhere.
+	if err := os.Remove(env); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(dir, "nowhere"), env); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, bin, "recover", "--take", other)
+	if r := run(t, bin, "prompt", "--take", other, "hello"); r.code != 0 {
+		t.Errorf("an unrelated conversation fails for the victim's env file: exit %d, %q %q", r.code, r.stdout, r.stderr)
 	}
 }
 

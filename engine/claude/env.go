@@ -253,6 +253,19 @@ func openNoLinks(path string, flags int) (int, error) {
 // linkOnPath names the first symlink on path and, where it resolves, the
 // path without links.
 func linkOnPath(path string) string {
+	link := FirstLink(path)
+	if link == "" {
+		return "a symlink is on its path"
+	}
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		return fmt.Sprintf("%s is a symlink (the real path is %s)", link, real)
+	}
+	return link + " is a symlink"
+}
+
+// FirstLink is the first component of path that is a symlink, as far as
+// path exists; "" if none is.
+func FirstLink(path string) string {
 	cur := "/"
 	if !filepath.IsAbs(path) {
 		cur = "."
@@ -262,12 +275,13 @@ func linkOnPath(path string) string {
 			continue
 		}
 		cur = filepath.Join(cur, part)
-		if fi, err := os.Lstat(cur); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
-			if real, err := filepath.EvalSymlinks(path); err == nil {
-				return fmt.Sprintf("%s is a symlink (the real path is %s)", cur, real)
-			}
-			return cur + " is a symlink"
+		fi, err := os.Lstat(cur)
+		if err != nil {
+			return ""
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			return cur
 		}
 	}
-	return "a symlink is on its path"
+	return ""
 }
