@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mosaic-agents/mosaic/contrib/fakeanthropic"
 	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
 	"github.com/mosaic-agents/mosaic/conversations"
 	"github.com/mosaic-agents/mosaic/engine/claude"
@@ -23,6 +24,45 @@ func addClaude(t *testing.T, bin, cl, seat, url string, extra ...string) (id, pr
 	mustRun(t, "systemctl", "--user", "start", "mosaic-conv@"+id+".socket")
 	t.Cleanup(func() { endConversation(t, bin, id) })
 	return id, proj
+}
+
+// victimBesideNotes registers a Claude conversation whose env file (its
+// key victim-key-4242, and the body it returns) lies in a directory of the
+// home beside notes.txt ("notes-visible"): an env file masked alone.
+func victimBesideNotes(t *testing.T, bin, cl, url string) (dir, env, body string) {
+	t.Helper()
+	home, _ := os.UserHomeDir()
+	dir, err := os.MkdirTemp(home, "cfg-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir); os.RemoveAll(dir + ".old") })
+	env = filepath.Join(dir, "claude.env")
+	body = "ANTHROPIC_API_KEY=victim-key-4242\nANTHROPIC_BASE_URL=" + url + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("notes-visible\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(env, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	proj, _ := project(t, "victim")
+	victim := strings.TrimSpace(mustRun(t, bin, "conv", "add", "--project", proj, "--seat", "victim", "--engine-kind", "claude", "--engine", cl, "--env-file", env))
+	t.Cleanup(func() { endConversation(t, bin, victim) })
+	return dir, env, body
+}
+
+// runTool has conversation id's engine run cmd as an approved Bash tool
+// call and returns what the prompt printed.
+func runTool(t *testing.T, bin, id, cmd string, fake *fakeanthropic.Server) string {
+	t.Helper()
+	p, pout := promptAwaitingApproval(t, bin, id, "please BASH{"+cmd+"}", fake)
+	if r := run(t, bin, "approve", "--take", id, "--yes"); r.code != 0 {
+		t.Fatalf("approve --yes: exit %d, %q %q", r.code, r.stdout, r.stderr)
+	}
+	if err := p.Wait(); err != nil {
+		t.Fatalf("prompt with the tool: %v\n%s", err, pout.String())
+	}
+	return pout.String()
 }
 
 // TestClaudeSiblingHidden: a tool a Claude engine runs reads and lists
@@ -76,14 +116,7 @@ func TestClaudeSiblingHidden(t *testing.T) {
 	marker := filepath.Join(proj, "asked")
 	cmd := "touch " + marker + "; grep -rh 7711 " + victimDir + " 2>/dev/null; cat " + victimEnv + " 2>/dev/null; cat " + filepath.Join(piAgent, "auth.json") +
 		" 2>/dev/null; echo own=$(ls -A " + filepath.Join(state, "claude", spy, "config") + " | wc -l); echo \"listed=<$(ls -A " + filepath.Join(state, "claude") + " | tr '\\n' ' ')>\""
-	p, pout := promptAwaitingApproval(t, bin, spy, "please BASH{"+cmd+"}", fake)
-	if r := run(t, bin, "approve", "--take", spy, "--yes"); r.code != 0 {
-		t.Fatalf("approve --yes: exit %d, %q %q", r.code, r.stdout, r.stderr)
-	}
-	if err := p.Wait(); err != nil {
-		t.Fatalf("prompt with the tool: %v\n%s", err, pout.String())
-	}
-	out := pout.String()
+	out := runTool(t, bin, spy, cmd, fake)
 	if !strings.Contains(out, "TOOL_DONE") || !strings.Contains(out, "listed=") {
 		t.Fatalf("the tool's turn printed %q", out)
 	}
@@ -113,23 +146,9 @@ func TestClaudeEnvFilesMasked(t *testing.T) {
 	mustRun(t, bin, "install")
 	t.Cleanup(func() { run(t, bin, "uninstall", "--force") })
 	home, _ := os.UserHomeDir()
-	dir, err := os.MkdirTemp(home, "cfg-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	notes, env := filepath.Join(dir, "notes.txt"), filepath.Join(dir, "claude.env")
-	body := "ANTHROPIC_API_KEY=victim-key-4242\nANTHROPIC_BASE_URL=" + fake.URL + "\n"
-	if err := os.WriteFile(notes, []byte("notes-visible\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(env, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	proj, _ := project(t, "victim")
-	victim := strings.TrimSpace(mustRun(t, bin, "conv", "add", "--project", proj, "--seat", "victim", "--engine-kind", "claude", "--engine", cl, "--env-file", env))
-	t.Cleanup(func() { endConversation(t, bin, victim) })
+	dir, env, body := victimBesideNotes(t, bin, cl, fake.URL)
 
+	proj, _ := project(t, "linked")
 	link := filepath.Join(home, "keys-link")
 	if err := os.Symlink(dir, link); err != nil {
 		t.Fatal(err)
@@ -141,15 +160,7 @@ func TestClaudeEnvFilesMasked(t *testing.T) {
 	}
 
 	spy, _ := addClaude(t, bin, cl, "spy", fake.URL)
-	cmd := "cat " + notes + " " + env + " 2>/dev/null; echo ANTHROPIC_BASE_URL=http://127.0.0.1:9/ >> " + env + " 2>/dev/null; echo wrote=$?"
-	p, pout := promptAwaitingApproval(t, bin, spy, "please BASH{"+cmd+"}", fake)
-	if r := run(t, bin, "approve", "--take", spy, "--yes"); r.code != 0 {
-		t.Fatalf("approve --yes: exit %d, %q %q", r.code, r.stdout, r.stderr)
-	}
-	if err := p.Wait(); err != nil {
-		t.Fatalf("prompt with the tool: %v\n%s", err, pout.String())
-	}
-	out := pout.String()
+	out := runTool(t, bin, spy, "cat "+filepath.Join(dir, "notes.txt")+" "+env+" 2>/dev/null; echo ANTHROPIC_BASE_URL=http://127.0.0.1:9/ >> "+env+" 2>/dev/null; echo wrote=$?", fake)
 	if !strings.Contains(out, "notes-visible") || !strings.Contains(out, "wrote=") {
 		t.Fatalf("the tool did not read the file beside the env file:\n%s", out)
 	}
@@ -176,38 +187,11 @@ func TestClaudeEnvFileLinkedAway(t *testing.T) {
 	mustRun(t, bin, "install")
 	t.Cleanup(func() { run(t, bin, "uninstall", "--force") })
 	home, _ := os.UserHomeDir()
-	dir, err := os.MkdirTemp(home, "cfg-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir); os.RemoveAll(dir + ".old") })
-	env := filepath.Join(dir, "claude.env")
-	body := "ANTHROPIC_API_KEY=victim-key-4242\nANTHROPIC_BASE_URL=" + fake.URL + "\n"
-	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("notes\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(env, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	proj, _ := project(t, "victim")
-	victim := strings.TrimSpace(mustRun(t, bin, "conv", "add", "--project", proj, "--seat", "victim", "--engine-kind", "claude", "--engine", cl, "--env-file", env))
-	t.Cleanup(func() { endConversation(t, bin, victim) })
-
+	dir, env, _ := victimBesideNotes(t, bin, cl, fake.URL)
 	other, otherProj := addClaude(t, bin, cl, "other", fake.URL)
-	tool := func(cmd string) string {
-		t.Helper()
-		p, pout := promptAwaitingApproval(t, bin, other, "please BASH{"+cmd+"}", fake)
-		if r := run(t, bin, "approve", "--take", other, "--yes"); r.code != 0 {
-			t.Fatalf("approve --yes: exit %d, %q %q", r.code, r.stdout, r.stderr)
-		}
-		if err := p.Wait(); err != nil {
-			t.Fatalf("prompt with the tool: %v\n%s", err, pout.String())
-		}
-		return pout.String()
-	}
+
 	// The directory beside the env file is pinned in the engine.
-	out := tool("mv " + dir + " " + dir + ".old 2>/dev/null; echo moved=$?")
-	if !strings.Contains(out, "moved=1") {
+	if out := runTool(t, bin, other, "mv "+dir+" "+dir+".old 2>/dev/null; echo moved=$?", fake); !strings.Contains(out, "moved=1") {
 		t.Errorf("the tool moved the env file's directory:\n%s", out)
 	}
 	if got, err := claude.LoadEnvFile(env); err != nil || got["ANTHROPIC_API_KEY"] != "victim-key-4242" {
@@ -223,7 +207,7 @@ func TestClaudeEnvFileLinkedAway(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustRun(t, bin, "recover", "--take", other)
-	if out := tool("ls -A " + home + "; echo listed"); !strings.Contains(out, filepath.Base(otherProj)) {
+	if out := runTool(t, bin, other, "ls -A "+home+"; echo listed", fake); !strings.Contains(out, filepath.Base(otherProj)) {
 		t.Errorf("the home is covered in an unrelated conversation's engine:\n%s", out)
 	}
 	mustRun(t, bin, "stop", "--take", "--yes", other)
