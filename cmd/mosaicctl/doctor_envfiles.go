@@ -29,7 +29,7 @@ func checkEnvFiles(ctx context.Context) (string, error) {
 // judgeEnvFiles is checkEnvFiles for the home and the conversations list.
 func judgeEnvFiles(home string, list []*conversations.Conversation) (string, error) {
 	var n int
-	var broken, alone []string
+	var broken, fixes, alone []string
 	for _, cv := range list {
 		if !cv.IsClaude() || cv.Claude == nil || cv.Claude.EnvFile == "" {
 			continue
@@ -38,6 +38,8 @@ func judgeEnvFiles(home string, list []*conversations.Conversation) (string, err
 		env := cv.Claude.EnvFile
 		if _, err := claude.LoadEnvFile(env); err != nil {
 			broken = append(broken, fmt.Sprintf("%s: %v", cv.ID, err))
+			fixes = append(fixes, "for "+cv.ID+" mend the file as its error says, or name another with `mosaicctl conv add --project "+shellQuote(cv.Project)+
+				" --seat "+shellQuote(cv.Seat)+" --engine-kind claude --engine PATH --resume-session "+cv.SessionKey()+" --env-file FILE --replace` (its other flags as before)")
 			continue
 		}
 		if slices.Contains(controller.EnvFileMasks(home, cv, list), env) {
@@ -48,7 +50,7 @@ func judgeEnvFiles(home string, list []*conversations.Conversation) (string, err
 	case n == 0:
 		return "no Claude conversation names an env file", nil
 	case len(broken) > 0:
-		return "", failf("fix each as its error says; for a path that changed, add the conversation again with `mosaicctl conv add ... --env-file PATH --replace`",
+		return "", failf(strings.Join(fixes, "; "),
 			"%d of %d env files cannot be read as a launch reads them: %s", len(broken), n, strings.Join(broken, "; "))
 	case len(alone) > 0:
 		return "", warnf("keep env files in a directory of env files alone (`install -d -m 0700 ~/.config/mosaic/keys`), outside the project, and move them there",

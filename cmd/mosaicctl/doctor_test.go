@@ -544,6 +544,9 @@ func TestJudgeEnvFiles(t *testing.T) {
 			if r.Verdict != tc.verdict || !strings.Contains(r.Detail, tc.detail) {
 				t.Errorf("%s: %q; want %s: %q", r.Verdict, r.Detail, tc.verdict, tc.detail)
 			}
+			if tc.verdict == verdictFail && !strings.Contains(r.Fix, "--resume-session "+tc.cvs[0].SessionKey()+" --env-file FILE --replace") {
+				t.Errorf("fix %q does not name the conv add that keeps the session", r.Fix)
+			}
 		})
 	}
 }
