@@ -134,8 +134,7 @@ func CheckEnv(env []string) error {
 // No symlink anywhere on the path: a link to the file's directory sits in
 // a directory an engine may write (the home), and a tool that replaced it
 // would have the conversation's next launch read an env file of its own
-// (ANTHROPIC_BASE_URL: its prompts and answers through the tool's server),
-// while the engines' masks (controller keyMasks) cover where the link led.
+// (ANTHROPIC_BASE_URL: its prompts and answers through the tool's server).
 func LoadEnvFile(path string) (map[string]string, error) {
 	fd, err := openNoLinks(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK|unix.O_NOCTTY)
 	if err != nil {
