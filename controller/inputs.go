@@ -126,12 +126,18 @@ func keyMasks(own *conversations.Conversation, cvs []*conversations.Conversation
 	}
 	guarded = append(guarded, agents...)
 	var dirs, files []string
+	keysAlone := map[string]bool{} // onlyKeys of each directory, read once
 	for _, env := range envs {
 		d := filepath.Dir(env)
+		alone, read := keysAlone[d]
+		if !read {
+			alone = onlyKeys(d, envs)
+			keysAlone[d] = alone
+		}
 		switch {
 		case slices.Contains(dirs, d):
 		case d == "/" || slices.ContainsFunc(guarded, func(p string) bool { return p != "" && (p == d || strings.HasPrefix(p, d+"/")) }) ||
-			own != nil && own.Project != "" && strings.HasPrefix(d, own.Project+"/") || !onlyKeys(d, envs):
+			own != nil && own.Project != "" && strings.HasPrefix(d, own.Project+"/") || !alone:
 			files = append(files, env)
 		default:
 			dirs = append(dirs, d)
@@ -179,12 +185,13 @@ func inputsOf(home, project string, cvs []*conversations.Conversation) (ro, writ
 			continue
 		}
 		if cv.IsClaude() {
-			// An env file whose path holds a link (a tool's, made in an
-			// engine that did not cover it) is left alone: a mask or bind
-			// would land where the link leads (the home, the engine's
-			// binary) in every engine, and its conversation refuses it
-			// (claude.LoadEnvFile), so it holds no key that is used.
-			if cv.Claude != nil && filepath.IsAbs(cv.Claude.EnvFile) && !slices.Contains(ro, cv.Claude.EnvFile) && claude.FirstLink(cv.Claude.EnvFile) == "" {
+			// An env file whose path holds a link, or a file where a
+			// directory should be (a tool's, made in an engine that did
+			// not cover it), is left alone: a mask or bind would land
+			// where the link leads (the home, the engine's binary) in
+			// every engine, or fail every launch, and its conversation
+			// refuses it (claude.LoadEnvFile), so it holds no key in use.
+			if cv.Claude != nil && filepath.IsAbs(cv.Claude.EnvFile) && !slices.Contains(ro, cv.Claude.EnvFile) && claude.Detour(cv.Claude.EnvFile) == "" {
 				ro = append(ro, cv.Claude.EnvFile)
 				alone[cv.Claude.EnvFile] = claude.PlaceholderEnvFile
 			}

@@ -130,6 +130,13 @@ func TestInputsMakeWhatIsBound(t *testing.T) {
 			t.Fatal(err)
 		}
 		linked := filepath.Join(link, "c.env")
+		// A file where the env file's directory should be: a mask would
+		// fail every launch (a directory cannot be made there).
+		plain := filepath.Join(home, "plain")
+		if err := os.WriteFile(plain, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		underFile := filepath.Join(plain, "c.env")
 		for _, tc := range []struct {
 			env, masked string // masked: the directory, or the file alone
 		}{
@@ -137,11 +144,12 @@ func TestInputsMakeWhatIsBound(t *testing.T) {
 			{missing, missing},         // beside a note: masked alone, a placeholder made
 			{theirs, theirs},           // in the home: masked alone, left as it is
 			{linked, ""},               // through a link: left alone
+			{underFile, ""},            // under a file: left alone
 		} {
 			c := &Controller{cfg: Config{Conversation: cl(tc.env)}}
 			ro, _, hide, _ := c.inputs()
 			if tc.masked == "" {
-				if len(hide) != 0 || slices.ContainsFunc(ro, func(p string) bool { return strings.HasPrefix(p, link) }) {
+				if len(hide) != 0 || slices.ContainsFunc(ro, func(p string) bool { return strings.HasPrefix(p, link) || strings.HasPrefix(p, plain) }) {
 					t.Errorf("%s: masked %q, read-only %q; want it left alone", tc.env, hide, ro)
 				}
 				if _, err := os.Lstat(filepath.Join(home, "c.env")); !errors.Is(err, fs.ErrNotExist) {

@@ -15,8 +15,8 @@ import (
 // checkEnvFiles reads every Claude conversation's env file as its launch
 // will (claude.LoadEnvFile: a key, mode 0600, no link on the path), so a
 // conversation that cannot launch is named first, and warns of an env
-// file its own engines mask alone, whose mask a save by rename lifts in
-// the engines running then (docs/security.md).
+// file some project's engines mask alone, whose mask a save by rename
+// lifts in the engines running then (docs/security.md).
 func checkEnvFiles(ctx context.Context) (string, error) {
 	list, _, err := registered()
 	if err != nil {
@@ -27,9 +27,18 @@ func checkEnvFiles(ctx context.Context) (string, error) {
 }
 
 // judgeEnvFiles is checkEnvFiles for the home and the conversations list.
+// An env file counts as masked alone where the engines of any project
+// mask it so (the masks depend on the launching conversation's project
+// only: each project's are computed once).
 func judgeEnvFiles(home string, list []*conversations.Conversation) (string, error) {
 	var n int
 	var broken, fixes, alone []string
+	masks := map[string][]string{}
+	for _, cv := range list {
+		if _, done := masks[cv.Project]; !done {
+			masks[cv.Project] = controller.EnvFileMasks(home, cv, list)
+		}
+	}
 	for _, cv := range list {
 		if !cv.IsClaude() || cv.Claude == nil || cv.Claude.EnvFile == "" {
 			continue
@@ -42,8 +51,11 @@ func judgeEnvFiles(home string, list []*conversations.Conversation) (string, err
 				" --seat "+shellQuote(cv.Seat)+" --engine-kind claude --engine PATH --resume-session "+cv.SessionKey()+" --env-file FILE --replace` (its other flags as before)")
 			continue
 		}
-		if slices.Contains(controller.EnvFileMasks(home, cv, list), env) {
-			alone = append(alone, fmt.Sprintf("%s (%s)", env, cv.ID))
+		for _, m := range masks {
+			if slices.Contains(m, env) {
+				alone = append(alone, fmt.Sprintf("%s (%s)", env, cv.ID))
+				break
+			}
 		}
 	}
 	switch {
@@ -53,8 +65,8 @@ func judgeEnvFiles(home string, list []*conversations.Conversation) (string, err
 		return "", failf(strings.Join(fixes, "; "),
 			"%d of %d env files cannot be read as a launch reads them: %s", len(broken), n, strings.Join(broken, "; "))
 	case len(alone) > 0:
-		return "", warnf("keep env files in a directory of env files alone (`install -d -m 0700 ~/.config/mosaic/keys`), outside the project, and move them there",
-			"%d of %d env files are masked alone in their own engines (their directory holds other files, or lies in the project): a save by rename unmasks one in the engines running then: %s",
+		return "", warnf("keep env files in a directory of env files alone (`install -d -m 0700 ~/.config/mosaic/keys`), outside every project, and move them there",
+			"%d of %d env files are masked alone in some project's engines (their directory holds other files, or lies in that project): a save by rename unmasks one in the engines running then: %s",
 			len(alone), n, strings.Join(alone, ", "))
 	}
 	if n == 1 {

@@ -527,6 +527,11 @@ func TestJudgeEnvFiles(t *testing.T) {
 	cl := func(id, env string) *conversations.Conversation {
 		return &conversations.Conversation{ID: id, Project: filepath.Join(home, "p"), EngineKind: "claude", Claude: &conversations.Claude{EnvFile: env}}
 	}
+	// A conversation whose project holds the key directory (its engines
+	// mask the files there alone), naming no env file of its own.
+	inProject := func(id, project string) *conversations.Conversation {
+		return &conversations.Conversation{ID: id, Project: project, EngineKind: "claude", Claude: &conversations.Claude{}}
+	}
 	for _, tc := range []struct {
 		name    string
 		cvs     []*conversations.Conversation
@@ -535,7 +540,8 @@ func TestJudgeEnvFiles(t *testing.T) {
 	}{
 		{"none", nil, verdictOK, "no Claude conversation names an env file"},
 		{"in a directory of keys", []*conversations.Conversation{cl("a", good)}, verdictOK, "1 env file readable"},
-		{"masked alone", []*conversations.Conversation{cl("a", good), cl("b", beside)}, verdictWarn, "1 of 2 env files are masked alone in their own engines (their directory holds other files, or lies in the project): a save by rename unmasks one in the engines running then: " + beside + " (b)"},
+		{"masked alone", []*conversations.Conversation{cl("a", good), cl("b", beside)}, verdictWarn, "1 of 2 env files are masked alone in some project's engines (their directory holds other files, or lies in that project): a save by rename unmasks one in the engines running then: " + beside + " (b)"},
+		{"in another's project", []*conversations.Conversation{cl("a", good), inProject("c", home)}, verdictWarn, "1 of 1 env files are masked alone in some project's engines (their directory holds other files, or lies in that project): a save by rename unmasks one in the engines running then: " + good + " (a)"},
 		{"through a link", []*conversations.Conversation{cl("a", filepath.Join(link, "a.env"))}, verdictFail, "1 of 1 env files cannot be read as a launch reads them: a: env-file: env file " + filepath.Join(link, "a.env") + ": " + link + " is a symlink"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

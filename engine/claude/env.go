@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -183,7 +184,7 @@ func parseEnvFile(path string, b []byte) (map[string]string, error) {
 			return nil, protocol.Refuse(protocol.CodeEnvFile, "%s:%d is not NAME=VALUE", path, n)
 		}
 		if !slices.Contains(EnvFileNames, k) {
-			return nil, protocol.Refuse(protocol.CodeEnvFile, "%s:%d sets %q; an env file may set only %s", path, n, cutName(k), strings.Join(EnvFileNames, ", "))
+			return nil, protocol.Refuse(protocol.CodeEnvFile, "%s:%d sets %s; an env file may set only %s", path, n, nameOf(k), strings.Join(EnvFileNames, ", "))
 		}
 		if _, dup := out[k]; dup {
 			return nil, protocol.Refuse(protocol.CodeEnvFile, "%s:%d sets %s a second time", path, n, k)
@@ -199,11 +200,16 @@ func parseEnvFile(path string, b []byte) (map[string]string, error) {
 	return out, nil
 }
 
-func cutName(k string) string {
-	if len(k) > 64 {
-		k = k[:64]
+// nameOf quotes what a line sets where it is a variable's name, and only
+// then: a key pasted alone on a line ("sk-…==") would otherwise be
+// printed, in a refusal the user may paste elsewhere.
+func nameOf(k string) string {
+	if len(k) == 0 || len(k) > 64 || strings.ContainsFunc(k, func(r rune) bool {
+		return !(r == '_' || r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9')
+	}) || k[0] >= '0' && k[0] <= '9' {
+		return "something that is not a variable's name (not shown: it may be a key)"
 	}
-	return k
+	return strconv.Quote(k)
 }
 
 // openNoLinks opens path following no symlink anywhere on it, as
@@ -252,34 +258,36 @@ func openNoLinks(path string, flags int) (int, error) {
 // linkOnPath names the first symlink on path and, where it resolves, the
 // path without links.
 func linkOnPath(path string) string {
-	link := FirstLink(path)
-	if link == "" {
+	odd := Detour(path)
+	if odd == "" {
 		return "a symlink is on its path"
 	}
 	if real, err := filepath.EvalSymlinks(path); err == nil {
-		return fmt.Sprintf("%s is a symlink (the real path is %s)", link, real)
+		return fmt.Sprintf("%s (the real path is %s)", odd, real)
 	}
-	return link + " is a symlink"
+	return odd
 }
 
-// FirstLink is the first component of path that is a symlink, as far as
-// path exists; "" if none is.
-func FirstLink(path string) string {
+// Detour names the first component of path, as far as it exists, that is
+// a symlink or, before the last, not a directory ("" if none): what a
+// tool that could change the path would leave there to have a mask or a
+// bind of it land elsewhere, or fail.
+func Detour(path string) string {
 	cur := "/"
 	if !filepath.IsAbs(path) {
 		cur = "."
 	}
-	for _, part := range strings.Split(path, "/") {
-		if part == "" {
-			continue
-		}
+	parts := strings.FieldsFunc(path, func(r rune) bool { return r == '/' })
+	for i, part := range parts {
 		cur = filepath.Join(cur, part)
 		fi, err := os.Lstat(cur)
-		if err != nil {
+		switch {
+		case err != nil:
 			return ""
-		}
-		if fi.Mode()&fs.ModeSymlink != 0 {
-			return cur
+		case fi.Mode()&fs.ModeSymlink != 0:
+			return cur + " is a symlink"
+		case i < len(parts)-1 && !fi.IsDir():
+			return cur + " is not a directory"
 		}
 	}
 	return ""

@@ -116,6 +116,14 @@ func TestLoadEnvFile(t *testing.T) {
 	if _, err := LoadEnvFile(filepath.Join(dirLink, "good")); err == nil || !strings.Contains(err.Error(), dirLink+" is a symlink (the real path is "+good+")") {
 		t.Errorf("a link on the way: %v; want it named, and the real path", err)
 	}
+	// A refusal names what a line sets only where it is a variable's name:
+	// a key pasted alone on a line is not printed.
+	for body, want := range map[string]string{"PATH=/evil\n": `sets "PATH"`, "sk-ant-secret7==\n": "not a variable's name"} {
+		_, err := LoadEnvFile(write("named", body, 0o600))
+		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "secret7") {
+			t.Errorf("%q: %v; want it to say %s, and no key", body, err, want)
+		}
+	}
 	cases := map[string]string{
 		"link on the way": filepath.Join(dirLink, "good"),
 		"group readable":  write("g", "ANTHROPIC_API_KEY=x\n", 0o640),
