@@ -276,6 +276,9 @@ func (a *attacher) draw() {
 	if a.stale {
 		if v := a.lt.Snapshot(); v.History != nil || a.scr.Transcript == nil {
 			a.scr.Transcript, a.stale = a.follow.Update(a.older, v), false
+			if v.History != nil && a.scr.Notice() == rereadNotice {
+				a.scr.SetNotice(rereadDone)
+			}
 		}
 	}
 	w, h := a.tty.size()

@@ -214,13 +214,20 @@ func (a *attacher) noticeOf(name string, err error) func() {
 	return func() { a.scr.SetNotice(n) }
 }
 
+// rereadNotice is shown from a Ctrl-O on a live connection until the page
+// it re-reads is drawn, and rereadDone from then on.
+const (
+	rereadNotice = "re-reading the page"
+	rereadDone   = "page re-read"
+)
+
 // reconnect re-reads the page, reconnecting first when the connection
 // ended. The new connection is an observer: control is never retaken
 // behind the operator's back.
 func (a *attacher) reconnect() {
 	if a.connected {
 		a.use(a.c) // a fresh observe on the same connection
-		a.scr.SetNotice("re-reading the page")
+		a.scr.SetNotice(rereadNotice)
 		return
 	}
 	old := a.c

@@ -882,8 +882,11 @@ func TestAttachPagesBackInTmux(t *testing.T) {
 		// Ctrl-O: a fresh page and a cursor chain on attach's connection.
 		p.keys("C-o")
 		first := lib.composed(olders[0])
+		// Until the page comes the old lines stay on screen, under "re-reading
+		// the page": the cursor evicted below must be the new page's, not
+		// one made after the evictions began.
 		p.wait("the newest page again", func(rows []string) bool {
-			return scrollOf(rows, id)[2] == 0 && notice(rows, id) == "re-reading the page" && sameTranscript(rows, id, first)
+			return scrollOf(rows, id)[2] == 0 && notice(rows, id) == rereadDone && sameTranscript(rows, id, first)
 		})
 		// The controller keeps 1000 cursors in all, least recently used
 		// out: a thousand pages read by the library's connection evict
