@@ -126,18 +126,21 @@ func keyMasks(own *conversations.Conversation, cvs []*conversations.Conversation
 	}
 	guarded = append(guarded, agents...)
 	var dirs, files []string
-	keysAlone := map[string]bool{} // onlyKeys of each directory, read once
+	read := map[string]bool{} // onlyKeys of each directory: read once, and only when asked
+	keysOnly := func(d string) bool {
+		v, ok := read[d]
+		if !ok {
+			v = onlyKeys(d, envs)
+			read[d] = v
+		}
+		return v
+	}
 	for _, env := range envs {
 		d := filepath.Dir(env)
-		alone, read := keysAlone[d]
-		if !read {
-			alone = onlyKeys(d, envs)
-			keysAlone[d] = alone
-		}
 		switch {
 		case slices.Contains(dirs, d):
 		case d == "/" || slices.ContainsFunc(guarded, func(p string) bool { return p != "" && (p == d || strings.HasPrefix(p, d+"/")) }) ||
-			own != nil && own.Project != "" && strings.HasPrefix(d, own.Project+"/") || !alone:
+			own != nil && own.Project != "" && strings.HasPrefix(d, own.Project+"/") || !keysOnly(d):
 			files = append(files, env)
 		default:
 			dirs = append(dirs, d)
