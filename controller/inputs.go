@@ -12,6 +12,7 @@ import (
 
 	"github.com/mosaic-agents/mosaic/conversations"
 	"github.com/mosaic-agents/mosaic/engine/claude"
+	"github.com/mosaic-agents/mosaic/internal/detour"
 )
 
 // inputs are the user's files that the controllers give their engines
@@ -194,7 +195,10 @@ func inputsOf(home, project string, cvs []*conversations.Conversation) (ro, writ
 			// where the link leads (the home, the engine's binary) in
 			// every engine, or fail every launch, and its conversation
 			// refuses it (claude.LoadEnvFile), so it holds no key in use.
-			if cv.Claude != nil && filepath.IsAbs(cv.Claude.EnvFile) && !slices.Contains(ro, cv.Claude.EnvFile) && claude.Detour(cv.Claude.EnvFile) == "" {
+			// A walk refused on the way (a directory made unsearchable)
+			// is masked as named: the held child reaches every path it
+			// covers, whatever its modes.
+			if cv.Claude != nil && filepath.IsAbs(cv.Claude.EnvFile) && !slices.Contains(ro, cv.Claude.EnvFile) && !leadsElsewhere(cv.Claude.EnvFile) {
 				ro = append(ro, cv.Claude.EnvFile)
 				alone[cv.Claude.EnvFile] = claude.PlaceholderEnvFile
 			}
@@ -222,4 +226,11 @@ func inputsOf(home, project string, cvs []*conversations.Conversation) (ro, writ
 // sessions directory (which stays writable).
 func holds(d, p string) bool {
 	return p != "" && (p == d || strings.HasPrefix(p, d+"/") && !strings.HasPrefix(p, d+"/sessions/"))
+}
+
+// leadsElsewhere says whether path holds a symlink, or a file where a
+// directory should be (detour.Find).
+func leadsElsewhere(path string) bool {
+	d, _ := detour.Find(path)
+	return d.At != ""
 }

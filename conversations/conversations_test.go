@@ -79,6 +79,15 @@ func TestValidateAndPaths(t *testing.T) {
 			c.Session = SessionPath(link, c.Seat, "main.jsonl")
 			c.ID = ID(link, c.Seat, "main.jsonl")
 		}, "is a symlink"},
+		{"a file where a directory of the session should be", func(t *testing.T, c *Conversation) {
+			above := filepath.Dir(filepath.Dir(c.Session))
+			if err := os.RemoveAll(above); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(above, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}, "/alice is not a directory"},
 		{"symlinked session file", func(t *testing.T, c *Conversation) {
 			other := filepath.Join(c.Project, "elsewhere.jsonl")
 			os.WriteFile(other, nil, 0o600)

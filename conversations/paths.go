@@ -6,8 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 
+	"github.com/mosaic-agents/mosaic/internal/detour"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
@@ -52,29 +52,21 @@ func (c *Conversation) CheckPaths() error {
 	return nil
 }
 
-// checkNoSymlinks lstats every existing component of the absolute path p.
+// checkNoSymlinks refuses the absolute path p when a component of it, as
+// far as it exists, is a symlink or, before the last, not a directory.
 func checkNoSymlinks(field, p string) error {
-	cur := "/"
-	for _, part := range strings.Split(strings.TrimPrefix(p, "/"), "/") {
-		if part == "" {
-			continue
-		}
-		cur = filepath.Join(cur, part)
-		fi, err := os.Lstat(cur)
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil // the caller's stat names what is missing
-		}
-		if err != nil {
-			return protocol.Wrap(protocol.CodeConfiguration, err, "%s %q", field, p)
-		}
-		if fi.Mode()&fs.ModeSymlink != 0 {
-			real, rerr := filepath.EvalSymlinks(p)
-			hint := ""
-			if rerr == nil {
-				hint = fmt.Sprintf("; use the real path %s", real)
-			}
-			return protocol.Refuse(protocol.CodeConfiguration, "%s %q: component %s is a symlink%s", field, p, cur, hint)
-		}
+	d, err := detour.Find(p)
+	switch {
+	case err != nil:
+		return protocol.Wrap(protocol.CodeConfiguration, err, "%s %q", field, p)
+	case d.At == "":
+		return nil
+	case !d.Link:
+		return protocol.Refuse(protocol.CodeConfiguration, "%s %q: component %s is not a directory", field, p, d.At)
 	}
-	return nil
+	hint := ""
+	if real, err := filepath.EvalSymlinks(p); err == nil {
+		hint = fmt.Sprintf("; use the real path %s", real)
+	}
+	return protocol.Refuse(protocol.CodeConfiguration, "%s %q: component %s is a symlink%s", field, p, d.At, hint)
 }

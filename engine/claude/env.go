@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/mosaic-agents/mosaic/internal/detour"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
@@ -258,7 +258,8 @@ func openNoLinks(path string, flags int) (int, error) {
 // linkOnPath names the first symlink on path and, where it resolves, the
 // path without links.
 func linkOnPath(path string) string {
-	odd := Detour(path)
+	d, _ := detour.Find(path)
+	odd := d.String()
 	if odd == "" {
 		return "a symlink is on its path"
 	}
@@ -266,29 +267,4 @@ func linkOnPath(path string) string {
 		return fmt.Sprintf("%s (the real path is %s)", odd, real)
 	}
 	return odd
-}
-
-// Detour names the first component of path, as far as it exists, that is
-// a symlink or, before the last, not a directory ("" if none): what a
-// tool that could change the path would leave there to have a mask or a
-// bind of it land elsewhere, or fail.
-func Detour(path string) string {
-	cur := "/"
-	if !filepath.IsAbs(path) {
-		cur = "."
-	}
-	parts := strings.FieldsFunc(path, func(r rune) bool { return r == '/' })
-	for i, part := range parts {
-		cur = filepath.Join(cur, part)
-		fi, err := os.Lstat(cur)
-		switch {
-		case err != nil:
-			return ""
-		case fi.Mode()&fs.ModeSymlink != 0:
-			return cur + " is a symlink"
-		case i < len(parts)-1 && !fi.IsDir():
-			return cur + " is not a directory"
-		}
-	}
-	return ""
 }
