@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -86,7 +88,13 @@ func newFlood(t *testing.T) *flood {
 // follows the welcome; a refusal or no welcome fails the test.
 func (f *flood) binding() map[string]any {
 	f.t.Helper()
+	// A full listen backlog fails a Unix connect at once (EAGAIN); the
+	// client library waits it out for up to 10 s, and so does this one.
 	c, err := net.Dial("unix", f.path)
+	for end := time.Now().Add(10 * time.Second); errors.Is(err, syscall.EAGAIN) && time.Now().Before(end); {
+		time.Sleep(5 * time.Millisecond)
+		c, err = net.Dial("unix", f.path)
+	}
 	if err != nil {
 		f.t.Fatalf("a fresh client cannot connect: %v", err)
 	}
@@ -255,9 +263,13 @@ func TestConnectionFlood(t *testing.T) {
 	}
 	rep := a.finish(t)
 	t.Logf("attack report %+v", rep)
+	// A connect the listen backlog turned away (EAGAIN, DialErrs) never
+	// reached the controller: how many did depends on how fast it drains
+	// the backlog on this machine. Every other connection beyond those
+	// it holds must have been refused, by name.
 	refused := rep.Records["refusal:"+protocol.CodeTooManyConnections]
-	if refused < 10000 {
-		t.Errorf("attack report %+v: want most of 20,000 attempts refused too-many-connections", rep)
+	if reached := 20000 - rep.DialErrs - rep.Held; refused < 1000 || refused < reached*9/10 {
+		t.Errorf("attack report %+v: want most of the %d connections beyond those held refused too-many-connections (and at least 1,000)", rep, reached)
 	}
 	after := f.settle(base)
 	t.Logf("after %s", after)
