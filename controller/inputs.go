@@ -65,15 +65,16 @@ func (c *Controller) inputs() (ro, writable, hide []string, unread string) {
 	unread = strings.TrimSuffix(unread, "; ")
 	home, _ := os.UserHomeDir()
 	ro, writable, dirs, alone := inputsOf(home, c.cfg.Conversation.Project, cvs)
-	hide = keyMasks(c.cfg.Conversation, cvs, ro, dirs)
-	ro = slices.DeleteFunc(ro, func(p string) bool { return slices.Contains(hide, p) || slices.Contains(hide, filepath.Dir(p)) })
+	config, _ := conversations.ConfigDir()
+	hide = keyMasks(c.cfg.Conversation, cvs, ro, dirs, config)
+	ro = slices.DeleteFunc(ro, func(p string) bool { return under(p, hide) })
 	for _, d := range dirs {
 		// Made so that it is there to bind; one that cannot be made is
 		// left to the launch, which notes it absent.
 		_ = os.MkdirAll(d, 0o700)
 	}
 	for m, body := range alone {
-		if slices.Contains(hide, filepath.Dir(m)) {
+		if under(filepath.Dir(m), hide) {
 			continue // masked whole: nothing can be made there
 		}
 		// A directory bound read-only whole cannot take a models.json or
@@ -97,7 +98,8 @@ func (c *Controller) inputs() (ro, writable, hide []string, unread string) {
 // (mosaicctl doctor warns of it).
 func EnvFileMasks(home string, own *conversations.Conversation, cvs []*conversations.Conversation) []string {
 	ro, _, agents, _ := inputsOf(home, own.Project, cvs)
-	return keyMasks(own, cvs, ro, agents)
+	config, _ := conversations.ConfigDir()
+	return keyMasks(own, cvs, ro, agents, config)
 }
 
 // keyMasks are what every engine gets masked of the Claude conversations'
@@ -113,20 +115,35 @@ func EnvFileMasks(home string, own *conversations.Conversation, cvs []*conversat
 // has its env files masked alone. Paths are compared as written: neither
 // a project's (conversations.CheckPaths) nor an env file's (inputsOf)
 // holds a link.
-func keyMasks(own *conversations.Conversation, cvs []*conversations.Conversation, ro, agents []string) []string {
-	var envs, guarded []string
+//
+// First of all, mosaic's configuration directory (config, where the README
+// keeps the keys beside the conversations' settings) is masked whole
+// unless it holds a project, a session or an agent directory: made if
+// missing, so that a key put there later, by a conversation added after
+// the launch, is out of reach of the engines running then too. Its env
+// files need no mask of their own.
+func keyMasks(own *conversations.Conversation, cvs []*conversations.Conversation, ro, agents []string, config string) []string {
+	var guarded []string
 	for _, cv := range cvs {
-		if cv == nil {
-			continue
-		}
-		guarded = append(guarded, cv.Project, cv.Session)
-		if cv.IsClaude() && cv.Claude != nil && filepath.IsAbs(cv.Claude.EnvFile) && slices.Contains(ro, cv.Claude.EnvFile) &&
-			!slices.Contains(envs, cv.Claude.EnvFile) {
-			envs = append(envs, cv.Claude.EnvFile)
+		if cv != nil {
+			guarded = append(guarded, cv.Project, cv.Session)
 		}
 	}
 	guarded = append(guarded, agents...)
+	holds := func(d string) bool {
+		return d == "/" || slices.ContainsFunc(guarded, func(p string) bool { return p != "" && (p == d || strings.HasPrefix(p, d+"/")) })
+	}
 	var dirs, files []string
+	if filepath.IsAbs(config) && !holds(filepath.Clean(config)) {
+		dirs = append(dirs, filepath.Clean(config))
+	}
+	var envs []string
+	for _, cv := range cvs {
+		if cv != nil && cv.IsClaude() && cv.Claude != nil && filepath.IsAbs(cv.Claude.EnvFile) && slices.Contains(ro, cv.Claude.EnvFile) &&
+			!slices.Contains(envs, cv.Claude.EnvFile) && !under(cv.Claude.EnvFile, dirs) {
+			envs = append(envs, cv.Claude.EnvFile)
+		}
+	}
 	read := map[string]bool{} // onlyKeys of each directory: read once, and only when asked
 	keysOnly := func(d string) bool {
 		v, ok := read[d]
@@ -140,8 +157,7 @@ func keyMasks(own *conversations.Conversation, cvs []*conversations.Conversation
 		d := filepath.Dir(env)
 		switch {
 		case slices.Contains(dirs, d):
-		case d == "/" || slices.ContainsFunc(guarded, func(p string) bool { return p != "" && (p == d || strings.HasPrefix(p, d+"/")) }) ||
-			own != nil && own.Project != "" && strings.HasPrefix(d, own.Project+"/") || !keysOnly(d):
+		case holds(d) || own != nil && own.Project != "" && strings.HasPrefix(d, own.Project+"/") || !keysOnly(d):
 			files = append(files, env)
 		default:
 			dirs = append(dirs, d)
@@ -149,6 +165,11 @@ func keyMasks(own *conversations.Conversation, cvs []*conversations.Conversation
 	}
 	files = slices.DeleteFunc(files, func(f string) bool { return slices.Contains(dirs, filepath.Dir(f)) })
 	return append(dirs, files...)
+}
+
+// under says whether p is one of dirs or lies below one.
+func under(p string, dirs []string) bool {
+	return slices.ContainsFunc(dirs, func(d string) bool { return p == d || strings.HasPrefix(p, d+"/") })
 }
 
 // onlyKeys says whether directory d holds nothing but env files: regular

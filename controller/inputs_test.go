@@ -137,6 +137,8 @@ func TestInputsMakeWhatIsBound(t *testing.T) {
 			t.Fatal(err)
 		}
 		underFile := filepath.Join(plain, "c.env")
+		config := filepath.Join(home, "config", "mosaic")
+		inConfig := filepath.Join(config, "keys", "c.env") // the README's: under the configuration directory's mask
 		for _, tc := range []struct {
 			env, masked string // masked: the directory, or the file alone
 		}{
@@ -145,11 +147,17 @@ func TestInputsMakeWhatIsBound(t *testing.T) {
 			{theirs, theirs},           // in the home: masked alone, left as it is
 			{linked, ""},               // through a link: left alone
 			{underFile, ""},            // under a file: left alone
+			{inConfig, ""},             // under mosaic's configuration directory: masked with it
 		} {
 			c := &Controller{cfg: Config{Conversation: cl(tc.env)}}
 			ro, _, hide, _ := c.inputs()
+			if len(hide) == 0 || hide[0] != config {
+				t.Errorf("%s: masked %q; want mosaic's configuration directory %s first", tc.env, hide, config)
+			} else {
+				hide = hide[1:]
+			}
 			if tc.masked == "" {
-				if len(hide) != 0 || slices.ContainsFunc(ro, func(p string) bool { return strings.HasPrefix(p, link) || strings.HasPrefix(p, plain) }) {
+				if len(hide) != 0 || slices.ContainsFunc(ro, func(p string) bool { return strings.HasPrefix(p, link) || strings.HasPrefix(p, plain) || p == tc.env }) {
 					t.Errorf("%s: masked %q, read-only %q; want it left alone", tc.env, hide, ro)
 				}
 				if _, err := os.Lstat(filepath.Join(home, "c.env")); !errors.Is(err, fs.ErrNotExist) {
@@ -161,8 +169,10 @@ func TestInputsMakeWhatIsBound(t *testing.T) {
 				t.Errorf("%s: masked %q, read-only %q; want %s masked", tc.env, hide, ro, tc.masked)
 			}
 		}
-		if _, err := os.Stat(keys); !errors.Is(err, fs.ErrNotExist) {
-			t.Errorf("a placeholder was made in a masked directory: %v", err)
+		for _, p := range []string{keys, inConfig} {
+			if _, err := os.Stat(p); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("a placeholder was made in a masked directory: %v", err)
+			}
 		}
 		if b, err := os.ReadFile(missing); err != nil || string(b) != claude.PlaceholderEnvFile {
 			t.Errorf("the missing env file holds %q, %v", b, err)
@@ -228,18 +238,56 @@ func TestKeyMasks(t *testing.T) {
 			if tc.dir {
 				want = filepath.Dir(env)
 			}
-			if got := keyMasks(own, []*conversations.Conversation{own, tc.cv}, []string{env}, nil); !slices.Equal(got, []string{want}) {
+			if got := keyMasks(own, []*conversations.Conversation{own, tc.cv}, []string{env}, nil, ""); !slices.Equal(got, []string{want}) {
 				t.Errorf("keyMasks = %q, want %q", got, want)
 			}
 		})
 	}
 	t.Run("each once, a file under a masked directory left to it", func(t *testing.T) {
 		a, b, c := cl("", filepath.Join(keys, "a.env")), cl("", filepath.Join(keys, "b.env")), cl("", filepath.Join(other, "a.env"))
-		got := keyMasks(a, []*conversations.Conversation{a, b, c, c}, []string{a.Claude.EnvFile, b.Claude.EnvFile, c.Claude.EnvFile}, nil)
+		got := keyMasks(a, []*conversations.Conversation{a, b, c, c}, []string{a.Claude.EnvFile, b.Claude.EnvFile, c.Claude.EnvFile}, nil, "")
 		if want := []string{keys, c.Claude.EnvFile}; !slices.Equal(got, want) {
 			t.Errorf("keyMasks = %q, want %q", got, want)
 		}
 	})
+	// mosaic's configuration directory is masked whole, missing or
+	// beside other files, and its env files need no mask of their own,
+	// unless it holds what an engine works in.
+	config := mk("conversations/", "notes.txt")
+	inConfig := filepath.Join(config, "keys", "a.env")
+	for _, tc := range []struct {
+		name   string
+		config string
+		cvs    []*conversations.Conversation
+		agents []string
+		want   []string
+	}{
+		{"the configuration directory, its keys under it", config,
+			[]*conversations.Conversation{cl(elsewhere, inConfig), cl("", filepath.Join(other, "a.env"))}, nil,
+			[]string{config, filepath.Join(other, "a.env")}},
+		{"missing: the mask makes it", filepath.Join(root, "no-config"),
+			[]*conversations.Conversation{cl(elsewhere, filepath.Join(keys, "a.env"))}, nil,
+			[]string{filepath.Join(root, "no-config"), keys}},
+		{"holding a project", config,
+			[]*conversations.Conversation{cl(elsewhere, inConfig), cl(filepath.Join(config, "work"), "")}, nil,
+			[]string{filepath.Dir(inConfig)}},
+		{"holding an agent directory", config,
+			[]*conversations.Conversation{cl(elsewhere, inConfig)}, []string{filepath.Join(config, "agent")},
+			[]string{filepath.Dir(inConfig)}},
+		{"the launching conversation's project holds it", config,
+			[]*conversations.Conversation{cl(filepath.Dir(config), inConfig)}, nil,
+			[]string{config}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var ro []string
+			for _, cv := range tc.cvs {
+				ro = append(ro, cv.Claude.EnvFile)
+			}
+			if got := keyMasks(tc.cvs[0], tc.cvs, ro, tc.agents, tc.config); !slices.Equal(got, tc.want) {
+				t.Errorf("keyMasks = %q, want %q", got, tc.want)
+			}
+		})
+	}
 }
 
 // TestInputsNameUnreadSettings: a conversation whose settings do not

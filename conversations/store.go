@@ -21,14 +21,25 @@ type Store struct {
 	Dir string
 }
 
-// DefaultDir returns $XDG_CONFIG_HOME/mosaic/conversations, falling back to
-// ~/.config as the XDG base directory spec says.
-func DefaultDir() (string, error) {
+// ConfigDir returns mosaic's configuration directory,
+// $XDG_CONFIG_HOME/mosaic, falling back to ~/.config as the XDG base
+// directory spec says: the conversations' settings, and the keys the
+// README keeps beside them.
+func ConfigDir() (string, error) {
 	base, err := xdg.ConfigHome()
 	if err != nil {
 		return "", err
 	}
-	return filepath.Join(base, "mosaic", "conversations"), nil
+	return filepath.Join(base, "mosaic"), nil
+}
+
+// DefaultDir returns $XDG_CONFIG_HOME/mosaic/conversations.
+func DefaultDir() (string, error) {
+	d, err := ConfigDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(d, "conversations"), nil
 }
 
 // Open returns the store in the default directory.

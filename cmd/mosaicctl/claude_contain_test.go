@@ -13,6 +13,20 @@ import (
 	"github.com/mosaic-agents/mosaic/internal/xdg"
 )
 
+// claudeSetup is what each Claude containment test starts from: the
+// sandbox, mosaicctl installed (uninstalled at the end), the pinned
+// Claude binary and a fake Anthropic API on loopback.
+func claudeSetup(t *testing.T) (bin, cl string, fake *fakeanthropic.Server) {
+	t.Helper()
+	sandboxtest.Require(t)
+	bin = sandboxtest.Bin(t, "mosaicctl")
+	cl = sandboxtest.Claude(t)
+	fake = sandboxtest.FakeAnthropic(t)
+	mustRun(t, bin, "install")
+	t.Cleanup(func() { run(t, bin, "uninstall", "--force") })
+	return bin, cl, fake
+}
+
 // addClaude adds a Claude conversation on the seat, against fake, with
 // its socket started and endConversation registered.
 func addClaude(t *testing.T, bin, cl, seat, url string, extra ...string) (id, proj string) {
@@ -72,12 +86,7 @@ func runTool(t *testing.T, bin, id, cmd string, fake *fakeanthropic.Server) stri
 // in the engine's mount namespace with only its own directory bound back;
 // nor another conversation's env file, whose directory of keys is masked.
 func TestClaudeSiblingHidden(t *testing.T) {
-	sandboxtest.Require(t)
-	bin := sandboxtest.Bin(t, "mosaicctl")
-	cl := sandboxtest.Claude(t)
-	fake := sandboxtest.FakeAnthropic(t)
-	mustRun(t, bin, "install")
-	t.Cleanup(func() { run(t, bin, "uninstall", "--force") })
+	bin, cl, fake := claudeSetup(t)
 	state, err := xdg.StateHome()
 	if err != nil {
 		t.Fatal(err)
@@ -139,12 +148,7 @@ func TestClaudeSiblingHidden(t *testing.T) {
 // reached through a link is refused at conv add: a tool could replace the
 // link and have the conversation read its own file.
 func TestClaudeEnvFilesMasked(t *testing.T) {
-	sandboxtest.Require(t)
-	bin := sandboxtest.Bin(t, "mosaicctl")
-	cl := sandboxtest.Claude(t)
-	fake := sandboxtest.FakeAnthropic(t)
-	mustRun(t, bin, "install")
-	t.Cleanup(func() { run(t, bin, "uninstall", "--force") })
+	bin, cl, fake := claudeSetup(t)
 	home, _ := os.UserHomeDir()
 	dir, env, body := victimBesideNotes(t, bin, cl, fake.URL)
 
@@ -172,6 +176,45 @@ func TestClaudeEnvFilesMasked(t *testing.T) {
 	}
 }
 
+// TestClaudeKeyAddedAfterLaunch: a key put in mosaic's configuration
+// directory after an engine was launched, for a conversation added then,
+// is out of that engine's reach (the directory is masked whole in every
+// engine from its launch), and the conversation it belongs to launches
+// with it.
+func TestClaudeKeyAddedAfterLaunch(t *testing.T) {
+	bin, cl, fake := claudeSetup(t)
+	config, err := conversations.ConfigDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spy, _ := addClaude(t, bin, cl, "spy", fake.URL)
+	if out := runTool(t, bin, spy, "ls -A "+config+"; echo listed", fake); !strings.Contains(out, "listed") {
+		t.Fatalf("the spy's tool did not run:\n%s", out)
+	}
+
+	keys := filepath.Join(config, "keys-"+filepath.Base(t.TempDir()))
+	t.Cleanup(func() { os.RemoveAll(keys) })
+	env := filepath.Join(keys, "claude.env")
+	if err := os.Mkdir(keys, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(env, []byte("ANTHROPIC_API_KEY=late-key-5353\nANTHROPIC_BASE_URL="+fake.URL+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	proj, _ := project(t, "late")
+	late := strings.TrimSpace(mustRun(t, bin, "conv", "add", "--project", proj, "--seat", "late", "--engine-kind", "claude", "--engine", cl, "--env-file", env))
+	mustRun(t, "systemctl", "--user", "start", "mosaic-conv@"+late+".socket")
+	t.Cleanup(func() { endConversation(t, bin, late) })
+
+	out := runTool(t, bin, spy, "cat "+env+" 2>&1; ls -A "+config+" | sed s/^/entry:/; echo done", fake)
+	if !strings.Contains(out, "done") || strings.Contains(out, "late-key-5353") || strings.Contains(out, "entry:"+filepath.Base(keys)) {
+		t.Errorf("the engine launched before the key was added reached it:\n%s", out)
+	}
+	if r := run(t, bin, "prompt", "--take", late, "hello"); r.code != 0 {
+		t.Errorf("the conversation whose key is under mosaic's configuration directory: exit %d, %q %q", r.code, r.stdout, r.stderr)
+	}
+}
+
 // TestClaudeEnvFileLinkedAway: an env file a tool replaced by a link (in
 // an engine that did not cover it: one launched before its conversation
 // was added) is neither masked nor bound where the link leads in the
@@ -180,12 +223,7 @@ func TestClaudeEnvFilesMasked(t *testing.T) {
 // the env file's directory for one of its own: the directory is pinned
 // in place (scopes fixAncestors), so the next launch reads the user's.
 func TestClaudeEnvFileLinkedAway(t *testing.T) {
-	sandboxtest.Require(t)
-	bin := sandboxtest.Bin(t, "mosaicctl")
-	cl := sandboxtest.Claude(t)
-	fake := sandboxtest.FakeAnthropic(t)
-	mustRun(t, bin, "install")
-	t.Cleanup(func() { run(t, bin, "uninstall", "--force") })
+	bin, cl, fake := claudeSetup(t)
 	home, _ := os.UserHomeDir()
 	dir, env, _ := victimBesideNotes(t, bin, cl, fake.URL)
 	other, otherProj := addClaude(t, bin, cl, "other", fake.URL)

@@ -90,7 +90,7 @@ var checks = []check{
 	{
 		Name: "env-files",
 		Run:  checkEnvFiles,
-		Fix:  "keep each Claude env file readable (mode 0600, no link on its path) in a directory of env files alone",
+		Fix:  "keep each Claude env file readable (mode 0600, no link on its path) under ~/.config/mosaic (such as ~/.config/mosaic/keys)",
 	},
 	{
 		Name: "units",

@@ -65,7 +65,7 @@ func judgeEnvFiles(home string, list []*conversations.Conversation) (string, err
 		return "", failf(strings.Join(fixes, "; "),
 			"%d of %d env files cannot be read as a launch reads them: %s", len(broken), n, strings.Join(broken, "; "))
 	case len(alone) > 0:
-		return "", warnf("keep env files in a directory of env files alone (`install -d -m 0700 ~/.config/mosaic/keys`), outside every project, and move them there",
+		return "", warnf("move them under mosaic's configuration directory (`install -d -m 0700 ~/.config/mosaic/keys`), which every engine masks whole, and give each conversation its new path with `mosaicctl conv add` (its flags as before, `--resume-session` with its session, `--env-file FILE --replace`)",
 			"%d of %d env files are masked alone in some project's engines (their directory holds other files, or lies in that project): a save by rename unmasks one in the engines running then: %s",
 			len(alone), n, strings.Join(alone, ", "))
 	}
