@@ -126,8 +126,9 @@ func CheckEnv(env []string) error {
 }
 
 // LoadEnvFile reads the env file a conversation names (conv add
-// --env-file): a regular file reached through no symlink, owned by this
-// user, with no permission for group or others (0600 or 0400), of
+// --env-file): a regular file of one name (no other hard link) reached
+// through no symlink, owned by this user, with no permission for group or
+// others (0600 or 0400), of
 // NAME=VALUE lines whose names are in EnvFileNames; blank lines and #
 // comments are skipped; values are taken verbatim (no quotes, no
 // expansion). Anything else refuses env-file and names the fix.
@@ -159,6 +160,12 @@ func LoadEnvFile(path string) (map[string]string, error) {
 		return nil, protocol.Refuse(protocol.CodeEnvFile, "env file %s has mode %04o; it holds a key: chmod 600 %s", path, st.Mode&0o7777, path)
 	case st.Size > maxEnvFile:
 		return nil, protocol.Refuse(protocol.CodeEnvFile, "env file %s is %d bytes, over %d", path, st.Size, maxEnvFile)
+	case st.Nlink != 1:
+		// Masks cover a path, not the file: another name of it (a link a
+		// backup made, or a tool of an engine that could reach it) stays
+		// readable wherever it is.
+		return nil, protocol.Refuse(protocol.CodeEnvFile, "env file %s has %d names (hard links): the key is readable under each, and engines mask only this one; "+
+			"find them with `find ~ -xdev -samefile %s`, remove the others, or give the key a file of its own (cp %s %s.new && mv %s.new %s)", path, st.Nlink, path, path, path, path, path)
 	}
 	b, err := io.ReadAll(io.LimitReader(f, maxEnvFile+1))
 	if err != nil {

@@ -137,6 +137,8 @@ func TestLoadEnvFile(t *testing.T) {
 		// What a controller made of a missing one, so that no engine
 		// could write it: still refused, as the missing file was.
 		"placeholder": write("p", PlaceholderEnvFile, 0o600),
+		// Another name of the key: no engine's mask covers it.
+		"hard link": hardLink(t, good, filepath.Join(t.TempDir(), "copy.env")),
 	}
 	for name, p := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -144,6 +146,15 @@ func TestLoadEnvFile(t *testing.T) {
 			wantCode(t, err, protocol.CodeEnvFile)
 		})
 	}
+}
+
+// hardLink makes link another name of file, and returns file.
+func hardLink(t *testing.T, file, link string) string {
+	t.Helper()
+	if err := os.Link(file, link); err != nil {
+		t.Fatal(err)
+	}
+	return file
 }
 
 // fakeClaude writes a script that answers --version like the CLI.
