@@ -130,11 +130,11 @@ func keyMasks(own *conversations.Conversation, cvs []*conversations.Conversation
 		}
 	}
 	guarded = append(guarded, agents...)
-	holds := func(d string) bool {
+	holdsGuarded := func(d string) bool {
 		return d == "/" || slices.ContainsFunc(guarded, func(p string) bool { return p != "" && (p == d || strings.HasPrefix(p, d+"/")) })
 	}
 	var dirs, files []string
-	if filepath.IsAbs(config) && !holds(filepath.Clean(config)) {
+	if filepath.IsAbs(config) && !holdsGuarded(filepath.Clean(config)) {
 		dirs = append(dirs, filepath.Clean(config))
 	}
 	var envs []string
@@ -157,7 +157,7 @@ func keyMasks(own *conversations.Conversation, cvs []*conversations.Conversation
 		d := filepath.Dir(env)
 		switch {
 		case slices.Contains(dirs, d):
-		case holds(d) || own != nil && own.Project != "" && strings.HasPrefix(d, own.Project+"/") || !keysOnly(d):
+		case holdsGuarded(d) || own != nil && own.Project != "" && strings.HasPrefix(d, own.Project+"/") || !keysOnly(d):
 			files = append(files, env)
 		default:
 			dirs = append(dirs, d)
