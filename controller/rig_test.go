@@ -71,6 +71,7 @@ func newRigAt(t testing.TB, dir, script string, mutate func(*Config), hook func(
 // `mosaicctl serve` does, and leaves Start and gate.Open to the test.
 func newRigWith(t testing.TB, dir, script string, mutate func(*Config), hook func(*Controller), gate *StartGate) *rig {
 	t.Helper()
+	sandboxtest.Require(t) // the engine runs in a scope of the user manager
 	fake := sandboxtest.Bin(t, "fakepi")
 	project := filepath.Join(dir, "proj")
 	if err := os.MkdirAll(filepath.Join(project, ".pi", "state", "alice", "sessions"), 0o755); err != nil {
