@@ -117,25 +117,18 @@ func EnvFileMasks(home string, own *conversations.Conversation, cvs []*conversat
 // holds a link.
 //
 // First of all, mosaic's configuration directory (config, where the README
-// keeps the keys beside the conversations' settings) is masked whole
-// unless it holds a project, a session or an agent directory: made if
-// missing, so that a key put there later, by a conversation added after
-// the launch, is out of reach of the engines running then too. Its env
-// files need no mask of their own.
+// keeps the keys beside the conversations' settings) is masked whole,
+// made if missing, so that a key put there later, by a conversation added
+// after the launch, is out of reach of the engines running then too; its
+// env files need no mask of their own. Where it holds a path an engine
+// works in or runs from (configMask), only its keys directory is, and
+// mosaicctl doctor warns.
 func keyMasks(own *conversations.Conversation, cvs []*conversations.Conversation, ro, agents []string, config string) []string {
-	var guarded []string
-	for _, cv := range cvs {
-		if cv != nil {
-			guarded = append(guarded, cv.Project, cv.Session)
-		}
-	}
-	guarded = append(guarded, agents...)
-	holdsGuarded := func(d string) bool {
-		return d == "/" || slices.ContainsFunc(guarded, func(p string) bool { return p != "" && (p == d || strings.HasPrefix(p, d+"/")) })
-	}
+	guarded := guardedPaths(cvs, agents)
+	holdsGuarded := func(d string) bool { return d == "/" || heldIn(d, guarded) != "" }
 	var dirs, files []string
-	if filepath.IsAbs(config) && !holdsGuarded(filepath.Clean(config)) {
-		dirs = append(dirs, filepath.Clean(config))
+	if m, _ := configMask(config, guarded); m != "" {
+		dirs = append(dirs, m)
 	}
 	var envs []string
 	for _, cv := range cvs {
@@ -165,6 +158,67 @@ func keyMasks(own *conversations.Conversation, cvs []*conversations.Conversation
 	}
 	files = slices.DeleteFunc(files, func(f string) bool { return slices.Contains(dirs, filepath.Dir(f)) })
 	return append(dirs, files...)
+}
+
+// guardedPaths are the paths some conversation's engine works in or runs
+// from: projects, sessions, agent directories, and the engine's files (a
+// Claude binary; Pi's entry, package, node and extensions). A directory
+// holding one is never masked whole.
+func guardedPaths(cvs []*conversations.Conversation, agents []string) []string {
+	var out []string
+	for _, cv := range cvs {
+		if cv == nil {
+			continue
+		}
+		out = append(out, cv.Project, cv.Session, cv.Engine.AgentDir, cv.Engine.Path, cv.Engine.Entry, cv.Engine.PackageDir, cv.Engine.Node)
+		for _, x := range cv.Engine.Extensions {
+			out = append(out, x.Path)
+		}
+		if cv.Claude != nil {
+			out = append(out, cv.Claude.Path)
+		}
+	}
+	return append(out, agents...)
+}
+
+// heldIn is the first of paths that is d or lies below it ("" if none).
+func heldIn(d string, paths []string) string {
+	for _, p := range paths {
+		if p != "" && (p == d || strings.HasPrefix(p, d+"/")) {
+			return p
+		}
+	}
+	return ""
+}
+
+// configMask is the mask of mosaic's configuration directory config: the
+// directory, or, where it holds one of guarded (held), its keys
+// directory, or nothing where that holds one too.
+func configMask(config string, guarded []string) (mask, held string) {
+	if !filepath.IsAbs(config) {
+		return "", ""
+	}
+	config = filepath.Clean(config)
+	if held = heldIn(config, guarded); held == "" && config != "/" {
+		return config, ""
+	}
+	if keys := filepath.Join(config, "keys"); heldIn(keys, guarded) == "" {
+		return keys, held
+	}
+	return "", held
+}
+
+// ConfigHeld says which path some engine of the conversations cvs works
+// in or runs from lies in mosaic's configuration directory, which is then
+// not masked whole ("" if none): its keys directory alone is.
+func ConfigHeld(home string, cvs []*conversations.Conversation) (config, held string) {
+	config, err := conversations.ConfigDir()
+	if err != nil || len(cvs) == 0 {
+		return config, ""
+	}
+	_, _, agents, _ := inputsOf(home, cvs[0].Project, cvs)
+	_, held = configMask(config, guardedPaths(cvs, agents))
+	return config, held
 }
 
 // under says whether p is one of dirs or lies below one.
@@ -216,9 +270,9 @@ func inputsOf(home, project string, cvs []*conversations.Conversation) (ro, writ
 			// where the link leads (the home, the engine's binary) in
 			// every engine, or fail every launch, and its conversation
 			// refuses it (claude.LoadEnvFile), so it holds no key in use.
-			// A walk refused on the way (a directory made unsearchable)
-			// is masked as named: the held child reaches every path it
-			// covers, whatever its modes.
+			// One whose walk is refused on the way (a directory made
+			// unsearchable) is masked as named: a launch that then
+			// cannot make or reach it fails, naming it.
 			if cv.Claude != nil && filepath.IsAbs(cv.Claude.EnvFile) && !slices.Contains(ro, cv.Claude.EnvFile) && !leadsElsewhere(cv.Claude.EnvFile) {
 				ro = append(ro, cv.Claude.EnvFile)
 				alone[cv.Claude.EnvFile] = claude.PlaceholderEnvFile

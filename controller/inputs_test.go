@@ -277,17 +277,37 @@ func TestKeyMasks(t *testing.T) {
 		{"the launching conversation's project holds it", config,
 			[]*conversations.Conversation{cl(filepath.Dir(config), inConfig)}, nil,
 			[]string{config}},
+		{"holding another conversation's agent directory: its keys directory still masked", config,
+			[]*conversations.Conversation{cl(elsewhere, ""), {ID: "pi", Project: elsewhere, Engine: conversations.Engine{AgentDir: filepath.Join(config, "pi")}}}, nil,
+			[]string{filepath.Join(config, "keys")}},
+		{"holding an engine's binary", config,
+			[]*conversations.Conversation{withBinary(cl(elsewhere, inConfig), filepath.Join(config, "bin", "claude"))}, nil,
+			[]string{filepath.Dir(inConfig)}},
+		{"holding a Pi extension", config,
+			[]*conversations.Conversation{cl(elsewhere, inConfig), {ID: "pi", Project: elsewhere, Engine: conversations.Engine{Extensions: []conversations.Extension{{Path: filepath.Join(config, "ext", "x.ts")}}}}}, nil,
+			[]string{filepath.Dir(inConfig)}},
+		{"its keys directory holding an engine's binary: the key alone", config,
+			[]*conversations.Conversation{withBinary(cl(elsewhere, inConfig), filepath.Join(config, "keys", "claude"))}, nil,
+			[]string{inConfig}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var ro []string
 			for _, cv := range tc.cvs {
-				ro = append(ro, cv.Claude.EnvFile)
+				if cv.Claude != nil && cv.Claude.EnvFile != "" {
+					ro = append(ro, cv.Claude.EnvFile)
+				}
 			}
 			if got := keyMasks(tc.cvs[0], tc.cvs, ro, tc.agents, tc.config); !slices.Equal(got, tc.want) {
 				t.Errorf("keyMasks = %q, want %q", got, tc.want)
 			}
 		})
 	}
+}
+
+// withBinary is cv with its Claude binary at path.
+func withBinary(cv *conversations.Conversation, path string) *conversations.Conversation {
+	cv.Claude.Path = path
+	return cv
 }
 
 // TestInputsNameUnreadSettings: a conversation whose settings do not

@@ -8,6 +8,7 @@ import (
 
 	"github.com/mosaic-agents/mosaic/contrib/fakeanthropic"
 	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
+	"github.com/mosaic-agents/mosaic/contrib/stubmodel"
 	"github.com/mosaic-agents/mosaic/conversations"
 	"github.com/mosaic-agents/mosaic/engine/claude"
 	"github.com/mosaic-agents/mosaic/internal/xdg"
@@ -180,22 +181,55 @@ func TestClaudeEnvFilesMasked(t *testing.T) {
 // directory after an engine was launched, for a conversation added then,
 // is out of that engine's reach (the directory is masked whole in every
 // engine from its launch), and the conversation it belongs to launches
-// with it.
+// with it. Where the directory holds what an engine works in or runs
+// from (here a Pi conversation's agent directory and a Claude binary),
+// it is not masked whole but its keys directory still is, and that
+// engine still runs.
 func TestClaudeKeyAddedAfterLaunch(t *testing.T) {
 	bin, cl, fake := claudeSetup(t)
 	config, err := conversations.ConfigDir()
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Run("the whole directory", func(t *testing.T) {
+		lateKeyOutOfReach(t, bin, cl, fake, filepath.Join(config, "keys-"+filepath.Base(t.TempDir())))
+	})
+	t.Run("its keys directory, beside an agent directory and an engine", func(t *testing.T) {
+		agent := filepath.Join(config, "pi-agent")
+		t.Cleanup(func() { os.RemoveAll(agent) })
+		pi, model, _ := sandboxtest.StubPiIn(t, stubmodel.Script{}, agent)
+		piProj, session := project(t, "piseat")
+		piID := strings.TrimSpace(mustRun(t, bin, "conv", "add", "--project", piProj, "--seat", "piseat", "--session", session,
+			"--engine", pi, "--provider", model.Provider, "--model", model.Model, "--agent-dir", agent))
+		t.Cleanup(func() { run(t, bin, "conv", "rm", piID) })
+		mine := filepath.Join(config, "bin", "claude")
+		t.Cleanup(func() { os.RemoveAll(filepath.Dir(mine)) })
+		if err := os.MkdirAll(filepath.Dir(mine), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if b, err := os.ReadFile(cl); err != nil || os.WriteFile(mine, b, 0o700) != nil {
+			t.Fatalf("copy the Claude binary: %v", err)
+		}
+		ours, _ := addClaude(t, bin, mine, "binincfg", fake.URL)
+		if r := run(t, bin, "prompt", "--take", ours, "hello"); r.code != 0 {
+			t.Errorf("a Claude binary kept under %s: exit %d, %q %q", config, r.code, r.stdout, r.stderr)
+		}
+		lateKeyOutOfReach(t, bin, cl, fake, filepath.Join(config, "keys"))
+	})
+}
+
+// lateKeyOutOfReach launches a spy's engine, then puts a key in keys (a
+// directory made now) for a conversation added now: the spy's tool must
+// not read it, and the conversation must launch with it.
+func lateKeyOutOfReach(t *testing.T, bin, cl string, fake *fakeanthropic.Server, keys string) {
+	t.Helper()
 	spy, _ := addClaude(t, bin, cl, "spy", fake.URL)
-	if out := runTool(t, bin, spy, "ls -A "+config+"; echo listed", fake); !strings.Contains(out, "listed") {
+	if out := runTool(t, bin, spy, "ls -A "+filepath.Dir(keys)+"; echo launched", fake); !strings.Contains(out, "launched") {
 		t.Fatalf("the spy's tool did not run:\n%s", out)
 	}
-
-	keys := filepath.Join(config, "keys-"+filepath.Base(t.TempDir()))
 	t.Cleanup(func() { os.RemoveAll(keys) })
 	env := filepath.Join(keys, "claude.env")
-	if err := os.Mkdir(keys, 0o700); err != nil {
+	if err := os.MkdirAll(keys, 0o700); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(env, []byte("ANTHROPIC_API_KEY=late-key-5353\nANTHROPIC_BASE_URL="+fake.URL+"\n"), 0o600); err != nil {
@@ -206,12 +240,12 @@ func TestClaudeKeyAddedAfterLaunch(t *testing.T) {
 	mustRun(t, "systemctl", "--user", "start", "mosaic-conv@"+late+".socket")
 	t.Cleanup(func() { endConversation(t, bin, late) })
 
-	out := runTool(t, bin, spy, "cat "+env+" 2>&1; ls -A "+config+" | sed s/^/entry:/; echo done", fake)
-	if !strings.Contains(out, "done") || strings.Contains(out, "late-key-5353") || strings.Contains(out, "entry:"+filepath.Base(keys)) {
+	out := runTool(t, bin, spy, "cat "+env+" 2>&1; ls -A "+filepath.Dir(keys)+" | sed s/^/entry:/; echo done", fake)
+	if !strings.Contains(out, "done") || strings.Contains(out, "late-key-5353") {
 		t.Errorf("the engine launched before the key was added reached it:\n%s", out)
 	}
 	if r := run(t, bin, "prompt", "--take", late, "hello"); r.code != 0 {
-		t.Errorf("the conversation whose key is under mosaic's configuration directory: exit %d, %q %q", r.code, r.stdout, r.stderr)
+		t.Errorf("the conversation whose key is in %s: exit %d, %q %q", keys, r.code, r.stdout, r.stderr)
 	}
 }
 

@@ -17,7 +17,7 @@ const envFileFlag = protocol.CodeEnvFile
 func claudeAddFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "engine-kind", Usage: "`KIND` of engine: pi (default) or claude (Claude Code " + claude.PinnedVersion + ", --engine names its native binary)", Value: engine.KindPi},
-		&cli.StringFlag{Name: envFileFlag, Usage: "claude: the `FILE` (mode 0600, yours, no other hard link, no symlink on its path) holding ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN or ANTHROPIC_BASE_URL, masked in every engine launched after (under ~/.config/mosaic, such as ~/.config/mosaic/keys: in every engine, those running now too); the engine gets no credential from the controller's environment"},
+		&cli.StringFlag{Name: envFileFlag, Usage: "claude: the `FILE` (mode 0600, yours, no other hard link, no symlink on its path) holding ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN or ANTHROPIC_BASE_URL, masked in every engine launched after (under $XDG_CONFIG_HOME/mosaic, such as ~/.config/mosaic/keys: in every engine, those running now too); the engine gets no credential from the controller's environment"},
 		&cli.StringFlag{Name: "resume-session", Usage: "claude: adopt the session `UUID` whose transcript already sits in the conversation's config directory, instead of a new one"},
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -13,10 +14,12 @@ import (
 )
 
 // checkEnvFiles reads every Claude conversation's env file as its launch
-// will (claude.LoadEnvFile: a key, mode 0600, no link on the path), so a
-// conversation that cannot launch is named first, and warns of an env
-// file some project's engines mask alone, whose mask a save by rename
-// lifts in the engines running then (docs/security.md).
+// will (claude.LoadEnvFile: a key, mode 0600, one name, no link on the
+// path), so a conversation that cannot launch is named first, and warns
+// of mosaic's configuration directory left unmasked (it holds a path an
+// engine works in) and of an env file some project's engines mask alone,
+// whose mask a save by rename lifts in the engines running then
+// (docs/security.md).
 func checkEnvFiles(ctx context.Context) (string, error) {
 	list, _, err := registered()
 	if err != nil {
@@ -58,14 +61,20 @@ func judgeEnvFiles(home string, list []*conversations.Conversation) (string, err
 			}
 		}
 	}
+	config, held := controller.ConfigHeld(home, list)
+	keys := filepath.Join(config, "keys")
 	switch {
-	case n == 0:
-		return "no Claude conversation names an env file", nil
 	case len(broken) > 0:
 		return "", failf(strings.Join(fixes, "; "),
 			"%d of %d env files cannot be read as a launch reads them: %s", len(broken), n, strings.Join(broken, "; "))
+	case held != "":
+		return "", warnf("move "+held+" out of "+config+" and give its conversation the new path with `mosaicctl conv add ... --replace`",
+			"mosaic's configuration directory %s holds %s, which a conversation's engine works in or runs from, so no engine masks it whole: only %s is, and a key elsewhere in it is out of reach only of the engines launched after its conversation was added",
+			config, held, keys)
+	case n == 0:
+		return "no Claude conversation names an env file", nil
 	case len(alone) > 0:
-		return "", warnf("move them under mosaic's configuration directory (`install -d -m 0700 ~/.config/mosaic/keys`), which every engine masks whole, and give each conversation its new path with `mosaicctl conv add` (its flags as before, `--resume-session` with its session, `--env-file FILE --replace`)",
+		return "", warnf("move them under mosaic's configuration directory (`install -d -m 0700 "+keys+"`), which every engine masks whole, and give each conversation its new path with `mosaicctl conv add` (its flags as before, `--resume-session` with its session, `--env-file FILE --replace`)",
 			"%d of %d env files are masked alone in some project's engines (their directory holds other files, or lies in that project): a save by rename unmasks one in the engines running then: %s",
 			len(alone), n, strings.Join(alone, ", "))
 	}

@@ -506,6 +506,13 @@ func TestDoctorNamesReplaceableLinks(t *testing.T) {
 // rename lifts.
 func TestJudgeEnvFiles(t *testing.T) {
 	home := t.TempDir()
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(t.TempDir(), "config"))
+	config, err := conversations.ConfigDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	agentIn := &conversations.Conversation{ID: "pi", Project: filepath.Join(home, "p"), Session: filepath.Join(home, "p", ".pi", "s.jsonl"),
+		Engine: conversations.Engine{AgentDir: filepath.Join(config, "pi-agent")}}
 	keys, notes := filepath.Join(home, "keys"), filepath.Join(home, "notes")
 	for _, d := range []string{keys, notes} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
@@ -542,6 +549,8 @@ func TestJudgeEnvFiles(t *testing.T) {
 		{"in a directory of keys", []*conversations.Conversation{cl("a", good)}, verdictOK, "1 env file readable"},
 		{"masked alone", []*conversations.Conversation{cl("a", good), cl("b", beside)}, verdictWarn, "1 of 2 env files are masked alone in some project's engines (their directory holds other files, or lies in that project): a save by rename unmasks one in the engines running then: " + beside + " (b)"},
 		{"in another's project", []*conversations.Conversation{cl("a", good), inProject("c", home)}, verdictWarn, "1 of 1 env files are masked alone in some project's engines (their directory holds other files, or lies in that project): a save by rename unmasks one in the engines running then: " + good + " (a)"},
+		{"mosaic's configuration directory holds an agent directory", []*conversations.Conversation{cl("a", good), agentIn}, verdictWarn,
+			"mosaic's configuration directory " + config + " holds " + agentIn.Engine.AgentDir + ", which a conversation's engine works in or runs from, so no engine masks it whole: only " + filepath.Join(config, "keys") + " is"},
 		{"through a link", []*conversations.Conversation{cl("a", filepath.Join(link, "a.env"))}, verdictFail, "1 of 1 env files cannot be read as a launch reads them: a: env-file: env file " + filepath.Join(link, "a.env") + ": " + link + " is a symlink"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
