@@ -42,6 +42,7 @@ func realPiConversation(t *testing.T, seat string, script stubmodel.Script, flag
 // id, the project directory and the socket path.
 func startConversation(t *testing.T, bin, seat string, flags ...string) (id, proj, path string) {
 	t.Helper()
+	sandboxtest.Require(t) // install and the socket need the sandbox's user manager
 	mustRun(t, bin, "install")
 	t.Cleanup(func() { run(t, bin, "uninstall", "--force") })
 	proj, session := project(t, seat)
