@@ -127,7 +127,7 @@ func keyMasks(own *conversations.Conversation, cvs []*conversations.Conversation
 	guarded := guardedPaths(cvs, agents)
 	holdsGuarded := func(d string) bool { return d == "/" || heldIn(d, guarded) != "" }
 	var dirs, files []string
-	if m, _ := configMask(config, guarded); m != "" {
+	if m, _ := configMask(config, guarded, agents); m != "" {
 		dirs = append(dirs, m)
 	}
 	var envs []string
@@ -162,23 +162,32 @@ func keyMasks(own *conversations.Conversation, cvs []*conversations.Conversation
 
 // guardedPaths are the paths some conversation's engine works in or runs
 // from: projects, sessions, agent directories, and the engine's files (a
-// Claude binary; Pi's entry, package, node and extensions). A directory
-// holding one is never masked whole.
+// Claude binary; Pi's entry, package, node and extensions), cleaned (an
+// agent directory is stored as typed: keys/.. is the configuration
+// directory). A directory holding one is never masked whole.
 func guardedPaths(cvs []*conversations.Conversation, agents []string) []string {
 	var out []string
+	add := func(ps ...string) {
+		for _, p := range ps {
+			if filepath.IsAbs(p) {
+				out = append(out, filepath.Clean(p))
+			}
+		}
+	}
 	for _, cv := range cvs {
 		if cv == nil {
 			continue
 		}
-		out = append(out, cv.Project, cv.Session, cv.Engine.AgentDir, cv.Engine.Path, cv.Engine.Entry, cv.Engine.PackageDir, cv.Engine.Node)
+		add(cv.Project, cv.Session, cv.Engine.AgentDir, cv.Engine.Path, cv.Engine.Entry, cv.Engine.PackageDir, cv.Engine.Node)
 		for _, x := range cv.Engine.Extensions {
-			out = append(out, x.Path)
+			add(x.Path)
 		}
 		if cv.Claude != nil {
-			out = append(out, cv.Claude.Path)
+			add(cv.Claude.Path)
 		}
 	}
-	return append(out, agents...)
+	add(agents...)
+	return out
 }
 
 // heldIn is the first of paths that is d or lies below it ("" if none).
@@ -193,32 +202,76 @@ func heldIn(d string, paths []string) string {
 
 // configMask is the mask of mosaic's configuration directory config: the
 // directory, or, where it holds one of guarded (held), its keys
-// directory, or nothing where that holds one too.
-func configMask(config string, guarded []string) (mask, held string) {
+// directory, or nothing where that holds one too ("").
+//
+// Whether config holds a path is asked of config and guarded as written
+// and as their links resolve (a dotfiles ~/.config; an agent directory,
+// the one guarded path stored as typed, agents, named through a link into
+// it): masked whole, config would hide that path from its engine, and its
+// launch would fail. Whether keys does is
+// asked only as written: the links on a guarded path may be a tool's,
+// and one leading into keys must not lift its mask. Either is masked
+// only where it is missing or a directory: one a tool of an older engine
+// made a link (to the home), a file or a fifo would have the mask land
+// where it leads, or fail every launch.
+func configMask(config string, guarded, agents []string) (mask, held string) {
 	if !filepath.IsAbs(config) {
 		return "", ""
 	}
 	config = filepath.Clean(config)
-	if held = heldIn(config, guarded); held == "" && config != "/" {
+	held = heldIn(config, guarded)
+	if held == "" {
+		held = heldIn(config, resolved(agents))
+	}
+	if real, err := filepath.EvalSymlinks(config); held == "" && err == nil && real != config {
+		held = heldIn(real, append(resolved(agents), guarded...))
+	}
+	if held == "" && config != "/" && maskable(config) {
 		return config, ""
 	}
-	if keys := filepath.Join(config, "keys"); heldIn(keys, guarded) == "" {
+	if held == "" {
+		held = config + " (a link or not a directory)"
+	}
+	if keys := filepath.Join(config, "keys"); heldIn(keys, guarded) == "" && maskable(keys) {
 		return keys, held
 	}
 	return "", held
 }
 
-// ConfigHeld says which path some engine of the conversations cvs works
-// in or runs from lies in mosaic's configuration directory, which is then
-// not masked whole ("" if none): its keys directory alone is.
-func ConfigHeld(home string, cvs []*conversations.Conversation) (config, held string) {
-	config, err := conversations.ConfigDir()
-	if err != nil || len(cvs) == 0 {
-		return config, ""
+// resolved is each of paths that resolves to another through links, as
+// it resolves.
+func resolved(paths []string) []string {
+	var out []string
+	for _, p := range paths {
+		if r, err := filepath.EvalSymlinks(p); err == nil && r != p {
+			out = append(out, r)
+		}
 	}
-	_, _, agents, _ := inputsOf(home, cvs[0].Project, cvs)
-	_, held = configMask(config, guardedPaths(cvs, agents))
-	return config, held
+	return out
+}
+
+// maskable says whether d is missing (the mask makes it) or a directory,
+// not a link.
+func maskable(d string) bool {
+	fi, err := os.Lstat(d)
+	return errors.Is(err, fs.ErrNotExist) || err == nil && fi.IsDir()
+}
+
+// ConfigHeld says how mosaic's configuration directory is masked in the
+// engines of the conversations cvs: held names what keeps it from being
+// masked whole ("" if nothing), mask what is masked instead ("" if
+// nothing).
+func ConfigHeld(home string, cvs []*conversations.Conversation) (config, mask, held string) {
+	config, err := conversations.ConfigDir()
+	if err != nil {
+		return config, "", ""
+	}
+	var agents []string
+	if len(cvs) > 0 {
+		_, _, agents, _ = inputsOf(home, cvs[0].Project, cvs)
+	}
+	mask, held = configMask(config, guardedPaths(cvs, agents), agents)
+	return config, mask, held
 }
 
 // under says whether p is one of dirs or lies below one.

@@ -337,3 +337,75 @@ func TestInputsNameUnreadSettings(t *testing.T) {
 		t.Errorf("the default agent directory is not read-only: %q", ro)
 	}
 }
+
+// TestConfigMask: mosaic's configuration directory is masked whole unless
+// it holds a guarded path, written or as links resolve; its keys
+// directory then is, unless it holds one as written; and neither where a
+// tool of an older engine left something else than a directory there.
+func TestConfigMask(t *testing.T) {
+	root := t.TempDir()
+	mkdir := func(p string) string {
+		t.Helper()
+		if err := os.MkdirAll(p, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	link := func(target, p string) string {
+		t.Helper()
+		mkdir(filepath.Dir(p))
+		if err := os.Symlink(target, p); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	config := mkdir(filepath.Join(root, "config", "mosaic"))
+	keys := filepath.Join(config, "keys")
+	elsewhere := mkdir(filepath.Join(root, "elsewhere"))
+	// ~/.config a link into a dotfiles tree, whose mosaic directory holds
+	// a Claude binary pinned by its real path.
+	dotfiles := mkdir(filepath.Join(root, "dotfiles", "config", "mosaic", "bin"))
+	linkedConfig := filepath.Join(link(filepath.Dir(filepath.Dir(dotfiles)), filepath.Join(root, "home", ".config")), "mosaic")
+	// An agent directory named through a link into the configuration
+	// directory.
+	agentLink := link(mkdir(filepath.Join(config, "pi-agent")), filepath.Join(root, "pi-agent-link"))
+	// What a tool of an engine older than this mask could have left at
+	// keys: a link to the home, a file.
+	tooled := mkdir(filepath.Join(root, "tooled", "mosaic"))
+	link(root, filepath.Join(tooled, "keys"))
+	filed := mkdir(filepath.Join(root, "filed", "mosaic"))
+	if err := os.WriteFile(filepath.Join(filed, "keys"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name            string
+		config          string
+		guarded, agents []string
+		mask            string
+	}{
+		{"nothing in it", config, []string{elsewhere}, nil, config},
+		{"an agent directory in it", config, []string{filepath.Join(config, "pi")}, nil, keys},
+		{"an agent directory typed through keys/..", config, nil, []string{keys + "/../pi-agent"}, keys},
+		{"an agent directory typed as keys/.., the directory itself", config, nil, []string{keys + "/.."}, keys},
+		{"an agent directory named through a link into it", config, nil, []string{agentLink}, keys},
+		{"a project in its keys directory", config, []string{filepath.Join(keys, "proj")}, nil, ""},
+		{"written through a link, holding a binary by its real path", linkedConfig, []string{filepath.Join(dotfiles, "claude")}, nil, filepath.Join(linkedConfig, "keys")},
+		{"a link where its keys directory should be", tooled, []string{filepath.Join(tooled, "pi")}, nil, ""},
+		{"a file where its keys directory should be", filed, []string{filepath.Join(filed, "pi")}, nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var cvs []*conversations.Conversation
+			for _, a := range tc.agents {
+				cvs = append(cvs, &conversations.Conversation{ID: "pi", Project: elsewhere, Engine: conversations.Engine{AgentDir: a}})
+			}
+			guarded := append(guardedPaths(cvs, nil), tc.guarded...)
+			var agents []string
+			for _, a := range tc.agents {
+				agents = append(agents, filepath.Clean(a))
+			}
+			if mask, held := configMask(tc.config, guarded, agents); mask != tc.mask || (tc.mask != tc.config) != (held != "") {
+				t.Errorf("configMask = %q (held by %q), want %q", mask, held, tc.mask)
+			}
+		})
+	}
+}

@@ -182,9 +182,9 @@ func TestClaudeEnvFilesMasked(t *testing.T) {
 // is out of that engine's reach (the directory is masked whole in every
 // engine from its launch), and the conversation it belongs to launches
 // with it. Where the directory holds what an engine works in or runs
-// from (here a Pi conversation's agent directory and a Claude binary),
-// it is not masked whole but its keys directory still is, and that
-// engine still runs.
+// from (here a Pi conversation's agent directory, written through keys/..
+// or through a link, and a Claude binary), it is not masked whole but its
+// keys directory still is, and every engine still runs.
 func TestClaudeKeyAddedAfterLaunch(t *testing.T) {
 	bin, cl, fake := claudeSetup(t)
 	config, err := conversations.ConfigDir()
@@ -195,13 +195,9 @@ func TestClaudeKeyAddedAfterLaunch(t *testing.T) {
 		lateKeyOutOfReach(t, bin, cl, fake, filepath.Join(config, "keys-"+filepath.Base(t.TempDir())))
 	})
 	t.Run("its keys directory, beside an agent directory and an engine", func(t *testing.T) {
+		// The agent directory as conv add stores it, typed through keys/..
 		agent := filepath.Join(config, "pi-agent")
-		t.Cleanup(func() { os.RemoveAll(agent) })
-		pi, model, _ := sandboxtest.StubPiIn(t, stubmodel.Script{}, agent)
-		piProj, session := project(t, "piseat")
-		piID := strings.TrimSpace(mustRun(t, bin, "conv", "add", "--project", piProj, "--seat", "piseat", "--session", session,
-			"--engine", pi, "--provider", model.Provider, "--model", model.Model, "--agent-dir", agent))
-		t.Cleanup(func() { run(t, bin, "conv", "rm", piID) })
+		addPiWithAgentDir(t, bin, agent, filepath.Join(config, "keys")+"/../pi-agent")
 		mine := filepath.Join(config, "bin", "claude")
 		t.Cleanup(func() { os.RemoveAll(filepath.Dir(mine)) })
 		if err := os.MkdirAll(filepath.Dir(mine), 0o700); err != nil {
@@ -216,6 +212,41 @@ func TestClaudeKeyAddedAfterLaunch(t *testing.T) {
 		}
 		lateKeyOutOfReach(t, bin, cl, fake, filepath.Join(config, "keys"))
 	})
+	t.Run("its keys directory, beside an agent directory named through a link", func(t *testing.T) {
+		home, _ := os.UserHomeDir()
+		agent := filepath.Join(config, "pi-agent-linked")
+		link := filepath.Join(home, "pi-agent-link-"+filepath.Base(t.TempDir()))
+		if err := os.MkdirAll(agent, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(agent, link); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Remove(link) })
+		addPiWithAgentDir(t, bin, agent, link)
+		lateKeyOutOfReach(t, bin, cl, fake, filepath.Join(config, "keys"))
+	})
+}
+
+// addPiWithAgentDir registers a Pi conversation (never started) whose
+// agent directory is agent, named as written.
+func addPiWithAgentDir(t *testing.T, bin, agent, written string) {
+	t.Helper()
+	t.Cleanup(func() { os.RemoveAll(agent) })
+	pi, model, _ := sandboxtest.StubPiIn(t, stubmodel.Script{}, agent)
+	for name, body := range map[string]string{"auth.json": "{}\n", "models.json": "{\"providers\":{}}\n"} {
+		// As Pi leaves them: a link to an agent directory without them
+		// leads nowhere for the binds of these two, which fails a launch.
+		if _, err := os.Stat(filepath.Join(agent, name)); err != nil {
+			if err := os.WriteFile(filepath.Join(agent, name), []byte(body), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	proj, session := project(t, "piseat")
+	id := strings.TrimSpace(mustRun(t, bin, "conv", "add", "--project", proj, "--seat", "piseat", "--session", session,
+		"--engine", pi, "--provider", model.Provider, "--model", model.Model, "--agent-dir", written))
+	t.Cleanup(func() { run(t, bin, "conv", "rm", id) })
 }
 
 // lateKeyOutOfReach launches a spy's engine, then puts a key in keys (a

@@ -61,22 +61,32 @@ func judgeEnvFiles(home string, list []*conversations.Conversation) (string, err
 			}
 		}
 	}
-	config, held := controller.ConfigHeld(home, list)
+	config, mask, held := controller.ConfigHeld(home, list)
 	keys := filepath.Join(config, "keys")
-	switch {
-	case len(broken) > 0:
+	if len(broken) > 0 {
 		return "", failf(strings.Join(fixes, "; "),
 			"%d of %d env files cannot be read as a launch reads them: %s", len(broken), n, strings.Join(broken, "; "))
-	case held != "":
-		return "", warnf("move "+held+" out of "+config+" and give its conversation the new path with `mosaicctl conv add ... --replace`",
-			"mosaic's configuration directory %s holds %s, which a conversation's engine works in or runs from, so no engine masks it whole: only %s is, and a key elsewhere in it is out of reach only of the engines launched after its conversation was added",
-			config, held, keys)
+	}
+	var fix, why []string
+	if held != "" {
+		covered := "only " + mask + " is"
+		if mask == "" {
+			covered = "nor its keys directory " + keys + " (it holds such a path too, or is not a directory)"
+		}
+		fix = append(fix, "move "+held+" out of "+config+" and give its conversation the new path with `mosaicctl conv add ... --replace`")
+		why = append(why, fmt.Sprintf("mosaic's configuration directory %s holds %s, which a conversation's engine works in or runs from, so no engine masks it whole: %s, and a key elsewhere in it is out of reach only of the engines launched after its conversation was added",
+			config, held, covered))
+	}
+	if len(alone) > 0 {
+		fix = append(fix, "move the env files masked alone under mosaic's configuration directory (`install -d -m 0700 "+keys+"`), which every engine masks whole, and give each conversation its new path with `mosaicctl conv add` (its flags as before, `--resume-session` with its session, `--env-file FILE --replace`)")
+		why = append(why, fmt.Sprintf("%d of %d env files are masked alone in some project's engines (their directory holds other files, or lies in that project): a save by rename unmasks one in the engines running then: %s",
+			len(alone), n, strings.Join(alone, ", ")))
+	}
+	switch {
+	case len(why) > 0:
+		return "", warnf(strings.Join(fix, "; "), "%s", strings.Join(why, "; "))
 	case n == 0:
 		return "no Claude conversation names an env file", nil
-	case len(alone) > 0:
-		return "", warnf("move them under mosaic's configuration directory (`install -d -m 0700 "+keys+"`), which every engine masks whole, and give each conversation its new path with `mosaicctl conv add` (its flags as before, `--resume-session` with its session, `--env-file FILE --replace`)",
-			"%d of %d env files are masked alone in some project's engines (their directory holds other files, or lies in that project): a save by rename unmasks one in the engines running then: %s",
-			len(alone), n, strings.Join(alone, ", "))
 	}
 	if n == 1 {
 		return "1 env file readable as a launch reads it, in a directory masked whole in every engine", nil

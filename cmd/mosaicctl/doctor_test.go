@@ -551,6 +551,8 @@ func TestJudgeEnvFiles(t *testing.T) {
 		{"in another's project", []*conversations.Conversation{cl("a", good), inProject("c", home)}, verdictWarn, "1 of 1 env files are masked alone in some project's engines (their directory holds other files, or lies in that project): a save by rename unmasks one in the engines running then: " + good + " (a)"},
 		{"mosaic's configuration directory holds an agent directory", []*conversations.Conversation{cl("a", good), agentIn}, verdictWarn,
 			"mosaic's configuration directory " + config + " holds " + agentIn.Engine.AgentDir + ", which a conversation's engine works in or runs from, so no engine masks it whole: only " + filepath.Join(config, "keys") + " is"},
+		{"its keys directory holds a project", []*conversations.Conversation{cl("a", good), inProject("k", filepath.Join(config, "keys", "proj"))}, verdictWarn,
+			"so no engine masks it whole: nor its keys directory " + filepath.Join(config, "keys") + " (it holds such a path too, or is not a directory)"},
 		{"through a link", []*conversations.Conversation{cl("a", filepath.Join(link, "a.env"))}, verdictFail, "1 of 1 env files cannot be read as a launch reads them: a: env-file: env file " + filepath.Join(link, "a.env") + ": " + link + " is a symlink"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
