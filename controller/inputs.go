@@ -67,7 +67,7 @@ func (c *Controller) inputs() (ro, writable, hide []string, unread string) {
 	ro, writable, dirs, alone := inputsOf(home, c.cfg.Conversation.Project, cvs)
 	config, _ := conversations.ConfigDir()
 	hide = keyMasks(c.cfg.Conversation, cvs, ro, dirs, config)
-	ro = slices.DeleteFunc(ro, func(p string) bool { return under(p, hide) })
+	ro = slices.DeleteFunc(ro, func(p string) bool { return under(p, hide) || missingInBound(p, ro) })
 	for _, d := range dirs {
 		// Made so that it is there to bind; one that cannot be made is
 		// left to the launch, which notes it absent.
@@ -89,6 +89,21 @@ func (c *Controller) inputs() (ro, writable, hide []string, unread string) {
 		}
 	}
 	return ro, writable, hide, unread
+}
+
+// missingInBound says whether p is a file of Pi's that does not exist in
+// an agent directory bound read-only whole (ro). inputsOf names the two
+// again so that a link out of the directory is bound where it leads; a
+// missing one is kept from being made by the directory's bind, and a
+// bind of its own would lead nowhere, which fails the launch where a
+// link is on the way (~/.pi linked into a dotfiles tree before Pi's
+// first login).
+func missingInBound(p string, ro []string) bool {
+	if b := filepath.Base(p); b != "models.json" && b != "auth.json" || !slices.Contains(ro, filepath.Dir(p)) {
+		return false
+	}
+	_, err := os.Lstat(p)
+	return errors.Is(err, fs.ErrNotExist)
 }
 
 // EnvFileMasks are the masks of the Claude conversations' env files in an

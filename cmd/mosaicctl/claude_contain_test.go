@@ -229,20 +229,13 @@ func TestClaudeKeyAddedAfterLaunch(t *testing.T) {
 }
 
 // addPiWithAgentDir registers a Pi conversation (never started) whose
-// agent directory is agent, named as written.
+// agent directory is agent, named as written, without an auth.json.
 func addPiWithAgentDir(t *testing.T, bin, agent, written string) {
 	t.Helper()
 	t.Cleanup(func() { os.RemoveAll(agent) })
 	pi, model, _ := sandboxtest.StubPiIn(t, stubmodel.Script{}, agent)
-	for name, body := range map[string]string{"auth.json": "{}\n", "models.json": "{\"providers\":{}}\n"} {
-		// As Pi leaves them: a link to an agent directory without them
-		// leads nowhere for the binds of these two, which fails a launch.
-		if _, err := os.Stat(filepath.Join(agent, name)); err != nil {
-			if err := os.WriteFile(filepath.Join(agent, name), []byte(body), 0o600); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	// No auth.json there, as before Pi's first login.
+	os.Remove(filepath.Join(agent, "auth.json"))
 	proj, session := project(t, "piseat")
 	id := strings.TrimSpace(mustRun(t, bin, "conv", "add", "--project", proj, "--seat", "piseat", "--session", session,
 		"--engine", pi, "--provider", model.Provider, "--model", model.Model, "--agent-dir", written))
