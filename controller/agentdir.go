@@ -48,6 +48,7 @@ func (c *Controller) ownAgentDir(cv *conversations.Conversation) (string, error)
 	}
 	c.authMu.Lock()
 	defer c.authMu.Unlock()
+	c.authMasks = c.engineMasks(cv)
 	creds, err := c.nextCopy(filepath.Join(src, "auth.json"), dir)
 	if err != nil {
 		return "", fmt.Errorf("engine agent directory %s: its credentials: %w", dir, err)
@@ -93,7 +94,7 @@ func (c *Controller) nextCopy(user, dir string) ([]byte, error) {
 	if err != nil && !errors.Is(err, errAuthLocked) {
 		c.auditEngine("auth-relay-failed", "the OAuth relay of the last engine's auth.json failed before the launch: "+err.Error(), nil)
 	}
-	theirs, rerr := readUserAuth(user)
+	theirs, rerr := readUserAuth(user, c.authMasks)
 	if rerr != nil {
 		return nil, rerr
 	}

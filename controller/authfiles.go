@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/mosaic-agents/mosaic/internal/ids"
@@ -36,26 +37,30 @@ const staleLock = 30 * time.Second
 // readUserAuth reads the user's auth.json; a missing one is empty. A
 // read that is not JSON is tried again a few times: a writer that does
 // not take the lock as this reader does not (Pi's own, the relay of
-// another conversation) may be between its write and its truncate.
-func readUserAuth(path string) ([]byte, error) {
-	var b []byte
+// another conversation) may be between its write and its truncate. One
+// that stays no JSON is refused: Pi could not read it either, and what it
+// holds (a link a tool made to an env file) is no login to copy.
+func readUserAuth(path string, masks []string) ([]byte, error) {
 	for try := 0; try < 5; try++ {
-		f, err := openUserAuth(path, unix.O_RDONLY)
+		f, err := openUserAuth(path, unix.O_RDONLY, masks)
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, nil
 		}
 		if err != nil {
 			return nil, err
 		}
-		b, err = readBounded(f, path)
+		b, err := readBounded(f, path)
 		f.Close()
 		if err != nil || len(bytes.TrimSpace(b)) == 0 || json.Valid(b) {
 			return b, err
 		}
 		tornWait()
 	}
-	return b, nil
+	return nil, fmt.Errorf("%s: %w: mend it (Pi cannot read it either) or remove it", path, errAuthNotJSON)
 }
+
+// errAuthNotJSON is an auth.json that stays no JSON over several reads.
+var errAuthNotJSON = errors.New("auth.json is not JSON")
 
 // tornWait is the pause before an auth.json that did not parse is read
 // again; a test makes the writer finish there.
@@ -63,8 +68,14 @@ var tornWait = func() { time.Sleep(10 * time.Millisecond) }
 
 // openUserAuth opens the user's auth.json where it is (through a link the
 // user made, as Pi does), never waiting on what is not a regular file: a
-// fifo there would hang every launch.
-func openUserAuth(path string, mode int) (*os.File, error) {
+// fifo there would hang every launch. Nor where it leads into what the
+// engines have masked (masks): the controller reads and writes it
+// outside any engine, so a link a tool planted in an agent directory no
+// engine covered yet (one added after that engine's launch) would have
+// another conversation's key copied into an engine, or a refresh written
+// over it. Where the opened file is, is read from the descriptor, not the
+// path, so a link changed after the open does not count.
+func openUserAuth(path string, mode int, masks []string) (*os.File, error) {
 	fd, err := unix.Open(path, mode|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
@@ -74,7 +85,38 @@ func openUserAuth(path string, mode int) (*os.File, error) {
 		f.Close()
 		return nil, fmt.Errorf("open %s: not a regular file: %w", path, errAuthNotFile)
 	}
+	if m, err := maskedAt(f, masks); m != "" || err != nil {
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("open %s: %w", path, err)
+		}
+		return nil, fmt.Errorf("open %s: %w: it leads into %s; make it a file of its own (a tool of an engine may have planted the link)", path, errAuthMasked, m)
+	}
 	return f, nil
+}
+
+// errAuthMasked is a user's auth.json that leads into a masked path.
+var errAuthMasked = errors.New("a link to what the engines mask")
+
+// maskedAt is the one of masks (as written or as its links resolve) that
+// the open file f lies in, "" for none.
+func maskedAt(f *os.File, masks []string) (string, error) {
+	if len(masks) == 0 {
+		return "", nil
+	}
+	real, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", f.Fd()))
+	if err != nil {
+		return "", fmt.Errorf("where it leads: %w", err)
+	}
+	for _, m := range masks {
+		if under(real, []string{m}) {
+			return m, nil
+		}
+		if r, err := filepath.EvalSymlinks(m); err == nil && under(real, []string{r}) {
+			return m, nil
+		}
+	}
+	return "", nil
 }
 
 // errAuthNotFile is an auth.json that is a fifo, a device, a directory.

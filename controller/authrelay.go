@@ -116,7 +116,7 @@ func (c *Controller) relayAuthLocked(user, own string) error {
 	if err != nil {
 		return err
 	}
-	theirs, err := readUserAuth(user)
+	theirs, err := readUserAuth(user, c.authMasks)
 	if err != nil {
 		return err
 	}
@@ -146,7 +146,7 @@ func (c *Controller) relayBack(user string, mine []byte) error {
 		return err
 	}
 	defer unlock()
-	f, err := openUserAuth(user, unix.O_RDWR)
+	f, err := openUserAuth(user, unix.O_RDWR, c.authMasks)
 	if err != nil {
 		return err
 	}
@@ -179,7 +179,7 @@ func (c *Controller) relayForward(user string, dir int, ownName string) error {
 	if err != nil {
 		return err
 	}
-	theirs, err := readUserAuth(user)
+	theirs, err := readUserAuth(user, c.authMasks)
 	if err != nil {
 		return err
 	}

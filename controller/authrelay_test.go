@@ -288,8 +288,36 @@ func TestAuthRelay(t *testing.T) {
 		wait := tornWait
 		t.Cleanup(func() { tornWait = wait })
 		tornWait = func() { writeFile(t, r.real, string(good), 0o640) }
-		if b, err := readUserAuth(r.user); err != nil || string(b) != string(good) {
+		if b, err := readUserAuth(r.user, nil); err != nil || string(b) != string(good) {
 			t.Fatalf("read %q, %v; want the file the writer finished", b, err)
+		}
+	})
+	t.Run("one that stays no JSON is refused, not copied", func(t *testing.T) {
+		r := newRelayRig(t, time.Second)
+		writeFile(t, r.real, "ANTHROPIC_API_KEY=sk-victim\n", 0o640)
+		wait := tornWait
+		t.Cleanup(func() { tornWait = wait })
+		tornWait = func() {}
+		if b, err := readUserAuth(r.user, nil); !errors.Is(err, errAuthNotJSON) || b != nil {
+			t.Fatalf("read %q, %v; want %v", b, err, errAuthNotJSON)
+		}
+	})
+	t.Run("one that leads into a mask is neither read nor written", func(t *testing.T) {
+		// A tool's link, in an agent directory no engine covered yet,
+		// to what the engines mask (another conversation's env file).
+		r := newRelayRig(t, time.Second)
+		before, _ := os.ReadFile(r.real)
+		masks := []string{filepath.Join(t.TempDir(), "keys"), filepath.Dir(r.real)}
+		if b, err := readUserAuth(r.user, masks); !errors.Is(err, errAuthMasked) || b != nil {
+			t.Fatalf("read %q, %v; want %v", b, err, errAuthMasked)
+		}
+		r.c.authMasks = masks
+		writeFile(t, r.own, refreshed(r), 0o600)
+		if err := r.relay(); !errors.Is(err, errAuthMasked) {
+			t.Fatalf("relay: %v; want %v", err, errAuthMasked)
+		}
+		if after, _ := os.ReadFile(r.real); string(after) != string(before) {
+			t.Fatalf("the relay wrote %q where the link leads", after)
 		}
 	})
 	t.Run("the controller relays while it runs, and as it closes", func(t *testing.T) {

@@ -48,26 +48,7 @@ import (
 // their settings did not load (the launch journals it; the engine still
 // launches: refusing would let one broken file stop every conversation).
 func (c *Controller) inputs() (ro, writable, hide []string, unread string) {
-	cvs := []*conversations.Conversation{c.cfg.Conversation}
-	st, err := conversations.Open()
-	if err == nil {
-		var all []*conversations.Conversation
-		var broken map[string]error
-		all, broken, err = st.List()
-		cvs = append(cvs, all...)
-		for _, id := range slices.Sorted(maps.Keys(broken)) {
-			unread += fmt.Sprintf("%s (%v); ", id, broken[id])
-		}
-	}
-	if err != nil {
-		unread += fmt.Sprintf("every other conversation (%v); ", err)
-	}
-	unread = strings.TrimSuffix(unread, "; ")
-	home, _ := os.UserHomeDir()
-	ro, writable, dirs, alone := inputsOf(home, c.cfg.Conversation.Project, cvs)
-	config, _ := conversations.ConfigDir()
-	hide = keyMasks(c.cfg.Conversation, cvs, ro, dirs, config)
-	ro = slices.DeleteFunc(ro, func(p string) bool { return under(p, hide) || missingInBound(p, ro) })
+	ro, writable, hide, dirs, alone, unread := planInputs(c.cfg.Conversation)
 	for _, d := range dirs {
 		// Made so that it is there to bind; one that cannot be made is
 		// left to the launch, which notes it absent.
@@ -89,6 +70,40 @@ func (c *Controller) inputs() (ro, writable, hide []string, unread string) {
 		}
 	}
 	return ro, writable, hide, unread
+}
+
+// engineMasks are what an engine of cv launched now has masked of the
+// user's files: mosaic's own state (hidden) and the keys (keyMasks).
+func (c *Controller) engineMasks(cv *conversations.Conversation) []string {
+	_, _, hide, _, _, _ := planInputs(cv)
+	return append(c.hidden(), hide...)
+}
+
+// planInputs is inputs for an engine of own, without making anything:
+// also the agent directories to make (dirs) and the files to make where
+// missing (alone).
+func planInputs(own *conversations.Conversation) (ro, writable, hide, dirs []string, alone map[string]string, unread string) {
+	cvs := []*conversations.Conversation{own}
+	st, err := conversations.Open()
+	if err == nil {
+		var all []*conversations.Conversation
+		var broken map[string]error
+		all, broken, err = st.List()
+		cvs = append(cvs, all...)
+		for _, id := range slices.Sorted(maps.Keys(broken)) {
+			unread += fmt.Sprintf("%s (%v); ", id, broken[id])
+		}
+	}
+	if err != nil {
+		unread += fmt.Sprintf("every other conversation (%v); ", err)
+	}
+	unread = strings.TrimSuffix(unread, "; ")
+	home, _ := os.UserHomeDir()
+	ro, writable, dirs, alone = inputsOf(home, own.Project, cvs)
+	config, _ := conversations.ConfigDir()
+	hide = keyMasks(own, cvs, ro, dirs, config)
+	ro = slices.DeleteFunc(ro, func(p string) bool { return under(p, hide) || missingInBound(p, ro) })
+	return ro, writable, hide, dirs, alone, unread
 }
 
 // missingInBound says whether p is a file of Pi's that does not exist in
@@ -235,17 +250,16 @@ func configMask(config string, guarded, agents []string) (mask, held string) {
 	}
 	config = filepath.Clean(config)
 	held = heldIn(config, guarded)
+	var linked []string // the agent directories, as their links resolve
 	if held == "" {
-		held = heldIn(config, resolved(agents))
+		linked = resolved(agents)
+		held = heldIn(config, linked)
 	}
 	if real, err := filepath.EvalSymlinks(config); held == "" && err == nil && real != config {
-		held = heldIn(real, append(resolved(agents), guarded...))
+		held = heldIn(real, append(linked, guarded...))
 	}
 	if held == "" && config != "/" && maskable(config) {
 		return config, ""
-	}
-	if held == "" {
-		held = config + " (a link or not a directory)"
 	}
 	if keys := filepath.Join(config, "keys"); heldIn(keys, guarded) == "" && maskable(keys) {
 		return keys, held
@@ -274,8 +288,9 @@ func maskable(d string) bool {
 
 // ConfigHeld says how mosaic's configuration directory is masked in the
 // engines of the conversations cvs: held names what keeps it from being
-// masked whole ("" if nothing), mask what is masked instead ("" if
-// nothing).
+// masked whole ("" if nothing, or if it is itself a link or no
+// directory), mask what is masked (config where it is masked whole, ""
+// where nothing is).
 func ConfigHeld(home string, cvs []*conversations.Conversation) (config, mask, held string) {
 	config, err := conversations.ConfigDir()
 	if err != nil {

@@ -273,6 +273,63 @@ func lateKeyOutOfReach(t *testing.T, bin, cl string, fake *fakeanthropic.Server,
 	}
 }
 
+// TestPiAuthLinkIntoKeys: a tool of an engine launched before a Pi
+// conversation was added (its agent directory then covered by no engine)
+// plants auth.json there as a link to a Claude key kept in mosaic's keys
+// directory. The controller reads the user's auth.json outside any
+// engine: it refuses one that leads into what the engines mask, so the key
+// is never copied into the Pi engine's own agent directory, and the launch
+// says why.
+func TestPiAuthLinkIntoKeys(t *testing.T) {
+	bin, cl, fake := claudeSetup(t)
+	config, err := conversations.ConfigDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := filepath.Join(config, "keys")
+	if err := os.MkdirAll(keys, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	env := filepath.Join(keys, "victim-"+filepath.Base(t.TempDir())+".env")
+	t.Cleanup(func() { os.Remove(env) })
+	if err := os.WriteFile(env, []byte("ANTHROPIC_API_KEY=victim-key-7171\nANTHROPIC_BASE_URL="+fake.URL+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	vproj, _ := project(t, "victim")
+	victim := strings.TrimSpace(mustRun(t, bin, "conv", "add", "--project", vproj, "--seat", "victim", "--engine-kind", "claude", "--engine", cl, "--env-file", env))
+	t.Cleanup(func() { endConversation(t, bin, victim) })
+
+	spy, _ := addClaude(t, bin, cl, "spy", fake.URL)
+	home, _ := os.UserHomeDir()
+	agent := filepath.Join(home, "pi-late-"+filepath.Base(t.TempDir()))
+	t.Cleanup(func() { os.RemoveAll(agent) })
+	out := runTool(t, bin, spy, "cat "+env+" 2>&1 | sed s/^/cat:/; mkdir -p "+agent+" && ln -s "+env+" "+agent+"/auth.json; echo planted=$?", fake)
+	if strings.Contains(out, "victim-key-7171") || !strings.Contains(out, "planted=0") {
+		t.Fatalf("the spy read the key, or did not plant its link:\n%s", out)
+	}
+
+	pi, model, _ := sandboxtest.StubPiIn(t, stubmodel.Script{Turns: []stubmodel.Turn{
+		{Text: []string{"Looking."}, Tool: &stubmodel.ToolCall{Command: `cat "$PI_CODING_AGENT_DIR/auth.json" > seen.txt 2>&1`}},
+		{Text: []string{"Looked."}},
+	}}, agent)
+	proj, session := project(t, "pilate")
+	id := strings.TrimSpace(mustRun(t, bin, "conv", "add", "--project", proj, "--seat", "pilate", "--session", session,
+		"--engine", pi, "--provider", model.Provider, "--model", model.Model, "--agent-dir", agent))
+	mustRun(t, "systemctl", "--user", "start", "mosaic-conv@"+id+".socket")
+	t.Cleanup(func() { endConversation(t, bin, id) })
+	r := run(t, bin, "prompt", "--take", "--timeout", "2m", id, "look")
+	t.Logf("the prompt: exit %d, %q %q", r.code, r.stdout, r.stderr)
+	if r.code == 0 || !strings.Contains(r.stdout+r.stderr, filepath.Join(agent, "auth.json")) {
+		t.Errorf("the prompt: exit %d, %q %q; want the launch refused, naming the agent directory's auth.json", r.code, r.stdout, r.stderr)
+	}
+	state, _ := xdg.StateHome()
+	copyOf, _ := os.ReadFile(filepath.Join(state, "mosaic", "agent", id, "auth.json"))
+	seen, _ := os.ReadFile(filepath.Join(proj, "seen.txt"))
+	if strings.Contains(string(copyOf), "victim-key-7171") || strings.Contains(string(seen), "victim-key-7171") {
+		t.Errorf("the Pi engine's own auth.json holds the Claude key kept in %s: copy %q; its tool read %q", keys, copyOf, seen)
+	}
+}
+
 // TestClaudeEnvFileLinkedAway: an env file a tool replaced by a link (in
 // an engine that did not cover it: one launched before its conversation
 // was added) is neither masked nor bound where the link leads in the

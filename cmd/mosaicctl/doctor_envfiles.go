@@ -68,14 +68,19 @@ func judgeEnvFiles(home string, list []*conversations.Conversation) (string, err
 			"%d of %d env files cannot be read as a launch reads them: %s", len(broken), n, strings.Join(broken, "; "))
 	}
 	var fix, why []string
-	if held != "" {
+	if config != "" && mask != filepath.Clean(config) {
 		covered := "only " + mask + " is"
 		if mask == "" {
 			covered = "nor its keys directory " + keys + " (it holds such a path too, or is not a directory)"
 		}
-		fix = append(fix, "move "+held+" out of "+config+" and give its conversation the new path with `mosaicctl conv add ... --replace`")
-		why = append(why, fmt.Sprintf("mosaic's configuration directory %s holds %s, which a conversation's engine works in or runs from, so no engine masks it whole: %s, and a key elsewhere in it is out of reach only of the engines launched after its conversation was added",
-			config, held, covered))
+		cause := "is a link or no directory (a mask there would land where it leads)"
+		fix = append(fix, "make "+config+" a directory of its own")
+		if held != "" {
+			cause = "holds " + held + ", which a conversation's engine works in or runs from"
+			fix[len(fix)-1] = "move " + held + " out of " + config + " and give its conversation the new path with `mosaicctl conv add ... --replace`"
+		}
+		why = append(why, fmt.Sprintf("mosaic's configuration directory %s %s, so no engine masks it whole: %s, and a key elsewhere in it is out of reach only of the engines launched after its conversation was added",
+			config, cause, covered))
 	}
 	if len(alone) > 0 {
 		fix = append(fix, "move the env files masked alone under mosaic's configuration directory (`install -d -m 0700 "+keys+"`), which every engine masks whole, and give each conversation its new path with `mosaicctl conv add` (its flags as before, `--resume-session` with its session, `--env-file FILE --replace`)")

@@ -566,4 +566,20 @@ func TestJudgeEnvFiles(t *testing.T) {
 			}
 		})
 	}
+	t.Run("mosaic's configuration directory a link", func(t *testing.T) {
+		// GNU stow's way: the directory itself links into a dotfiles tree.
+		if err := os.MkdirAll(filepath.Dir(config), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(t.TempDir(), config); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Remove(config) })
+		found, err := judgeEnvFiles(home, []*conversations.Conversation{cl("a", good)})
+		r := judge(check{Name: "env-files"}, found, err)
+		want := "mosaic's configuration directory " + config + " is a link or no directory (a mask there would land where it leads), so no engine masks it whole: only " + filepath.Join(config, "keys") + " is"
+		if r.Verdict != verdictWarn || !strings.Contains(r.Detail, want) || !strings.Contains(r.Fix, "make "+config+" a directory of its own") {
+			t.Errorf("%s: %q (fix %q); want a warning: %q", r.Verdict, r.Detail, r.Fix, want)
+		}
+	})
 }
