@@ -48,7 +48,7 @@ func (c *Controller) ownAgentDir(cv *conversations.Conversation) (string, error)
 	}
 	c.authMu.Lock()
 	defer c.authMu.Unlock()
-	c.authMasks = c.engineMasks(cv)
+	c.authMasksNow(cv, true)
 	creds, err := c.nextCopy(filepath.Join(src, "auth.json"), dir)
 	if err != nil {
 		return "", fmt.Errorf("engine agent directory %s: its credentials: %w", dir, err)

@@ -10,7 +10,9 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/mosaic-agents/mosaic/conversations"
 	"github.com/mosaic-agents/mosaic/internal/ids"
+	"github.com/mosaic-agents/mosaic/scopes"
 	"golang.org/x/sys/unix"
 )
 
@@ -76,7 +78,14 @@ var tornWait = func() { time.Sleep(10 * time.Millisecond) }
 // over it. Where the opened file is, is read from the descriptor, not the
 // path, so a link changed after the open does not count.
 func openUserAuth(path string, mode int, masks []string) (*os.File, error) {
-	fd, err := unix.Open(path, mode|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	return openUserAuthAt(unix.AT_FDCWD, path, path, mode, masks)
+}
+
+// openUserAuthAt is openUserAuth of name relative to the directory dir
+// (the one the relay holds the lock in, so the file written is the one
+// in the locked directory); path names it in errors.
+func openUserAuthAt(dir int, name, path string, mode int, masks []string) (*os.File, error) {
+	fd, err := unix.Openat(dir, name, mode|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
@@ -85,26 +94,53 @@ func openUserAuth(path string, mode int, masks []string) (*os.File, error) {
 		f.Close()
 		return nil, fmt.Errorf("open %s: not a regular file: %w", path, errAuthNotFile)
 	}
-	if m, err := maskedAt(f, masks); m != "" || err != nil {
+	if err := notMasked(fd, path, masks); err != nil {
 		f.Close()
-		if err != nil {
-			return nil, fmt.Errorf("open %s: %w", path, err)
-		}
-		return nil, fmt.Errorf("open %s: %w: it leads into %s; make it a file of its own (a tool of an engine may have planted the link)", path, errAuthMasked, m)
+		return nil, err
 	}
 	return f, nil
+}
+
+// notMasked refuses the open file fd (path) where it lies in masks.
+func notMasked(fd int, path string, masks []string) error {
+	m, err := maskedAt(fd, masks)
+	switch {
+	case err != nil:
+		return fmt.Errorf("open %s: %w", path, err)
+	case m != "":
+		return fmt.Errorf("open %s: %w: it leads into %s; make it a file of its own (a tool of an engine may have planted the link)", path, errAuthMasked, m)
+	}
+	return nil
+}
+
+// authMasksFor is how long the relay keeps the masks it computed: a
+// conversation added since has its env file masked in the engines
+// launched after it, and such a file is no JSON, which is refused anyway.
+const authMasksFor = 30 * time.Second
+
+// authMasksNow computes c.authMasks for an engine of cv (the controller's
+// own conversation where nil) when they are older than authMasksFor, or
+// always. Caller holds c.authMu.
+func (c *Controller) authMasksNow(cv *conversations.Conversation, always bool) {
+	if !always && c.authMasks != nil && time.Since(c.authMasksAt) < authMasksFor {
+		return
+	}
+	if cv == nil {
+		cv = c.cfg.Conversation
+	}
+	c.authMasks, c.authMasksAt = scopes.Unseen(c.engineMasks(cv)...), time.Now()
 }
 
 // errAuthMasked is a user's auth.json that leads into a masked path.
 var errAuthMasked = errors.New("a link to what the engines mask")
 
 // maskedAt is the one of masks (as written or as its links resolve) that
-// the open file f lies in, "" for none.
-func maskedAt(f *os.File, masks []string) (string, error) {
+// the open file fd lies in, "" for none.
+func maskedAt(fd int, masks []string) (string, error) {
 	if len(masks) == 0 {
 		return "", nil
 	}
-	real, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", f.Fd()))
+	real, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd))
 	if err != nil {
 		return "", fmt.Errorf("where it leads: %w", err)
 	}

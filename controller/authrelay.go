@@ -57,6 +57,11 @@ func (c *Controller) relayAuthLoop() {
 	defer t.Stop()
 	var lastErr string
 	var lockedSince time.Time // zero unless a lock has held the relay back
+	// A failure is journaled when it differs from the last, at most once
+	// a minute: a tool that flips a link between two targets must not
+	// write an entry a tick. The next entry counts the ones left out.
+	var journaled time.Time
+	var unsaid int
 	for {
 		closing := false
 		select {
@@ -83,9 +88,17 @@ func (c *Controller) relayAuthLoop() {
 				lastErr = err.Error()
 				c.auditEngine("auth-relay-failed", "the OAuth relay has waited over a minute for a lock another process keeps renewing: "+lastErr, nil)
 			}
-		case err.Error() != lastErr:
+		case err.Error() != lastErr && time.Since(journaled) < time.Minute:
 			lastErr = err.Error()
-			c.auditEngine("auth-relay-failed", "the OAuth relay between the engine's auth.json and the user's failed: "+lastErr, nil)
+			unsaid++
+		case err.Error() != lastErr:
+			lastErr, journaled = err.Error(), time.Now()
+			msg := "the OAuth relay between the engine's auth.json and the user's failed: " + lastErr
+			if unsaid > 0 {
+				msg += fmt.Sprintf(" (and %d other failures in the minute before, not journaled)", unsaid)
+			}
+			unsaid = 0
+			c.auditEngine("auth-relay-failed", msg, nil)
 		}
 		if closing {
 			return
@@ -110,6 +123,9 @@ func (c *Controller) relayAuthLocked(user, own string) error {
 	if err != nil {
 		return err
 	}
+	// Before this controller's first launch too (a resumed engine, a
+	// hibernated or stopped conversation): the masks are its own.
+	c.authMasksNow(nil, false)
 	defer unix.Close(dir)
 	ownName := filepath.Join(own, "auth.json")
 	mine, err := readOwnAuth(dir, ownName)
@@ -141,12 +157,17 @@ func (c *Controller) relayBack(user string, mine []byte) error {
 		return err
 	}
 	defer unix.Close(udir)
+	// The lock goes where the file is read and written: in this
+	// directory, which must lie outside what the engines mask too.
+	if err := notMasked(udir, filepath.Dir(user), c.authMasks); err != nil {
+		return err
+	}
 	unlock, err := lockAuth(udir, user)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	f, err := openUserAuth(user, unix.O_RDWR, c.authMasks)
+	f, err := openUserAuthAt(udir, filepath.Base(user), user, unix.O_RDWR, c.authMasks)
 	if err != nil {
 		return err
 	}

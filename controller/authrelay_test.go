@@ -337,3 +337,50 @@ func TestAuthRelay(t *testing.T) {
 		r.c.writes.Wait()
 	})
 }
+
+// TestAuthRelayMasks: what the relay refuses to read or write is what an
+// engine launched now cannot read: mosaic's state, keys and the runtime
+// directory included, and before this controller's first launch too.
+func TestAuthRelayMasks(t *testing.T) {
+	t.Run("another engine's copy, before this controller launched one", func(t *testing.T) {
+		// A controller that adopted the surviving engine, or waits for
+		// its conversation to be free, relays all the same.
+		r := newRelayRig(t, time.Second)
+		state := filepath.Dir(r.c.cfg.Claims.Root())
+		other := filepath.Join(agentRoot(state), "pi-11111111111111111111", "auth.json")
+		if err := os.MkdirAll(filepath.Dir(other), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, other, fmt.Sprintf(`{"anthropic":%s}`, login("victim-access", "victim-refresh", time.Now().Add(time.Hour).UnixMilli())), 0o600)
+		os.Remove(r.user)
+		if err := os.Symlink(other, r.user); err != nil { // the tool's link
+			t.Fatal(err)
+		}
+		cv := r.c.cfg.Conversation
+		fresh := New(Config{Claims: r.c.cfg.Claims, Conversation: cv, PollInterval: time.Second, Audit: audit.NewWriter(cv.ID, &syncBuffer{})})
+		err := fresh.relayAuth(r.user, filepath.Dir(r.own))
+		if b, _ := os.ReadFile(r.own); !errors.Is(err, errAuthMasked) || strings.Contains(string(b), "victim") {
+			t.Fatalf("relay before any launch: %v; the engine's copy holds %s", err, b)
+		}
+	})
+	t.Run("a login kept in the runtime directory", func(t *testing.T) {
+		// podman's registry logins: JSON, in the directory every engine
+		// gets a private tmpfs in place of.
+		rt := t.TempDir()
+		t.Setenv("XDG_RUNTIME_DIR", rt)
+		podman := filepath.Join(rt, "containers", "auth.json")
+		if err := os.MkdirAll(filepath.Dir(podman), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, podman, `{"auths":{"registry.example":{"auth":"dXNlcjpyZWdpc3RyeS1wYXNzd29yZA=="}}}`, 0o600)
+		r := newRelayRig(t, time.Second)
+		os.Remove(r.user)
+		if err := os.Symlink(podman, r.user); err != nil {
+			t.Fatal(err)
+		}
+		dir, err := r.c.ownAgentDir(r.c.cfg.Conversation)
+		if b, _ := os.ReadFile(filepath.Join(dir, "auth.json")); !errors.Is(err, errAuthMasked) || strings.Contains(string(b), "dXNlcjpy") {
+			t.Fatalf("launch: %v; the engine's copy holds %s", err, b)
+		}
+	})
+}

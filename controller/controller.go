@@ -96,10 +96,12 @@ type Controller struct {
 	closed   sync.Once
 	stopping tally      // stops running off the read loops; Close waits for them
 	authMu   sync.Mutex // the auth relay apart from the engine agent directory's rebuild
-	// authMasks are what the engine launched last has masked of the
-	// user's files: the user's auth.json is never read or written where
-	// it leads into one (openUserAuth). Guarded by authMu.
-	authMasks []string
+	// authMasks are what an engine launched now could not read of the
+	// user's files (authMasksNow): the user's auth.json is never read or
+	// written where it leads into one (openUserAuth). authMasksAt is when
+	// they were computed. Guarded by authMu.
+	authMasks   []string
+	authMasksAt time.Time
 
 	mu    sync.Mutex
 	conns map[string]*conn

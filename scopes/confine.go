@@ -218,7 +218,11 @@ func runtimeMasks(rts []string) []string {
 // exists: a server the user starts after the launch makes its directory
 // where the engine cannot see it, and a tool's own screen makes one in
 // the engine's tmpfs.
-func muxDirs() []string {
+func muxDirs() []string { return muxDirsMade(true) }
+
+// muxDirsMade is muxDirs, making the directories only where made is set
+// (else those that are there).
+func muxDirsMade(made bool) []string {
 	uid := strconv.Itoa(os.Getuid())
 	var out []string
 	tmux := []string{"/tmp", os.Getenv("TMUX_TMPDIR")}
@@ -230,13 +234,17 @@ func muxDirs() []string {
 			continue
 		}
 		p := path.Join(d, "tmux-"+uid)
-		_ = os.Mkdir(p, 0o700)
+		if made {
+			_ = os.Mkdir(p, 0o700)
+		}
 		if ownDir(p) && !slices.Contains(out, p) {
 			out = append(out, p)
 		}
 	}
 	if d := os.Getenv("SCREENDIR"); d != "" && path.IsAbs(d) {
-		_ = os.Mkdir(d, 0o700)
+		if made {
+			_ = os.Mkdir(d, 0o700)
+		}
 		if ownDir(d) && !slices.Contains(out, d) {
 			out = append(out, d)
 		}
