@@ -108,7 +108,7 @@ func notMasked(fd int, path string, masks []string) error {
 	case err != nil:
 		return fmt.Errorf("open %s: %w", path, err)
 	case m != "":
-		return fmt.Errorf("open %s: %w: it leads into %s; make it a file of its own (a tool of an engine may have planted the link)", path, errAuthMasked, m)
+		return fmt.Errorf("open %s: %w: it lies in %s, which no engine can read; keep the agent directory and its auth.json outside it (a link there may be a tool's)", path, errAuthMasked, m)
 	}
 	return nil
 }
@@ -131,6 +131,31 @@ func (c *Controller) authMasksNow(cv *conversations.Conversation, always bool) {
 	c.authMasks, c.authMasksAt = scopes.Unseen(c.engineMasks(cv)...), time.Now()
 }
 
+// whereOpen is the path of the open file fd in this mount namespace. The
+// path /proc/self/fd reads back is the one in the namespace the file was
+// reached in: a link through /proc/<pid>/root (a toolbox container, whose
+// /run/host shows the host's root) reads back as a path of that
+// namespace, which here names another file or none, so it is taken only
+// where it names this very file.
+func whereOpen(fd int) (string, error) {
+	p, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd))
+	if err != nil {
+		return "", fmt.Errorf("where it leads: %w", err)
+	}
+	real, err := filepath.EvalSymlinks(p)
+	var open, here unix.Stat_t
+	if err == nil {
+		err = unix.Fstat(fd, &open)
+	}
+	if err == nil {
+		err = unix.Stat(real, &here)
+	}
+	if err != nil || open.Dev != here.Dev || open.Ino != here.Ino {
+		return "", fmt.Errorf("%w: it lies in another mount namespace (reached through /proc), or moved as it was opened", errAuthMasked)
+	}
+	return real, nil
+}
+
 // errAuthMasked is a user's auth.json that leads into a masked path.
 var errAuthMasked = errors.New("a link to what the engines mask")
 
@@ -140,9 +165,9 @@ func maskedAt(fd int, masks []string) (string, error) {
 	if len(masks) == 0 {
 		return "", nil
 	}
-	real, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd))
+	real, err := whereOpen(fd)
 	if err != nil {
-		return "", fmt.Errorf("where it leads: %w", err)
+		return "", err
 	}
 	for _, m := range masks {
 		if under(real, []string{m}) {

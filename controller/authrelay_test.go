@@ -1,10 +1,12 @@
 package controller
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/mosaic-agents/mosaic/audit"
 	"github.com/mosaic-agents/mosaic/claims"
+	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
 	"github.com/mosaic-agents/mosaic/conversations"
 	"golang.org/x/sys/unix"
 )
@@ -346,12 +349,7 @@ func TestAuthRelayMasks(t *testing.T) {
 		// A controller that adopted the surviving engine, or waits for
 		// its conversation to be free, relays all the same.
 		r := newRelayRig(t, time.Second)
-		state := filepath.Dir(r.c.cfg.Claims.Root())
-		other := filepath.Join(agentRoot(state), "pi-11111111111111111111", "auth.json")
-		if err := os.MkdirAll(filepath.Dir(other), 0o700); err != nil {
-			t.Fatal(err)
-		}
-		writeFile(t, other, fmt.Sprintf(`{"anthropic":%s}`, login("victim-access", "victim-refresh", time.Now().Add(time.Hour).UnixMilli())), 0o600)
+		other := otherEngineCopy(t, r)
 		os.Remove(r.user)
 		if err := os.Symlink(other, r.user); err != nil { // the tool's link
 			t.Fatal(err)
@@ -383,4 +381,53 @@ func TestAuthRelayMasks(t *testing.T) {
 			t.Fatalf("launch: %v; the engine's copy holds %s", err, b)
 		}
 	})
+}
+
+// TestAuthRelayForeignNamespace: a link through /proc/PID/root into
+// another mount namespace of the user's (a toolbox container shows the
+// host's root at /run/host) opens a file whose /proc/self/fd path is the
+// one of that namespace, under no mask here: it is refused, since that
+// path names no such file in the controller's namespace. Here the
+// namespace binds mosaic's agent root (masked) at another path.
+func TestAuthRelayForeignNamespace(t *testing.T) {
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("no unshare")
+	}
+	r := newRelayRig(t, time.Second)
+	other := otherEngineCopy(t, r)
+	view := t.TempDir() // plays /run/host: nothing masked here
+	script := fmt.Sprintf("mount -t tmpfs x %[1]s && mkdir %[1]s/host && mount --bind %[2]s %[1]s/host && echo ready && exec sleep 60", view, filepath.Dir(filepath.Dir(other)))
+	cmd := exec.Command("unshare", "-Urm", "--propagation", "private", "sh", "-c", script)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	if l, err := bufio.NewReader(out).ReadString('\n'); err != nil || strings.TrimSpace(l) != "ready" {
+		sandboxtest.Unavailable(t, "no user and mount namespace here: %q %v", l, err)
+	}
+	os.Remove(r.user)
+	target := fmt.Sprintf("/proc/%d/root%s/host/pi-11111111111111111111/auth.json", cmd.Process.Pid, view)
+	if err := os.Symlink(target, r.user); err != nil { // the tool's link
+		t.Fatal(err)
+	}
+	dir, err := r.c.ownAgentDir(r.c.cfg.Conversation)
+	if b, _ := os.ReadFile(filepath.Join(dir, "auth.json")); !errors.Is(err, errAuthMasked) || strings.Contains(string(b), "victim") {
+		t.Fatalf("launch through %s: err %v; the engine's copy holds %s", target, err, b)
+	}
+}
+
+// otherEngineCopy writes another Pi engine's copy of a login under
+// mosaic's state (masked in every engine) and returns its path.
+func otherEngineCopy(t *testing.T, r relayRig) string {
+	t.Helper()
+	other := filepath.Join(agentRoot(filepath.Dir(r.c.cfg.Claims.Root())), "pi-11111111111111111111", "auth.json")
+	if err := os.MkdirAll(filepath.Dir(other), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, other, fmt.Sprintf(`{"anthropic":%s}`, login("victim-access", "victim-refresh", time.Now().Add(time.Hour).UnixMilli())), 0o600)
+	return other
 }
