@@ -57,10 +57,12 @@ func (c *Controller) relayAuthLoop() {
 	defer t.Stop()
 	var lastErr string
 	var lockedSince time.Time // zero unless a lock has held the relay back
-	// A failure is journaled when it differs from the last, at most once
-	// a minute: a tool that flips a link between two targets must not
-	// write an entry a tick. The next entry counts the ones left out.
+	// A failure is journaled when it differs from the last journaled, at
+	// most once a minute: a tool that flips a link between two targets
+	// must not write an entry a tick. One held back is journaled once the
+	// minute is over, if it still stands, counting the changes between.
 	var journaled time.Time
+	var held string
 	var unsaid int
 	for {
 		closing := false
@@ -88,14 +90,17 @@ func (c *Controller) relayAuthLoop() {
 				lastErr = err.Error()
 				c.auditEngine("auth-relay-failed", "the OAuth relay has waited over a minute for a lock another process keeps renewing: "+lastErr, nil)
 			}
-		case err.Error() != lastErr && time.Since(journaled) < time.Minute:
-			lastErr = err.Error()
-			unsaid++
-		case err.Error() != lastErr:
-			lastErr, journaled = err.Error(), time.Now()
+		case err.Error() == lastErr:
+		case time.Since(journaled) < time.Minute:
+			if err.Error() != held {
+				held = err.Error()
+				unsaid++
+			}
+		default:
+			lastErr, journaled, held = err.Error(), time.Now(), ""
 			msg := "the OAuth relay between the engine's auth.json and the user's failed: " + lastErr
-			if unsaid > 0 {
-				msg += fmt.Sprintf(" (and %d other failures in the minute before, not journaled)", unsaid)
+			if unsaid > 1 {
+				msg += fmt.Sprintf(" (after %d other failures in the minute before, not journaled)", unsaid-1)
 			}
 			unsaid = 0
 			c.auditEngine("auth-relay-failed", msg, nil)
