@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mosaic-agents/mosaic/conversations"
+	"github.com/mosaic-agents/mosaic/internal/detour"
 	"github.com/mosaic-agents/mosaic/internal/ids"
 	"github.com/mosaic-agents/mosaic/scopes"
 	"golang.org/x/sys/unix"
@@ -136,24 +137,27 @@ func (c *Controller) authMasksNow(cv *conversations.Conversation, always bool) {
 // reached in: a link through /proc/<pid>/root (a toolbox container, whose
 // /run/host shows the host's root) reads back as a path of that
 // namespace, which here names another file or none, so it is taken only
-// where it names this very file.
+// where it names this very file. It is opened here through no link
+// (detour.Open): a directory on it swapped for a link as it is looked up
+// (a tool's rename) cannot carry the lookup to the file elsewhere.
 func whereOpen(fd int) (string, error) {
 	p, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd))
 	if err != nil {
 		return "", fmt.Errorf("where it leads: %w", err)
 	}
-	real, err := filepath.EvalSymlinks(p)
 	var open, here unix.Stat_t
+	at, err := detour.Open(p, unix.O_PATH|unix.O_CLOEXEC)
 	if err == nil {
-		err = unix.Fstat(fd, &open)
+		err = unix.Fstat(at, &here)
+		unix.Close(at)
 	}
 	if err == nil {
-		err = unix.Stat(real, &here)
+		err = unix.Fstat(fd, &open)
 	}
 	if err != nil || open.Dev != here.Dev || open.Ino != here.Ino {
 		return "", fmt.Errorf("%w: it lies in another mount namespace (reached through /proc), or moved as it was opened", errAuthMasked)
 	}
-	return real, nil
+	return p, nil
 }
 
 // errAuthMasked is a user's auth.json that leads into a masked path.

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -390,27 +391,12 @@ func TestAuthRelayMasks(t *testing.T) {
 // path names no such file in the controller's namespace. Here the
 // namespace binds mosaic's agent root (masked) at another path.
 func TestAuthRelayForeignNamespace(t *testing.T) {
-	if _, err := exec.LookPath("unshare"); err != nil {
-		t.Skip("no unshare")
-	}
 	r := newRelayRig(t, time.Second)
 	other := otherEngineCopy(t, r)
 	view := t.TempDir() // plays /run/host: nothing masked here
-	script := fmt.Sprintf("mount -t tmpfs x %[1]s && mkdir %[1]s/host && mount --bind %[2]s %[1]s/host && echo ready && exec sleep 60", view, filepath.Dir(filepath.Dir(other)))
-	cmd := exec.Command("unshare", "-Urm", "--propagation", "private", "sh", "-c", script)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	if l, err := bufio.NewReader(out).ReadString('\n'); err != nil || strings.TrimSpace(l) != "ready" {
-		sandboxtest.Unavailable(t, "no user and mount namespace here: %q %v", l, err)
-	}
+	pid := foreignView(t, view, filepath.Dir(filepath.Dir(other)), "host")
 	os.Remove(r.user)
-	target := fmt.Sprintf("/proc/%d/root%s/host/pi-11111111111111111111/auth.json", cmd.Process.Pid, view)
+	target := fmt.Sprintf("/proc/%d/root%s/host/pi-11111111111111111111/auth.json", pid, view)
 	if err := os.Symlink(target, r.user); err != nil { // the tool's link
 		t.Fatal(err)
 	}
@@ -430,4 +416,71 @@ func otherEngineCopy(t *testing.T, r relayRig) string {
 	}
 	writeFile(t, other, fmt.Sprintf(`{"anthropic":%s}`, login("victim-access", "victim-refresh", time.Now().Add(time.Hour).UnixMilli())), 0o600)
 	return other
+}
+
+// TestAuthRelayNamespaceRace: the path a file opened through another
+// namespace reads back as may run, in the controller's, through a
+// directory a tool can write; the tool swaps that directory with a link
+// to a masked one as fast as it can (renameat2 RENAME_EXCHANGE), so that a
+// lookup of the path lands on the masked file. whereOpen's lookup follows
+// no link, so the masked file is never taken for an unmasked path.
+func TestAuthRelayNamespaceRace(t *testing.T) {
+	masked := t.TempDir() // plays a masked directory
+	writeFile(t, filepath.Join(masked, "auth.json"), `{"victim":1}`, 0o600)
+	view := t.TempDir() // a directory the tool can write
+	pid := foreignView(t, view, masked, "a/host")
+	host := filepath.Join(view, "a", "host")
+	if err := os.MkdirAll(host, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(host, "auth.json"), `{}`, 0o600)
+	if err := os.Symlink(masked, filepath.Join(view, "a", "link")); err != nil {
+		t.Fatal(err)
+	}
+	var stop atomic.Bool
+	swapped := make(chan struct{})
+	go func() {
+		defer close(swapped)
+		for !stop.Load() {
+			unix.Renameat2(unix.AT_FDCWD, host, unix.AT_FDCWD, filepath.Join(view, "a", "link"), unix.RENAME_EXCHANGE)
+		}
+	}()
+	t.Cleanup(func() { stop.Store(true); <-swapped })
+	target := fmt.Sprintf("/proc/%d/root%s/a/host/auth.json", pid, view)
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); {
+		fd, err := unix.Open(target, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := maskedAt(fd, []string{masked})
+		unix.Close(fd)
+		if err == nil && m == "" {
+			t.Fatal("the masked file was taken for the unmasked path it was opened through")
+		}
+	}
+}
+
+// foreignView starts a process in a user and mount namespace of its own
+// where view is a fresh tmpfs with src bound at view/at (as toolbox shows
+// the host's root at /run/host), and returns its pid: its /proc/<pid>/root
+// leads into that namespace.
+func foreignView(t *testing.T, view, src, at string) int {
+	t.Helper()
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("no unshare")
+	}
+	script := fmt.Sprintf("mount -t tmpfs x %[1]s && mkdir -p %[1]s/%[3]s && mount --bind %[2]s %[1]s/%[3]s && echo ready && exec sleep 60", view, src, at)
+	cmd := exec.Command("unshare", "-Urm", "--propagation", "private", "sh", "-c", script)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	if l, err := bufio.NewReader(out).ReadString('\n'); err != nil || strings.TrimSpace(l) != "ready" {
+		sandboxtest.Unavailable(t, "no user and mount namespace here: %q %v", l, err)
+	}
+	return cmd.Process.Pid
 }

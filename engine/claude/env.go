@@ -138,7 +138,7 @@ func CheckEnv(env []string) error {
 // would have the conversation's next launch read an env file of its own
 // (ANTHROPIC_BASE_URL: its prompts and answers through the tool's server).
 func LoadEnvFile(path string) (map[string]string, error) {
-	fd, err := openNoLinks(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK|unix.O_NOCTTY)
+	fd, err := detour.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK|unix.O_NOCTTY)
 	if err != nil {
 		if errors.Is(err, unix.ELOOP) {
 			return nil, protocol.Wrap(protocol.CodeEnvFile, err, "env file %s: %s; name the real path (conv add --env-file)", path, linkOnPath(path))
@@ -217,49 +217,6 @@ func nameOf(k string) string {
 		return "something that is not a variable's name (not shown: it may be a key)"
 	}
 	return strconv.Quote(k)
-}
-
-// openNoLinks opens path following no symlink anywhere on it, as
-// openat2(RESOLVE_NO_SYMLINKS) would: each directory is opened from the one
-// before it with O_NOFOLLOW, so no link is followed between the check and
-// the open. Not openat2 itself: mosaic-conv@.service's seccomp filter
-// answers it ENOSYS. A link on the way is ELOOP.
-func openNoLinks(path string, flags int) (int, error) {
-	dir := unix.AT_FDCWD
-	if filepath.IsAbs(path) {
-		fd, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return -1, err
-		}
-		dir = fd
-	}
-	defer func() {
-		if dir != unix.AT_FDCWD {
-			unix.Close(dir)
-		}
-	}()
-	parts := strings.FieldsFunc(path, func(r rune) bool { return r == '/' })
-	if len(parts) == 0 {
-		return -1, unix.EISDIR
-	}
-	for _, part := range parts[:len(parts)-1] {
-		fd, err := unix.Openat(dir, part, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if err == unix.ENOTDIR {
-			// O_PATH opens a link itself, and O_DIRECTORY then refuses it.
-			var st unix.Stat_t
-			if unix.Fstatat(dir, part, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
-				err = unix.ELOOP
-			}
-		}
-		if err != nil {
-			return -1, err
-		}
-		if dir != unix.AT_FDCWD {
-			unix.Close(dir)
-		}
-		dir = fd
-	}
-	return unix.Openat(dir, parts[len(parts)-1], flags|unix.O_NOFOLLOW, 0)
 }
 
 // linkOnPath names the first symlink on path and, where it resolves, the

@@ -4,10 +4,10 @@
 // session directory; the controller leaves an env file behind one
 // unmasked, since a mask there would land where the link leads.
 //
-// It is a walk of lstat calls, one per component, not a resolution: the
+// Find is a walk of lstat calls, one per component, not a resolution: the
 // answer is about the path as it stands now, and a caller that opens the
-// path later must open it without following links (engine/claude's
-// openNoLinks) if the answer is to hold.
+// path later must open it without following links (Open) if the answer is
+// to hold.
 package detour
 
 import (
@@ -16,6 +16,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // Detour is the first component of a path that leads elsewhere.
@@ -61,4 +63,47 @@ func Find(path string) (Detour, error) {
 		}
 	}
 	return Detour{}, nil
+}
+
+// Open opens path following no symlink anywhere on it, as
+// openat2(RESOLVE_NO_SYMLINKS) would: each directory is opened from the one
+// before it with O_NOFOLLOW, so no link is followed between the check and
+// the open. Not openat2 itself: mosaic-conv@.service's seccomp filter
+// answers it ENOSYS. A link on the way is ELOOP.
+func Open(path string, flags int) (int, error) {
+	dir := unix.AT_FDCWD
+	if filepath.IsAbs(path) {
+		fd, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return -1, err
+		}
+		dir = fd
+	}
+	defer func() {
+		if dir != unix.AT_FDCWD {
+			unix.Close(dir)
+		}
+	}()
+	parts := strings.FieldsFunc(path, func(r rune) bool { return r == '/' })
+	if len(parts) == 0 {
+		return -1, unix.EISDIR
+	}
+	for _, part := range parts[:len(parts)-1] {
+		fd, err := unix.Openat(dir, part, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err == unix.ENOTDIR {
+			// O_PATH opens a link itself, and O_DIRECTORY then refuses it.
+			var st unix.Stat_t
+			if unix.Fstatat(dir, part, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+				err = unix.ELOOP
+			}
+		}
+		if err != nil {
+			return -1, err
+		}
+		if dir != unix.AT_FDCWD {
+			unix.Close(dir)
+		}
+		dir = fd
+	}
+	return unix.Openat(dir, parts[len(parts)-1], flags|unix.O_NOFOLLOW, 0)
 }
