@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/mosaic-agents/mosaic/conversations"
@@ -129,7 +128,8 @@ func (c *Controller) authMasksNow(cv *conversations.Conversation, always bool) {
 	if cv == nil {
 		cv = c.cfg.Conversation
 	}
-	c.authMasks, c.authMasksAt = scopes.Unseen(c.engineMasks(cv)...), time.Now()
+	masks := scopes.Unseen(c.engineMasks(cv)...)
+	c.authMasks, c.authMasksAt = append(masks, resolved(masks)...), time.Now()
 }
 
 // whereOpen is the path of the open file fd in this mount namespace. The
@@ -163,8 +163,8 @@ func whereOpen(fd int) (string, error) {
 // errAuthMasked is a user's auth.json that leads into a masked path.
 var errAuthMasked = errors.New("a link to what the engines mask")
 
-// maskedAt is the one of masks (as written or as its links resolve) that
-// the open file fd lies in, "" for none.
+// maskedAt is the one of masks (authMasksNow adds each as its links
+// resolve) that the open file fd lies in, "" for none.
 func maskedAt(fd int, masks []string) (string, error) {
 	if len(masks) == 0 {
 		return "", nil
@@ -175,9 +175,6 @@ func maskedAt(fd int, masks []string) (string, error) {
 	}
 	for _, m := range masks {
 		if under(real, []string{m}) {
-			return m, nil
-		}
-		if r, err := filepath.EvalSymlinks(m); err == nil && under(real, []string{r}) {
 			return m, nil
 		}
 	}
