@@ -121,12 +121,12 @@ func planConfinement(hide ...string) (confinePlan, error) {
 	// The system bus: privileged daemons act on a user's request there
 	// (polkit's allow_active: power off, mount, install packages), which
 	// no proof about the cohort covers.
-	masks.add("/run/dbus/system_bus_socket")
+	masks.add(systemBus)
 	// journald's sockets: every unit of the user manager shares one rate
 	// limit bucket (user@UID.service), so an engine that floods them could
 	// make journald drop the controller's decisions. The engine's stderr
 	// still reaches the journal through the controller.
-	masks.add("/run/systemd/journal")
+	masks.add(journalSockets)
 	// The FUSE device: a tool, root of a user and mount namespace of its
 	// own, could mount a FUSE filesystem, and a process that holds the
 	// connection's /dev/fuse (a thread of the server, a child that

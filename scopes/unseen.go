@@ -2,6 +2,13 @@ package scopes
 
 import "path"
 
+// The system bus's socket and journald's socket directory, masked in
+// every engine (planConfinement says why).
+const (
+	systemBus      = "/run/dbus/system_bus_socket"
+	journalSockets = "/run/systemd/journal"
+)
+
 // Unseen are the paths an engine launched now with Spec.Hide hide cannot
 // read (planConfinement): hide, the runtime directories it gets a private
 // tmpfs of its own in place of, the terminal multiplexers' socket
@@ -11,7 +18,7 @@ import "path"
 // copied into the engine's agent directory), reads none that lies in
 // them. Unlike a launch, it makes nothing.
 func Unseen(hide ...string) []string {
-	out := []string{"/proc", "/run/dbus/system_bus_socket", "/run/systemd/journal"}
+	out := []string{"/proc", systemBus, journalSockets}
 	for _, group := range [][]string{hide, runtimeDirs(), muxDirsMade(false), SessionDirs(), busMasks()} {
 		for _, p := range group {
 			if path.IsAbs(p) {
