@@ -55,15 +55,7 @@ func (c *Controller) relayAuthLoop() {
 	}
 	t := time.NewTicker(c.cfg.PollInterval)
 	defer t.Stop()
-	var lastErr string
-	var lockedSince time.Time // zero unless a lock has held the relay back
-	// A failure is journaled when it differs from the last journaled, at
-	// most once a minute: a tool that flips a link between two targets
-	// must not write an entry a tick. One held back is journaled once the
-	// minute is over, if it still stands, counting the changes between.
-	var journaled time.Time
-	var held string
-	var unsaid int
+	var notes relayNotes
 	for {
 		closing := false
 		select {
@@ -74,35 +66,7 @@ func (c *Controller) relayAuthLoop() {
 		// Every tick, changed or not: a refresh held back until the
 		// user's login expires goes back once it has, with no write to
 		// either file to say so. Two small reads a second.
-		err := c.relayAuth(user, own)
-		if !errors.Is(err, errAuthLocked) {
-			lockedSince = time.Time{}
-		}
-		switch {
-		case err == nil:
-			lastErr = ""
-		case errors.Is(err, errAuthLocked):
-			// Pi holds it: the next tick tries again. A lock that
-			// stays (renewed, so never stale) is journaled once.
-			if lockedSince.IsZero() {
-				lockedSince = time.Now()
-			} else if time.Since(lockedSince) > 2*staleLock && err.Error() != lastErr {
-				lastErr = err.Error()
-				c.auditEngine("auth-relay-failed", "the OAuth relay has waited over a minute for a lock another process keeps renewing: "+lastErr, nil)
-			}
-		case err.Error() == lastErr:
-		case time.Since(journaled) < time.Minute:
-			if err.Error() != held {
-				held = err.Error()
-				unsaid++
-			}
-		default:
-			lastErr, journaled, held = err.Error(), time.Now(), ""
-			msg := "the OAuth relay between the engine's auth.json and the user's failed: " + lastErr
-			if unsaid > 1 {
-				msg += fmt.Sprintf(" (after %d other failures in the minute before, not journaled)", unsaid-1)
-			}
-			unsaid = 0
+		if msg := notes.note(c.relayAuth(user, own), time.Now()); msg != "" {
 			c.auditEngine("auth-relay-failed", msg, nil)
 		}
 		if closing {
