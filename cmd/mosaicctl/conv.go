@@ -198,6 +198,7 @@ func saveConversation(c *cli.Context, cv *conversations.Conversation) error {
 	if old != nil {
 		reportReplace(os.Stderr, old, cv)
 	}
+	noteEnvFileReach(os.Stderr, s, cv)
 	fmt.Println(cv.ID)
 	return nil
 }

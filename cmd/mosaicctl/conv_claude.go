@@ -1,8 +1,13 @@
 package main
 
 import (
+	"fmt"
+	"io"
 	"os"
+	"path/filepath"
+	"strings"
 
+	"github.com/mosaic-agents/mosaic/controller"
 	"github.com/mosaic-agents/mosaic/conversations"
 	"github.com/mosaic-agents/mosaic/engine"
 	"github.com/mosaic-agents/mosaic/engine/claude"
@@ -82,4 +87,31 @@ func refuseClaudeFlags(c *cli.Context) error {
 		}
 	}
 	return nil
+}
+
+// noteEnvFileReach says, as a Claude conversation is added, that its env
+// file is out of reach only of the engines launched from now on: an
+// engine's masks are made at its launch, from the conversations known
+// then. Only what every engine masks whole (mosaic's configuration
+// directory, or its keys where the directory holds an engine's files)
+// covers the engines running now too.
+func noteEnvFileReach(w io.Writer, s *conversations.Store, cv *conversations.Conversation) {
+	if !cv.IsClaude() || cv.Claude == nil || cv.Claude.EnvFile == "" {
+		return
+	}
+	list, _, err := s.List()
+	if err != nil {
+		return
+	}
+	home, _ := os.UserHomeDir()
+	config, mask, _ := controller.ConfigHeld(home, list)
+	env := filepath.Clean(cv.Claude.EnvFile)
+	if mask != "" && (env == mask || strings.HasPrefix(env, mask+"/")) {
+		return
+	}
+	where := "under " + filepath.Join(config, "keys") + " a key is masked in every engine, those running now too"
+	if mask == "" {
+		where = "`mosaicctl doctor env-files` says why no engine masks " + config + " or its keys directory"
+	}
+	fmt.Fprintf(w, "mosaicctl: note: %s is masked in the engines launched from now on; an engine running now can read it until it stops (%s)\n", env, where)
 }

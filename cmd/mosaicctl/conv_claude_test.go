@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
+	"github.com/mosaic-agents/mosaic/conversations"
 	"github.com/mosaic-agents/mosaic/engine/claude"
 )
 
@@ -63,8 +64,18 @@ func TestConvAddClaude(t *testing.T) {
 		t.Fatalf("a refused add left a conversation:\n%s", out)
 	}
 
-	id := strings.TrimSpace(mustRun(t, bin, append(base, "--env-file", good, "--model", "claude-sonnet-4-5")...))
+	added := run(t, bin, append(base, "--env-file", good, "--model", "claude-sonnet-4-5")...)
+	id := strings.TrimSpace(added.stdout)
+	if added.code != 0 {
+		t.Fatalf("conv add: exit %d, %q", added.code, added.stderr)
+	}
 	t.Cleanup(func() { run(t, bin, "conv", "rm", id) })
+	// Masks are made at a launch: an env file outside mosaic's keys is
+	// out of reach only of the engines launched after the add, and the
+	// add says so.
+	if want := good + " is masked in the engines launched from now on"; !strings.Contains(added.stderr, want) {
+		t.Fatalf("conv add with an env file outside mosaic's keys says %q, want %q", added.stderr, want)
+	}
 	show := mustRun(t, bin, "conv", "show", id)
 	uuid := regexp.MustCompile(`(?m)^\s*session = "([0-9a-f-]{36})"$`).FindStringSubmatch(show)
 	if uuid == nil || !claude.ValidSession(uuid[1]) {
@@ -89,4 +100,24 @@ func TestConvAddClaude(t *testing.T) {
 	if id2 == id {
 		t.Fatalf("two adds share id %s", id)
 	}
+	// Under mosaic's keys, every engine masks it, those running too:
+	// nothing to say.
+	config, err := conversations.ConfigDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := filepath.Join(config, "keys")
+	if err := os.MkdirAll(keys, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	kept := filepath.Join(keys, "conv-add-note.env")
+	if err := os.WriteFile(kept, []byte("ANTHROPIC_API_KEY=sk-dummy\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(kept) })
+	r := run(t, bin, append(base, "--env-file", kept)...)
+	if r.code != 0 || strings.Contains(r.stderr, "note:") {
+		t.Fatalf("conv add with an env file under %s: exit %d, stderr %q; want no note", keys, r.code, r.stderr)
+	}
+	t.Cleanup(func() { run(t, bin, "conv", "rm", strings.TrimSpace(r.stdout)) })
 }
