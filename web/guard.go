@@ -93,13 +93,59 @@ func checkCSRF(r *http.Request, ss *Session) error {
 	return nil
 }
 
-// session returns the request's live session.
-func (s *Server) session(r *http.Request) (*Session, error) {
-	c, err := r.Cookie(CookieName)
-	if err != nil {
-		return nil, protocol.Refuse(protocol.CodeWebAuth, "not logged in: run `mosaicctl web` and open the link it prints")
+// maxSessionCookies bounds the cookies of our name a request is judged
+// by: each may cost a read of the session store.
+const maxSessionCookies = 8
+
+// session returns the request's live session and how many cookies of its
+// name the request carried. Cookies are not kept apart by port: a page
+// served on another port of this host (a dev server an engine's tool
+// runs, opened by the user) can set a cookie of our name, with a longer
+// path so that the browser sends it first on /api/. The first live one
+// is the session, whatever came before it; with none, a request that
+// carried several is told how to clear them, since logging in again
+// leaves a longer path's cookie in front of the new one.
+func (s *Server) session(r *http.Request) (*Session, int, error) {
+	cs := r.CookiesNamed(CookieName)
+	var first error
+	for i, c := range cs {
+		if i == maxSessionCookies {
+			break
+		}
+		ss, err := s.store.Check(c.Value)
+		if err == nil {
+			return ss, len(cs), nil
+		}
+		if first == nil {
+			first = err
+		}
 	}
-	return s.store.Check(c.Value)
+	switch {
+	case len(cs) == 0:
+		return nil, 0, protocol.Refuse(protocol.CodeWebAuth, "not logged in: run `mosaicctl web` and open the link it prints")
+	case len(cs) > 1:
+		return nil, len(cs), protocol.Refuse(protocol.CodeWebAuth, "this request carried %d cookies named %s and none is a live session "+
+			"(a page served on another port of this host, such as a dev server, can set one): "+
+			"delete this site's cookies in the browser, then run `mosaicctl web` and open the link it prints", len(cs), CookieName)
+	}
+	return nil, 1, first
+}
+
+// dropShadows expires, for a request whose live session came with other
+// cookies of its name, each such cookie the browser could have sent it:
+// one set by another port's page lies at one of the request path's
+// prefixes, and an expired cookie of the same name and path replaces it.
+// The session's own cookie, at "/", is never among them.
+func dropShadows(w http.ResponseWriter, r *http.Request) {
+	p := r.URL.Path
+	for n := 0; n < 2*maxSessionCookies && len(p) > 1; n++ {
+		http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: p, HttpOnly: true, SameSite: http.SameSiteStrictMode, MaxAge: -1})
+		if strings.HasSuffix(p, "/") {
+			p = strings.TrimSuffix(p, "/")
+		} else {
+			p = p[:strings.LastIndexByte(p, '/')+1]
+		}
+	}
 }
 
 // guard runs the checks every route needs, in order: Host, then the
@@ -109,10 +155,13 @@ func (s *Server) guard(w http.ResponseWriter, r *http.Request) (*Session, bool) 
 		s.refuse(w, r, http.StatusMisdirectedRequest, err)
 		return nil, false
 	}
-	ss, err := s.session(r)
+	ss, cookies, err := s.session(r)
 	if err != nil {
 		s.refuse(w, r, http.StatusUnauthorized, err)
 		return nil, false
+	}
+	if cookies > 1 {
+		dropShadows(w, r)
 	}
 	if err := checkFetchSite(r); err != nil {
 		s.refuse(w, r, http.StatusForbidden, err)

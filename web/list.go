@@ -266,7 +266,7 @@ func (s *Server) listStream(w http.ResponseWriter, r *http.Request) {
 		}
 		if time.Since(checked) > heartbeat {
 			checked = time.Now()
-			if _, err := s.store.Check(mustCookie(r)); err != nil {
+			if _, _, err := s.session(r); err != nil {
 				e.send("gone", map[string]any{"message": "this browser session was revoked or expired: run `mosaicctl web` to log in again", "final": true})
 				e.flush()
 				return

@@ -231,7 +231,7 @@ func (s *Server) convStream(w http.ResponseWriter, r *http.Request) {
 		case <-t.changed:
 			time.Sleep(flushEvery)
 		case <-beat.C:
-			if _, err := s.store.Check(mustCookie(r)); err != nil {
+			if _, _, err := s.session(r); err != nil {
 				e.send("gone", map[string]any{"message": "this browser session was revoked or expired: run `mosaicctl web` to log in again", "final": true})
 				e.flush()
 				s.tabs.drop(t)
@@ -244,14 +244,6 @@ func (s *Server) convStream(w http.ResponseWriter, r *http.Request) {
 			fmt.Fprint(e.w, ": heartbeat\n\n")
 		}
 	}
-}
-
-func mustCookie(r *http.Request) string {
-	c, err := r.Cookie(CookieName)
-	if err != nil {
-		return ""
-	}
-	return c.Value
 }
 
 // maxShownItems is the window of newest items a stream holds for its
