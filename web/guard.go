@@ -191,5 +191,8 @@ func (s *Server) refuse(w http.ResponseWriter, r *http.Request, status int, err 
 		st.refused = true
 	}
 	s.logRefusal(r, ref)
+	// Nothing more is read from a refused connection: its sender keeps no
+	// descriptor of ours waiting for its next request.
+	w.Header().Set("Connection", "close")
 	writeJSON(w, status, map[string]any{"refusal": map[string]any{"code": ref.Code, "message": ref.Message, "reconcile": ref.Reconcile}})
 }

@@ -197,15 +197,20 @@ func (s *Server) idle() bool {
 	return s.active == 0 && s.tabs.count() == 0 && time.Since(s.last) >= s.opts.Idle
 }
 
+// idleConn is how long a kept-alive connection waits for its next request.
+const idleConn = 2 * time.Minute
+
 // Serve serves on every listener until ctx ends or the server has been
 // idle for Options.Idle. It then closes every conversation connection.
 func (s *Server) Serve(ctx context.Context, ls ...net.Listener) error {
-	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
+	// A browser's kept-alive connection is closed after idleConn with no
+	// request (it opens another); refused requests close theirs (refuse).
+	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: idleConn,
 		BaseContext: func(net.Listener) context.Context { return ctx },
 		ConnContext: withConn}
 	errs := make(chan error, len(ls))
 	for _, l := range ls {
-		go func() { errs <- srv.Serve(l) }()
+		go func() { errs <- srv.Serve(s.capped(l)) }()
 	}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
