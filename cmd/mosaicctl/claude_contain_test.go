@@ -282,19 +282,7 @@ func lateKeyOutOfReach(t *testing.T, bin, cl string, fake *fakeanthropic.Server,
 // says why.
 func TestPiAuthLinkIntoKeys(t *testing.T) {
 	bin, cl, fake := claudeSetup(t)
-	config, err := conversations.ConfigDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	keys := filepath.Join(config, "keys")
-	if err := os.MkdirAll(keys, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	env := filepath.Join(keys, "victim-"+filepath.Base(t.TempDir())+".env")
-	t.Cleanup(func() { os.Remove(env) })
-	if err := os.WriteFile(env, []byte("ANTHROPIC_API_KEY=victim-key-7171\nANTHROPIC_BASE_URL="+fake.URL+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	env := keyFile(t, "victim-"+filepath.Base(t.TempDir())+".env", "ANTHROPIC_API_KEY=victim-key-7171\nANTHROPIC_BASE_URL="+fake.URL+"\n")
 	vproj, _ := project(t, "victim")
 	victim := strings.TrimSpace(mustRun(t, bin, "conv", "add", "--project", vproj, "--seat", "victim", "--engine-kind", "claude", "--engine", cl, "--env-file", env))
 	t.Cleanup(func() { endConversation(t, bin, victim) })
@@ -326,7 +314,7 @@ func TestPiAuthLinkIntoKeys(t *testing.T) {
 	copyOf, _ := os.ReadFile(filepath.Join(state, "mosaic", "agent", id, "auth.json"))
 	seen, _ := os.ReadFile(filepath.Join(proj, "seen.txt"))
 	if strings.Contains(string(copyOf), "victim-key-7171") || strings.Contains(string(seen), "victim-key-7171") {
-		t.Errorf("the Pi engine's own auth.json holds the Claude key kept in %s: copy %q; its tool read %q", keys, copyOf, seen)
+		t.Errorf("the Pi engine's own auth.json holds the Claude key kept in mosaic's keys: copy %q; its tool read %q", copyOf, seen)
 	}
 }
 
@@ -391,4 +379,24 @@ func readTranscripts(dir string) (string, error) {
 		return err
 	})
 	return b.String(), err
+}
+
+// keyFile writes an env file named name, holding body, into mosaic's keys
+// directory (made if missing), removed when the test ends.
+func keyFile(t *testing.T, name, body string) string {
+	t.Helper()
+	config, err := conversations.ConfigDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := filepath.Join(config, "keys")
+	if err := os.MkdirAll(keys, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(keys, name)
+	t.Cleanup(func() { os.Remove(p) })
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

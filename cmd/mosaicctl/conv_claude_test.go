@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
-	"github.com/mosaic-agents/mosaic/conversations"
 	"github.com/mosaic-agents/mosaic/engine/claude"
 )
 
@@ -102,22 +101,10 @@ func TestConvAddClaude(t *testing.T) {
 	}
 	// Under mosaic's keys, every engine masks it, those running too:
 	// nothing to say.
-	config, err := conversations.ConfigDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	keys := filepath.Join(config, "keys")
-	if err := os.MkdirAll(keys, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	kept := filepath.Join(keys, "conv-add-note.env")
-	if err := os.WriteFile(kept, []byte("ANTHROPIC_API_KEY=sk-dummy\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.Remove(kept) })
+	kept := keyFile(t, "conv-add-note.env", "ANTHROPIC_API_KEY=sk-dummy\n")
 	r := run(t, bin, append(base, "--env-file", kept)...)
 	if r.code != 0 || strings.Contains(r.stderr, "note:") {
-		t.Fatalf("conv add with an env file under %s: exit %d, stderr %q; want no note", keys, r.code, r.stderr)
+		t.Fatalf("conv add with an env file in mosaic's keys: exit %d, stderr %q; want no note", r.code, r.stderr)
 	}
 	t.Cleanup(func() { run(t, bin, "conv", "rm", strings.TrimSpace(r.stdout)) })
 }

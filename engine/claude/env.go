@@ -141,7 +141,8 @@ func LoadEnvFile(path string) (map[string]string, error) {
 	fd, err := detour.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK|unix.O_NOCTTY)
 	if err != nil {
 		if errors.Is(err, unix.ELOOP) {
-			return nil, protocol.Wrap(protocol.CodeEnvFile, err, "env file %s: %s; name the real path (conv add --env-file)", path, linkOnPath(path))
+			return nil, protocol.Wrap(protocol.CodeEnvFile, err, "env file %s: %s; name the real path (conv add --env-file), "+
+				"and keep the key out of any tree you commit (a dotfiles repository a link leads into)", path, linkOnPath(path))
 		}
 		return nil, protocol.Wrap(protocol.CodeEnvFile, err, "open env file %s", path)
 	}
