@@ -310,8 +310,9 @@ func under(p string, dirs []string) bool {
 }
 
 // onlyKeys says whether directory d holds nothing but env files: regular
-// files named *.env or named by a conversation (envs). One missing holds
-// nothing (the mask makes it); one that cannot be read is not judged so.
+// files named *.env or named by a conversation (envs), and what an editor
+// leaves of one beside it (keyLeftover). One missing holds nothing (the
+// mask makes it); one that cannot be read is not judged so.
 func onlyKeys(d string, envs []string) bool {
 	ents, err := os.ReadDir(d)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -320,12 +321,46 @@ func onlyKeys(d string, envs []string) bool {
 	if err != nil {
 		return false
 	}
+	isKey := func(name string) bool {
+		return strings.HasSuffix(name, ".env") || slices.Contains(envs, filepath.Join(d, name))
+	}
 	for _, e := range ents {
-		if !e.Type().IsRegular() || !strings.HasSuffix(e.Name(), ".env") && !slices.Contains(envs, filepath.Join(d, e.Name())) {
+		switch {
+		case e.Type().IsRegular() && isKey(e.Name()):
+		case keyLeftover(e, isKey):
+		default:
 			return false
 		}
 	}
 	return true
+}
+
+// keyLeftover says whether e is what an editor leaves beside a key it
+// saved: a backup (x.env~, x.env.bak, x.env.orig), a swap or autosave
+// file (.x.env.swp, #x.env#) or a lock (.#x.env, a symlink). Each holds
+// the key, or an older one, so a directory of keys and their leftovers
+// is still masked whole; counted as another file, it had the directory
+// masked no more, and the key alone, its backup readable.
+func keyLeftover(e fs.DirEntry, isKey func(string) bool) bool {
+	n := e.Name()
+	if e.Type()&fs.ModeSymlink != 0 {
+		return strings.HasPrefix(n, ".#") && isKey(n[2:])
+	}
+	if !e.Type().IsRegular() {
+		return false
+	}
+	switch {
+	case strings.HasPrefix(n, "#") && strings.HasSuffix(n, "#") && len(n) > 2:
+		return isKey(n[1 : len(n)-1])
+	case strings.HasPrefix(n, ".") && (strings.HasSuffix(n, ".swp") || strings.HasSuffix(n, ".swo")):
+		return isKey(n[1 : len(n)-4])
+	}
+	for _, suffix := range []string{"~", ".bak", ".orig"} {
+		if b, ok := strings.CutSuffix(n, suffix); ok && isKey(b) {
+			return true
+		}
+	}
+	return false
 }
 
 // emptyOf is what inputs makes of a file of Pi's it binds alone when it

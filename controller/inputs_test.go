@@ -200,9 +200,12 @@ func TestKeyMasks(t *testing.T) {
 		}
 		for _, f := range files {
 			p := filepath.Join(d, f)
-			if strings.HasSuffix(f, "/") {
+			switch {
+			case strings.HasSuffix(f, "/"):
 				err = os.Mkdir(p, 0o700)
-			} else {
+			case strings.HasPrefix(f, ".#"):
+				err = os.Symlink("user@host.1234:1", p) // an editor's lock
+			default:
 				err = os.WriteFile(p, nil, 0o600)
 			}
 			if err != nil {
@@ -215,6 +218,8 @@ func TestKeyMasks(t *testing.T) {
 		return &conversations.Conversation{ID: "cl", Project: project, EngineKind: "claude", Claude: &conversations.Claude{EnvFile: env}}
 	}
 	keys, named, other, sub := mk("a.env", "b.env"), mk("claude.keys"), mk("a.env", "notes.txt"), mk("a.env", "x/")
+	edited := mk("a.env", "a.env~", "a.env.bak", "#a.env#", ".a.env.swp", ".#a.env", "claude.keys", "claude.keys~")
+	notLeft := mk("a.env", "a.txt~", ".#notes")
 	proj, elsewhere := mk("a.env"), mk()
 	for _, tc := range []struct {
 		name    string
@@ -224,6 +229,8 @@ func TestKeyMasks(t *testing.T) {
 		{"only *.env files", cl("", filepath.Join(keys, "a.env")), nil, true},
 		{"a file a conversation names", cl("", filepath.Join(named, "claude.keys")), nil, true},
 		{"another file beside it", cl("", filepath.Join(other, "a.env")), nil, false},
+		{"an editor's leftovers of its keys beside it", cl("", filepath.Join(edited, "claude.keys")), nil, true},
+		{"leftovers of other files beside it", cl("", filepath.Join(notLeft, "a.env")), nil, false},
 		{"a directory beside it", cl("", filepath.Join(sub, "a.env")), nil, false},
 		{"missing: the mask makes it", cl("", filepath.Join(root, "none", "a.env")), nil, true},
 		{"a project's directory", cl(proj, filepath.Join(proj, "a.env")), nil, false},
