@@ -17,6 +17,8 @@ import (
 	"strings"
 	"text/template"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/mosaic-agents/mosaic/internal/xdg"
 )
 
@@ -49,7 +51,10 @@ func Render(bin string) ([]File, error) {
 	if err != nil {
 		return nil, err
 	}
-	data := struct{ ExecStart string }{ExecStart: exec}
+	data := struct {
+		ExecStart string
+		Loopback6 bool
+	}{ExecStart: exec, Loopback6: hasIPv6()}
 	var out []File
 	for _, name := range Names {
 		text, err := fs.ReadFile(templates, "templates/"+name)
@@ -67,6 +72,18 @@ func Render(bin string) ([]File, error) {
 		out = append(out, File{Name: name, Data: buf.Bytes()})
 	}
 	return out, nil
+}
+
+// hasIPv6 says whether this kernel makes IPv6 sockets: where it does not
+// (booted with ipv6.disable=1), a ListenStream=[::1] would fail the whole
+// socket unit, and no process can listen there either.
+func hasIPv6() bool {
+	fd, err := unix.Socket(unix.AF_INET6, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	unix.Close(fd)
+	return true
 }
 
 // execPath quotes bin for ExecStart=: systemd treats % as a specifier and

@@ -175,6 +175,10 @@ func TestWebRefusals(t *testing.T) {
 		{"replayed token", func() *http.Response { return get(browser(t), "/login?token="+used, "") }, protocol.CodeWebToken},
 		{"wrong host", func() *http.Response { return get(c, "/", "evil.example:"+u.Port()) }, protocol.CodeWebHost},
 		{"wrong host at login", func() *http.Response { return get(browser(t), "/login?token="+used, "evil.example") }, protocol.CodeWebHost},
+		// Only 127.0.0.1 is held here: localhost's first address, ::1, is
+		// anyone's to listen on.
+		{"localhost where ::1 is not held", func() *http.Response { return get(c, "/", "localhost:"+u.Port()) }, protocol.CodeWebHost},
+		{"::1 where it is not held", func() *http.Response { return get(c, "/", "[::1]:"+u.Port()) }, protocol.CodeWebHost},
 		{"cross-origin post", func() *http.Response { return post(c, "http://evil.example", csrf, "") }, protocol.CodeWebOrigin},
 		{"null origin post", func() *http.Response { return post(c, "null", csrf, "") }, protocol.CodeWebOrigin},
 		{"post without origin", func() *http.Response { return post(c, "", csrf, "") }, protocol.CodeWebOrigin},

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -93,19 +94,39 @@ func New(ctx context.Context, o Options) (*Server, error) {
 }
 
 // AddListenerHosts adds the Host values a browser uses for l: for a
-// loopback TCP listener 127.0.0.1:PORT, localhost:PORT and [::1]:PORT.
-// A Unix socket (behind a reverse proxy) adds nothing: its names come
-// from Options.Hosts.
+// loopback TCP listener its address (127.0.0.1:PORT, [::1]:PORT), and
+// localhost:PORT once the server holds both on that port (or listens on
+// every address). A browser tries ::1 first for localhost: where the
+// server did not hold [::1]:PORT, any process (an engine's tool) could
+// listen there and serve a page of its own under the name the server
+// answered to. A Unix socket (behind a reverse proxy) adds nothing: its
+// names come from Options.Hosts.
 func (s *Server) AddListenerHosts(l net.Listener) {
 	a, ok := l.Addr().(*net.TCPAddr)
 	if !ok {
 		return
 	}
 	port := fmt.Sprint(a.Port)
-	if a.IP.IsLoopback() || a.IP.IsUnspecified() {
-		s.hosts = append(s.hosts, "127.0.0.1:"+port, "localhost:"+port, "[::1]:"+port)
-	} else {
-		s.hosts = append(s.hosts, l.Addr().String())
+	switch {
+	case a.IP.IsUnspecified():
+		s.addHosts("127.0.0.1:"+port, "[::1]:"+port, "localhost:"+port)
+	case a.IP.IsLoopback() && a.IP.To4() != nil:
+		s.addHosts("127.0.0.1:" + port)
+	case a.IP.IsLoopback():
+		s.addHosts("[::1]:" + port)
+	default:
+		s.addHosts(l.Addr().String())
+	}
+	if slices.Contains(s.hosts, "127.0.0.1:"+port) && slices.Contains(s.hosts, "[::1]:"+port) {
+		s.addHosts("localhost:" + port)
+	}
+}
+
+func (s *Server) addHosts(hosts ...string) {
+	for _, h := range hosts {
+		if !slices.Contains(s.hosts, h) {
+			s.hosts = append(s.hosts, h)
+		}
 	}
 }
 

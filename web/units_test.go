@@ -1,9 +1,12 @@
 package web_test
 
 import (
+	"errors"
+	"net"
 	"net/http"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
@@ -57,6 +60,27 @@ func TestWebUnits(t *testing.T) {
 	r.Body.Close()
 	if r.StatusCode != http.StatusOK {
 		t.Fatalf("the list after login: %s", r.Status)
+	}
+	// localhost's first address is held too: no other process (an
+	// agent's tool) can listen there to serve a page under that name, and
+	// the server answers there to both names.
+	if l, err := net.Listen("tcp6", "[::1]:7433"); err == nil {
+		l.Close()
+		t.Fatalf("another process could listen on [::1]:7433 beside the web socket")
+	} else if !errors.Is(err, syscall.EADDRINUSE) {
+		t.Logf("no IPv6 here to listen on: %v", err)
+	} else {
+		for _, host := range []string{"[::1]:7433", "localhost:7433"} {
+			req, _ := http.NewRequest("GET", "http://[::1]:7433/api/conversations", nil)
+			req.Host = host
+			r, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatalf("GET over ::1 as %s: %v", host, err)
+			}
+			if code := refusal(t, r); code != protocol.CodeWebAuth {
+				t.Fatalf("GET over ::1 as %s, with no session: refused %q, want %q (the server's own answer)", host, code, protocol.CodeWebAuth)
+			}
+		}
 	}
 	if list := sh(bin, "web", "sessions"); strings.Count(list, "\n") != 2 || !strings.Contains(list, "Go-http-client") {
 		t.Fatalf("web sessions:\n%s", list)
