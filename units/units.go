@@ -45,8 +45,18 @@ type File struct {
 	Data []byte
 }
 
-// Render returns the unit files for the binary at bin (absolute).
-func Render(bin string) ([]File, error) {
+// Render returns the unit files for the binary at bin (absolute), as this
+// machine runs them.
+func Render(bin string) ([]File, error) { return render(bin, hasIPv6()) }
+
+// RenderPackaged returns them for a package built on another machine: as
+// for one with IPv6, as nearly every machine is (a kernel booted with
+// ipv6.disable=1 then needs the web socket's [::1] line dropped with
+// `systemctl --user edit mosaic-web.socket`, and doctor calls the unit
+// outdated).
+func RenderPackaged(bin string) ([]File, error) { return render(bin, true) }
+
+func render(bin string, loopback6 bool) ([]File, error) {
 	exec, err := execPath(bin)
 	if err != nil {
 		return nil, err
@@ -54,7 +64,7 @@ func Render(bin string) ([]File, error) {
 	data := struct {
 		ExecStart string
 		Loopback6 bool
-	}{ExecStart: exec, Loopback6: hasIPv6()}
+	}{ExecStart: exec, Loopback6: loopback6}
 	var out []File
 	for _, name := range Names {
 		text, err := fs.ReadFile(templates, "templates/"+name)

@@ -24,7 +24,7 @@ func genCommand() *cli.Command {
 		Subcommands: []*cli.Command{
 			{
 				Name:      "units",
-				Usage:     "render the user units for the binary at --bin into DIR",
+				Usage:     "render the user units for the binary at --bin into DIR, for a package (as for a machine with IPv6)",
 				ArgsUsage: "DIR",
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "bin", Value: "/usr/bin/mosaicctl", Usage: "the absolute `PATH` ExecStart= runs"},
@@ -34,7 +34,7 @@ func genCommand() *cli.Command {
 					if err != nil {
 						return err
 					}
-					files, err := units.Render(c.String("bin"))
+					files, err := units.RenderPackaged(c.String("bin"))
 					if err != nil {
 						return err
 					}
