@@ -30,7 +30,8 @@ type Verdict struct {
 // namespaces with those of the process that made the Judge (the
 // controller), so make it where the controller runs.
 type Judge struct {
-	self namespaces
+	self    namespaces
+	engines engineCgroups // which engine scope each cgroup id lies in
 }
 
 // namespaces identifies a process's pid and user namespaces by the nsfs

@@ -98,13 +98,14 @@ func (j *Judge) judgeTCP(local, remote *net.TCPAddr) Verdict {
 	if sock.cgroup == 0 {
 		return engine("the peer cannot be vouched for: the kernel did not say which cgroup its socket was made in (Linux ≥ 5.7 with cgroup v2 reports it)")
 	}
-	cg, err := cgroupPath(sock.cgroup)
+	place, err := j.place(sock.cgroup)
 	if err != nil {
 		return engine("the peer cannot be vouched for: %v", err)
 	}
-	if unit := engineScope([]string{cg}); unit != "" {
-		return engine("the peer's socket was made inside the engine scope %s (an agent's tool)", unit)
+	if place.unit != "" {
+		return engine("the peer's socket was made inside the engine scope %s (an agent's tool)", place.unit)
 	}
+	cg := place.path
 	// Each holder is judged as the scan finds it: the first engine holder
 	// decides, and the descriptors of the processes after it are not read.
 	var refused Verdict

@@ -135,6 +135,13 @@ func TestJudgeTCPEngineHolder(t *testing.T) {
 			t.Fatalf("a connection held inside %s: %+v, want an engine verdict naming the scope", name, v)
 		}
 		t.Logf("refused: %s", v.Reason)
+		// Where the socket was made says as much alone, again from the
+		// answer kept.
+		for range 2 {
+			if v, engine := j.MadeInEngine(server); !engine || !strings.Contains(v.Reason, name) {
+				t.Fatalf("MadeInEngine of a socket made inside %s: %+v, %v; want an engine verdict naming the scope", name, v, engine)
+			}
+		}
 	})
 
 	t.Run("shared with a process inside an engine scope", func(t *testing.T) {
@@ -152,6 +159,10 @@ func TestJudgeTCPEngineHolder(t *testing.T) {
 			t.Fatalf("a connection this process shares with %s: %+v, want an engine verdict naming the scope", name, v)
 		}
 		t.Logf("refused: %s", v.Reason)
+		// Made outside: only the full judgement finds the engine holder.
+		if v, engine := j.MadeInEngine(server); engine {
+			t.Fatalf("MadeInEngine of a socket this process made: %+v, want it left to JudgeConn", v)
+		}
 	})
 }
 

@@ -3,11 +3,16 @@ package web
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
@@ -80,5 +85,51 @@ func TestTurnTakesAFreePlace(t *testing.T) {
 	}
 	if _, err := s.turn(done, judgeWait); protocol.CodeOf(err) != protocol.CodeWebBusy {
 		t.Fatalf("with every place taken a done request got %v, want %s", err, protocol.CodeWebBusy)
+	}
+}
+
+// TestEngineRefusedWithoutATurn (sandbox): a socket made inside an engine
+// scope is refused web-peer before it waits for a judging turn, so a
+// tool's flood of requests, each slow to judge, cannot hold every turn
+// and keep the user's own requests waiting until they are refused
+// web-busy.
+func TestEngineRefusedWithoutATurn(t *testing.T) {
+	sandboxtest.Require(t)
+	s, err := New(context.Background(), Options{Store: &Store{Dir: t.TempDir()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	name := fmt.Sprintf("mosaic-engine-webturn-%d", os.Getpid())
+	cmd := exec.Command("systemd-run", "--user", "--scope", "--quiet", "--unit="+name, "--", "bash", "-c",
+		fmt.Sprintf(`exec 3<>/dev/tcp/127.0.0.1/%d; printf 'x' >&3; sleep 60`, l.Addr().(*net.TCPAddr).Port))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		exec.Command("systemctl", "--user", "stop", name+".scope").Run()
+	})
+	server, err := l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer server.Close()
+	server.Read(make([]byte, 1)) // the script connected and wrote: it is in the scope
+	r := httptest.NewRequest("GET", "/", nil)
+	r = r.WithContext(withConn(r.Context(), server))
+
+	for range maxJudging {
+		s.judging <- struct{}{}
+	}
+	err = s.checkPeer(r, time.Second)
+	var ref *protocol.Refusal
+	if !errors.As(err, &ref) || ref.Code != protocol.CodeWebPeer || !strings.Contains(ref.Message, name) {
+		t.Fatalf("an engine's request with every judging turn taken: %v, want web-peer naming %s", err, name)
 	}
 }

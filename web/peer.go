@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/mosaic-agents/mosaic/activation"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
@@ -51,6 +52,13 @@ func (s *Server) checkPeer(r *http.Request, wait time.Duration) error {
 	if c == nil {
 		return protocol.Refuse(protocol.CodeWebPeer, "the server cannot tell which process sent this request; connect to the web socket or loopback port directly")
 	}
+	// A socket an engine made is refused before it queues for a turn: a
+	// tool flooding the server with requests, each judged slowly, would
+	// otherwise hold every turn and keep the user's own requests waiting
+	// until they are refused web-busy.
+	if v, engine := s.judge.MadeInEngine(c); engine {
+		return peerRefusal(v)
+	}
 	release, err := s.turn(r.Context(), wait)
 	if err != nil {
 		return err
@@ -58,9 +66,14 @@ func (s *Server) checkPeer(r *http.Request, wait time.Duration) error {
 	v := s.judge.JudgeConn(c)
 	release()
 	if v.Engine {
-		return protocol.Refuse(protocol.CodeWebPeer, "this connection is refused: %s. The web surface serves only your own processes outside every engine (the agent may not use it): open it from your browser, or from a reverse proxy on the Unix socket (docs/web.md)", v.Reason)
+		return peerRefusal(v)
 	}
 	return nil
+}
+
+// peerRefusal is the refusal of an engine's (or an unvouched) peer.
+func peerRefusal(v activation.Verdict) error {
+	return protocol.Refuse(protocol.CodeWebPeer, "this connection is refused: %s. The web surface serves only your own processes outside every engine (the agent may not use it): open it from your browser, or from a reverse proxy on the Unix socket (docs/web.md)", v.Reason)
 }
 
 // turn takes one of the maxJudging places, waiting up to wait (0: as long
