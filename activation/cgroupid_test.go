@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -44,17 +43,7 @@ func TestCgroupMatchComparesTheDevice(t *testing.T) {
 // $cg set to the scope's cgroup directory, and stops it at cleanup.
 func delegatedScope(tb testing.TB, name, script string) {
 	tb.Helper()
-	cmd := exec.Command("systemd-run", "--user", "--scope", "--quiet", "--unit="+name, "-p", "Delegate=yes", "--",
-		"bash", "-c", `cg=/sys/fs/cgroup$(sed -n "s/^0:://p" /proc/self/cgroup); `+script)
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-		exec.Command("systemctl", "--user", "stop", name+".scope").Run()
-	})
+	sandboxtest.Scope(tb, name, []string{"Delegate=yes"}, `cg=/sys/fs/cgroup$(sed -n "s/^0:://p" /proc/self/cgroup); `+script)
 }
 
 // engineSubcgroupConn has a Delegate=yes engine scope make n empty

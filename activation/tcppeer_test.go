@@ -88,21 +88,6 @@ func TestJudgeTCPEngineHolder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	scope := func(name string, extra *os.File, script string) {
-		t.Helper()
-		cmd := exec.Command("systemd-run", "--user", "--scope", "--quiet", "--unit="+name, "--", "bash", "-c", script)
-		if extra != nil {
-			cmd.ExtraFiles = []*os.File{extra}
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			cmd.Process.Kill()
-			cmd.Wait()
-			exec.Command("systemctl", "--user", "stop", name+".scope").Run()
-		})
-	}
 	waitScope := func(name string) {
 		t.Helper()
 		for i := 0; i < 200; i++ {
@@ -122,7 +107,7 @@ func TestJudgeTCPEngineHolder(t *testing.T) {
 		defer l.Close()
 		name := fmt.Sprintf("mosaic-engine-tcpjudge-%d", os.Getpid())
 		port := l.Addr().(*net.TCPAddr).Port
-		scope(name, nil, fmt.Sprintf(`exec 3<>/dev/tcp/127.0.0.1/%d; printf 'x' >&3; sleep 60`, port))
+		sandboxtest.Scope(t, name, nil, fmt.Sprintf(`exec 3<>/dev/tcp/127.0.0.1/%d; printf 'x' >&3; sleep 60`, port))
 		server, err := l.Accept()
 		if err != nil {
 			t.Fatal(err)
@@ -152,7 +137,7 @@ func TestJudgeTCPEngineHolder(t *testing.T) {
 		}
 		defer f.Close()
 		name := fmt.Sprintf("mosaic-engine-tcpshare-%d", os.Getpid())
-		scope(name, f, `sleep 60`)
+		sandboxtest.Scope(t, name, nil, `sleep 60`, f)
 		waitScope(name)
 		v := j.JudgeConn(server)
 		if !v.Engine || !strings.Contains(v.Reason, name) {

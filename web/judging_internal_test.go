@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -105,16 +104,7 @@ func TestEngineRefusedWithoutATurn(t *testing.T) {
 	}
 	defer l.Close()
 	name := fmt.Sprintf("mosaic-engine-webturn-%d", os.Getpid())
-	cmd := exec.Command("systemd-run", "--user", "--scope", "--quiet", "--unit="+name, "--", "bash", "-c",
-		fmt.Sprintf(`exec 3<>/dev/tcp/127.0.0.1/%d; printf 'x' >&3; sleep 60`, l.Addr().(*net.TCPAddr).Port))
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-		exec.Command("systemctl", "--user", "stop", name+".scope").Run()
-	})
+	sandboxtest.Scope(t, name, nil, fmt.Sprintf(`exec 3<>/dev/tcp/127.0.0.1/%d; printf 'x' >&3; sleep 60`, l.Addr().(*net.TCPAddr).Port))
 	server, err := l.Accept()
 	if err != nil {
 		t.Fatal(err)

@@ -131,3 +131,27 @@ func JournalRateLimit(tb testing.TB, interval string, burst int) {
 		}
 	})
 }
+
+// Scope runs script with bash in a transient scope named name (name.scope)
+// of the sandbox's user manager, with the unit properties props (such as
+// Delegate=yes), handing it extra as fds 3 and on, and stops it when the
+// test ends. A name starting with mosaic-engine- makes the scope one that
+// mosaic takes for an engine's.
+func Scope(tb testing.TB, name string, props []string, script string, extra ...*os.File) {
+	tb.Helper()
+	args := []string{"--user", "--scope", "--quiet", "--unit=" + name}
+	for _, p := range props {
+		args = append(args, "-p", p)
+	}
+	cmd := exec.Command("systemd-run", append(args, "--", "bash", "-c", script)...)
+	cmd.ExtraFiles = extra
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		exec.Command("systemctl", "--user", "stop", name+".scope").Run()
+	})
+}
