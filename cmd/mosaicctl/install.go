@@ -45,12 +45,19 @@ func installCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			changed := printChanges(changes)
-			if !changed {
+			if printChanges(changes) {
+				if err := reloadAfter(c, "install"); err != nil {
+					return err
+				}
+			} else {
 				fmt.Printf("units in %s are up to date; nothing changed\n", dir)
-				return nil
 			}
-			return reloadAfter(c, "install")
+			if c.Bool("global") {
+				return nil // users' managers load it at their next start
+			}
+			ctx, cancel := context.WithTimeout(c.Context, 30*time.Second)
+			defer cancel()
+			return refuseUnseen(ctx, dir)
 		},
 	}
 }
