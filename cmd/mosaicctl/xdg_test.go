@@ -178,6 +178,19 @@ func TestXDGHomesInShellOnly(t *testing.T) {
 				t.Fatalf("install: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 			}
 
+			if tc.refused {
+				// The units are not loaded: a verb's start of the socket says
+				// so and points at doctor, not at install again.
+				proj, session := project(t, "xdg-before")
+				r := runWithEnv(t, env, bin, "conv", "add", "--project", proj, "--seat", "xdg-before", "--session", session)
+				if r.code != 0 {
+					t.Fatalf("conv add: exit %d %q %q", r.code, r.stdout, r.stderr)
+				}
+				p := runWithEnv(t, env, bin, "prompt", "--take", strings.TrimSpace(r.stdout), "hello")
+				if p.code == 0 || !strings.Contains(p.stderr, "the user manager does not see mosaic's units: `mosaicctl doctor` says why") {
+					t.Errorf("prompt with the units unseen: exit %d %q; want the hint to name doctor", p.code, p.stderr)
+				}
+			}
 			code, rs := doctorJSON(t, env, bin)
 			want(t, rs, "xdg-homes", verdictFail, name+" is "+dir+" here (set) but "+filepath.Join(home, tc.base.Fallback)+
 				" for the user manager", "unset "+name)
