@@ -3,12 +3,10 @@ package scopes
 import (
 	"context"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"sync"
 
 	sddbus "github.com/coreos/go-systemd/v22/dbus"
-	"github.com/godbus/dbus/v5"
 	"github.com/mosaic-agents/mosaic/internal/userbus"
 )
 
@@ -42,17 +40,7 @@ func (b bus) close() {
 	}
 }
 
-func isDBusError(err error, name string) bool {
-	var derr dbus.Error
-	if errors.As(err, &derr) {
-		return derr.Name == name
-	}
-	var pderr *dbus.Error
-	if errors.As(err, &pderr) {
-		return pderr.Name == name
-	}
-	return false
-}
+func isDBusError(err error, name string) bool { return userbus.IsError(err, name) }
 
 func isUnitExists(err error) bool {
 	return isDBusError(err, "org.freedesktop.systemd1.UnitExists")

@@ -67,8 +67,11 @@ func StartUnit(ctx context.Context, name string) error {
 		_, err := c.StartUnitContext(ctx, name, "replace", done)
 		return err
 	})
+	if userbus.IsError(err, "org.freedesktop.systemd1.NoSuchUnit") {
+		return fmt.Errorf("start unit %q: %w (the user manager does not see mosaic's units: `mosaicctl doctor` says why)", name, err)
+	}
 	if err != nil {
-		return fmt.Errorf("start unit %q: %w (are the units installed? `mosaicctl install`)", name, err)
+		return fmt.Errorf("start unit %q: %w (`mosaicctl doctor` checks the units and the user manager)", name, err)
 	}
 	select {
 	case result := <-done:

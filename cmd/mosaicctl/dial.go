@@ -43,5 +43,6 @@ func conversationSocket(ctx context.Context, id, override string) (string, error
 
 // dialHint is what a failed connect adds to its error.
 func dialHint(id string) string {
-	return fmt.Sprintf("is %s started? systemctl --user start %s", units.SocketUnit(id), units.SocketUnit(id))
+	return fmt.Sprintf("is %s started? systemctl --user start %s; if it is, `systemctl --user status %s` says why its controller ended, "+
+		"and `mosaicctl doctor` whether the controllers see what this mosaicctl does", units.SocketUnit(id), units.SocketUnit(id), units.ServiceUnit(id))
 }

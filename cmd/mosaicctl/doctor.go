@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -59,6 +60,11 @@ var checks = []check{
 		Fix: "mosaic needs a running systemd user manager on the user bus: log in through PAM/systemd-logind (or " +
 			"`loginctl enable-linger $USER`), install dbus-user-session, check `systemctl --user status` and that " +
 			"XDG_RUNTIME_DIR=/run/user/$(id -u) is set",
+	},
+	{
+		Name: "xdg-homes",
+		Run:  checkHomes,
+		Fix:  "the user manager must answer on the user bus (see user-manager)",
 	},
 	{
 		Name: "linger",
@@ -115,6 +121,9 @@ func doctorCommand() *cli.Command {
 			&cli.BoolFlag{Name: "json", Usage: "print the results as JSON"},
 		},
 		Action: func(c *cli.Context) error {
+			if c.Args().Present() {
+				return usageError("doctor takes no arguments, got %q: it runs every check (%s)", c.Args().Slice(), checkNames())
+			}
 			rs := runChecks(c.Context, checks)
 			var err error
 			if c.Bool("json") {
@@ -131,6 +140,15 @@ func doctorCommand() *cli.Command {
 			return nil
 		},
 	}
+}
+
+// checkNames lists the checks, in order.
+func checkNames() string {
+	names := make([]string, len(checks))
+	for i, ck := range checks {
+		names[i] = ck.Name
+	}
+	return strings.Join(names, ", ")
 }
 
 // checkResult is one check's outcome.

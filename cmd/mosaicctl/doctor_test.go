@@ -165,16 +165,28 @@ func TestDoctorConfinement(t *testing.T) {
 }
 
 // doctorEnv runs mosaicctl with its own XDG_CONFIG_HOME, so that the
-// conversations and unit files doctor looks at are this test's alone
-// (other tests in the same sandbox leave conversations behind).
+// conversations doctor looks at are this test's alone (other tests in the
+// same sandbox leave conversations behind). The user manager gets the
+// same value, as a user gives it in environment.d, or doctor's xdg-homes
+// check rightly fails; that value does not move where the manager reads
+// unit files, so the units go to its own directory (units).
 type doctorEnv struct {
 	t      *testing.T
 	bin    string
 	config string
+	units  string
 }
 
 func newDoctorEnv(t *testing.T) *doctorEnv {
-	return &doctorEnv{t: t, bin: sandboxtest.Bin(t, "mosaicctl"), config: t.TempDir()}
+	d := &doctorEnv{t: t, bin: sandboxtest.Bin(t, "mosaicctl"), config: t.TempDir()}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.units = filepath.Join(home, ".config", "systemd", "user")
+	mustRun(t, "systemctl", "--user", "set-environment", "XDG_CONFIG_HOME="+d.config)
+	t.Cleanup(func() { run(t, "systemctl", "--user", "unset-environment", "XDG_CONFIG_HOME") })
+	return d
 }
 
 func (d *doctorEnv) run(env []string, args ...string) result {
@@ -253,15 +265,16 @@ func TestDoctorInSandbox(t *testing.T) {
 		t.Fatalf("doctor: exit %d without units", code)
 	}
 
-	d.mustRun("install")
-	t.Cleanup(func() { d.run(nil, "uninstall", "--force") })
+	d.mustRun("install", "--unit-dir", d.units)
+	t.Cleanup(func() { d.run(nil, "uninstall", "--force", "--unit-dir", d.units) })
 	id := d.addConversation("doctor", "--engine", entry, "--provider", "fakellm", "--model", "fake-model")
 	code, rs = d.doctor()
 	want(t, rs, "user-manager", verdictOK, "user manager, running", "")
 	want(t, rs, "journal", verdictOK, "persistent (Storage=persistent, SplitMode=uid)", "")
 	want(t, rs, "engine-confinement", verdictOK, "namespaces", "")
 	want(t, rs, "engine-pins", verdictOK, "1 conversation; engine and interpreter pins match", "")
-	want(t, rs, "units", verdictOK, filepath.Join(d.config, "systemd", "user", "mosaic-conv@.service")+" and ", "")
+	want(t, rs, "xdg-homes", verdictOK, "XDG_CONFIG_HOME="+d.config, "")
+	want(t, rs, "units", verdictOK, filepath.Join(d.units, "mosaic-conv@.service")+" and ", "")
 	want(t, rs, "units", verdictOK, "mosaic-web.service current (run "+d.bin+")", "")
 	want(t, rs, "linger", verdictWarn, "lingering is off for mosaic-test", "loginctl enable-linger")
 	enforced := limitsEnforced(t)
@@ -364,7 +377,7 @@ func TestDoctorInSandbox(t *testing.T) {
 		d.mustRun("conv", "rm", limited)
 	})
 
-	service := filepath.Join(d.config, "systemd", "user", "mosaic-conv@.service")
+	service := filepath.Join(d.units, "mosaic-conv@.service")
 	t.Run("outdated unit", func(t *testing.T) {
 		b, err := os.ReadFile(service)
 		if err != nil {
@@ -379,7 +392,7 @@ func TestDoctorInSandbox(t *testing.T) {
 		if !strings.Contains(rs["units"].Detail, `is "KillMode=control-group", current is "KillMode=mixed"`) || code != 1 {
 			t.Fatalf("exit %d, %q", code, rs["units"].Detail)
 		}
-		d.mustRun("install")
+		d.mustRun("install", "--unit-dir", d.units)
 		_, rs = d.doctor()
 		want(t, rs, "units", verdictOK, "current", "")
 	})
@@ -397,7 +410,7 @@ func TestDoctorInSandbox(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("exit %d with a warning", code)
 		}
-		d.mustRun("install", "--force")
+		d.mustRun("install", "--force", "--unit-dir", d.units)
 	})
 
 	t.Run("no user manager", func(t *testing.T) {

@@ -32,20 +32,22 @@ func unitFix(dir string) string {
 }
 
 // checkUnits compares the unit files the user manager loads with what
-// `mosaicctl install` would write. The user's directory shadows
-// /etc/systemd/user, which shadows /usr/lib/systemd/user, file by file,
-// so the first one found is the one that runs; an outdated copy there
-// (say, from an install before the package was upgraded) runs old units
-// however current the others are. The comparison renders the templates
+// `mosaicctl install` would write. The manager reads the directories of
+// its own unit search path (UnitPath: the user's, then /etc/systemd/user,
+// then /usr/lib/systemd/user, among others) file by file, so the first
+// one found is the one that runs; an outdated copy there (say, from an
+// install before the package was upgraded) runs old units however current
+// the others are. The search path is the manager's, not one this process
+// derives from its own XDG_CONFIG_HOME, which a shell can set and the
+// manager never see. The comparison renders the templates
 // with the binary the installed service names, so units that run another
 // mosaicctl are reported as such rather than as outdated. Files current on
 // disk that the manager loaded before they changed warn until a reload.
 func checkUnits(ctx context.Context) (string, error) {
-	userDir, err := units.UserDir()
+	dirs, where, err := unitSearchPath(ctx)
 	if err != nil {
 		return "", err
 	}
-	dirs := []string{userDir, units.GlobalDir, packageUnitDir}
 	found := map[string]string{} // unit name -> path that runs
 	data := map[string][]byte{}
 	var below []string // current copies that an outdated one shadows
@@ -67,11 +69,11 @@ func checkUnits(ctx context.Context) (string, error) {
 		}
 	}
 	if len(found) == 0 {
-		return "", failf("", "the mosaic-conv@ units are not installed (none in %s)", strings.Join(dirs, ", "))
+		return "", failf("", "the mosaic-conv@ units are not installed (none in %s)", where)
 	}
 	for _, name := range units.Names {
 		if found[name] == "" {
-			return "", failf("", "%s is not installed (none in %s)", name, strings.Join(dirs, ", "))
+			return "", failf("", "%s is not installed (none in %s)", name, where)
 		}
 	}
 	bin, err := unitBinary(data["mosaic-conv@.service"])
@@ -92,8 +94,9 @@ func checkUnits(ctx context.Context) (string, error) {
 				"%s was not written by mosaic (no %q line); not compared", p, units.Marker)
 		}
 		if !bytes.Equal(got, f.Data) {
-			fix := unitFix(filepath.Dir(p))
-			if filepath.Dir(p) == userDir && len(below) > 0 {
+			dir := filepath.Dir(p)
+			fix := unitFix(dir)
+			if dir != units.GlobalDir && dir != packageUnitDir && len(below) > 0 {
 				fix += " (or `mosaicctl uninstall`, so that " + strings.Join(below, " and ") + " runs)"
 			}
 			return "", failf(fix, "%s is outdated: %s", p, firstDifference(got, f.Data))
@@ -107,7 +110,7 @@ func checkUnits(ctx context.Context) (string, error) {
 		return "", failf("install mosaicctl there, or run `mosaicctl install` with the one you use",
 			"the units run %s, which is missing: %v", bin, err)
 	}
-	if copyDir, err := units.BinDir(); !owner.BeyondUser(bin) && (err != nil || !sameDir(filepath.Dir(bin), copyDir)) {
+	if copyDir, err := units.BinDir(); !owner.BeyondUser(bin) && (err != nil || !sameFile(filepath.Dir(bin), copyDir)) {
 		// Units written before install copied such a binary.
 		return "", warnf("`mosaicctl install` (the units then run a copy no engine can reach)",
 			"the units run %s, which you, and so any engine of yours, can replace: the next controller would run what a tool put there", bin)
@@ -121,6 +124,22 @@ func checkUnits(ctx context.Context) (string, error) {
 			"%s are current on disk, but the user manager still runs the old text for %s", strings.Join(paths, " and "), strings.Join(stale, ", "))
 	}
 	return fmt.Sprintf("%s current (run %s)%s", strings.Join(paths, " and "), bin, dropIns(dirs)), nil
+}
+
+// unitSearchPath is the user manager's unit search path, and how to name
+// it in a finding. A manager that does not answer (user-manager says so)
+// leaves the directories a default one reads.
+func unitSearchPath(ctx context.Context) (dirs []string, where string, err error) {
+	v, err := units.ReadManagerView(ctx)
+	if err == nil {
+		return v.UnitPath, "the user manager's unit search path: " + strings.Join(v.UnitPath, " "), nil
+	}
+	userDir, uerr := units.UserDir()
+	if uerr != nil {
+		return nil, "", uerr
+	}
+	dirs = []string{userDir, units.GlobalDir, packageUnitDir}
+	return dirs, fmt.Sprintf("%s; the user manager did not say where it reads unit files: %v", strings.Join(dirs, ", "), err), nil
 }
 
 // staleLoaded lists the loaded mosaic-conv@ units whose files changed
@@ -215,14 +234,4 @@ func firstDifference(got, want []byte) string {
 		}
 	}
 	return "they differ"
-}
-
-// sameDir says whether a and b are one directory, links resolved.
-func sameDir(a, b string) bool {
-	ra, err := filepath.EvalSymlinks(a)
-	if err != nil {
-		return false
-	}
-	rb, err := filepath.EvalSymlinks(b)
-	return err == nil && ra == rb
 }

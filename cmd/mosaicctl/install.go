@@ -22,7 +22,9 @@ func installCommand() *cli.Command {
 		Usage: "write the mosaic-conv@ and mosaic-web user units and reload the user manager",
 		Description: "Writes mosaic-conv@.socket, mosaic-conv@.service, mosaic-web.socket and mosaic-web.service to ~/.config/systemd/user\n" +
 			"(or /etc/systemd/user with --global, for every user) and reloads the user manager over\n" +
-			"D-Bus. Running it again changes nothing and says so.",
+			"D-Bus. Running it again changes nothing and says so. It then asks the user manager where it\n" +
+			"loads the units from, and refuses (configuration) units written where it does not read them:\n" +
+			"an XDG_CONFIG_HOME exported in a shell only (`mosaicctl doctor` says how to fix that).",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "global", Usage: "install for every user into " + units.GlobalDir + " (admins)"},
 			&cli.StringFlag{Name: "unit-dir", Usage: "install into `DIR` instead"},
@@ -45,12 +47,19 @@ func installCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			changed := printChanges(changes)
-			if !changed {
+			if printChanges(changes) {
+				if err := reloadAfter(c, "install"); err != nil {
+					return err
+				}
+			} else {
 				fmt.Printf("units in %s are up to date; nothing changed\n", dir)
-				return nil
 			}
-			return reloadAfter(c, "install")
+			if c.Bool("global") {
+				return nil // users' managers load it at their next start
+			}
+			ctx, cancel := context.WithTimeout(c.Context, 30*time.Second)
+			defer cancel()
+			return refuseUnseen(ctx, dir)
 		},
 	}
 }

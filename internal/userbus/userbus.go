@@ -224,3 +224,17 @@ func connect(addr string, hello bool, timeout time.Duration) (*sddbus.Conn, erro
 	}
 	return c, nil
 }
+
+// IsError reports whether err carries the D-Bus error name (such as
+// org.freedesktop.systemd1.NoSuchUnit), by value or by pointer.
+func IsError(err error, name string) bool {
+	var derr dbus.Error
+	if errors.As(err, &derr) {
+		return derr.Name == name
+	}
+	var pderr *dbus.Error
+	if errors.As(err, &pderr) {
+		return pderr.Name == name
+	}
+	return false
+}

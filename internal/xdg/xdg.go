@@ -14,23 +14,46 @@ import (
 // has no runtime directory, and so no user bus and no conversation sockets.
 var ErrNoRuntimeDir = errors.New("XDG_RUNTIME_DIR is not set")
 
+// Base is one XDG base directory: its variable and its default under
+// $HOME.
+type Base struct {
+	Env      string // XDG_CONFIG_HOME
+	Fallback string // .config, relative to $HOME
+	what     string
+}
+
+// The base directories mosaic keeps its files under.
+var (
+	Config = Base{Env: "XDG_CONFIG_HOME", Fallback: ".config", what: "config"}
+	State  = Base{Env: "XDG_STATE_HOME", Fallback: filepath.Join(".local", "state"), what: "state"}
+	Data   = Base{Env: "XDG_DATA_HOME", Fallback: filepath.Join(".local", "share"), what: "data"}
+)
+
+// In resolves b as a process whose environment getenv reads does: the
+// user manager's environment, say, which is what the controllers get and
+// may not be this process's.
+func (b Base) In(getenv func(string) string) (string, error) {
+	if d := getenv(b.Env); filepath.IsAbs(d) {
+		return filepath.Clean(d), nil
+	}
+	h := getenv("HOME")
+	if !filepath.IsAbs(h) {
+		return "", fmt.Errorf("find the %s directory: $%s is unset and $HOME is %q, not an absolute path", b.what, b.Env, h)
+	}
+	return filepath.Join(h, b.Fallback), nil
+}
+
 // ConfigHome returns $XDG_CONFIG_HOME, or ~/.config when it is unset or
 // relative.
-func ConfigHome() (string, error) {
-	return home("XDG_CONFIG_HOME", ".config", "config")
-}
+func ConfigHome() (string, error) { return home(Config) }
 
 // StateHome returns $XDG_STATE_HOME, or ~/.local/state when it is unset or
 // relative.
-func StateHome() (string, error) {
-	return home("XDG_STATE_HOME", filepath.Join(".local", "state"), "state")
-}
+func StateHome() (string, error) { return home(State) }
 
 // DataHome returns $XDG_DATA_HOME, or ~/.local/share when it is unset or
 // relative.
-func DataHome() (string, error) {
-	return home("XDG_DATA_HOME", filepath.Join(".local", "share"), "data")
-}
+func DataHome() (string, error) { return home(Data) }
 
 // RuntimeDir returns $XDG_RUNTIME_DIR. The spec gives it no fallback:
 // pam_systemd (logind) creates it at login as /run/user/<uid>.
@@ -41,13 +64,13 @@ func RuntimeDir() (string, error) {
 	return "", ErrNoRuntimeDir
 }
 
-func home(env, fallback, what string) (string, error) {
-	if d := os.Getenv(env); filepath.IsAbs(d) {
+func home(b Base) (string, error) {
+	if d := os.Getenv(b.Env); filepath.IsAbs(d) {
 		return d, nil
 	}
 	h, err := os.UserHomeDir()
 	if err != nil {
-		return "", fmt.Errorf("find the %s directory: %w", what, err)
+		return "", fmt.Errorf("find the %s directory: %w", b.what, err)
 	}
-	return filepath.Join(h, fallback), nil
+	return filepath.Join(h, b.Fallback), nil
 }

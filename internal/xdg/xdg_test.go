@@ -34,3 +34,35 @@ func TestHomes(t *testing.T) {
 		}
 	}
 }
+
+// TestBaseIn: a base directory resolves under another environment (the
+// user manager's) by the same rules as under this process's.
+func TestBaseIn(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		base Base
+		env  map[string]string
+		want string // "" means an error
+	}{
+		{"config set", Config, map[string]string{"HOME": "/home/u", "XDG_CONFIG_HOME": "/c/"}, "/c"},
+		{"config unset", Config, map[string]string{"HOME": "/home/u"}, "/home/u/.config"},
+		{"config relative", Config, map[string]string{"HOME": "/home/u", "XDG_CONFIG_HOME": "c"}, "/home/u/.config"},
+		{"state unset", State, map[string]string{"HOME": "/home/u"}, "/home/u/.local/state"},
+		{"state set", State, map[string]string{"HOME": "/home/u", "XDG_STATE_HOME": "/s"}, "/s"},
+		{"no home", Config, map[string]string{}, ""},
+		{"relative home", State, map[string]string{"HOME": "home"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := tc.base.In(func(k string) string { return tc.env[k] })
+			if tc.want == "" {
+				if err == nil {
+					t.Fatalf("got %q, want an error", got)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("got %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}
