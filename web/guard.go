@@ -93,23 +93,30 @@ func checkCSRF(r *http.Request, ss *Session) error {
 	return nil
 }
 
-// maxSessionCookies bounds the cookies of our name a request is judged
-// by: each may cost a read of the session store.
-const maxSessionCookies = 8
+// maxSessionCookies bounds the well-formed cookies of our name a request
+// is judged by: each costs a read of the session store. A browser keeps
+// at most 180 cookies for a host, and as many again in a partition.
+const maxSessionCookies = 512
 
 // session returns the request's live session and how many cookies of its
 // name the request carried. Cookies are not kept apart by port: a page
 // served on another port of this host (a dev server an engine's tool
-// runs, opened by the user) can set a cookie of our name, with a longer
-// path so that the browser sends it first on /api/. The first live one
-// is the session, whatever came before it; with none, a request that
-// carried several is told how to clear them, since logging in again
-// leaves a longer path's cookie in front of the new one.
+// runs, opened by the user) can set cookies of our name, with longer
+// paths so that the browser sends them first, and partitioned ones
+// (CHIPS: their partition is the top-level site, any port of this host)
+// beside them. Every cookie of the name counts, and the first live one is
+// the session, whatever came before it; one that is not well formed
+// costs no read. With none, a request that carried several is told how
+// to clear them.
 func (s *Server) session(r *http.Request) (*Session, int, error) {
 	cs := r.CookiesNamed(CookieName)
 	var first error
-	for i, c := range cs {
-		if i == maxSessionCookies {
+	checked := 0
+	for _, c := range cs {
+		if !wellFormed(c.Value) {
+			continue
+		}
+		if checked++; checked > maxSessionCookies {
 			break
 		}
 		ss, err := s.store.Check(c.Value)
@@ -127,25 +134,44 @@ func (s *Server) session(r *http.Request) (*Session, int, error) {
 		return nil, len(cs), protocol.Refuse(protocol.CodeWebAuth, "this request carried %d cookies named %s and none is a live session "+
 			"(a page served on another port of this host, such as a dev server, can set one): "+
 			"delete this site's cookies in the browser, then run `mosaicctl web` and open the link it prints", len(cs), CookieName)
+	case first == nil:
+		return nil, 1, protocol.Refuse(protocol.CodeWebAuth, "not logged in: run `mosaicctl web` and open the link it prints")
 	}
 	return nil, 1, first
 }
 
-// dropShadows expires, for a request whose live session came with other
-// cookies of its name, each such cookie the browser could have sent it:
-// one set by another port's page lies at one of the request path's
-// prefixes, and an expired cookie of the same name and path replaces it.
-// The session's own cookie, at "/", is never among them.
+// wellFormed says whether a cookie value has the form of the ones
+// Store.Redeem makes: a session id and a secret, in lowercase hex.
+func wellFormed(v string) bool {
+	id, sec, ok := strings.Cut(v, ".")
+	return ok && validID(id) && len(sec) == 64 && strings.Trim(sec, "0123456789abcdef") == ""
+}
+
+// dropShadows expires, for a request that carried more than one cookie of
+// the session's name, each other one the browser could have sent it: one
+// set by another port's page lies at one of the request path's prefixes,
+// unpartitioned or partitioned, and an expired cookie of the same name,
+// path and partition replaces it. The session's own cookie, unpartitioned
+// at "/", is never among them; a partitioned one at "/" is.
 func dropShadows(w http.ResponseWriter, r *http.Request) {
+	expire := func(path string, partitioned bool) {
+		c := &http.Cookie{Name: CookieName, Value: "", Path: path, HttpOnly: true, MaxAge: -1, SameSite: http.SameSiteStrictMode}
+		if partitioned {
+			c.Secure, c.SameSite, c.Partitioned = true, http.SameSiteNoneMode, true
+		}
+		http.SetCookie(w, c)
+	}
 	p := r.URL.Path
-	for n := 0; n < 2*maxSessionCookies && len(p) > 1; n++ {
-		http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: p, HttpOnly: true, SameSite: http.SameSiteStrictMode, MaxAge: -1})
+	for n := 0; n < 32 && len(p) > 1; n++ {
+		expire(p, false)
+		expire(p, true)
 		if strings.HasSuffix(p, "/") {
 			p = strings.TrimSuffix(p, "/")
 		} else {
 			p = p[:strings.LastIndexByte(p, '/')+1]
 		}
 	}
+	expire("/", true)
 }
 
 // guard runs the checks every route needs, in order: Host, then the
@@ -156,12 +182,14 @@ func (s *Server) guard(w http.ResponseWriter, r *http.Request) (*Session, bool) 
 		return nil, false
 	}
 	ss, cookies, err := s.session(r)
+	if cookies > 1 {
+		// Live or not, the others go: once the user logs in again, they
+		// are not in front of the new session's cookie.
+		dropShadows(w, r)
+	}
 	if err != nil {
 		s.refuse(w, r, http.StatusUnauthorized, err)
 		return nil, false
-	}
-	if cookies > 1 {
-		dropShadows(w, r)
 	}
 	if err := checkFetchSite(r); err != nil {
 		s.refuse(w, r, http.StatusForbidden, err)
