@@ -59,24 +59,36 @@ func (j *Judge) place(id uint64) (placedCgroup, error) {
 	return p, nil
 }
 
+// SocketScope says in which engine scope the peer's socket of a loopback
+// TCP connection was made ("" for none), from the kernel's record of the
+// socket's cgroup; known is false where that cannot be found out (not TCP,
+// no such socket, no cgroup reported, a cgroup whose path is not found).
+func (j *Judge) SocketScope(c net.Conn) (unit string, known bool) {
+	local, ok := c.LocalAddr().(*net.TCPAddr)
+	remote, ok2 := c.RemoteAddr().(*net.TCPAddr)
+	if !ok || !ok2 {
+		return "", false
+	}
+	sock, err := diagTCP(addrPort(remote), addrPort(local))
+	if err != nil || sock.cgroup == 0 {
+		return "", false
+	}
+	p, err := j.place(sock.cgroup)
+	if err != nil {
+		return "", false
+	}
+	return p.unit, true
+}
+
 // MadeInEngine judges only where the peer's socket of a loopback TCP
 // connection was made (steps 1 and 2 of JudgeConn): engine says the
 // socket was made inside an engine scope, and the verdict names it.
 // Anything else, including a peer that cannot be looked up, is left to
 // JudgeConn, which decides it in full.
 func (j *Judge) MadeInEngine(c net.Conn) (v Verdict, engine bool) {
-	local, ok := c.LocalAddr().(*net.TCPAddr)
-	remote, ok2 := c.RemoteAddr().(*net.TCPAddr)
-	if !ok || !ok2 {
+	unit, _ := j.SocketScope(c)
+	if unit == "" {
 		return Verdict{}, false
 	}
-	sock, err := diagTCP(addrPort(remote), addrPort(local))
-	if err != nil || sock.cgroup == 0 {
-		return Verdict{}, false
-	}
-	p, err := j.place(sock.cgroup)
-	if err != nil || p.unit == "" {
-		return Verdict{}, false
-	}
-	return Verdict{Engine: true, Reason: fmt.Sprintf("the peer's socket was made inside the engine scope %s (an agent's tool)", p.unit)}, true
+	return Verdict{Engine: true, Reason: fmt.Sprintf("the peer's socket was made inside the engine scope %s (an agent's tool)", unit)}, true
 }

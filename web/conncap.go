@@ -2,82 +2,117 @@ package web
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"sync"
 
-	"github.com/mosaic-agents/mosaic/activation"
 	"github.com/mosaic-agents/mosaic/audit"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
-// perCgroupConns bounds the loopback connections open at once whose peer
-// socket was made in one cgroup. Every request is judged, and a refused
-// one closes its connection, but a connection costs the server a
-// descriptor, a goroutine and its buffers from accept on, and an engine's
-// tool can open them as fast as it likes and send nothing (each then
-// lives until the header timeout): counted by the cgroup its socket was
-// made in, which the kernel records and nothing the process does later
-// changes, a tool holds at most this many per cgroup it may make (a scope
-// bounds them: scopes.MaxToolCgroups). A browser opens at most six
-// connections to one host per profile, and its processes share a cgroup.
+// perScopeConns bounds the loopback connections open at once whose peer
+// sockets were made inside one engine scope (or whose maker cannot be
+// found out). Every request is judged, and a refused one closes its
+// connection, but a connection costs the server a descriptor, a
+// goroutine and its buffers from accept on, and an engine's tool can open
+// them as fast as it likes and send nothing (each then lives until the
+// header timeout). The kernel records the cgroup a socket was made in,
+// and nothing the process does later changes it; counted by the engine
+// scope that holds that cgroup, a tool's sub-cgroups share one bound.
+//
+// Sockets made outside every engine scope are not bounded: the user's
+// browser is one cgroup, and any page it shows can make it open
+// connections to the port under as many host names as it likes
+// (*.localhost), each refused, so a bound per cgroup there was the page's
+// to fill, and the user's own connections were closed at accept.
 //
 // Alternatives weighed: a bound per source address (a tool has all of
-// 127/8); judging at accept (a judgement reads every process's
-// descriptors, and the flood would choose how often); one bound for all
-// (a tool would fill it and keep the user's browser out).
-const perCgroupConns = 32
+// 127/8); judging in full at accept (a judgement reads every process's
+// descriptors, and the flood would choose how often).
+const perScopeConns = 32
 
-// capListener closes at once a loopback connection past perCgroupConns.
+// capListener bounds each engine scope's connections. Where a
+// connection's socket was made is found out in its own goroutine, at its
+// first read: finding a new cgroup's path reads every process's cgroup,
+// and the accept loop must not wait on that for the user's connections.
 type capListener struct {
 	net.Listener
-	refused func(remote string, cgroup uint64, open int)
+	scope   func(net.Conn) (unit string, known bool)
+	refused func(remote, scope string, open int)
 
 	mu   sync.Mutex
-	open map[uint64]int
+	open map[string]int // by engine scope; "" for a maker not found out
 }
 
 func (l *capListener) Accept() (net.Conn, error) {
-	for {
-		c, err := l.Listener.Accept()
-		if err != nil {
-			return nil, err
-		}
-		// Unknown (0): the kernel did not say; such peers share one count,
-		// and their requests are refused by the judge anyway.
-		cg, _ := activation.SocketCgroup(c)
-		l.mu.Lock()
-		n := l.open[cg]
-		if n < perCgroupConns {
-			l.open[cg] = n + 1
-		}
-		l.mu.Unlock()
-		if n >= perCgroupConns {
-			c.Close()
-			l.refused(c.RemoteAddr().String(), cg, n)
-			continue
-		}
-		return &countedConn{Conn: c, done: func() { l.release(cg) }}, nil
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
 	}
+	return &cappedConn{Conn: c, l: l}, nil
 }
 
-func (l *capListener) release(cg uint64) {
+// admit counts c under its engine scope, or says it is past the bound.
+func (l *capListener) admit(c net.Conn) (key string, counted, ok bool) {
+	unit, known := l.scope(c)
+	if known && unit == "" {
+		return "", false, true
+	}
+	l.mu.Lock()
+	n := l.open[unit]
+	if n < perScopeConns {
+		l.open[unit] = n + 1
+	}
+	l.mu.Unlock()
+	if n >= perScopeConns {
+		l.refused(c.RemoteAddr().String(), unit, n)
+		return unit, false, false
+	}
+	return unit, true, true
+}
+
+func (l *capListener) release(key string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.open[cg]--; l.open[cg] <= 0 {
-		delete(l.open, cg)
+	if l.open[key]--; l.open[key] <= 0 {
+		delete(l.open, key)
 	}
 }
 
-// countedConn gives its place back once, however often it is closed.
-type countedConn struct {
+// cappedConn is admitted at its first read, and gives its place back once
+// however often it is closed.
+type cappedConn struct {
 	net.Conn
-	once sync.Once
-	done func()
+	l       *capListener
+	admit   sync.Once
+	key     string
+	counted bool
+	denied  bool
+	close   sync.Once
 }
 
-func (c *countedConn) Close() error {
+func (c *cappedConn) Read(b []byte) (int, error) {
+	c.admit.Do(func() {
+		var ok bool
+		c.key, c.counted, ok = c.l.admit(c.Conn)
+		c.denied = !ok
+	})
+	if c.denied {
+		c.Close()
+		return 0, io.EOF
+	}
+	return c.Conn.Read(b)
+}
+
+func (c *cappedConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(c.done)
+	c.close.Do(func() {
+		// admit ran (or never will: closing first takes its place).
+		c.admit.Do(func() {})
+		if c.counted {
+			c.l.release(c.key)
+		}
+	})
 	return err
 }
 
@@ -88,11 +123,15 @@ func (s *Server) capped(l net.Listener) net.Listener {
 	if _, ok := l.Addr().(*net.TCPAddr); !ok {
 		return l
 	}
-	return &capListener{Listener: l, open: map[uint64]int{}, refused: func(remote string, cg uint64, open int) {
-		if s.refusals == nil {
-			return
-		}
-		s.refusals.Log(audit.Entry{Event: audit.Refusal, Connection: remote, Refusal: protocol.CodeWebPeer,
-			Message: fmt.Sprintf("closed at accept: %d connections whose sockets were made in cgroup %d are open already", open, cg)})
-	}}
+	return &capListener{Listener: l, open: map[string]int{}, scope: s.judge.SocketScope,
+		refused: func(remote, scope string, open int) {
+			if s.refusals == nil {
+				return
+			}
+			if scope == "" {
+				scope = "a cgroup that cannot be found out"
+			}
+			s.refusals.Log(audit.Entry{Event: audit.Refusal, Connection: remote, Refusal: protocol.CodeWebPeer,
+				Message: fmt.Sprintf("closed at its first read: %d connections whose sockets were made in %s are open already", open, scope)})
+		}}
 }
