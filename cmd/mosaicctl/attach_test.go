@@ -400,9 +400,14 @@ func TestAttachInTmux(t *testing.T) {
 	// A long escape timeout: the split-paste case sends its halves in two
 	// tmux commands, and the parser must hold the half marker between them.
 	p := startPane(t, tsock, "attach", bin+" attach --escape-timeout 30s "+id)
-	p.wait("the status line of an observer with an active engine", func(rows []string) bool {
+	// The binding comes with the welcome, before the observe is answered:
+	// the page's head says the observe was, so a prompt after it finds a
+	// quiet cut (one sent before it, on a loaded machine, made the
+	// terminal mark a reconcile the library's earlier observe did not).
+	p.wait("the status line of an observer with an active engine, and its first page", func(rows []string) bool {
 		s := status(rows, id)
-		return strings.Contains(s, " | observer | ") && strings.Contains(s, "binding active")
+		return strings.Contains(s, " | observer | ") && strings.Contains(s, "binding active") &&
+			strings.Contains(strings.Join(rows, "\n"), "-- beginning of the conversation --")
 	})
 	stdin := func() []byte { b, _ := os.ReadFile(stdinLog); return b }
 	// submit takes control in the terminal, types text and Enter, and
