@@ -61,37 +61,30 @@ func (c cgroupFS) match(st *unix.Stat_t, id uint64) bool {
 	return st.Ino == id && st.Dev == c.dev && st.Mode&unix.S_IFMT == unix.S_IFDIR
 }
 
-// cgroupPath finds the cgroup whose id is id, as a path below the cgroup2
-// mount's root (as /proc/<pid>/cgroup names it).
-func cgroupPath(id uint64) (string, error) {
-	c, err := openCgroup2()
-	if err != nil {
-		return "", err
+// look maps every cgroup a look can place to its path below the cgroup2
+// mount's root (as /proc/<pid>/cgroup names it): the cgroups of the live
+// processes, each distinct path stat'ed once, and every cgroup outside
+// the user managers' subtrees. One look answers for every id at once, so
+// ids a tool makes one after another cost no look each.
+func (c cgroupFS) look() (map[uint64]string, error) {
+	of := map[uint64]string{}
+	c.ofProcesses(of)
+	if err := c.outsideManagers(of); err != nil {
+		return nil, err
 	}
-	if p, ok := c.ofProcesses(id); ok {
-		return p, nil
-	}
-	p, err := c.outsideManagers(id)
-	if err != nil {
-		return "", err
-	}
-	if p == "" {
-		return "", fmt.Errorf("%w: the cgroup the peer's socket was made in (id %d) holds no process and lies in a user manager's subtree, or no longer exists", ErrPeerUnreadable, id)
-	}
-	return p, nil
+	return of, nil
 }
 
-// ofProcesses looks for id among the cgroups of the live processes, each
-// distinct path stat'ed once.
-func (c cgroupFS) ofProcesses(id uint64) (string, bool) {
+// ofProcesses adds the cgroups of the live processes to of.
+func (c cgroupFS) ofProcesses(of map[uint64]string) {
 	d, err := os.Open("/proc")
 	if err != nil {
-		return "", false
+		return
 	}
 	defer d.Close()
 	names, err := d.Readdirnames(-1)
 	if err != nil {
-		return "", false
+		return
 	}
 	seen := map[string]bool{}
 	for _, n := range names {
@@ -104,17 +97,17 @@ func (c cgroupFS) ofProcesses(id uint64) (string, bool) {
 			continue
 		}
 		seen[cg] = true
-		if c.is(cg, id) {
-			return cg, true
+		var st unix.Stat_t
+		if unix.Lstat(filepath.Join(c.mount, cg), &st) == nil && c.match(&st, st.Ino) {
+			of[st.Ino] = cg
 		}
 	}
-	return "", false
 }
 
-// outsideManagers walks the cgroup2 mount but not the user managers'
-// subtrees, nor any other filesystem mounted below it. "" is not found.
-func (c cgroupFS) outsideManagers(id uint64) (string, error) {
-	var found string
+// outsideManagers adds every cgroup of the cgroup2 mount to of but those
+// in the user managers' subtrees, or on any other filesystem mounted
+// below it.
+func (c cgroupFS) outsideManagers(of map[uint64]string) error {
 	err := filepath.WalkDir(c.mount, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if p == c.mount {
@@ -135,18 +128,17 @@ func (c cgroupFS) outsideManagers(id uint64) (string, error) {
 		if st.Dev != c.dev {
 			return fs.SkipDir
 		}
-		if c.match(&st, id) {
-			found = p
-			return fs.SkipAll
+		if c.match(&st, st.Ino) {
+			rel, _ := filepath.Rel(c.mount, p)
+			if rel == "." {
+				rel = ""
+			}
+			of[st.Ino] = "/" + filepath.ToSlash(rel)
 		}
 		return nil
 	})
 	if err != nil {
-		return "", fmt.Errorf("%w: walk %s: %w", ErrPeerUnreadable, c.mount, err)
+		return fmt.Errorf("%w: walk %s: %w", ErrPeerUnreadable, c.mount, err)
 	}
-	if found == "" {
-		return "", nil
-	}
-	rel, _ := filepath.Rel(c.mount, found)
-	return "/" + filepath.ToSlash(rel), nil
+	return nil
 }

@@ -1,6 +1,7 @@
 package activation
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -34,8 +35,12 @@ func TestCgroupMatchComparesTheDevice(t *testing.T) {
 	if other.is("/g", st.Ino) {
 		t.Fatal("a directory with the id's inode on another device was taken for the cgroup")
 	}
-	if p, err := other.outsideManagers(st.Ino); err != nil || p != "" {
-		t.Fatalf("walk on another device: %q, %v; want not found", p, err)
+	of := map[uint64]string{}
+	if err := other.outsideManagers(of); err != nil || of[st.Ino] != "" {
+		t.Fatalf("walk on another device: %q, %v; want not found", of[st.Ino], err)
+	}
+	if err := same.outsideManagers(of); err != nil || of[st.Ino] != "/g" {
+		t.Fatalf("walk on the mount's own device: %q, %v; want /g", of[st.Ino], err)
 	}
 }
 
@@ -88,13 +93,19 @@ func TestJudgeTCPEngineSubcgroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cg, err := cgroupPath(diag.cgroup)
-	if err != nil || !strings.HasSuffix(cg, "/"+name+".scope/zz") {
-		t.Fatalf("cgroupPath = %q, %v; want the scope's zz", cg, err)
+	p, err := j.place(diag.cgroup)
+	if err != nil || !strings.HasSuffix(p.path, "/"+name+".scope/zz") || p.unit != name+".scope" {
+		t.Fatalf("place = %+v, %v; want the scope's zz, in the scope", p, err)
 	}
-	// An id that names no cgroup, inside a manager's subtree or anywhere.
-	if p, err := cgroupPath(1 << 62); err == nil {
-		t.Fatalf("an id no cgroup has was found at %q", p)
+	// An id that names no cgroup, inside a manager's subtree or anywhere,
+	// waits for the next look (at most lookEvery), which does not place
+	// it either.
+	t0 := time.Now()
+	if p, err := j.place(1 << 62); err == nil || !errors.Is(err, errNotPlaced) {
+		t.Fatalf("an id no cgroup has: %+v, %v; want not placed", p, err)
+	}
+	if d := time.Since(t0); d > lookEvery+time.Second {
+		t.Fatalf("placing an unknown id took %s, more than the next look", d)
 	}
 }
 
@@ -123,4 +134,32 @@ func BenchmarkJudgeTCPEngineCgroups(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestLooksAtMostOnceASecond: ids that no look places, however many and
+// however fast they come (a tool making a sub-cgroup, a socket in it, and
+// removing it, again and again), cost at most one look every lookEvery.
+func TestLooksAtMostOnceASecond(t *testing.T) {
+	if _, err := openCgroup2(); err != nil {
+		sandboxtest.Unavailable(t, "no cgroup2 mount: %v", err)
+	}
+	j := &Judge{}
+	var looks []time.Time
+	start := time.Now()
+	for id := uint64(1 << 62); time.Since(start) < 2500*time.Millisecond; id++ {
+		if _, err := j.place(id); !errors.Is(err, errNotPlaced) {
+			t.Fatalf("id %d: %v, want not placed", id, err)
+		}
+		if at := j.places.at; len(looks) == 0 || !at.Equal(looks[len(looks)-1]) {
+			looks = append(looks, at)
+		}
+	}
+	for i := 1; i < len(looks); i++ {
+		if d := looks[i].Sub(looks[i-1]); d < lookEvery {
+			t.Fatalf("looks %d and %d came %s apart, less than %s", i-1, i, d, lookEvery)
+		}
+	}
+	if len(looks) < 2 || len(looks) > 4 {
+		t.Fatalf("%d looks in 2.5 s of unknown ids, want 2 to 4", len(looks))
+	}
 }

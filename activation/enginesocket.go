@@ -1,68 +1,83 @@
 package activation
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"sync"
+	"time"
 )
 
 // A socket's cgroup is fixed when it is made, a cgroup's place in the tree
-// for its life, and a cgroup id is never reused within a boot: whether a
-// cgroup id lies in an engine scope is true once and for good, unlike a
-// verdict on a connection (whose holders change). So the answer is kept,
-// and a server can refuse an engine's socket before it queues for a full
-// judgement: a tool that floods a server with requests, each judged
-// slowly (it holds many descriptors), takes no place in that queue.
+// for its life (cgroup v2 has no rename), and a cgroup id is never reused
+// within a boot. So where the cgroups lie is looked up for all of them at
+// once (cgroupFS.look), and a look is taken at most once every lookEvery:
+// a tool can make new cgroup ids as fast as it likes (a sub-cgroup made,
+// a socket made in it, the sub-cgroup left and removed: no process and no
+// look will ever place that id), and each would otherwise cost the server
+// a read of every process's cgroup. An id the last look did not place
+// waits for the next one, at most lookEvery, and is not placed if that
+// one does not place it either.
 
-// maxEngineCgroups bounds the answers kept; past it they are all dropped
-// and found again.
-const maxEngineCgroups = 4096
+// lookEvery is the least time between two looks.
+const lookEvery = time.Second
 
 // placedCgroup is where a cgroup lies: its path and the engine scope
 // that holds it ("" for none).
 type placedCgroup struct{ path, unit string }
 
-// engineCgroups keeps where each cgroup id lies.
-type engineCgroups struct {
+// places is the last look.
+type places struct {
 	mu sync.Mutex
 	of map[uint64]placedCgroup
+	at time.Time // when it was taken
 }
 
-func (e *engineCgroups) get(id uint64) (placedCgroup, bool) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	p, ok := e.of[id]
-	return p, ok
-}
+// errNotPlaced is a cgroup no look placed.
+var errNotPlaced = errors.New("holds no process and lies in a user manager's subtree, or no longer exists")
 
-func (e *engineCgroups) put(id uint64, p placedCgroup) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.of == nil || len(e.of) >= maxEngineCgroups {
-		e.of = map[uint64]placedCgroup{}
-	}
-	e.of[id] = p
-}
-
-// place says where cgroup id lies; an id whose path cannot be found is
-// an error, and not kept (a cgroup found later is then found).
+// place says where cgroup id lies.
 func (j *Judge) place(id uint64) (placedCgroup, error) {
-	if p, ok := j.engines.get(id); ok {
+	pl := &j.places
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	if p, ok := pl.of[id]; ok {
 		return p, nil
 	}
-	cg, err := cgroupPath(id)
+	if wait := lookEvery - time.Since(pl.at); wait > 0 {
+		pl.mu.Unlock()
+		time.Sleep(wait)
+		pl.mu.Lock()
+		if p, ok := pl.of[id]; ok {
+			return p, nil
+		}
+		if time.Since(pl.at) < lookEvery {
+			// Looked at while this one waited.
+			return placedCgroup{}, fmt.Errorf("%w: the cgroup the peer's socket was made in (id %d) %w", ErrPeerUnreadable, id, errNotPlaced)
+		}
+	}
+	c, err := openCgroup2()
 	if err != nil {
 		return placedCgroup{}, err
 	}
-	p := placedCgroup{path: cg, unit: engineScope([]string{cg})}
-	j.engines.put(id, p)
-	return p, nil
+	paths, err := c.look()
+	if err != nil {
+		return placedCgroup{}, err
+	}
+	pl.of, pl.at = make(map[uint64]placedCgroup, len(paths)), time.Now()
+	for cg, path := range paths {
+		pl.of[cg] = placedCgroup{path: path, unit: engineScope([]string{path})}
+	}
+	if p, ok := pl.of[id]; ok {
+		return p, nil
+	}
+	return placedCgroup{}, fmt.Errorf("%w: the cgroup the peer's socket was made in (id %d) %w", ErrPeerUnreadable, id, errNotPlaced)
 }
 
 // SocketScope says in which engine scope the peer's socket of a loopback
 // TCP connection was made ("" for none), from the kernel's record of the
 // socket's cgroup; known is false where that cannot be found out (not TCP,
-// no such socket, no cgroup reported, a cgroup whose path is not found).
+// no such socket, no cgroup reported, a cgroup no look places).
 func (j *Judge) SocketScope(c net.Conn) (unit string, known bool) {
 	local, ok := c.LocalAddr().(*net.TCPAddr)
 	remote, ok2 := c.RemoteAddr().(*net.TCPAddr)
@@ -80,15 +95,20 @@ func (j *Judge) SocketScope(c net.Conn) (unit string, known bool) {
 	return p.unit, true
 }
 
-// MadeInEngine judges only where the peer's socket of a loopback TCP
-// connection was made (steps 1 and 2 of JudgeConn): engine says the
-// socket was made inside an engine scope, and the verdict names it.
-// Anything else, including a peer that cannot be looked up, is left to
-// JudgeConn, which decides it in full.
-func (j *Judge) MadeInEngine(c net.Conn) (v Verdict, engine bool) {
-	unit, _ := j.SocketScope(c)
-	if unit == "" {
+// JudgeSocket decides what the peer's socket of a loopback TCP connection
+// decides alone (steps 1 and 2 of JudgeConn): a socket that is not found,
+// is another uid's, is held by no process, or was made in a cgroup that
+// is not reported, not placed, or inside an engine scope is refused, and
+// decided is true. A server can ask it before a connection queues for a
+// full judgement: what it refuses takes no turn. decided is false where
+// only the socket's holders can decide (JudgeConn), and for a connection
+// that is not loopback TCP.
+func (j *Judge) JudgeSocket(c net.Conn) (v Verdict, decided bool) {
+	local, ok := c.LocalAddr().(*net.TCPAddr)
+	remote, ok2 := c.RemoteAddr().(*net.TCPAddr)
+	if !ok || !ok2 {
 		return Verdict{}, false
 	}
-	return Verdict{Engine: true, Reason: fmt.Sprintf("the peer's socket was made inside the engine scope %s (an agent's tool)", unit)}, true
+	_, _, v, decided = j.judgeSocket(local, remote)
+	return v, decided
 }

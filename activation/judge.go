@@ -30,8 +30,8 @@ type Verdict struct {
 // namespaces with those of the process that made the Judge (the
 // controller), so make it where the controller runs.
 type Judge struct {
-	self    namespaces
-	engines engineCgroups // which engine scope each cgroup id lies in
+	self   namespaces
+	places places // where the cgroups lie, as the last look found them
 }
 
 // namespaces identifies a process's pid and user namespaces by the nsfs

@@ -82,35 +82,19 @@ func (j *Judge) JudgeConn(c net.Conn) Verdict {
 }
 
 func (j *Judge) judgeTCP(local, remote *net.TCPAddr) Verdict {
+	sock, place, v, decided := j.judgeSocket(local, remote)
+	if decided {
+		return v
+	}
 	engine := func(format string, args ...any) Verdict {
 		return Verdict{Engine: true, Reason: fmt.Sprintf(format, args...)}
-	}
-	sock, err := diagTCP(addrPort(remote), addrPort(local))
-	if err != nil {
-		return engine("the peer cannot be vouched for: %v", err)
-	}
-	if sock.uid != os.Getuid() {
-		return engine("the peer's socket belongs to uid %d, not to the server's uid %d", sock.uid, os.Getuid())
-	}
-	if sock.inode == 0 {
-		return engine("the peer's socket %s is held by no process (it was closed after sending)", remote)
-	}
-	if sock.cgroup == 0 {
-		return engine("the peer cannot be vouched for: the kernel did not say which cgroup its socket was made in (Linux ≥ 5.7 with cgroup v2 reports it)")
-	}
-	place, err := j.place(sock.cgroup)
-	if err != nil {
-		return engine("the peer cannot be vouched for: %v", err)
-	}
-	if place.unit != "" {
-		return engine("the peer's socket was made inside the engine scope %s (an agent's tool)", place.unit)
 	}
 	cg := place.path
 	// Each holder is judged as the scan finds it: the first engine holder
 	// decides, and the descriptors of the processes after it are not read.
 	var refused Verdict
 	found, held := 0, 0
-	err = eachHolder(sock.inode, func(pid int) bool {
+	err := eachHolder(sock.inode, func(pid int) bool {
 		found++
 		v, ok := j.judgeHolder(pid, sock.inode)
 		if v.Engine {
@@ -141,6 +125,35 @@ func (j *Judge) judgeTCP(local, remote *net.TCPAddr) Verdict {
 		return engine("every process that held the peer's socket %s exited or let it go while it was judged", remote)
 	}
 	return Verdict{}
+}
+
+// judgeSocket is steps 1 and 2 of JudgeConn: what the peer's socket
+// decides alone. decided is false where only its holders can decide.
+func (j *Judge) judgeSocket(local, remote *net.TCPAddr) (sock tcpSocket, place placedCgroup, v Verdict, decided bool) {
+	engine := func(format string, args ...any) (tcpSocket, placedCgroup, Verdict, bool) {
+		return sock, place, Verdict{Engine: true, Reason: fmt.Sprintf(format, args...)}, true
+	}
+	sock, err := diagTCP(addrPort(remote), addrPort(local))
+	if err != nil {
+		return engine("the peer cannot be vouched for: %v", err)
+	}
+	if sock.uid != os.Getuid() {
+		return engine("the peer's socket belongs to uid %d, not to the server's uid %d", sock.uid, os.Getuid())
+	}
+	if sock.inode == 0 {
+		return engine("the peer's socket %s is held by no process (it was closed after sending)", remote)
+	}
+	if sock.cgroup == 0 {
+		return engine("the peer cannot be vouched for: the kernel did not say which cgroup its socket was made in (Linux ≥ 5.7 with cgroup v2 reports it)")
+	}
+	place, err = j.place(sock.cgroup)
+	if err != nil {
+		return engine("the peer cannot be vouched for: %v", err)
+	}
+	if place.unit != "" {
+		return engine("the peer's socket was made inside the engine scope %s (an agent's tool)", place.unit)
+	}
+	return sock, place, Verdict{}, false
 }
 
 // judgeHolder judges pid as a holder of inode. ok is false when pid turned

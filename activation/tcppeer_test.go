@@ -121,10 +121,10 @@ func TestJudgeTCPEngineHolder(t *testing.T) {
 		}
 		t.Logf("refused: %s", v.Reason)
 		// Where the socket was made says as much alone, again from the
-		// answer kept.
+		// last look.
 		for range 2 {
-			if v, engine := j.MadeInEngine(server); !engine || !strings.Contains(v.Reason, name) {
-				t.Fatalf("MadeInEngine of a socket made inside %s: %+v, %v; want an engine verdict naming the scope", name, v, engine)
+			if v, decided := j.JudgeSocket(server); !decided || !v.Engine || !strings.Contains(v.Reason, name) {
+				t.Fatalf("JudgeSocket of a socket made inside %s: %+v, %v; want an engine verdict naming the scope", name, v, decided)
 			}
 		}
 	})
@@ -145,8 +145,8 @@ func TestJudgeTCPEngineHolder(t *testing.T) {
 		}
 		t.Logf("refused: %s", v.Reason)
 		// Made outside: only the full judgement finds the engine holder.
-		if v, engine := j.MadeInEngine(server); engine {
-			t.Fatalf("MadeInEngine of a socket this process made: %+v, want it left to JudgeConn", v)
+		if v, decided := j.JudgeSocket(server); decided {
+			t.Fatalf("JudgeSocket of a socket this process made: %+v, want it left to JudgeConn", v)
 		}
 	})
 }

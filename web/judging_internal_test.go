@@ -123,3 +123,49 @@ func TestEngineRefusedWithoutATurn(t *testing.T) {
 		t.Fatalf("an engine's request with every judging turn taken: %v, want web-peer naming %s", err, name)
 	}
 }
+
+// TestUnplacedSocketRefusedWithoutATurn (sandbox): a tool makes its socket
+// in a sub-cgroup of its (delegated) engine scope, then leaves the
+// sub-cgroup and removes it before it sends. The kernel still reports the
+// removed cgroup's id for the socket, and no look places it. The request
+// is refused web-peer from the socket alone, before it waits for a
+// judging turn, as an engine scope's is.
+func TestUnplacedSocketRefusedWithoutATurn(t *testing.T) {
+	sandboxtest.Require(t)
+	s, err := New(context.Background(), Options{Store: &Store{Dir: t.TempDir()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	name := fmt.Sprintf("mosaic-engine-unplaced-%d", os.Getpid())
+	sandboxtest.Scope(t, name, []string{"Delegate=yes"}, fmt.Sprintf(`
+cg=/sys/fs/cgroup$(sed -n 's/^0:://p' /proc/self/cgroup)
+mkdir "$cg/s" && echo $BASHPID > "$cg/s/cgroup.procs" || exit 1
+exec 3<>/dev/tcp/127.0.0.1/%d
+echo $BASHPID > "$cg/cgroup.procs" && rmdir "$cg/s" || exit 1
+printf 'x' >&3
+sleep 60`, l.Addr().(*net.TCPAddr).Port))
+	server, err := l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer server.Close()
+	server.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if _, err := server.Read(make([]byte, 1)); err != nil { // the script left the sub-cgroup and removed it
+		t.Fatal(err)
+	}
+	r := httptest.NewRequest("GET", "/", nil)
+	r = r.WithContext(withConn(r.Context(), server))
+	for range maxJudging {
+		s.judging <- struct{}{}
+	}
+	err = s.checkPeer(r, time.Second)
+	var ref *protocol.Refusal
+	if !errors.As(err, &ref) || ref.Code != protocol.CodeWebPeer || !strings.Contains(ref.Message, "cannot be vouched for") {
+		t.Fatalf("a socket made in a removed sub-cgroup, every judging turn taken: %v, want web-peer (cannot be vouched for) without a turn", err)
+	}
+}

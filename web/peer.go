@@ -52,11 +52,13 @@ func (s *Server) checkPeer(r *http.Request, wait time.Duration) error {
 	if c == nil {
 		return protocol.Refuse(protocol.CodeWebPeer, "the server cannot tell which process sent this request; connect to the web socket or loopback port directly")
 	}
-	// A socket an engine made is refused before it queues for a turn: a
-	// tool flooding the server with requests, each judged slowly, would
-	// otherwise hold every turn and keep the user's own requests waiting
-	// until they are refused web-busy.
-	if v, engine := s.judge.MadeInEngine(c); engine {
+	// What the peer's socket decides alone (made inside an engine scope,
+	// or in a cgroup no look places, held by no process, another uid's)
+	// is refused before it queues for a turn: a tool flooding the server
+	// with requests, each judged slowly, would otherwise hold every turn
+	// and keep the user's own requests waiting until they are refused
+	// web-busy.
+	if v, decided := s.judge.JudgeSocket(c); decided {
 		return peerRefusal(v)
 	}
 	release, err := s.turn(r.Context(), wait)
