@@ -87,13 +87,12 @@ func TestTurnTakesAFreePlace(t *testing.T) {
 	}
 }
 
-// TestEngineRefusedWithoutATurn (sandbox): a socket made inside an engine
-// scope is refused web-peer before it waits for a judging turn, so a
-// tool's flood of requests, each slow to judge, cannot hold every turn
-// and keep the user's own requests waiting until they are refused
-// web-busy.
-func TestEngineRefusedWithoutATurn(t *testing.T) {
-	sandboxtest.Require(t)
+// refusedWithoutATurn runs script (its %d the port to connect to) in the
+// scope name with props, takes the connection it makes once it wrote a
+// byte, and asks checkPeer about it with every judging turn taken: the
+// refusal must come from the socket alone, without a turn.
+func refusedWithoutATurn(t *testing.T, name string, props []string, script string) *protocol.Refusal {
+	t.Helper()
 	s, err := New(context.Background(), Options{Store: &Store{Dir: t.TempDir()}})
 	if err != nil {
 		t.Fatal(err)
@@ -103,24 +102,39 @@ func TestEngineRefusedWithoutATurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	name := fmt.Sprintf("mosaic-engine-webturn-%d", os.Getpid())
-	sandboxtest.Scope(t, name, nil, fmt.Sprintf(`exec 3<>/dev/tcp/127.0.0.1/%d; printf 'x' >&3; sleep 60`, l.Addr().(*net.TCPAddr).Port))
+	sandboxtest.Scope(t, name, props, fmt.Sprintf(script, l.Addr().(*net.TCPAddr).Port))
 	server, err := l.Accept()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer server.Close()
-	server.Read(make([]byte, 1)) // the script connected and wrote: it is in the scope
+	server.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if _, err := server.Read(make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
 	r := httptest.NewRequest("GET", "/", nil)
 	r = r.WithContext(withConn(r.Context(), server))
-
 	for range maxJudging {
 		s.judging <- struct{}{}
 	}
 	err = s.checkPeer(r, time.Second)
 	var ref *protocol.Refusal
-	if !errors.As(err, &ref) || ref.Code != protocol.CodeWebPeer || !strings.Contains(ref.Message, name) {
-		t.Fatalf("an engine's request with every judging turn taken: %v, want web-peer naming %s", err, name)
+	if !errors.As(err, &ref) || ref.Code != protocol.CodeWebPeer {
+		t.Fatalf("with every judging turn taken: %v, want web-peer without a turn", err)
+	}
+	return ref
+}
+
+// TestEngineRefusedWithoutATurn (sandbox): a socket made inside an engine
+// scope is refused web-peer before it waits for a judging turn, so a
+// tool's flood of requests, each slow to judge, cannot hold every turn
+// and keep the user's own requests waiting until they are refused
+// web-busy.
+func TestEngineRefusedWithoutATurn(t *testing.T) {
+	sandboxtest.Require(t)
+	name := fmt.Sprintf("mosaic-engine-webturn-%d", os.Getpid())
+	if ref := refusedWithoutATurn(t, name, nil, `exec 3<>/dev/tcp/127.0.0.1/%d; printf 'x' >&3; sleep 60`); !strings.Contains(ref.Message, name) {
+		t.Fatalf("an engine's request: %q, want the refusal to name %s", ref.Message, name)
 	}
 }
 
@@ -132,40 +146,14 @@ func TestEngineRefusedWithoutATurn(t *testing.T) {
 // judging turn, as an engine scope's is.
 func TestUnplacedSocketRefusedWithoutATurn(t *testing.T) {
 	sandboxtest.Require(t)
-	s, err := New(context.Background(), Options{Store: &Store{Dir: t.TempDir()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	name := fmt.Sprintf("mosaic-engine-unplaced-%d", os.Getpid())
-	sandboxtest.Scope(t, name, []string{"Delegate=yes"}, fmt.Sprintf(`
+	ref := refusedWithoutATurn(t, fmt.Sprintf("mosaic-engine-unplaced-%d", os.Getpid()), []string{"Delegate=yes"}, `
 cg=/sys/fs/cgroup$(sed -n 's/^0:://p' /proc/self/cgroup)
 mkdir "$cg/s" && echo $BASHPID > "$cg/s/cgroup.procs" || exit 1
 exec 3<>/dev/tcp/127.0.0.1/%d
 echo $BASHPID > "$cg/cgroup.procs" && rmdir "$cg/s" || exit 1
 printf 'x' >&3
-sleep 60`, l.Addr().(*net.TCPAddr).Port))
-	server, err := l.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer server.Close()
-	server.SetReadDeadline(time.Now().Add(20 * time.Second))
-	if _, err := server.Read(make([]byte, 1)); err != nil { // the script left the sub-cgroup and removed it
-		t.Fatal(err)
-	}
-	r := httptest.NewRequest("GET", "/", nil)
-	r = r.WithContext(withConn(r.Context(), server))
-	for range maxJudging {
-		s.judging <- struct{}{}
-	}
-	err = s.checkPeer(r, time.Second)
-	var ref *protocol.Refusal
-	if !errors.As(err, &ref) || ref.Code != protocol.CodeWebPeer || !strings.Contains(ref.Message, "cannot be vouched for") {
-		t.Fatalf("a socket made in a removed sub-cgroup, every judging turn taken: %v, want web-peer (cannot be vouched for) without a turn", err)
+sleep 60`)
+	if !strings.Contains(ref.Message, "cannot be vouched for") {
+		t.Fatalf("a socket made in a removed sub-cgroup: %q, want it not vouched for", ref.Message)
 	}
 }
