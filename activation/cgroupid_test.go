@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -161,5 +163,66 @@ func TestLooksAtMostOnceASecond(t *testing.T) {
 	}
 	if len(looks) < 2 || len(looks) > 4 {
 		t.Fatalf("%d looks in 2.5 s of unknown ids, want 2 to 4", len(looks))
+	}
+}
+
+// TestPlacedNeverWaitsForALook: a look can take as long as a tool makes
+// it (many processes in deep cgroups). An id the last look placed, the
+// user's browser's, is answered at once while an unknown id's look runs,
+// and a question asked during a look waits for the one after it.
+func TestPlacedNeverWaitsForALook(t *testing.T) {
+	const known, later = uint64(7), uint64(8)
+	var looks atomic.Int32
+	release := make(chan struct{})
+	j := &Judge{}
+	j.places.look = func() (map[uint64]string, error) {
+		switch looks.Add(1) {
+		case 1:
+			return map[uint64]string{known: "/user.slice/app.slice/browser.scope"}, nil
+		case 2:
+			<-release // a slow look, begun before the new cgroup was made
+			return map[uint64]string{known: "/user.slice/app.slice/browser.scope"}, nil
+		}
+		return map[uint64]string{known: "/user.slice/app.slice/browser.scope", later: "/user.slice/app.slice/new.scope"}, nil
+	}
+	if _, err := j.place(known); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := j.place(1 << 62); done <- err }() // starts the slow look after lookEvery
+	deadline := time.Now().Add(5 * time.Second)
+	for looks.Load() < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the unknown id never started a look")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var releaseOnce sync.Once
+	free := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(free)
+	answered := make(chan error, 1)
+	go func() { _, err := j.place(known); answered <- err }()
+	select {
+	case err := <-answered:
+		if err != nil {
+			t.Fatalf("a placed id during a look: %v", err)
+		}
+	case <-time.After(time.Second):
+		t.Fatal("a placed id waited for the look in flight")
+	}
+	placedLater := make(chan error, 1)
+	go func() { _, err := j.place(later); placedLater <- err }() // asked during the look
+	time.Sleep(50 * time.Millisecond)
+	free()
+	if err := <-done; !errors.Is(err, errNotPlaced) {
+		t.Fatalf("the unknown id: %v, want not placed", err)
+	}
+	// Asked while the slow look ran, which began before: it waits for the
+	// next look, which (here) places it.
+	if err := <-placedLater; err != nil {
+		t.Fatalf("an id asked for during a look: %v, want it placed by the next", err)
+	}
+	if n := looks.Load(); n != 3 {
+		t.Fatalf("%d looks, want 3", n)
 	}
 }

@@ -26,52 +26,87 @@ const lookEvery = time.Second
 // that holds it ("" for none).
 type placedCgroup struct{ path, unit string }
 
-// places is the last look.
+// places is the last look, and the look in flight. The lock is never held
+// through a look: an id the last look placed (the user's browser's) never
+// waits behind one, however long a tool makes it.
 type places struct {
-	mu sync.Mutex
-	of map[uint64]placedCgroup
-	at time.Time // when it was taken
+	mu      sync.Mutex
+	of      map[uint64]placedCgroup
+	at      time.Time     // when the last look began
+	looking chan struct{} // closed when the look in flight is in; nil when none is
+	look    func() (map[uint64]string, error)
 }
 
 // errNotPlaced is a cgroup no look placed.
 var errNotPlaced = errors.New("holds no process and lies in a user manager's subtree, or no longer exists")
 
-// place says where cgroup id lies.
+// place says where cgroup id lies. An id the last look did not place
+// waits for the next look that begins after it was asked for: the one in
+// flight began before, so it may not have seen the cgroup.
 func (j *Judge) place(id uint64) (placedCgroup, error) {
 	pl := &j.places
+	asked := time.Now()
 	pl.mu.Lock()
-	defer pl.mu.Unlock()
-	if p, ok := pl.of[id]; ok {
-		return p, nil
-	}
-	if wait := lookEvery - time.Since(pl.at); wait > 0 {
-		pl.mu.Unlock()
-		time.Sleep(wait)
-		pl.mu.Lock()
+	for {
 		if p, ok := pl.of[id]; ok {
+			pl.mu.Unlock()
 			return p, nil
 		}
-		if time.Since(pl.at) < lookEvery {
-			// Looked at while this one waited.
+		if !pl.at.Before(asked) && pl.looking == nil {
+			// A look that began after the question did not place it.
+			pl.mu.Unlock()
 			return placedCgroup{}, fmt.Errorf("%w: the cgroup the peer's socket was made in (id %d) %w", ErrPeerUnreadable, id, errNotPlaced)
 		}
+		if done := pl.looking; done != nil {
+			pl.mu.Unlock()
+			<-done
+			pl.mu.Lock()
+			continue
+		}
+		if wait := lookEvery - time.Since(pl.at); wait > 0 {
+			pl.mu.Unlock()
+			time.Sleep(wait)
+			pl.mu.Lock()
+			continue
+		}
+		if err := pl.lookLocked(); err != nil {
+			pl.mu.Unlock()
+			return placedCgroup{}, err
+		}
 	}
-	c, err := openCgroup2()
+}
+
+// lookLocked takes a look with pl.mu released, and puts it in. Callers
+// hold pl.mu; it is held again on return.
+func (pl *places) lookLocked() error {
+	done := make(chan struct{})
+	pl.looking, pl.at = done, time.Now()
+	look := pl.look
+	if look == nil {
+		look = lookCgroups
+	}
+	pl.mu.Unlock()
+	paths, err := look()
+	pl.mu.Lock()
+	pl.looking = nil
+	close(done)
 	if err != nil {
-		return placedCgroup{}, err
+		return err
 	}
-	paths, err := c.look()
-	if err != nil {
-		return placedCgroup{}, err
-	}
-	pl.of, pl.at = make(map[uint64]placedCgroup, len(paths)), time.Now()
+	pl.of = make(map[uint64]placedCgroup, len(paths))
 	for cg, path := range paths {
 		pl.of[cg] = placedCgroup{path: path, unit: engineScope([]string{path})}
 	}
-	if p, ok := pl.of[id]; ok {
-		return p, nil
+	return nil
+}
+
+// lookCgroups is a look at the cgroup2 mount.
+func lookCgroups() (map[uint64]string, error) {
+	c, err := openCgroup2()
+	if err != nil {
+		return nil, err
 	}
-	return placedCgroup{}, fmt.Errorf("%w: the cgroup the peer's socket was made in (id %d) %w", ErrPeerUnreadable, id, errNotPlaced)
+	return c.look()
 }
 
 // SocketScope says in which engine scope the peer's socket of a loopback

@@ -19,6 +19,7 @@ var cgroupAttacks = []struct {
 	name, script string
 	note         string // in the stop's notes, when the stop had to undo the attack
 	tool         bool   // the script prints "tool PID" of a process the attack hides
+	unbounded    bool   // the scope's depth bound lifted first, as a scope launched before it had none
 }{
 	// Thaw the engine cgroup again and again, from its own cgroup: a
 	// freeze of that cgroup alone never reports frozen 1 and the stop
@@ -26,7 +27,7 @@ var cgroupAttacks = []struct {
 	{"thaw loop", `cg=/sys/fs/cgroup
 if echo 0 > $cg/cgroup.freeze; then echo "attack 0"; else echo "attack 1"; fi
 for i in 1 2 3; do perl -e '$SIG{TERM}="IGNORE"; open(F, ">", $ARGV[0]) or die; syswrite(F, "0") while 1' $cg/cgroup.freeze </dev/null >/dev/null 2>&1 & done
-sleep 0.2`, "", false},
+sleep 0.2`, "", false, false},
 	// A threaded sub-cgroup holding a process: cgroup.procs of a
 	// threaded cgroup cannot be read (EOPNOTSUPP), its processes are
 	// listed by its threaded domain.
@@ -34,7 +35,7 @@ sleep 0.2`, "", false},
 mkdir $cg/t && echo threaded > $cg/t/cgroup.type
 sh -c 'echo $$ > /sys/fs/cgroup/t/cgroup.threads; exec sleep 301' </dev/null >/dev/null 2>&1 &
 echo "tool $!"; sleep 0.2
-grep -q threaded $cg/t/cgroup.type && grep -q . $cg/t/cgroup.threads && echo "attack 0" || echo "attack 1"`, "", true},
+grep -q threaded $cg/t/cgroup.type && grep -q . $cg/t/cgroup.threads && echo "attack 0" || echo "attack 1"`, "", true, false},
 	// Every file and directory of the engine cgroup made mode 000 by
 	// its owner, deepest first: the controller (same uid) reads none of
 	// them until it gives itself access again.
@@ -43,21 +44,32 @@ mkdir $cg/c
 sh -c 'echo $$ > /sys/fs/cgroup/c/cgroup.procs; exec sleep 302' </dev/null >/dev/null 2>&1 &
 sleep 0.2
 find $cg -depth -exec chmod 000 {} + 2>/dev/null
-if cat $cg/cgroup.procs >/dev/null 2>&1; then echo "attack 1"; else echo "attack 0"; fi`, "owner access restored", false},
-	// Sub-cgroups nested until the path of the deepest, from the mount,
-	// is longer than PATH_MAX, a process in it: no open of that path by
-	// name can succeed (ENAMETOOLONG), so a walk that names each cgroup
-	// by its whole path can never list it.
+if cat $cg/cgroup.procs >/dev/null 2>&1; then echo "attack 1"; else echo "attack 0"; fi`, "owner access restored", false, false},
+	// Sub-cgroups nested as deep as the scope lets (MaxToolDepth), each
+	// with the longest name, a process in the deepest. The bound keeps the
+	// path under PATH_MAX (past it, no open by name could reach the
+	// cgroup), and the walk opens each cgroup from its parent anyway.
+	{"nested to the depth bound", `perl -e 'chdir "/sys/fs/cgroup" or die; my $n = "0" x 250;
+for (1..64) { mkdir $n or last; chdir $n or die }
+open(F, ">", "cgroup.procs") or die; print F "$$\n"; close F or die; exec "sleep", "303"' </dev/null >/dev/null 2>&1 &
+echo "tool $!"; sleep 0.2
+[ $(grep -o "/0\{250\}" /proc/$!/cgroup | wc -l) -eq ` + strconv.Itoa(MaxToolDepth) + ` ] && echo "attack 0" || echo "attack 1"`, "", true, false},
+	// In a scope launched before that bound (an engine an older mosaic
+	// launched, adopted after an upgrade), sub-cgroups nested until the
+	// path of the deepest, from the mount, is longer than PATH_MAX, a
+	// process in it: no open of that path by name can succeed
+	// (ENAMETOOLONG), so a walk that names each cgroup by its whole path
+	// can never list it.
 	{"path past PATH_MAX", `perl -e 'chdir "/sys/fs/cgroup" or die; my $n = "0" x 250;
 for (1..20) { mkdir $n or die; chdir $n or die }
 open(F, ">", "cgroup.procs") or die; print F "$$\n"; close F or die; exec "sleep", "303"' </dev/null >/dev/null 2>&1 &
 echo "tool $!"; sleep 0.2
-[ $(wc -c < /proc/$!/cgroup) -gt 4096 ] && echo "attack 0" || echo "attack 1"`, "", true},
+[ $(wc -c < /proc/$!/cgroup) -gt 4096 ] && echo "attack 0" || echo "attack 1"`, "", true, true},
 }
 
 // TestToolCgroupAttacksStillProven: whatever a tool does to the cgroup
 // files it owns (thaw its cgroup during the freeze, make a sub-cgroup
-// threaded, take every permission away, nest cgroups past PATH_MAX), the
+// threaded, take every permission away, nest cgroups as deep as it may), the
 // force stop still kills every process of the cohort and proves it.
 func TestToolCgroupAttacksStillProven(t *testing.T) {
 	m := testManager(t)
@@ -71,6 +83,15 @@ exec cat`)
 			got := e.expect(t, "engine", "setsid", "ready")
 			// Pinned before the attack, which may hide them.
 			eng, child := e.pin(t, got["engine"]), e.pin(t, got["setsid"])
+			if tc.unbounded {
+				fs, err := m.cgroupFS()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := fs.write(e.Cohort.ScopeCgroup, "cgroup.max.depth", "max"); err != nil {
+					t.Fatal(err)
+				}
+			}
 			e.Stdin.WriteString("go\n")
 			want := []string{"attack"}
 			if tc.tool {
@@ -120,11 +141,17 @@ func TestToolCgroupTreeBounded(t *testing.T) {
 	m := testManager(t)
 	const tries = 4 * MaxToolCgroups
 	e := launchEngine(t, m, `echo "engine $$"
+perl -e 'chdir "/sys/fs/cgroup" or die; my $d = 0;
+for (1..64) { mkdir "n" or last; chdir "n" or last; $d++ } print "deep $d\n";
+for (1..$d) { chdir ".." or die; rmdir "n" or die }'
 perl -e 'chdir "/sys/fs/cgroup" or die; mkdir "w" or die; chdir "w" or die; my $n = 1;
 for (1..`+strconv.Itoa(tries)+`) { mkdir "d$_" or last; $n++ } print "made $n\n"'
 echo "ready 1"
 exec cat`)
-	got := e.expect(t, "engine", "made", "ready")
+	got := e.expect(t, "engine", "deep", "made", "ready")
+	if deep, err := strconv.Atoi(got["deep"]); err != nil || deep < 1 || deep > MaxToolDepth {
+		t.Fatalf("a tool nested %q sub-cgroups deep, want 1 to %d", got["deep"], MaxToolDepth)
+	}
 	made, err := strconv.Atoi(got["made"])
 	if err != nil {
 		t.Fatalf("made %q: %v", got["made"], err)

@@ -244,8 +244,16 @@ func (l *scopeLaunch) placeChildren(ctx context.Context) error {
 // engine cgroup (a tool owns it: same uid, delegated).
 const MaxToolCgroups = 1024
 
+// MaxToolDepth bounds how deep below the engine cgroup they can nest: a
+// cgroup's path is rebuilt for every read of /proc/<pid>/cgroup, at a
+// cost that grows with its depth, and the web server reads that file of
+// every process to find where a peer's socket was made (activation): 4000
+// processes in a chain of 1024 cgroups made one such look take 7 s.
+const MaxToolDepth = 8
+
 // boundTree sets the scope's cgroup.max.descendants to its two
-// sub-cgroups and MaxToolCgroups, before the engine runs. Every stop walks
+// sub-cgroups and MaxToolCgroups, and its cgroup.max.depth to the engine
+// cgroup's level and MaxToolDepth, before the engine runs. Every stop walks
 // the whole tree below the engine cgroup, each cgroup in turn, and more
 // than once while frozen: without a bound a tool making cgroups by the
 // hundred thousand (as many as the scope's memory holds) would make each
@@ -256,6 +264,10 @@ func (l *scopeLaunch) boundTree() error {
 	c := &l.cohort
 	if err := l.fs.write(c.ScopeCgroup, "cgroup.max.descendants", strconv.Itoa(2+MaxToolCgroups)); err != nil {
 		return fmt.Errorf("scope %s: bound its cgroups: %w", c.Unit, err)
+	}
+	// The engine cgroup is one level below the scope.
+	if err := l.fs.write(c.ScopeCgroup, "cgroup.max.depth", strconv.Itoa(1+MaxToolDepth)); err != nil {
+		return fmt.Errorf("scope %s: bound its cgroups' depth: %w", c.Unit, err)
 	}
 	return nil
 }
