@@ -174,6 +174,18 @@ func (p *page) login(s testServer, id string) {
 	p.until("the token off the address bar", `location.pathname === "/" && location.search === ""`)
 }
 
+// loginList logs the page in with a fresh token and waits for the list's
+// stream to be live.
+func (p *page) loginList(s testServer) {
+	p.t.Helper()
+	tok, err := s.store.NewToken()
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.run("login", chromedp.Navigate(s.base+"/login?token="+tok))
+	p.until("logged in, list live", `location.pathname === "/" && document.querySelector("#conn").textContent === "live"`)
+}
+
 func (p *page) run(what string, actions ...chromedp.Action[chromedp.Void]) {
 	p.t.Helper()
 	ctx, cancel := context.WithTimeout(p.ctx, 3*time.Minute) // a bound against a hang

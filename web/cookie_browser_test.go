@@ -56,12 +56,7 @@ func TestBrowserPlantedCookie(t *testing.T) {
 	t.Cleanup(func() { dev.Close() })
 
 	p := newPage(t, startBrowser(t), "A")
-	tok, err := s.store.NewToken()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.run("login", chromedp.Navigate(s.base+"/login?token="+tok))
-	p.until("logged in, list live", `location.pathname === "/" && document.querySelector("#conn").textContent === "live"`)
+	p.loginList(s)
 	status := func(path string) string {
 		return `fetch("` + path + `").then(r => { const s = r.status; if (r.body) r.body.cancel(); return s; })`
 	}

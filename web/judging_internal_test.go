@@ -20,15 +20,7 @@ import (
 // web-busy (HTTP 503) without being judged or served; once a turn frees,
 // the next is judged as usual.
 func TestJudgingBounded(t *testing.T) {
-	s, err := New(context.Background(), Options{Store: &Store{Dir: t.TempDir()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	s, l := judgingServer(t)
 	client, err := net.Dial("tcp4", l.Addr().String())
 	if err != nil {
 		t.Fatal(err)
@@ -93,15 +85,7 @@ func TestTurnTakesAFreePlace(t *testing.T) {
 // refusal must come from the socket alone, without a turn.
 func refusedWithoutATurn(t *testing.T, name string, props []string, script string) *protocol.Refusal {
 	t.Helper()
-	s, err := New(context.Background(), Options{Store: &Store{Dir: t.TempDir()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	s, l := judgingServer(t)
 	sandboxtest.Scope(t, name, props, fmt.Sprintf(script, l.Addr().(*net.TCPAddr).Port))
 	server, err := l.Accept()
 	if err != nil {
@@ -156,4 +140,20 @@ sleep 60`)
 	if !strings.Contains(ref.Message, "cannot be vouched for") {
 		t.Fatalf("a socket made in a removed sub-cgroup: %q, want it not vouched for", ref.Message)
 	}
+}
+
+// judgingServer is a server that serves nothing and a loopback listener
+// whose connections its tests judge, closed when the test ends.
+func judgingServer(t *testing.T) (*Server, net.Listener) {
+	t.Helper()
+	s, err := New(context.Background(), Options{Store: &Store{Dir: t.TempDir()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return s, l
 }
