@@ -96,7 +96,10 @@ func startBrowser(t *testing.T) context.Context {
 	}
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium), chromedp.NoSandbox,
 		chromedp.DisableGPU, chromedp.UserDataDir(t.TempDir()), chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-dev-shm-usage", true), chromedp.Flag("disable-crash-reporter", true))
+		chromedp.Flag("disable-dev-shm-usage", true), chromedp.Flag("disable-crash-reporter", true),
+		// Its crash database and caches, out of the caller's own home:
+		// outside the sandbox the browser runs as the caller.
+		chromedp.Env("XDG_CONFIG_HOME="+t.TempDir(), "XDG_CACHE_HOME="+t.TempDir()))
 	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
 	t.Cleanup(cancel)
 	bctx, bcancel := chromedp.NewContext(actx)

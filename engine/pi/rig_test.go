@@ -111,6 +111,9 @@ func startRig(t *testing.T, engine string, script stubmodel.Script, opts engine.
 			t.Cleanup(func() { c.Close() })
 		}
 	case "real":
+		// The pin's manifest cache, out of the caller's own state
+		// directory: outside the sandbox these tests run as the caller.
+		t.Setenv("XDG_STATE_HOME", filepath.Join(dir, "state"))
 		pin, err := Resolve(os.Getenv("MOSAIC_PI"), ResolveOptions{PATH: os.Getenv("PATH")})
 		must(t, err)
 		home := filepath.Join(dir, "home")
