@@ -261,20 +261,3 @@ func addrPort(a *net.TCPAddr) netip.AddrPort {
 func inManager(cg string, uid int) bool {
 	return slices.Contains(strings.Split(cg, "/"), fmt.Sprintf("user@%d.service", uid))
 }
-
-// SocketCgroup is the id of the cgroup the peer's socket of a loopback TCP
-// connection was made in (step 1 of JudgeConn alone: one inet_diag
-// question, no walk): what a server can count a peer's connections by
-// before it judges any. 0 with an error where the kernel does not say.
-func SocketCgroup(c net.Conn) (uint64, error) {
-	local, ok := c.LocalAddr().(*net.TCPAddr)
-	remote, ok2 := c.RemoteAddr().(*net.TCPAddr)
-	if !ok || !ok2 {
-		return 0, fmt.Errorf("%w: not a TCP connection", ErrPeerUnreadable)
-	}
-	sock, err := diagTCP(addrPort(remote), addrPort(local))
-	if err != nil {
-		return 0, err
-	}
-	return sock.cgroup, nil
-}
