@@ -352,7 +352,7 @@ func keyLeftover(e fs.DirEntry, isKey func(string) bool) bool {
 	switch {
 	case strings.HasPrefix(n, "#") && strings.HasSuffix(n, "#") && len(n) > 2:
 		return isKey(n[1 : len(n)-1])
-	case strings.HasPrefix(n, ".") && (strings.HasSuffix(n, ".swp") || strings.HasSuffix(n, ".swo")):
+	case len(n) > len(".x.swp") && strings.HasPrefix(n, ".") && (strings.HasSuffix(n, ".swp") || strings.HasSuffix(n, ".swo")):
 		return isKey(n[1 : len(n)-4])
 	}
 	for _, suffix := range []string{"~", ".bak", ".orig"} {

@@ -220,6 +220,7 @@ func TestKeyMasks(t *testing.T) {
 	keys, named, other, sub := mk("a.env", "b.env"), mk("claude.keys"), mk("a.env", "notes.txt"), mk("a.env", "x/")
 	edited := mk("a.env", "a.env~", "a.env.bak", "#a.env#", ".a.env.swp", ".#a.env", "claude.keys", "claude.keys~")
 	notLeft := mk("a.env", "a.txt~", ".#notes")
+	bare := mk("a.env", ".swp") // a suffix alone names no key
 	proj, elsewhere := mk("a.env"), mk()
 	for _, tc := range []struct {
 		name    string
@@ -231,6 +232,7 @@ func TestKeyMasks(t *testing.T) {
 		{"another file beside it", cl("", filepath.Join(other, "a.env")), nil, false},
 		{"an editor's leftovers of its keys beside it", cl("", filepath.Join(edited, "claude.keys")), nil, true},
 		{"leftovers of other files beside it", cl("", filepath.Join(notLeft, "a.env")), nil, false},
+		{"a swap file's suffix alone beside it", cl("", filepath.Join(bare, "a.env")), nil, false},
 		{"a directory beside it", cl("", filepath.Join(sub, "a.env")), nil, false},
 		{"missing: the mask makes it", cl("", filepath.Join(root, "none", "a.env")), nil, true},
 		{"a project's directory", cl(proj, filepath.Join(proj, "a.env")), nil, false},
