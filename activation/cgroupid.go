@@ -51,14 +51,11 @@ func openCgroup2() (cgroupFS, error) {
 	return cgroupFS{mount: m, dev: st.Dev}, nil
 }
 
-// is reports whether the cgroup at rel (a path below the mount) has id.
-func (c cgroupFS) is(rel string, id uint64) bool {
-	var st unix.Stat_t
-	return unix.Lstat(filepath.Join(c.mount, rel), &st) == nil && c.match(&st, id)
-}
-
-func (c cgroupFS) match(st *unix.Stat_t, id uint64) bool {
-	return st.Ino == id && st.Dev == c.dev && st.Mode&unix.S_IFMT == unix.S_IFDIR
+// cgroupDir says whether st is a directory of the cgroup2 mount: its
+// inode number is then a cgroup's id. A hybrid host's v1 hierarchies and
+// tmpfs reuse those numbers on other devices.
+func (c cgroupFS) cgroupDir(st *unix.Stat_t) bool {
+	return st.Dev == c.dev && st.Mode&unix.S_IFMT == unix.S_IFDIR
 }
 
 // look maps every cgroup a look can place to its path below the cgroup2
@@ -98,7 +95,7 @@ func (c cgroupFS) ofProcesses(of map[uint64]string) {
 		}
 		seen[cg] = true
 		var st unix.Stat_t
-		if unix.Lstat(filepath.Join(c.mount, cg), &st) == nil && c.match(&st, st.Ino) {
+		if unix.Lstat(filepath.Join(c.mount, cg), &st) == nil && c.cgroupDir(&st) {
 			of[st.Ino] = cg
 		}
 	}
@@ -128,7 +125,7 @@ func (c cgroupFS) outsideManagers(of map[uint64]string) error {
 		if st.Dev != c.dev {
 			return fs.SkipDir
 		}
-		if c.match(&st, st.Ino) {
+		if c.cgroupDir(&st) {
 			rel, _ := filepath.Rel(c.mount, p)
 			if rel == "." {
 				rel = ""
