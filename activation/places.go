@@ -114,9 +114,8 @@ func lookCgroups() (map[uint64]string, error) {
 // socket's cgroup; known is false where that cannot be found out (not TCP,
 // no such socket, no cgroup reported, a cgroup no look places).
 func (j *Judge) SocketScope(c net.Conn) (unit string, known bool) {
-	local, ok := c.LocalAddr().(*net.TCPAddr)
-	remote, ok2 := c.RemoteAddr().(*net.TCPAddr)
-	if !ok || !ok2 {
+	local, remote, ok := tcpEnds(c)
+	if !ok {
 		return "", false
 	}
 	sock, err := diagTCP(addrPort(remote), addrPort(local))
@@ -139,11 +138,17 @@ func (j *Judge) SocketScope(c net.Conn) (unit string, known bool) {
 // only the socket's holders can decide (JudgeConn), and for a connection
 // that is not loopback TCP.
 func (j *Judge) JudgeSocket(c net.Conn) (v Verdict, decided bool) {
-	local, ok := c.LocalAddr().(*net.TCPAddr)
-	remote, ok2 := c.RemoteAddr().(*net.TCPAddr)
-	if !ok || !ok2 {
+	local, remote, ok := tcpEnds(c)
+	if !ok {
 		return Verdict{}, false
 	}
 	_, _, v, decided = j.judgeSocket(local, remote)
 	return v, decided
+}
+
+// tcpEnds are the ends of a TCP connection; ok is false for another kind.
+func tcpEnds(c net.Conn) (local, remote *net.TCPAddr, ok bool) {
+	local, ok = c.LocalAddr().(*net.TCPAddr)
+	remote, ok2 := c.RemoteAddr().(*net.TCPAddr)
+	return local, remote, ok && ok2
 }
