@@ -34,6 +34,21 @@ type Options struct {
 	// events and loses its place exactly as a slow connection does at the
 	// server: a lost-place notice, then nothing until the next observe.
 	QueueEvents int
+	// Runs asks the server for runs of deltas (protocol.RunsSince): a
+	// reader that fell behind then gets the deltas of a block that
+	// waited for it as one event whose Texts hold them all, instead of
+	// one line each. Its Updates must take such events whole
+	// (protocol.Event.Deltas yields them one by one; a Transcript does
+	// that itself). A server older than runs is spoken to without them.
+	Runs bool
+}
+
+// speaks is the protocol a hello with these options names.
+func (o Options) speaks() int {
+	if o.Runs {
+		return protocol.Version
+	}
+	return 1
 }
 
 func (o Options) maxLine() int {
@@ -94,7 +109,16 @@ func Dial(ctx context.Context, socketPath string, opts Options) (*Client, error)
 	if err != nil {
 		return nil, fmt.Errorf("dial conversation socket %s: %w", socketPath, err)
 	}
-	w, lines, err := handshake(ctx, conn, opts)
+	w, lines, err := handshake(ctx, conn, opts.Name, opts.speaks(), opts.maxLine())
+	if opts.Runs && protocol.CodeOf(err) == protocol.CodeProtocolVersion {
+		// A controller older than runs refuses the hello and closes the
+		// connection: say hello again in the protocol it speaks.
+		conn.Close()
+		if conn, err = dialSocket(ctx, socketPath); err != nil {
+			return nil, fmt.Errorf("dial conversation socket %s: %w", socketPath, err)
+		}
+		w, lines, err = handshake(ctx, conn, opts.Name, 1, opts.maxLine())
+	}
 	if err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("hello on %s: %w", socketPath, err)

@@ -81,7 +81,7 @@ func TestDial(t *testing.T) {
 		if s.Conversation != "c-test" || s.Connection == "" || s.Mode != ModeObserver || s.Bound {
 			t.Fatalf("state after welcome: %+v", s)
 		}
-		if w := c.Welcome(); w.Server != "fake/1" || w.Protocol != protocol.Version {
+		if w := c.Welcome(); w.Server != "fake/1" || w.Protocol != 1 {
 			t.Fatalf("welcome: %+v", w)
 		}
 	})

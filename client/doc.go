@@ -38,7 +38,7 @@
 //
 // A typical loop:
 //
-//	c, err := client.Dial(ctx, path, client.Options{Name: "attach"})
+//	c, err := client.Dial(ctx, path, client.Options{Name: "attach", Runs: true})
 //	...
 //	t := client.NewTranscript()
 //	if _, err := c.Observe(ctx); err != nil { ... }
@@ -48,4 +48,9 @@
 //		}
 //		render(t.Snapshot())
 //	}
+//
+// With Runs, a reader that falls behind gets the deltas of a block that
+// waited for it as one event (protocol.Event.Texts): fewer lines to read
+// and decode, the same deltas. A Transcript takes such events as their
+// deltas; a reader of its own iterates protocol.Event.Deltas.
 package client

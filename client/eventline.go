@@ -3,6 +3,7 @@ package client
 import (
 	"bytes"
 	"encoding/binary"
+	"slices"
 	"unicode/utf16"
 	"unicode/utf8"
 	"unsafe"
@@ -30,6 +31,7 @@ const (
 	fPart
 	fLastPart
 	fText
+	fTexts
 	fContent
 	fStopReason
 	fReason
@@ -53,8 +55,9 @@ type lineDecoder struct {
 	execution, message          repeat
 	kind, role, blockType, mode repeat
 	boxes                       []eventBox
-	strs                        []byte // the block strings are taken from (string)
-	unescaped                   []byte // an escaped string decoded, before it is copied
+	strs                        []byte   // the block strings are taken from (string)
+	unescaped                   []byte   // an escaped string decoded, before it is copied
+	run                         []string // a run's texts as they are read
 }
 
 // repeat is a string value a run of events repeats.
@@ -81,8 +84,8 @@ func newRepeat(s string) repeat {
 // the line has the flat shape the controller writes for streaming events:
 // no whitespace, every key one of protocol.Event's own names spelled
 // exactly and at most once, string values, non-negative integers and
-// booleans, and content whose blocks are objects of the same kind (a
-// message-end's text). Anything else (a tool, a block's args, null, a
+// booleans, content whose blocks are objects of the same kind (a
+// message-end's text), and a run's texts. Anything else (a tool, a block's args, null, a
 // negative or non-integer number, an unknown or differently cased key, a
 // surrogate escape) reports false and the line takes the full path:
 // protocol.Validate, then encoding/json. The one-pass decoder checks every
@@ -155,6 +158,13 @@ func (d *lineDecoder) event(line []byte) (*protocol.Event, bool) {
 			}
 			i = next
 			ev.Content = blocks
+		case 't':
+			texts, next, ok := d.texts(line, i)
+			if !ok {
+				return nil, false
+			}
+			i = next
+			ev.Texts = texts
 		}
 		if i >= len(line) {
 			return nil, false
@@ -216,7 +226,7 @@ func (d *lineDecoder) string(raw []byte) string {
 
 // wireKey is a key the one-pass decoder takes, quoted and with its
 // colon, with its seen bit and value kind ('s'tring, 'n'umber,
-// 'b'oolean, 'c'ontent), and the key's first and last eight bytes as
+// 'b'oolean, 'c'ontent, 't'exts), and the key's first and last eight bytes as
 // words (the first masked to the key when it is shorter) for hasKey.
 type wireKey struct {
 	key        string
@@ -258,6 +268,7 @@ var eventKeys = [...]wireKey{
 	wk(`"part":`, fPart, 'n'),
 	wk(`"lastPart":`, fLastPart, 'b'),
 	wk(`"text":`, fText, 's'),
+	wk(`"texts":`, fTexts, 't'),
 	wk(`"content":`, fContent, 'c'),
 	wk(`"stopReason":`, fStopReason, 's'),
 	wk(`"reason":`, fReason, 's'),
@@ -327,6 +338,8 @@ func eventField(key []byte) (uint32, byte) {
 		return fLastPart, 'b'
 	case "text":
 		return fText, 's'
+	case "texts":
+		return fTexts, 't'
 	case "content":
 		return fContent, 'c'
 	case "stopReason":
@@ -431,6 +444,42 @@ func (d *lineDecoder) content(line []byte, i int) ([]protocol.Block, int, bool) 
 			i++
 		case ']':
 			return blocks, i + 1, true
+		default:
+			return nil, 0, false
+		}
+	}
+}
+
+// texts reads a run's texts at i: an array of strings. An empty array
+// is an empty slice, not nil, as encoding/json makes it.
+func (d *lineDecoder) texts(line []byte, i int) ([]string, int, bool) {
+	if i+1 >= len(line) || line[i] != '[' {
+		return nil, 0, false
+	}
+	i++
+	if line[i] == ']' {
+		return []string{}, i + 1, true
+	}
+	// The texts are gathered in a slice the decoder keeps and then
+	// copied into one of their exact length: a run's length is known
+	// only at its end, and growing the slice handed out would allocate
+	// a dozen times for a long run.
+	defer func() {
+		clear(d.run)
+		d.run = d.run[:0]
+	}()
+	for {
+		s, next, ok := d.value(line, i, false, nil)
+		if !ok || next >= len(line) {
+			return nil, 0, false
+		}
+		d.run = append(d.run, s)
+		i = next
+		switch line[i] {
+		case ',':
+			i++
+		case ']':
+			return slices.Clone(d.run), i + 1, true
 		default:
 			return nil, 0, false
 		}

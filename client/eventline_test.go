@@ -44,6 +44,9 @@ func eventLines(t testing.TB) []string {
 		{Kind: protocol.EventUnavailable, Execution: "x-2", Seq: 1, Reason: protocol.ReasonUnknownNative, Native: "odd", Truncated: true},
 		{Kind: protocol.EventToolStart, Execution: "x-2", Seq: 2, Tool: &protocol.Tool{CallID: "c", Name: "bash", Args: json.RawMessage(`{"a":1}`)}},
 		{Kind: protocol.EventThinkingDelta, Execution: "x-2", Seq: 4, Block: protocol.Ordinal(1), Fragment: protocol.Ordinal(0), LastFragment: true, Text: "\x00\x1f\x7f"},
+		{Kind: protocol.EventTextDelta, Execution: "x-1", Seq: 8, Message: "m-1", Role: "assistant",
+			Block: protocol.Ordinal(0), BlockType: "text", Fragment: protocol.Ordinal(13),
+			UpdateMode: protocol.UpdateAppend, Texts: []string{"a", "", "héllo \"there\"\n\t\\ <&> \u2028 \U0001F600", "\x00"}},
 	} {
 		ev.Record = protocol.RecordEvent
 		line, err := protocol.Line(ev)
@@ -115,6 +118,24 @@ func eventLines(t testing.TB) []string {
 		`{"record":"event","content":[{"text":"\ud83d\ude00"}]}`,
 		`{"record":"event","content":[{"text":"`+"\xff"+`"}]}`,
 		`{"record":"event","content":[ {"type":"text"}]}`,
+		`{"record":"event","texts":[]}`,
+		`{"record":"event","texts":["a"]}`,
+		`{"record":"event","texts":["a",]}`,
+		`{"record":"event","texts":[,"a"]}`,
+		`{"record":"event","texts":["a""b"]}`,
+		`{"record":"event","texts":["a"]]}`,
+		`{"record":"event","texts":["a"}`,
+		`{"record":"event","texts":[ "a"]}`,
+		`{"record":"event","texts":null}`,
+		`{"record":"event","texts":[null]}`,
+		`{"record":"event","texts":[1]}`,
+		`{"record":"event","texts":"a"}`,
+		`{"record":"event","texts":["\ud83d"]}`,
+		`{"record":"event","texts":["`+"\xff"+`"]}`,
+		`{"record":"event","texts":["a"],"texts":["b"]}`,
+		`{"record":"event","text":"a","texts":["b"]}`,
+		`{"record":"event","texts":["b"],"text":"a"}`,
+		`{"record":"event","Texts":["b"]}`,
 	)
 }
 

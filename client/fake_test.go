@@ -51,6 +51,8 @@ type fakeServer struct {
 
 	// Test hooks, set before clients connect.
 	refuseHello string                                     // refuse every hello with this code
+	speaks      int                                        // the newest protocol it speaks (0: protocol.Version)
+	hellos      []int                                      // the protocol each hello named
 	starting    chan struct{}                              // welcome "starting"; read nothing and send the binding once closed
 	drop        func(cmd protocol.Command) bool            // close the connection instead of replying
 	gate        func(cmd protocol.Command) <-chan struct{} // reply once the channel closes
@@ -157,13 +159,25 @@ func (f *fakeServer) serve(k *fakeConn) {
 		k.send(protocol.Refuse(protocol.CodeHelloRequired, "hello first").Record(""))
 		return
 	}
+	f.mu.Lock()
+	f.hellos = append(f.hellos, h.Protocol)
+	f.mu.Unlock()
 	if f.refuseHello != "" {
 		k.send(protocol.Refuse(f.refuseHello, "refused by the test").Record(""))
 		return
 	}
+	speaks := protocol.Version
+	if f.speaks != 0 {
+		speaks = f.speaks
+	}
+	if h.Protocol > speaks {
+		// As the controller refuses a hello naming a newer protocol.
+		k.send(protocol.Refuse(protocol.CodeProtocolVersion, "protocol %d is not supported", h.Protocol).Record(""))
+		return
+	}
 	f.mu.Lock()
 	k.send(protocol.Welcome{Record: "welcome", Conversation: "c-test", Connection: k.id,
-		Mode: ModeObserver, Server: "fake/1", Protocol: protocol.Version, Starting: f.starting != nil})
+		Mode: ModeObserver, Server: "fake/1", Protocol: max(h.Protocol, 1), Starting: f.starting != nil})
 	k.hello = true
 	f.mu.Unlock()
 	if f.starting != nil {

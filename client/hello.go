@@ -13,7 +13,7 @@ import (
 // handshake sends the hello and reads the welcome under ctx. It returns the
 // line reader it used: bytes the server sent right after the welcome may
 // already sit in its buffer, so the read loop must continue with it.
-func handshake(ctx context.Context, conn net.Conn, opts Options) (protocol.Welcome, *protocol.LineReader, error) {
+func handshake(ctx context.Context, conn net.Conn, name string, speaks, maxLine int) (protocol.Welcome, *protocol.LineReader, error) {
 	var w protocol.Welcome
 	if dl, ok := ctx.Deadline(); ok {
 		conn.SetDeadline(dl)
@@ -21,14 +21,14 @@ func handshake(ctx context.Context, conn net.Conn, opts Options) (protocol.Welco
 	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 
-	hello, err := json.Marshal(protocol.Hello{Type: "hello", Client: opts.Name, Protocol: protocol.Version})
+	hello, err := json.Marshal(protocol.Hello{Type: "hello", Client: name, Protocol: speaks})
 	if err != nil {
 		return w, nil, fmt.Errorf("encode hello: %w", err)
 	}
 	if _, err := conn.Write(append(hello, '\n')); err != nil {
 		return w, nil, ctxErr(ctx, fmt.Errorf("send hello: %w", err))
 	}
-	lines := protocol.NewLineReader(conn, opts.maxLine())
+	lines := protocol.NewLineReader(conn, maxLine)
 	line, err := lines.Next()
 	if err != nil {
 		return w, nil, ctxErr(ctx, fmt.Errorf("read welcome: %w", err))
@@ -45,8 +45,8 @@ func handshake(ctx context.Context, conn net.Conn, opts Options) (protocol.Welco
 	default:
 		return w, nil, fmt.Errorf("%w: the server answered the hello with a %q record", ErrProtocol, u.Record)
 	}
-	if w.Protocol != protocol.Version {
-		return w, nil, fmt.Errorf("%w: the server speaks protocol %d, this client %d", ErrProtocol, w.Protocol, protocol.Version)
+	if w.Protocol != speaks {
+		return w, nil, fmt.Errorf("%w: the server answered in protocol %d a hello in protocol %d", ErrProtocol, w.Protocol, speaks)
 	}
 	if !stop() {
 		// ctx ended as the welcome arrived; the deadline may be poisoned.

@@ -74,6 +74,11 @@ func (c *Client) receive(line []byte) error {
 	// before it may block. Most come from the one-pass decoder, without
 	// an Update of their own.
 	if ev, ok := c.lines.event(line); ok {
+		if ev.Texts != nil {
+			if err := c.checkRun(ev); err != nil {
+				return err
+			}
+		}
 		c.holdEvent(ev, line)
 		return nil
 	}
@@ -85,6 +90,9 @@ func (c *Client) receive(line []byte) error {
 		return fmt.Errorf("%w: a second welcome", ErrProtocol)
 	}
 	if u.Event != nil {
+		if err := c.checkRun(u.Event); err != nil {
+			return err
+		}
 		c.holdEvent(u.Event, u.Raw)
 		return nil
 	}
@@ -132,6 +140,21 @@ func (c *Client) receive(line []byte) error {
 		p.resolve(replyOf(&u))
 	}
 	c.updates.push(u)
+	return nil
+}
+
+// checkRun refuses a run of deltas on a connection that did not ask for
+// runs, or one the protocol does not allow.
+func (c *Client) checkRun(ev *protocol.Event) error {
+	switch {
+	case ev.Texts == nil:
+		return nil
+	case c.welcome.Protocol < protocol.RunsSince:
+		return fmt.Errorf("%w: a run of deltas (seq %d) on a connection in protocol %d", ErrProtocol, ev.Seq, c.welcome.Protocol)
+	}
+	if err := protocol.CheckRun(ev); err != nil {
+		return fmt.Errorf("%w: %v", ErrProtocol, err)
+	}
 	return nil
 }
 

@@ -70,7 +70,7 @@ func streamServer(b *testing.B, events int) string {
 			Fragment: protocol.Ordinal(i), UpdateMode: protocol.UpdateAppend, Text: strconv.FormatInt(1764770000000000000+int64(i), 10) + " "})
 		stream = append(stream, line...)
 	}
-	welcome, _ := protocol.Line(protocol.Welcome{Record: protocol.RecordWelcome, Conversation: "pi-b", Connection: "k-1", Mode: "observer", Server: "bench", Protocol: protocol.Version})
+	welcome, _ := protocol.Line(protocol.Welcome{Record: protocol.RecordWelcome, Conversation: "pi-b", Connection: "k-1", Mode: "observer", Server: "bench", Protocol: 1})
 	go func() {
 		for {
 			c, err := l.Accept()

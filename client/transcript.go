@@ -132,7 +132,15 @@ func (t *Transcript) Update(u Update) Want {
 	defer t.mu.Unlock()
 	switch {
 	case u.Event != nil:
-		return t.apply(*u.Event)
+		var w Want
+		for d := range u.Event.Deltas() {
+			// A run is applied as the deltas it stands for, one by one:
+			// the seam rules and a conflict's comparison are per seq.
+			if got := t.apply(d); got != (Want{}) {
+				w = got
+			}
+		}
+		return w
 	case u.Observed != nil:
 		return t.observe(u.Observed, u.FromSeq)
 	case u.Notice != nil:

@@ -54,13 +54,15 @@ type bus struct {
 	last      uint64      // seq of the newest event published
 	settled   uint64      // seq of the latest run-settled event
 	dropped   uint64      // late events of other executions, never delivered (H14)
+	runKey    *runKey     // the run key of the newest event, if it has one
 	subs      map[*subscriber]struct{}
 }
 
 type ringEntry struct {
 	seq  uint64
 	line []byte
-	at   uint64 // the execution's bytes before this event (bus.total then)
+	at   uint64  // the execution's bytes before this event (bus.total then)
+	mark runMark // how it joins a run of deltas (runs.go)
 }
 
 // subscriber is one observer's cursor into the ring. Its fields are
@@ -93,6 +95,7 @@ func (b *bus) reset(execution string) {
 		s.next = 0
 	}
 	b.execution, b.first, b.last, b.settled, b.bytes, b.total = execution, 0, 0, 0, 0, 0
+	b.runKey = nil
 	clear(b.ring) // the old execution's lines are never replayed again
 }
 
@@ -140,7 +143,9 @@ func (b *bus) publish(ev protocol.Event) {
 	for b.first < ev.Seq && (ev.Seq-b.first >= ringSize || b.bytes+len(line) > ringBytes) {
 		b.evictOldest()
 	}
-	b.ring[ev.Seq%ringSize] = ringEntry{seq: ev.Seq, line: line, at: b.total}
+	mark := markOf(&ev, line, b.runKey)
+	b.runKey = mark.key
+	b.ring[ev.Seq%ringSize] = ringEntry{seq: ev.Seq, line: line, at: b.total, mark: mark}
 	b.bytes += len(line)
 	b.total += uint64(len(line))
 	b.last = ev.Seq
@@ -216,42 +221,42 @@ func (b *bus) subscribeFrom(after uint64, wake chan struct{}) (s *subscriber, fi
 	return s, first, complete
 }
 
-// take appends to lines the events s has not taken yet, up to
+// take appends to pieces the events s has not taken yet, up to
 // batchEvents and batchBytes (at least one event), and advances its
 // cursor past them. lost is the first seq s missed once the ring
 // overwrote its cursor (then nothing more comes), 0 otherwise.
-func (b *bus) take(s *subscriber, lines [][]byte) (_ [][]byte, lost uint64) {
+func (b *bus) take(s *subscriber, pieces []piece) (_ []piece, lost uint64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if s.lostAt != 0 {
-		return lines, s.lostAt
+		return pieces, s.lostAt
 	}
-	start, n := len(lines), 0
+	start, n := len(pieces), 0
 	full := func(line []byte) bool {
-		k := len(lines) - start
+		k := len(pieces) - start
 		return k > 0 && (k >= batchEvents || n+len(line) > batchBytes)
 	}
 	for len(s.old) > 0 && !full(s.old[0]) {
-		lines, n = append(lines, s.old[0]), n+len(s.old[0])
+		pieces, n = append(pieces, piece{line: s.old[0]}), n+len(s.old[0])
 		s.old[0] = nil
 		s.old = s.old[1:]
 	}
 	if len(s.old) > 0 {
 		signal(s.wake)
-		return lines, 0
+		return pieces, 0
 	}
 	if s.done || s.next == 0 || b.first == 0 {
-		return lines, 0
+		return pieces, 0
 	}
 	for ; s.next <= b.last; s.next++ {
-		line := b.ring[s.next%ringSize].line
-		if full(line) {
+		e := &b.ring[s.next%ringSize]
+		if full(e.line) {
 			signal(s.wake) // more to take: the writer comes back at once
 			break
 		}
-		lines, n = append(lines, line), n+len(line)
+		pieces, n = append(pieces, piece{line: e.line, seq: e.seq, mark: e.mark}), n+len(e.line)
 	}
-	return lines, 0
+	return pieces, 0
 }
 
 // lag is how many events s has yet to take.

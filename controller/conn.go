@@ -43,6 +43,7 @@ type conn struct {
 	c     net.Conn
 	peer  *audit.Peer // what the journal names: uid and pid
 	hello bool
+	runs  bool // its hello named protocol.RunsSince or later
 
 	// The peer's identity: its pidfd and the judge that classifies it at
 	// accept and again at every control command. Once an engine peer,
@@ -94,6 +95,7 @@ type feed struct {
 	bus   *bus
 	s     *subscriber
 	epoch uint64
+	runs  bool // the connection takes runs of deltas (runs.go)
 }
 
 func newConn(id string, c net.Conn) *conn {
@@ -136,7 +138,9 @@ func (k *conn) enginePeer() bool {
 func (k *conn) writeLoop() {
 	defer close(k.wdone)
 	var epoch uint64 // of the latest observed record written
+	var pieces []piece
 	var lines [][]byte
+	var buf []byte // the runs of one batch
 	for {
 		if !k.writeCtl(&epoch) {
 			k.drop()
@@ -144,7 +148,7 @@ func (k *conn) writeLoop() {
 		}
 		if f := k.current(); f != nil && f.epoch == epoch {
 			var lost uint64
-			lines, lost = f.bus.take(f.s, lines[:0])
+			pieces, lost = f.bus.take(f.s, pieces[:0])
 			if lost != 0 {
 				if k.endFeed(f) && !k.write(lostPlaceLine(lost)) {
 					k.drop()
@@ -152,9 +156,14 @@ func (k *conn) writeLoop() {
 				}
 				continue
 			}
-			if len(lines) > 0 {
+			if len(pieces) > 0 {
+				lines, buf = linesOf(pieces, lines[:0], buf[:0], f.runs)
 				ok := k.writeBatch(lines)
-				clear(lines) // let the ring's lines go
+				clear(pieces) // let the ring's lines go
+				clear(lines)
+				if cap(buf) > batchBytes {
+					buf = nil
+				}
 				if !ok {
 					k.drop()
 					return
@@ -398,7 +407,7 @@ func (k *conn) releaseQueue() {
 // (unsubscribe) and queued the observed record that starts epoch.
 func (k *conn) follow(b *bus, s *subscriber, epoch uint64) {
 	k.subMu.Lock()
-	k.feed = &feed{bus: b, s: s, epoch: epoch}
+	k.feed = &feed{bus: b, s: s, epoch: epoch, runs: k.runs}
 	k.subMu.Unlock()
 	signal(k.kick)
 }

@@ -56,7 +56,7 @@ func TestStalledConnectionDetached(t *testing.T) {
 	for i := uint64(1); i <= bound; i++ {
 		b.publish(ev("e1", i))
 		var lost uint64
-		if got, lost = b.take(other, got); lost != 0 {
+		if got, lost = takeLines(b, other, got); lost != 0 {
 			t.Fatalf("a reader in step lost its place at %d", lost)
 		}
 	}

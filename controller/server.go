@@ -367,14 +367,18 @@ func (s *Server) hello(k *conn, lines *lineReader) bool {
 			"protocol %d is not supported; this server speaks protocol %d", h.Protocol, protocol.Version))
 		return false
 	}
+	// The connection speaks the protocol its hello named (1 when it named
+	// none), so a client built before runs of deltas never receives one.
+	speaks := max(h.Protocol, 1)
+	k.runs = speaks >= protocol.RunsSince
 	w := protocol.Welcome{Record: protocol.RecordWelcome, Conversation: s.Conversation, Connection: k.id,
-		Mode: "observer", Server: s.Version, Protocol: protocol.Version, Starting: s.Started.starting()}
+		Mode: "observer", Server: s.Version, Protocol: speaks, Starting: s.Started.starting()}
 	if err := k.send(w); err != nil {
 		return false
 	}
 	k.hello = true
 	s.Audit.Log(audit.Entry{Event: audit.Hello, Connection: k.id, Peer: k.peer,
-		Message: fmt.Sprintf("connection %s said hello (client %s, protocol %d); mode observer", k.id, quoted(h.Client), h.Protocol),
+		Message: fmt.Sprintf("connection %s said hello (client %s, protocol %d); mode observer", k.id, quoted(h.Client), speaks),
 		Fields:  map[string]string{"CLIENT": clip(h.Client), "MODE": "observer", "ENGINE_PEER": fmt.Sprint(k.enginePeer())}})
 	return true
 }

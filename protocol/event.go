@@ -125,6 +125,10 @@ type Event struct {
 
 	// Text is the delta (append) or nothing; final content is in Content.
 	Text string `json:"text,omitempty"`
+	// Texts carries a run of deltas of one block instead of Text: Texts[i]
+	// is the delta of seq Seq+i and fragment Fragment+i (runs.go). Only a
+	// connection whose hello named RunsSince or later receives runs.
+	Texts []string `json:"texts,omitempty"`
 	// Content is the authoritative content of a message-end.
 	Content []Block `json:"content,omitempty"`
 	// StopReason is the native stop reason of an assistant message-end.

@@ -6,9 +6,11 @@ import (
 	"errors"
 )
 
-// Version is the client protocol this build speaks. A hello may name it;
-// a hello naming a newer one is refused with CodeProtocolVersion.
-const Version = 1
+// Version is the newest client protocol this build speaks. A hello may
+// name it or an older one, and the welcome answers with the one the
+// connection speaks; a hello naming a newer one is refused with
+// CodeProtocolVersion. Protocol 2 adds runs of deltas (Event.Texts).
+const Version = 2
 
 // MaxLine is the default cap on one client line, in bytes. A longer line is
 // refused with CodeLineTooLong and the connection is closed: the stream

@@ -169,7 +169,7 @@ func (ts *tabs) dial(ctx context.Context, conv string) (*client.Client, error) {
 	}
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	return client.Dial(dctx, path, client.Options{Name: "mosaic-web"})
+	return client.Dial(dctx, path, client.Options{Name: "mosaic-web", Runs: true})
 }
 
 // start registers t on connection c and starts reading it.

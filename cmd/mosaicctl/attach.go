@@ -43,7 +43,7 @@ func runAttach(c *cli.Context) error {
 	// Connect before touching the terminal, so a refusal or a missing
 	// socket is printed on the operator's ordinary screen.
 	dctx, cancel := context.WithTimeout(c.Context, 30*time.Second)
-	cl, err := client.Dial(dctx, path, client.Options{Name: "mosaicctl attach/" + version})
+	cl, err := client.Dial(dctx, path, client.Options{Name: "mosaicctl attach/" + version, Runs: true})
 	cancel()
 	if err != nil {
 		return fmt.Errorf("%w (%s)", err, dialHint(id))

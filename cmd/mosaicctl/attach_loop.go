@@ -212,7 +212,7 @@ func (a *attacher) update(u client.Update) {
 			a.scr.SetNotice(n)
 		}
 	case u.Event != nil && u.Event.Execution == a.seam.Execution:
-		a.lastSeq = max(a.lastSeq, u.Event.Seq)
+		a.lastSeq = max(a.lastSeq, u.Event.Last())
 	case u.Stop != nil:
 		s := u.Stop
 		n := fmt.Sprintf("%s %s of execution %s: %s", s.Kind, s.ID, s.Execution, s.State)

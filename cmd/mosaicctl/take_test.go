@@ -182,7 +182,7 @@ func fakeSession(t *testing.T, serve func(w func(any), cmds <-chan protocol.Comm
 				conn.Write(line)
 			}
 		}
-		w(protocol.Welcome{Record: protocol.RecordWelcome, Conversation: "pi-take", Connection: "k-1", Mode: client.ModeObserver, Server: "fake", Protocol: protocol.Version})
+		w(protocol.Welcome{Record: protocol.RecordWelcome, Conversation: "pi-take", Connection: "k-1", Mode: client.ModeObserver, Server: "fake", Protocol: 1})
 		cmds := make(chan protocol.Command)
 		go func() {
 			defer close(cmds)

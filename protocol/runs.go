@@ -1,0 +1,70 @@
+package protocol
+
+import (
+	"fmt"
+	"iter"
+)
+
+// RunsSince is the first protocol in which an event may carry a run of
+// deltas (Event.Texts). A server sends runs only where a reader fell
+// behind by more than one delta of a block: the deltas it would have
+// written one line each go out as one line, each delta still its own seq
+// and fragment, none merged into another.
+const RunsSince = 2
+
+// IsRun reports whether e carries a run of deltas.
+func (e *Event) IsRun() bool { return e.Texts != nil }
+
+// Last returns the seq of the last event e stands for: of its last delta
+// for a run, e.Seq otherwise.
+func (e *Event) Last() uint64 {
+	if n := len(e.Texts); n > 0 {
+		return e.Seq + uint64(n) - 1
+	}
+	return e.Seq
+}
+
+// Deltas yields the events e stands for, in order: each delta of a run as
+// the single event the server would have written for it, e itself
+// otherwise.
+func (e Event) Deltas() iter.Seq[Event] {
+	return func(yield func(Event) bool) {
+		if e.Texts == nil {
+			yield(e)
+			return
+		}
+		texts := e.Texts
+		e.Texts = nil
+		for i, t := range texts {
+			d := e
+			d.Seq, d.Text = e.Seq+uint64(i), t
+			if e.Fragment != nil {
+				d.Fragment = Ordinal(*e.Fragment + i)
+			}
+			if !yield(d) {
+				return
+			}
+		}
+	}
+}
+
+// CheckRun says whether a run is one the protocol allows: text or
+// thinking deltas of one block, appended, each its own fragment, none
+// closing the block, no Text beside them and seqs within the safe
+// integer range. An event that is not a run passes.
+func CheckRun(e *Event) error {
+	switch {
+	case e.Texts == nil:
+		return nil
+	case e.Kind != EventTextDelta && e.Kind != EventThinkingDelta:
+		return fmt.Errorf("a %s event carries texts: only text and thinking deltas come in runs", e.Kind)
+	case len(e.Texts) == 0:
+		return fmt.Errorf("a run of no deltas (seq %d)", e.Seq)
+	case e.Text != "" || e.UpdateMode != UpdateAppend || e.Block == nil || e.Fragment == nil ||
+		e.LastFragment || e.Truncated || e.Tool != nil || e.Content != nil:
+		return fmt.Errorf("a run (seq %d) carries what only a single delta may: text, a closing fragment, a cut, a tool or content, or lacks its block, fragment or append mode", e.Seq)
+	case e.Seq == 0 || e.Last() > maxSafeInteger || e.Last() < e.Seq:
+		return fmt.Errorf("a run's seqs (from %d, %d deltas) leave the safe integer range", e.Seq, len(e.Texts))
+	}
+	return nil
+}
