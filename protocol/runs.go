@@ -61,10 +61,13 @@ func CheckRun(e *Event) error {
 	case len(e.Texts) == 0:
 		return fmt.Errorf("a run of no deltas (seq %d)", e.Seq)
 	case e.Text != "" || e.UpdateMode != UpdateAppend || e.Block == nil || e.Fragment == nil ||
-		e.LastFragment || e.Truncated || e.Tool != nil || e.Content != nil:
-		return fmt.Errorf("a run (seq %d) carries what only a single delta may: text, a closing fragment, a cut, a tool or content, or lacks its block, fragment or append mode", e.Seq)
+		e.LastFragment || e.Truncated || e.Tool != nil || e.Content != nil ||
+		e.Part != nil || e.LastPart || e.StopReason != "" || e.Reason != "" || e.Native != "" || e.Dropped != 0:
+		return fmt.Errorf("a run (seq %d) carries what no delta of one does (text, a closing fragment, a cut, a tool, content, a part, a stop reason, a reason, a native type, dropped events), or lacks its block, fragment or append mode", e.Seq)
 	case e.Seq == 0 || e.Last() > maxSafeInteger || e.Last() < e.Seq:
 		return fmt.Errorf("a run's seqs (from %d, %d deltas) leave the safe integer range", e.Seq, len(e.Texts))
+	case *e.Fragment < 0 || uint64(*e.Fragment)+uint64(len(e.Texts))-1 > maxSafeInteger:
+		return fmt.Errorf("a run's fragments (from %d, %d deltas) leave the safe integer range", *e.Fragment, len(e.Texts))
 	}
 	return nil
 }

@@ -62,6 +62,14 @@ func TestCheckRun(t *testing.T) {
 		{"no block", func(e *Event) { e.Block = nil }, false},
 		{"seq 0", func(e *Event) { e.Seq = 0 }, false},
 		{"past the safe integers", func(e *Event) { e.Seq = maxSafeInteger }, false},
+		{"fragments past the safe integers", func(e *Event) { e.Fragment = Ordinal(maxSafeInteger) }, false},
+		{"a negative fragment", func(e *Event) { e.Fragment = Ordinal(-1) }, false},
+		{"a part", func(e *Event) { e.Part = Ordinal(0) }, false},
+		{"a last part", func(e *Event) { e.LastPart = true }, false},
+		{"a stop reason", func(e *Event) { e.StopReason = "stop" }, false},
+		{"a reason", func(e *Event) { e.Reason = "output-lost" }, false},
+		{"a native type", func(e *Event) { e.Native = "text_delta" }, false},
+		{"dropped events", func(e *Event) { e.Dropped = 3 }, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := ok()

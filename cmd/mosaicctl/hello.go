@@ -34,7 +34,9 @@ func helloCommand() *cli.Command {
 			}
 			defer conn.Close()
 			conn.SetDeadline(time.Now().Add(30 * time.Second))
-			hello, _ := json.Marshal(protocol.Hello{Type: "hello", Client: "mosaicctl/" + version, Protocol: protocol.Version})
+			// Protocol 1: hello reads no event, so runs of deltas (2) would
+			// gain it nothing, and a controller older than runs refuses 2.
+			hello, _ := json.Marshal(protocol.Hello{Type: "hello", Client: "mosaicctl/" + version, Protocol: 1})
 			// A controller may refuse before reading (a peer of another uid
 			// is refused at accept), so a failed write still reads the answer.
 			_, werr := conn.Write(append(hello, '\n'))
