@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -12,42 +13,50 @@ import (
 	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
 )
 
-// TestEngineDescriptorsReadBounded (sandbox): a tool whose processes hold
-// tens of thousands of descriptors makes a judgement of a socket made
-// outside the engines read no more than engineFds of them, and the
-// socket's holder outside is still found.
-func TestEngineDescriptorsReadBounded(t *testing.T) {
-	sandboxtest.Require(t)
-	const procs, each = 3, 12000 // under the sandbox's hard limit, 20000
-	ready := filepath.Join(t.TempDir(), "ready")
-	if err := os.Chmod(filepath.Dir(ready), 0o777); err != nil {
+// toolScope starts an engine scope named for what, whose script runs
+// with $ready set to a file it may create, and waits until n files
+// named $ready.* exist (each of the script's processes makes one when it
+// is in place).
+func toolScope(t *testing.T, what string, n int, script string, extra ...*os.File) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	// Each process raises its soft descriptor limit and opens /dev/null
-	// until it holds each descriptors, then says so and sleeps.
-	hold := fmt.Sprintf(`ulimit -Sn $(ulimit -Hn) || exit 1; for ((i = 0; i < %d; i++)); do exec {fd}</dev/null || exit 1; done; touch %s.$BASHPID; sleep 600`,
-		each, ready)
-	sandboxtest.Scope(t, fmt.Sprintf("%sfds-%d", EngineScopePrefix, os.Getpid()), nil,
-		fmt.Sprintf(`for ((p = 0; p < %d; p++)); do (%s) & done; wait`, procs, hold))
-	for deadline := time.Now().Add(60 * time.Second); ; {
-		if m, _ := filepath.Glob(ready + ".*"); len(m) == procs {
-			break
+	ready := filepath.Join(dir, "ready")
+	sandboxtest.Scope(t, fmt.Sprintf("%s%s-%d", EngineScopePrefix, what, os.Getpid()), nil,
+		fmt.Sprintf("ready=%s; cd %s || exit 1; %s", ready, dir, script), extra...)
+	for deadline := time.Now().Add(120 * time.Second); ; {
+		if m, _ := filepath.Glob(ready + ".*"); len(m) >= n {
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the tool's processes did not open their descriptors")
+			t.Fatalf("the tool %s did not get in place", what)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// holdFds is a shell that raises its soft descriptor limit, opens file
+// n times, says so and sleeps.
+func holdFds(n int, file string) string {
+	return fmt.Sprintf(`ulimit -Sn $(ulimit -Hn) || exit 1; for ((i = 0; i < %d; i++)); do exec {fd}<%s || exit 1; done; touch $ready.$BASHPID; sleep 600`, n, file)
+}
+
+// ownSocket is the inode of a loopback socket this process made and
+// holds, as a browser's is seen by step 3.
+func ownSocket(t *testing.T) uint64 {
+	t.Helper()
 	l, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
+	t.Cleanup(func() { l.Close() })
 	c, err := net.Dial("tcp4", l.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
 	f, err := c.(*net.TCPConn).File()
 	if err != nil {
 		t.Fatal(err)
@@ -57,15 +66,70 @@ func TestEngineDescriptorsReadBounded(t *testing.T) {
 	if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
 		t.Fatal(err)
 	}
+	return st.Ino
+}
+
+// TestEngineDescriptorsReadBounded (sandbox): a tool whose processes hold
+// twice engineFds descriptors makes a judgement of a socket made outside
+// the engines read no more than engineFds of them, and the socket's
+// holder outside is still found.
+func TestEngineDescriptorsReadBounded(t *testing.T) {
+	sandboxtest.Require(t)
+	const procs, each = 2, engineFds // under the sandbox's hard limit, 20000
+	toolScope(t, "fds", procs, fmt.Sprintf(`for ((p = 0; p < %d; p++)); do (%s) & done; wait`, procs, holdFds(each, "/dev/null")))
+	inode := ownSocket(t)
 	var holders []int
-	read, err := eachHolder(st.Ino, func(pid int) bool { holders = append(holders, pid); return true })
+	read, err := eachHolder(inode, func(pid int) bool { holders = append(holders, pid); return true })
 	if err != nil {
 		t.Fatal(err)
 	}
-	if read != engineFds {
-		t.Errorf("read %d descriptors of the tool's %d, want %d (engineFds)", read, procs*each, engineFds)
+	if read > engineFds || read == 0 {
+		t.Errorf("read %d descriptors of the tool's %d, want some and at most %d (engineFds)", read, procs*each, engineFds)
 	}
 	if len(holders) != 1 || holders[0] != os.Getpid() {
 		t.Errorf("holders %v, want this process (%d) alone", holders, os.Getpid())
+	}
+}
+
+// TestEngineDescriptorsTimeBounded (sandbox): descriptors of a file 1,500
+// directories deep cost each read of their link ten times one of
+// /dev/null or more (the kernel rebuilds the path): a judgement stops
+// reading them at engineTime, far short of engineFds.
+func TestEngineDescriptorsTimeBounded(t *testing.T) {
+	sandboxtest.Require(t)
+	deep := strings.Repeat("a/", 1500) // 3000 bytes: one path, under PATH_MAX
+	toolScope(t, "deep", 1, fmt.Sprintf(`mkdir -p %s && cd %s || exit 1; : > f; %s`, deep, deep, holdFds(engineFds, "f")))
+	inode := ownSocket(t)
+	read, err := eachHolder(inode, func(int) bool { return true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if read >= engineFds/2 {
+		t.Errorf("read %d descriptors of a deep file, want the scan cut short by engineTime (%s), far below engineFds (%d)", read, engineTime, engineFds)
+	}
+	t.Logf("read %d of %d", read, engineFds)
+}
+
+// TestEngineHolderReadFirst (sandbox): a socket this process shares with a
+// tool's process (TestJudgeTCPEngineHolder) is refused though another
+// engine's process, earlier in /proc, holds engineFds descriptors: the
+// smallest tables are read first, so a bound's worth elsewhere does not
+// hide it.
+func TestEngineHolderReadFirst(t *testing.T) {
+	sandboxtest.Require(t)
+	j, err := NewJudge()
+	if err != nil {
+		t.Fatal(err)
+	}
+	toolScope(t, "filler", 1, holdFds(engineFds, "/dev/null"))
+	client, server := loopbackPair(t, "tcp4", "127.0.0.1:0")
+	f, err := client.(*net.TCPConn).File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	toolScope(t, "holder", 1, `touch $ready.$BASHPID; exec sleep 600`, f)
+	if v := j.JudgeConn(server); !v.Engine {
+		t.Fatalf("a socket shared with a tool was accepted behind another engine's %d descriptors: %+v", engineFds, v)
 	}
 }

@@ -1,21 +1,14 @@
 package activation
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"net"
 	"net/netip"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
-
-	"golang.org/x/sys/unix"
-
-	"github.com/mosaic-agents/mosaic/internal/procfs"
 )
 
 // A loopback TCP connection carries no SO_PEERCRED, and its peer is
@@ -45,8 +38,8 @@ import (
 //     another uid) is not seen here: a socket made inside an engine is
 //     refused by step 2, and one made outside reaches an unreadable process
 //     only if something outside hands it over. Processes inside engine
-//     scopes are read up to engineFds descriptors in all (a tool holds as
-//     many as it likes), the others whole.
+//     scopes are read after the others, up to engineFds descriptors and
+//     engineTime in all (holders.go: a tool holds as many as it likes).
 //  4. No readable holder at all is a refusal when the socket was made in
 //     the user manager's subtree (user@UID.service, where engines and
 //     every cgroup the user can move a process into live): an unconfined
@@ -58,9 +51,9 @@ import (
 // /proc/net/tcp has the uid and inode but not the cgroup, and would be read
 // whole for one row. The cost that matters is step 3 (one readlink per open
 // descriptor of every process the server can read, up to the first engine
-// holder, those of engine processes up to engineFds): a process of the
-// user's with many descriptors makes every judgement slower, and the web
-// server bounds how many run at once. BenchmarkJudgeTCP and
+// holder; of engine processes, within engineFds and engineTime): a process
+// of the user's with many descriptors makes every judgement slower, and
+// the web server bounds how many run at once. BenchmarkJudgeTCP and
 // BenchmarkJudgeTCPEngineCgroups measure it.
 
 // JudgeConn judges the peer of an accepted connection: a Unix socket's by
@@ -182,127 +175,6 @@ func (j *Judge) judgeHolder(pid int, inode uint64) (v Verdict, ok bool) {
 		return Verdict{}, false
 	}
 	return j.Judge(p), true
-}
-
-// engineFds bounds the descriptors of processes inside engine scopes
-// that one judgement reads. A tool holds descriptors by the million if it
-// likes (dup(2) of one file, 8 bytes of kernel memory each, within its
-// RLIMIT_NOFILE and TasksMax), and each read costs about 5 µs: read
-// whole, they made every web request wait seconds. What the bound leaves
-// unread is a socket made outside the engines that something outside
-// handed to a tool (step 3's only engine holder: step 2 refuses every
-// socket made inside), and its maker's copy is still judged. 16384
-// descriptors are about 80 ms.
-const engineFds = 1 << 14
-
-// eachHolder calls f with each pid, among the processes whose descriptors
-// can be read, that holds socket:[inode], until f returns false. A process
-// that exits during the scan is passed over. Processes inside engine
-// scopes are read only up to engineFds descriptors in all (engineRead says
-// how many were); the others, which no tool can make, are read whole.
-func eachHolder(inode uint64, f func(pid int) bool) (engineRead int, err error) {
-	d, err := os.Open("/proc")
-	if err != nil {
-		return 0, fmt.Errorf("%w: %w", ErrPeerUnreadable, err)
-	}
-	defer d.Close()
-	names, err := d.Readdirnames(-1)
-	if err != nil {
-		return 0, fmt.Errorf("%w: list /proc: %w", ErrPeerUnreadable, err)
-	}
-	for _, n := range names {
-		pid, err := strconv.Atoi(n)
-		if err != nil || pid <= 0 {
-			continue
-		}
-		fds, err := openFds(pid)
-		if err != nil {
-			continue // gone, or not ours to read
-		}
-		engine, limit := inEngine(pid), -1
-		if engine {
-			limit = engineFds - engineRead
-		}
-		held, read, err := scanFds(fds, inode, limit)
-		fds.Close()
-		if engine {
-			engineRead += read
-		}
-		if err == nil && held && !f(pid) {
-			return engineRead, nil
-		}
-	}
-	return engineRead, nil
-}
-
-// inEngine reports whether pid runs inside an engine scope now. A
-// confined process cannot leave its scope, so the answer holds for the
-// rest of the scan.
-func inEngine(pid int) bool {
-	paths, err := procfs.Cgroups(pid)
-	return err == nil && engineScope(paths) != ""
-}
-
-// holdsInode reports whether any descriptor of pid is socket:[inode],
-// every descriptor read.
-func holdsInode(pid int, inode uint64) (bool, error) {
-	fds, err := openFds(pid)
-	if err != nil {
-		return false, err
-	}
-	defer fds.Close()
-	held, _, err := scanFds(fds, inode, -1)
-	return held, err
-}
-
-// openFds opens pid's descriptor directory.
-func openFds(pid int) (*os.File, error) {
-	return os.Open("/proc/" + strconv.Itoa(pid) + "/fd")
-}
-
-// scanFds reports whether any descriptor in the open fd directory fds is
-// socket:[inode], reading at most limit of them (all when limit < 0), and
-// how many it read. The links are read relative to the directory into one
-// buffer: an engine that holds many descriptors makes every judgement read
-// them (BenchmarkHoldsInode), and a path walk and two allocations per
-// descriptor add to the kernel's own cost of the link. The link is read,
-// never stat(2)ed: stat follows it into the file's filesystem, and a
-// descriptor on a FUSE file the agent serves could hold the judgement.
-func scanFds(fds *os.File, inode uint64, limit int) (held bool, read int, err error) {
-	raw, err := fds.SyscallConn()
-	if err != nil {
-		return false, 0, err
-	}
-	target := []byte("socket:[" + strconv.FormatUint(inode, 10) + "]")
-	buf := make([]byte, len(target)+1) // one more: a longer link is no match
-	for limit < 0 || read < limit {
-		n := 1024
-		if limit >= 0 {
-			n = min(n, limit-read)
-		}
-		names, err := fds.Readdirnames(n)
-		if len(names) == 0 {
-			if errors.Is(err, io.EOF) {
-				return false, read, nil
-			}
-			return false, read, err
-		}
-		read += len(names)
-		if cerr := raw.Control(func(dfd uintptr) {
-			for _, fd := range names {
-				if n, err := unix.Readlinkat(int(dfd), fd, buf); err == nil && n == len(target) && bytes.Equal(buf[:n], target) {
-					held = true
-					return
-				}
-			}
-		}); cerr != nil {
-			return false, read, cerr
-		}
-		if held {
-			return true, read, nil
-		}
-	}
-	return false, read, nil
 }
 
 // addrPort is a's address unmapped (a v4 peer of a dual-stack listener is

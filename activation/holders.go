@@ -1,0 +1,191 @@
+package activation
+
+import (
+	"bytes"
+	"cmp"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/mosaic-agents/mosaic/internal/procfs"
+)
+
+// Step 3 of a TCP judgement reads the descriptors of every process the
+// server can read. A tool decides what reading its own processes costs:
+// it holds descriptors by the million if it likes (dup(2) of one file, 8
+// bytes of kernel memory each, within its RLIMIT_NOFILE and TasksMax), of
+// a file thousands of directories deep (each link read rebuilds the path),
+// in a table it grew once and emptied. Read whole, they made every web
+// request wait seconds. So processes inside engine scopes are read after
+// every other, the smallest descriptor table first, and only up to
+// engineFds descriptors and engineTime in all: what a judgement leaves
+// unread is a handed socket (step 3's only engine holder; step 2 refuses
+// every socket made inside) in a tool behind a bound's worth of
+// descriptors of smaller tables. Processes outside every engine scope,
+// which no tool can make, are read whole.
+const (
+	engineFds  = 1 << 14 // about 80 ms of links to plain files
+	engineTime = 100 * time.Millisecond
+)
+
+// engineBatch is how many descriptor names an engine process's scan
+// reads between two looks at the clock.
+const engineBatch = 256
+
+// eachHolder calls f with each pid, among the processes whose descriptors
+// can be read, that holds socket:[inode], until f returns false. A process
+// that exits during the scan is passed over. engineRead says how many
+// descriptors of engine processes were read.
+func eachHolder(inode uint64, f func(pid int) bool) (engineRead int, err error) {
+	d, err := os.Open("/proc")
+	if err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrPeerUnreadable, err)
+	}
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return 0, fmt.Errorf("%w: list /proc: %w", ErrPeerUnreadable, err)
+	}
+	var engines []engineProc
+	for _, n := range names {
+		pid, err := strconv.Atoi(n)
+		if err != nil || pid <= 0 {
+			continue
+		}
+		fds, err := openFds(pid)
+		if err != nil {
+			continue // gone, or not ours to read
+		}
+		if inEngine(pid) {
+			engines = append(engines, engineProc{pid: pid, fds: fdCount(fds)})
+			fds.Close()
+			continue
+		}
+		held, _, err := scanFds(fds, inode, -1, time.Time{})
+		fds.Close()
+		if err == nil && held && !f(pid) {
+			return 0, nil
+		}
+	}
+	// A tool's process with a small table, the one holder a naive tool
+	// shows, is read before another's bound's worth of descriptors.
+	slices.SortStableFunc(engines, func(a, b engineProc) int { return cmp.Compare(a.fds, b.fds) })
+	deadline := time.Now().Add(engineTime)
+	for _, e := range engines {
+		left := engineFds - engineRead
+		if left <= 0 || time.Now().After(deadline) {
+			break
+		}
+		fds, err := openFds(e.pid)
+		if err != nil {
+			continue
+		}
+		held, read, err := scanFds(fds, inode, left, deadline)
+		fds.Close()
+		engineRead += read
+		if err == nil && held && !f(e.pid) {
+			break
+		}
+	}
+	return engineRead, nil
+}
+
+// engineProc is a process inside an engine scope and how many
+// descriptors it held when the scan passed it (0 where the kernel does
+// not say: before Linux 6.2).
+type engineProc struct{ pid, fds int }
+
+// fdCount is the number of descriptors open in the fd directory fds, as
+// the kernel gives it for the directory's size (Linux 6.2), 0 otherwise.
+func fdCount(fds *os.File) int {
+	var st unix.Stat_t
+	raw, err := fds.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	if cerr := raw.Control(func(fd uintptr) { err = unix.Fstat(int(fd), &st) }); cerr != nil || err != nil {
+		return 0
+	}
+	return int(st.Size)
+}
+
+// inEngine reports whether pid runs inside an engine scope now. A
+// confined process cannot leave its scope, so the answer holds for the
+// rest of the scan.
+func inEngine(pid int) bool {
+	paths, err := procfs.Cgroups(pid)
+	return err == nil && engineScope(paths) != ""
+}
+
+// holdsInode reports whether any descriptor of pid is socket:[inode],
+// every descriptor read.
+func holdsInode(pid int, inode uint64) (bool, error) {
+	fds, err := openFds(pid)
+	if err != nil {
+		return false, err
+	}
+	defer fds.Close()
+	held, _, err := scanFds(fds, inode, -1, time.Time{})
+	return held, err
+}
+
+// openFds opens pid's descriptor directory.
+func openFds(pid int) (*os.File, error) {
+	return os.Open("/proc/" + strconv.Itoa(pid) + "/fd")
+}
+
+// scanFds reports whether any descriptor in the open fd directory fds is
+// socket:[inode], and how many it read: at most limit of them (all when
+// limit < 0), and none once deadline passed (never, when it is zero). The
+// links are read relative to the directory into one buffer: an engine
+// that holds many descriptors makes every judgement read them
+// (BenchmarkHoldsInode), and a path walk and two allocations per
+// descriptor add to the kernel's own cost of the link. The link is read,
+// never stat(2)ed: stat follows it into the file's filesystem, and a
+// descriptor on a FUSE file the agent serves could hold the judgement.
+func scanFds(fds *os.File, inode uint64, limit int, deadline time.Time) (held bool, read int, err error) {
+	raw, err := fds.SyscallConn()
+	if err != nil {
+		return false, 0, err
+	}
+	target := []byte("socket:[" + strconv.FormatUint(inode, 10) + "]")
+	buf := make([]byte, len(target)+1) // one more: a longer link is no match
+	batch := 1024
+	if !deadline.IsZero() {
+		batch = engineBatch
+	}
+	for (limit < 0 || read < limit) && (deadline.IsZero() || time.Now().Before(deadline)) {
+		n := batch
+		if limit >= 0 {
+			n = min(n, limit-read)
+		}
+		names, err := fds.Readdirnames(n)
+		if len(names) == 0 {
+			if errors.Is(err, io.EOF) {
+				return false, read, nil
+			}
+			return false, read, err
+		}
+		read += len(names)
+		if cerr := raw.Control(func(dfd uintptr) {
+			for _, fd := range names {
+				if n, err := unix.Readlinkat(int(dfd), fd, buf); err == nil && n == len(target) && bytes.Equal(buf[:n], target) {
+					held = true
+					return
+				}
+			}
+		}); cerr != nil {
+			return false, read, cerr
+		}
+		if held {
+			return true, read, nil
+		}
+	}
+	return false, read, nil
+}
