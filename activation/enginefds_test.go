@@ -5,10 +5,13 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
 )
@@ -131,5 +134,64 @@ func TestEngineHolderReadFirst(t *testing.T) {
 	toolScope(t, "holder", 1, `touch $ready.$BASHPID; exec sleep 600`, f)
 	if v := j.JudgeConn(server); !v.Engine {
 		t.Fatalf("a socket shared with a tool was accepted behind another engine's %d descriptors: %+v", engineFds, v)
+	}
+}
+
+// threadTableEnv makes the test binary, from init, the tool of
+// TestEngineHolderInThreadTable, and names the file it makes once in
+// place.
+const threadTableEnv = "MOSAIC_TEST_THREAD_TABLE"
+
+func init() {
+	if ready := os.Getenv(threadTableEnv); ready != "" {
+		threadTableTool(ready)
+	}
+}
+
+// threadTableTool keeps fd 3 (a socket handed to it) only in the table of
+// one of its threads: the thread unshares its table, and the leader's
+// table, the one /proc/<pid>/fd lists, closes fd 3.
+func threadTableTool(ready string) {
+	done := make(chan error)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread keeps its table
+		if unix.Gettid() == unix.Getpid() {
+			done <- fmt.Errorf("on the leader thread")
+			select {}
+		}
+		done <- unix.Unshare(unix.CLONE_FILES)
+		select {}
+	}()
+	if err := <-done; err != nil {
+		os.Exit(2) // the test then finds no tool in place
+	}
+	unix.Close(3)
+	os.WriteFile(ready+".in", nil, 0o644)
+	time.Sleep(10 * time.Minute)
+	os.Exit(0)
+}
+
+// TestEngineHolderInThreadTable (sandbox): a socket this process shares
+// with a tool that keeps it only in one thread's own descriptor table is
+// refused: the thread's table is read too.
+func TestEngineHolderInThreadTable(t *testing.T) {
+	sandboxtest.Require(t)
+	j, err := NewJudge()
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, server := loopbackPair(t, "tcp4", "127.0.0.1:0")
+	f, err := client.(*net.TCPConn).File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	toolScope(t, "thread", 1, fmt.Sprintf(`exec env %s=$ready %q -test.run=^$`, threadTableEnv, self), f)
+	if v := j.JudgeConn(server); !v.Engine {
+		t.Fatalf("a socket a tool's thread keeps in its own table was accepted: %+v", v)
 	}
 }

@@ -82,18 +82,79 @@ func eachHolder(inode uint64, f func(pid int) bool) (engineRead int, err error) 
 		if left <= 0 || time.Now().After(deadline) {
 			break
 		}
-		fds, err := openFds(e.pid)
-		if err != nil {
-			continue
-		}
-		held, read, err := scanFds(fds, inode, left, deadline)
-		fds.Close()
+		held, read, _ := scanTables(e.pid, inode, left, deadline)
 		engineRead += read
-		if err == nil && held && !f(e.pid) {
+		if held && !f(e.pid) {
 			break
 		}
 	}
 	return engineRead, nil
+}
+
+// scanTables reads the descriptors of process pid, within limit (none
+// when < 0) and deadline (none when zero), and those of each of its
+// threads that keeps a table of its own: /proc/<pid>/fd is the thread
+// group leader's table, and a tool's thread that unshared its table
+// (unshare(CLONE_FILES)), or a process whose leader thread exited, holds
+// descriptors it does not list.
+func scanTables(pid int, inode uint64, limit int, deadline time.Time) (held bool, read int, err error) {
+	scan := func(dir string) bool {
+		fds, oerr := os.Open(dir)
+		if oerr != nil {
+			if err == nil {
+				err = oerr
+			}
+			return false
+		}
+		defer fds.Close()
+		left := -1
+		if limit >= 0 {
+			left = limit - read
+		}
+		h, n, serr := scanFds(fds, inode, left, deadline)
+		read += n
+		if serr != nil && err == nil {
+			err = serr
+		}
+		return serr == nil && h
+	}
+	base := "/proc/" + strconv.Itoa(pid)
+	if scan(base + "/fd") {
+		return true, read, nil
+	}
+	// The leader's table's error is the answer's; the threads are looked
+	// at whatever it was (a zombie leader's table reads empty).
+	tasks, terr := os.ReadDir(base + "/task")
+	if terr != nil {
+		return false, read, err
+	}
+	for _, task := range tasks {
+		if (limit >= 0 && read >= limit) || (!deadline.IsZero() && time.Now().After(deadline)) {
+			break
+		}
+		tid, err := strconv.Atoi(task.Name())
+		if err != nil || tid == pid || sameFiles(pid, tid) {
+			continue
+		}
+		lead := err
+		if scan(base + "/task/" + task.Name() + "/fd") {
+			return true, read, nil
+		}
+		err = lead // a thread's table that cannot be read answers nothing
+	}
+	return false, read, err
+}
+
+// kcmpFiles is kcmp(2)'s KCMP_FILES: whether two tasks share one
+// descriptor table.
+const kcmpFiles = 2
+
+// sameFiles reports whether task tid shares the descriptor table of
+// process pid's leader. Where the kernel cannot say (no kcmp(2), a task
+// gone), the thread's table is read as if it were its own.
+func sameFiles(pid, tid int) bool {
+	r, _, errno := unix.Syscall6(unix.SYS_KCMP, uintptr(pid), uintptr(tid), kcmpFiles, 0, 0, 0)
+	return errno == 0 && r == 0
 }
 
 // engineProc is a process inside an engine scope and how many
@@ -123,16 +184,15 @@ func inEngine(pid int) bool {
 	return err == nil && engineScope(paths) != ""
 }
 
-// holdsInode reports whether any descriptor of pid is socket:[inode],
-// every descriptor read.
+// holdsInode reports whether any descriptor of pid, or of one of its
+// threads' own tables, is socket:[inode], every descriptor read. The
+// error is the leader's table's, when it cannot be read.
 func holdsInode(pid int, inode uint64) (bool, error) {
-	fds, err := openFds(pid)
-	if err != nil {
-		return false, err
+	held, _, err := scanTables(pid, inode, -1, time.Time{})
+	if held {
+		return true, nil
 	}
-	defer fds.Close()
-	held, _, err := scanFds(fds, inode, -1, time.Time{})
-	return held, err
+	return false, err
 }
 
 // openFds opens pid's descriptor directory.
