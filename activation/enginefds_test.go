@@ -72,6 +72,23 @@ func ownSocket(t *testing.T) uint64 {
 	return st.Ino
 }
 
+// shared is a judge and a loopback connection whose client socket, as a
+// file to hand to a tool, this process made and holds.
+func shared(t *testing.T) (*Judge, *os.File, net.Conn) {
+	t.Helper()
+	j, err := NewJudge()
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, server := loopbackPair(t, "tcp4", "127.0.0.1:0")
+	f, err := client.(*net.TCPConn).File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return j, f, server
+}
+
 // TestEngineDescriptorsReadBounded (sandbox): a tool whose processes hold
 // twice engineFds descriptors makes a judgement of a socket made outside
 // the engines read no more than engineFds of them, and the socket's
@@ -120,17 +137,8 @@ func TestEngineDescriptorsTimeBounded(t *testing.T) {
 // hide it.
 func TestEngineHolderReadFirst(t *testing.T) {
 	sandboxtest.Require(t)
-	j, err := NewJudge()
-	if err != nil {
-		t.Fatal(err)
-	}
 	toolScope(t, "filler", 1, holdFds(engineFds, "/dev/null"))
-	client, server := loopbackPair(t, "tcp4", "127.0.0.1:0")
-	f, err := client.(*net.TCPConn).File()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	j, f, server := shared(t)
 	toolScope(t, "holder", 1, `touch $ready.$BASHPID; exec sleep 600`, f)
 	if v := j.JudgeConn(server); !v.Engine {
 		t.Fatalf("a socket shared with a tool was accepted behind another engine's %d descriptors: %+v", engineFds, v)
@@ -176,20 +184,11 @@ func threadTableTool(ready string) {
 // refused: the thread's table is read too.
 func TestEngineHolderInThreadTable(t *testing.T) {
 	sandboxtest.Require(t)
-	j, err := NewJudge()
-	if err != nil {
-		t.Fatal(err)
-	}
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, server := loopbackPair(t, "tcp4", "127.0.0.1:0")
-	f, err := client.(*net.TCPConn).File()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	j, f, server := shared(t)
 	toolScope(t, "thread", 1, fmt.Sprintf(`exec env %s=$ready %q -test.run=^$`, threadTableEnv, self), f)
 	if v := j.JudgeConn(server); !v.Engine {
 		t.Fatalf("a socket a tool's thread keeps in its own table was accepted: %+v", v)
