@@ -150,10 +150,51 @@ func TestEngineHolderReadFirst(t *testing.T) {
 // place.
 const threadTableEnv = "MOSAIC_TEST_THREAD_TABLE"
 
+// threadFillerEnv makes it the filler of TestEngineHolderBehindThreadTable.
+const threadFillerEnv = "MOSAIC_TEST_THREAD_FILLER"
+
 func init() {
 	if ready := os.Getenv(threadTableEnv); ready != "" {
 		threadTableTool(ready)
 	}
+	if ready := os.Getenv(threadFillerEnv); ready != "" {
+		threadFiller(ready)
+	}
+}
+
+// threadFiller holds engineFds descriptors of /dev/null in the table of
+// one of its threads, which unshared it, and few in its leader's.
+func threadFiller(ready string) {
+	var lim unix.Rlimit
+	unix.Getrlimit(unix.RLIMIT_NOFILE, &lim)
+	lim.Cur = lim.Max
+	unix.Setrlimit(unix.RLIMIT_NOFILE, &lim)
+	done := make(chan error)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread keeps its table
+		if unix.Gettid() == unix.Getpid() {
+			done <- fmt.Errorf("on the leader thread")
+			return
+		}
+		if err := unix.Unshare(unix.CLONE_FILES); err != nil {
+			done <- err
+			return
+		}
+		for range engineFds {
+			if _, err := unix.Open("/dev/null", unix.O_RDONLY, 0); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+		select {}
+	}()
+	if err := <-done; err != nil {
+		os.Exit(2) // the test then finds no tool in place
+	}
+	os.WriteFile(ready+".in", nil, 0o644)
+	time.Sleep(10 * time.Minute)
+	os.Exit(0)
 }
 
 // threadTableTool keeps fd 3 (a socket handed to it) only in the table of
@@ -192,5 +233,23 @@ func TestEngineHolderInThreadTable(t *testing.T) {
 	toolScope(t, "thread", 1, fmt.Sprintf(`exec env %s=$ready %q -test.run=^$`, threadTableEnv, self), f)
 	if v := j.JudgeConn(server); !v.Engine {
 		t.Fatalf("a socket a tool's thread keeps in its own table was accepted: %+v", v)
+	}
+}
+
+// TestEngineHolderBehindThreadTable (sandbox): as TestEngineHolderReadFirst,
+// with the other engine's descriptors in a table one of its threads keeps
+// (its leader's holds a few): a process is sorted by all its tables, so
+// the tool holding the shared socket is still read first and refused.
+func TestEngineHolderBehindThreadTable(t *testing.T) {
+	sandboxtest.Require(t)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	toolScope(t, "threadfiller", 1, fmt.Sprintf(`exec env %s=$ready %q -test.run=^$`, threadFillerEnv, self))
+	j, f, server := shared(t)
+	toolScope(t, "holder", 1, `for i in 4 5 6 7 8 9; do eval "exec $i</dev/null"; done; touch $ready.$BASHPID; exec sleep 600`, f)
+	if v := j.JudgeConn(server); !v.Engine {
+		t.Fatalf("a socket shared with a tool was accepted behind another engine's %d descriptors in a thread's own table: %+v", engineFds, v)
 	}
 }

@@ -63,7 +63,7 @@ func eachHolder(inode uint64, f func(pid int) bool) (engineRead int, err error) 
 			continue // gone, or not ours to read
 		}
 		if inEngine(pid) {
-			engines = append(engines, engineProc{pid: pid, fds: fdCount(fds)})
+			engines = append(engines, engineProc{pid: pid, fds: tableCount(pid, fds)})
 			fds.Close()
 			continue
 		}
@@ -122,8 +122,10 @@ func scanTables(pid int, inode uint64, limit int, deadline time.Time) (held bool
 	if scan(base + "/fd") {
 		return true, read, nil
 	}
-	// The leader's table's error is the answer's; the threads are looked
-	// at whatever it was (a zombie leader's table reads empty).
+	// The threads are looked at whatever the leader's table said (a
+	// zombie leader's reads empty). Where nothing is found, the first
+	// error met is the answer's: a table that became unreadable
+	// (EACCES) is one that cannot be vouched for.
 	tasks, terr := os.ReadDir(base + "/task")
 	if terr != nil {
 		return false, read, err
@@ -132,15 +134,13 @@ func scanTables(pid int, inode uint64, limit int, deadline time.Time) (held bool
 		if (limit >= 0 && read >= limit) || (!deadline.IsZero() && time.Now().After(deadline)) {
 			break
 		}
-		tid, err := strconv.Atoi(task.Name())
-		if err != nil || tid == pid || sameFiles(pid, tid) {
+		tid, perr := strconv.Atoi(task.Name())
+		if perr != nil || tid == pid || sameFiles(pid, tid) {
 			continue
 		}
-		lead := err
 		if scan(base + "/task/" + task.Name() + "/fd") {
 			return true, read, nil
 		}
-		err = lead // a thread's table that cannot be read answers nothing
 	}
 	return false, read, err
 }
@@ -158,9 +158,36 @@ func sameFiles(pid, tid int) bool {
 }
 
 // engineProc is a process inside an engine scope and how many
-// descriptors it held when the scan passed it (0 where the kernel does
-// not say: before Linux 6.2).
+// descriptors its tables held when the scan passed it (tableCount).
 type engineProc struct{ pid, fds int }
+
+// tableCount is how many descriptors pid's tables hold: its leader's
+// (leader, opened) and those of its threads that keep their own, a table
+// two threads share counted twice. So a process is sorted no earlier
+// than what reading it costs: a tool's thread holding a bound's worth in
+// a table of its own does not go ahead of a holder with a small leader's
+// table. Sizes are the kernel's (Linux 6.2); before, each is 0.
+func tableCount(pid int, leader *os.File) int {
+	n := fdCount(leader)
+	base := "/proc/" + strconv.Itoa(pid) + "/task/"
+	d, err := os.Open(base)
+	if err != nil {
+		return n
+	}
+	defer d.Close()
+	tids, _ := d.Readdirnames(-1)
+	for _, t := range tids {
+		tid, err := strconv.Atoi(t)
+		if err != nil || tid == pid || sameFiles(pid, tid) {
+			continue
+		}
+		if f, err := os.Open(base + t + "/fd"); err == nil {
+			n += fdCount(f)
+			f.Close()
+		}
+	}
+	return n
+}
 
 // fdCount is the number of descriptors open in the fd directory fds, as
 // the kernel gives it for the directory's size (Linux 6.2), 0 otherwise.
@@ -233,10 +260,18 @@ func scanFds(fds *os.File, inode uint64, limit int, deadline time.Time) (held bo
 			return false, read, err
 		}
 		read += len(names)
+		var denied error
 		if cerr := raw.Control(func(dfd uintptr) {
 			for _, fd := range names {
-				if n, err := unix.Readlinkat(int(dfd), fd, buf); err == nil && n == len(target) && bytes.Equal(buf[:n], target) {
+				n, err := unix.Readlinkat(int(dfd), fd, buf)
+				switch {
+				case err == nil && n == len(target) && bytes.Equal(buf[:n], target):
 					held = true
+					return
+				case errors.Is(err, unix.EACCES):
+					// The process became unreadable after its directory
+					// was opened (made itself non-dumpable).
+					denied = err
 					return
 				}
 			}
@@ -245,6 +280,9 @@ func scanFds(fds *os.File, inode uint64, limit int, deadline time.Time) (held bo
 		}
 		if held {
 			return true, read, nil
+		}
+		if denied != nil {
+			return false, read, denied
 		}
 	}
 	return false, read, nil

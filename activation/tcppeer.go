@@ -163,6 +163,13 @@ func (j *Judge) judgeHolder(pid int, inode uint64) (v Verdict, ok bool) {
 		return Verdict{}, false
 	}
 	defer p.Close()
+	// An engine's process is refused without reading its tables again: a
+	// tool holding the socket would otherwise choose what the second
+	// read costs, and a pid reused by another engine process is refused
+	// when it might have been passed over, never the other way round.
+	if v := j.Judge(p); v.Engine {
+		return v, true
+	}
 	if holds, err := holdsInode(pid, inode); err != nil || !holds {
 		if errors.Is(err, fs.ErrPermission) {
 			// It held the socket a moment ago and is unreadable now (made
