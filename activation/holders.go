@@ -23,12 +23,13 @@ import (
 // a file thousands of directories deep (each link read rebuilds the path),
 // in a table it grew once and emptied. Read whole, they made every web
 // request wait seconds. So processes inside engine scopes are read after
-// every other, the smallest descriptor table first, and only up to
+// every other, the fewest descriptors first (tableCount), and only up to
 // engineFds descriptors and engineTime in all: what a judgement leaves
 // unread is a handed socket (step 3's only engine holder; step 2 refuses
-// every socket made inside) in a tool behind a bound's worth of
-// descriptors of smaller tables. Processes outside every engine scope,
-// which no tool can make, are read whole.
+// every socket made inside) in a tool behind a bound's worth of smaller
+// tables, or in a process born after /proc was listed (a tool that keeps
+// forking; docs/security.md). Processes outside every engine scope, which
+// no tool can make, are read whole.
 const (
 	engineFds  = 1 << 14 // about 80 ms of links to plain files
 	engineTime = 100 * time.Millisecond
