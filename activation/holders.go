@@ -64,7 +64,9 @@ func eachHolder(inode uint64, f func(pid int) bool) (engineRead int, err error) 
 			continue // gone, or not ours to read
 		}
 		if inEngine(pid) {
-			engines = append(engines, engineProc{pid: pid, fds: tableCount(pid, fds)})
+			// Counted and read after the others, within engineTime: here a
+			// tool of many processes costs a judgement only this much each.
+			engines = append(engines, engineProc{pid: pid})
 			fds.Close()
 			continue
 		}
@@ -75,10 +77,20 @@ func eachHolder(inode uint64, f func(pid int) bool) (engineRead int, err error) 
 		}
 	}
 	// A tool's process with a small table, the one holder a naive tool
-	// shows, is read before another's bound's worth of descriptors.
-	slices.SortStableFunc(engines, func(a, b engineProc) int { return cmp.Compare(a.fds, b.fds) })
+	// shows, is read before another's bound's worth of descriptors. The
+	// processes not counted by the deadline are not read.
 	deadline := time.Now().Add(engineTime)
+	counted := engines[:0]
 	for _, e := range engines {
+		if time.Now().After(deadline) {
+			break
+		}
+		if e.fds = tableCount(e.pid); e.fds >= 0 {
+			counted = append(counted, e)
+		}
+	}
+	slices.SortStableFunc(counted, func(a, b engineProc) int { return cmp.Compare(a.fds, b.fds) })
+	for _, e := range counted {
 		left := engineFds - engineRead
 		if left <= 0 || time.Now().After(deadline) {
 			break
@@ -163,13 +175,19 @@ func sameFiles(pid, tid int) bool {
 type engineProc struct{ pid, fds int }
 
 // tableCount is how many descriptors pid's tables hold: its leader's
-// (leader, opened) and those of its threads that keep their own, a table
-// two threads share counted twice. So a process is sorted no earlier
-// than what reading it costs: a tool's thread holding a bound's worth in
-// a table of its own does not go ahead of a holder with a small leader's
-// table. Sizes are the kernel's (Linux 6.2); before, each is 0.
-func tableCount(pid int, leader *os.File) int {
+// and those of its threads that keep their own, a table two threads
+// share counted twice; -1 when its leader's cannot be opened (it is
+// gone). So a process is sorted no earlier than what reading it costs: a
+// tool's thread holding a bound's worth in a table of its own does not go
+// ahead of a holder with a small leader's table. Sizes are the kernel's
+// (Linux 6.2); before, each is 0.
+func tableCount(pid int) int {
+	leader, err := openFds(pid)
+	if err != nil {
+		return -1
+	}
 	n := fdCount(leader)
+	leader.Close()
 	base := "/proc/" + strconv.Itoa(pid) + "/task/"
 	d, err := os.Open(base)
 	if err != nil {
