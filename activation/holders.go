@@ -85,7 +85,8 @@ func eachHolder(inode uint64, f func(pid int) bool) (engineRead int, err error) 
 		if time.Now().After(deadline) {
 			break
 		}
-		if e.fds = tableCount(e.pid); e.fds >= 0 {
+		e.tables = append([]string{fdDir(e.pid)}, threadTables(e.pid)...)
+		if e.fds = tableCount(e.tables); e.fds >= 0 {
 			counted = append(counted, e)
 		}
 	}
@@ -95,7 +96,7 @@ func eachHolder(inode uint64, f func(pid int) bool) (engineRead int, err error) 
 		if left <= 0 || time.Now().After(deadline) {
 			break
 		}
-		held, read, _ := scanTables(e.pid, inode, left, deadline)
+		held, read, _ := scanDirs(e.tables, inode, left, deadline)
 		engineRead += read
 		if held && !f(e.pid) {
 			break
@@ -104,56 +105,56 @@ func eachHolder(inode uint64, f func(pid int) bool) (engineRead int, err error) 
 	return engineRead, nil
 }
 
-// scanTables reads the descriptors of process pid, within limit (none
-// when < 0) and deadline (none when zero), and those of each of its
-// threads that keeps a table of its own: /proc/<pid>/fd is the thread
-// group leader's table, and a tool's thread that unshared its table
-// (unshare(CLONE_FILES)), or a process whose leader thread exited, holds
-// descriptors it does not list.
-func scanTables(pid int, inode uint64, limit int, deadline time.Time) (held bool, read int, err error) {
-	scan := func(dir string) bool {
+// threadTables returns the fd directories of pid's threads that keep a
+// descriptor table of their own: /proc/<pid>/fd is the thread group
+// leader's table, and a tool's thread that unshared its table
+// (unshare(CLONE_FILES)), or a process whose leader thread exited (its
+// table reads empty), holds descriptors it does not list.
+func threadTables(pid int) []string {
+	base := "/proc/" + strconv.Itoa(pid) + "/task/"
+	d, err := os.Open(base)
+	if err != nil {
+		return nil
+	}
+	defer d.Close()
+	tids, _ := d.Readdirnames(-1)
+	var dirs []string
+	for _, t := range tids {
+		tid, err := strconv.Atoi(t)
+		if err != nil || tid == pid || sameFiles(pid, tid) {
+			continue
+		}
+		dirs = append(dirs, base+t+"/fd")
+	}
+	return dirs
+}
+
+// scanDirs reads the fd directories dirs in turn, within limit (none when
+// < 0) and deadline (none when zero) in all, until one holds
+// socket:[inode]. Where none does, the first error met is the answer's:
+// a table that became unreadable (EACCES) is one that cannot be vouched
+// for.
+func scanDirs(dirs []string, inode uint64, limit int, deadline time.Time) (held bool, read int, err error) {
+	for _, dir := range dirs {
+		if (limit >= 0 && read >= limit) || (!deadline.IsZero() && time.Now().After(deadline)) {
+			break
+		}
 		fds, oerr := os.Open(dir)
 		if oerr != nil {
-			if err == nil {
-				err = oerr
-			}
-			return false
+			err = cmp.Or(err, oerr)
+			continue
 		}
-		defer fds.Close()
 		left := -1
 		if limit >= 0 {
 			left = limit - read
 		}
 		h, n, serr := scanFds(fds, inode, left, deadline)
+		fds.Close()
 		read += n
-		if serr != nil && err == nil {
-			err = serr
-		}
-		return serr == nil && h
-	}
-	base := "/proc/" + strconv.Itoa(pid)
-	if scan(base + "/fd") {
-		return true, read, nil
-	}
-	// The threads are looked at whatever the leader's table said (a
-	// zombie leader's reads empty). Where nothing is found, the first
-	// error met is the answer's: a table that became unreadable
-	// (EACCES) is one that cannot be vouched for.
-	tasks, terr := os.ReadDir(base + "/task")
-	if terr != nil {
-		return false, read, err
-	}
-	for _, task := range tasks {
-		if (limit >= 0 && read >= limit) || (!deadline.IsZero() && time.Now().After(deadline)) {
-			break
-		}
-		tid, perr := strconv.Atoi(task.Name())
-		if perr != nil || tid == pid || sameFiles(pid, tid) {
-			continue
-		}
-		if scan(base + "/task/" + task.Name() + "/fd") {
+		if serr == nil && h {
 			return true, read, nil
 		}
+		err = cmp.Or(err, serr)
 	}
 	return false, read, err
 }
@@ -170,40 +171,32 @@ func sameFiles(pid, tid int) bool {
 	return errno == 0 && r == 0
 }
 
-// engineProc is a process inside an engine scope and how many
-// descriptors its tables held when the scan passed it (tableCount).
-type engineProc struct{ pid, fds int }
+// engineProc is a process inside an engine scope, the fd directories of
+// its descriptor tables (its leader's first, then threadTables) and how
+// many descriptors they held when it was counted (tableCount).
+type engineProc struct {
+	pid, fds int
+	tables   []string
+}
 
-// tableCount is how many descriptors pid's tables hold: its leader's
-// and those of its threads that keep their own, a table two threads
-// share counted twice; -1 when its leader's cannot be opened (it is
-// gone). So a process is sorted no earlier than what reading it costs: a
-// tool's thread holding a bound's worth in a table of its own does not go
-// ahead of a holder with a small leader's table. Sizes are the kernel's
-// (Linux 6.2); before, each is 0.
-func tableCount(pid int) int {
-	leader, err := openFds(pid)
-	if err != nil {
-		return -1
-	}
-	n := fdCount(leader)
-	leader.Close()
-	base := "/proc/" + strconv.Itoa(pid) + "/task/"
-	d, err := os.Open(base)
-	if err != nil {
-		return n
-	}
-	defer d.Close()
-	tids, _ := d.Readdirnames(-1)
-	for _, t := range tids {
-		tid, err := strconv.Atoi(t)
-		if err != nil || tid == pid || sameFiles(pid, tid) {
+// tableCount is how many descriptors the tables in dirs hold, a table two
+// threads share counted twice; -1 when the first, the leader's, cannot be
+// opened (the process is gone). So a process is sorted no earlier than
+// what reading it costs: a tool's thread holding a bound's worth in a
+// table of its own does not go ahead of a holder with a small leader's
+// table. Sizes are the kernel's (Linux 6.2); before, each is 0.
+func tableCount(dirs []string) int {
+	n := 0
+	for i, dir := range dirs {
+		f, err := os.Open(dir)
+		if err != nil {
+			if i == 0 {
+				return -1
+			}
 			continue
 		}
-		if f, err := os.Open(base + t + "/fd"); err == nil {
-			n += fdCount(f)
-			f.Close()
-		}
+		n += fdCount(f)
+		f.Close()
 	}
 	return n
 }
@@ -232,19 +225,25 @@ func inEngine(pid int) bool {
 
 // holdsInode reports whether any descriptor of pid, or of one of its
 // threads' own tables, is socket:[inode], every descriptor read. The
-// error is the leader's table's, when it cannot be read.
+// threads are listed only when the leader's table does not hold it. The
+// error is the first met, when none does.
 func holdsInode(pid int, inode uint64) (bool, error) {
-	held, _, err := scanTables(pid, inode, -1, time.Time{})
+	held, _, err := scanDirs([]string{fdDir(pid)}, inode, -1, time.Time{})
 	if held {
 		return true, nil
 	}
-	return false, err
+	held, _, terr := scanDirs(threadTables(pid), inode, -1, time.Time{})
+	if held {
+		return true, nil
+	}
+	return false, cmp.Or(err, terr)
 }
 
+// fdDir is pid's descriptor directory: its leader thread's table.
+func fdDir(pid int) string { return "/proc/" + strconv.Itoa(pid) + "/fd" }
+
 // openFds opens pid's descriptor directory.
-func openFds(pid int) (*os.File, error) {
-	return os.Open("/proc/" + strconv.Itoa(pid) + "/fd")
-}
+func openFds(pid int) (*os.File, error) { return os.Open(fdDir(pid)) }
 
 // scanFds reports whether any descriptor in the open fd directory fds is
 // socket:[inode], and how many it read: at most limit of them (all when
