@@ -74,10 +74,8 @@ func (c *Client) receive(line []byte) error {
 	// before it may block. Most come from the one-pass decoder, without
 	// an Update of their own.
 	if ev, ok := c.lines.event(line); ok {
-		if ev.Texts != nil {
-			if err := c.checkRun(ev); err != nil {
-				return err
-			}
+		if err := c.checkRun(ev); err != nil {
+			return err
 		}
 		c.holdEvent(ev, line)
 		return nil

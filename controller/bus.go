@@ -54,7 +54,6 @@ type bus struct {
 	last      uint64      // seq of the newest event published
 	settled   uint64      // seq of the latest run-settled event
 	dropped   uint64      // late events of other executions, never delivered (H14)
-	runKey    *runKey     // the run key of the newest event, if it has one
 	subs      map[*subscriber]struct{}
 }
 
@@ -95,7 +94,6 @@ func (b *bus) reset(execution string) {
 		s.next = 0
 	}
 	b.execution, b.first, b.last, b.settled, b.bytes, b.total = execution, 0, 0, 0, 0, 0
-	b.runKey = nil
 	clear(b.ring) // the old execution's lines are never replayed again
 }
 
@@ -143,8 +141,10 @@ func (b *bus) publish(ev protocol.Event) {
 	for b.first < ev.Seq && (ev.Seq-b.first >= ringSize || b.bytes+len(line) > ringBytes) {
 		b.evictOldest()
 	}
-	mark := markOf(&ev, line, b.runKey)
-	b.runKey = mark.key
+	// The newest event's key, if the ring still holds it, is shared by a
+	// delta of the same block (reset clears the ring, eviction its
+	// entries).
+	mark := markOf(&ev, line, b.ring[b.last%ringSize].mark.key)
 	b.ring[ev.Seq%ringSize] = ringEntry{seq: ev.Seq, line: line, at: b.total, mark: mark}
 	b.bytes += len(line)
 	b.total += uint64(len(line))

@@ -38,17 +38,13 @@ type runKey struct {
 	block                    int
 }
 
-// markOf returns the run mark of ev, encoded as line: a text or
-// thinking delta appended to a block, not its last fragment, not cut,
-// carrying nothing after its text, so the line ends `"}` and its text
-// is the last value. last is the key of the delta published before it,
-// taken again when ev shares it.
+// markOf returns the run mark of ev, encoded as line: a delta a run may
+// hold (protocol.Event.RunDelta) with a text of its own, which is then
+// the line's last value, so the line ends `"}`. last is the key of the
+// event published before it, taken again when ev shares it.
 func markOf(ev *protocol.Event, line []byte, last *runKey) runMark {
 	switch {
-	case ev.Kind != protocol.EventTextDelta && ev.Kind != protocol.EventThinkingDelta,
-		ev.UpdateMode != protocol.UpdateAppend, ev.Block == nil, ev.Fragment == nil,
-		ev.LastFragment, ev.Truncated, ev.Text == "", ev.Texts != nil, ev.Tool != nil, ev.Content != nil,
-		ev.Part != nil, ev.LastPart, ev.StopReason != "", ev.Reason != "", ev.Native != "", ev.Dropped != 0,
+	case !ev.RunDelta(), ev.Text == "", ev.Texts != nil,
 		*ev.Fragment < 0 || *ev.Fragment >= math.MaxInt32, len(line) >= math.MaxInt32,
 		!bytes.HasSuffix(line, []byte("\"}\n")):
 		return runMark{}

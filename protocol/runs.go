@@ -48,6 +48,17 @@ func (e Event) Deltas() iter.Seq[Event] {
 	}
 }
 
+// RunDelta reports whether e, its text aside, is a delta a run may hold:
+// a text or thinking delta appended to its block at its fragment, not
+// the block's last, not cut, carrying nothing else. The controller joins
+// only such deltas (controller/runs.go), and CheckRun refuses a run of
+// any other.
+func (e *Event) RunDelta() bool {
+	return (e.Kind == EventTextDelta || e.Kind == EventThinkingDelta) && e.UpdateMode == UpdateAppend &&
+		e.Block != nil && e.Fragment != nil && !e.LastFragment && !e.Truncated && e.Tool == nil && e.Content == nil &&
+		e.Part == nil && !e.LastPart && e.StopReason == "" && e.Reason == "" && e.Native == "" && e.Dropped == 0
+}
+
 // CheckRun says whether a run is one the protocol allows: text or
 // thinking deltas of one block, appended, each its own fragment, none
 // closing the block, no Text beside them and seqs within the safe
@@ -60,9 +71,7 @@ func CheckRun(e *Event) error {
 		return fmt.Errorf("a %s event carries texts: only text and thinking deltas come in runs", e.Kind)
 	case len(e.Texts) == 0:
 		return fmt.Errorf("a run of no deltas (seq %d)", e.Seq)
-	case e.Text != "" || e.UpdateMode != UpdateAppend || e.Block == nil || e.Fragment == nil ||
-		e.LastFragment || e.Truncated || e.Tool != nil || e.Content != nil ||
-		e.Part != nil || e.LastPart || e.StopReason != "" || e.Reason != "" || e.Native != "" || e.Dropped != 0:
+	case e.Text != "" || !e.RunDelta():
 		return fmt.Errorf("a run (seq %d) carries what no delta of one does (text, a closing fragment, a cut, a tool, content, a part, a stop reason, a reason, a native type, dropped events), or lacks its block, fragment or append mode", e.Seq)
 	case e.Seq == 0 || e.Last() > maxSafeInteger || e.Last() < e.Seq:
 		return fmt.Errorf("a run's seqs (from %d, %d deltas) leave the safe integer range", e.Seq, len(e.Texts))
