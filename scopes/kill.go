@@ -219,7 +219,7 @@ func (k *killPhase) observe(ctx context.Context, st UnitState, ev cgEvents) Stop
 	k.noteGranted()
 	k.res.Outcome, k.res.Reason = verdict(obs)
 	if k.res.Outcome == Stopped {
-		h.closeMembers()
+		h.releaseMembers()
 	}
 	return k.res
 }

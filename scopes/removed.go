@@ -181,7 +181,7 @@ func (k *killPhase) killRemoved(ctx context.Context) StopResult {
 	k.h.fillMembers(obs)
 	k.res.Outcome, k.res.Reason = verdict(obs)
 	if k.res.Outcome == Stopped {
-		k.h.closeMembers()
+		k.h.releaseMembers()
 	}
 	return k.res
 }

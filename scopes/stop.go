@@ -176,12 +176,42 @@ func (h *Handle) Close() {
 
 // closeMembers releases the pidfds a stop kept.
 func (h *Handle) closeMembers() {
+	closeFDs(h.takeMemberFDs())
+}
+
+// releaseMembers releases the pidfds a proven stop kept, after it returns:
+// each close of a reaped process's last pidfd frees its pid and pidfs
+// inode, about 2.5 µs, and a 201-member cohort's took 0.5 ms of a stop
+// that needs none of them once the verdict is in. The descriptors are
+// the handle's no more when it returns (a later signal says the pidfd
+// is closed), so nothing can use a number the closer is about to free.
+func (h *Handle) releaseMembers() {
+	if fds := h.takeMemberFDs(); len(fds) > 0 {
+		go closeFDs(fds)
+	}
+}
+
+// takeMemberFDs takes the pidfds of the members and the leader from
+// the handle, marking each closed.
+func (h *Handle) takeMemberFDs() []int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for _, m := range h.term {
-		m.close()
+	var fds []int
+	take := func(m *member) {
+		if m != nil && m.fd >= 0 {
+			fds = append(fds, m.fd)
+			m.fd = -1
+		}
 	}
-	if h.leader != nil {
-		h.leader.close()
+	for _, m := range h.term {
+		take(m)
+	}
+	take(h.leader)
+	return fds
+}
+
+func closeFDs(fds []int) {
+	for _, fd := range fds {
+		unix.Close(fd)
 	}
 }
