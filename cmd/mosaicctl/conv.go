@@ -184,6 +184,7 @@ func saveConversation(c *cli.Context, cv *conversations.Conversation) error {
 	old, err := s.Load(cv.ID)
 	switch {
 	case err == nil && old.Same(cv):
+		noteHomes(c.Context, os.Stderr)
 		fmt.Println(cv.ID) // the same settings: nothing to do
 		return nil
 	case err == nil && !c.Bool("replace"):
@@ -199,6 +200,7 @@ func saveConversation(c *cli.Context, cv *conversations.Conversation) error {
 		reportReplace(os.Stderr, old, cv)
 	}
 	noteEnvFileReach(os.Stderr, s, cv)
+	noteHomes(c.Context, os.Stderr)
 	fmt.Println(cv.ID)
 	return nil
 }

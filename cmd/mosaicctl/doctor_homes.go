@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/mosaic-agents/mosaic/internal/xdg"
 	"github.com/mosaic-agents/mosaic/units"
@@ -28,6 +31,21 @@ func checkHomes(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("cannot compare with the user manager's environment: %w", err)
 	}
 	return judgeHomes(os.Getenv, units.Getenv(v.Environment))
+}
+
+// noteHomes warns, after conv add registered a conversation, when this
+// shell's XDG_CONFIG_HOME or XDG_STATE_HOME is not the user manager's: the
+// controller the manager starts would not find that conversation (config)
+// or would keep its claims elsewhere (state). The conversation stays
+// registered, since the fix is in the environment, not in it; a manager
+// that cannot be asked is doctor's to report, not add's.
+func noteHomes(ctx context.Context, w io.Writer) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var f *finding
+	if _, err := checkHomes(ctx); errors.As(err, &f) && f.verdict == verdictFail {
+		fmt.Fprintf(w, "mosaicctl: warning: %s. Fix: %s\n", f.msg, f.fix)
+	}
 }
 
 // judgeHomes compares each base directory as resolved here (getenv) and

@@ -178,14 +178,20 @@ func TestXDGHomesInShellOnly(t *testing.T) {
 				t.Fatalf("install: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 			}
 
+			// conv add registers the conversation, and warns that the
+			// controllers will not see it as this shell does.
+			proj, session := project(t, "xdg-before-"+tc.name)
+			r = runWithEnv(t, env, bin, "conv", "add", "--project", proj, "--seat", "xdg-before-"+tc.name, "--session", session)
+			if r.code != 0 {
+				t.Fatalf("conv add: exit %d %q %q", r.code, r.stdout, r.stderr)
+			}
+			if want := "mosaicctl: warning: " + name + " is " + dir + " here (set) but " + filepath.Join(home, tc.base.Fallback) +
+				" for the user manager"; !strings.Contains(r.stderr, want) || !strings.Contains(r.stderr, "Fix: unset "+name) {
+				t.Errorf("conv add with %s in the shell only: stderr %q, want the warning %q and its fix", name, r.stderr, want)
+			}
 			if tc.refused {
 				// The units are not loaded: a verb's start of the socket says
 				// so and points at doctor, not at install again.
-				proj, session := project(t, "xdg-before")
-				r := runWithEnv(t, env, bin, "conv", "add", "--project", proj, "--seat", "xdg-before", "--session", session)
-				if r.code != 0 {
-					t.Fatalf("conv add: exit %d %q %q", r.code, r.stdout, r.stderr)
-				}
 				p := runWithEnv(t, env, bin, "prompt", "--take", strings.TrimSpace(r.stdout), "hello")
 				if p.code == 0 || !strings.Contains(p.stderr, "the user manager does not see mosaic's units: `mosaicctl doctor` says why") {
 					t.Errorf("prompt with the units unseen: exit %d %q; want the hint to name doctor", p.code, p.stderr)
@@ -211,11 +217,14 @@ func TestXDGHomesInShellOnly(t *testing.T) {
 			want(t, rs, "units", verdictOK, filepath.Join(managerUnits, "mosaic-conv@.service"), "")
 
 			pi, model, _ := sandboxtest.StubPi(t, stubmodel.Script{Turns: []stubmodel.Turn{{Text: []string{"answer-4711"}}}})
-			proj, session := project(t, "xdg-"+tc.name)
+			proj, session = project(t, "xdg-"+tc.name)
 			r = runWithEnv(t, env, bin, "conv", "add", "--project", proj, "--seat", "xdg-"+tc.name, "--session", session,
 				"--engine", pi, "--provider", model.Provider, "--model", model.Model, "--agent-dir", model.AgentDir)
 			if r.code != 0 {
 				t.Fatalf("conv add: exit %d %q %q", r.code, r.stdout, r.stderr)
+			}
+			if strings.Contains(r.stderr, "warning: XDG_") {
+				t.Errorf("conv add with %s agreeing still warns: %q", name, r.stderr)
 			}
 			id := strings.TrimSpace(r.stdout)
 			t.Cleanup(func() {
