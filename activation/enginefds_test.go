@@ -48,7 +48,7 @@ func holdFds(n int, file string) string {
 
 // ownSocket is the inode of a loopback socket this process made and
 // holds, as a browser's is seen by step 3.
-func ownSocket(t *testing.T) uint64 {
+func ownSocket(t testing.TB) uint64 {
 	t.Helper()
 	l, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {

@@ -44,6 +44,12 @@ const engineBatch = 256
 // that exits during the scan is passed over. engineRead says how many
 // descriptors of engine processes were read.
 func eachHolder(inode uint64, f func(pid int) bool) (engineRead int, err error) {
+	return eachHolderIn(newEngineSet(), inode, f)
+}
+
+// eachHolderIn is eachHolder with the engine scopes' pids learned into
+// known.
+func eachHolderIn(known *engineSet, inode uint64, f func(pid int) bool) (engineRead int, err error) {
 	d, err := os.Open("/proc")
 	if err != nil {
 		return 0, fmt.Errorf("%w: %w", ErrPeerUnreadable, err)
@@ -59,15 +65,21 @@ func eachHolder(inode uint64, f func(pid int) bool) (engineRead int, err error) 
 		if err != nil || pid <= 0 {
 			continue
 		}
+		if known.holds(pid) {
+			engines = append(engines, engineProc{pid: pid})
+			continue
+		}
 		fds, err := openFds(pid)
 		if err != nil {
 			continue // gone, or not ours to read
 		}
 		if inEngine(pid) {
 			// Counted and read after the others, within engineTime: here a
-			// tool of many processes costs a judgement only this much each.
+			// tool of many processes costs a judgement only this much, and
+			// its scope's other processes nothing (engineSet).
 			engines = append(engines, engineProc{pid: pid})
 			fds.Close()
+			known.learn(pid)
 			continue
 		}
 		held, _, err := scanFds(fds, inode, -1, time.Time{})

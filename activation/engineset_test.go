@@ -1,0 +1,220 @@
+package activation
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
+	"github.com/mosaic-agents/mosaic/internal/procfs"
+)
+
+// fakeScope makes a cgroup tree under a temporary mount: each of dirs
+// (relative to the scope, "" the scope itself) with a cgroup.procs of
+// its pids.
+func fakeScope(t *testing.T, scope string, dirs map[string][]int) *engineSet {
+	t.Helper()
+	mount := t.TempDir()
+	for d, pids := range dirs {
+		dir := filepath.Join(mount, scope, d)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		for _, p := range pids {
+			fmt.Fprintf(&b, "%d\n", p)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(b.String()), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &engineSet{mount: mount, scopes: map[string]bool{}, pids: map[int]bool{}}
+}
+
+// TestEngineSetLearnScope: a scope's pids, its sub-cgroups' too, are
+// taken only where the process that led to the scope is among them, and
+// a scope of more than maxScopeCgroups cgroups is read no further.
+func TestEngineSetLearnScope(t *testing.T) {
+	scope := "/user.slice/app.slice/" + EngineScopePrefix + "x.scope"
+	many := map[string][]int{"": {1}}
+	for i := range maxScopeCgroups + 10 {
+		many[fmt.Sprintf("d%04d", i)] = []int{100 + i}
+	}
+	for _, tc := range []struct {
+		name    string
+		dirs    map[string][]int
+		teacher int
+		want    []int // held afterwards; nil: none
+	}{
+		{"scope and sub-cgroups", map[string][]int{"": {10, 11}, "engine": {12, 13}, "engine/tool": {14}}, 12, []int{10, 11, 12, 13, 14}},
+		{"teacher absent: the path led elsewhere", map[string][]int{"": {10, 11}, "engine": {12}}, 99, nil},
+		{"teacher within the bound", many, 100, []int{1, 100, 100 + maxScopeCgroups - 2}},
+		{"teacher past the bound", many, 100 + maxScopeCgroups + 5, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := fakeScope(t, scope, tc.dirs)
+			s.learnScope(scope, tc.teacher)
+			for _, p := range tc.want {
+				if !s.holds(p) {
+					t.Errorf("pid %d not held, want it", p)
+				}
+			}
+			if tc.want == nil && len(s.pids) != 0 {
+				t.Errorf("held %d pids, want none", len(s.pids))
+			}
+			if s.holds(100 + maxScopeCgroups + 5) {
+				t.Errorf("a pid past the %d cgroups read is held", maxScopeCgroups)
+			}
+			if len(s.pids) > 0 && !s.scopes[scope] {
+				t.Error("the scope is not marked read")
+			}
+		})
+	}
+}
+
+func TestScopeOf(t *testing.T) {
+	for cg, want := range map[string]string{
+		"/user.slice/user-1000.slice/user@1000.service/app.slice/app-mosaic.slice/" + EngineScopePrefix + "a.scope/engine/t": "/user.slice/user-1000.slice/user@1000.service/app.slice/app-mosaic.slice/" + EngineScopePrefix + "a.scope",
+		"/" + EngineScopePrefix + "a.scope": "/" + EngineScopePrefix + "a.scope",
+		"/user.slice/app.slice/other.scope": "",
+		"/" + EngineScopePrefix + "a.slice": "",
+		"/":                                 "",
+	} {
+		if got := scopeOf(cg); got != want {
+			t.Errorf("scopeOf(%q) = %q, want %q", cg, got, want)
+		}
+	}
+}
+
+func TestAppendPids(t *testing.T) {
+	got := appendPids([]int{7}, []byte("1\n22\nx\n-3\n0\n333"))
+	if want := []int{7, 1, 22, 333}; !slices.Equal(got, want) {
+		t.Errorf("appendPids = %v, want %v", got, want)
+	}
+}
+
+// toolPids starts a tool scope of n sleeping processes and returns their
+// pids, each named by the file it made once in place.
+func toolPids(t testing.TB, what string, n int) []int {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	ready := filepath.Join(dir, "ready")
+	sandboxtest.Scope(t, fmt.Sprintf("%s%s-%d", EngineScopePrefix, what, os.Getpid()), nil,
+		fmt.Sprintf(`for ((i = 0; i < %d; i++)); do (touch %s.$BASHPID; exec sleep 600) & done; wait`, n, ready))
+	for deadline := time.Now().Add(120 * time.Second); ; {
+		m, _ := filepath.Glob(ready + ".*")
+		if len(m) >= n {
+			var pids []int
+			for _, f := range m {
+				p, err := strconv.Atoi(strings.TrimPrefix(filepath.Ext(f), "."))
+				if err != nil {
+					t.Fatal(err)
+				}
+				pids = append(pids, p)
+			}
+			return pids
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the tool %s did not get in place", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestEngineSetLearnsToolScope (sandbox): one process of a tool's scope
+// teaches the set every other, and a process outside the engines teaches
+// it nothing.
+func TestEngineSetLearnsToolScope(t *testing.T) {
+	sandboxtest.Require(t)
+	pids := toolPids(t, "learn", 20)
+	s := newEngineSet()
+	if s.mount == "" {
+		t.Fatal("no cgroup2 hierarchy at /sys/fs/cgroup")
+	}
+	s.learn(os.Getpid())
+	if len(s.pids) != 0 {
+		t.Fatalf("learned %d pids from this process, outside every engine scope", len(s.pids))
+	}
+	s.learn(pids[len(pids)-1])
+	for _, p := range pids {
+		if !s.holds(p) {
+			t.Errorf("pid %d of the tool not learned from pid %d", p, pids[len(pids)-1])
+		}
+	}
+	if s.holds(os.Getpid()) {
+		t.Error("this process is held as an engine's")
+	}
+}
+
+// TestEngineSetPathElsewhere (sandbox): a scope path that leads to a
+// cgroup without the process that named it (another cgroup namespace
+// than the mount's) teaches nothing.
+func TestEngineSetPathElsewhere(t *testing.T) {
+	sandboxtest.Require(t)
+	pids := toolPids(t, "elsewhere", 2)
+	cg, err := procfs.Cgroup2(pids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := fakeScope(t, scopeOf(cg), map[string][]int{"": {1, 2}})
+	s.learn(pids[0])
+	if len(s.pids) != 0 {
+		t.Errorf("learned %v from a cgroup without pid %d", s.pids, pids[0])
+	}
+}
+
+// TestEngineHolderInLearnedScope (sandbox): a socket this process shares
+// with a tool's process that the scope's first process taught the set
+// (it is judged without a read of its own cgroup) is still read and
+// refused.
+func TestEngineHolderInLearnedScope(t *testing.T) {
+	sandboxtest.Require(t)
+	j, f, server := shared(t)
+	// bash, the scope's first process, closes the shared socket after its
+	// first child took it: the holder is a process the set was taught.
+	toolScope(t, "learned", 11, `(touch $ready.$BASHPID; exec sleep 600) & exec 3<&-; `+
+		`for ((i = 0; i < 10; i++)); do (touch $ready.$BASHPID; exec sleep 600) & done; wait`, f)
+	if v := j.JudgeConn(server); !v.Engine {
+		t.Fatalf("a socket shared with a tool's process learned from its scope was accepted: %+v", v)
+	}
+}
+
+// BenchmarkJudgeEngineProcesses times step 3 with a tool of
+// engineProcs processes, its scope learned from its first process
+// against every process judged by its own cgroup, alternated in one run.
+func BenchmarkJudgeEngineProcesses(b *testing.B) {
+	sandboxtest.Require(b)
+	const engineProcs = 2000
+	toolPids(b, "many", engineProcs)
+	inode := ownSocket(b)
+	var learned, oneByOne time.Duration
+	run := func(s *engineSet) time.Duration {
+		t0 := time.Now()
+		if _, err := eachHolderIn(s, inode, func(int) bool { return true }); err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(t0)
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		if i%2 == 0 {
+			learned += run(newEngineSet())
+			oneByOne += run(&engineSet{scopes: map[string]bool{}, pids: map[int]bool{}})
+		} else {
+			oneByOne += run(&engineSet{scopes: map[string]bool{}, pids: map[int]bool{}})
+			learned += run(newEngineSet())
+		}
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(learned.Nanoseconds())/n, "ns/learned")
+	b.ReportMetric(float64(oneByOne.Nanoseconds())/n, "ns/one-by-one")
+	b.ReportMetric(float64(learned)/float64(oneByOne), "x-one-by-one")
+}
