@@ -20,18 +20,18 @@ import (
 // with $ready set to a file it may create, and waits until n files
 // named $ready.* exist (each of the script's processes makes one when it
 // is in place).
-func toolScope(t *testing.T, what string, n int, script string, extra ...*os.File) {
+func toolScope(t testing.TB, what string, n int, script string, extra ...*os.File) (ready string) {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.Chmod(dir, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	ready := filepath.Join(dir, "ready")
+	ready = filepath.Join(dir, "ready")
 	sandboxtest.Scope(t, fmt.Sprintf("%s%s-%d", EngineScopePrefix, what, os.Getpid()), nil,
 		fmt.Sprintf("ready=%s; cd %s || exit 1; %s", ready, dir, script), extra...)
 	for deadline := time.Now().Add(120 * time.Second); ; {
 		if m, _ := filepath.Glob(ready + ".*"); len(m) >= n {
-			return
+			return ready
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the tool %s did not get in place", what)

@@ -102,31 +102,17 @@ func TestAppendPids(t *testing.T) {
 // pids, each named by the file it made once in place.
 func toolPids(t testing.TB, what string, n int) []int {
 	t.Helper()
-	dir := t.TempDir()
-	if err := os.Chmod(dir, 0o777); err != nil {
-		t.Fatal(err)
-	}
-	ready := filepath.Join(dir, "ready")
-	sandboxtest.Scope(t, fmt.Sprintf("%s%s-%d", EngineScopePrefix, what, os.Getpid()), nil,
-		fmt.Sprintf(`for ((i = 0; i < %d; i++)); do (touch %s.$BASHPID; exec sleep 600) & done; wait`, n, ready))
-	for deadline := time.Now().Add(120 * time.Second); ; {
-		m, _ := filepath.Glob(ready + ".*")
-		if len(m) >= n {
-			var pids []int
-			for _, f := range m {
-				p, err := strconv.Atoi(strings.TrimPrefix(filepath.Ext(f), "."))
-				if err != nil {
-					t.Fatal(err)
-				}
-				pids = append(pids, p)
-			}
-			return pids
+	ready := toolScope(t, what, n, fmt.Sprintf(`for ((i = 0; i < %d; i++)); do (touch $ready.$BASHPID; exec sleep 600) & done; wait`, n))
+	m, _ := filepath.Glob(ready + ".*")
+	var pids []int
+	for _, f := range m {
+		p, err := strconv.Atoi(strings.TrimPrefix(filepath.Ext(f), "."))
+		if err != nil {
+			t.Fatal(err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the tool %s did not get in place", what)
-		}
-		time.Sleep(50 * time.Millisecond)
+		pids = append(pids, p)
 	}
+	return pids
 }
 
 // TestEngineSetLearnsToolScope (sandbox): one process of a tool's scope
