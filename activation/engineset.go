@@ -7,9 +7,8 @@ import (
 	"strconv"
 	"strings"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/mosaic-agents/mosaic/internal/procfs"
+	"github.com/mosaic-agents/mosaic/scopes"
 )
 
 // engineSet holds the pids of the engine scopes step 3 has met. Telling a
@@ -29,6 +28,7 @@ import (
 // or born after the scope was read, is learned its own way.
 type engineSet struct {
 	mount  string          // the cgroup2 mount; "" learns nothing
+	found  bool            // mount was looked for (findMount)
 	scopes map[string]bool // the scopes read, or given up on
 	pids   map[int]bool
 }
@@ -40,14 +40,10 @@ type engineSet struct {
 const maxScopeCgroups = 128
 
 // newEngineSet is an empty set that learns from the cgroup2 hierarchy
-// mounted at /sys/fs/cgroup, if it is one.
+// (scopes.Cgroup2Mount), looked for when the first scope is met: a
+// judgement with no engine process reads no mountinfo.
 func newEngineSet() *engineSet {
-	s := &engineSet{scopes: map[string]bool{}, pids: map[int]bool{}}
-	var st unix.Statfs_t
-	if unix.Statfs("/sys/fs/cgroup", &st) == nil && st.Type == unix.CGROUP2_SUPER_MAGIC {
-		s.mount = "/sys/fs/cgroup"
-	}
-	return s
+	return &engineSet{scopes: map[string]bool{}, pids: map[int]bool{}}
 }
 
 // holds reports whether pid was in an engine scope the set has read.
@@ -58,6 +54,10 @@ func (s *engineSet) holds(pid int) bool { return s.pids[pid] }
 // cgroup (this process in another cgroup namespace than the mount's, or
 // pid gone): the scope's pids are not taken.
 func (s *engineSet) learn(pid int) {
+	if !s.found {
+		s.found = true
+		s.mount, _ = scopes.Cgroup2Mount()
+	}
 	if s.mount == "" {
 		return
 	}
