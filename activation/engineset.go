@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/mosaic-agents/mosaic/internal/procfs"
 	"github.com/mosaic-agents/mosaic/scopes"
 )
 
@@ -49,29 +48,28 @@ func newEngineSet() *engineSet {
 // holds reports whether pid was in an engine scope the set has read.
 func (s *engineSet) holds(pid int) bool { return s.pids[pid] }
 
-// learn reads the pids of the engine scope pid runs in, once per scope.
+// learn reads the pids of the engine scope of cg, pid's cgroup2 path as
+// inEngine read it, once per scope: a process of a scope read already,
+// or one the set cannot learn, costs nothing more than with no set.
 // Where pid is not among them, the scope's path did not lead to its
 // cgroup (this process in another cgroup namespace than the mount's, or
 // pid gone): the scope's pids are not taken.
-func (s *engineSet) learn(pid int) {
+func (s *engineSet) learn(pid int, cg string) {
+	scope := scopeOf(cg)
+	if scope == "" || s.scopes[scope] {
+		return
+	}
 	if !s.found {
 		s.found = true
 		s.mount, _ = scopes.Cgroup2Mount()
 	}
-	if s.mount == "" {
-		return
-	}
-	cg, err := procfs.Cgroup2(pid)
-	if err != nil {
-		return
-	}
-	s.learnScope(scopeOf(cg), pid)
+	s.learnScope(scope, pid)
 }
 
 // learnScope reads the pids of scope, a cgroup2 path, taking them where
 // pid, known to be in it, is among them.
 func (s *engineSet) learnScope(scope string, pid int) {
-	if scope == "" || s.scopes[scope] {
+	if s.mount == "" || scope == "" || s.scopes[scope] {
 		return
 	}
 	s.scopes[scope] = true

@@ -1,6 +1,7 @@
 package activation
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -115,6 +116,16 @@ func toolPids(t testing.TB, what string, n int) []int {
 	return pids
 }
 
+// cgroup2 is pid's cgroup2 path.
+func cgroup2(t testing.TB, pid int) string {
+	t.Helper()
+	cg, err := procfs.Cgroup2(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cg
+}
+
 // TestEngineSetLearnsToolScope (sandbox): one process of a tool's scope
 // teaches the set every other, and a process outside the engines teaches
 // it nothing.
@@ -122,11 +133,11 @@ func TestEngineSetLearnsToolScope(t *testing.T) {
 	sandboxtest.Require(t)
 	pids := toolPids(t, "learn", 20)
 	s := newEngineSet()
-	s.learn(os.Getpid())
+	s.learn(os.Getpid(), cgroup2(t, os.Getpid()))
 	if len(s.pids) != 0 {
 		t.Fatalf("learned %d pids from this process, outside every engine scope", len(s.pids))
 	}
-	s.learn(pids[len(pids)-1])
+	s.learn(pids[len(pids)-1], cgroup2(t, pids[len(pids)-1]))
 	for _, p := range pids {
 		if !s.holds(p) {
 			t.Errorf("pid %d of the tool not learned from pid %d", p, pids[len(pids)-1])
@@ -143,12 +154,9 @@ func TestEngineSetLearnsToolScope(t *testing.T) {
 func TestEngineSetPathElsewhere(t *testing.T) {
 	sandboxtest.Require(t)
 	pids := toolPids(t, "elsewhere", 2)
-	cg, err := procfs.Cgroup2(pids[0])
-	if err != nil {
-		t.Fatal(err)
-	}
+	cg := cgroup2(t, pids[0])
 	s := fakeScope(t, scopeOf(cg), map[string][]int{"": {1, 2}})
-	s.learn(pids[0])
+	s.learn(pids[0], cg)
 	if len(s.pids) != 0 {
 		t.Errorf("learned %v from a cgroup without pid %d", s.pids, pids[0])
 	}
@@ -206,4 +214,153 @@ func BenchmarkJudgeEngineProcesses(b *testing.B) {
 	b.ReportMetric(float64(learned.Nanoseconds())/n, "ns/learned")
 	b.ReportMetric(float64(oneByOne.Nanoseconds())/n, "ns/one-by-one")
 	b.ReportMetric(float64(learned)/float64(oneByOne), "x-one-by-one")
+}
+
+// readSyscalls is this process's count of read system calls (syscr in
+// /proc/self/io).
+func readSyscalls(t testing.TB) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		t.Skipf("no task I/O accounting: %v", err)
+	}
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		if v, ok := bytes.CutPrefix(line, []byte("syscr: ")); ok {
+			n, err := strconv.Atoi(string(v))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatal("no syscr in /proc/self/io")
+	return 0
+}
+
+// TestEngineSetUnlearnedCostsNoMore (sandbox): a tool decides which of
+// its processes the set's walk does not reach: those in a sub-cgroup it
+// made mode 000 (it owns the cgroups it makes: same uid), or in one past
+// maxScopeCgroups empty ones. Each such process costs a judgement no more
+// read calls than with no set at all (learn takes the cgroup path
+// inEngine read; it once read the file again, two more reads each).
+func TestEngineSetUnlearnedCostsNoMore(t *testing.T) {
+	sandboxtest.Require(t)
+	n := 400
+	if v, err := strconv.Atoi(os.Getenv("MOSAIC_REVIEW_PROCS")); err == nil {
+		n = v
+	}
+	for _, tc := range []struct {
+		name, setup string
+		hide        bool // chmod 000 the cgroup holding the processes
+	}{
+		{"mode 000 sub-cgroup", `mkdir "$cg/hide" || exit 1; sub="$cg/hide"`, true},
+		{"past maxScopeCgroups", fmt.Sprintf(`for ((i = 0; i < %d; i++)); do mkdir "$(printf '%%s/a%%04d' "$cg" $i)" || exit 1; done; mkdir "$cg/zz" || exit 1; sub="$cg/zz"`, maxScopeCgroups+2), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.Chmod(dir, 0o777); err != nil {
+				t.Fatal(err)
+			}
+			ready := filepath.Join(dir, "ready")
+			name := fmt.Sprintf("%scost-%d-%d", EngineScopePrefix, len(tc.name), os.Getpid())
+			sandboxtest.Scope(t, name, []string{"Delegate=yes"}, fmt.Sprintf(
+				`cg=/sys/fs/cgroup$(sed -n 's/^0:://p' /proc/self/cgroup); %s; `+
+					`for ((i = 0; i < %d; i++)); do (echo $BASHPID > "$sub/cgroup.procs" || exit 1; touch %s.$BASHPID; exec sleep 600) & done; echo "$sub" > %s.sub; wait`,
+				tc.setup, n, ready, ready))
+			for deadline := time.Now().Add(120 * time.Second); ; {
+				if m, _ := filepath.Glob(ready + ".[0-9]*"); len(m) >= n {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the tool did not get in place")
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			subb, err := os.ReadFile(ready + ".sub")
+			if err != nil {
+				t.Fatal(err)
+			}
+			sub := string(bytes.TrimSpace(subb))
+			if tc.hide {
+				// What the tool itself can do: it owns the cgroup.
+				if err := os.Chmod(sub, 0); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { os.Chmod(sub, 0o755) })
+			}
+			inode := ownSocket(t)
+			run := func(s *engineSet) (reads int, d time.Duration) {
+				r0, t0 := readSyscalls(t), time.Now()
+				if _, err := eachHolderIn(s, inode, func(int) bool { return true }); err != nil {
+					t.Fatal(err)
+				}
+				return readSyscalls(t) - r0, time.Since(t0)
+			}
+			// Alternated, the fastest of three of each.
+			var withSet, noSet int
+			dSet, dNo := time.Hour, time.Hour
+			for range 3 {
+				r, d := run(newEngineSet())
+				withSet, dSet = r, min(dSet, d)
+				r, d = run(noEngineSet())
+				noSet, dNo = r, min(dNo, d)
+			}
+			t.Logf("%d unlearned tool processes: %d reads (%v) with the set, %d (%v) with none", n, withSet, dSet, noSet, dNo)
+			// The walk itself may read each cgroup.procs it opens (two
+			// reads, to EOF) of at most maxScopeCgroups cgroups.
+			if allowed := noSet + 2*maxScopeCgroups + 64; withSet > allowed {
+				t.Errorf("with the set a judgement made %d read calls, with none %d: %d more than the walk's %d (about %.1f per unlearned process)",
+					withSet, noSet, withSet-noSet-2*maxScopeCgroups, 2*maxScopeCgroups, float64(withSet-noSet)/float64(n))
+			}
+		})
+	}
+}
+
+// TestEngineSetHoldsOnlyScopePids (sandbox): a judgement learns a tool
+// scope whose processes move between the tool's sub-cgroups while the
+// scope is walked, and the set holds only pids whose cgroup is inside
+// the scope (none of this process, none outside).
+func TestEngineSetHoldsOnlyScopePids(t *testing.T) {
+	sandboxtest.Require(t)
+	const n = 200
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	ready := filepath.Join(dir, "ready")
+	name := fmt.Sprintf("%smove-%d", EngineScopePrefix, os.Getpid())
+	sandboxtest.Scope(t, name, []string{"Delegate=yes"}, fmt.Sprintf(
+		`cg=/sys/fs/cgroup$(sed -n 's/^0:://p' /proc/self/cgroup); mkdir "$cg/a" "$cg/b" || exit 1; `+
+			`for ((i = 0; i < %d; i++)); do (touch %s.$BASHPID; exec sleep 600) & done; `+
+			`while :; do for p in $(cat "$cg/cgroup.procs" "$cg/a/cgroup.procs"); do [ $p = $$ ] || echo $p > "$cg/b/cgroup.procs"; done 2>/dev/null; `+
+			`for p in $(cat "$cg/b/cgroup.procs"); do echo $p > "$cg/a/cgroup.procs"; done 2>/dev/null; done`,
+		n, ready))
+	for deadline := time.Now().Add(120 * time.Second); ; {
+		if m, _ := filepath.Glob(ready + ".*"); len(m) >= n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the tool did not get in place")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for range 20 {
+		s := newEngineSet()
+		inode := ownSocket(t)
+		if _, err := eachHolderIn(s, inode, func(int) bool { return true }); err != nil {
+			t.Fatal(err)
+		}
+		if len(s.pids) == 0 {
+			t.Fatal("nothing learned")
+		}
+		for p := range s.pids {
+			cg, err := procfs.Cgroup2(p)
+			if err != nil {
+				continue // gone
+			}
+			if scopeOf(cg) == "" {
+				t.Fatalf("pid %d, in %s, is held as an engine's", p, cg)
+			}
+		}
+	}
 }

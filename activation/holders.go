@@ -73,13 +73,13 @@ func eachHolderIn(known *engineSet, inode uint64, f func(pid int) bool) (engineR
 		if err != nil {
 			continue // gone, or not ours to read
 		}
-		if inEngine(pid) {
+		if engine, unified := inEngine(pid); engine {
 			// Counted and read after the others, within engineTime: here a
 			// tool of many processes costs a judgement only this much, and
 			// its scope's other processes nothing (engineSet).
 			engines = append(engines, engineProc{pid: pid})
 			fds.Close()
-			known.learn(pid)
+			known.learn(pid, unified)
 			continue
 		}
 		held, _, err := scanFds(fds, inode, -1, time.Time{})
@@ -227,12 +227,13 @@ func fdCount(fds *os.File) int {
 	return int(st.Size)
 }
 
-// inEngine reports whether pid runs inside an engine scope now. A
-// confined process cannot leave its scope, so the answer holds for the
-// rest of the scan.
-func inEngine(pid int) bool {
-	paths, err := procfs.Cgroups(pid)
-	return err == nil && engineScope(paths) != ""
+// inEngine reports whether pid runs inside an engine scope now, and its
+// cgroup2 path from the same read (for engineSet.learn). A confined
+// process cannot leave its scope, so the answer holds for the rest of the
+// scan.
+func inEngine(pid int) (bool, string) {
+	paths, unified, err := procfs.CgroupPaths(pid)
+	return err == nil && engineScope(paths) != "", unified
 }
 
 // holdsInode reports whether any descriptor of pid, or of one of its

@@ -28,15 +28,23 @@ func ParseCgroup2(b []byte) (string, error) {
 // Cgroups returns every cgroup path of pid, one per hierarchy line (a
 // hybrid host lists v1 hierarchies before the v2 line).
 func Cgroups(pid int) ([]string, error) {
+	paths, _, err := CgroupPaths(pid)
+	return paths, err
+}
+
+// CgroupPaths is Cgroups and, from the same read, the cgroup2 path (the
+// "0::" line; "" where there is none).
+func CgroupPaths(pid int) (paths []string, unified string, err error) {
 	b, err := read(pid, "cgroup")
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	paths := ParseCgroups(b)
+	paths = ParseCgroups(b)
 	if len(paths) == 0 {
-		return nil, fmt.Errorf("%s names no cgroup", Path(pid, "cgroup"))
+		return nil, "", fmt.Errorf("%s names no cgroup", Path(pid, "cgroup"))
 	}
-	return paths, nil
+	unified, _ = ParseCgroup2(b)
+	return paths, unified, nil
 }
 
 // ParseCgroups returns the path of every hierarchy-ID:controllers:path
