@@ -118,14 +118,15 @@ check:
 # Counts, not durations: a duration -fuzztime can fail with a spurious
 # "context deadline exceeded" on Go 1.26 (golang/go#75804, fixed in 1.27),
 # mostly on a loaded machine. Each count is about 5-10 s here; FUZZTIME=30s
-# overrides all four.
+# overrides them all.
 fuzz:
-	@echo "==> short fuzz runs (four targets)"
+	@echo "==> short fuzz runs (six targets)"
 	$(GO) test -run '^$$' -fuzz '^FuzzLineReader$$' -fuzztime $(or $(FUZZTIME),5000x) ./engine/pi/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(or $(FUZZTIME),100000x) ./engine/pi/
 	$(GO) test -run '^$$' -fuzz '^FuzzParser$$' -fuzztime $(or $(FUZZTIME),200000x) ./terminal/
 	$(GO) test -run '^$$' -fuzz '^FuzzTranscript$$' -fuzztime $(or $(FUZZTIME),50000x) ./terminal/
 	$(GO) test -run '^$$' -fuzz '^FuzzLight$$' -fuzztime $(or $(FUZZTIME),200000x) ./history/
+	$(GO) test -run '^$$' -fuzz '^FuzzFlatLine$$' -fuzztime $(or $(FUZZTIME),200000x) ./client/
 
 # Benchmarks print ratios against a baseline measured in the same run.
 # Benchmarks, then the one summary table of the performance goals

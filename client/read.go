@@ -80,9 +80,12 @@ func (c *Client) receive(line []byte) error {
 		c.holdEvent(ev, line)
 		return nil
 	}
-	u, err := decodeFull(line)
-	if err != nil {
-		return err
+	u, ok := c.lines.flat(line)
+	if !ok {
+		var err error
+		if u, err = decodeFull(line); err != nil {
+			return err
+		}
 	}
 	if u.Record == protocol.RecordWelcome {
 		return fmt.Errorf("%w: a second welcome", ErrProtocol)

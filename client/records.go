@@ -87,14 +87,18 @@ func decodeRecord(line []byte) (Update, error) {
 	return d.decode(bytes.Clone(line))
 }
 
-// decode is decodeRecord for one connection's stream: an event line of
-// the flat shape the controller writes is validated and decoded in one
-// pass (lineDecoder.event), every other line the full way. The line
+// decode is decodeRecord for one connection's stream: an event, binding
+// or queue line of the flat shape the controller writes is validated and
+// decoded in one pass (lineDecoder.event, lineDecoder.flat), every other
+// line the full way. The line
 // becomes the Update's Raw: nobody may write to it after (protocol.LineReader's
 // lines are never written again).
 func (d *lineDecoder) decode(line []byte) (Update, error) {
 	if ev, ok := d.event(line); ok {
 		return Update{Record: protocol.RecordEvent, Raw: line, Event: ev}, nil
+	}
+	if u, ok := d.flat(line); ok {
+		return u, nil
 	}
 	return decodeFull(line)
 }
