@@ -114,6 +114,8 @@ check:
 	$(GO) vet ./...
 	@echo "==> staticcheck v0.8.2 (the first run downloads and builds it)"
 	$(STATICCHECK) ./...
+	@echo "==> the client's one-pass decoders on a 32-bit build (packaging makes i386 packages; an int is 32 bits there)"
+	GOARCH=386 $(GO) test -count=1 ./client/
 
 # Counts, not durations: a duration -fuzztime can fail with a spurious
 # "context deadline exceeded" on Go 1.26 (golang/go#75804, fixed in 1.27),

@@ -120,7 +120,9 @@ func (d *lineDecoder) event(line []byte) (*protocol.Event, bool) {
 			setString(ev, bit, s)
 		case 'n':
 			n, next, ok := uint53(line, i)
-			if !ok {
+			if !ok || bit != fSeq && uint64(int(n)) != n {
+				// An ordinal past int's range (a 32-bit build): the full
+				// path refuses it.
 				return nil, false
 			}
 			i = next

@@ -69,6 +69,7 @@ func eventLines(t testing.TB) []string {
 		`{"record":"event","seq":9007199254740992}`,
 		`{"record":"event","seq":12345678901234567890}`,
 		`{"record":"event","block":-1}`,
+		`{"record":"event","block":2147483648,"fragment":4294967296,"part":2147483647}`, // past a 32-bit int: refused there
 		`{"record":"event","text":null}`,
 		`{"record":"event","text":"\ud83d\ude00"}`,
 		`{"record":"event","text":"\ud83d"}`,

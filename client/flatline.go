@@ -221,11 +221,13 @@ func (d *lineDecoder) text(bit uint32, dst *string, line []byte, i int) (uint32,
 }
 
 // number reads the non-negative integer at i into dst, for the key of
-// bit: within Validate's safe range, so it fits every field it goes to.
+// bit: within Validate's safe range, and within T's, which an int of a
+// 32-bit build is not (the full path refuses what does not fit).
 func number[T int | int64 | uint64](bit uint32, dst *T, line []byte, i int) (uint32, int, bool) {
 	n, next, ok := uint53(line, i)
-	*dst = T(n)
-	return bit, next, ok
+	v := T(n)
+	*dst = v
+	return bit, next, ok && uint64(v) == n
 }
 
 // flag reads the boolean at i into dst, for the key of bit.

@@ -126,7 +126,7 @@ func checkFlatLine(t testing.TB, line []byte) bool {
 }
 
 func FuzzFlatLine(f *testing.F) {
-	for _, line := range flatLines(f) {
+	for _, line := range append(flatLines(f), flatEdgeLines()...) {
 		f.Add([]byte(line))
 	}
 	f.Fuzz(func(t *testing.T, line []byte) {
