@@ -27,7 +27,7 @@ import (
 // or born after the scope was read, is learned its own way.
 type engineSet struct {
 	mount  string          // the cgroup2 mount; "" learns nothing
-	found  bool            // mount was looked for (findMount)
+	found  bool            // mount was looked for (learn)
 	scopes map[string]bool // the scopes read, or given up on
 	pids   map[int]bool
 }
