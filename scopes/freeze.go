@@ -47,7 +47,7 @@ func (k *killPhase) freezeKill(ctx context.Context) ([]*member, error) {
 	// it released or thawed the scope, or by the user) is this phase's to
 	// thaw if it ends uncertain: the emptied path does not freeze it
 	// again, and a frozen anchor would hold the scope for good.
-	k.frozen = k.scopeFrozen()
+	k.frozen = k.pre.scopeFrozen
 	if ms, ok := k.enumerateEmptied(); ok {
 		return ms, k.killEngine()
 	}

@@ -257,6 +257,34 @@ func TestKillPhaseThawsWhenItEndsUncertain(t *testing.T) {
 }
 
 // scopeFreeze reads the scope's cgroup.freeze ("" if unreadable).
+// TestKillPhaseLeavesAnotherInvocationsScope (sandbox): a kill phase
+// reads whether the scope at the cohort's path is frozen while it waits
+// for the manager's word on the invocation; when that word names another
+// invocation, the scope is not this phase's, and it ends uncertain
+// without thawing it, as it touches nothing there.
+func TestKillPhaseLeavesAnotherInvocationsScope(t *testing.T) {
+	m := testManager(t)
+	fs, err := m.cgroupFS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := launchEngine(t, m, echoEngine)
+	e.expect(t, "engine", "ready")
+	if err := fs.write(e.Cohort.ScopeCgroup, "cgroup.freeze", "1"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fs.write(e.Cohort.ScopeCgroup, "cgroup.freeze", "0") })
+	c := e.Cohort
+	c.InvocationID = strings.Repeat("0", 32)
+	res := m.Reattach(c).Kill(ctxT(t), StopOptions{Stop: "stop-other-invocation", KillTimeout: time.Second})
+	if res.Outcome != Uncertain {
+		t.Fatalf("outcome %s (%s), want uncertain: the unit is another invocation", res.Outcome, res.Reason)
+	}
+	if got := scopeFreeze(fs, e); got != "1" {
+		t.Fatalf("the scope of another invocation reads cgroup.freeze %q after the phase, want 1: it was thawed", got)
+	}
+}
+
 func scopeFreeze(fs *cgroupFS, e *engine) string {
 	b, err := fs.read(e.Cohort.ScopeCgroup, "cgroup.freeze")
 	if err != nil {

@@ -59,9 +59,6 @@ func (h *Handle) Term(ctx context.Context, grace time.Duration) TermResult {
 		return TermResult{Outcome: Uncertain, Reason: err.Error(), Signalled: res.Signalled, Notes: res.Notes}
 	}
 	res.Emptied = ok
-	h.mu.Lock()
-	waitDeaths(h.term, time.Time{}) // record the deaths seen so far
-	h.mu.Unlock()
 	return res
 }
 
