@@ -533,16 +533,9 @@ func (d *lineDecoder) block(line []byte, i int, b *protocol.Block) (int, bool) {
 			i = next
 			b.Truncated = v
 		}
-		if i >= len(line) {
-			return 0, false
-		}
-		switch line[i] {
-		case ',':
-			i++
-		case '}':
-			return i + 1, true
-		default:
-			return 0, false
+		var closed bool
+		if i, closed, ok = memberEnd(line, i); !ok || closed {
+			return i, ok
 		}
 	}
 }

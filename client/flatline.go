@@ -66,16 +66,27 @@ func members(line []byte, i int, field func(key []byte, i int) (bit uint32, next
 			return 0, false
 		}
 		seen |= bit
-		i = next
-		switch line[i] {
-		case ',':
-			i++
-		case '}':
-			return i + 1, true
-		default:
-			return 0, false
+		var closed bool
+		if i, closed, ok = memberEnd(line, next); !ok || closed {
+			return i, ok
 		}
 	}
+}
+
+// memberEnd reads what follows an object's member at i: a ',' and the
+// next member's index, or the '}' that closes the object (closed) and the
+// index after it.
+func memberEnd(line []byte, i int) (next int, closed, ok bool) {
+	if i >= len(line) {
+		return 0, false, false
+	}
+	switch line[i] {
+	case ',':
+		return i + 1, false, true
+	case '}':
+		return i + 1, true, true
+	}
+	return 0, false, false
 }
 
 func (d *lineDecoder) bindingField(b *protocol.Binding, key, line []byte, i int) (uint32, int, bool) {
