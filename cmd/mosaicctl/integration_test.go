@@ -135,7 +135,9 @@ func TestSkeletonOnRealSystemd(t *testing.T) {
 		t.Fatalf("sd_notify STATUS = %q", status)
 	}
 
-	hellos := journal(t, "-u", svc, "MOSAIC_EVENT=hello")
+	hellos := journalUntil(t, func(es []map[string]any) bool {
+		return hasEntry(es, "MOSAIC_CONNECTION", conns[0]) && hasEntry(es, "MOSAIC_CONNECTION", conns[1])
+	}, "-u", svc, "MOSAIC_EVENT=hello")
 	for _, c := range conns {
 		if !hasEntry(hellos, "MOSAIC_CONNECTION", c) {
 			t.Fatalf("no hello entry for connection %s in `journalctl --user -u %s MOSAIC_EVENT=hello`: %v", c, svc, hellos)
@@ -198,7 +200,7 @@ func TestServeBadStarts(t *testing.T) {
 	if r.code != 2 || !strings.Contains(r.stderr, "unknown-conversation") {
 		t.Fatalf("serve of an unknown conversation: exit %d, %q", r.code, r.stderr)
 	}
-	if !hasEntry(journal(t, "MOSAIC_CONVERSATION="+unknown), "MOSAIC_REFUSAL", "unknown-conversation") {
+	if !journalHas(t, "MOSAIC_REFUSAL", "unknown-conversation", "MOSAIC_CONVERSATION="+unknown) {
 		t.Fatal("the unknown-conversation refusal is not in the journal")
 	}
 
@@ -249,7 +251,7 @@ func TestPeerWithAnotherUID(t *testing.T) {
 	if out := mustRun(t, bin, "hello", "--socket", sock, id); !strings.Contains(out, `"record":"welcome"`) {
 		t.Fatalf("owner after the refusal: %q", out)
 	}
-	if !hasEntry(journal(t, "MOSAIC_CONVERSATION="+id, "MOSAIC_EVENT=refusal"), "MOSAIC_REFUSAL", "peer-uid") {
+	if !journalHas(t, "MOSAIC_REFUSAL", "peer-uid", "MOSAIC_CONVERSATION="+id, "MOSAIC_EVENT=refusal") {
 		t.Fatal("the peer-uid refusal is not in the journal")
 	}
 }
@@ -275,8 +277,27 @@ func unitProp(t *testing.T, unit, prop string) string {
 // entries asynchronously, so it polls briefly for a non-empty answer.
 func journal(t *testing.T, args ...string) []map[string]any {
 	t.Helper()
+	out := journalUntil(t, func(out []map[string]any) bool { return len(out) > 0 }, args...)
+	if len(out) == 0 {
+		t.Fatalf("no journal entry for %v within the bound", args)
+	}
+	return out
+}
+
+// journalHas says whether an entry matching args, with field set to
+// value, reaches the user journal within the bound.
+func journalHas(t *testing.T, field, value string, args ...string) bool {
+	t.Helper()
+	return hasEntry(journalUntil(t, func(es []map[string]any) bool { return hasEntry(es, field, value) }, args...), field, value)
+}
+
+// journalUntil reads the user journal's entries matching args until done
+// says they are all there (journald may not have stored the last ones
+// yet), or the bound passes: then it returns what it read last.
+func journalUntil(t *testing.T, done func([]map[string]any) bool, args ...string) []map[string]any {
+	t.Helper()
 	var out []map[string]any
-	waitFor(t, func() bool {
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		out = nil
 		r := run(t, "journalctl", append([]string{"--user", "-o", "json", "--no-pager"}, args...)...)
 		for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
@@ -285,9 +306,10 @@ func journal(t *testing.T, args ...string) []map[string]any {
 				out = append(out, m)
 			}
 		}
-		return len(out) > 0
-	})
-	return out
+		if done(out) || time.Now().After(deadline) {
+			return out
+		}
+	}
 }
 
 func hasEntry(entries []map[string]any, field, value string) bool {
