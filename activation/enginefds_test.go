@@ -22,12 +22,19 @@ import (
 // is in place).
 func toolScope(t testing.TB, what string, n int, script string, extra ...*os.File) (ready string) {
 	t.Helper()
+	return delegatedToolScope(t, what, nil, n, script, extra...)
+}
+
+// delegatedToolScope is toolScope with the scope's unit properties
+// props (Delegate=yes: the tool makes sub-cgroups of its own).
+func delegatedToolScope(t testing.TB, what string, props []string, n int, script string, extra ...*os.File) (ready string) {
+	t.Helper()
 	dir := t.TempDir()
 	if err := os.Chmod(dir, 0o777); err != nil {
 		t.Fatal(err)
 	}
 	ready = filepath.Join(dir, "ready")
-	sandboxtest.Scope(t, fmt.Sprintf("%s%s-%d", EngineScopePrefix, what, os.Getpid()), nil,
+	sandboxtest.Scope(t, fmt.Sprintf("%s%s-%d", EngineScopePrefix, what, os.Getpid()), props,
 		fmt.Sprintf("ready=%s; cd %s || exit 1; %s", ready, dir, script), extra...)
 	for deadline := time.Now().Add(120 * time.Second); ; {
 		if m, _ := filepath.Glob(ready + ".*"); len(m) >= n {

@@ -107,8 +107,9 @@ func (s *engineSet) learnScope(scope string, pid int) {
 	}
 }
 
-// scopeOf is the path of the engine scope in the cgroup2 path cg, up to
-// and including the scope's own directory; "" when cg is in none.
+// scopeOf is the path of the engine scope in the cgroup path cg, up to
+// and including the scope's own directory (a component named
+// EngineScopePrefix*.scope); "" when cg is in none.
 func scopeOf(cg string) string {
 	comps := strings.Split(cg, "/")
 	for i, c := range comps {

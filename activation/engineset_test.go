@@ -257,26 +257,13 @@ func TestEngineSetUnlearnedCostsNoMore(t *testing.T) {
 		{"past maxScopeCgroups", fmt.Sprintf(`for ((i = 0; i < %d; i++)); do mkdir "$(printf '%%s/a%%04d' "$cg" $i)" || exit 1; done; mkdir "$cg/zz" || exit 1; sub="$cg/zz"`, maxScopeCgroups+2), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			if err := os.Chmod(dir, 0o777); err != nil {
-				t.Fatal(err)
-			}
-			ready := filepath.Join(dir, "ready")
-			name := fmt.Sprintf("%scost-%d-%d", EngineScopePrefix, len(tc.name), os.Getpid())
-			sandboxtest.Scope(t, name, []string{"Delegate=yes"}, fmt.Sprintf(
-				`cg=/sys/fs/cgroup$(sed -n 's/^0:://p' /proc/self/cgroup); %s; `+
-					`for ((i = 0; i < %d; i++)); do (echo $BASHPID > "$sub/cgroup.procs" || exit 1; touch %s.$BASHPID; exec sleep 600) & done; echo "$sub" > %s.sub; wait`,
-				tc.setup, n, ready, ready))
-			for deadline := time.Now().Add(120 * time.Second); ; {
-				if m, _ := filepath.Glob(ready + ".[0-9]*"); len(m) >= n {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatal("the tool did not get in place")
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
-			subb, err := os.ReadFile(ready + ".sub")
+			// The sub-cgroup's path goes to $ready-sub, before any process
+			// is in place: $ready.* names only them.
+			ready := delegatedToolScope(t, fmt.Sprintf("cost-%d", len(tc.name)), []string{"Delegate=yes"}, n, fmt.Sprintf(
+				`cg=/sys/fs/cgroup$(sed -n 's/^0:://p' /proc/self/cgroup); %s; echo "$sub" > $ready-sub; `+
+					`for ((i = 0; i < %d; i++)); do (echo $BASHPID > "$sub/cgroup.procs" || exit 1; touch $ready.$BASHPID; exec sleep 600) & done; wait`,
+				tc.setup, n))
+			subb, err := os.ReadFile(ready + "-sub")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -323,27 +310,12 @@ func TestEngineSetUnlearnedCostsNoMore(t *testing.T) {
 func TestEngineSetHoldsOnlyScopePids(t *testing.T) {
 	sandboxtest.Require(t)
 	const n = 200
-	dir := t.TempDir()
-	if err := os.Chmod(dir, 0o777); err != nil {
-		t.Fatal(err)
-	}
-	ready := filepath.Join(dir, "ready")
-	name := fmt.Sprintf("%smove-%d", EngineScopePrefix, os.Getpid())
-	sandboxtest.Scope(t, name, []string{"Delegate=yes"}, fmt.Sprintf(
+	delegatedToolScope(t, "move", []string{"Delegate=yes"}, n, fmt.Sprintf(
 		`cg=/sys/fs/cgroup$(sed -n 's/^0:://p' /proc/self/cgroup); mkdir "$cg/a" "$cg/b" || exit 1; `+
-			`for ((i = 0; i < %d; i++)); do (touch %s.$BASHPID; exec sleep 600) & done; `+
+			`for ((i = 0; i < %d; i++)); do (touch $ready.$BASHPID; exec sleep 600) & done; `+
 			`while :; do for p in $(cat "$cg/cgroup.procs" "$cg/a/cgroup.procs"); do [ $p = $$ ] || echo $p > "$cg/b/cgroup.procs"; done 2>/dev/null; `+
 			`for p in $(cat "$cg/b/cgroup.procs"); do echo $p > "$cg/a/cgroup.procs"; done 2>/dev/null; done`,
-		n, ready))
-	for deadline := time.Now().Add(120 * time.Second); ; {
-		if m, _ := filepath.Glob(ready + ".*"); len(m) >= n {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the tool did not get in place")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		n))
 	for range 20 {
 		s := newEngineSet()
 		inode := ownSocket(t)

@@ -152,10 +152,8 @@ func cgroupOf(pid int) ([]string, error) {
 // engineScope returns the engine scope unit any of paths lies in, or "".
 func engineScope(paths []string) string {
 	for _, p := range paths {
-		for _, c := range strings.Split(p, "/") {
-			if strings.HasPrefix(c, EngineScopePrefix) && strings.HasSuffix(c, ".scope") {
-				return c
-			}
+		if s := scopeOf(p); s != "" {
+			return s[strings.LastIndexByte(s, '/')+1:]
 		}
 	}
 	return ""
