@@ -80,12 +80,9 @@ func (c *Client) receive(line []byte) error {
 		c.holdEvent(ev, line)
 		return nil
 	}
-	u, ok := c.lines.flat(line)
-	if !ok {
-		var err error
-		if u, err = decodeFull(line); err != nil {
-			return err
-		}
+	u, err := c.lines.record(line)
+	if err != nil {
+		return err
 	}
 	if u.Record == protocol.RecordWelcome {
 		return fmt.Errorf("%w: a second welcome", ErrProtocol)

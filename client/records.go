@@ -97,6 +97,11 @@ func (d *lineDecoder) decode(line []byte) (Update, error) {
 	if ev, ok := d.event(line); ok {
 		return Update{Record: protocol.RecordEvent, Raw: line, Event: ev}, nil
 	}
+	return d.record(line)
+}
+
+// record is decode for a line the one-pass event decoder did not take.
+func (d *lineDecoder) record(line []byte) (Update, error) {
 	if u, ok := d.flat(line); ok {
 		return u, nil
 	}
