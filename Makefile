@@ -116,6 +116,8 @@ check:
 	$(STATICCHECK) ./...
 	@echo "==> the client's one-pass decoders on a 32-bit build (packaging makes i386 packages; an int is 32 bits there)"
 	GOARCH=386 $(GO) test -count=1 ./client/
+	@echo "==> allocation counts, without the race detector (its instrumentation allocates)"
+	$(GO) test -count=1 -run 'StaysOnStack' ./internal/procfs/
 
 # Counts, not durations: a duration -fuzztime can fail with a spurious
 # "context deadline exceeded" on Go 1.26 (golang/go#75804, fixed in 1.27),

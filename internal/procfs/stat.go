@@ -39,7 +39,7 @@ func ParseStat(b []byte) (Stat, error) {
 	open := bytes.IndexByte(b, '(')
 	close := bytes.LastIndexByte(b, ')')
 	if open < 0 || close < open {
-		return Stat{}, fmt.Errorf("stat: no (comm): %q", truncate(b))
+		return Stat{}, fmt.Errorf("stat: no (comm): %q", excerpt(b))
 	}
 	// Fields after the comm start at field 3 (state); each is found by
 	// counting separators, without splitting the line into strings.
@@ -50,11 +50,11 @@ func ParseStat(b []byte) (Stat, error) {
 	}
 	ppid, err := strconv.Atoi(string(ppidText))
 	if err != nil {
-		return Stat{}, fmt.Errorf("stat: parent %q: %w", ppidText, err)
+		return Stat{}, fmt.Errorf("stat: parent %q: %w", excerpt(ppidText), err)
 	}
 	start, err := strconv.ParseUint(string(startText), 10, 64)
 	if err != nil {
-		return Stat{}, fmt.Errorf("stat: start time %q: %w", startText, err)
+		return Stat{}, fmt.Errorf("stat: start time %q: %w", excerpt(startText), err)
 	}
 	return Stat{Comm: string(b[open+1 : close]), PPID: ppid, StartTime: start}, nil
 }
@@ -96,9 +96,12 @@ func isSpace(c byte) bool {
 	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'
 }
 
-func truncate(b []byte) []byte {
+// excerpt is what an error quotes of a line, copied: the line itself must
+// not escape into the error, or every caller's buffer would move to the
+// heap (ReadStat's, read for each member of a stop, among them).
+func excerpt(b []byte) string {
 	if len(b) > 64 {
-		return b[:64]
+		b = b[:64]
 	}
-	return b
+	return string(b)
 }

@@ -68,3 +68,21 @@ func TestReadLineLongerThanBuffer(t *testing.T) {
 		})
 	}
 }
+
+// TestReadStatBufferStaysOnStack: ReadStat allocates only the path (twice:
+// the string and the system call's copy) and the comm. Its line buffer
+// moves to the heap as soon as anything it holds escapes, ParseStat's
+// errors included, and a stop reads this file for each of its members.
+func TestReadStatBufferStaysOnStack(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector moves the buffer to the heap itself; make check runs this without it")
+	}
+	allocs := testing.AllocsPerRun(50, func() {
+		if _, err := ReadStat(Self); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs > 3 {
+		t.Fatalf("ReadStat allocates %v times, want at most 3 (path, its C string, comm)", allocs)
+	}
+}

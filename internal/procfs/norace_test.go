@@ -1,0 +1,5 @@
+//go:build !race
+
+package procfs
+
+const raceEnabled = false
