@@ -807,7 +807,6 @@ func TestAttachPagesBackInTmux(t *testing.T) {
 		p.wait("the newest page, as the library shows it", func(rows []string) bool {
 			return strings.Contains(status(rows, id), "binding active") && sameTranscript(rows, id, first)
 		})
-		marker := func(s string) string { return "-- " + s + " --" }
 		if first[0] != marker(terminal.MarkerMore) {
 			t.Fatalf("the newest page starts with %q", first[0])
 		}
@@ -888,21 +887,35 @@ func TestAttachPagesBackInTmux(t *testing.T) {
 		p.keys("C-o")
 		first := lib.composed(olders[0])
 		// Until the page comes the old lines stay on screen, under "re-reading
-		// the page": the cursor evicted below must be the new page's, not
-		// one made after the evictions began.
+		// the page".
 		p.wait("the newest page again", func(rows []string) bool {
 			return scrollOf(rows, id)[2] == 0 && notice(rows, id) == rereadDone && sameTranscript(rows, id, first)
 		})
 		// The controller keeps 1000 cursors in all, least recently used
 		// out: a thousand pages read by the library's connection evict
 		// attach's cursor, so its next read back is refused cursor-unknown.
-		for range 1000 {
-			if _, err := lib.c.OlderPage(ctx, lib.cursor); err != nil {
-				t.Fatal(err)
+		// They are read before each PageUp that may read a page (the one that
+		// reaches the top does), not once: a cursor attach was given after
+		// them (an observe of its own still answering) would outlive a single
+		// round and let it page back to the beginning unrefused.
+		evict := func() {
+			for range 1000 {
+				if _, err := lib.c.OlderPage(ctx, lib.cursor); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
 		rows := p.capture(false)
 		for !strings.Contains(notice(rows, id), "cursor-unknown") {
+			if rows[0] == marker(terminal.MarkerBeginning) {
+				t.Fatalf("paged back to the beginning, each cursor evicted before its read, and no read was refused:\n%s", strings.Join(rows, "\n"))
+			}
+			// Following the end (no "lines" in the status), or a viewport
+			// from the top: a PageUp moves the viewport by its height less
+			// one line (terminal.Screen's step).
+			if sc := scrollOf(rows, id); sc[2] == 0 || sc[0] <= sc[1]-sc[0]+2 {
+				evict()
+			}
 			st := status(rows, id)
 			p.keys("PageUp")
 			rows = p.wait("the viewport moving or the refusal", func(rows []string) bool {
@@ -931,6 +944,9 @@ func TestAttachPagesBackInTmux(t *testing.T) {
 		}
 	})
 }
+
+// marker is the row a transcript marker (terminal.Marker*) takes.
+func marker(s string) string { return "-- " + s + " --" }
 
 // scrollOf reads "lines A-B of N" from the status line: A, B, N, or zeros
 // when the viewport follows the end.
