@@ -197,7 +197,7 @@ func (c *Controller) watching(x *execution) bool {
 // that restores the mtime still shows as a change to the watches.
 func changeTime(fi fs.FileInfo) time.Time {
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		return time.Unix(st.Ctim.Sec, st.Ctim.Nsec)
+		return time.Unix(st.Ctim.Unix())
 	}
 	return time.Time{}
 }

@@ -6,6 +6,10 @@ import (
 	"testing"
 )
 
+// wideOrdinal is past the safe integers. An int cannot hold it on 32
+// bits, where the conversion wraps it negative, also refused.
+var wideOrdinal = uint64(maxSafeInteger)
+
 func TestRunDeltas(t *testing.T) {
 	run := Event{Record: RecordEvent, Kind: EventTextDelta, Execution: "x", Seq: 7, Message: "m", Role: "assistant",
 		Block: Ordinal(1), BlockType: "text", Fragment: Ordinal(3), UpdateMode: UpdateAppend, Texts: []string{"a", "", "c"}}
@@ -62,7 +66,7 @@ func TestCheckRun(t *testing.T) {
 		{"no block", func(e *Event) { e.Block = nil }, false},
 		{"seq 0", func(e *Event) { e.Seq = 0 }, false},
 		{"past the safe integers", func(e *Event) { e.Seq = maxSafeInteger }, false},
-		{"fragments past the safe integers", func(e *Event) { e.Fragment = Ordinal(maxSafeInteger) }, false},
+		{"fragments past the safe integers", func(e *Event) { e.Fragment = Ordinal(int(wideOrdinal)) }, false},
 		{"a negative fragment", func(e *Event) { e.Fragment = Ordinal(-1) }, false},
 		{"a part", func(e *Event) { e.Part = Ordinal(0) }, false},
 		{"a last part", func(e *Event) { e.LastPart = true }, false},

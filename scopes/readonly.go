@@ -48,7 +48,7 @@ func readOnly(p string) error {
 	if err := unix.Statfs(p, &st); err != nil {
 		return err
 	}
-	return unix.Mount("", p, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|lockedFlags(st.Flags), "")
+	return unix.Mount("", p, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|lockedFlags(int64(st.Flags)), "")
 }
 
 // lockedFlags are the mount flags of statfs's f_flags that a remount in

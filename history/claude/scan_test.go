@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"reflect"
 	"runtime"
@@ -66,7 +67,7 @@ func TestParallelScanMatchesOneAtATime(t *testing.T) {
 	}
 	t.Cleanup(func() { parallelMin, scanBatch = 1<<20, 4096 })
 	read := func(t *testing.T, ref Ref, parallel bool) (*Transcript, error) {
-		parallelMin, scanBatch = 1<<40, 4096
+		parallelMin, scanBatch = math.MaxInt, 4096
 		if parallel {
 			parallelMin, scanBatch = 0, 7 // batches that split the transcript anywhere
 		}
