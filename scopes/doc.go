@@ -178,8 +178,12 @@
 //     incarnation cgroup) is <unit's ControlGroup>/engine, not the unit's
 //     own cgroup; proofs accepts exactly that sub-cgroup.
 //   - Slice: app-mosaic.slice (below the user manager's app.slice) unless
-//     configured. CollectMode=inactive-or-failed so nothing lingers.
-//     DefaultDependencies stays on (the scope stops with the user session).
+//     configured. CollectMode=inactive-or-failed so nothing lingers; a
+//     stop holds a reference on the unit over the user bus (RefUnit,
+//     hold.go) from its first phase to the kill phase's end, so the
+//     manager answers the release's question before it collects the unit,
+//     not after. DefaultDependencies stays on (the scope stops with the
+//     user session).
 //   - Resource properties are always passed when set; on a host whose
 //     cgroup2 tree has no controllers enabled (hybrid mode, the test
 //     sandbox) systemd accepts and does not enforce them.
@@ -190,7 +194,9 @@
 //     shared with the unit verbs and mosaicctl status, created on first use
 //     and redialled once after dbus.ErrClosed; a Manager with its own
 //     Config.BusAddress owns a private one. Make one Manager per process; it
-//     holds no other state than the cgroup2 mount handle.
+//     holds no other state than the cgroup2 mount handle and, from its
+//     first stop, a connection to the user bus for the references
+//     (userbus.Holder: the private socket refuses Ref).
 //   - UnitExists: if the held child is already in that unit (a retry after
 //     a reconnect), the first start worked; otherwise reset-failed and retry
 //     once; then ErrUnitExists.
@@ -292,7 +298,8 @@
 // results, Stop), term.go (the TERM phase), kill.go (the kill phase),
 // freeze.go (freeze, enumerate, kill; thaw on failure), removed.go (basis
 // cgroup-removed), verdict.go (the one place that says Stopped),
-// member.go (pidfd-pinned members), cgroupfs.go. Tests inject failures
+// member.go (pidfd-pinned members), hold.go (the unit held during a
+// stop), cgroupfs.go. Tests inject failures
 // only where the kernel or systemd cannot be made to fail on demand
 // (faults.go).
 //

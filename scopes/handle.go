@@ -1,6 +1,7 @@
 package scopes
 
 import (
+	"context"
 	"errors"
 	"github.com/mosaic-agents/mosaic/internal/procfs"
 	"os"
@@ -28,6 +29,11 @@ type Handle struct {
 	reapedAt       uint64
 	anchorDone     chan struct{}
 	anchorReapedAt uint64
+
+	// hold gives the release of the manager's reference on the unit that
+	// the stop in progress took (hold.go); nil when none is held.
+	holdMu sync.Mutex
+	hold   chan func(context.Context) error
 
 	mu   sync.Mutex
 	term []*member // TERM-phase members, pinned by pidfd, for the kill phase

@@ -24,6 +24,8 @@ func (h *Handle) Kill(ctx context.Context, opts StopOptions) StopResult {
 	if h.Cohort.Kind == proofs.KindProcessGroup {
 		return h.killGroup(ctx, opts)
 	}
+	h.holdUnit()
+	defer h.letUnitGo()
 	return h.killScope(ctx, opts)
 }
 

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	sddbus "github.com/coreos/go-systemd/v22/dbus"
+
+	"github.com/mosaic-agents/mosaic/internal/userbus"
 	"github.com/mosaic-agents/mosaic/proofs"
 )
 
@@ -107,8 +109,9 @@ type Spec struct {
 // Manager launches and stops engines. Make one per process: it holds the
 // one lazily dialled user-bus connection and the cgroup2 mount handle.
 type Manager struct {
-	cfg Config
-	bus bus
+	cfg    Config
+	bus    bus
+	holder *userbus.Holder // references on the units of running engines (hold.go)
 
 	mu sync.Mutex
 	cg *cgroupFS
@@ -132,12 +135,13 @@ func NewManager(cfg Config) *Manager {
 	if cfg.JobTimeout <= 0 {
 		cfg.JobTimeout = 10 * time.Second
 	}
-	return &Manager{cfg: cfg, bus: newBus(cfg.BusAddress), fdsReserved: make(chan struct{})}
+	return &Manager{cfg: cfg, bus: newBus(cfg.BusAddress), holder: userbus.NewHolder(cfg.BusAddress), fdsReserved: make(chan struct{})}
 }
 
 // Close drops the bus connection and the cgroup2 handle.
 func (m *Manager) Close() {
 	m.bus.close()
+	m.holder.Close()
 	m.mu.Lock()
 	m.cg.close()
 	m.cg = nil

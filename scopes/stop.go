@@ -159,6 +159,7 @@ func (h *Handle) Abandon(ctx context.Context) error {
 		err = nil
 	}
 	_ = h.m.bus.resetFailed(ctx, c.Unit)
+	h.letUnitGo()
 	return err
 }
 
@@ -172,6 +173,7 @@ func (h *Handle) Close() {
 		}
 	}
 	h.closeMembers()
+	h.letUnitGo()
 }
 
 // closeMembers releases the pidfds a stop kept.

@@ -18,6 +18,7 @@ func (h *Handle) Term(ctx context.Context, grace time.Duration) TermResult {
 	if h.Cohort.Kind == proofs.KindProcessGroup {
 		return h.termGroup(ctx, grace)
 	}
+	h.holdUnit() // until the kill phase's end
 	c := h.Cohort
 	res := TermResult{Outcome: Stopping}
 	fs, err := h.m.cgroupFS()

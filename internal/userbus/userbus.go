@@ -10,7 +10,8 @@
 // connection per call costs a dial, an EXTERNAL auth and a Hello each
 // time, while a connection per package is three sockets where one does.
 // New makes a private one, for an explicit address (tests point one at a
-// bus that does not answer).
+// bus that does not answer). A Holder (hold.go) is a bus connection of its
+// own for references on units, which the private socket refuses.
 //
 // Alternatives weighed: go-systemd's NewUserConnectionContext dials once
 // and never redials, and its error carries no hint; keeping the connection
@@ -170,7 +171,6 @@ func (b *Bus) dial() (*sddbus.Conn, error) {
 // end is bounded by timeout: the connection is closed under it, which
 // ends the wait with an error.
 func connect(addr string, hello bool, timeout time.Duration) (*sddbus.Conn, error) {
-	uid := strconv.Itoa(os.Getuid())
 	// NewConnection dials twice and then, on the second connection, asks
 	// the bus for an AddMatch and waits for the answer with no bound of
 	// its own: addMatch bounds that wait as the steps below bound theirs.
@@ -179,24 +179,9 @@ func connect(addr string, hello bool, timeout time.Duration) (*sddbus.Conn, erro
 		addMatch *time.Timer
 	)
 	c, err := sddbus.NewConnection(func() (*dbus.Conn, error) {
-		// No dbus.WithContext: it would close the connection when the
-		// caller's context ends, and this one outlives every call.
-		conn, err := dbus.Dial(addr)
+		conn, err := dialRaw(addr, hello, timeout)
 		if err != nil {
-			return nil, fmt.Errorf("dial user bus %q: %w", addr, err)
-		}
-		guard := time.AfterFunc(timeout, func() { conn.Close() })
-		err = conn.Auth([]dbus.Auth{dbus.AuthExternal(uid)})
-		if err == nil && hello {
-			err = conn.Hello()
-		}
-		if !guard.Stop() {
-			conn.Close()
-			return nil, fmt.Errorf("user bus %q did not answer authentication within %v", addr, timeout)
-		}
-		if err != nil {
-			conn.Close()
-			return nil, fmt.Errorf("authenticate (and say hello) on user bus %q as uid %s: %w", addr, uid, err)
+			return nil, err
 		}
 		if dials++; dials == 2 {
 			addMatch = time.AfterFunc(timeout, func() { conn.Close() })
@@ -223,6 +208,32 @@ func connect(addr string, hello bool, timeout time.Duration) (*sddbus.Conn, erro
 		return nil, fmt.Errorf("%w: user bus %q answers but systemd does not: %w; %s", ErrNoUserManager, addr, err, Hint)
 	}
 	return c, nil
+}
+
+// dialRaw dials addr, authenticates as this uid and, on a bus (hello),
+// says Hello, each wait for the other end bounded by timeout.
+func dialRaw(addr string, hello bool, timeout time.Duration) (*dbus.Conn, error) {
+	uid := strconv.Itoa(os.Getuid())
+	// No dbus.WithContext: it would close the connection when the
+	// caller's context ends, and this one outlives every call.
+	conn, err := dbus.Dial(addr)
+	if err != nil {
+		return nil, fmt.Errorf("dial user bus %q: %w", addr, err)
+	}
+	guard := time.AfterFunc(timeout, func() { conn.Close() })
+	err = conn.Auth([]dbus.Auth{dbus.AuthExternal(uid)})
+	if err == nil && hello {
+		err = conn.Hello()
+	}
+	if !guard.Stop() {
+		conn.Close()
+		return nil, fmt.Errorf("user bus %q did not answer authentication within %v", addr, timeout)
+	}
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("authenticate (and say hello) on user bus %q as uid %s: %w", addr, uid, err)
+	}
+	return conn, nil
 }
 
 // IsError reports whether err carries the D-Bus error name (such as
