@@ -26,10 +26,10 @@ func (h *Handle) holdUnit() {
 	if h.hold != nil {
 		return // held for the stop in progress (its TERM phase took it)
 	}
-	held := make(chan func(context.Context) error, 1)
+	held, unit := make(chan func(context.Context) error, 1), h.Cohort.Unit
 	h.hold = held
 	go func() {
-		release, err := h.m.holder.Hold(context.Background(), h.Cohort.Unit)
+		release, err := h.m.holder.Hold(context.Background(), unit)
 		if err != nil {
 			release = nil
 		}

@@ -97,6 +97,10 @@ func (h *Handle) killScope(ctx context.Context, opts StopOptions) StopResult {
 		k.obs().ActiveState, k.obs().Result = st.ActiveState, st.Result
 		return k.uncertain("unit %s is invocation %q (%s), not %s: the cohort's cgroup is %v", c.Unit, st.InvocationID, st.ActiveState, c.InvocationID, ErrCgroupAbsent)
 	}
+	if !k.pre.present && st.inactive() {
+		k.obs().ActiveState, k.obs().Result = st.ActiveState, st.Result
+		return k.uncertain("unit %s, invocation %s, has ended (%s) and the cgroup at %s is not known to be the one made at launch: the cohort's cgroup is %v", c.Unit, c.InvocationID, st.ActiveState, c.Cgroup, ErrCgroupAbsent)
+	}
 	ms, err := k.freezeKill(ctx)
 	if errors.Is(err, errRemovedUnder) {
 		return k.killRemoved(ctx)
@@ -158,8 +162,13 @@ func (k *killPhase) identify(ctx context.Context) (UnitState, error) {
 	// anchor lives, short of the anchor outliving SIGKILL for the stop
 	// timeout), but a Reattach handle does not reap the anchor, so the
 	// round trip stays, made one (unitState), of one message when the
-	// answer is ours (ourInvocation).
-	if <-asked {
+	// answer is ours (ourInvocation) and the cgroup at the path is the one
+	// made at launch (its id, read meanwhile). The id alone does not say
+	// the invocation still runs: an ended one keeps it while the unit is
+	// held (hold.go) or referenced by anyone, and a path without its id
+	// (none recorded, or another cgroup there now) is then anyone's; the
+	// whole state says whether it ended (killScope).
+	if ours := <-asked; ours && k.pre.present {
 		return UnitState{InvocationID: c.InvocationID}, nil
 	}
 	st, err := h.m.bus.unitState(ctx, c.Unit)

@@ -97,10 +97,13 @@ func (h *Handle) findRemoved(ctx context.Context, fs *cgroupFS) (*proofs.Removal
 // unitOurs and cgroupOurs say whether the cohort's cgroup may be touched
 // (Term): the unit is still the recorded invocation, and, when its id was
 // recorded, the cgroup at the path is the one created at launch. unitOurs
-// asks the user manager.
+// asks the user manager. The invocation's id alone is enough only with
+// the cgroup's id for cgroupOurs to check after it: an ended invocation
+// keeps its id while the unit is held (hold.go) or referenced by anyone,
+// so without a cgroup id the whole state must say it has not ended.
 func (h *Handle) unitOurs(ctx context.Context) error {
 	c := h.Cohort
-	if ourInvocation(ctx, h.m.bus, c) {
+	if c.CgroupID != 0 && ourInvocation(ctx, h.m.bus, c) {
 		return nil
 	}
 	st, err := h.m.bus.unitState(ctx, c.Unit)
@@ -109,6 +112,9 @@ func (h *Handle) unitOurs(ctx context.Context) error {
 	}
 	if c.InvocationID != "" && st.InvocationID != c.InvocationID {
 		return fmt.Errorf("unit %s is invocation %q, not %s: %w", c.Unit, st.InvocationID, c.InvocationID, ErrCgroupAbsent)
+	}
+	if c.CgroupID == 0 && st.inactive() {
+		return fmt.Errorf("unit %s has ended (%s) and no cgroup id was recorded to tell its cgroup from another at %s: %w", c.Unit, st.ActiveState, c.Cgroup, ErrCgroupAbsent)
 	}
 	return nil
 }

@@ -42,10 +42,25 @@ func (h *Holder) Hold(ctx context.Context, unit string) (release func(context.Co
 	if err != nil {
 		return nil, err
 	}
-	if err := call(ctx, conn, unit, "Ref"); err != nil {
+	if err := h.call(ctx, conn, unit, "Ref"); err != nil {
+		if !isReply(err) {
+			// No answer (the wait's bound, the connection lost): the
+			// manager may take the reference yet, and no release is
+			// returned for it. Closing the connection lets go of every
+			// reference it holds: other stops' holds then end early, and
+			// their units are collected as without one.
+			h.drop(conn)
+		}
 		return nil, err
 	}
-	return func(ctx context.Context) error { return call(ctx, conn, unit, "Unref") }, nil
+	return func(ctx context.Context) error { return h.call(ctx, conn, unit, "Unref") }, nil
+}
+
+// isReply says whether err is the manager's own error reply (the unit
+// not loaded, access denied), after which it holds nothing.
+func isReply(err error) bool {
+	_, ok := replyName(err)
+	return ok
 }
 
 // Close closes the connection, which lets every unit go, and refuses
@@ -95,17 +110,27 @@ func (h *Holder) connect() (*dbus.Conn, error) {
 	return conn, nil
 }
 
+// drop closes conn, and forgets it if it is still the Holder's.
+func (h *Holder) drop(conn *dbus.Conn) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.conn == conn {
+		h.conn = nil
+	}
+	conn.Close()
+}
+
 var errHolderClosed = errors.New("unit holder closed")
 
 // call calls org.freedesktop.systemd1.Manager.<method>Unit on unit,
-// bounded by the answer timeout whatever ctx allows. The manager's own
+// bounded by the Holder's answer timeout whatever ctx allows. The manager's own
 // RefUnit refuses a unit it does not have loaded; the unit object's Ref
 // would take a reference on the not-found stub its path conjures (a stop
 // of a scope systemd already removed), which pinned the stub, and the
 // manager then spent its loop reloading it (systemd 252: the user
 // manager at 90% CPU, answering nothing, until the holder went away).
-func call(ctx context.Context, conn *dbus.Conn, unit, method string) error {
-	ctx, cancel := context.WithTimeout(ctx, answerTimeout)
+func (h *Holder) call(ctx context.Context, conn *dbus.Conn, unit, method string) error {
+	ctx, cancel := context.WithTimeout(ctx, h.bus.timeout)
 	defer cancel()
 	obj := conn.Object("org.freedesktop.systemd1", "/org/freedesktop/systemd1")
 	if err := obj.CallWithContext(ctx, "org.freedesktop.systemd1.Manager."+method+"Unit", 0, unit).Err; err != nil {

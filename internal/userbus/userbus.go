@@ -239,13 +239,20 @@ func dialRaw(addr string, hello bool, timeout time.Duration) (*dbus.Conn, error)
 // IsError reports whether err carries the D-Bus error name (such as
 // org.freedesktop.systemd1.NoSuchUnit), by value or by pointer.
 func IsError(err error, name string) bool {
+	n, ok := replyName(err)
+	return ok && n == name
+}
+
+// replyName is the name of the D-Bus error reply err carries, by value or
+// by pointer; false when err is no reply (a timeout, a closed connection).
+func replyName(err error) (string, bool) {
 	var derr dbus.Error
 	if errors.As(err, &derr) {
-		return derr.Name == name
+		return derr.Name, true
 	}
 	var pderr *dbus.Error
 	if errors.As(err, &pderr) {
-		return pderr.Name == name
+		return pderr.Name, true
 	}
-	return false
+	return "", false
 }
