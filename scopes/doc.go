@@ -215,7 +215,10 @@
 //
 // Kill phase (Kill, and always the end of Stop): check the boot id and
 // that the unit is still the recorded InvocationID (else the cgroup path
-// is not ours: absent), freeze the scope's cgroup (not the engine's, whose
+// is not ours: absent) and, unless the cgroup at the path has the id
+// recorded at launch, that the invocation has not ended (an ended one
+// keeps its id while the unit is held or referenced), freeze the scope's
+// cgroup (not the engine's, whose
 // cgroup.freeze every tool owns and could write 0 to; a frozen ancestor
 // keeps it frozen whatever it says) and wait for `frozen 1` (an engine
 // cgroup that reads `populated 0` before and after its enumeration,
