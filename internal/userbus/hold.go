@@ -123,12 +123,13 @@ func (h *Holder) drop(conn *dbus.Conn) {
 var errHolderClosed = errors.New("unit holder closed")
 
 // call calls org.freedesktop.systemd1.Manager.<method>Unit on unit,
-// bounded by the Holder's answer timeout whatever ctx allows. The manager's own
-// RefUnit refuses a unit it does not have loaded; the unit object's Ref
-// would take a reference on the not-found stub its path conjures (a stop
-// of a scope systemd already removed), which pinned the stub, and the
-// manager then spent its loop reloading it (systemd 252: the user
-// manager at 90% CPU, answering nothing, until the holder went away).
+// bounded by the Holder's answer timeout whatever ctx allows. The
+// manager's own RefUnit refuses a unit it does not have loaded; the unit
+// object's Ref would take a reference on the not-found stub its path
+// conjures (a stop of a scope systemd already removed), which pinned the
+// stub, and the manager then spent its loop reloading it (systemd 252:
+// the user manager at 90% CPU, answering nothing, until the holder went
+// away).
 func (h *Holder) call(ctx context.Context, conn *dbus.Conn, unit, method string) error {
 	ctx, cancel := context.WithTimeout(ctx, h.bus.timeout)
 	defer cancel()
