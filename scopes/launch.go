@@ -107,11 +107,12 @@ type Spec struct {
 }
 
 // Manager launches and stops engines. Make one per process: it holds the
-// one lazily dialled user-bus connection and the cgroup2 mount handle.
+// one lazily dialled user-bus connection, the cgroup2 mount handle and,
+// from its first stop, the unit holder's own bus connection.
 type Manager struct {
 	cfg    Config
 	bus    bus
-	holder *userbus.Holder // references on the units of running engines (hold.go)
+	holder *userbus.Holder // references on units while they are stopped (hold.go)
 
 	mu sync.Mutex
 	cg *cgroupFS

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/godbus/dbus/v5"
 )
@@ -22,7 +23,8 @@ import (
 // manager drops a connection's references when it closes: a process that
 // dies holds nothing.
 type Holder struct {
-	bus Bus // its address and timeout; never its connection
+	addr    string        // "" = from the environment (busAddress)
+	timeout time.Duration // each wait for the bus or the manager
 
 	mu     sync.Mutex
 	conn   *dbus.Conn
@@ -32,7 +34,7 @@ type Holder struct {
 // NewHolder returns a Holder on the user bus at addr; "" means
 // $DBUS_SESSION_BUS_ADDRESS, else unix:path=$XDG_RUNTIME_DIR/bus (never
 // the manager's private socket).
-func NewHolder(addr string) *Holder { return &Holder{bus: Bus{addr: addr, timeout: answerTimeout}} }
+func NewHolder(addr string) *Holder { return &Holder{addr: addr, timeout: answerTimeout} }
 
 // Hold references unit and returns what lets it go: release tells the
 // manager on the connection the reference was taken on, so a reference
@@ -89,11 +91,11 @@ func (h *Holder) connect() (*dbus.Conn, error) {
 	if conn != nil && conn.Connected() {
 		return conn, nil
 	}
-	addr, err := h.bus.address()
+	addr, err := busAddress(h.addr)
 	if err != nil {
 		return nil, err
 	}
-	if conn, err = dialRaw(addr, true, h.bus.timeout); err != nil {
+	if conn, err = dialRaw(addr, true, h.timeout); err != nil {
 		return nil, err
 	}
 	h.mu.Lock()
@@ -131,7 +133,7 @@ var errHolderClosed = errors.New("unit holder closed")
 // the user manager at 90% CPU, answering nothing, until the holder went
 // away).
 func (h *Holder) call(ctx context.Context, conn *dbus.Conn, unit, method string) error {
-	ctx, cancel := context.WithTimeout(ctx, h.bus.timeout)
+	ctx, cancel := context.WithTimeout(ctx, h.timeout)
 	defer cancel()
 	obj := conn.Object("org.freedesktop.systemd1", "/org/freedesktop/systemd1")
 	if err := obj.CallWithContext(ctx, "org.freedesktop.systemd1.Manager."+method+"Unit", 0, unit).Err; err != nil {

@@ -36,7 +36,7 @@ func TestHolderCloseDuringSilentDial(t *testing.T) {
 		}
 	}()
 	h := NewHolder("unix:path=" + path)
-	h.bus.timeout = 2 * time.Second
+	h.timeout = 2 * time.Second
 	held := make(chan error, 1)
 	go func() {
 		_, err := h.Hold(context.Background(), "x.scope")

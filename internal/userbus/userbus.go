@@ -129,9 +129,12 @@ func (b *Bus) drop(c *sddbus.Conn) {
 
 // address returns the user bus address: the configured one, else
 // $DBUS_SESSION_BUS_ADDRESS, else unix:path=$XDG_RUNTIME_DIR/bus.
-func (b *Bus) address() (string, error) {
-	if b.addr != "" {
-		return b.addr, nil
+func (b *Bus) address() (string, error) { return busAddress(b.addr) }
+
+// busAddress is addr, else the environment's user bus (Bus.address).
+func busAddress(addr string) (string, error) {
+	if addr != "" {
+		return addr, nil
 	}
 	if a := os.Getenv("DBUS_SESSION_BUS_ADDRESS"); a != "" {
 		return a, nil
