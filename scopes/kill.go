@@ -175,6 +175,13 @@ func (k *killPhase) identify(ctx context.Context) (UnitState, error) {
 	if err != nil {
 		return st, fmt.Errorf("unit %s: state unreadable, so its cgroup cannot be tied to invocation %s: %w", c.Unit, c.InvocationID, err)
 	}
+	// Read the cgroups again, after the answer: the manager removes a
+	// unit's cgroup before it collects the unit, so a unit read gone
+	// with its cgroup read present before the answer (a restarted
+	// controller's stop right after `systemctl kill`) is a cgroup read
+	// too early, which would end the phase uncertain where findRemoved
+	// proves the removal.
+	k.readCgroups()
 	if c.InvocationID == "" && st.InvocationID != "" && st.ActiveState == "active" {
 		h.Cohort.InvocationID, k.obs().InvocationID = st.InvocationID, st.InvocationID
 		k.note("invocation id taken from the unit: " + st.InvocationID)
@@ -204,8 +211,14 @@ func (k *killPhase) prefetch() error {
 	if k.fs, err = h.m.cgroupFS(); err != nil {
 		return err
 	}
-	k.pre = prefetched{present: k.stillPresent(), scopeFrozen: k.scopeFrozen()}
+	k.readCgroups()
 	return nil
+}
+
+// readCgroups reads into k.pre whether the cohort's cgroup is still at its
+// path with its id and whether the scope is frozen.
+func (k *killPhase) readCgroups() {
+	k.pre = prefetched{present: k.stillPresent(), scopeFrozen: k.scopeFrozen()}
 }
 
 // awaitEmpty reads cgroup.events once every enumerated member is dead. The
