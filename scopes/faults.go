@@ -16,6 +16,14 @@ type faults struct {
 	// process of the user outside the cohort (a daemon a tool asked)
 	// moves one in: a race that cannot be won on demand.
 	whileEmptied func()
+	// beforeAsk, if set, runs in the kill phase's identity goroutine
+	// before the manager is asked which invocation holds the unit, and
+	// afterPrefetch once the reads made while the question is out are
+	// done: between the two, systemd may end, remove and collect the
+	// unit (a restarted controller's stop right after `systemctl kill`),
+	// a race that cannot be won on demand.
+	beforeAsk     func()
+	afterPrefetch func()
 	// afterCgroupKill, if set, runs right after the kill phase's
 	// cgroup.kill of the engine cgroup, where a process of the user
 	// outside the cohort moves one in: a race that cannot be won on
@@ -89,4 +97,20 @@ func (f *faults) heldStart(confined bool) error {
 		return nil
 	}
 	return f.refuseHeld(confined)
+}
+
+// askingIdentity is the fault before the kill phase's question on the
+// invocation.
+func (f *faults) askingIdentity() {
+	if f.beforeAsk != nil {
+		f.beforeAsk()
+	}
+}
+
+// prefetchDone is the fault after the reads made while that question is
+// out.
+func (f *faults) prefetchDone() {
+	if f.afterPrefetch != nil {
+		f.afterPrefetch()
+	}
 }

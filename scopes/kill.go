@@ -142,10 +142,14 @@ func (k *killPhase) identify(ctx context.Context) (UnitState, error) {
 	// stop with nothing else to do. The reads touch nothing, and nothing
 	// read is acted on before the answer.
 	asked := make(chan bool, 1)
-	go func() { asked <- ourInvocation(ctx, h.m.bus, c) }()
+	go func() {
+		h.m.faults.askingIdentity()
+		asked <- ourInvocation(ctx, h.m.bus, c)
+	}()
 	if err := k.prefetch(); err != nil {
 		return UnitState{}, err
 	}
+	h.m.faults.prefetchDone()
 	// The cgroup path is only this cohort's while the unit is the same
 	// invocation; otherwise it is absent for us, and never touched.
 	//

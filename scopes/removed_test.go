@@ -110,6 +110,34 @@ func TestRemovedScopeIsProof(t *testing.T) {
 	}
 }
 
+// TestRemovedWhileAsked (mutant 293): the kill phase reads the cohort's
+// cgroups while its question to the manager is out, and systemd may end,
+// remove and collect the scope in between (a restarted controller's stop
+// right after `systemctl kill`). The answer, the unit gone, postdates
+// the read that found the cgroup present: the cgroups are read again
+// after it, and the removal proves the stop. With the earlier read kept,
+// the stop ended uncertain ("invocation \"\" (inactive)").
+func TestRemovedWhileAsked(t *testing.T) {
+	m := testManager(t)
+	e := launchEngine(t, m, setsidEngine)
+	got := e.expect(t, "engine", "setsid", "ready")
+	eng, child := e.pin(t, got["engine"]), e.pin(t, got["setsid"])
+	h := reattached(t, e)
+	// No hold: a unit held for the stop is never collected under it, and
+	// the question would name the ended invocation (hold_identity_test.go).
+	h.m.holder.Close()
+	read := make(chan struct{})
+	h.m.faults.beforeAsk = func() { <-read }
+	h.m.faults.afterPrefetch = func() {
+		defer close(read)
+		systemctl(t, "kill", "--signal=KILL", e.Cohort.Unit)
+		waitUnitGone(t, m, e.Cohort)
+		child.waitDead(t)
+	}
+	res := h.Kill(ctxT(t), StopOptions{Stop: "stop-while-asked"})
+	assertRemovedProof(t, res, proofs.RemovedENOENT, eng, child)
+}
+
 // escape moves pid out of the scope into a new cgroup beside it (the
 // user owns that subtree), as an agent's tool child can do without a
 // cgroup namespace, and returns that cgroup's path for cleanup.
