@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"sync"
+	"sync/atomic"
 )
 
 // Handle is a launched engine.
@@ -35,6 +36,12 @@ type Handle struct {
 	holdMu sync.Mutex
 	hold   chan func(context.Context) error
 
+	// stopNotice is the write end of the held child's stop pipe (held.go,
+	// stopFD), closed once the held child is reaped; nil for an unconfined
+	// engine and after Reattach. noticed says a stop wrote on it.
+	stopNotice *os.File
+	noticed    atomic.Bool
+
 	mu   sync.Mutex
 	term []*member // TERM-phase members, pinned by pidfd, for the kill phase
 	// leader pins the process-group fallback's engine: while its pidfd is
@@ -62,20 +69,34 @@ func (h *Handle) ExitErr() error {
 // pipe, and the held child it reaps.
 func newHandle(m *Manager, pipes *stdio, held *heldChild, c Cohort) *Handle {
 	return &Handle{
-		Stdin:  pipes.inW,
-		Stdout: pipes.outR,
-		Stderr: pipes.errR,
-		Cohort: c,
-		m:      m,
-		engine: held.cmd,
-		done:   make(chan struct{}),
+		Stdin:      pipes.inW,
+		Stdout:     pipes.outR,
+		Stderr:     pipes.errR,
+		Cohort:     c,
+		m:          m,
+		engine:     held.cmd,
+		stopNotice: held.stop,
+		done:       make(chan struct{}),
 	}
 }
 
 func (h *Handle) reap() {
 	h.exitErr = h.engine.Wait()
 	h.reapedAt = procfs.BoottimeNanos()
+	if h.stopNotice != nil {
+		h.stopNotice.Close()
+	}
 	close(h.done)
+}
+
+// noticeStop tells the held child, before a TERM phase signals anything,
+// that a stop began (runPID1): the engine's exit then does not end its pid
+// namespace, whose end would SIGKILL the tools still in their grace. Once
+// is enough: the held child reads it when the engine exits.
+func (h *Handle) noticeStop() {
+	if h.stopNotice != nil && h.noticed.CompareAndSwap(false, true) {
+		_, _ = h.stopNotice.Write([]byte{1})
+	}
 }
 
 func (h *Handle) reapAnchor() {

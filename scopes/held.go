@@ -28,6 +28,13 @@ const (
 	roleAnchor = "anchor"
 	releaseFD  = 3 // the held child's end of the release pipe
 	readyFD    = 4 // the held child's end of its ready pipe; fd 3 for an anchor
+	// stopFD is a confined held child's end of its stop pipe, where it
+	// reads whether the controller began a stop (runPID1). Only the
+	// controller holds the other end: no process of the engine can reach
+	// it (the held child's descriptors are closed to the engine, and the
+	// capabilities it keeps fail the engine's ptrace checks on it),
+	// where any of them can signal the held child.
+	stopFD = 5
 )
 
 // release is what the controller writes to a held child, one JSON line,
@@ -150,6 +157,7 @@ type heldChild struct {
 	cmd     *exec.Cmd
 	release *os.File
 	ready   *os.File // read end of the ready pipe
+	stop    *os.File // write end of the stop pipe (confined only, stopFD)
 	// closeFault, tests only, is what the release pipe's close returns
 	// after the go-ahead was written (faults.goAheadClose).
 	closeFault func() error
@@ -179,7 +187,8 @@ func awaitReady(f *os.File, role string, deadline time.Time) error {
 
 // startHeld starts a held child with the engine's stdio and working
 // directory, in its own process group, and with confined in its own user,
-// mount and pid namespaces (confinedAttr). It does not run the engine yet.
+// mount and pid namespaces (confinedAttr) and a stop pipe (stopFD). It
+// does not run the engine yet.
 func startHeld(dir string, stdin, stdout, stderr *os.File, confined bool) (*heldChild, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
@@ -192,6 +201,18 @@ func startHeld(dir string, stdin, stdout, stderr *os.File, confined bool) (*held
 		return nil, err
 	}
 	defer readyW.Close()
+	extra := []*os.File{r, readyW}
+	var stopW *os.File
+	if confined {
+		stopR, sw, err := os.Pipe()
+		if err != nil {
+			w.Close()
+			readyR.Close()
+			return nil, err
+		}
+		defer stopR.Close()
+		stopW, extra = sw, append(extra, stopR)
+	}
 	cmd := &exec.Cmd{
 		Path:        "/proc/self/exe",
 		Args:        []string{"mosaic-held"},
@@ -200,7 +221,7 @@ func startHeld(dir string, stdin, stdout, stderr *os.File, confined bool) (*held
 		Stdin:       stdin,
 		Stdout:      stdout,
 		Stderr:      stderr,
-		ExtraFiles:  []*os.File{r, readyW},
+		ExtraFiles:  extra,
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 	}
 	if confined {
@@ -209,9 +230,12 @@ func startHeld(dir string, stdin, stdout, stderr *os.File, confined bool) (*held
 	if err := cmd.Start(); err != nil {
 		w.Close()
 		readyR.Close()
+		if stopW != nil {
+			stopW.Close()
+		}
 		return nil, fmt.Errorf("start held child: %w", err)
 	}
-	return &heldChild{cmd: cmd, release: w, ready: readyR}, nil
+	return &heldChild{cmd: cmd, release: w, ready: readyR, stop: stopW}, nil
 }
 
 // sendRelease writes the release line: the held child sets up its
@@ -280,6 +304,9 @@ func (h *heldChild) closeRelease() error {
 func (h *heldChild) abort() {
 	h.ready.Close()
 	h.release.Close()
+	if h.stop != nil {
+		h.stop.Close()
+	}
 	h.cmd.Process.Kill()
 	h.cmd.Wait()
 }

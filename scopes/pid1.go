@@ -20,6 +20,17 @@ import (
 // exits the kernel kills whatever is left in the namespace, so no tool
 // child outlives its engine; a stop still proves that only by observation.
 //
+// Except during a stop: the TERM phase gives every process of the cohort
+// its grace, and the engine, signalled with its tools, is often the first
+// to exit; the namespace's end would then SIGKILL the tools still in
+// their grace (a build, a git command cleaning its lock). So when the
+// controller wrote on the stop pipe (stopFD) before its signals, this
+// process outlives the engine until it has no child left (every orphan
+// of the namespace is its child), then exits with the engine's status;
+// the kill phase after the grace takes what is left. Only the controller
+// can say so: a SIGTERM that a tool sends this process is forwarded to
+// the engine as any other, and the namespace still ends with the engine.
+//
 // It runs on the main thread (locked by this package's init), which is in
 // the engine's cgroup namespace and drops its privileges before the fork,
 // so the engine inherits both.
@@ -41,14 +52,20 @@ func runPID1(r release) {
 		unix.Dup3(int(null.Fd()), 1, 0)
 		null.Close()
 	}
+	ended := -1 // the engine's status, once reaped during a stop
 	for s := range sigs {
 		if s != unix.SIGCHLD {
-			unix.Kill(pid, s.(syscall.Signal))
+			if ended < 0 { // a reaped engine's pid may be another's now
+				unix.Kill(pid, s.(syscall.Signal))
+			}
 			continue
 		}
 		for {
 			var ws unix.WaitStatus
 			w, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
+			if err == unix.ECHILD && ended >= 0 {
+				os.Exit(ended)
+			}
 			if err != nil || w <= 0 {
 				break
 			}
@@ -57,10 +74,26 @@ func runPID1(r release) {
 			}
 			switch {
 			case ws.Exited():
-				os.Exit(ws.ExitStatus())
+				ended = ws.ExitStatus()
 			case ws.Signaled():
-				os.Exit(128 + int(ws.Signal()))
+				ended = 128 + int(ws.Signal())
+			default:
+				continue
+			}
+			if !stopBegan() {
+				os.Exit(ended)
 			}
 		}
 	}
+}
+
+// stopBegan reads whether the controller wrote on the stop pipe, without
+// waiting.
+func stopBegan() bool {
+	var b [1]byte
+	if err := unix.SetNonblock(stopFD, true); err != nil {
+		return false
+	}
+	n, _ := unix.Read(stopFD, b[:])
+	return n == 1
 }

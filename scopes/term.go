@@ -51,6 +51,7 @@ func (h *Handle) Term(ctx context.Context, grace time.Duration) TermResult {
 		}
 		res.Notes = append(res.Notes, "enumeration for SIGTERM incomplete: "+perr.Error())
 	}
+	h.noticeStop()
 	h.mu.Lock()
 	targets := h.pinTerm(pinned, &res)
 	signalTerm(targets, &res)
