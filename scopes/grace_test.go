@@ -1,6 +1,7 @@
 package scopes
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -12,12 +13,23 @@ import (
 const graceEngine = `sh -c 'trap "sleep 0.3; echo tool-done; exit 0" TERM; echo "tool $$"; while :; do sleep 0.05; done' &
 echo "ready 1"; exec cat`
 
-// forgeEngine starts a tool that ignores SIGTERM, tries to write the held
-// child's stop pipe through /proc, sends the held child (PID 1 of the
-// namespace) SIGTERM half a second later, which it forwards to the
-// engine, and sleeps on.
-const forgeEngine = `sh -c 'trap "" TERM; echo "tool $$"; if (echo x > /proc/1/fd/5) 2>/dev/null; then echo "forged 1"; else echo "refused 1"; fi; sleep 0.5; kill -TERM 1; exec sleep 300' &
+// forgeEngine starts a tool that ignores SIGTERM, tries to open the held
+// child's stop pipe for writing (through the held child's descriptor, or
+// its own should one have leaked into the engine), sends the held child
+// (PID 1 of the namespace) SIGTERM half a second later, which it forwards
+// to the engine, and sleeps on.
+const forgeEngine = `sh -c 'trap "" TERM; echo "tool $$"; if (: > /proc/1/fd/5 || : > /proc/self/fd/5) 2>/dev/null; then echo "forged 1"; else echo "refused 1"; fi; sleep 0.5; kill -TERM 1; exec sleep 300' &
 echo "ready 1"; exec cat`
+
+// stubbornToolEngine starts a tool that ignores SIGTERM; the engine
+// ignores it too when ignore is set, else it dies of it (cat).
+func stubbornToolEngine(ignore bool) string {
+	engine := "exec cat"
+	if ignore {
+		engine = `trap "" TERM; cat; exit 0`
+	}
+	return `sh -c 'trap "" TERM; echo "tool $$"; exec sleep 300' & echo "ready 1"; ` + engine
+}
 
 // requireConfined skips nothing: a test of the held child's part in the
 // engine's pid namespace proves nothing of an engine without one.
@@ -74,4 +86,57 @@ func TestToolCannotHoldTheNamespace(t *testing.T) {
 	}
 	tool := e.pin(t, seen["tool"])
 	tool.waitDead(t)
+}
+
+// uncertainStop runs a stop whose TERM phase (a 200 ms grace) signals and
+// whose kill phase then ends uncertain before it kills anything: the
+// freeze is refused.
+func uncertainStop(t *testing.T, m *Manager, e *engine) {
+	t.Helper()
+	m.faults.afterFrozen = func() error { return errors.New("injected: the freeze refused") }
+	res := e.Stop(ctxT(t), StopOptions{Stop: "stop-uncertain", Grace: 200 * time.Millisecond})
+	m.faults.afterFrozen = nil
+	if res.Outcome != Uncertain {
+		t.Fatalf("outcome %s (%s), want uncertain", res.Outcome, res.Reason)
+	}
+}
+
+// awaitEnd waits up to 5 s for the held child's exit, and for the tool
+// with it: the namespace's end.
+func awaitEnd(t *testing.T, e *engine, tool pinned, why string) {
+	t.Helper()
+	select {
+	case <-e.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the held child did not exit within 5 s %s", why)
+	}
+	tool.waitDead(t)
+}
+
+// TestGraceHoldsOnlyUntilItsEnd (mutant 296): the namespace outlives the
+// engine only inside a stop's grace. The engine dies of the TERM phase's
+// SIGTERM, a tool ignores it, and the kill phase ends uncertain without
+// killing: at the grace's end the held child exits and the namespace ends
+// with the tool in it. A later, ordinary exit of an engine that outlived
+// such a stop ends the namespace at once.
+func TestGraceHoldsOnlyUntilItsEnd(t *testing.T) {
+	m := testManager(t)
+	t.Run("engine died in the grace", func(t *testing.T) {
+		e := launchEngine(t, m, stubbornToolEngine(false))
+		requireConfined(t, e)
+		tool := e.pin(t, e.expect(t, "tool", "ready")["tool"])
+		uncertainStop(t, m, e)
+		awaitEnd(t, e, tool, "after the grace of a stop that ended uncertain")
+	})
+	t.Run("engine exits after the stop", func(t *testing.T) {
+		e := launchEngine(t, m, stubbornToolEngine(true))
+		requireConfined(t, e)
+		tool := e.pin(t, e.expect(t, "tool", "ready")["tool"])
+		uncertainStop(t, m, e)
+		if !tool.alive(t) {
+			t.Fatal("the tool died in the stop: the test proves nothing")
+		}
+		e.Stdin.Close() // cat, then the engine, exits
+		awaitEnd(t, e, tool, "after an ordinary exit of the engine")
+	})
 }

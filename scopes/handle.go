@@ -2,12 +2,13 @@ package scopes
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"github.com/mosaic-agents/mosaic/internal/procfs"
 	"os"
 	"os/exec"
 	"sync"
-	"sync/atomic"
+	"time"
 )
 
 // Handle is a launched engine.
@@ -38,9 +39,8 @@ type Handle struct {
 
 	// stopNotice is the write end of the held child's stop pipe (held.go,
 	// stopFD), closed once the held child is reaped; nil for an unconfined
-	// engine and after Reattach. noticed says a stop wrote on it.
+	// engine and after Reattach.
 	stopNotice *os.File
-	noticed    atomic.Bool
 
 	mu   sync.Mutex
 	term []*member // TERM-phase members, pinned by pidfd, for the kill phase
@@ -90,13 +90,20 @@ func (h *Handle) reap() {
 }
 
 // noticeStop tells the held child, before a TERM phase signals anything,
-// that a stop began (runPID1): the engine's exit then does not end its pid
-// namespace, whose end would SIGKILL the tools still in their grace. Once
-// is enough: the held child reads it when the engine exits.
-func (h *Handle) noticeStop() {
-	if h.stopNotice != nil && h.noticed.CompareAndSwap(false, true) {
-		_, _ = h.stopNotice.Write([]byte{1})
+// that the phase's grace runs until until (runPID1): inside it, the
+// engine's exit does not end its pid namespace, whose end would SIGKILL
+// the tools still in their grace. Each TERM phase writes its own; a
+// deadline passed (a stop that ended uncertain) holds nothing. The write
+// is 8 bytes on a pipe the held child empties at each signal: it does not
+// wait, and a held child gone makes it fail, which changes nothing.
+func (h *Handle) noticeStop(until time.Time) {
+	if h.stopNotice == nil {
+		return
 	}
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], procfs.BoottimeNanos()+uint64(max(time.Until(until), 0)))
+	h.stopNotice.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+	_, _ = h.stopNotice.Write(b[:])
 }
 
 func (h *Handle) reapAnchor() {

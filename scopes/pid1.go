@@ -1,11 +1,14 @@
 package scopes
 
 import (
+	"encoding/binary"
 	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
+	"github.com/mosaic-agents/mosaic/internal/procfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -20,16 +23,21 @@ import (
 // exits the kernel kills whatever is left in the namespace, so no tool
 // child outlives its engine; a stop still proves that only by observation.
 //
-// Except during a stop: the TERM phase gives every process of the cohort
-// its grace, and the engine, signalled with its tools, is often the first
-// to exit; the namespace's end would then SIGKILL the tools still in
-// their grace (a build, a git command cleaning its lock). So when the
-// controller wrote on the stop pipe (stopFD) before its signals, this
-// process outlives the engine until it has no child left (every orphan
-// of the namespace is its child), then exits with the engine's status;
-// the kill phase after the grace takes what is left. Only the controller
-// can say so: a SIGTERM that a tool sends this process is forwarded to
-// the engine as any other, and the namespace still ends with the engine.
+// Except inside a stop's grace. The TERM phase gives every process of the
+// cohort until its deadline, and the engine, signalled with its tools, is
+// often the first to exit: the namespace's end would SIGKILL the tools
+// still in their grace (a build writing out, a git command removing its
+// lock). Before it signals, the controller writes the TERM phase's
+// deadline on the stop pipe (stopFD, Handle.noticeStop). Until then this
+// process sends the TERM phase's SIGTERM to every process of the
+// namespace, in one system call (the controller's pidfds reach the
+// members it enumerated, one by one, each preempting the next call as it
+// exits), and outlives the engine until it has no child left (every
+// orphan of the namespace is its child) or the deadline passes, then
+// exits with the engine's status. Only the controller can say so: a
+// SIGTERM that a tool sends this process outside a stop goes to the
+// engine alone, and a deadline passed, as after a stop that ended
+// uncertain, holds nothing.
 //
 // It runs on the main thread (locked by this package's init), which is in
 // the engine's cgroup namespace and drops its privileges before the fork,
@@ -52,48 +60,105 @@ func runPID1(r release) {
 		unix.Dup3(int(null.Fd()), 1, 0)
 		null.Close()
 	}
-	ended := -1 // the engine's status, once reaped during a stop
-	for s := range sigs {
-		if s != unix.SIGCHLD {
+	var stop stopNotices
+	ended := -1                   // the engine's status, once reaped inside a stop's grace
+	var graceEnd <-chan time.Time // while the namespace outlives the engine
+	var noneLeft <-chan struct{}
+	for {
+		var s os.Signal
+		select {
+		case <-graceEnd:
+			os.Exit(ended)
+		case <-noneLeft:
+			os.Exit(ended)
+		case s = <-sigs:
+		}
+		switch {
+		case s == unix.SIGTERM && stop.left() > 0:
+			unix.Kill(-1, unix.SIGTERM)
+		case s != unix.SIGCHLD:
 			if ended < 0 { // a reaped engine's pid may be another's now
 				unix.Kill(pid, s.(syscall.Signal))
 			}
-			continue
-		}
-		for {
-			var ws unix.WaitStatus
-			w, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
-			if err == unix.ECHILD && ended >= 0 {
-				os.Exit(ended)
-			}
-			if err != nil || w <= 0 {
-				break
-			}
-			if w != pid {
+		default:
+			st, reaped := reapAll(pid)
+			if !reaped {
 				continue
 			}
-			switch {
-			case ws.Exited():
-				ended = ws.ExitStatus()
-			case ws.Signaled():
-				ended = 128 + int(ws.Signal())
-			default:
-				continue
+			left := stop.left()
+			if left <= 0 {
+				os.Exit(st)
 			}
-			if !stopBegan() {
-				os.Exit(ended)
-			}
+			ended, graceEnd, noneLeft = st, time.After(left), reapRest()
 		}
 	}
 }
 
-// stopBegan reads whether the controller wrote on the stop pipe, without
-// waiting.
-func stopBegan() bool {
-	var b [1]byte
-	if err := unix.SetNonblock(stopFD, true); err != nil {
-		return false
+// reapAll reaps every child that has exited and returns the engine's
+// status (a signal N as 128+N) if the engine was among them.
+func reapAll(engine int) (status int, reaped bool) {
+	for {
+		var ws unix.WaitStatus
+		w, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
+		if err != nil || w <= 0 {
+			return status, reaped
+		}
+		switch {
+		case w != engine:
+		case ws.Exited():
+			status, reaped = ws.ExitStatus(), true
+		case ws.Signaled():
+			status, reaped = 128+int(ws.Signal()), true
+		}
 	}
-	n, _ := unix.Read(stopFD, b[:])
-	return n == 1
+}
+
+// reapRest leaves the reaping of every child that exits from now on to
+// the kernel (SIGCHLD ignored), so that the burst of a TERM phase's exits
+// wakes nothing here, and returns a channel closed once no child is left:
+// every orphan of the namespace is this process's child, so nothing of
+// the namespace is left then.
+func reapRest() <-chan struct{} {
+	signal.Ignore(unix.SIGCHLD)
+	none := make(chan struct{})
+	go func() {
+		defer close(none)
+		for {
+			// Those that exited before SIGCHLD was ignored first.
+			var ws unix.WaitStatus
+			if _, err := unix.Wait4(-1, &ws, 0, nil); err != nil && err != unix.EINTR {
+				return // ECHILD
+			}
+		}
+	}()
+	return none
+}
+
+// stopNotices are the deadlines the controller wrote on the stop pipe:
+// each a TERM phase's end, 8 bytes of CLOCK_BOOTTIME nanoseconds (little
+// endian), written whole (a pipe write of at most PIPE_BUF bytes is
+// atomic). The time namespace is the controller's: the confinement makes
+// none.
+type stopNotices struct {
+	until uint64
+	ready bool // stopFD set non-blocking
+}
+
+// left reads the notices written since, without waiting, and returns how
+// long the latest deadline is ahead (0 or less: no stop's grace runs).
+func (n *stopNotices) left() time.Duration {
+	if !n.ready {
+		n.ready = unix.SetNonblock(stopFD, true) == nil
+	}
+	var b [8 * 16]byte
+	for n.ready {
+		k, err := unix.Read(stopFD, b[:])
+		if err != nil || k <= 0 {
+			break
+		}
+		for i := 0; i+8 <= k; i += 8 {
+			n.until = max(n.until, binary.LittleEndian.Uint64(b[i:]))
+		}
+	}
+	return time.Duration(int64(n.until) - int64(procfs.BoottimeNanos()))
 }

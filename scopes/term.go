@@ -51,12 +51,13 @@ func (h *Handle) Term(ctx context.Context, grace time.Duration) TermResult {
 		}
 		res.Notes = append(res.Notes, "enumeration for SIGTERM incomplete: "+perr.Error())
 	}
-	h.noticeStop()
+	graceEnd := deadline(ctx, grace)
+	h.noticeStop(graceEnd)
 	h.mu.Lock()
 	targets := h.pinTerm(pinned, &res)
 	signalTerm(targets, &res)
 	h.mu.Unlock()
-	_, ok, err := fs.waitEvents(c.Cgroup, deadline(ctx, grace), func(e cgEvents) bool { return e.Populated == 0 })
+	_, ok, err := fs.waitEvents(c.Cgroup, graceEnd, func(e cgEvents) bool { return e.Populated == 0 })
 	if err != nil {
 		return TermResult{Outcome: Uncertain, Reason: err.Error(), Signalled: res.Signalled, Notes: res.Notes}
 	}
