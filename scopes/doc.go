@@ -125,10 +125,14 @@
 // and ExitErr still mean the engine's exit, Cohort.PID and StartTime are
 // the held child's (the process whose exit is the engine's), the engine's
 // stdin and stdout are the same socket pairs, and the TERM phase's SIGTERM to
-// every member reaches the engine twice (directly and forwarded). A tool
-// child no longer outlives its engine; a stop still proves that only by
-// observation. Pids that the engine and its tools print are pids inside
-// its namespace: Handle.HostPID translates one (tests use it).
+// every member reaches the engine twice (directly and through the held
+// child). A tool child does not outlive its engine; a stop still proves
+// that only by observation. The one exception is a stop's grace: the TERM
+// phase writes its deadline on the held child's stop pipe before it
+// signals, and until then the held child sends the SIGTERM to the whole
+// namespace and outlives the engine until no child is left, so the tools
+// get the grace too (runPID1). Pids that the engine and its tools print are
+// pids inside its namespace: Handle.HostPID translates one (tests use it).
 //
 // Unavailable: a Manager's launches probe the mechanism in a throwaway
 // held child that sets everything up and runs nothing (ProbeConfinement,
