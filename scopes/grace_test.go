@@ -2,6 +2,7 @@ package scopes
 
 import (
 	"errors"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -64,6 +65,13 @@ func TestTermGraceReachesTools(t *testing.T) {
 	}
 	if tool.alive(t) {
 		t.Fatal("stopped with the tool alive")
+	}
+	// The held child that outlived the engine still exits with the
+	// engine's status: cat's death of SIGTERM, 128+15.
+	<-e.Done()
+	var exit *exec.ExitError
+	if err := e.ExitErr(); !errors.As(err, &exit) || exit.ExitCode() != 143 {
+		t.Fatalf("exit %v, want the engine's: status 143 (SIGTERM)", err)
 	}
 }
 

@@ -93,9 +93,12 @@ func (h *Handle) reap() {
 // that the phase's grace runs until until (runPID1): inside it, the
 // engine's exit does not end its pid namespace, whose end would SIGKILL
 // the tools still in their grace. Each TERM phase writes its own; a
-// deadline passed (a stop that ended uncertain) holds nothing. The write
-// is 8 bytes on a pipe the held child empties at each signal: it does not
-// wait, and a held child gone makes it fail, which changes nothing.
+// deadline passed (a stop that ended uncertain) holds nothing. The
+// deadline is CLOCK_BOOTTIME's, which the held child reads too (no time
+// namespace), taken from a wait on the monotonic clock: a suspend inside
+// the grace ends the hold early, never late. The write is 8 bytes on a
+// pipe the held child empties at each signal: it does not wait, and a
+// held child gone makes it fail, which changes nothing.
 func (h *Handle) noticeStop(until time.Time) {
 	if h.stopNotice == nil {
 		return

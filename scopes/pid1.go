@@ -47,8 +47,12 @@ func runPID1(r release) {
 		fmt.Fprintf(os.Stderr, "mosaic held child: %v\n", err)
 		os.Exit(125)
 	}
-	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, unix.SIGCHLD, unix.SIGTERM, unix.SIGINT, unix.SIGHUP)
+	// SIGCHLD has a channel of its own: a full channel drops a signal, and
+	// a flood of signals a tool sends this process must not drop the
+	// engine's exit. One slot is enough, since each wake reaps all.
+	sigs, chld := make(chan os.Signal, 16), make(chan os.Signal, 1)
+	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT, unix.SIGHUP)
+	signal.Notify(chld, unix.SIGCHLD)
 	pid, err := syscall.ForkExec(r.Path, r.Argv, &syscall.ProcAttr{Env: r.Env, Files: []uintptr{0, 1, 2}})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "mosaic held child: exec %s: %v\n", r.Path, err)
@@ -65,22 +69,22 @@ func runPID1(r release) {
 	var graceEnd <-chan time.Time // while the namespace outlives the engine
 	var noneLeft <-chan struct{}
 	for {
-		var s os.Signal
 		select {
 		case <-graceEnd:
 			os.Exit(ended)
 		case <-noneLeft:
 			os.Exit(ended)
-		case s = <-sigs:
-		}
-		switch {
-		case s == unix.SIGTERM && stop.left() > 0:
-			unix.Kill(-1, unix.SIGTERM)
-		case s != unix.SIGCHLD:
-			if ended < 0 { // a reaped engine's pid may be another's now
+		case s := <-sigs:
+			switch {
+			case s == unix.SIGTERM && stop.left() > 0:
+				unix.Kill(-1, unix.SIGTERM)
+			case ended < 0: // a reaped engine's pid may be another's now
 				unix.Kill(pid, s.(syscall.Signal))
 			}
-		default:
+		case <-chld:
+			if ended >= 0 {
+				continue // reapRest reaps now
+			}
 			st, reaped := reapAll(pid)
 			if !reaped {
 				continue
