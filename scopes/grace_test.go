@@ -32,15 +32,6 @@ func stubbornToolEngine(ignore bool) string {
 	return `sh -c 'trap "" TERM; echo "tool $$"; exec sleep 300' & echo "ready 1"; ` + engine
 }
 
-// requireConfined skips nothing: a test of the held child's part in the
-// engine's pid namespace proves nothing of an engine without one.
-func requireConfined(t *testing.T, e *engine) {
-	t.Helper()
-	if !e.Cohort.Confinement.Confined {
-		t.Fatalf("engine not confined: %s", e.Cohort.Confinement.Reason)
-	}
-}
-
 // TestTermGraceReachesTools (mutant 294): a stop's TERM phase gives a
 // confined engine's tools their grace. The engine dies of SIGTERM at
 // once and its tool takes 300 ms to finish: the held child, told of the

@@ -49,9 +49,7 @@ func TestHiddenStateUnreachable(t *testing.T) {
 			t.Errorf("the engine could %s in a hidden directory", k)
 		}
 	}
-	if !e.Cohort.Confinement.Confined {
-		t.Fatalf("engine not confined: %s", e.Cohort.Confinement.Reason)
-	}
+	requireConfined(t, e)
 	for _, d := range []string{claims, queue} {
 		if !slices.Contains(e.Cohort.Confinement.Masked, d) {
 			t.Errorf("%s not among the recorded masks %v", d, e.Cohort.Confinement.Masked)
@@ -101,9 +99,7 @@ func TestKeptDirectoryOnly(t *testing.T) {
 	}
 	e := launchKeeping(t, m, fmt.Sprintf(keepEngine, own, sibling, all, "conv-own"), []string{all}, []string{own})
 	got := e.expect(t, "own", "write", "sibling", "list", "plant", "ready")
-	if !e.Cohort.Confinement.Confined {
-		t.Fatalf("engine not confined: %s", e.Cohort.Confinement.Reason)
-	}
+	requireConfined(t, e)
 	if got["own"] != "0" || got["write"] != "0" {
 		t.Errorf("the engine lost its own directory: read %s, write %s", got["own"], got["write"])
 	}

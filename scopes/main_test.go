@@ -84,6 +84,15 @@ func launchWith(t testing.TB, m *Manager, script string, edit func(*Spec)) *engi
 	return &engine{Handle: h, out: bufio.NewReader(h.Stdout)}
 }
 
+// requireConfined fails the test (never skips it) when its engine runs
+// without its namespaces: what the test checks of them would go unproven.
+func requireConfined(t testing.TB, e *engine) {
+	t.Helper()
+	if !e.Cohort.Confinement.Confined {
+		t.Fatalf("engine not confined: %s", e.Cohort.Confinement.Reason)
+	}
+}
+
 // line reads one line of engine output, failing after 20 s.
 func (e *engine) line(t testing.TB) string {
 	t.Helper()

@@ -64,7 +64,7 @@ func runPID1(r release) {
 		unix.Dup3(int(null.Fd()), 1, 0)
 		null.Close()
 	}
-	var stop stopNotices
+	stop := stopNotices{readable: unix.SetNonblock(stopFD, true) == nil}
 	ended := -1                   // the engine's status, once reaped inside a stop's grace
 	var graceEnd <-chan time.Time // while the namespace outlives the engine
 	var noneLeft <-chan struct{}
@@ -144,18 +144,15 @@ func reapRest() <-chan struct{} {
 // atomic). The time namespace is the controller's: the confinement makes
 // none.
 type stopNotices struct {
-	until uint64
-	ready bool // stopFD set non-blocking
+	until    uint64
+	readable bool // stopFD is non-blocking: a read never holds up the loop
 }
 
 // left reads the notices written since, without waiting, and returns how
 // long the latest deadline is ahead (0 or less: no stop's grace runs).
 func (n *stopNotices) left() time.Duration {
-	if !n.ready {
-		n.ready = unix.SetNonblock(stopFD, true) == nil
-	}
 	var b [8 * 16]byte
-	for n.ready {
+	for n.readable {
 		k, err := unix.Read(stopFD, b[:])
 		if err != nil || k <= 0 {
 			break

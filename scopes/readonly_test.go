@@ -107,9 +107,7 @@ func TestReadOnlyInputs(t *testing.T) {
 			filepath.Join(agent2, "auth.json"), filepath.Join(agent2, "sessions"), filepath.Join(agent3, "auth.json")}
 	})
 	got := e.expect(t, "read", "write", "plant", "remove", "replace", "movedir", "moveparent", "auth", "session", "envread", "envwrite", "envreplace", "dotauth", "unmask", "linkedwrite", "dotmodels", "ready")
-	if !e.Cohort.Confinement.Confined {
-		t.Fatalf("engine not confined: %s", e.Cohort.Confinement.Reason)
-	}
+	requireConfined(t, e)
 	for k, want := range map[string]string{"read": "0", "auth": "0", "session": "0", "envread": "0", "dotauth": "0", "unmask": "1", "linkedwrite": "1", "dotmodels": "1",
 		"write": "1", "plant": "1", "remove": "1", "replace": "1", "movedir": "1", "moveparent": "1", "envwrite": "1", "envreplace": "1"} {
 		if got[k] != want {
