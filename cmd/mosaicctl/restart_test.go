@@ -441,6 +441,16 @@ func TestControllerRestartMidForceStop(t *testing.T) {
 			case <-ctx.Done():
 				t.Fatal("the binding never showed the stop")
 			}
+			// The binding shows the fence a moment before the claim records
+			// stopping and the TERM phase begins: killed in between, the
+			// successor rightly finds the engine running and no stop begun.
+			for st := claimOf(t, bin, id); st.Claim == nil || st.Claim.State != claims.Stopping; st = claimOf(t, bin, id) {
+				select {
+				case <-ctx.Done():
+					t.Fatalf("the claim never recorded the stop: %+v", st.Claim)
+				case <-time.After(50 * time.Millisecond):
+				}
+			}
 			if how == "restart" {
 				mustRun(t, "systemctl", "--user", "restart", svc)
 			} else {
