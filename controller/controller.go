@@ -144,6 +144,9 @@ type hooks struct {
 	// inKill runs where beforeKill does, but inside what Close waits for:
 	// a test shuts the controller down there.
 	inKill func()
+	// beforeClaimStop runs in a force stop before the claim records
+	// stopping: a test looks there at what clients were told.
+	beforeClaimStop func()
 	// beforeRetry runs before each background attempt to write a held
 	// proof, so a test can hold the retries back.
 	beforeRetry func()

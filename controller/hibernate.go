@@ -150,7 +150,6 @@ func (c *Controller) hibernate(x *execution, d time.Duration) bool {
 		s.Predecessor = prev.ID
 	}
 	c.st.stop, c.st.stopRunning, c.st.forceRunning = s, true, true
-	c.st.binding = protocol.BindingStopping
 	c.closeAdmissionLocked(fmt.Sprintf("hibernating: idle for %s (stop %s)", d, s.ID))
 	c.transitionLocked(s, protocol.StopFenced, "admission closed: idle for "+d.String())
 	c.publishBindingLocked()
@@ -165,6 +164,11 @@ func (c *Controller) hibernate(x *execution, d time.Duration) bool {
 	if err := c.claimDo(func(cl *claims.Claim) error { return cl.BeginStop(ctx, "hibernate "+s.ID) }); err != nil {
 		c.audit(audit.Transition, nil, "claim could not record stopping: "+err.Error(), map[string]string{"STOP": s.ID})
 	}
+	// Stopping once the claim says so, as a force stop (killCohort).
+	c.mu.Lock()
+	c.st.binding = protocol.BindingStopping
+	c.publishBindingLocked()
+	c.mu.Unlock()
 	// The gentle way first: stdin EOF, and Pi exits by itself.
 	x.conn.Close()
 	select {

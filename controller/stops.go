@@ -218,9 +218,10 @@ func (c *Controller) forceStop(ctx context.Context, k *conn, cmd *protocol.Comma
 }
 
 // beginForceLocked makes the force stop of execution the running stop: it
-// supersedes a stop still under way, the binding is stopping, and the
-// queue pauses until its waiting part turns the queued items into drafts
-// (recoverDrafts). Callers hold mu.
+// supersedes a stop still under way, and the queue pauses until its
+// waiting part turns the queued items into drafts (recoverDrafts). The
+// binding says stopping only once the claim does (killCohort). Callers
+// hold mu.
 func (c *Controller) beginForceLocked(execution string) *protocol.Stop {
 	s := &protocol.Stop{Record: protocol.RecordStop, ID: newID("s-"), Kind: protocol.StopForce, Execution: execution}
 	if prev := c.st.stop; prev != nil {
@@ -230,24 +231,32 @@ func (c *Controller) beginForceLocked(execution string) *protocol.Stop {
 		}
 	}
 	c.st.stop, c.st.stopRunning, c.st.forceRunning = s, true, true
-	c.st.binding = protocol.BindingStopping
 	c.pauseQueueLocked("force stop " + s.ID + ": queued items become recovered drafts")
 	return s
 }
 
 // killCohort is the waiting part of a force stop: the claim records
 // stopping, the cohort gets TERM, then the kill phase, then the proof.
+//
+// The claim records stopping before anything else, and the binding says
+// so only after it: a controller that dies in between leaves a claim
+// that its successor resumes the stop from (K10), and one that dies
+// before leaves the engine running under an active claim that no client
+// was told was stopping.
 func (c *Controller) killCohort(k *conn, cmd *protocol.Command, x *execution, s *protocol.Stop, claim *claims.Claim, gen int64) protocol.Receipt {
 	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
 	defer cancel()
-	c.recoverDrafts(s)
+	run(c.test.beforeClaimStop)
 	if claim != nil {
 		if err := c.claimDo(func(cl *claims.Claim) error { return cl.BeginStop(ctx, "force stop "+s.ID) }); err != nil {
 			c.audit(audit.Transition, k, "claim could not record stopping: "+err.Error(), map[string]string{"STOP": s.ID})
 		}
 	}
+	c.recoverDrafts(s)
 	c.mu.Lock()
+	c.st.binding = protocol.BindingStopping
 	c.transitionLocked(s, protocol.StopStopping, fmt.Sprintf("SIGTERM to the cohort, %s grace, then freeze and kill", c.cfg.Grace))
+	c.publishBindingLocked()
 	c.mu.Unlock()
 	if c.test.beforeKill != nil {
 		c.stopping.add(-1)

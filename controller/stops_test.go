@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mosaic-agents/mosaic/claims"
 	"github.com/mosaic-agents/mosaic/proofs"
 )
 
@@ -113,5 +114,36 @@ func TestForceStopSupersedesInterrupt(t *testing.T) {
 	}
 	if tail := log[strings.Index(log, `"type":"abort"`):]; strings.Count(tail, "\n") != 1 {
 		t.Fatalf("the engine read more after the abort: %q", tail)
+	}
+}
+
+// The binding says stopping only once the claim does: a client told
+// stopping can count on a successor controller resuming the stop (K10)
+// if this one dies, and one that dies before the claim records it has
+// told no client so.
+func TestForceStopStoppingOnlyOnceRecorded(t *testing.T) {
+	r := newRig(t, `{"turns":[{"endless":true,"chunkDelayMs":20}]}`, nil)
+	reached, release := make(chan struct{}), make(chan struct{})
+	r.ctrl.test.beforeClaimStop = func() { close(reached); <-release }
+	r.waitBinding("active")
+	ctl := r.dial()
+	ctl.must(map[string]any{"type": "observe", "request": "o1"}, "observed")
+	gen := r.takeover(ctl)
+	cf := ctl.confirm("force-stop", gen)
+	ctl.send(map[string]any{"type": "force-stop", "request": "f1", "generation": gen, "confirmation": cf})
+	<-reached
+	r.ctrl.mu.Lock()
+	b, cl := r.ctrl.bindingLocked(), r.ctrl.st.claim
+	r.ctrl.mu.Unlock()
+	if rec := cl.Record(); b.State == "stopping" || b.Admission != "closed" {
+		t.Errorf("before the claim recorded stopping: binding %s, admission %s, claim %s; want not stopping, admission closed", b.State, b.Admission, rec.State)
+	}
+	close(release)
+	ctl.await(func(m map[string]any) bool { return m["record"] == "binding" && m["state"] == "stopping" })
+	if rec := cl.Record(); rec.State != claims.Stopping && rec.State != claims.Stopped {
+		t.Errorf("binding stopping with the claim %s", rec.State)
+	}
+	if m := ctl.await(func(m map[string]any) bool { return m["request"] == "f1" && m["record"] == "receipt" }); m["state"] != "stopped" {
+		t.Fatalf("force stop receipt: %v", m)
 	}
 }

@@ -441,9 +441,8 @@ func TestControllerRestartMidForceStop(t *testing.T) {
 			case <-ctx.Done():
 				t.Fatal("the binding never showed the stop")
 			}
-			// The binding shows the fence a moment before the claim records
-			// stopping and the TERM phase begins: killed in between, the
-			// successor rightly finds the engine running and no stop begun.
+			// The binding says stopping once the claim does (killCohort);
+			// the claim is the successor's premise, so it is read too.
 			for st := claimOf(t, bin, id); st.Claim == nil || st.Claim.State != claims.Stopping; st = claimOf(t, bin, id) {
 				select {
 				case <-ctx.Done():
