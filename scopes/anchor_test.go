@@ -2,13 +2,10 @@ package scopes
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -118,49 +115,4 @@ func TestAnchorSleepNeverFromPath(t *testing.T) {
 			t.Errorf("owner.BeyondUser(%s) = %v, want %v", tc.path, got, tc.want)
 		}
 	}
-}
-
-// TestAnchorStandsForTheManager: while this process's anchor lives, a
-// stop asks the manager nothing about the invocation (the live anchor
-// held it, anchor.go); once the anchor is dead both phases ask, and a
-// manager that names another invocation keeps them off the path.
-func TestAnchorStandsForTheManager(t *testing.T) {
-	m := testManager(t)
-	var asked atomic.Int32
-	m.faults.beforeAsk = func() { asked.Add(1) }
-	t.Cleanup(func() { m.faults.beforeAsk = nil })
-	t.Run("alive: not asked", func(t *testing.T) {
-		asked.Store(0)
-		e := launchEngine(t, m, echoEngine)
-		e.expect(t, "engine", "ready")
-		res := e.Stop(ctxT(t), StopOptions{Stop: "anchor-alive", Grace: time.Second})
-		if res.Outcome != Stopped {
-			t.Fatalf("stop: %s (%s)", res.Outcome, res.Reason)
-		}
-		if n := asked.Load(); n != 0 {
-			t.Errorf("the manager was asked %d time(s) while the anchor lived", n)
-		}
-	})
-	t.Run("dead: asked, another invocation untouched", func(t *testing.T) {
-		asked.Store(0)
-		e := launchEngine(t, m, echoEngine)
-		got := e.expect(t, "engine", "ready")
-		eng := e.pin(t, got["engine"])
-		anchor := pin(t, fmt.Sprint(e.Cohort.AnchorPID))
-		anchor.kill()
-		anchor.waitDead(t)
-		// As if the manager had since made another invocation of the
-		// unit: the engine cgroup keeps its id, the answer names another.
-		e.Cohort.InvocationID = strings.Repeat("0", 32)
-		res := e.Stop(ctxT(t), StopOptions{Stop: "anchor-dead", Grace: 100 * time.Millisecond})
-		if res.Term == nil || res.Term.Outcome != Uncertain || len(res.Term.Signalled) != 0 {
-			t.Errorf("TERM phase with the anchor dead and another invocation named: %+v", res.Term)
-		}
-		if res.Outcome == Stopped || !eng.alive(t) {
-			t.Errorf("kill phase: %s (%s), engine alive %t; want uncertain, the engine untouched", res.Outcome, res.Reason, eng.alive(t))
-		}
-		if n := asked.Load(); n < 2 {
-			t.Errorf("the manager was asked %d time(s) with the anchor dead, want one a phase", n)
-		}
-	})
 }

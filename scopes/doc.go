@@ -221,10 +221,7 @@
 // that the unit is still the recorded InvocationID (else the cgroup path
 // is not ours: absent) and, unless the cgroup at the path has the id
 // recorded at launch, that the invocation has not ended (an ended one
-// keeps its id while the unit is held or referenced); this process's
-// anchor, alive (its pidfd not readable) after the cgroup's id was read,
-// says both without a question to the manager (anchor.go; the TERM phase
-// reads it the same way); then freeze the scope's
+// keeps its id while the unit is held or referenced), freeze the scope's
 // cgroup (not the engine's, whose
 // cgroup.freeze every tool owns and could write 0 to; a frozen ancestor
 // keeps it frozen whatever it says) and wait for `frozen 1` (an engine

@@ -17,8 +17,7 @@ type faults struct {
 	// moves one in: a race that cannot be won on demand.
 	whileEmptied func()
 	// beforeAsk, if set, runs in the kill phase's identity goroutine
-	// (and the TERM phase's) before the manager is asked which
-	// invocation holds the unit, and
+	// before the manager is asked which invocation holds the unit, and
 	// afterPrefetch once the reads made while the question is out are
 	// done: between the two, systemd may end, remove and collect the
 	// unit (a restarted controller's stop right after `systemctl kill`),
@@ -100,7 +99,7 @@ func (f *faults) heldStart(confined bool) error {
 	return f.refuseHeld(confined)
 }
 
-// askingIdentity is the fault before a stop phase's question on the
+// askingIdentity is the fault before the kill phase's question on the
 // invocation.
 func (f *faults) askingIdentity() {
 	if f.beforeAsk != nil {

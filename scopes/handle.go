@@ -31,8 +31,6 @@ type Handle struct {
 	reapedAt       uint64
 	anchorDone     chan struct{}
 	anchorReapedAt uint64
-	// anchorFD is a pidfd on the anchor (anchor.go); nil after Reattach.
-	anchorFD *os.File
 
 	// hold gives the release of the manager's reference on the unit that
 	// the stop in progress took (hold.go); nil when none is held.

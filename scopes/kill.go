@@ -140,19 +140,12 @@ func (k *killPhase) identify(ctx context.Context) (UnitState, error) {
 	// The question goes out first, and the phase reads what it needs
 	// meanwhile (prefetch): the round trip was half a millisecond of a
 	// stop with nothing else to do. The reads touch nothing, and nothing
-	// read is acted on before the answer. A handle whose anchor lives
-	// asks nothing (below), unless the anchor is found dead after all.
-	var asked chan bool
-	ask := func() {
-		asked = make(chan bool, 1)
-		go func() {
-			h.m.faults.askingIdentity()
-			asked <- ourInvocation(ctx, h.m.bus, c)
-		}()
-	}
-	if !h.anchorLives() {
-		ask()
-	}
+	// read is acted on before the answer.
+	asked := make(chan bool, 1)
+	go func() {
+		h.m.faults.askingIdentity()
+		asked <- ourInvocation(ctx, h.m.bus, c)
+	}()
 	if err := k.prefetch(); err != nil {
 		return UnitState{}, err
 	}
@@ -160,29 +153,25 @@ func (k *killPhase) identify(ctx context.Context) (UnitState, error) {
 	// The cgroup path is only this cohort's while the unit is the same
 	// invocation; otherwise it is absent for us, and never touched.
 	//
-	// The answer must postdate the grace, so the TERM phase's is not
-	// reused: during it our invocation can end (`systemctl --user stop`,
-	// the unit failing) and a new one take the name, and, if a process
-	// outlived the stop in the engine cgroup, the very cgroup with its
-	// recorded id (TestRemovedIdentity); an earlier answer would let the
-	// freeze and cgroup.kill below reach the new invocation's processes
-	// while the proof names ours. The anchor's liveness is such an
-	// answer, read now and after the cgroup's id was (anchor.go): alive
-	// now, it was alive through the grace and the reads, and held the
-	// invocation. A Reattach handle does not have it, nor a handle whose
-	// anchor died: the manager is asked, with one message when the answer
-	// is ours (ourInvocation) and the cgroup at the path is the one made
-	// at launch (its id, read meanwhile). The id alone does not say the
-	// invocation still runs: an ended one keeps it while the unit is held
-	// (hold.go) or referenced by anyone, and a path without its id (none
-	// recorded, or another cgroup there now) is then anyone's; the whole
-	// state says whether it ended (killScope).
-	if asked == nil && k.pre.present && h.anchorLives() {
-		return UnitState{InvocationID: c.InvocationID}, nil
-	}
-	if asked == nil {
-		ask()
-	}
+	// The TERM phase asked the same a moment before, and this question is
+	// not sent while its wait for populated 0 runs, though that would save
+	// the round trip: the answer must postdate the grace. During it our
+	// invocation can end (`systemctl --user stop`, the unit failing, the
+	// user manager going away) and a new one take the name, and, if a
+	// process outlived the stop in the engine cgroup, the very cgroup with
+	// its recorded id (TestRemovedIdentity); an earlier answer would let
+	// the freeze and cgroup.kill below reach the new invocation's
+	// processes while the proof names ours. The anchor's liveness would
+	// rule most of that out (a scope's invocation cannot end while its
+	// anchor lives, short of the anchor outliving SIGKILL for the stop
+	// timeout), but a Reattach handle does not reap the anchor, so the
+	// round trip stays, made one (unitState), of one message when the
+	// answer is ours (ourInvocation) and the cgroup at the path is the one
+	// made at launch (its id, read meanwhile). The id alone does not say
+	// the invocation still runs: an ended one keeps it while the unit is
+	// held (hold.go) or referenced by anyone, and a path without its id
+	// (none recorded, or another cgroup there now) is then anyone's; the
+	// whole state says whether it ended (killScope).
 	if ours := <-asked; ours && k.pre.present {
 		return UnitState{InvocationID: c.InvocationID}, nil
 	}

@@ -99,7 +99,6 @@ func (m *Manager) launchScope(ctx context.Context, spec Spec, name string, rel r
 	if err = l.held.runEngine(h.Cohort, spec.BeforeRelease); err != nil {
 		return nil, fmt.Errorf("launch %s: %w", name, err)
 	}
-	h.pinAnchor()
 	go h.reap()
 	go h.reapAnchor()
 	m.reserveFDs()

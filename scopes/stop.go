@@ -167,7 +167,7 @@ func (h *Handle) Abandon(ctx context.Context) error {
 // pidfds a stop kept. Call it after a stop. Closing the engine's stdin
 // earlier is not a stop: it only makes Pi exit, and its children may live.
 func (h *Handle) Close() {
-	for _, f := range []*os.File{h.Stdin, h.Stdout, h.Stderr, h.anchorFD} {
+	for _, f := range []*os.File{h.Stdin, h.Stdout, h.Stderr} {
 		if f != nil {
 			f.Close()
 		}

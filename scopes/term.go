@@ -30,29 +30,16 @@ func (h *Handle) Term(ctx context.Context, grace time.Duration) TermResult {
 	// manager is asked while the members are pinned (pinning identifies,
 	// it signals nothing), and the cgroup's id is checked after the
 	// enumeration read it, so the pids come from the cgroup found ours.
-	// While this process's anchor lives, the manager is not asked: the
-	// live anchor, read after the id, held the invocation (anchor.go).
-	var ours chan error
-	if !h.anchorLives() {
-		ours = make(chan error, 1)
-		go func() {
-			h.m.faults.askingIdentity()
-			ours <- h.unitOurs(ctx)
-		}()
-	}
+	ours := make(chan error, 1)
+	go func() { ours <- h.unitOurs(ctx) }()
 	pids, perr := fs.procs(c.Cgroup)
 	var pinned []pinResult
 	if perr == nil {
 		pinned = pinAll(pids, &c)
 	}
-	if ours != nil {
-		err = <-ours
-	}
+	err = <-ours
 	if err == nil {
 		err = h.cgroupOurs(fs)
-	}
-	if err == nil && ours == nil && !h.anchorLives() {
-		err = h.unitOurs(ctx)
 	}
 	if err != nil {
 		closePinned(pinned)
