@@ -13,11 +13,12 @@ import (
 
 // File descriptor store (FileDescriptorStoreMax= in mosaic-conv@.service).
 //
-// The controller keeps the engine's pipe ends and a pidfd of the engine in
-// the service manager, so a controller that restarts (upgrade, crash,
-// `systemctl --user restart`) receives them again, after the activated
-// socket, named as it stored them (LISTEN_FDNAMES), and re-attaches to the
-// same engine. sd_notify has no way to pass descriptors in go-systemd, so
+// The controller keeps the engine's pipe ends, a pidfd of the engine and
+// the write end of a confined engine's stop pipe in the service manager,
+// so a controller that restarts (upgrade, crash, `systemctl --user
+// restart`) receives them again, after the activated socket, named as it
+// stored them (LISTEN_FDNAMES), re-attaches to the same engine and stops
+// it with the tools' grace. sd_notify has no way to pass descriptors in go-systemd, so
 // Store sends its own datagram with SCM_RIGHTS.
 //
 // What the manager does with them: it keeps them across restarts of the

@@ -34,14 +34,16 @@ const (
 	keptStdout = "stdout"
 	keptStderr = "stderr"
 	keptPidFD  = "pidfd"
+	keptStop   = "stop" // the held child's stop pipe (scopes.Handle.StopPipe)
 )
 
-var keptRoles = []string{keptStdin, keptStdout, keptStderr, keptPidFD}
+var keptRoles = []string{keptStdin, keptStdout, keptStderr, keptPidFD, keptStop}
 
 func keptName(exec, role string) string { return exec + "." + role }
 
-// keep hands the engine's pipe ends and a pidfd of it to the fd store, so
-// that a restarted controller can re-attach (F19). Without a store, or if
+// keep hands the engine's pipe ends, a pidfd of it and the held child's
+// stop pipe to the fd store, so that a restarted controller can
+// re-attach (F19) and give the tools their grace in a stop. Without a store, or if
 // any part fails, nothing stays kept: a partial set could not be resumed,
 // and the engine then ends with this controller, as it always did.
 func (c *Controller) keep(x *execution) {
@@ -53,7 +55,8 @@ func (c *Controller) keep(x *execution) {
 	pidfd, err := h.EnginePidFD()
 	if err == nil {
 		defer pidfd.Close() // the store holds its own copy
-		for role, f := range map[string]*os.File{keptStdin: h.Stdin, keptStdout: h.Stdout, keptStderr: h.Stderr, keptPidFD: pidfd} {
+		for role, f := range map[string]*os.File{keptStdin: h.Stdin, keptStdout: h.Stdout, keptStderr: h.Stderr, keptPidFD: pidfd,
+			keptStop: h.StopPipe()} {
 			if f == nil {
 				continue
 			}
@@ -117,6 +120,8 @@ func (c *Controller) keptByExecution() map[string]scopes.Kept {
 			k.Stderr = f
 		case keptPidFD:
 			k.PidFD = f
+		case keptStop:
+			k.Stop = f
 		default:
 			f.Close()
 		}

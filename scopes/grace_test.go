@@ -2,10 +2,13 @@ package scopes
 
 import (
 	"errors"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // graceEngine starts a tool that takes 300 ms to finish once it gets
@@ -137,5 +140,78 @@ func TestGraceHoldsOnlyUntilItsEnd(t *testing.T) {
 		}
 		e.Stdin.Close() // cat, then the engine, exits
 		awaitEnd(t, e, tool, "after an ordinary exit of the engine")
+	})
+}
+
+// dupRaw returns a second descriptor of f without f.Fd, which would make
+// a non-blocking f blocking for good, as the fd store hands one back.
+func dupRaw(t *testing.T, f *os.File) *os.File {
+	t.Helper()
+	var nfd int
+	if err := fdDo(f, func(fd int) (err error) {
+		nfd, err = unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return os.NewFile(uintptr(nfd), f.Name())
+}
+
+// TestResumeKeepsTheGrace (mutant 301): a handle resumed through kept
+// descriptors, as a restarted controller's is, stops as the launch's
+// handle would: the stop pipe gives the tools their grace. A kept stop
+// pipe that is not a write end is dropped, and the resumed handle does
+// without.
+func TestResumeKeepsTheGrace(t *testing.T) {
+	m := testManager(t)
+	resume := func(t *testing.T, e *engine, stop *os.File) *Handle {
+		t.Helper()
+		pidfd, err := e.EnginePidFD()
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := m.Resume(e.Cohort, Kept{Stdin: dupRaw(t, e.Stdin), Stdout: dupRaw(t, e.Stdout), PidFD: pidfd, Stop: stop})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(h.Close)
+		return h
+	}
+	t.Run("kept", func(t *testing.T) {
+		e := launchEngine(t, m, graceEngine)
+		requireConfined(t, e)
+		tool := e.pin(t, e.expect(t, "tool", "ready")["tool"])
+		stop := e.StopPipe()
+		if stop == nil {
+			t.Fatal("a confined launch's handle has no stop pipe to keep")
+		}
+		h := resume(t, e, dupRaw(t, stop))
+		res := h.Stop(ctxT(t), StopOptions{Stop: "stop-resumed-grace", Grace: 5 * time.Second})
+		if res.Outcome != Stopped {
+			t.Fatalf("outcome %s (%s)", res.Outcome, res.Reason)
+		}
+		requireProof(t, res)
+		if l := e.line(t); l != "tool-done" {
+			t.Fatalf("engine output %q, want the tool's tool-done: the resumed stop cut its grace short", l)
+		}
+		if tool.alive(t) {
+			t.Fatal("stopped with the tool alive")
+		}
+	})
+	t.Run("a read end", func(t *testing.T) {
+		e := launchEngine(t, m, echoEngine)
+		e.expect(t, "ready")
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		h := resume(t, e, r)
+		if h.StopPipe() != nil {
+			t.Fatal("resumed with a pipe's read end as the stop pipe")
+		}
+		if res := h.Stop(ctxT(t), StopOptions{Stop: "stop-resumed-bare", Grace: time.Second}); res.Outcome != Stopped {
+			t.Fatalf("outcome %s (%s)", res.Outcome, res.Reason)
+		}
 	})
 }

@@ -38,8 +38,8 @@ type Handle struct {
 	hold   chan func(context.Context) error
 
 	// stopNotice is the write end of the held child's stop pipe (held.go,
-	// stopFD), closed once the held child is reaped; nil for an unconfined
-	// engine and after Reattach.
+	// stopFD), closed once the held child is reaped (or, resumed, seen
+	// exited); nil for an unconfined engine and after Reattach.
 	stopNotice *os.File
 
 	mu   sync.Mutex

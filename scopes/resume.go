@@ -37,14 +37,18 @@ func (h *Handle) EnginePidFD() (*os.File, error) {
 }
 
 // Kept are the descriptors of a live engine an earlier controller kept:
-// its stdin write end, stdout and stderr read ends and a pidfd.
+// its stdin write end, stdout and stderr read ends and a pidfd; and, when
+// the launch made one (a confined engine), the write end of the held
+// child's stop pipe (Handle.StopPipe), without which a resumed handle's
+// stops end the engine's pid namespace with the engine and cut its
+// tools' grace short.
 type Kept struct {
-	Stdin, Stdout, Stderr, PidFD *os.File
+	Stdin, Stdout, Stderr, PidFD, Stop *os.File
 }
 
 // Close closes every kept descriptor.
 func (k Kept) Close() {
-	for _, f := range []*os.File{k.Stdin, k.Stdout, k.Stderr, k.PidFD} {
+	for _, f := range []*os.File{k.Stdin, k.Stdout, k.Stderr, k.PidFD, k.Stop} {
 		if f != nil {
 			f.Close()
 		}
@@ -83,6 +87,7 @@ func (m *Manager) Resume(c Cohort, k Kept) (*Handle, error) {
 	}
 	h := &Handle{Stdin: k.Stdin, Stdout: k.Stdout, Stderr: k.Stderr, Cohort: c, m: m,
 		done: make(chan struct{}), exitErr: errResumedExit}
+	h.takeStopPipe(k.Stop)
 	go h.watchPidFD(k.PidFD)
 	m.reserveFDs()
 	return h, nil
@@ -123,6 +128,53 @@ func provesEngine(fd int, c Cohort) error {
 	return nil
 }
 
+// StopPipe is what a controller keeps beside the pipes for a later one
+// (Kept.Stop): the write end of the held child's stop pipe, nil when the
+// handle has none. It stays the handle's: the caller must not close it.
+func (h *Handle) StopPipe() *os.File { return h.stopNotice }
+
+// takeStopPipe gives a resumed handle the stop pipe an earlier controller
+// kept, only as what it must be: a pipe's write end. Anything else is
+// closed, and the handle does without, as a Reattach handle does. The
+// fd store held it for this service alone, and a write to a pipe whose
+// reader is gone fails harmlessly (noticeStop).
+func (h *Handle) takeStopPipe(f *os.File) {
+	if f == nil {
+		return
+	}
+	if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeNamedPipe != 0 && fdDo(f, writeEnd) == nil {
+		h.stopNotice = f
+		return
+	}
+	f.Close()
+}
+
+// fdDo runs fn on f's descriptor without f.Fd, which would make a
+// non-blocking file blocking for good (noticeStop needs its deadline).
+func fdDo(f *os.File, fn func(fd int) error) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var ferr error
+	if err := rc.Control(func(fd uintptr) { ferr = fn(int(fd)) }); err != nil {
+		return err
+	}
+	return ferr
+}
+
+// writeEnd says whether fd was opened for writing only.
+func writeEnd(fd int) error {
+	fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+	if err != nil {
+		return err
+	}
+	if fl&unix.O_ACCMODE != unix.O_WRONLY {
+		return errors.New("not a write end")
+	}
+	return nil
+}
+
 var errResumedExit = errors.New("the engine was re-attached after a controller restart: this process is not its parent, its exit status is unknown")
 
 // watchPidFD closes done once the pidfd polls readable (the process
@@ -130,6 +182,9 @@ var errResumedExit = errors.New("the engine was re-attached after a controller r
 func (h *Handle) watchPidFD(f *os.File) {
 	defer close(h.done)
 	defer f.Close()
+	if h.stopNotice != nil {
+		defer h.stopNotice.Close() // as reap does
+	}
 	fds := []unix.PollFd{{Fd: int32(f.Fd()), Events: unix.POLLIN}}
 	for {
 		n, err := unix.Poll(fds, -1)

@@ -481,6 +481,45 @@ func TestControllerRestartMidForceStop(t *testing.T) {
 	}
 }
 
+// TestRestartedControllerKeepsTheGrace: a force stop by a controller
+// that was restarted (`systemctl --user restart`: it re-attached through
+// the fd store) still gives a confined engine's tools their grace (Q8),
+// through the held child's stop pipe kept with the engine's pipes. A tool
+// that takes 300 ms in its SIGTERM handler writes its file before it
+// ends; without the pipe the engine's pid namespace ends with the engine
+// and SIGKILLs it inside the handler.
+func TestRestartedControllerKeepsTheGrace(t *testing.T) {
+	sandboxtest.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	entry, _ := fakeEngine(t, stubmodel.Script{Turns: []stubmodel.Turn{
+		{Text: []string{"ok "}, Tool: &stubmodel.ToolCall{Command: `setsid sh -c 'trap "sleep 0.3; echo done > graced; exit 0" TERM; while :; do sleep 0.05; done' >/dev/null 2>&1 & sleep 0.2; echo started`}},
+		{Text: []string{"done"}},
+	}})
+	bin := sandboxtest.Bin(t, "mosaicctl")
+	id, proj, path := startConversation(t, bin, "grace-restart", "--engine", entry, "--provider", "fakellm", "--model", "fake-model")
+	lib := activeLib(t, ctx, path)
+	if _, err := lib.c.Takeover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lib.c.Prompt(ctx, "start the tool"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return lib.runs() >= 1 })
+	r := restartRig{path: path}
+	if b := r.settled(t, ctx); b.State != protocol.BindingActive {
+		t.Fatalf("after the turn: %+v", b)
+	}
+	mustRun(t, "systemctl", "--user", "restart", "mosaic-conv@"+id+".service")
+	if b := r.settled(t, ctx); b.State != protocol.BindingActive || b.Restart == nil {
+		t.Fatalf("after the restart: %+v (restart %+v); want active, re-attached", b, b.Restart)
+	}
+	mustRun(t, bin, "stop", "--take", "--yes", "--timeout", "1m", id)
+	if b, err := os.ReadFile(filepath.Join(proj, "graced")); err != nil || strings.TrimSpace(string(b)) != "done" {
+		t.Fatalf("the tool's SIGTERM handler did not finish (%q, %v): the restarted controller's stop cut its grace short", b, err)
+	}
+}
+
 // TestStoppedEngineLeavesNothingKept: once a force stop ended the engine,
 // the controller dropped its descriptors from the fd store
 // (FDSTOREREMOVE): a controller restarted afterwards receives none, so
