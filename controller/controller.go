@@ -205,8 +205,12 @@ type state struct {
 	stop         *protocol.Stop // the running or last stop
 	stopRunning  bool           // an interrupt or force stop is under way
 	forceRunning bool           // a force stop is under way (one escalation at a time)
-	dialogSeen   bool
-	preflight    string // why the load check failed; prompts refuse preflight
+	// shown is the binding clients are shown while the binding is
+	// stopping and the claim has not yet been asked to record it (the
+	// binding before the stop); "" once it was (unrecorded.go).
+	shown      string
+	dialogSeen bool
+	preflight  string // why the load check failed; prompts refuse preflight
 	// pending is a cohort proof the claim store refused to record: the
 	// cohort is proven gone, the claim not yet stopped (record.go).
 	pending *pendingStop
@@ -246,7 +250,7 @@ func newID(prefix string) string {
 // bindingLocked projects the state for clients. Callers hold mu.
 func (c *Controller) bindingLocked() protocol.Binding {
 	b := protocol.Binding{
-		Record: protocol.RecordBinding, Conversation: c.cfg.Conversation.ID, State: c.st.binding,
+		Record: protocol.RecordBinding, Conversation: c.cfg.Conversation.ID, State: c.shownLocked(),
 		Generation: c.st.generation,
 		Controller: c.st.controller, SessionID: c.st.sessionID, Leaf: c.st.leaf,
 		Reconcile: c.st.reconcile, EngineState: "none", LateEvents: c.bus.droppedLate(),

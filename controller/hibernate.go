@@ -150,6 +150,7 @@ func (c *Controller) hibernate(x *execution, d time.Duration) bool {
 		s.Predecessor = prev.ID
 	}
 	c.st.stop, c.st.stopRunning, c.st.forceRunning = s, true, true
+	c.beginStoppingLocked()
 	c.closeAdmissionLocked(fmt.Sprintf("hibernating: idle for %s (stop %s)", d, s.ID))
 	c.transitionLocked(s, protocol.StopFenced, "admission closed: idle for "+d.String())
 	c.publishBindingLocked()
@@ -161,14 +162,7 @@ func (c *Controller) hibernate(x *execution, d time.Duration) bool {
 	defer c.stopping.add(-1)
 	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
 	defer cancel()
-	if err := c.claimDo(func(cl *claims.Claim) error { return cl.BeginStop(ctx, "hibernate "+s.ID) }); err != nil {
-		c.audit(audit.Transition, nil, "claim could not record stopping: "+err.Error(), map[string]string{"STOP": s.ID})
-	}
-	// Stopping once the claim says so, as a force stop (killCohort).
-	c.mu.Lock()
-	c.st.binding = protocol.BindingStopping
-	c.publishBindingLocked()
-	c.mu.Unlock()
+	refused := c.recordStopping(ctx, nil, s.ID, "hibernate "+s.ID)
 	// The gentle way first: stdin EOF, and Pi exits by itself.
 	x.conn.Close()
 	select {
@@ -176,7 +170,7 @@ func (c *Controller) hibernate(x *execution, d time.Duration) bool {
 	case <-time.After(c.cfg.Grace):
 	}
 	c.mu.Lock()
-	c.transitionLocked(s, protocol.StopStopping, "stdin closed; TERM to what is left, then freeze, kill and observe")
+	c.transitionLocked(s, protocol.StopStopping, "stdin closed; TERM to what is left, then freeze, kill and observe"+refused)
 	c.mu.Unlock()
 	res := x.handle.Stop(ctx, scopes.StopOptions{Stop: s.ID, Grace: c.cfg.Grace})
 	c.finishStop(ctx, x, s, res)

@@ -212,16 +212,15 @@ func (c *Controller) forceStop(ctx context.Context, k *conn, cmd *protocol.Comma
 	c.transitionLocked(s, protocol.StopFenced, "admission closed")
 	c.publishBindingLocked()
 	gen := c.st.generation
-	claim := c.st.claim
 	c.mu.Unlock()
-	return deferred(func() protocol.Receipt { return c.killCohort(k, cmd, x, s, claim, gen) }), nil
+	return deferred(func() protocol.Receipt { return c.killCohort(k, cmd, x, s, gen) }), nil
 }
 
 // beginForceLocked makes the force stop of execution the running stop: it
-// supersedes a stop still under way, and the queue pauses until its
-// waiting part turns the queued items into drafts (recoverDrafts). The
-// binding says stopping only once the claim does (killCohort). Callers
-// hold mu.
+// supersedes a stop still under way, the binding is stopping (shown so
+// once the claim was asked to record it, unrecorded.go), and the queue
+// pauses until its waiting part turns the queued items into drafts
+// (recoverDrafts). Callers hold mu.
 func (c *Controller) beginForceLocked(execution string) *protocol.Stop {
 	s := &protocol.Stop{Record: protocol.RecordStop, ID: newID("s-"), Kind: protocol.StopForce, Execution: execution}
 	if prev := c.st.stop; prev != nil {
@@ -231,32 +230,23 @@ func (c *Controller) beginForceLocked(execution string) *protocol.Stop {
 		}
 	}
 	c.st.stop, c.st.stopRunning, c.st.forceRunning = s, true, true
+	c.beginStoppingLocked()
 	c.pauseQueueLocked("force stop " + s.ID + ": queued items become recovered drafts")
 	return s
 }
 
 // killCohort is the waiting part of a force stop: the claim records
-// stopping, the cohort gets TERM, then the kill phase, then the proof.
-//
-// The claim records stopping before anything else, and the binding says
-// so only after it: a controller that dies in between leaves a claim
-// that its successor resumes the stop from (K10), and one that dies
-// before leaves the engine running under an active claim that no client
-// was told was stopping.
-func (c *Controller) killCohort(k *conn, cmd *protocol.Command, x *execution, s *protocol.Stop, claim *claims.Claim, gen int64) protocol.Receipt {
+// stopping (before anything else, so that a successor resumes the stop
+// from here, K10), the cohort gets TERM, then the kill phase, then the
+// proof.
+func (c *Controller) killCohort(k *conn, cmd *protocol.Command, x *execution, s *protocol.Stop, gen int64) protocol.Receipt {
 	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
 	defer cancel()
 	run(c.test.beforeClaimStop)
-	if claim != nil {
-		if err := c.claimDo(func(cl *claims.Claim) error { return cl.BeginStop(ctx, "force stop "+s.ID) }); err != nil {
-			c.audit(audit.Transition, k, "claim could not record stopping: "+err.Error(), map[string]string{"STOP": s.ID})
-		}
-	}
+	refused := c.recordStopping(ctx, k, s.ID, "force stop "+s.ID)
 	c.recoverDrafts(s)
 	c.mu.Lock()
-	c.st.binding = protocol.BindingStopping
-	c.transitionLocked(s, protocol.StopStopping, fmt.Sprintf("SIGTERM to the cohort, %s grace, then freeze and kill", c.cfg.Grace))
-	c.publishBindingLocked()
+	c.transitionLocked(s, protocol.StopStopping, fmt.Sprintf("SIGTERM to the cohort, %s grace, then freeze and kill%s", c.cfg.Grace, refused))
 	c.mu.Unlock()
 	if c.test.beforeKill != nil {
 		c.stopping.add(-1)

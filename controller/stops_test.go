@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/mosaic-agents/mosaic/claims"
 	"github.com/mosaic-agents/mosaic/proofs"
+	"github.com/mosaic-agents/mosaic/protocol"
 )
 
 // collect reads k's records, keeping every one, until done says enough.
@@ -143,6 +145,95 @@ func TestForceStopStoppingOnlyOnceRecorded(t *testing.T) {
 	if rec := cl.Record(); rec.State != claims.Stopping && rec.State != claims.Stopped {
 		t.Errorf("binding stopping with the claim %s", rec.State)
 	}
+	if m := ctl.await(func(m map[string]any) bool { return m["request"] == "f1" && m["record"] == "receipt" }); m["state"] != "stopped" {
+		t.Fatalf("force stop receipt: %v", m)
+	}
+}
+
+// The engine connection reports lost output (an over-long, undecodable or
+// dropped line) after the claim recorded a force stop's stopping and
+// before the stop's waiting part shows it (here while the drafts are
+// made): a force stop under way stands aside from nothing, so the
+// binding is never published uncertain in the middle of it, and the
+// claim's stopping, which a successor resumes from (K10), is not marked
+// uncertain over. (Found by review, helper 117.)
+func TestForceStopLostOutputInTheWindow(t *testing.T) {
+	r := newRig(t, `{"turns":[{"endless":true,"chunkDelayMs":20}]}`, nil)
+	reached, release := make(chan struct{}), make(chan struct{})
+	r.ctrl.test.beforeClaimStop = func() { close(reached); <-release }
+	r.waitBinding("active")
+	ctl := r.dial()
+	ctl.must(map[string]any{"type": "observe", "request": "o1"}, "observed")
+	gen := r.takeover(ctl)
+	cf := ctl.confirm("force-stop", gen)
+	ctl.send(map[string]any{"type": "force-stop", "request": "f1", "generation": gen, "confirmation": cf})
+	<-reached
+	r.ctrl.mu.Lock()
+	x, cl := r.ctrl.st.exec, r.ctrl.st.claim
+	r.ctrl.mu.Unlock()
+	// Hold the drafts (recoverDrafts takes q.mu first): the claim records
+	// stopping, the stop has not yet said so.
+	r.ctrl.q.mu.Lock()
+	close(release)
+	for deadline := time.Now().Add(10 * time.Second); cl.Record().State != claims.Stopping; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			r.ctrl.q.mu.Unlock()
+			t.Fatalf("the claim never recorded stopping: %s", cl.Record().State)
+		}
+	}
+	r.ctrl.engineLost(x, protocol.Event{Kind: protocol.EventUnavailable, Reason: protocol.ReasonOutputLost, Seq: 1, Dropped: 1})
+	r.ctrl.writes.Wait()
+	r.ctrl.q.mu.Unlock()
+	var sawUncertain bool
+	ctl.await(func(m map[string]any) bool {
+		if m["record"] == "binding" && m["state"] == "uncertain" {
+			sawUncertain = true
+		}
+		return m["record"] == "stop" && m["state"] == "stopping"
+	})
+	if sawUncertain {
+		t.Errorf("a force stop under way published the binding uncertain")
+	}
+	if rec := cl.Record(); rec.State != claims.Stopping && rec.State != claims.Stopped {
+		t.Errorf("the stop is stopping with the claim %s (%s): a successor would not resume it", rec.State, rec.Reason)
+	}
+	if m := ctl.await(func(m map[string]any) bool { return m["request"] == "f1" && m["record"] == "receipt" }); m["state"] != "stopped" {
+		t.Fatalf("force stop receipt: %v", m)
+	}
+}
+
+// A claim that cannot record a force stop's stopping (its store full)
+// does not hold the stop back: the binding says stopping, the stop
+// record says the claim refused and that a restart would not resume it,
+// and the stop proves the cohort ended once the store takes writes.
+// (Found by review, helper 117.)
+func TestForceStopGoesOnWhenTheClaimRefused(t *testing.T) {
+	var full atomic.Bool
+	r := newRig(t, `{"turns":[{"endless":true,"chunkDelayMs":20}]}`, fullStore(&full))
+	r.ctrl.test.beforeClaimStop = func() { full.Store(true) }
+	r.waitBinding("active")
+	ctl := r.dial()
+	ctl.must(map[string]any{"type": "observe", "request": "o1"}, "observed")
+	gen := r.takeover(ctl)
+	cf := ctl.confirm("force-stop", gen)
+	r.ctrl.mu.Lock()
+	cl := r.ctrl.st.claim
+	r.ctrl.mu.Unlock()
+	ctl.send(map[string]any{"type": "force-stop", "request": "f1", "generation": gen, "confirmation": cf})
+	m := ctl.await(func(m map[string]any) bool { return m["record"] == "stop" && m["state"] == "stopping" })
+	if why, _ := m["reason"].(string); !strings.Contains(why, "could not record stopping") {
+		t.Errorf("stop record %v: want the claim's refusal in its reason", m)
+	}
+	if rec := cl.Record(); rec.State != claims.Active {
+		t.Errorf("claim %s, want active (its store refused)", rec.State)
+	}
+	r.ctrl.mu.Lock()
+	b := r.ctrl.bindingLocked()
+	r.ctrl.mu.Unlock()
+	if b.State != "stopping" {
+		t.Errorf("binding %s while the stop goes on, want stopping", b.State)
+	}
+	full.Store(false)
 	if m := ctl.await(func(m map[string]any) bool { return m["request"] == "f1" && m["record"] == "receipt" }); m["state"] != "stopped" {
 		t.Fatalf("force stop receipt: %v", m)
 	}
