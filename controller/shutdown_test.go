@@ -19,12 +19,7 @@ func TestShutdownWaitsForForceStop(t *testing.T) {
 	r := newRig(t, `{"turns":[{"endless":true,"chunkDelayMs":20}]}`, nil)
 	reached, release := make(chan struct{}), make(chan struct{})
 	r.ctrl.test.inKill = func() { close(reached); <-release }
-	r.waitBinding("active")
-	ctl := r.dial()
-	ctl.must(map[string]any{"type": "observe", "request": "o1"}, "observed")
-	gen := r.takeover(ctl)
-	cf := ctl.confirm("force-stop", gen)
-	ctl.send(map[string]any{"type": "force-stop", "request": "f1", "generation": gen, "confirmation": cf})
+	sendForceStop(r)
 	<-reached
 	r.ctrl.mu.Lock()
 	x := r.ctrl.st.exec

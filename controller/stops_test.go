@@ -119,21 +119,38 @@ func TestForceStopSupersedesInterrupt(t *testing.T) {
 	}
 }
 
-// The binding says stopping only once the claim does: a client told
-// stopping can count on a successor controller resuming the stop (K10)
-// if this one dies, and one that dies before the claim records it has
-// told no client so.
-func TestForceStopStoppingOnlyOnceRecorded(t *testing.T) {
-	r := newRig(t, `{"turns":[{"endless":true,"chunkDelayMs":20}]}`, nil)
-	reached, release := make(chan struct{}), make(chan struct{})
-	r.ctrl.test.beforeClaimStop = func() { close(reached); <-release }
+// sendForceStop takes control of r's active conversation on a new
+// observer and sends it a confirmed force stop (request f1).
+func sendForceStop(r *rig) *peer {
+	r.t.Helper()
 	r.waitBinding("active")
 	ctl := r.dial()
 	ctl.must(map[string]any{"type": "observe", "request": "o1"}, "observed")
 	gen := r.takeover(ctl)
 	cf := ctl.confirm("force-stop", gen)
 	ctl.send(map[string]any{"type": "force-stop", "request": "f1", "generation": gen, "confirmation": cf})
+	return ctl
+}
+
+// forceStopBeforeClaim sends a force stop to a conversation with an
+// endless turn and returns once the stop waits to ask the claim to
+// record stopping, until release is closed.
+func forceStopBeforeClaim(t *testing.T) (r *rig, ctl *peer, release chan struct{}) {
+	t.Helper()
+	r = newRig(t, `{"turns":[{"endless":true,"chunkDelayMs":20}]}`, nil)
+	reached, release := make(chan struct{}), make(chan struct{})
+	r.ctrl.test.beforeClaimStop = func() { close(reached); <-release }
+	ctl = sendForceStop(r)
 	<-reached
+	return r, ctl, release
+}
+
+// The binding says stopping only once the claim does: a client told
+// stopping can count on a successor controller resuming the stop (K10)
+// if this one dies, and one that dies before the claim records it has
+// told no client so.
+func TestForceStopStoppingOnlyOnceRecorded(t *testing.T) {
+	r, ctl, release := forceStopBeforeClaim(t)
 	r.ctrl.mu.Lock()
 	b, cl := r.ctrl.bindingLocked(), r.ctrl.st.claim
 	r.ctrl.mu.Unlock()
@@ -153,21 +170,12 @@ func TestForceStopStoppingOnlyOnceRecorded(t *testing.T) {
 // The engine connection reports lost output (an over-long, undecodable or
 // dropped line) after the claim recorded a force stop's stopping and
 // before the stop's waiting part shows it (here while the drafts are
-// made): a force stop under way stands aside from nothing, so the
+// made): the loss stands aside for the force stop under way, so the
 // binding is never published uncertain in the middle of it, and the
 // claim's stopping, which a successor resumes from (K10), is not marked
 // uncertain over. (Found by review, helper 117.)
 func TestForceStopLostOutputInTheWindow(t *testing.T) {
-	r := newRig(t, `{"turns":[{"endless":true,"chunkDelayMs":20}]}`, nil)
-	reached, release := make(chan struct{}), make(chan struct{})
-	r.ctrl.test.beforeClaimStop = func() { close(reached); <-release }
-	r.waitBinding("active")
-	ctl := r.dial()
-	ctl.must(map[string]any{"type": "observe", "request": "o1"}, "observed")
-	gen := r.takeover(ctl)
-	cf := ctl.confirm("force-stop", gen)
-	ctl.send(map[string]any{"type": "force-stop", "request": "f1", "generation": gen, "confirmation": cf})
-	<-reached
+	r, ctl, release := forceStopBeforeClaim(t)
 	r.ctrl.mu.Lock()
 	x, cl := r.ctrl.st.exec, r.ctrl.st.claim
 	r.ctrl.mu.Unlock()
@@ -212,14 +220,10 @@ func TestForceStopGoesOnWhenTheClaimRefused(t *testing.T) {
 	r := newRig(t, `{"turns":[{"endless":true,"chunkDelayMs":20}]}`, fullStore(&full))
 	r.ctrl.test.beforeClaimStop = func() { full.Store(true) }
 	r.waitBinding("active")
-	ctl := r.dial()
-	ctl.must(map[string]any{"type": "observe", "request": "o1"}, "observed")
-	gen := r.takeover(ctl)
-	cf := ctl.confirm("force-stop", gen)
 	r.ctrl.mu.Lock()
 	cl := r.ctrl.st.claim
 	r.ctrl.mu.Unlock()
-	ctl.send(map[string]any{"type": "force-stop", "request": "f1", "generation": gen, "confirmation": cf})
+	ctl := sendForceStop(r)
 	m := ctl.await(func(m map[string]any) bool { return m["record"] == "stop" && m["state"] == "stopping" })
 	if why, _ := m["reason"].(string); !strings.Contains(why, "could not record stopping") {
 		t.Errorf("stop record %v: want the claim's refusal in its reason", m)

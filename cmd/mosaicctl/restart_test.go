@@ -392,6 +392,20 @@ func claimOf(t *testing.T, bin, id string) (st convStatus) {
 	return st
 }
 
+// startTool takes control of the active conversation at path and
+// prompts it to start its script's tool, returning once the tool runs.
+func startTool(t *testing.T, ctx context.Context, path string) {
+	t.Helper()
+	lib := activeLib(t, ctx, path)
+	if _, err := lib.c.Takeover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lib.c.Prompt(ctx, "start the tool"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return lib.runs() >= 1 })
+}
+
 // TestControllerRestartMidForceStop: a controller restarted
 // (`systemctl --user restart`) or killed (SIGKILL) while a confirmed force
 // stop is in its TERM phase never leaves the stop stopped without a proof:
@@ -415,14 +429,7 @@ func TestControllerRestartMidForceStop(t *testing.T) {
 			bin := sandboxtest.Bin(t, "mosaicctl")
 			id, _, path := startConversation(t, bin, "stop-"+how, "--engine", entry, "--provider", "fakellm", "--model", "fake-model")
 			svc := "mosaic-conv@" + id + ".service"
-			lib := activeLib(t, ctx, path)
-			if _, err := lib.c.Takeover(ctx); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := lib.c.Prompt(ctx, "start the tool"); err != nil {
-				t.Fatal(err)
-			}
-			waitFor(t, func() bool { return lib.runs() >= 1 })
+			startTool(t, ctx, path)
 			stopping := bindingReaches(t, ctx, path, protocol.BindingStopping)
 			stop := exec.CommandContext(ctx, bin, "stop", "--take", "--yes", "--timeout", "1m", id)
 			var stopOut strings.Builder
@@ -498,14 +505,7 @@ func TestRestartedControllerKeepsTheGrace(t *testing.T) {
 	}})
 	bin := sandboxtest.Bin(t, "mosaicctl")
 	id, proj, path := startConversation(t, bin, "grace-restart", "--engine", entry, "--provider", "fakellm", "--model", "fake-model")
-	lib := activeLib(t, ctx, path)
-	if _, err := lib.c.Takeover(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := lib.c.Prompt(ctx, "start the tool"); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, func() bool { return lib.runs() >= 1 })
+	startTool(t, ctx, path)
 	r := restartRig{path: path}
 	if b := r.settled(t, ctx); b.State != protocol.BindingActive {
 		t.Fatalf("after the turn: %+v", b)
