@@ -102,12 +102,23 @@ func (c *Controller) start(ctx context.Context) error {
 	}
 	// A previous controller kept its engine's descriptors: re-attach to
 	// that engine when the claim and the engine are still what it left.
-	if done, err := c.resume(ctx, keys); done || err != nil {
+	done, stop, err := c.resume(ctx, keys)
+	if done || err != nil {
 		return err
 	}
+	defer func() {
+		if stop != nil {
+			stop.Close()
+		}
+	}()
 	rec, err := c.cfg.Claims.Recover(ctx, keys)
 	if err != nil {
 		return err
+	}
+	adopt := func() error {
+		s := stop
+		stop = nil
+		return c.adopt(ctx, rec, s)
 	}
 	switch rec.Verdict {
 	case claims.VerdictFree:
@@ -139,16 +150,23 @@ func (c *Controller) start(ctx context.Context) error {
 			c.audit(audit.Transition, nil, "restart: launch not withdrawn: "+err.Error(),
 				map[string]string{"EXECUTION": rec.Claim.Record().Execution})
 		}
-		return c.adopt(ctx, rec)
+		return adopt()
 	default: // engine alive, or gone with members left, or a stop in progress
-		return c.adopt(ctx, rec)
+		return adopt()
 	}
 }
 
 // adopt takes over a claim whose engine this controller cannot talk to:
 // an orphan (W6), or a stop a crashed controller left running (K10). It
-// never launches; it observes and leaves force stop available.
-func (c *Controller) adopt(ctx context.Context, rec *claims.Recovery) error {
+// never launches; it observes and leaves force stop available. stop is
+// what a previous controller kept of a stopping claim's engine (resume),
+// given to the handle of the stop it resumes (K10) and closed otherwise.
+func (c *Controller) adopt(ctx context.Context, rec *claims.Recovery, stop *scopes.Kept) error {
+	defer func() {
+		if stop != nil {
+			stop.Close()
+		}
+	}()
 	r := rec.Claim.Record()
 	x := &execution{id: r.Execution, engineName: "orphan"}
 	co, cohortErr := c.loadCohort(r.Execution)
@@ -173,6 +191,10 @@ func (c *Controller) adopt(ctx context.Context, rec *claims.Recovery) error {
 	}
 	if cohortErr == nil {
 		x.handle = c.cfg.Scopes.Reattach(co)
+		if r.State == claims.Stopping && stop != nil {
+			x.handle.HoldKept(*stop)
+			stop = nil
+		}
 	}
 	c.mu.Lock()
 	c.st.claim = rec.Claim

@@ -2,9 +2,11 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -179,5 +181,55 @@ func TestRestartDuringForceStop(t *testing.T) {
 				t.Fatalf("executions recorded: %v; want only the stopped one", es)
 			}
 		})
+	}
+}
+
+// K10 with the fd store: a controller ends in a confirmed force stop
+// before it signalled anything; its successor resumes the stop with the
+// stop pipe it kept (a stopping claim's, resume), so the resumed TERM
+// phase gives the tools their grace: a tool that takes 300 ms in its
+// SIGTERM handler finishes it, and the stop ends stopped with a proof.
+func TestResumedForceStopKeepsTheGrace(t *testing.T) {
+	dir := sandboxDir(t)
+	tool := `setsid sh -c 'trap "sleep 0.3; echo done > graced; exit 0" TERM; : > armed; while :; do sleep 0.05; done' >/dev/null 2>&1 & echo started`
+	script, _ := json.Marshal(map[string]any{"turns": []any{
+		map[string]any{"text": []string{"starting "}, "tool": map[string]any{"command": tool}},
+		map[string]any{"endless": true, "chunkDelayMs": 20},
+	}})
+	fds := &memFDStore{}
+	r := newRigAt(t, dir, string(script), func(cfg *Config) { cfg.FDStore = fds; cfg.Grace = 3 * time.Second }, nil)
+	r.waitBinding("active")
+	ctl := r.dial()
+	ctl.must(map[string]any{"type": "observe", "request": "o1"}, "observed")
+	gen := r.takeover(ctl)
+	ctl.must(map[string]any{"type": "prompt", "request": "p1", "generation": gen, "text": "run it"}, "receipt")
+	armed(t, filepath.Join(dir, "proj"))
+	crashed := make(chan struct{})
+	r.ctrl.test.beforeKill = func() { close(crashed); select {} } // the controller never gets further
+	cf := ctl.confirm("force-stop", gen)
+	ctl.send(map[string]any{"type": "force-stop", "request": "f1", "generation": gen, "confirmation": cf})
+	<-crashed
+	r.ctrl.Close() // the fd store keeps the engine's stdin, as the manager's would
+	b, _ := r.restartWith(func(cfg *Config) { cfg.Kept = fds.kept(t) }, nil)
+	t.Cleanup(b.Close)
+	if s := waitStop(t, b); s.State != "stopped" {
+		t.Fatalf("resumed stop %+v; want stopped", s)
+	}
+	if got, err := os.ReadFile(filepath.Join(dir, "proj", "graced")); err != nil || strings.TrimSpace(string(got)) != "done" {
+		t.Fatalf("the tool's SIGTERM handler did not finish (%q, %v): the resumed stop gave it no grace", got, err)
+	}
+}
+
+// armed waits for the tool that set its SIGTERM trap to say so (the file
+// armed in dir): a SIGTERM before it would kill the tool outright.
+func armed(t *testing.T, dir string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(dir, "armed")); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the tool never set its SIGTERM trap")
+		}
 	}
 }

@@ -137,15 +137,18 @@ func (c *Controller) keptByExecution() map[string]scopes.Kept {
 // re-attach to: then start goes on as without them (Recover classifies
 // the claim; a live engine is an orphan). Only an active claim of the
 // kept execution whose engine the pidfd proves alive is resumed; the
-// claim stays what it was (claims.Store.Reattach).
+// claim stays what it was (claims.Store.Reattach). A stopping claim's
+// execution's descriptors it returns (stop) for the stop a restart
+// resumes (K10, adopt): its TERM phase still gives the tools their grace
+// (scopes.Handle.HoldKept).
 //
 // Once re-attached, a failure to find the line boundary or to match the
 // bound session leaves the binding uncertain, as a failed load check
 // does: the claim is the engine's, and only a force stop moves it on.
-func (c *Controller) resume(ctx context.Context, keys claims.Keys) (bool, error) {
+func (c *Controller) resume(ctx context.Context, keys claims.Keys) (done bool, stop *scopes.Kept, err error) {
 	all := c.keptByExecution()
 	if len(all) == 0 {
-		return false, nil
+		return false, nil, nil
 	}
 	drop := func(why string) {
 		names := make([]string, 0, len(all))
@@ -161,13 +164,18 @@ func (c *Controller) resume(ctx context.Context, keys claims.Keys) (bool, error)
 	cur, err := c.cfg.Claims.Current(ctx, keys)
 	if err != nil || cur.Seat == nil {
 		drop(fmt.Sprintf("no claim to re-attach (%v)", err))
-		return false, nil
+		return false, nil, nil
 	}
 	rec := cur.Seat
 	k, ok := all[rec.Execution]
+	if ok && rec.State == claims.Stopping {
+		stop = &k
+		delete(all, rec.Execution)
+		c.dropKept(rec.Execution)
+	}
 	if !ok || rec.State != claims.Active {
 		drop(fmt.Sprintf("the claim is %s for execution %s", rec.State, rec.Execution))
-		return false, nil
+		return false, stop, nil
 	}
 	delete(all, rec.Execution)
 	if len(all) > 0 {
@@ -177,21 +185,21 @@ func (c *Controller) resume(ctx context.Context, keys claims.Keys) (bool, error)
 	co, err := c.loadCohort(rec.Execution)
 	if err != nil {
 		drop(err.Error())
-		return false, nil
+		return false, nil, nil
 	}
 	h, err := c.cfg.Scopes.Resume(co, k)
 	if err != nil {
 		drop(err.Error())
-		return false, nil
+		return false, nil, nil
 	}
 	claim, err := c.cfg.Claims.Reattach(ctx, keys, rec.Execution, claims.Process{BootID: co.BootID, PID: co.PID, StartTime: co.StartTime, Cgroup: co.Cgroup})
 	if err != nil {
 		if protocol.CodeOf(err) == protocol.CodeAlreadyActive {
 			k.Close() // the live controller keeps them in the store
-			return true, err
+			return true, nil, err
 		}
 		drop(err.Error())
-		return false, nil
+		return false, nil, nil
 	}
 	n, err := c.countResume(rec.Execution)
 	if err != nil {
@@ -205,9 +213,9 @@ func (c *Controller) resume(ctx context.Context, keys claims.Keys) (bool, error)
 			cv = c.cfg.Conversation
 		}
 		c.unopened(claim, c.resumedExecution(claim, h, cv), err)
-		return true, nil
+		return true, nil, nil
 	}
-	return true, c.reattach(ctx, claim, h, n)
+	return true, nil, c.reattach(ctx, claim, h, n)
 }
 
 // resumedExecution is the execution of a re-attached engine, before any

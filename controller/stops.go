@@ -284,7 +284,11 @@ func (c *Controller) cancelDialogs(x *execution, s *protocol.Stop) {
 // conclude finishes a stop a restarted controller resumes (K10) or an
 // observation of a cohort that is already empty. drafts is set for the
 // resumed force stop only: a stop inferred at restart keeps queued items
-// queued.
+// queued. A resumed force stop whose stop pipe the previous controller
+// kept runs its TERM phase again, with the grace, before the kill phase:
+// the previous one may have ended before it signalled, and without the
+// pipe a TERM phase would end the engine's pid namespace with the engine
+// and its tools without their grace, so it is skipped.
 func (c *Controller) conclude(ctx context.Context, x *execution, stopID, why string, drafts bool) {
 	s := &protocol.Stop{Record: protocol.RecordStop, ID: stopID, Kind: protocol.StopForce, Execution: x.id}
 	c.mu.Lock()
@@ -299,7 +303,11 @@ func (c *Controller) conclude(ctx context.Context, x *execution, stopID, why str
 	}
 	ctx, cancel := context.WithTimeout(ctx, stopTimeout)
 	defer cancel()
-	c.finishStop(ctx, x, s, x.handle.Kill(ctx, scopes.StopOptions{Stop: stopID}))
+	opts := scopes.StopOptions{Stop: stopID}
+	if drafts && x.handle.StopPipe() != nil {
+		opts.Grace = c.cfg.Grace
+	}
+	c.finishStop(ctx, x, s, x.handle.Stop(ctx, opts))
 }
 
 // finishStop records a kill phase's outcome: stopped only when the claim

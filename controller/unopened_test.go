@@ -252,7 +252,16 @@ func (s *memFDStore) kept(t *testing.T) map[string]*os.File {
 	defer s.mu.Unlock()
 	out := map[string]*os.File{}
 	for name, f := range s.files {
-		fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+		// Not f.Fd(), which would make the descriptions the controller
+		// shares (the engine's stdin, the stop pipe) blocking for good.
+		rc, err := f.SyscallConn()
+		if err != nil {
+			t.Fatal(err)
+		}
+		fd := -1
+		if cerr := rc.Control(func(raw uintptr) { fd, err = unix.FcntlInt(raw, unix.F_DUPFD_CLOEXEC, 0) }); cerr != nil {
+			err = cerr
+		}
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -26,6 +26,7 @@ func (h *Handle) Kill(ctx context.Context, opts StopOptions) StopResult {
 	}
 	h.holdUnit()
 	defer h.letUnitGo()
+	defer h.letKeptGo()
 	return h.killScope(ctx, opts)
 }
 

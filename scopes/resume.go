@@ -133,6 +133,41 @@ func provesEngine(fd int, c Cohort) error {
 // handle has none. It stays the handle's: the caller must not close it.
 func (h *Handle) StopPipe() *os.File { return h.stopNotice }
 
+// HoldKept gives a Reattach handle, for the stop a restart resumes
+// (K10), what an earlier controller kept of its engine: the stop pipe,
+// so that the TERM phase gives the tools their grace, and the engine's
+// stdio, held open (never read or written) so that the engine does not
+// read EOF and end its pid namespace, and its tools with it, before the
+// TERM phase told its PID 1 of the grace. All of it is let go once a
+// stop phase has signalled (letKeptGo). The handle owns k from here; the
+// pidfd is closed.
+func (h *Handle) HoldKept(k Kept) {
+	if k.PidFD != nil {
+		k.PidFD.Close()
+	}
+	h.takeStopPipe(k.Stop)
+	h.mu.Lock()
+	for _, f := range []*os.File{k.Stdin, k.Stdout, k.Stderr, h.stopNotice} {
+		if f != nil {
+			h.heldKept = append(h.heldKept, f)
+		}
+	}
+	h.mu.Unlock()
+}
+
+// letKeptGo closes what HoldKept held, once a stop phase signalled (or
+// had nothing to signal): a later stop of the handle has no grace to
+// give, as a Reattach handle never had.
+func (h *Handle) letKeptGo() {
+	h.mu.Lock()
+	fs := h.heldKept
+	h.heldKept = nil
+	h.mu.Unlock()
+	for _, f := range fs {
+		f.Close()
+	}
+}
+
 // takeStopPipe gives a resumed handle the stop pipe an earlier controller
 // kept, only as what it must be: a pipe's write end. Anything else is
 // closed, and the handle does without, as a Reattach handle does. The

@@ -174,6 +174,7 @@ func (h *Handle) Close() {
 	}
 	h.closeMembers()
 	h.letUnitGo()
+	h.letKeptGo()
 }
 
 // closeMembers releases the pidfds a stop kept.

@@ -57,6 +57,7 @@ func (h *Handle) Term(ctx context.Context, grace time.Duration) TermResult {
 	targets := h.pinTerm(pinned, &res)
 	signalTerm(targets, &res)
 	h.mu.Unlock()
+	h.letKeptGo()
 	_, ok, err := fs.waitEvents(c.Cgroup, graceEnd, func(e cgEvents) bool { return e.Populated == 0 })
 	if err != nil {
 		return TermResult{Outcome: Uncertain, Reason: err.Error(), Signalled: res.Signalled, Notes: res.Notes}

@@ -500,7 +500,7 @@ func TestRestartedControllerKeepsTheGrace(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	entry, _ := fakeEngine(t, stubmodel.Script{Turns: []stubmodel.Turn{
-		{Text: []string{"ok "}, Tool: &stubmodel.ToolCall{Command: `setsid sh -c 'trap "sleep 0.3; echo done > graced; exit 0" TERM; while :; do sleep 0.05; done' >/dev/null 2>&1 & sleep 0.2; echo started`}},
+		{Text: []string{"ok "}, Tool: &stubmodel.ToolCall{Command: `setsid sh -c 'trap "sleep 0.3; echo done > graced; exit 0" TERM; : > armed; while :; do sleep 0.05; done' >/dev/null 2>&1 & echo started`}},
 		{Text: []string{"done"}},
 	}})
 	bin := sandboxtest.Bin(t, "mosaicctl")
@@ -510,6 +510,7 @@ func TestRestartedControllerKeepsTheGrace(t *testing.T) {
 	if b := r.settled(t, ctx); b.State != protocol.BindingActive {
 		t.Fatalf("after the turn: %+v", b)
 	}
+	waitFor(t, func() bool { _, err := os.Stat(filepath.Join(proj, "armed")); return err == nil })
 	mustRun(t, "systemctl", "--user", "restart", "mosaic-conv@"+id+".service")
 	if b := r.settled(t, ctx); b.State != protocol.BindingActive || b.Restart == nil {
 		t.Fatalf("after the restart: %+v (restart %+v); want active, re-attached", b, b.Restart)
