@@ -215,12 +215,14 @@ func inode(fi fs.FileInfo) uint64 {
 func (c *Controller) resumeDiverged(x *execution, why string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.st.binding = protocol.BindingUncertain
 	c.st.preflight = why
 	c.st.reconcile = true
-	c.closeAdmissionLocked("preflight: " + why)
-	c.publishBindingLocked()
-	c.markUncertainLocked("K8: " + why)
+	if !c.st.forceRunning { // a stop under way keeps them (foreign)
+		c.st.binding = protocol.BindingUncertain
+		c.closeAdmissionLocked("preflight: " + why)
+		c.publishBindingLocked()
+		c.markUncertainLocked("K8: " + why)
+	}
 	c.audit(audit.Refusal, nil, "load check failed after the first resumed prompt; admission stays closed: "+why,
 		map[string]string{"EXECUTION": x.id, "REFUSAL": protocol.CodePreflight})
 }

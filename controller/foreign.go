@@ -129,17 +129,25 @@ func engineEntries(x *execution, prev *history.Snapshot, size int64) (map[string
 }
 
 // foreign closes admission after a foreign write; id names the foreign
-// entry, if one is known.
+// entry, if one is known. A stop that ends the engine (forceRunning)
+// keeps the binding and the claim its own: the write is noticed and
+// journaled, the view must be re-read, and the stop's end decides the
+// rest (a claim marked uncertain over its stopping would keep a
+// successor from resuming the stop, K10).
 func (c *Controller) foreign(x *execution, what, id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.st.binding = protocol.BindingUncertain
 	c.st.reconcile = true
-	c.closeAdmissionLocked("foreign-writer: " + what)
+	if !c.st.forceRunning {
+		c.st.binding = protocol.BindingUncertain
+		c.closeAdmissionLocked("foreign-writer: " + what)
+	}
 	c.broadcastLocked(protocol.Notice{Record: protocol.RecordNotice, Kind: protocol.NoticeForeignWriter,
 		Message: "another writer changed this conversation's session file (" + what + "); admission is closed and the view must be re-read"})
-	c.publishBindingLocked()
-	c.markUncertainLocked("foreign writer: " + what)
+	if !c.st.forceRunning {
+		c.publishBindingLocked()
+		c.markUncertainLocked("foreign writer: " + what)
+	}
 	fields := map[string]string{"EXECUTION": x.id, "REFUSAL": protocol.NoticeForeignWriter}
 	if id != "" {
 		fields["ENTRY"] = id

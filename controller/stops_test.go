@@ -167,46 +167,63 @@ func TestForceStopStoppingOnlyOnceRecorded(t *testing.T) {
 	}
 }
 
-// The engine connection reports lost output (an over-long, undecodable or
-// dropped line) after the claim recorded a force stop's stopping and
-// before the stop's waiting part shows it (here while the drafts are
-// made): the loss stands aside for the force stop under way, so the
-// binding is never published uncertain in the middle of it, and the
-// claim's stopping, which a successor resumes from (K10), is not marked
-// uncertain over. (Found by review, helper 117.)
-func TestForceStopLostOutputInTheWindow(t *testing.T) {
-	r, ctl, release := forceStopBeforeClaim(t)
-	r.ctrl.mu.Lock()
-	x, cl := r.ctrl.st.exec, r.ctrl.st.claim
-	r.ctrl.mu.Unlock()
-	// Hold the drafts (recoverDrafts takes q.mu first): the claim records
-	// stopping, the stop has not yet said so.
-	r.ctrl.q.mu.Lock()
-	close(release)
-	for deadline := time.Now().Add(10 * time.Second); cl.Record().State != claims.Stopping; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
+// What would make an active binding uncertain, seen after the claim
+// recorded a force stop's stopping and before the stop's waiting part
+// shows it (here while the drafts are made): lost engine output (an
+// over-long, undecodable or dropped line), a foreign write to the session
+// file (a tool's, in its SIGTERM handler), a resumed Claude session that
+// diverged. Each stands aside for the force stop under way: the binding
+// is never published uncertain in the middle of it, and the claim's
+// stopping, which a successor resumes from (K10), is not marked
+// uncertain over. (Found by review, helpers 117 and 118.)
+func TestForceStopStandsAsideInTheWindow(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		hit  func(c *Controller, x *execution)
+	}{
+		{"lost output", func(c *Controller, x *execution) {
+			c.engineLost(x, protocol.Event{Kind: protocol.EventUnavailable, Reason: protocol.ReasonOutputLost, Seq: 1, Dropped: 1})
+		}},
+		{"foreign write", func(c *Controller, x *execution) {
+			c.foreign(x, "the session file can no longer be vouched for (source-replaced): test", "")
+		}},
+		{"diverged resume", func(c *Controller, x *execution) { c.resumeDiverged(x, "test: the resumed session diverged") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, ctl, release := forceStopBeforeClaim(t)
+			r.ctrl.mu.Lock()
+			x, cl := r.ctrl.st.exec, r.ctrl.st.claim
+			r.ctrl.mu.Unlock()
+			// Hold the drafts (recoverDrafts takes q.mu first): the claim
+			// records stopping, the stop has not yet said so.
+			r.ctrl.q.mu.Lock()
+			close(release)
+			for deadline := time.Now().Add(10 * time.Second); cl.Record().State != claims.Stopping; time.Sleep(5 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					r.ctrl.q.mu.Unlock()
+					t.Fatalf("the claim never recorded stopping: %s", cl.Record().State)
+				}
+			}
+			tc.hit(r.ctrl, x)
+			r.ctrl.writes.Wait()
 			r.ctrl.q.mu.Unlock()
-			t.Fatalf("the claim never recorded stopping: %s", cl.Record().State)
-		}
-	}
-	r.ctrl.engineLost(x, protocol.Event{Kind: protocol.EventUnavailable, Reason: protocol.ReasonOutputLost, Seq: 1, Dropped: 1})
-	r.ctrl.writes.Wait()
-	r.ctrl.q.mu.Unlock()
-	var sawUncertain bool
-	ctl.await(func(m map[string]any) bool {
-		if m["record"] == "binding" && m["state"] == "uncertain" {
-			sawUncertain = true
-		}
-		return m["record"] == "stop" && m["state"] == "stopping"
-	})
-	if sawUncertain {
-		t.Errorf("a force stop under way published the binding uncertain")
-	}
-	if rec := cl.Record(); rec.State != claims.Stopping && rec.State != claims.Stopped {
-		t.Errorf("the stop is stopping with the claim %s (%s): a successor would not resume it", rec.State, rec.Reason)
-	}
-	if m := ctl.await(func(m map[string]any) bool { return m["request"] == "f1" && m["record"] == "receipt" }); m["state"] != "stopped" {
-		t.Fatalf("force stop receipt: %v", m)
+			var sawUncertain bool
+			ctl.await(func(m map[string]any) bool {
+				if m["record"] == "binding" && m["state"] == "uncertain" {
+					sawUncertain = true
+				}
+				return m["record"] == "stop" && m["state"] == "stopping"
+			})
+			if sawUncertain {
+				t.Errorf("a force stop under way published the binding uncertain")
+			}
+			if rec := cl.Record(); rec.State != claims.Stopping && rec.State != claims.Stopped {
+				t.Errorf("the stop is stopping with the claim %s (%s): a successor would not resume it", rec.State, rec.Reason)
+			}
+			if m := ctl.await(func(m map[string]any) bool { return m["request"] == "f1" && m["record"] == "receipt" }); m["state"] != "stopped" {
+				t.Fatalf("force stop receipt: %v", m)
+			}
+		})
 	}
 }
 

@@ -21,12 +21,12 @@ func (h *Handle) Kill(ctx context.Context, opts StopOptions) StopResult {
 	if opts.KillTimeout <= 0 {
 		opts.KillTimeout = 10 * time.Second
 	}
+	defer h.letKeptGo()
 	if h.Cohort.Kind == proofs.KindProcessGroup {
 		return h.killGroup(ctx, opts)
 	}
 	h.holdUnit()
 	defer h.letUnitGo()
-	defer h.letKeptGo()
 	return h.killScope(ctx, opts)
 }
 

@@ -16,6 +16,7 @@ import (
 // populated 0, watching cgroup.events with inotify. It never proves a stop.
 func (h *Handle) Term(ctx context.Context, grace time.Duration) TermResult {
 	if h.Cohort.Kind == proofs.KindProcessGroup {
+		defer h.letKeptGo()
 		return h.termGroup(ctx, grace)
 	}
 	h.holdUnit() // until the kill phase's end
