@@ -151,6 +151,9 @@ func (c *Controller) resume(ctx context.Context, keys claims.Keys) (done bool, s
 		return false, nil, nil
 	}
 	drop := func(why string) {
+		if len(all) == 0 {
+			return // a stopping claim's own were handed on
+		}
 		names := make([]string, 0, len(all))
 		for exec, k := range all {
 			k.Close()
