@@ -108,7 +108,7 @@ func (c *Controller) start(ctx context.Context) error {
 	}
 	defer func() {
 		if stop != nil {
-			stop.Close()
+			stop.close(c)
 		}
 	}()
 	rec, err := c.cfg.Claims.Recover(ctx, keys)
@@ -161,10 +161,10 @@ func (c *Controller) start(ctx context.Context) error {
 // never launches; it observes and leaves force stop available. stop is
 // what a previous controller kept of a stopping claim's engine (resume),
 // given to the handle of the stop it resumes (K10) and closed otherwise.
-func (c *Controller) adopt(ctx context.Context, rec *claims.Recovery, stop *scopes.Kept) error {
+func (c *Controller) adopt(ctx context.Context, rec *claims.Recovery, stop *keptStopping) error {
 	defer func() {
 		if stop != nil {
-			stop.Close()
+			stop.close(c)
 		}
 	}()
 	r := rec.Claim.Record()
@@ -191,8 +191,8 @@ func (c *Controller) adopt(ctx context.Context, rec *claims.Recovery, stop *scop
 	}
 	if cohortErr == nil {
 		x.handle = c.cfg.Scopes.Reattach(co)
-		if r.State == claims.Stopping && stop != nil {
-			x.handle.HoldKept(*stop)
+		if r.State == claims.Stopping && stop != nil && stop.exec == r.Execution {
+			x.handle.HoldKept(stop.Kept)
 			stop = nil
 		}
 	}

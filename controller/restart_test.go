@@ -215,6 +215,12 @@ func TestResumedForceStopKeepsTheGrace(t *testing.T) {
 	if s := waitStop(t, b); s.State != "stopped" {
 		t.Fatalf("resumed stop %+v; want stopped", s)
 	}
+	fds.mu.Lock()
+	left := len(fds.files)
+	fds.mu.Unlock()
+	if left != 0 {
+		t.Errorf("the fd store still holds %d descriptor(s) of the stopped engine", left)
+	}
 	if got, err := os.ReadFile(filepath.Join(dir, "proj", "graced")); err != nil || strings.TrimSpace(string(got)) != "done" {
 		t.Fatalf("the tool's SIGTERM handler did not finish (%q, %v): the resumed stop gave it no grace", got, err)
 	}

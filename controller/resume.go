@@ -140,12 +140,14 @@ func (c *Controller) keptByExecution() map[string]scopes.Kept {
 // claim stays what it was (claims.Store.Reattach). A stopping claim's
 // execution's descriptors it returns (stop) for the stop a restart
 // resumes (K10, adopt): its TERM phase still gives the tools their grace
-// (scopes.Handle.HoldKept).
+// (scopes.Handle.HoldKept). They stay in the store until that stop has
+// signalled (conclude), so that a controller that ends before it leaves
+// them to the next.
 //
 // Once re-attached, a failure to find the line boundary or to match the
 // bound session leaves the binding uncertain, as a failed load check
 // does: the claim is the engine's, and only a force stop moves it on.
-func (c *Controller) resume(ctx context.Context, keys claims.Keys) (done bool, stop *scopes.Kept, err error) {
+func (c *Controller) resume(ctx context.Context, keys claims.Keys) (done bool, stop *keptStopping, err error) {
 	all := c.keptByExecution()
 	if len(all) == 0 {
 		return false, nil, nil
@@ -172,9 +174,8 @@ func (c *Controller) resume(ctx context.Context, keys claims.Keys) (done bool, s
 	rec := cur.Seat
 	k, ok := all[rec.Execution]
 	if ok && rec.State == claims.Stopping {
-		stop = &k
+		stop = &keptStopping{exec: rec.Execution, Kept: k}
 		delete(all, rec.Execution)
-		c.dropKept(rec.Execution)
 	}
 	if !ok || rec.State != claims.Active {
 		drop(fmt.Sprintf("the claim is %s for execution %s", rec.State, rec.Execution))
@@ -219,6 +220,20 @@ func (c *Controller) resume(ctx context.Context, keys claims.Keys) (done bool, s
 		return true, nil, nil
 	}
 	return true, nil, c.reattach(ctx, claim, h, n)
+}
+
+// keptStopping is what a previous controller kept of a stopping claim's
+// engine, for the stop a restart resumes (adopt, conclude).
+type keptStopping struct {
+	exec string
+	scopes.Kept
+}
+
+// close closes the descriptors and drops them from the store: the stop
+// they were kept for no longer needs them, or never will.
+func (k *keptStopping) close(c *Controller) {
+	k.Close()
+	c.dropKept(k.exec)
 }
 
 // resumedExecution is the execution of a re-attached engine, before any

@@ -307,7 +307,11 @@ func (c *Controller) conclude(ctx context.Context, x *execution, stopID, why str
 	if drafts && x.handle.StopPipe() != nil {
 		opts.Grace = c.cfg.Grace
 	}
-	c.finishStop(ctx, x, s, x.handle.Stop(ctx, opts))
+	res := x.handle.Stop(ctx, opts)
+	if drafts {
+		c.dropKept(x.id) // what the store kept for this stop (resume)
+	}
+	c.finishStop(ctx, x, s, res)
 }
 
 // finishStop records a kill phase's outcome: stopped only when the claim

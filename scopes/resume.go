@@ -135,22 +135,21 @@ func (h *Handle) StopPipe() *os.File { return h.stopNotice }
 
 // HoldKept gives a Reattach handle, for the stop a restart resumes
 // (K10), what an earlier controller kept of its engine: the stop pipe,
-// so that the TERM phase gives the tools their grace, and the engine's
-// stdio, held open (never read or written) so that the engine does not
-// read EOF and end its pid namespace, and its tools with it, before the
-// TERM phase told its PID 1 of the grace. All of it is let go once a
-// stop phase has signalled (letKeptGo). The handle owns k from here; the
-// pidfd is closed.
+// held until a stop phase has signalled (letKeptGo), so that the TERM
+// phase gives the tools their grace. The rest is closed: the fd store
+// keeps its own copies of the engine's stdio until that stop has
+// signalled (the controller's conclude), so the engine does not read EOF
+// and end its pid namespace, and its tools with it, first.
 func (h *Handle) HoldKept(k Kept) {
-	if k.PidFD != nil {
-		k.PidFD.Close()
+	for _, f := range []*os.File{k.Stdin, k.Stdout, k.Stderr, k.PidFD} {
+		if f != nil {
+			f.Close()
+		}
 	}
 	h.takeStopPipe(k.Stop)
 	h.mu.Lock()
-	for _, f := range []*os.File{k.Stdin, k.Stdout, k.Stderr, h.stopNotice} {
-		if f != nil {
-			h.heldKept = append(h.heldKept, f)
-		}
+	if h.stopNotice != nil {
+		h.heldKept = append(h.heldKept, h.stopNotice)
 	}
 	h.mu.Unlock()
 }
