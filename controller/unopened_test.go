@@ -208,17 +208,27 @@ type memFDStore struct {
 	files map[string]*os.File
 }
 
-func (s *memFDStore) Store(name string, f *os.File) error {
-	// Through the raw descriptor, as activation.FDStore takes it: f.Fd()
-	// would leave the engine's stdin in blocking mode.
+// dupRaw returns a second descriptor of f, named name, through the raw
+// descriptor, as activation.FDStore takes it and the manager hands it
+// back: f.Fd() would make the descriptions the controller shares (the
+// engine's stdin, the stop pipe) blocking for good.
+func dupRaw(f *os.File, name string) (*os.File, error) {
 	rc, err := f.SyscallConn()
 	if err != nil {
-		return fmt.Errorf("store %s: %w", name, err)
+		return nil, err
 	}
 	fd := -1
 	if cerr := rc.Control(func(raw uintptr) { fd, err = unix.FcntlInt(raw, unix.F_DUPFD_CLOEXEC, 0) }); cerr != nil {
 		err = cerr
 	}
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), name), nil
+}
+
+func (s *memFDStore) Store(name string, f *os.File) error {
+	d, err := dupRaw(f, name)
 	if err != nil {
 		return fmt.Errorf("store %s: %w", name, err)
 	}
@@ -230,7 +240,7 @@ func (s *memFDStore) Store(name string, f *os.File) error {
 	if old := s.files[name]; old != nil {
 		old.Close()
 	}
-	s.files[name] = os.NewFile(uintptr(fd), name)
+	s.files[name] = d
 	return nil
 }
 
@@ -252,20 +262,11 @@ func (s *memFDStore) kept(t *testing.T) map[string]*os.File {
 	defer s.mu.Unlock()
 	out := map[string]*os.File{}
 	for name, f := range s.files {
-		// Not f.Fd(), which would make the descriptions the controller
-		// shares (the engine's stdin, the stop pipe) blocking for good.
-		rc, err := f.SyscallConn()
+		d, err := dupRaw(f, name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		fd := -1
-		if cerr := rc.Control(func(raw uintptr) { fd, err = unix.FcntlInt(raw, unix.F_DUPFD_CLOEXEC, 0) }); cerr != nil {
-			err = cerr
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[name] = os.NewFile(uintptr(fd), name)
+		out[name] = d
 	}
 	if len(out) == 0 {
 		t.Fatal("the fd store holds nothing to re-attach")

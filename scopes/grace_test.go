@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // graceEngine starts a tool that takes 300 ms to finish once it gets
@@ -159,20 +157,6 @@ func TestGraceHoldsOnlyUntilItsEnd(t *testing.T) {
 	})
 }
 
-// dupRaw returns a second descriptor of f without f.Fd, which would make
-// a non-blocking f blocking for good, as the fd store hands one back.
-func dupRaw(t *testing.T, f *os.File) *os.File {
-	t.Helper()
-	var nfd int
-	if err := fdDo(f, func(fd int) (err error) {
-		nfd, err = unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	return os.NewFile(uintptr(nfd), f.Name())
-}
-
 // TestResumeKeepsTheGrace (mutant 301): a handle resumed through kept
 // descriptors, as a restarted controller's is, stops as the launch's
 // handle would: the stop pipe gives the tools their grace. A kept stop
@@ -186,7 +170,7 @@ func TestResumeKeepsTheGrace(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h, err := m.Resume(e.Cohort, Kept{Stdin: dupRaw(t, e.Stdin), Stdout: dupRaw(t, e.Stdout), PidFD: pidfd, Stop: stop})
+		h, err := m.Resume(e.Cohort, Kept{Stdin: dupFile(t, e.Stdin), Stdout: dupFile(t, e.Stdout), PidFD: pidfd, Stop: stop})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -201,7 +185,7 @@ func TestResumeKeepsTheGrace(t *testing.T) {
 		if stop == nil {
 			t.Fatal("a confined launch's handle has no stop pipe to keep")
 		}
-		h := resume(t, e, dupRaw(t, stop))
+		h := resume(t, e, dupFile(t, stop))
 		res := h.Stop(ctxT(t), StopOptions{Stop: "stop-resumed-grace", Grace: 5 * time.Second})
 		if res.Outcome != Stopped {
 			t.Fatalf("outcome %s (%s)", res.Outcome, res.Reason)

@@ -11,14 +11,19 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// dupFile returns a second descriptor of f, as the fd store hands one back.
+// dupFile returns a second descriptor of f, as the fd store hands one
+// back: without f.Fd, which would make a non-blocking f (the engine's
+// stdin, the stop pipe) blocking for good.
 func dupFile(t *testing.T, f *os.File) *os.File {
 	t.Helper()
-	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
-	if err != nil {
+	var nfd int
+	if err := fdDo(f, func(fd int) (err error) {
+		nfd, err = unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
-	return os.NewFile(uintptr(fd), f.Name())
+	return os.NewFile(uintptr(nfd), f.Name())
 }
 
 // TestResumeProvesTheEngine: Resume re-attaches only through a pidfd that
