@@ -138,13 +138,11 @@ func (c *Controller) foreign(x *execution, what, id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.st.reconcile = true
-	if !c.st.forceRunning {
-		c.st.binding = protocol.BindingUncertain
-		c.closeAdmissionLocked("foreign-writer: " + what)
-	}
 	c.broadcastLocked(protocol.Notice{Record: protocol.RecordNotice, Kind: protocol.NoticeForeignWriter,
 		Message: "another writer changed this conversation's session file (" + what + "); admission is closed and the view must be re-read"})
 	if !c.st.forceRunning {
+		c.st.binding = protocol.BindingUncertain
+		c.closeAdmissionLocked("foreign-writer: " + what)
 		c.publishBindingLocked()
 		c.markUncertainLocked("foreign writer: " + what)
 	}

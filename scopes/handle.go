@@ -44,9 +44,9 @@ type Handle struct {
 
 	mu   sync.Mutex
 	term []*member // TERM-phase members, pinned by pidfd, for the kill phase
-	// heldKept is what a Reattach handle holds of its engine's kept
-	// descriptors (HoldKept), closed once a stop phase signalled.
-	heldKept []*os.File
+	// keptStop is the stop pipe a Reattach handle took from an earlier
+	// controller's (HoldKept), closed once a stop phase signalled.
+	keptStop *os.File
 	// leader pins the process-group fallback's engine: while its pidfd is
 	// open the pid number, and so the pgid, cannot be reused, so signalling
 	// the group can only reach the engine's group.

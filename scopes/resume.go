@@ -141,28 +141,24 @@ func (h *Handle) StopPipe() *os.File { return h.stopNotice }
 // signalled (the controller's conclude), so the engine does not read EOF
 // and end its pid namespace, and its tools with it, first.
 func (h *Handle) HoldKept(k Kept) {
-	for _, f := range []*os.File{k.Stdin, k.Stdout, k.Stderr, k.PidFD} {
-		if f != nil {
-			f.Close()
-		}
-	}
-	h.takeStopPipe(k.Stop)
+	stop := k.Stop
+	k.Stop = nil
+	k.Close()
+	h.takeStopPipe(stop)
 	h.mu.Lock()
-	if h.stopNotice != nil {
-		h.heldKept = append(h.heldKept, h.stopNotice)
-	}
+	h.keptStop = h.stopNotice
 	h.mu.Unlock()
 }
 
-// letKeptGo closes what HoldKept held, once a stop phase signalled (or
-// had nothing to signal): a later stop of the handle has no grace to
-// give, as a Reattach handle never had.
+// letKeptGo closes the stop pipe HoldKept held, once a stop phase
+// signalled (or had nothing to signal): a later stop of the handle has
+// no grace to give, as a Reattach handle never had.
 func (h *Handle) letKeptGo() {
 	h.mu.Lock()
-	fs := h.heldKept
-	h.heldKept = nil
+	f := h.keptStop
+	h.keptStop = nil
 	h.mu.Unlock()
-	for _, f := range fs {
+	if f != nil {
 		f.Close()
 	}
 }
