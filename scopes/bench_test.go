@@ -9,6 +9,7 @@ import (
 	"time"
 
 	sddbus "github.com/coreos/go-systemd/v22/dbus"
+	"golang.org/x/sys/unix"
 )
 
 // launchPairs is how many launches of each kind one op of
@@ -111,7 +112,9 @@ const stopRounds = 5
 // to 180 ms in some rounds, while the bare kill asks the manager nothing.
 // The order turns each round. Besides the means, x-median is the median
 // over rounds of each round's stop ÷ bare, which one stalled round does
-// not move. Each op is stopRounds rounds: `make bench` runs two ops.
+// not move. ns-user/stop and ns-sys/stop are this process's CPU time
+// during the whole stop, the part of it the tree's exits compete with.
+// Each op is stopRounds rounds: `make bench` runs two ops.
 func BenchmarkForceStop200(b *testing.B) {
 	m := testManager(b)
 	fs, err := m.cgroupFS()
@@ -120,13 +123,17 @@ func BenchmarkForceStop200(b *testing.B) {
 	}
 	ctx := context.Background()
 	var full, killOnly, bare time.Duration
+	var cpuU, cpuS time.Duration
 	var round [3]time.Duration
 	var ratios []float64
 	timed := []func(e *engine){
 		func(e *engine) {
+			u0, s0 := cpuSpent()
 			t0 := time.Now()
 			res := e.Stop(ctx, StopOptions{Stop: "bench", Grace: 5 * time.Second})
 			round[0] = time.Since(t0)
+			u1, s1 := cpuSpent()
+			cpuU, cpuS = cpuU+u1-u0, cpuS+s1-s0
 			if res.Outcome != Stopped || len(res.Observation.Members) < 201 {
 				b.Fatalf("stop: %s (%s), %d members", res.Outcome, res.Reason, len(res.Observation.Members))
 			}
@@ -170,12 +177,23 @@ func BenchmarkForceStop200(b *testing.B) {
 	}
 	n := float64(b.N * stopRounds)
 	b.ReportMetric(float64(full.Nanoseconds())/n, "ns/stop")
+	b.ReportMetric(float64(cpuU.Nanoseconds())/n, "ns-user/stop")
+	b.ReportMetric(float64(cpuS.Nanoseconds())/n, "ns-sys/stop")
 	b.ReportMetric(float64(killOnly.Nanoseconds())/n, "ns/kill-phase")
 	b.ReportMetric(float64(bare.Nanoseconds())/n, "ns/bare-kill")
 	b.ReportMetric(float64(full)/float64(bare), "x-stop-vs-bare")
 	b.ReportMetric(float64(killOnly)/float64(bare), "x-kill-vs-bare")
 	slices.Sort(ratios)
 	b.ReportMetric(ratios[len(ratios)/2], "x-median")
+}
+
+// cpuSpent is the CPU time this process has used so far, in user space
+// and in the kernel: around a stop, what the controller's side of it
+// costs on CPUs that the tree's exits need too.
+func cpuSpent() (user, sys time.Duration) {
+	var r unix.Rusage
+	_ = unix.Getrusage(unix.RUSAGE_SELF, &r)
+	return time.Duration(r.Utime.Nano()), time.Duration(r.Stime.Nano())
 }
 
 // BenchmarkLaunchConfinedVsUnconfined measures what confinement adds to a
