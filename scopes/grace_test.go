@@ -16,6 +16,12 @@ import (
 const graceEngine = `sh -c 'trap "sleep 0.3; echo tool-done; exit 0" TERM; echo "tool $$"; while :; do sleep 0.05; done' &
 echo "ready 1"; exec cat`
 
+// slowGraceEngine starts a tool whose SIGTERM handler says so, ignores
+// further SIGTERMs (its sleep inherits that) and takes 1.2 s, then becomes
+// cat, which dies of SIGTERM at once.
+const slowGraceEngine = `sh -c 'trap "trap \"\" TERM; echo tool-term; sleep 1.2; echo tool-done; exit 0" TERM; echo "tool $$"; while :; do sleep 0.05; done' &
+echo "engine $$"; echo "ready 1"; exec cat`
+
 // forgeEngine starts a tool that ignores SIGTERM, tries to open the held
 // child's stop pipe for writing (through the held child's descriptor, or
 // its own should one have leaked into the engine) and says why each was
@@ -196,6 +202,34 @@ func TestResumeKeepsTheGrace(t *testing.T) {
 		}
 		if tool.alive(t) {
 			t.Fatal("stopped with the tool alive")
+		}
+	})
+	// A later TERM phase (the resumed stop's, K10) while an earlier grace
+	// runs, the engine already ended in it: the tool's handler, deaf to a
+	// second SIGTERM, outlasts the earlier deadline and finishes inside
+	// the later one, where the held child used to exit at the earlier one
+	// and end the namespace under it.
+	t.Run("a later grace", func(t *testing.T) {
+		e := launchEngine(t, m, slowGraceEngine)
+		requireConfined(t, e)
+		got := e.expect(t, "tool", "engine", "ready")
+		tool, engine := e.pin(t, got["tool"]), e.pin(t, got["engine"])
+		h := resume(t, e, dupFile(t, e.StopPipe()))
+		first := make(chan TermResult, 1)
+		go func() { first <- e.Term(ctxT(t), 400*time.Millisecond) }()
+		if l := e.line(t); l != "tool-term" {
+			t.Fatalf("engine output %q, want the tool's tool-term", l)
+		}
+		engine.waitReaped(t) // by the held child, inside the first grace
+		term := h.Term(ctxT(t), 5*time.Second)
+		if r := <-first; r.Emptied {
+			t.Fatalf("the first TERM phase emptied the cgroup (%+v): the test proves nothing", r)
+		}
+		if l := e.line(t); l != "tool-done" {
+			t.Fatalf("engine output %q, want the tool's tool-done: the earlier deadline ended the namespace inside the later grace", l)
+		}
+		if !term.Emptied || tool.alive(t) {
+			t.Fatalf("later TERM phase %+v, tool alive %v: want the cgroup emptied", term, tool.alive(t))
 		}
 	})
 	t.Run("a read end", func(t *testing.T) {

@@ -96,9 +96,9 @@ func (h *Handle) reap() {
 // that the phase's grace runs until until (runPID1): inside it, the
 // engine's exit does not end its pid namespace, whose end would SIGKILL
 // the tools still in their grace. Each TERM phase writes its own; a
-// deadline passed (a stop that ended uncertain) holds nothing, and one
-// written once the engine ended inside an earlier grace does not lengthen
-// that hold (a resumed stop's, K10: the tools had that grace). The
+// deadline passed (a stop that ended uncertain) holds nothing, and a
+// later one lengthens the hold with the SIGTERM that follows it, also once
+// the engine ended inside the earlier grace (a resumed stop's, K10). The
 // deadline is CLOCK_BOOTTIME's, which the held child reads too (no time
 // namespace), taken from a wait on the monotonic clock: a suspend inside
 // the grace ends the hold early, never late. The write is 8 bytes on a

@@ -3,6 +3,7 @@ package scopes
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -153,6 +154,24 @@ func pin(t testing.TB, pidText string) pinned {
 	}
 	t.Cleanup(func() { unix.Close(fd) })
 	return pinned{pid, fd}
+}
+
+// waitReaped waits up to 10 s for the pinned process to be reaped (its
+// pidfd then answers PIDFD_GET_INFO with ESRCH), not only to exit.
+func (p pinned) waitReaped(t testing.TB) {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		info := unix.PidfdInfo{Mask: unix.PIDFD_INFO_CGROUPID}
+		switch err := unix.IoctlPidfdInfo(p.fd, &info); {
+		case errors.Is(err, unix.ESRCH):
+			return
+		case err != nil: // no PIDFD_GET_INFO (Linux < 6.13): the exit, and a moment for its reaper
+			p.waitDead(t)
+			time.Sleep(100 * time.Millisecond)
+			return
+		}
+	}
+	t.Fatalf("pid %d not reaped after 10 s", p.pid)
 }
 
 // alive reports whether the pinned process has not exited.

@@ -75,9 +75,15 @@ func runPID1(r release) {
 		case <-noneLeft:
 			os.Exit(ended)
 		case s := <-sigs:
+			left := stop.left()
 			switch {
-			case s == unix.SIGTERM && stop.left() > 0:
+			case s == unix.SIGTERM && left > 0:
 				unix.Kill(-1, unix.SIGTERM)
+				if ended >= 0 {
+					// A later TERM phase (a resumed stop's, K10)
+					// signalled its tools again: they have its grace.
+					graceEnd = time.After(left)
+				}
 			case ended < 0: // a reaped engine's pid may be another's now
 				unix.Kill(pid, s.(syscall.Signal))
 			}
