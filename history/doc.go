@@ -58,7 +58,10 @@
 // object with a string type and a non-empty string id, parentId null,
 // absent or a string; anything else is a malformed-line notice at its
 // position. A second "session" line is an unexpected-header notice (Pi
-// skips it). A valid entry whose type-specific fields do not decode keeps
+// skips it). A file may hold at most 1024 such lines (maxUnreadable):
+// Pi writes none but a line torn by a crash, each is a notice the
+// snapshot keeps, and one more is not-a-pi-session. It may hold at most
+// 1,048,576 entries (maxEntries), one more is too-large. A valid entry whose type-specific fields do not decode keeps
 // its place in the tree and shows a malformed-entry notice. Pi's leaf is
 // the last parsed line even without an id; ours is the last valid entry.
 // A trailing line without LF is left out (Incomplete) even when it parses:

@@ -124,7 +124,7 @@ func scan(path string, src *source, prev *Snapshot, max int64, project string) (
 		}
 		base, line = prev.size, prev.nlines
 		s.header, s.epoch = prev.header, prev.epoch
-		s.records = slices.Clip(prev.records)
+		s.records, s.unreadable = slices.Clip(prev.records), prev.unreadable
 		s.chunks = slices.Clip(prev.chunks)
 		s.lineage = append(slices.Clip(prev.lineage), mark{prev.size, prev.digest})
 		if len(s.lineage) > maxLineage {
@@ -208,6 +208,9 @@ func (s *Snapshot) takeLines(b []byte, line int, header bool, path, project stri
 		starts[k] = starts[k-1] + bytes.Count(b[cuts[k-1]:cuts[k]], []byte{'\n'})
 	}
 	var next atomic.Int64
+	var left budget
+	left.unreadable.Store(int64(maxUnreadable - s.unreadable))
+	left.entries.Store(int64(maxEntries - (len(s.records) - s.unreadable)))
 	work := func() {
 		for {
 			k := int(next.Add(1) - 1)
@@ -215,7 +218,7 @@ func (s *Snapshot) takeLines(b []byte, line int, header bool, path, project stri
 				return
 			}
 			piece := b[cuts[k]:cuts[k+1]]
-			runs[k] = takeRun(piece, starts[k], starts[k+1]-starts[k], header && k == 0, path, project)
+			runs[k] = takeRun(piece, starts[k], starts[k+1]-starts[k], &left, header && k == 0, path, project)
 		}
 	}
 	var wg sync.WaitGroup
@@ -230,10 +233,18 @@ func (s *Snapshot) takeLines(b []byte, line int, header bool, path, project stri
 	if header {
 		s.header = runs[0].header
 	}
-	n := 0
+	n, bad := 0, s.unreadable
 	for _, r := range runs {
 		n += len(r.records)
+		bad += r.unreadable
 	}
+	if bad > maxUnreadable {
+		return protocol.Refuse(protocol.CodeNotAPiSession, "session file %s holds more than %d lines that are not session entries: Pi writes none but a line torn by a crash, so another writer did; restore the file from a copy, or remove those lines", path, maxUnreadable)
+	}
+	if len(s.records)+n-bad > maxEntries {
+		return protocol.Refuse(protocol.CodeTooLarge, "session file %s holds more than %d entries: start a new session file (`mosaicctl conv add --replace` with another --session)", path, maxEntries)
+	}
+	s.unreadable = bad
 	s.records = slices.Grow(s.records, n)
 	for _, r := range runs {
 		s.records = append(s.records, r.records...)
@@ -313,23 +324,63 @@ func (x *hasher) wait(work func()) {
 
 // lineRun is what a run of complete lines held.
 type lineRun struct {
-	records []*record
-	header  Header
-	err     error
+	records    []*record
+	unreadable int // records that are not entries
+	header     Header
+	err        error
 }
 
+// slabMax bounds how many light-scanned lines' records and entries
+// takeRun allocates at once: sized by the run's line count alone, a run of
+// lines that are not entries ("1\n" a tool appends to its own session
+// file) made 160 bytes of slab for every 2 bytes of file.
+const slabMax = 1024
+
+// minEntryLine is the length of the shortest line that can be an entry,
+// `{"id":"a","type":""}`.
+const minEntryLine = 20
+
+// maxUnreadable is how many lines that are not entries (malformed lines,
+// second headers) a session file may hold. Pi writes none, but a line
+// torn by a crash, so a file with more was written by someone else; each
+// is a notice kept with the snapshot, and without a bound a tool
+// appending short such lines to its own session file made the
+// controller keep about 80 times the file in memory.
+const maxUnreadable = 1024
+
+// maxEntries is how many entries a session file may hold. An entry costs
+// the controller about 330 bytes for as few as 20 in the file (its
+// record, its slab slot, its place in the tree; 13.5 times the bytes of
+// short ones, measured), so a tool appending the shortest entries to its
+// own session file could make a read of the 256 MiB it may grow to hold
+// 3.4 GB before the session watch saw another writer. A million entries
+// is about 330 MB; Pi's entries carry messages and tool results, and a
+// session of 256 MiB holds far fewer.
+const maxEntries = 1 << 20
+
+// budget is what the runs of one read may still take: lines that are not
+// entries, and entries (maxUnreadable and maxEntries less what the
+// snapshot followed holds).
+type budget struct{ unreadable, entries atomic.Int64 }
+
 // takeRun scans the complete lines of b, numbered after line; with header,
-// the first is the session header. b holds n LFs: the light-scanned
-// lines' records and entries are allocated together, n at once.
-func takeRun(b []byte, line, n int, header bool, path, project string) lineRun {
-	run := lineRun{records: make([]*record, 0, n)}
-	slab := make([]taken, n)
+// the first is the session header. b holds n LFs. The light-scanned
+// lines' records and entries are allocated together, up to slabMax at
+// once. Each line takes one from left, which the runs of one read share:
+// a run stops once a bound is used up (too many for the file: takeLines
+// refuses it).
+func takeRun(b []byte, line, n int, left *budget, header bool, path, project string) lineRun {
+	run := lineRun{records: make([]*record, 0, min(n, len(b)/minEntryLine+maxUnreadable))}
+	var slab []taken
 	var last string
-	for len(b) > 0 {
+	for more := n; len(b) > 0; more-- {
 		i := bytes.IndexByte(b, '\n')
 		body := b[:i]
 		b = b[i+1:]
 		line++
+		if len(slab) == 0 {
+			slab = make([]taken, min(more, slabMax))
+		}
 		if header && line == 1 {
 			hd, err := parseHeader(body, path)
 			if err != nil {
@@ -350,6 +401,11 @@ func takeRun(b []byte, line, n int, header bool, path, project string) lineRun {
 			run.records = append(run.records, rec)
 			if rec.e != nil {
 				last = rec.e.id
+				if left.entries.Add(-1) < 0 {
+					return run
+				}
+			} else if run.unreadable++; left.unreadable.Add(-1) < 0 {
+				return run
 			}
 		}
 	}

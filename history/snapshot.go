@@ -30,6 +30,7 @@ type Snapshot struct {
 	epoch      string
 	incomplete bool
 	records    []*record
+	unreadable int // records that are not entries (at most maxUnreadable)
 	appended   int // records[appended:] were parsed by this snapshot
 	lineage    []mark
 	chunks     [][]byte // the snapshot's bytes, for the next follow's prefix check
