@@ -57,10 +57,16 @@ func (u usage) String() string {
 
 func newFlood(t *testing.T) *flood {
 	t.Helper()
+	return newFloodScript(t, stubmodel.Script{Turns: []stubmodel.Turn{{Text: []string{"ok"}}}})
+}
+
+// newFloodScript is newFlood with the model's script given.
+func newFloodScript(t *testing.T, script stubmodel.Script) *flood {
+	t.Helper()
 	sandboxtest.Require(t)
 	bin := sandboxtest.Bin(t, "mosaicctl")
-	entry, _ := fakeEngine(t, stubmodel.Script{Turns: []stubmodel.Turn{{Text: []string{"ok"}}}})
-	id, _, path := startConversation(t, bin, "flood", "--engine", entry)
+	entry, _ := fakeEngine(t, script)
+	id, _, path := startConversation(t, bin, "flood", "--engine", entry, "--provider", "fakellm", "--model", "fake-model")
 	f := &flood{t: t, id: id, path: path}
 	// The first connection starts the controller; wait for the engine.
 	deadline := time.Now().Add(60 * time.Second)
@@ -406,5 +412,41 @@ func TestTakeoverPingPong(t *testing.T) {
 	t.Logf("after 1,000 rounds %s; after 10,000 %s", at1k, at10k)
 	if grew := at10k.rss - at1k.rss; grew > 3*mib {
 		t.Errorf("RSS grew by %d KiB from 1,000 to 10,000 takeover rounds; want at most 3 MiB", grew>>10)
+	}
+}
+
+// TestSessionFileFlood: the engine's bash tool appends 32 MiB of "1\n" to
+// its own session file (it finds it in the engine's argv; the file must
+// stay writable for Pi). Past the bound of lines that are not entries the
+// session watch takes the file for another writer's: the binding turns
+// uncertain, and the controller's peak RSS rises by about the bytes it
+// read, where it kept a record and a notice for each line and rose to
+// 6 GB (history.TestUnreadableLinesBounded, mutant 308).
+func TestSessionFileFlood(t *testing.T) {
+	const flood = 32 * mib
+	tool := `s=$(for p in /proc/[0-9]*; do tr '\0' '\n' < $p/cmdline 2>/dev/null | sed -n '/^--session$/{n;p;q}'; done | head -n 1); ` +
+		fmt.Sprintf(`yes 1 | head -c %d >> "$s"`, flood)
+	f := newFloodScript(t, stubmodel.Script{Turns: []stubmodel.Turn{
+		{Text: []string{"flooding"}, Tool: &stubmodel.ToolCall{Command: tool}},
+		{Text: []string{"done"}},
+	}})
+	base := f.usage()
+	bin := sandboxtest.Bin(t, "mosaicctl")
+	if r := run(t, bin, "prompt", "--take", f.id, "go"); r.code != 0 {
+		t.Fatalf("prompt: exit %d, %q %q", r.code, r.stdout, r.stderr)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	b := f.binding()
+	for b["state"] != "uncertain" && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+		b = f.binding()
+	}
+	if b["state"] != "uncertain" || !strings.Contains(fmt.Sprint(b["admissionReason"]), protocol.CodeNotAPiSession) {
+		t.Fatalf("after the flood the binding is %v / %v (%v); want uncertain, the session file not Pi's (did the tool find it?)", b["state"], b["admission"], b["admissionReason"])
+	}
+	after := f.usage()
+	t.Logf("base %s; after %s", base, after)
+	if grew := after.hwm - base.rss; grew > 4*flood {
+		t.Errorf("the controller's peak RSS rose by %d MiB following %d MiB of the session file; want at most %d", grew>>20, flood>>20, 4*flood>>20)
 	}
 }
