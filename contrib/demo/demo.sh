@@ -49,9 +49,14 @@ if [ "$(id -u)" = 0 ]; then
 	export MOSAIC_DEMO_SANDBOX=1
 	status=0
 	bash "$checkout/contrib/sandbox/sandbox.sh" run "${share[@]}" -- bash "$here/inner.sh" || status=$?
+	# Give .build/demo back as the checkout's: the sandbox user's uid may
+	# be a real user's on this machine, and its tmux server is gone with
+	# the sandbox, leaving its socket dangling.
+	rm -f "$MOSAIC_DEMO_DIR/tmux.sock"
+	chmod 0755 "$MOSAIC_DEMO_DIR"
 	kept=()
 	for f in "$MOSAIC_DEMO_DIR/session.jsonl" "$MOSAIC_DEMO_DIR/proof.json"; do
-		[ -f "$f" ] && kept+=("$f")
+		[ -f "$f" ] && kept+=("$f") && chown "$(stat -c %u:%g "$checkout")" "$f"
 	done
 	echo
 	if [ "$status" != 0 ]; then
