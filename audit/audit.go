@@ -203,7 +203,7 @@ func peerCaused(e Entry) bool {
 // peer's connection caused at info (see the package doc).
 func (l *Logger) writeLocked(e Entry, prio journal.Priority) {
 	vars := l.fields(e)
-	msg := bound(oneLine(e.Message), MaxMessage)
+	msg := bound(OneLine(e.Message), MaxMessage)
 	out := l.fallback
 	if out == nil {
 		err := l.send(msg, prio, vars)

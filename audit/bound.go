@@ -54,16 +54,18 @@ func validName(k string) bool {
 	return true
 }
 
-// oneLine returns s with every character of inert.Table escaped, as \n,
+// OneLine returns s with every character of inert.Table escaped, as \n,
 // \t, \r or \u{XXXX}, and every byte that is not UTF-8 as \xXX:
-// controls (a newline among them), the line separators, bidi controls,
-// invisible and tag characters. MESSAGE is one line: a message quoting
-// engine or peer text (an engine's stderr tail, a client's name) could
-// otherwise hold lines that `journalctl -o cat` and line-based readers
-// show as entries of their own, the controller's to all appearances, or
-// reorder or hide the words around it; a lone byte such as 0x9B is an
-// escape sequence's start to a terminal that reads 8-bit controls.
-func oneLine(s string) string {
+// controls (a newline and NUL among them), the line separators, bidi
+// controls, invisible and tag characters. It is the journal's notation of
+// engine and peer text: MESSAGE here, and each engine stderr line the
+// controller forwards to its own stderr (controller/stderr.go), which
+// journald's stream reader splits at LF and at NUL alike. Unescaped, such
+// text holds lines that `journalctl -o cat` and line-based readers show as
+// entries of their own, the controller's to all appearances, or reorders
+// or hides the words around it; a lone byte such as 0x9B is an escape
+// sequence's start to a terminal that reads 8-bit controls.
+func OneLine(s string) string {
 	if utf8.ValidString(s) && !strings.ContainsFunc(s, inert.Escaped) {
 		return s
 	}

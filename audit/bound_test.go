@@ -92,9 +92,9 @@ func TestOneLineEscapesTable(t *testing.T) {
 	for _, e := range inert.Table {
 		t.Run(e.Name, func(t *testing.T) {
 			for _, r := range []rune{e.Lo, e.Hi} {
-				got := oneLine("a" + string(r) + "b")
+				got := OneLine("a" + string(r) + "b")
 				if strings.ContainsRune(got, r) || !strings.HasPrefix(got, `a\`) {
-					t.Errorf("%U: oneLine kept it: %q", r, got)
+					t.Errorf("%U: OneLine kept it: %q", r, got)
 				}
 			}
 		})

@@ -3,6 +3,7 @@ package controller
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"github.com/mosaic-agents/mosaic/conversations"
 	"github.com/mosaic-agents/mosaic/engine/pi"
 	"github.com/mosaic-agents/mosaic/internal/atomicfile"
+	"github.com/mosaic-agents/mosaic/protocol"
 )
 
 // agentFiles are what the engine takes from the user's agent directory
@@ -48,21 +50,23 @@ func (c *Controller) ownAgentDir(cv *conversations.Conversation) (string, error)
 	}
 	c.authMu.Lock()
 	defer c.authMu.Unlock()
+	// Opened, its owner access given back, before the relay reads the
+	// last engine's auth.json in it: a tool may have chmod-ed it to 000.
+	top, err := openOwnDir(unix.AT_FDCWD, dir, dir)
+	if err != nil {
+		return "", agentDirRefusal(dir, err)
+	}
+	defer top.Close()
 	c.authMasksNow(cv, true)
 	creds, err := c.nextCopy(filepath.Join(src, "auth.json"), dir)
 	if err != nil {
 		return "", fmt.Errorf("engine agent directory %s: its credentials: %w", dir, err)
 	}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return "", fmt.Errorf("engine agent directory %s: %w", dir, err)
-	}
-	for _, e := range entries {
-		// What an engine left (a settings.json it wrote, a lock, a
-		// planted extensions/) goes; the links are made again.
-		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
-			return "", fmt.Errorf("engine agent directory %s: %w", dir, err)
-		}
+	// What an engine left (a settings.json it wrote, a lock, a planted
+	// extensions/, a tree a tool made unreadable) goes; the links are
+	// made again.
+	if err := emptyDir(top, dir); err != nil {
+		return "", agentDirRefusal(dir, err)
 	}
 	if err := atomicfile.Write(filepath.Join(dir, "settings.json"), []byte("{}\n"), 0o600); err != nil {
 		return "", fmt.Errorf("engine agent directory %s: %w", dir, err)
@@ -110,4 +114,137 @@ func (c *Controller) nextCopy(user, dir string) ([]byte, error) {
 		return merged, nil
 	}
 	return theirs, nil
+}
+
+// The engine's agent directory is the engine's to write, so its tools'
+// too: a tool can leave a tree there that os.RemoveAll cannot remove, a
+// directory of mode 000 with an entry (`mkdir -p trap/x && chmod 000
+// trap`), and every later launch and recover failed on it. The
+// controller runs as the same uid and owns everything in it, so the
+// removal gives the owner back what it needs on each directory it
+// descends (read, write, search), as scopes/grant.go does for cgroup
+// files, then removes.
+//
+// Whether a tool still runs: a launch and a wake follow a proven stop of
+// the last execution's cohort, tools included; a recover prepares the
+// directory before it checks that the binding is stopped, so there the
+// engine and its tools may be running. Nothing here relies on them being
+// gone: every step is relative to a directory descriptor already opened,
+// never through a symlink, and a chmod acts on the inode a descriptor
+// pins, not on a name a tool could swap for a symlink between a check and
+// the chmod; so the walk never leaves the agent directory, and a tool
+// racing it can at most make it fail (a refusal) or find its own files
+// gone.
+
+// openOwnDir opens the directory name (relative to dirfd; path names it
+// in errors) to read and change its entries, first giving its owner
+// read, write and search where a tool took them away. A symlink there is
+// refused (ELOOP, or ENOTDIR), never followed.
+func openOwnDir(dirfd int, name, path string) (*os.File, error) {
+	// O_PATH needs no permission on the directory itself, only search on
+	// its parent: it pins the inode a mode-000 directory is, which no
+	// later rename or symlink swapped in at name can change.
+	pfd, err := unix.Openat(dirfd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(pfd)
+	var st unix.Stat_t
+	if err := unix.Fstat(pfd, &st); err != nil {
+		return nil, &fs.PathError{Op: "stat", Path: path, Err: err}
+	}
+	// The pinned inode by its /proc/self/fd link: fchmod refuses an O_PATH
+	// descriptor (EBADF), fchmodat follows a symlink at name (it has no
+	// AT_SYMLINK_NOFOLLOW on Linux), and fchmodat2 with AT_EMPTY_PATH is
+	// Linux 6.6 and later. The link resolves to the inode, not by name.
+	pinned := fmt.Sprintf("/proc/self/fd/%d", pfd)
+	if st.Mode&unix.S_IRWXU != unix.S_IRWXU {
+		if err := unix.Chmod(pinned, st.Mode&0o7777|unix.S_IRWXU); err != nil {
+			return nil, &fs.PathError{Op: "chmod", Path: path, Err: err}
+		}
+	}
+	fd, err := unix.Open(pinned, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	return os.NewFile(uintptr(fd), path), nil
+}
+
+// emptyBatch is how many entries emptyDir reads at once, and
+// maxEmptyReads how many reads of one directory it makes: a static
+// directory of up to 16M entries is emptied, and a tool still writing one
+// (a recover prepares the launch while the engine may run, above) cannot
+// hold the launch, and the auth relay's lock, for ever.
+const (
+	emptyBatch    = 1024
+	maxEmptyReads = 1 << 14
+)
+
+// emptyDir removes every entry of d (path names it in errors), each
+// directory below after openOwnDir gave its owner access back; nothing
+// is followed through a symlink, a symlink is removed as itself.
+func emptyDir(d *os.File, path string) error {
+	for range maxEmptyReads {
+		names, err := d.Readdirnames(emptyBatch)
+		if len(names) == 0 {
+			if err == io.EOF {
+				return nil
+			}
+			if err != nil {
+				return &fs.PathError{Op: "read", Path: path, Err: err}
+			}
+		}
+		for _, name := range names {
+			if err := removeAt(d, name, filepath.Join(path, name)); err != nil {
+				return err
+			}
+		}
+		// Removing entries while reading on may skip some (getdents gives
+		// no order under change): read again from the start, which holds
+		// only what is left.
+		if _, err := d.Seek(0, io.SeekStart); err != nil {
+			return &fs.PathError{Op: "seek", Path: path, Err: err}
+		}
+	}
+	return &fs.PathError{Op: "empty", Path: path, Err: fmt.Errorf("entries still appear after %d reads of %d", maxEmptyReads, emptyBatch)}
+}
+
+// removeAt removes the entry name of d, a directory with all it holds.
+func removeAt(d *os.File, name, path string) error {
+	dirfd := int(d.Fd())
+	// unlinkat without AT_REMOVEDIR removes anything but a directory
+	// (a symlink as itself) and says EISDIR for one.
+	err := unix.Unlinkat(dirfd, name, 0)
+	if err == nil || errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	if !errors.Is(err, unix.EISDIR) {
+		return &fs.PathError{Op: "remove", Path: path, Err: err}
+	}
+	sub, err := openOwnDir(dirfd, name, path)
+	if errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	err = emptyDir(sub, path)
+	sub.Close()
+	if err != nil {
+		return err
+	}
+	if err := unix.Unlinkat(dirfd, name, unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {
+		return &fs.PathError{Op: "remove", Path: path, Err: err}
+	}
+	return nil
+}
+
+// agentDirRefusal is the refusal of a launch whose agent directory could
+// not be made the controller's. The fix names the whole directory: what
+// blocks a removal may be the entry's parent (a directory that may not be
+// written), and the cause names the entry.
+func agentDirRefusal(dir string, err error) error {
+	return protocol.Wrap(protocol.CodeConfiguration, err,
+		"engine agent directory %s cannot be emptied for the launch; give its owner access back (`chmod -R u+rwX %s`) or remove it (`rm -rf %s`; mosaic makes it again), then recover again",
+		dir, dir, dir)
 }

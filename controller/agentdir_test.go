@@ -1,13 +1,17 @@
 package controller
 
 import (
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/mosaic-agents/mosaic/claims"
+	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
 	"github.com/mosaic-agents/mosaic/conversations"
+	"github.com/mosaic-agents/mosaic/protocol"
 )
 
 // TestOwnAgentDir: the engine's agent directory is the controller's: a
@@ -41,12 +45,7 @@ func TestOwnAgentDir(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		entries, _ := os.ReadDir(dir)
-		var names []string
-		for _, e := range entries {
-			names = append(names, e.Name())
-		}
-		if !slices.Equal(names, []string{"auth.json", "models.json", "settings.json"}) {
+		if names := dirNames(t, dir); !slices.Equal(names, []string{"auth.json", "models.json", "settings.json"}) {
 			t.Fatalf("round %d: the engine's agent dir holds %v", round, names)
 		}
 		if b, _ := os.ReadFile(filepath.Join(dir, "settings.json")); string(b) != "{}\n" {
@@ -69,4 +68,166 @@ func TestOwnAgentDir(t *testing.T) {
 		os.MkdirAll(filepath.Join(dir, "extensions"), 0o700)
 		os.WriteFile(filepath.Join(dir, "auth.json"), []byte(`{"x":{"type":"api_key","key":"!sh"}}`), 0o600)
 	}
+}
+
+// TestOwnAgentDirRemovesWhatToolsLeft: a tool writes the engine's agent
+// directory and can leave there what a plain removal cannot remove (a
+// directory of mode 000 with an entry blocked every later launch and
+// recover), or a symlink that a removal following it would empty the
+// target of. The next launch gives the owner access back, removes every
+// entry, and leaves whatever a symlink points at as it was.
+func TestOwnAgentDirRemovesWhatToolsLeft(t *testing.T) {
+	if os.Geteuid() == 0 {
+		// root's CAP_DAC_OVERRIDE reads and removes through mode 000.
+		sandboxtest.Unavailable(t, "as root the modes a tool sets block nothing: run as an ordinary user (`make test` does, in the sandbox)")
+	}
+	tests := []struct {
+		name  string
+		plant func(t *testing.T, dir, outside string)
+	}{
+		{"a directory of mode 000 with an entry", func(t *testing.T, dir, _ string) {
+			mkdirs(t, filepath.Join(dir, "trap", "x"))
+			chmod(t, filepath.Join(dir, "trap"), 0)
+		}},
+		{"nested directories of mode 000, the innermost first", func(t *testing.T, dir, _ string) {
+			deep := filepath.Join(dir, "a", "b", "c")
+			mkdirs(t, deep)
+			writeFile(t, filepath.Join(deep, "f"), "x", 0o600)
+			for _, d := range []string{deep, filepath.Dir(deep), filepath.Join(dir, "a")} {
+				chmod(t, d, 0)
+			}
+		}},
+		{"a directory that may not be written", func(t *testing.T, dir, _ string) {
+			mkdirs(t, filepath.Join(dir, "ro"))
+			writeFile(t, filepath.Join(dir, "ro", "f"), "x", 0o600)
+			chmod(t, filepath.Join(dir, "ro"), 0o500)
+		}},
+		{"the agent directory itself of mode 000", func(t *testing.T, dir, _ string) {
+			writeFile(t, filepath.Join(dir, "left"), "x", 0o600)
+			chmod(t, dir, 0)
+		}},
+		{"symlinks to a directory outside, beside and below a mode-000 one", func(t *testing.T, dir, outside string) {
+			mkdirs(t, filepath.Join(dir, "trap"))
+			for _, l := range []string{filepath.Join(dir, "link"), filepath.Join(dir, "trap", "link")} {
+				if err := os.Symlink(outside, l); err != nil {
+					t.Fatal(err)
+				}
+			}
+			chmod(t, filepath.Join(dir, "trap"), 0)
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, cv, outside := agentDirFixture(t)
+			dir, err := c.ownAgentDir(cv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.plant(t, dir, outside)
+			if _, err := c.ownAgentDir(cv); err != nil {
+				t.Fatalf("the next launch: %v", err)
+			}
+			if names := dirNames(t, dir); !slices.Equal(names, []string{"auth.json", "models.json", "settings.json"}) {
+				t.Fatalf("the engine's agent dir holds %v", names)
+			}
+			if st, err := os.Stat(dir); err != nil || st.Mode().Perm() != 0o700 {
+				t.Fatalf("the engine's agent dir: %v, %v", st, err)
+			}
+			checkOutside(t, outside)
+		})
+	}
+}
+
+// TestOwnAgentDirRefusesASymlink: the agent directory replaced by a
+// symlink is neither followed nor emptied: the launch refuses with
+// configuration, naming the directory and the fix.
+func TestOwnAgentDirRefusesASymlink(t *testing.T) {
+	c, cv, outside := agentDirFixture(t)
+	dir, err := c.ownAgentDir(cv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, dir); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.ownAgentDir(cv)
+	if protocol.CodeOf(err) != protocol.CodeConfiguration || !strings.Contains(err.Error(), "chmod -R u+rwX "+dir) || !strings.Contains(err.Error(), "then recover again") {
+		t.Fatalf("a launch over an agent directory that is a symlink: %v; want a configuration refusal naming it and the fix", err)
+	}
+	checkOutside(t, outside)
+}
+
+// agentDirFixture is a controller with a claim store, a conversation
+// with a user agent directory, and a directory outside both (mode 0500,
+// one file) that nothing may change.
+func agentDirFixture(t *testing.T) (*Controller, *conversations.Conversation, string) {
+	t.Helper()
+	root := t.TempDir()
+	t.Cleanup(func() { chmodTree(root) })
+	store, err := claims.Open(filepath.Join(root, "state", "claims"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	user := filepath.Join(root, "user-agent")
+	mkdirs(t, user)
+	writeFile(t, filepath.Join(user, "models.json"), `{"providers":{}}`, 0o600)
+	writeFile(t, filepath.Join(user, "auth.json"), `{}`, 0o600)
+	outside := filepath.Join(root, "outside")
+	mkdirs(t, outside)
+	writeFile(t, filepath.Join(outside, "keep"), "x", 0o600)
+	chmod(t, outside, 0o500)
+	return New(Config{Claims: store}), &conversations.Conversation{ID: "pi-00000000000000000000", Engine: conversations.Engine{AgentDir: user}}, outside
+}
+
+// checkOutside: the directory outside kept its file and its mode.
+func checkOutside(t *testing.T, outside string) {
+	t.Helper()
+	st, err := os.Lstat(outside)
+	if err != nil || st.Mode() != fs.ModeDir|0o500 {
+		t.Fatalf("the directory a symlink pointed at changed: %v, %v", st, err)
+	}
+	if names := dirNames(t, outside); !slices.Equal(names, []string{"keep"}) {
+		t.Fatalf("the directory a symlink pointed at holds %v", names)
+	}
+}
+
+func dirNames(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+func mkdirs(t *testing.T, dir string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func chmod(t *testing.T, p string, mode fs.FileMode) {
+	t.Helper()
+	if err := os.Chmod(p, mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// chmodTree gives the owner access to every directory under root, so
+// t.TempDir's removal can remove what a failed test left.
+func chmodTree(root string) {
+	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			os.Chmod(p, 0o700)
+		}
+		return nil
+	})
 }

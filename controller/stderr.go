@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mosaic-agents/mosaic/audit"
 	"github.com/mosaic-agents/mosaic/protocol"
 	"github.com/mosaic-agents/mosaic/scopes"
 )
@@ -126,17 +127,29 @@ func (s *stderrTail) sizeLocked() int {
 // forwardLocked writes one line to out within the rate; size is what the
 // engine wrote for it.
 func (s *stderrTail) forwardLocked(text string, size int) {
+	// Escaped in the journal's notation: journald's stream reader ends an
+	// entry at NUL as at LF (systemd 252 and later), so a NUL passed
+	// through made one line up to 256 entries, past the bound above, and
+	// the text after it an entry without this prefix: a line the
+	// controller's to `journalctl -o cat`. Other controls would rewrite
+	// the terminal that shows it. The tail stays as written: it reaches
+	// clients, which escape it in their own notation, and the journal
+	// through audit, which escapes it there.
+	text = audit.OneLine(text)
+	// The rate holds what reaches the journal: an escape is up to eight
+	// times the byte it stands for. The drop notice counts the engine's.
+	cost := max(size, len(text)+1)
 	now := s.now()
 	if now.Sub(s.window) >= stderrWindow {
 		s.noticeLocked()
 		s.window, s.sent, s.sentLines = now, 0, 0
 	}
-	if s.sent+size > stderrRate || s.sentLines >= stderrLines {
+	if s.sent+cost > stderrRate || s.sentLines >= stderrLines {
 		s.dropped += int64(size)
 		s.droppedLines++
 		return
 	}
-	s.sent += size
+	s.sent += cost
 	s.sentLines++
 	fmt.Fprintf(s.out, "engine %s: %s\n", s.exec, text)
 }

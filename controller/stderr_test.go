@@ -66,6 +66,33 @@ func TestStderrTailBounds(t *testing.T) {
 			},
 		},
 		{
+			// journald's stream reader ends an entry at NUL as at LF: a
+			// NUL forwarded would make one line many entries, the text
+			// after it without the prefix. The tail keeps what was written
+			// (its readers escape it).
+			name:     "NUL and controls are escaped, one line each",
+			input:    "a\x00engine e-0: forged\x00\x1b[31mred\x7f\u202e\tb\n",
+			wantTail: []string{"a\x00engine e-0: forged\x00\x1b[31mred\x7f\u202e\tb"},
+			forwarded: func(t *testing.T, out string) {
+				if want := `engine e-1: a\u{0000}engine e-0: forged\u{0000}\u{001B}[31mred\u{007F}\u{202E}\tb` + "\n"; out != want {
+					t.Fatalf("forwarded %q, want %q", out, want)
+				}
+			},
+		},
+		{
+			// An escape is eight bytes for one: the rate bounds what the
+			// journal gets, not only what the engine wrote.
+			name:     "a flood of NUL lines is bounded as escaped",
+			input:    strings.Repeat(strings.Repeat("\x00", 500)+"\n", 1000),
+			wantTail: repeat(strings.Repeat("\x00", 500), 8),
+			wantCut:  true,
+			forwarded: func(t *testing.T, out string) {
+				if len(out) > stderrRate+maxLineKept || !strings.Contains(out, "bytes of engine stderr dropped") {
+					t.Fatalf("forwarded %d bytes of a NUL flood, ending %q", len(out), out[max(0, len(out)-200):])
+				}
+			},
+		},
+		{
 			name:     "invalid UTF-8 is replaced",
 			input:    "bad \xff byte\n",
 			wantTail: []string{"bad \uFFFD byte"},

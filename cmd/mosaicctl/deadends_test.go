@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +11,7 @@ import (
 
 	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
 	"github.com/mosaic-agents/mosaic/contrib/stubmodel"
+	"github.com/mosaic-agents/mosaic/internal/xdg"
 )
 
 // TestExternalScopeStopRealPi is the way back from an engine scope that
@@ -63,6 +66,44 @@ func TestExternalScopeStopRealPi(t *testing.T) {
 		t.Fatalf("recover --take: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 	if r := run(t, bin, "prompt", "--take", id, "again"); r.code != 0 || r.stdout != "Plain answer to: again\n" {
+		t.Fatalf("prompt after recover: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestToolTrapInAgentDirDoesNotBlockRecover: a tool plants a directory of
+// mode 000 with an entry in its engine's agent directory, which a plain
+// removal cannot empty: every later recover refused `malformed: ...
+// permission denied` for good. After a proven stop, recover gives the
+// owner back access, empties the directory and launches.
+func TestToolTrapInAgentDirDoesNotBlockRecover(t *testing.T) {
+	sandboxtest.Require(t)
+	bin := sandboxtest.Bin(t, "mosaicctl")
+	plant := `d=${PI_CODING_AGENT_DIR:?}; mkdir -p "$d/trap/x" && chmod 000 "$d/trap"; echo "planted $?" > planted.txt`
+	entry, _ := fakeEngine(t, stubmodel.Script{Turns: []stubmodel.Turn{
+		{Text: []string{"Planting."}, Tool: &stubmodel.ToolCall{Command: plant}},
+		{Text: []string{"Planted."}},
+	}})
+	id, proj, _ := startConversation(t, bin, "agenttrap", "--engine", entry, "--provider", "fakellm", "--model", "fake-model")
+	if r := run(t, bin, "prompt", "--take", id, "plant"); r.code != 0 {
+		t.Fatalf("prompt: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if b, _ := os.ReadFile(filepath.Join(proj, "planted.txt")); string(b) != "planted 0\n" {
+		t.Fatalf("the tool did not plant its trap: planted.txt %q", b)
+	}
+	if r := run(t, bin, "stop", "--take", "--yes", id); r.code != 0 {
+		t.Fatalf("stop: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if r := run(t, bin, "recover", "--take", id); r.code != 0 || !strings.Contains(r.stdout, "launched: execution ") {
+		t.Fatalf("recover --take after a tool's mode-000 directory: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	state, err := xdg.StateHome()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(filepath.Join(state, "mosaic", "agent", id, "trap")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the tool's directory is still in the agent directory: %v", err)
+	}
+	if r := run(t, bin, "prompt", "--take", id, "again"); r.code != 0 {
 		t.Fatalf("prompt after recover: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 }

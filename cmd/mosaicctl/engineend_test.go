@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
+	"github.com/mosaic-agents/mosaic/contrib/stubmodel"
 )
 
 // brokenNode is an interpreter that answers --version like Node 22 and
@@ -130,4 +131,70 @@ func field(e map[string]any, name string) string {
 	}
 	raw, _ := json.Marshal(e[name])
 	return string(raw)
+}
+
+// TestEngineStderrNULIsOneEntry: journald's stream reader ends an entry at
+// NUL as at LF, so an engine (or a tool that inherits its stderr) writing
+// NUL-laden lines must still get one journal entry per forwarded line,
+// each with the controller's `engine EXEC: ` prefix: passed through, a
+// line of 100 NULs was 101 entries (past the 50 lines a second), and the
+// text after a NUL an entry of its own that reads as the controller's.
+func TestEngineStderrNULIsOneEntry(t *testing.T) {
+	sandboxtest.Require(t)
+	bin := sandboxtest.Bin(t, "mosaicctl")
+	entry, _ := fakeEngine(t, stubmodel.Script{})
+	sh, err := os.ReadFile(entry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := []struct{ name, printf string }{
+		{"forged line", `nul-line 0: a\000mosaic: forged by the engine\000`},
+		{"many NULs", "nul-line 1: " + strings.Repeat(`x\000`, 100)},
+		{"NUL first and escapes", `\000nul-line 2: \033[31m\000x`},
+	}
+	var writes strings.Builder
+	for _, l := range lines {
+		fmt.Fprintf(&writes, "printf '%s\\n' >&2\n", l.printf)
+	}
+	if err := os.WriteFile(entry, []byte(strings.Replace(string(sh), "exec ", writes.String()+"exec ", 1)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	id, _, _ := startConversation(t, bin, "nul", "--engine", entry, "--provider", "fakellm", "--model", "fake-model")
+	if r := run(t, bin, "hello", id); r.code != 0 { // the controller runs, the engine is launched
+		t.Fatalf("hello: exit %d %s", r.code, r.stderr)
+	}
+	svc := "mosaic-conv@" + id + ".service"
+	all := journalUntil(t, func(es []map[string]any) bool {
+		n := 0
+		for _, e := range es {
+			if strings.Contains(field(e, "MESSAGE"), "nul-line 2: ") {
+				n++
+			}
+		}
+		return n > 0
+	}, "-u", svc)
+	for i, l := range lines {
+		t.Run(l.name, func(t *testing.T) {
+			mark := fmt.Sprintf("nul-line %d: ", i)
+			var got []string
+			for _, e := range all {
+				if m := field(e, "MESSAGE"); strings.Contains(m, mark) {
+					got = append(got, m)
+				}
+			}
+			if len(got) != 1 || !strings.HasPrefix(got[0], "engine ") || strings.ContainsAny(got[0], "\x00\x1b") {
+				t.Fatalf("line %q: %d journal entries %q, want one with the prefix, its controls escaped", l.printf, len(got), got)
+			}
+		})
+	}
+	// Nothing after a NUL became an entry of its own.
+	var strays []string
+	for _, e := range all {
+		if m := field(e, "MESSAGE"); m == "x" || strings.HasPrefix(m, "mosaic: forged") || strings.HasPrefix(m, "\x1b") {
+			strays = append(strays, m)
+		}
+	}
+	if len(strays) > 0 {
+		t.Errorf("%d entries of text after a NUL, without the prefix: %q", len(strays), strays[:min(len(strays), 5)])
+	}
 }
