@@ -272,7 +272,7 @@ func (c *Controller) bindingLocked() protocol.Binding {
 		b.EngineState = x.engineState()
 		b.EngineEnd = x.end
 		b.PendingApprovals = c.pendingApprovalsLocked()
-		if b.PendingApprovals > 0 && (b.EngineState == "busy" || b.EngineState == "idle") {
+		if b.PendingApprovals > 0 && (b.EngineState == "busy" || b.EngineState == protocol.EngineIdle) {
 			b.EngineState = protocol.EngineWaitingForApproval
 		}
 	}

@@ -59,6 +59,6 @@ func (x *execution) engineState() string {
 	case ts.Running || ts.Slot != nil:
 		return "busy"
 	default:
-		return "idle"
+		return protocol.EngineIdle
 	}
 }

@@ -12,7 +12,7 @@ import (
 )
 
 // maxPromptChars is the contract's string cap (262144 characters).
-const maxPromptChars = 262144
+const maxPromptChars = protocol.MaxPromptChars
 
 // prompt admits one prompt into the durable queue: it never refuses for a
 // running turn. The text is frozen (digest, actor, connection, generation)

@@ -49,14 +49,33 @@ const LaterLineSlashInterpreted = false
 // CheckText refuses text whose first visible characters are a prefix pinned
 // Pi interprets. The refusal happens before any byte is written, so a
 // refused prompt never reaches the engine.
+//
+// The message is read by whoever typed the text (mosaicctl, attach, the
+// web page): it says what to send instead, since white space before the
+// slash is refused too and so is no way around it. The row's Source (a
+// file of Pi's package) stays in the table and the docs: it means
+// nothing to the user and names no fix.
 func CheckText(text string) error {
 	rest := strings.TrimLeftFunc(text, ignorable)
 	for _, p := range Prefixes {
 		if p.Interpreted && strings.HasPrefix(rest, p.Prefix) {
-			return protocol.Refuse(protocol.CodeTextPolicy, "text starting with %q is interpreted by the engine (%s)", p.Prefix, p.Source)
+			return protocol.Refuse(protocol.CodeTextPolicy,
+				"a text whose first visible character is %q runs as an engine command instead of reaching the model, even after white space; nothing was sent: put a word or a quote before the slash, as in %q or %q",
+				p.Prefix, "explain "+example(rest), "'"+example(rest)+"'")
 		}
 	}
 	return nil
+}
+
+// example is the start of rest (a text beginning with a slash) as the
+// refusal shows it rewritten: its first word, at most 24 characters, so
+// the suggestion is the user's own command and stays one short line.
+func example(rest string) string {
+	w := strings.FieldsFunc(rest, ignorable)[0]
+	if r := []rune(w); len(r) > 24 {
+		w = string(r[:24])
+	}
+	return w
 }
 
 // ignorable reports characters that do not count as the first character:

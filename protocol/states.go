@@ -90,6 +90,10 @@ const (
 	ApprovalResolvedNatively = "resolved-natively"
 )
 
+// EngineIdle is the binding's engineState while no turn runs and no
+// prompt holds the engine's slot: an interrupt then has nothing to stop.
+const EngineIdle = "idle"
+
 // EngineWaitingForApproval is the binding's engineState while a run
 // waits on an approval nobody has answered.
 const EngineWaitingForApproval = "waiting-for-approval"

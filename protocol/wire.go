@@ -18,6 +18,12 @@ const Version = 2
 // unbounded is what the cap is for.
 const MaxLine = 1 << 20
 
+// MaxPromptChars is the contract's cap on a prompt or edit text, in
+// characters: a longer or empty one is refused CodeDraft. It is here, not
+// in the controller, so a client can refuse such a text before it takes
+// control for it.
+const MaxPromptChars = 262144
+
 // Hello is the first line a client sends. Every field but Type is optional.
 type Hello struct {
 	Type     string `json:"type"`

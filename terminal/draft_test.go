@@ -59,7 +59,8 @@ func TestDraftNeverPrefixesTheNextSubmit(t *testing.T) {
 }
 
 // TestLegendOnQuestionMark: ? on an empty composer shows the key legend
-// and types nothing; a second ? types it; ? inside text is text.
+// and types nothing; a second ? types it and puts the legend away; ?
+// inside text is text.
 func TestLegendOnQuestionMark(t *testing.T) {
 	r := &screenRig{}
 	r.s.SetControl(Control{"me", 1}, true)
@@ -73,8 +74,8 @@ func TestLegendOnQuestionMark(t *testing.T) {
 		}
 	}
 	r.feed("?")
-	if r.s.Composer.Text() != "?" {
-		t.Fatalf("a second ?: composer %q, want ?", r.s.Composer.Text())
+	if r.s.Composer.Text() != "?" || r.s.Notice() != "" {
+		t.Fatalf("a second ?: composer %q, notice %q; want ? and the legend put away", r.s.Composer.Text(), r.s.Notice())
 	}
 	r.feed("?")
 	if r.s.Composer.Text() != "??" {

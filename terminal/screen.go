@@ -48,8 +48,10 @@ const (
 // happens), and at least one row.
 const MinComposerRows = 1
 
-// Legend is the one-line key legend that ? shows on an empty composer.
-// Most used first: a narrow screen cuts the end. A second ? types a ?.
+// Legend is the key legend that ? shows on an empty composer, most used
+// first. It takes as many notice rows as the width needs (legendLines),
+// breaking only between keys, so each key reads whole at 80 columns. A
+// second ? types a ?.
 const Legend = "keys: ^T take control, ^Y restore draft, ^G interrupt, ^X stop, ^R recover, ^J newline, ^O reconnect, PgUp/PgDn, ↑/↓ queued items, ^P resume queue, ^C quit"
 
 // Screen is the attach screen without I/O: the transcript viewport, the
@@ -153,6 +155,11 @@ func (s *Screen) Handle(k Key) (Action, string) {
 	}
 	legend := s.legend
 	s.legend = false
+	if legend && s.notice == Legend {
+		// The legend answers one ?: the next key puts it away and gives
+		// its rows back to the transcript.
+		s.notice = ""
+	}
 	switch k.Kind {
 	case KeyText:
 		if k.Text == "?" && s.Composer.Text() == "" && !legend {
@@ -343,7 +350,7 @@ func (s *Screen) keep(head, lines, width int) {
 // Render lays the screen out in height lines of at most width cells:
 // the transcript viewport on top (its end, unless scrolled), the status
 // line, the notice line (outcomes, refusals, broadcasts; one line,
-// sanitized), then the composer (its last lines, at most a third of the
+// sanitized; the key legend takes the rows it needs), then the composer (its last lines, at most a third of the
 // height) or the open dialog in its place.
 func (s *Screen) Render(width, height int) Frame {
 	width, height = max(width, 1), max(height, 1)
@@ -376,7 +383,14 @@ func (s *Screen) Render(width, height int) Frame {
 		}
 		curRow, curCol = len(bottom)-1, Width(bottom[len(bottom)-1])
 	}
-	rows := max(height-2-len(bottom), 0)
+	notice := []string{clip(s.notice, width)}
+	if s.notice == Legend {
+		// The rows it needs come from the transcript, never from the
+		// status line or the composer.
+		notice = legendLines(width)
+		notice = notice[:max(min(len(notice), height-1-len(bottom)), 1)]
+	}
+	rows := max(height-1-len(notice)-len(bottom), 0)
 	// Only the viewport's lines are taken from the transcript; the items
 	// keep their wrapped lines between frames, so a frame costs what it
 	// shows, not the length of the conversation.
@@ -417,8 +431,10 @@ func (s *Screen) Render(width, height int) Frame {
 		statusRow = len(out)
 		out = append(out, st.Line(width))
 	}
-	if len(out) < height {
-		out = append(out, clip(s.notice, width))
+	for _, l := range notice {
+		if len(out) < height {
+			out = append(out, l)
+		}
 	}
 	base := len(out)
 	for _, l := range bottom {
@@ -431,6 +447,27 @@ func (s *Screen) Render(width, height int) Frame {
 		out = append(out, "")
 	}
 	return Frame{Lines: out, CursorRow: min(base+max(curRow, 0), height-1), CursorCol: min(curCol, width-1), StatusRow: statusRow}
+}
+
+// legendLines lays Legend out in lines of at most width cells, as many
+// keys on a line as fit, each line but the last ending in its comma: a
+// key is cut only when it is wider than the screen by itself.
+func legendLines(width int) []string {
+	var out []string
+	line := ""
+	for _, key := range strings.SplitAfter(Legend, ", ") {
+		key = strings.TrimSuffix(key, " ")
+		switch {
+		case line == "":
+			line = key
+		case Width(line)+1+Width(key) <= width:
+			line += " " + key
+		default:
+			out = append(out, clip(line, width))
+			line = key
+		}
+	}
+	return append(out, clip(line, width))
 }
 
 // Plain joins a frame's lines, for tests and logs.

@@ -74,7 +74,7 @@ func TestScreenLayout(t *testing.T) {
 	r.s.SetNotice("a notice\x1b[2J")
 	f := r.s.Render(40, 8)
 	checkFrame(t, f, 40, 8)
-	want := []string{"-- n0 --", "-- n1 --", "-- n2 --", "", "", "c1 | observer | gen 2 | engine idle | b…", "a notice^[[2J", "> "}
+	want := []string{"-- n0 --", "-- n1 --", "-- n2 --", "", "", "c1 | observer | gen 2 | binding active", "a notice^[[2J", "> "}
 	if !reflect.DeepEqual(f.Lines, want) {
 		t.Fatalf("frame\n%q\nwant\n%q", f.Lines, want)
 	}

@@ -27,30 +27,70 @@ type Status struct {
 	Notice string
 }
 
-// Line renders the status to one line of at most width cells.
+// Line renders the status to one line of at most width cells. When the
+// whole line does not fit, whole parts are left out, the least needed
+// first (the replay window, the engine state, the generation, the scroll
+// position), then the binding is cut (its admission reason can be long),
+// before anything else is: a part cut mid-word (the draft hint shown as
+// "dra…" at 100 columns) tells nothing, and one left out shows again on a
+// wider screen. The conversation, the mode and the draft hint, which
+// names its key, always stay; what still does not fit is cut at the end.
+// The notice, last, is cut first and never makes a part leave.
 func (s Status) Line(width int) string {
 	mode := "observer"
 	if s.Controller {
 		mode = "controller"
 	}
-	parts := []string{s.Conversation, mode, fmt.Sprintf("gen %d", s.Generation)}
+	// drop is the order parts are left out in, 0 for never.
+	type part struct {
+		text string
+		drop int
+	}
+	const binding = -1 // cut to the room left, not left out
+	parts := []part{{s.Conversation, 0}, {mode, 0}, {fmt.Sprintf("gen %d", s.Generation), 3}}
 	if s.Engine != "" {
-		parts = append(parts, "engine "+s.Engine)
+		parts = append(parts, part{"engine " + s.Engine, 2})
 	}
 	if s.Binding != "" {
-		parts = append(parts, "binding "+s.Binding)
+		parts = append(parts, part{"binding " + s.Binding, binding})
 	}
 	if s.Replay != "" {
-		parts = append(parts, "replay "+s.Replay)
+		parts = append(parts, part{"replay " + s.Replay, 1})
 	}
 	if s.Scroll != "" {
-		parts = append(parts, s.Scroll)
+		parts = append(parts, part{s.Scroll, 4})
 	}
 	if s.Draft {
-		parts = append(parts, "draft kept ("+DraftKey+")")
+		parts = append(parts, part{"draft kept (" + DraftKey + ")", 0})
+	}
+	for i := range parts {
+		parts[i].text = clip(parts[i].text, 0) // sanitized, so Width counts what shows
+	}
+	join := func(drop int) string {
+		var kept []string
+		for _, p := range parts {
+			if p.drop <= 0 || p.drop > drop {
+				kept = append(kept, p.text)
+			}
+		}
+		return strings.Join(kept, " | ")
+	}
+	line := join(0)
+	for drop := 1; drop <= 4 && width > 0 && Width(line) > width; drop++ {
+		line = join(drop)
+	}
+	if over := Width(line) - width; width > 0 && over > 0 {
+		// The binding's state reads in a few cells; its reason can wait
+		// for a wider screen.
+		for i, p := range parts {
+			if p.drop == binding && Width(p.text)-over >= len("binding stopped…") {
+				parts[i].text = clip(p.text, Width(p.text)-over)
+			}
+		}
+		line = join(4)
 	}
 	if s.Notice != "" {
-		parts = append(parts, s.Notice)
+		line += " | " + s.Notice
 	}
-	return clip(strings.Join(parts, " | "), width)
+	return clip(line, width)
 }

@@ -282,9 +282,11 @@ func TestBrowserReconnectNoFalseTakeover(t *testing.T) {
 		a.click("#take")
 		a.until("A in control again", `document.querySelector("#mode").textContent === "controller"`)
 		bin := sandboxtest.Bin(t, "mosaicctl")
-		// Takes control, then is refused no-turn: the engine is idle.
-		out, err := exec.Command(bin, "interrupt", "--take", id).CombinedOutput()
-		t.Logf("mosaicctl interrupt --take: %v: %s", err, out)
+		// Takes control and resumes a queue with nothing in it: a
+		// takeover with no other effect. (An interrupt of the idle
+		// engine is refused before any takeover.)
+		out, err := exec.Command(bin, "queue", "resume", "--take", id).CombinedOutput()
+		t.Logf("mosaicctl queue resume --take: %v: %s", err, out)
 		a.until("the takeover told", textHas("#notice", "another client took control"))
 	})
 }

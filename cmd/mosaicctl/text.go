@@ -3,7 +3,9 @@ package main
 import (
 	"fmt"
 	"io"
+	"unicode/utf8"
 
+	"github.com/mosaic-agents/mosaic/engine"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
@@ -19,7 +21,8 @@ const commandHeadroom = 512
 // the connection mid-write and the verb could only say "outcome unknown"
 // of a prompt that was never queued. Standard input is read only up to
 // the cap, so `yes | mosaicctl prompt ID -` ends instead of growing
-// without bound.
+// without bound. A text admission would refuse is refused here too
+// (checkText).
 func promptText(arg string, stdin io.Reader) (string, error) {
 	text := arg
 	if arg == "-" {
@@ -42,5 +45,24 @@ func promptText(arg string, stdin io.Reader) (string, error) {
 			"the text is %d bytes once JSON-escaped (control characters take 6 each), more than one protocol line of %d bytes carries; nothing was sent: shorten the text or split it into several prompts",
 			len(enc), protocol.MaxLine)
 	}
+	if err := checkText(text); err != nil {
+		return "", err
+	}
 	return text, nil
+}
+
+// checkText refuses, before the verb connects, a text the controller's
+// admission would refuse, with the same codes: empty or over the
+// contract's cap (draft), or one the text policy refuses (text-policy).
+// Refused by the controller, it would come after --take, whose takeover
+// has already revoked whoever held control (an attached terminal) for a
+// command that did nothing. The policy is engine-neutral (engine/doc.go):
+// the controller applies it to Pi and Claude alike, so the verb needs no
+// conversation file to know the engine kind.
+func checkText(text string) error {
+	if n := utf8.RuneCountInString(text); n == 0 || n > protocol.MaxPromptChars {
+		return protocol.Refuse(protocol.CodeDraft,
+			"the text has %d characters; nothing was sent: a prompt needs 1 to %d (with -, it is all of standard input)", n, protocol.MaxPromptChars)
+	}
+	return engine.CheckText(text)
 }

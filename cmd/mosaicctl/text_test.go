@@ -78,25 +78,28 @@ func TestOverlongTextIsRefusedNotUnknown(t *testing.T) {
 }
 
 // TestPromptTextBound: the bound is the protocol line, counted on the
-// JSON escape, and a text at the bound passes whole.
+// JSON escape, and a text at the bound passes whole. The bound is in
+// bytes, the contract's cap in characters: a text of four-byte characters
+// meets the line's bound within the cap.
 func TestPromptTextBound(t *testing.T) {
 	fits := protocol.MaxLine - commandHeadroom - 2 // the quotes
+	atBound := strings.Repeat("\U0001F600", fits/4) + strings.Repeat("a", fits%4)
 	for _, tc := range []struct {
 		name, arg, stdin string
-		refused          bool
+		code             string // "" when the text passes
 	}{
-		{"argument at the bound", strings.Repeat("a", fits), "", false},
-		{"argument one over", strings.Repeat("a", fits+1), "", true},
-		{"stdin at the bound", "-", strings.Repeat("a", fits), false},
-		{"stdin of one line and a byte", "-", strings.Repeat("a", protocol.MaxLine+1), true},
-		{"escapes counted", strings.Repeat("\x01", fits/6+1), "", true},
-		{"a dash alone inside the text", "a - b", "", false},
+		{"argument at the bound", atBound, "", ""},
+		{"argument one over", atBound + "a", "", protocol.CodeLineTooLong},
+		{"stdin at the bound", "-", atBound, ""},
+		{"stdin of one line and a byte", "-", strings.Repeat("a", protocol.MaxLine+1), protocol.CodeLineTooLong},
+		{"escapes counted", strings.Repeat("\x01", fits/6+1), "", protocol.CodeLineTooLong},
+		{"a dash alone inside the text", "a - b", "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := promptText(tc.arg, strings.NewReader(tc.stdin))
-			if tc.refused {
-				if protocol.CodeOf(err) != protocol.CodeLineTooLong {
-					t.Fatalf("promptText: %v; want line-too-long", err)
+			if tc.code != "" {
+				if protocol.CodeOf(err) != tc.code {
+					t.Fatalf("promptText: %v; want %s", err, tc.code)
 				}
 				return
 			}
@@ -106,6 +109,35 @@ func TestPromptTextBound(t *testing.T) {
 			}
 			if err != nil || got != want {
 				t.Fatalf("promptText: %d bytes, %v; want the %d bytes back", len(got), err, len(want))
+			}
+		})
+	}
+}
+
+// TestPromptTextAdmission: a text the controller's admission refuses is
+// refused before the verb connects, with admission's code, so `--take`
+// never revokes another client's control for a command that does nothing.
+func TestPromptTextAdmission(t *testing.T) {
+	for _, tc := range []struct {
+		name, arg, stdin string
+		code             string // "" when the text passes
+	}{
+		{"empty argument", "", "", protocol.CodeDraft},
+		{"empty standard input", "-", "", protocol.CodeDraft},
+		{"characters at the cap", strings.Repeat("a", protocol.MaxPromptChars), "", ""},
+		{"one character over the cap", strings.Repeat("a", protocol.MaxPromptChars+1), "", protocol.CodeDraft},
+		{"a slash first", "/help", "", protocol.CodeTextPolicy},
+		{"a slash after spaces", "  /help", "", protocol.CodeTextPolicy},
+		{"a slash after a zero-width space", "\u200b/skill:x", "", protocol.CodeTextPolicy},
+		{"a slash on standard input", "-", "/help\n", protocol.CodeTextPolicy},
+		{"a word before the slash", "explain /help", "", ""},
+		{"a quote before the slash", "'/help'", "", ""},
+		{"a slash on a later line", "see\n/help", "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := promptText(tc.arg, strings.NewReader(tc.stdin))
+			if got := protocol.CodeOf(err); got != tc.code || (tc.code == "" && err != nil) {
+				t.Fatalf("promptText: %v (code %q); want code %q", err, got, tc.code)
 			}
 		})
 	}
