@@ -95,6 +95,14 @@ func (c *Controller) start(ctx context.Context) error {
 		return protocol.Wrap(protocol.CodeConfiguration, err, "")
 	}
 	keys := c.keys(head)
+	if head.exists && !c.cfg.Conversation.IsClaude() {
+		// A claim this controller adopts or re-attaches to may have
+		// written the file after its launch: a stop recorded here must
+		// still say a session exists (claims.Record.Written).
+		c.mu.Lock()
+		c.st.written = head.id
+		c.mu.Unlock()
+	}
 	// A previous start may have keyed a new conversation by its id and
 	// the file exists now: follow the seat key to the claim it holds.
 	if st, err := c.cfg.Claims.Current(ctx, keys); err == nil && st.Seat != nil && st.Seat.Session != keys.Session {
@@ -265,15 +273,20 @@ func (c *Controller) launch(ctx context.Context, head sessionHead, keys claims.K
 	}
 	execID := newID("e-")
 	pins := pinsOf(cv, spec)
+	written := ""
+	if head.exists && !cv.IsClaude() {
+		written = head.id
+	}
 	claim, err := c.cfg.Claims.Acquire(ctx, claims.Request{
 		Keys: keys, Binding: newID("b-"), Harness: cv.Kind(), Conversation: cv.ID,
-		Branch: "main", Leaf: head.leaf, Pins: pins, Execution: execID,
+		Branch: "main", Leaf: head.leaf, Pins: pins, Execution: execID, Written: written,
 	})
 	if err != nil {
 		return err
 	}
 	c.mu.Lock()
 	c.st.claim = claim
+	c.st.written = written
 	// The execution run before (stopped, its claim proven) is no longer
 	// the one a stop or a command acts on: until this launch records its
 	// own, none is, so a force stop of a launch that never released its
