@@ -250,6 +250,11 @@ func runConvRm(c *cli.Context) error {
 	if err := refuseActiveSocket(ctx, id); err != nil {
 		return err
 	}
+	if loadErr == nil {
+		if err := refuseHeldSeat(ctx, cv); err != nil {
+			return err
+		}
+	}
 	if err := s.Remove(id); err != nil {
 		return err
 	}

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/mosaic-agents/mosaic/claims"
 	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
 	"github.com/mosaic-agents/mosaic/contrib/stubmodel"
 	"github.com/mosaic-agents/mosaic/protocol"
@@ -19,12 +21,7 @@ import (
 // The same conversation again, its --replace, another seat or workspace,
 // and the seat once its conversation was removed are all accepted.
 func TestConvAddRefusesATakenSeat(t *testing.T) {
-	sandboxtest.Require(t) // conv rm asks the user manager
-	bin := sandboxtest.Bin(t, "mosaicctl")
-	home := t.TempDir()
-	t.Setenv("HOME", home)
-	t.Setenv("XDG_CONFIG_HOME", filepath.Join(home, ".config"))
-	entry, _ := fakeEngine(t, stubmodel.Script{})
+	bin, home, entry := seatHome(t)
 	proj := filepath.Join(home, "app")
 	add := func(seat, name string, extra ...string) []string {
 		if err := os.MkdirAll(filepath.Join(proj, ".pi", "state", seat, "sessions"), 0o755); err != nil {
@@ -69,4 +66,74 @@ func TestConvAddRefusesATakenSeat(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestConvRmRefusesAHeldSeat: `conv rm` of a conversation whose own claim
+// still holds its seat unproven is refused with the claim's code and the
+// way to prove its stop: removed, nothing could ever prove it, and the
+// seat would stay held. A proven stop is free, and the conversation goes.
+func TestConvRmRefusesAHeldSeat(t *testing.T) {
+	bin, home, entry := seatHome(t)
+	store, err := claims.Open(filepath.Join(home, ".local", "state", "mosaic", "claims"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		to   func(c *claims.Claim) error // from reserved
+		code string                      // "" when removed
+	}{
+		{"reserved", func(*claims.Claim) error { return nil }, protocol.CodeAlreadyActive},
+		{"uncertain", func(c *claims.Claim) error {
+			if err := c.BeginLaunch(ctx); err != nil {
+				return err
+			}
+			return c.MarkUncertain(ctx, "test")
+		}, protocol.CodeUnsafeReplacement},
+		{"stopped with a proof", func(c *claims.Claim) error { return c.Abandon(ctx, "test") }, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			proj := filepath.Join(home, strings.ReplaceAll(tc.name, " ", "-"))
+			if err := os.MkdirAll(filepath.Join(proj, ".pi", "state", "alice", "sessions"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			id := strings.TrimSpace(mustRun(t, bin, "conv", "add", "--project", proj, "--seat", "alice", "--engine", entry,
+				"--session", filepath.Join(proj, ".pi", "state", "alice", "sessions", "main.jsonl")))
+			c, err := store.Acquire(ctx, claims.Request{Keys: claims.Keys{Seat: claims.SeatKey{Seat: "alice", Project: proj, Workspace: "default"}, Session: "new:" + id},
+				Binding: "b-1", Harness: "pi", Conversation: id, Branch: "main", Execution: "e-1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.to(c); err != nil {
+				t.Fatal(err)
+			}
+			r := run(t, bin, "conv", "rm", id)
+			if tc.code == "" {
+				if r.code != 0 {
+					t.Fatalf("exit %d, stderr %q; want it removed", r.code, r.stderr)
+				}
+				return
+			}
+			wantRefusal(t, r, tc.code)
+			if want := "`mosaicctl stop --take --yes " + id + "`"; !strings.Contains(r.stderr, want) {
+				t.Fatalf("stderr %q does not say %q", r.stderr, want)
+			}
+			mustRun(t, bin, "conv", "show", id)
+		})
+	}
+}
+
+// seatHome gives a test its own home (conversations, claims) and the fake
+// engine to pin; conv rm asks the user manager, hence the sandbox.
+func seatHome(t *testing.T) (bin, home, entry string) {
+	t.Helper()
+	sandboxtest.Require(t)
+	bin = sandboxtest.Bin(t, "mosaicctl")
+	home = t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(home, ".config"))
+	t.Setenv("XDG_STATE_HOME", filepath.Join(home, ".local", "state"))
+	entry, _ = fakeEngine(t, stubmodel.Script{})
+	return bin, home, entry
 }
