@@ -17,6 +17,9 @@ type Request struct {
 	Branch       string
 	Leaf         string
 	Pins         Pins
+	// Written is the header id of the session file the launch found
+	// (Record.Written); empty when there was none.
+	Written string
 	// Execution is the id of the execution about to be launched.
 	Execution string
 }
@@ -60,7 +63,7 @@ func (s *Store) Acquire(ctx context.Context, req Request) (*Claim, error) {
 		Format: formatVersion, Claim: s.newID(), Seq: 1, Seat: req.Keys.Seat, Session: req.Keys.Session,
 		Binding: req.Binding, Harness: req.Harness, Conversation: req.Conversation,
 		Branch: req.Branch, Leaf: req.Leaf, Pins: req.Pins, Execution: req.Execution,
-		Controller: self, Generation: 1, State: Reserved,
+		Written: req.Written, Controller: self, Generation: 1, State: Reserved,
 	}
 	return s.take(ctx, v, req.Keys, rec)
 }

@@ -103,7 +103,25 @@ func (c *Claim) MarkUncertain(ctx context.Context, reason string) error {
 // store full, read-only) may be called again with the same proof until it
 // succeeds, whatever step the failed write reached.
 func (c *Claim) Stop(ctx context.Context, p proofs.Proof) error {
-	return c.stopWith(ctx, p, "stop", []State{Active, Stopping, Uncertain}, func(r *Record) { r.Reason = "" })
+	return c.StopWritten(ctx, p, "")
+}
+
+// StopWritten is Stop that also records written, the header id of the
+// session file the controller saw the execution write (Record.Written);
+// "" keeps what the claim recorded before.
+func (c *Claim) StopWritten(ctx context.Context, p proofs.Proof, written string) error {
+	return c.stopWith(ctx, p, "stop", []State{Active, Stopping, Uncertain}, func(r *Record) {
+		r.Reason = ""
+		keepWritten(r, written)
+	})
+}
+
+// keepWritten records written on r unless it is empty: evidence of a
+// session file is never dropped by a revision that did not see it.
+func keepWritten(r *Record, written string) {
+	if written != "" {
+		r.Written = written
+	}
 }
 
 // stopWith records stopped with proof p from one of the states from, with

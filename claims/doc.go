@@ -118,6 +118,25 @@
 // No method releases a claim on disconnect, agent_settled, EOF, SIGTERM,
 // idle or an abort reply: there is no such method.
 //
+// # Leaf and Written: what a stopped revision says of the session file
+//
+// Leaf is the leaf at launch (Acquire), and on a hibernate's stopped
+// revision the leaf the conversation was on (the wake relaunches on it);
+// Stop does not change it, so claims.Resume and the wake read it as
+// before. Written is separate on purpose: Leaf can name an entry Pi holds
+// only in memory (a new session's startup entries, before the lazy first
+// write), so a non-empty Leaf does not mean a file was written. Written is
+// the header id of a session file seen at the session path while the
+// claim held it: set at Acquire when the launch found the file, and by
+// StopWritten or Hibernate when the controller saw the engine write it;
+// kept by every later revision. A stopped claim keyed new:<conversation>
+// with Written set and its file missing is a session that exists
+// somewhere else, not a new one: the controller refuses to recover it as
+// new (target), after a restart too, since the evidence is in the store.
+// A controller that never saw the file (it was written and moved away
+// between two polls of the session watch, or while no controller ran)
+// records nothing, and that gap is the one place the old reading stays.
+//
 // # Refusals
 //
 // Refusals are *protocol.Refusal with the brief's codes: already-active

@@ -17,14 +17,15 @@ const PolicyHibernate = "hibernate"
 // Hibernate records stopped with a cohort proof, as Stop does, for a stop
 // the idle policy made, and the leaf the conversation was on: the one
 // launch without a confirmation (Wakeable) relaunches on exactly that
-// leaf. Like Stop it may be called again with the same proof after a
-// failed write.
-func (c *Claim) Hibernate(ctx context.Context, p proofs.Proof, leaf string) error {
+// leaf; written is as for StopWritten. Like Stop it may be called again
+// with the same proof after a failed write.
+func (c *Claim) Hibernate(ctx context.Context, p proofs.Proof, leaf, written string) error {
 	return c.stopWith(ctx, p, "hibernate", []State{Stopping}, func(r *Record) {
 		r.Reason, r.Policy = "hibernated: idle", PolicyHibernate
 		if leaf != "" {
 			r.Leaf = leaf
 		}
+		keepWritten(r, written)
 	})
 }
 

@@ -79,6 +79,14 @@ type Record struct {
 	Branch       string `json:"branch"`
 	Leaf         string `json:"leaf"`
 	Pins         Pins   `json:"pins"`
+	// Written is the Pi header id of the session file seen at the session
+	// path while the claim held it: the file the launch found, or the one
+	// the engine wrote (Pi writes lazily, after the first answer). Once
+	// set, later revisions keep it. It is the evidence a claim keyed
+	// new:<conversation> carries that a session exists: without it a
+	// missing file reads as a conversation never answered, and a recover
+	// would start a new, empty session over history that exists elsewhere.
+	Written string `json:"written,omitempty"`
 
 	// Execution names the engine execution this revision is about; the
 	// scope unit is mosaic-engine-<conversation>-<execution>.scope.

@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -22,8 +21,10 @@ type confirmation struct {
 	rec     protocol.Confirmation
 	expires time.Time
 	// leaf is the session leaf a recover confirmation names, read from the
-	// file when it was issued: the eligibility must be for that leaf.
-	leaf string
+	// file when it was issued, and exists whether there was a file: the
+	// eligibility must be for that leaf, or for no file as the intent said.
+	leaf   string
+	exists bool
 }
 
 // Confirmation bounds: at most maxConfirmations are kept in all and
@@ -56,12 +57,12 @@ func (c *Controller) issueConfirmation(ctx context.Context, k *conn, cmd *protoc
 	}
 	members := c.memberSummary()
 	// A recover names the leaf the file is on now, read like recover reads
-	// it: the binding's leaf may lag the engine's last appends.
-	leaf := ""
+	// it: the binding's leaf may lag the engine's last appends, and is
+	// Pi's in-memory leaf when the file is missing.
+	var head sessionHead
+	var headErr error
 	if cmd.Operation == protocol.CmdRecover {
-		if head, err := c.readHead(ctx); err == nil {
-			leaf = head.leaf
-		}
+		head, headErr = c.readHead(ctx)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -80,11 +81,11 @@ func (c *Controller) issueConfirmation(ctx context.Context, k *conn, cmd *protoc
 	if r := c.roomForConfirmationLocked(k, now); r != nil {
 		return nil, r
 	}
-	cf := &confirmation{expires: now.Add(c.cfg.ConfirmTTL), leaf: leaf}
+	cf := &confirmation{expires: now.Add(c.cfg.ConfirmTTL), leaf: head.leaf, exists: head.exists}
 	cf.rec = protocol.Confirmation{Record: protocol.RecordConfirmation, ID: newID("cf-"), Request: cmd.Request, Operation: cmd.Operation,
 		State: protocol.ConfirmationIssued, Connection: k.id, Execution: exec, Generation: c.st.generation,
 		StopContext: c.stopContextLocked(), Expires: cf.expires.UTC().Format(time.RFC3339)}
-	cf.rec.Intent = c.intentLocked(cmd.Operation, members, leaf)
+	cf.rec.Intent = c.intentLocked(cmd.Operation, members, head, headErr)
 	sum := sha256.Sum256([]byte(strings.Join([]string{cf.rec.ID, cf.rec.Operation, cf.rec.Connection, cf.rec.Execution,
 		fmt.Sprint(cf.rec.Generation), cf.rec.StopContext, cf.rec.Intent}, "\x00")))
 	cf.rec.Digest = hex.EncodeToString(sum[:])
@@ -94,8 +95,9 @@ func (c *Controller) issueConfirmation(ctx context.Context, k *conn, cmd *protoc
 	return done(cf.rec), nil
 }
 
-// intentLocked is the exact text a person confirms.
-func (c *Controller) intentLocked(op, members, leaf string) string {
+// intentLocked is the exact text a person confirms; head (or headErr) is
+// the session file as a recover will find it.
+func (c *Controller) intentLocked(op, members string, head sessionHead, headErr error) string {
 	x := c.st.exec
 	switch op {
 	case protocol.CmdForceStop:
@@ -113,11 +115,35 @@ func (c *Controller) intentLocked(op, members, leaf string) string {
 		return fmt.Sprintf("force stop execution %s: kill every process in %s (%s); tool calls in flight become uncertain effects, nothing is rolled back",
 			x.id, x.handle.Cohort.Unit, members)
 	case protocol.CmdRecover:
-		return fmt.Sprintf("recover conversation %s after the proven stop (%s): a new execution on the same session and leaf %s; the cancelled prompt is not replayed",
-			c.cfg.Conversation.ID, c.stopContextLocked(), cmp.Or(leaf, c.st.leaf))
+		return c.recoverIntentLocked(head, headErr)
 	default:
 		return fmt.Sprintf("take recovery control of conversation %s at generation %d without reopening admission", c.cfg.Conversation.ID, c.st.generation+1)
 	}
+}
+
+// recoverIntentLocked says what a recover would launch on: only what the
+// session file holds, never the leaf the stopped engine had in memory,
+// and, when the file is missing, whether that is a new session or one the
+// claim says was written (then the recover refuses: sessionRefusal).
+func (c *Controller) recoverIntentLocked(head sessionHead, headErr error) string {
+	pre := fmt.Sprintf("recover conversation %s after the proven stop (%s): ", c.cfg.Conversation.ID, c.stopContextLocked())
+	const post = "; the cancelled prompt is not replayed"
+	path := c.cfg.Conversation.Session
+	written := ""
+	if c.st.claim != nil {
+		written = c.st.claim.Record().Written
+	}
+	switch {
+	case headErr != nil:
+		return pre + fmt.Sprintf("the session file %s cannot be read (%v): the recover refuses until it can", path, headErr)
+	case head.exists:
+		return pre + fmt.Sprintf("a new execution on the same session %s and leaf %s", head.id, head.leaf) + post
+	case written != "":
+		return pre + fmt.Sprintf("the session file %s is missing, but the stopped execution wrote session %s there: the recover refuses until that file is back", path, written)
+	case c.cfg.Conversation.IsClaude():
+		return pre + fmt.Sprintf("a new execution on Claude session %s, which has no transcript yet", c.cfg.Conversation.SessionKey()) + post
+	}
+	return pre + fmt.Sprintf("a new execution that starts a new session at %s (no session file was ever written there)", path) + post
 }
 
 // memberSummary describes the cohort's current members for an intent.

@@ -200,6 +200,11 @@ type state struct {
 	claim     *claims.Claim
 	sessionID string
 	leaf      string
+	// written is the header id of a session file seen at the session path
+	// during the current execution (claims.Record.Written): the stopped
+	// revision carries it, so a restarted controller still knows a
+	// session was written when the file has gone.
+	written   string
 	reconcile bool
 
 	stop         *protocol.Stop // the running or last stop

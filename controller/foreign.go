@@ -55,6 +55,9 @@ func (c *Controller) watchSession(x *execution, prev *history.Snapshot) {
 		if err != nil {
 			continue
 		}
+		if !snap.New() {
+			c.sawWritten(x, snap.SessionID())
+		}
 		fresh := snap.Appended()
 		if len(fresh) > 0 {
 			// Ask the engine after reading the file: Pi adds an entry to
@@ -94,6 +97,22 @@ func (c *Controller) follow(x *execution, leaf string) {
 	}
 	c.st.leaf = leaf
 	c.publishBindingLocked()
+}
+
+// sawWritten records that the session file of x's execution exists with
+// header id: the evidence, kept on the stopped revision, that recovering
+// this conversation must find that file again (recover.go). Recorded
+// before the entries are vouched for: a file a foreign writer replaced is
+// still a session that exists somewhere, never a reason to start anew.
+func (c *Controller) sawWritten(x *execution, id string) {
+	if id == "" || !history.PlainID(id) {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.st.exec == x {
+		c.st.written = id
+	}
 }
 
 // engineEntries returns the ids of the entries the engine holds after the

@@ -212,7 +212,13 @@ func (c *Controller) wake(ctx context.Context, head sessionHead, keys claims.Key
 		c.notWoken("the launch changed since the hibernate (pins %+v, now %+v); recover", rec.Pins, pins)
 		return false, nil
 	}
-	if head.leaf != rec.Leaf || (head.exists && rec.Session != head.id && rec.Session != "new:"+cv.ID) {
+	// The file's own keys, not the ones start followed to this claim:
+	// those match the claim whatever the file holds now.
+	if r := c.sessionRefusal(&rec, head, c.keys(head)); r != nil {
+		c.notWoken("%s", r.Message)
+		return false, nil
+	}
+	if head.leaf != rec.Leaf {
 		c.notWoken("the session moved from leaf %q to %q; recover", rec.Leaf, head.leaf)
 		return false, nil
 	}

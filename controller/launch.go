@@ -95,10 +95,30 @@ func (c *Controller) start(ctx context.Context) error {
 		return protocol.Wrap(protocol.CodeConfiguration, err, "")
 	}
 	keys := c.keys(head)
-	// A previous start may have keyed a new conversation by its id and
-	// the file exists now: follow the seat key to the claim it holds.
+	if head.exists && !c.cfg.Conversation.IsClaude() {
+		// A claim this controller adopts or re-attaches to may have
+		// written the file after its launch: a stop recorded here must
+		// still say a session exists (claims.Record.Written).
+		c.mu.Lock()
+		c.st.written = head.id
+		c.mu.Unlock()
+	}
 	if st, err := c.cfg.Claims.Current(ctx, keys); err == nil && st.Seat != nil && st.Seat.Session != keys.Session {
-		keys.Session = st.Seat.Session
+		switch cur := st.Seat; {
+		case cur.Conversation == c.cfg.Conversation.ID:
+			// A previous start may have keyed a new conversation by its
+			// id and the file exists now: follow the seat key to the
+			// claim it holds.
+			keys.Session = cur.Session
+		case claims.Proven(cur) != nil:
+			// Another conversation's claim is never followed (its stop
+			// would read as this one's, its recover launch that one's
+			// session here) and, while it holds the seat, never outwaited
+			// by exiting: a controller that exits is restarted by its
+			// socket until systemd's start limit, and says why only in
+			// the journal. It serves, idle, and says it to every client.
+			return seatTaken{c.seatTakenRefusal(cur)}
+		}
 	}
 	// A previous controller kept its engine's descriptors: re-attach to
 	// that engine when the claim and the engine are still what it left.
@@ -154,6 +174,32 @@ func (c *Controller) start(ctx context.Context) error {
 	default: // engine alive, or gone with members left, or a stop in progress
 		return adopt()
 	}
+}
+
+// seatTaken is a start refused because another conversation's claim
+// holds the seat: unlike a second controller of this conversation (H16),
+// which exits, this controller stays up and idle (Start).
+type seatTaken struct{ *protocol.Refusal }
+
+func (e seatTaken) Unwrap() error { return e.Refusal }
+
+// seatTakenRefusal names the conversation whose claim holds the seat, its
+// state and the way to free it: that conversation's own stop (its claim
+// stays until a proof ends it), then a restart of this controller, which
+// launches only when it starts.
+func (c *Controller) seatTakenRefusal(cur *claims.Record) *protocol.Refusal {
+	cv := c.cfg.Conversation
+	code := protocol.CodeAlreadyActive
+	if cur.State != claims.Reserved && cur.State != claims.Active {
+		code = protocol.CodeUnsafeReplacement
+	}
+	ws := ""
+	if cv.Workspace != conversations.DefaultWorkspace {
+		ws = " (workspace " + cv.Workspace + ")"
+	}
+	return protocol.Refuse(code,
+		"seat %s of project %s%s is held by conversation %s (its claim is %s): a seat runs one conversation at a time; stop that one first (`mosaicctl stop --take --yes %s`), or add this one on another seat; then `systemctl --user restart mosaic-conv@%s.service`",
+		cv.Seat, cv.Project, ws, cur.Conversation, cur.State, cur.Conversation, cv.ID)
 }
 
 // adopt takes over a claim whose engine this controller cannot talk to:
@@ -265,15 +311,20 @@ func (c *Controller) launch(ctx context.Context, head sessionHead, keys claims.K
 	}
 	execID := newID("e-")
 	pins := pinsOf(cv, spec)
+	written := ""
+	if head.exists && !cv.IsClaude() {
+		written = head.id
+	}
 	claim, err := c.cfg.Claims.Acquire(ctx, claims.Request{
 		Keys: keys, Binding: newID("b-"), Harness: cv.Kind(), Conversation: cv.ID,
-		Branch: "main", Leaf: head.leaf, Pins: pins, Execution: execID,
+		Branch: "main", Leaf: head.leaf, Pins: pins, Execution: execID, Written: written,
 	})
 	if err != nil {
 		return err
 	}
 	c.mu.Lock()
 	c.st.claim = claim
+	c.st.written = written
 	// The execution run before (stopped, its claim proven) is no longer
 	// the one a stop or a command acts on: until this launch records its
 	// own, none is, so a force stop of a launch that never released its

@@ -38,14 +38,14 @@ func retryable(err error) bool { return protocol.CodeOf(err) == protocol.CodeCla
 func (c *Controller) recordProof(ctx context.Context, p *proofs.CohortProof, kind string) (*claims.ProofRecord, error) {
 	var rec *claims.ProofRecord
 	c.mu.Lock()
-	leaf := c.st.leaf
+	leaf, written := c.st.leaf, c.st.written
 	c.mu.Unlock()
 	err := c.claimDo(func(cl *claims.Claim) error {
-		stop := func() error { return cl.Stop(ctx, p) }
+		stop := func() error { return cl.StopWritten(ctx, p, written) }
 		if kind == protocol.KindHibernate {
 			// The idle policy's own stop: the one a client's connection
 			// may wake without a confirmation (hibernate.go).
-			stop = func() error { return cl.Hibernate(ctx, p, leaf) }
+			stop = func() error { return cl.Hibernate(ctx, p, leaf, written) }
 		}
 		if err := stop(); err != nil {
 			return err

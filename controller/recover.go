@@ -1,11 +1,13 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 
 	"github.com/mosaic-agents/mosaic/audit"
 	"github.com/mosaic-agents/mosaic/claims"
+	"github.com/mosaic-agents/mosaic/conversations"
 	"github.com/mosaic-agents/mosaic/engine"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
@@ -53,13 +55,15 @@ func (c *Controller) recover(ctx context.Context, k *conn, cmd *protocol.Command
 		return nil, protocol.Wrap(protocol.CodeTarget, headErr, "")
 	}
 	keys := c.keys(head)
-	if rec.Session != keys.Session && !(head.exists && rec.Session == "new:"+c.cfg.Conversation.ID) {
-		return nil, protocol.Refuse(protocol.CodeTarget, "the session file now has header %s; the claim was for %s", head.id, rec.Session)
+	if r := c.sessionRefusal(&rec, head, keys); r != nil {
+		return nil, r
 	}
 	keys.Session = rec.Session
-	if cf := c.confs[cmd.Confirmation]; cf != nil && cf.rec.Connection == k.id && cf.leaf != "" && cf.leaf != head.leaf {
+	if cf := c.confs[cmd.Confirmation]; cf != nil && cf.rec.Connection == k.id && (cf.leaf != head.leaf || cf.exists != head.exists) {
+		// The confirmation's intent named what the file held then (a leaf,
+		// or a new session): anything else is not what was confirmed.
 		cf.rec.State = protocol.ConfirmationExpired
-		return nil, protocol.Refuse(protocol.CodeTarget, "the session moved from leaf %s, which the confirmation named, to %s: confirm again", cf.leaf, head.leaf)
+		return nil, protocol.Refuse(protocol.CodeTarget, "the session file changed since the confirmation (leaf %s, now %s): confirm again", orNone(cf.leaf), orNone(head.leaf))
 	}
 	if r := c.useConfirmationLocked(k, cmd.Confirmation, protocol.CmdRecover); r != nil {
 		return nil, r
@@ -76,6 +80,49 @@ func (c *Controller) recover(ctx context.Context, k *conn, cmd *protocol.Command
 		map[string]string{"ELIGIBILITY": e.rec.ID, "PROOF_DIGEST": rec.Proof.Digest})
 	return done(e.rec), nil
 }
+
+// sessionRefusal says why a launch on keys, for the stopped claim rec,
+// would not continue the session rec is about (nil when it would). A
+// claim keyed new:<conversation> matches a missing file only while no
+// session was ever seen there (rec.Written): once one was, a missing file
+// means the history is elsewhere, and Pi, given the path, would start a
+// new, empty session under a new id while the recover said it resumed.
+func (c *Controller) sessionRefusal(rec *claims.Record, head sessionHead, keys claims.Keys) *protocol.Refusal {
+	cv := c.cfg.Conversation
+	path := cv.Session
+	switch {
+	case rec.Written != "" && !head.exists:
+		return protocol.Refuse(protocol.CodeTarget,
+			"session %s, which the stopped engine wrote to %s, is missing there: recover would start a new, empty session. Put the file back to recover it, or start afresh: %s",
+			rec.Written, path, freshConversation(cv))
+	case rec.Written != "" && head.id != rec.Written:
+		return protocol.Refuse(protocol.CodeTarget,
+			"session %s, which the stopped engine wrote to %s, is not there (the file holds %s). Put that file back to recover it, or start afresh: %s",
+			rec.Written, path, head.id, freshConversation(cv))
+	case rec.Session == keys.Session, head.exists && rec.Session == "new:"+cv.ID:
+		return nil
+	case !head.exists:
+		return protocol.Refuse(protocol.CodeTarget,
+			"session %s, the stopped claim's, is missing from %s. Put the file back to recover it, or start afresh: %s",
+			rec.Session, path, freshConversation(cv))
+	}
+	return protocol.Refuse(protocol.CodeTarget, "the session file %s now has header %s; the claim was for %s", path, head.id, rec.Session)
+}
+
+// freshConversation is the way to a new session instead of the one a
+// conversation lost. The conversation id is derived from the project, the
+// seat and the session file's name, so the new session needs another
+// name, and the old conversation goes first: its seat is the one the new
+// conversation takes. Refusals are cut at 512 bytes and paths are long,
+// so the settings are named by the command that prints them, not spelled
+// out.
+func freshConversation(cv *conversations.Conversation) string {
+	return fmt.Sprintf("note its settings (`mosaicctl conv show %s`), run `mosaicctl conv rm %s`, then `mosaicctl conv add` with those settings and a new --session file name",
+		cv.ID, cv.ID)
+}
+
+// orNone names an empty leaf.
+func orNone(leaf string) string { return cmp.Or(leaf, "none (no session file)") }
 
 // launchCmd starts a new execution with an eligibility record: same
 // session and leaf, generation +1. The cancelled prompt is not replayed:

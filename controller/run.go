@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/mosaic-agents/mosaic/audit"
@@ -27,7 +28,8 @@ func (c *Controller) Start(ctx context.Context) error {
 	if err == nil {
 		return nil
 	}
-	if protocol.CodeOf(err) == protocol.CodeAlreadyActive {
+	var taken seatTaken
+	if protocol.CodeOf(err) == protocol.CodeAlreadyActive && !errors.As(err, &taken) {
 		return err
 	}
 	c.audit(audit.Transition, nil, fmt.Sprintf("start of %s: %v", c.cfg.Conversation.ID, err),

@@ -193,6 +193,9 @@ func saveConversation(c *cli.Context, cv *conversations.Conversation) error {
 	case err != nil && protocol.CodeOf(err) != protocol.CodeUnknownConv && !c.Bool("replace"):
 		return err
 	}
+	if err := refuseTakenSeat(s, cv); err != nil {
+		return err
+	}
 	if err := s.Save(cv); err != nil {
 		return err
 	}
@@ -203,6 +206,23 @@ func saveConversation(c *cli.Context, cv *conversations.Conversation) error {
 	noteHomes(c.Context, os.Stderr)
 	fmt.Println(cv.ID)
 	return nil
+}
+
+// refuseTakenSeat refuses a conversation on a seat tuple another
+// registered conversation uses. The claim store lets one engine hold a
+// seat (W4), and a controller launches when its socket is first used: the
+// second conversation's controller could only refuse to start for as long
+// as the first one's claim holds the seat, which nothing would have said
+// at conv add.
+func refuseTakenSeat(s *conversations.Store, cv *conversations.Conversation) error {
+	others, err := s.OnSeat(cv)
+	if err != nil || len(others) == 0 {
+		return err
+	}
+	o := others[0]
+	return protocol.Refuse(protocol.CodeConfiguration,
+		"seat %s of project %s (workspace %s) is taken by conversation %s (session %s): a seat runs one conversation; remove that one first (`mosaicctl conv rm %s`), or add this one on another seat (--seat NAME, its --session under %s)",
+		cv.Seat, cv.Project, cv.Workspace, o.ID, o.SessionKey(), o.ID, conversations.SessionPath(cv.Project, "NAME", ""))
 }
 
 // runConvRm removes a conversation. A file that does not load (bad TOML,
@@ -229,6 +249,11 @@ func runConvRm(c *cli.Context) error {
 	}
 	if err := refuseActiveSocket(ctx, id); err != nil {
 		return err
+	}
+	if loadErr == nil {
+		if err := refuseHeldSeat(ctx, cv); err != nil {
+			return err
+		}
 	}
 	if err := s.Remove(id); err != nil {
 		return err

@@ -2,9 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"strings"
 
+	"github.com/mosaic-agents/mosaic/claims"
 	"github.com/mosaic-agents/mosaic/conversations"
 	"github.com/mosaic-agents/mosaic/protocol"
 	"github.com/mosaic-agents/mosaic/scopes"
@@ -171,4 +175,40 @@ func refuseActiveSocket(ctx context.Context, id string) error {
 		}
 	}
 	return nil
+}
+
+// refuseHeldSeat refuses `conv rm` while the conversation's own claim
+// holds its seat unproven (reserved, active, stopping, uncertain, stopped
+// without a proof that verifies). Claims are never deleted or rewritten
+// (claims/doc.go): only a proof frees one, and only the conversation's
+// controller can make it, which needs the conversation's file. Removed,
+// the claim would hold the seat for good. A proven stop is free already:
+// it stays in the store as history and blocks no other conversation.
+func refuseHeldSeat(ctx context.Context, cv *conversations.Conversation) error {
+	root, err := claims.DefaultRoot()
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(root); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	store, err := claims.Open(root)
+	if err != nil {
+		return err
+	}
+	keys := claims.Keys{Seat: claims.SeatKey{Seat: cv.Seat, Project: cv.Project, Workspace: cv.Workspace}, Session: "new:" + cv.ID}
+	cur, err := store.Current(ctx, keys)
+	if err != nil {
+		return fmt.Errorf("conv rm %s: read its claim: %w", cv.ID, err)
+	}
+	r := cur.Seat
+	if r == nil || r.Conversation != cv.ID || claims.Proven(r) == nil {
+		return nil
+	}
+	code := protocol.CodeUnsafeReplacement
+	if r.State == claims.Reserved || r.State == claims.Active {
+		code = protocol.CodeAlreadyActive
+	}
+	return protocol.Refuse(code, "conv rm %s: its claim (%s) holds seat %s of project %s, and once removed nothing could prove its stop: prove it first (`mosaicctl stop --take --yes %s`), then stop its units (`systemctl --user stop %s %s`) and remove it",
+		cv.ID, r.State, cv.Seat, cv.Project, cv.ID, units.SocketUnit(cv.ID), units.ServiceUnit(cv.ID))
 }

@@ -45,7 +45,7 @@ func runRecover(ctx context.Context, c *cli.Context) error {
 		return err
 	}
 	fmt.Fprintf(s.out, "eligible: %s after stop %s (proof %s), session %s, leaf %s\n",
-		el.ID, el.Stop, el.ProofDigest, el.SessionID, orDash(el.Leaf))
+		el.ID, el.Stop, el.ProofDigest, orDash(el.SessionID), orDash(el.Leaf))
 	if c.Bool("no-launch") {
 		return nil
 	}

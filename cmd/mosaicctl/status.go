@@ -373,6 +373,10 @@ func claimCell(st *convStatus) string {
 	switch {
 	case cl == nil:
 		return "none"
+	case cl.Conversation != st.Conversation && cl.Proven:
+		// A proven stop frees the seat: the controller launches past it
+		// (it never follows another conversation's claim).
+		return fmt.Sprintf("none (seat free; %s's claim stopped)", cl.Conversation)
 	case cl.Conversation != st.Conversation:
 		return fmt.Sprintf("seat held by %s (%s)", cl.Conversation, cl.State)
 	case cl.State == claims.Stopped && cl.Proven && cl.ProofType == claims.ProofWithdrawn:

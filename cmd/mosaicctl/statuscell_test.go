@@ -34,3 +34,27 @@ func TestClaimCellNamesWhatTheStopRestsOn(t *testing.T) {
 		})
 	}
 }
+
+// TestClaimCellOfAnotherConversation: a seat whose last claim is another
+// conversation's proven stop is free (the controller launches past it),
+// and status says so; one that claim still holds names it and its state.
+func TestClaimCellOfAnotherConversation(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		state  claims.State
+		proven bool
+		want   string
+	}{
+		{"proven stop", claims.Stopped, true, "none (seat free; pi-a's claim stopped)"},
+		{"stopped without a proof", claims.Stopped, false, "seat held by pi-a (stopped)"},
+		{"uncertain", claims.Uncertain, false, "seat held by pi-a (uncertain)"},
+		{"active", claims.Active, false, "seat held by pi-a (active)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := &convStatus{Conversation: "pi-y", Claim: &claimStatus{State: tc.state, Conversation: "pi-a", Proven: tc.proven}}
+			if got := claimCell(st); got != tc.want {
+				t.Fatalf("claim cell %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
