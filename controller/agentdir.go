@@ -125,11 +125,10 @@ func (c *Controller) nextCopy(user, dir string) ([]byte, error) {
 // descends (read, write, search), as scopes/grant.go does for cgroup
 // files, then removes.
 //
-// Whether a tool still runs: a launch and a wake follow a proven stop of
-// the last execution's cohort, tools included; a recover prepares the
-// directory before it checks that the binding is stopped, so there the
-// engine and its tools may be running. Nothing here relies on them being
-// gone: every step is relative to a directory descriptor already opened,
+// Whether a tool still runs: a launch, a wake and a recover prepare the
+// directory only after a proven stop of the last execution's cohort,
+// tools included (recover asks first: recoverableLocked). Nothing here
+// relies on them being gone, though: every step is relative to a directory descriptor already opened,
 // never through a symlink, and a chmod acts on the inode a descriptor
 // pins, not on a name a tool could swap for a symlink between a check and
 // the chmod; so the walk never leaves the agent directory, and a tool
@@ -172,9 +171,8 @@ func openOwnDir(dirfd int, name, path string) (*os.File, error) {
 
 // emptyBatch is how many entries emptyDir reads at once, and
 // maxEmptyReads how many reads of one directory it makes: a static
-// directory of up to 16M entries is emptied, and a tool still writing one
-// (a recover prepares the launch while the engine may run, above) cannot
-// hold the launch, and the auth relay's lock, for ever.
+// directory of up to 16M entries is emptied, and a process still writing
+// one cannot hold the launch, and the auth relay's lock, for ever.
 const (
 	emptyBatch    = 1024
 	maxEmptyReads = 1 << 14

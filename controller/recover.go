@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/mosaic-agents/mosaic/audit"
 	"github.com/mosaic-agents/mosaic/claims"
@@ -27,6 +28,17 @@ type eligibility struct {
 // concluded after a restart had no engine stream to read, so its report
 // lists none.
 func (c *Controller) recover(ctx context.Context, k *conn, cmd *protocol.Command) (*outcome, error) {
+	// Who asks, and whether there is a proven stop to recover from, before
+	// anything is prepared: spec empties and rebuilds the engine's agent
+	// directory, which a client without control (an engine's own tool
+	// among them) must not make happen, least of all under a running
+	// engine. Asked again below, once the reads are done.
+	c.mu.Lock()
+	_, r := c.recoverableLocked(k, cmd)
+	c.mu.Unlock()
+	if r != nil {
+		return nil, r
+	}
 	cv, specErr := c.settings()
 	var spec engine.Spec
 	if specErr == nil {
@@ -35,21 +47,15 @@ func (c *Controller) recover(ctx context.Context, k *conn, cmd *protocol.Command
 	head, headErr := c.readHead(ctx)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if r := c.checkControlLocked(k, cmd); r != nil {
+	rec, r := c.recoverableLocked(k, cmd)
+	if r != nil {
 		return nil, r
-	}
-	if c.st.binding != protocol.BindingStopped || c.st.claim == nil {
-		return nil, protocol.Refuse(protocol.CodeStopProof, "recover needs a stop proven by a cohort or boot proof; the binding is %s: %s", c.st.binding, c.wayOutLocked())
-	}
-	rec := c.st.claim.Record()
-	if err := claims.Proven(&rec); err != nil {
-		return nil, protocol.Wrap(protocol.CodeStopProof, err, "the recorded stop does not verify")
 	}
 	if specErr != nil {
 		return nil, specErr
 	}
 	if pins := pinsOf(cv, spec); pins != rec.Pins {
-		return nil, protocol.Refuse(protocol.CodePinMismatch, "the engine or its arguments changed since the stopped execution (%+v, now %+v): a resume runs the engine it stopped; add the conversation again with its earlier --engine, --node, --provider, --model and --thinking to recover", rec.Pins, pins)
+		return nil, pinRefusal(rec.Pins, pins)
 	}
 	if headErr != nil {
 		return nil, protocol.Wrap(protocol.CodeTarget, headErr, "")
@@ -175,4 +181,49 @@ func (c *Controller) launchCmd(ctx context.Context, k *conn, cmd *protocol.Comma
 	}
 	c.publishBindingLocked()
 	return done(r), nil
+}
+
+// recoverableLocked is the claim record of the proven stop k may recover
+// from, or why not: k holds control at the command's generation, and the
+// binding is stopped with a proof that verifies.
+func (c *Controller) recoverableLocked(k *conn, cmd *protocol.Command) (claims.Record, *protocol.Refusal) {
+	if r := c.checkControlLocked(k, cmd); r != nil {
+		return claims.Record{}, r
+	}
+	if c.st.binding != protocol.BindingStopped || c.st.claim == nil {
+		return claims.Record{}, protocol.Refuse(protocol.CodeStopProof, "recover needs a stop proven by a cohort or boot proof; the binding is %s: %s", c.st.binding, c.wayOutLocked())
+	}
+	rec := c.st.claim.Record()
+	if err := claims.Proven(&rec); err != nil {
+		return claims.Record{}, protocol.Wrap(protocol.CodeStopProof, err, "the recorded stop does not verify")
+	}
+	return rec, nil
+}
+
+// pinRefusal refuses a recover whose launch would not run the engine the
+// stopped execution ran, saying what changed and how to go back.
+func pinRefusal(was, now claims.Pins) *protocol.Refusal {
+	return protocol.Refuse(protocol.CodePinMismatch, "the engine changed since the stopped execution (%s), and a resume runs the engine it stopped: add the conversation again (`mosaicctl conv add --replace`) with its earlier --engine, --node, --provider, --model and --thinking, then recover", pinsChange(was, now))
+}
+
+// pinsChange names what differs between the pins of the stopped
+// execution and a launch's now, digests cut to 12 hex digits.
+func pinsChange(was, now claims.Pins) string {
+	var out []string
+	changed := func(what, a, b string) {
+		if a != b {
+			out = append(out, fmt.Sprintf("%s %s, now %s", what, cmp.Or(cutHex(a), "none"), cmp.Or(cutHex(b), "none")))
+		}
+	}
+	changed("version", was.EngineVersion, now.EngineVersion)
+	changed("binary sha256", was.BinarySHA256, now.BinarySHA256)
+	changed("argv digest (the engine's path and flags)", was.ArgvDigest, now.ArgvDigest)
+	return strings.Join(out, "; ")
+}
+
+func cutHex(s string) string {
+	if len(s) > 12 {
+		return s[:12] + "…"
+	}
+	return s
 }
