@@ -39,6 +39,8 @@ func TestInterspersed(t *testing.T) {
 		{"app flags", "--help", "--help", ""},
 		{"value flag of a command with subcommands", "web --addr h:1 --no-browser", "web --addr h:1 --no-browser", ""},
 		{"subcommand after its parent's flag", "web --no-browser sessions --store /s", "web --no-browser sessions --store /s", ""},
+		{"queue hint as typed", "queue resume --take ID", "queue --take -- resume ID", ""},
+		{"queue edit hint as typed", "queue edit --take ID item-1 TEXT", "queue --take -- edit ID item-1 TEXT", ""},
 		{"unknown command", "promt ID hi", "", `unknown command "promt"; see ` + "`mosaicctl --help`"},
 		{"unknown subcommand", "conv remove ID", "", `unknown command "remove"; see ` + "`mosaicctl conv --help`"},
 	} {
@@ -92,6 +94,9 @@ func TestCommandLineRefusals(t *testing.T) {
 		{"stop " + anID + " --yse", "mosaicctl: usage: flag provided but not defined: -yse; see `mosaicctl stop --help`\n"},
 		{"prompt " + anID, "mosaicctl: usage: `mosaicctl prompt` wants a conversation id and one text argument, got 1 arguments: " +
 			"quote the text, put `--` before a text that starts with -, or give - to read it from standard input\n"},
+		{"queue frob " + anID, "mosaicctl: usage: unknown queue command \"frob\": `mosaicctl queue` takes ID, `cancel ID ITEM`, " +
+			"`edit ID ITEM TEXT|-` or `resume ID`; see `mosaicctl queue --help`\n"},
+		{"queue resume", "mosaicctl: usage: `mosaicctl queue resume` wants a conversation id, got 0 arguments\n"},
 		{"stop " + anID + " " + anID, "mosaicctl: usage: `mosaicctl stop` wants exactly one conversation id, got 2 arguments; see `mosaicctl conv list`\n"},
 	} {
 		t.Run(tc.args, func(t *testing.T) {

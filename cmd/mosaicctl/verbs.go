@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -83,6 +84,7 @@ func oneShot(run func(context.Context, *cli.Context) error) cli.ActionFunc {
 			defer cancel()
 		}
 		err := run(ctx, c)
+		verb, id := verbAndID(c)
 		var v *verdict
 		var lost *client.OutcomeError
 		switch {
@@ -90,14 +92,24 @@ func oneShot(run func(context.Context, *cli.Context) error) cli.ActionFunc {
 			return nil
 		case errors.As(err, &v):
 		case errors.As(err, &lost):
-			v = unknown("%v; see what happened with `mosaicctl attach %s`, never send it again as new", err, c.Args().First())
+			v = unknown("%v; see what happened with `mosaicctl attach %s`, never send it again as new", err, id)
 		default:
-			return withHint(err, c.Command.Name, c.Args().First())
+			return withHint(err, verb, id)
 		}
 		fmt.Fprintf(os.Stderr, "mosaicctl: %s: %s\n", v.code, v.message)
 		os.Exit(v.status)
 		return nil
 	}
+}
+
+// verbAndID names the verb a hint repeats and the conversation it acts
+// on: `queue`'s acting forms read the id after their sub-verb, and a hint
+// built from the first argument would name the sub-verb as the id.
+func verbAndID(c *cli.Context) (verb, id string) {
+	if sub := c.Args().First(); c.Command.Name == "queue" && slices.Contains(queueSubVerbs, sub) {
+		return "queue " + sub, c.Args().Get(1)
+	}
+	return c.Command.Name, c.Args().First()
 }
 
 // session is one verb's connection: the client, the tape of everything it
