@@ -169,7 +169,13 @@ func convAddCommand() *cli.Command {
 			if err := pinExtensions(cv, c.StringSlice("extension")); err != nil {
 				return err
 			}
-			return saveConversation(c, cv)
+			if err := saveConversation(c, cv); err != nil {
+				return err
+			}
+			if cv.Engine.Path == "" {
+				fmt.Fprintln(os.Stderr, noPiWarning(cv.ID))
+			}
+			return nil
 		},
 	}
 }
@@ -197,7 +203,7 @@ func saveConversation(c *cli.Context, cv *conversations.Conversation) error {
 		return err
 	}
 	if old != nil {
-		reportReplace(os.Stderr, old, cv)
+		reportReplace(os.Stderr, old, cv, engineRunning(c.Context, cv.ID))
 	}
 	noteEnvFileReach(os.Stderr, s, cv)
 	noteHomes(c.Context, os.Stderr)
