@@ -90,6 +90,8 @@ func TestCommandLineRefusals(t *testing.T) {
 		{"conv remove " + anID, "mosaicctl: usage: unknown command \"remove\"; see `mosaicctl conv --help`\n"},
 		{"conv add --seat s", "mosaicctl: usage: `mosaicctl conv add` needs --project; see `mosaicctl conv add --help`\n"},
 		{"conv add --project /p --seat s", "mosaicctl: usage: conv add needs --session FILE for a Pi conversation (or --engine-kind claude)\n"},
+		{"conv add --project /p --seat s --session /p/x.jsonl --thinking banana",
+			"mosaicctl: usage: --thinking \"banana\" is not a level Pi accepts; use one of off, minimal, low, medium, high, xhigh, max\n"},
 		{"serve", "mosaicctl: usage: `mosaicctl serve` needs --conversation; see `mosaicctl serve --help`\n"},
 		{"stop " + anID + " --yse", "mosaicctl: usage: flag provided but not defined: -yse; see `mosaicctl stop --help`\n"},
 		{"prompt " + anID, "mosaicctl: usage: `mosaicctl prompt` wants a conversation id and one text argument, got 1 arguments: " +

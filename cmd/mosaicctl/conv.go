@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/mosaic-agents/mosaic/conversations"
 	"github.com/mosaic-agents/mosaic/engine"
+	"github.com/mosaic-agents/mosaic/engine/pi"
 	"github.com/mosaic-agents/mosaic/protocol"
 	"github.com/urfave/cli/v2"
 )
@@ -139,6 +142,9 @@ func convAddCommand() *cli.Command {
 			session := c.String("session")
 			if session == "" {
 				return protocol.Refuse(protocol.CodeUsage, "conv add needs --session FILE for a Pi conversation (or --engine-kind claude)")
+			}
+			if t := c.String("thinking"); t != "" && !slices.Contains(pi.ThinkingLevels, t) {
+				return usageError("--thinking %q is not a level Pi accepts; use one of %s", t, strings.Join(pi.ThinkingLevels, ", "))
 			}
 			cv := &conversations.Conversation{
 				Project:   c.String("project"),
