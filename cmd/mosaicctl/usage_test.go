@@ -1,7 +1,10 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"flag"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -61,6 +64,46 @@ func TestNotControllerHint(t *testing.T) {
 			err := withHint(protocol.Refuse(protocol.CodeNotController, "this connection does not control the conversation"), verb, cid)
 			if !strings.Contains(err.Error(), "pass --take to take control first: "+tc.want) {
 				t.Fatalf("hint %q; want %s", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestTimeoutInWords: a verb that gives up at --timeout says so in words
+// and what to do, never Go's "context deadline exceeded", whether the wait
+// was the verb's own or the client's; errors.Is still sees the deadline.
+func TestTimeoutInWords(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		run  func(ctx context.Context) error
+		want string
+	}{
+		{"the verb's wait", func(ctx context.Context) error {
+			<-ctx.Done()
+			return fmt.Errorf("wait for the engine to launch: %w", context.Cause(ctx))
+		}, "wait for the engine to launch: the --timeout of 10ms passed; run it again with a longer --timeout (--timeout 0 waits without limit)"},
+		{"a refusal is left alone", func(ctx context.Context) error {
+			<-ctx.Done()
+			return protocol.Refuse(protocol.CodeBusy, "a turn is running")
+		}, "busy: a turn is running"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got error
+			app := &cli.App{Name: "mosaicctl", ExitErrHandler: func(*cli.Context, error) {}, Commands: []*cli.Command{{
+				Name: "verb", Flags: verbFlags(),
+				Action: func(c *cli.Context) error {
+					got = oneShot(func(ctx context.Context, _ *cli.Context) error { return tc.run(ctx) })(c)
+					return nil
+				},
+			}}}
+			if err := app.Run([]string{"mosaicctl", "verb", "--timeout", "10ms", anID}); err != nil {
+				t.Fatal(err)
+			}
+			if got == nil || got.Error() != tc.want {
+				t.Fatalf("error %q; want %q", got, tc.want)
+			}
+			if _, refused := got.(*protocol.Refusal); !refused && !errors.Is(got, context.DeadlineExceeded) {
+				t.Errorf("errors.Is(%v, context.DeadlineExceeded) is false", got)
 			}
 		})
 	}
