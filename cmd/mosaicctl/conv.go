@@ -115,7 +115,7 @@ func convAddCommand() *cli.Command {
 			&cli.StringFlag{Name: "seat", Usage: "seat `NAME`", Required: true},
 			&cli.StringFlag{Name: "session", Usage: "absolute session `FILE` (.jsonl); Pi only, required there"},
 			&cli.StringFlag{Name: "workspace", Usage: "workspace `NAME`", Value: conversations.DefaultWorkspace},
-			&cli.StringFlag{Name: "engine", Usage: "the `pi` executable or its entry file (default: pi from PATH), pinned now"},
+			&cli.StringFlag{Name: "engine", Usage: "the `pi` executable or its entry file (default: pi from PATH; a relative path is taken from the current directory), pinned now by its absolute path"},
 			&cli.StringFlag{Name: "node", Usage: "the Node `PATH` to run the engine with (default: the one the engine's wrapper names, else the node on this PATH), pinned now"},
 			&cli.StringFlag{Name: "provider", Usage: "Pi --provider `NAME`"},
 			&cli.StringFlag{Name: "model", Usage: "the engine's --model `NAME` (Pi or Claude)"},
