@@ -53,6 +53,15 @@ func queueCommand() *cli.Command {
 // queueSubVerbs are the acting forms of `queue`, its first argument.
 var queueSubVerbs = []string{"cancel", "edit", "resume"}
 
+// queueFormUsage describes each acting form as completions show it. They are no
+// urfave/cli subcommands: `queue ID` lists, so the first argument is an id
+// or a sub-verb, which the action tells apart.
+var queueFormUsage = map[string]string{
+	"cancel": "cancel one queued item (ID ITEM)",
+	"edit":   "replace a queued item's text (ID ITEM TEXT|-)",
+	"resume": "send a paused queue on (ID)",
+}
+
 // queueForms lists the acting forms as the refusal of an unknown one names them.
 const queueForms = "`cancel ID ITEM`, `edit ID ITEM TEXT|-` or `resume ID`"
 
