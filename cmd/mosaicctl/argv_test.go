@@ -115,18 +115,8 @@ func TestCommandLineRefusals(t *testing.T) {
 // TestNoEngineHint: for a conversation without an engine the hint is a
 // conv add line with its own settings, quoted for a shell.
 func TestNoEngineHint(t *testing.T) {
-	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
-	s, err := conversations.Open()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cv := &conversations.Conversation{Project: "/home/a/my app", Seat: "alice", Workspace: "default",
-		Session: "/home/a/my app/.pi/state/alice/sessions/main.jsonl", Engine: conversations.Engine{Model: "m"}}
-	cv.ID = conversations.ID(cv.Project, cv.Seat, "main.jsonl")
-	if err := s.Save(cv); err != nil {
-		t.Fatal(err)
-	}
-	err = withHint(protocol.Refuse("no-engine", "no engine runs in this conversation (idle)"), "prompt", cv.ID)
+	_, cv := storedConversation(t, "/home/a/my app", conversations.Engine{Model: "m"})
+	err := withHint(protocol.Refuse("no-engine", "no engine runs in this conversation (idle)"), "prompt", cv.ID)
 	want := "no-engine: no engine runs in this conversation (idle); conversation " + cv.ID + " has no engine; add one with " +
 		"`mosaicctl conv add --engine PATH --replace --project '/home/a/my app' --seat alice --workspace default " +
 		"--session '/home/a/my app/.pi/state/alice/sessions/main.jsonl' --model m`"

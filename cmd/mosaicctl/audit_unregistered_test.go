@@ -12,17 +12,7 @@ import (
 // unknown-conversation, instead of a clean audit of 0 entries; one removed
 // with `conv rm` whose history remains is audited.
 func TestAuditableID(t *testing.T) {
-	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
-	s, err := conversations.Open()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cv := &conversations.Conversation{Project: "/home/a/app", Seat: "alice", Workspace: "default",
-		Session: "/home/a/app/.pi/state/alice/sessions/main.jsonl"}
-	cv.ID = conversations.ID(cv.Project, cv.Seat, "main.jsonl")
-	if err := s.Save(cv); err != nil {
-		t.Fatal(err)
-	}
+	_, cv := storedConversation(t, "/home/a/app", conversations.Engine{})
 	for _, tc := range []struct {
 		name string
 		id   string
@@ -41,4 +31,23 @@ func TestAuditableID(t *testing.T) {
 			}
 		})
 	}
+}
+
+// storedConversation registers, in a config home of its own, the
+// conversation of seat alice on project's session main.jsonl with engine
+// settings e, and returns the store and the conversation.
+func storedConversation(t *testing.T, project string, e conversations.Engine) (*conversations.Store, *conversations.Conversation) {
+	t.Helper()
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	s, err := conversations.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cv := &conversations.Conversation{Project: project, Seat: "alice", Workspace: "default",
+		Session: project + "/.pi/state/alice/sessions/main.jsonl", Engine: e}
+	cv.ID = conversations.ID(cv.Project, cv.Seat, "main.jsonl")
+	if err := s.Save(cv); err != nil {
+		t.Fatal(err)
+	}
+	return s, cv
 }

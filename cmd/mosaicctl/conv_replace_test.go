@@ -56,30 +56,21 @@ func TestReplaceReportNamesTheRelaunch(t *testing.T) {
 // the saved conversation an engine, --replace included (without it the add
 // is refused conversation-exists).
 func TestNoPiWarning(t *testing.T) {
-	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
-	s, err := conversations.Open()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cv := &conversations.Conversation{Project: "/home/a/app", Seat: "alice", Workspace: "default",
-		Session: "/home/a/app/.pi/state/alice/sessions/main.jsonl", Engine: conversations.Engine{Thinking: "high"}}
-	cv.ID = conversations.ID(cv.Project, cv.Seat, "main.jsonl")
+	s, cv := storedConversation(t, "/home/a/app", conversations.Engine{Thinking: "high"})
 	for _, tc := range []struct {
-		name  string
-		saved bool
-		want  string
+		name   string
+		remove bool // before the warning is built
+		want   string
 	}{
-		{"saved", true, "`mosaicctl conv add --engine PATH --replace --project /home/a/app --seat alice --workspace default " +
+		{"saved", false, "`mosaicctl conv add --engine PATH --replace --project /home/a/app --seat alice --workspace default " +
 			"--session /home/a/app/.pi/state/alice/sessions/main.jsonl --thinking high`"},
-		{"not loadable", false, "`mosaicctl conv add --engine PATH --replace` and the flags you gave"},
+		{"not loadable", true, "`mosaicctl conv add --engine PATH --replace` and the flags you gave"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if tc.saved {
-				if err := s.Save(cv); err != nil {
+			if tc.remove {
+				if err := s.Remove(cv.ID); err != nil {
 					t.Fatal(err)
 				}
-			} else if err := s.Remove(cv.ID); err != nil {
-				t.Fatal(err)
 			}
 			if got := noPiWarning(cv.ID); !strings.Contains(got, tc.want) {
 				t.Fatalf("warning %q; want it to name %s", got, tc.want)
