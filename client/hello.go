@@ -50,7 +50,7 @@ func handshake(ctx context.Context, conn net.Conn, name string, speaks, maxLine 
 	}
 	if !stop() {
 		// ctx ended as the welcome arrived; the deadline may be poisoned.
-		return w, nil, ctx.Err()
+		return w, nil, context.Cause(ctx)
 	}
 	conn.SetDeadline(time.Time{})
 	return w, lines, nil
@@ -58,10 +58,11 @@ func handshake(ctx context.Context, conn net.Conn, name string, speaks, maxLine 
 
 // ctxErr prefers ctx's error when ctx ended: a poisoned deadline is how
 // cancellation reaches a blocked read or write, and "i/o timeout" would
-// hide the real cause.
+// hide the real cause. The cause, when the caller gave one, says it in
+// the caller's words (mosaicctl's "the --timeout of 2s passed").
 func ctxErr(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
-		return fmt.Errorf("%w (%v)", ctx.Err(), err)
+		return fmt.Errorf("%w (%v)", context.Cause(ctx), err)
 	}
 	return err
 }

@@ -57,7 +57,7 @@ func (c *Client) Prompt(ctx context.Context, text string) (*protocol.Receipt, er
 				rc = next
 			}
 		case <-ctx.Done():
-			return rc, fmt.Errorf("prompt %s is %s: %w", rc.Item, rc.State, ctx.Err())
+			return rc, fmt.Errorf("prompt %s is %s: %w", rc.Item, rc.State, context.Cause(ctx))
 		case <-c.done:
 			return rc, &OutcomeError{Command: cmd, Err: fmt.Errorf("the connection ended while item %s was %s: %w", rc.Item, rc.State, c.Err())}
 		}

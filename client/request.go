@@ -86,8 +86,8 @@ func (c *Client) Resend(ctx context.Context, cmd protocol.Command) (*Reply, erro
 
 // do registers cmd under its request id, writes it and waits.
 func (c *Client) do(ctx context.Context, cmd protocol.Command) (*Reply, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("%s not sent: %w", cmd.Type, err)
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("%s not sent: %w", cmd.Type, context.Cause(ctx))
 	}
 	line, err := json.Marshal(cmd)
 	if err != nil {
@@ -124,7 +124,7 @@ func (c *Client) do(ctx context.Context, cmd protocol.Command) (*Reply, error) {
 	case <-ctx.Done():
 		// The entry stays: a late reply is still recognised as ours (and
 		// an observed keeps its fromSeq on Updates).
-		return nil, &OutcomeError{Command: cmd, Err: ctx.Err()}
+		return nil, &OutcomeError{Command: cmd, Err: context.Cause(ctx)}
 	}
 }
 

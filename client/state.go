@@ -61,7 +61,7 @@ func (c *Client) WaitBound(ctx context.Context) (State, error) {
 	case <-c.bound:
 		return c.State(), nil
 	case <-ctx.Done():
-		return c.State(), fmt.Errorf("wait for the binding: %w", ctx.Err())
+		return c.State(), fmt.Errorf("wait for the binding: %w", context.Cause(ctx))
 	case <-c.done:
 		// A binding read just before the end still counts.
 		select {

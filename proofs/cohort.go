@@ -231,8 +231,12 @@ func checkMembers(cs *checks, p *CohortProof) {
 			okObs = false
 		}
 	}
-	cs.add("members", okIdent, ErrMalformed, "%d members, each with pid, start time and comm, no duplicate %v",
-		len(p.Members), bad)
+	if okIdent {
+		cs.add("members", true, ErrMalformed, "%d members, each with pid, start time and comm, no duplicate", len(p.Members))
+	} else {
+		cs.add("members", false, ErrMalformed, "%d members; without pid, start time or comm, or listed twice: %s",
+			len(p.Members), strings.Join(bad, "; "))
+	}
 	cs.add("deaths-after-start", okStart, ErrDeathBeforeStart,
 		"every member died at or after its start (tick resolution)")
 	cs.add("observed-after-deaths", okObs, ErrObservedBeforeDeath,

@@ -353,3 +353,35 @@ func TestVersion1ProofFailsOnConfinement(t *testing.T) {
 		t.Fatalf("proof verify of a version 1 proof: %v\n%s", err, out.String())
 	}
 }
+
+// TestMembersCheckReads: the members check reads as a sentence either
+// way: clean when it passes (before, "no duplicate []"), and naming each
+// bad member when it fails.
+func TestMembersCheckReads(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mutate func(*CohortProof)
+		ok     bool
+		detail string
+	}{
+		{"all well", func(*CohortProof) {}, true, "2 members, each with pid, start time and comm, no duplicate"},
+		{"listed twice", func(p *CohortProof) { p.Members[1] = p.Members[0] }, false,
+			`2 members; without pid, start time or comm, or listed twice: pid 4200 start 4000 comm "node"`},
+		{"no comm", func(p *CohortProof) { p.Members[0].Comm = "" }, false,
+			`2 members; without pid, start time or comm, or listed twice: pid 4200 start 4000 comm ""`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep := Verify(tamperedProof(t, tc.mutate))
+			for _, c := range rep.Checks {
+				if c.Name != "members" {
+					continue
+				}
+				if c.OK != tc.ok || c.Detail != tc.detail {
+					t.Fatalf("members check ok=%v %q; want ok=%v %q", c.OK, c.Detail, tc.ok, tc.detail)
+				}
+				return
+			}
+			t.Fatal("no members check")
+		})
+	}
+}

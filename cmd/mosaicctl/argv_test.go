@@ -39,6 +39,8 @@ func TestInterspersed(t *testing.T) {
 		{"app flags", "--help", "--help", ""},
 		{"value flag of a command with subcommands", "web --addr h:1 --no-browser", "web --addr h:1 --no-browser", ""},
 		{"subcommand after its parent's flag", "web --no-browser sessions --store /s", "web --no-browser sessions --store /s", ""},
+		{"queue hint as typed", "queue resume --take ID", "queue --take -- resume ID", ""},
+		{"queue edit hint as typed", "queue edit --take ID item-1 TEXT", "queue --take -- edit ID item-1 TEXT", ""},
 		{"unknown command", "promt ID hi", "", `unknown command "promt"; see ` + "`mosaicctl --help`"},
 		{"unknown subcommand", "conv remove ID", "", `unknown command "remove"; see ` + "`mosaicctl conv --help`"},
 	} {
@@ -88,10 +90,15 @@ func TestCommandLineRefusals(t *testing.T) {
 		{"conv remove " + anID, "mosaicctl: usage: unknown command \"remove\"; see `mosaicctl conv --help`\n"},
 		{"conv add --seat s", "mosaicctl: usage: `mosaicctl conv add` needs --project; see `mosaicctl conv add --help`\n"},
 		{"conv add --project /p --seat s", "mosaicctl: usage: conv add needs --session FILE for a Pi conversation (or --engine-kind claude)\n"},
+		{"conv add --project /p --seat s --session /p/x.jsonl --thinking banana",
+			"mosaicctl: usage: --thinking \"banana\" is not a level Pi accepts; use one of off, minimal, low, medium, high, xhigh, max\n"},
 		{"serve", "mosaicctl: usage: `mosaicctl serve` needs --conversation; see `mosaicctl serve --help`\n"},
 		{"stop " + anID + " --yse", "mosaicctl: usage: flag provided but not defined: -yse; see `mosaicctl stop --help`\n"},
 		{"prompt " + anID, "mosaicctl: usage: `mosaicctl prompt` wants a conversation id and one text argument, got 1 arguments: " +
 			"quote the text, put `--` before a text that starts with -, or give - to read it from standard input\n"},
+		{"queue frob " + anID, "mosaicctl: usage: unknown queue command \"frob\": `mosaicctl queue` takes ID, `cancel ID ITEM`, " +
+			"`edit ID ITEM TEXT|-` or `resume ID`; see `mosaicctl queue --help`\n"},
+		{"queue resume", "mosaicctl: usage: `mosaicctl queue resume` wants a conversation id, got 0 arguments\n"},
 		{"stop " + anID + " " + anID, "mosaicctl: usage: `mosaicctl stop` wants exactly one conversation id, got 2 arguments; see `mosaicctl conv list`\n"},
 	} {
 		t.Run(tc.args, func(t *testing.T) {
@@ -108,18 +115,8 @@ func TestCommandLineRefusals(t *testing.T) {
 // TestNoEngineHint: for a conversation without an engine the hint is a
 // conv add line with its own settings, quoted for a shell.
 func TestNoEngineHint(t *testing.T) {
-	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
-	s, err := conversations.Open()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cv := &conversations.Conversation{Project: "/home/a/my app", Seat: "alice", Workspace: "default",
-		Session: "/home/a/my app/.pi/state/alice/sessions/main.jsonl", Engine: conversations.Engine{Model: "m"}}
-	cv.ID = conversations.ID(cv.Project, cv.Seat, "main.jsonl")
-	if err := s.Save(cv); err != nil {
-		t.Fatal(err)
-	}
-	err = withHint(protocol.Refuse("no-engine", "no engine runs in this conversation (idle)"), "prompt", cv.ID)
+	_, cv := storedConversation(t, "/home/a/my app", conversations.Engine{Model: "m"})
+	err := withHint(protocol.Refuse("no-engine", "no engine runs in this conversation (idle)"), "prompt", cv.ID)
 	want := "no-engine: no engine runs in this conversation (idle); conversation " + cv.ID + " has no engine; add one with " +
 		"`mosaicctl conv add --engine PATH --replace --project '/home/a/my app' --seat alice --workspace default " +
 		"--session '/home/a/my app/.pi/state/alice/sessions/main.jsonl' --model m`"

@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/mosaic-agents/mosaic/claims"
+	"github.com/mosaic-agents/mosaic/conversations"
 	"github.com/mosaic-agents/mosaic/proofs"
+	"github.com/mosaic-agents/mosaic/protocol"
 	"github.com/mosaic-agents/mosaic/terminal"
 	"github.com/mosaic-agents/mosaic/units"
 	"github.com/urfave/cli/v2"
@@ -51,7 +53,11 @@ func runAudit(c *cli.Context, id string) error {
 	if err != nil {
 		return fmt.Errorf("read the journal: %w", err)
 	}
-	r := &auditReport{entries: len(entries)}
+	stored, storeErr := storedProofs(ctx, c.String("claim-root"), id)
+	if err := auditable(id, len(entries) > 0 || len(stored) > 0 || storeErr != nil); err != nil {
+		return err
+	}
+	r := &auditReport{entries: len(entries), storeProblem: storeErr}
 	journaled := map[string][]byte{}
 	failed := map[string]bool{}
 	var since time.Time
@@ -83,8 +89,6 @@ func runAudit(c *cli.Context, id string) error {
 		fmt.Printf("  proof %s: verified (digest, membership, deaths, empty cgroup)\n", digest)
 	}
 
-	stored, err := storedProofs(ctx, c.String("claim-root"), id)
-	r.storeProblem = err
 	for _, rev := range stored {
 		r.stored = append(r.stored, storedProof{rev: rev})
 		if !rev.Written.IsZero() && (since.IsZero() || rev.Written.Before(since)) {
@@ -98,6 +102,30 @@ func runAudit(c *cli.Context, id string) error {
 	}
 	printCrossCheck(r)
 	return r.verdict(id)
+}
+
+// auditable refuses an id that names nothing to audit: not registered,
+// and nothing of it in the journal or the claim store (held false), so a
+// typo is not reported as a clean, empty audit. A conversation removed with
+// `conv rm` keeps its journal entries and stored proofs, and auditing them
+// is how its stops are still proven afterwards, so an unregistered id that
+// holds any is audited, with a note on stderr (stdout may be --json).
+// Registration is read only to tell those apart: a file that does not load
+// is still a registered conversation with a history to audit.
+func auditable(id string, held bool) error {
+	s, err := conversations.Open()
+	if err != nil {
+		return nil
+	}
+	if _, err := s.Load(id); protocol.CodeOf(err) != protocol.CodeUnknownConv {
+		return nil
+	}
+	if !held {
+		return protocol.Refuse(protocol.CodeUnknownConv,
+			"no conversation %s: it is not registered and neither the journal nor the claim store holds anything of it; see `mosaicctl conv list`", id)
+	}
+	fmt.Fprintf(os.Stderr, "mosaicctl: %s is not registered (removed with `mosaicctl conv rm`?); auditing what the journal and the claim store still hold of it\n", id)
+	return nil
 }
 
 // storedProofs reads the claim store's proofs of the conversation; a store

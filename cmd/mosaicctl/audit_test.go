@@ -163,6 +163,15 @@ func TestAuditSurvivesRefusalFlood(t *testing.T) {
 		!strings.Contains(r.stdout, "1 proofs in the claim store, 0 missing") {
 		t.Fatalf("audit after the flood: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
+
+	// Removed, the conversation's history stays in the journal and the
+	// claim store, and its audit still proves the stop, with a note.
+	mustRun(t, "systemctl", "--user", "stop", "mosaic-conv@"+id+".socket", "mosaic-conv@"+id+".service")
+	mustRun(t, bin, "conv", "rm", id)
+	r = run(t, bin, "audit", id)
+	if r.code != 0 || !strings.Contains(r.stdout, "1 proofs in the claim store, 0 missing") || !strings.Contains(r.stderr, id+" is not registered") {
+		t.Fatalf("audit of the removed conversation: exit %d\nstdout:\n%s\nstderr:\n%s\nwant its stop proven, with a note", r.code, r.stdout, r.stderr)
+	}
 }
 
 // TestAuditReportsSuppression: another process of the user (the test
@@ -228,9 +237,17 @@ func TestAuditReportsSuppression(t *testing.T) {
 	}
 
 	// A user who may not read the system journal, where journald's notices
-	// are, is told the suppression was not checked, never "0 suppressed".
+	// are, is told the suppression was not checked, never "0 suppressed",
+	// auditing a conversation of its own (this one it holds nothing of:
+	// refused unknown-conversation).
 	if env.PeerUser != "" {
-		r = runCmd(t, env.AsPeer(t, bin, "audit", id))
+		wantRefusal(t, runCmd(t, env.AsPeer(t, bin, "audit", id)), protocol.CodeUnknownConv)
+		add := runCmd(t, env.AsPeer(t, "sh", "-c", `set -e; p=$HOME/suppressed; mkdir -p "$p/.pi/state/s/sessions"
+"$0" conv add --project "$p" --seat s --session "$p/.pi/state/s/sessions/main.jsonl"`, bin))
+		if add.code != 0 {
+			t.Fatalf("conv add as the peer: exit %d, stderr %q", add.code, add.stderr)
+		}
+		r = runCmd(t, env.AsPeer(t, bin, "audit", strings.TrimSpace(add.stdout)))
 		if !strings.Contains(r.stdout, "suppression NOT CHECKED") || strings.Contains(r.stdout, "suppressed 0") {
 			t.Fatalf("audit by a user who cannot read the system journal: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 		}

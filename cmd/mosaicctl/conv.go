@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/mosaic-agents/mosaic/conversations"
 	"github.com/mosaic-agents/mosaic/engine"
+	"github.com/mosaic-agents/mosaic/engine/pi"
 	"github.com/mosaic-agents/mosaic/protocol"
 	"github.com/urfave/cli/v2"
 )
@@ -112,7 +115,7 @@ func convAddCommand() *cli.Command {
 			&cli.StringFlag{Name: "seat", Usage: "seat `NAME`", Required: true},
 			&cli.StringFlag{Name: "session", Usage: "absolute session `FILE` (.jsonl); Pi only, required there"},
 			&cli.StringFlag{Name: "workspace", Usage: "workspace `NAME`", Value: conversations.DefaultWorkspace},
-			&cli.StringFlag{Name: "engine", Usage: "the `pi` executable or its entry file (default: pi from PATH), pinned now"},
+			&cli.StringFlag{Name: "engine", Usage: "the `pi` executable or its entry file (default: pi from PATH; a relative path is taken from the current directory), pinned now by its absolute path"},
 			&cli.StringFlag{Name: "node", Usage: "the Node `PATH` to run the engine with (default: the one the engine's wrapper names, else the node on this PATH), pinned now"},
 			&cli.StringFlag{Name: "provider", Usage: "Pi --provider `NAME`"},
 			&cli.StringFlag{Name: "model", Usage: "the engine's --model `NAME` (Pi or Claude)"},
@@ -139,6 +142,9 @@ func convAddCommand() *cli.Command {
 			session := c.String("session")
 			if session == "" {
 				return protocol.Refuse(protocol.CodeUsage, "conv add needs --session FILE for a Pi conversation (or --engine-kind claude)")
+			}
+			if t := c.String("thinking"); t != "" && !slices.Contains(pi.ThinkingLevels, t) {
+				return usageError("--thinking %q is not a level Pi accepts; use one of %s", t, strings.Join(pi.ThinkingLevels, ", "))
 			}
 			cv := &conversations.Conversation{
 				Project:   c.String("project"),
@@ -169,7 +175,13 @@ func convAddCommand() *cli.Command {
 			if err := pinExtensions(cv, c.StringSlice("extension")); err != nil {
 				return err
 			}
-			return saveConversation(c, cv)
+			if err := saveConversation(c, cv); err != nil {
+				return err
+			}
+			if cv.Engine.Path == "" {
+				fmt.Fprintln(os.Stderr, noPiWarning(cv.ID))
+			}
+			return nil
 		},
 	}
 }
@@ -200,7 +212,7 @@ func saveConversation(c *cli.Context, cv *conversations.Conversation) error {
 		return err
 	}
 	if old != nil {
-		reportReplace(os.Stderr, old, cv)
+		reportReplace(os.Stderr, old, cv, engineRunning(c.Context, cv.ID))
 	}
 	noteEnvFileReach(os.Stderr, s, cv)
 	noteHomes(c.Context, os.Stderr)

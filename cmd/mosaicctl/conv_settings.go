@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"time"
 
 	"github.com/mosaic-agents/mosaic/conversations"
 	"github.com/mosaic-agents/mosaic/scopes"
@@ -66,7 +67,7 @@ func showRunning(ctx context.Context, w io.Writer, cv *conversations.Conversatio
 		fmt.Fprintf(w, "\n# running engine %s, as systemd holds it (read over D-Bus):\n", u.Name)
 		fmt.Fprintf(w, "#   memory_max = %q\n#   tasks_max = %q\n#   cpu_quota = %q\n", mem, tasks, cpu)
 		if differs(cv.Limits, a) {
-			fmt.Fprintf(w, "# the configured limits differ: they apply at the next launch (mosaicctl stop %s, then mosaicctl recover %s)\n", cv.ID, cv.ID)
+			fmt.Fprintf(w, "# the configured limits differ: they apply at the next launch (%s)\n", relaunchCommands(cv.ID))
 		}
 	}
 }
@@ -111,9 +112,34 @@ func differs(l conversations.Limits, a scopes.Applied) bool {
 	return cpu != cmp.Or(l.CPUQuota.String(), "none")
 }
 
+// relaunchCommands is how a running engine of id takes up new settings:
+// a proven stop, then a launch on the same session. Both need control,
+// and the stop consent, so the flags are part of the commands.
+func relaunchCommands(id string) string {
+	return fmt.Sprintf("`mosaicctl stop --take --yes %s`, then `mosaicctl recover --take %s`", id, id)
+}
+
+// runningEngine is what conv add --replace found of the conversation's
+// engine: whether one runs, or why it could not tell (err).
+type runningEngine struct {
+	live bool
+	err  error
+}
+
+// engineRunning asks the user manager whether an engine scope of id is
+// alive, so the replace report names a stop only when there is one.
+func engineRunning(ctx context.Context, id string) runningEngine {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	mgr := scopes.NewManager(scopes.Config{})
+	defer mgr.Close()
+	live, err := mgr.EngineScopes(ctx, id)
+	return runningEngine{live: len(live) > 0, err: err}
+}
+
 // reportReplace says on w what conv add --replace changed and when each
 // change takes effect, so nobody believes a running engine was changed.
-func reportReplace(w io.Writer, old, cv *conversations.Conversation) {
+func reportReplace(w io.Writer, old, cv *conversations.Conversation, run runningEngine) {
 	var limits, engine, env, identity []string
 	diff := func(list *[]string, key, a, b string) {
 		if a != b {
@@ -141,8 +167,16 @@ func reportReplace(w io.Writer, old, cv *conversations.Conversation) {
 	id := cv.ID
 	if len(limits)+len(env) > 0 {
 		fmt.Fprintf(w, "mosaicctl: replaced in %s:\n%s\n", id, strings.Join(append(limits, env...), "\n"))
-		fmt.Fprintf(w, "mosaicctl: these apply at the next launch of the engine; a running engine keeps its old values until then:\n"+
-			"  mosaicctl stop %s, then mosaicctl recover %s (mosaicctl conv show %s shows what the running engine has)\n", id, id, id)
+		switch {
+		case run.err != nil:
+			fmt.Fprintf(w, "mosaicctl: these apply at the next launch of the engine; whether one runs is unknown (%v): if `mosaicctl status %s` shows one,\n"+
+				"  it keeps its old values until %s\n", run.err, id, relaunchCommands(id))
+		case run.live:
+			fmt.Fprintf(w, "mosaicctl: these apply at the next launch of the engine; the running engine keeps its old values until then:\n"+
+				"  %s (`mosaicctl conv show %s` shows what the running engine has)\n", relaunchCommands(id), id)
+		default:
+			fmt.Fprintf(w, "mosaicctl: these apply at the next launch of the engine; none runs now\n")
+		}
 	}
 	if len(engine) > 0 {
 		fmt.Fprintf(w, "mosaicctl: replaced the engine or its arguments of %s:\n%s\n", id, strings.Join(engine, "\n"))
@@ -152,8 +186,13 @@ func reportReplace(w io.Writer, old, cv *conversations.Conversation) {
 	}
 	if len(identity) > 0 {
 		fmt.Fprintf(w, "mosaicctl: replaced in %s:\n%s\n", id, strings.Join(identity, "\n"))
-		fmt.Fprintf(w, "mosaicctl: the workspace keys the conversation's claim: it applies when its controller restarts:\n"+
-			"  mosaicctl stop %s, then systemctl --user restart %s\n", id, units.ServiceUnit(id))
+		restart := fmt.Sprintf("`systemctl --user restart %s`", units.ServiceUnit(id))
+		if run.live || run.err != nil {
+			// The claim of the old workspace holds the running engine:
+			// it ends with a proof first.
+			restart = fmt.Sprintf("`mosaicctl stop --take --yes %s`, then %s", id, restart)
+		}
+		fmt.Fprintf(w, "mosaicctl: the workspace keys the conversation's claim: it applies when its controller restarts:\n  %s\n", restart)
 	}
 }
 

@@ -68,7 +68,7 @@ func TestConvLimitsAsTyped(t *testing.T) {
 	r := run(t, bin, append([]string{"conv", "add", "--project", proj, "--seat", "limits", "--session", session, "--replace",
 		"--memory-max", "2G", "--tasks-max", "300", "--cpu-quota", "50%"}, flags...)...)
 	if r.code != 0 || !strings.Contains(r.stderr, "limits.memory_max: 1536M -> 2G") || !strings.Contains(r.stderr, "apply at the next launch") ||
-		!strings.Contains(r.stderr, "mosaicctl recover "+id) || strings.Contains(r.stderr, "replaced the engine") {
+		!strings.Contains(r.stderr, "`mosaicctl recover --take "+id+"`") || strings.Contains(r.stderr, "replaced the engine") {
 		t.Fatalf("conv add --replace: exit %d, stderr %q; want what changed and when it applies", r.code, r.stderr)
 	}
 	show = mustRun(t, bin, "conv", "show", id)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -17,8 +18,9 @@ import (
 // package and its dependencies, and the interpreter (--node, else the
 // one the wrapper or the entry's #! line finds on this PATH, the user's
 // own, not the user manager's). A conversation without an engine can be
-// observed but never launched, so a missing default is a warning, not a
-// refusal.
+// observed but never launched, so a missing default is no refusal: it
+// leaves cv.Engine.Path empty, and conv add warns once the conversation is
+// saved (noPiWarning).
 func pinEngine(cv *conversations.Conversation, flag, node string) error {
 	name := flag
 	if name == "" {
@@ -27,7 +29,6 @@ func pinEngine(cv *conversations.Conversation, flag, node string) error {
 	p, err := exec.LookPath(name)
 	if err != nil {
 		if flag == "" && errors.Is(err, exec.ErrNotFound) {
-			fmt.Fprintln(os.Stderr, "mosaicctl: warning: no pi on PATH; the conversation has no engine until you add it again with --engine PATH")
 			return nil
 		}
 		return protocol.Wrap(protocol.CodeConfiguration, err,
@@ -72,4 +73,14 @@ func pinExtensions(cv *conversations.Conversation, files []string) error {
 		cv.Engine.Extensions = append(cv.Engine.Extensions, conversations.Extension{Path: e.Path, SHA256: e.SHA256})
 	}
 	return nil
+}
+
+// noPiWarning is what conv add says of a conversation it saved without an
+// engine because no pi was on PATH. The fix is noEngineHint's conv add
+// line, --replace included: added again without it, the conversation
+// exists and the add is refused conversation-exists. It is built from the
+// stored settings, so it is said after the save.
+func noPiWarning(id string) string {
+	return "mosaicctl: warning: no pi on PATH; " + cmp.Or(noEngineHint(id, nil),
+		fmt.Sprintf("conversation %s has no engine; add one with `mosaicctl conv add --engine PATH --replace` and the flags you gave (PATH: the pi executable)", id))
 }

@@ -33,6 +33,7 @@ func TestConvAddBadEnginePath(t *testing.T) {
 		{"no such file", []string{"--engine", filepath.Join(home, "nope", "pi")}, "`command -v pi`"},
 		{"not on PATH", []string{"--engine", "pi-typo"}, "`command -v pi`"},
 		{"a directory", []string{"--engine", home}, "`command -v pi`"},
+		{"not a Pi install", []string{"--engine", "/bin/true"}, "point --engine at the pi executable of a @earendil-works/pi-coding-agent@0.85.1 install (`bash contrib/pi/install.sh` installs one"},
 		{"node missing", []string{"--engine", "/bin/sh", "--node", filepath.Join(home, "nope", "node")}, "`command -v node`"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

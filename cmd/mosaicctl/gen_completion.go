@@ -15,7 +15,8 @@ import (
 // word, as argv.go's reordering does). Ids come from `mosaicctl conv list`
 // at completion time. urfave/cli's own completion asks the binary on every
 // tab and knows no value flags; a table keeps the shell fast and honest
-// about what takes a value.
+// about what takes a value. `queue` has both: its first argument is an id
+// or one of its acting forms, which the table lists as its subcommands.
 
 // compNode is one command path of the table.
 type compNode struct {
@@ -35,6 +36,13 @@ func compTable(app *cli.App) []compNode {
 		for _, c := range cmds {
 			n := compNode{path: prefix + " " + c.Name, subs: visible(c.Subcommands),
 				flags: append(flagDocs(c.Flags), help), id: takesID(c)}
+			if n.path == "mosaicctl queue" {
+				// queue's acting forms are its first argument, not
+				// subcommands; each takes the id next and queue's flags.
+				for _, verb := range queueSubVerbs {
+					n.subs = append(n.subs, &cli.Command{Name: verb, Usage: queueFormUsage[verb], Flags: c.Flags, ArgsUsage: "ID"})
+				}
+			}
 			out = append(out, n)
 			walk(n.path, n.subs)
 		}
@@ -137,6 +145,9 @@ _mosaicctl() {
 		COMPREPLY=($(compgen -W "${_mosaicctl_flags[$p]}" -- "$cur"))
 	elif [[ -n ${_mosaicctl_subs[$p]} ]] && ((npos == 0)); then
 		COMPREPLY=($(compgen -W "${_mosaicctl_subs[$p]}" -- "$cur"))
+		if [[ -n ${_mosaicctl_id[$p]} ]]; then
+			COMPREPLY+=($(compgen -W "$(` + idsCommand + `)" -- "$cur"))
+		fi
 	elif [[ -n ${_mosaicctl_id[$p]} ]] && ((npos == 0)); then
 		COMPREPLY=($(compgen -W "$(` + idsCommand + `)" -- "$cur"))
 	else
@@ -161,6 +172,9 @@ func zshCompletion(t []compNode) string {
 		compadd -- ${=flags[$p]}
 	elif [[ -n ${subs[$p]} ]] && ((npos == 0)); then
 		compadd -- ${=subs[$p]}
+		if [[ -n ${id[$p]} ]]; then
+			compadd -- ${(f)"$(` + idsCommand + `)"}
+		fi
 	elif [[ -n ${id[$p]} ]] && ((npos == 0)); then
 		compadd -- ${(f)"$(` + idsCommand + `)"}
 	else

@@ -130,6 +130,12 @@ words=(` + shq(words) + `); CURRENT=` + itoa(len(words)) + `; _mosaicctl`
 				{[]string{"mosaicctl", "conv", "add", "--pro"}, "--project", "--proof"},
 				{[]string{"mosaicctl", "stop", "--proof", "pi-"}, "", "pi-0123456789abcdef0123"},
 				{[]string{"mosaicctl", "stop", "pi-0123456789abcdef0123", "pi-"}, "", "pi-aaaa"},
+				{[]string{"mosaicctl", "queue", "c"}, "cancel", "pi-"},
+				{[]string{"mosaicctl", "queue", ""}, "resume", ""},
+				{[]string{"mosaicctl", "queue", "pi-0"}, "pi-0123456789abcdef0123", "pi-aaaa"},
+				{[]string{"mosaicctl", "queue", "cancel", "pi-"}, "pi-aaaaaaaaaaaaaaaaaaaa", "pi-file"},
+				{[]string{"mosaicctl", "queue", "resume", "--take", "pi-a"}, "pi-aaaaaaaaaaaaaaaaaaaa", "pi-file"},
+				{[]string{"mosaicctl", "queue", "edit", "--timeout", "1m", "pi-0"}, "pi-0123456789abcdef0123", ""},
 			} {
 				cmd := exec.Command(bin, "-c", runners[shell](path, tc.words))
 				if shell == "zsh" {

@@ -2,6 +2,8 @@ package main
 
 import (
 	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -36,9 +38,46 @@ func checkTarget(dir, name, file string) error {
 	case fi.Mode()&os.ModeSymlink != 0:
 		return protocol.Refuse(protocol.CodeProofFileSymlink, "--proof %s is a symbolic link; the proof is never written through one: remove the link or name another file", file)
 	case !fi.Mode().IsRegular():
-		return protocol.Refuse(protocol.CodeProofFile, "--proof %s exists and is not a regular file (%s); name another file", file, fi.Mode().Type())
+		return notRegular(file, fi.Mode().Type())
 	}
 	return nil
+}
+
+// notRegular refuses a FILE of type t in words: fs.FileMode prints a
+// directory as "d---------". A directory's fix is a file in it, the
+// likeliest meaning of `--proof ~`.
+func notRegular(file string, t fs.FileMode) error {
+	kind, fix := "a special file", "name another file"
+	switch {
+	case t&fs.ModeDir != 0:
+		kind, fix = "a directory", fmt.Sprintf("name another file, e.g. `--proof %s`", shellQuote(filepath.Join(file, "proof.json")))
+	case t&fs.ModeNamedPipe != 0:
+		kind = "a named pipe"
+	case t&fs.ModeSocket != 0:
+		kind = "a socket"
+	case t&fs.ModeCharDevice != 0:
+		kind = "a character device"
+	case t&fs.ModeDevice != 0:
+		kind = "a block device"
+	}
+	return protocol.Refuse(protocol.CodeProofFile, "--proof %s is %s, not a regular file; %s", file, kind, fix)
+}
+
+// fileType is the fs.FileMode type of a stat(2) mode, for notRegular.
+func fileType(mode uint32) fs.FileMode {
+	switch mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+		return fs.ModeDir
+	case unix.S_IFIFO:
+		return fs.ModeNamedPipe
+	case unix.S_IFSOCK:
+		return fs.ModeSocket
+	case unix.S_IFCHR:
+		return fs.ModeDevice | fs.ModeCharDevice
+	case unix.S_IFBLK:
+		return fs.ModeDevice
+	}
+	return fs.ModeIrregular
 }
 
 // writeProofFile writes data to file so that no one else's file is ever
@@ -133,7 +172,7 @@ func checkAt(dfd int, name, file string) error {
 	case st.Mode&unix.S_IFMT == unix.S_IFLNK:
 		return protocol.Refuse(protocol.CodeProofFileSymlink, "--proof %s is a symbolic link; the proof is never written through one: remove the link or name another file", file)
 	case st.Mode&unix.S_IFMT != unix.S_IFREG:
-		return protocol.Refuse(protocol.CodeProofFile, "--proof %s exists and is not a regular file; name another file", file)
+		return notRegular(file, fileType(st.Mode))
 	}
 	return nil
 }

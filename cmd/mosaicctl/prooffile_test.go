@@ -23,6 +23,7 @@ func TestProofFile(t *testing.T) {
 		name  string
 		setup func(t *testing.T, dir, file string) // what is at FILE before
 		code  string                               // "" = written
+		says  string                               // in the refusal
 		check func(t *testing.T, dir, file string)
 	}{
 		{name: "new file", check: func(t *testing.T, dir, file string) {}},
@@ -53,9 +54,9 @@ func TestProofFile(t *testing.T) {
 					t.Errorf("the dangling symlink's target was created: %v", err)
 				}
 			}},
-		{name: "directory", code: protocol.CodeProofFile,
+		{name: "directory", code: protocol.CodeProofFile, says: "is a directory, not a regular file; name another file, e.g. `--proof ",
 			setup: func(t *testing.T, dir, file string) { must(t, os.Mkdir(file, 0o700)) }},
-		{name: "fifo", code: protocol.CodeProofFile,
+		{name: "fifo", code: protocol.CodeProofFile, says: "is a named pipe, not a regular file",
 			setup: func(t *testing.T, dir, file string) { must(t, syscall.Mkfifo(file, 0o600)) }},
 	}
 	for _, tc := range tests {
@@ -83,6 +84,8 @@ func TestProofFile(t *testing.T) {
 						t.Fatalf("err %v; want refusal %s", err, tc.code)
 					case tc.code != "" && !strings.Contains(r.Message, "name another file"):
 						t.Errorf("the refusal %q does not name the fix", r.Message)
+					case tc.code != "" && !strings.Contains(r.Message, tc.says):
+						t.Errorf("the refusal %q does not say %q", r.Message, tc.says)
 					case tc.code == "":
 						fi, err := os.Lstat(file)
 						must(t, err)

@@ -28,18 +28,42 @@ func queueCommand() *cli.Command {
 			"Each acting form needs control (--take). Exit 0 done, 2 refused (docs/cli.md).",
 		Flags: verbFlags(&cli.IntFlag{Name: "revision", Usage: "cancel or edit only if the item is still at revision `N` (default: the revision just read)"}),
 		Action: oneShot(func(ctx context.Context, c *cli.Context) error {
-			switch c.Args().First() {
+			switch first := c.Args().First(); first {
 			case "cancel":
 				return runQueueCancel(ctx, c)
 			case "edit":
 				return runQueueEdit(ctx, c)
 			case "resume":
 				return runQueueResume(ctx, c)
+			default:
+				// A lone word is read as a mistyped id, as every verb
+				// reads its argument; a word followed by more can only
+				// be a sub-verb, and "wants one id, got 2" would hide
+				// which word was wrong.
+				if c.NArg() > 1 && !conversations.ValidID(first) {
+					return usageError("unknown queue command %s: `mosaicctl queue` takes ID, %s; see `mosaicctl queue --help`",
+						strconv.Quote(first), queueForms)
+				}
 			}
 			return runQueueList(ctx, c)
 		}),
 	}
 }
+
+// queueSubVerbs are the acting forms of `queue`, its first argument.
+var queueSubVerbs = []string{"cancel", "edit", "resume"}
+
+// queueFormUsage describes each acting form as completions show it. They are no
+// urfave/cli subcommands: `queue ID` lists, so the first argument is an id
+// or a sub-verb, which the action tells apart.
+var queueFormUsage = map[string]string{
+	"cancel": "cancel one queued item (ID ITEM)",
+	"edit":   "replace a queued item's text (ID ITEM TEXT|-)",
+	"resume": "send a paused queue on (ID)",
+}
+
+// queueForms lists the acting forms as the refusal of an unknown one names them.
+const queueForms = "`cancel ID ITEM`, `edit ID ITEM TEXT|-` or `resume ID`"
 
 // queueOf waits until the tape holds the queue record the controller
 // sends every connection after the binding. The client's state may have

@@ -77,7 +77,7 @@ func (t *tape) next(ctx context.Context, i *int) (client.Update, error) {
 		select {
 		case <-wake:
 		case <-ctx.Done():
-			return client.Update{}, ctx.Err()
+			return client.Update{}, context.Cause(ctx)
 		}
 	}
 }

@@ -107,6 +107,10 @@ func withHint(err error, verb, id string) error {
 		switch verb {
 		case "prompt":
 			example += " TEXT"
+		case "queue cancel":
+			example += " ITEM"
+		case "queue edit":
+			example += " ITEM TEXT"
 		case "stop":
 			example = "mosaicctl stop --take --yes " + id
 		}

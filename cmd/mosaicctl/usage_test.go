@@ -1,10 +1,15 @@
 package main
 
 import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/mosaic-agents/mosaic/protocol"
+	"github.com/urfave/cli/v2"
 )
 
 // TestLostControlNamesTheFix: a verb whose command was refused because
@@ -23,6 +28,82 @@ func TestLostControlNamesTheFix(t *testing.T) {
 				if !strings.Contains(err.Error(), want) {
 					t.Errorf("%s refusal %q; want it to say %q", code, err, want)
 				}
+			}
+		})
+	}
+}
+
+// TestNotControllerHint: the hint a verb refused not-controller gives is
+// its own command line with --take, as typed; the queue's acting forms
+// name their sub-verb and the conversation after it, never the sub-verb
+// as the id.
+func TestNotControllerHint(t *testing.T) {
+	const id = "pi-0123456789abcdef0123"
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"prompt", id, "hi"}, "`mosaicctl prompt --take " + id + " TEXT`"},
+		{[]string{"stop", id}, "`mosaicctl stop --take --yes " + id + "`"},
+		{[]string{"interrupt", id}, "`mosaicctl interrupt --take " + id + "`"},
+		{[]string{"queue", "resume", id}, "`mosaicctl queue resume --take " + id + "`"},
+		{[]string{"queue", "cancel", id, "item-1"}, "`mosaicctl queue cancel --take " + id + " ITEM`"},
+		{[]string{"queue", "edit", id, "item-1", "new"}, "`mosaicctl queue edit --take " + id + " ITEM TEXT`"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			set := flag.NewFlagSet(tc.args[0], flag.ContinueOnError)
+			if err := set.Parse(tc.args[1:]); err != nil {
+				t.Fatal(err)
+			}
+			c := cli.NewContext(cli.NewApp(), set, nil)
+			c.Command = &cli.Command{Name: tc.args[0]}
+			verb, cid := verbAndID(c)
+			if cid != id {
+				t.Fatalf("verbAndID(%q) = %q, %q; want the id %s", tc.args, verb, cid, id)
+			}
+			err := withHint(protocol.Refuse(protocol.CodeNotController, "this connection does not control the conversation"), verb, cid)
+			if !strings.Contains(err.Error(), "pass --take to take control first: "+tc.want) {
+				t.Fatalf("hint %q; want %s", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestTimeoutInWords: a verb that gives up at --timeout says so in words
+// and what to do, never Go's "context deadline exceeded", whether the wait
+// was the verb's own or the client's; errors.Is still sees the deadline.
+func TestTimeoutInWords(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		run  func(ctx context.Context) error
+		want string
+	}{
+		{"the verb's wait", func(ctx context.Context) error {
+			<-ctx.Done()
+			return fmt.Errorf("wait for the engine to launch: %w", context.Cause(ctx))
+		}, "wait for the engine to launch: the --timeout of 10ms passed; run it again with a longer --timeout (--timeout 0 waits without limit)"},
+		{"a refusal is left alone", func(ctx context.Context) error {
+			<-ctx.Done()
+			return protocol.Refuse(protocol.CodeBusy, "a turn is running")
+		}, "busy: a turn is running"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got error
+			app := &cli.App{Name: "mosaicctl", ExitErrHandler: func(*cli.Context, error) {}, Commands: []*cli.Command{{
+				Name: "verb", Flags: verbFlags(),
+				Action: func(c *cli.Context) error {
+					got = oneShot(func(ctx context.Context, _ *cli.Context) error { return tc.run(ctx) })(c)
+					return nil
+				},
+			}}}
+			if err := app.Run([]string{"mosaicctl", "verb", "--timeout", "10ms", anID}); err != nil {
+				t.Fatal(err)
+			}
+			if got == nil || got.Error() != tc.want {
+				t.Fatalf("error %q; want %q", got, tc.want)
+			}
+			if _, refused := got.(*protocol.Refusal); !refused && !errors.Is(got, context.DeadlineExceeded) {
+				t.Errorf("errors.Is(%v, context.DeadlineExceeded) is false", got)
 			}
 		})
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -79,10 +80,11 @@ func oneShot(run func(context.Context, *cli.Context) error) cli.ActionFunc {
 		defer stop()
 		if d := c.Duration("timeout"); d > 0 {
 			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, d)
+			ctx, cancel = context.WithTimeoutCause(ctx, d, timeoutError{d})
 			defer cancel()
 		}
 		err := run(ctx, c)
+		verb, id := verbAndID(c)
 		var v *verdict
 		var lost *client.OutcomeError
 		switch {
@@ -90,14 +92,45 @@ func oneShot(run func(context.Context, *cli.Context) error) cli.ActionFunc {
 			return nil
 		case errors.As(err, &v):
 		case errors.As(err, &lost):
-			v = unknown("%v; see what happened with `mosaicctl attach %s`, never send it again as new", err, c.Args().First())
+			v = unknown("%v; see what happened with `mosaicctl attach %s`, never send it again as new", err, id)
 		default:
-			return withHint(err, c.Command.Name, c.Args().First())
+			return timeoutHint(ctx, withHint(err, verb, id))
 		}
 		fmt.Fprintf(os.Stderr, "mosaicctl: %s: %s\n", v.code, v.message)
 		os.Exit(v.status)
 		return nil
 	}
+}
+
+// timeoutError is why a verb's context ends at --timeout: errors then say
+// "the --timeout of 2s passed" where Go says "context deadline exceeded".
+// It unwraps to context.DeadlineExceeded, so errors.Is still sees that.
+type timeoutError struct{ d time.Duration }
+
+func (e timeoutError) Error() string { return fmt.Sprintf("the --timeout of %s passed", e.d) }
+func (e timeoutError) Unwrap() error { return context.DeadlineExceeded }
+
+// timeoutHint adds what to do to an error of a verb that gave up at
+// --timeout before any command's outcome was lost (those end outcome
+// unknown, saying how to see what happened); a refusal is the
+// controller's answer, not the timeout's doing.
+func timeoutHint(ctx context.Context, err error) error {
+	var te timeoutError
+	var r *protocol.Refusal
+	if errors.As(err, &r) || !errors.As(context.Cause(ctx), &te) {
+		return err
+	}
+	return fmt.Errorf("%w; run it again with a longer --timeout (--timeout 0 waits without limit)", err)
+}
+
+// verbAndID names the verb a hint repeats and the conversation it acts
+// on: `queue`'s acting forms read the id after their sub-verb, and a hint
+// built from the first argument would name the sub-verb as the id.
+func verbAndID(c *cli.Context) (verb, id string) {
+	if sub := c.Args().First(); c.Command.Name == "queue" && slices.Contains(queueSubVerbs, sub) {
+		return "queue " + sub, c.Args().Get(1)
+	}
+	return c.Command.Name, c.Args().First()
 }
 
 // session is one verb's connection: the client, the tape of everything it

@@ -100,6 +100,11 @@ func Resolve(path string, opts ResolveOptions) (Pin, error) {
 	if err != nil {
 		return Pin{}, err
 	}
+	if pkg.Name != PinnedPackage {
+		// Another npm package: as much a wrong path as no package at all,
+		// where another version of Pi is a pin that does not match.
+		return Pin{}, notPi(entry, fmt.Sprintf("its package %s is %q", dir, pkg.Name))
+	}
 	if err := checkPackage(pkg, dir, entry); err != nil {
 		return Pin{}, err
 	}
@@ -211,9 +216,20 @@ func findPackage(entry string) (string, packageJSON, error) {
 			return dir, pkg, err
 		}
 		if parent := filepath.Dir(dir); parent == dir {
-			return "", packageJSON{}, protocol.Refuse(protocol.CodePinMismatch, "no package.json above engine %s", entry)
+			return "", packageJSON{}, notPi(entry, "no package.json above it")
 		}
 	}
+}
+
+// notPi refuses an engine path that is no Pi install at all (/bin/true,
+// another package's bin) with configuration, not engine-pin-mismatch:
+// nothing was pinned that could have changed, the path is wrong, and the
+// fix is another --engine.
+func notPi(entry, why string) error {
+	return protocol.Refuse(protocol.CodeConfiguration,
+		"engine %s is not Pi: %s; point --engine at the pi executable of a %s@%s install "+
+			"(`bash contrib/pi/install.sh` installs one and prints its path; `command -v pi` prints the one on PATH)",
+		entry, why, PinnedPackage, PinnedVersion)
 }
 
 func readPackage(path string) (packageJSON, error) {

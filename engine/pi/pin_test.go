@@ -246,3 +246,28 @@ func TestEngineStartsWithOldNodeFirstOnPATH(t *testing.T) {
 		}
 	}
 }
+
+// TestResolveNotPi: a path that is no Pi install at all (an executable
+// with no package above it, another package's bin) is a wrong --engine,
+// refused configuration naming how to find the right one (Pi of another
+// version stays engine-pin-mismatch: TestResolveAndCheck).
+func TestResolveNotPi(t *testing.T) {
+	lone := filepath.Join(t.TempDir(), "true")
+	must(t, os.WriteFile(lone, []byte("#!/bin/sh\nexit 0\n"), 0o755))
+	other := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(other, "package.json"), []byte(`{"name":"left-pad","version":"1.0.0","bin":{"pi":"cli.js"}}`), 0o644))
+	must(t, os.WriteFile(filepath.Join(other, "cli.js"), []byte("#!/usr/bin/env node\n"), 0o755))
+	for _, tc := range []struct {
+		name, path, code, msg string
+	}{
+		{"an executable outside any package", lone, "configuration", "no package.json above it; point --engine at the pi executable of a " + PinnedPackage},
+		{"another package's bin", filepath.Join(other, "cli.js"), "configuration", `is "left-pad"; point --engine at the pi executable`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := resolve(t, tc.path)
+			if code(err) != tc.code || !strings.Contains(err.Error(), tc.msg) {
+				t.Fatalf("Resolve(%s) = %v; want %s naming %q", tc.path, err, tc.code, tc.msg)
+			}
+		})
+	}
+}

@@ -15,6 +15,13 @@ var sealFlags = []string{"--no-extensions", "--no-prompt-templates", "--no-theme
 // optionFlags may each appear at most once, with one plain value.
 var optionFlags = []string{"--provider", "--model", "--thinking"}
 
+// ThinkingLevels are the --thinking values the pinned Pi accepts
+// (VALID_THINKING_LEVELS, dist/cli/args.js of 0.85.1). Pi only warns of
+// any other on stderr and runs at its default level, so a typo stored in
+// a conversation would be dropped silently at every launch; conv add
+// refuses it instead.
+var ThinkingLevels = []string{"off", "minimal", "low", "medium", "high", "xhigh", "max"}
+
 // Seal is what varies between sealed engines.
 type Seal struct {
 	// Session is the absolute session file Pi reads and appends.

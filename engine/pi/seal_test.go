@@ -182,13 +182,7 @@ func TestResolveAndCheck(t *testing.T) {
 			t.Fatalf("got %v", err)
 		}
 	})
-	t.Run("no package", func(t *testing.T) {
-		lone := filepath.Join(t.TempDir(), "pi")
-		must(t, os.WriteFile(lone, []byte("x"), 0o755))
-		if _, err := resolve(t, lone); code(err) != "engine-pin-mismatch" {
-			t.Fatalf("got %v", err)
-		}
-	})
+	// A path outside any package is no Pi at all: TestResolveNotPi.
 }
 
 func TestCommandSpec(t *testing.T) {
