@@ -92,9 +92,17 @@ func TestConvAddClaude(t *testing.T) {
 	if out := mustRun(t, bin, "conv", "list"); !strings.Contains(out, uuid[1]) {
 		t.Fatalf("conv list does not show the session %s:\n%s", uuid[1], out)
 	}
-	// The controller chooses the session: a second add is a second
+	// A seat runs one conversation: a second add on it is refused, naming
+	// the first.
+	if r := run(t, bin, append(base, "--env-file", good)...); r.code == 0 || !strings.Contains(r.stderr, "configuration") || !strings.Contains(r.stderr, id) {
+		t.Fatalf("a second add on seat cw: exit %d, stderr %q; want configuration naming %s", r.code, r.stderr, id)
+	}
+	onSeat := func(seat string) []string {
+		return []string{"conv", "add", "--project", proj, "--seat", seat, "--engine-kind", "claude", "--engine", cl}
+	}
+	// The controller chooses the session: another seat's add is a second
 	// conversation, never the first one's session.
-	id2 := strings.TrimSpace(mustRun(t, bin, append(base, "--env-file", good)...))
+	id2 := strings.TrimSpace(mustRun(t, bin, append(onSeat("cw2"), "--env-file", good)...))
 	t.Cleanup(func() { run(t, bin, "conv", "rm", id2) })
 	if id2 == id {
 		t.Fatalf("two adds share id %s", id)
@@ -102,7 +110,7 @@ func TestConvAddClaude(t *testing.T) {
 	// Under mosaic's keys, every engine masks it, those running too:
 	// nothing to say.
 	kept := keyFile(t, "conv-add-note.env", "ANTHROPIC_API_KEY=sk-dummy\n")
-	r := run(t, bin, append(base, "--env-file", kept)...)
+	r := run(t, bin, append(onSeat("cw3"), "--env-file", kept)...)
 	if r.code != 0 || strings.Contains(r.stderr, "note:") {
 		t.Fatalf("conv add with an env file in mosaic's keys: exit %d, stderr %q; want no note", r.code, r.stderr)
 	}
