@@ -1,10 +1,12 @@
 package terminal
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/mosaic-agents/mosaic/engine"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
@@ -178,7 +180,9 @@ func (c *Composer) RestoreDraft() bool {
 // Submit takes the composer at Enter. As the controller it returns the
 // exact text to send and clears the buffer; otherwise it returns
 // ErrNotController and keeps the text (S5). An empty buffer returns
-// ErrEmpty.
+// ErrEmpty. A text the text policy refuses is refused here, with the
+// controller's code and message, and kept: sent, the controller would
+// refuse it after the buffer was cleared, and the text would be gone.
 func (c *Composer) Submit(isController bool) (string, error) {
 	if c.text == "" {
 		c.notice = ErrEmpty.Message
@@ -187,6 +191,11 @@ func (c *Composer) Submit(isController bool) (string, error) {
 	if !isController {
 		c.notice = ErrNotController.Message
 		return "", ErrNotController
+	}
+	var policy *protocol.Refusal
+	if errors.As(engine.CheckText(c.text), &policy) {
+		c.notice = policy.Message
+		return "", &Refusal{policy.Code, policy.Message}
 	}
 	text := c.text
 	c.text = ""

@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/mosaic-agents/mosaic/protocol"
 )
 
 // rig is a screen loop without a screen: it feeds input chunks through a
@@ -244,5 +246,28 @@ func TestDialogRowsStayOneLine(t *testing.T) {
 		if Width(l) > 16 {
 			t.Fatalf("line %q too wide", l)
 		}
+	}
+}
+
+// TestComposerKeepsWhatThePolicyRefuses (mutant 316): Enter on a text the
+// text policy refuses (a first visible slash) sends nothing and keeps the
+// text, with the controller's own code and message, so it can be fixed;
+// sent, the controller refused it after the buffer was cleared.
+func TestComposerKeepsWhatThePolicyRefuses(t *testing.T) {
+	for _, text := range []string{"/help", "  /goal ship it"} {
+		t.Run(text, func(t *testing.T) {
+			r := &rig{controller: true}
+			r.feed(text, "\r")
+			var ref *Refusal
+			if len(r.refusals) != 1 || !errors.As(r.refusals[0], &ref) || ref.Code != protocol.CodeTextPolicy {
+				t.Fatalf("Enter on %q: refusals %v; want one %s", text, r.refusals, protocol.CodeTextPolicy)
+			}
+			if r.c.Text() != text || len(r.sent) != 0 {
+				t.Fatalf("composer %q, sent %q; want the text kept and nothing sent", r.c.Text(), r.sent)
+			}
+			if !strings.Contains(r.c.Notice(), "put a word or a quote before the slash") {
+				t.Fatalf("notice %q does not name the fix", r.c.Notice())
+			}
+		})
 	}
 }
