@@ -109,8 +109,13 @@ func printQueue(s *session, q *protocol.Queue) {
 	fmt.Fprintln(w, "ITEM\tSTATE\tREV\tTEXT")
 	for _, it := range q.Items {
 		text := it.Text
-		if text == "" && it.Reason != "" {
+		switch {
+		case text == "" && it.Reason != "":
 			text = "(" + it.Reason + ")"
+		case text == "" && it.Digest != "":
+			// A finished item keeps only its text's digest (the
+			// transcript holds what was sent).
+			text = "(text not kept; sha256 " + it.Digest[:min(12, len(it.Digest))] + "…)"
 		}
 		if i := strings.IndexByte(text, '\n'); i >= 0 {
 			text = text[:i] + " …"

@@ -24,3 +24,14 @@ func TestQueueTableCutsWholeCharacters(t *testing.T) {
 		}
 	}
 }
+
+// TestQueueTableNamesFinishedItems: a finished item, which keeps only its
+// text's digest, shows that digest cut, not an empty cell.
+func TestQueueTableNamesFinishedItems(t *testing.T) {
+	var out strings.Builder
+	digest := strings.Repeat("ab", 32)
+	printQueue(&session{out: &out}, &protocol.Queue{Items: []protocol.QueueItem{{ID: "qi-1", State: protocol.ReceiptAcknowledged, Revision: 1, Digest: digest}}})
+	if !strings.Contains(out.String(), "(text not kept; sha256 abababababab…)") {
+		t.Fatalf("queue table:\n%s\nwant the finished item's digest, cut", out.String())
+	}
+}
