@@ -65,7 +65,7 @@ func (c *Controller) ownAgentDir(cv *conversations.Conversation) (string, error)
 	// What an engine left (a settings.json it wrote, a lock, a planted
 	// extensions/, a tree a tool made unreadable) goes; the links are
 	// made again.
-	if err := emptyDir(top, dir); err != nil {
+	if err := emptyDir(top, dir, 0); err != nil {
 		return "", agentDirRefusal(dir, err)
 	}
 	if err := atomicfile.Write(filepath.Join(dir, "settings.json"), []byte("{}\n"), 0o600); err != nil {
@@ -178,10 +178,24 @@ const (
 	maxEmptyReads = 1 << 14
 )
 
+// maxAgentDepth is how deep below the agent directory emptyDir descends.
+// Each level it is in holds an open directory, its read buffer and its
+// path: a tool's `mkdir a; cd a` loop 100,000 deep would have made the
+// walk hold gigabytes (the paths alone grow with the square of the
+// depth) and a descriptor a level. Pi and its settings nest a few levels.
+const maxAgentDepth = 256
+
+// errTooDeep is a tree below the agent directory deeper than maxAgentDepth.
+var errTooDeep = fmt.Errorf("directories nested more than %d deep", maxAgentDepth)
+
 // emptyDir removes every entry of d (path names it in errors), each
 // directory below after openOwnDir gave its owner access back; nothing
-// is followed through a symlink, a symlink is removed as itself.
-func emptyDir(d *os.File, path string) error {
+// is followed through a symlink, a symlink is removed as itself. depth is
+// d's below the agent directory.
+func emptyDir(d *os.File, path string, depth int) error {
+	if depth > maxAgentDepth {
+		return &fs.PathError{Op: "empty", Path: path, Err: errTooDeep}
+	}
 	for range maxEmptyReads {
 		names, err := d.Readdirnames(emptyBatch)
 		if len(names) == 0 {
@@ -193,7 +207,7 @@ func emptyDir(d *os.File, path string) error {
 			}
 		}
 		for _, name := range names {
-			if err := removeAt(d, name, filepath.Join(path, name)); err != nil {
+			if err := removeAt(d, name, filepath.Join(path, name), depth); err != nil {
 				return err
 			}
 		}
@@ -207,8 +221,9 @@ func emptyDir(d *os.File, path string) error {
 	return &fs.PathError{Op: "empty", Path: path, Err: fmt.Errorf("entries still appear after %d reads of %d", maxEmptyReads, emptyBatch)}
 }
 
-// removeAt removes the entry name of d, a directory with all it holds.
-func removeAt(d *os.File, name, path string) error {
+// removeAt removes the entry name of d (at depth), a directory with all it
+// holds.
+func removeAt(d *os.File, name, path string, depth int) error {
 	dirfd := int(d.Fd())
 	// unlinkat without AT_REMOVEDIR removes anything but a directory
 	// (a symlink as itself) and says EISDIR for one.
@@ -226,7 +241,7 @@ func removeAt(d *os.File, name, path string) error {
 	if err != nil {
 		return err
 	}
-	err = emptyDir(sub, path)
+	err = emptyDir(sub, path, depth+1)
 	sub.Close()
 	if err != nil {
 		return err

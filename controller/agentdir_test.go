@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -158,6 +159,34 @@ func TestOwnAgentDirRefusesASymlink(t *testing.T) {
 		t.Fatalf("a launch over an agent directory that is a symlink: %v; want a configuration refusal naming it and the fix", err)
 	}
 	checkOutside(t, outside)
+}
+
+// TestOwnAgentDirBoundsItsDepth (mutant 317): a tree as deep as
+// maxAgentDepth below the agent directory is emptied; one level deeper
+// (a tool's `mkdir a; cd a` loop) is refused with the fix, where the walk
+// held a descriptor, a read buffer and a path a level, the paths growing
+// with the square of the depth.
+func TestOwnAgentDirBoundsItsDepth(t *testing.T) {
+	for _, tc := range []struct {
+		depth   int
+		refused bool
+	}{{maxAgentDepth, false}, {maxAgentDepth + 1, true}} {
+		t.Run(fmt.Sprint(tc.depth), func(t *testing.T) {
+			c, cv, _ := agentDirFixture(t)
+			dir, err := c.ownAgentDir(cv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mkdirs(t, filepath.Join(append([]string{dir}, slices.Repeat([]string{"a"}, tc.depth)...)...))
+			_, err = c.ownAgentDir(cv)
+			switch {
+			case tc.refused && (protocol.CodeOf(err) != protocol.CodeConfiguration || !strings.Contains(err.Error(), "rm -rf "+dir)):
+				t.Fatalf("a tree %d deep: %v; want a configuration refusal naming the fix", tc.depth, err)
+			case !tc.refused && err != nil:
+				t.Fatalf("a tree %d deep: %v", tc.depth, err)
+			}
+		})
+	}
 }
 
 // agentDirFixture is a controller with a claim store, a conversation
