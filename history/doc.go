@@ -61,7 +61,9 @@
 // skips it). A file may hold at most 1024 such lines (maxUnreadable):
 // Pi writes none but a line torn by a crash, each is a notice the
 // snapshot keeps, and one more is not-a-pi-session. It may hold at most
-// 1,048,576 entries (maxEntries), one more is too-large. A valid entry whose type-specific fields do not decode keeps
+// 1,048,576 entries (maxEntries), one more is too-large. A message of
+// more than 4096 content blocks (maxBlocks) is a malformed-entry notice,
+// never decoded. A valid entry whose type-specific fields do not decode keeps
 // its place in the tree and shows a malformed-entry notice. Pi's leaf is
 // the last parsed line even without an id; ours is the last valid entry.
 // A trailing line without LF is left out (Incomplete) even when it parses:

@@ -198,7 +198,7 @@ type fastEntry struct {
 	Timestamp string  `json:"timestamp"`
 	Message   *struct {
 		messageFields
-		Content []engine.NativeBlock `json:"content"`
+		Content json.RawMessage `json:"content"`
 	} `json:"message"`
 }
 
@@ -275,12 +275,9 @@ func parseFast(no int, b []byte) *record {
 	if n.ParentID != nil {
 		e.parent = *n.ParentID
 	}
-	blocks := make([]protocol.Block, 0, len(n.Message.Content))
-	for _, nb := range n.Message.Content {
-		blocks = append(blocks, block(nb))
-	}
-	if n.Message.Content == nil {
-		blocks = nil
+	blocks, err := contentBlocks(n.Message.Content)
+	if err != nil {
+		return nil // the full parse names it
 	}
 	e.view = messageOf(&n.Message.messageFields, blocks)
 	if e.view != nil {
@@ -387,6 +384,9 @@ func contentBlocks(raw json.RawMessage) ([]protocol.Block, error) {
 		}
 		return []protocol.Block{{Type: "text", Text: s}}, nil
 	}
+	if n := arrayLen(raw, maxBlocks); n > maxBlocks {
+		return nil, fmt.Errorf("more than %d content blocks: not decoded", maxBlocks)
+	}
 	var nb []engine.NativeBlock
 	if err := json.Unmarshal(raw, &nb); err != nil {
 		return nil, err
@@ -404,4 +404,49 @@ func contentBlocks(raw json.RawMessage) ([]protocol.Block, error) {
 func block(b engine.NativeBlock) protocol.Block {
 	b.ID, b.Name, b.MimeType = short(b.ID), short(b.Name), short(b.MimeType)
 	return b.Block()
+}
+
+// maxBlocks is how many content blocks a message may hold to be shown: a
+// block decodes to about 150 bytes from as few as 3 in the file (`{}`),
+// so a tool appending one message of millions of them to its own session
+// file made a read hold about 40 times the line, and a page of it 90
+// times. Pi streams a message's blocks by an index the adapter bounds the
+// same way (engine: a streamed content block index within [0, 4096)).
+const maxBlocks = 4096
+
+// arrayLen counts the elements of the JSON array raw (valid JSON, as a
+// decoder's RawMessage is), stopping once it passes limit; anything but
+// an array counts 0.
+func arrayLen(raw []byte, limit int) int {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] != '[' {
+		return 0
+	}
+	depth, n, seen := 0, 0, false
+	for i := 0; i < len(raw); i++ {
+		switch c := raw[i]; {
+		case c == '"':
+			for i++; i < len(raw) && raw[i] != '"'; i++ {
+				if raw[i] == '\\' {
+					i++
+				}
+			}
+			seen = seen || depth == 1
+		case c == '[' || c == '{':
+			seen = seen || depth == 1
+			depth++
+		case c == ']' || c == '}':
+			depth--
+		case c == ',' && depth == 1:
+			if n++; n >= limit {
+				return n + 1
+			}
+		case depth == 1 && c > ' ':
+			seen = true
+		}
+	}
+	if seen {
+		n++
+	}
+	return n
 }

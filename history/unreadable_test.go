@@ -110,3 +110,59 @@ func TestEntriesBounded(t *testing.T) {
 		t.Fatalf("followed past the bound: got %v, want %s", err, protocol.CodeTooLarge)
 	}
 }
+
+func TestArrayLen(t *testing.T) {
+	for _, tc := range []struct {
+		raw  string
+		want int
+	}{
+		{`[]`, 0}, {` [ ] `, 0}, {`[{}]`, 1}, {`[{},{}]`, 2}, {`[1, "a,b", [2,3], {"x":[4,5]}]`, 4},
+		{`["\"],["]`, 1}, {`["\\",1]`, 2}, {`"text"`, 0}, {`null`, 0}, {`[{},{},{},{},{}]`, 4}, // past the limit of 3: 4
+	} {
+		if got := arrayLen([]byte(tc.raw), 3); got != tc.want && !(tc.want > 3 && got > 3) {
+			t.Errorf("arrayLen(%s) = %d, want %d", tc.raw, got, tc.want)
+		}
+	}
+}
+
+// TestBlocksBounded (mutant 318): a message of maxBlocks content blocks is
+// shown; one of more is a malformed-entry notice in its place, never
+// decoded: a tool's message of 4M `{}` blocks (12 MB) held 0.5 GB after a
+// read and 1.2 GB after a page.
+func TestBlocksBounded(t *testing.T) {
+	line := func(id, parent string, n int) string {
+		return `{"type":"message","id":"` + id + `","parentId":` + parent + `,"timestamp":"2026-01-01T00:00:01.000Z","message":{"role":"user","content":[` +
+			strings.TrimSuffix(strings.Repeat(`{"type":"text","text":"x"},`, n), ",") + "]}}\n"
+	}
+	f := newFixture(t)
+	// The second's escaped id keeps the light scan from taking it: it is
+	// parsed in full at once.
+	f.write(t, hdr+line("a", "null", maxBlocks)+line("b\u0062", `"a"`, 1<<20))
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	s, err := Read(f.path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.Page(s.DefaultBranch(), 0)
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var notices, blocks int
+	for _, pt := range p.Parts {
+		if pt.Notice != nil && pt.Notice.Code == NoticeMalformedEntry {
+			notices++
+		}
+		blocks += len(pt.Blocks)
+	}
+	if notices != 1 || blocks < maxBlocks {
+		t.Fatalf("page: %d malformed-entry notices, %d blocks; want the message of %d shown and the larger one a notice", notices, blocks, maxBlocks)
+	}
+	// The line read, and copied by the decoders that set it aside (4.2
+	// times it when measured); decoded, its blocks were 150 bytes each.
+	size := len(line("b\u0062", `"a"`, 1<<20))
+	if got := after.TotalAlloc - before.TotalAlloc; got > uint64(8*size) {
+		t.Fatalf("reading a message of 1M blocks (%d bytes) allocated %d bytes, want at most %d", size, got, 8*size)
+	}
+}
