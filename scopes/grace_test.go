@@ -17,9 +17,10 @@ const graceEngine = `sh -c 'trap "sleep 0.3; echo tool-done; exit 0" TERM; echo 
 echo "ready 1"; exec cat`
 
 // slowGraceEngine starts a tool whose SIGTERM handler says so, ignores
-// further SIGTERMs (its sleep inherits that) and takes 1.2 s, then becomes
-// cat, which dies of SIGTERM at once.
-const slowGraceEngine = `sh -c 'trap "trap \"\" TERM; echo tool-term; sleep 1.2; echo tool-done; exit 0" TERM; echo "tool $$"; while :; do sleep 0.05; done' &
+// further SIGTERMs (its sleep inherits that) and takes 2 s, longer than a
+// 400 ms grace and the hold past it (holdPastGrace), then becomes cat,
+// which dies of SIGTERM at once.
+const slowGraceEngine = `sh -c 'trap "trap \"\" TERM; echo tool-term; sleep 2; echo tool-done; exit 0" TERM; echo "tool $$"; while :; do sleep 0.05; done' &
 echo "engine $$"; echo "ready 1"; exec cat`
 
 // forgeEngine starts a tool that ignores SIGTERM, tries to open the held

@@ -92,6 +92,16 @@ func (h *Handle) reap() {
 	close(h.done)
 }
 
+// holdPastGrace is how long the held child holds the namespace past a
+// TERM phase's grace. The kill phase starts as the grace ends and freezes
+// the scope; a namespace ending at that moment SIGKILLs the tools still
+// there while the freeze takes them, a task woken to die leaves the
+// frozen state, and the enumeration then read the cgroup frozen 0 and
+// the stop ended uncertain (tools that ignore SIGTERM, the case the kill
+// phase is for). The kill phase's cgroup.kill ends the namespace anyway;
+// after a stop that ended uncertain, it ends this much later.
+const holdPastGrace = time.Second
+
 // noticeStop tells the held child, before a TERM phase signals anything,
 // that the phase's grace runs until until (runPID1): inside it, the
 // engine's exit does not end its pid namespace, whose end would SIGKILL
@@ -103,13 +113,14 @@ func (h *Handle) reap() {
 // namespace), taken from a wait on the monotonic clock: a suspend inside
 // the grace ends the hold early, never late. The write is 8 bytes on a
 // pipe the held child empties at each signal: it does not wait, and a
-// held child gone makes it fail, which changes nothing.
+// held child gone makes it fail, which changes nothing. The hold lasts
+// holdPastGrace beyond the grace.
 func (h *Handle) noticeStop(until time.Time) {
 	if h.stopNotice == nil {
 		return
 	}
 	var b [8]byte
-	binary.LittleEndian.PutUint64(b[:], procfs.BoottimeNanos()+uint64(max(time.Until(until), 0)))
+	binary.LittleEndian.PutUint64(b[:], procfs.BoottimeNanos()+uint64(max(time.Until(until), 0)+holdPastGrace))
 	h.stopNotice.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
 	_, _ = h.stopNotice.Write(b[:])
 }
