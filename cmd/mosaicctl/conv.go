@@ -266,6 +266,8 @@ func runConvRm(c *cli.Context) error {
 		if err := refuseHeldSeat(ctx, cv); err != nil {
 			return err
 		}
+	} else if err := refuseHeldSeatOf(ctx, id, loadErr); err != nil {
+		return err
 	}
 	if err := s.Remove(id); err != nil {
 		return err

@@ -184,16 +184,43 @@ func refuseActiveSocket(ctx context.Context, id string) error {
 // controller can make it, which needs the conversation's file. Removed,
 // the claim would hold the seat for good. A proven stop is free already:
 // it stays in the store as history and blocks no other conversation.
-func refuseHeldSeat(ctx context.Context, cv *conversations.Conversation) error {
-	root, err := claims.DefaultRoot()
-	if err != nil {
+// refuseHeldSeatOf is refuseHeldSeat for a conversation whose file does
+// not load (loadErr): its claims are found by its id, since the seat key
+// is in the file. Removed, nothing could prove that claim's stop, and the
+// seat would stay held for every conversation added on it after.
+func refuseHeldSeatOf(ctx context.Context, id string, loadErr error) error {
+	store, err := existingClaims()
+	if store == nil {
 		return err
 	}
-	if _, err := os.Stat(root); errors.Is(err, fs.ErrNotExist) {
+	held, err := store.HeldSeats(ctx, id)
+	if err != nil && len(held) == 0 {
+		return fmt.Errorf("conv rm %s: read its claims: %w", id, err)
+	}
+	if len(held) == 0 {
 		return nil
 	}
-	store, err := claims.Open(root)
+	r := held[0]
+	return protocol.Refuse(protocol.CodeAlreadyActive, "conv rm %s: its claim (%s) holds seat %s of project %s, and removed, nothing could prove its stop: fix its file, prove the stop (`mosaicctl stop --take --yes %s`), then remove it; the file: %v",
+		id, r.State, r.Seat.Seat, r.Seat.Project, id, loadErr)
+}
+
+// existingClaims opens the user's claim store, or returns nil with no
+// error where there is none yet (nothing was ever launched).
+func existingClaims() (*claims.Store, error) {
+	root, err := claims.DefaultRoot()
 	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(root); errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	return claims.Open(root)
+}
+
+func refuseHeldSeat(ctx context.Context, cv *conversations.Conversation) error {
+	store, err := existingClaims()
+	if store == nil {
 		return err
 	}
 	keys := claims.Keys{Seat: claims.SeatKey{Seat: cv.Seat, Project: cv.Project, Workspace: cv.Workspace}, Session: "new:" + cv.ID}

@@ -80,18 +80,23 @@ func TestConvRmRefusesAHeldSeat(t *testing.T) {
 	}
 	ctx := context.Background()
 	for _, tc := range []struct {
-		name string
-		to   func(c *claims.Claim) error // from reserved
-		code string                      // "" when removed
+		name   string
+		to     func(c *claims.Claim) error // from reserved
+		code   string                      // "" when removed
+		broken bool                        // its file made not to load first
 	}{
-		{"reserved", func(*claims.Claim) error { return nil }, protocol.CodeAlreadyActive},
+		{"reserved", func(*claims.Claim) error { return nil }, protocol.CodeAlreadyActive, false},
 		{"uncertain", func(c *claims.Claim) error {
 			if err := c.BeginLaunch(ctx); err != nil {
 				return err
 			}
 			return c.MarkUncertain(ctx, "test")
-		}, protocol.CodeUnsafeReplacement},
-		{"stopped with a proof", func(c *claims.Claim) error { return c.Abandon(ctx, "test") }, ""},
+		}, protocol.CodeUnsafeReplacement, false},
+		{"stopped with a proof", func(c *claims.Claim) error { return c.Abandon(ctx, "test") }, "", false},
+		// Its claims are found by the id the revisions carry: the seat
+		// key is in the file that does not load.
+		{"reserved, the file broken", func(*claims.Claim) error { return nil }, protocol.CodeAlreadyActive, true},
+		{"stopped with a proof, the file broken", func(c *claims.Claim) error { return c.Abandon(ctx, "test") }, "", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			proj := filepath.Join(home, strings.ReplaceAll(tc.name, " ", "-"))
@@ -108,6 +113,12 @@ func TestConvRmRefusesAHeldSeat(t *testing.T) {
 			if err := tc.to(c); err != nil {
 				t.Fatal(err)
 			}
+			if tc.broken {
+				file := filepath.Join(home, ".config", "mosaic", "conversations", id+".toml")
+				if err := os.WriteFile(file, []byte("garbage = [\n"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
 			r := run(t, bin, "conv", "rm", id)
 			if tc.code == "" {
 				if r.code != 0 {
@@ -118,6 +129,12 @@ func TestConvRmRefusesAHeldSeat(t *testing.T) {
 			wantRefusal(t, r, tc.code)
 			if want := "`mosaicctl stop --take --yes " + id + "`"; !strings.Contains(r.stderr, want) {
 				t.Fatalf("stderr %q does not say %q", r.stderr, want)
+			}
+			if tc.broken {
+				if _, err := os.Stat(filepath.Join(home, ".config", "mosaic", "conversations", id+".toml")); err != nil {
+					t.Fatalf("a refused conv rm removed %s: %v", id, err)
+				}
+				return
 			}
 			mustRun(t, bin, "conv", "show", id)
 		})
