@@ -82,7 +82,9 @@ type Record struct {
 	// Written is the Pi header id of the session file seen at the session
 	// path while the claim held it: the file the launch found, or the one
 	// the engine wrote (Pi writes lazily, after the first answer). Once
-	// set, later revisions keep it. It is the evidence a claim keyed
+	// set, a revision that saw no file keeps it; one that saw the
+	// engine's file records that (the session watch takes a header
+	// naming another session for another writer's). It is the evidence a claim keyed
 	// new:<conversation> carries that a session exists: without it a
 	// missing file reads as a conversation never answered, and a recover
 	// would start a new, empty session over history that exists elsewhere.

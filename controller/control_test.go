@@ -289,6 +289,31 @@ func TestForeignWriterAndNoWrites(t *testing.T) {
 	ctl.refused(map[string]any{"type": "prompt", "request": "p2", "generation": gen, "text": "more"}, protocol.CodeFenced)
 }
 
+// W10 for a new session: a session file another writer makes at the
+// path before the engine's first answer (Pi writes its file lazily, with
+// O_EXCL) names another session than the engine's; it closes admission
+// and is never recorded as the session the engine wrote (mutant 320).
+func TestForeignSessionFileBeforeTheFirstAnswer(t *testing.T) {
+	r := newRig(t, plainScript, nil)
+	r.waitBinding("active")
+	if _, err := os.Stat(r.session); !os.IsNotExist(err) {
+		t.Fatalf("the session file before any answer: %v; the test needs a new session", err)
+	}
+	if err := os.WriteFile(r.session, []byte(`{"type":"session","version":3,"id":"f0rged-session","timestamp":"2026-12-02T10:00:00Z","cwd":"/"}`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b := r.waitBinding("uncertain")
+	if !strings.Contains(fmt.Sprint(b["admissionReason"]), "not the engine's") {
+		t.Fatalf("binding %v: want the reason to name the engine's session", b)
+	}
+	r.ctrl.mu.Lock()
+	written := r.ctrl.st.written
+	r.ctrl.mu.Unlock()
+	if written != "" {
+		t.Fatalf("the forged header was recorded as written: %q", written)
+	}
+}
+
 func (r *rig) waitBindingField(field string, want any) map[string]any {
 	r.t.Helper()
 	for range 1500 {

@@ -56,7 +56,10 @@ func (c *Controller) watchSession(x *execution, prev *history.Snapshot) {
 			continue
 		}
 		if !snap.New() {
-			c.sawWritten(x, snap.SessionID())
+			if engine := c.sawWritten(x, snap.SessionID()); engine != "" {
+				c.foreign(x, "the session file names session "+snap.SessionID()+", not the engine's "+engine+": another writer made it", "")
+				return
+			}
 		}
 		fresh := snap.Appended()
 		if len(fresh) > 0 {
@@ -104,15 +107,24 @@ func (c *Controller) follow(x *execution, leaf string) {
 // this conversation must find that file again (recover.go). Recorded
 // before the entries are vouched for: a file a foreign writer replaced is
 // still a session that exists somewhere, never a reason to start anew.
-func (c *Controller) sawWritten(x *execution, id string) {
+// A header that names another session than the engine's (a file a tool
+// made at the path before Pi's first write, which Pi makes with O_EXCL)
+// is not recorded: it returns the engine's session id, for the caller to
+// name another writer. Empty otherwise.
+func (c *Controller) sawWritten(x *execution, id string) (engine string) {
 	if id == "" || !history.PlainID(id) {
-		return
+		return ""
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.st.exec == x {
-		c.st.written = id
+	if c.st.exec != x {
+		return ""
 	}
+	if c.st.sessionID != "" && id != c.st.sessionID {
+		return c.st.sessionID
+	}
+	c.st.written = id
+	return ""
 }
 
 // engineEntries returns the ids of the entries the engine holds after the
