@@ -384,8 +384,8 @@ func contentBlocks(raw json.RawMessage) ([]protocol.Block, error) {
 		}
 		return []protocol.Block{{Type: "text", Text: s}}, nil
 	}
-	if n := arrayLen(raw, maxBlocks); n > maxBlocks {
-		return nil, fmt.Errorf("more than %d content blocks: not decoded", maxBlocks)
+	if n := ArrayLen(raw, MaxBlocks); n > MaxBlocks {
+		return nil, fmt.Errorf("more than %d content blocks: not decoded", MaxBlocks)
 	}
 	var nb []engine.NativeBlock
 	if err := json.Unmarshal(raw, &nb); err != nil {
@@ -406,18 +406,18 @@ func block(b engine.NativeBlock) protocol.Block {
 	return b.Block()
 }
 
-// maxBlocks is how many content blocks a message may hold to be shown: a
+// MaxBlocks is how many content blocks a message may hold to be shown: a
 // block decodes to about 150 bytes from as few as 3 in the file (`{}`),
 // so a tool appending one message of millions of them to its own session
 // file made a read hold about 40 times the line, and a page of it 90
 // times. Pi streams a message's blocks by an index the adapter bounds the
 // same way (engine: a streamed content block index within [0, 4096)).
-const maxBlocks = 4096
+const MaxBlocks = 4096
 
-// arrayLen counts the elements of the JSON array raw (valid JSON, as a
+// ArrayLen counts the elements of the JSON array raw (valid JSON, as a
 // decoder's RawMessage is), stopping once it passes limit; anything but
 // an array counts 0.
-func arrayLen(raw []byte, limit int) int {
+func ArrayLen(raw []byte, limit int) int {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || raw[0] != '[' {
 		return 0

@@ -119,13 +119,13 @@ func TestArrayLen(t *testing.T) {
 		{`[]`, 0}, {` [ ] `, 0}, {`[{}]`, 1}, {`[{},{}]`, 2}, {`[1, "a,b", [2,3], {"x":[4,5]}]`, 4},
 		{`["\"],["]`, 1}, {`["\\",1]`, 2}, {`"text"`, 0}, {`null`, 0}, {`[{},{},{},{},{}]`, 4}, // past the limit of 3: 4
 	} {
-		if got := arrayLen([]byte(tc.raw), 3); got != tc.want && !(tc.want > 3 && got > 3) {
-			t.Errorf("arrayLen(%s) = %d, want %d", tc.raw, got, tc.want)
+		if got := ArrayLen([]byte(tc.raw), 3); got != tc.want && !(tc.want > 3 && got > 3) {
+			t.Errorf("ArrayLen(%s) = %d, want %d", tc.raw, got, tc.want)
 		}
 	}
 }
 
-// TestBlocksBounded (mutant 318): a message of maxBlocks content blocks is
+// TestBlocksBounded (mutant 318): a message of MaxBlocks content blocks is
 // shown; one of more is a malformed-entry notice in its place, never
 // decoded: a tool's message of 4M `{}` blocks (12 MB) held 0.5 GB after a
 // read and 1.2 GB after a page.
@@ -137,7 +137,7 @@ func TestBlocksBounded(t *testing.T) {
 	f := newFixture(t)
 	// The second's escaped id keeps the light scan from taking it: it is
 	// parsed in full at once.
-	f.write(t, hdr+line("a", "null", maxBlocks)+line("b\u0062", `"a"`, 1<<20))
+	f.write(t, hdr+line("a", "null", MaxBlocks)+line("b\u0062", `"a"`, 1<<20))
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	s, err := Read(f.path, Options{})
@@ -156,8 +156,8 @@ func TestBlocksBounded(t *testing.T) {
 		}
 		blocks += len(pt.Blocks)
 	}
-	if notices != 1 || blocks < maxBlocks {
-		t.Fatalf("page: %d malformed-entry notices, %d blocks; want the message of %d shown and the larger one a notice", notices, blocks, maxBlocks)
+	if notices != 1 || blocks < MaxBlocks {
+		t.Fatalf("page: %d malformed-entry notices, %d blocks; want the message of %d shown and the larger one a notice", notices, blocks, MaxBlocks)
 	}
 	// The line read, and copied by the decoders that set it aside (4.2
 	// times it when measured); decoded, its blocks were 150 bytes each.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 
+	"github.com/mosaic-agents/mosaic/history"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
@@ -29,6 +30,12 @@ func Blocks(raw json.RawMessage) []APIBlock {
 	var s string
 	if first(raw) != '[' && json.Unmarshal(raw, &s) == nil {
 		return []APIBlock{{Type: "text", Text: s}}
+	}
+	if history.ArrayLen(raw, history.MaxBlocks) > history.MaxBlocks {
+		// Never decoded, as a Pi message of as many is not: a block
+		// decodes to far more than the 3 bytes of `{}`, and a line a tool
+		// appends to the transcript would hold the controller's memory.
+		return []APIBlock{{Type: "unavailable"}}
 	}
 	var bs []APIBlock
 	_ = json.Unmarshal(raw, &bs)

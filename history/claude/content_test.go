@@ -3,7 +3,10 @@ package claude
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
+
+	"github.com/mosaic-agents/mosaic/history"
 )
 
 // TestBlocksOfEveryShape: content that is a string is one text block
@@ -32,5 +35,22 @@ func TestBlocksOfEveryShape(t *testing.T) {
 		if got := Blocks(json.RawMessage(tc.raw)); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("Blocks(%q) = %#v, want %#v", tc.raw, got, tc.want)
 		}
+	}
+}
+
+// TestBlocksBounded (mutant 321): a list of more content blocks than a
+// message may show (history.MaxBlocks) is one unavailable block, never
+// decoded: each block decodes to far more than the 3 bytes of `{}`, and a
+// line a tool appends to the transcript would hold the controller's
+// memory, as a Pi session's would.
+func TestBlocksBounded(t *testing.T) {
+	list := func(n int) json.RawMessage {
+		return json.RawMessage("[" + strings.TrimSuffix(strings.Repeat(`{"type":"text","text":"x"},`, n), ",") + "]")
+	}
+	if got := Blocks(list(history.MaxBlocks)); len(got) != history.MaxBlocks {
+		t.Fatalf("%d blocks at the bound, want %d", len(got), history.MaxBlocks)
+	}
+	if got := Blocks(list(history.MaxBlocks + 1)); !reflect.DeepEqual(got, []APIBlock{{Type: "unavailable"}}) {
+		t.Fatalf("past the bound: %d blocks, want one unavailable", len(got))
 	}
 }
