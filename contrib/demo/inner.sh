@@ -161,9 +161,8 @@ if [ -n "$keep" ]; then
 	[ -f "$session" ] && cp "$session" "$keep/session.jsonl" && kept="$keep/session.jsonl (a copy of the session file), "
 	kept="${kept}$proof (the stop's proof)"
 fi
-echo
-if [ -n "${MOSAIC_DEMO_SANDBOX:-}" ]; then
-	echo "the sandbox ends with this script; demo.sh says what is left"
-else
+# In the sandbox, demo.sh says what is left once the sandbox is gone.
+if [ -z "${MOSAIC_DEMO_SANDBOX:-}" ]; then
+	echo
 	echo "demo done: conversation $id is stopped and removed on exit; the units stay installed (\`$bin uninstall\` removes them); the session file stays at $session${kept:+; kept: $kept}"
 fi
