@@ -242,7 +242,7 @@ func (s *Snapshot) takeLines(b []byte, line int, header bool, path, project stri
 		return protocol.Refuse(protocol.CodeNotAPiSession, "session file %s holds more than %d lines that are not session entries: Pi writes none but a line torn by a crash, so another writer did; restore the file from a copy, or remove those lines", path, maxUnreadable)
 	}
 	if len(s.records)+n-bad > maxEntries {
-		return protocol.Refuse(protocol.CodeTooLarge, "session file %s holds more than %d entries: start a new session file (`mosaicctl conv add --replace` with another --session)", path, maxEntries)
+		return protocol.Refuse(protocol.CodeTooLarge, "session file %s holds more than %d entries: start a new session (`mosaicctl conv rm` of this conversation, then `mosaicctl conv add` with a new --session file name)", path, maxEntries)
 	}
 	s.unreadable = bad
 	s.records = slices.Grow(s.records, n)
