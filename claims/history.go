@@ -30,27 +30,7 @@ func (s *Store) Proofs(ctx context.Context, conversation string) ([]ProofRevisio
 	var out []ProofRevision
 	var errs []error
 	for _, kind := range []string{kindSeat, kindSession} {
-		dirs, err := os.ReadDir(filepath.Join(s.root, kind))
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("read claim root %q: %w", s.root, err))
-			continue
-		}
-		for _, d := range dirs {
-			if err := ctx.Err(); err != nil {
-				return out, err
-			}
-			if !d.IsDir() {
-				continue
-			}
-			dir := filepath.Join(s.root, kind, d.Name())
-			sl, err := readSlot(dir, kind)
-			if err != nil {
-				errs = append(errs, err)
-				continue
-			}
+		err := s.eachSlot(ctx, kind, func(dir string, sl *slot) {
 			for _, rec := range sl.revs {
 				if rec.Conversation != conversation || rec.Proof == nil {
 					continue
@@ -70,8 +50,43 @@ func (s *Store) Proofs(ctx context.Context, conversation string) ([]ProofRevisio
 				seen[key] = len(out)
 				out = append(out, ProofRevision{Record: rec, Path: path, Written: mt})
 			}
+		})
+		if ctx.Err() != nil {
+			return out, ctx.Err()
 		}
+		errs = append(errs, err)
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Written.Before(out[j].Written) })
 	return out, errors.Join(errs...)
+}
+
+// eachSlot reads every key directory of kind and calls fn with each that
+// reads, in directory order, stopping early only when ctx ends (its error
+// is then returned). A store without that kind holds no key; keys that
+// cannot be read are skipped and reported in the error.
+func (s *Store) eachSlot(ctx context.Context, kind string, fn func(dir string, sl *slot)) error {
+	dirs, err := os.ReadDir(filepath.Join(s.root, kind))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read claim root %q: %w", s.root, err)
+	}
+	var errs []error
+	for _, d := range dirs {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			continue
+		}
+		dir := filepath.Join(s.root, kind, d.Name())
+		sl, err := readSlot(dir, kind)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		fn(dir, sl)
+	}
+	return errors.Join(errs...)
 }
