@@ -115,7 +115,7 @@ func printQueue(s *session, q *protocol.Queue) {
 		case text == "" && it.Digest != "":
 			// A finished item keeps only its text's digest (the
 			// transcript holds what was sent).
-			text = "(text not kept; sha256 " + it.Digest[:min(12, len(it.Digest))] + "…)"
+			text = "(text not kept; sha256 " + shortDigest(it.Digest) + "…)"
 		}
 		if i := strings.IndexByte(text, '\n'); i >= 0 {
 			text = text[:i] + " …"
