@@ -165,3 +165,45 @@ func TestLoadUnknownAndHostileIDs(t *testing.T) {
 		}
 	}
 }
+
+// TestBrokenFileNamesTheWaysOut: a conversation file that does not load,
+// for whatever reason, is refused configuration naming the file and both
+// ways out: fix it, or `conv rm` the conversation by id.
+func TestBrokenFileNamesTheWaysOut(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(string) string
+		says string
+	}{
+		{"not TOML", func(b string) string { return b + "\nseat = \n" }, "line"},
+		{"an unknown key", func(b string) string { return b + "\ncolour = \"red\"\n" }, "colour"},
+		{"another id", func(b string) string { return strings.Replace(b, "pi-", "pi-0", 1) }, "differs from the file name"},
+		{"an invalid seat", func(b string) string { return strings.Replace(b, `seat = "alice"`, `seat = "../x"`, 1) }, "seat"},
+		{"a limit that does not parse", func(b string) string { return strings.Replace(b, "[limits]\n", "[limits]\nmemory_max = \"lots\"\n", 1) }, "memory_max"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &Store{Dir: filepath.Join(t.TempDir(), "conversations")}
+			c := fixture(t)
+			if err := s.Save(c); err != nil {
+				t.Fatal(err)
+			}
+			b, _ := os.ReadFile(s.path(c.ID))
+			edited := tc.edit(string(b))
+			if edited == string(b) {
+				t.Fatalf("the edit changed nothing in\n%s", b)
+			}
+			if err := os.WriteFile(s.path(c.ID), []byte(edited), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := s.Load(c.ID)
+			if protocol.CodeOf(err) != protocol.CodeConfiguration {
+				t.Fatalf("err %v; want configuration", err)
+			}
+			for _, want := range []string{s.path(c.ID), tc.says, "fix the file", "mosaicctl conv rm " + c.ID} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("err %q does not say %q", err, want)
+				}
+			}
+		})
+	}
+}

@@ -74,25 +74,23 @@ func (s *Store) Load(id string) (*Conversation, error) {
 	case errors.As(err, &pe) && strings.HasPrefix(pe.Message, protocol.CodeConfiguration+": "):
 		// A limit that does not parse: its own refusal names the key,
 		// the value and an example (the decoder keeps only its text).
-		return nil, protocol.Refuse(protocol.CodeConfiguration, "%s: line %d: %s", p, pe.Position.Line,
-			strings.TrimPrefix(pe.Message, protocol.CodeConfiguration+": "))
+		return nil, broken(id, protocol.Refuse(protocol.CodeConfiguration, "%s: line %d: %s", p, pe.Position.Line,
+			strings.TrimPrefix(pe.Message, protocol.CodeConfiguration+": ")))
 	case err != nil:
-		r := protocol.Wrap(protocol.CodeConfiguration, err, "%s", p)
-		r.Message += fmt.Sprintf("; fix the file, or remove the conversation (`mosaicctl conv rm %s`) and add it again", id)
-		return nil, r
+		return nil, broken(id, fmt.Errorf("%s: %w", p, err))
 	}
 	if extra := md.Undecoded(); len(extra) > 0 {
 		keys := make([]string, len(extra))
 		for i, k := range extra {
 			keys[i] = k.String()
 		}
-		return nil, protocol.Refuse(protocol.CodeConfiguration, "%s: unknown key(s) %s; remove them (known keys: id, project, seat, workspace, session, idle_stop, engine_kind, [engine], [limits], [claude])", p, strings.Join(keys, ", "))
+		return nil, broken(id, protocol.Refuse(protocol.CodeConfiguration, "%s: unknown key(s) %s; remove them (known keys: id, project, seat, workspace, session, idle_stop, engine_kind, [engine], [limits], [claude])", p, strings.Join(keys, ", ")))
 	}
 	if c.ID != id {
-		return nil, refuseField("id", c.ID, "differs from the file name "+filepath.Base(p))
+		return nil, broken(id, fmt.Errorf("%s: %w", p, refuseField("id", c.ID, "differs from the file name "+filepath.Base(p))))
 	}
 	if err := c.Validate(); err != nil {
-		return nil, fmt.Errorf("%s: %w", p, err)
+		return nil, broken(id, fmt.Errorf("%s: %w", p, err))
 	}
 	return &c, nil
 }
@@ -162,4 +160,13 @@ func (s *Store) List() ([]*Conversation, map[string]error, error) {
 		out = append(out, c)
 	}
 	return out, bad, nil
+}
+
+// broken refuses the file of conversation id, which does not load, with
+// err (which names the file) and both ways out: the file can be fixed by
+// hand, or the conversation removed by id, which needs no loadable file.
+func broken(id string, err error) error {
+	r := protocol.Wrap(protocol.CodeConfiguration, err, "")
+	r.Message += fmt.Sprintf("; fix the file, or remove the conversation (`mosaicctl conv rm %s`) and add it again", id)
+	return r
 }

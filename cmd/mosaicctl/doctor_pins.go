@@ -65,8 +65,11 @@ func checkPins(ctx context.Context) (string, error) {
 	}
 	sort.Strings(ids)
 	for _, id := range ids {
+		// The refusal names the file and both fixes (conversations.Load).
 		problems = append(problems, fmt.Sprintf("%s: %v", id, bad[id]))
-		fixes = append(fixes, fmt.Sprintf("mend %s or remove it (`mosaicctl conv rm %s`)", id+".toml", id))
+	}
+	if len(bad) > 0 {
+		fixes = append(fixes, "mend each file that does not load or remove its conversation, as each says")
 	}
 	if len(problems) > 0 {
 		return "", failf("check that each change is yours, then "+strings.Join(fixes, "; "),
