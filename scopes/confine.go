@@ -127,6 +127,18 @@ func planConfinement(hide ...string) (confinePlan, error) {
 	// make journald drop the controller's decisions. The engine's stderr
 	// still reaches the journal through the controller.
 	masks.add(journalSockets)
+	// PID 1's notification socket (0777): every datagram from a process
+	// that is no unit's main process makes PID 1 journal a warning, at
+	// its own priority and outside every user's rate limit, so a tool
+	// sending them fast fills the system journal until journald rotates
+	// the oldest files out, the controller's decisions among them.
+	masks.add(systemNotify)
+	// The display's sockets in the shared /tmp: Landlock's scope keeps
+	// the abstract X11 socket out (landlock.go), but clients fall back to
+	// the file-system one, and XTEST on it types into the user's
+	// terminals. A directory made after the launch (an X server started
+	// later) is seen until the next launch: it is root's to make.
+	masks.add(displayDirs...)
 	// The FUSE device: a tool, root of a user and mount namespace of its
 	// own, could mount a FUSE filesystem, and a process that holds the
 	// connection's /dev/fuse (a thread of the server, a child that
@@ -439,6 +451,14 @@ func confine(plan confinePlan) confineReport {
 	if err := writable.bindBack(); err != nil {
 		return pathFail(err)
 	}
+	switch ok, err := privatePTYs(); {
+	case err != nil:
+		return fail("%v", err)
+	case ok:
+		rep.Masked = append(rep.Masked, devPTS)
+	default:
+		rep.Absent = append(rep.Absent, devPTS)
+	}
 	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return fail("mount a fresh /proc: %v", err)
 	}
@@ -507,6 +527,48 @@ func privateDir(p string) error {
 	}
 	return unix.Mount("mosaic-private", p, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC,
 		fmt.Sprintf("size=1m,nr_inodes=256,mode=%04o", dirMode(fi)))
+}
+
+// devPTS is where the user's pseudo-terminals are, and devPTMX what
+// opens a new one.
+const (
+	devPTS  = "/dev/pts"
+	devPTMX = "/dev/ptmx"
+)
+
+// privatePTYs gives the engine a devpts instance of its own on /dev/pts,
+// and its ptmx on /dev/ptmx: the user's pseudo-terminals (every terminal
+// window, ssh session and tmux pane, each owned by the user) are not
+// there, so a tool can neither paint over one (a forged approval on the
+// operator's `mosaicctl attach`) nor read what is typed into it (a
+// password). A pty a tool opens (script, ssh -t, expect) is one of its
+// own. ok is false where there is no /dev/pts to cover.
+func privatePTYs() (ok bool, err error) {
+	fi, err := os.Lstat(devPTS)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil || !fi.IsDir() {
+		return false, fmt.Errorf("%s is no directory: %v", devPTS, err)
+	}
+	if err := unix.Mount("devpts", devPTS, "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"); err != nil {
+		return false, fmt.Errorf("mount a devpts instance of the engine's own on %s: %v", devPTS, err)
+	}
+	// /dev/ptmx is a device node opening the host's instance, or a link
+	// to pts/ptmx (containers), which now leads to ours.
+	real, err := filepath.EvalSymlinks(devPTMX)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("resolve %s: %v", devPTMX, err)
+	case real == path.Join(devPTS, "ptmx"):
+		return true, nil
+	}
+	if err := unix.Mount(path.Join(devPTS, "ptmx"), real, "", unix.MS_BIND, ""); err != nil {
+		return false, fmt.Errorf("bind the engine's ptmx over %s: %v", real, err)
+	}
+	return true, nil
 }
 
 // dirMode is a directory's permission bits with its sticky bit: a

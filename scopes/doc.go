@@ -101,7 +101,10 @@
 //     view stops the move. Last, on the same thread, it enters a Landlock
 //     domain that scopes abstract Unix sockets and signals (landlock.go):
 //     the network namespace is shared, so only the scope keeps an X11
-//     display or a session bus at unix:abstract= out of a tool's reach.
+//     display's abstract socket or a session bus at unix:abstract= out of
+//     a tool's reach (the display's file-system sockets in /tmp, PID 1's
+//     notification socket and the user's pseudo-terminals are masked or
+//     replaced above: displayDirs, systemNotify, privatePTYs).
 //     The domain handles no file access, so nothing above is undone or
 //     refused by it; a kernel without scopes is reported, not refused.
 //   - The engine runs with no capabilities (its uid is not 0 inside and the

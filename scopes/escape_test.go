@@ -1,7 +1,10 @@
 package scopes
 
 import (
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"net"
 	"os"
 	"path"
@@ -13,6 +16,7 @@ import (
 
 	"github.com/mosaic-agents/mosaic/internal/procfs"
 	"github.com/mosaic-agents/mosaic/proofs"
+	"golang.org/x/sys/unix"
 )
 
 // escapeEngine tries, from inside the engine, every way out of the cohort
@@ -21,7 +25,9 @@ import (
 // when it failed; the sleeps 1001-1003 are what an escape would leave
 // running outside. %[1]s is the user manager's app.slice in the cgroup2
 // mount, %[2]d a same-uid process outside (the test), %[3]s the runtime
-// directory, %[4]s the directory of the user's tmux server socket.
+// directory, %[4]s the directory of the user's tmux server socket, %[5]s
+// a pseudo-terminal of the user's (the test holds its master), %[6]s the
+// user's X display's file-system socket.
 const escapeEngine = `rt=%[3]s
 try() { n=$1; shift; if "$@" </dev/null >/dev/null 2>&1; then echo "escape $n 0"; else echo "escape $n 1"; fi; }
 echo "engine $$"
@@ -41,6 +47,12 @@ try proc-outside-root test -S "/proc/%[2]d/root$rt/bus"
 try proc-outside-environ cat "/proc/%[2]d/environ"
 try proc-1-root test -S "/proc/1/root$rt/bus"
 try tmux-socket test -S "%[4]s/default"
+try notify-socket test -S /run/systemd/notify
+try x11-socket test -S "%[6]s"
+# the user's terminal: whatever reaches it shows on the test's master (a
+# pty of the engine's own may have the same name)
+( printf mosaic-pty-escape > "%[5]s" ) 2>/dev/null
+if script -qc 'tty' /dev/null </dev/null 2>/dev/null | grep -q '^/dev/pts/'; then echo "ownpty 0"; else echo "ownpty 1"; fi
 if command -v tmux >/dev/null; then
   if tmux -S "%[4]s/own" new-session -d 'exec sleep 300' </dev/null >/dev/null 2>&1 && tmux -S "%[4]s/own" has-session </dev/null >/dev/null 2>&1; then echo "owntmux 0"; else echo "owntmux 1"; fi
 else echo "owntmux none"; fi
@@ -52,7 +64,7 @@ setsid sh -c 'echo "setsid $$"; exec sleep 300' </dev/null &
 echo "ready 1"; exec cat`
 
 var escapes = []string{"systemd-run", "systemd-run-scope", "cgroup-move", "bus-socket", "user-bus", "system-bus", "manager-socket", "journal-socket",
-	"proc-outside-root", "proc-outside-environ", "proc-1-root", "tmux-socket", "umount-direct", "umount-mask"}
+	"proc-outside-root", "proc-outside-environ", "proc-1-root", "tmux-socket", "notify-socket", "x11-socket", "umount-direct", "umount-mask"}
 
 // TestConfinedEngineCannotEscape (issue 10, K13): a confined engine's tool
 // children cannot start a process outside the cohort (systemd-run --user,
@@ -91,9 +103,17 @@ func TestConfinedEngineCannotEscape(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { server.Close() })
-	e := launchEngine(t, m, fmt.Sprintf(escapeEngine, appSlice, os.Getpid(), rt, tmux))
+	// PID 1's notification socket, which every process may write to.
+	if fi, err := os.Stat("/run/systemd/notify"); err != nil || fi.Mode().Type() != os.ModeSocket {
+		t.Fatalf("no /run/systemd/notify socket outside (%v, %v): the mask would prove nothing", fi, err)
+	}
+	// A terminal of the user's: a tool that reached it would write to it.
+	ptmx, pts := openPTY(t)
+	// The user's X display, listening on its file-system socket.
+	x11 := listenDisplay(t)
+	e := launchEngine(t, m, fmt.Sprintf(escapeEngine, appSlice, os.Getpid(), rt, tmux, pts, x11))
 	want := append([]string{"engine", "setsid", "ready"}, escapes...)
-	prefixes := []string{"engine", "setsid", "ready", "escape nested-userns", "owntmux"}
+	prefixes := []string{"engine", "setsid", "ready", "escape nested-userns", "owntmux", "ownpty"}
 	for _, n := range escapes {
 		prefixes = append(prefixes, "escape "+n)
 	}
@@ -105,6 +125,13 @@ func TestConfinedEngineCannotEscape(t *testing.T) {
 	// server in the cohort, its socket in the engine's private tmpfs).
 	if got["owntmux"] != "0" && got["owntmux"] != "none" {
 		t.Errorf("a tool could not run a tmux server of its own (%q)", got["owntmux"])
+	}
+	if got["ownpty"] != "0" {
+		t.Errorf("a tool could not open a pseudo-terminal of its own (%q)", got["ownpty"])
+	}
+	ptmx.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+	if b, _ := io.ReadAll(ptmx); strings.Contains(string(b), "mosaic-pty-escape") {
+		t.Errorf("a tool wrote to the user's terminal %s: %q", pts, b)
 	}
 	if got["escape nested-userns"] != "0" {
 		t.Fatalf("the engine could not make a nested user namespace (%q): the umount attempt proves nothing", got["escape nested-userns"])
@@ -253,4 +280,47 @@ func tryPin(pid int) (pinned, bool) {
 		return pinned{}, false
 	}
 	return pinned{pid, fd}, true
+}
+
+// openPTY opens a pseudo-terminal in the user's devpts instance, as a
+// terminal window does, and returns its master (non-blocking, so a read
+// deadline holds) and the path of its slave.
+func openPTY(t *testing.T) (*os.File, string) {
+	t.Helper()
+	fd, err := unix.Open("/dev/ptmx", unix.O_RDWR|unix.O_NOCTTY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatalf("open /dev/ptmx: %v", err)
+	}
+	master := os.NewFile(uintptr(fd), "ptmx")
+	t.Cleanup(func() { master.Close() })
+	if err := unix.IoctlSetPointerInt(fd, unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatalf("unlock the pty: %v", err)
+	}
+	n, err := unix.IoctlGetInt(fd, unix.TIOCGPTN)
+	if err != nil {
+		t.Fatalf("the pty's number: %v", err)
+	}
+	return master, "/dev/pts/" + strconv.Itoa(n)
+}
+
+// listenDisplay listens on an X display's file-system socket in
+// /tmp/.X11-unix (made if missing, 1777 as X servers make it), as Xorg
+// and Xwayland do beside the abstract one, and returns its path.
+func listenDisplay(t *testing.T) string {
+	t.Helper()
+	const dir = "/tmp/.X11-unix"
+	if err := os.Mkdir(dir, 0o1777); err == nil {
+		os.Chmod(dir, 0o1777)
+		t.Cleanup(func() { os.Remove(dir) })
+	} else if !errors.Is(err, fs.ErrExist) {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "X"+strconv.Itoa(70+os.Getpid()%20))
+	os.Remove(p)
+	l, err := net.Listen("unix", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return p
 }
