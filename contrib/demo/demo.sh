@@ -27,12 +27,12 @@ while [ $# -gt 0 ]; do
 	esac
 done
 
-# The attached pane's tmux socket, the proof and a copy of the session file
-# go to .build/demo, which the sandbox shares (it shares the checkout).
+# The proof and a copy of the session file go to .build/demo, which the
+# sandbox shares (it shares the checkout).
 export MOSAIC_DEMO_DIR=$checkout/.build/demo
 mkdir -p "$MOSAIC_DEMO_DIR"
-# A tmux socket left by an earlier run may belong to another sandbox user
-# (the directory is sticky): this process, not the sandbox, removes it.
+# A tmux socket an older demo left there may belong to another sandbox
+# user (the directory is sticky): this process, not the sandbox, removes it.
 rm -f "$MOSAIC_DEMO_DIR/session.jsonl" "$MOSAIC_DEMO_DIR/proof.json" "$MOSAIC_DEMO_DIR/tmux.sock"
 # On a terminal, wait a little for a watcher to attach to the pane.
 if [ -t 1 ]; then
@@ -50,9 +50,7 @@ if [ "$(id -u)" = 0 ]; then
 	status=0
 	bash "$checkout/contrib/sandbox/sandbox.sh" run "${share[@]}" -- bash "$here/inner.sh" || status=$?
 	# Give .build/demo back as the checkout's: the sandbox user's uid may
-	# be a real user's on this machine, and its tmux server is gone with
-	# the sandbox, leaving its socket dangling.
-	rm -f "$MOSAIC_DEMO_DIR/tmux.sock"
+	# be a real user's on this machine.
 	chmod 0755 "$MOSAIC_DEMO_DIR"
 	kept=()
 	for f in "$MOSAIC_DEMO_DIR/session.jsonl" "$MOSAIC_DEMO_DIR/proof.json"; do

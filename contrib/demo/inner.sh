@@ -7,16 +7,20 @@
 # setsid, a confirmed force stop with its proof verified offline, the
 # journal audit, and a recovery.
 #
-# MOSAIC_DEMO_DIR (demo.sh sets it to the checkout's .build/demo) holds the
-# tmux socket of the attached pane, so it can be watched live from another
-# terminal, and keeps the proof and a copy of the session file after the
-# demo. MOSAIC_DEMO_WAIT is how many seconds to wait for someone to attach
+# The attached pane's tmux server listens where tmux puts it by default
+# (tmux -L mosaic-demo: /tmp/tmux-UID), a directory every confined engine
+# gets a private one of in its place: in the checkout, a tool of the
+# demo's engine would reach the pane's server, have it start a process
+# outside the cohort and take control as the operator. MOSAIC_DEMO_DIR
+# (demo.sh sets it to the checkout's .build/demo) keeps the proof and a
+# copy of the session file after the demo. MOSAIC_DEMO_WAIT is how many seconds to wait for someone to attach
 # (demo.sh sets it when its output is a terminal; 0 otherwise).
 set -euo pipefail
 bin=$MOSAIC_BIN_DIR/mosaicctl
 pi=${MOSAIC_PI:?MOSAIC_PI must name the pinned Pi (make demo installs it)}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 step() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
+tmx() { tmux -L mosaic-demo "$@"; }
 
 # Under $HOME, not /tmp: the controller's unit may have a private /tmp,
 # and the engine reads the agent dir written here.
@@ -26,7 +30,7 @@ keep=${MOSAIC_DEMO_DIR:-}
 [ -n "$keep" ] && mkdir -p "$keep"
 stubpid='' tm='' id=''
 cleanup() {
-	[ -n "$tm" ] && tmux -S "$tm" kill-server 2>/dev/null || true
+	[ -n "$tm" ] && tmx kill-server 2>/dev/null || true
 	[ -n "$stubpid" ] && kill "$stubpid" 2>/dev/null || true
 	if [ -n "$id" ]; then
 		# The stub model ends with the demo, so its conversation does too:
@@ -95,18 +99,21 @@ echo "controller before any client: $(systemctl --user is-active "mosaic-conv@$i
 
 if command -v tmux >/dev/null; then
 	step "mosaicctl attach $id  (an observer, in a tmux pane the demo reads back)"
-	tm=${keep:-$work}/tmux.sock
-	rm -f "$tm"
-	tmux -S "$tm" new-session -d -s demo -x 110 -y 34 "TERM=xterm-256color $bin attach $id"
-	# Root (the sandbox's caller) may attach to another user's tmux server.
-	chmod 0666 "$tm" 2>/dev/null || true
-	pane() { tmux -S "$tm" capture-pane -p -t demo | sed 's/[[:space:]]*$//' | cat -s; }
+	tm=mosaic-demo
+	tmx kill-server 2>/dev/null || true
+	tmx new-session -d -s demo -x 110 -y 34 "TERM=xterm-256color $bin attach $id"
+	pane() { tmx capture-pane -p -t demo | sed 's/[[:space:]]*$//' | cat -s; }
 	for _ in $(seq 100); do pane | grep -q 'observer' && break; sleep 0.1; done
-	echo "watch it live, read-only, from another terminal:  tmux -S $tm attach -r -t demo"
+	watch="tmux -L $tm attach -r -t demo"
+	if [ -n "${MOSAIC_SANDBOX_INIT:-}" ]; then
+		# From the host, as root: into the sandbox's mounts, as its user.
+		watch="nsenter -t $MOSAIC_SANDBOX_INIT -m -- runuser -u $(id -un) -- $watch"
+	fi
+	echo "watch it live, read-only, from another terminal:  $watch"
 	if [ "${MOSAIC_DEMO_WAIT:-0}" -gt 0 ]; then
 		echo "waiting up to ${MOSAIC_DEMO_WAIT}s for you to attach (MOSAIC_DEMO_WAIT=0 skips the wait)"
 		for _ in $(seq $((MOSAIC_DEMO_WAIT * 10))); do
-			[ -n "$(tmux -S "$tm" list-clients 2>/dev/null)" ] && { echo "attached; going on"; sleep 1; break; }
+			[ -n "$(tmx list-clients 2>/dev/null)" ] && { echo "attached; going on"; sleep 1; break; }
 			sleep 0.1
 		done
 	fi

@@ -117,6 +117,9 @@ run() {
 	trap 'exit 130' INT TERM
 	boot
 
+	# The host's pid of the sandbox's PID 1, for a command that tells the
+	# caller how to reach inside (nsenter -t).
+	envs+=("MOSAIC_SANDBOX_INIT=$init_pid")
 	local setenv=() e
 	for e in "${envs[@]}"; do setenv+=("--setenv=$e"); done
 	local rc=0
