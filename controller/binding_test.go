@@ -2,10 +2,12 @@ package controller
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	mclient "github.com/mosaic-agents/mosaic/client"
+	"github.com/mosaic-agents/mosaic/scopes"
 )
 
 // The binding follows the welcome on every connection, before anything
@@ -69,5 +71,40 @@ func TestBindingFollowsTheTurn(t *testing.T) {
 	}
 	for _, want := range []string{"busy", "idle"} {
 		obs.await(func(m map[string]any) bool { return m["record"] == "binding" && m["engineState"] == want })
+	}
+}
+
+// TestBindingSaysUnconfined: an engine launched without confinement is
+// named so in every binding from its launch on, and in the launch's
+// journal entry, not first in the stop that ends uncertain for it; a
+// confined one is not.
+func TestBindingSaysUnconfined(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		unconfined bool
+	}{{"confined", false}, {"unconfined", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, plainScript, func(cfg *Config) {
+				if tc.unconfined {
+					mgr := scopes.NewManager(scopes.Config{NoConfinement: true})
+					t.Cleanup(mgr.Close)
+					cfg.Scopes = mgr
+				}
+			})
+			b := r.waitBinding("active")
+			why, _ := b["unconfined"].(string)
+			logged := false
+			for _, e := range r.audit.entries(t) {
+				if e["MOSAIC_EVENT"] == "launch" && e["MOSAIC_UNCONFINED"] != "" && strings.Contains(e["MESSAGE"], "UNCONFINED") {
+					logged = true
+				}
+			}
+			switch {
+			case tc.unconfined && (!strings.Contains(why, "turned off") || !logged):
+				t.Fatalf("binding %v, launch journaled UNCONFINED %v; want the binding to say why (confinement turned off) and the launch entry to say so", b, logged)
+			case !tc.unconfined && (why != "" || logged):
+				t.Fatalf("a confined engine's binding says unconfined %q (journaled %v)", why, logged)
+			}
+		})
 	}
 }

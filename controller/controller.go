@@ -273,6 +273,7 @@ func (c *Controller) bindingLocked() protocol.Binding {
 		if x.handle != nil { // nil only for an engine on bare pipes (tests)
 			b.Cohort = string(x.handle.Cohort.Kind)
 			b.Scope = x.handle.Cohort.Unit
+			b.Unconfined = unconfined(x.handle.Cohort)
 		}
 		b.EngineState = x.engineState()
 		b.EngineEnd = x.end

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -393,8 +394,13 @@ func (c *Controller) launch(ctx context.Context, head sessionHead, keys claims.K
 	}
 	go c.pump(x)
 	go c.watchExit(x)
-	c.audit(audit.Launch, nil, fmt.Sprintf("launched execution %s in %s (%s, pid %d; limits %s)", execID, co.Unit, co.Kind, co.PID, limitsText(cv.Limits)),
-		map[string]string{"EXECUTION": execID, "SCOPE": co.Unit, "COHORT": string(co.Kind), "ENGINE_PID": fmt.Sprint(co.PID), "LIMITS": limitsText(cv.Limits)})
+	fields := map[string]string{"EXECUTION": execID, "SCOPE": co.Unit, "COHORT": string(co.Kind), "ENGINE_PID": fmt.Sprint(co.PID), "LIMITS": limitsText(cv.Limits)}
+	confined := "confined"
+	if why := unconfined(co); why != "" {
+		confined = "UNCONFINED, so no stop of it can be proven: " + why
+		fields["UNCONFINED"] = why
+	}
+	c.audit(audit.Launch, nil, fmt.Sprintf("launched execution %s in %s (%s, pid %d; limits %s; %s)", execID, co.Unit, co.Kind, co.PID, limitsText(cv.Limits), confined), fields)
 
 	var sessionID, leaf string
 	if cv.IsClaude() {
@@ -566,4 +572,14 @@ func entryNodes(raw []json.RawMessage) (map[string]treeNode, error) {
 		out[e.ID] = treeNode{parent: p, typ: e.Type}
 	}
 	return out, nil
+}
+
+// unconfined says why co's engine runs without confinement, "" when it
+// is confined. Clients show it from the launch on: the stop that ends
+// uncertain for it should not be the first word of it.
+func unconfined(co scopes.Cohort) string {
+	if co.Confinement.Confined {
+		return ""
+	}
+	return cmp.Or(co.Confinement.Reason, "no confinement was recorded for it")
 }

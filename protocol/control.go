@@ -94,6 +94,10 @@ type Binding struct {
 	Cohort              string `json:"cohort,omitempty"` // "scope" or "pgroup"
 	Scope               string `json:"scope,omitempty"`  // the engine's scope unit
 	EngineState         string `json:"engineState"`      // idle, busy, fenced, none
+	// Unconfined says why the execution's engine runs without confinement
+	// (no namespaces or masks of its own): its tools can leave the cohort,
+	// so no stop of it is ever proven. Absent when confined.
+	Unconfined string `json:"unconfined,omitempty"`
 	// Reconcile asks clients to re-read history (foreign writer, gap, ...).
 	Reconcile bool `json:"reconcile,omitempty"`
 	// LastStop is the latest stop record id, if any.

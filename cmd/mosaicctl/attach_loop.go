@@ -314,6 +314,9 @@ func (a *attacher) status() {
 			}
 			s.Binding += ")"
 		}
+		if b.Unconfined != "" {
+			s.Binding += " UNCONFINED"
+		}
 	}
 	if !a.connected {
 		s.Binding = "disconnected (Ctrl-O reconnects)"

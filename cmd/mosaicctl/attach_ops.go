@@ -292,6 +292,7 @@ func dialogFor(cf *protocol.Confirmation, st client.State) terminal.Dialog {
 		d.Title = "force stop"
 		fs = fact(fs, "scope", b.Scope)
 		fs = fact(fs, "cohort", b.Cohort)
+		fs = fact(fs, "unconfined", b.Unconfined)
 		fs = fact(fs, "engine", b.Engine+" ("+b.EngineState+")")
 		d.Question = "force stop this cohort? y confirms; n, Enter or Esc cancels"
 	case protocol.CmdAcquireRecoveryControl:

@@ -327,6 +327,11 @@ func printStatus(list []*convStatus) error {
 		}
 	}
 	for _, st := range list {
+		if st.Binding != nil && st.Binding.Unconfined != "" {
+			fmt.Printf("%s: the engine runs UNCONFINED, so its tools can leave the cohort and no stop of it can be proven: %s (`mosaicctl doctor` checks confinement)\n", st.Conversation, st.Binding.Unconfined)
+		}
+	}
+	for _, st := range list {
 		if st.Binding != nil && st.Binding.EngineEnd != nil {
 			fmt.Printf("%s: %s\n", st.Conversation, engineEndText(st.Binding.EngineEnd))
 		}
