@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -49,7 +50,11 @@ func interspersed(app *cli.App, argv []string) ([]string, error) {
 		path += " " + cmd.Name
 		i++
 		if len(cmd.Subcommands) == 0 {
-			return append(out, reorder(cmd.Flags, argv[i:])...), nil
+			rest, err := reorder(cmd.Flags, argv[i:])
+			if err != nil {
+				return nil, usageError("%v; see `%s --help`", err, path)
+			}
+			return append(out, rest...), nil
 		}
 		cmds, flags = cmd.Subcommands, cmd.Flags
 	}
@@ -58,8 +63,11 @@ func interspersed(app *cli.App, argv []string) ([]string, error) {
 // reorder puts the flags of args first, each with its value when its
 // definition takes one, then `--` and the positional arguments, in their
 // order. A flag this command does not define is passed on for urfave/cli
-// to refuse by name.
-func reorder(flags []cli.Flag, args []string) []string {
+// to refuse by name. A flag that takes a value and is given none (the
+// last word, or right before `--`) is refused here: moved in front of the
+// `--` this step adds, it would take that `--` as its value (a proof
+// written to a file named `--`).
+func reorder(flags []cli.Flag, args []string) ([]string, error) {
 	var fs, pos []string
 	for j := 0; j < len(args); j++ {
 		a := args[j]
@@ -71,16 +79,20 @@ func reorder(flags []cli.Flag, args []string) []string {
 			pos = append(pos, a)
 		default:
 			fs = append(fs, a)
-			if !strings.Contains(a, "=") && takesValue(flags, strings.TrimLeft(a, "-")) && j+1 < len(args) {
-				fs = append(fs, args[j+1])
-				j++
+			if strings.Contains(a, "=") || !takesValue(flags, strings.TrimLeft(a, "-")) {
+				continue
 			}
+			if j+1 == len(args) || args[j+1] == "--" {
+				return nil, fmt.Errorf("flag %s needs a value", a)
+			}
+			fs = append(fs, args[j+1])
+			j++
 		}
 	}
 	if len(pos) > 0 {
 		fs = append(append(fs, "--"), pos...)
 	}
-	return fs
+	return fs, nil
 }
 
 // takesValue reports whether the flag called name is defined and takes a

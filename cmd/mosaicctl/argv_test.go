@@ -41,6 +41,8 @@ func TestInterspersed(t *testing.T) {
 		{"subcommand after its parent's flag", "web --no-browser sessions --store /s", "web --no-browser sessions --store /s", ""},
 		{"queue hint as typed", "queue resume --take ID", "queue --take -- resume ID", ""},
 		{"queue edit hint as typed", "queue edit --take ID item-1 TEXT", "queue --take -- edit ID item-1 TEXT", ""},
+		{"value flag last", "stop --take --yes ID --proof", "", "flag --proof needs a value; see `mosaicctl stop --help`"},
+		{"value flag before double dash", "prompt ID --timeout -- hi", "", "flag --timeout needs a value; see `mosaicctl prompt --help`"},
 		{"unknown command", "promt ID hi", "", `unknown command "promt"; see ` + "`mosaicctl --help`"},
 		{"unknown subcommand", "conv remove ID", "", `unknown command "remove"; see ` + "`mosaicctl conv --help`"},
 	} {
@@ -94,6 +96,7 @@ func TestCommandLineRefusals(t *testing.T) {
 			"mosaicctl: usage: --thinking \"banana\" is not a level Pi accepts; use one of off, minimal, low, medium, high, xhigh, max\n"},
 		{"serve", "mosaicctl: usage: `mosaicctl serve` needs --conversation; see `mosaicctl serve --help`\n"},
 		{"stop " + anID + " --yse", "mosaicctl: usage: flag provided but not defined: -yse; see `mosaicctl stop --help`\n"},
+		{"stop --take --yes " + anID + " --proof", "mosaicctl: usage: flag --proof needs a value; see `mosaicctl stop --help`\n"},
 		{"prompt " + anID, "mosaicctl: usage: `mosaicctl prompt` wants a conversation id and one text argument, got 1 arguments: " +
 			"quote the text, put `--` before a text that starts with -, or give - to read it from standard input\n"},
 		{"queue frob " + anID, "mosaicctl: usage: unknown queue command \"frob\": `mosaicctl queue` takes ID, `cancel ID ITEM`, " +
