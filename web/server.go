@@ -44,8 +44,13 @@ type Options struct {
 	// Conversations lists the registered conversations; nil reads the
 	// conversation store.
 	Conversations func() ([]*conversations.Conversation, error)
-	// Log receives one line per refusal and per connection change.
+	// Log receives one line per connection change, and per refusal when
+	// Audit is nil.
 	Log *log.Logger
+	// Audit receives the refusals as structured journal entries
+	// (MOSAIC_REFUSAL=, the catalog's MESSAGE_ID), counted per code as
+	// the controller's are (refuselog.go).
+	Audit *audit.Logger
 	// TabGrace is how long a tab's connection outlives its stream (0:
 	// TabGrace).
 	TabGrace time.Duration
@@ -85,7 +90,10 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	}
 	s := &Server{store: o.Store, judge: judge, hosts: append([]string(nil), o.Hosts...), opts: o, pages: pages, last: time.Now(), ctx: ctx,
 		judging: make(chan struct{}, maxJudging)}
-	if o.Log != nil {
+	switch {
+	case o.Audit != nil:
+		s.refusals = o.Audit
+	case o.Log != nil:
 		s.refusals = audit.NewWriter("web", o.Log.Writer())
 	}
 	s.tabs = newTabs(s)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
 	"github.com/mosaic-agents/mosaic/protocol"
@@ -92,6 +93,18 @@ func TestWebUnits(t *testing.T) {
 	}
 	if code := refusal(t, r); code != protocol.CodeWebAuth {
 		t.Fatalf("after revoke: refused %q, want %q", code, protocol.CodeWebAuth)
+	}
+	// Each refusal is a structured journal entry, as the controller's
+	// are: found by its code, not only by its text.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		out, _ := exec.Command("journalctl", "--user", "-u", "mosaic-web.service", "MOSAIC_REFUSAL="+protocol.CodeWebAuth, "-o", "cat", "--no-pager").Output()
+		if strings.Contains(string(out), "refused GET /: "+protocol.CodeWebAuth) {
+			break
+		}
+		if time.Now().After(deadline) {
+			all, _ := exec.Command("journalctl", "--user", "-u", "mosaic-web.service", "-o", "cat", "--no-pager").Output()
+			t.Fatalf("no journal entry with MOSAIC_REFUSAL=%s for the refused GET; the unit's journal:\n%s", protocol.CodeWebAuth, all)
+		}
 	}
 	if out, err := exec.Command(bin, "web", "revoke", "0123456789abcdef").CombinedOutput(); err == nil {
 		t.Fatalf("revoking an unknown session succeeded: %s", out)

@@ -16,6 +16,7 @@ import (
 	sdact "github.com/coreos/go-systemd/v22/activation"
 	sd "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/mosaic-agents/mosaic/activation"
+	"github.com/mosaic-agents/mosaic/audit"
 	"github.com/mosaic-agents/mosaic/internal/userbus"
 	"github.com/mosaic-agents/mosaic/terminal"
 	"github.com/mosaic-agents/mosaic/units"
@@ -148,8 +149,10 @@ func runWebServe(c *cli.Context) error {
 	}
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// Refusals go to the journal as the controller's do, one structured
+	// entry each (MOSAIC_REFUSAL=web-auth, journalctl -x), not as text.
 	srv, err := web.New(ctx, web.Options{Store: st, Hosts: c.StringSlice("allow-host"), Idle: c.Duration("idle"),
-		Log: log.New(os.Stderr, "", 0)})
+		Log: log.New(os.Stderr, "", 0), Audit: audit.New("web")})
 	if err != nil {
 		return err
 	}
