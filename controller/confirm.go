@@ -161,6 +161,9 @@ func (c *Controller) memberSummary() string {
 	if err != nil {
 		return "membership unreadable: " + err.Error()
 	}
+	if len(ms) == 0 {
+		return "no process left in the engine's cgroup: the stop proves the end it observes"
+	}
 	parts := make([]string, 0, len(ms))
 	for i, m := range ms {
 		if i == 8 {

@@ -275,7 +275,11 @@ func (c *Controller) adopt(ctx context.Context, rec *claims.Recovery, stop *kept
 	case err == nil && len(ms) == 0:
 		// Nothing left in the cohort: the observation alone proves the
 		// end, and killing an empty cgroup kills nothing (brief §2
-		// "engine gone").
+		// "engine gone"). Said at once: until the proof is in, a client
+		// must not be told to force stop what already ended.
+		c.mu.Lock()
+		c.closeAdmissionLocked(fmt.Sprintf("found %s claim of execution %s with no process of its engine left (it exited with no controller to see it: a stop of the service, a crash): proving its end now; recover once it is stopped", r.State, r.Execution))
+		c.mu.Unlock()
 		c.goStop(func() {
 			c.conclude(context.WithoutCancel(ctx), x, newID("s-"), "restart observed an empty cohort", false)
 		})
@@ -283,6 +287,9 @@ func (c *Controller) adopt(ctx context.Context, rec *claims.Recovery, stop *kept
 		// The scope is gone (stopped from outside, or a stop whose
 		// stopped revision was never written): its removal, once shown to
 		// be this cgroup's, is the proof.
+		c.mu.Lock()
+		c.closeAdmissionLocked(fmt.Sprintf("found %s claim of execution %s whose scope is gone: proving its end from the removal now; recover once it is stopped", r.State, r.Execution))
+		c.mu.Unlock()
 		c.goStop(func() {
 			c.conclude(context.WithoutCancel(ctx), x, newID("s-"), "restart found the cohort's cgroup gone; its removal is the evidence", false)
 		})

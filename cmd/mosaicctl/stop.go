@@ -1,9 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/mosaic-agents/mosaic/protocol"
@@ -113,7 +115,9 @@ func (s *session) report(ctx context.Context, rc *protocol.Receipt) *protocol.St
 	if e := st.Effects; e != nil {
 		fmt.Fprintf(s.out, "  effects: %s, %d tool calls completed", e.Disposition, e.Completed)
 		for _, u := range e.Uncertain {
-			fmt.Fprintf(s.out, "; uncertain: %s %s (%s)", terminal.SanitizeLine(u.Tool), u.CallID, u.Reason)
+			// A stop concluded with no stream to read names no call.
+			call := cmp.Or(strings.TrimSpace(terminal.SanitizeLine(u.Tool)+" "+u.CallID), "tool calls not seen")
+			fmt.Fprintf(s.out, "; uncertain: %s (%s)", call, u.Reason)
 		}
 		fmt.Fprintln(s.out)
 	}
