@@ -8,6 +8,7 @@ import (
 	sd "github.com/coreos/go-systemd/v22/dbus"
 
 	"github.com/mosaic-agents/mosaic/internal/userbus"
+	"github.com/mosaic-agents/mosaic/protocol"
 )
 
 // SocketPattern matches every conversation socket unit.
@@ -68,7 +69,7 @@ func StartUnit(ctx context.Context, name string) error {
 		return err
 	})
 	if userbus.IsError(err, "org.freedesktop.systemd1.NoSuchUnit") {
-		return fmt.Errorf("start unit %q: %w (the user manager does not see mosaic's units: `mosaicctl doctor` says why)", name, err)
+		return protocol.Wrap(protocol.CodeConfiguration, err, "start unit %q: the user manager does not see mosaic's units: `mosaicctl doctor` says why (not installed, or since `mosaicctl uninstall`: `mosaicctl install`)", name)
 	}
 	if err != nil {
 		return fmt.Errorf("start unit %q: %w (`mosaicctl doctor` checks the units and the user manager)", name, err)
@@ -82,4 +83,37 @@ func StartUnit(ctx context.Context, name string) error {
 	case <-ctx.Done():
 		return fmt.Errorf("start unit %q: %w", name, ctx.Err())
 	}
+}
+
+// StopUnits stops each of names that is loaded and active, and waits for
+// the jobs; it returns the names it stopped.
+func StopUnits(ctx context.Context, names ...string) ([]string, error) {
+	var stopped []string
+	err := userbus.Default().Do(ctx, func(c *sd.Conn) error {
+		stopped = stopped[:0]
+		units, err := c.ListUnitsByNamesContext(ctx, names)
+		if err != nil {
+			return err
+		}
+		for _, u := range units {
+			if u.ActiveState == "inactive" || u.ActiveState == "failed" {
+				continue
+			}
+			done := make(chan string, 1)
+			if _, err := c.StopUnitContext(ctx, u.Name, "replace", done); err != nil {
+				return fmt.Errorf("stop %s: %w", u.Name, err)
+			}
+			select {
+			case result := <-done:
+				if result != "done" {
+					return fmt.Errorf("stop %s: job %s (see `systemctl --user status %s`)", u.Name, result, u.Name)
+				}
+			case <-ctx.Done():
+				return fmt.Errorf("stop %s: %w", u.Name, ctx.Err())
+			}
+			stopped = append(stopped, u.Name)
+		}
+		return nil
+	})
+	return stopped, err
 }

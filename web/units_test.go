@@ -109,4 +109,17 @@ func TestWebUnits(t *testing.T) {
 	if out, err := exec.Command(bin, "web", "revoke", "0123456789abcdef").CombinedOutput(); err == nil {
 		t.Fatalf("revoking an unknown session succeeded: %s", out)
 	}
+	// uninstall stops the web page's units before their files go: left
+	// running, they served on from files no longer there.
+	if out := sh(bin, "uninstall"); !strings.Contains(out, "stopped mosaic-web.socket") || !strings.Contains(out, "stopped mosaic-web.service") {
+		t.Fatalf("uninstall did not say it stopped the web units:\n%s", out)
+	}
+	for _, u := range []string{"mosaic-web.socket", "mosaic-web.service"} {
+		if st, _ := exec.Command("systemctl", "--user", "is-active", u).Output(); strings.TrimSpace(string(st)) != "inactive" {
+			t.Errorf("%s is %s after uninstall", u, strings.TrimSpace(string(st)))
+		}
+	}
+	if _, err := http.Get("http://127.0.0.1:7433/"); err == nil {
+		t.Errorf("the web port still answers after uninstall")
+	}
 }

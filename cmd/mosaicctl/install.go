@@ -67,7 +67,7 @@ func installCommand() *cli.Command {
 func uninstallCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "uninstall",
-		Usage: "remove the mosaic-conv@ and mosaic-web user units (refused while an engine runs or a conversation socket is active)",
+		Usage: "remove the mosaic-conv@ and mosaic-web user units, stopping the web page's first (refused while an engine runs or a conversation socket is active)",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "global", Usage: "remove from " + units.GlobalDir},
 			&cli.StringFlag{Name: "unit-dir", Usage: "remove from `DIR` instead"},
@@ -100,6 +100,12 @@ func uninstallCommand() *cli.Command {
 						strings.Join(active, ", "), strings.Join(active, " "))
 				}
 			}
+			own := !c.Bool("global") && c.String("unit-dir") == ""
+			if own {
+				if err := stopWeb(c); err != nil {
+					return err
+				}
+			}
 			changes, err := units.Uninstall(dir, c.Bool("force"))
 			if err != nil {
 				return err
@@ -108,7 +114,13 @@ func uninstallCommand() *cli.Command {
 				fmt.Printf("no mosaic units in %s; nothing changed\n", dir)
 				return nil
 			}
-			return reloadAfter(c, "uninstall")
+			if err := reloadAfter(c, "uninstall"); err != nil {
+				return err
+			}
+			if own && c.Bool("force") {
+				warnStillRunning(c)
+			}
+			return nil
 		},
 	}
 }
@@ -224,4 +236,55 @@ func reloadAfter(c *cli.Context, what string) error {
 	}
 	fmt.Println("reloaded the user manager")
 	return nil
+}
+
+// stopWeb stops the web page's units before their files go: the server is
+// one more client of the conversations and holds nothing of theirs, and
+// left running it would serve on from files no longer there. A user
+// manager that cannot be asked refuses the uninstall, as the checks for
+// engines and sockets do, unless --force.
+func stopWeb(c *cli.Context) error {
+	ctx, cancel := context.WithTimeout(c.Context, 30*time.Second)
+	defer cancel()
+	stopped, err := units.StopUnits(ctx, units.WebSocketUnit, units.WebServiceUnit)
+	for _, u := range stopped {
+		fmt.Printf("stopped %s\n", u)
+	}
+	if err != nil && !c.Bool("force") {
+		return fmt.Errorf("uninstall: stop the web page's units: %w; pass --force to uninstall without stopping them", err)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "mosaicctl: could not stop the web page's units: %v\n", err)
+	}
+	return nil
+}
+
+// warnStillRunning names what --force left running from the files it
+// removed (conversation sockets, controllers, engine scopes), with the
+// command that stops each: the user manager keeps running a unit whose
+// file is gone (not-found, active).
+func warnStillRunning(c *cli.Context) {
+	ctx, cancel := context.WithTimeout(c.Context, 10*time.Second)
+	defer cancel()
+	var left []string
+	if active, err := units.ActiveSockets(ctx); err == nil {
+		left = append(left, active...)
+	}
+	var engines []string
+	if live, err := liveEngineScopes(ctx); err == nil {
+		for _, s := range live {
+			engines = append(engines, s.Name)
+		}
+	}
+	if len(left) == 0 && len(engines) == 0 {
+		return
+	}
+	msg := "mosaicctl: --force left running from the removed unit files:"
+	if len(left) > 0 {
+		msg += fmt.Sprintf(" conversation sockets %s (`systemctl --user stop %s`, and each one's mosaic-conv@ID.service);", strings.Join(left, ", "), strings.Join(left, " "))
+	}
+	if len(engines) > 0 {
+		msg += fmt.Sprintf(" engine scopes %s (a proven stop: `mosaicctl install` again, then `mosaicctl stop --take --yes ID`; without a proof: `systemctl --user stop %s`);", strings.Join(engines, ", "), strings.Join(engines, " "))
+	}
+	fmt.Fprintln(os.Stderr, strings.TrimSuffix(msg, ";"))
 }
