@@ -134,7 +134,8 @@ const (
 	// CodeConversationExists: `conv add` of an id already registered.
 	CodeConversationExists = "conversation-exists"
 	// CodeProofFile: `stop --proof FILE` cannot write FILE: its directory
-	// is missing or not writable, or FILE is not a regular file.
+	// is missing or not writable, or FILE is not a regular file; or
+	// `proof verify FILE` cannot open it.
 	CodeProofFile = "proof-file"
 	// CodeProofFileSymlink: FILE is a symbolic link. Writing through it
 	// would let whoever planted it choose which file the proof overwrites.

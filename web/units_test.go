@@ -106,8 +106,8 @@ func TestWebUnits(t *testing.T) {
 			t.Fatalf("no journal entry with MOSAIC_REFUSAL=%s for the refused GET; the unit's journal:\n%s", protocol.CodeWebAuth, all)
 		}
 	}
-	if out, err := exec.Command(bin, "web", "revoke", "0123456789abcdef").CombinedOutput(); err == nil {
-		t.Fatalf("revoking an unknown session succeeded: %s", out)
+	if out, err := exec.Command(bin, "web", "revoke", "0123456789abcdef").CombinedOutput(); err == nil || !strings.HasPrefix(string(out), "mosaicctl: usage: no such web session") {
+		t.Fatalf("revoking an unknown session: %v, %q; want it refused usage", err, out)
 	}
 	// uninstall stops the web page's units before their files go: left
 	// running, they served on from files no longer there.

@@ -1,11 +1,11 @@
 package main
 
 import (
-	"fmt"
 	"io"
 	"os"
 
 	"github.com/mosaic-agents/mosaic/proofs"
+	"github.com/mosaic-agents/mosaic/protocol"
 	"github.com/urfave/cli/v2"
 )
 
@@ -25,7 +25,9 @@ func proofCommand() *cli.Command {
 				if name := c.Args().First(); name != "-" {
 					f, err := os.Open(name)
 					if err != nil {
-						return fmt.Errorf("open proof: %w", err)
+						r := protocol.Wrap(protocol.CodeProofFile, err, "")
+						r.Message += "; name the file `mosaicctl stop --proof FILE` wrote, or - to read the proof from standard input"
+						return r
 					}
 					defer f.Close()
 					r = f

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"net"
@@ -18,6 +19,7 @@ import (
 	"github.com/mosaic-agents/mosaic/activation"
 	"github.com/mosaic-agents/mosaic/audit"
 	"github.com/mosaic-agents/mosaic/internal/userbus"
+	"github.com/mosaic-agents/mosaic/protocol"
 	"github.com/mosaic-agents/mosaic/terminal"
 	"github.com/mosaic-agents/mosaic/units"
 	"github.com/mosaic-agents/mosaic/web"
@@ -207,6 +209,9 @@ func runWebRevoke(c *cli.Context) error {
 		return err
 	}
 	n, err := st.Revoke(c.Args().First())
+	if errors.Is(err, web.ErrNoSession) {
+		return protocol.Wrap(protocol.CodeUsage, err, "")
+	}
 	if err != nil {
 		return err
 	}
