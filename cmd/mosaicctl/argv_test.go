@@ -97,6 +97,7 @@ func TestCommandLineRefusals(t *testing.T) {
 		{"serve", "mosaicctl: usage: `mosaicctl serve` needs --conversation; see `mosaicctl serve --help`\n"},
 		{"stop " + anID + " --yse", "mosaicctl: usage: flag provided but not defined: -yse; see `mosaicctl stop --help`\n"},
 		{"stop --take --yes " + anID + " --proof", "mosaicctl: usage: flag --proof needs a value; see `mosaicctl stop --help`\n"},
+		{"stop --take --yes --timeout -1s " + anID, "mosaicctl: usage: --timeout -1s is negative: give a duration such as 30s or 5m, or 0 to wait for ever\n"},
 		{"proof verify /nonexistent/proof.json", "mosaicctl: proof-file: open /nonexistent/proof.json: no such file or directory; " +
 			"name the file `mosaicctl stop --proof FILE` wrote, or - to read the proof from standard input\n"},
 		{"prompt " + anID, "mosaicctl: usage: `mosaicctl prompt` wants a conversation id and one text argument, got 1 arguments: " +

@@ -26,7 +26,7 @@ func queueCommand() *cli.Command {
 			"`queue cancel ID ITEM` and `queue edit ID ITEM TEXT` act on one queued item, compare-and-set\n" +
 			"on the revision just read (or --revision); `queue resume ID` sends a paused queue on.\n" +
 			"Each acting form needs control (--take). Exit 0 done, 2 refused (docs/cli.md).",
-		Flags: verbFlags(&cli.IntFlag{Name: "revision", Usage: "cancel or edit only if the item is still at revision `N` (default: the revision just read)"}),
+		Flags: verbFlags(&cli.IntFlag{Name: "revision", Usage: "cancel or edit only if the item is still at revision `N`", DefaultText: "the revision just read"}),
 		Action: oneShot(func(ctx context.Context, c *cli.Context) error {
 			switch first := c.Args().First(); first {
 			case "cancel":

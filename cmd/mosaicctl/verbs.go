@@ -76,6 +76,9 @@ func verbFlags(extra ...cli.Flag) []cli.Flag {
 // status; refusals and other errors go back to main's report (2 and 1).
 func oneShot(run func(context.Context, *cli.Context) error) cli.ActionFunc {
 	return func(c *cli.Context) error {
+		if d := c.Duration("timeout"); d < 0 {
+			return usageError("--timeout %s is negative: give a duration such as 30s or 5m, or 0 to wait for ever", d)
+		}
 		ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 		defer stop()
 		if d := c.Duration("timeout"); d > 0 {
