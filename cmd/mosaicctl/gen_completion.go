@@ -113,6 +113,8 @@ func shellWalk(words, cword string, first int, prefix string) string {
 		`	local p=mosaicctl w i npos=0 skip=0 cur=${WORDS[CWORD]}
 	for ((i = FIRST; i < CWORD; i++)); do
 		w=${WORDS[i]}
+		# bash splits --flag=value into three words: the value follows "=".
+		if [[ $w == = ]]; then skip=1; continue; fi
 		if ((skip)); then skip=0; continue; fi
 		if [[ $w == -* ]]; then
 			[[ $w != *=* && " ${T_vflags[$p]} " == *" $w "* ]] && skip=1

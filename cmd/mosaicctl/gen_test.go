@@ -122,21 +122,27 @@ words=(` + shq(words) + `); CURRENT=` + itoa(len(words)) + `; _mosaicctl`
 			for _, tc := range []struct {
 				words      []string
 				want, deny string
+				only       string // the one shell that splits words so
 			}{
-				{[]string{"mosaicctl", "sto"}, "stop", "gen"},
-				{[]string{"mosaicctl", "g"}, "", "gen"},
-				{[]string{"mosaicctl", "stop", "--timeout", "1m", "pi-0"}, "pi-0123456789abcdef0123", "pi-aaaa"},
-				{[]string{"mosaicctl", "conv", "rm", "pi-"}, "pi-aaaaaaaaaaaaaaaaaaaa", ""},
-				{[]string{"mosaicctl", "conv", "add", "--pro"}, "--project", "--proof"},
-				{[]string{"mosaicctl", "stop", "--proof", "pi-"}, "", "pi-0123456789abcdef0123"},
-				{[]string{"mosaicctl", "stop", "pi-0123456789abcdef0123", "pi-"}, "", "pi-aaaa"},
-				{[]string{"mosaicctl", "queue", "c"}, "cancel", "pi-"},
-				{[]string{"mosaicctl", "queue", ""}, "resume", ""},
-				{[]string{"mosaicctl", "queue", "pi-0"}, "pi-0123456789abcdef0123", "pi-aaaa"},
-				{[]string{"mosaicctl", "queue", "cancel", "pi-"}, "pi-aaaaaaaaaaaaaaaaaaaa", "pi-file"},
-				{[]string{"mosaicctl", "queue", "resume", "--take", "pi-a"}, "pi-aaaaaaaaaaaaaaaaaaaa", "pi-file"},
-				{[]string{"mosaicctl", "queue", "edit", "--timeout", "1m", "pi-0"}, "pi-0123456789abcdef0123", ""},
+				{[]string{"mosaicctl", "stop", "--timeout", "=", "1m", "pi-0"}, "pi-0123456789abcdef0123", "pi-aaaa", "bash"},
+				{[]string{"mosaicctl", "stop", "--take", "=", "true", "pi-0"}, "pi-0123456789abcdef0123", "pi-aaaa", "bash"},
+				{[]string{"mosaicctl", "sto"}, "stop", "gen", ""},
+				{[]string{"mosaicctl", "g"}, "", "gen", ""},
+				{[]string{"mosaicctl", "stop", "--timeout", "1m", "pi-0"}, "pi-0123456789abcdef0123", "pi-aaaa", ""},
+				{[]string{"mosaicctl", "conv", "rm", "pi-"}, "pi-aaaaaaaaaaaaaaaaaaaa", "", ""},
+				{[]string{"mosaicctl", "conv", "add", "--pro"}, "--project", "--proof", ""},
+				{[]string{"mosaicctl", "stop", "--proof", "pi-"}, "", "pi-0123456789abcdef0123", ""},
+				{[]string{"mosaicctl", "stop", "pi-0123456789abcdef0123", "pi-"}, "", "pi-aaaa", ""},
+				{[]string{"mosaicctl", "queue", "c"}, "cancel", "pi-", ""},
+				{[]string{"mosaicctl", "queue", ""}, "resume", "", ""},
+				{[]string{"mosaicctl", "queue", "pi-0"}, "pi-0123456789abcdef0123", "pi-aaaa", ""},
+				{[]string{"mosaicctl", "queue", "cancel", "pi-"}, "pi-aaaaaaaaaaaaaaaaaaaa", "pi-file", ""},
+				{[]string{"mosaicctl", "queue", "resume", "--take", "pi-a"}, "pi-aaaaaaaaaaaaaaaaaaaa", "pi-file", ""},
+				{[]string{"mosaicctl", "queue", "edit", "--timeout", "1m", "pi-0"}, "pi-0123456789abcdef0123", "", ""},
 			} {
+				if tc.only != "" && tc.only != shell {
+					continue
+				}
 				cmd := exec.Command(bin, "-c", runners[shell](path, tc.words))
 				if shell == "zsh" {
 					cmd = exec.Command(bin, "-fc", runners[shell](path, tc.words))
