@@ -158,7 +158,10 @@ func planConfinement(hide ...string) (confinePlan, error) {
 	masks.add(fuseNodes(string(mounts))...)
 	const cgroupView = "/sys/fs/cgroup"
 	masks.add(otherCgroupMounts(string(mounts), cgroupView)...)
-	return confinePlan{Masks: masks, Runtime: rts, Private: muxDirs(), CgroupMount: cgroupView}, nil
+	private := muxDirs()
+	// Last, every other place a mount shows what is covered above.
+	masks.add(aliases(string(mounts), slices.Concat(masks, rts, private))...)
+	return confinePlan{Masks: masks, Runtime: rts, Private: private, CgroupMount: cgroupView}, nil
 }
 
 // maskSet is a list of absolute, cleaned paths, each once, in the order
@@ -303,7 +306,7 @@ func busMasks() []string {
 // mountEntry is what a mountinfo line says of one mount: the root of the
 // filesystem it shows, where, and the filesystem's type.
 type mountEntry struct {
-	root, point, fstype string
+	dev, root, point, fstype string // dev: major:minor of the filesystem
 }
 
 // mountEntries yields the mounts of mountinfo, paths unescaped.
@@ -315,7 +318,7 @@ func mountEntries(mountinfo string) iter.Seq[mountEntry] {
 			if !ok || len(f) < 5 || len(pf) < 1 {
 				continue
 			}
-			if !yield(mountEntry{root: unescapeMount(f[3]), point: unescapeMount(f[4]), fstype: pf[0]}) {
+			if !yield(mountEntry{dev: f[2], root: unescapeMount(f[3]), point: unescapeMount(f[4]), fstype: pf[0]}) {
 				return
 			}
 		}
@@ -355,6 +358,61 @@ func fuseNodes(mountinfo string) []string {
 		}
 	}
 	return out
+}
+
+// aliases lists the other places mountinfo shows each of paths: another
+// mount of the filesystem that holds it (a bind of /home elsewhere, a
+// second mount of a volume, a btrfs top level) reaches the same files
+// under another path, and a mask covers a path, not the files. Such a
+// place counts only when it names the very same file (device and inode),
+// so nothing else is covered by mistake: not a path a later mount hides,
+// not a file of another filesystem at the same name.
+func aliases(mountinfo string, paths []string) []string {
+	var mounts []mountEntry
+	for m := range mountEntries(mountinfo) {
+		mounts = append(mounts, m)
+	}
+	var out []string
+	for _, p := range paths {
+		real, err := filepath.EvalSymlinks(p)
+		if err != nil {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Lstat(real, &st) != nil {
+			continue
+		}
+		// The mount real is on: the last one at the longest mount point
+		// above it (a later mount at a point hides an earlier one).
+		var on *mountEntry
+		for i := range mounts {
+			m := &mounts[i]
+			if atOrBelow(real, m.point) && (on == nil || len(m.point) >= len(on.point)) {
+				on = m
+			}
+		}
+		if on == nil {
+			continue
+		}
+		inFS := path.Join(on.root, strings.TrimPrefix(real, on.point))
+		for _, m := range mounts {
+			if m.dev != on.dev || !atOrBelow(inFS, m.root) {
+				continue
+			}
+			alias := path.Join(m.point, strings.TrimPrefix(inFS, m.root))
+			var ast unix.Stat_t
+			if alias == real || slices.Contains(out, alias) || unix.Lstat(alias, &ast) != nil || ast.Dev != st.Dev || ast.Ino != st.Ino {
+				continue
+			}
+			out = append(out, alias)
+		}
+	}
+	return out
+}
+
+// atOrBelow says whether the clean path p is dir or lies under it.
+func atOrBelow(p, dir string) bool {
+	return dir == "/" || p == dir || strings.HasPrefix(p, dir+"/")
 }
 
 // unescapeMount undoes mountinfo's octal escapes (\040 for a space, …).

@@ -4,10 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
 )
 
 // shProbe defines probe NAME COMMAND for the engines' scripts: it prints
@@ -135,4 +138,52 @@ func TestKeptDirectoryRefused(t *testing.T) {
 	if got, err := keptDirs([]string{filepath.Join(d, "a")}, []string{d}); err != nil || len(got) != 0 {
 		t.Fatalf("a kept directory under no hidden one: %v, %v; want it left out", got, err)
 	}
+}
+
+// bindHelper is the sandbox's root helper that binds a directory of the
+// test user's at a second place under /mnt (contrib/sandbox/inner.sh).
+const bindHelper = "/usr/local/sbin/mosaic-sandbox-bind"
+
+// TestHiddenStateUnreachableThroughAnotherMount: a hidden directory is
+// masked wherever a mount shows it, not only at its path: with the
+// directory above it bound at a second place (as a bind of /home
+// elsewhere does), the engine reads nothing of it there either, and the
+// second place is among the recorded masks.
+func TestHiddenStateUnreachableThroughAnotherMount(t *testing.T) {
+	m := testManager(t)
+	if _, err := os.Stat(bindHelper); err != nil {
+		sandboxtest.Unavailable(t, "no %s in this sandbox: %v", bindHelper, err)
+	}
+	state := t.TempDir()
+	claims := filepath.Join(state, "claims")
+	if err := os.Mkdir(claims, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(claims, "revision.json"), []byte(`{"state":"active"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	alias := fmt.Sprintf("/mnt/mosaic-alias-%d", os.Getpid())
+	if out, err := exec.Command("sudo", "-n", bindHelper, state, alias).CombinedOutput(); err != nil {
+		t.Fatalf("bind %s at %s: %v\n%s", state, alias, err, out)
+	}
+	t.Cleanup(func() { exec.Command("sudo", "-n", bindHelper, "-u", alias).Run() })
+	seen := filepath.Join(alias, "claims")
+	if _, err := os.ReadFile(filepath.Join(seen, "revision.json")); err != nil {
+		t.Fatalf("the second mount does not show the claims: %v", err)
+	}
+	e := launchEngine(t, m, fmt.Sprintf(hideEngine, seen, filepath.Join(alias, "queue")), claims)
+	got := e.expect(t, "read", "list", "forge", "late", "ready")
+	for _, k := range []string{"read", "list", "forge"} {
+		if got[k] == "0" {
+			t.Errorf("the engine could %s in the hidden directory through its second mount %s", k, seen)
+		}
+	}
+	requireConfined(t, e)
+	if !slices.Contains(e.Cohort.Confinement.Masked, seen) {
+		t.Errorf("%s not among the recorded masks %v", seen, e.Cohort.Confinement.Masked)
+	}
+	if !slices.Contains(Unseen(claims), seen) {
+		t.Errorf("Unseen(%s) leaves out its second mount %s", claims, seen)
+	}
+	e.Stop(ctxT(t), StopOptions{Stop: "stop-alias", Grace: time.Second})
 }

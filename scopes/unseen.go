@@ -1,6 +1,9 @@
 package scopes
 
-import "path"
+import (
+	"os"
+	"path"
+)
 
 // The system bus's socket, journald's socket directory and PID 1's
 // notification socket, masked in every engine (planConfinement says why).
@@ -34,6 +37,10 @@ func Unseen(hide ...string) []string {
 				out = append(out, path.Clean(p))
 			}
 		}
+	}
+	// And every other place a mount shows them, as a launch masks them.
+	if mounts, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
+		out = append(out, aliases(string(mounts), out)...)
 	}
 	return out
 }

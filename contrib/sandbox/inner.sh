@@ -72,11 +72,30 @@ head -c 1048576 >/usr/lib/systemd/catalog/mosaic.catalog
 journalctl --update-catalog
 HELPER
 chmod 0755 "$root/usr/local/sbin/mosaic-sandbox-catalog"
+# And bind a directory of the test user's at a second place under /mnt
+# (and undo it), as a bind of /home elsewhere does: how a test shows that a
+# mask covers every place a file is mounted, not only its path.
+cat >"$root/usr/local/sbin/mosaic-sandbox-bind" <<'HELPER'
+#!/bin/sh
+# usage: mosaic-sandbox-bind SRC /mnt/NAME | mosaic-sandbox-bind -u /mnt/NAME
+set -eu
+dst=${2:-}
+echo "$dst" | grep -Eqx '/mnt/mosaic-[A-Za-z0-9_-]+' || { echo "usage: $0 SRC /mnt/mosaic-NAME | -u /mnt/mosaic-NAME" >&2; exit 2; }
+case "${1:-}" in
+-u) umount "$dst" && rmdir "$dst" ;;
+*)
+	src=$(realpath -e "${1:-}")
+	[ "$(stat -c %U "$src")" = "$SUDO_USER" ] || { echo "$src is not $SUDO_USER's" >&2; exit 2; }
+	mkdir -p "$dst" && mount --bind "$src" "$dst" ;;
+esac
+HELPER
+chmod 0755 "$root/usr/local/sbin/mosaic-sandbox-bind"
 if [ -d "$root/etc/sudoers.d" ]; then
 	{
 		printf '%s ALL=(%s) NOPASSWD: ALL\n' "$testuser" "$peeruser"
 		printf '%s ALL=(root) NOPASSWD: /usr/local/sbin/mosaic-sandbox-journald\n' "$testuser"
 		printf '%s ALL=(root) NOPASSWD: /usr/local/sbin/mosaic-sandbox-catalog install\n' "$testuser"
+		printf '%s ALL=(root) NOPASSWD: /usr/local/sbin/mosaic-sandbox-bind\n' "$testuser"
 	} >"$root/etc/sudoers.d/mosaic-sandbox"
 	chmod 0440 "$root/etc/sudoers.d/mosaic-sandbox"
 fi
