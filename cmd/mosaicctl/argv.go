@@ -44,6 +44,9 @@ func interspersed(app *cli.App, argv []string) ([]string, error) {
 		}
 		cmd := findCommand(cmds, argv[i])
 		if cmd == nil {
+			if n := nearest(cmds, argv[i]); n != "" {
+				return nil, usageError("unknown command %q (did you mean %q?); see `%s --help`", argv[i], n, path)
+			}
 			return nil, usageError("unknown command %q; see `%s --help`", argv[i], path)
 		}
 		out = append(out, argv[i])

@@ -43,7 +43,8 @@ func TestInterspersed(t *testing.T) {
 		{"queue edit hint as typed", "queue edit --take ID item-1 TEXT", "queue --take -- edit ID item-1 TEXT", ""},
 		{"value flag last", "stop --take --yes ID --proof", "", "flag --proof needs a value; see `mosaicctl stop --help`"},
 		{"value flag before double dash", "prompt ID --timeout -- hi", "", "flag --timeout needs a value; see `mosaicctl prompt --help`"},
-		{"unknown command", "promt ID hi", "", `unknown command "promt"; see ` + "`mosaicctl --help`"},
+		{"unknown command", "promt ID hi", "", `unknown command "promt" (did you mean "prompt"?); see ` + "`mosaicctl --help`"},
+		{"unknown command far from any", "frobnicate ID", "", `unknown command "frobnicate"; see ` + "`mosaicctl --help`"},
 		{"unknown subcommand", "conv remove ID", "", `unknown command "remove"; see ` + "`mosaicctl conv --help`"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -95,7 +96,7 @@ func TestCommandLineRefusals(t *testing.T) {
 		{"conv add --project /p --seat s --session /p/x.jsonl --thinking banana",
 			"mosaicctl: usage: --thinking \"banana\" is not a level Pi accepts; use one of off, minimal, low, medium, high, xhigh, max\n"},
 		{"serve", "mosaicctl: usage: `mosaicctl serve` needs --conversation; see `mosaicctl serve --help`\n"},
-		{"stop " + anID + " --yse", "mosaicctl: usage: flag provided but not defined: -yse; see `mosaicctl stop --help`\n"},
+		{"stop " + anID + " --yse", "mosaicctl: usage: unknown flag --yse; see `mosaicctl stop --help`\n"},
 		{"stop --take --yes " + anID + " --proof", "mosaicctl: usage: flag --proof needs a value; see `mosaicctl stop --help`\n"},
 		{"stop --take --yes --timeout -1s " + anID, "mosaicctl: usage: --timeout -1s is negative: give a duration such as 30s or 5m, or 0 to wait for ever\n"},
 		{"proof verify /nonexistent/proof.json", "mosaicctl: proof-file: open /nonexistent/proof.json: no such file or directory; " +

@@ -46,7 +46,7 @@ func strict(cmds []*cli.Command, parent string) {
 	for _, cmd := range cmds {
 		name := parent + " " + cmd.Name
 		cmd.OnUsageError = func(_ *cli.Context, err error, _ bool) error {
-			return usageError("%v; see `%s --help`", err, name)
+			return usageError("%s; see `%s --help`", flagError(err), name)
 		}
 		if req := takeRequired(cmd.Flags); len(req) > 0 {
 			before := cmd.Before
@@ -210,4 +210,55 @@ func fencedFix(err error, id string, b *protocol.Binding) error {
 	out := *r
 	out.Message += "; " + fix
 	return &out
+}
+
+// flagError words the flag package's errors as the flags are typed: an
+// unknown --sesion is "unknown flag --sesion", not "flag provided but not
+// defined: -sesion", which names a flag nobody typed.
+func flagError(err error) string {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		if len(name) == 1 {
+			return "unknown flag -" + name
+		}
+		return "unknown flag --" + strings.TrimPrefix(name, "-")
+	}
+	return msg
+}
+
+// nearest is the name of cmds closest to typed, within two edits, or "".
+func nearest(cmds []*cli.Command, typed string) string {
+	best, bestD := "", 3
+	for _, c := range cmds {
+		if c.Hidden {
+			continue
+		}
+		for _, n := range c.Names() {
+			if d := edits(typed, n); d < bestD {
+				best, bestD = c.Name, d
+			}
+		}
+	}
+	return best
+}
+
+// edits is the Levenshtein distance of a and b (both short: command names).
+func edits(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
