@@ -81,8 +81,8 @@ type confineReport struct {
 	CgroupSelf string `json:"cgroup_self,omitempty"`
 }
 
-// confinedAttr makes the held child in new user, mount and pid namespaces
-// at clone time (unshare(CLONE_NEWUSER) is refused to a multithreaded
+// confinedAttr makes the held child in new user, mount, pid and IPC
+// namespaces at clone time (unshare(CLONE_NEWUSER) is refused to a multithreaded
 // process). The user namespace maps only the user's own uid and gid, to
 // themselves, with setgroups denied, so what the agent writes keeps the
 // user's ownership; CAP_SYS_ADMIN is kept across the held child's exec as an
@@ -96,7 +96,7 @@ func confinedAttr() *syscall.SysProcAttr {
 	uid, gid := os.Getuid(), os.Getgid()
 	return &syscall.SysProcAttr{
 		Setpgid:                    true,
-		Cloneflags:                 unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID,
+		Cloneflags:                 unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC,
 		UidMappings:                []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}},
 		GidMappings:                []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}},
 		GidMappingsEnableSetgroups: false,
@@ -434,7 +434,7 @@ func unescapeMount(s string) string {
 	return b.String()
 }
 
-// confine runs in the held child, in its new user, mount and pid
+// confine runs in the held child, in its new user, mount, pid and IPC
 // namespaces with CAP_SYS_ADMIN there, on the main thread (locked by this
 // package's init): it makes the masks, a fresh /proc for the new pid
 // namespace, a cgroup namespace rooted at the child's present cgroup (the
@@ -516,6 +516,22 @@ func confine(plan confinePlan) confineReport {
 		rep.Masked = append(rep.Masked, devPTS)
 	default:
 		rep.Absent = append(rep.Absent, devPTS)
+	}
+	for _, p := range []struct {
+		path string
+		how  func(string) error
+	}{{devShm, privateShm}, {devMqueue, privateMqueue}} {
+		switch _, err := os.Lstat(p.path); {
+		case errors.Is(err, os.ErrNotExist):
+			rep.Absent = append(rep.Absent, p.path)
+		case err != nil:
+			return fail("%s: %v", p.path, err)
+		default:
+			if err := p.how(p.path); err != nil {
+				return fail("%s: %v", p.path, err)
+			}
+			rep.Masked = append(rep.Masked, p.path)
+		}
 	}
 	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return fail("mount a fresh /proc: %v", err)
@@ -627,6 +643,30 @@ func privatePTYs() (ok bool, err error) {
 		return false, fmt.Errorf("bind the engine's ptmx over %s: %v", real, err)
 	}
 	return true, nil
+}
+
+// The shared-memory and message-queue file systems: their files are the
+// user's processes' POSIX shared memory and queues.
+const (
+	devShm    = "/dev/shm"
+	devMqueue = "/dev/mqueue"
+)
+
+// privateShm puts a fresh tmpfs of the engine's own on /dev/shm (1777, as
+// the system's; its pages are charged to the engine's memory): the user's
+// processes' POSIX shared memory there (an editor's, a sound server's, a
+// Python multiprocessing pool's) is no longer the tools' to read or
+// write, and what a tool's own processes share still works. The IPC
+// namespace the held child was cloned in does the same for System V
+// shared memory, semaphores and message queues.
+func privateShm(p string) error {
+	return unix.Mount("mosaic-shm", p, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777")
+}
+
+// privateMqueue mounts the engine's own IPC namespace's message queues on
+// /dev/mqueue, where the user's were.
+func privateMqueue(p string) error {
+	return unix.Mount("mqueue", p, "mqueue", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
 }
 
 // dirMode is a directory's permission bits with its sticky bit: a

@@ -57,8 +57,10 @@
 // before the engine runs:
 //
 //   - The held child is cloned (Go's SysProcAttr; unshare(CLONE_NEWUSER) is
-//     refused to a multithreaded process) into new user, mount and pid
-//     namespaces. The user namespace maps only the user's uid and gid to
+//     refused to a multithreaded process) into new user, mount, pid and
+//     IPC namespaces (the last keeps the user's processes' System V IPC
+//     out; /dev/shm and /dev/mqueue get the engine's own, privateShm).
+//     The user namespace maps only the user's uid and gid to
 //     themselves, setgroups denied: what the agent writes keeps the user's
 //     ownership, and no other uid exists inside. CAP_SYS_ADMIN in that
 //     namespace survives the child's exec as an ambient capability.

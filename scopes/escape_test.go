@@ -27,7 +27,8 @@ import (
 // mount, %[2]d a same-uid process outside (the test), %[3]s the runtime
 // directory, %[4]s the directory of the user's tmux server socket, %[5]s
 // a pseudo-terminal of the user's (the test holds its master), %[6]s the
-// user's X display's file-system socket.
+// user's X display's file-system socket, %[7]s a POSIX shared-memory
+// object of the user's.
 const escapeEngine = `rt=%[3]s
 try() { n=$1; shift; if "$@" </dev/null >/dev/null 2>&1; then echo "escape $n 0"; else echo "escape $n 1"; fi; }
 echo "engine $$"
@@ -49,6 +50,8 @@ try proc-1-root test -S "/proc/1/root$rt/bus"
 try tmux-socket test -S "%[4]s/default"
 try notify-socket test -S /run/systemd/notify
 try x11-socket test -S "%[6]s"
+try user-shm test -e "%[7]s"
+if echo x > /dev/shm/own-$$ && test -s /dev/shm/own-$$; then echo "ownshm 0"; else echo "ownshm 1"; fi
 # the user's terminal: whatever reaches it shows on the test's master (a
 # pty of the engine's own may have the same name)
 ( printf mosaic-pty-escape > "%[5]s" ) 2>/dev/null
@@ -64,7 +67,7 @@ setsid sh -c 'echo "setsid $$"; exec sleep 300' </dev/null &
 echo "ready 1"; exec cat`
 
 var escapes = []string{"systemd-run", "systemd-run-scope", "cgroup-move", "bus-socket", "user-bus", "system-bus", "manager-socket", "journal-socket",
-	"proc-outside-root", "proc-outside-environ", "proc-1-root", "tmux-socket", "notify-socket", "x11-socket", "umount-direct", "umount-mask"}
+	"proc-outside-root", "proc-outside-environ", "proc-1-root", "tmux-socket", "notify-socket", "x11-socket", "user-shm", "umount-direct", "umount-mask"}
 
 // TestConfinedEngineCannotEscape (issue 10, K13): a confined engine's tool
 // children cannot start a process outside the cohort (systemd-run --user,
@@ -111,9 +114,15 @@ func TestConfinedEngineCannotEscape(t *testing.T) {
 	ptmx, pts := openPTY(t)
 	// The user's X display, listening on its file-system socket.
 	x11 := listenDisplay(t)
-	e := launchEngine(t, m, fmt.Sprintf(escapeEngine, appSlice, os.Getpid(), rt, tmux, pts, x11))
+	// Shared memory of the user's, as an editor or a sound server keeps.
+	shm := fmt.Sprintf("/dev/shm/mosaic-escape-%d", os.Getpid())
+	if err := os.WriteFile(shm, []byte("secret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(shm) })
+	e := launchEngine(t, m, fmt.Sprintf(escapeEngine, appSlice, os.Getpid(), rt, tmux, pts, x11, shm))
 	want := append([]string{"engine", "setsid", "ready"}, escapes...)
-	prefixes := []string{"engine", "setsid", "ready", "escape nested-userns", "owntmux", "ownpty"}
+	prefixes := []string{"engine", "setsid", "ready", "escape nested-userns", "owntmux", "ownpty", "ownshm"}
 	for _, n := range escapes {
 		prefixes = append(prefixes, "escape "+n)
 	}
@@ -125,6 +134,9 @@ func TestConfinedEngineCannotEscape(t *testing.T) {
 	// server in the cohort, its socket in the engine's private tmpfs).
 	if got["owntmux"] != "0" && got["owntmux"] != "none" {
 		t.Errorf("a tool could not run a tmux server of its own (%q)", got["owntmux"])
+	}
+	if got["ownshm"] != "0" {
+		t.Errorf("a tool could not share memory of its own in /dev/shm (%q)", got["ownshm"])
 	}
 	if got["ownpty"] != "0" {
 		t.Errorf("a tool could not open a pseudo-terminal of its own (%q)", got["ownpty"])

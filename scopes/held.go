@@ -187,7 +187,7 @@ func awaitReady(f *os.File, role string, deadline time.Time) error {
 
 // startHeld starts a held child with the engine's stdio and working
 // directory, in its own process group, and with confined in its own user,
-// mount and pid namespaces (confinedAttr) and a stop pipe (stopFD). It
+// mount, pid and IPC namespaces (confinedAttr) and a stop pipe (stopFD). It
 // does not run the engine yet.
 func startHeld(dir string, stdin, stdout, stderr *os.File, confined bool) (*heldChild, error) {
 	r, w, err := os.Pipe()
