@@ -139,6 +139,10 @@ func planConfinement(hide ...string) (confinePlan, error) {
 	// terminals. A directory made after the launch (an X server started
 	// later) is seen until the next launch: it is root's to make.
 	masks.add(displayDirs...)
+	// Each of these is masked, as are the runtime and private directories,
+	// wherever else a mount shows the same file (aliases, below); the FUSE
+	// nodes and cgroup mounts next are found by mount already.
+	byPath := slices.Clone(masks)
 	// The FUSE device: a tool, root of a user and mount namespace of its
 	// own, could mount a FUSE filesystem, and a process that holds the
 	// connection's /dev/fuse (a thread of the server, a child that
@@ -159,8 +163,7 @@ func planConfinement(hide ...string) (confinePlan, error) {
 	const cgroupView = "/sys/fs/cgroup"
 	masks.add(otherCgroupMounts(string(mounts), cgroupView)...)
 	private := muxDirs()
-	// Last, every other place a mount shows what is covered above.
-	masks.add(aliases(string(mounts), slices.Concat(masks, rts, private))...)
+	masks.add(aliases(string(mounts), slices.Concat(byPath, rts, private))...)
 	return confinePlan{Masks: masks, Runtime: rts, Private: private, CgroupMount: cgroupView}, nil
 }
 
