@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/mosaic-agents/mosaic/claims"
+	"github.com/mosaic-agents/mosaic/history"
+	"github.com/mosaic-agents/mosaic/protocol"
 )
 
 // TestHistoryChange: the session file compared with the bytes a stopped
@@ -77,4 +81,71 @@ func TestHistoryChange(t *testing.T) {
 	if h, _ := readSessionHead(path); historyChange(none, h) != historyAppended {
 		t.Fatalf("a file where none was vouched: change %q", historyChange(none, h))
 	}
+}
+
+// TestRecoverRefusesARewrittenHistory: a force stop records the bytes the
+// session watch last vouched for; an earlier message rewritten in place
+// afterwards (same size, header and leaf) makes the recover intent say
+// it refuses, and the recover refuse target naming the change and the way
+// on. With the bytes put back, the same stop recovers.
+func TestRecoverRefusesARewrittenHistory(t *testing.T) {
+	r, k, gen, _ := settledTurn(t, nil)
+	// The watch vouches for the turn's appends (TestLeafFollowsOwnAppends).
+	for deadline := time.Now().Add(30 * time.Second); ; sleep20() {
+		snap, err := history.Read(r.session, history.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.ctrl.mu.Lock()
+		x := r.ctrl.st.exec
+		r.ctrl.mu.Unlock()
+		if v := x.vouched.Load(); v != nil && v.Size == snap.Size() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the session watch never vouched for the whole file")
+		}
+	}
+	cf := k.confirm("force-stop", gen)
+	if rc := k.must(map[string]any{"type": "force-stop", "request": "f1", "generation": gen, "confirmation": cf}, "receipt"); rc["state"] != "stopped" {
+		t.Fatalf("force stop %v", rc)
+	}
+	orig, err := os.ReadFile(r.session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.ctrl.mu.Lock()
+	rec := r.ctrl.st.claim.Record()
+	r.ctrl.mu.Unlock()
+	snap, _ := history.Read(r.session, history.Options{})
+	if v := rec.Vouched; v == nil || v.Size != snap.Size() || v.SHA256 != snap.Digest() {
+		t.Fatalf("stopped revision vouched %+v; want the file's %d bytes, sha256 %s", v, snap.Size(), snap.Digest())
+	}
+	i := bytes.Index(orig, []byte(`"hello"`))
+	if i < 0 {
+		t.Fatalf("the prompt is not in the session file:\n%s", orig)
+	}
+	forged := bytes.Clone(orig)
+	copy(forged[i:], `"HELLO"`)
+	if err := os.WriteFile(r.session, forged, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	icf := k.must(map[string]any{"type": "issue-confirmation", "request": "ci", "operation": "recover", "generation": gen}, "confirmation")
+	if intent := icf["intent"].(string); !strings.Contains(intent, "no longer begins with") || !strings.Contains(intent, "the recover refuses") {
+		t.Fatalf("recover intent %q does not say the history changed and the recover refuses", intent)
+	}
+	k.must(map[string]any{"type": "answer-confirmation", "request": "ca", "confirmation": icf["id"], "answer": "confirm"}, "confirmation")
+	m := k.refused(map[string]any{"type": "recover", "request": "rv", "generation": gen, "confirmation": icf["id"]}, protocol.CodeTarget)
+	if msg := m["message"].(string); !strings.Contains(msg, "another writer changed the history") || !strings.Contains(msg, "Put the recorded bytes back") {
+		t.Fatalf("refusal %q does not name the change and the way on", msg)
+	}
+	if err := os.WriteFile(r.session, orig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	icf = k.must(map[string]any{"type": "issue-confirmation", "request": "ci2", "operation": "recover", "generation": gen}, "confirmation")
+	if intent := icf["intent"].(string); !strings.Contains(intent, "the same session") {
+		t.Fatalf("recover intent %q with the bytes back", intent)
+	}
+	k.must(map[string]any{"type": "answer-confirmation", "request": "ca2", "confirmation": icf["id"], "answer": "confirm"}, "confirmation")
+	k.must(map[string]any{"type": "recover", "request": "rv2", "generation": gen, "confirmation": icf["id"]}, "eligibility")
 }
