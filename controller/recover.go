@@ -112,15 +112,19 @@ func refusesChange(rec *claims.Record, change string) bool {
 
 // changedRefusal is the refusal of a change refusesChange refuses, with
 // the ways on: put the recorded bytes back (for an append, cut the file
-// to the recorded size), or, to keep the history as it is now, start
-// afresh on a copy of the file (docs/recovery.md).
+// to the recorded size), or start afresh as freshConversation says, in a
+// new, empty session (docs/recovery.md; spelt out there, since refusals
+// are cut at 512 bytes). Not a copy of the changed file under a new
+// conversation: it keeps the header id, whose claim key is this
+// conversation's stopped claim, which another conversation never
+// recovers.
 func changedRefusal(rec *claims.Record, head sessionHead, change string) *protocol.Refusal {
 	back := "Put the recorded bytes back"
 	if change == historyAppended {
 		back = fmt.Sprintf("Cut the file back to its first %d bytes", rec.Vouched.Size)
 	}
 	return protocol.Refuse(protocol.CodeTarget,
-		"%s: another writer changed the history since the stop, and a recover would send it to the model as this conversation's. %s to recover, or start afresh on a copy of the file (docs/recovery.md, a changed history)",
+		"%s: another writer changed the history since the stop, and a recover would send it to the model as this conversation's. %s to recover, or start afresh in a new session (docs/recovery.md: the session history changed since the stop)",
 		describeChange(rec, head, change), back)
 }
 
