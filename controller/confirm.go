@@ -149,6 +149,11 @@ func (c *Controller) recoverIntentLocked(head sessionHead, headErr error) string
 	switch {
 	case headErr != nil:
 		return pre + fmt.Sprintf("the session file %s cannot be read (%v): the recover refuses until it can", path, headErr)
+	case !head.exists && written != "":
+		// Before a change: a missing file is named as missing, with the
+		// session it should hold (sessionRefusal, which the recover
+		// checks first too).
+		return pre + fmt.Sprintf("the session file %s is missing, but the stopped execution wrote session %s there: the recover refuses until that file is back", path, written)
 	case refusesChange(&rec, change):
 		return pre + describeChange(&rec, head, change) + ": another writer changed the history since the stop, and the recover refuses"
 	case change == historyAppended:
@@ -160,8 +165,6 @@ func (c *Controller) recoverIntentLocked(head sessionHead, headErr error) string
 			head.id, head.leaf, describeChange(&rec, head, change)) + post
 	case head.exists:
 		return pre + fmt.Sprintf("a new execution on the same session %s and leaf %s", head.id, head.leaf) + post
-	case written != "":
-		return pre + fmt.Sprintf("the session file %s is missing, but the stopped execution wrote session %s there: the recover refuses until that file is back", path, written)
 	case c.cfg.Conversation.IsClaude():
 		return pre + fmt.Sprintf("a new execution on Claude session %s, which has no transcript yet", c.cfg.Conversation.SessionKey()) + post
 	}
