@@ -110,9 +110,17 @@ func (c *Claim) Stop(ctx context.Context, p proofs.Proof) error {
 // session file the controller saw the execution write (Record.Written);
 // "" keeps what the claim recorded before.
 func (c *Claim) StopWritten(ctx context.Context, p proofs.Proof, written string) error {
+	return c.StopVouched(ctx, p, written, nil)
+}
+
+// StopVouched is StopWritten that also records vouched, what the session
+// file held as the controller last vouched for it (Record.Vouched); nil
+// records nothing.
+func (c *Claim) StopVouched(ctx context.Context, p proofs.Proof, written string, vouched *FileState) error {
 	return c.stopWith(ctx, p, "stop", []State{Active, Stopping, Uncertain}, func(r *Record) {
 		r.Reason = ""
 		keepWritten(r, written)
+		r.Vouched = vouched
 	})
 }
 
@@ -204,7 +212,8 @@ func (c *Claim) advance(ctx context.Context, op string, from []State, mutate fun
 	next := *cur
 	next.Seq++
 	next.Controller = self
-	next.Policy = "" // only the transition that sets it keeps it
+	next.Policy = ""   // only the transition that sets it keeps it
+	next.Vouched = nil // likewise: it is about the execution that stopped
 	if err := mutate(&next); err != nil {
 		return err
 	}

@@ -17,15 +17,18 @@ const PolicyHibernate = "hibernate"
 // Hibernate records stopped with a cohort proof, as Stop does, for a stop
 // the idle policy made, and the leaf the conversation was on: the one
 // launch without a confirmation (Wakeable) relaunches on exactly that
-// leaf; written is as for StopWritten. Like Stop it may be called again
-// with the same proof after a failed write.
-func (c *Claim) Hibernate(ctx context.Context, p proofs.Proof, leaf, written string) error {
+// leaf; written and vouched are as for StopVouched: the wake relaunches
+// only on exactly the vouched bytes, since no engine ran to write any
+// other. Like Stop it may be called again with the same proof after a
+// failed write.
+func (c *Claim) Hibernate(ctx context.Context, p proofs.Proof, leaf, written string, vouched *FileState) error {
 	return c.stopWith(ctx, p, "hibernate", []State{Stopping}, func(r *Record) {
 		r.Reason, r.Policy = "hibernated: idle", PolicyHibernate
 		if leaf != "" {
 			r.Leaf = leaf
 		}
 		keepWritten(r, written)
+		r.Vouched = vouched
 	})
 }
 

@@ -16,7 +16,7 @@ func TestWakeableOnlyAfterHibernate(t *testing.T) {
 	s := openStore(t, t.TempDir(), newHost(100))
 	keys := testKeys()
 	c := claimIn(t, s, keys, Stopping)
-	if err := c.Hibernate(ctx, cohortProof(t, c.Record()), "leaf-at-hibernate", ""); err != nil {
+	if err := c.Hibernate(ctx, cohortProof(t, c.Record()), "leaf-at-hibernate", "", nil); err != nil {
 		t.Fatal(err)
 	}
 	rec := mustCurrent(t, s, keys).Seat
@@ -66,7 +66,7 @@ func TestWakeableOnlyAfterHibernate(t *testing.T) {
 	t.Run("only from stopping", func(t *testing.T) {
 		s := openStore(t, t.TempDir(), newHost(100))
 		c := claimIn(t, s, keys, Active)
-		if err := c.Hibernate(ctx, cohortProof(t, c.Record()), "", ""); err == nil {
+		if err := c.Hibernate(ctx, cohortProof(t, c.Record()), "", "", nil); err == nil {
 			t.Fatal("hibernated an active claim that never recorded stopping")
 		}
 	})

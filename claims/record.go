@@ -89,6 +89,17 @@ type Record struct {
 	// missing file reads as a conversation never answered, and a recover
 	// would start a new, empty session over history that exists elsewhere.
 	Written string `json:"written,omitempty"`
+	// Vouched is what the session file held as the controller last
+	// vouched for it (its session watch checked every entry against the
+	// engine's own), recorded on a stopped revision: the wake launches
+	// only on exactly these bytes, and a recover names (or refuses) a
+	// file that no longer begins with them. Nil means not recorded (a
+	// revision of an older mosaic, a stop concluded by a controller that
+	// never watched the file, a Claude transcript): the file is then
+	// checked by its header and leaf alone, as before. Only the stopped
+	// revision that records it keeps it (advance drops it), so a later
+	// execution's stop never carries an earlier one's bytes.
+	Vouched *FileState `json:"vouched,omitempty"`
 
 	// Execution names the engine execution this revision is about; the
 	// scope unit is mosaic-engine-<conversation>-<execution>.scope.
@@ -110,6 +121,14 @@ type Record struct {
 	// Policy names the policy that made a stopped revision (PolicyHibernate);
 	// empty for a stop someone asked for. Each revision sets it anew.
 	Policy string `json:"policy,omitempty"`
+}
+
+// FileState names a session file's bytes up to its last LF: their
+// length and their SHA-256 (lowercase hex), as history.Snapshot's Size
+// and Digest give them.
+type FileState struct {
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
 }
 
 const formatVersion = 1

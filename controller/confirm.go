@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mosaic-agents/mosaic/audit"
+	"github.com/mosaic-agents/mosaic/claims"
 	"github.com/mosaic-agents/mosaic/protocol"
 	"github.com/mosaic-agents/mosaic/scopes"
 )
@@ -25,6 +26,9 @@ type confirmation struct {
 	// eligibility must be for that leaf, or for no file as the intent said.
 	leaf   string
 	exists bool
+	// change is how the file differed from what the stop vouched for
+	// when the intent was issued (historyChange): the intent names it.
+	change string
 }
 
 // Confirmation bounds: at most maxConfirmations are kept in all and
@@ -82,6 +86,10 @@ func (c *Controller) issueConfirmation(ctx context.Context, k *conn, cmd *protoc
 		return nil, r
 	}
 	cf := &confirmation{expires: now.Add(c.cfg.ConfirmTTL), leaf: head.leaf, exists: head.exists}
+	if cmd.Operation == protocol.CmdRecover && headErr == nil && c.st.claim != nil {
+		rec := c.st.claim.Record()
+		cf.change = historyChange(&rec, head)
+	}
 	cf.rec = protocol.Confirmation{Record: protocol.RecordConfirmation, ID: newID("cf-"), Request: cmd.Request, Operation: cmd.Operation,
 		State: protocol.ConfirmationIssued, Connection: k.id, Execution: exec, Generation: c.st.generation,
 		StopContext: c.stopContextLocked(), Expires: cf.expires.UTC().Format(time.RFC3339)}
@@ -129,17 +137,34 @@ func (c *Controller) recoverIntentLocked(head sessionHead, headErr error) string
 	pre := fmt.Sprintf("recover conversation %s after the proven stop (%s): ", c.cfg.Conversation.ID, c.stopContextLocked())
 	const post = "; the cancelled prompt is not replayed"
 	path := c.cfg.Conversation.Session
-	written := ""
+	var rec claims.Record
 	if c.st.claim != nil {
-		written = c.st.claim.Record().Written
+		rec = c.st.claim.Record()
+	}
+	written := rec.Written
+	change := historySame
+	if headErr == nil {
+		change = historyChange(&rec, head)
 	}
 	switch {
 	case headErr != nil:
 		return pre + fmt.Sprintf("the session file %s cannot be read (%v): the recover refuses until it can", path, headErr)
+	case !head.exists && written != "":
+		// Before a change: a missing file is named as missing, with the
+		// session it should hold (sessionRefusal, which the recover
+		// checks first too).
+		return pre + fmt.Sprintf("the session file %s is missing, but the stopped execution wrote session %s there: the recover refuses until that file is back", path, written)
+	case refusesChange(&rec, change):
+		return pre + describeChange(&rec, head, change) + ": another writer changed the history since the stop, and the recover refuses"
+	case change == historyAppended:
+		// Never "the same session and leaf": what follows the vouched
+		// bytes was checked by nobody, and may be the stopped engine's
+		// last entries, written after the watch's last check, or another
+		// writer's (after a hibernate the recover refuses them).
+		return pre + fmt.Sprintf("a new execution on session %s and leaf %s, but the history changed since the stop: %s, checked by nobody (the stopped engine's last entries, or another writer's); the new engine sends them to the model as this conversation's",
+			head.id, head.leaf, describeChange(&rec, head, change)) + post
 	case head.exists:
 		return pre + fmt.Sprintf("a new execution on the same session %s and leaf %s", head.id, head.leaf) + post
-	case written != "":
-		return pre + fmt.Sprintf("the session file %s is missing, but the stopped execution wrote session %s there: the recover refuses until that file is back", path, written)
 	case c.cfg.Conversation.IsClaude():
 		return pre + fmt.Sprintf("a new execution on Claude session %s, which has no transcript yet", c.cfg.Conversation.SessionKey()) + post
 	}

@@ -39,6 +39,12 @@ type execution struct {
 	// and followed the leaf; the idle policy hibernates only when the file
 	// is no larger (idleSession), so the stop records the leaf it ends on.
 	checked atomic.Int64
+	// vouched is what the session file held at the session watcher's last
+	// check (nil until its first, and for a Claude transcript): the
+	// stopped revision records it (claims.Record.Vouched), so the wake
+	// and a recover can tell a file another writer changed while no
+	// engine ran from the one this execution left.
+	vouched atomic.Pointer[claims.FileState]
 }
 
 // engineState is the binding's engineState for an execution: orphan when

@@ -25,6 +25,10 @@ func (c *Controller) watchSession(x *execution, prev *history.Snapshot) {
 	if prev != nil {
 		x.checked.Store(prev.Size())
 	}
+	// The file the engine was launched on (or re-attached to) is vouched
+	// for by the load check; nil is an empty file, which Pi gives its
+	// header at start.
+	x.vouched.Store(fileState(prev))
 	var lastSize int64 = -1
 	var lastMod, lastChange time.Time
 	t := time.NewTicker(c.cfg.PollInterval)
@@ -83,6 +87,7 @@ func (c *Controller) watchSession(x *execution, prev *history.Snapshot) {
 		}
 		prev, lastSize, lastMod, lastChange = snap, -1, time.Time{}, time.Time{}
 		x.checked.Store(snap.Size())
+		x.vouched.Store(fileState(snap))
 		if fi != nil {
 			lastSize, lastMod, lastChange = fi.Size(), fi.ModTime(), changeTime(fi)
 		}

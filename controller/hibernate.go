@@ -21,9 +21,10 @@ import (
 // client connection socket-activates a controller that finds that
 // revision and launches on the same leaf without a confirmation (wake):
 // the one launch without one, allowed because the stop was the policy's
-// own, proven, with nothing in flight. Anything else (a hibernate that
-// ended uncertain, a force stop, a boot proof, a leaf that moved) needs
-// recover as before.
+// own, proven, with nothing in flight, on exactly the bytes the
+// controller vouched for at the stop (claims.Record.Vouched). Anything
+// else (a hibernate that ended uncertain, a force stop, a boot proof, a
+// leaf that moved, a file whose bytes changed at all) needs recover.
 
 // idleLocked is the one predicate of the idle policy: "" when the
 // conversation is idle, else why not. Callers hold mu. Tool processes are
@@ -190,7 +191,8 @@ func (c *Controller) hibernate(x *execution, d time.Duration) bool {
 
 // wake launches a hibernated conversation again, without a confirmation,
 // when the claim's stopped revision is the idle policy's, proven, with the
-// same pins and the session file still on the leaf it hibernated on. It
+// same pins and the session file still on the leaf it hibernated on,
+// holding exactly the bytes the stop recorded (when it recorded any). It
 // returns false (and changes nothing) otherwise: then the conversation
 // stays stopped and needs recover.
 func (c *Controller) wake(ctx context.Context, head sessionHead, keys claims.Keys, claim *claims.Claim) (bool, error) {
@@ -220,6 +222,15 @@ func (c *Controller) wake(ctx context.Context, head sessionHead, keys claims.Key
 	}
 	if head.leaf != rec.Leaf {
 		c.notWoken("the session moved from leaf %q to %q; recover", rec.Leaf, head.leaf)
+		return false, nil
+	}
+	// No engine ran while it hibernated, so any byte that is not what the
+	// stop vouched for was another writer's: an entry rewritten in place
+	// (the header and the leaf kept, so neither check above sees it) or
+	// one appended. A woken engine would send that history to the model as
+	// the conversation's; recover says what it found (recover.go).
+	if ch := historyChange(&rec, head); ch != historySame {
+		c.notWoken("%s, and no engine ran while it hibernated: another writer changed its history; `mosaicctl recover` names the change and the way on", describeChange(&rec, head, ch))
 		return false, nil
 	}
 	keys.Session = rec.Session

@@ -16,6 +16,7 @@ import (
 	"github.com/mosaic-agents/mosaic/conversations"
 	"github.com/mosaic-agents/mosaic/engine"
 	"github.com/mosaic-agents/mosaic/engine/pi"
+	"github.com/mosaic-agents/mosaic/history"
 	"github.com/mosaic-agents/mosaic/proofs"
 	"github.com/mosaic-agents/mosaic/protocol"
 	"github.com/mosaic-agents/mosaic/scopes"
@@ -385,6 +386,12 @@ func (c *Controller) launch(ctx context.Context, head sessionHead, keys claims.K
 	}
 	co := h.Cohort
 	x := &execution{id: execID, handle: h, pins: pins, engineName: engineNameOf(cv), stderr: c.readStderr(execID, h)}
+	if !cv.IsClaude() {
+		// What the launch pinned is what it vouches for until the session
+		// watch checks more: a stop before that (a failed load check, then
+		// a force stop) records these bytes, not none.
+		x.vouched.Store(fileState(head.snap))
+	}
 	conn, err := c.openEngine(cv, h, c.driverOptions(execID))
 	if err != nil {
 		c.unopened(claim, x, err)
@@ -414,6 +421,9 @@ func (c *Controller) launch(ctx context.Context, head sessionHead, keys claims.K
 		sessionID, leaf, err = c.claudeLoadCheck(ctx, conn, cv, head, expectLeaf)
 	} else {
 		sessionID, leaf, err = c.loadCheck(ctx, x, head, expectLeaf)
+		if err == nil {
+			err = loadedUnchanged(cv.Session, head)
+		}
 	}
 	if ts := conn.Turn(); err == nil && ts.Uncertain {
 		// A line lost while launching would otherwise leave an active
@@ -553,6 +563,25 @@ func (c *Controller) loadCheck(ctx context.Context, x *execution, head sessionHe
 		id = n.parent
 	}
 	return st.SessionID, ents.LeafID, nil
+}
+
+// loadedUnchanged checks, once Pi answered the load check (so it has read
+// its session file), that the file still begins with exactly the bytes
+// head read, on the same inode: what the wake and recover checked against
+// the stop's vouched bytes, and what the load check compared the engine's
+// leaf with. A writer that rewrites an entry in place between that read
+// and Pi's keeps the header and the leaf, so only the bytes show it; the
+// session watch would see it too, but only at its first poll, after a
+// client's prompt could have sent the forged history to the model.
+// Appends (Pi's own startup entries) are the watch's to judge.
+func loadedUnchanged(path string, head sessionHead) error {
+	if head.snap == nil || head.snap.New() {
+		return nil // no bytes were pinned; the load check compares the header
+	}
+	if _, err := history.Follow(path, head.snap, history.Options{}); err != nil {
+		return fmt.Errorf("the session file changed while the engine loaded it (another writer): %w", err)
+	}
+	return nil
 }
 
 type treeNode struct {

@@ -35,7 +35,8 @@ func TestLeafFollowsOwnAppends(t *testing.T) {
 // TestRecoverConfirmsTheFileLeaf: with the session watch too slow to have
 // followed the turn's appends before a force stop (PollInterval an hour),
 // the recover confirmation still names the leaf the file is on, the same
-// one the eligibility is for.
+// one the eligibility is for, and says the bytes after the stop's
+// vouched ones were checked by nobody; a force stop's recover goes on.
 func TestRecoverConfirmsTheFileLeaf(t *testing.T) {
 	r, k, gen, start := settledTurn(t, func(c *Config) { c.PollInterval = time.Hour })
 	cf := k.confirm("force-stop", gen)
@@ -52,6 +53,11 @@ func TestRecoverConfirmsTheFileLeaf(t *testing.T) {
 	icf := k.must(map[string]any{"type": "issue-confirmation", "request": "ci", "operation": "recover", "generation": gen}, "confirmation")
 	if intent := icf["intent"].(string); !strings.Contains(intent, "leaf "+snap.LeafID()) {
 		t.Fatalf("recover intent %q does not name the file's leaf %s (start leaf %v)", intent, snap.LeafID(), start)
+	}
+	// The turn's appends came after the watch's last check: never "the
+	// same session and leaf", the intent says they were checked by nobody.
+	if intent := icf["intent"].(string); !strings.Contains(intent, "the history changed since the stop") || strings.Contains(intent, "the same session") {
+		t.Fatalf("recover intent %q does not say the file holds bytes the controller never checked", intent)
 	}
 	k.must(map[string]any{"type": "answer-confirmation", "request": "ca", "confirmation": icf["id"], "answer": "confirm"}, "confirmation")
 	el := k.must(map[string]any{"type": "recover", "request": "rv", "generation": gen, "confirmation": icf["id"]}, "eligibility")

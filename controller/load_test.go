@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -71,6 +72,26 @@ func TestLoadCheck(t *testing.T) {
 				fmt.Fprintf(f, `{"type":"message","id":"f0reign","parentId":"m00002","timestamp":"2026-12-01T00:00:02.000Z","message":{"role":"user","content":"elsewhere"}}`+"\n")
 			},
 			reason: "engine loaded leaf",
+		},
+		{
+			// The header, the leaf and the size kept: only the bytes show
+			// it (loadedUnchanged). A wake or a recover read the file, a
+			// writer rewrote it, then Pi loaded it.
+			name: "an entry rewritten in place",
+			launch: func(t *testing.T, cv *conversations.Conversation, _ *engine.Spec) {
+				b, err := os.ReadFile(cv.Session)
+				if err != nil {
+					t.Fatal(err)
+				}
+				forged := bytes.Replace(b, []byte("message 0"), []byte("FORGED!!!"), 1)
+				if bytes.Equal(forged, b) {
+					t.Fatal("no message 0 in the session file")
+				}
+				if err := os.WriteFile(cv.Session, forged, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			},
+			reason: "changed while the engine loaded it",
 		},
 		{
 			name: "another session file",

@@ -35,17 +35,26 @@ func retryable(err error) bool { return protocol.CodeOf(err) == protocol.CodeCla
 // proof record, or, when the store refused, nil and the error; a refusal
 // that is not the store's (the proof is not about this claim, another
 // writer) is final.
-func (c *Controller) recordProof(ctx context.Context, p *proofs.CohortProof, kind string) (*claims.ProofRecord, error) {
+//
+// The revision records what x's session watch last vouched for
+// (claims.Record.Vouched), not what the file holds now: the engine is
+// gone, so bytes past the last check can no longer be asked about, and
+// the wake and a recover compare the file with exactly what was vouched.
+func (c *Controller) recordProof(ctx context.Context, x *execution, p *proofs.CohortProof, kind string) (*claims.ProofRecord, error) {
 	var rec *claims.ProofRecord
 	c.mu.Lock()
 	leaf, written := c.st.leaf, c.st.written
 	c.mu.Unlock()
+	var vouched *claims.FileState
+	if x != nil {
+		vouched = x.vouched.Load()
+	}
 	err := c.claimDo(func(cl *claims.Claim) error {
-		stop := func() error { return cl.StopWritten(ctx, p, written) }
+		stop := func() error { return cl.StopVouched(ctx, p, written, vouched) }
 		if kind == protocol.KindHibernate {
 			// The idle policy's own stop: the one a client's connection
 			// may wake without a confirmation (hibernate.go).
-			stop = func() error { return cl.Hibernate(ctx, p, leaf, written) }
+			stop = func() error { return cl.Hibernate(ctx, p, leaf, written, vouched) }
 		}
 		if err := stop(); err != nil {
 			return err
@@ -113,7 +122,7 @@ func (c *Controller) writeHeld(ctx context.Context, ps *pendingStop) bool {
 		return true
 	}
 	c.mu.Unlock()
-	rec, err := c.recordProof(ctx, ps.proof, ps.stop.Kind)
+	rec, err := c.recordProof(ctx, ps.x, ps.proof, ps.stop.Kind)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.st.pending != ps {

@@ -64,10 +64,15 @@ func (c *Controller) recover(ctx context.Context, k *conn, cmd *protocol.Command
 	if r := c.sessionRefusal(&rec, head, keys); r != nil {
 		return nil, r
 	}
+	change := historyChange(&rec, head)
+	if refusesChange(&rec, change) {
+		return nil, changedRefusal(&rec, head, change)
+	}
 	keys.Session = rec.Session
-	if cf := c.confs[cmd.Confirmation]; cf != nil && cf.rec.Connection == k.id && (cf.leaf != head.leaf || cf.exists != head.exists) {
+	if cf := c.confs[cmd.Confirmation]; cf != nil && cf.rec.Connection == k.id && (cf.leaf != head.leaf || cf.exists != head.exists || cf.change != change) {
 		// The confirmation's intent named what the file held then (a leaf,
-		// or a new session): anything else is not what was confirmed.
+		// or a new session, and whether it grew past what the stop
+		// vouched for): anything else is not what was confirmed.
 		cf.rec.State = protocol.ConfirmationExpired
 		return nil, protocol.Refuse(protocol.CodeTarget, "the session file changed since the confirmation (leaf %s, now %s): confirm again", orNone(cf.leaf), orNone(head.leaf))
 	}
@@ -85,6 +90,42 @@ func (c *Controller) recover(ctx context.Context, k *conn, cmd *protocol.Command
 	c.audit(audit.Confirmation, k, fmt.Sprintf("recover: eligibility %s on leaf %q after proof %s", e.rec.ID, head.leaf, rec.Proof.Digest),
 		map[string]string{"ELIGIBILITY": e.rec.ID, "PROOF_DIGEST": rec.Proof.Digest})
 	return done(e.rec), nil
+}
+
+// refusesChange says whether a recover refuses the session file's
+// change since the stop (historyChange). A file that no longer begins
+// with the bytes the stop vouched for (an entry rewritten in place, the
+// file shortened or replaced) is refused after any stop: no engine of
+// this conversation rewrites its file (the watch would have called it
+// foreign), so that history is not the one the operator last saw. Bytes
+// appended after a hibernate are refused too: no engine ran, so they are
+// another writer's, and an appended user message is as forged as a
+// rewritten one. Bytes appended after another stop are not refused: a
+// force stop can end an engine between its last append and the watch's
+// next check, so they may be its own; the intent names them instead
+// (recoverIntentLocked), as the foreign-writer way out always allowed.
+// A refusal and not only an intent, because the recover verb is itself
+// the consent: it prints the intent as it launches.
+func refusesChange(rec *claims.Record, change string) bool {
+	return change == historyRewritten || change == historyAppended && rec.Policy == claims.PolicyHibernate
+}
+
+// changedRefusal is the refusal of a change refusesChange refuses, with
+// the ways on: put the recorded bytes back (for an append, cut the file
+// to the recorded size), or start afresh as freshConversation says, in a
+// new, empty session (docs/recovery.md; spelt out there, since refusals
+// are cut at 512 bytes). Not a copy of the changed file under a new
+// conversation: it keeps the header id, whose claim key is this
+// conversation's stopped claim, which another conversation never
+// recovers.
+func changedRefusal(rec *claims.Record, head sessionHead, change string) *protocol.Refusal {
+	back := "Put the recorded bytes back"
+	if change == historyAppended {
+		back = fmt.Sprintf("Cut the file back to its first %d bytes", rec.Vouched.Size)
+	}
+	return protocol.Refuse(protocol.CodeTarget,
+		"%s: another writer changed the history since the stop, and a recover would send it to the model as this conversation's. %s to recover, or start afresh in a new session (docs/recovery.md: the session history changed since the stop)",
+		describeChange(rec, head, change), back)
 }
 
 // sessionRefusal says why a launch on keys, for the stopped claim rec,

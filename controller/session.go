@@ -1,8 +1,12 @@
 package controller
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"os"
 
+	"github.com/mosaic-agents/mosaic/claims"
 	"github.com/mosaic-agents/mosaic/history"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
@@ -52,4 +56,68 @@ func readSessionHead(path string) (sessionHead, error) {
 func emptyFile(path string) bool {
 	fi, err := os.Lstat(path)
 	return err == nil && fi.Mode().IsRegular() && fi.Size() == 0
+}
+
+// fileState names snap's bytes as a stopped revision records them
+// (claims.Record.Vouched); nil is an empty or missing file, no bytes.
+func fileState(snap *history.Snapshot) *claims.FileState {
+	if snap == nil {
+		return &claims.FileState{Size: 0, SHA256: emptySHA256}
+	}
+	return &claims.FileState{Size: snap.Size(), SHA256: snap.Digest()}
+}
+
+// emptySHA256 is the digest of no bytes.
+var emptySHA256 = func() string { s := sha256.Sum256(nil); return hex.EncodeToString(s[:]) }()
+
+// How the session file differs from what the stopped revision vouched for
+// (historyChange).
+const (
+	historySame      = ""
+	historyAppended  = "appended"  // it begins with the vouched bytes and holds more
+	historyRewritten = "rewritten" // it no longer begins with them: changed in place, shortened or replaced
+)
+
+// historyChange says how the session file, as head read it, differs from
+// the bytes rec vouched for; historySame when it does not, or when rec
+// recorded none (an older claim, a Claude transcript): then the header
+// and leaf checks are all there is, as before. A line being appended
+// without its LF yet counts as appended: Pi loads a last line without
+// one too.
+func historyChange(rec *claims.Record, head sessionHead) string {
+	v := rec.Vouched
+	if v == nil {
+		return historySame
+	}
+	snap := head.snap
+	if snap == nil {
+		// An empty or missing file: no bytes.
+		if v.Size == 0 && v.SHA256 == emptySHA256 {
+			return historySame
+		}
+		return historyRewritten
+	}
+	switch {
+	case !snap.Begins(v.Size, v.SHA256):
+		return historyRewritten
+	case snap.Size() > v.Size || snap.Incomplete():
+		return historyAppended
+	}
+	return historySame
+}
+
+// describeChange says what a change is, for the journal, refusals and
+// intents: the sizes, and the digests cut to 12 hex digits.
+func describeChange(rec *claims.Record, head sessionHead, change string) string {
+	now := fileState(head.snap)
+	tail := ""
+	if head.snap != nil && head.snap.Incomplete() {
+		tail = " and a line without its LF"
+	}
+	if change == historyAppended {
+		return fmt.Sprintf("the session file holds %d bytes%s after the %d the stop recorded (sha256 %s)",
+			now.Size-rec.Vouched.Size, tail, rec.Vouched.Size, cutHex(rec.Vouched.SHA256))
+	}
+	return fmt.Sprintf("the session file no longer begins with the %d bytes the stop recorded (sha256 %s): it holds %d bytes, sha256 %s%s",
+		rec.Vouched.Size, cutHex(rec.Vouched.SHA256), now.Size, cutHex(now.SHA256), tail)
 }

@@ -350,7 +350,7 @@ func (c *Controller) finishStop(ctx context.Context, x *execution, s *protocol.S
 		default:
 			// A store that cannot be written now (full, read-only) does
 			// not undo the proof: it is held and written again.
-			if proof, err = c.recordProof(ctx, p, s.Kind); err != nil && retryable(err) {
+			if proof, err = c.recordProof(ctx, x, p, s.Kind); err != nil && retryable(err) {
 				held, heldErr = p, err
 			} else if err != nil {
 				outcome, reason = scopes.Uncertain, "the claim refused the proof: "+err.Error()

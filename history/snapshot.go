@@ -1,6 +1,7 @@
 package history
 
 import (
+	"crypto/sha256"
 	"encoding/hex"
 	"sync"
 )
@@ -112,6 +113,31 @@ func (s *Snapshot) Size() int64 { return s.size }
 
 // Digest is the hex SHA-256 of the snapshot's bytes.
 func (s *Snapshot) Digest() string { return hex.EncodeToString(s.digest[:]) }
+
+// Begins reports whether the snapshot's bytes begin with exactly size
+// bytes whose SHA-256 is digest (lowercase hex), as an earlier snapshot's
+// Size and Digest named them: the file then only grew since (or is the
+// same, when size is Size). The whole snapshot's digest is the read's
+// own; a shorter prefix is hashed from the bytes the snapshot keeps, so
+// the file is not read again.
+func (s *Snapshot) Begins(size int64, digest string) bool {
+	switch {
+	case size < 0 || size > s.size:
+		return false
+	case size == s.size:
+		return s.Digest() == digest
+	}
+	h := sha256.New()
+	for _, c := range s.chunks {
+		if size == 0 {
+			break
+		}
+		n := min(int64(len(c)), size)
+		h.Write(c[:n])
+		size -= n
+	}
+	return size == 0 && hex.EncodeToString(h.Sum(nil)) == digest
+}
 
 // Epoch names the source file across follows: the same while every follow
 // verified its prefix, different after a fresh Read of the same file.
