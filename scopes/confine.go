@@ -22,6 +22,21 @@ import (
 	"github.com/mosaic-agents/mosaic/proofs"
 )
 
+// ErrNamespacesUsedUp: the kernel refused the held child's namespaces
+// because a limit of the user's is used up (ENOSPC: user.max_user_namespaces,
+// user.max_ipc_namespaces, …), which processes of the user, an engine's
+// tools among them, can do on purpose. Unlike namespaces the host refuses,
+// it never lets an engine run unconfined: the launch fails.
+var ErrNamespacesUsedUp = errors.New("a namespace limit of this user is used up")
+
+// heldStartError words why a confined held child did not start.
+func heldStartError(err error) error {
+	if errors.Is(err, unix.ENOSPC) {
+		return fmt.Errorf("%w: %w: %w (processes of this user hold every namespace user.max_user_namespaces, user.max_ipc_namespaces or another user.max_*_namespaces allows: find them with `lsns`; no engine is launched unconfined instead)", ErrConfinement, ErrNamespacesUsedUp, err)
+	}
+	return fmt.Errorf("%w: %w (user namespaces refused: on Ubuntu check kernel.apparmor_restrict_unprivileged_userns, elsewhere user.max_user_namespaces and kernel.unprivileged_userns_clone)", ErrConfinement, err)
+}
+
 // ErrConfinement: the held child could not set up the engine's
 // confinement although the probe said it could; the engine never ran.
 var ErrConfinement = errors.New("engine confinement could not be set up")
@@ -95,7 +110,7 @@ type confineReport struct {
 func confinedAttr() *syscall.SysProcAttr {
 	uid, gid := os.Getuid(), os.Getgid()
 	return &syscall.SysProcAttr{
-		Setpgid:                    true,
+		Setsid:                     true,
 		Cloneflags:                 unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC,
 		UidMappings:                []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}},
 		GidMappings:                []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}},
@@ -136,9 +151,12 @@ func planConfinement(hide ...string) (confinePlan, error) {
 	// The display's sockets in the shared /tmp: Landlock's scope keeps
 	// the abstract X11 socket out (landlock.go), but clients fall back to
 	// the file-system one, and XTEST on it types into the user's
-	// terminals. A directory made after the launch (an X server started
-	// later) is seen until the next launch: it is root's to make.
-	masks.add(displayDirs...)
+	// terminals. Each is made if missing (1777, as systemd-tmpfiles makes
+	// them), so that an X server started after the launch (Xvfb, a VNC
+	// session) puts its socket where the engine cannot see: else a tool
+	// could make the directory in the shared /tmp, and the server would
+	// use it.
+	masks.add(makeDisplayDirs()...)
 	// Each of these is masked, as are the runtime and private directories,
 	// wherever else a mount shows the same file (aliases, below); the FUSE
 	// nodes and cgroup mounts next are found by mount already.
@@ -163,7 +181,11 @@ func planConfinement(hide ...string) (confinePlan, error) {
 	const cgroupView = "/sys/fs/cgroup"
 	masks.add(otherCgroupMounts(string(mounts), cgroupView)...)
 	private := muxDirs()
-	masks.add(aliases(string(mounts), slices.Concat(byPath, rts, private))...)
+	// The engine gets ptys, shared memory and queues of its own at their
+	// usual places (privatePTYs, privateShm, privateMqueue): the user's
+	// stay reachable wherever else a mount shows them (/dev bound for a
+	// chroot), so those places are masked too.
+	masks.add(aliases(string(mounts), slices.Concat(byPath, rts, private, []string{devPTS, devShm, devMqueue}))...)
 	return confinePlan{Masks: masks, Runtime: rts, Private: private, CgroupMount: cgroupView}, nil
 }
 
@@ -606,6 +628,17 @@ func privateDir(p string) error {
 		fmt.Sprintf("size=1m,nr_inodes=256,mode=%04o", dirMode(fi)))
 }
 
+// makeDisplayDirs makes each of displayDirs that is missing, sticky and
+// writable by all as X servers expect, and returns them.
+func makeDisplayDirs() []string {
+	for _, d := range displayDirs {
+		if err := os.Mkdir(d, os.ModeSticky|0o777); err == nil {
+			os.Chmod(d, os.ModeSticky|0o777) // past the umask
+		}
+	}
+	return displayDirs
+}
+
 // devPTS is where the user's pseudo-terminals are, and devPTMX what
 // opens a new one.
 const (
@@ -628,7 +661,7 @@ func privatePTYs() (ok bool, err error) {
 	if err != nil || !fi.IsDir() {
 		return false, fmt.Errorf("%s is no directory: %v", devPTS, err)
 	}
-	if err := unix.Mount("devpts", devPTS, "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"); err != nil {
+	if err := unix.Mount("devpts", devPTS, "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620,max=256"); err != nil {
 		return false, fmt.Errorf("mount a devpts instance of the engine's own on %s: %v", devPTS, err)
 	}
 	// /dev/ptmx is a device node opening the host's instance, or a link
@@ -774,9 +807,11 @@ func (m *Manager) confinementAvailable(ctx context.Context) (bool, string) {
 		return false, err.Error()
 	}
 	if _, err := ProbeConfinement(ctx); err != nil {
-		if errors.Is(err, ErrCoverPath) {
-			// The kernel confines; a path does not cover. Neither kept
-			// nor marked: the launch fails closed on that path.
+		if errors.Is(err, ErrCoverPath) || errors.Is(err, ErrNamespacesUsedUp) {
+			// The kernel confines; a path does not cover, or the user's
+			// processes hold every namespace the limit allows (an
+			// engine's tool can). Neither kept nor marked: the launch
+			// fails closed on it, never unconfined.
 			return true, ""
 		}
 		return false, err.Error()
@@ -807,7 +842,7 @@ func ProbeConfinement(ctx context.Context) (proofs.Confinement, error) {
 	defer null.Close()
 	held, err := startHeld("/", null, null, os.Stderr, true)
 	if err != nil {
-		return proofs.Confinement{}, fmt.Errorf("%w: %w (user namespaces refused: on Ubuntu check kernel.apparmor_restrict_unprivileged_userns, elsewhere user.max_user_namespaces and kernel.unprivileged_userns_clone)", ErrConfinement, err)
+		return proofs.Confinement{}, heldStartError(err)
 	}
 	defer held.abort()
 	by := time.Now().Add(10 * time.Second)

@@ -186,9 +186,11 @@ func awaitReady(f *os.File, role string, deadline time.Time) error {
 }
 
 // startHeld starts a held child with the engine's stdio and working
-// directory, in its own process group, and with confined in its own user,
-// mount, pid and IPC namespaces (confinedAttr) and a stop pipe (stopFD). It
-// does not run the engine yet.
+// directory, in a session of its own (so in its own process group, and
+// with no controlling terminal: a launcher run from a shell, `serve
+// --listen`, must not hand the engine its terminal through /dev/tty), and
+// with confined in its own user, mount, pid and IPC namespaces
+// (confinedAttr) and a stop pipe (stopFD). It does not run the engine yet.
 func startHeld(dir string, stdin, stdout, stderr *os.File, confined bool) (*heldChild, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
@@ -222,7 +224,7 @@ func startHeld(dir string, stdin, stdout, stderr *os.File, confined bool) (*held
 		Stdout:      stdout,
 		Stderr:      stderr,
 		ExtraFiles:  extra,
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
 	}
 	if confined {
 		cmd.SysProcAttr = confinedAttr()

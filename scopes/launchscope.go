@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/mosaic-agents/mosaic/internal/procfs"
 	"os"
 	"os/exec"
 	"path"
@@ -12,7 +11,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/mosaic-agents/mosaic/internal/procfs"
 	"github.com/mosaic-agents/mosaic/proofs"
+	"golang.org/x/sys/unix"
 )
 
 // scopeLaunch is one scope launch in progress: what it has started, and
@@ -123,6 +124,15 @@ func planIf(confined bool, spec Spec) (*confinePlan, error) {
 	if p.ReadOnly, p.Writable, err = readOnlyPaths(spec.ReadOnly, spec.Writable); err != nil {
 		return nil, err
 	}
+	// A read-only input is masked wherever else a mount shows it: bound
+	// read-only at its own path only, it was writable there.
+	mounts, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil, fmt.Errorf("%w: read mountinfo: %w", ErrConfinement, err)
+	}
+	masks := maskSet(p.Masks)
+	masks.add(aliases(string(mounts), p.ReadOnly)...)
+	p.Masks = masks
 	return &p, nil
 }
 
@@ -139,6 +149,12 @@ func (l *scopeLaunch) startChildren(ctx context.Context, confined bool, rel *rel
 	}
 	l.anchor, l.anchorReady = anchor, ready
 	held, err := l.startHeld(confined)
+	if err != nil && confined && errors.Is(err, unix.ENOSPC) {
+		// Used up, not refused: a probe now would fail the same way and
+		// start the engine unconfined, which is what a tool holding the
+		// namespaces would want.
+		return heldStartError(err)
+	}
 	if err != nil && confined && l.m.forgetProbe() {
 		// No scope exists yet, so nothing is undone: the held child is
 		// started again, as the probe decides.

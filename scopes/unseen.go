@@ -30,7 +30,7 @@ var displayDirs = []string{"/tmp/.X11-unix", "/tmp/.ICE-unix", "/tmp/.XIM-unix"}
 // copied into the engine's agent directory), reads none that lies in
 // them. Unlike a launch, it makes nothing.
 func Unseen(hide ...string) []string {
-	out := []string{"/proc", systemBus, journalSockets, systemNotify, devPTS}
+	out := []string{"/proc", systemBus, journalSockets, systemNotify, devPTS, devShm, devMqueue}
 	for _, group := range [][]string{hide, runtimeDirs(), muxDirsMade(false), SessionDirs(), busMasks(), displayDirs} {
 		for _, p := range group {
 			if path.IsAbs(p) {

@@ -100,8 +100,10 @@ func uninstallCommand() *cli.Command {
 						strings.Join(active, ", "), strings.Join(active, " "))
 				}
 			}
+			// The user's own units: the web page's are stopped only when
+			// their files are the ones going (not an admin's --global).
 			own := !c.Bool("global") && c.String("unit-dir") == ""
-			if own {
+			if _, err := os.Lstat(filepath.Join(dir, units.WebSocketUnit)); own && err == nil {
 				if err := stopWeb(c); err != nil {
 					return err
 				}

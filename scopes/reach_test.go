@@ -1,0 +1,208 @@
+package scopes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
+)
+
+// Ways around the confinement through a second mount, the launcher's
+// terminal and the kernel's namespace limits (helper 129's review). Each
+// test that needs its own mount namespace or limit re-runs this binary
+// inside `unshare` with an environment variable naming the set-up.
+
+const devBindEnv = "MOSAIC_TEST_DEV_BIND"
+
+// TestPTYsAndShmThroughAnotherDev: with /dev bound at a second place (a
+// chroot's /dev, bound for a build), the user's ptys and shared memory
+// are not reachable there either: the engine's own replace them at /dev,
+// and the second place is masked.
+func TestPTYsAndShmThroughAnotherDev(t *testing.T) {
+	sandboxtest.Require(t)
+	dir := os.Getenv(devBindEnv)
+	if dir == "" {
+		bin, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		cmd := exec.Command("unshare", "-Urm", "sh", "-c", `mount --rbind /dev "$1" && exec unshare --map-user=$2 --map-group=$3 "$0" -test.run='^TestPTYsAndShmThroughAnotherDev$' -test.count=1 -test.v`,
+			bin, dir, fmt.Sprint(os.Getuid()), fmt.Sprint(os.Getgid()))
+		cmd.Env = append(os.Environ(), devBindEnv+"="+dir)
+		out, err := cmd.CombinedOutput()
+		t.Logf("in a mount namespace with /dev bound at %s:\n%s", dir, out)
+		if err != nil {
+			t.Fatalf("with /dev bound at %s: %v", dir, err)
+		}
+		return
+	}
+	ptmx, pts := openPTY(t)
+	shm := fmt.Sprintf("/dev/shm/mosaic-reach-%d", os.Getpid())
+	if err := os.WriteFile(shm, []byte("user-secret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(shm) })
+	alt := dir + "/pts/" + strings.TrimPrefix(pts, "/dev/pts/")
+	altShm := dir + "/shm/" + strings.TrimPrefix(shm, "/dev/shm/")
+	if b, err := os.ReadFile(altShm); err != nil || string(b) != "user-secret" {
+		t.Fatalf("the second mount does not show the shared memory (%q, %v): the test proves nothing", b, err)
+	}
+	m := testManager(t)
+	e := launchEngine(t, m, fmt.Sprintf(`echo "engine $$"
+if ( printf mosaic-pty-escape > %[1]q ) 2>/dev/null; then echo "ptywrite 0"; else echo "ptywrite 1"; fi
+if grep -q user-secret %[2]q 2>/dev/null; then echo "shmread 0"; else echo "shmread 1"; fi
+if ( printf forged > %[2]q ) 2>/dev/null; then echo "shmwrite 0"; else echo "shmwrite 1"; fi
+echo "ready 1"; exec cat`, alt, altShm))
+	requireConfined(t, e)
+	got := e.expect(t, "engine", "ptywrite", "shmread", "shmwrite", "ready")
+	ptmx.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+	if b, _ := io.ReadAll(ptmx); strings.Contains(string(b), "mosaic-pty-escape") {
+		t.Errorf("a tool wrote to the user's terminal %s through %s: %q", pts, alt, b)
+	}
+	if got["shmread"] == "0" {
+		t.Errorf("a tool read the user's shared memory %s through %s", shm, altShm)
+	}
+	if b, _ := os.ReadFile(shm); string(b) != "user-secret" {
+		t.Errorf("a tool wrote the user's shared memory %s through %s: %q", shm, altShm, b)
+	}
+	e.Stop(ctxT(t), StopOptions{Stop: "stop-reach-dev", Grace: time.Second})
+}
+
+// TestReadOnlyThroughAnotherMount: a read-only input (Pi's models.json)
+// cannot be rewritten through a second mount of a directory above it.
+func TestReadOnlyThroughAnotherMount(t *testing.T) {
+	m := testManager(t)
+	if _, err := os.Stat(bindHelper); err != nil {
+		sandboxtest.Unavailable(t, "no %s in this sandbox: %v", bindHelper, err)
+	}
+	home := t.TempDir()
+	agent := home + "/.pi/agent"
+	if err := os.MkdirAll(agent, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	models := agent + "/models.json"
+	if err := os.WriteFile(models, []byte("real\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	alias := fmt.Sprintf("/mnt/mosaic-ro-%d", os.Getpid())
+	if out, err := exec.Command("sudo", "-n", bindHelper, home, alias).CombinedOutput(); err != nil {
+		t.Fatalf("bind %s at %s: %v\n%s", home, alias, err, out)
+	}
+	t.Cleanup(func() { exec.Command("sudo", "-n", bindHelper, "-u", alias).Run() })
+	seen := alias + "/.pi/agent/models.json"
+	e := launchWith(t, m, fmt.Sprintf(`echo "engine $$"
+if ( echo forged > %[1]q ) 2>/dev/null; then echo "direct 0"; else echo "direct 1"; fi
+if ( echo forged > %[2]q ) 2>/dev/null; then echo "alias 0"; else echo "alias 1"; fi
+echo "ready 1"; exec cat`, models, seen), func(s *Spec) { s.ReadOnly = []string{agent} })
+	requireConfined(t, e)
+	got := e.expect(t, "engine", "direct", "alias", "ready")
+	if b, _ := os.ReadFile(models); string(b) != "real\n" || got["direct"] == "0" || got["alias"] == "0" {
+		t.Errorf("a read-only input was written (at its path: %s, through %s: %s); it now holds %q", got["direct"], seen, got["alias"], b)
+	}
+	e.Stop(ctxT(t), StopOptions{Stop: "stop-reach-ro", Grace: time.Second})
+}
+
+const cttyEnv = "MOSAIC_TEST_CTTY"
+
+// TestNoControllingTerminal: a launcher that has a controlling terminal
+// (`mosaicctl serve --listen` run from a shell) does not hand it to the
+// engine: /dev/tty opens nothing, so a tool can neither write to that
+// terminal nor type into it (TIOCSTI).
+func TestNoControllingTerminal(t *testing.T) {
+	sandboxtest.Require(t)
+	if os.Getenv(cttyEnv) == "" {
+		if _, err := exec.LookPath("script"); err != nil {
+			sandboxtest.Unavailable(t, "no script(1) to give the test a terminal: %v", err)
+		}
+		bin, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("script", "-qfec", bin+" -test.run=^TestNoControllingTerminal$ -test.count=1 -test.v", "/dev/null")
+		cmd.Env = append(os.Environ(), cttyEnv+"=1")
+		out, err := cmd.CombinedOutput()
+		t.Logf("under script (a terminal):\n%s", out)
+		if err != nil || !strings.Contains(string(out), "--- PASS: TestNoControllingTerminal") || strings.Contains(string(out), "mosaic-ctty-escape") {
+			t.Errorf("with a controlling terminal: %v", err)
+		}
+		return
+	}
+	if f, err := os.OpenFile("/dev/tty", os.O_RDWR, 0); err != nil {
+		t.Fatalf("the launcher has no controlling terminal under script: %v", err)
+	} else {
+		f.Close()
+	}
+	m := testManager(t)
+	e := launchEngine(t, m, `echo "engine $$"
+if ( printf '\nmosaic-ctty-escape\n' > /dev/tty ) 2>/dev/null; then echo "ttywrite 0"; else echo "ttywrite 1"; fi
+echo "ready 1"; exec cat`)
+	requireConfined(t, e)
+	if got := e.expect(t, "engine", "ttywrite", "ready"); got["ttywrite"] == "0" {
+		t.Errorf("a tool wrote to the launcher's terminal through /dev/tty")
+	}
+	e.Stop(ctxT(t), StopOptions{Stop: "stop-reach-tty", Grace: time.Second})
+}
+
+const limitEnv = "MOSAIC_TEST_IPC_LIMIT"
+
+// TestUsedUpNamespacesNeverUnconfine: a confined engine's tool holds every
+// IPC namespace the user may have (user.max_ipc_namespaces, lowered here
+// to 30 in a user namespace of the test's own); a fresh Manager, as a new
+// or restarted controller has, then refuses to launch the next engine
+// (ErrNamespacesUsedUp), and never launches it unconfined.
+func TestUsedUpNamespacesNeverUnconfine(t *testing.T) {
+	sandboxtest.Require(t)
+	if os.Getenv(limitEnv) == "" {
+		bin, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("unshare", "-Ur", "sh", "-c", `echo 30 > /proc/sys/user/max_ipc_namespaces && exec unshare --map-user=$1 --map-group=$2 "$0" -test.run='^TestUsedUpNamespacesNeverUnconfine$' -test.count=1 -test.v`,
+			bin, fmt.Sprint(os.Getuid()), fmt.Sprint(os.Getgid()))
+		cmd.Env = append(os.Environ(), limitEnv+"=1")
+		out, err := cmd.CombinedOutput()
+		t.Logf("with user.max_ipc_namespaces=30:\n%s", out)
+		if err != nil || !strings.Contains(string(out), "--- PASS: TestUsedUpNamespacesNeverUnconfine") {
+			t.Errorf("with user.max_ipc_namespaces=30: %v", err)
+		}
+		return
+	}
+	a := launchEngine(t, testManager(t), `echo "engine $$"
+n=0; while [ $n -lt 200 ]; do unshare -Ui sleep 300 </dev/null >/dev/null 2>&1 & p=$!; sleep 0.05; kill -0 $p 2>/dev/null || break; n=$((n+1)); done
+echo "held $n"; echo "ready 1"; exec cat`)
+	requireConfined(t, a)
+	if got := a.expect(t, "engine", "held", "ready"); got["held"] == "200" {
+		t.Fatalf("the tool held 200 IPC namespaces: the limit did not apply, the test proves nothing")
+	}
+	// A fresh controller's Manager: with the boot's probe mark (a
+	// conversation started after the first), then without it (the first
+	// launch of the boot, which probes).
+	for _, mark := range []bool{true, false} {
+		if !mark {
+			unmarkProbed()
+		}
+		conv, exe := ids(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		h, err := testManager(t).Launch(ctx, Spec{Conversation: conv, Execution: exe, Argv: []string{"sh", "-c", "exec cat"}, Stderr: os.Stderr})
+		cancel()
+		if err == nil {
+			t.Cleanup(func() { h.Abandon(context.Background()); h.Close() })
+			if !h.Cohort.Confinement.Confined {
+				t.Fatalf("probe mark %v: the next engine was launched unconfined while a tool held the IPC namespaces: %s", mark, h.Cohort.Confinement.Reason)
+			}
+			t.Fatalf("probe mark %v: the next engine launched confined although every IPC namespace was held: the test proves nothing", mark)
+		}
+		if !errors.Is(err, ErrNamespacesUsedUp) {
+			t.Errorf("probe mark %v: launch: %v; want ErrNamespacesUsedUp", mark, err)
+		}
+	}
+	a.Stop(ctxT(t), StopOptions{Stop: "stop-reach-limit", Grace: time.Second})
+}
