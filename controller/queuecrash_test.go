@@ -193,7 +193,7 @@ func checkQueueAfterCrash(t *testing.T, dir string, admitted []string) {
 	if got := r.stdinBytes(); got != stdin {
 		t.Errorf("the restarted controller wrote before an engine was launched and the queue resumed")
 	}
-	resumeAfterCrash(t, r, order, items, len(stdin))
+	resumeAfterCrash(t, r, order, items)
 }
 
 // resumeAfterCrash launches a new engine on what the crash left and
@@ -204,7 +204,7 @@ func checkQueueAfterCrash(t *testing.T, dir string, admitted []string) {
 // engine must receive exactly the items still queued after the stop, each
 // once, then the new prompt, and never the text of a draft or of an item
 // that was dispatched (delivered, delivery-unknown or acknowledged).
-func resumeAfterCrash(t *testing.T, r *rig, order []string, items map[string]queue.Item, oldStdin int) {
+func resumeAfterCrash(t *testing.T, r *rig, order []string, items map[string]queue.Item) {
 	t.Helper()
 	ctl := r.dial()
 	ctl.must(map[string]any{"type": "observe", "request": newID("o-")}, "observed")
@@ -218,6 +218,11 @@ func resumeAfterCrash(t *testing.T, r *rig, order []string, items map[string]que
 		}
 		r.waitBinding(protocol.BindingStopped)
 	}
+	// What the crashed controller's engine read is logged by then: its
+	// stop is proven, so it is gone, and a line it read late (one the
+	// crashed controller wrote right before the crash, read while that
+	// engine was still busy) is not taken for the new engine's.
+	oldStdin := len(r.stdinBytes())
 	// A force stop makes drafts of the queued items: those are what must
 	// not be resent; what stays queued goes to the new engine.
 	r.ctrl.mu.Lock()
@@ -248,6 +253,13 @@ func resumeAfterCrash(t *testing.T, r *rig, order []string, items map[string]que
 	}
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("the new engine received %q; want exactly the items still queued, once each: %q", got, want)
+	}
+	// And no text was written twice, to either engine.
+	all := r.stdinBytes()
+	for _, text := range queueCrashTexts {
+		if n := strings.Count(all, `"message":"`+text+`"`); n > 1 {
+			t.Errorf("%q reached the engines %d times", text, n)
+		}
 	}
 	for _, id := range order {
 		it := items[id]
