@@ -552,7 +552,9 @@ func confine(plan confinePlan) confineReport {
 		case err != nil:
 			return fail("%s: %v", p.path, err)
 		default:
-			if err := p.how(p.path); err != nil {
+			// A host that refuses the engine's own (a container's
+			// seccomp profile) gets the user's masked instead.
+			if err := p.how(p.path); err != nil && mask(p.path) != nil {
 				return fail("%s: %v", p.path, err)
 			}
 			rep.Masked = append(rep.Masked, p.path)
@@ -662,7 +664,18 @@ func privatePTYs() (ok bool, err error) {
 		return false, fmt.Errorf("%s is no directory: %v", devPTS, err)
 	}
 	if err := unix.Mount("devpts", devPTS, "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620,max=256"); err != nil {
-		return false, fmt.Errorf("mount a devpts instance of the engine's own on %s: %v", devPTS, err)
+		// A host that refuses a devpts instance (a container's seccomp
+		// profile) still gets the user's terminals masked: tools lose
+		// ptys, not their confinement.
+		if merr := mask(devPTS); merr != nil {
+			return false, fmt.Errorf("mount a devpts instance of the engine's own on %s: %v; mask it: %v", devPTS, err, merr)
+		}
+		if _, err := os.Lstat(devPTMX); err == nil {
+			if err := mask(devPTMX); err != nil {
+				return false, fmt.Errorf("mask %s: %v", devPTMX, err)
+			}
+		}
+		return true, nil
 	}
 	// /dev/ptmx is a device node opening the host's instance, or a link
 	// to pts/ptmx (containers), which now leads to ours.
