@@ -74,6 +74,9 @@ type confinePlan struct {
 	CgroupMount string `json:"cgroup_mount"`
 	// Probe: set everything up, report, exit; no engine.
 	Probe bool `json:"probe,omitempty"`
+	// mountinfo is the launcher's mount table the plan was made from,
+	// for the aliases of what the launch adds to it (planIf).
+	mountinfo string
 }
 
 // confineReport is the held child's answer to a release, one JSON line on
@@ -186,7 +189,7 @@ func planConfinement(hide ...string) (confinePlan, error) {
 	// stay reachable wherever else a mount shows them (/dev bound for a
 	// chroot), so those places are masked too.
 	masks.add(aliases(string(mounts), slices.Concat(byPath, rts, private, []string{devPTS, devShm, devMqueue}))...)
-	return confinePlan{Masks: masks, Runtime: rts, Private: private, CgroupMount: cgroupView}, nil
+	return confinePlan{Masks: masks, Runtime: rts, Private: private, CgroupMount: cgroupView, mountinfo: string(mounts)}, nil
 }
 
 // maskSet is a list of absolute, cleaned paths, each once, in the order

@@ -126,12 +126,8 @@ func planIf(confined bool, spec Spec) (*confinePlan, error) {
 	}
 	// A read-only input is masked wherever else a mount shows it: bound
 	// read-only at its own path only, it was writable there.
-	mounts, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return nil, fmt.Errorf("%w: read mountinfo: %w", ErrConfinement, err)
-	}
 	masks := maskSet(p.Masks)
-	masks.add(aliases(string(mounts), p.ReadOnly)...)
+	masks.add(aliases(p.mountinfo, p.ReadOnly)...)
 	p.Masks = masks
 	return &p, nil
 }
