@@ -168,10 +168,43 @@ func tryFUSEIfAsked() {
 	os.Exit(0)
 }
 
-// devCopyEnv, set, names a directory where the devtmpfs of /dev is bound
-// again, in the mount namespace TestConfinedToolCannotReachAnotherDev
-// runs its manager in.
+// devCopyEnv, set, names a directory where /dev is bound again, in the
+// mount namespace a test re-run by withDevBound runs its manager in.
 const devCopyEnv = "MOSAIC_TEST_DEV_COPY"
+
+// withDevBound returns the directory /dev is bound at again when the
+// test called name runs in a mount namespace of its own with that second
+// /dev (a chroot's, bound by root for a build); else it re-runs name so
+// (unshare -Urm, then back to the user's own uid), reports how that run
+// went, and returns "".
+func withDevBound(t *testing.T, name string) string {
+	t.Helper()
+	if dir := os.Getenv(devCopyEnv); dir != "" {
+		return dir
+	}
+	if err := exec.Command("unshare", "-Urm", "true").Run(); err != nil {
+		sandboxtest.Unavailable(t, "no user and mount namespace of the test's own (unshare -Urm: %v): a second /dev cannot be bound", err)
+	}
+	bin, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cmd := exec.Command("unshare", "-Urm", "sh", "-c", `mount --rbind /dev "$1" && exec unshare --map-user=$2 --map-group=$3 "$0" -test.run="^$4\$" -test.count=1 -test.v`,
+		bin, dir, fmt.Sprint(os.Getuid()), fmt.Sprint(os.Getgid()), name)
+	cmd.Env = append(os.Environ(), devCopyEnv+"="+dir)
+	out, err := cmd.CombinedOutput()
+	t.Logf("in a mount namespace with /dev bound at %s:\n%s", dir, out)
+	switch {
+	case err != nil:
+		t.Fatalf("the test in a mount namespace with a second /dev: %v", err)
+	case strings.Contains(string(out), "--- SKIP"):
+		sandboxtest.Unavailable(t, "the test in a mount namespace with a second /dev skipped")
+	case !strings.Contains(string(out), "--- PASS: "+name):
+		t.Fatalf("the test in a mount namespace with a second /dev did not run")
+	}
+	return ""
+}
 
 // TestConfinedToolCannotReachAnotherDev: the FUSE device is masked
 // wherever the devtmpfs shows it, not only at /dev/fuse: a second mount
@@ -190,23 +223,8 @@ func TestConfinedToolCannotReachAnotherDev(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := os.Getenv(devCopyEnv)
+	dir := withDevBound(t, "TestConfinedToolCannotReachAnotherDev")
 	if dir == "" {
-		if err := exec.Command("unshare", "-Urm", "true").Run(); err != nil {
-			sandboxtest.Unavailable(t, "no user and mount namespace of the test's own (unshare -Urm: %v): a second /dev cannot be bound", err)
-		}
-		dir := t.TempDir()
-		cmd := exec.Command("unshare", "-Urm", "sh", "-c", `mount --rbind /dev "$1" && exec unshare --map-user=$2 --map-group=$3 "$0" -test.run='^TestConfinedToolCannotReachAnotherDev$' -test.count=1 -test.v`,
-			bin, dir, fmt.Sprint(os.Getuid()), fmt.Sprint(os.Getgid()))
-		cmd.Env = append(os.Environ(), devCopyEnv+"="+dir)
-		out, err := cmd.CombinedOutput()
-		t.Logf("in a mount namespace with /dev bound at %s:\n%s", dir, out)
-		switch {
-		case err != nil:
-			t.Fatalf("the test in a mount namespace with a second /dev: %v", err)
-		case strings.Contains(string(out), "--- SKIP"):
-			sandboxtest.Unavailable(t, "the test in a mount namespace with a second /dev skipped")
-		}
 		return
 	}
 	// The device opened, then a FUSE mount on it as root of a nested

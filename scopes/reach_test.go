@@ -19,29 +19,14 @@ import (
 // test that needs its own mount namespace or limit re-runs this binary
 // inside `unshare` with an environment variable naming the set-up.
 
-const devBindEnv = "MOSAIC_TEST_DEV_BIND"
-
 // TestPTYsAndShmThroughAnotherDev: with /dev bound at a second place (a
 // chroot's /dev, bound for a build), the user's ptys and shared memory
 // are not reachable there either: the engine's own replace them at /dev,
 // and the second place is masked.
 func TestPTYsAndShmThroughAnotherDev(t *testing.T) {
 	sandboxtest.Require(t)
-	dir := os.Getenv(devBindEnv)
+	dir := withDevBound(t, "TestPTYsAndShmThroughAnotherDev")
 	if dir == "" {
-		bin, err := os.Executable()
-		if err != nil {
-			t.Fatal(err)
-		}
-		dir := t.TempDir()
-		cmd := exec.Command("unshare", "-Urm", "sh", "-c", `mount --rbind /dev "$1" && exec unshare --map-user=$2 --map-group=$3 "$0" -test.run='^TestPTYsAndShmThroughAnotherDev$' -test.count=1 -test.v`,
-			bin, dir, fmt.Sprint(os.Getuid()), fmt.Sprint(os.Getgid()))
-		cmd.Env = append(os.Environ(), devBindEnv+"="+dir)
-		out, err := cmd.CombinedOutput()
-		t.Logf("in a mount namespace with /dev bound at %s:\n%s", dir, out)
-		if err != nil {
-			t.Fatalf("with /dev bound at %s: %v", dir, err)
-		}
 		return
 	}
 	ptmx, pts := openPTY(t)
