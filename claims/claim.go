@@ -103,19 +103,14 @@ func (c *Claim) MarkUncertain(ctx context.Context, reason string) error {
 // store full, read-only) may be called again with the same proof until it
 // succeeds, whatever step the failed write reached.
 func (c *Claim) Stop(ctx context.Context, p proofs.Proof) error {
-	return c.StopWritten(ctx, p, "")
+	return c.StopVouched(ctx, p, "", nil)
 }
 
-// StopWritten is Stop that also records written, the header id of the
-// session file the controller saw the execution write (Record.Written);
-// "" keeps what the claim recorded before.
-func (c *Claim) StopWritten(ctx context.Context, p proofs.Proof, written string) error {
-	return c.StopVouched(ctx, p, written, nil)
-}
-
-// StopVouched is StopWritten that also records vouched, what the session
-// file held as the controller last vouched for it (Record.Vouched); nil
-// records nothing.
+// StopVouched is Stop that also records written, the header id of the
+// session file the controller saw the execution write (Record.Written;
+// "" keeps what the claim recorded before), and vouched, what that file
+// held as the controller last vouched for it (Record.Vouched; nil
+// records nothing).
 func (c *Claim) StopVouched(ctx context.Context, p proofs.Proof, written string, vouched *FileState) error {
 	return c.stopWith(ctx, p, "stop", []State{Active, Stopping, Uncertain}, func(r *Record) {
 		r.Reason = ""

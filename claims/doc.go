@@ -128,7 +128,7 @@
 // write), so a non-empty Leaf does not mean a file was written. Written is
 // the header id of a session file seen at the session path while the
 // claim held it: set at Acquire when the launch found the file, and by
-// StopWritten or Hibernate when the controller saw the engine write it;
+// StopVouched or Hibernate when the controller saw the engine write it;
 // kept by every later revision. A stopped claim keyed new:<conversation>
 // with Written set and its file missing is a session that exists
 // somewhere else, not a new one: the controller refuses to recover it as

@@ -8,7 +8,7 @@ import (
 // TestWrittenSurvivesTheStop: the header id of a session file seen while
 // a claim held it reaches the stopped revision under both keys, whether
 // the launch found the file (Acquire) or the stop saw the engine write it
-// (StopWritten, Hibernate); a stop that saw nothing keeps what was
+// (StopVouched, Hibernate); a stop that saw nothing keeps what was
 // recorded, and a claim that never saw a file records none.
 func TestWrittenSurvivesTheStop(t *testing.T) {
 	ctx := context.Background()
@@ -38,7 +38,7 @@ func TestWrittenSurvivesTheStop(t *testing.T) {
 					if tc.hibernate {
 						return c.Hibernate(ctx, cohortProof(t, c.Record()), "leaf-1", tc.atStop, nil)
 					}
-					return c.StopWritten(ctx, cohortProof(t, c.Record()), tc.atStop)
+					return c.StopVouched(ctx, cohortProof(t, c.Record()), tc.atStop, nil)
 				},
 			} {
 				if err := step(); err != nil {
