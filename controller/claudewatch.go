@@ -163,7 +163,8 @@ func (c *Controller) watchClaude(x *execution, pinned string, resumed bool) {
 }
 
 // halfLineTicks is how many polls a transcript may end in the same half
-// line before it is read as it is (and found unreadable).
+// line, or a new Pi session file miss its header, before it is read as it
+// is (and found unreadable).
 const halfLineTicks = 20
 
 // endsLine says the file's last byte (of size) is a LF: a read now sees

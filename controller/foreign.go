@@ -31,6 +31,7 @@ func (c *Controller) watchSession(x *execution, prev *history.Snapshot) {
 	x.vouched.Store(fileState(prev))
 	var lastSize int64 = -1
 	var lastMod, lastChange time.Time
+	var unfinished int // polls that found the header still being written
 	t := time.NewTicker(c.cfg.PollInterval)
 	defer t.Stop()
 	for range t.C {
@@ -48,6 +49,10 @@ func (c *Controller) watchSession(x *execution, prev *history.Snapshot) {
 			continue
 		}
 		snap, err := history.Follow(path, prev, history.Options{})
+		if beingCreated(err, prev) && unfinished < halfLineTicks {
+			unfinished++
+			continue
+		}
 		if code := protocol.CodeOf(err); code != "" {
 			// source-replaced (rewritten, shortened), unsafe-path (a
 			// symlink, not a regular file, removed, swapped), too-large,
@@ -92,6 +97,16 @@ func (c *Controller) watchSession(x *execution, prev *history.Snapshot) {
 			lastSize, lastMod, lastChange = fi.Size(), fi.ModTime(), changeTime(fi)
 		}
 	}
+}
+
+// beingCreated reports err as a header not written yet (history's
+// incomplete-header) in a file that had none: a file being created. Pi
+// creates the file ("wx") and then writes the header line in a second
+// call, so a poll between the two finds it empty. It is never so for
+// longer than a process takes between two system calls, unless whoever
+// created it never writes: after halfLineTicks polls it is no Pi's file.
+func beingCreated(err error, prev *history.Snapshot) bool {
+	return protocol.CodeOf(err) == protocol.CodeIncompleteHeader && (prev == nil || prev.New())
 }
 
 // follow moves the pinned leaf to the one the engine's own appends made,

@@ -93,3 +93,54 @@ func replace(t *testing.T, path, tmp string, create func(string) error) {
 		t.Fatal(err)
 	}
 }
+
+// W10 and Pi's first write: Pi creates a new session file and writes its
+// header in a second call, so a poll may find it empty. That is a file
+// being created, not a foreign write; a header that never comes is.
+func TestSessionBeingCreated(t *testing.T) {
+	t.Run("written", func(t *testing.T) {
+		r := newRig(t, plainScript, nil)
+		r.waitBinding("active")
+		ctl, obs := r.dial(), r.dial()
+		obs.must(map[string]any{"type": "observe", "request": "o1"}, "observed")
+		gen := r.takeover(ctl)
+		if err := os.WriteFile(r.session, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * 100 * time.Millisecond) // five polls find it empty
+		if st, why := r.bindingNow(); st != "active" {
+			t.Fatalf("binding %s (%s) while the header is being written; want active", st, why)
+		}
+		// The fake creates the file itself ("wx"), as Pi does.
+		if err := os.Remove(r.session); err != nil {
+			t.Fatal(err)
+		}
+		ctl.must(map[string]any{"type": "prompt", "request": "p1", "generation": gen, "text": "hi"}, "receipt")
+		obs.settled()
+		time.Sleep(3 * 100 * time.Millisecond)
+		if st, why := r.bindingNow(); st != "active" || !strings.Contains(sessionText(t, r), `"type":"session"`) {
+			t.Fatalf("binding %s (%s) after the first turn; want active over a written session", st, why)
+		}
+	})
+	t.Run("never written", func(t *testing.T) {
+		r := newRig(t, plainScript, nil)
+		r.waitBinding("active")
+		ctl := r.dial()
+		if err := os.WriteFile(r.session, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		ctl.await(func(m map[string]any) bool { return m["record"] == "notice" && m["kind"] == "foreign-writer" })
+		bd := r.waitBinding("uncertain")
+		if !strings.Contains(fmt.Sprint(bd["admissionReason"]), protocol.CodeIncompleteHeader) {
+			t.Fatalf("binding %v; want admission closed for incomplete-header", bd)
+		}
+	})
+}
+
+// bindingNow is the binding's state and admission reason at this moment.
+func (r *rig) bindingNow() (state, reason string) {
+	r.ctrl.mu.Lock()
+	defer r.ctrl.mu.Unlock()
+	b := r.ctrl.bindingLocked()
+	return b.State, b.AdmissionReason
+}
