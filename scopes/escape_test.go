@@ -36,6 +36,7 @@ echo "engine $$"
 try systemd-run timeout 20 systemd-run --user --collect --unit=mosaic-escape-1002-$$ sleep 1002
 # 2. a scope of the user manager around a process it starts
 ( timeout 20 systemd-run --user --scope sh -c 'echo "escape systemd-run-scope 0"; exec sleep 1003' </dev/null 2>/dev/null || echo "escape systemd-run-scope 1" ) &
+scopetry=$!
 # 3. a move into a new cgroup the user owns, outside the scope
 sh -c 'if mkdir "$1" && echo $$ > "$1/cgroup.procs"; then echo "escape cgroup-move 0"; else echo "escape cgroup-move 1"; fi; exec sleep 1001' _ "%[1]s/evil-$$.scope" </dev/null 2>/dev/null &
 # 4. the masked sockets, directly and through an outside process's root
@@ -64,6 +65,9 @@ try umount-direct umount "$rt/systemd"
 try nested-userns unshare -Urm true
 try umount-mask unshare -Urm sh -c "umount '$rt/systemd' 2>/dev/null || umount -l '$rt/systemd' 2>/dev/null || umount /proc 2>/dev/null; test -S '$rt/systemd/private' || test -S '/proc/%[2]d/root$rt/bus'"
 setsid sh -c 'echo "setsid $$"; exec sleep 300' </dev/null &
+# reaped before ready: the test pins every descendant then, and one
+# exiting on its own after that would be no member of the stop
+wait $scopetry
 echo "ready 1"; exec cat`
 
 var escapes = []string{"systemd-run", "systemd-run-scope", "cgroup-move", "bus-socket", "user-bus", "system-bus", "manager-socket", "journal-socket",
