@@ -164,23 +164,18 @@ func planConfinement(hide ...string) (confinePlan, error) {
 	// wherever else a mount shows the same file (aliases, below); the FUSE
 	// nodes and cgroup mounts next are found by mount already.
 	byPath := slices.Clone(masks)
-	// The FUSE device: a tool, root of a user and mount namespace of its
-	// own, could mount a FUSE filesystem, and a process that holds the
-	// connection's /dev/fuse (a thread of the server, a child that
-	// inherited it) and reads a request the server never answers sleeps
-	// through SIGKILL until the connection is aborted, which no stop does:
-	// the cohort would be unkillable (killUnfrozen). Masked, the path opens
-	// /dev/null, which mount(2) refuses as a FUSE connection;
-	// /dev/char/10:229 is a symlink to it, /proc/<pid>/root of a process
-	// inside leads to the same mask, and a nested namespace gets the mask
-	// locked. FUSE, AppImages and sshfs need an unconfined engine. The
-	// device is masked wherever a mount shows the devtmpfs's node, not
-	// only at /dev/fuse (fuseNodes).
+	// The engine gets a /dev of its own (privateDev); every other mount
+	// of the devtmpfs shows the user's devices all the same (the FUSE
+	// device among them: a tool, root of a user and mount namespace of
+	// its own, could mount a FUSE filesystem, and a process that holds
+	// the connection's /dev/fuse and reads a request the server never
+	// answers sleeps through SIGKILL until the connection is aborted,
+	// which no stop does: killUnfrozen), so each is masked.
 	mounts, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		return confinePlan{}, fmt.Errorf("%w: read mountinfo: %w", ErrConfinement, err)
 	}
-	masks.add(fuseNodes(string(mounts))...)
+	masks.add(devMounts(string(mounts))...)
 	const cgroupView = "/sys/fs/cgroup"
 	masks.add(otherCgroupMounts(string(mounts), cgroupView)...)
 	private := muxDirs()
@@ -366,28 +361,6 @@ func otherCgroupMounts(mountinfo, view string) []string {
 	return out
 }
 
-// fuseNodes lists where the FUSE device may be reached: /dev/fuse
-// (whatever /dev is: a container's tmpfs holds a node root made), and
-// wherever a devtmpfs mount in mountinfo shows the node: "fuse" under a
-// mount of its root (a second mount of it, a chroot's /dev that root
-// bound for a build) and a bind of the node itself. Masking /dev/fuse
-// alone left the same node open at every other mount of it: a mask
-// covers a path, not the device. A node root made with mknod on another
-// filesystem is not a mount and is not found here.
-func fuseNodes(mountinfo string) []string {
-	out := []string{"/dev/fuse"}
-	for m := range mountEntries(mountinfo) {
-		switch {
-		case m.fstype != "devtmpfs":
-		case m.root == "/":
-			out = append(out, path.Join(m.point, "fuse"))
-		case m.root == "/fuse":
-			out = append(out, m.point)
-		}
-	}
-	return out
-}
-
 // aliases lists the other places mountinfo shows each of paths: another
 // mount of the filesystem that holds it (a bind of /home elsewhere, a
 // second mount of a volume, a btrfs top level) reaches the same files
@@ -537,6 +510,10 @@ func confine(plan confinePlan) confineReport {
 	if err := writable.bindBack(); err != nil {
 		return pathFail(err)
 	}
+	if err := privateDev(); err != nil {
+		return fail("%v", err)
+	}
+	rep.Masked = append(rep.Masked, devDir)
 	switch ok, err := privatePTYs(); {
 	case err != nil:
 		return fail("%v", err)
@@ -562,6 +539,9 @@ func confine(plan confinePlan) confineReport {
 			}
 			rep.Masked = append(rep.Masked, p.path)
 		}
+	}
+	if err := sealDev(); err != nil {
+		return fail("%v", err)
 	}
 	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return fail("mount a fresh /proc: %v", err)
@@ -681,10 +661,14 @@ func privatePTYs() (ok bool, err error) {
 		return true, nil
 	}
 	// /dev/ptmx is a device node opening the host's instance, or a link
-	// to pts/ptmx (containers), which now leads to ours.
+	// to pts/ptmx (containers, and the engine's own /dev, where it is
+	// made), which now leads to ours.
 	real, err := filepath.EvalSymlinks(devPTMX)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
+		if err := os.Symlink("pts/ptmx", devPTMX); err != nil {
+			return false, fmt.Errorf("link %s to the engine's ptys: %v", devPTMX, err)
+		}
 		return true, nil
 	case err != nil:
 		return false, fmt.Errorf("resolve %s: %v", devPTMX, err)

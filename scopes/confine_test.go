@@ -52,12 +52,11 @@ func TestCgroup2Mount(t *testing.T) {
 	}
 }
 
-// TestFUSENodes: the FUSE device is looked for at /dev/fuse whatever
-// /dev is, and at every mount that shows the devtmpfs's node: its root
-// mounted anywhere (/dev, a chroot's /dev), the node itself bound (a
-// container's /dev/fuse); a tmpfs or a bind of another directory of the
-// devtmpfs shows none.
-func TestFUSENodes(t *testing.T) {
+// TestDevMounts: every mount of the devtmpfs but the one at /dev is
+// masked whole: its root mounted again (a chroot's /dev), a node or a
+// directory of it bound alone (a container's /dev/fuse); a tmpfs or
+// another filesystem is not.
+func TestDevMounts(t *testing.T) {
 	const mountinfo = `22 1 0:5 / /dev rw,nosuid shared:2 - devtmpfs udev rw,size=1k
 23 22 0:21 / /dev/pts rw - devpts devpts rw
 90 1 0:5 / /srv/chroot/sid\040x/dev rw - devtmpfs udev rw
@@ -66,20 +65,21 @@ func TestFUSENodes(t *testing.T) {
 93 1 0:40 / /var/lib/c/dev rw - tmpfs tmpfs rw
 bad line
 `
-	want := []string{"/dev/fuse", "/srv/chroot/sid x/dev/fuse", "/var/lib/c/dev/fuse"}
-	got := fuseNodes(mountinfo)
+	want := []string{"/srv/chroot/sid x/dev", "/var/lib/c/dev/char", "/var/lib/c/dev/fuse"}
+	got := devMounts(mountinfo)
 	slices.Sort(got)
-	if got = slices.Compact(got); !slices.Equal(got, want) {
-		t.Errorf("fuseNodes = %q, want %q", got, want)
+	if !slices.Equal(got, want) {
+		t.Errorf("devMounts = %q, want %q", got, want)
 	}
-	if got := fuseNodes(""); !slices.Equal(got, []string{"/dev/fuse"}) {
-		t.Errorf("fuseNodes without a devtmpfs = %q, want /dev/fuse alone", got)
+	if got := devMounts(""); len(got) != 0 {
+		t.Errorf("devMounts without a devtmpfs = %q, want none", got)
 	}
 }
 
 // TestPlanConfinement: the plan masks the runtime directory's bus, the
 // user manager's directory and mosaic's own (made if missing), the bus in
-// DBUS_SESSION_BUS_ADDRESS, the system bus and the FUSE device, and mounts
+// DBUS_SESSION_BUS_ADDRESS and the system bus (the FUSE device is not in
+// the engine's own /dev: privateDev), and mounts
 // the cgroup view on /sys/fs/cgroup.
 func TestPlanConfinement(t *testing.T) {
 	rt := t.TempDir()
@@ -125,7 +125,7 @@ func TestPlanConfinement(t *testing.T) {
 	}
 	uid := strconv.Itoa(os.Getuid())
 	for _, want := range []string{filepath.Join(rt, "bus"), filepath.Join(rt, "systemd"), filepath.Join(rt, "mosaic"),
-		"/elsewhere/bus", "/run/dbus/system_bus_socket", "/dev/fuse"} {
+		"/elsewhere/bus", "/run/dbus/system_bus_socket"} {
 		if !slices.Contains(p.Masks, want) {
 			t.Errorf("plan %v does not mask %s", p.Masks, want)
 		}

@@ -79,11 +79,12 @@
 //     session runs later from the home (managerDirs: units, drop-ins,
 //     environment.d, session bus services and autostart entries run
 //     outside every cohort at the next reload, login or activation) and
-//     the FUSE
-//     device /dev/fuse, at every mount that shows it (a reader holding it
-//     that the server never answers outlives SIGKILL: killUnfrozen;
-//     fuseNodes), with an empty read-only tmpfs over a
-//     directory and /dev/null over anything else; puts a private,
+//     every mount of the devtmpfs but /dev (devMounts), with an empty
+//     read-only tmpfs over a directory and /dev/null over anything else;
+//     puts a /dev of the engine's own in place of the host's (dev.go:
+//     only the plain devices, so neither the user's console, sound,
+//     camera or security key, nor the FUSE device, whose reader the
+//     server never answers outlives SIGKILL: killUnfrozen); puts a private,
 //     writable tmpfs in place of the user's tmux and screen server
 //     directories (muxDirs: a server there starts processes outside the
 //     cohort on request; the engine's own tmux works there); puts one

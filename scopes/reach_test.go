@@ -191,3 +191,45 @@ echo "held $n"; echo "ready 1"; exec cat`)
 	}
 	a.Stop(ctxT(t), StopOptions{Stop: "stop-reach-limit", Grace: time.Second})
 }
+
+// TestEngineDevHoldsItsOwn: a confined engine's /dev holds the plain
+// devices, the usual links and its own ptys, shared memory and queues,
+// and nothing else: no device the user may open outside (the FUSE
+// device, and where the machine has them the user's console, sound,
+// cameras and security keys) is there, and no tool can put a file there.
+// What the nodes do still works.
+func TestEngineDevHoldsItsOwn(t *testing.T) {
+	sandboxtest.Require(t)
+	m := testManager(t)
+	e := launchEngine(t, m, `echo "engine $$"
+echo "dev $(cd /dev && ls -A | sort | tr '\n' ' ')"
+echo "open $(for f in $(find /dev -xdev \( -type c -o -type b \) 2>/dev/null); do [ -r "$f" ] || [ -w "$f" ] && printf '%s ' "$f"; done)"
+if ( : > /dev/mosaic-planted ) 2>/dev/null; then echo "plant 0"; else echo "plant 1"; fi
+if echo x > /dev/null && [ "$(head -c 4 /dev/urandom | wc -c)" = 4 ] && [ "$(head -c 3 /dev/zero | wc -c)" = 3 ] && ls /dev/fd/ >/dev/null && readlink /dev/stdin >/dev/null; then echo "nodes 0"; else echo "nodes 1"; fi
+if script -qec 'tty' /dev/null 2>/dev/null | grep -q '^/dev/pts/'; then echo "pty 0"; else echo "pty 1"; fi
+echo "ready 1"; exec cat`)
+	requireConfined(t, e)
+	got := e.expect(t, "engine", "dev", "open", "plant", "nodes", "pty", "ready")
+	want := "fd full mqueue null ptmx pts random shm stderr stdin stdout tty urandom zero"
+	if strings.TrimSpace(got["dev"]) != want {
+		t.Errorf("the engine's /dev holds %q; want %q", strings.TrimSpace(got["dev"]), want)
+	}
+	for _, f := range strings.Fields(got["open"]) {
+		switch strings.TrimPrefix(f, "/dev/") {
+		case "null", "zero", "full", "random", "urandom", "tty", "ptmx", "pts/ptmx":
+		default:
+			t.Errorf("a tool may open %s", f)
+		}
+	}
+	if got["plant"] != "1" {
+		t.Error("a tool made a file in the engine's /dev")
+	}
+	if got["nodes"] != "0" {
+		t.Error("the engine's null, zero, urandom or /dev/fd do not work")
+	}
+	if got["pty"] != "0" {
+		t.Error("a tool's own pty (script) does not work")
+	}
+	eng := e.pin(t, got["engine"])
+	assertProvenStop(t, e.Stop(ctxT(t), StopOptions{Stop: "stop-dev", Grace: time.Second}), eng)
+}

@@ -25,12 +25,12 @@ var displayDirs = []string{"/tmp/.X11-unix", "/tmp/.ICE-unix", "/tmp/.XIM-unix"}
 // tmpfs of its own in place of, the terminal multiplexers' socket
 // directories (as far as they exist), the user manager's and the buses'
 // sockets and configuration, the display's sockets, and /proc and
-// /dev/pts, of which it gets fresh ones. A
+// /dev, of which it gets its own. A
 // controller that reads a file for an engine, outside it (Pi's auth.json,
 // copied into the engine's agent directory), reads none that lies in
 // them. Unlike a launch, it makes nothing.
 func Unseen(hide ...string) []string {
-	out := []string{"/proc", systemBus, journalSockets, systemNotify, devPTS, devShm, devMqueue}
+	out := []string{"/proc", devDir, systemBus, journalSockets, systemNotify}
 	for _, group := range [][]string{hide, runtimeDirs(), muxDirsMade(false), SessionDirs(), busMasks(), displayDirs} {
 		for _, p := range group {
 			if path.IsAbs(p) {
