@@ -5,6 +5,9 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/mosaic-agents/mosaic/engine"
+	"github.com/mosaic-agents/mosaic/engine/pi"
 )
 
 // The completions share one shape in every shell: a table with, for each
@@ -24,18 +27,62 @@ type compNode struct {
 	subs  []*cli.Command
 	flags []flagDoc
 	id    bool
+	args  string // what its other positional words complete to (compWords)
+}
+
+// compFiles, as a node's args or a flag's values, completes file names;
+// any other string is the words to offer, and "" offers nothing: a
+// DURATION, a NAME or a HOST:PORT is no file.
+const compFiles = "@files"
+
+// flagChoices are the values of the flags that take one of a few words.
+var flagChoices = map[string][]string{
+	"thinking":    pi.ThinkingLevels,
+	"engine-kind": {engine.KindPi, engine.KindClaude},
+}
+
+// compValues is what the value of f completes to.
+func compValues(f flagDoc) string {
+	if c, ok := flagChoices[f.names[0]]; ok {
+		return strings.Join(c, " ")
+	}
+	switch f.arg {
+	case "FILE", "DIR", "PATH", "pi":
+		return compFiles
+	}
+	return ""
+}
+
+// compArgs is what the positional words of c complete to, after an id
+// where it takes one: file names where they are a FILE or a DIR, the
+// shells for a SHELL.
+func compArgs(c *cli.Command) string {
+	a := c.ArgsUsage
+	switch {
+	case strings.Contains(a, "FILE") || strings.Contains(a, "DIR"):
+		return compFiles
+	case strings.Contains(a, "SHELL"):
+		return "bash zsh fish"
+	}
+	return ""
 }
 
 func compTable(app *cli.App) []compNode {
 	help := flagDoc{names: []string{"help", "h"}, usage: "show help"}
 	root := compNode{path: "mosaicctl", subs: visible(app.Commands),
 		flags: []flagDoc{help, {names: []string{"version", "v"}, usage: "print the version"}}}
-	out := []compNode{root}
+	// help's argument is a command.
+	helpCmd := &cli.Command{Name: "help", Usage: "show the help of a command"}
+	root.subs = append(root.subs, helpCmd)
+	out := []compNode{root, {path: "mosaicctl help", flags: []flagDoc{help}, args: compNode{subs: visible(app.Commands)}.subWords()}}
 	var walk func(prefix string, cmds []*cli.Command)
 	walk = func(prefix string, cmds []*cli.Command) {
 		for _, c := range cmds {
+			if c == helpCmd {
+				continue
+			}
 			n := compNode{path: prefix + " " + c.Name, subs: visible(c.Subcommands),
-				flags: append(flagDocs(c.Flags), help), id: takesID(c)}
+				flags: append(flagDocs(c.Flags), help), id: takesID(c), args: compArgs(c)}
 			if n.path == "mosaicctl queue" {
 				// queue's acting forms are its first argument, not
 				// subcommands; each takes the id next and queue's flags.
@@ -66,6 +113,25 @@ func (n compNode) flagWords(valueOnly bool) string {
 		}
 	}
 	return strings.Join(w, " ")
+}
+
+// flagValues lists, for each of n's value flags by each of its names,
+// what its value completes to.
+func (n compNode) flagValues() [][2]string {
+	var out [][2]string
+	for _, f := range n.flags {
+		if f.arg == "" {
+			continue
+		}
+		for _, name := range f.names {
+			if len(name) == 1 {
+				out = append(out, [2]string{"-" + name, compValues(f)})
+			} else {
+				out = append(out, [2]string{"--" + name, compValues(f)})
+			}
+		}
+	}
+	return out
 }
 
 func (n compNode) subWords() string {
@@ -101,23 +167,32 @@ func shellTables(b *strings.Builder, t []compNode, line func(table, key, value s
 		if n.id {
 			b.WriteString(line("id", n.path, "1"))
 		}
+		if n.args != "" {
+			b.WriteString(line("args", n.path, n.args))
+		}
+		for _, fv := range n.flagValues() {
+			if fv[1] != "" {
+				b.WriteString(line("vals", n.path+" "+fv[0], fv[1]))
+			}
+		}
 	}
 }
 
 // shellWalk is the walker of bash and zsh (the same syntax): it reads
 // words[first..cword-1] into p (the command path), npos (positionals after
-// it) and skip (the current word is a flag's value), from the tables named
+// it), skip (the current word is a flag's value) and vf (that flag), from
+// the tables named
 // prefix+"subs" and prefix+"vflags".
 func shellWalk(words, cword string, first int, prefix string) string {
 	return strings.NewReplacer("WORDS", words, "CWORD", cword, "FIRST", fmt.Sprint(first), "T_", prefix).Replace(
-		`	local p=mosaicctl w i npos=0 skip=0 cur=${WORDS[CWORD]}
+		`	local p=mosaicctl w i npos=0 skip=0 vf= cur=${WORDS[CWORD]}
 	for ((i = FIRST; i < CWORD; i++)); do
 		w=${WORDS[i]}
 		# bash splits --flag=value into three words: the value follows "=".
 		if [[ $w == = ]]; then skip=1; continue; fi
 		if ((skip)); then skip=0; continue; fi
 		if [[ $w == -* ]]; then
-			[[ $w != *=* && " ${T_vflags[$p]} " == *" $w "* ]] && skip=1
+			[[ $w != *=* && " ${T_vflags[$p]} " == *" $w "* ]] && skip=1 vf=$w
 			continue
 		fi
 		if ((npos == 0)) && [[ " ${T_subs[$p]} " == *" $w "* ]]; then
@@ -134,7 +209,7 @@ const idsCommand = `mosaicctl conv list 2>/dev/null | awk 'NR > 1 { print $1 }'`
 func bashCompletion(t []compNode) string {
 	var b strings.Builder
 	b.WriteString("# bash completion for mosaicctl; generated by `mosaicctl gen completion bash`.\n")
-	b.WriteString("declare -gA _mosaicctl_subs _mosaicctl_flags _mosaicctl_vflags _mosaicctl_id\n")
+	b.WriteString("declare -gA _mosaicctl_subs _mosaicctl_flags _mosaicctl_vflags _mosaicctl_id _mosaicctl_args _mosaicctl_vals\n")
 	shellTables(&b, t, func(table, key, value string) string {
 		return fmt.Sprintf("_mosaicctl_%s[%q]=%q\n", table, key, value)
 	})
@@ -142,7 +217,7 @@ func bashCompletion(t []compNode) string {
 _mosaicctl() {
 ` + shellWalk("COMP_WORDS", "COMP_CWORD", 1, "_mosaicctl_") + `	COMPREPLY=()
 	if ((skip)); then
-		COMPREPLY=($(compgen -f -- "$cur"))
+		_mosaicctl_offer "${_mosaicctl_vals[$p $vf]}"
 	elif [[ $cur == -* ]]; then
 		COMPREPLY=($(compgen -W "${_mosaicctl_flags[$p]}" -- "$cur"))
 	elif [[ -n ${_mosaicctl_subs[$p]} ]] && ((npos == 0)); then
@@ -153,7 +228,16 @@ _mosaicctl() {
 	elif [[ -n ${_mosaicctl_id[$p]} ]] && ((npos == 0)); then
 		COMPREPLY=($(compgen -W "$(` + idsCommand + `)" -- "$cur"))
 	else
+		_mosaicctl_offer "${_mosaicctl_args[$p]}"
+	fi
+}
+
+# _mosaicctl_offer WORDS: file names for ` + compFiles + `, else the words.
+_mosaicctl_offer() {
+	if [[ $1 == ` + compFiles + ` ]]; then
 		COMPREPLY=($(compgen -f -- "$cur"))
+	elif [[ -n $1 ]]; then
+		COMPREPLY=($(compgen -W "$1" -- "$cur"))
 	fi
 }
 complete -F _mosaicctl mosaicctl
@@ -164,12 +248,13 @@ complete -F _mosaicctl mosaicctl
 func zshCompletion(t []compNode) string {
 	var b strings.Builder
 	b.WriteString("#compdef mosaicctl\n# zsh completion for mosaicctl; generated by `mosaicctl gen completion zsh`.\n\n")
-	b.WriteString("_mosaicctl() {\n\ttypeset -A subs flags vflags id\n")
+	b.WriteString("_mosaicctl() {\n\ttypeset -A subs flags vflags id args vals\n")
 	shellTables(&b, t, func(table, key, value string) string {
 		return fmt.Sprintf("\t%s+=(%s %s)\n", table, zq(key), zq(value))
 	})
-	b.WriteString(`` + shellWalk("words", "CURRENT", 2, "") + `	if ((skip)); then
-		_files
+	b.WriteString(`` + shellWalk("words", "CURRENT", 2, "") + `	local offer
+	if ((skip)); then
+		offer=${vals[$p $vf]}
 	elif [[ $cur == -* ]]; then
 		compadd -- ${=flags[$p]}
 	elif [[ -n ${subs[$p]} ]] && ((npos == 0)); then
@@ -180,7 +265,12 @@ func zshCompletion(t []compNode) string {
 	elif [[ -n ${id[$p]} ]] && ((npos == 0)); then
 		compadd -- ${(f)"$(` + idsCommand + `)"}
 	else
+		offer=${args[$p]}
+	fi
+	if [[ $offer == ` + compFiles + ` ]]; then
 		_files
+	elif [[ -n $offer ]]; then
+		compadd -- ${=offer}
 	fi
 }
 
@@ -267,13 +357,25 @@ complete -c mosaicctl -f
 					opts = append(opts, "-l "+name)
 				}
 			}
-			if f.arg != "" {
+			switch v := compValues(f); {
+			case f.arg == "":
+			case v == compFiles:
 				opts = append(opts, "-r -F")
+			case v != "":
+				opts = append(opts, "-x -a "+zq(v))
+			default:
+				opts = append(opts, "-x")
 			}
 			fmt.Fprintf(&b, "complete -c mosaicctl -n \"__mosaicctl_at %s\" %s -d %s\n", p, strings.Join(opts, " "), zq(f.usage))
 		}
 		if n.id {
 			fmt.Fprintf(&b, "complete -c mosaicctl -n \"__mosaicctl_at %s 0\" -a '(__mosaicctl_ids)' -d conversation\n", p)
+		}
+		switch {
+		case n.args == compFiles:
+			fmt.Fprintf(&b, "complete -c mosaicctl -n \"__mosaicctl_at %s\" -F\n", p)
+		case n.args != "":
+			fmt.Fprintf(&b, "complete -c mosaicctl -n \"__mosaicctl_at %s\" -a %s\n", p, zq(n.args))
 		}
 	}
 	return b.String()

@@ -139,6 +139,17 @@ words=(` + shq(words) + `); CURRENT=` + itoa(len(words)) + `; _mosaicctl`
 				{[]string{"mosaicctl", "queue", "cancel", "pi-"}, "pi-aaaaaaaaaaaaaaaaaaaa", "pi-file", ""},
 				{[]string{"mosaicctl", "queue", "resume", "--take", "pi-a"}, "pi-aaaaaaaaaaaaaaaaaaaa", "pi-file", ""},
 				{[]string{"mosaicctl", "queue", "edit", "--timeout", "1m", "pi-0"}, "pi-0123456789abcdef0123", "", ""},
+				// Values and arguments: a flag's few words, files only
+				// where a FILE or a DIR goes, nothing for the rest.
+				{[]string{"mosaicctl", "conv", "add", "--thinking", ""}, "medium", files, ""},
+				{[]string{"mosaicctl", "conv", "add", "--thinking", "x"}, "xhigh", "low", ""},
+				{[]string{"mosaicctl", "conv", "add", "--engine-kind", ""}, "claude", files, ""},
+				{[]string{"mosaicctl", "conv", "add", "--session", ""}, files, "", ""},
+				{[]string{"mosaicctl", "stop", "--timeout", ""}, "", files, ""},
+				{[]string{"mosaicctl", "stop", "pi-0123456789abcdef0123", ""}, "", files, ""},
+				{[]string{"mosaicctl", "proof", "verify", ""}, files, "", ""},
+				{[]string{"mosaicctl", "help", ""}, "stop", files, ""},
+				{[]string{"mosaicctl", "he"}, "help", "", ""},
 			} {
 				if tc.only != "" && tc.only != shell {
 					continue
@@ -154,6 +165,14 @@ words=(` + shq(words) + `); CURRENT=` + itoa(len(words)) + `; _mosaicctl`
 					t.Fatalf("%s %q: %v\n%s", shell, tc.words, err, out)
 				}
 				got := strings.Fields(string(out))
+				// zsh's _files (a stub here) stands for the file names.
+				fileWord := map[bool]string{true: "FILES", false: "pi-file"}[shell == "zsh"]
+				if tc.want == files {
+					tc.want = fileWord
+				}
+				if tc.deny == files {
+					tc.deny = fileWord
+				}
 				if tc.want != "" && !contains(got, tc.want) {
 					t.Errorf("%s completes %q to %q; want %s among them", shell, tc.words, got, tc.want)
 				}
@@ -164,6 +183,9 @@ words=(` + shq(words) + `); CURRENT=` + itoa(len(words)) + `; _mosaicctl`
 		})
 	}
 }
+
+// files, as a completion case's want or deny, is the file names.
+const files = "@files"
 
 func shq(words []string) string {
 	var q []string
