@@ -61,14 +61,18 @@ func privateDev() error {
 		if err != nil {
 			return fmt.Errorf("open %s: %w", p, err)
 		}
-		fds[n] = fd
 		var st unix.Stat_t
 		if err := unix.Fstat(fd, &st); err != nil {
+			unix.Close(fd)
 			return fmt.Errorf("stat %s: %w", p, err)
 		}
+		// Anything else at the name (a link, a file a container image
+		// put there) is no device to bind: the engine goes without.
 		if st.Mode&unix.S_IFMT != unix.S_IFCHR {
-			return fmt.Errorf("%s is no character device (mode %o)", p, st.Mode)
+			unix.Close(fd)
+			continue
 		}
+		fds[n] = fd
 	}
 	if err := unix.Mount("mosaic-dev", devDir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=64k,nr_inodes=64,mode=0755"); err != nil {
 		return fmt.Errorf("mount a /dev of the engine's own: %w", err)
