@@ -31,6 +31,10 @@ type Conversation struct {
 	// Claude conversation has its engine in Claude and no session file.
 	EngineKind string  `toml:"engine_kind,omitempty"`
 	Claude     *Claude `toml:"claude,omitempty"`
+	// Devices are host devices the engine's tools may open besides the
+	// plain ones (`conv add --device`: a GPU's render node, /dev/kvm),
+	// each an absolute path below /dev; the engine's /dev has no other.
+	Devices []string `toml:"devices,omitempty"`
 }
 
 // MinIdleStop is the shortest idle policy accepted.
@@ -136,6 +140,11 @@ func (c *Conversation) validateCommon() error {
 	if c.IdleStop != "" {
 		if d, err := time.ParseDuration(c.IdleStop); err != nil || d < MinIdleStop {
 			return refuseField("idle_stop", c.IdleStop, "must be a duration of at least 1s, such as 30m or 2h (or empty: off)")
+		}
+	}
+	for _, d := range c.Devices {
+		if rel, ok := strings.CutPrefix(d, "/dev/"); !ok || rel == "" || filepath.Clean(d) != d {
+			return refuseField("devices", d, "must be a clean absolute path below /dev, such as /dev/dri/renderD128")
 		}
 	}
 	return nil

@@ -41,17 +41,22 @@ type Confinement struct {
 	// the controller's own.
 	Namespaces []Namespace `json:"namespaces"`
 	// Masked are the paths made unreachable inside (an empty read-only
-	// tmpfs over a directory, /dev/null over a socket or the FUSE device).
+	// tmpfs over a directory, /dev/null over a socket) or replaced by the
+	// engine's own (/dev, /dev/pts, /dev/shm, /dev/mqueue).
 	// Which paths exist to be masked depends on the machine (its runtime
-	// directory, its buses, whether it has /dev/fuse), so Holds requires
-	// some, each absolute and clean, not a given list. The FUSE device's
-	// mask serves the stop, not the proof: a reader that FUSE kept alive
-	// would keep the cgroup populated, and no proof is made of that.
+	// directory, its buses, whether another mount shows /dev), so Holds
+	// requires some, each absolute and clean, not a given list. Keeping
+	// the FUSE device out of /dev serves the stop, not the proof: a reader
+	// that FUSE kept alive would keep the cgroup populated, and no proof
+	// is made of that.
 	Masked []string `json:"masked"`
 	// ReadOnly are the paths the engine could read but not change: the
 	// inputs the controller gives other conversations' engines (Pi's
 	// agent directories, a Claude env file).
 	ReadOnly []string `json:"read_only,omitempty"`
+	// Devices are the host devices the engine's own /dev held besides the
+	// plain ones, which every tool could open (`conv add --device`).
+	Devices []string `json:"devices,omitempty"`
 	// CgroupRoot is the cgroup the engine's cgroup namespace is rooted at,
 	// which is also the only part of the cgroup2 hierarchy mounted inside.
 	CgroupRoot string `json:"cgroup_root"`

@@ -69,6 +69,8 @@ type confinePlan struct {
 	// below them, bound back writable (Spec.ReadOnly, Spec.Writable).
 	ReadOnly []string `json:"read_only,omitempty"`
 	Writable []string `json:"writable,omitempty"`
+	// Devices are Spec.Devices, below /dev (devicePaths).
+	Devices []string `json:"devices,omitempty"`
 	// CgroupMount is where cgroup2 is mounted afresh from inside the new
 	// cgroup namespace, so only the engine's subtree is reachable there.
 	CgroupMount string `json:"cgroup_mount"`
@@ -87,6 +89,8 @@ type confineReport struct {
 	Masked   []string `json:"masked,omitempty"`
 	Absent   []string `json:"absent,omitempty"` // mask targets that did not exist
 	ReadOnly []string `json:"read_only,omitempty"`
+	// Devices are the plan's devices the engine's /dev holds.
+	Devices []string `json:"devices,omitempty"`
 	// Scoped and Unscoped: the Landlock scopes set on the thread the
 	// engine is forked from, or why none (scopeDomain).
 	Scoped   []string `json:"scoped,omitempty"`
@@ -510,9 +514,11 @@ func confine(plan confinePlan) confineReport {
 	if err := writable.bindBack(); err != nil {
 		return pathFail(err)
 	}
-	if err := privateDev(); err != nil {
+	devices, absent, err := privateDev(plan.Devices)
+	if err != nil {
 		return fail("%v", err)
 	}
+	rep.Devices, rep.Absent = devices, append(rep.Absent, absent...)
 	rep.Masked = append(rep.Masked, devDir)
 	switch ok, err := privatePTYs(); {
 	case err != nil:
@@ -781,7 +787,7 @@ func evidence(pid int, rep confineReport, cgroup string) (proofs.Confinement, er
 	if len(rep.Masked) == 0 {
 		return proofs.Confinement{}, fmt.Errorf("%w: nothing could be masked (absent: %v)", ErrConfinement, rep.Absent)
 	}
-	return proofs.Confinement{Confined: true, Namespaces: ns, Masked: rep.Masked, ReadOnly: rep.ReadOnly, CgroupRoot: cgroup,
+	return proofs.Confinement{Confined: true, Namespaces: ns, Masked: rep.Masked, ReadOnly: rep.ReadOnly, Devices: rep.Devices, CgroupRoot: cgroup,
 		Scoped: rep.Scoped, Unscoped: rep.Unscoped}, nil
 }
 

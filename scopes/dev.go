@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"slices"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -29,8 +31,10 @@ var devLinks = [][2]string{
 }
 
 // privateDev puts a /dev of the engine's own in place of the host's: a
-// tmpfs holding devNodes, the links, and the directories the engine's own
-// ptys, shared memory and queues are mounted on next. A device the user
+// tmpfs holding devNodes and the devices the conversation gives its tools
+// (Spec.Devices), the links, and the directories the engine's own ptys,
+// shared memory and queues are mounted on next. It returns the devices
+// bound besides devNodes, and the names that held no device. A device the user
 // may open is no tool's business: the console the user is logged in on
 // (/dev/tty<N>, and /dev/vcs*, its screen's contents), and what logind
 // gives the user at the seat (a microphone and a camera under /dev/snd
@@ -45,58 +49,109 @@ var devLinks = [][2]string{
 // engine (no CAP_MKNOD outside) could make no node there anyway. It is
 // left read-only, so no tool puts a file of its own at a name another
 // program trusts.
-func privateDev() error {
+func privateDev(devices []string) (bound, absent []string, err error) {
 	fds := map[string]int{}
 	defer func() {
 		for _, fd := range fds {
 			unix.Close(fd)
 		}
 	}()
-	for _, n := range devNodes {
+	names := slices.Clone(devNodes)
+	for _, d := range devices {
+		names = append(names, strings.TrimPrefix(d, devDir+"/"))
+	}
+	for _, n := range names {
 		p := path.Join(devDir, n)
 		fd, err := unix.Open(p, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if errors.Is(err, unix.ENOENT) {
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+			absent = append(absent, p)
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("open %s: %w", p, err)
+			return nil, nil, fmt.Errorf("open %s: %w", p, err)
 		}
 		var st unix.Stat_t
 		if err := unix.Fstat(fd, &st); err != nil {
 			unix.Close(fd)
-			return fmt.Errorf("stat %s: %w", p, err)
+			return nil, nil, fmt.Errorf("stat %s: %w", p, err)
 		}
-		// Anything else at the name (a link, a file a container image
-		// put there) is no device to bind: the engine goes without.
+		// Anything else at the name (a link, a directory, a file a
+		// container image put there) is no device to bind: the engine
+		// goes without.
 		if st.Mode&unix.S_IFMT != unix.S_IFCHR {
 			unix.Close(fd)
+			absent = append(absent, p)
 			continue
 		}
 		fds[n] = fd
 	}
-	if err := unix.Mount("mosaic-dev", devDir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=64k,nr_inodes=64,mode=0755"); err != nil {
-		return fmt.Errorf("mount a /dev of the engine's own: %w", err)
+	if err := unix.Mount("mosaic-dev", devDir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=64k,nr_inodes=256,mode=0755"); err != nil {
+		return nil, nil, fmt.Errorf("mount a /dev of the engine's own: %w", err)
 	}
-	for n, fd := range fds {
+	for _, n := range names {
+		fd, ok := fds[n]
+		if !ok {
+			continue
+		}
 		p := path.Join(devDir, n)
+		if err := os.MkdirAll(path.Dir(p), 0o755); err != nil {
+			return nil, nil, err
+		}
 		if err := os.WriteFile(p, nil, 0o666); err != nil {
-			return err
+			return nil, nil, err
 		}
 		if err := unix.Mount(fmt.Sprintf("/proc/self/fd/%d", fd), p, "", unix.MS_BIND, ""); err != nil {
-			return fmt.Errorf("bind %s into the engine's /dev: %w", p, err)
+			return nil, nil, fmt.Errorf("bind %s into the engine's /dev: %w", p, err)
+		}
+		if !slices.Contains(devNodes, n) {
+			bound = append(bound, p)
 		}
 	}
 	for _, l := range devLinks {
 		if err := os.Symlink(l[1], path.Join(devDir, l[0])); err != nil {
-			return err
+			return nil, nil, err
 		}
 	}
 	for _, d := range []string{devPTS, devShm, devMqueue} {
 		if err := os.Mkdir(d, 0o755); err != nil {
-			return err
+			return nil, nil, err
 		}
 	}
-	return nil
+	return bound, absent, nil
+}
+
+// CheckDevices is what a launch refuses of Spec.Devices, for a caller to
+// refuse it first.
+func CheckDevices(devices []string) error {
+	_, err := devicePaths(devices)
+	return err
+}
+
+// maxDevices bounds Spec.Devices: each is a mount in the engine's
+// namespace.
+const maxDevices = 32
+
+// devicePaths checks Spec.Devices: each an absolute, clean path below
+// /dev, once, none where the engine's own ptys, shared memory and queues
+// go nor one of the plain devices it has anyway.
+func devicePaths(devices []string) ([]string, error) {
+	if len(devices) > maxDevices {
+		return nil, fmt.Errorf("%w: %d devices, at most %d", ErrConfinement, len(devices), maxDevices)
+	}
+	var out []string
+	for _, d := range devices {
+		rel, ok := strings.CutPrefix(d, devDir+"/")
+		switch {
+		case !ok || rel == "" || path.Clean(d) != d:
+			return nil, fmt.Errorf("%w: device %q is not a clean path below %s", ErrConfinement, d, devDir)
+		case slices.ContainsFunc([]string{devPTS, devShm, devMqueue}, func(own string) bool { return atOrBelow(d, own) }):
+			return nil, fmt.Errorf("%w: device %q is where the engine's own ptys, shared memory or queues go", ErrConfinement, d)
+		case slices.Contains(devNodes, rel) || slices.Contains(out, d):
+			continue
+		}
+		out = append(out, d)
+	}
+	return out, nil
 }
 
 // sealDev makes the engine's /dev read-only, once the mounts on it are

@@ -99,6 +99,13 @@ type Spec struct {
 	// keeps the sessions of its own runs outside mosaic. One missing is
 	// left so.
 	Writable []string
+	// Devices are host devices the engine's own /dev holds besides the
+	// plain ones (privateDev), each an absolute path under /dev to a
+	// character device, at the same path: a GPU's render node for a
+	// tool's CUDA, /dev/kvm for a tool's VM. Every tool may open them.
+	// One missing, or no character device, is left out (the report
+	// names it absent).
+	Devices []string
 	// BeforeRelease, if set, is called once the cohort is confirmed and
 	// before the engine may exec: the controller records the incarnation
 	// (the claim's `active` revision) here. An error aborts the launch and

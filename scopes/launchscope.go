@@ -121,6 +121,9 @@ func planIf(confined bool, spec Spec) (*confinePlan, error) {
 		return nil, err
 	}
 	p.Keep = append(p.Keep, kept...)
+	if p.Devices, err = devicePaths(spec.Devices); err != nil {
+		return nil, err
+	}
 	if p.ReadOnly, p.Writable, err = readOnlyPaths(spec.ReadOnly, spec.Writable); err != nil {
 		return nil, err
 	}

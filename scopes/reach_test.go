@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -232,4 +233,63 @@ echo "ready 1"; exec cat`)
 	}
 	eng := e.pin(t, got["engine"])
 	assertProvenStop(t, e.Stop(ctxT(t), StopOptions{Stop: "stop-dev", Grace: time.Second}), eng)
+}
+
+// TestEngineDevGivenDevices: the devices a conversation gives its tools
+// (Spec.Devices, `conv add --device`) are in the engine's /dev at their
+// paths, a nested one too, and named in the confinement's evidence; one
+// the machine lacks is left out and named absent; nothing else is added.
+func TestEngineDevGivenDevices(t *testing.T) {
+	sandboxtest.Require(t)
+	var given []string
+	for _, d := range []string{"/dev/fuse", "/dev/net/tun"} {
+		if fi, err := os.Stat(d); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			given = append(given, d)
+		}
+	}
+	if len(given) < 2 {
+		sandboxtest.Unavailable(t, "the sandbox lacks /dev/fuse or /dev/net/tun (%v): no device to give", given)
+	}
+	m := testManager(t)
+	e := launchWith(t, m, `echo "engine $$"
+echo "dev $(cd /dev && ls -A | sort | tr '\n' ' ')"
+echo "given $(for f in /dev/fuse /dev/net/tun; do [ -c "$f" ] && [ -w "$f" ] && printf '%s ' "$f"; done)"
+echo "ready 1"; exec cat`, func(s *Spec) { s.Devices = append(slices.Clone(given), "/dev/mosaic-no-such-device") })
+	requireConfined(t, e)
+	got := e.expect(t, "engine", "dev", "given", "ready")
+	if want := "fd full fuse mqueue net null ptmx pts random shm stderr stdin stdout tty urandom zero"; strings.TrimSpace(got["dev"]) != want {
+		t.Errorf("the engine's /dev holds %q; want %q", strings.TrimSpace(got["dev"]), want)
+	}
+	if strings.TrimSpace(got["given"]) != strings.Join(given, " ") {
+		t.Errorf("a tool may open %q of the devices given; want %q", got["given"], given)
+	}
+	if c := e.Cohort.Confinement; !slices.Equal(c.Devices, given) {
+		t.Errorf("the confinement names devices %v; want %v", c.Devices, given)
+	}
+	eng := e.pin(t, got["engine"])
+	assertProvenStop(t, e.Stop(ctxT(t), StopOptions{Stop: "stop-devices", Grace: time.Second}), eng)
+}
+
+// TestDevicePaths: a device must be a clean path below /dev, not where
+// the engine's own ptys, shared memory or queues go; a plain one or a
+// repeat is dropped.
+func TestDevicePaths(t *testing.T) {
+	for _, tc := range []struct {
+		in   []string
+		want []string
+		bad  bool
+	}{
+		{in: []string{"/dev/kvm", "/dev/dri/renderD128", "/dev/kvm", "/dev/null"}, want: []string{"/dev/kvm", "/dev/dri/renderD128"}},
+		{in: []string{"/etc/passwd"}, bad: true},
+		{in: []string{"/dev/../etc/passwd"}, bad: true},
+		{in: []string{"/dev/"}, bad: true},
+		{in: []string{"/dev/pts/0"}, bad: true},
+		{in: []string{"/dev/shm"}, bad: true},
+		{in: slices.Repeat([]string{"/dev/kvm"}, maxDevices+1), bad: true},
+	} {
+		got, err := devicePaths(tc.in)
+		if (err != nil) != tc.bad || !tc.bad && !slices.Equal(got, tc.want) {
+			t.Errorf("devicePaths(%q) = %q, %v; want %q (refused: %v)", tc.in, got, err, tc.want, tc.bad)
+		}
+	}
 }

@@ -127,6 +127,7 @@ func convAddCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "extension", Usage: "a reviewed Pi extension `FILE` to load (-e under --no-extensions), pinned now by real path and SHA-256; repeatable; it runs with the engine's full rights (docs/security.md)"},
 			&cli.StringFlag{Name: "idle-stop", Usage: "hibernate after `DURATION` idle (no run, client, tool process, queued item or pending approval): the engine ends with a proof and the next client wakes it on the same leaf; default off"},
 			&cli.BoolFlag{Name: "replace", Usage: "replace an existing conversation's settings"},
+			deviceFlag(),
 		}, claudeAddFlags()...),
 		Action: func(c *cli.Context) error {
 			if c.String("engine-kind") == engine.KindClaude {
@@ -162,6 +163,9 @@ func convAddCommand() *cli.Command {
 			}
 			cv.Limits = limits
 			cv.IdleStop = c.String("idle-stop")
+			if cv.Devices, err = devicesOf(c); err != nil {
+				return err
+			}
 			cv.ID = conversations.ID(cv.Project, cv.Seat, filepath.Base(session))
 			if err := cv.Validate(); err != nil {
 				return err

@@ -61,6 +61,9 @@ func claudeConversation(c *cli.Context) (*conversations.Conversation, error) {
 		return nil, err
 	}
 	cv.Limits = limits
+	if cv.Devices, err = devicesOf(c); err != nil {
+		return nil, err
+	}
 	cv.ID = conversations.ID(cv.Project, cv.Seat, cl.Session)
 	if err := cv.Validate(); err != nil {
 		return nil, err

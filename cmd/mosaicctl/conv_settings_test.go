@@ -1,10 +1,13 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -175,5 +178,54 @@ func TestConvAddPinsTheUsersNode(t *testing.T) {
 	if r := runCmd(t, add); r.code == 0 || !strings.Contains(r.stderr, "engine-pin-mismatch") || !strings.Contains(r.stderr, "Pi needs node >=22.19.0") ||
 		!strings.Contains(r.stderr, "--node PATH") {
 		t.Fatalf("conv add with Node 20 first on PATH: exit %d, stderr %q; want engine-pin-mismatch naming the range and --node", r.code, r.stderr)
+	}
+}
+
+// TestConvDevice: `conv add --device` refuses what is no character
+// device below /dev (a file, a directory, a link out of /dev, where the
+// engine's own ptys go) before anything is saved; a device given is in
+// the engine's /dev, one not given is not.
+func TestConvDevice(t *testing.T) {
+	sandboxtest.Require(t)
+	bin := sandboxtest.Bin(t, "mosaicctl")
+	entry, _ := fakeEngine(t, stubmodel.Script{Turns: []stubmodel.Turn{{Text: []string{"Hello."}}}})
+	if fi, err := os.Stat("/dev/fuse"); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+		sandboxtest.Unavailable(t, "no /dev/fuse to give the engine (%v)", err)
+	}
+	proj, session := project(t, "refused")
+	for _, dev := range []string{"/etc/passwd", "/dev/net", "/dev/pts", "/dev/fd", "/dev/pts/ptmx", "/dev/no-such"} {
+		r := run(t, bin, "conv", "add", "--project", proj, "--seat", "refused", "--session", session, "--engine", entry, "--device", dev)
+		if r.code == 0 || !strings.Contains(r.stderr, "--device") {
+			t.Errorf("--device %s: exit %d, stderr %q; want a refusal naming --device", dev, r.code, r.stderr)
+		}
+	}
+	if r := run(t, bin, "conv", "list"); strings.Contains(r.stdout, "refused") {
+		t.Errorf("a refused conv add saved the conversation:\n%s", r.stdout)
+	}
+	id, _, _ := startConversation(t, bin, "devices", "--engine", entry, "--provider", "fakellm", "--model", "fake-model", "--device", "/dev/fuse")
+	if r := run(t, bin, "prompt", "--take", id, "hi"); r.code != 0 {
+		t.Fatalf("prompt: exit %d, %s", r.code, r.stderr)
+	}
+	if show := mustRun(t, bin, "conv", "show", id); !strings.Contains(show, `devices = ["/dev/fuse"]`) {
+		t.Fatalf("conv show lacks the device:\n%s", show)
+	}
+	var st convStatus
+	if err := json.Unmarshal([]byte(mustRun(t, bin, "status", "--json", id)), &st); err != nil || st.Scope == nil {
+		t.Fatalf("status --json: %v %+v", err, st)
+	}
+	pids := enginePIDs(t, st.Scope.Name)
+	if len(pids) == 0 {
+		t.Fatal("no engine process")
+	}
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/root/dev", pids[len(pids)-1]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	if !slices.Contains(names, "fuse") || slices.Contains(names, "net") || slices.Contains(names, "kvm") {
+		t.Errorf("the engine's /dev holds %v; want fuse, given, and no other of the machine's", names)
 	}
 }

@@ -118,6 +118,9 @@ func repinCommand(cv *conversations.Conversation) string {
 	opt("--tasks-max", cv.Limits.TasksMax.String())
 	opt("--cpu-quota", cv.Limits.CPUQuota.String())
 	opt("--idle-stop", cv.IdleStop)
+	for _, d := range cv.Devices {
+		opt("--device", d)
+	}
 	args = append(args, "--replace")
 	for i, a := range args {
 		args[i] = shellQuote(a)
