@@ -163,6 +163,7 @@ func reportReplace(w io.Writer, old, cv *conversations.Conversation, run running
 	diff(&engine, "engine.extensions", extensionsText(oe.Extensions), extensionsText(ne.Extensions))
 	diff(&env, "engine.agent_dir", oe.AgentDir, ne.AgentDir)
 	diff(&env, "engine.path", oe.Path, ne.Path)
+	diff(&env, "devices", strings.Join(old.Devices, " "), strings.Join(cv.Devices, " "))
 	diff(&identity, "workspace", old.Workspace, cv.Workspace)
 	id := cv.ID
 	if len(limits)+len(env) > 0 {
