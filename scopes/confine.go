@@ -165,8 +165,8 @@ func planConfinement(hide ...string) (confinePlan, error) {
 	// use it.
 	masks.add(makeDisplayDirs()...)
 	// Each of these is masked, as are the runtime and private directories,
-	// wherever else a mount shows the same file (aliases, below); the FUSE
-	// nodes and cgroup mounts next are found by mount already.
+	// wherever else a mount shows the same file (aliases, below); the
+	// devtmpfs and cgroup mounts next are found by mount already.
 	byPath := slices.Clone(masks)
 	// The engine gets a /dev of its own (privateDev); every other mount
 	// of the devtmpfs shows the user's devices all the same (the FUSE

@@ -34,14 +34,15 @@ var devLinks = [][2]string{
 // tmpfs holding devNodes and the devices the conversation gives its tools
 // (Spec.Devices), the links, and the directories the engine's own ptys,
 // shared memory and queues are mounted on next. It returns the devices
-// bound besides devNodes, and the names that held no device. A device the user
-// may open is no tool's business: the console the user is logged in on
-// (/dev/tty<N>, and /dev/vcs*, its screen's contents), and what logind
-// gives the user at the seat (a microphone and a camera under /dev/snd
-// and /dev/video*, a security key under /dev/hidraw*, the GPU), the FUSE
-// device (killUnfrozen), anything a later udev rule adds. An allow list
-// covers all of them at once; masks named devices one by one, and a mask
-// covers a path, not the device.
+// bound besides devNodes, and the names that held no device.
+//
+// A device the user may open is no tool's business unless given: the
+// console the user is logged in on (/dev/tty<N>, and /dev/vcs*, its
+// screen's contents), what logind gives the user at the seat (a
+// microphone and a camera under /dev/snd and /dev/video*, a security key
+// under /dev/hidraw*, the GPU), the FUSE device (killUnfrozen), anything
+// a later udev rule adds. An allow list covers all of them at once; masks
+// named devices one by one, and a mask covers a path, not the device.
 //
 // The nodes are opened (O_PATH) before the tmpfs covers them and bound
 // from those descriptors. Each bind is a mount of the host's devtmpfs,
