@@ -478,6 +478,18 @@ func confine(plan confinePlan) confineReport {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fail("make / private: %v", err)
 	}
+	// The working directory the launcher started this child in was
+	// entered by path before any mount here, so it stays where that path
+	// led then, under whatever is mounted over it below: a project that a
+	// tool of the last engine swapped for a link to /dev or to the
+	// runtime directory would leave the engine working in the host's
+	// devtmpfs (every device by a relative path) or the user's runtime
+	// directory (every server there). It is entered again by its path
+	// once everything is mounted (workdir).
+	wd, err := unix.Getwd()
+	if err != nil {
+		return pathFail(fmt.Errorf("working directory: %v", err))
+	}
 	kept, err := openKept(plan.Keep)
 	if err != nil {
 		return pathFail(err)
@@ -568,6 +580,9 @@ func confine(plan confinePlan) confineReport {
 	}
 	if cg != "/" {
 		return fail("cgroup namespace not rooted at the child's cgroup: /proc/self/cgroup says %q", cg)
+	}
+	if err := unix.Chdir(wd); err != nil {
+		return pathFail(fmt.Errorf("working directory %s, entered again through the engine's mounts: %v", wd, err))
 	}
 	// Last: a domain forbids nothing set up above, but it is what the
 	// report says the engine runs in.
