@@ -176,6 +176,12 @@ func planConfinement(hide ...string) (confinePlan, error) {
 		return confinePlan{}, fmt.Errorf("%w: read mountinfo: %w", ErrConfinement, err)
 	}
 	masks.add(devMounts(string(mounts))...)
+	// fusectl shows every FUSE connection of the machine, and each one's
+	// abort belongs to the mount's owner: the user's sshfs, rclone mount,
+	// gvfs, document portal. A tool that writes it ends the user's mount
+	// (every access to it fails ENOTCONN, its server exits); the engine
+	// has no FUSE mount of its own to abort.
+	masks.add(fusectlMounts(string(mounts))...)
 	const cgroupView = "/sys/fs/cgroup"
 	masks.add(otherCgroupMounts(string(mounts), cgroupView)...)
 	private := muxDirs()
