@@ -70,3 +70,46 @@ echo "ready 1"; exec cat`, shellQuote(bin), server), dir)
 		})
 	}
 }
+
+// TestWorkdirNearAMask: a directory that holds a hidden one (~/.config
+// holds ~/.config/systemd) is bound onto itself to keep it in place
+// (fixAncestors), and the mask is made on that bind: a working directory
+// entered before the bind, at that directory or below it (a project at
+// ~/.config, or at ~/.config/nvim), stays on the mount below it, where
+// the hidden directory is not masked, and a tool reached it by a relative
+// path (systemd/user/x.service, ../systemd/user/x.service: a unit the user
+// manager runs outside the cohort).
+func TestWorkdirNearAMask(t *testing.T) {
+	sandboxtest.Require(t)
+	m := testManager(t)
+	top := filepath.Join(t.TempDir(), "config")
+	hidden := filepath.Join(top, "systemd")
+	for _, d := range []string{hidden, filepath.Join(top, "nvim")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(hidden, "secret"), []byte("s3cret\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ name, dir, rel string }{{"at", top, "systemd"}, {"below", filepath.Join(top, "nvim"), "../systemd"}} {
+		t.Run(c.name, func(t *testing.T) {
+			e := launchWith(t, m, fmt.Sprintf(`exec 2>/dev/null
+echo "relative $(cat %[1]s/secret || echo none)"
+echo "absolute $(cat %[2]s/secret || echo none)"
+if echo x > %[1]s/planted; then echo "planted 0"; else echo "planted 1"; fi
+echo "ready 1"; exec cat`, c.rel, shellQuote(hidden)), func(s *Spec) { s.Dir, s.Hide = c.dir, []string{hidden} })
+			requireConfined(t, e)
+			got := e.expect(t, "relative", "absolute", "planted", "ready")
+			if got["absolute"] != "none" {
+				t.Fatalf("the hidden directory is not masked at its path (%q): the test proves nothing", got["absolute"])
+			}
+			if got["relative"] != "none" {
+				t.Errorf("a tool read the hidden directory through its working directory (%q)", got["relative"])
+			}
+			if _, err := os.Stat(filepath.Join(hidden, "planted")); err == nil || got["planted"] == "0" {
+				t.Errorf("a tool wrote into the hidden directory through its working directory")
+			}
+		})
+	}
+}
