@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"reflect"
 	"time"
 
 	"github.com/mosaic-agents/mosaic/audit"
@@ -79,10 +80,19 @@ func (c *Controller) watchSession(x *execution, prev *history.Snapshot) {
 				continue // checked again next tick: prev and lastSize stay
 			}
 			for _, id := range fresh {
-				if !ours[id] {
+				if _, ok := ours[id]; !ok {
 					c.foreign(x, "entry "+id+" was appended to the session file by another writer", id)
 					return
 				}
+			}
+			// The id is not enough: a writer that edits an entry the
+			// engine appended, before this check, keeping its id (a user
+			// message reworded), has its words vouched for as the
+			// engine's, and a wake or recover sends them to the model as
+			// this conversation's.
+			if id := rewritten(snap.AppendedLines(), ours); id != "" {
+				c.foreign(x, "entry "+id+" in the session file is not the one the engine holds: another writer changed it before it was checked", id)
+				return
 			}
 			// A leaf id Pi would not write is never pinned
 			// (readSessionHead): the binding keeps naming the last one.
@@ -147,12 +157,36 @@ func (c *Controller) sawWritten(x *execution, id string) (engine string) {
 	return ""
 }
 
-// engineEntries returns the ids of the entries the engine holds after the
+// rewritten returns the id of the first of lines whose entry the engine
+// holds otherwise (compared as JSON values: the engine's answer need not
+// spell it byte for byte as its append did), or "". Lines of no entry the
+// engine holds (the header) are not compared: the ids were checked first.
+func rewritten(lines [][]byte, ours map[string]json.RawMessage) string {
+	for _, l := range lines {
+		var e struct {
+			ID string `json:"id"`
+		}
+		if json.Unmarshal(l, &e) != nil {
+			continue
+		}
+		raw, ok := ours[e.ID]
+		if !ok {
+			continue
+		}
+		var file, engine any
+		if json.Unmarshal(l, &file) != nil || json.Unmarshal(raw, &engine) != nil || !reflect.DeepEqual(file, engine) {
+			return e.ID
+		}
+	}
+	return ""
+}
+
+// engineEntries returns the entries the engine holds after the
 // last entry of prev, which the engine holds too (it loaded it or wrote
 // it, or an earlier check would have found it foreign): only what is new,
 // never the whole session. size is the file's size now: what it grew by
 // bounds how long the answer may take.
-func engineEntries(x *execution, prev *history.Snapshot, size int64) (map[string]bool, error) {
+func engineEntries(x *execution, prev *history.Snapshot, size int64) (map[string]json.RawMessage, error) {
 	since, grown := "", size
 	if prev != nil && !prev.New() {
 		since = prev.LeafID()
@@ -167,13 +201,13 @@ func engineEntries(x *execution, prev *history.Snapshot, size int64) (map[string
 	if err != nil {
 		return nil, err
 	}
-	ours := map[string]bool{}
+	ours := map[string]json.RawMessage{}
 	for _, raw := range ents.Entries {
 		var e struct {
 			ID string `json:"id"`
 		}
 		if json.Unmarshal(raw, &e) == nil {
-			ours[e.ID] = true
+			ours[e.ID] = raw
 		}
 	}
 	return ours, nil

@@ -155,6 +155,7 @@ func scan(path string, src *source, prev *Snapshot, max int64, project string) (
 	s.incomplete = end < len(data)
 	if end > 0 {
 		s.chunks = append(s.chunks, lines)
+		s.fresh = lines
 	}
 	s.size = base + int64(end)
 	h.Sum(s.digest[:0])

@@ -1,6 +1,7 @@
 package history
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"sync"
@@ -35,6 +36,7 @@ type Snapshot struct {
 	appended   int // records[appended:] were parsed by this snapshot
 	lineage    []mark
 	chunks     [][]byte // the snapshot's bytes, for the next follow's prefix check
+	fresh      []byte   // the complete lines this snapshot read (and hashed)
 	hstate     []byte   // the SHA-256 state after them, for the next follow's digest
 	idx        *index
 
@@ -88,6 +90,21 @@ func (s *Snapshot) Appended() []string {
 	for _, r := range s.records[s.appended:] {
 		if r.e != nil {
 			out = append(out, r.e.id)
+		}
+	}
+	return out
+}
+
+// AppendedLines returns the complete lines this snapshot read beyond the
+// snapshot it followed (the whole file for a Read, its header first),
+// exactly as it read and hashed them: what the controller compares with
+// the entries its engine holds, not a second read a writer could change
+// back in between.
+func (s *Snapshot) AppendedLines() [][]byte {
+	var out [][]byte
+	for l := range bytes.SplitSeq(s.fresh, []byte{'\n'}) {
+		if len(l) > 0 {
+			out = append(out, l)
 		}
 	}
 	return out

@@ -180,6 +180,12 @@ func planConfinement(hide ...string) (confinePlan, error) {
 		return confinePlan{}, fmt.Errorf("%w: read mountinfo: %w", ErrConfinement, err)
 	}
 	masks.add(devMounts(string(mounts))...)
+	// fusectl shows every FUSE connection of the machine, and each one's
+	// abort belongs to the mount's owner: the user's sshfs, rclone mount,
+	// gvfs, document portal. A tool that writes it ends the user's mount
+	// (every access to it fails ENOTCONN, its server exits); the engine
+	// has no FUSE mount of its own to abort.
+	masks.add(fusectlMounts(string(mounts))...)
 	const cgroupView = "/sys/fs/cgroup"
 	masks.add(otherCgroupMounts(string(mounts), cgroupView)...)
 	private := muxDirs()
@@ -482,6 +488,18 @@ func confine(plan confinePlan) confineReport {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fail("make / private: %v", err)
 	}
+	// The working directory the launcher started this child in was
+	// entered by path before any mount here, so it stays where that path
+	// led then, under whatever is mounted over it below: a project that a
+	// tool of the last engine swapped for a link to /dev or to the
+	// runtime directory would leave the engine working in the host's
+	// devtmpfs (every device by a relative path) or the user's runtime
+	// directory (every server there). It is entered again by its path
+	// once everything is mounted (workdir).
+	wd, err := unix.Getwd()
+	if err != nil {
+		return pathFail(fmt.Errorf("working directory: %v", err))
+	}
 	kept, err := openKept(plan.Keep)
 	if err != nil {
 		return pathFail(err)
@@ -574,6 +592,9 @@ func confine(plan confinePlan) confineReport {
 	}
 	if cg != "/" {
 		return fail("cgroup namespace not rooted at the child's cgroup: /proc/self/cgroup says %q", cg)
+	}
+	if err := unix.Chdir(wd); err != nil {
+		return pathFail(fmt.Errorf("working directory %s, entered again through the engine's mounts: %v", wd, err))
 	}
 	// Last: a domain forbids nothing set up above, but it is what the
 	// report says the engine runs in.

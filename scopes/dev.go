@@ -179,3 +179,16 @@ func devMounts(mountinfo string) []string {
 	}
 	return out
 }
+
+// fusectlMounts lists every mount of the FUSE control filesystem
+// (/sys/fs/fuse/connections, where systemd mounts it), each to be masked
+// whole.
+func fusectlMounts(mountinfo string) []string {
+	var out []string
+	for m := range mountEntries(mountinfo) {
+		if m.fstype == "fusectl" {
+			out = append(out, m.point)
+		}
+	}
+	return out
+}
