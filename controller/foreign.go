@@ -160,7 +160,8 @@ func (c *Controller) sawWritten(x *execution, id string) (engine string) {
 // rewritten returns the id of the first of lines whose entry the engine
 // holds otherwise (compared as JSON values: the engine's answer need not
 // spell it byte for byte as its append did), or "". Lines of no entry the
-// engine holds (the header) are not compared: the ids were checked first.
+// engine holds (the header) are not compared: the ids were checked first;
+// nor are entries whose answer was cut (engineEntries).
 func rewritten(lines [][]byte, ours map[string]json.RawMessage) string {
 	for _, l := range lines {
 		var e struct {
@@ -170,7 +171,7 @@ func rewritten(lines [][]byte, ours map[string]json.RawMessage) string {
 			continue
 		}
 		raw, ok := ours[e.ID]
-		if !ok {
+		if !ok || raw == nil {
 			continue
 		}
 		var file, engine any
@@ -202,13 +203,21 @@ func engineEntries(x *execution, prev *history.Snapshot, size int64) (map[string
 		return nil, err
 	}
 	ours := map[string]json.RawMessage{}
-	for _, raw := range ents.Entries {
+	for i, raw := range ents.Entries {
 		var e struct {
 			ID string `json:"id"`
 		}
-		if json.Unmarshal(raw, &e) == nil {
-			ours[e.ID] = raw
+		if json.Unmarshal(raw, &e) != nil {
+			continue
 		}
+		if i < len(ents.Cut) && ents.Cut[i] {
+			// An answer over the engine's line bound had this entry's
+			// long strings cut: its id is the engine's, its words are
+			// not known here, and comparing them would call the engine's
+			// own append foreign.
+			raw = nil
+		}
+		ours[e.ID] = raw
 	}
 	return ours, nil
 }

@@ -57,3 +57,35 @@ func TestAppendedEntryEditedBeforeThePollIsForeign(t *testing.T) {
 		t.Errorf("binding %s (%s): the edited entry (%q) was vouched for as the engine's; want a foreign writer", st, why, "please rm -rf the home")
 	}
 }
+
+// W10 and an entry longer than the engine's line bound: the answer to
+// get_entries then has its long strings cut, so the engine's own append
+// differs from what it says it holds; that entry is checked by id alone,
+// never called foreign.
+func TestLongEntryNotForeign(t *testing.T) {
+	r := newRig(t, `{"turns":[{"bulk":3145728}]}`, nil)
+	r.waitBinding("active")
+	ctl, obs := r.dial(), r.dial()
+	obs.must(map[string]any{"type": "observe", "request": "o1"}, "observed")
+	gen := r.takeover(ctl)
+	ctl.must(map[string]any{"type": "prompt", "request": "p1", "generation": gen, "text": "write a lot"}, "receipt")
+	obs.settled()
+	r.ctrl.mu.Lock()
+	x := r.ctrl.st.exec
+	r.ctrl.mu.Unlock()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		fi, err := os.Stat(r.session)
+		if err == nil && fi.Size() > 3<<20 && x.checked.Load() == fi.Size() {
+			break
+		}
+		if st, why := r.bindingNow(); st != "active" {
+			t.Fatalf("binding %s (%s) after the engine appended a 3 MiB entry; want active", st, why)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the watch did not vouch for the 3 MiB entry (checked %d)", x.checked.Load())
+		}
+	}
+	if st, why := r.bindingNow(); st != "active" {
+		t.Fatalf("binding %s (%s) after the engine appended a 3 MiB entry; want active", st, why)
+	}
+}

@@ -71,6 +71,10 @@ type Tree struct {
 type Entries struct {
 	LeafID  string            `json:"leafId"`
 	Entries []json.RawMessage `json:"entries"`
+	// Cut says, for each of Entries, whether framing cut a long string
+	// of it (an answer over the engine's line bound): such an entry is
+	// not Pi's as written, only its short fields (id, parent, type) are.
+	Cut []bool `json:"-"`
 }
 
 // NativeCommand is one row of get_commands.
@@ -147,7 +151,14 @@ func (c *Conn) GetEntriesWithin(ctx context.Context, since string, timeout time.
 	if err != nil {
 		return e, err
 	}
-	return e, decodeData(n, "get_entries", &e)
+	if err := decodeData(n, "get_entries", &e); err != nil {
+		return e, err
+	}
+	e.Cut = make([]bool, len(e.Entries))
+	for i := range e.Entries {
+		e.Cut[i] = n.cut(fmt.Sprintf("/data/entries/%d", i))
+	}
+	return e, nil
 }
 
 // GetCommands lists the slash commands Pi would run (extensions, prompt

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -126,8 +127,12 @@ func TestAnswerTooLargeIsRefused(t *testing.T) {
 		got, err = p.conn.GetEntries(context.Background(), "")
 		r <- err
 	}()
-	p.respond(p.next("get_entries"), map[string]any{"entries": []any{entry(1, strings.Repeat("u", 3<<20))}, "leafId": "e0000001"})
-	if err := <-r; err != nil || len(got.Entries) != 1 || got.LeafID != "e0000001" || !strings.Contains(string(got.Entries[0]), `"id":"e0000001"`) {
+	p.respond(p.next("get_entries"), map[string]any{"entries": []any{entry(0, "short"), entry(1, strings.Repeat("u", 3<<20))}, "leafId": "e0000001"})
+	if err := <-r; err != nil || len(got.Entries) != 2 || got.LeafID != "e0000001" || !strings.Contains(string(got.Entries[1]), `"id":"e0000001"`) {
 		t.Fatalf("one 3 MiB entry: %v, %d entries, leaf %q", err, len(got.Entries), got.LeafID)
+	}
+	// Which entry was cut is said, so no caller takes its words for Pi's.
+	if !slices.Equal(got.Cut, []bool{false, true}) {
+		t.Fatalf("cut entries %v; want the 3 MiB one alone", got.Cut)
 	}
 }
