@@ -645,10 +645,23 @@ func privateDir(p string) error {
 func makeDisplayDirs() []string {
 	for _, d := range displayDirs {
 		if err := os.Mkdir(d, os.ModeSticky|0o777); err == nil {
-			os.Chmod(d, os.ModeSticky|0o777) // past the umask
+			openChmod(d, unix.S_ISVTX|0o777) // past the umask
 		}
 	}
 	return displayDirs
+}
+
+// openChmod sets the mode of the directory at p through a descriptor
+// opened without following a link: in the shared /tmp a tool could swap
+// the directory just made for a link to one of the user's own (~/.ssh),
+// which a chmod by path would make writable by every user.
+func openChmod(p string, mode uint32) {
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(fd)
+	_ = unix.Fchmod(fd, mode)
 }
 
 // devPTS is where the user's pseudo-terminals are, and devPTMX what

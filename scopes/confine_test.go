@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/mosaic-agents/mosaic/internal/procfs"
+	"golang.org/x/sys/unix"
 )
 
 func TestUnescapeMount(t *testing.T) {
@@ -172,5 +173,33 @@ func TestHiddenDirs(t *testing.T) {
 	}
 	if _, err := hiddenDirs([]string{"state/claims"}); err == nil {
 		t.Error("a relative path was taken")
+	}
+}
+
+// TestOpenChmodFollowsNoLink: the display directories' mode is set
+// through the directory itself, never through a link a tool put in its
+// place in the shared /tmp (which would make one of the user's own
+// directories writable by every user).
+func TestOpenChmodFollowsNoLink(t *testing.T) {
+	dir := t.TempDir()
+	own := filepath.Join(dir, "ssh")
+	if err := os.Mkdir(own, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, ".X11-unix")
+	if err := os.Symlink(own, link); err != nil {
+		t.Fatal(err)
+	}
+	openChmod(link, unix.S_ISVTX|0o777)
+	if fi, err := os.Stat(own); err != nil || fi.Mode().Perm() != 0o700 || fi.Mode()&os.ModeSticky != 0 {
+		t.Fatalf("the link's target is %v (%v); want it left 0700", fi.Mode(), err)
+	}
+	made := filepath.Join(dir, "made")
+	if err := os.Mkdir(made, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	openChmod(made, unix.S_ISVTX|0o777)
+	if fi, err := os.Stat(made); err != nil || fi.Mode().Perm() != 0o777 || fi.Mode()&os.ModeSticky == 0 {
+		t.Fatalf("the directory is %v (%v); want 1777", fi.Mode(), err)
 	}
 }
