@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/mosaic-agents/mosaic/engine"
 	"github.com/mosaic-agents/mosaic/protocol"
@@ -198,5 +199,40 @@ func TestDialogBytesBounded(t *testing.T) {
 				t.Fatalf("%d dialogs shown and %d refused, want %d and 1", opened, refused, tc.open+1)
 			}
 		})
+	}
+}
+
+// TestTimedOutDialogsMakeRoom: dialogs whose native timeout passed are
+// closed in the engine (Pi resolved each by itself and wrote nothing), so
+// they do not hold the bound open for ever while nobody forgot them yet:
+// a controller whose pump fell behind an engine asking a confirm with a
+// 1 ms timeout in a loop had every request past maxOpenDialogs refused,
+// never shown and never answerable.
+func TestTimedOutDialogsMakeRoom(t *testing.T) {
+	p := startPeer(t, engine.Options{})
+	line := func(i int) string {
+		return fmt.Sprintf(`{"type":"extension_ui_request","id":"d-%d","method":"confirm","title":"again?","timeout":1}`, i)
+	}
+	for i := range maxOpenDialogs {
+		p.emit(line(i))
+	}
+	p.sync()
+	time.Sleep(2 * time.Millisecond) // past each one's timeout, from when it was read
+	p.emit(line(maxOpenDialogs))
+	p.sync()
+	var opened, refused int
+	for _, e := range p.drain() {
+		switch {
+		case e.Kind == protocol.EventNativeUI:
+			opened++
+		case e.Kind == protocol.EventUnavailable:
+			refused++
+		}
+	}
+	if opened != maxOpenDialogs+1 || refused != 0 {
+		t.Fatalf("%d dialogs shown and %d refused after %d timed out, want %d and none", opened, refused, maxOpenDialogs, maxOpenDialogs+1)
+	}
+	if err := p.conn.Answer(fmt.Sprintf("d-%d", maxOpenDialogs), "false"); err != nil {
+		t.Fatalf("answer to the dialog after the timed-out ones: %v", err)
 	}
 }

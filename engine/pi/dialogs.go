@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/mosaic-agents/mosaic/engine"
 	"github.com/mosaic-agents/mosaic/protocol"
@@ -47,6 +48,9 @@ type dialog struct {
 	// seq orders the dialogs by arrival.
 	title, message string
 	seq            uint64
+	// closed is when the engine has resolved the dialog by itself, its
+	// native timeout after the adapter read the request (zero: never).
+	closed time.Time
 }
 
 // bytes is what dialog id holds against engine.MaxDecisionBytes: its
@@ -65,6 +69,7 @@ func (d dialog) bytes(id string) int {
 // stay within maxOpenDialogs and, with ui's, within
 // engine.MaxDecisionBytes. c.mu is held.
 func (c *Conn) room(ui *protocol.NativeUI) bool {
+	c.dropTimedOut()
 	if len(c.dialogs) >= maxOpenDialogs {
 		return false
 	}
@@ -153,7 +158,11 @@ func (c *Conn) uiEvent(line []byte, n *native) {
 			opts = []string{"true", "false"}
 		}
 		c.dseq++
-		c.dialogs[ui.ID] = dialog{method: ui.Method, options: opts, title: ui.Title, message: ui.Message, seq: c.dseq}
+		d := dialog{method: ui.Method, options: opts, title: ui.Title, message: ui.Message, seq: c.dseq}
+		if ui.TimeoutMS > 0 {
+			d.closed = time.Now().Add(time.Duration(ui.TimeoutMS) * time.Millisecond)
+		}
+		c.dialogs[ui.ID] = d
 		c.wake()
 	}
 	e := c.mp.event(protocol.EventNativeUI)
@@ -245,8 +254,30 @@ func (c *Conn) Forget(id string) {
 	}
 }
 
+// dropTimedOut closes the dialogs whose native timeout has passed: the
+// engine resolved each by itself and writes nothing, so only the
+// controller's Forget, after its pump reached the dialog's event, would
+// close them. A pump that fell behind the engine's output (a loaded
+// machine, an extension asking confirms with a 1 ms timeout in a loop)
+// left them filling maxOpenDialogs, and requests after them were refused
+// unanswerable. Pi's timer started when it wrote the request, before the
+// adapter read it. c.mu is held.
+func (c *Conn) dropTimedOut() {
+	now, dropped := time.Now(), false
+	for id, d := range c.dialogs {
+		if !d.closed.IsZero() && !now.Before(d.closed) {
+			delete(c.dialogs, id)
+			dropped = true
+		}
+	}
+	if dropped {
+		c.wake()
+	}
+}
+
 // OpenDialogs counts the dialogs the engine holds open as far as this
-// connection knows (a timed-out one stays counted until Forget).
+// connection knows (a timed-out one stays counted until Forget, or until
+// a request past it finds its native timeout passed).
 func (c *Conn) OpenDialogs() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
