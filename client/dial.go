@@ -27,17 +27,39 @@ func dialSocket(ctx context.Context, path string) (net.Conn, error) {
 		defer cancel()
 	}
 	var d net.Dialer
+	var full error // the last attempt's EAGAIN
 	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
 		conn, err := d.DialContext(ctx, "unix", path)
-		if err == nil || !errors.Is(err, syscall.EAGAIN) {
-			return conn, err
+		switch {
+		case err == nil:
+			return conn, nil
+		case errors.Is(err, syscall.EAGAIN):
+			full = err
+		default:
+			return nil, dialFailure(err, full, ctx.Err())
 		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, fmt.Errorf("%w: the socket's listen queue stayed full until the dial gave up (something floods it; try again)", err)
+			return nil, stayedFull(full)
 		case <-t.C:
 		}
 	}
+}
+
+// dialFailure is what an attempt's error err says of the dial: once the
+// queue was found full (full), an attempt that failed after ctx ended is
+// that queue staying full, not the context's own error (after a stall
+// the timer and ctx.Done are both ready, and select may take the timer).
+func dialFailure(err, full, ctxErr error) error {
+	if full != nil && ctxErr != nil {
+		return stayedFull(full)
+	}
+	return err
+}
+
+// stayedFull says that the listen queue, found full with eagain, stayed so.
+func stayedFull(eagain error) error {
+	return fmt.Errorf("%w: the socket's listen queue stayed full until the dial gave up (something floods it; try again)", eagain)
 }

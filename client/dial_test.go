@@ -91,3 +91,28 @@ func TestDialWaitsOutAFullBacklog(t *testing.T) {
 		t.Fatalf("Dial once the listener accepted again: %v", err)
 	}
 }
+
+// TestDialFailure: an attempt that fails once the context ended, after
+// the queue was found full, is reported as the full queue (EAGAIN), as
+// the wait's own end is; before the queue was found full, or while the
+// context lives, an attempt's error is the dial's.
+func TestDialFailure(t *testing.T) {
+	eagain := &net.OpError{Op: "dial", Net: "unix", Err: syscall.EAGAIN}
+	timeout := &net.OpError{Op: "dial", Net: "unix", Err: context.DeadlineExceeded}
+	refused := &net.OpError{Op: "dial", Net: "unix", Err: syscall.ECONNREFUSED}
+	for _, tc := range []struct {
+		name             string
+		err, full, ctxEr error
+		want             error
+	}{
+		{"timer taken after the deadline", timeout, eagain, context.DeadlineExceeded, syscall.EAGAIN},
+		{"never full", timeout, nil, context.DeadlineExceeded, context.DeadlineExceeded},
+		{"refused while the context lives", refused, eagain, nil, syscall.ECONNREFUSED},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := dialFailure(tc.err, tc.full, tc.ctxEr); !errors.Is(got, tc.want) {
+				t.Errorf("dialFailure = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
