@@ -199,7 +199,7 @@ func TestConvDevice(t *testing.T) {
 			t.Errorf("--device %s: exit %d, stderr %q; want a refusal naming --device", dev, r.code, r.stderr)
 		}
 	}
-	if r := run(t, bin, "conv", "list"); strings.Contains(r.stdout, "refused") {
+	if r := run(t, bin, "conv", "list"); strings.Contains(r.stdout, proj) {
 		t.Errorf("a refused conv add saved the conversation:\n%s", r.stdout)
 	}
 	id, _, _ := startConversation(t, bin, "devices", "--engine", entry, "--provider", "fakellm", "--model", "fake-model", "--device", "/dev/fuse")
