@@ -27,7 +27,7 @@ type compNode struct {
 	subs  []*cli.Command
 	flags []flagDoc
 	id    bool
-	args  string // what its other positional words complete to (compWords)
+	args  string // what its other positional words complete to (compArgs)
 }
 
 // compFiles, as a node's args or a flag's values, completes file names;
@@ -105,14 +105,18 @@ func (n compNode) flagWords(valueOnly bool) string {
 			continue
 		}
 		for _, name := range f.names {
-			if len(name) == 1 {
-				w = append(w, "-"+name)
-			} else {
-				w = append(w, "--"+name)
-			}
+			w = append(w, dashed(name))
 		}
 	}
 	return strings.Join(w, " ")
+}
+
+// dashed is a flag's name as typed: -h, --help.
+func dashed(name string) string {
+	if len(name) == 1 {
+		return "-" + name
+	}
+	return "--" + name
 }
 
 // flagValues lists, for each of n's value flags by each of its names,
@@ -124,11 +128,7 @@ func (n compNode) flagValues() [][2]string {
 			continue
 		}
 		for _, name := range f.names {
-			if len(name) == 1 {
-				out = append(out, [2]string{"-" + name, compValues(f)})
-			} else {
-				out = append(out, [2]string{"--" + name, compValues(f)})
-			}
+			out = append(out, [2]string{dashed(name), compValues(f)})
 		}
 	}
 	return out
@@ -181,8 +181,7 @@ func shellTables(b *strings.Builder, t []compNode, line func(table, key, value s
 // shellWalk is the walker of bash and zsh (the same syntax): it reads
 // words[first..cword-1] into p (the command path), npos (positionals after
 // it), skip (the current word is a flag's value) and vf (that flag), from
-// the tables named
-// prefix+"subs" and prefix+"vflags".
+// the tables named prefix+"subs" and prefix+"vflags".
 func shellWalk(words, cword string, first int, prefix string) string {
 	return strings.NewReplacer("WORDS", words, "CWORD", cword, "FIRST", fmt.Sprint(first), "T_", prefix).Replace(
 		`	local p=mosaicctl w i npos=0 skip=0 vf= cur=${WORDS[CWORD]}

@@ -75,11 +75,7 @@ func flagsSection(b *strings.Builder, title string, fs []flagDoc) {
 		b.WriteString(".TP\n")
 		var ns []string
 		for _, n := range f.names {
-			d := "--"
-			if len(n) == 1 {
-				d = "-"
-			}
-			s := `\fB` + roff(d+n) + `\fR`
+			s := `\fB` + roff(dashed(n)) + `\fR`
 			if f.arg != "" {
 				s += ` \fI` + roff(f.arg) + `\fR`
 			}
