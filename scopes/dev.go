@@ -132,9 +132,9 @@ func CheckDevices(devices []string) error {
 // namespace.
 const maxDevices = 32
 
-// devicePaths checks Spec.Devices: each an absolute, clean path below
-// /dev, once, none where the engine's own ptys, shared memory and queues
-// go nor one of the plain devices it has anyway.
+// devicePaths checks Spec.Devices: each must be an absolute, clean path
+// below /dev, not where the engine's own ptys, shared memory or queues
+// go; a plain device (which the engine has anyway) or a repeat is dropped.
 func devicePaths(devices []string) ([]string, error) {
 	if len(devices) > maxDevices {
 		return nil, fmt.Errorf("%w: %d devices, at most %d", ErrConfinement, len(devices), maxDevices)
