@@ -362,9 +362,16 @@ func mountEntries(mountinfo string) iter.Seq[mountEntry] {
 // mountinfo: the engine gets a fresh cgroup2 mount at view, and nothing
 // else.
 func otherCgroupMounts(mountinfo, view string) []string {
+	return mountPoints(mountinfo, func(m mountEntry) bool {
+		return (m.fstype == "cgroup" || m.fstype == "cgroup2") && !atOrBelow(m.point, view)
+	})
+}
+
+// mountPoints lists where mountinfo mounts what keep takes.
+func mountPoints(mountinfo string, keep func(mountEntry) bool) []string {
 	var out []string
 	for m := range mountEntries(mountinfo) {
-		if (m.fstype == "cgroup" || m.fstype == "cgroup2") && m.point != view && !strings.HasPrefix(m.point, view+"/") {
+		if keep(m) {
 			out = append(out, m.point)
 		}
 	}

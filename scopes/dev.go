@@ -169,26 +169,12 @@ func sealDev() error {
 // directory of it bound alone: a container's /dev/fuse), each to be
 // masked whole: the engine's own /dev replaces only the one at /dev.
 func devMounts(mountinfo string) []string {
-	var out []string
-	for m := range mountEntries(mountinfo) {
-		switch {
-		case m.fstype != "devtmpfs":
-		case m.point != devDir:
-			out = append(out, m.point)
-		}
-	}
-	return out
+	return mountPoints(mountinfo, func(m mountEntry) bool { return m.fstype == "devtmpfs" && m.point != devDir })
 }
 
 // fusectlMounts lists every mount of the FUSE control filesystem
 // (/sys/fs/fuse/connections, where systemd mounts it), each to be masked
 // whole.
 func fusectlMounts(mountinfo string) []string {
-	var out []string
-	for m := range mountEntries(mountinfo) {
-		if m.fstype == "fusectl" {
-			out = append(out, m.point)
-		}
-	}
-	return out
+	return mountPoints(mountinfo, func(m mountEntry) bool { return m.fstype == "fusectl" })
 }
