@@ -545,31 +545,19 @@ func confine(plan confinePlan) confineReport {
 	}
 	rep.Devices, rep.Absent = devices, append(rep.Absent, absent...)
 	rep.Masked = append(rep.Masked, devDir)
-	switch ok, err := privatePTYs(); {
-	case err != nil:
-		return fail("%v", err)
-	case ok:
-		rep.Masked = append(rep.Masked, devPTS)
-	default:
-		rep.Absent = append(rep.Absent, devPTS)
-	}
+	// The engine's own ptys, shared memory and queues, on the directories
+	// privateDev made. A host that refuses one (a container's seccomp
+	// profile) leaves its directory empty in the read-only /dev: tools go
+	// without, and nothing of the user's is there either.
 	for _, p := range []struct {
 		path string
 		how  func(string) error
-	}{{devShm, privateShm}, {devMqueue, privateMqueue}} {
-		switch _, err := os.Lstat(p.path); {
-		case errors.Is(err, os.ErrNotExist):
+	}{{devPTS, privatePTYs}, {devShm, privateShm}, {devMqueue, privateMqueue}} {
+		if err := p.how(p.path); err != nil {
 			rep.Absent = append(rep.Absent, p.path)
-		case err != nil:
-			return fail("%s: %v", p.path, err)
-		default:
-			// A host that refuses the engine's own (a container's
-			// seccomp profile) gets the user's masked instead.
-			if err := p.how(p.path); err != nil && mask(p.path) != nil {
-				return fail("%s: %v", p.path, err)
-			}
-			rep.Masked = append(rep.Masked, p.path)
+			continue
 		}
+		rep.Masked = append(rep.Masked, p.path)
 	}
 	if err := sealDev(); err != nil {
 		return fail("%v", err)
@@ -678,54 +666,17 @@ const (
 	devPTMX = "/dev/ptmx"
 )
 
-// privatePTYs gives the engine a devpts instance of its own on /dev/pts,
-// and its ptmx on /dev/ptmx: the user's pseudo-terminals (every terminal
-// window, ssh session and tmux pane, each owned by the user) are not
-// there, so a tool can neither paint over one (a forged approval on the
-// operator's `mosaicctl attach`) nor read what is typed into it (a
-// password). A pty a tool opens (script, ssh -t, expect) is one of its
-// own. ok is false where there is no /dev/pts to cover.
-func privatePTYs() (ok bool, err error) {
-	fi, err := os.Lstat(devPTS)
-	if errors.Is(err, os.ErrNotExist) {
-		return false, nil
+// privatePTYs mounts a devpts instance of the engine's own on p, and
+// links /dev/ptmx to its ptmx: a pty a tool opens (script, ssh -t,
+// expect) is one of its own, and the user's pseudo-terminals (every
+// terminal window, ssh session and tmux pane, each owned by the user),
+// which a tool would paint over (a forged approval on the operator's
+// `mosaicctl attach`) or read a password from, are in no instance here.
+func privatePTYs(p string) error {
+	if err := unix.Mount("devpts", p, "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620,max=256"); err != nil {
+		return err
 	}
-	if err != nil || !fi.IsDir() {
-		return false, fmt.Errorf("%s is no directory: %v", devPTS, err)
-	}
-	if err := unix.Mount("devpts", devPTS, "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620,max=256"); err != nil {
-		// A host that refuses a devpts instance (a container's seccomp
-		// profile) still gets the user's terminals masked: tools lose
-		// ptys, not their confinement.
-		if merr := mask(devPTS); merr != nil {
-			return false, fmt.Errorf("mount a devpts instance of the engine's own on %s: %v; mask it: %v", devPTS, err, merr)
-		}
-		if _, err := os.Lstat(devPTMX); err == nil {
-			if err := mask(devPTMX); err != nil {
-				return false, fmt.Errorf("mask %s: %v", devPTMX, err)
-			}
-		}
-		return true, nil
-	}
-	// /dev/ptmx is a device node opening the host's instance, or a link
-	// to pts/ptmx (containers, and the engine's own /dev, where it is
-	// made), which now leads to ours.
-	real, err := filepath.EvalSymlinks(devPTMX)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		if err := os.Symlink("pts/ptmx", devPTMX); err != nil {
-			return false, fmt.Errorf("link %s to the engine's ptys: %v", devPTMX, err)
-		}
-		return true, nil
-	case err != nil:
-		return false, fmt.Errorf("resolve %s: %v", devPTMX, err)
-	case real == path.Join(devPTS, "ptmx"):
-		return true, nil
-	}
-	if err := unix.Mount(path.Join(devPTS, "ptmx"), real, "", unix.MS_BIND, ""); err != nil {
-		return false, fmt.Errorf("bind the engine's ptmx over %s: %v", real, err)
-	}
-	return true, nil
+	return os.Symlink("pts/ptmx", devPTMX)
 }
 
 // The shared-memory and message-queue file systems: their files are the

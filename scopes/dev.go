@@ -22,7 +22,8 @@ const devDir = "/dev"
 var devNodes = []string{"null", "zero", "full", "random", "urandom", "tty"}
 
 // devLinks are the links every /dev has (as systemd's PrivateDevices and
-// container runtimes make them); privatePTYs makes ptmx.
+// container runtimes make them); privatePTYs links ptmx once its
+// instance is mounted.
 var devLinks = [][2]string{
 	{"fd", "/proc/self/fd"},
 	{"stdin", "/proc/self/fd/0"},
