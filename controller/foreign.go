@@ -164,19 +164,19 @@ func (c *Controller) sawWritten(x *execution, id string) (engine string) {
 // nor are entries whose answer was cut (engineEntries).
 func rewritten(lines [][]byte, ours map[string]json.RawMessage) string {
 	for _, l := range lines {
-		var e struct {
-			ID string `json:"id"`
-		}
-		if json.Unmarshal(l, &e) != nil {
+		var file any
+		if json.Unmarshal(l, &file) != nil {
 			continue
 		}
-		raw, ok := ours[e.ID]
+		obj, _ := file.(map[string]any)
+		id, _ := obj["id"].(string)
+		raw, ok := ours[id]
 		if !ok || raw == nil {
 			continue
 		}
-		var file, engine any
-		if json.Unmarshal(l, &file) != nil || json.Unmarshal(raw, &engine) != nil || !reflect.DeepEqual(file, engine) {
-			return e.ID
+		var engine any
+		if json.Unmarshal(raw, &engine) != nil || !reflect.DeepEqual(file, engine) {
+			return id
 		}
 	}
 	return ""
