@@ -74,6 +74,7 @@ type Entries struct {
 	// Cut says, for each of Entries, whether framing cut a long string
 	// of it (an answer over the engine's line bound): such an entry is
 	// not Pi's as written, only its short fields (id, parent, type) are.
+	// Nil when the answer came whole.
 	Cut []bool `json:"-"`
 }
 
@@ -154,9 +155,11 @@ func (c *Conn) GetEntriesWithin(ctx context.Context, since string, timeout time.
 	if err := decodeData(n, "get_entries", &e); err != nil {
 		return e, err
 	}
-	e.Cut = make([]bool, len(e.Entries))
-	for i := range e.Entries {
-		e.Cut[i] = n.cut(fmt.Sprintf("/data/entries/%d", i))
+	if n.clip != nil {
+		e.Cut = make([]bool, len(e.Entries))
+		for i := range e.Entries {
+			e.Cut[i] = n.cut(fmt.Sprintf("/data/entries/%d", i))
+		}
 	}
 	return e, nil
 }
