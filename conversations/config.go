@@ -3,12 +3,14 @@ package conversations
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/mosaic-agents/mosaic/internal/devices"
 	"github.com/mosaic-agents/mosaic/internal/shape"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
@@ -142,10 +144,8 @@ func (c *Conversation) validateCommon() error {
 			return refuseField("idle_stop", c.IdleStop, "must be a duration of at least 1s, such as 30m or 2h (or empty: off)")
 		}
 	}
-	for _, d := range c.Devices {
-		if rel, ok := strings.CutPrefix(d, "/dev/"); !ok || rel == "" || filepath.Clean(d) != d {
-			return refuseField("devices", d, "must be a clean absolute path below /dev, such as /dev/dri/renderD128")
-		}
+	if _, err := devices.Check(c.Devices); err != nil {
+		return refuseField("devices", strings.Join(c.Devices, " "), fmt.Sprintf("%v; each must be a device node's clean path below /dev, such as /dev/dri/renderD128, other than the engine's own ptys, shared memory and queues, at most %d", err, devices.Max))
 	}
 	return nil
 }

@@ -3,9 +3,11 @@ package conversations
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/mosaic-agents/mosaic/internal/devices"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
@@ -62,6 +64,12 @@ func TestValidateAndPaths(t *testing.T) {
 			c.Session = SessionPath(c.Project, c.Seat, "main.txt")
 		}, "session"},
 		{"id mismatch", func(_ *testing.T, c *Conversation) { c.ID = "pi-00000000000000000000" }, "id"},
+		{"devices given", func(_ *testing.T, c *Conversation) { c.Devices = []string{"/dev/kvm", "/dev/dri/renderD128"} }, ""},
+		{"device outside /dev", func(_ *testing.T, c *Conversation) { c.Devices = []string{"/etc/passwd"} }, "devices"},
+		{"device where the engine's own ptys go", func(_ *testing.T, c *Conversation) { c.Devices = []string{"/dev/pts/3"} }, "devices"},
+		{"more devices than a launch takes", func(_ *testing.T, c *Conversation) {
+			c.Devices = slices.Repeat([]string{"/dev/kvm"}, devices.Max+1)
+		}, "devices"},
 		{"missing project", func(_ *testing.T, c *Conversation) {
 			os.RemoveAll(c.Project)
 		}, "project"},

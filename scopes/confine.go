@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/mosaic-agents/mosaic/internal/devices"
 	"github.com/mosaic-agents/mosaic/internal/procfs"
 	"github.com/mosaic-agents/mosaic/internal/xdg"
 	"github.com/mosaic-agents/mosaic/proofs"
@@ -662,7 +663,7 @@ func openChmod(p string, mode uint32) {
 // devPTS is where the user's pseudo-terminals are, and devPTMX what
 // opens a new one.
 const (
-	devPTS  = "/dev/pts"
+	devPTS  = devices.PTS
 	devPTMX = "/dev/ptmx"
 )
 
@@ -682,8 +683,8 @@ func privatePTYs(p string) error {
 // The shared-memory and message-queue file systems: their files are the
 // user's processes' POSIX shared memory and queues.
 const (
-	devShm    = "/dev/shm"
-	devMqueue = "/dev/mqueue"
+	devShm    = devices.Shm
+	devMqueue = devices.Mqueue
 )
 
 // privateShm puts a fresh tmpfs of the engine's own on /dev/shm (1777, as

@@ -9,17 +9,19 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/mosaic-agents/mosaic/internal/devices"
 )
 
 // devDir is where devices are named.
-const devDir = "/dev"
+const devDir = devices.Dir
 
 // devNodes are the only devices in an engine's /dev, each bound from the
 // host's node: what programs open by name, none of which reaches
 // anything of the user's. /dev/tty opens nothing: the engine has no
 // controlling terminal (held.go) until a tool makes a session on a pty
 // of its own.
-var devNodes = []string{"null", "zero", "full", "random", "urandom", "tty"}
+var devNodes = devices.Plain
 
 // devLinks are the links every /dev has (as systemd's PrivateDevices and
 // container runtimes make them); privatePTYs links ptmx once its
@@ -122,36 +124,12 @@ func privateDev(devices []string) (bound, absent []string, err error) {
 	return bound, absent, nil
 }
 
-// CheckDevices is what a launch refuses of Spec.Devices, for a caller to
-// refuse it first.
-func CheckDevices(devices []string) error {
-	_, err := devicePaths(devices)
-	return err
-}
-
-// maxDevices bounds Spec.Devices: each is a mount in the engine's
-// namespace.
-const maxDevices = 32
-
-// devicePaths checks Spec.Devices: each must be an absolute, clean path
-// below /dev, not where the engine's own ptys, shared memory or queues
-// go; a plain device (which the engine has anyway) or a repeat is dropped.
-func devicePaths(devices []string) ([]string, error) {
-	if len(devices) > maxDevices {
-		return nil, fmt.Errorf("%w: %d devices, at most %d", ErrConfinement, len(devices), maxDevices)
-	}
-	var out []string
-	for _, d := range devices {
-		rel, ok := strings.CutPrefix(d, devDir+"/")
-		switch {
-		case !ok || rel == "" || path.Clean(d) != d:
-			return nil, fmt.Errorf("%w: device %q is not a clean path below %s", ErrConfinement, d, devDir)
-		case slices.ContainsFunc([]string{devPTS, devShm, devMqueue}, func(own string) bool { return atOrBelow(d, own) }):
-			return nil, fmt.Errorf("%w: device %q is where the engine's own ptys, shared memory or queues go", ErrConfinement, d)
-		case slices.Contains(devNodes, rel) || slices.Contains(out, d):
-			continue
-		}
-		out = append(out, d)
+// devicePaths checks Spec.Devices again at the launch (devices.Check): the
+// conversation file may have changed since it was read.
+func devicePaths(given []string) ([]string, error) {
+	out, err := devices.Check(given)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfinement, err)
 	}
 	return out, nil
 }

@@ -7,8 +7,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mosaic-agents/mosaic/internal/devices"
 	"github.com/mosaic-agents/mosaic/protocol"
-	"github.com/mosaic-agents/mosaic/scopes"
 )
 
 // deviceFlag is conv add's --device: the engine's /dev holds only the
@@ -34,8 +34,8 @@ func devicesOf(c *cli.Context) ([]string, error) {
 		}
 		out = append(out, real)
 	}
-	if err := scopes.CheckDevices(out); err != nil {
-		return nil, protocol.Refuse(protocol.CodeUsage, "--device: %v", err)
+	if _, err := devices.Check(out); err != nil {
+		return nil, protocol.Refuse(protocol.CodeUsage, "--device: %v; name a device node other than the engine's own ptys, shared memory and queues", err)
 	}
 	return out, nil
 }
