@@ -79,19 +79,8 @@ func (c *Controller) watchSession(x *execution, prev *history.Snapshot) {
 			if err != nil {
 				continue // checked again next tick: prev and lastSize stay
 			}
-			for _, id := range fresh {
-				if _, ok := ours[id]; !ok {
-					c.foreign(x, "entry "+id+" was appended to the session file by another writer", id)
-					return
-				}
-			}
-			// The id is not enough: a writer that edits an entry the
-			// engine appended, before this check, keeping its id (a user
-			// message reworded), has its words vouched for as the
-			// engine's, and a wake or recover sends them to the model as
-			// this conversation's.
-			if id := rewritten(snap.AppendedLines(), ours); id != "" {
-				c.foreign(x, "entry "+id+" in the session file is not the one the engine holds: another writer changed it before it was checked", id)
+			if id, what := unvouched(snap, ours); id != "" {
+				c.foreign(x, what, id)
 				return
 			}
 			// A leaf id Pi would not write is never pinned
@@ -157,6 +146,26 @@ func (c *Controller) sawWritten(x *execution, id string) (engine string) {
 	return ""
 }
 
+// unvouched returns the first entry snap appended that the engine does
+// not hold as written, and why, or "": an id the engine never held is
+// another writer's append; an entry it holds otherwise, another writer's
+// edit (rewritten).
+func unvouched(snap *history.Snapshot, ours map[string]json.RawMessage) (id, what string) {
+	for _, id := range snap.Appended() {
+		if _, ok := ours[id]; !ok {
+			return id, "entry " + id + " was appended to the session file by another writer"
+		}
+	}
+	// The id is not enough: a writer that edits an entry the engine
+	// appended, before this check, keeping its id (a user message
+	// reworded), has its words vouched for as the engine's, and a wake or
+	// recover sends them to the model as this conversation's.
+	if id := rewritten(snap.AppendedLines(), ours); id != "" {
+		return id, "entry " + id + " in the session file is not the one the engine holds: another writer changed it before it was checked"
+	}
+	return "", ""
+}
+
 // rewritten returns the id of the first of lines whose entry the engine
 // holds otherwise (compared as JSON values: the engine's answer need not
 // spell it byte for byte as its append did), or "". Lines of no entry the
@@ -188,15 +197,19 @@ func rewritten(lines [][]byte, ours map[string]json.RawMessage) string {
 // never the whole session. size is the file's size now: what it grew by
 // bounds how long the answer may take.
 func engineEntries(x *execution, prev *history.Snapshot, size int64) (map[string]json.RawMessage, error) {
+	p, err := probe(x, "get_entries")
+	if err != nil {
+		return nil, err
+	}
+	return heldAfter(context.Background(), p, prev, size)
+}
+
+// heldAfter is engineEntries asked of p.
+func heldAfter(ctx context.Context, p sessionProbe, prev *history.Snapshot, size int64) (map[string]json.RawMessage, error) {
 	since, grown := "", size
 	if prev != nil && !prev.New() {
 		since = prev.LeafID()
 		grown -= prev.Size()
-	}
-	ctx := context.Background()
-	p, err := probe(x, "get_entries")
-	if err != nil {
-		return nil, err
 	}
 	ents, err := p.GetEntriesWithin(ctx, since, pi.Budget(10*time.Second, grown))
 	if err != nil {
@@ -208,6 +221,15 @@ func engineEntries(x *execution, prev *history.Snapshot, size int64) (map[string
 			ID string `json:"id"`
 		}
 		if json.Unmarshal(raw, &e) != nil {
+			continue
+		}
+		if i < len(ents.Announced) && ents.Announced[i] != nil {
+			// Pi holds an extension's data object, not a copy: an
+			// extension that saves one state object twice, changing it
+			// in between, has its first entry returned as the object is
+			// now. The entry as Pi announced it at its append is the
+			// line as written, and a writer's edit still differs.
+			ours[e.ID] = ents.Announced[i]
 			continue
 		}
 		if i < len(ents.Cut) && ents.Cut[i] {

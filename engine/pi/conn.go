@@ -47,6 +47,9 @@ type Conn struct {
 	// seed is the id of Resync's get_state: its answer sets the tracker's
 	// run state in wire order.
 	seed string
+	// announced are the entries Pi announced as it appended them
+	// (entry_appended), by id (Entries.Announced).
+	announced *engine.Recent[json.RawMessage]
 }
 
 // New starts reading the engine's stdout (r) and returns a Conn that
@@ -72,6 +75,8 @@ func New(r io.Reader, w io.WriteCloser, opts engine.Options) (*Conn, error) {
 		mp:      newMapper(opts.Execution),
 		Output:  engine.NewOutput(opts.SeqBase, opts.MaxQueued),
 		synced:  make(chan struct{}),
+
+		announced: engine.NewRecent[json.RawMessage](maxAnnounced),
 	}
 	c.in = engine.NewStdin(w, opts.StdinTimeout, c.stdinBroken)
 	c.mp.seq = opts.SeqBase
@@ -164,6 +169,9 @@ func (c *Conn) handle(line []byte, clip *engine.Clip) {
 		return
 	}
 	c.tr.observe(n)
+	if n.Type == "entry_appended" {
+		c.announce(n)
+	}
 	if n.Type == "extension_ui_request" {
 		c.uiEvent(line, n)
 		return

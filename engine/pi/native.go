@@ -37,6 +37,9 @@ type native struct {
 	// agent_end, compaction_end.
 	WillRetry bool `json:"willRetry,omitempty"`
 
+	// entry_appended.
+	Entry json.RawMessage `json:"entry,omitempty"`
+
 	// queue_update.
 	Steering []string `json:"steering,omitempty"`
 	FollowUp []string `json:"followUp,omitempty"`

@@ -1,0 +1,76 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/mosaic-agents/mosaic/engine/pi"
+	"github.com/mosaic-agents/mosaic/history"
+)
+
+// entriesProbe answers get_entries with a fixed answer.
+type entriesProbe struct{ ents pi.Entries }
+
+func (p entriesProbe) GetStateWithin(context.Context, time.Duration) (pi.State, error) {
+	return pi.State{}, nil
+}
+
+func (p entriesProbe) GetEntriesWithin(context.Context, string, time.Duration) (pi.Entries, error) {
+	return p.ents, nil
+}
+
+// TestAnnouncedEntryVouched: an extension that saves one state object
+// twice, changing it in between, has Pi return its first entry as the
+// object is now, not as Pi wrote it; the session watch compares that
+// line with the entry as Pi announced it at its append (entry_appended),
+// so the engine's own append is not foreign, and a writer's edit of the
+// line still is.
+func TestAnnouncedEntryVouched(t *testing.T) {
+	const (
+		header  = `{"type":"session","version":3,"id":"s1","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/p"}`
+		written = `{"type":"custom","customType":"probe-state","data":{"saves":1,"items":["save 1"]},"id":"c1","parentId":null,"timestamp":"2026-01-01T00:00:01.000Z"}`
+		later   = `{"type":"custom","customType":"probe-state","data":{"saves":2,"items":["save 1","save 2"]},"id":"c1","parentId":null,"timestamp":"2026-01-01T00:00:01.000Z"}`
+		forged  = `{"type":"custom","customType":"probe-state","data":{"saves":1,"items":["rm -rf ~"]},"id":"c1","parentId":null,"timestamp":"2026-01-01T00:00:01.000Z"}`
+	)
+	cases := []struct {
+		name      string
+		line      string // the line in the file
+		held      string // the entry get_entries returns
+		announced string // the entry Pi announced at its append ("" none)
+		foreign   bool
+	}{
+		{name: "changed since, announced", line: written, held: later, announced: written},
+		{name: "as held, not announced", line: written, held: written},
+		{name: "changed since, not announced", line: written, held: later, foreign: true},
+		{name: "edited line, announced", line: forged, held: later, announced: written, foreign: true},
+		{name: "edited line, held unchanged", line: forged, held: written, announced: written, foreign: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "s.jsonl")
+			if err := os.WriteFile(path, []byte(header+"\n"+tc.line+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			snap, err := history.Read(path, history.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ents := pi.Entries{LeafID: "c1", Entries: []json.RawMessage{json.RawMessage(tc.held)}}
+			if tc.announced != "" {
+				ents.Announced = []json.RawMessage{json.RawMessage(tc.announced)}
+			}
+			ours, err := heldAfter(context.Background(), entriesProbe{ents}, nil, snap.Size())
+			if err != nil {
+				t.Fatal(err)
+			}
+			id, what := unvouched(snap, ours)
+			if (id != "") != tc.foreign {
+				t.Errorf("foreign %q (%s), want foreign %v", id, what, tc.foreign)
+			}
+		})
+	}
+}
