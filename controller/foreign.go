@@ -150,7 +150,7 @@ func (c *Controller) sawWritten(x *execution, id string) (engine string) {
 // not hold as written, and why, or "": an id the engine never held is
 // another writer's append; an entry it holds otherwise, another writer's
 // edit (rewritten).
-func unvouched(snap *history.Snapshot, ours map[string]json.RawMessage) (id, what string) {
+func unvouched(snap *history.Snapshot, ours map[string]heldEntry) (id, what string) {
 	for _, id := range snap.Appended() {
 		if _, ok := ours[id]; !ok {
 			return id, "entry " + id + " was appended to the session file by another writer"
@@ -166,12 +166,21 @@ func unvouched(snap *history.Snapshot, ours map[string]json.RawMessage) (id, wha
 	return "", ""
 }
 
+// heldEntry is what the engine holds of one entry: as it answers
+// get_entries now (nil when the answer was cut), and as it announced it
+// when it appended it (nil if it did not, pi.Entries.Announced). Either
+// is the engine's own.
+type heldEntry struct {
+	now, announced json.RawMessage
+}
+
 // rewritten returns the id of the first of lines whose entry the engine
 // holds otherwise (compared as JSON values: the engine's answer need not
 // spell it byte for byte as its append did), or "". Lines of no entry the
 // engine holds (the header) are not compared: the ids were checked first;
-// nor are entries whose answer was cut (engineEntries).
-func rewritten(lines [][]byte, ours map[string]json.RawMessage) string {
+// nor are entries whose answer was cut and that were not announced
+// (engineEntries).
+func rewritten(lines [][]byte, ours map[string]heldEntry) string {
 	for _, l := range lines {
 		var file any
 		if json.Unmarshal(l, &file) != nil {
@@ -179,16 +188,21 @@ func rewritten(lines [][]byte, ours map[string]json.RawMessage) string {
 		}
 		obj, _ := file.(map[string]any)
 		id, _ := obj["id"].(string)
-		raw, ok := ours[id]
-		if !ok || raw == nil {
+		h, ok := ours[id]
+		if !ok || h.now == nil && h.announced == nil {
 			continue
 		}
-		var engine any
-		if json.Unmarshal(raw, &engine) != nil || !reflect.DeepEqual(file, engine) {
+		if !sameJSON(file, h.now) && !sameJSON(file, h.announced) {
 			return id
 		}
 	}
 	return ""
+}
+
+// sameJSON says whether raw (if any) decodes to the value v.
+func sameJSON(v any, raw json.RawMessage) bool {
+	var w any
+	return raw != nil && json.Unmarshal(raw, &w) == nil && reflect.DeepEqual(v, w)
 }
 
 // engineEntries returns the entries the engine holds after the
@@ -196,7 +210,7 @@ func rewritten(lines [][]byte, ours map[string]json.RawMessage) string {
 // it, or an earlier check would have found it foreign): only what is new,
 // never the whole session. size is the file's size now: what it grew by
 // bounds how long the answer may take.
-func engineEntries(x *execution, prev *history.Snapshot, size int64) (map[string]json.RawMessage, error) {
+func engineEntries(x *execution, prev *history.Snapshot, size int64) (map[string]heldEntry, error) {
 	p, err := probe(x, "get_entries")
 	if err != nil {
 		return nil, err
@@ -205,7 +219,7 @@ func engineEntries(x *execution, prev *history.Snapshot, size int64) (map[string
 }
 
 // heldAfter is engineEntries asked of p.
-func heldAfter(ctx context.Context, p sessionProbe, prev *history.Snapshot, size int64) (map[string]json.RawMessage, error) {
+func heldAfter(ctx context.Context, p sessionProbe, prev *history.Snapshot, size int64) (map[string]heldEntry, error) {
 	since, grown := "", size
 	if prev != nil && !prev.New() {
 		since = prev.LeafID()
@@ -215,7 +229,7 @@ func heldAfter(ctx context.Context, p sessionProbe, prev *history.Snapshot, size
 	if err != nil {
 		return nil, err
 	}
-	ours := map[string]json.RawMessage{}
+	ours := map[string]heldEntry{}
 	for i, raw := range ents.Entries {
 		var e struct {
 			ID string `json:"id"`
@@ -223,23 +237,23 @@ func heldAfter(ctx context.Context, p sessionProbe, prev *history.Snapshot, size
 		if json.Unmarshal(raw, &e) != nil {
 			continue
 		}
-		if i < len(ents.Announced) && ents.Announced[i] != nil {
-			// Pi holds an extension's data object, not a copy: an
-			// extension that saves one state object twice, changing it
-			// in between, has its first entry returned as the object is
-			// now. The entry as Pi announced it at its append is the
-			// line as written, and a writer's edit still differs.
-			ours[e.ID] = ents.Announced[i]
-			continue
-		}
+		h := heldEntry{now: raw}
 		if i < len(ents.Cut) && ents.Cut[i] {
 			// An answer over the engine's line bound had this entry's
 			// long strings cut: its id is the engine's, its words are
 			// not known here, and comparing them would call the engine's
 			// own append foreign.
-			raw = nil
+			h.now = nil
 		}
-		ours[e.ID] = raw
+		if i < len(ents.Announced) {
+			// Pi holds an extension's data and a tool's details
+			// objects, not copies: one the extension changed since has
+			// its entry returned as the object is now. The entry as Pi
+			// announced it at its append is the line as written, and a
+			// writer's edit matches neither.
+			h.announced = ents.Announced[i]
+		}
+		ours[e.ID] = h
 	}
 	return ours, nil
 }

@@ -3,6 +3,7 @@ package pi
 import (
 	"context"
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -10,14 +11,25 @@ import (
 )
 
 // TestEntriesAnnounced: get_entries' answer carries, beside each entry Pi
-// announced when it appended it (entry_appended, an extension's
-// appendEntry), the entry as announced: Pi keeps the extension's object,
-// so the entry it returns later shows the extension's changes since,
-// while the file line and the event show it as written. An entry not
-// announced, announced on a line framing cut, or over the bound has none.
+// announced when it appended it, the entry as announced: an extension's
+// appendEntry (entry_appended) and a tool's result (the message_end of
+// the toolResult message the entry wraps, named by its tool call and
+// timestamp). Pi keeps the extension's objects, so the entry it returns
+// later shows the extension's changes since, while the file line and the
+// event show it as written. An entry not announced, announced on a line
+// framing cut, over the bound, or a result of the same call at another
+// time has none.
 func TestEntriesAnnounced(t *testing.T) {
-	const written = `{"type":"custom","customType":"s","data":{"saves":1},"id":"c1","parentId":"m1","timestamp":"t"}`
+	const (
+		written = `{"type":"custom","customType":"s","data":{"saves":1},"id":"c1","parentId":"m1","timestamp":"t"}`
+		result  = `{"role":"toolResult","toolCallId":"call_1","toolName":"todo","content":[{"type":"text","text":"toggled"}],"details":{"done":true},"isError":false,"timestamp":1796204005346}`
+		// The entry that wraps result, with the message as announced.
+		resultEntry = `{"type":"message","id":"r1","parentId":"c1","timestamp":"t","message":` + result + `}`
+	)
 	now := map[string]any{"type": "custom", "customType": "s", "data": map[string]any{"saves": 2}, "id": "c1", "parentId": "m1", "timestamp": "t"}
+	resultNow := map[string]any{"type": "message", "id": "r1", "parentId": "c1", "timestamp": "t", "message": map[string]any{
+		"role": "toolResult", "toolCallId": "call_1", "toolName": "todo", "content": []any{map[string]any{"type": "text", "text": "toggled"}},
+		"details": map[string]any{"done": false}, "isError": false, "timestamp": json.Number("1796204005346")}}
 	entry := func(n int) string {
 		return `{"type":"custom","customType":"s","data":"` + strings.Repeat("x", n) + `","id":"c1","parentId":"m1","timestamp":"t"}`
 	}
@@ -27,10 +39,13 @@ func TestEntriesAnnounced(t *testing.T) {
 		opts   engine.Options
 		want   map[string]string // id -> announced entry ("" none)
 	}{
-		{name: "announced", events: []string{`{"type":"entry_appended","entry":` + written + `}`}, want: map[string]string{"c1": written, "m1": ""}},
-		{name: "not announced", want: map[string]string{"c1": "", "m1": ""}},
-		{name: "over the bound", events: []string{`{"type":"entry_appended","entry":` + entry(maxAnnouncedEntry) + `}`}, want: map[string]string{"c1": "", "m1": ""}},
-		{name: "cut by framing", events: []string{`{"type":"entry_appended","entry":` + entry(8000) + `}`}, opts: engine.Options{MaxLine: 4096, LineLimit: 1 << 20}, want: map[string]string{"c1": "", "m1": ""}},
+		{name: "announced", events: []string{`{"type":"entry_appended","entry":` + written + `}`}, want: map[string]string{"c1": written}},
+		{name: "not announced", want: map[string]string{}},
+		{name: "over the bound", events: []string{`{"type":"entry_appended","entry":` + entry(maxAnnouncedEntry) + `}`}, want: map[string]string{}},
+		{name: "cut by framing", events: []string{`{"type":"entry_appended","entry":` + entry(8000) + `}`}, opts: engine.Options{MaxLine: 4096, LineLimit: 1 << 20}, want: map[string]string{}},
+		{name: "tool result announced", events: []string{`{"type":"message_end","message":` + result + `}`}, want: map[string]string{"r1": resultEntry}},
+		{name: "a result of the same call at another time", events: []string{`{"type":"message_end","message":` + strings.Replace(result, "1796204005346", "1796204005347", 1) + `}`}, want: map[string]string{}},
+		{name: "another message's end", events: []string{`{"type":"message_end","message":` + strings.Replace(result, `"toolResult"`, `"user"`, 1) + `}`}, want: map[string]string{}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -43,8 +58,9 @@ func TestEntriesAnnounced(t *testing.T) {
 			r := make(chan res, 1)
 			go func() { e, err := p.conn.GetEntries(context.Background(), ""); r <- res{e, err} }()
 			p.respond(p.next("get_entries"), map[string]any{"leafId": "c1", "entries": []any{
-				map[string]any{"type": "message", "id": "m1", "parentId": nil, "message": map[string]any{"role": "user", "content": "hi"}},
+				map[string]any{"type": "message", "id": "m1", "parentId": nil, "message": map[string]any{"role": "user", "content": "hi", "timestamp": 1}},
 				now,
+				resultNow,
 			}})
 			got := <-r
 			if got.err != nil {
@@ -59,10 +75,19 @@ func TestEntriesAnnounced(t *testing.T) {
 				if i < len(got.e.Announced) {
 					a = string(got.e.Announced[i])
 				}
-				if a != tc.want[e.ID] {
-					t.Errorf("entry %s announced as %.80q, want %.80q", e.ID, a, tc.want[e.ID])
+				if !sameValue(a, tc.want[e.ID]) {
+					t.Errorf("entry %s announced as %.200q, want %.200q", e.ID, a, tc.want[e.ID])
 				}
 			}
 		})
 	}
+}
+
+// sameValue says whether a and b are both empty or the same JSON value.
+func sameValue(a, b string) bool {
+	if a == "" || b == "" {
+		return a == b
+	}
+	var va, vb any
+	return json.Unmarshal([]byte(a), &va) == nil && json.Unmarshal([]byte(b), &vb) == nil && reflect.DeepEqual(va, vb)
 }

@@ -77,11 +77,12 @@ type Entries struct {
 	// Nil when the answer came whole.
 	Cut []bool `json:"-"`
 	// Announced holds, for each of Entries, the entry as Pi announced it
-	// when it appended it (an entry_appended event, which Pi writes for
-	// an extension's appendEntry in the same step as the file line), or
-	// nil. Pi keeps the extension's data object itself, not a copy, so
-	// the entry it returns later shows whatever the extension changed in
-	// that object since: only the announced one is the line as written.
+	// when it appended it, or nil (announced.go): an extension's
+	// appendEntry (entry_appended) and a tool's result (message_end).
+	// Pi keeps the extension's data and the tool's details objects
+	// themselves, not copies, so the entry it returns later shows
+	// whatever the extension changed in them since: the announced one
+	// is the line as written.
 	Announced []json.RawMessage `json:"-"`
 }
 
@@ -174,13 +175,7 @@ func (c *Conn) GetEntriesWithin(ctx context.Context, since string, timeout time.
 		return e, nil
 	}
 	for i, raw := range e.Entries {
-		var id struct {
-			ID string `json:"id"`
-		}
-		if json.Unmarshal(raw, &id) != nil {
-			continue
-		}
-		if a, ok := c.announced.Get(id.ID); ok {
+		if a := c.announcedAs(raw); a != nil {
 			if e.Announced == nil {
 				e.Announced = make([]json.RawMessage, len(e.Entries))
 			}
@@ -188,32 +183,6 @@ func (c *Conn) GetEntriesWithin(ctx context.Context, since string, timeout time.
 		}
 	}
 	return e, nil
-}
-
-// maxAnnounced and maxAnnouncedEntry bound the announced entries a Conn
-// keeps (4 MiB): the session watch needs one only until its next poll,
-// and a larger or older one is compared as get_entries returns it.
-const (
-	maxAnnounced      = 64
-	maxAnnouncedEntry = 64 << 10
-)
-
-// announce keeps the entry of an entry_appended event, whole and small
-// enough, under its id; c.mu held. Pi writes the event and the file line
-// in one synchronous step, so both spell the entry as it was then, and
-// the event reaches the reader before the answer to any get_entries
-// asked after the line was read.
-func (c *Conn) announce(n *native) {
-	if n.clip != nil || len(n.Entry) == 0 || len(n.Entry) > maxAnnouncedEntry {
-		return
-	}
-	var id struct {
-		ID string `json:"id"`
-	}
-	if json.Unmarshal(n.Entry, &id) != nil || id.ID == "" {
-		return
-	}
-	c.announced.Put(id.ID, append(json.RawMessage(nil), n.Entry...))
 }
 
 // GetCommands lists the slash commands Pi would run (extensions, prompt

@@ -47,8 +47,8 @@ type Conn struct {
 	// seed is the id of Resync's get_state: its answer sets the tracker's
 	// run state in wire order.
 	seed string
-	// announced are the entries Pi announced as it appended them
-	// (entry_appended), by id (Entries.Announced).
+	// announced are the entries and tool results Pi announced as it
+	// appended them (announced.go, Entries.Announced).
 	announced *engine.Recent[json.RawMessage]
 }
 
@@ -169,9 +169,7 @@ func (c *Conn) handle(line []byte, clip *engine.Clip) {
 		return
 	}
 	c.tr.observe(n)
-	if n.Type == "entry_appended" {
-		c.announce(n)
-	}
+	c.announce(n)
 	if n.Type == "extension_ui_request" {
 		c.uiEvent(line, n)
 		return
