@@ -14,6 +14,7 @@ import (
 	"github.com/mosaic-agents/mosaic/conversations"
 	"github.com/mosaic-agents/mosaic/engine"
 	"github.com/mosaic-agents/mosaic/engine/claude"
+	hclaude "github.com/mosaic-agents/mosaic/history/claude"
 )
 
 // claudeDirs creates (0700) and returns the controller-owned directories
@@ -53,7 +54,9 @@ func (c *Controller) claudeHead(ctx context.Context, cv *conversations.Conversat
 	if t.New() {
 		return sessionHead{}, nil
 	}
-	return sessionHead{exists: true, id: cv.Claude.Session, leaf: t.DefaultLeaf()}, nil
+	h := sessionHead{exists: true, id: cv.Claude.Session, leaf: t.DefaultLeaf()}
+	h.transcript, _ = t.(*hclaude.Transcript)
+	return h, nil
 }
 
 // readHead reads the bound session's head, whatever the engine kind.

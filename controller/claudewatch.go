@@ -109,6 +109,12 @@ func (c *Controller) watchClaude(x *execution, pinned string, resumed bool) {
 		size, mod, change, ino = fi.Size(), fi.ModTime(), changeTime(fi), inode(fi)
 		x.checked.Store(size)
 	}
+	// What the watch starts from is vouched for as the launch's load
+	// check read it (claudeLoadCheck: the CLI writes nothing before the
+	// first prompt); each check after vouches for what it read, and a
+	// stop records the last (claims.Record.Vouched), which the wake and a
+	// recover hold the transcript to.
+	x.vouchTranscript(prev)
 	t := time.NewTicker(c.cfg.PollInterval)
 	defer t.Stop()
 	for range t.C {
@@ -159,6 +165,51 @@ func (c *Controller) watchClaude(x *execution, pinned string, resumed bool) {
 		c.follow(x, v.leaf)
 		prev, size, mod, change, ino = now, fi.Size(), fi.ModTime(), changeTime(fi), inode(fi)
 		x.checked.Store(size)
+		x.vouchTranscript(now)
+	}
+}
+
+// vouchTranscript records t as what the watch vouched for, unless a
+// check already vouched for more of the file (the stop's last check and
+// the watch's own may overlap; the transcript only grows).
+func (x *execution) vouchTranscript(t *hclaude.Transcript) {
+	x.transcript.Lock()
+	defer x.transcript.Unlock()
+	if x.transcript.t != nil && x.transcript.t.Size() > t.Size() {
+		return
+	}
+	x.transcript.t = t
+	x.vouched.Store(fileState(t))
+}
+
+// lastCheck checks a Claude transcript once more when a stop has proven
+// the cohort gone, as the watch checks it, and vouches for what passes:
+// the CLI writes its last lines as its stdin closes (a stop closes it
+// first), after the watch stopped following an engine that exited, and
+// the wake would refuse those bytes as another writer's. A prompt line
+// this execution never sent, or a rewrite, is not vouched for: the stop
+// records the bytes the watch last vouched for, and the wake and a
+// recover name the rest.
+func (c *Controller) lastCheck(x *execution) {
+	if x == nil || x.conn == nil || !c.cfg.Conversation.IsClaude() {
+		return
+	}
+	ledger, err := driverAs[promptLedger](x.conn, "check the transcript")
+	if err != nil {
+		return
+	}
+	x.transcript.Lock()
+	prev := x.transcript.t
+	x.transcript.Unlock()
+	if prev == nil {
+		return
+	}
+	now, err := hclaude.Follow(prev)
+	if err != nil {
+		return
+	}
+	if v := checkTranscript(prev, now, ledger.SentPrompt, ""); v.foreign == "" {
+		x.vouchTranscript(now)
 	}
 }
 

@@ -1,9 +1,11 @@
 package controller
 
 import (
+	"sync"
 	"sync/atomic"
 
 	"github.com/mosaic-agents/mosaic/claims"
+	hclaude "github.com/mosaic-agents/mosaic/history/claude"
 	"github.com/mosaic-agents/mosaic/protocol"
 	"github.com/mosaic-agents/mosaic/scopes"
 )
@@ -40,11 +42,17 @@ type execution struct {
 	// is no larger (idleSession), so the stop records the leaf it ends on.
 	checked atomic.Int64
 	// vouched is what the session file held at the session watcher's last
-	// check (nil until its first, and for a Claude transcript): the
-	// stopped revision records it (claims.Record.Vouched), so the wake
-	// and a recover can tell a file another writer changed while no
-	// engine ran from the one this execution left.
+	// check (nil until its first): the stopped revision records it
+	// (claims.Record.Vouched), so the wake and a recover can tell a file
+	// another writer changed while no engine ran from the one this
+	// execution left.
 	vouched atomic.Pointer[claims.FileState]
+	// transcript is a Claude transcript as the watch last vouched for it
+	// (vouchTranscript): what the stop's last check follows.
+	transcript struct {
+		sync.Mutex
+		t *hclaude.Transcript
+	}
 }
 
 // engineState is the binding's engineState for an execution: orphan when

@@ -29,7 +29,7 @@ func (c *Controller) watchSession(x *execution, prev *history.Snapshot) {
 	// The file the engine was launched on (or re-attached to) is vouched
 	// for by the load check; nil is an empty file, which Pi gives its
 	// header at start.
-	x.vouched.Store(fileState(prev))
+	x.vouched.Store(fileState(ofSnap(prev)))
 	var lastSize int64 = -1
 	var lastMod, lastChange time.Time
 	var unfinished int // polls that found the header still being written

@@ -386,11 +386,11 @@ func (c *Controller) launch(ctx context.Context, head sessionHead, keys claims.K
 	}
 	co := h.Cohort
 	x := &execution{id: execID, handle: h, pins: pins, engineName: engineNameOf(cv), stderr: c.readStderr(execID, h)}
-	if !cv.IsClaude() {
-		// What the launch pinned is what it vouches for until the session
-		// watch checks more: a stop before that (a failed load check, then
-		// a force stop) records these bytes, not none.
-		x.vouched.Store(fileState(head.snap))
+	// What the launch pinned is what it vouches for until the session
+	// watch checks more: a stop before that (a failed load check, then a
+	// force stop) records these bytes, not none.
+	if b := head.bytes(); b != nil || !head.exists {
+		x.vouched.Store(fileState(b))
 	}
 	conn, err := c.openEngine(cv, h, c.driverOptions(execID))
 	if err != nil {

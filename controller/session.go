@@ -8,6 +8,7 @@ import (
 
 	"github.com/mosaic-agents/mosaic/claims"
 	"github.com/mosaic-agents/mosaic/history"
+	hclaude "github.com/mosaic-agents/mosaic/history/claude"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
@@ -20,6 +21,38 @@ type sessionHead struct {
 	id     string
 	leaf   string
 	snap   *history.Snapshot // nil for an empty file
+	// transcript is a Claude conversation's transcript as read, nil for
+	// a new session (and for Pi).
+	transcript *hclaude.Transcript
+}
+
+// sessionBytes is a session file's bytes as one read covered them: Pi's
+// snapshot or a Claude transcript.
+type sessionBytes interface {
+	Size() int64
+	Digest() string
+	Begins(size int64, digest string) bool
+	Incomplete() bool
+}
+
+// bytes is what head's read covered, nil for an empty or missing file.
+func (h sessionHead) bytes() sessionBytes {
+	switch {
+	case h.snap != nil:
+		return h.snap
+	case h.transcript != nil:
+		return h.transcript
+	}
+	return nil
+}
+
+// ofSnap is snap as sessionBytes: nil for a nil snap, never an interface
+// holding a nil pointer.
+func ofSnap(snap *history.Snapshot) sessionBytes {
+	if snap == nil {
+		return nil
+	}
+	return snap
 }
 
 // has reports whether id is an entry of the pinned file.
@@ -58,13 +91,13 @@ func emptyFile(path string) bool {
 	return err == nil && fi.Mode().IsRegular() && fi.Size() == 0
 }
 
-// fileState names snap's bytes as a stopped revision records them
+// fileState names b's bytes as a stopped revision records them
 // (claims.Record.Vouched); nil is an empty or missing file, no bytes.
-func fileState(snap *history.Snapshot) *claims.FileState {
-	if snap == nil {
+func fileState(b sessionBytes) *claims.FileState {
+	if b == nil {
 		return &claims.FileState{Size: 0, SHA256: emptySHA256}
 	}
-	return &claims.FileState{Size: snap.Size(), SHA256: snap.Digest()}
+	return &claims.FileState{Size: b.Size(), SHA256: b.Digest()}
 }
 
 // emptySHA256 is the digest of no bytes.
@@ -80,16 +113,16 @@ const (
 
 // historyChange says how the session file, as head read it, differs from
 // the bytes rec vouched for; historySame when it does not, or when rec
-// recorded none (an older claim, a Claude transcript): then the header
-// and leaf checks are all there is, as before. A line being appended
-// without its LF yet counts as appended: Pi loads a last line without
-// one too.
+// recorded none (an older claim): then the header and leaf checks are
+// all there is, as before. A line being appended without its LF yet
+// counts as appended: Pi loads a last line without one too, and the
+// Claude CLI is still writing it.
 func historyChange(rec *claims.Record, head sessionHead) string {
 	v := rec.Vouched
 	if v == nil {
 		return historySame
 	}
-	snap := head.snap
+	snap := head.bytes()
 	if snap == nil {
 		// An empty or missing file: no bytes.
 		if v.Size == 0 && v.SHA256 == emptySHA256 {
@@ -109,9 +142,10 @@ func historyChange(rec *claims.Record, head sessionHead) string {
 // describeChange says what a change is, for the journal, refusals and
 // intents: the sizes, and the digests cut to 12 hex digits.
 func describeChange(rec *claims.Record, head sessionHead, change string) string {
-	now := fileState(head.snap)
+	b := head.bytes()
+	now := fileState(b)
 	tail := ""
-	if head.snap != nil && head.snap.Incomplete() {
+	if b != nil && b.Incomplete() {
 		tail = " and a line without its LF"
 	}
 	if change == historyAppended {

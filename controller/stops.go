@@ -341,6 +341,7 @@ func (c *Controller) finishStop(ctx context.Context, x *execution, s *protocol.S
 	var held *proofs.CohortProof
 	var heldErr error
 	if outcome == scopes.Stopped {
+		c.lastCheck(x)
 		p, err := proofs.NewCohortProof(res.Observation)
 		switch {
 		case err != nil:

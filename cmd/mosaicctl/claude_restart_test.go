@@ -57,15 +57,21 @@ func (r claudeRig) transcripts(t *testing.T) string {
 // session, read as the user (outside any engine).
 func (r claudeRig) transcriptLeaf(t *testing.T, session string) string {
 	t.Helper()
-	state, err := xdg.StateHome()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := hclaude.Read(hclaude.Ref{ConfigDir: filepath.Join(state, "mosaic", "claude", r.id, "config"), Project: r.proj, Session: session})
+	tr, err := hclaude.Read(r.transcript(t, session))
 	if err != nil || tr.New() {
 		t.Fatalf("transcript of session %s: %v (new %v)", session, err, err == nil && tr.New())
 	}
 	return tr.DefaultLeaf()
+}
+
+// transcript names the conversation's transcript of session.
+func (r claudeRig) transcript(t *testing.T, session string) hclaude.Ref {
+	t.Helper()
+	state, err := xdg.StateHome()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hclaude.Ref{ConfigDir: filepath.Join(state, "mosaic", "claude", r.id, "config"), Project: r.proj, Session: session}
 }
 
 // requestsWith counts the fake's requests whose reply kind is s or whose
