@@ -215,10 +215,18 @@ func TestAuditReportsSuppression(t *testing.T) {
 		t.Fatalf("stop during the flood: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 	// journald writes its notice when the same bucket logs again after the
-	// interval that dropped messages.
+	// interval that dropped messages. Its clock is when it reads a
+	// message, not when it was sent: on a busy machine it reads the
+	// flood's tail after the sleep below, and one message sent then can
+	// land in the flood's own interval, after which nothing logs again.
+	// So one is sent each second until the notice is in.
 	time.Sleep(interval + time.Second)
-	sdjournal.Send("audit test: after the flood", sdjournal.PriNotice, nil)
+	var sentAfter time.Time
 	waitFor(t, func() bool {
+		if time.Since(sentAfter) >= time.Second {
+			sdjournal.Send("audit test: after the flood", sdjournal.PriNotice, nil)
+			sentAfter = time.Now()
+		}
 		r := run(t, "journalctl", "-q", "-o", "json", "--no-pager", "_TRANSPORT=driver", "MESSAGE_ID="+journalDroppedID)
 		return strings.Contains(r.stdout, "Suppressed ")
 	})
