@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"reflect"
+	"slices"
 	"time"
 
 	"github.com/mosaic-agents/mosaic/audit"
@@ -171,7 +172,8 @@ func unvouched(snap *history.Snapshot, ours map[string]heldEntry) (id, what stri
 // when it appended it (nil if it did not, pi.Entries.Announced). Either
 // is the engine's own.
 type heldEntry struct {
-	now, announced json.RawMessage
+	now       json.RawMessage
+	announced []json.RawMessage
 }
 
 // rewritten returns the id of the first of lines whose entry the engine
@@ -192,7 +194,7 @@ func rewritten(lines [][]byte, ours map[string]heldEntry) string {
 		if !ok || h.now == nil && h.announced == nil {
 			continue
 		}
-		if !sameJSON(file, h.now) && !sameJSON(file, h.announced) {
+		if !sameJSON(file, h.now) && !slices.ContainsFunc(h.announced, func(a json.RawMessage) bool { return sameJSON(file, a) }) {
 			return id
 		}
 	}

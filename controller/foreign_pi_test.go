@@ -58,6 +58,14 @@ export default function (pi: any) {
     if (p.includes("EXT_THINKING")) pi.setThinkingLevel("high");
     if (p.includes("EXT_MODEL")) await pi.setModel(ctx.modelRegistry.find("fakellm", "fake-thinker"));
     if (p.includes("EXT_COMPACT")) ctx.compact();
+    if (p.includes("EXT_LIVE_NOTE")) {
+      // A note whose details the extension keeps and changes after
+      // sending it, as a status line counts on.
+      const live = { count: 1 };
+      pi.sendMessage({ customType: "probe-live", content: "live", display: true, details: live });
+      live.count++;
+      pi.sendMessage({ customType: "probe-live", content: "live", display: true, details: { count: 0 } });
+    }
     if (p.includes("EXT_SAVE")) {
       // One state object saved twice, changed in between, as the
       // examples' games save theirs: Pi holds the object, not a copy.
@@ -527,6 +535,12 @@ func TestRealPiAppendsAreVouched(t *testing.T) {
 			launch: piLaunch{ext: true},
 			run:    func(r *piRig, p *realPi) { p.prompt("toggle twice") },
 			want:   []string{"message"},
+		},
+		{
+			name:   "extension changes a sent message's details",
+			launch: piLaunch{ext: true},
+			run:    func(r *piRig, p *realPi) { p.prompt("EXT_LIVE_NOTE") },
+			want:   []string{"custom_message"},
 		},
 		{
 			name:   "extension saves one state object twice",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -27,6 +28,11 @@ func TestEntriesAnnounced(t *testing.T) {
 		resultEntry = `{"type":"message","id":"r1","parentId":"c1","timestamp":"t","message":` + result + `}`
 	)
 	now := map[string]any{"type": "custom", "customType": "s", "data": map[string]any{"saves": 2}, "id": "c1", "parentId": "m1", "timestamp": "t"}
+	// A custom message entry whose details the extension changed since.
+	noteEntry := func(details string) string {
+		return `{"type":"custom_message","customType":"status","content":"live","display":true,` + details + `"id":"n1","parentId":"r1","timestamp":"t"}`
+	}
+	noteNow := map[string]any{"type": "custom_message", "customType": "status", "content": "live", "display": true, "details": map[string]any{"count": 2}, "id": "n1", "parentId": "r1", "timestamp": "t"}
 	resultNow := map[string]any{"type": "message", "id": "r1", "parentId": "c1", "timestamp": "t", "message": map[string]any{
 		"role": "toolResult", "toolCallId": "call_1", "toolName": "todo", "content": []any{map[string]any{"type": "text", "text": "toggled"}},
 		"details": map[string]any{"done": false}, "isError": false, "timestamp": json.Number("1796204005346")}}
@@ -37,15 +43,20 @@ func TestEntriesAnnounced(t *testing.T) {
 		name   string
 		events []string
 		opts   engine.Options
-		want   map[string]string // id -> announced entry ("" none)
+		want   map[string][]string // id -> the entry as announced, each way (none: nil)
 	}{
-		{name: "announced", events: []string{`{"type":"entry_appended","entry":` + written + `}`}, want: map[string]string{"c1": written}},
-		{name: "not announced", want: map[string]string{}},
-		{name: "over the bound", events: []string{`{"type":"entry_appended","entry":` + entry(maxAnnouncedEntry) + `}`}, want: map[string]string{}},
-		{name: "cut by framing", events: []string{`{"type":"entry_appended","entry":` + entry(8000) + `}`}, opts: engine.Options{MaxLine: 4096, LineLimit: 1 << 20}, want: map[string]string{}},
-		{name: "tool result announced", events: []string{`{"type":"message_end","message":` + result + `}`}, want: map[string]string{"r1": resultEntry}},
-		{name: "a result of the same call at another time", events: []string{`{"type":"message_end","message":` + strings.Replace(result, "1796204005346", "1796204005347", 1) + `}`}, want: map[string]string{}},
-		{name: "another message's end", events: []string{`{"type":"message_end","message":` + strings.Replace(result, `"toolResult"`, `"user"`, 1) + `}`}, want: map[string]string{}},
+		{name: "announced", events: []string{`{"type":"entry_appended","entry":` + written + `}`}, want: map[string][]string{"c1": {written}}},
+		{name: "not announced", want: nil},
+		{name: "over the bound", events: []string{`{"type":"entry_appended","entry":` + entry(maxAnnouncedEntry) + `}`}, want: nil},
+		{name: "cut by framing", events: []string{`{"type":"entry_appended","entry":` + entry(8000) + `}`}, opts: engine.Options{MaxLine: 4096, LineLimit: 1 << 20}, want: nil},
+		{name: "tool result announced", events: []string{`{"type":"message_end","message":` + result + `}`}, want: map[string][]string{"r1": {resultEntry}}},
+		{name: "a result of the same call at another time", events: []string{`{"type":"message_end","message":` + strings.Replace(result, "1796204005346", "1796204005347", 1) + `}`}, want: nil},
+		{name: "custom messages of its type and content", events: []string{
+			`{"type":"message_end","message":{"role":"custom","customType":"status","content":"live","display":true,"details":{"count":1},"timestamp":5}}`,
+			`{"type":"message_end","message":{"role":"custom","customType":"status","content":"other","display":true,"details":{"count":7},"timestamp":6}}`,
+			`{"type":"message_end","message":{"role":"custom","customType":"status","content":"live","display":true,"timestamp":7}}`,
+		}, want: map[string][]string{"n1": {noteEntry(`"details":{"count":1},`), noteEntry("")}}},
+		{name: "another message's end", events: []string{`{"type":"message_end","message":` + strings.Replace(result, `"toolResult"`, `"user"`, 1) + `}`}, want: nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -61,6 +72,7 @@ func TestEntriesAnnounced(t *testing.T) {
 				map[string]any{"type": "message", "id": "m1", "parentId": nil, "message": map[string]any{"role": "user", "content": "hi", "timestamp": 1}},
 				now,
 				resultNow,
+				noteNow,
 			}})
 			got := <-r
 			if got.err != nil {
@@ -71,23 +83,22 @@ func TestEntriesAnnounced(t *testing.T) {
 				if err := json.Unmarshal(raw, &e); err != nil {
 					t.Fatal(err)
 				}
-				var a string
+				var a []string
 				if i < len(got.e.Announced) {
-					a = string(got.e.Announced[i])
+					for _, w := range got.e.Announced[i] {
+						a = append(a, string(w))
+					}
 				}
-				if !sameValue(a, tc.want[e.ID]) {
-					t.Errorf("entry %s announced as %.200q, want %.200q", e.ID, a, tc.want[e.ID])
+				if !slices.EqualFunc(a, tc.want[e.ID], sameValue) {
+					t.Errorf("entry %s announced as %.300q, want %.300q", e.ID, a, tc.want[e.ID])
 				}
 			}
 		})
 	}
 }
 
-// sameValue says whether a and b are both empty or the same JSON value.
+// sameValue says whether a and b are the same JSON value.
 func sameValue(a, b string) bool {
-	if a == "" || b == "" {
-		return a == b
-	}
 	var va, vb any
 	return json.Unmarshal([]byte(a), &va) == nil && json.Unmarshal([]byte(b), &vb) == nil && reflect.DeepEqual(va, vb)
 }

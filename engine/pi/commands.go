@@ -76,14 +76,14 @@ type Entries struct {
 	// not Pi's as written, only its short fields (id, parent, type) are.
 	// Nil when the answer came whole.
 	Cut []bool `json:"-"`
-	// Announced holds, for each of Entries, the entry as Pi announced it
-	// when it appended it, or nil (announced.go): an extension's
-	// appendEntry (entry_appended) and a tool's result (message_end).
-	// Pi keeps the extension's data and the tool's details objects
-	// themselves, not copies, so the entry it returns later shows
-	// whatever the extension changed in them since: the announced one
-	// is the line as written.
-	Announced []json.RawMessage `json:"-"`
+	// Announced holds, for each of Entries, the entry as Pi may have
+	// announced it when it appended it, or nil (announced.go): an
+	// extension's appendEntry (entry_appended), a tool's result and a
+	// custom message (message_end). Pi keeps the extension's data and
+	// details objects themselves, not copies, so the entry it returns
+	// later shows whatever the extension changed in them since: the line
+	// as written is one of the announced.
+	Announced [][]json.RawMessage `json:"-"`
 }
 
 // NativeCommand is one row of get_commands.
@@ -171,13 +171,13 @@ func (c *Conn) GetEntriesWithin(ctx context.Context, since string, timeout time.
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.announced.Len() == 0 {
+	if c.announced.Len() == 0 && len(c.notes) == 0 {
 		return e, nil
 	}
 	for i, raw := range e.Entries {
 		if a := c.announcedAs(raw); a != nil {
 			if e.Announced == nil {
-				e.Announced = make([]json.RawMessage, len(e.Entries))
+				e.Announced = make([][]json.RawMessage, len(e.Entries))
 			}
 			e.Announced[i] = a
 		}

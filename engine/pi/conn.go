@@ -48,8 +48,10 @@ type Conn struct {
 	// run state in wire order.
 	seed string
 	// announced are the entries and tool results Pi announced as it
-	// appended them (announced.go, Entries.Announced).
+	// appended them, and notes the custom messages (announced.go,
+	// Entries.Announced).
 	announced *engine.Recent[json.RawMessage]
+	notes     []note
 }
 
 // New starts reading the engine's stdout (r) and returns a Conn that
