@@ -168,9 +168,9 @@ func unvouched(snap *history.Snapshot, ours map[string]heldEntry) (id, what stri
 }
 
 // heldEntry is what the engine holds of one entry: as it answers
-// get_entries now (nil when the answer was cut), and as it announced it
-// when it appended it (nil if it did not, pi.Entries.Announced). Either
-// is the engine's own.
+// get_entries now (nil when the answer was cut), and the ways it may have
+// announced it when it appended it (none if it did not,
+// pi.Entries.Announced). Each is the engine's own.
 type heldEntry struct {
 	now       json.RawMessage
 	announced []json.RawMessage
@@ -248,11 +248,11 @@ func heldAfter(ctx context.Context, p sessionProbe, prev *history.Snapshot, size
 			h.now = nil
 		}
 		if i < len(ents.Announced) {
-			// Pi holds an extension's data and a tool's details
-			// objects, not copies: one the extension changed since has
-			// its entry returned as the object is now. The entry as Pi
-			// announced it at its append is the line as written, and a
-			// writer's edit matches neither.
+			// Pi holds an extension's data and details objects, not
+			// copies: one the extension changed since has its entry
+			// returned as the object is now. The entry as Pi announced
+			// it at its append is the line as written, and a writer's
+			// edit matches none.
 			h.announced = ents.Announced[i]
 		}
 		ours[e.ID] = h
