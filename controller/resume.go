@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -304,10 +305,11 @@ func (c *Controller) reattach(ctx context.Context, claim *claims.Claim, h *scope
 	return nil
 }
 
-// checkReattached checks that the engine still holds the bound session
-// and that the session file's last entry is one of the engine's own (an
-// entry another writer appended while no controller watched is not), and
-// returns the engine's leaf.
+// checkReattached checks that the engine still holds the bound session,
+// that the session file's last entry is one of the engine's own (an
+// entry another writer appended while no controller watched is not) and
+// that its other entries are too (wordsHeld), and returns the engine's
+// leaf.
 func (c *Controller) checkReattached(ctx context.Context, x *execution, head sessionHead, st pi.State, size int64) (string, error) {
 	if st.SessionFile != c.cfg.Conversation.Session {
 		return "", fmt.Errorf("engine holds %q, not the bound session file", st.SessionFile)
@@ -326,7 +328,52 @@ func (c *Controller) checkReattached(ctx context.Context, x *execution, head ses
 	if err != nil {
 		return "", fmt.Errorf("the session file's last entry %s is not the engine's (foreign writer?): %w", head.leaf, err)
 	}
+	if err := wordsHeld(ctx, p, head, size); err != nil {
+		return "", err
+	}
 	return ents.LeafID, nil
+}
+
+// wordsHeld checks, for a re-attachment, that every entry of the session
+// file is one the engine holds, and that its user and assistant messages
+// are as the engine holds them: a writer that rewrote one in place while
+// no controller watched (a prompt reworded, its id kept) would have its
+// words sent to the model as this conversation's, and the new watch
+// follows the file from here on. The other entries are checked by id
+// alone: one holding an extension's object may show the extension's
+// changes since in get_entries, and a restarted controller heard none of
+// the announcements that vouch for the line as written (pi.Entries.
+// Announced). A session too large for one answer is left to the last
+// entry's check, as before.
+func wordsHeld(ctx context.Context, p sessionProbe, head sessionHead, size int64) error {
+	ours, err := heldAfter(ctx, p, nil, size)
+	if errors.Is(err, pi.ErrAnswerTooLarge) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("the engine's entries, to compare the session file with: %w", err)
+	}
+	for _, id := range head.snap.Appended() {
+		if _, ok := ours[id]; !ok {
+			return fmt.Errorf("entry %s of the session file is not the engine's: another writer appended it (foreign writer)", id)
+		}
+	}
+	var words [][]byte
+	for _, l := range head.snap.AppendedLines() {
+		var e struct {
+			Type    string `json:"type"`
+			Message struct {
+				Role string `json:"role"`
+			} `json:"message"`
+		}
+		if json.Unmarshal(l, &e) == nil && e.Type == "message" && (e.Message.Role == "user" || e.Message.Role == "assistant") {
+			words = append(words, l)
+		}
+	}
+	if id := rewritten(words, ours); id != "" {
+		return fmt.Errorf("entry %s of the session file is not the one the engine holds: another writer changed it while no controller watched (foreign writer)", id)
+	}
+	return nil
 }
 
 // countResume numbers this re-attachment to exec: the first free n of

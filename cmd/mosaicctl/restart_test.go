@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -576,6 +577,45 @@ func TestRestartAfterForeignAppend(t *testing.T) {
 	waitFor(t, func() bool { b, _ = currentBinding(t, ctx, r.path); return b.State != protocol.BindingLaunching })
 	if b.State != protocol.BindingUncertain || b.Admission != protocol.AdmissionClosed || b.Restart == nil {
 		t.Fatalf("after a foreign append while the controller was down: %+v (restart %+v); want uncertain, closed, re-attached", b, b.Restart)
+	}
+	if !strings.Contains(b.AdmissionReason, "foreign") {
+		t.Fatalf("admission reason %q; want it to name the foreign writer", b.AdmissionReason)
+	}
+}
+
+// TestRestartAfterForeignRewrite: a user message another writer rewrites
+// in place in the session file while no controller watches (its id, the
+// leaf and the file's size kept) is caught when the restarted controller
+// re-attaches, as an append is: the binding is uncertain, admission
+// closed.
+func TestRestartAfterForeignRewrite(t *testing.T) {
+	sandboxtest.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r := startLongTurn(t, ctx, sandboxtest.Bin(t, "mosaicctl"), "alice", 10, 20)
+	r.settled(t, ctx)
+	session := sessionFile(t, r.proj)
+	mustRun(t, "systemctl", "--user", "kill", "--signal=KILL", r.svc)
+	// Restart=on-failure brings the controller back after RestartSec (1 s):
+	// the rewrite lands before.
+	orig, err := os.ReadFile(session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := bytes.Replace(orig, []byte(`"text":"long"`), []byte(`"text":"LONG"`), 1)
+	if bytes.Equal(forged, orig) {
+		t.Fatalf("the prompt is not in the session file:\n%s", orig)
+	}
+	f, err := os.OpenFile(session, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteAt(forged, 0)
+	f.Close()
+	var b protocol.Binding
+	waitFor(t, func() bool { b, _ = currentBinding(t, ctx, r.path); return b.State != protocol.BindingLaunching })
+	if b.State != protocol.BindingUncertain || b.Admission != protocol.AdmissionClosed || b.Restart == nil {
+		t.Fatalf("after a rewrite while the controller was down: %+v (restart %+v); want uncertain, closed, re-attached", b, b.Restart)
 	}
 	if !strings.Contains(b.AdmissionReason, "foreign") {
 		t.Fatalf("admission reason %q; want it to name the foreign writer", b.AdmissionReason)
