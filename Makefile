@@ -103,7 +103,7 @@ test: check build pi claude
 	@echo "==> go test -race, every package, each test binary in a fresh systemd sandbox"
 	MOSAIC_PI=$$(bash contrib/pi/install.sh $(PI_DIR)) \
 	MOSAIC_CLAUDE=$$(bash contrib/claude/install.sh $(CLAUDE_DIR)) \
-		$(GO) test -json -race -count=1 -exec $(SANDBOX) ./... | $(GO) run ./contrib/testprogress
+		$(GO) test -json -race -count=1 -timeout 30m -exec $(SANDBOX) ./... | $(GO) run ./contrib/testprogress
 	$(MAKE) --no-print-directory test-deb
 	$(MAKE) --no-print-directory fuzz
 

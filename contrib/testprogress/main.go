@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 )
 
@@ -108,8 +109,28 @@ func (p *printer) event(e event) {
 			fmt.Fprintf(p.out, "?     %s [no test files]\n", e.Package)
 		case "fail":
 			p.failed = true
+			p.unfinished(e.Package)
 			fmt.Fprintf(p.out, "%sFAIL  %s %.1fs\n", out, e.Package, e.Elapsed)
 		}
+	}
+}
+
+// unfinished prints the output of pkg's top-level tests that never
+// ended: the binary died under them (its -timeout's panic, a crash), and
+// test2json files that output, the goroutine dump included, under the
+// tests that were running.
+func (p *printer) unfinished(pkg string) {
+	var names []string
+	for k := range p.kept {
+		if test, ok := strings.CutPrefix(k, pkg+"\x00"); ok && test != "" {
+			names = append(names, test)
+		}
+	}
+	slices.Sort(names)
+	for _, test := range names {
+		k := key(pkg, test)
+		fmt.Fprintf(p.out, "--- UNFINISHED  %s (running when the package failed)\n%s", test, p.kept[k].b)
+		delete(p.kept, k)
 	}
 }
 
