@@ -59,6 +59,19 @@ func (c *Controller) claudeHead(ctx context.Context, cv *conversations.Conversat
 	return h, nil
 }
 
+// sameTranscript says whether now begins with exactly the bytes was
+// read, and what follows holds no prompt (none was sent yet: admission is
+// closed during the load check), as the transcript watch would judge it:
+// the CLI may write its own lines as it resumes (after a force stop).
+// Two new sessions are the same.
+func sameTranscript(was, now *hclaude.Transcript) bool {
+	if was == nil || now == nil {
+		return was == nil && now == nil
+	}
+	next, err := hclaude.Follow(was)
+	return err == nil && checkTranscript(was, next, func(string) bool { return false }, "").foreign == ""
+}
+
 // readHead reads the bound session's head, whatever the engine kind.
 // Pi's is read here rather than through its engine's History: the
 // foreign-writer watch follows the snapshot (history.Follow), which the
@@ -111,6 +124,13 @@ func (c *Controller) claudeLoadCheck(ctx context.Context, d engine.Driver, cv *c
 		return "", "", fmt.Errorf("the transcript of session %s appeared or vanished during the launch", cv.Claude.Session)
 	case now.leaf != want:
 		return "", "", fmt.Errorf("the transcript's default leaf is %s, the pinned leaf is %s", now.leaf, want)
+	case !sameTranscript(head.transcript, now.transcript):
+		// The wake held the bytes it read to the ones the stop vouched
+		// for; the CLI read the file again as it started. A writer in
+		// between (an entry reworded in place, leaf kept) would have its
+		// words loaded, and the watch that starts from them vouch for
+		// them.
+		return "", "", fmt.Errorf("the transcript of session %s changed while the engine loaded it (another writer)", cv.Claude.Session)
 	}
 	return cv.Claude.Session, now.leaf, nil
 }

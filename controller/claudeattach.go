@@ -62,7 +62,7 @@ func (c *Controller) reattachClaude(ctx context.Context, claim *claims.Claim, h 
 	c.reattachedLocked(cv.Claude.Session, head.leaf)
 	c.audit(audit.Transition, nil, fmt.Sprintf("controller restarted: re-attached to Claude Code execution %s (engine pid %d, resume %d, %d bytes skipped to a line boundary, turn in progress %v, %d permission requests pending)",
 		execID, h.Cohort.PID, n, skipped, r.Running, len(r.Pending)), fields)
-	go c.watchClaude(x, head.leaf, false)
+	go c.watchClaude(x, head.leaf, false, head.transcript)
 	go c.watchIdle(x)
 	return nil
 }

@@ -81,7 +81,12 @@ func checkTranscript(prev, now *hclaude.Transcript, sent func(string) bool, pinn
 // A re-attached controller does not know the uuids the previous one sent:
 // a prompt line the CLI writes after the restart for a prompt sent before
 // it counts as foreign (admission closes; fail closed).
-func (c *Controller) watchClaude(x *execution, pinned string, resumed bool) {
+//
+// from is the transcript as the launch (or the re-attach) read and
+// checked it, nil for a new session: the watch starts from those bytes,
+// so what changed before its first tick is checked too, never taken as
+// its start and vouched for.
+func (c *Controller) watchClaude(x *execution, pinned string, resumed bool, from *hclaude.Transcript) {
 	ledger, err := driverAs[promptLedger](x.conn, "watch the transcript")
 	if err != nil {
 		c.foreign(x, "the transcript can no longer be vouched for: "+err.Error(), "")
@@ -92,7 +97,10 @@ func (c *Controller) watchClaude(x *execution, pinned string, resumed bool) {
 	if err != nil {
 		return
 	}
-	prev, err := hclaude.Read(ref)
+	prev, err := from, error(nil)
+	if prev == nil {
+		prev, err = hclaude.Empty(ref)
+	}
 	if err != nil {
 		c.foreign(x, "the transcript can no longer be vouched for ("+protocol.CodeOf(err)+"): "+err.Error(), "")
 		return
@@ -105,8 +113,10 @@ func (c *Controller) watchClaude(x *execution, pinned string, resumed bool) {
 	var mod, change time.Time
 	var ino uint64
 	halfAt, halfTicks := int64(-1), 0
-	if fi, err := os.Lstat(path); err == nil {
-		size, mod, change, ino = fi.Size(), fi.ModTime(), changeTime(fi), inode(fi)
+	if !prev.New() {
+		// The file's size and inode as read; no time, so the first tick
+		// follows it whatever changed since.
+		size, ino = prev.Size(), prev.Inode()
 		x.checked.Store(size)
 	}
 	// What the watch starts from is vouched for as the launch's load

@@ -453,7 +453,9 @@ func (c *Controller) launch(ctx context.Context, head sessionHead, keys claims.K
 	if !cv.IsClaude() {
 		go c.watchSession(x, head.snap)
 	} else {
-		go c.watchClaude(x, leaf, head.exists || cv.Claude.Adopted)
+		// The watch starts from the bytes the launch checked, never a
+		// read of its own: what a writer changed since is compared.
+		go c.watchClaude(x, leaf, head.exists || cv.Claude.Adopted, head.transcript)
 	}
 	go c.watchIdle(x)
 	return nil

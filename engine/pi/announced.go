@@ -94,7 +94,7 @@ func (c *Conn) announce(n *native) {
 		if json.Unmarshal(raw, &a) != nil || a.ID == "" {
 			return
 		}
-		c.announced.Put(entryKey(a.ID), append(json.RawMessage(nil), raw...))
+		c.putAnnounced(entryKey(a.ID), raw)
 	case "message_end":
 		var a messageName
 		if json.Unmarshal(raw, &a) != nil {
@@ -102,7 +102,7 @@ func (c *Conn) announce(n *native) {
 		}
 		switch {
 		case a.Role == "toolResult" && a.Call != "" && a.Stamp != "":
-			c.announced.Put(toolResultKey(a.Call, a.Stamp), append(json.RawMessage(nil), raw...))
+			c.putAnnounced(toolResultKey(a.Call, a.Stamp), raw)
 		case a.Role == "custom" && a.CustomType != "":
 			if len(c.notes) == maxAnnouncedNotes {
 				c.notes = append(c.notes[:0], c.notes[1:]...)
@@ -110,6 +110,20 @@ func (c *Conn) announce(n *native) {
 			c.notes = append(c.notes, note{kind: a.CustomType, content: clone(a.Content), details: clone(a.Details)})
 		}
 	}
+}
+
+// putAnnounced keeps raw as what key names, unless key already names
+// another announcement: two tool results of one call in the same
+// millisecond (a model that repeats a call id in one turn, results
+// made at once), or an id announced twice. Either may be the entry, and
+// taking one for the other would vouch for a line holding the other
+// entry's words; key then names none (nil), and the entry is compared
+// as Pi holds it now.
+func (c *Conn) putAnnounced(key string, raw json.RawMessage) {
+	if was, ok := c.announced.Get(key); ok && !bytes.Equal(was, raw) {
+		raw = nil
+	}
+	c.announced.Put(key, clone(raw))
 }
 
 func clone(b json.RawMessage) json.RawMessage {
@@ -129,12 +143,15 @@ func (c *Conn) announcedAs(raw json.RawMessage) []json.RawMessage {
 		return nil
 	}
 	if e, ok := c.announced.Get(entryKey(a.ID)); ok {
+		if e == nil {
+			return nil // ambiguous (putAnnounced)
+		}
 		return []json.RawMessage{e}
 	}
 	switch {
 	case a.Type == "message" && a.Message != nil && a.Message.Role == "toolResult":
 		msg, ok := c.announced.Get(toolResultKey(a.Message.Call, a.Message.Stamp))
-		if !ok {
+		if !ok || msg == nil {
 			return nil
 		}
 		if e := withField(raw, "message", msg); e != nil {

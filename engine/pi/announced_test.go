@@ -50,6 +50,18 @@ func TestEntriesAnnounced(t *testing.T) {
 		{name: "over the bound", events: []string{`{"type":"entry_appended","entry":` + entry(maxAnnouncedEntry) + `}`}, want: nil},
 		{name: "cut by framing", events: []string{`{"type":"entry_appended","entry":` + entry(8000) + `}`}, opts: engine.Options{MaxLine: 4096, LineLimit: 1 << 20}, want: nil},
 		{name: "tool result announced", events: []string{`{"type":"message_end","message":` + result + `}`}, want: map[string][]string{"r1": {resultEntry}}},
+		{name: "two results of the same call at the same time", events: []string{
+			`{"type":"message_end","message":` + result + `}`,
+			`{"type":"message_end","message":` + strings.Replace(result, "toggled", "FORGED", 1) + `}`,
+		}, want: nil},
+		{name: "the same result announced twice", events: []string{
+			`{"type":"message_end","message":` + result + `}`,
+			`{"type":"message_end","message":` + result + `}`,
+		}, want: map[string][]string{"r1": {resultEntry}}},
+		{name: "an entry id announced twice", events: []string{
+			`{"type":"entry_appended","entry":` + written + `}`,
+			`{"type":"entry_appended","entry":` + strings.Replace(written, `"saves":1`, `"saves":9`, 1) + `}`,
+		}, want: nil},
 		{name: "a result of the same call at another time", events: []string{`{"type":"message_end","message":` + strings.Replace(result, "1796204005346", "1796204005347", 1) + `}`}, want: nil},
 		{name: "custom messages of its type and content", events: []string{
 			`{"type":"message_end","message":{"role":"custom","customType":"status","content":"live","display":true,"details":{"count":1},"timestamp":5}}`,

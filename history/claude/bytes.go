@@ -61,3 +61,7 @@ func (t *Transcript) Begins(size int64, digest string) bool {
 	}
 	return bytes.Equal(whole.Sum(nil), t.digest) && hex.EncodeToString(prefix.Sum(nil)) == digest
 }
+
+// Inode is the inode number of the file the read covered (0 for a new
+// session): a watch that starts from the read tells a file replaced since.
+func (t *Transcript) Inode() uint64 { return t.ino }

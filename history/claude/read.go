@@ -153,6 +153,18 @@ func Read(ref Ref) (*Transcript, error) {
 	return t, t.scan(f, sha256.New())
 }
 
+// Empty is the transcript ref names as a new session: no file, nothing
+// read. Following it reads the file afresh, all of it appended since.
+func Empty(ref Ref) (*Transcript, error) {
+	path, err := ref.Path()
+	if err != nil {
+		return nil, err
+	}
+	t := blank(ref, path)
+	t.isNew = true
+	return t, nil
+}
+
 // blank is a transcript of path with nothing read yet.
 func blank(ref Ref, path string) *Transcript {
 	return &Transcript{ref: ref, path: path, entries: map[string]*Entry{}, kids: map[string]int{}}
