@@ -3,6 +3,7 @@ package pi
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 )
 
 // Entries as Pi announced them when it appended them (Entries.Announced).
@@ -26,7 +27,11 @@ import (
 //     and content is one the entry may have been written as.
 //
 // For those the session watch accepts the line as announced besides the
-// entry as Pi holds it now; a line a writer edited still matches none.
+// entry as Pi holds it now. A line a writer edited matches none, except
+// that a custom message's line may carry the details of another message
+// of its type and content that Pi announced: no event names the entry a
+// custom message became, so the newest few of them (maxNoteWays, each
+// details once) are all the ways it may have been written.
 
 // maxAnnounced, maxAnnouncedNotes and maxAnnouncedEntry bound what a Conn
 // keeps of the announcements (10 MiB): the session watch needs one only
@@ -37,6 +42,11 @@ const (
 	maxAnnouncedNotes = 32
 	maxAnnouncedEntry = 64 << 10
 )
+
+// maxNoteWays bounds the ways one custom_message entry may have been
+// written (announcedAs): each is a copy of the entry, so a poll's answer
+// grows at most that many times over.
+const maxNoteWays = 4
 
 // entryKey and toolResultKey name an announcement: an entry by its id, a
 // tool result by its tool call and its timestamp (a model may reuse call
@@ -159,10 +169,14 @@ func (c *Conn) announcedAs(raw json.RawMessage) []json.RawMessage {
 		}
 	case a.Type == "custom_message" && a.CustomType != "":
 		var out []json.RawMessage
-		for _, n := range c.notes {
-			if n.kind != a.CustomType || !bytes.Equal(n.content, a.Content) {
+		var seen []json.RawMessage
+		for i := len(c.notes) - 1; i >= 0 && len(out) < maxNoteWays; i-- {
+			n := c.notes[i]
+			if n.kind != a.CustomType || !bytes.Equal(n.content, a.Content) ||
+				slices.ContainsFunc(seen, func(d json.RawMessage) bool { return bytes.Equal(d, n.details) }) {
 				continue
 			}
+			seen = append(seen, n.details)
 			if e := withField(raw, "details", n.details); e != nil {
 				out = append(out, e)
 			}

@@ -3,6 +3,7 @@ package pi
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -67,7 +68,9 @@ func TestEntriesAnnounced(t *testing.T) {
 			`{"type":"message_end","message":{"role":"custom","customType":"status","content":"live","display":true,"details":{"count":1},"timestamp":5}}`,
 			`{"type":"message_end","message":{"role":"custom","customType":"status","content":"other","display":true,"details":{"count":7},"timestamp":6}}`,
 			`{"type":"message_end","message":{"role":"custom","customType":"status","content":"live","display":true,"timestamp":7}}`,
-		}, want: map[string][]string{"n1": {noteEntry(`"details":{"count":1},`), noteEntry("")}}},
+		}, want: map[string][]string{"n1": {noteEntry(""), noteEntry(`"details":{"count":1},`)}}},
+		{name: "the newest few custom messages, each details once", events: notes(1, 3, 4, 4, 5, 6), want: map[string][]string{"n1": {
+			noteEntry(`"details":{"count":6},`), noteEntry(`"details":{"count":5},`), noteEntry(`"details":{"count":4},`), noteEntry(`"details":{"count":3},`)}}},
 		{name: "another message's end", events: []string{`{"type":"message_end","message":` + strings.Replace(result, `"toolResult"`, `"user"`, 1) + `}`}, want: nil},
 	}
 	for _, tc := range cases {
@@ -113,4 +116,14 @@ func TestEntriesAnnounced(t *testing.T) {
 func sameValue(a, b string) bool {
 	var va, vb any
 	return json.Unmarshal([]byte(a), &va) == nil && json.Unmarshal([]byte(b), &vb) == nil && reflect.DeepEqual(va, vb)
+}
+
+// notes are message_end events of custom messages of one type and
+// content, with these counts as details, in this order.
+func notes(counts ...int) []string {
+	var out []string
+	for i, n := range counts {
+		out = append(out, fmt.Sprintf(`{"type":"message_end","message":{"role":"custom","customType":"status","content":"live","display":true,"details":{"count":%d},"timestamp":%d}}`, n, 10+i))
+	}
+	return out
 }
