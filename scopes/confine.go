@@ -664,7 +664,7 @@ func openChmod(p string, mode uint32) {
 // opens a new one.
 const (
 	devPTS  = devices.PTS
-	devPTMX = "/dev/ptmx"
+	devPTMX = devices.PTMX
 )
 
 // privatePTYs mounts a devpts instance of the engine's own on p, and

@@ -23,6 +23,7 @@ func TestCheck(t *testing.T) {
 		{name: "not clean", in: []string{"/dev/../etc/passwd"}, bad: true},
 		{name: "/dev itself", in: []string{"/dev/"}, bad: true},
 		{name: "a pty", in: []string{"/dev/pts/0"}, bad: true},
+		{name: "the pty multiplexer (the engine's own is a link to its ptys')", in: []string{"/dev/ptmx"}, bad: true},
 		{name: "shared memory", in: []string{"/dev/shm"}, bad: true},
 		{name: "a queue", in: []string{"/dev/mqueue/q"}, bad: true},
 		{name: "a name beside a reserved one", in: []string{"/dev/shmem"}, want: []string{"/dev/shmem"}},
