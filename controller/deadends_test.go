@@ -94,14 +94,7 @@ func TestExternalScopeStopHasAWayBack(t *testing.T) {
 			}
 			r.waitBinding("uncertain")
 			waitGone(t, child)
-			for i := 0; ; i++ { // systemd removes the cgroup once the unit is stopped
-				if _, err := os.Stat("/sys/fs/cgroup" + cg); errors.Is(err, os.ErrNotExist) {
-					break
-				} else if i == 500 {
-					t.Fatalf("cgroup %s still there: %v", cg, err)
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+			waitCgroupGone(t, cg)
 
 			m := ctl.refused(map[string]any{"type": "recover", "request": "rv0", "generation": gen, "confirmation": "cf-none"}, protocol.CodeStopProof)
 			if msg, _ := m["message"].(string); !strings.Contains(msg, "mosaicctl stop --take --yes") {
@@ -147,13 +140,18 @@ func TestRestartFinishesRemovedScope(t *testing.T) {
 	promptSettled(t, ctl, gen, "run it")
 	child := readPID(t, r)
 	r.ctrl.mu.Lock()
-	unit := r.ctrl.st.exec.handle.Cohort.Unit
+	unit, cg := r.ctrl.st.exec.handle.Cohort.Unit, r.ctrl.st.exec.handle.Cohort.Cgroup
 	r.ctrl.mu.Unlock()
 	if out, err := exec.Command("systemctl", "--user", "kill", "--signal=KILL", unit).CombinedOutput(); err != nil {
 		t.Fatalf("systemctl kill: %v %s", err, out)
 	}
 	r.waitBinding("uncertain")
 	waitGone(t, child)
+	// The restart must find the cgroup gone, which is what the test is
+	// about: the processes' deaths come before systemd removes it, and a
+	// restart before that (under load) found it present and empty and
+	// proved the stop on that basis instead (empty-observed).
+	waitCgroupGone(t, cg)
 	r.ctrl.Close()
 	r.ctrl.mu.Lock()
 	rec := r.ctrl.st.claim.Record()
@@ -176,6 +174,20 @@ func TestRestartFinishesRemovedScope(t *testing.T) {
 		if strings.Contains(e["MESSAGE"], "SIGTERM") {
 			t.Fatalf("the restarted controller signalled: %v", e)
 		}
+	}
+}
+
+// waitCgroupGone waits for systemd to remove cgroup cg, which it does
+// once the unit has stopped, after its processes died.
+func waitCgroupGone(t *testing.T, cg string) {
+	t.Helper()
+	for i := 0; ; i++ {
+		if _, err := os.Stat("/sys/fs/cgroup" + cg); errors.Is(err, os.ErrNotExist) {
+			return
+		} else if i == 500 {
+			t.Fatalf("cgroup %s still there: %v", cg, err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -23,11 +23,15 @@ var cgroupAttacks = []struct {
 }{
 	// Thaw the engine cgroup again and again, from its own cgroup: a
 	// freeze of that cgroup alone never reports frozen 1 and the stop
-	// ends uncertain at its deadline.
-	{"thaw loop", `cg=/sys/fs/cgroup
-if echo 0 > $cg/cgroup.freeze; then echo "attack 0"; else echo "attack 1"; fi
-for i in 1 2 3; do perl -e '$SIG{TERM}="IGNORE"; open(F, ">", $ARGV[0]) or die; syswrite(F, "0") while 1' $cg/cgroup.freeze </dev/null >/dev/null 2>&1 & done
-sleep 0.2`, "", false, false},
+	// ends uncertain at its deadline. "attack 0" waits until each thawer
+	// holds the file open, so ignores SIGTERM already: a stop begun
+	// before would kill them with the TERM phase, and the kill phase
+	// would never meet the attack.
+	{"thaw loop", `cg=/sys/fs/cgroup a=0 p=
+echo 0 > $cg/cgroup.freeze || a=1
+for i in 1 2 3; do perl -e '$SIG{TERM}="IGNORE"; open(F, ">", $ARGV[0]) or die; syswrite(F, "0") while 1' $cg/cgroup.freeze </dev/null >/dev/null 2>&1 & p="$p $!"; done
+for i in $p; do n=0; until ls -l /proc/$i/fd 2>/dev/null | grep -q cgroup.freeze; do n=$((n+1)); [ $n -lt 1000 ] || { a=1; break; }; sleep 0.01; done; done
+echo "attack $a"`, "", false, false},
 	// A threaded sub-cgroup holding a process: cgroup.procs of a
 	// threaded cgroup cannot be read (EOPNOTSUPP), its processes are
 	// listed by its threaded domain.

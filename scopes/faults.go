@@ -24,6 +24,12 @@ type faults struct {
 	// a race that cannot be won on demand.
 	beforeAsk     func()
 	afterPrefetch func()
+	// afterListed, if set, runs right after the kill phase's frozen
+	// enumeration, before the read that checks the cgroup stayed frozen;
+	// true makes that read report frozen 0, as the kernel does until a
+	// task moved in, or woken to die, has frozen or exited: a window of
+	// microseconds that cannot be hit on demand.
+	afterListed func() (unfrozen bool)
 	// afterCgroupKill, if set, runs right after the kill phase's
 	// cgroup.kill of the engine cgroup, where a process of the user
 	// outside the cohort moves one in: a race that cannot be won on
@@ -113,4 +119,9 @@ func (f *faults) prefetchDone() {
 	if f.afterPrefetch != nil {
 		f.afterPrefetch()
 	}
+}
+
+// listedUnfrozen is the fault after the kill phase's frozen enumeration.
+func (f *faults) listedUnfrozen() bool {
+	return f.afterListed != nil && f.afterListed()
 }

@@ -34,10 +34,24 @@ func fdSize(t *testing.T) int {
 // TestGrowFDTable: the table holds slots entries after growFDTable, even
 // when the descriptor at slots-1 is in use (it still names its file: the
 // growth never replaces one), and no descriptor is left open.
+//
+// slots is twice the table's size when the test begins (at most what
+// RLIMIT_NOFILE lets both cases use: F_DUPFD takes slots when slots-1 is
+// busy), taken once: each case doubles the table, and a size taken again
+// per case, in a process that ran the test before (-count), soon named a
+// descriptor past the limit, which neither dup3 nor growFDTable may use.
 func TestGrowFDTable(t *testing.T) {
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	size := fdSize(t)
+	slots := int(min(uint64(2*size), lim.Cur-1))
+	if slots <= size {
+		t.Skipf("the table (%d slots) cannot grow under RLIMIT_NOFILE %d: earlier runs in this process grew it", size, lim.Cur)
+	}
 	for _, busy := range []bool{false, true} {
 		t.Run("busy="+strconv.FormatBool(busy), func(t *testing.T) {
-			slots := 2 * fdSize(t)
 			var want unix.Stat_t
 			if busy {
 				f, err := os.CreateTemp(t.TempDir(), "held")

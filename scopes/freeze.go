@@ -137,20 +137,44 @@ func (k *killPhase) killUnfrozen() {
 	k.note("cgroup.kill written without the freeze: the cohort never reported frozen 1, so its membership is unknown")
 }
 
+// listTries bounds the frozen enumerations of one kill phase.
+const listTries = 3
+
 // enumerateFrozen enumerates the engine cgroup under the frozen scope.
 // The enumeration counts as complete only if the engine cgroup still
 // reports frozen 1 after: nothing of the cohort can thaw the scope, but
-// the user (or the user manager) can.
+// the user (or the user manager) can. Frozen 0 with the scope's freeze
+// still in force is a task that has not frozen yet: one the kernel woke
+// to die (the held child ended the pid namespace under the freeze, a kill
+// phase that began a hold's length past the grace, holdPastGrace), or one
+// moved in from outside the cohort. The phase then waits for frozen 1
+// again and enumerates again, which merges into the membership already
+// pinned, so the enumeration that counts is again one between two reads
+// of frozen 1. A scope thawed (its cgroup.freeze 0) ends it at once.
 func (k *killPhase) enumerateFrozen() []*member {
 	cg := k.h.Cohort.Cgroup
-	ms, complete, notes := k.h.enumerate(k.fs, k.h.Cohort.engineCgroup())
-	k.res.Notes = append(k.res.Notes, notes...)
-	if ev, err := k.fs.events(cg); err != nil || ev.Frozen != 1 {
-		complete = false
+	for try := 1; ; try++ {
+		ms, complete, notes := k.h.enumerate(k.fs, k.h.Cohort.engineCgroup())
+		k.res.Notes = append(k.res.Notes, notes...)
+		ev, err := k.fs.events(cg)
+		if err == nil && k.h.m.faults.listedUnfrozen() {
+			ev.Frozen = 0
+		}
+		if err == nil && ev.Frozen == 1 {
+			k.obs().MembershipComplete = complete
+			return ms
+		}
 		k.note(fmt.Sprintf("cgroup not frozen after the enumeration (%+v, %v)", ev, err))
+		if err != nil || try == listTries || !k.scopeFrozen() {
+			k.obs().MembershipComplete = false
+			return ms
+		}
+		if err := k.awaitFrozen(); err != nil {
+			k.note(err.Error())
+			k.obs().MembershipComplete = false
+			return ms
+		}
 	}
-	k.obs().MembershipComplete = complete
-	return ms
 }
 
 // enumerateEmptied enumerates an engine cgroup that reads populated 0

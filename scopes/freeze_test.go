@@ -3,6 +3,7 @@ package scopes
 import (
 	"errors"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -349,5 +350,46 @@ func TestKillPhaseFreezesACgroupJoinedWhileListed(t *testing.T) {
 	requireProof(t, res)
 	if freezes != 1 {
 		t.Fatalf("the kill phase froze the scope %d time(s) for a cgroup joined while it was listed, want 1", freezes)
+	}
+}
+
+// TestKillPhaseListsAgainWhenFrozenLapses (mutants 370, 371): a task that
+// joins the frozen engine cgroup while it is enumerated (moved in from
+// outside the cohort, or, of the cohort, woken to die when the held child
+// ends the pid namespace under a freeze that began past its hold) makes
+// the cgroup read frozen 0 until it has frozen or exited. With the
+// scope's freeze still in force the kill phase waits for frozen 1 and
+// enumerates again, and proves the stop with the newcomer named, instead
+// of ending uncertain or proving a membership read before it came. The
+// kernel's window lasts microseconds, so a fault point moves a process in
+// after the enumeration and has the read report frozen 0.
+func TestKillPhaseListsAgainWhenFrozenLapses(t *testing.T) {
+	m := testManager(t)
+	fs, err := m.cgroupFS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := launchEngine(t, m, setsidEngine)
+	got := e.expect(t, "engine", "setsid", "ready")
+	eng, child := e.pin(t, got["engine"]), e.pin(t, got["setsid"])
+	in := startIntruder(t)
+	listed := 0
+	m.faults.afterListed = func() bool {
+		if listed++; listed == 1 {
+			moveInto(t, fs, e.Cohort.Cgroup, in)
+			return true
+		}
+		return false
+	}
+	t.Cleanup(func() { m.faults = faults{} })
+	res := e.Stop(ctxT(t), StopOptions{Stop: "stop-lapsed", KillTimeout: 10 * time.Second})
+	m.faults = faults{}
+	if listed != 2 {
+		t.Fatalf("the kill phase enumerated the frozen cgroup %d time(s), want 2: once, and again after the lapse", listed)
+	}
+	assertProvenStop(t, res, eng, child, in)
+	requireProof(t, res)
+	if !slices.ContainsFunc(res.Notes, func(n string) bool { return strings.Contains(n, "not frozen after the enumeration") }) {
+		t.Fatalf("notes %q: none says the freeze lapsed", res.Notes)
 	}
 }

@@ -95,11 +95,13 @@ func (h *Handle) reap() {
 // holdPastGrace is how long the held child holds the namespace past a
 // TERM phase's grace. The kill phase starts as the grace ends and freezes
 // the scope; a namespace ending at that moment SIGKILLs the tools still
-// there while the freeze takes them, a task woken to die leaves the
-// frozen state, and the enumeration then read the cgroup frozen 0 and
-// the stop ended uncertain (tools that ignore SIGTERM, the case the kill
-// phase is for). The kill phase's cgroup.kill ends the namespace anyway;
-// after a stop that ended uncertain, it ends this much later.
+// there while the freeze takes them, and a task woken to die leaves the
+// frozen state (tools that ignore SIGTERM, the case the kill phase is
+// for). The kill phase then waits for frozen 1 and enumerates again
+// (enumerateFrozen), so a kill phase that starts this late, under load,
+// still proves the stop; the hold spares it that in the common case. The
+// kill phase's cgroup.kill ends the namespace anyway; after a stop that
+// ended uncertain, it ends this much later.
 const holdPastGrace = time.Second
 
 // noticeStop tells the held child, before a TERM phase signals anything,

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/mosaic-agents/mosaic/protocol"
 	"github.com/mosaic-agents/mosaic/scopes"
 	"github.com/mosaic-agents/mosaic/units"
+	"golang.org/x/sys/unix"
 )
 
 // engineScopes counts the engine scopes of conversation id that run.
@@ -92,6 +94,10 @@ func hibernated(t *testing.T, id string) {
 	waitFor(t, func() bool { return unitProp(t, svc, "ActiveState") == "inactive" && engineScopes(t, id) == 0 })
 }
 
+// toolRelease is the FIFO, in the project (the engine's working
+// directory), whose line ends TestHibernateAndWake's background tool.
+const toolRelease = "release-tool"
+
 // TestHibernateAndWake: with --idle-stop, a conversation left idle ends
 // its engine and its controller, with a proof recorded as the idle
 // policy's; the next client's connection wakes it on the same leaf,
@@ -102,7 +108,7 @@ func TestHibernateAndWake(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	entry, stdinLog := fakeEngine(t, stubmodel.Script{Turns: []stubmodel.Turn{
-		{Text: []string{"starting "}, Tool: &stubmodel.ToolCall{Command: "setsid sleep 4 >/dev/null 2>&1 & echo started"}},
+		{Text: []string{"starting "}, Tool: &stubmodel.ToolCall{Command: "setsid sh -c 'read x < " + toolRelease + "' >/dev/null 2>&1 & echo started"}},
 		{Text: []string{"started."}},
 	}})
 	bin := sandboxtest.Bin(t, "mosaicctl")
@@ -132,12 +138,28 @@ func TestHibernateAndWake(t *testing.T) {
 	var before protocol.Binding
 	var last string // the session file's last entry at hibernation
 	t.Run("a tool process alive keeps it awake", func(t *testing.T) {
+		fifo := filepath.Join(proj, toolRelease)
+		if err := unix.Mkfifo(fifo, 0o600); err != nil {
+			t.Fatal(err)
+		}
 		before = promptOnce(t, ctx, path, "start a background tool")
-		// The tool's setsid child lives 4 s; the policy is 1 s.
-		time.Sleep(2500 * time.Millisecond)
+		// The tool is a setsid shell blocked in its read (no child of its
+		// own): once the bash that started it exits, it is an orphan,
+		// the held child's child like the engine, and lives until the
+		// test writes its line, however late the check below comes. The
+		// policy is 1 s; counted as the engine, the tool was ended by a
+		// hibernate 4.5 s after the prompt.
+		time.Sleep(6 * time.Second)
 		if s := unitProp(t, svc, "ActiveState"); s != "active" || engineScopes(t, id) != 1 {
 			t.Fatalf("hibernated with a tool process alive (controller %s)", s)
 		}
+		// Non-blocking: a tool gone would leave the open waiting for good.
+		w, err := os.OpenFile(fifo, os.O_WRONLY|unix.O_NONBLOCK, 0)
+		if err != nil {
+			t.Fatalf("the tool no longer reads its FIFO: %v", err)
+		}
+		w.WriteString("go\n")
+		w.Close()
 	})
 
 	t.Run("idle: hibernates with a proof", func(t *testing.T) {
