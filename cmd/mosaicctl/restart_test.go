@@ -557,38 +557,47 @@ func TestStoppedEngineLeavesNothingKept(t *testing.T) {
 // binding is uncertain, admission closed, nothing is written to the
 // engine after the re-attachment's own checks.
 func TestRestartAfterForeignAppend(t *testing.T) {
-	sandboxtest.Require(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	r := startLongTurn(t, ctx, sandboxtest.Bin(t, "mosaicctl"), "alice", 10, 20)
-	r.settled(t, ctx)
-	session := sessionFile(t, r.proj)
-	mustRun(t, "systemctl", "--user", "kill", "--signal=KILL", r.svc)
-	// Restart=on-failure brings the controller back after RestartSec (1 s):
-	// the foreign line lands before.
-	last := lastEntry(t, r.proj)
-	f, err := os.OpenFile(session, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fmt.Fprintf(f, `{"type":"message","id":"foreign01","parentId":%q,"timestamp":"2026-12-03T00:00:00.000Z","message":{"role":"user","content":[{"type":"text","text":"someone else"}],"timestamp":0}}`+"\n", last)
-	f.Close()
-	var b protocol.Binding
-	waitFor(t, func() bool { b, _ = currentBinding(t, ctx, r.path); return b.State != protocol.BindingLaunching })
-	if b.State != protocol.BindingUncertain || b.Admission != protocol.AdmissionClosed || b.Restart == nil {
-		t.Fatalf("after a foreign append while the controller was down: %+v (restart %+v); want uncertain, closed, re-attached", b, b.Restart)
-	}
-	if !strings.Contains(b.AdmissionReason, "foreign") {
-		t.Fatalf("admission reason %q; want it to name the foreign writer", b.AdmissionReason)
-	}
+	foreignWhileDown(t, func(t *testing.T, r restartRig, session string) {
+		last := lastEntry(t, r.proj)
+		f, err := os.OpenFile(session, os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(f, `{"type":"message","id":"foreign01","parentId":%q,"timestamp":"2026-12-03T00:00:00.000Z","message":{"role":"user","content":[{"type":"text","text":"someone else"}],"timestamp":0}}`+"\n", last)
+		f.Close()
+	})
 }
 
 // TestRestartAfterForeignRewrite: a user message another writer rewrites
 // in place in the session file while no controller watches (its id, the
 // leaf and the file's size kept) is caught when the restarted controller
-// re-attaches, as an append is: the binding is uncertain, admission
-// closed.
+// re-attaches, as an append is.
 func TestRestartAfterForeignRewrite(t *testing.T) {
+	foreignWhileDown(t, func(t *testing.T, _ restartRig, session string) {
+		orig, err := os.ReadFile(session)
+		if err != nil {
+			t.Fatal(err)
+		}
+		forged := bytes.Replace(orig, []byte(`"text":"long"`), []byte(`"text":"LONG"`), 1)
+		if bytes.Equal(forged, orig) {
+			t.Fatalf("the prompt is not in the session file:\n%s", orig)
+		}
+		f, err := os.OpenFile(session, os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.WriteAt(forged, 0)
+		f.Close()
+	})
+}
+
+// foreignWhileDown kills a conversation's controller after a settled
+// turn, lets write change the session file before Restart=on-failure
+// brings the controller back (after RestartSec, 1 s), and requires the
+// restarted controller to re-attach uncertain, admission closed for a
+// foreign writer.
+func foreignWhileDown(t *testing.T, write func(t *testing.T, r restartRig, session string)) {
+	t.Helper()
 	sandboxtest.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -596,26 +605,11 @@ func TestRestartAfterForeignRewrite(t *testing.T) {
 	r.settled(t, ctx)
 	session := sessionFile(t, r.proj)
 	mustRun(t, "systemctl", "--user", "kill", "--signal=KILL", r.svc)
-	// Restart=on-failure brings the controller back after RestartSec (1 s):
-	// the rewrite lands before.
-	orig, err := os.ReadFile(session)
-	if err != nil {
-		t.Fatal(err)
-	}
-	forged := bytes.Replace(orig, []byte(`"text":"long"`), []byte(`"text":"LONG"`), 1)
-	if bytes.Equal(forged, orig) {
-		t.Fatalf("the prompt is not in the session file:\n%s", orig)
-	}
-	f, err := os.OpenFile(session, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.WriteAt(forged, 0)
-	f.Close()
+	write(t, r, session)
 	var b protocol.Binding
 	waitFor(t, func() bool { b, _ = currentBinding(t, ctx, r.path); return b.State != protocol.BindingLaunching })
 	if b.State != protocol.BindingUncertain || b.Admission != protocol.AdmissionClosed || b.Restart == nil {
-		t.Fatalf("after a rewrite while the controller was down: %+v (restart %+v); want uncertain, closed, re-attached", b, b.Restart)
+		t.Fatalf("after a foreign write while the controller was down: %+v (restart %+v); want uncertain, closed, re-attached", b, b.Restart)
 	}
 	if !strings.Contains(b.AdmissionReason, "foreign") {
 		t.Fatalf("admission reason %q; want it to name the foreign writer", b.AdmissionReason)
