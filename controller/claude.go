@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -51,25 +52,43 @@ func (c *Controller) claudeHead(ctx context.Context, cv *conversations.Conversat
 	if err != nil {
 		return sessionHead{}, err
 	}
+	return transcriptHead(cv, t), nil
+}
+
+// transcriptHead is the sessionHead of transcript t.
+func transcriptHead(cv *conversations.Conversation, t engine.History) sessionHead {
 	if t.New() {
-		return sessionHead{}, nil
+		return sessionHead{}
 	}
 	h := sessionHead{exists: true, id: cv.Claude.Session, leaf: t.DefaultLeaf()}
 	h.transcript, _ = t.(*hclaude.Transcript)
-	return h, nil
+	return h
 }
 
-// sameTranscript says whether now begins with exactly the bytes was
-// read, and what follows holds no prompt (none was sent yet: admission is
-// closed during the load check), as the transcript watch would judge it:
-// the CLI may write its own lines as it resumes (after a force stop).
-// Two new sessions are the same.
-func sameTranscript(was, now *hclaude.Transcript) bool {
-	if was == nil || now == nil {
-		return was == nil && now == nil
+// errLoadedChanged is a transcript that no longer begins with the bytes
+// the launch read, or holds a prompt after them, once the CLI loaded it.
+var errLoadedChanged = errors.New("changed while the engine loaded it (another writer)")
+
+// loadedHead reads the transcript again once the CLI has loaded it. One
+// the launch read is followed from that read (hclaude.Follow parses only
+// what was appended, and refuses bytes changed in place): the wake held
+// those bytes to the ones the stop vouched for, and the CLI read the file
+// again as it started, so a writer in between (an entry reworded in
+// place, the leaf kept) would have its words loaded, and the watch that
+// starts from them vouch for them. What follows them may hold no prompt
+// (none was sent yet: admission is closed during the load check), as the
+// transcript watch judges it: the CLI may write its own lines as it
+// resumes (after a force stop).
+func (c *Controller) loadedHead(ctx context.Context, cv *conversations.Conversation, head sessionHead) (sessionHead, error) {
+	was := head.transcript
+	if was == nil {
+		return c.claudeHead(ctx, cv)
 	}
-	next, err := hclaude.Follow(was)
-	return err == nil && checkTranscript(was, next, func(string) bool { return false }, "").foreign == ""
+	now, err := hclaude.Follow(was)
+	if err != nil || checkTranscript(was, now, func(string) bool { return false }, "").foreign != "" {
+		return sessionHead{}, errLoadedChanged
+	}
+	return transcriptHead(cv, now), nil
 }
 
 // readHead reads the bound session's head, whatever the engine kind.
@@ -111,7 +130,10 @@ func (c *Controller) claudeLoadCheck(ctx context.Context, d engine.Driver, cv *c
 	if _, err := in.Initialize(ctx); err != nil {
 		return "", "", fmt.Errorf("initialize: %w", err)
 	}
-	now, err := c.claudeHead(ctx, cv)
+	now, err := c.loadedHead(ctx, cv, head)
+	if errors.Is(err, errLoadedChanged) {
+		return "", "", fmt.Errorf("the transcript of session %s %w", cv.Claude.Session, err)
+	}
 	if err != nil {
 		return "", "", fmt.Errorf("read the transcript: %w", err)
 	}
@@ -124,13 +146,6 @@ func (c *Controller) claudeLoadCheck(ctx context.Context, d engine.Driver, cv *c
 		return "", "", fmt.Errorf("the transcript of session %s appeared or vanished during the launch", cv.Claude.Session)
 	case now.leaf != want:
 		return "", "", fmt.Errorf("the transcript's default leaf is %s, the pinned leaf is %s", now.leaf, want)
-	case !sameTranscript(head.transcript, now.transcript):
-		// The wake held the bytes it read to the ones the stop vouched
-		// for; the CLI read the file again as it started. A writer in
-		// between (an entry reworded in place, leaf kept) would have its
-		// words loaded, and the watch that starts from them vouch for
-		// them.
-		return "", "", fmt.Errorf("the transcript of session %s changed while the engine loaded it (another writer)", cv.Claude.Session)
 	}
 	return cv.Claude.Session, now.leaf, nil
 }
