@@ -161,7 +161,7 @@ func unvouched(snap *history.Snapshot, ours map[string]heldEntry) (id, what stri
 	// appended, before this check, keeping its id (a user message
 	// reworded), has its words vouched for as the engine's, and a wake or
 	// recover sends them to the model as this conversation's.
-	if id := rewritten(snap.AppendedLines(), ours); id != "" {
+	if id := rewritten(snap.AppendedLines(), ours, nil); id != "" {
 		return id, "entry " + id + " in the session file is not the one the engine holds: another writer changed it before it was checked"
 	}
 	return "", ""
@@ -181,14 +181,17 @@ type heldEntry struct {
 // spell it byte for byte as its append did), or "". Lines of no entry the
 // engine holds (the header) are not compared: the ids were checked first;
 // nor are entries whose answer was cut and that were not announced
-// (engineEntries).
-func rewritten(lines [][]byte, ours map[string]heldEntry) string {
+// (engineEntries), nor, when only is set, the lines it does not take.
+func rewritten(lines [][]byte, ours map[string]heldEntry, only func(entry map[string]any) bool) string {
 	for _, l := range lines {
 		var file any
 		if json.Unmarshal(l, &file) != nil {
 			continue
 		}
 		obj, _ := file.(map[string]any)
+		if only != nil && !only(obj) {
+			continue
+		}
 		id, _ := obj["id"].(string)
 		h, ok := ours[id]
 		if !ok || h.now == nil && h.announced == nil {

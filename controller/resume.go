@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -358,22 +357,16 @@ func wordsHeld(ctx context.Context, p sessionProbe, head sessionHead, size int64
 			return fmt.Errorf("entry %s of the session file is not the engine's: another writer appended it (foreign writer)", id)
 		}
 	}
-	var words [][]byte
-	for _, l := range head.snap.AppendedLines() {
-		var e struct {
-			Type    string `json:"type"`
-			Message struct {
-				Role string `json:"role"`
-			} `json:"message"`
-		}
-		if json.Unmarshal(l, &e) == nil && e.Type == "message" && (e.Message.Role == "user" || e.Message.Role == "assistant") {
-			words = append(words, l)
-		}
-	}
-	if id := rewritten(words, ours); id != "" {
+	if id := rewritten(head.snap.AppendedLines(), ours, spoken); id != "" {
 		return fmt.Errorf("entry %s of the session file is not the one the engine holds: another writer changed it while no controller watched (foreign writer)", id)
 	}
 	return nil
+}
+
+// spoken says whether entry is a user or an assistant message.
+func spoken(entry map[string]any) bool {
+	msg, _ := entry["message"].(map[string]any)
+	return entry["type"] == "message" && (msg["role"] == "user" || msg["role"] == "assistant")
 }
 
 // countResume numbers this re-attachment to exec: the first free n of
