@@ -455,10 +455,12 @@ func unescapeMount(s string) string {
 
 // confine runs in the held child, in its new user, mount, pid and IPC
 // namespaces with CAP_SYS_ADMIN there, on the main thread (locked by this
-// package's init): it makes the masks, a fresh /proc for the new pid
-// namespace, a cgroup namespace rooted at the child's present cgroup (the
-// launcher moved it into the engine cgroup first) and a cgroup2 mount from
-// inside it. Each step closes a path out:
+// package's init): it makes the masks and a fresh /proc for the new pid
+// namespace while the launcher creates the scope and moves the child,
+// then waits for placed (the launcher's word that the child is in the
+// engine cgroup, confirmed) and makes a cgroup namespace rooted at the
+// child's present cgroup and a cgroup2 mount from inside it. Each step
+// closes a path out:
 //
 //   - mount propagation private: nothing mounted here leaks out, and a
 //     remount of the runtime directory outside cannot bring the sockets back;
@@ -474,27 +476,40 @@ func unescapeMount(s string) string {
 // The engine (uid not 0 inside, no ambient capabilities) cannot undo any
 // of it; a nested user and mount namespace gets every one of these mounts
 // locked (MNT_LOCKED), so umount there fails too.
-func confine(plan confinePlan) confineReport {
+func confine(plan confinePlan, placed func() error) confineReport {
 	var rep confineReport
-	fail := func(format string, args ...any) confineReport {
-		rep.Error = fmt.Sprintf(format, args...)
-		return rep
+	wd, err := rep.mountView(plan)
+	// A set-up that failed waits to be placed too, so its report comes
+	// where the launcher reads it and the launch fails with its cause.
+	if perr := placed(); err == nil && perr != nil {
+		err = fmt.Errorf("never told it is in the engine cgroup: %v", perr)
 	}
-	// A path the plan covers that cannot be covered is the user's files,
-	// which an engine of theirs can change (a mode, a link loop), not the
-	// kernel: the launch fails closed on it (ErrCoverPath), and the
-	// host's confinement does not count as unavailable.
-	pathFail := func(err error) confineReport {
-		rep.PathFault = true
-		return fail("%v", err)
+	if err == nil {
+		err = rep.enterCgroup(plan, wd)
 	}
+	if err != nil {
+		rep.Error, rep.PathFault = err.Error(), errors.As(err, new(pathFault))
+	}
+	return rep
+}
+
+// pathFault is a path the plan covers that could not be covered: the
+// user's files, which an engine of theirs can change (a mode, a link
+// loop), not the kernel. The launch fails closed on it (ErrCoverPath),
+// and the host's confinement does not count as unavailable.
+type pathFault struct{ error }
+
+// mountView makes the engine's mount namespace what the engine sees: the
+// masks, its own /dev and a fresh /proc. It returns the working directory
+// to enter again once everything is mounted. It needs no cgroup, so it runs while the scope's job does.
+func (rep *confineReport) mountView(plan confinePlan) (string, error) {
 	// Not ptrace-able, even by a same-uid process that had the
 	// capabilities it keeps until the engine's exec.
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
-		return fail("prctl(PR_SET_DUMPABLE): %v", err)
+		return "", fmt.Errorf("prctl(PR_SET_DUMPABLE): %v", err)
 	}
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-		return fail("make / private: %v", err)
+		return "", fmt.Errorf("make / private: %v", err)
 	}
 	// The working directory the launcher started this child in was
 	// entered by path before any mount here, so it stays where that path
@@ -506,43 +521,43 @@ func confine(plan confinePlan) confineReport {
 	// once everything is mounted (workdir).
 	wd, err := unix.Getwd()
 	if err != nil {
-		return pathFail(fmt.Errorf("working directory: %v", err))
+		return "", pathFault{fmt.Errorf("working directory: %v", err)}
 	}
 	kept, err := openKept(plan.Keep)
 	if err != nil {
-		return pathFail(err)
+		return "", pathFault{err}
 	}
 	defer kept.close()
 	// Opened before the read-only binds, so each is bound back from the
 	// writable mount it was on.
 	writable, err := openWritable(plan.Writable, plan.ReadOnly, slices.Concat(plan.Masks, plan.Runtime, plan.Private))
 	if err != nil {
-		return pathFail(err)
+		return "", pathFault{err}
 	}
 	defer writable.close()
 	if err := fixAncestors(plan.Masks, plan.Runtime, plan.Private, plan.Keep, plan.ReadOnly); err != nil {
-		return pathFail(err)
+		return "", pathFault{err}
 	}
 	if err := rep.cover(plan.Masks, "mask", kept.maskKeeping, &rep.Masked); err != nil {
-		return pathFail(err)
+		return "", pathFault{err}
 	}
 	if err := rep.cover(plan.Runtime, "private runtime directory", kept.privateKeeping, &rep.Masked); err != nil {
-		return pathFail(err)
+		return "", pathFault{err}
 	}
 	if err := rep.cover(plan.Private, "private", privateDir, &rep.Masked); err != nil {
-		return pathFail(err)
+		return "", pathFault{err}
 	}
 	var readOnlyDone []string
 	if err := rep.cover(plan.ReadOnly, "read-only", readOnly, &readOnlyDone); err != nil {
-		return pathFail(err)
+		return "", pathFault{err}
 	}
 	rep.ReadOnly = unlinked(readOnlyDone)
 	if err := writable.bindBack(); err != nil {
-		return pathFail(err)
+		return "", pathFault{err}
 	}
 	devices, absent, err := privateDev(plan.Devices)
 	if err != nil {
-		return fail("%v", err)
+		return "", err
 	}
 	rep.Devices, rep.Absent = devices, append(rep.Absent, absent...)
 	rep.Masked = append(rep.Masked, devDir)
@@ -561,42 +576,50 @@ func confine(plan confinePlan) confineReport {
 		rep.Masked = append(rep.Masked, p.path)
 	}
 	if err := sealDev(); err != nil {
-		return fail("%v", err)
+		return "", err
 	}
 	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
-		return fail("mount a fresh /proc: %v", err)
+		return "", fmt.Errorf("mount a fresh /proc: %v", err)
 	}
+	if left := kept.unbound(); len(left) > 0 {
+		return "", pathFault{fmt.Errorf("kept paths %v are under no mask or runtime directory", left)}
+	}
+	return wd, nil
+}
+
+// enterCgroup makes a cgroup namespace rooted at the child's cgroup and
+// mounts cgroup2 from inside it, once the child is placed in the engine
+// cgroup: a cgroup namespace is rooted where its maker is when it is
+// made. Then it enters wd again and the Landlock domain.
+func (rep *confineReport) enterCgroup(plan confinePlan, wd string) error {
 	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
-		return fail("unshare(CLONE_NEWCGROUP): %v", err)
+		return fmt.Errorf("unshare(CLONE_NEWCGROUP): %v", err)
 	}
 	// The same cgroup2 superblock cannot be mounted right on top of its own
 	// root (EBUSY): an empty tmpfs goes between, and hides whatever else
 	// was mounted below (cgroup v1 hierarchies of a hybrid host) as well.
 	if err := mask(plan.CgroupMount); err != nil {
-		return fail("cover %s: %v", plan.CgroupMount, err)
+		return fmt.Errorf("cover %s: %v", plan.CgroupMount, err)
 	}
 	if err := unix.Mount("cgroup2", plan.CgroupMount, "cgroup2", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
-		return fail("mount cgroup2 on %s from inside the cgroup namespace: %v", plan.CgroupMount, err)
+		return fmt.Errorf("mount cgroup2 on %s from inside the cgroup namespace: %v", plan.CgroupMount, err)
 	}
 	cg, err := procfs.Cgroup2(os.Getpid())
 	if err != nil {
-		return fail("read /proc/self/cgroup: %v", err)
+		return fmt.Errorf("read /proc/self/cgroup: %v", err)
 	}
 	rep.CgroupSelf = cg
-	if left := kept.unbound(); len(left) > 0 {
-		return pathFail(fmt.Errorf("kept paths %v are under no mask or runtime directory", left))
-	}
 	if cg != "/" {
-		return fail("cgroup namespace not rooted at the child's cgroup: /proc/self/cgroup says %q", cg)
+		return fmt.Errorf("cgroup namespace not rooted at the child's cgroup: /proc/self/cgroup says %q", cg)
 	}
 	if err := unix.Chdir(wd); err != nil {
-		return pathFail(fmt.Errorf("working directory %s, entered again through the engine's mounts: %v", wd, err))
+		return pathFault{fmt.Errorf("working directory %s, entered again through the engine's mounts: %v", wd, err)}
 	}
 	// Last: a domain forbids nothing set up above, but it is what the
 	// report says the engine runs in.
 	rep.Scoped, rep.Unscoped = scopeDomain()
 	rep.Confined = true
-	return rep
+	return nil
 }
 
 // cover applies how to each of paths that exists, by its resolved path,
@@ -851,10 +874,7 @@ func ProbeConfinement(ctx context.Context) (proofs.Confinement, error) {
 	if err := awaitReady(held.ready, roleHeld, by); err != nil {
 		return proofs.Confinement{}, fmt.Errorf("probe: %w", err)
 	}
-	if err := held.sendRelease(release{Confine: &plan}); err != nil {
-		return proofs.Confinement{}, fmt.Errorf("probe: %w", err)
-	}
-	rep, err := held.awaitReport(by)
+	rep, err := held.handshake(release{Confine: &plan}, by)
 	if err != nil {
 		return proofs.Confinement{}, fmt.Errorf("%w: probe: %w", ErrConfinement, err)
 	}

@@ -22,18 +22,21 @@
 //
 // # Launch, race-free
 //
-// Launch starts two re-executions of the current executable
-// (/proc/self/exe, recognised by MaybeRunHeld): a held child, which blocks
-// reading a pipe, and an anchor. It creates the scope with
+// Launch starts a held child, a re-execution of the current executable
+// (/proc/self/exe, recognised by MaybeRunHeld) which blocks reading a
+// pipe, and an anchor (anchorScript). It writes the release (argv,
+// environment, confinement plan) to the held child's pipe at once: a
+// confined child makes its mount namespace while the scope is created.
+// It creates the scope with
 // StartTransientUnit (PIDs = both, Slice, Description, Delegate=yes,
 // CollectMode=inactive-or-failed, TimeoutStopUSec=10s, MemoryMax or
 // MemoryMaxScale, TasksMax or TasksMaxScale, CPUQuotaPerSecUSec), waits for the job on a buffered channel
 // with a timeout and requires "done", confirms both pids' /proc/<pid>/cgroup
 // name the scope, moves them into the scope's sub-cgroups `anchor` and
 // `engine`, confirms again, bounds the scope's cgroup.max.descendants
-// (MaxToolCgroups for the tools), and only then writes the release (argv,
-// environment, confinement plan) to the held child's pipe. The child sets
-// up the confinement and reports; the launcher reads the child's namespace
+// (MaxToolCgroups for the tools), and only then writes "placed". The
+// child makes its cgroup namespace, rooted where it now is, finishes the
+// confinement and reports; the launcher reads the child's namespace
 // identities from /proc/<pid>/ns, records the cohort (Spec.BeforeRelease)
 // and writes "go"; only then does the engine run. If anything fails first,
 // the pipe is closed and the child exits 125: an engine never runs outside
@@ -64,7 +67,7 @@
 //     themselves, setgroups denied: what the agent writes keeps the user's
 //     ownership, and no other uid exists inside. CAP_SYS_ADMIN in that
 //     namespace survives the child's exec as an ambient capability.
-//   - After the move into <scope>/engine and the release, the child makes
+//   - On the release, while the scope is made, the child makes
 //     every mount private, binds every parent of what it is about to
 //     cover that the user could rename onto itself (ancestors.go: a
 //     mount point cannot be renamed, so no tool moves ~/.local/state
@@ -94,7 +97,8 @@
 //     user for a passphrase in a tool's words); mounts a
 //     fresh /proc (without it /proc/<outside pid>/root reaches every masked
 //     socket through a same-uid process outside, and outside pids could be
-//     ptraced); unshares a cgroup namespace, rooted at the engine cgroup it
+//     ptraced). Told it is placed (after the move into <scope>/engine),
+//     it unshares a cgroup namespace, rooted at the engine cgroup it
 //     now lives in, on its main thread (locked there by this package's
 //     init), and mounts cgroup2 from inside it over an empty tmpfs on
 //     /sys/fs/cgroup (the same superblock cannot be mounted right on its own

@@ -7,32 +7,45 @@ import (
 	"github.com/mosaic-agents/mosaic/proofs"
 )
 
-// The handshake with a held child that sits in its cohort: release, report,
-// record, go. Each step is one line on a pipe, and EOF at any point means
-// the engine never runs.
+// The handshake with a held child: release, placed, report, record, go.
+// Each step is one line on a pipe, and EOF at any point means the engine
+// never runs. A scope launch sends the release as soon as the child is
+// started and placed once the child is confirmed in the engine cgroup;
+// a child already where it stays (a process group's, a probe's) gets
+// both at once.
 
 // handshake sends the release (argv, environment, confinement plan) and
-// reads the held child's report: with a plan, the child has set up its
-// confinement by then, and nothing has run yet.
+// placed, and reads the held child's report: with a plan, the child has
+// set up its confinement by then, and nothing has run yet.
 func (h *heldChild) handshake(rel release, deadline time.Time) (confineReport, error) {
-	if err := h.sendRelease(rel); err != nil {
+	if err := h.sendRelease(rel, deadline); err != nil {
 		return confineReport{}, fmt.Errorf("release held child %d: %w", h.cmd.Process.Pid, err)
 	}
-	return h.awaitReport(deadline)
+	return h.placed(deadline)
 }
 
-// confineScope runs the handshake of a scope launch. The evidence of a
-// confined engine is read from the kernel (its namespaces as /proc/<pid>/ns
-// shows them to this process) before the cohort is recorded and the engine
-// runs; unconfined, the evidence is only why not.
-func (h *heldChild) confineScope(rel release, engineCg, why string, deadline time.Time) (proofs.Confinement, error) {
-	pid := h.cmd.Process.Pid
-	if err := h.sendRelease(rel); err != nil {
-		return proofs.Confinement{}, fmt.Errorf("release held child %d: %w", pid, err)
-	}
-	conf := proofs.Confinement{Reason: why}
+// placed tells the held child it is placed and reads its report. A child
+// that failed before it read placed has reported why and exited, which
+// fails the write: its report is the error.
+func (h *heldChild) placed(deadline time.Time) (confineReport, error) {
+	werr := h.sendPlaced()
 	rep, err := h.awaitReport(deadline)
-	if err == nil && rel.Confine != nil {
+	if err == nil && werr != nil {
+		err = fmt.Errorf("held child %d: tell it is placed: %w", h.cmd.Process.Pid, werr)
+	}
+	return rep, err
+}
+
+// confineScope ends the handshake of a scope launch whose release was
+// sent. The evidence of a confined engine is read from the kernel (its
+// namespaces as /proc/<pid>/ns shows them to this process) before the
+// cohort is recorded and the engine runs; unconfined, the evidence is
+// only why not.
+func (h *heldChild) confineScope(confined bool, engineCg, why string, deadline time.Time) (proofs.Confinement, error) {
+	pid := h.cmd.Process.Pid
+	conf := proofs.Confinement{Reason: why}
+	rep, err := h.placed(deadline)
+	if err == nil && confined {
 		conf, err = evidence(pid, rep, engineCg)
 	}
 	if err != nil {

@@ -49,6 +49,13 @@ type release struct {
 	Confine *confinePlan `json:"confine,omitempty"`
 }
 
+// placedLine tells a held child that the launcher has confirmed it in
+// the engine cgroup: a confined child makes its cgroup namespace, rooted
+// where it is, only after it. The release comes before, as soon as the
+// child is started, so a confined child makes its mounts while the
+// scope's job runs.
+const placedLine = "placed\n"
+
 // goAhead is the line that lets a held child run the engine.
 const goAhead = "go\n"
 
@@ -87,8 +94,9 @@ func MaybeRunHeld() {
 }
 
 // runHeld is the held child's life: announce the role, wait for the
-// release, set up the confinement and report it, wait for "go", run the
-// engine. Any step that fails exits 125 without running it.
+// release, set up the confinement (its cgroup namespace once placed) and
+// report it, wait for "go", run the engine. Any step that fails exits 125
+// without running it.
 func runHeld() {
 	// Named for what it is in a cohort's membership (not "exe").
 	os.WriteFile("/proc/self/comm", []byte("mosaic-held"), 0)
@@ -100,9 +108,12 @@ func runHeld() {
 	if !ok {
 		os.Exit(125)
 	}
+	placed := func() error { return readPlaced(br) }
 	var rep confineReport
 	if r.Confine != nil {
-		rep = confine(*r.Confine)
+		rep = confine(*r.Confine, placed)
+	} else if placed() != nil {
+		os.Exit(125)
 	}
 	out, _ := json.Marshal(rep)
 	ready.Write(append(out, '\n'))
@@ -140,6 +151,19 @@ func readRelease(br *bufio.Reader) (release, bool) {
 		return r, false
 	}
 	return r, true
+}
+
+// readPlaced reads the line that says the child is in the engine cgroup.
+// EOF means the launcher gave up first.
+func readPlaced(br *bufio.Reader) error {
+	line, err := br.ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if line != placedLine {
+		return fmt.Errorf("read %q, want %q", truncate([]byte(line)), placedLine)
+	}
+	return nil
 }
 
 // closeInherited marks every descriptor above stderr close-on-exec:
@@ -240,14 +264,24 @@ func startHeld(dir string, stdin, stdout, stderr *os.File, confined bool) (*held
 	return &heldChild{cmd: cmd, release: w, ready: readyR, stop: stopW}, nil
 }
 
-// sendRelease writes the release line: the held child sets up its
-// confinement (if r.Confine) and answers on its ready pipe.
-func (h *heldChild) sendRelease(r release) error {
+// sendRelease writes the release line: the held child sets up the
+// confinement's mounts (if r.Confine) and waits for sendPlaced. It may
+// be written before the child reads anything: a release larger than the
+// pipe holds waits for the child's read until the deadline.
+func (h *heldChild) sendRelease(r release, deadline time.Time) error {
 	b, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
+	h.release.SetWriteDeadline(deadline)
 	_, err = h.release.Write(append(b, '\n'))
+	return err
+}
+
+// sendPlaced tells the held child it is confirmed in its cohort's cgroup:
+// it finishes its confinement and answers on its ready pipe.
+func (h *heldChild) sendPlaced() error {
+	_, err := h.release.Write([]byte(placedLine))
 	return err
 }
 

@@ -52,11 +52,17 @@ func (m *Manager) launchScope(ctx context.Context, spec Spec, name string, rel r
 		return nil, err
 	}
 	confined, why := m.confinementAvailable(ctx)
+	if confined, why, err = l.startChildren(ctx, confined, why); err != nil {
+		return nil, err
+	}
+	// The plan is made while the held child's runtime starts, and sent at
+	// once: a confined child makes its mounts while the job runs, and its
+	// cgroup namespace, and runs anything, only once told it is placed.
 	if rel.Confine, err = planIf(confined, spec); err != nil {
 		return nil, err
 	}
-	if err = l.startChildren(ctx, confined, &rel, &why); err != nil {
-		return nil, err
+	if err = l.held.sendRelease(rel, time.Now().Add(m.cfg.JobTimeout)); err != nil {
+		return nil, fmt.Errorf("release held child %d: %w", l.cohort.PID, err)
 	}
 	if err = l.createScope(ctx); err != nil {
 		return nil, err
@@ -74,14 +80,15 @@ func (m *Manager) launchScope(ctx context.Context, spec Spec, name string, rel r
 		return nil, err
 	}
 	// The children started before the scope did and have been starting
-	// since: only now must each be parked in its role. Until the release
-	// the held child runs nothing but its wait, wherever it is moved.
+	// since: only now must each be parked in its role. Until it is told
+	// it is placed the held child runs nothing but its own mounts and its
+	// wait, wherever it is moved.
 	if err = awaitReady(l.held.ready, roleHeld, l.readyBy); err != nil {
 		return nil, fmt.Errorf("held child: %w", err)
 	}
-	// The held child sets up the confinement now that it is in the engine
-	// cgroup (its cgroup namespace is rooted there).
-	l.cohort.Confinement, err = l.held.confineScope(rel, l.cohort.Cgroup, why, time.Now().Add(m.cfg.JobTimeout))
+	// The held child finishes the confinement now that it is in the
+	// engine cgroup (its cgroup namespace is rooted there).
+	l.cohort.Confinement, err = l.held.confineScope(rel.Confine != nil, l.cohort.Cgroup, why, time.Now().Add(m.cfg.JobTimeout))
 	if err != nil {
 		if rel.Confine != nil && !errors.Is(err, ErrCoverPath) {
 			m.forgetProbe()
@@ -135,40 +142,41 @@ func planIf(confined bool, spec Spec) (*confinePlan, error) {
 	return &p, nil
 }
 
-// startChildren starts the anchor and the held child (parked, the engine
-// not yet run), and closes this process's copies of the child's pipe ends.
-// If the kernel refuses the held child's namespaces while the probe's mark
-// was the only evidence they work here, it decides as a Manager without
-// the mark does: by a probe of its own, whose failure starts the held
-// child unconfined, with the reason, in rel and why.
-func (l *scopeLaunch) startChildren(ctx context.Context, confined bool, rel *release, why *string) error {
-	anchor, ready, err := startAnchor()
-	if err != nil {
-		return err
-	}
-	l.anchor, l.anchorReady = anchor, ready
+// startChildren starts the held child (parked, the engine not yet run)
+// and the anchor, the held child first: its runtime's start is the
+// longer, and the launch waits for it first. It closes this process's
+// copies of the child's pipe ends. If the kernel refuses the held child's
+// namespaces while the probe's mark was the only evidence they work here,
+// it decides as a Manager without the mark does: by a probe of its own,
+// whose failure starts the held child unconfined; it returns whether the
+// child is confined, and if not why.
+func (l *scopeLaunch) startChildren(ctx context.Context, confined bool, why string) (bool, string, error) {
 	held, err := l.startHeld(confined)
 	if err != nil && confined && errors.Is(err, unix.ENOSPC) {
 		// Used up, not refused: a probe now would fail the same way and
 		// start the engine unconfined, which is what a tool holding the
 		// namespaces would want.
-		return heldStartError(err)
+		return false, "", heldStartError(err)
 	}
 	if err != nil && confined && l.m.forgetProbe() {
 		// No scope exists yet, so nothing is undone: the held child is
 		// started again, as the probe decides.
-		if ok, reason := l.m.confinementAvailable(ctx); !ok {
-			rel.Confine, *why = nil, reason
+		if confined, why = l.m.confinementAvailable(ctx); !confined {
 			held, err = l.startHeld(false)
 		}
 	}
 	if err != nil {
-		return err
+		return false, "", err
 	}
 	l.held = held
 	l.pipes.closeChild()
+	anchor, ready, err := startAnchor()
+	if err != nil {
+		return false, "", err
+	}
+	l.anchor, l.anchorReady = anchor, ready
 	l.cohort.AnchorPID, l.cohort.PID = anchor.Process.Pid, held.cmd.Process.Pid
-	return nil
+	return confined, why, nil
 }
 
 // startHeld starts the held child on the launch's pipes.
