@@ -274,6 +274,7 @@ func (h *heldChild) sendRelease(r release, deadline time.Time) error {
 		return err
 	}
 	h.release.SetWriteDeadline(deadline)
+	defer h.release.SetWriteDeadline(time.Time{}) // not the later lines'
 	_, err = h.release.Write(append(b, '\n'))
 	return err
 }

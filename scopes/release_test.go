@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
 )
 
 // exited reports whether pid has exited, every thread of it, so that
@@ -91,4 +93,23 @@ func TestReleaseAfterRecord(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSlowLaunchStillReleases: the release is written as soon as the held
+// child starts, bounded by the job timeout in case the child never reads
+// it; the later lines (placed, go) must not inherit that deadline. Here
+// the whole launch takes longer than the job timeout, each of its waits
+// within it: the engine still runs.
+func TestSlowLaunchStillReleases(t *testing.T) {
+	sandboxtest.Require(t)
+	const timeout = time.Second
+	m := NewManager(Config{JobTimeout: timeout})
+	t.Cleanup(m.Close)
+	e := launchWith(t, m, "echo ran 1; exec cat", func(s *Spec) {
+		s.BeforeRelease = func(Cohort) error {
+			time.Sleep(timeout + timeout/2)
+			return nil
+		}
+	})
+	e.expect(t, "ran")
 }
