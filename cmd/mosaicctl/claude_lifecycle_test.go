@@ -63,6 +63,51 @@ func TestClaudeInterruptMidStream(t *testing.T) {
 	}
 }
 
+// TestClaudeRecoverAfterStopMidTurn: a force stop while the real 2.1.328
+// streams a reply leaves a transcript that ends inside the cut turn (the
+// prompt, perhaps part of the reply). Recover resumes the CLI on it; what
+// the CLI writes as it loads is its own, so the launch is not refused as
+// another writer's, and the next prompt is answered on the same session
+// with the cut prompt never resent.
+func TestClaudeRecoverAfterStopMidTurn(t *testing.T) {
+	sandboxtest.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	r := newClaudeRig(t, "cstopmid")
+	lib := activeLib(t, ctx, r.path)
+	if _, err := lib.c.Takeover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if rc, err := lib.c.Prompt(ctx, "please SLOW"); err != nil || rc.State != protocol.ReceiptAcknowledged {
+		t.Fatalf("prompt: %v %+v", err, rc)
+	}
+	if err := r.fake.WaitRequests(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * fakeanthropic.SlowDelay) // mid-stream
+	session := lib.c.State().Binding.SessionID
+	lib.c.Close()
+	if res := run(t, r.bin, "stop", "--take", "--yes", r.id); res.code != 0 || !strings.Contains(res.stdout, "stopped") {
+		t.Fatalf("stop mid-stream: exit %d, %q %q", res.code, res.stdout, res.stderr)
+	}
+	if tr := r.transcripts(t); !strings.Contains(tr, "please SLOW") || strings.Contains(tr, fakeanthropic.SlowText()) {
+		t.Fatalf("the transcript after the stop lacks the prompt or holds the whole reply:\n%s", tr)
+	}
+	if res := run(t, r.bin, "recover", "--take", r.id); res.code != 0 || !strings.Contains(res.stdout, "launched: execution ") {
+		t.Fatalf("recover after a stop mid-stream: exit %d, %q %q\ntranscript:\n%s", res.code, res.stdout, res.stderr, r.transcripts(t))
+	}
+	out := mustRun(t, r.bin, "prompt", "--take", r.id, "after the stop")
+	if !strings.Contains(out, "You said: after the stop") {
+		t.Fatalf("prompt after the recover printed %q", out)
+	}
+	if b := r.settledIdle(t, ctx); b.SessionID != session {
+		t.Fatalf("answered in session %s, not %s", b.SessionID, session)
+	}
+	if n := r.requestsWith("slow"); n != 1 {
+		t.Fatalf("the cut prompt reached the model %d times; want once (never resent)", n)
+	}
+}
+
 // TestClaudeHibernateAndWake: a Claude conversation added with
 // --idle-stop ends its engine and controller once idle, with the idle
 // policy's proof; the next client's connection wakes it with --resume on
