@@ -6,8 +6,9 @@
 # the user "installed" is the checkout's pinned Pi ($MOSAIC_PI) and the
 # model the checkout's stub model. Between the prompt and the stop the
 # package is reinstalled (the upgrade path of the maintainer scripts): the
-# running controller and engine must not notice. Purge must leave the
-# user's conversations and claims.
+# running controller and engine must not notice. The removal must name
+# what still runs, and purge must leave the user's conversations and
+# claims.
 set -euo pipefail
 fail() { echo "installed.sh: FAIL: $*" >&2; exit 1; }
 pass() { echo "packaging test: ok: $*"; }
@@ -84,7 +85,14 @@ out=$(/usr/bin/mosaicctl uninstall --global 2>&1) || fail "uninstall --global af
 [ ! -e /etc/systemd/user/mosaic-conv@.socket ] || fail "uninstall --global left /etc/systemd/user/mosaic-conv@.socket"
 pass "uninstall --global once nothing runs"
 
+# The removal names what still runs: here the conversation's socket,
+# whose next connection would start nothing.
+uctl start "mosaic-conv@$id.socket"
 apt-get purge -y -q mosaic >/tmp/apt.log 2>&1 || { cat /tmp/apt.log; fail "apt-get purge mosaic"; }
+grep -q "mosaic: removed while $user still runs: mosaic-conv@$id.socket" /tmp/apt.log ||
+	{ cat /tmp/apt.log; fail "the removal did not name the running mosaic-conv@$id.socket"; }
+uctl stop "mosaic-conv@$id.socket"
+pass "removal named mosaic-conv@$id.socket, still running"
 [ ! -e /usr/bin/mosaicctl ] && [ ! -e /usr/lib/systemd/user/mosaic-conv@.service ] || fail "purge left package files"
 [ "$(uctl show -p LoadState --value mosaic-conv@probe2.socket)" = not-found ] || fail "the user manager still knows mosaic-conv@.socket after the purge"
 [ -n "$(ls -A "$home/.config/mosaic/conversations")" ] || fail "purge removed the user's conversations"
