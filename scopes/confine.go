@@ -501,7 +501,8 @@ type pathFault struct{ error }
 
 // mountView makes the engine's mount namespace what the engine sees: the
 // masks, its own /dev and a fresh /proc. It returns the working directory
-// to enter again once everything is mounted. It needs no cgroup, so it runs while the scope's job does.
+// to enter again once everything is mounted. It needs no cgroup, so it
+// runs while the scope's job does.
 func (rep *confineReport) mountView(plan confinePlan) (string, error) {
 	// Not ptrace-able, even by a same-uid process that had the
 	// capabilities it keeps until the engine's exec.

@@ -25,8 +25,9 @@ func (h *heldChild) handshake(rel release, deadline time.Time) (confineReport, e
 }
 
 // placed tells the held child it is placed and reads its report. A child
-// that failed before it read placed has reported why and exited, which
-// fails the write: its report is the error.
+// whose set-up failed still reads placed first and then reports why; one
+// that died before it read placed fails the write, and its report, if it
+// wrote one, is the error.
 func (h *heldChild) placed(deadline time.Time) (confineReport, error) {
 	werr := h.sendPlaced()
 	rep, err := h.awaitReport(deadline)
