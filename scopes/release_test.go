@@ -113,3 +113,17 @@ func TestSlowLaunchStillReleases(t *testing.T) {
 	})
 	e.expect(t, "ran")
 }
+
+// TestLargeReleaseLaunches: a release larger than a pipe holds (64 KiB)
+// is written before the held child reads anything; the launch still
+// completes once the child reads it, and the engine gets all of it.
+func TestLargeReleaseLaunches(t *testing.T) {
+	m := testManager(t)
+	big := strings.Repeat("x", 60<<10)
+	e := launchWith(t, m, `echo ran ${#A}${#B}${#C}; exec cat`, func(s *Spec) {
+		s.Env = append(os.Environ(), "A="+big, "B="+big, "C="+big)
+	})
+	if got := e.expect(t, "ran")["ran"]; got != "614406144061440" {
+		t.Fatalf("engine saw lengths %q, want 61440 each", got)
+	}
+}
