@@ -96,8 +96,8 @@ type confineReport struct {
 	// engine is forked from, or why none (scopeDomain).
 	Scoped   []string `json:"scoped,omitempty"`
 	Unscoped string   `json:"unscoped,omitempty"`
-	// PathFault: Error is about a path the plan covers (confine's
-	// pathFail), not about the kernel.
+	// PathFault: Error is about a path the plan covers (a pathFault), not
+	// about the kernel.
 	PathFault bool `json:"path_fault,omitempty"`
 	// CgroupSelf is the 0:: line of /proc/self/cgroup after the cgroup
 	// namespace was made: "/" when it is rooted at the child's cgroup.

@@ -200,7 +200,12 @@
 //     user session).
 //   - Resource properties are always passed when set; on a host whose
 //     cgroup2 tree has no controllers enabled (hybrid mode, the test
-//     sandbox) systemd accepts and does not enforce them.
+//     sandbox) systemd accepts and does not enforce them. What the held
+//     child allocates before its move (its runtime's start, the release's
+//     decoding, the kernel's objects for the mounts it makes while the job
+//     runs) stays charged to the launcher's cgroup, outside MemoryMax, for
+//     the engine's life: bounded by the plan, which the launcher makes;
+//     nothing the engine does adds to it.
 //   - The user bus is dialled (DBUS_SESSION_BUS_ADDRESS, else
 //     $XDG_RUNTIME_DIR/bus) with EXTERNAL auth and Hello, as runc does; the
 //     first use also reads the manager's Version so a bus without a user
@@ -309,7 +314,8 @@
 // One job each: launch.go (Manager, Launch), launchscope.go (the steps of
 // a scope launch: start the children, create the scope, place and
 // identify them, undo on failure), properties.go and startunit.go (the
-// unit), handshake.go (release, confinement report, record, go), held.go,
+// unit), handshake.go (release, placed, confinement report, record, go),
+// held.go,
 // confine.go and pid1.go (the held child's side), group.go (the
 // process-group fallback), handle.go and cohort.go, stdio.go; stop.go (the
 // results, Stop), term.go (the TERM phase), kill.go (the kill phase),

@@ -38,10 +38,11 @@ const (
 )
 
 // release is what the controller writes to a held child, one JSON line,
-// once the child is confirmed in the engine cgroup. The child sets up
-// Confine (if any), answers with a confineReport line on its ready pipe and
-// waits for "go"; only then does it run the engine. EOF at any point means
-// "never run": the held child exits without exec'ing.
+// as soon as the child is started. The child makes Confine's mounts (if
+// any), waits for placedLine (written once it is confirmed in the engine
+// cgroup), finishes the confinement, answers with a confineReport line on
+// its ready pipe and waits for "go"; only then does it run the engine. EOF
+// at any point means "never run": the held child exits without exec'ing.
 type release struct {
 	Path    string       `json:"path"`
 	Argv    []string     `json:"argv"`
@@ -73,11 +74,11 @@ func init() {
 // the current executable (/proc/self/exe) as a held child. In such a child
 // MaybeRunHeld never returns; in any other process it returns at once.
 //
-// A held child blocks reading its release pipe (fd 3) until the controller
-// has moved it into the scope's engine cgroup and confirmed
-// /proc/<pid>/cgroup, then execs the engine with the argv and environment
-// it receives; on EOF without a release it exits 125 and the engine never
-// runs. The scope's anchor (anchorScript, not this program) ignores
+// A held child reads its release pipe (fd 3): the release, then, once the
+// controller has moved it into the scope's engine cgroup and confirmed
+// /proc/<pid>/cgroup, placed, then go (handshake.go); only then does it run
+// the engine with the argv and environment it received. On EOF before go
+// it exits 125 and the engine never runs. The scope's anchor (anchorScript, not this program) ignores
 // SIGTERM, SIGINT and SIGHUP and sleeps until it is killed: it keeps the
 // scope, and so the engine cgroup, in existence until a stop has observed
 // that cgroup empty.
@@ -138,8 +139,7 @@ func runHeld() {
 }
 
 // readRelease reads the release line. EOF first means the controller gave
-// up (or died) before the scope was confirmed: the engine must not run
-// outside it.
+// up (or died) before it wrote one: nothing is set up, and no engine runs.
 func readRelease(br *bufio.Reader) (release, bool) {
 	var r release
 	msg, err := br.ReadBytes('\n')
