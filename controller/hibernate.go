@@ -164,7 +164,11 @@ func (c *Controller) hibernate(x *execution, d time.Duration) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
 	defer cancel()
 	refused := c.recordStopping(ctx, nil, s.ID, "hibernate "+s.ID)
-	// The gentle way first: stdin EOF, and Pi exits by itself.
+	// The gentle way first: stdin EOF, and Pi exits by itself. The fd
+	// store's copy of stdin (keep) would hold the pipe open past this
+	// close, and the engine, never reading EOF, would cost every
+	// hibernate the whole grace and then a TERM.
+	c.unkeepStdin(x)
 	x.conn.Close()
 	select {
 	case <-x.handle.Done():

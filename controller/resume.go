@@ -90,6 +90,20 @@ func (c *Controller) unkeep(x *execution) {
 	}
 }
 
+// unkeepStdin drops the store's copy of x's stdin alone, for a stop that
+// ends the engine by closing it (hibernate). The rest stays kept: a
+// controller that ends before the stop does still resumes it (K10) with
+// the stop pipe and the pidfd, and an engine that lost its stdin is one
+// no restart re-attaches to (scopes.Manager.Resume refuses without it).
+func (c *Controller) unkeepStdin(x *execution) {
+	c.mu.Lock()
+	kept := x.kept
+	c.mu.Unlock()
+	if kept && c.cfg.FDStore != nil {
+		c.cfg.FDStore.Remove(keptName(x.id, keptStdin))
+	}
+}
+
 func (c *Controller) dropKept(exec string) {
 	if c.cfg.FDStore == nil {
 		return
