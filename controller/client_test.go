@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -81,5 +82,55 @@ func TestClientLibraryAgainstController(t *testing.T) {
 	lr, err := c.Launch(ctx, el.ID)
 	if err != nil || lr.State != protocol.ReceiptLaunched {
 		t.Fatalf("Launch = %+v, %v", lr, err)
+	}
+}
+
+// TestEnqueueAnsweredBeforeDispatch: a run that settles while a prompt is
+// admitted kicks the scheduler before the prompt's reply is queued; the
+// item waits for its reply, so the receipt that answers the prompt says
+// queued (revision 1) and the dispatched one follows it.
+func TestEnqueueAnsweredBeforeDispatch(t *testing.T) {
+	r := newRig(t, plainScript, nil)
+	r.waitBinding("active")
+	// The scheduler gets its chance in the window, as the settle's kick
+	// does under load; a second is ample for a dispatch that may happen.
+	var armed atomic.Bool
+	r.ctrl.test.beforeReply = func() {
+		if !armed.Load() {
+			return
+		}
+		for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			r.ctrl.kickQueue()
+			r.ctrl.mu.Lock()
+			head := r.ctrl.headLocked()
+			moved := head == nil || head.State != protocol.ReceiptQueued
+			r.ctrl.mu.Unlock()
+			if moved {
+				return
+			}
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := mclient.Dial(ctx, r.sock, mclient.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Observe(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Takeover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	armed.Store(true)
+	eq, err := c.Enqueue(ctx, "queued in the window")
+	if err != nil || eq.State != protocol.ReceiptQueued || eq.Revision != 1 {
+		t.Fatalf("Enqueue = %+v, %v; want the queued receipt, revision 1", eq, err)
+	}
+	for u := range c.Updates() {
+		if u.Event != nil && u.Event.Kind == protocol.EventRunSettled {
+			break
+		}
 	}
 }

@@ -99,6 +99,7 @@ func (c *Controller) command(ctx context.Context, k *conn, typ string, line []by
 		return
 	}
 	out, err := h(ctx, k, &cmd)
+	run(c.test.beforeReply)
 	switch {
 	case err != nil:
 		c.reply(k, &cmd, nil, err)

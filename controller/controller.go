@@ -161,8 +161,11 @@ type hooks struct {
 	// dispatched revision is written; afterDispatchRecord after it is
 	// durable and before the engine write. A test stops the controller at
 	// each to model a crash there.
-	afterQueued         func()
-	beforeDispatch      func()
+	afterQueued    func()
+	beforeDispatch func()
+	// beforeReply runs once a command's handler returned, before its
+	// reply is queued for the connection.
+	beforeReply         func()
 	afterDispatchRecord func()
 	// queueFault sees every fault point of every queue revision write.
 	queueFault func(point, path string) error

@@ -73,7 +73,7 @@ func (c *Controller) dispatchNext(ctx context.Context) bool {
 	}()
 	c.mu.Lock()
 	head := c.headLocked()
-	if head == nil || head.State != protocol.ReceiptQueued {
+	if head == nil || head.State != protocol.ReceiptQueued || c.q.unanswered[head.ID] {
 		c.mu.Unlock()
 		return false
 	}

@@ -68,10 +68,16 @@ func (c *Controller) prompt(ctx context.Context, k *conn, cmd *protocol.Command)
 		c.q.paused, c.q.reason = false, ""
 	}
 	c.q.seq = it.Seq
+	c.q.unanswered[it.ID] = true
 	c.commitLocked(it, "")
 	c.mu.Unlock()
 	out := done(itemReceipt(&it))
-	out.then = c.kickQueue
+	out.then = func() {
+		c.mu.Lock()
+		delete(c.q.unanswered, it.ID)
+		c.mu.Unlock()
+		c.kickQueue()
+	}
 	return out, nil
 }
 

@@ -55,10 +55,16 @@ type promptQueue struct {
 	heldAt   int
 	heldExec string
 	kick     chan struct{}
+	// unanswered holds the items whose admission reply is not queued for
+	// their connection yet (guarded by mu): dispatching one would offer
+	// its dispatched receipt before the queued one that answers the
+	// prompt, and a client takes the first receipt naming its request as
+	// the reply. A run that settles meanwhile kicks the scheduler too.
+	unanswered map[string]bool
 }
 
 func newPromptQueue() *promptQueue {
-	return &promptQueue{byReq: map[string]*queue.Item{}, kick: make(chan struct{}, 1)}
+	return &promptQueue{byReq: map[string]*queue.Item{}, unanswered: map[string]bool{}, kick: make(chan struct{}, 1)}
 }
 
 // queueRoot is where conversations' queues live: beside the claim root.
