@@ -17,17 +17,7 @@ func TestClientLibraryAgainstController(t *testing.T) {
 	r.waitBinding("active")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	c, err := mclient.Dial(ctx, r.sock, mclient.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if _, err := c.Observe(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Takeover(ctx); err != nil {
-		t.Fatal(err)
-	}
+	c := controlling(t, ctx, r)
 	rc, err := c.Prompt(ctx, "hello from the library")
 	if err != nil || rc.State != protocol.ReceiptAcknowledged {
 		t.Fatalf("Prompt = %+v, %v", rc, err)
@@ -112,17 +102,7 @@ func TestEnqueueAnsweredBeforeDispatch(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	c, err := mclient.Dial(ctx, r.sock, mclient.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if _, err := c.Observe(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Takeover(ctx); err != nil {
-		t.Fatal(err)
-	}
+	c := controlling(t, ctx, r)
 	armed.Store(true)
 	eq, err := c.Enqueue(ctx, "queued in the window")
 	if err != nil || eq.State != protocol.ReceiptQueued || eq.Revision != 1 {
@@ -133,4 +113,22 @@ func TestEnqueueAnsweredBeforeDispatch(t *testing.T) {
 			break
 		}
 	}
+}
+
+// controlling is a client-library connection to r's controller that
+// observes and holds control, closed when the test ends.
+func controlling(t *testing.T, ctx context.Context, r *rig) *mclient.Client {
+	t.Helper()
+	c, err := mclient.Dial(ctx, r.sock, mclient.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if _, err := c.Observe(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Takeover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

@@ -26,19 +26,7 @@ func TestClaudeInterruptMidStream(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	r := newClaudeRig(t, "cinterrupt")
-	lib := activeLib(t, ctx, r.path)
-	if _, err := lib.c.Takeover(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if rc, err := lib.c.Prompt(ctx, "please SLOW"); err != nil || rc.State != protocol.ReceiptAcknowledged {
-		t.Fatalf("prompt: %v %+v", err, rc)
-	}
-	if err := r.fake.WaitRequests(ctx, 1); err != nil {
-		t.Fatal(err)
-	}
-	exec := lib.c.State().Binding.Execution
-	time.Sleep(2 * fakeanthropic.SlowDelay) // mid-stream
-	lib.c.Close()
+	exec := slowMidStream(t, ctx, r).Execution
 	res := run(t, r.bin, "interrupt", "--take", r.id)
 	if res.code != 0 {
 		t.Fatalf("interrupt mid-stream: exit %d, %q %q", res.code, res.stdout, res.stderr)
@@ -63,6 +51,26 @@ func TestClaudeInterruptMidStream(t *testing.T) {
 	}
 }
 
+// slowMidStream prompts "please SLOW" through a client that took
+// control, waits until the real CLI's reply is streaming, well into it,
+// and lets the client go; it returns the binding the client saw then.
+func slowMidStream(t *testing.T, ctx context.Context, r claudeRig) protocol.Binding {
+	t.Helper()
+	lib := activeLib(t, ctx, r.path)
+	defer lib.c.Close()
+	if _, err := lib.c.Takeover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if rc, err := lib.c.Prompt(ctx, "please SLOW"); err != nil || rc.State != protocol.ReceiptAcknowledged {
+		t.Fatalf("prompt: %v %+v", err, rc)
+	}
+	if err := r.fake.WaitRequests(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * fakeanthropic.SlowDelay) // mid-stream
+	return *lib.c.State().Binding
+}
+
 // TestClaudeRecoverAfterStopMidTurn: a force stop while the real 2.1.328
 // streams a reply leaves a transcript that ends inside the cut turn (the
 // prompt, perhaps part of the reply). Recover resumes the CLI on it; what
@@ -74,19 +82,7 @@ func TestClaudeRecoverAfterStopMidTurn(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	r := newClaudeRig(t, "cstopmid")
-	lib := activeLib(t, ctx, r.path)
-	if _, err := lib.c.Takeover(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if rc, err := lib.c.Prompt(ctx, "please SLOW"); err != nil || rc.State != protocol.ReceiptAcknowledged {
-		t.Fatalf("prompt: %v %+v", err, rc)
-	}
-	if err := r.fake.WaitRequests(ctx, 1); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(2 * fakeanthropic.SlowDelay) // mid-stream
-	session := lib.c.State().Binding.SessionID
-	lib.c.Close()
+	session := slowMidStream(t, ctx, r).SessionID
 	if res := run(t, r.bin, "stop", "--take", "--yes", r.id); res.code != 0 || !strings.Contains(res.stdout, "stopped") {
 		t.Fatalf("stop mid-stream: exit %d, %q %q", res.code, res.stdout, res.stderr)
 	}
