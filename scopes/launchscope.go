@@ -56,8 +56,9 @@ func (m *Manager) launchScope(ctx context.Context, spec Spec, name string, rel r
 		return nil, err
 	}
 	// The plan is made while the held child's runtime starts, and sent at
-	// once: a confined child makes its mounts while the job runs, and its
-	// cgroup namespace, and runs anything, only once told it is placed.
+	// once: a confined child makes its mounts while the job runs, its
+	// cgroup namespace only once told it is placed, and runs the engine
+	// only on "go".
 	if rel.Confine, err = planIf(confined, spec); err != nil {
 		return nil, err
 	}
