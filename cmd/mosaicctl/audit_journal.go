@@ -25,9 +25,12 @@ type journalEntry map[string]string
 // readJournal runs journalctl with args and -o json and decodes every
 // line. journalctl reads the journal as the system administers it (split
 // per user, rotated, access-controlled); parsing its JSON export keeps
-// mosaicctl free of libsystemd.
+// mosaicctl free of libsystemd. --all: without it the export gives a
+// field longer than 4096 bytes as null, and a proof's body is journaled
+// up to audit.MaxProof, so a proof of a few dozen members read as one
+// left out.
 func readJournal(ctx context.Context, args ...string) ([]journalEntry, []byte, error) {
-	cmd := exec.CommandContext(ctx, "journalctl", append([]string{"-o", "json", "--no-pager", "-q"}, args...)...)
+	cmd := exec.CommandContext(ctx, "journalctl", append([]string{"-o", "json", "--all", "--no-pager", "-q"}, args...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

@@ -261,3 +261,26 @@ func TestAuditReportsSuppression(t *testing.T) {
 		}
 	}
 }
+
+// TestReadJournalKeepsLongFields: journalctl's JSON export gives a field
+// longer than 4096 bytes as null unless asked for every field whole; a
+// proof's body is journaled up to audit.MaxProof, and the audit read a
+// proof of a few more members than usual as one journaled without its
+// body (TestEndToEndRealPi, now and then).
+func TestReadJournalKeepsLongFields(t *testing.T) {
+	sandboxtest.Require(t)
+	tag := fmt.Sprintf("long-%d-%d", os.Getpid(), time.Now().UnixNano())
+	long := strings.Repeat("proof ", 1500) // 9,000 bytes
+	if err := sdjournal.Send("audit test: a long field", sdjournal.PriInfo, map[string]string{"MOSAIC_TEST_LONG": tag, "MOSAIC_LONG": long}); err != nil {
+		t.Fatal(err)
+	}
+	var got []journalEntry
+	waitFor(t, func() bool {
+		var err error
+		got, _, err = readJournal(context.Background(), "--user", "MOSAIC_TEST_LONG="+tag)
+		return err == nil && len(got) > 0
+	})
+	if got[0]["MOSAIC_LONG"] != long {
+		t.Fatalf("the long field read back as %d bytes (%.40q), want it whole (%d bytes)", len(got[0]["MOSAIC_LONG"]), got[0]["MOSAIC_LONG"], len(long))
+	}
+}
