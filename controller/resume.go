@@ -66,7 +66,7 @@ func (c *Controller) keep(x *execution) {
 		}
 	}
 	if err != nil {
-		c.dropKept(x.id)
+		c.dropKept(x.id, keptRoles...)
 		c.audit(audit.Transition, nil, fmt.Sprintf("execution %s is not kept in the fd store (%v): a controller restart will orphan its engine", x.id, err),
 			map[string]string{"EXECUTION": x.id})
 		return
@@ -86,7 +86,7 @@ func (c *Controller) unkeep(x *execution) {
 	x.kept = false
 	c.mu.Unlock()
 	if kept {
-		c.dropKept(x.id)
+		c.dropKept(x.id, keptRoles...)
 	}
 }
 
@@ -99,16 +99,17 @@ func (c *Controller) unkeepStdin(x *execution) {
 	c.mu.Lock()
 	kept := x.kept
 	c.mu.Unlock()
-	if kept && c.cfg.FDStore != nil {
-		c.cfg.FDStore.Remove(keptName(x.id, keptStdin))
+	if kept {
+		c.dropKept(x.id, keptStdin)
 	}
 }
 
-func (c *Controller) dropKept(exec string) {
+// dropKept drops exec's descriptors of roles from the store.
+func (c *Controller) dropKept(exec string, roles ...string) {
 	if c.cfg.FDStore == nil {
 		return
 	}
-	for _, role := range keptRoles {
+	for _, role := range roles {
 		c.cfg.FDStore.Remove(keptName(exec, role))
 	}
 }
@@ -173,7 +174,7 @@ func (c *Controller) resume(ctx context.Context, keys claims.Keys) (done bool, s
 		names := make([]string, 0, len(all))
 		for exec, k := range all {
 			k.Close()
-			c.dropKept(exec)
+			c.dropKept(exec, keptRoles...)
 			names = append(names, exec)
 		}
 		sort.Strings(names)
@@ -247,7 +248,7 @@ type keptStopping struct {
 // they were kept for no longer needs them, or never will.
 func (k *keptStopping) close(c *Controller) {
 	k.Close()
-	c.dropKept(k.exec)
+	c.dropKept(k.exec, keptRoles...)
 }
 
 // resumedExecution is the execution of a re-attached engine, before any

@@ -309,7 +309,7 @@ func (c *Controller) conclude(ctx context.Context, x *execution, stopID, why str
 	}
 	res := x.handle.Stop(ctx, opts)
 	if drafts {
-		c.dropKept(x.id) // what the store kept for this stop (resume)
+		c.dropKept(x.id, keptRoles...) // what the store kept for this stop (resume)
 	}
 	c.finishStop(ctx, x, s, res)
 }
