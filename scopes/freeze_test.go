@@ -307,6 +307,20 @@ func startIntruder(t *testing.T) pinned {
 	return pin(t, strconv.Itoa(c.Process.Pid))
 }
 
+// launchIntruded launches setsidEngine with its engine and setsid child
+// pinned, and starts an intruder outside the cohort for a fault point to
+// move into the engine cgroup.
+func launchIntruded(t *testing.T, m *Manager) (fs *cgroupFS, e *engine, eng, child, in pinned) {
+	t.Helper()
+	fs, err := m.cgroupFS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e = launchEngine(t, m, setsidEngine)
+	got := e.expect(t, "engine", "setsid", "ready")
+	return fs, e, e.pin(t, got["engine"]), e.pin(t, got["setsid"]), startIntruder(t)
+}
+
 // moveInto moves p into cgroup cg, as a process of the user outside the
 // cohort can (same uid, no cgroup namespace).
 func moveInto(t *testing.T, fs *cgroupFS, cg string, p pinned) {
@@ -325,14 +339,7 @@ func moveInto(t *testing.T, fs *cgroupFS, cg string, p pinned) {
 // makes it between the enumeration and the second read.
 func TestKillPhaseFreezesACgroupJoinedWhileListed(t *testing.T) {
 	m := testManager(t)
-	fs, err := m.cgroupFS()
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := launchEngine(t, m, setsidEngine)
-	got := e.expect(t, "engine", "setsid", "ready")
-	eng, child := e.pin(t, got["engine"]), e.pin(t, got["setsid"])
-	in := startIntruder(t)
+	fs, e, eng, child, in := launchIntruded(t, m)
 	moves, freezes := 0, 0
 	m.faults.whileEmptied = func() {
 		if moves++; moves == 1 {
@@ -365,14 +372,7 @@ func TestKillPhaseFreezesACgroupJoinedWhileListed(t *testing.T) {
 // after the enumeration and has the read report frozen 0.
 func TestKillPhaseListsAgainWhenFrozenLapses(t *testing.T) {
 	m := testManager(t)
-	fs, err := m.cgroupFS()
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := launchEngine(t, m, setsidEngine)
-	got := e.expect(t, "engine", "setsid", "ready")
-	eng, child := e.pin(t, got["engine"]), e.pin(t, got["setsid"])
-	in := startIntruder(t)
+	fs, e, eng, child, in := launchIntruded(t, m)
 	listed := 0
 	m.faults.afterListed = func() bool {
 		if listed++; listed == 1 {
