@@ -275,9 +275,26 @@ func (h *heldChild) sendRelease(r release, deadline time.Time) error {
 	}
 	h.release.SetWriteDeadline(deadline)
 	defer h.release.SetWriteDeadline(time.Time{}) // not the later lines'
-	_, err = h.release.Write(append(b, '\n'))
+	if _, err = h.release.Write(append(b, '\n')); err != nil {
+		return h.unread(err)
+	}
+	return nil
+}
+
+// unread names why a release was not taken: a held child says its role
+// before it reads, so a program that never entered it (main without
+// MaybeRunHeld) is told so, not left with the write's timeout or EPIPE.
+// The role read here is the launch's last: it fails either way.
+func (h *heldChild) unread(err error) error {
+	if rerr := awaitReady(h.ready, roleHeld, time.Now().Add(roleGrace)); rerr != nil {
+		return fmt.Errorf("%w; write: %w", rerr, err)
+	}
 	return err
 }
+
+// roleGrace is how long unread waits for the role a child may still be
+// writing as the release's write failed (EPIPE can come first).
+const roleGrace = 100 * time.Millisecond
 
 // sendPlaced tells the held child it is confirmed in its cohort's cgroup:
 // it finishes its confinement and answers on its ready pipe.

@@ -272,6 +272,44 @@ func TestAwaitReady(t *testing.T) {
 	}
 }
 
+// TestUnreadReleaseNamesRole: a release larger than a pipe holds, written
+// before the child reads, fails at its deadline when nothing reads it; a
+// child that never said its role (main without MaybeRunHeld) is then
+// named as such, one that did keeps the write's own error.
+func TestUnreadReleaseNamesRole(t *testing.T) {
+	big := release{Path: "/bin/true", Argv: []string{"true"}, Env: []string{"A=" + strings.Repeat("x", 200<<10)}}
+	for _, tc := range []struct {
+		name, role string
+		notWired   bool
+	}{
+		{"silent", "", true},
+		{"held", roleHeld, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rr, rw, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { rr.Close(); rw.Close() })
+			yr, yw, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { yr.Close() })
+			yw.WriteString(tc.role)
+			yw.Close()
+			h := &heldChild{release: rw, ready: yr}
+			err = h.sendRelease(big, time.Now().Add(200*time.Millisecond))
+			if err == nil || errors.Is(err, errNotWired) != tc.notWired {
+				t.Fatalf("%v, want errNotWired %v", err, tc.notWired)
+			}
+			if !errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Fatalf("%v: the write's own error is lost", err)
+			}
+		})
+	}
+}
+
 // pidfdInfoCgroup says whether this kernel names a process's cgroup
 // through its pidfd (PIDFD_GET_INFO).
 func pidfdInfoCgroup(t *testing.T, pid int) bool {
