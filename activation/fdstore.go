@@ -25,7 +25,9 @@ import (
 // service (Restart=, `systemctl restart`, daemon-reexec and
 // daemon-reload serialise them) and closes them when the service stops
 // for good (`systemctl stop`, a failure without restart), which is the
-// engine's stdin EOF: Pi exits. It drops a stored descriptor by itself
+// engine's stdin EOF: Pi exits. A controller told to stop for good ends
+// the engine with a proof first (controller.Shutdown); one that crashes
+// without a restart leaves it to that EOF. It drops a stored descriptor by itself
 // when it polls EPOLLHUP or EPOLLERR (the engine closed its end of the
 // pipe; a pidfd does so only once its process is reaped, and only on
 // Linux >= 6.9), so the controller removes what it stored

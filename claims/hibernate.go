@@ -8,22 +8,27 @@ import (
 	"github.com/mosaic-agents/mosaic/proofs"
 )
 
-// PolicyHibernate marks a stopped revision that the idle policy made: the
-// controller found the conversation idle (no run, no client, no tool
-// process, nothing queued or pending), ended the engine the gentle way and
-// proved the cohort empty.
+// PolicyHibernate marks a stopped revision that the controller made of an
+// idle conversation on its own: the idle policy (no run, no client, no
+// tool process, nothing queued or pending), or a stop of the controller's
+// service that found it so but for its clients; it ended the engine the
+// gentle way and proved the cohort empty.
 const PolicyHibernate = "hibernate"
 
 // Hibernate records stopped with a cohort proof, as Stop does, for a stop
-// the idle policy made, and the leaf the conversation was on: the one
+// of an idle conversation (PolicyHibernate; idle says how it was idle,
+// "idle for 5m0s"), and the leaf the conversation was on: the one
 // launch without a confirmation (Wakeable) relaunches on exactly that
 // leaf; written and vouched are as for StopVouched: the wake relaunches
 // only on exactly the vouched bytes, since no engine ran to write any
 // other. Like Stop it may be called again with the same proof after a
 // failed write.
-func (c *Claim) Hibernate(ctx context.Context, p proofs.Proof, leaf, written string, vouched *FileState) error {
+func (c *Claim) Hibernate(ctx context.Context, p proofs.Proof, idle, leaf, written string, vouched *FileState) error {
+	if idle == "" {
+		idle = "idle"
+	}
 	return c.stopWith(ctx, p, "hibernate", []State{Stopping}, func(r *Record) {
-		r.Reason, r.Policy = "hibernated: idle", PolicyHibernate
+		r.Reason, r.Policy = "hibernated: "+idle, PolicyHibernate
 		if leaf != "" {
 			r.Leaf = leaf
 		}

@@ -16,11 +16,11 @@ func TestWakeableOnlyAfterHibernate(t *testing.T) {
 	s := openStore(t, t.TempDir(), newHost(100))
 	keys := testKeys()
 	c := claimIn(t, s, keys, Stopping)
-	if err := c.Hibernate(ctx, cohortProof(t, c.Record()), "leaf-at-hibernate", "", nil); err != nil {
+	if err := c.Hibernate(ctx, cohortProof(t, c.Record()), "idle for 1m0s", "leaf-at-hibernate", "", nil); err != nil {
 		t.Fatal(err)
 	}
 	rec := mustCurrent(t, s, keys).Seat
-	if err := Wakeable(rec); err != nil || rec.Leaf != "leaf-at-hibernate" || rec.Policy != PolicyHibernate {
+	if err := Wakeable(rec); err != nil || rec.Leaf != "leaf-at-hibernate" || rec.Policy != PolicyHibernate || rec.Reason != "hibernated: idle for 1m0s" {
 		t.Fatalf("hibernated %+v: wakeable %v", rec, err)
 	}
 	if err := Proven(rec); err != nil {
@@ -66,7 +66,7 @@ func TestWakeableOnlyAfterHibernate(t *testing.T) {
 	t.Run("only from stopping", func(t *testing.T) {
 		s := openStore(t, t.TempDir(), newHost(100))
 		c := claimIn(t, s, keys, Active)
-		if err := c.Hibernate(ctx, cohortProof(t, c.Record()), "", "", nil); err == nil {
+		if err := c.Hibernate(ctx, cohortProof(t, c.Record()), "", "", "", nil); err == nil {
 			t.Fatal("hibernated an active claim that never recorded stopping")
 		}
 	})

@@ -33,7 +33,7 @@ func TestVouchedOnTheStoppedRevision(t *testing.T) {
 			c := claimIn(t, s, keys, Stopping)
 			var err error
 			if tc.hibernate {
-				err = c.Hibernate(ctx, cohortProof(t, c.Record()), "leaf-1", "", tc.vouched)
+				err = c.Hibernate(ctx, cohortProof(t, c.Record()), "", "leaf-1", "", tc.vouched)
 			} else {
 				err = c.StopVouched(ctx, cohortProof(t, c.Record()), "", tc.vouched)
 			}

@@ -36,7 +36,7 @@ func TestWrittenSurvivesTheStop(t *testing.T) {
 				func() error { return c.BeginStop(ctx, "force stop") },
 				func() error {
 					if tc.hibernate {
-						return c.Hibernate(ctx, cohortProof(t, c.Record()), "leaf-1", tc.atStop, nil)
+						return c.Hibernate(ctx, cohortProof(t, c.Record()), "", "leaf-1", tc.atStop, nil)
 					}
 					return c.StopVouched(ctx, cohortProof(t, c.Record()), tc.atStop, nil)
 				},

@@ -222,6 +222,9 @@ type state struct {
 	// pending is a cohort proof the claim store refused to record: the
 	// cohort is proven gone, the claim not yet stopped (record.go).
 	pending *pendingStop
+	// hibernateWhy is how the conversation was idle when it last
+	// hibernated ("idle for 5m0s"): its stopped revision's reason.
+	hibernateWhy string
 	// restart is set when this controller re-attached to a running
 	// engine after a controller restart (resume.go).
 	restart *protocol.Restart

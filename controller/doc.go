@@ -93,6 +93,12 @@
 //     approvals') is read under the same lock the hibernate re-checks it
 //     under; separate timers per condition could each be right and still
 //     hibernate a conversation one of them had just made busy.
+//   - A controller that exits for good (Shutdown: its service stopped,
+//     not restarted, whose fd store then lets go of the engine) ends the
+//     engine first: a hibernate when idle but for its clients, else a
+//     force stop without a confirmation, with its proof. Leaving it, the
+//     engine ended at its stdin's EOF unproven and its scope lingered
+//     with the anchor.
 //   - A restart that finds the claim stopping finishes that force stop
 //     (K10); one that finds an engine without a stop only reports it; one
 //     that finds the claim uncertain and the engine's cgroup gone

@@ -30,6 +30,18 @@ import (
 // conversation is idle, else why not. Callers hold mu. Tool processes are
 // counted outside the lock (idleTools), since it reads the cgroup.
 func (c *Controller) idleLocked(x *execution) string {
+	if why := c.quietLocked(x); why != "" {
+		return why
+	}
+	if len(c.conns) > 0 {
+		return "a client is connected"
+	}
+	return ""
+}
+
+// quietLocked is idleLocked without the clients: what a stop of the
+// service asks (shutdown.go), whose clients are being let go anyway.
+func (c *Controller) quietLocked(x *execution) string {
 	switch {
 	case c.st.exec != x || x.conn == nil || x.exited:
 		return "no engine this controller talks to"
@@ -37,8 +49,6 @@ func (c *Controller) idleLocked(x *execution) string {
 		return "binding " + c.st.binding
 	case c.st.stopRunning || c.st.forceRunning || c.st.pending != nil:
 		return "a stop is under way"
-	case len(c.conns) > 0:
-		return "a client is connected"
 	}
 	if ts := x.conn.Turn(); ts.Running || ts.Slot != nil || ts.Fenced || ts.Uncertain || len(ts.OpenTools) > 0 {
 		return "a run, a prompt or a tool call is in progress"
@@ -89,6 +99,22 @@ func idleTools(h *scopes.Handle) string {
 	return ""
 }
 
+// idleNow is the idle policy's whole check: check (idleLocked, or
+// quietLocked for a stop of the service) under mu, then the tool
+// processes and the session file, read outside the lock.
+func (c *Controller) idleNow(x *execution, check func(*execution) string) string {
+	c.mu.Lock()
+	why := check(x)
+	c.mu.Unlock()
+	if why == "" {
+		why = idleTools(x.handle)
+	}
+	if why == "" {
+		why = c.idleSession(x)
+	}
+	return why
+}
+
 // Hibernated is closed when the controller hibernated its conversation:
 // the caller (serve) then stops serving and exits, and the socket
 // activates the next controller, which wakes the conversation.
@@ -112,37 +138,33 @@ func (c *Controller) watchIdle(x *execution) {
 		case <-t.C:
 		}
 		c.mu.Lock()
-		why := c.idleLocked(x)
 		gone := c.st.exec != x
 		c.mu.Unlock()
 		if gone {
 			return
 		}
-		if why == "" {
-			why = idleTools(x.handle)
-		}
-		if why == "" {
-			why = c.idleSession(x)
-		}
-		if why != "" || since.IsZero() {
+		if why := c.idleNow(x, c.idleLocked); why != "" || since.IsZero() {
 			since = time.Now()
 			continue
 		}
 		if time.Since(since) < d {
 			continue
 		}
-		if c.hibernate(x, d) {
+		if c.hibernate(x, "idle for "+d.String(), c.idleLocked) {
 			return
 		}
 		since = time.Now()
 	}
 }
 
-// hibernate ends x's engine for the idle policy. It returns false when the
-// conversation was no longer idle at the last check (nothing done).
-func (c *Controller) hibernate(x *execution, d time.Duration) bool {
+// hibernate ends x's engine the idle policy's way, idle saying why:
+// "idle for 5m0s", or "idle as its service stopped" (shutdown.go). It
+// returns false when the conversation was no longer idle by the check
+// (idleLocked, or quietLocked for a stop of the service) made under the
+// dispatch lock (nothing done).
+func (c *Controller) hibernate(x *execution, idle string, check func(*execution) string) bool {
 	unlock := c.lockDispatch()
-	if why := c.idleLocked(x); why != "" {
+	if why := check(x); why != "" {
 		unlock()
 		return false
 	}
@@ -151,13 +173,14 @@ func (c *Controller) hibernate(x *execution, d time.Duration) bool {
 		s.Predecessor = prev.ID
 	}
 	c.st.stop, c.st.stopRunning, c.st.forceRunning = s, true, true
+	c.st.hibernateWhy = idle
 	c.beginStoppingLocked()
-	c.closeAdmissionLocked(fmt.Sprintf("hibernating: idle for %s (stop %s)", d, s.ID))
-	c.transitionLocked(s, protocol.StopFenced, "admission closed: idle for "+d.String())
+	c.closeAdmissionLocked(fmt.Sprintf("hibernating: %s (stop %s)", idle, s.ID))
+	c.transitionLocked(s, protocol.StopFenced, "admission closed: "+idle)
 	c.publishBindingLocked()
 	unlock()
-	c.audit(audit.Transition, nil, fmt.Sprintf("execution %s idle for %s: hibernating (stop %s)", x.id, d, s.ID),
-		map[string]string{"EXECUTION": x.id, "STOP": s.ID, "IDLE_STOP": d.String()})
+	c.audit(audit.Transition, nil, fmt.Sprintf("execution %s %s: hibernating (stop %s)", x.id, idle, s.ID),
+		map[string]string{"EXECUTION": x.id, "STOP": s.ID, "IDLE": idle})
 
 	c.stopping.add(1)
 	defer c.stopping.add(-1)

@@ -43,7 +43,7 @@ func retryable(err error) bool { return protocol.CodeOf(err) == protocol.CodeCla
 func (c *Controller) recordProof(ctx context.Context, x *execution, p *proofs.CohortProof, kind string) (*claims.ProofRecord, error) {
 	var rec *claims.ProofRecord
 	c.mu.Lock()
-	leaf, written := c.st.leaf, c.st.written
+	leaf, written, idle := c.st.leaf, c.st.written, c.st.hibernateWhy
 	c.mu.Unlock()
 	var vouched *claims.FileState
 	if x != nil {
@@ -54,7 +54,7 @@ func (c *Controller) recordProof(ctx context.Context, x *execution, p *proofs.Co
 		if kind == protocol.KindHibernate {
 			// The idle policy's own stop: the one a client's connection
 			// may wake without a confirmation (hibernate.go).
-			stop = func() error { return cl.Hibernate(ctx, p, leaf, written, vouched) }
+			stop = func() error { return cl.Hibernate(ctx, p, idle, leaf, written, vouched) }
 		}
 		if err := stop(); err != nil {
 			return err

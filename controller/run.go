@@ -49,10 +49,10 @@ func (c *Controller) Start(ctx context.Context) error {
 
 // Close releases what the controller holds in this process and waits for
 // the stops under way and the claim writes it started. It does not stop
-// the engine: only a confirmed force stop does, and the engine exits by
-// itself when its stdin goes away. Under systemd the fd store keeps a copy
-// of that stdin (resume.go), so a restart of the controller service does
-// not end the engine; a stop of the service for good does. A force stop under way
+// the engine: a force stop does, or Shutdown before a controller exits for
+// good, and the engine exits by itself when its stdin goes away. Under
+// systemd the fd store keeps a copy of that stdin (resume.go), so a
+// restart of the controller service does not end the engine. A force stop under way
 // finishes (its own timeouts bound it) so the claim and the stop end
 // stopped or uncertain, never stopping; an interrupt under way ends
 // uncertain, its engine having lost stdin.

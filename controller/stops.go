@@ -206,14 +206,26 @@ func (c *Controller) forceStop(ctx context.Context, k *conn, cmd *protocol.Comma
 		c.mu.Unlock()
 		return deferred(func() protocol.Receipt { return c.recordHeld(k, cmd, ps, gen) }), nil
 	}
-	s := c.beginForceLocked(x.id)
-	c.closeAdmissionLocked("force stop " + s.ID + " in progress")
-	c.unsettleLocked(x, "force stop "+s.ID+" began while the dialog was open; its outcome is not known")
-	c.transitionLocked(s, protocol.StopFenced, "admission closed")
-	c.publishBindingLocked()
+	s := c.fenceForceLocked(x, "")
 	gen := c.st.generation
 	c.mu.Unlock()
 	return deferred(func() protocol.Receipt { return c.killCohort(k, cmd, x, s, gen) }), nil
+}
+
+// fenceForceLocked begins a force stop of x (beginForceLocked), closes
+// admission and publishes the binding; why, if not "", says what asked
+// for it when no client did (shutdown.go). Callers hold mu.
+func (c *Controller) fenceForceLocked(x *execution, why string) *protocol.Stop {
+	s := c.beginForceLocked(x.id)
+	reason, fenced := "force stop "+s.ID+" in progress", "admission closed"
+	if why != "" {
+		reason, fenced = reason+": "+why, fenced+": "+why
+	}
+	c.closeAdmissionLocked(reason)
+	c.unsettleLocked(x, "force stop "+s.ID+" began while the dialog was open; its outcome is not known")
+	c.transitionLocked(s, protocol.StopFenced, fenced)
+	c.publishBindingLocked()
+	return s
 }
 
 // beginForceLocked makes the force stop of execution the running stop: it
@@ -235,11 +247,20 @@ func (c *Controller) beginForceLocked(execution string) *protocol.Stop {
 	return s
 }
 
-// killCohort is the waiting part of a force stop: the claim records
+// killCohort is the waiting part of a client's force stop (endCohort),
+// answered with its receipt.
+func (c *Controller) killCohort(k *conn, cmd *protocol.Command, x *execution, s *protocol.Stop, gen int64) protocol.Receipt {
+	c.endCohort(k, x, s)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stopReceipt(k, cmd, s, gen)
+}
+
+// endCohort is the waiting part of a force stop: the claim records
 // stopping (before anything else, so that a successor resumes the stop
 // from here, K10), the cohort gets TERM, then the kill phase, then the
-// proof.
-func (c *Controller) killCohort(k *conn, cmd *protocol.Command, x *execution, s *protocol.Stop, gen int64) protocol.Receipt {
+// proof. k is the connection that asked, nil for none.
+func (c *Controller) endCohort(k *conn, x *execution, s *protocol.Stop) {
 	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
 	defer cancel()
 	run(c.test.beforeClaimStop)
@@ -257,9 +278,6 @@ func (c *Controller) killCohort(k *conn, cmd *protocol.Command, x *execution, s 
 	c.cancelDialogs(x, s)
 	res := x.handle.Stop(ctx, scopes.StopOptions{Stop: s.ID, Grace: c.cfg.Grace})
 	c.finishStop(ctx, x, s, res)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.stopReceipt(k, cmd, s, gen)
 }
 
 // cancelDialogs cancels every native dialog the engine still holds before

@@ -694,8 +694,9 @@ func TestAttachInTmux(t *testing.T) {
 		if _, err := fc.Wait(ctx, fakepi.PointPromptReceived); err != nil {
 			t.Fatal(err)
 		}
-		// The prompt is in the engine, its reply held: end the controller.
-		mustRun(t, "systemctl", "--user", "stop", svc)
+		// The prompt is in the engine, its reply held: lose the
+		// controller (a plain stop would end the engine with a proof).
+		loseController(t, svc)
 		p.wait("the disconnect, the composer empty", func(rows []string) bool {
 			return strings.Contains(status(rows, id), "disconnected") && reflect.DeepEqual(composer(rows, id), []string{">"})
 		})

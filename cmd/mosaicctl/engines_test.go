@@ -12,9 +12,9 @@ import (
 	"github.com/mosaic-agents/mosaic/scopes"
 )
 
-// TestNoEngineLeftUnseen follows the stop sequence a user used to be
-// advised: stopping the socket and the service leaves the engine's scope
-// running. `conv rm` and `uninstall` then refuse, naming the scope and the
+// TestNoEngineLeftUnseen: a controller lost without a stop of its engine
+// (loseController: a crash whose restart never came) leaves the engine's
+// scope running. `conv rm` and `uninstall` then refuse, naming the scope and the
 // proven stop that works as typed; after it, both succeed. An engine scope
 // no registered conversation owns shows in `status` with its fix and
 // blocks `uninstall` too.
@@ -31,7 +31,7 @@ func TestNoEngineLeftUnseen(t *testing.T) {
 		t.Fatalf("prompt: exit %d, stderr %q", r.code, r.stderr)
 	}
 	scope := readStatus(t, bin, id).Scope.Name
-	mustRun(t, "systemctl", "--user", "stop", "mosaic-conv@"+id+".socket", "mosaic-conv@"+id+".service")
+	loseController(t, "mosaic-conv@"+id+".service", "mosaic-conv@"+id+".socket")
 	if got := unitProp(t, scope, "ActiveState"); got != "active" {
 		t.Fatalf("after stopping the socket and the service the scope %s is %q; the test needs it still running", scope, got)
 	}
@@ -95,8 +95,8 @@ func TestNoEngineLeftUnseen(t *testing.T) {
 	}
 }
 
-// TestAdviceWorksWhenOnlyTheScopeIsLeft: Pi exits when its controller goes
-// (the end of its stdin), but the scope lives on, held by its anchor. The
+// TestAdviceWorksWhenOnlyTheScopeIsLeft: Pi exits when its controller is
+// lost (the end of its stdin), but the scope lives on, held by its anchor. The
 // advice of conv rm, typed as given, still ends in a proven stop, whether
 // the verb stops the cohort itself or follows the stop a restarted
 // controller already began; then conv rm succeeds.
@@ -108,7 +108,7 @@ func TestAdviceWorksWhenOnlyTheScopeIsLeft(t *testing.T) {
 		t.Fatalf("prompt: exit %d, stderr %q", r.code, r.stderr)
 	}
 	scope := readStatus(t, bin, id).Scope.Name
-	mustRun(t, "systemctl", "--user", "stop", "mosaic-conv@"+id+".socket", "mosaic-conv@"+id+".service")
+	loseController(t, "mosaic-conv@"+id+".service", "mosaic-conv@"+id+".socket")
 	r := run(t, bin, "conv", "rm", id)
 	wantRefusal(t, r, protocol.CodeEngineAlive)
 	if !strings.Contains(r.stderr, scope) {

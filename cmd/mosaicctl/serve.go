@@ -16,6 +16,7 @@ import (
 	"github.com/mosaic-agents/mosaic/conversations"
 	"github.com/mosaic-agents/mosaic/protocol"
 	"github.com/mosaic-agents/mosaic/scopes"
+	"github.com/mosaic-agents/mosaic/units"
 	"github.com/urfave/cli/v2"
 )
 
@@ -141,9 +142,46 @@ func serveCommand() *cli.Command {
 				}
 			}()
 			err = <-served
+			if ctx.Err() != nil {
+				// Told to exit: unless the manager restarts the service,
+				// the engine's descriptors go with it, so the engine is
+				// ended with a proof first (controller/shutdown.go).
+				if why, forGood := ending(log, id, fdstore != nil); forGood {
+					activation.Notify("STATUS=stopping: ending the engine with a proof (" + why + ")")
+					ctrl.Shutdown(why)
+				}
+			}
 			activation.Notify("STOPPING=1")
 			log.Log(audit.Entry{Event: audit.Stop, Message: fmt.Sprintf("controller for %s stopped", cv.ID)})
 			return err
 		},
 	}
 }
+
+// ending says whether the controller exits for good, and why. Without
+// systemd it always does (no fd store keeps the engine's descriptors);
+// under it, unless the manager is restarting the service. A manager that
+// cannot be asked leaves the engine as a restart would: the one promise a
+// restart makes is that the engine is not touched.
+func ending(log *audit.Logger, id string, managed bool) (string, bool) {
+	if !managed {
+		return "the controller is exiting", true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), endingTimeout)
+	defer cancel()
+	e, err := units.ServiceEnding(ctx, id)
+	switch {
+	case err != nil:
+		log.Log(audit.Entry{Event: audit.Transition, Message: fmt.Sprintf("told to exit, and the user manager cannot say whether it restarts the service (%v): the engine is left as for a restart", err)})
+		return "", false
+	case e.Restart:
+		return "", false
+	case e.Job == "":
+		return "the controller was signalled outside a job of its service, which then ends", true
+	}
+	return "its service is stopping (" + e.Job + " job)", true
+}
+
+// endingTimeout bounds the question to the manager: the service's
+// TimeoutStopSec (10 s) holds the stop that may follow too.
+const endingTimeout = 2 * time.Second

@@ -61,6 +61,19 @@ func startConversation(t *testing.T, bin, seat string, flags ...string) (id, pro
 	return id, proj, path
 }
 
+// loseController ends a conversation's controller the one way that does
+// not stop its engine first: a crash (SIGKILL), then a stop of the units
+// (svc first, then the rest) before Restart= brings it back. The fd store
+// lets go of the engine's descriptors unproven: the engine reads EOF, and
+// a scope with a process left in it is held by its anchor. A plain
+// `systemctl --user stop` ends the engine with a proof instead
+// (TestServiceStopEndsEngineWithProof).
+func loseController(t *testing.T, svc string, units ...string) {
+	t.Helper()
+	mustRun(t, "systemctl", "--user", "kill", "--signal=KILL", svc)
+	mustRun(t, "systemctl", append([]string{"--user", "stop", svc}, units...)...)
+}
+
 // endConversation is the cleanup of a test's conversation: the engine
 // first, with a proven stop (stopping the socket and the service alone
 // leaves the engine's scope running, and a later test in this sandbox

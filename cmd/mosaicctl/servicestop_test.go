@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mosaic-agents/mosaic/claims"
+	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
+	"github.com/mosaic-agents/mosaic/contrib/stubmodel"
+	"github.com/mosaic-agents/mosaic/protocol"
+)
+
+// TestServiceStopEndsEngineWithProof: a stop of a conversation's
+// controller service for good (`systemctl --user stop`, not a restart)
+// ends its engine with a cohort proof before the controller exits, where
+// the engine used to read EOF and end unproven, the scope held by its
+// anchor and the claim left active. Idle, the stop is a hibernate, and
+// the next client wakes the conversation; with a tool running, it is a
+// force stop that ends the tool too, and recover launches again. A
+// restart leaves the engine as it is (TestControllerRestartMidTool).
+func TestServiceStopEndsEngineWithProof(t *testing.T) {
+	sandboxtest.Require(t)
+	bin := sandboxtest.Bin(t, "mosaicctl")
+
+	t.Run("idle: a hibernate the next client wakes", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		entry, stdinLog := fakeEngine(t, stubmodel.Script{})
+		id, _, path := startConversation(t, bin, "svcstop-idle", "--engine", entry, "--provider", "fakellm", "--model", "fake-model")
+		svc := "mosaic-conv@" + id + ".service"
+		logOnFailure(t, svc)
+		before := promptOnce(t, ctx, path, "before the stop")
+		mustRun(t, "systemctl", "--user", "stop", svc)
+		if n := engineScopes(t, id); n != 0 {
+			t.Fatalf("%d engine scopes left after the service stopped", n)
+		}
+		st := claimOf(t, bin, id)
+		if st.Claim == nil || st.Claim.State != claims.Stopped || !st.Claim.Proven || !strings.Contains(st.Claim.Reason, "hibernated: idle as its service is stopping") {
+			t.Fatalf("claim after the service stopped: %+v; want stopped, proven, hibernated", st.Claim)
+		}
+		b, _ := currentBinding(t, ctx, path)
+		waitFor(t, func() bool { b, _ = currentBinding(t, ctx, path); return b.State == protocol.BindingActive })
+		if b.Execution == before.Execution {
+			t.Fatalf("woke as execution %s, the one stopped", b.Execution)
+		}
+		promptOnce(t, ctx, path, "after the wake")
+		stdin, _ := os.ReadFile(stdinLog)
+		if got := promptsIn(t, stdin); !slices.Equal(got, []string{"before the stop", "after the wake"}) {
+			t.Fatalf("engine prompts %q; nothing may be replayed or lost", got)
+		}
+	})
+
+	t.Run("a tool running: a force stop, then recover", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		entry, _ := fakeEngine(t, stubmodel.Script{Turns: []stubmodel.Turn{
+			{Text: []string{"running "}, Tool: &stubmodel.ToolCall{Command: "setsid sleep 600 >/dev/null 2>&1 & sleep 600"}},
+		}})
+		id, _, path := startConversation(t, bin, "svcstop-tool", "--engine", entry, "--provider", "fakellm", "--model", "fake-model")
+		svc := "mosaic-conv@" + id + ".service"
+		logOnFailure(t, svc)
+		lib := activeLib(t, ctx, path)
+		if _, err := lib.c.Takeover(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if r, err := lib.c.Prompt(ctx, "run the tool"); err != nil || r.State != protocol.ReceiptAcknowledged {
+			t.Fatalf("prompt: %v %+v", err, r)
+		}
+		waitFor(t, func() bool { return strings.Contains(strings.Join(lib.lines(), "\n"), "[tool bash running]") })
+		mustRun(t, "systemctl", "--user", "stop", svc)
+		if n := engineScopes(t, id); n != 0 {
+			t.Fatalf("%d engine scopes left after the service stopped mid-tool", n)
+		}
+		st := claimOf(t, bin, id)
+		if st.Claim == nil || st.Claim.State != claims.Stopped || !st.Claim.Proven || strings.Contains(st.Claim.Reason, "hibernated") {
+			t.Fatalf("claim after the service stopped mid-tool: %+v; want stopped by a proven force stop", st.Claim)
+		}
+		if b, _ := currentBinding(t, ctx, path); b.State != protocol.BindingStopped {
+			t.Fatalf("binding after the service stopped mid-tool: %+v; want stopped until recover", b)
+		}
+		mustRun(t, bin, "recover", "--take", id)
+		waitFor(t, func() bool { b, _ := currentBinding(t, ctx, path); return b.State == protocol.BindingActive })
+	})
+}
+
+// logOnFailure logs unit's journal when the test fails.
+func logOnFailure(t *testing.T, unit string) {
+	t.Helper()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the journal of %s:\n%s", unit, run(t, "journalctl", "--user", "-u", unit, "-o", "cat", "--no-pager").stdout)
+		}
+	})
+}
