@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"slices"
 	"strings"
@@ -26,33 +27,47 @@ func TestServiceStopEndsEngineWithProof(t *testing.T) {
 	sandboxtest.Require(t)
 	bin := sandboxtest.Bin(t, "mosaicctl")
 
-	t.Run("idle: a hibernate the next client wakes", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		entry, stdinLog := fakeEngine(t, stubmodel.Script{})
-		id, _, path := startConversation(t, bin, "svcstop-idle", "--engine", entry, "--provider", "fakellm", "--model", "fake-model")
-		svc := "mosaic-conv@" + id + ".service"
-		logOnFailure(t, svc)
-		before := promptOnce(t, ctx, path, "before the stop")
-		mustRun(t, "systemctl", "--user", "stop", svc)
-		if n := engineScopes(t, id); n != 0 {
-			t.Fatalf("%d engine scopes left after the service stopped", n)
-		}
-		st := claimOf(t, bin, id)
-		if st.Claim == nil || st.Claim.State != claims.Stopped || !st.Claim.Proven || !strings.Contains(st.Claim.Reason, "hibernated: idle as its service is stopping") {
-			t.Fatalf("claim after the service stopped: %+v; want stopped, proven, hibernated", st.Claim)
-		}
-		b, _ := currentBinding(t, ctx, path)
-		waitFor(t, func() bool { b, _ = currentBinding(t, ctx, path); return b.State == protocol.BindingActive })
-		if b.Execution == before.Execution {
-			t.Fatalf("woke as execution %s, the one stopped", b.Execution)
-		}
-		promptOnce(t, ctx, path, "after the wake")
-		stdin, _ := os.ReadFile(stdinLog)
-		if got := promptsIn(t, stdin); !slices.Equal(got, []string{"before the stop", "after the wake"}) {
-			t.Fatalf("engine prompts %q; nothing may be replayed or lost", got)
-		}
-	})
+	// Each engine gives the prompts it read, in order.
+	for _, eng := range []struct {
+		name  string
+		start func(t *testing.T) (id, proj, path string, prompts func() []string)
+	}{
+		{"fake Pi", func(t *testing.T) (string, string, string, func() []string) {
+			entry, stdinLog := fakeEngine(t, stubmodel.Script{})
+			id, proj, path := startConversation(t, bin, "svcstop-idle", "--engine", entry, "--provider", "fakellm", "--model", "fake-model")
+			return id, proj, path, func() []string { b, _ := os.ReadFile(stdinLog); return promptsIn(t, b) }
+		}},
+		{"real Pi", func(t *testing.T) (string, string, string, func() []string) {
+			pc := realPiConversation(t, "svcstop-real", stubmodel.Script{})
+			return pc.id, pc.proj, pc.path, func() []string { return userTexts(t, pc.proj) }
+		}},
+	} {
+		t.Run("idle: a hibernate the next client wakes, "+eng.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			id, _, path, prompts := eng.start(t)
+			svc := "mosaic-conv@" + id + ".service"
+			logOnFailure(t, svc)
+			before := promptOnce(t, ctx, path, "before the stop")
+			mustRun(t, "systemctl", "--user", "stop", svc)
+			if n := engineScopes(t, id); n != 0 {
+				t.Fatalf("%d engine scopes left after the service stopped", n)
+			}
+			st := claimOf(t, bin, id)
+			if st.Claim == nil || st.Claim.State != claims.Stopped || !st.Claim.Proven || !strings.Contains(st.Claim.Reason, "hibernated: idle as its service is stopping") {
+				t.Fatalf("claim after the service stopped: %+v; want stopped, proven, hibernated", st.Claim)
+			}
+			b, _ := currentBinding(t, ctx, path)
+			waitFor(t, func() bool { b, _ = currentBinding(t, ctx, path); return b.State == protocol.BindingActive })
+			if b.Execution == before.Execution {
+				t.Fatalf("woke as execution %s, the one stopped", b.Execution)
+			}
+			promptOnce(t, ctx, path, "after the wake")
+			if got := prompts(); !slices.Equal(got, []string{"before the stop", "after the wake"}) {
+				t.Fatalf("engine prompts %q; nothing may be replayed or lost", got)
+			}
+		})
+	}
 
 	t.Run("a tool running: a force stop, then recover", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -95,4 +110,29 @@ func logOnFailure(t *testing.T, unit string) {
 			t.Logf("the journal of %s:\n%s", unit, run(t, "journalctl", "--user", "-u", unit, "-o", "cat", "--no-pager").stdout)
 		}
 	})
+}
+
+// userTexts returns the text of each user message in the session file of
+// the conversation in proj, in order.
+func userTexts(t *testing.T, proj string) []string {
+	t.Helper()
+	var out []string
+	for _, line := range sessionLines(t, proj) {
+		var e struct {
+			Type    string
+			Message struct {
+				Role    string
+				Content []struct{ Type, Text string }
+			}
+		}
+		if json.Unmarshal([]byte(line), &e) != nil || e.Type != "message" || e.Message.Role != "user" {
+			continue
+		}
+		for _, c := range e.Message.Content {
+			if c.Type == "text" {
+				out = append(out, c.Text)
+			}
+		}
+	}
+	return out
 }

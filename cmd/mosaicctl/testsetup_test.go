@@ -50,9 +50,10 @@ func startConversation(t *testing.T, bin, seat string, flags ...string) (id, pro
 		"--project", proj, "--seat", seat, "--session", session}, flags...)...))
 	sock := "mosaic-conv@" + id + ".socket"
 	mustRun(t, "systemctl", "--user", "start", sock)
-	// The engine first, with a proven stop: stopping the socket and the
-	// service alone leaves the engine's scope running, and the next test
-	// in this sandbox could not uninstall (engine-alive).
+	// The engine first, with a proven stop: an engine whose controller a
+	// test lost (loseController) is left running by a stop of the units,
+	// and the next test in this sandbox could not uninstall
+	// (engine-alive).
 	t.Cleanup(func() { endConversation(t, bin, id) })
 	path, err := units.SocketPath(id)
 	if err != nil {
@@ -75,9 +76,10 @@ func loseController(t *testing.T, svc string, units ...string) {
 }
 
 // endConversation is the cleanup of a test's conversation: the engine
-// first, with a proven stop (stopping the socket and the service alone
-// leaves the engine's scope running, and a later test in this sandbox
-// could not uninstall: engine-alive), then the units. A scope the stop did
+// first, with a proven stop (a stop of the units ends only a running
+// controller's engine; one whose controller the test lost stays, and a
+// later test in this sandbox could not uninstall: engine-alive), then the
+// units. A scope the stop did
 // not end (the test failed mid-turn, the stop timed out under load) is
 // killed and logged, so one failure does not cascade into the next test.
 func endConversation(t *testing.T, bin, id string) {
