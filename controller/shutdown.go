@@ -42,14 +42,23 @@ import (
 // exits for good, why saying what ends it ("the service is stopping"). It
 // does nothing when no engine cohort of this controller's is left to stop
 // (none, already stopped, a force stop under way, which Close waits for,
-// or a launch not released: Close undoes it).
+// or a launch not released: the next controller withdraws it), and for
+// an orphan: a cohort this controller adopted (W6) without its stdin,
+// which the service's end does not end either, and which only a
+// confirmed force stop moves on (the brief, §2 "Same boot, engine
+// alive").
 func (c *Controller) Shutdown(why string) {
 	c.mu.Lock()
 	x := c.st.exec
 	live := x != nil && x.handle != nil && !c.unreleasedLocked() && !c.st.forceRunning &&
 		c.st.binding != protocol.BindingStopped && c.st.pending == nil
+	orphan := live && x.conn == nil && x.handle.Stdin == nil
 	c.mu.Unlock()
-	if !live {
+	if orphan {
+		c.audit(audit.Transition, nil, fmt.Sprintf("%s: execution %s is an orphan this controller holds no stdin of; left to a confirmed force stop", why, x.id),
+			map[string]string{"EXECUTION": x.id})
+	}
+	if !live || orphan {
 		return
 	}
 	c.awaitChecked(x)

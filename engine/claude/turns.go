@@ -66,12 +66,19 @@ func (t *tracker) release() {
 	t.slot = nil
 }
 
+// notTurn are the system frames the CLI writes outside a turn too: the
+// CLI answers an initialize on a session it holds (a controller's
+// re-attach) with background_tasks_changed after the control_response,
+// and taken for a turn's start that left the binding busy for good (no
+// result follows), every prompt queued behind it.
+var notTurn = map[string]bool{"session_state_changed": true, "background_tasks_changed": true}
+
 func (t *tracker) observe(f *frame) {
 	switch f.Type {
 	case "command_lifecycle":
 		t.lifecycle(f)
 	case "system", "stream_event", "assistant":
-		if f.Type == "system" && f.Subtype == "session_state_changed" {
+		if f.Type == "system" && notTurn[f.Subtype] {
 			return
 		}
 		if !t.running {

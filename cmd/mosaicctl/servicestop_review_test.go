@@ -1,0 +1,327 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mosaic-agents/mosaic/claims"
+	"github.com/mosaic-agents/mosaic/contrib/fakepi"
+	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
+	"github.com/mosaic-agents/mosaic/contrib/stubmodel"
+	"github.com/mosaic-agents/mosaic/protocol"
+)
+
+// TestServiceEndingVerbs (review h140): each systemctl verb on an idle
+// conversation's units, against systemd's job at the controller's
+// SIGTERM. A restart of the service or of its socket keeps the engine
+// (same execution, same scope, claim active); a stop of the socket alone
+// or a kill outside a job hibernates it with a proof.
+func TestServiceEndingVerbs(t *testing.T) {
+	sandboxtest.Require(t)
+	bin := sandboxtest.Bin(t, "mosaicctl")
+	for _, v := range []struct {
+		name    string
+		args    func(id string) []string
+		restart bool
+	}{
+		{"restart", func(id string) []string { return []string{"restart", "mosaic-conv@" + id + ".service"} }, true},
+		{"try-restart", func(id string) []string { return []string{"try-restart", "mosaic-conv@" + id + ".service"} }, true},
+		{"reload-or-restart", func(id string) []string { return []string{"reload-or-restart", "mosaic-conv@" + id + ".service"} }, true},
+		{"socket restart", func(id string) []string { return []string{"restart", "mosaic-conv@" + id + ".socket"} }, true},
+		{"socket stop", func(id string) []string { return []string{"stop", "mosaic-conv@" + id + ".socket"} }, false},
+		{"kill", func(id string) []string { return []string{"kill", "mosaic-conv@" + id + ".service"} }, false},
+	} {
+		t.Run(v.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			entry, _ := fakeEngine(t, stubmodel.Script{})
+			id, _, path := startConversation(t, bin, "verbs-"+strings.ReplaceAll(v.name, " ", "-"), "--engine", entry, "--provider", "fakellm", "--model", "fake-model")
+			svc := "mosaic-conv@" + id + ".service"
+			logOnFailure(t, svc)
+			before := promptOnce(t, ctx, path, "before")
+			start := time.Now()
+			mustRun(t, "systemctl", append([]string{"--user"}, v.args(id)...)...)
+			t.Logf("%s took %v", v.name, time.Since(start))
+			if v.restart {
+				b, _ := currentBinding(t, ctx, path)
+				if b.Execution != before.Execution || b.State != protocol.BindingActive || b.Restart == nil {
+					t.Fatalf("after %s: binding %+v (restart %+v); want execution %s re-attached", v.name, b, b.Restart, before.Execution)
+				}
+				if n := engineScopes(t, id); n != 1 {
+					t.Fatalf("%d engine scopes after %s", n, v.name)
+				}
+				return
+			}
+			waitFor(t, func() bool { return engineScopes(t, id) == 0 })
+			st := claimOf(t, bin, id)
+			if st.Claim == nil || st.Claim.State != claims.Stopped || !st.Claim.Proven || !strings.Contains(st.Claim.Reason, "hibernated") {
+				t.Fatalf("claim after %s: %+v; want stopped, proven, hibernated", v.name, st.Claim)
+			}
+			t.Logf("claim reason: %s", st.Claim.Reason)
+		})
+	}
+}
+
+// TestServiceStopLeavesOrphan (review h140): a controller that adopted an
+// orphan (W6: a cohort whose controller was lost, so no controller holds
+// its stdin) must not end it when its service stops: the brief lets only
+// a confirmed force stop of that cohort move it on (§2 "Same boot, engine
+// alive"), and the service's stop takes nothing from the orphan that
+// would end it anyway (the fd store holds none of its descriptors).
+func TestServiceStopLeavesOrphan(t *testing.T) {
+	sandboxtest.Require(t)
+	bin := sandboxtest.Bin(t, "mosaicctl")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	// An engine that outlives the end of its stdin (the agent decides):
+	// the fake Pi, then a sleep in its place.
+	entry, _ := fakeEngine(t, stubmodel.Script{})
+	sh, err := os.ReadFile(entry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh = []byte(strings.Replace(string(sh), "\nexec ", "\n", 1) + "exec sleep 600\n")
+	if err := os.WriteFile(entry, sh, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	id, _, path := startConversation(t, bin, "orphan-stop", "--engine", entry, "--provider", "fakellm", "--model", "fake-model")
+	svc, sock := "mosaic-conv@"+id+".service", "mosaic-conv@"+id+".socket"
+	logOnFailure(t, svc)
+	promptOnce(t, ctx, path, "hi")
+	scope := readStatus(t, bin, id).Scope.Name
+	loseController(t, svc, sock)
+	mustRun(t, "systemctl", "--user", "start", sock)
+	// The next controller adopts the orphan: uncertain, no launch.
+	b, _ := currentBinding(t, ctx, path)
+	if b.State != protocol.BindingUncertain {
+		t.Fatalf("binding after the lost controller: %+v; want uncertain (an orphan)", b)
+	}
+	before := claimOf(t, bin, id).Claim
+	mustRun(t, "systemctl", "--user", "stop", svc)
+	if got := unitProp(t, scope, "ActiveState"); got != "active" {
+		t.Errorf("the orphan's scope %s is %q after a stop of the service: an unconfirmed force stop of an orphan", scope, got)
+	}
+	if st := claimOf(t, bin, id).Claim; st == nil || st.State != before.State {
+		t.Errorf("claim after a stop of the service: %+v; want %s as before (only a confirmed force stop moves an orphan on)", st, before.State)
+	}
+}
+
+// TestServiceStopTiming (review h140): how long `systemctl --user stop`
+// takes against TimeoutStopSec=10s when the engine (the adversary) makes
+// the controller's stop as slow as it can: it ignores the end of its
+// stdin and SIGTERM, so the hibernate waits the grace for EOF and then
+// the TERM phase's grace before the kill phase.
+func TestServiceStopTiming(t *testing.T) {
+	sandboxtest.Require(t)
+	bin := sandboxtest.Bin(t, "mosaicctl")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	entry, stdinLog := fakeEngine(t, stubmodel.Script{})
+	id, _, path := startConversation(t, bin, "stop-timing", "--engine", entry, "--provider", "fakellm", "--model", "fake-model")
+	svc := "mosaic-conv@" + id + ".service"
+	logOnFailure(t, svc)
+	promptOnce(t, ctx, path, "hi")
+	// The engine does not exit at the end of its stdin.
+	if err := liveControl(t, stdinLog).Arm(ctx, fakepi.PointStdinEOF); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	mustRun(t, "systemctl", "--user", "stop", svc)
+	took := time.Since(start)
+	st := claimOf(t, bin, id).Claim
+	t.Logf("systemctl --user stop took %v; claim %+v", took, st)
+	t.Logf("journal:\n%s", run(t, "journalctl", "--user", "-u", svc, "-o", "short-precise", "--no-pager").stdout)
+	if st == nil || st.State != claims.Stopped {
+		t.Fatalf("claim %+v after the stop (took %v)", st, took)
+	}
+}
+
+// TestClaudeServiceStop (review h140): an idle Claude conversation's
+// service stopped hibernates with a proof and wakes on the next client,
+// whether or not its controller was restarted (re-attached) before. After
+// a restart the CLI answers the re-attach's initialize with a
+// control_response and then a system/background_tasks_changed frame,
+// which the turn tracker took for a turn starting: the binding stayed
+// busy for good, a prompt stayed queued, and the stop of the service
+// force stopped the idle conversation (recover) instead of hibernating.
+func TestClaudeServiceStop(t *testing.T) {
+	sandboxtest.Require(t)
+	for _, restart := range []bool{false, true} {
+		t.Run(fmt.Sprintf("restarted %v", restart), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			r := newClaudeRig(t, fmt.Sprintf("cstop-%v", restart))
+			logOnFailure(t, r.svc)
+			before := promptOnce(t, ctx, r.path, "before the stop")
+			if restart {
+				mustRun(t, "systemctl", "--user", "restart", r.svc)
+				var b protocol.Binding
+				waitFor(t, func() bool { b, _ = currentBinding(t, ctx, r.path); return b.EngineState == "idle" })
+				if b.Execution != before.Execution {
+					t.Fatalf("restart: execution %s, was %s", b.Execution, before.Execution)
+				}
+				pctx, pcancel := context.WithTimeout(ctx, 30*time.Second)
+				promptOnce(t, pctx, r.path, "after the restart")
+				pcancel()
+			}
+			mustRun(t, "systemctl", "--user", "stop", r.svc)
+			st := claimOf(t, r.bin, r.id)
+			if st.Claim == nil || st.Claim.State != claims.Stopped || !st.Claim.Proven || !strings.Contains(st.Claim.Reason, "hibernated") {
+				t.Fatalf("claim after the service stopped: %+v; want hibernated", st.Claim)
+			}
+			var b protocol.Binding
+			waitFor(t, func() bool { b, _ = currentBinding(t, ctx, r.path); return b.State == protocol.BindingActive })
+			if b.Execution == before.Execution || b.SessionID != before.SessionID {
+				t.Fatalf("woke as %+v", b)
+			}
+			promptOnce(t, ctx, r.path, "after the wake")
+		})
+	}
+}
+
+// TestServiceStopAfterRestart (review h140): an idle conversation whose
+// controller was restarted (re-attached through the fd store), then
+// stopped, hibernates as one never restarted does.
+func TestServiceStopAfterRestart(t *testing.T) {
+	sandboxtest.Require(t)
+	bin := sandboxtest.Bin(t, "mosaicctl")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	entry, _ := fakeEngine(t, stubmodel.Script{})
+	id, _, path := startConversation(t, bin, "stop-after-restart", "--engine", entry, "--provider", "fakellm", "--model", "fake-model")
+	svc := "mosaic-conv@" + id + ".service"
+	logOnFailure(t, svc)
+	before := promptOnce(t, ctx, path, "hi")
+	mustRun(t, "systemctl", "--user", "restart", svc)
+	if b, _ := currentBinding(t, ctx, path); b.Execution != before.Execution || b.State != protocol.BindingActive {
+		t.Fatalf("restart: %+v", b)
+	}
+	mustRun(t, "systemctl", "--user", "stop", svc)
+	st := claimOf(t, bin, id)
+	if st.Claim == nil || st.Claim.State != claims.Stopped || !st.Claim.Proven || !strings.Contains(st.Claim.Reason, "hibernated") {
+		t.Fatalf("claim after restart then stop: %+v; want hibernated", st.Claim)
+	}
+}
+
+// TestServiceStopOverrun (review h140): a stop that overruns
+// TimeoutStopSec (here 2 s, against an engine that outlives the end of its
+// stdin, so the hibernate waits its 3 s grace for EOF) is SIGKILLed by the
+// manager mid-stop: the claim stays stopping, and the next controller
+// resumes the stop to a proof (K10).
+func TestServiceStopOverrun(t *testing.T) {
+	sandboxtest.Require(t)
+	bin := sandboxtest.Bin(t, "mosaicctl")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	entry, stdinLog := fakeEngine(t, stubmodel.Script{})
+	id, _, path := startConversation(t, bin, "stop-overrun", "--engine", entry, "--provider", "fakellm", "--model", "fake-model")
+	svc := "mosaic-conv@" + id + ".service"
+	logOnFailure(t, svc)
+	home, _ := os.UserHomeDir()
+	dropin := home + "/.config/systemd/user/" + svc + ".d"
+	if err := os.MkdirAll(dropin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dropin); run(t, "systemctl", "--user", "daemon-reload") })
+	if err := os.WriteFile(dropin+"/short.conf", []byte("[Service]\nTimeoutStopSec=2s\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, "systemctl", "--user", "daemon-reload")
+	promptOnce(t, ctx, path, "hi")
+	if err := liveControl(t, stdinLog).Arm(ctx, fakepi.PointStdinEOF); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	mustRun(t, "systemctl", "--user", "stop", svc)
+	t.Logf("stop took %v; result %s", time.Since(start), unitProp(t, svc, "Result"))
+	st := claimOf(t, bin, id).Claim
+	t.Logf("claim after the overrun: %+v", st)
+	if st == nil || st.State != "stopping" {
+		t.Errorf("claim after the overrun: %+v; want stopping", st)
+	}
+	var b protocol.Binding
+	waitFor(t, func() bool {
+		b, _ = currentBinding(t, ctx, path)
+		return b.State == protocol.BindingStopped || b.State == protocol.BindingUncertain
+	})
+	st = claimOf(t, bin, id).Claim
+	t.Logf("binding after the next controller: %s (%s); claim %+v", b.State, b.AdmissionReason, st)
+	if st == nil || st.State != claims.Stopped || !st.Proven {
+		t.Errorf("claim after the next controller: %+v; want stopped with a proof", st)
+	}
+}
+
+// TestServiceStopWithScope (review h140): the user manager's end stops
+// every unit at once, the engine's scope (DefaultDependencies: it
+// conflicts with shutdown.target) beside the controller's service, with no
+// order between them. Emulated by one `systemctl --user stop` of both: the
+// claim must end stopped with a proof or uncertain, never more than was
+// observed.
+func TestServiceStopWithScope(t *testing.T) {
+	sandboxtest.Require(t)
+	bin := sandboxtest.Bin(t, "mosaicctl")
+	for _, tool := range []bool{false, true} {
+		t.Run(fmt.Sprintf("tool %v", tool), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			script := stubmodel.Script{}
+			if tool {
+				script.Turns = []stubmodel.Turn{{Text: []string{"running "}, Tool: &stubmodel.ToolCall{Command: "sleep 600"}}}
+			}
+			entry, _ := fakeEngine(t, script)
+			id, _, path := startConversation(t, bin, fmt.Sprintf("stop-scope-%v", tool), "--engine", entry, "--provider", "fakellm", "--model", "fake-model")
+			svc := "mosaic-conv@" + id + ".service"
+			logOnFailure(t, svc)
+			if tool {
+				lib := activeLib(t, ctx, path)
+				if _, err := lib.c.Takeover(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := lib.c.Prompt(ctx, "run the tool"); err != nil {
+					t.Fatal(err)
+				}
+				waitFor(t, func() bool { return strings.Contains(strings.Join(lib.lines(), "\n"), "[tool bash running]") })
+				lib.c.Close()
+			} else {
+				promptOnce(t, ctx, path, "hi")
+			}
+			scope := readStatus(t, bin, id).Scope.Name
+			start := time.Now()
+			mustRun(t, "systemctl", "--user", "stop", svc, scope)
+			st := claimOf(t, bin, id).Claim
+			t.Logf("stop took %v; claim %+v", time.Since(start), st)
+			t.Logf("journal:\n%s", run(t, "journalctl", "--user", "-u", svc, "-o", "cat", "--no-pager").stdout)
+		})
+	}
+}
+
+// TestRestartOverStartLimit (review h140): a restart whose start half the
+// manager refuses (StartLimitBurst=5 per 60 s) ends the service for good
+// after the controller, told it was a restart, left the engine.
+func TestRestartOverStartLimit(t *testing.T) {
+	sandboxtest.Require(t)
+	bin := sandboxtest.Bin(t, "mosaicctl")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	entry, _ := fakeEngine(t, stubmodel.Script{})
+	id, _, path := startConversation(t, bin, "start-limit", "--engine", entry, "--provider", "fakellm", "--model", "fake-model")
+	svc := "mosaic-conv@" + id + ".service"
+	logOnFailure(t, svc)
+	promptOnce(t, ctx, path, "hi")
+	scope := readStatus(t, bin, id).Scope.Name
+	for i := 0; i < 6; i++ {
+		r := run(t, "systemctl", "--user", "restart", svc)
+		t.Logf("restart %d: exit %d %s; service %s, socket %s", i+1, r.code, strings.TrimSpace(r.stderr), unitProp(t, svc, "ActiveState"), unitProp(t, "mosaic-conv@"+id+".socket", "ActiveState"))
+		if r.code != 0 {
+			break
+		}
+	}
+	time.Sleep(time.Second)
+	t.Logf("scope %s: %s; claim %+v", scope, unitProp(t, scope, "ActiveState"), claimOf(t, bin, id).Claim)
+	run(t, "systemctl", "--user", "reset-failed", svc, "mosaic-conv@"+id+".socket")
+	run(t, "systemctl", "--user", "start", "mosaic-conv@"+id+".socket")
+}
