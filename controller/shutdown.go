@@ -101,3 +101,16 @@ func (c *Controller) awaitChecked(x *execution) {
 
 // checkedPoll is how often awaitChecked looks at the watch's progress.
 const checkedPoll = 20 * time.Millisecond
+
+// ShutdownBound is how long Shutdown may take at most: the session
+// watch's two polls (awaitChecked), the hibernate's wait for the engine's
+// EOF and the TERM phase's grace (each Grace), and the kill phase's own
+// bound. serve asks the service manager for that much (EXTEND_TIMEOUT_USEC)
+// before it calls Shutdown, since TimeoutStopSec (10 s) is shorter than
+// an engine that ignores both its EOF and SIGTERM can make it.
+func (c *Controller) ShutdownBound() time.Duration {
+	return 2*c.cfg.PollInterval + 2*c.cfg.Grace + killBound
+}
+
+// killBound is the kill phase's default bound (scopes.StopOptions).
+const killBound = 10 * time.Second

@@ -147,7 +147,8 @@ func serveCommand() *cli.Command {
 				// the engine's descriptors go with it, so the engine is
 				// ended with a proof first (controller/shutdown.go).
 				if why, forGood := ending(log, id, fdstore != nil); forGood {
-					activation.Notify("STATUS=stopping: ending the engine with a proof (" + why + ")")
+					activation.Notify(fmt.Sprintf("STATUS=stopping: ending the engine with a proof (%s)\nEXTEND_TIMEOUT_USEC=%d",
+						why, ctrl.ShutdownBound().Microseconds()))
 					ctrl.Shutdown(why)
 				}
 			}

@@ -15,7 +15,7 @@ import (
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
-// TestServiceEndingVerbs (review h140): each systemctl verb on an idle
+// TestServiceEndingVerbs: each systemctl verb on an idle
 // conversation's units, against systemd's job at the controller's
 // SIGTERM. A restart of the service or of its socket keeps the engine
 // (same execution, same scope, claim active); a stop of the socket alone
@@ -66,7 +66,7 @@ func TestServiceEndingVerbs(t *testing.T) {
 	}
 }
 
-// TestServiceStopLeavesOrphan (review h140): a controller that adopted an
+// TestServiceStopLeavesOrphan: a controller that adopted an
 // orphan (W6: a cohort whose controller was lost, so no controller holds
 // its stdin) must not end it when its service stops: the brief lets only
 // a confirmed force stop of that cohort move it on (§2 "Same boot, engine
@@ -110,7 +110,7 @@ func TestServiceStopLeavesOrphan(t *testing.T) {
 	}
 }
 
-// TestServiceStopTiming (review h140): how long `systemctl --user stop`
+// TestServiceStopTiming: how long `systemctl --user stop`
 // takes against TimeoutStopSec=10s when the engine (the adversary) makes
 // the controller's stop as slow as it can: it ignores the end of its
 // stdin and SIGTERM, so the hibernate waits the grace for EOF and then
@@ -140,7 +140,7 @@ func TestServiceStopTiming(t *testing.T) {
 	}
 }
 
-// TestClaudeServiceStop (review h140): an idle Claude conversation's
+// TestClaudeServiceStop: an idle Claude conversation's
 // service stopped hibernates with a proof and wakes on the next client,
 // whether or not its controller was restarted (re-attached) before. After
 // a restart the CLI answers the re-attach's initialize with a
@@ -183,7 +183,7 @@ func TestClaudeServiceStop(t *testing.T) {
 	}
 }
 
-// TestServiceStopAfterRestart (review h140): an idle conversation whose
+// TestServiceStopAfterRestart: an idle conversation whose
 // controller was restarted (re-attached through the fd store), then
 // stopped, hibernates as one never restarted does.
 func TestServiceStopAfterRestart(t *testing.T) {
@@ -207,12 +207,13 @@ func TestServiceStopAfterRestart(t *testing.T) {
 	}
 }
 
-// TestServiceStopOverrun (review h140): a stop that overruns
-// TimeoutStopSec (here 2 s, against an engine that outlives the end of its
-// stdin, so the hibernate waits its 3 s grace for EOF) is SIGKILLed by the
-// manager mid-stop: the claim stays stopping, and the next controller
-// resumes the stop to a proof (K10).
-func TestServiceStopOverrun(t *testing.T) {
+// TestServiceStopOutlastsTimeoutStopSec: a stop of the service that an
+// engine makes slow (it outlives the end of its stdin, so the hibernate
+// waits its 3 s grace for EOF) still ends with its proof under a
+// TimeoutStopSec shorter than that (2 s here): the controller asks the
+// manager for its bound first (EXTEND_TIMEOUT_USEC), where the manager
+// otherwise SIGKILLed it mid-stop and left the claim stopping.
+func TestServiceStopOutlastsTimeoutStopSec(t *testing.T) {
 	sandboxtest.Require(t)
 	bin := sandboxtest.Bin(t, "mosaicctl")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -237,25 +238,16 @@ func TestServiceStopOverrun(t *testing.T) {
 	}
 	start := time.Now()
 	mustRun(t, "systemctl", "--user", "stop", svc)
-	t.Logf("stop took %v; result %s", time.Since(start), unitProp(t, svc, "Result"))
-	st := claimOf(t, bin, id).Claim
-	t.Logf("claim after the overrun: %+v", st)
-	if st == nil || st.State != "stopping" {
-		t.Errorf("claim after the overrun: %+v; want stopping", st)
+	took := time.Since(start)
+	if r := unitProp(t, svc, "Result"); r != "success" {
+		t.Errorf("the service's result after the stop: %s; want success (not killed at its timeout)", r)
 	}
-	var b protocol.Binding
-	waitFor(t, func() bool {
-		b, _ = currentBinding(t, ctx, path)
-		return b.State == protocol.BindingStopped || b.State == protocol.BindingUncertain
-	})
-	st = claimOf(t, bin, id).Claim
-	t.Logf("binding after the next controller: %s (%s); claim %+v", b.State, b.AdmissionReason, st)
-	if st == nil || st.State != claims.Stopped || !st.Proven {
-		t.Errorf("claim after the next controller: %+v; want stopped with a proof", st)
+	if st := claimOf(t, bin, id).Claim; st == nil || st.State != claims.Stopped || !st.Proven || !strings.Contains(st.Reason, "hibernated") {
+		t.Fatalf("claim after a stop of %v under TimeoutStopSec=2s: %+v; want hibernated with a proof", took, st)
 	}
 }
 
-// TestServiceStopWithScope (review h140): the user manager's end stops
+// TestServiceStopWithScope: the user manager's end stops
 // every unit at once, the engine's scope (DefaultDependencies: it
 // conflicts with shutdown.target) beside the controller's service, with no
 // order between them. Emulated by one `systemctl --user stop` of both: the
@@ -294,34 +286,14 @@ func TestServiceStopWithScope(t *testing.T) {
 			mustRun(t, "systemctl", "--user", "stop", svc, scope)
 			st := claimOf(t, bin, id).Claim
 			t.Logf("stop took %v; claim %+v", time.Since(start), st)
-			t.Logf("journal:\n%s", run(t, "journalctl", "--user", "-u", svc, "-o", "cat", "--no-pager").stdout)
+			switch {
+			case st == nil:
+				t.Fatal("no claim after the stop")
+			case st.State == claims.Stopped && !st.Proven:
+				t.Fatalf("claim %+v: stopped without a proof that verifies", st)
+			case st.State != claims.Stopped && st.State != claims.Uncertain && st.State != "stopping":
+				t.Fatalf("claim %+v after the stop; want stopped with a proof, uncertain or stopping", st)
+			}
 		})
 	}
-}
-
-// TestRestartOverStartLimit (review h140): a restart whose start half the
-// manager refuses (StartLimitBurst=5 per 60 s) ends the service for good
-// after the controller, told it was a restart, left the engine.
-func TestRestartOverStartLimit(t *testing.T) {
-	sandboxtest.Require(t)
-	bin := sandboxtest.Bin(t, "mosaicctl")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	entry, _ := fakeEngine(t, stubmodel.Script{})
-	id, _, path := startConversation(t, bin, "start-limit", "--engine", entry, "--provider", "fakellm", "--model", "fake-model")
-	svc := "mosaic-conv@" + id + ".service"
-	logOnFailure(t, svc)
-	promptOnce(t, ctx, path, "hi")
-	scope := readStatus(t, bin, id).Scope.Name
-	for i := 0; i < 6; i++ {
-		r := run(t, "systemctl", "--user", "restart", svc)
-		t.Logf("restart %d: exit %d %s; service %s, socket %s", i+1, r.code, strings.TrimSpace(r.stderr), unitProp(t, svc, "ActiveState"), unitProp(t, "mosaic-conv@"+id+".socket", "ActiveState"))
-		if r.code != 0 {
-			break
-		}
-	}
-	time.Sleep(time.Second)
-	t.Logf("scope %s: %s; claim %+v", scope, unitProp(t, scope, "ActiveState"), claimOf(t, bin, id).Claim)
-	run(t, "systemctl", "--user", "reset-failed", svc, "mosaic-conv@"+id+".socket")
-	run(t, "systemctl", "--user", "start", "mosaic-conv@"+id+".socket")
 }
