@@ -39,17 +39,10 @@ func TestLaterReceiptFollowsAdmissionReply(t *testing.T) {
 			r.waitBinding("active")
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			c := controlling(t, ctx, r)
-			other, err := mclient.Dial(ctx, r.sock, mclient.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { other.Close() })
-			if _, err := other.Observe(ctx); err != nil {
-				t.Fatal(err)
-			}
 			// The other connection acts in the window, once: the hook
-			// runs for its own commands too.
+			// runs for its own commands too. It is set before any
+			// command runs; other is set before the hook is armed.
+			var other *mclient.Client
 			var armed atomic.Bool
 			acted := make(chan error, 1)
 			r.ctrl.test.beforeReply = func() {
@@ -68,6 +61,15 @@ func TestLaterReceiptFollowsAdmissionReply(t *testing.T) {
 					return
 				}
 				acted <- tc.act(ctx, other, head.ID)
+			}
+			c := controlling(t, ctx, r)
+			other, err := mclient.Dial(ctx, r.sock, mclient.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { other.Close() })
+			if _, err := other.Observe(ctx); err != nil {
+				t.Fatal(err)
 			}
 			armed.Store(true)
 			eq, err := c.Enqueue(ctx, "queued in the window")
