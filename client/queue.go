@@ -8,11 +8,12 @@ import (
 )
 
 // queue carries updates from the read loop to Updates without ever
-// blocking the read loop: replies must reach their waiters even while
-// nobody reads Updates (a caller may be blocked in Prompt on the same
-// goroutine that drains it). Events are bounded; past the bound the queue
-// drops them and loses its place like a slow connection does at the server,
-// until the next observed record. Other records are few and never dropped.
+// blocking the read loop on the reader: replies must reach their waiters
+// even while nobody reads Updates (a caller may be blocked in Prompt on
+// the same goroutine that drains it). Events are bounded; past the bound
+// the queue drops them and loses its place like a slow connection does at
+// the server, until the next observed record. Other records are few and
+// never dropped.
 type queue struct {
 	out chan Update
 
@@ -28,6 +29,16 @@ type queue struct {
 	stopped  bool          // the consumer is gone; drop everything
 	wake     chan struct{} // a push or close happened
 	quitc    chan struct{} // closed by quit
+
+	// At the bound the read loop asks the pump for its count (exact);
+	// batchEnd says the pump sent its whole batch and holds nothing.
+	ask      chan struct{}
+	told     chan int
+	batchEnd chan struct{}
+
+	// Test hooks: sent runs after the pump sent an update and before it
+	// counts it off; asking before the read loop asks the pump.
+	sent, asking func()
 }
 
 // outBuffer is how many updates wait in Updates' channel itself: a reader
@@ -37,7 +48,8 @@ const outBuffer = 128
 
 func newQueue(limit int) *queue {
 	return &queue{out: make(chan Update, outBuffer), limit: limit,
-		wake: make(chan struct{}, 1), quitc: make(chan struct{})}
+		wake: make(chan struct{}, 1), quitc: make(chan struct{}),
+		ask: make(chan struct{}), told: make(chan int), batchEnd: make(chan struct{}, 1)}
 }
 
 // item is an update waiting in the queue. An event, by far the most
@@ -121,11 +133,43 @@ func (q *queue) addLocked(it item) {
 // full says whether the events queued, held by the pump and in out reach
 // the bound. Far from it, as a reader that keeps up is, it reads neither
 // held nor out's length, which the pump and the reader of Updates write.
+// Near it, held and out's length read together count an event the pump
+// has sent and not counted off yet twice (and more than one if the pump
+// ran on between the two reads), never none: under the bound that way it
+// is under, and at or over it only pumped says.
 func (q *queue) full() bool {
 	if q.events+q.taken+outBuffer < q.limit {
 		return false
 	}
-	return q.events+int(q.held.Load())+len(q.out) >= q.limit
+	if q.events+int(q.held.Load())+len(q.out) < q.limit {
+		return false
+	}
+	return q.events+q.pumped() >= q.limit
+}
+
+// pumped counts the events the pump holds and the updates in out, at a
+// moment it has no update half handed over. Nothing read here can tell an
+// event the pump is still blocked on (out full) from one it just sent
+// into out in its place (out full again): only the pump knows, so it is
+// asked, and answers where it waits on out. A pump that is idle, or
+// between batches (held 0: it takes the next one only under q.mu, which
+// the caller holds), holds nothing to count twice. The pump waits on
+// neither q.mu nor the reader before it blocks on out or ends its batch,
+// so the wait is short. Callers hold q.mu.
+func (q *queue) pumped() int {
+	for {
+		if h := q.held.Load(); !q.pumping || h == 0 {
+			return int(h) + len(q.out)
+		}
+		if q.asking != nil {
+			q.asking()
+		}
+		select {
+		case q.ask <- struct{}{}:
+			return <-q.told
+		case <-q.batchEnd:
+		}
+	}
 }
 
 // close says no more updates will come; out closes once the rest is read.
@@ -199,11 +243,12 @@ func (q *queue) pump() {
 				select {
 				case q.out <- it.update():
 				default:
-					select {
-					case q.out <- it.update():
-					case <-q.quitc:
+					if !q.send(it) {
 						return
 					}
+				}
+				if q.sent != nil {
+					q.sent()
 				}
 				if it.event() != nil {
 					q.held.Add(-1)
@@ -211,9 +256,29 @@ func (q *queue) pump() {
 			}
 			clear(b.items[:b.n])
 		}
+		select {
+		case q.batchEnd <- struct{}{}:
+		default:
+		}
 		q.mu.Lock()
 		q.items.recycle(batch)
 		q.mu.Unlock()
+	}
+}
+
+// send waits for room in out for it, answering the read loop's count
+// meanwhile: it is in hand, not in out, so held and out's length count it
+// once. False after a quit.
+func (q *queue) send(it *item) bool {
+	for {
+		select {
+		case q.out <- it.update():
+			return true
+		case <-q.ask:
+			q.told <- int(q.held.Load()) + len(q.out)
+		case <-q.quitc:
+			return false
+		}
 	}
 }
 

@@ -1,7 +1,9 @@
 package client
 
 import (
+	"fmt"
 	"math/rand/v2"
+	"sync"
 	"testing"
 	"time"
 
@@ -79,5 +81,60 @@ func TestQueueBoundCountsEveryHolder(t *testing.T) {
 		if events != limit || notices != 1 {
 			t.Errorf("limit %d: %d events and %d lost-place notices, want %d and 1", limit, events, notices, limit)
 		}
+	}
+}
+
+// TestQueueBoundCountsHandOverOnce: an update the pump has just sent into
+// out, and not counted off yet, is in out and in held at once. The reader
+// took one event at the bound, so one more fits; pushed while the pump
+// stands there, it is kept and no place is lost, rather than the double
+// count taking the queue for full.
+func TestQueueBoundCountsHandOverOnce(t *testing.T) {
+	for _, limit := range []int{outBuffer + 4, 3 * outBuffer} {
+		t.Run(fmt.Sprint(limit), func(t *testing.T) {
+			q := newQueue(limit)
+			inWindow, resume := make(chan struct{}), make(chan struct{})
+			stopped := false // the pump's alone
+			q.sent = func() {
+				if !stopped {
+					stopped = true
+					close(inWindow)
+					<-resume
+				}
+			}
+			asked := make(chan struct{})
+			var once sync.Once
+			q.asking = func() { once.Do(func() { close(asked) }) }
+			go q.pump()
+			for i := 1; i <= limit; i++ {
+				q.push(eventUpdate(uint64(i)))
+			}
+			<-q.out // room: the pump sends an event into it and stops before counting it off
+			<-inWindow
+			pushed := make(chan struct{})
+			go func() {
+				q.push(eventUpdate(uint64(limit + 1)))
+				close(pushed)
+			}()
+			select {
+			case <-pushed: // decided while the pump stood in the hand-over
+			case <-asked: // waits for the pump's own count
+			}
+			close(resume)
+			<-pushed
+			q.close()
+			events, notices := 0, 0
+			for u := range q.out {
+				switch {
+				case u.Event != nil:
+					events++
+				case u.Notice != nil && u.Notice.Kind == protocol.NoticeLostPlace:
+					notices++
+				}
+			}
+			if events != limit || notices != 0 {
+				t.Errorf("%d events and %d lost-place notices after the reader took one at the bound and one more came; want %d and none", events, notices, limit)
+			}
+		})
 	}
 }

@@ -77,14 +77,17 @@ func TestClientLibraryAgainstController(t *testing.T) {
 
 // TestEnqueueAnsweredBeforeDispatch: a run that settles while a prompt is
 // admitted kicks the scheduler before the prompt's reply is queued; the
-// item waits for its reply, so the receipt that answers the prompt says
-// queued (revision 1) and the dispatched one follows it.
+// item waits for its reply, so it is not dispatched in that window, the
+// receipt that answers the prompt says queued (revision 1) and the
+// dispatched one follows it. (A dispatched receipt made in the window
+// would follow the reply anyway, held as another connection's change is:
+// TestLaterReceiptFollowsAdmissionReply; the dispatch itself must wait.)
 func TestEnqueueAnsweredBeforeDispatch(t *testing.T) {
 	r := newRig(t, plainScript, nil)
 	r.waitBinding("active")
 	// The scheduler gets its chance in the window, as the settle's kick
 	// does under load; a second is ample for a dispatch that may happen.
-	var armed atomic.Bool
+	var armed, early atomic.Bool
 	r.ctrl.test.beforeReply = func() {
 		if !armed.Load() {
 			return
@@ -96,6 +99,7 @@ func TestEnqueueAnsweredBeforeDispatch(t *testing.T) {
 			moved := head == nil || head.State != protocol.ReceiptQueued
 			r.ctrl.mu.Unlock()
 			if moved {
+				early.Store(true)
 				return
 			}
 		}
@@ -107,6 +111,9 @@ func TestEnqueueAnsweredBeforeDispatch(t *testing.T) {
 	eq, err := c.Enqueue(ctx, "queued in the window")
 	if err != nil || eq.State != protocol.ReceiptQueued || eq.Revision != 1 {
 		t.Fatalf("Enqueue = %+v, %v; want the queued receipt, revision 1", eq, err)
+	}
+	if early.Load() {
+		t.Fatal("the item left the queue before its admission reply was queued")
 	}
 	for u := range c.Updates() {
 		if u.Event != nil && u.Event.Kind == protocol.EventRunSettled {

@@ -181,6 +181,9 @@ type hooks struct {
 	// pumpEvent runs before the pump hands on each engine event, so a
 	// test can hold the pump back while the engine writes.
 	pumpEvent func(d engine.Driver)
+	// recheckPolls, when set, replaces the session watch's recheckPolls,
+	// so a test can leave the stat fields alone to show a change.
+	recheckPolls int
 }
 
 // run calls a hook that is set.

@@ -34,6 +34,11 @@ func (c *Controller) watchSession(x *execution, prev *history.Snapshot) {
 	var lastSize int64 = -1
 	var lastMod, lastChange time.Time
 	var unfinished int // polls that found the header still being written
+	var skipped int    // polls in a row that found size and times unchanged
+	every := recheckPolls
+	if c.test.recheckPolls > 0 {
+		every = c.test.recheckPolls
+	}
 	t := time.NewTicker(c.cfg.PollInterval)
 	defer t.Stop()
 	for range t.C {
@@ -48,8 +53,11 @@ func (c *Controller) watchSession(x *execution, prev *history.Snapshot) {
 		// new conversation to Follow, not an error).
 		fi, err := os.Lstat(path)
 		if err == nil && fi.Size() == lastSize && fi.ModTime().Equal(lastMod) && changeTime(fi).Equal(lastChange) {
-			continue
+			if skipped++; skipped < every {
+				continue
+			}
 		}
+		skipped = 0
 		snap, err := history.Follow(path, prev, history.Options{})
 		if beingCreated(err, prev) && unfinished < halfLineTicks {
 			unfinished++
@@ -98,6 +106,20 @@ func (c *Controller) watchSession(x *execution, prev *history.Snapshot) {
 		}
 	}
 }
+
+// recheckPolls bounds the polls in a row that trust an unchanged size,
+// modification and change time: every recheckPolls-th reads the file
+// again. A write(2) after the watch's lstat always moves the change time
+// (since Linux 6.13 a queried ctime makes the next stamp a fine-grained,
+// distinct one on ext4, xfs, btrfs and tmpfs), but a store through a
+// shared writable mapping stamps only at the fault that makes its page
+// writable: a tool that dirtied a page of the session file (writing back
+// its own bytes) then rewrites what it likes there, and no stat field
+// ever moves, nor does the inode's change counter, which statx does not
+// give user space anyway (STATX_CHANGE_COOKIE is kernel-only). Such a
+// rewrite is found at the next full check instead of never; at the
+// default interval of one second, within ten.
+const recheckPolls = 10
 
 // beingCreated reports err as a header not written yet (history's
 // incomplete-header) in a file that had none: a file being created. Pi

@@ -3,8 +3,11 @@ package controller
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -17,11 +20,16 @@ import (
 // with an earlier message edited, as a second writer's rewrite leaves it
 // (source-replaced). Symlink: the path swapped for a link to an extended
 // copy, which Pi's appends by path would follow into another file
-// (unsafe-path).
+// (unsafe-path). In place: the same size with the modification time set
+// back (only the change time shows it), or stores through a shared
+// mapping (no stat field shows it: the watch's periodic read does).
 func TestReplacedSessionIsForeign(t *testing.T) {
 	for _, tc := range []struct {
 		name, code string
 		swap       func(t *testing.T, path string, b []byte)
+		// statOnly makes the watch read the file only when a stat field
+		// moved, so the case shows that the field it changes is looked at.
+		statOnly bool
 	}{
 		{"rewritten", "source-replaced", func(t *testing.T, path string, b []byte) {
 			rewritten := bytes.Replace(b, []byte(`"message 1"`), []byte(`"message 1, edited"`), 1)
@@ -29,7 +37,7 @@ func TestReplacedSessionIsForeign(t *testing.T) {
 				t.Fatal("the fixture has no message 1 to edit")
 			}
 			replace(t, path, path+".tmp", func(tmp string) error { return os.WriteFile(tmp, rewritten, 0o644) })
-		}},
+		}, false},
 		{"rewritten in place, times kept", "source-replaced", func(t *testing.T, path string, b []byte) {
 			// Same size and modification time: only the change time,
 			// which no writer can set back, shows it.
@@ -54,17 +62,48 @@ func TestReplacedSessionIsForeign(t *testing.T) {
 			if err := os.Chtimes(path, fi.ModTime(), fi.ModTime()); err != nil {
 				t.Fatal(err)
 			}
-		}},
+		}, true},
+		{"rewritten in place through a shared mapping", "source-replaced", func(t *testing.T, path string, b []byte) {
+			// A store to a page already dirtied through a shared
+			// mapping changes neither the size nor either time: the
+			// first store's fault stamps them, the watch reads the
+			// file as it was, and the rewrite after it stamps nothing.
+			rewritten := bytes.Replace(b, []byte(`"message 1"`), []byte(`"message X"`), 1)
+			if bytes.Equal(rewritten, b) {
+				t.Fatal("the fixture has no message 1 to edit")
+			}
+			f, err := os.OpenFile(path, os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			m, err := syscall.Mmap(int(f.Fd()), 0, len(b), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer syscall.Munmap(m)
+			copy(m, b)
+			time.Sleep(3 * 100 * time.Millisecond) // the watch has seen the file as it was
+			copy(m, rewritten)
+		}, false},
 		{"symlink", "unsafe-path", func(t *testing.T, path string, b []byte) {
 			other := path + ".other"
 			if err := os.WriteFile(other, append(b, b[len(b)-200:]...), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			replace(t, path, path+".lnk", func(link string) error { return os.Symlink(other, link) })
-		}},
+		}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newRig(t, plainScript, func(c *Config) { writeSession(t, c.Conversation.Session, c.Conversation.Project, 3) })
+			var hook func(*Controller)
+			if tc.statOnly {
+				hook = func(c *Controller) { c.test.recheckPolls = math.MaxInt }
+			}
+			dir, err := filepath.EvalSymlinks(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := newRigAt(t, dir, plainScript, func(c *Config) { writeSession(t, c.Conversation.Session, c.Conversation.Project, 3) }, hook)
 			r.waitBinding("active")
 			ctl := r.dial()
 			gen := r.takeover(ctl)

@@ -74,7 +74,7 @@ func (c *Controller) prompt(ctx context.Context, k *conn, cmd *protocol.Command)
 	out := done(itemReceipt(&it))
 	out.then = func() {
 		c.mu.Lock()
-		delete(c.q.unanswered, it.ID)
+		c.answeredLocked(k, it.ID)
 		c.mu.Unlock()
 		c.kickQueue()
 	}

@@ -61,10 +61,15 @@ type promptQueue struct {
 	// prompt, and a client takes the first receipt naming its request as
 	// the reply. A run that settles meanwhile kicks the scheduler too.
 	unanswered map[string]bool
+	// later holds, for an unanswered item, the receipts of the revisions
+	// another connection made meanwhile (guarded by mu): they follow the
+	// reply (laterreceipt.go).
+	later map[string][]protocol.Receipt
 }
 
 func newPromptQueue() *promptQueue {
-	return &promptQueue{byReq: map[string]*queue.Item{}, unanswered: map[string]bool{}, kick: make(chan struct{}, 1)}
+	return &promptQueue{byReq: map[string]*queue.Item{}, unanswered: map[string]bool{},
+		later: map[string][]protocol.Receipt{}, kick: make(chan struct{}, 1)}
 }
 
 // queueRoot is where conversations' queues live: beside the claim root.
@@ -264,13 +269,14 @@ func itemReceipt(it *queue.Item) protocol.Receipt {
 
 // commitLocked makes it the item's current revision in memory, publishes
 // the queue, sends the receipt's new revision to the admitting connection
-// when it is still here, and journals it. Both locks are held; the
+// when it is still here (after the prompt's reply: offerLaterLocked), and
+// journals it. Both locks are held; the
 // revision is already durable.
 func (c *Controller) commitLocked(it queue.Item, why string) {
 	c.setItemLocked(it)
 	c.publishQueueLocked()
 	if k := c.conns[it.Connection]; k != nil && it.Revision > 1 {
-		c.offerLocked(k, itemReceipt(&it))
+		c.offerLaterLocked(k, &it)
 	}
 	c.audit(audit.Receipt, nil, fmt.Sprintf("queue item %s (request %s) revision %d: %s%s", it.ID, it.Request, it.Revision, it.State, why),
 		map[string]string{"REQUEST": it.Request, "RECEIPT": it.Receipt, "ITEM": it.ID, "STATE": it.State, "REVISION": fmt.Sprint(it.Revision)})
