@@ -49,7 +49,9 @@ func TestServiceStopEndsEngineWithProof(t *testing.T) {
 			svc := "mosaic-conv@" + id + ".service"
 			logOnFailure(t, svc)
 			before := promptOnce(t, ctx, path, "before the stop")
+			start := time.Now()
 			mustRun(t, "systemctl", "--user", "stop", svc)
+			t.Logf("systemctl --user stop took %v", time.Since(start))
 			if n := engineScopes(t, id); n != 0 {
 				t.Fatalf("%d engine scopes left after the service stopped", n)
 			}
