@@ -125,6 +125,9 @@ type Controller struct {
 	// hibernated is closed when the idle policy ended the engine with a
 	// proof: the controller's process should exit (hibernate.go).
 	hibernated chan struct{}
+	// pollNow asks the session watch for a poll before its tick
+	// (shutdown.go's awaitChecked); one pending ask is enough.
+	pollNow chan struct{}
 	// cmds is the command table, built once by New.
 	cmds map[string]handler
 	// test holds the hooks tests set; all nil in production.
@@ -248,7 +251,7 @@ func New(cfg Config) *Controller {
 		cfg: cfg, bus: newBus(), log: cfg.Audit,
 		conns: map[string]*conn{}, dedup: newDedupIndex(), q: newPromptQueue(),
 		confs: map[string]*confirmation{}, elig: newIndex[*eligibility](maxEligibilities),
-		stops: newIndex[*protocol.Stop](maxStops), cursors: newCursors(), closing: make(chan struct{}), hibernated: make(chan struct{}), readers: make(chan struct{}, observeReaders),
+		stops: newIndex[*protocol.Stop](maxStops), cursors: newCursors(), closing: make(chan struct{}), hibernated: make(chan struct{}), pollNow: make(chan struct{}, 1), readers: make(chan struct{}, observeReaders),
 		st: state{binding: protocol.BindingIdle, revoked: map[string]bool{}},
 	}
 	c.cmds = c.handlers()

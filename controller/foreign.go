@@ -41,7 +41,11 @@ func (c *Controller) watchSession(x *execution, prev *history.Snapshot) {
 	}
 	t := time.NewTicker(c.cfg.PollInterval)
 	defer t.Stop()
-	for range t.C {
+	for {
+		select {
+		case <-t.C:
+		case <-c.pollNow: // a shutdown waits for this poll (awaitChecked)
+		}
 		c.mu.Lock()
 		current := c.st.exec == x && !x.exited
 		c.mu.Unlock()

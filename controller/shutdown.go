@@ -92,6 +92,10 @@ func (c *Controller) awaitChecked(x *execution) {
 	c.mu.Lock()
 	busy := c.quietLocked(x)
 	c.mu.Unlock()
+	select {
+	case c.pollNow <- struct{}{}: // Pi's watch polls at once
+	default:
+	}
 	for end := time.Now().Add(2 * c.cfg.PollInterval); busy == "" && time.Now().Before(end); time.Sleep(checkedPoll) {
 		if n, err := c.sessionSize(); err != nil || n <= x.checked.Load() {
 			return
