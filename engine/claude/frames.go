@@ -17,6 +17,8 @@ type frame struct {
 	Event           *streamEvent    `json:"event,omitempty"`
 	APIMessageID    string          `json:"api_message_id,omitempty"`
 	Message         json.RawMessage `json:"message,omitempty"`
+	// Content is a system frame's content (announced.go).
+	Content json.RawMessage `json:"content,omitempty"`
 
 	// command_lifecycle
 	CommandUUID string `json:"command_uuid,omitempty"`

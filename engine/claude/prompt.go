@@ -46,6 +46,7 @@ func (c *Conn) Prompt(ctx context.Context, text string) (engine.Dispatch, error)
 	}
 	acked := c.tr.acked
 	c.sent[id] = true
+	c.putAnnounced(id, promptSaid(text))
 	c.mu.Unlock()
 
 	err := c.send(map[string]any{

@@ -1,0 +1,115 @@
+package claude
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mosaic-agents/mosaic/engine"
+	hclaude "github.com/mosaic-agents/mosaic/history/claude"
+)
+
+// TestGoldenAnnounced: every assistant and tool result line of the golden
+// transcript, and the CLI's interrupt marker, says what the recorded
+// stdout announced under its uuid (the session watch vouches for it), and
+// the recording announced nothing under the uuid of any other line (the
+// prompts are announced by Prompt, the attachments by nobody).
+func TestGoldenAnnounced(t *testing.T) {
+	_, c := replay(t, "rec_golden.jsonl")
+	ref := hclaude.Ref{ConfigDir: t.TempDir(), Project: "/scratch/scratch/golden/work", Session: "fb45a767-d14b-4efd-a4eb-cffcf589f9f1"}
+	path, err := ref.Path()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join("..", "..", "history", "claude", "testdata", "transcript_golden.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := hclaude.Read(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, id := range tr.Order() {
+		e, _ := tr.Entry(id)
+		got, ok := c.Announced(id)
+		switch {
+		case e.Type == "assistant" || e.Type == "user" && !e.Prompt:
+			checked++
+			if !ok || got != e.Said {
+				t.Errorf("line %d (%s %s): announced %v, says what was announced %v", e.Line, e.Type, id, ok, got == e.Said)
+			}
+		case ok:
+			t.Errorf("line %d (%s %s) announced", e.Line, e.Type, id)
+		}
+	}
+	if checked != 10 {
+		t.Fatalf("%d lines checked; the golden transcript holds 10 the CLI announced", checked)
+	}
+}
+
+// TestAnnouncedBounded: a Conn keeps the latest maxAnnounced
+// announcements, forgets the oldest, keeps none of a frame framing cut,
+// and a uuid announced twice with other words says what no line says.
+func TestAnnouncedBounded(t *testing.T) {
+	frame := func(id, text string) string {
+		return fmt.Sprintf(`{"type":"assistant","uuid":%q,"session_id":"","message":{"role":"assistant","content":[{"type":"text","text":%q}]}}`, id, text)
+	}
+	said := func(text string) hclaude.Said {
+		s, _ := hclaude.MessageSaid([]byte(fmt.Sprintf(`{"role":"assistant","content":[{"type":"text","text":%q}]}`, text)))
+		return s
+	}
+	cases := []struct {
+		name   string
+		frames []string
+		opts   engine.Options
+		id     string
+		want   hclaude.Said
+		known  bool
+	}{
+		{name: "announced", frames: []string{frame("a1", "hello")}, id: "a1", want: said("hello"), known: true},
+		{name: "announced twice alike", frames: []string{frame("a1", "hello"), frame("a1", "hello")}, id: "a1", want: said("hello"), known: true},
+		{name: "announced twice, other words", frames: []string{frame("a1", "hello"), frame("a1", "FORGED")}, id: "a1", known: true},
+		{name: "cut by framing", frames: []string{frame("a1", strings.Repeat("x", 8000))}, opts: engine.Options{MaxLine: 4096, LineLimit: 1 << 20}, id: "a1"},
+		{name: "the oldest past the bound", frames: func() []string {
+			out := []string{frame("a0", "first")}
+			for i := range maxAnnounced {
+				out = append(out, frame(fmt.Sprint("n", i), "later"))
+			}
+			return out
+		}(), id: "a0"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.opts.Execution = "x1"
+			c := replayLines(t, tc.opts, tc.frames...)
+			got, known := c.Announced(tc.id)
+			if known != tc.known || got != tc.want {
+				t.Fatalf("Announced(%s) = %x, %v; want %x, %v", tc.id, got[:4], known, tc.want[:4], tc.known)
+			}
+			if n := c.announced.Len(); n > maxAnnounced {
+				t.Fatalf("%d announcements kept; the bound is %d", n, maxAnnounced)
+			}
+		})
+	}
+}
+
+// replayLines reads lines as the CLI's stdout to their end.
+func replayLines(t *testing.T, opts engine.Options, lines ...string) *Conn {
+	t.Helper()
+	c, err := New(strings.NewReader(strings.Join(lines, "\n")+"\n"), nopWriter{}, "", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range c.Events() {
+	}
+	return c
+}
