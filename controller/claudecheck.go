@@ -50,8 +50,8 @@ type transcriptVerdict struct {
 }
 
 // checkTranscript compares now with prev, the read last vouched for, and
-// proves every line appended since the CLI's (doc.go, "What the watch
-// vouches for"). Every main-chain entry of prev must still be there with
+// proves every line appended since the CLI's (history/claude's package
+// doc, "What the watch vouches for", has the measurements). Every main-chain entry of prev must still be there with
 // the same parent (else the file was rewritten). Then, line by line:
 //   - a prompt line (promptSource set) must carry a uuid this execution
 //     sent (the CLI writes each prompt under the uuid the host gave it,
