@@ -149,7 +149,7 @@ func TestDriverAs(t *testing.T) {
 	for name, err := range map[string]error{
 		"initialize of Pi":        second(driverAs[initializer](p, "initialize")),
 		"Claude re-sync of Pi":    second(driverAs[claudeResyncer](p, "re-attach")),
-		"prompt ledger of Pi":     second(driverAs[announcements](p, "watch")),
+		"announcements of Pi":     second(driverAs[announcements](p, "watch")),
 		"Pi re-sync of Claude":    second(driverAs[piResyncer](cl, "re-attach")),
 		"session probe of Claude": second(driverAs[sessionProbe](cl, "get_state")),
 	} {
