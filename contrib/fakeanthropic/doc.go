@@ -12,6 +12,8 @@
 //	               silent until the client goes away (interrupt tests)
 //	SLOW           SlowChunks text deltas, SlowDelay apart (restart and
 //	               interrupt tests that need a turn streaming for seconds)
+//	FULLCONTEXT    the echo below, reporting FullContextTokens input tokens
+//	               (the CLI compacts before its next request)
 //	a tool_result  "TOOL_DONE: " + the result's text
 //	other text     "Hello from fake. You said: " + the text
 //

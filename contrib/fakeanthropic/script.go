@@ -23,6 +23,7 @@ type message struct {
 type reply struct {
 	kind string // text, tool or hang
 	arg  string
+	full bool // report a context near full (FULLCONTEXT)
 }
 
 var bashMarker = regexp.MustCompile(`BASH\{([^}]*)\}`)
@@ -60,5 +61,5 @@ func textReply(t string) reply {
 	if strings.Contains(t, "SLOW") {
 		return reply{kind: "slow"}
 	}
-	return reply{kind: "text", arg: "Hello from fake. You said: " + t}
+	return reply{kind: "text", arg: "Hello from fake. You said: " + t, full: strings.Contains(t, "FULLCONTEXT")}
 }
