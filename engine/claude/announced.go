@@ -36,10 +36,12 @@ func (c *Conn) announce(f *frame, cut bool) {
 	}
 	var said hclaude.Said
 	var ok bool
-	switch f.Type {
-	case "assistant", "user":
+	switch {
+	case f.Type == "assistant" || f.Type == "user":
 		said, ok = hclaude.MessageSaid(f.Message)
-	case "system":
+	case f.Type == "system" && f.Subtype == "compact_boundary":
+		said, ok = hclaude.AnnouncedBoundarySaid(f.LogicalParentUUID, f.CompactMetadata)
+	case f.Type == "system":
 		said, ok = hclaude.SystemSaid(f.Subtype, f.Content)
 	}
 	if ok {

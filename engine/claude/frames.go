@@ -19,6 +19,9 @@ type frame struct {
 	Message         json.RawMessage `json:"message,omitempty"`
 	// Content is a system frame's content (announced.go).
 	Content json.RawMessage `json:"content,omitempty"`
+	// A compact_boundary system frame's (announced.go).
+	LogicalParentUUID string          `json:"logical_parent_uuid,omitempty"`
+	CompactMetadata   json.RawMessage `json:"compact_metadata,omitempty"`
 
 	// command_lifecycle
 	CommandUUID string `json:"command_uuid,omitempty"`

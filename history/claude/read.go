@@ -133,6 +133,9 @@ type line struct {
 	Subtype     string          `json:"subtype"`
 	Content     json.RawMessage `json:"content"`
 	Attachment  json.RawMessage `json:"attachment"`
+	// A compact_boundary's (said.go).
+	LogicalParent   string          `json:"logicalParentUuid"`
+	CompactMetadata json.RawMessage `json:"compactMetadata"`
 }
 
 type message struct {
@@ -224,7 +227,11 @@ func decode(b []byte) decoded {
 		render(&d.shown, l.Message)
 		d.shown.Said, _ = MessageSaid(l.Message)
 	case "system":
-		d.shown.Said, _ = SystemSaid(l.Subtype, l.Content)
+		if l.Subtype == "compact_boundary" {
+			d.shown.Said, _ = BoundarySaid(l.Content, l.LogicalParent, l.CompactMetadata)
+		} else {
+			d.shown.Said, _ = SystemSaid(l.Subtype, l.Content)
+		}
 	case "attachment":
 		var a struct {
 			Type string `json:"type"`
@@ -236,7 +243,7 @@ func decode(b []byte) decoded {
 		}
 	}
 	// Digested: the copies are not kept.
-	l.Message, l.Content, l.Attachment = nil, nil, nil
+	l.Message, l.Content, l.Attachment, l.CompactMetadata = nil, nil, nil, nil
 	d.l = l
 	return d
 }

@@ -16,7 +16,10 @@ type Said [sha256.Size]byte
 // content. The rest of the message (usage, stop_reason, the stdout
 // frame's null stop_reason before the transcript's final one) is the
 // CLI's accounting and differs between the two (DIGEST §8, measured on
-// every line of transcript_golden.jsonl).
+// every line of transcript_golden.jsonl). A content that is a string says
+// what one text block of it says, as the Messages API reads it: the CLI
+// announces its compaction summary as one text block and writes it as a
+// string (engine/claude/testdata/compact).
 func MessageSaid(raw json.RawMessage) (Said, bool) {
 	var m struct {
 		Role    string          `json:"role"`
@@ -25,7 +28,109 @@ func MessageSaid(raw json.RawMessage) (Said, bool) {
 	if json.Unmarshal(raw, &m) != nil {
 		return Said{}, false
 	}
+	if c := bytes.TrimLeft(m.Content, " \t\r\n"); len(c) > 0 && c[0] == '"' {
+		var text string
+		if json.Unmarshal(c, &text) != nil {
+			return Said{}, false
+		}
+		m.Content, _ = json.Marshal([]map[string]string{{"type": "text", "text": text}})
+	}
 	return canonical(map[string]json.RawMessage{"role": quote(m.Role), "content": m.Content})
+}
+
+// CompactContent is the content of every compact_boundary line the CLI
+// writes; its stdout frame carries none.
+const CompactContent = "Conversation compacted"
+
+// preserved is what a compact_boundary says of the lines before it that
+// the CLI carries past the compaction (the preserved segment, which a
+// resume relinks after the summary: measured, the resumed request held
+// the summary, then the preserved head and tail), under either casing:
+// the stdout frame's snake_case or the transcript's camelCase.
+type preserved struct {
+	Segment struct {
+		Head   string `json:"head"`
+		Anchor string `json:"anchor"`
+		Tail   string `json:"tail"`
+	} `json:"segment"`
+	Messages struct {
+		Anchor string   `json:"anchor"`
+		UUIDs  []string `json:"uuids"`
+		All    []string `json:"all"`
+	} `json:"messages"`
+}
+
+// boundarySaid digests a compact_boundary: its subtype, content, logical
+// parent (the last line before it) and what it preserves.
+func boundarySaid(content, logicalParent string, p preserved) (Said, bool) {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return Said{}, false
+	}
+	return canonical(map[string]json.RawMessage{"subtype": quote("compact_boundary"), "content": quote(content),
+		"logicalParent": quote(logicalParent), "preserved": b})
+}
+
+// BoundarySaid is what a compact_boundary line of the transcript says:
+// its content, logicalParentUuid and compactMetadata's preservedSegment
+// and preservedMessages. The rest of compactMetadata (trigger, token
+// counts, timings, runningTurnSends) is the CLI's accounting: only the
+// line carries it. ok is false when content is not a string.
+func BoundarySaid(content json.RawMessage, logicalParent string, meta json.RawMessage) (Said, bool) {
+	var text string
+	var m struct {
+		Segment *struct {
+			Head   string `json:"headUuid"`
+			Anchor string `json:"anchorUuid"`
+			Tail   string `json:"tailUuid"`
+		} `json:"preservedSegment"`
+		Messages *struct {
+			Anchor string   `json:"anchorUuid"`
+			UUIDs  []string `json:"uuids"`
+			All    []string `json:"allUuids"`
+		} `json:"preservedMessages"`
+	}
+	if json.Unmarshal(content, &text) != nil || (len(meta) > 0 && json.Unmarshal(meta, &m) != nil) {
+		return Said{}, false
+	}
+	var p preserved
+	if s := m.Segment; s != nil {
+		p.Segment.Head, p.Segment.Anchor, p.Segment.Tail = s.Head, s.Anchor, s.Tail
+	}
+	if s := m.Messages; s != nil {
+		p.Messages.Anchor, p.Messages.UUIDs, p.Messages.All = s.Anchor, s.UUIDs, s.All
+	}
+	return boundarySaid(text, logicalParent, p)
+}
+
+// AnnouncedBoundarySaid is what the CLI's compact_boundary stdout frame
+// says its line says: the line's content (CompactContent), its
+// logical_parent_uuid and compact_metadata's preserved_segment and
+// preserved_messages.
+func AnnouncedBoundarySaid(logicalParent string, meta json.RawMessage) (Said, bool) {
+	var m struct {
+		Segment *struct {
+			Head   string `json:"head_uuid"`
+			Anchor string `json:"anchor_uuid"`
+			Tail   string `json:"tail_uuid"`
+		} `json:"preserved_segment"`
+		Messages *struct {
+			Anchor string   `json:"anchor_uuid"`
+			UUIDs  []string `json:"uuids"`
+			All    []string `json:"all_uuids"`
+		} `json:"preserved_messages"`
+	}
+	if len(meta) > 0 && json.Unmarshal(meta, &m) != nil {
+		return Said{}, false
+	}
+	var p preserved
+	if s := m.Segment; s != nil {
+		p.Segment.Head, p.Segment.Anchor, p.Segment.Tail = s.Head, s.Anchor, s.Tail
+	}
+	if s := m.Messages; s != nil {
+		p.Messages.Anchor, p.Messages.UUIDs, p.Messages.All = s.Anchor, s.UUIDs, s.All
+	}
+	return boundarySaid(CompactContent, logicalParent, p)
 }
 
 // SystemSaid is what a system line says: its subtype and its content
