@@ -67,9 +67,29 @@
 //	interrupt      before the line). Not announced yet: the watch waits a
 //	marker),       few polls for the frame, then calls it another
 //	system         writer's; announced with other words: another writer's.
-//	               A system line was never recorded: it is refused unless
-//	               a system frame of its uuid said the same, which no
-//	               recording shows (a /compact boundary is refused).
+//	               A system line other than a compact_boundary was never
+//	               recorded: it is refused unless a system frame of its
+//	               uuid said the same, which no recording shows.
+//	system         the CLI's auto-compaction (engine/claude/testdata/
+//	compact_boundary compact, measured 2026-12-07: the fake reported a
+//	               context near full): stdout announces a system frame
+//	               compact_boundary under the line's uuid (then the
+//	               summary frame) before writing the line, a new root
+//	               (parentUuid null) whose logicalParentUuid is the last
+//	               line before it and whose compactMetadata names the
+//	               segment a resume relinks after the summary (the
+//	               resumed request held the summary, then the preserved
+//	               reply and prompt). It must say what its frame said
+//	               (BoundarySaid: content "Conversation compacted",
+//	               logical parent, preservedSegment, preservedMessages;
+//	               the token counts, timings and runningTurnSends only
+//	               the line carries are not compared).
+//	user, the      announced as a user frame under its uuid, content one
+//	compaction     text block; the line (isCompactSummary) writes the
+//	summary        same text as a string, which says the same (MessageSaid).
+//	               The attachments between the boundary and the summary,
+//	               and after it, are the CLI's as any attachment: the
+//	               summary and the next reply descend from them.
 //	attachment     no frame announces it: it is the CLI's once an
 //	               announced (or sent) line descends from it, since the
 //	               CLI's lines name as parent only uuids it made and a
@@ -97,7 +117,11 @@
 //	any other type, refused: a reader cannot say how the CLI loads it.
 //	or a user, assistant, attachment or system line without a uuid
 //
-// Where the recordings are silent (system lines, sidechains, other
+// A /compact prompt never reaches the CLI (engine/claude's text policy
+// refuses a prompt that starts with a slash), so only the CLI's own
+// auto-compaction writes these lines.
+//
+// Where the recordings are silent (other system lines, sidechains, other
 // types) the choice is the one that refuses: a session that uses them
 // closes admission (foreign-writer) rather than vouch for what the CLI
 // may send the model. What is left: a line the CLI wrote under a uuid a
