@@ -8,6 +8,7 @@
 // the way the probe's fake_anthropic.py did (DIGEST §11):
 //
 //	BASH{cmd}      a Bash tool_use running cmd (preceded by "I will run it.")
+//	BASHBG{cmd}    the same, with run_in_background set
 //	HANG           a message that starts, streams one delta, then stays
 //	               silent until the client goes away (interrupt tests)
 //	SLOW           SlowChunks text deltas, SlowDelay apart (restart and

@@ -24,9 +24,13 @@ type reply struct {
 	kind string // text, tool or hang
 	arg  string
 	full bool // report a context near full (FULLCONTEXT)
+	bg   bool // a tool reply runs in the background (BASHBG)
 }
 
-var bashMarker = regexp.MustCompile(`BASH\{([^}]*)\}`)
+var (
+	bashMarker   = regexp.MustCompile(`BASH\{([^}]*)\}`)
+	bashBGMarker = regexp.MustCompile(`BASHBG\{([^}]*)\}`)
+)
 
 // script picks the reply from the last block of the last role-user
 // message. The CLI places role-system messages after the user turn and
@@ -52,6 +56,9 @@ func script(msgs []message) reply {
 }
 
 func textReply(t string) reply {
+	if m := bashBGMarker.FindStringSubmatch(t); m != nil {
+		return reply{kind: "tool", arg: m[1], bg: true}
+	}
 	if m := bashMarker.FindStringSubmatch(t); m != nil {
 		return reply{kind: "tool", arg: m[1]}
 	}

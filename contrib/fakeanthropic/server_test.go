@@ -46,6 +46,7 @@ func TestScript(t *testing.T) {
 	}{
 		{"text", `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"<system-reminder>x</system-reminder>"},{"type":"text","text":"hi"}]},{"role":"system","content":"env"}]}`, "text", "Hello from fake. You said: hi", "end_turn", 0},
 		{"bash", `{"model":"m","messages":[{"role":"user","content":"please BASH{echo a & b}"}]}`, "tool", "echo a & b", "tool_use", 0},
+		{"bash in the background", `{"model":"m","messages":[{"role":"user","content":"please BASHBG{sleep 1}"}]}`, "tool", "sleep 1", "tool_use", 0},
 		{"tool result", `{"model":"m","messages":[{"role":"user","content":"x"},{"role":"assistant","content":[]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":[{"type":"text","text":"out"}]}]}]}`, "text", "TOOL_DONE: out", "end_turn", 0},
 		{"full context", `{"model":"m","messages":[{"role":"user","content":"FULLCONTEXT please"}]}`, "text", "Hello from fake. You said: FULLCONTEXT please", "end_turn", FullContextTokens},
 	}

@@ -84,7 +84,11 @@ func stream(ctx context.Context, w http.ResponseWriter, n int, model string, rep
 		send(map[string]any{"type": "content_block_stop", "index": 0})
 	case "tool":
 		textBlock(0, "I will run it.", true)
-		input, _ := json.Marshal(map[string]string{"command": rep.arg, "description": "fake scripted command"})
+		args := map[string]any{"command": rep.arg, "description": "fake scripted command"}
+		if rep.bg {
+			args["run_in_background"] = true
+		}
+		input, _ := json.Marshal(args)
 		send(map[string]any{"type": "content_block_start", "index": 1, "content_block": map[string]any{
 			"type": "tool_use", "id": fmt.Sprintf("toolu_fake_%03d", n), "name": "Bash", "input": map[string]any{}}})
 		for _, part := range halves(string(input)) {
