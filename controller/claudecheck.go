@@ -13,6 +13,7 @@ import (
 type announcements interface {
 	SentPrompt(id string) bool
 	Announced(id string) (hclaude.Said, bool)
+	Notified(said hclaude.Said) int
 }
 
 // announcedNothing is an engine that announced nothing yet: the launch's
@@ -21,6 +22,7 @@ type announcedNothing struct{}
 
 func (announcedNothing) SentPrompt(string) bool                { return false }
 func (announcedNothing) Announced(string) (hclaude.Said, bool) { return hclaude.Said{}, false }
+func (announcedNothing) Notified(hclaude.Said) int             { return 0 }
 
 // noResponse is the assistant line the CLI writes, unannounced, when a
 // resumed session's last message is a user's (a turn cut by a stop), as
@@ -58,6 +60,10 @@ type transcriptVerdict struct {
 //     DIGEST §8, so any other is another writer's: a second `claude
 //     --resume` of the session, by the user or by a tool) and say the
 //     text it sent;
+//   - a task notification line (a run_in_background task ended while the
+//     CLI was idle) must say what a task_notification frame announced,
+//     and no more lines of the transcript may say it than frames did (its
+//     frame carries another uuid: a copy is told by the count);
 //   - an assistant, other user or system line (sidechains too) must say
 //     what the CLI announced on stdout under its uuid;
 //   - an attachment, and the CLI's unannounced "No response requested.",
@@ -100,7 +106,8 @@ func checkTranscript(prev, now *hclaude.Transcript, said announcements, pinned s
 	order := now.Order()
 	p := prover{prev: prev, now: now, proven: map[string]bool{}, limit: len(order)}
 	var open []hclaude.Entry // waiting for a proven descendant, in file order
-	before := ""             // the main-chain entry before e in file order
+	var notes map[hclaude.Said]int
+	before := "" // the main-chain entry before e in file order
 	for _, id := range order {
 		e, _ := now.Entry(id)
 		last := before
@@ -109,6 +116,22 @@ func checkTranscript(prev, now *hclaude.Transcript, said announcements, pinned s
 			continue
 		}
 		switch {
+		case e.Notification:
+			n := said.Notified(e.Said)
+			if n == 0 {
+				// Its frame may not be read yet, as below.
+				if v.unproven == "" {
+					v.unproven, v.unprovenID, v.waiting = "task notification "+id+" was not announced by the engine", id, true
+				}
+				break
+			}
+			if notes == nil {
+				notes = notifications(now)
+			}
+			if notes[e.Said] > n {
+				v.foreign = fmt.Sprintf("task notification %s says what the engine announced %d times in %d lines: another writer copied it", id, n, notes[e.Said])
+				return v
+			}
 		case e.Prompt:
 			if !said.SentPrompt(id) {
 				v.foreign = "prompt " + id + " was written by another writer"
@@ -162,6 +185,17 @@ func checkTranscript(prev, now *hclaude.Transcript, said announcements, pinned s
 		v.unproven, v.unprovenID = fmt.Sprintf("%s %s (%s) is not continued by a line of the engine yet", o.Type, o.UUID, cmp.Or(o.Attachment, "no attachment")), o.UUID
 	}
 	return v
+}
+
+// notifications counts t's task notification lines by what they say.
+func notifications(t *hclaude.Transcript) map[hclaude.Said]int {
+	n := map[hclaude.Said]int{}
+	for _, id := range t.Order() {
+		if e, _ := t.Entry(id); e.Notification {
+			n[e.Said]++
+		}
+	}
+	return n
 }
 
 // prover tracks which of now's new entries are proven the CLI's.

@@ -17,6 +17,8 @@ type heard struct {
 
 func (h heard) SentPrompt(id string) bool { return h.sent[id] }
 
+func (h heard) Notified(hclaude.Said) int { return 0 }
+
 func (h heard) Announced(id string) (hclaude.Said, bool) {
 	s, ok := h.said[id]
 	return s, ok

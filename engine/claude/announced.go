@@ -39,6 +39,12 @@ func (c *Conn) announce(f *frame, cut bool) {
 	switch {
 	case f.Type == "assistant" || f.Type == "user":
 		said, ok = hclaude.MessageSaid(f.Message)
+	case f.Type == "system" && f.Subtype == "task_notification":
+		// Its line carries another uuid: kept by what it says.
+		n := hclaude.NotificationSaid(f.TaskID, f.ToolUseID, f.OutputFile, f.Status, f.Summary)
+		k := string(n[:])
+		was, _ := c.notified.Get(k)
+		c.notified.Put(k, was+1)
 	case f.Type == "system" && f.Subtype == "compact_boundary":
 		said, ok = hclaude.AnnouncedBoundarySaid(f.LogicalParentUUID, f.CompactMetadata)
 	case f.Type == "system":
@@ -56,6 +62,16 @@ func (c *Conn) putAnnounced(id string, said hclaude.Said) {
 		said = ambiguous
 	}
 	c.announced.Put(id, said)
+}
+
+// Notified counts the task_notification frames the CLI announced, among
+// the latest maxAnnounced, whose line would say said: the CLI writes one
+// line for each (with a uuid of its own, not the frame's).
+func (c *Conn) Notified(said hclaude.Said) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, _ := c.notified.Get(string(said[:]))
+	return n
 }
 
 // promptSaid is what the transcript's line of a prompt of text says: the

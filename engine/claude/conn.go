@@ -40,6 +40,9 @@ type Conn struct {
 	sent     map[string]bool // prompt uuids written (SentPrompt)
 	// announced is what the CLI announced under each uuid (announced.go).
 	announced *engine.Recent[hclaude.Said]
+	// notified counts the task notifications announced, by what their
+	// line says (announced.go).
+	notified *engine.Recent[int]
 	// Re-attach (Options.Resume): synced is closed once the reader
 	// skipped to the first LF, skipped counts the bytes, and seed is the
 	// id of Resync's initialize, whose answer sets the turn state in wire
@@ -82,6 +85,7 @@ func New(r io.Reader, w io.WriteCloser, session string, opts engine.Options) (*C
 		answered:  engine.NewRecent[struct{}](maxAnswered),
 		sent:      make(map[string]bool),
 		announced: engine.NewRecent[hclaude.Said](maxAnnounced),
+		notified:  engine.NewRecent[int](maxAnnounced),
 		synced:    make(chan struct{}),
 		refusals:  make(chan refusalAnswer, maxRefusals),
 		closing:   make(chan struct{}),

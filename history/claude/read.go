@@ -79,6 +79,10 @@ type Entry struct {
 	// Prompt marks a user prompt line (promptSource set): one a host sent,
 	// not a tool result or a marker the CLI wrote itself.
 	Prompt bool
+	// Notification marks the user line the CLI writes, unannounced, when a
+	// run_in_background task ends while it is idle (promptSource
+	// "system", origin kind "task-notification"): Prompt is set too.
+	Notification bool
 	// Attachment is an attachment line's attachment type.
 	Attachment string
 	// Said is what the line tells the model (said.go): a user or
@@ -133,6 +137,9 @@ type line struct {
 	Subtype     string          `json:"subtype"`
 	Content     json.RawMessage `json:"content"`
 	Attachment  json.RawMessage `json:"attachment"`
+	Origin      struct {
+		Kind string `json:"kind"`
+	} `json:"origin"`
 	// A compact_boundary's (said.go).
 	LogicalParent   string          `json:"logicalParentUuid"`
 	CompactMetadata json.RawMessage `json:"compactMetadata"`
@@ -319,7 +326,8 @@ func (t *Transcript) apply(d *decoded, n int) error {
 		return protocol.Refuse(protocol.CodeUnreadable, "%s:%d names its entry or its parent by an id over %d bytes (%q...); Claude Code writes a UUID or the id its host sent", t.path, n, MaxEntryID, cutID(l.UUID))
 	}
 	e := &Entry{UUID: l.UUID, Type: l.Type, Sidechain: l.IsSidechain, Line: n, Prompt: l.Type == "user" && l.PromptSrc != "",
-		Attachment: d.shown.Attachment, Said: d.shown.Said}
+		Attachment: d.shown.Attachment, Said: d.shown.Said,
+		Notification: l.Type == "user" && l.PromptSrc == "system" && l.Origin.Kind == "task-notification"}
 	if l.ParentUUID != nil {
 		e.Parent = *l.ParentUUID
 	}

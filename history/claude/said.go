@@ -38,6 +38,21 @@ func MessageSaid(raw json.RawMessage) (Said, bool) {
 	return canonical(map[string]json.RawMessage{"role": quote(m.Role), "content": m.Content})
 }
 
+// NotificationSaid is what the user line the CLI writes when a
+// run_in_background task ends while it is idle says: a message whose
+// content is the task-notification its system task_notification frame
+// announced, field by field (engine/claude/testdata/background, measured:
+// the frame carries another uuid than the line, so only the words tie
+// them).
+func NotificationSaid(taskID, toolUseID, outputFile, status, summary string) Said {
+	text := "<task-notification>\n<task-id>" + taskID + "</task-id>\n<tool-use-id>" + toolUseID +
+		"</tool-use-id>\n<output-file>" + outputFile + "</output-file>\n<status>" + status +
+		"</status>\n<summary>" + summary + "</summary>\n</task-notification>"
+	raw, _ := json.Marshal(map[string]string{"role": "user", "content": text})
+	said, _ := MessageSaid(raw)
+	return said
+}
+
 // CompactContent is the content of every compact_boundary line the CLI
 // writes; its stdout frame carries none.
 const CompactContent = "Conversation compacted"
