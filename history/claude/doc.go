@@ -104,6 +104,18 @@
 //	               it says (SnapshotSaid: its system prompt and flags;
 //	               the tools and cliPrefix only the repeat carries were
 //	               measured not to reach the model).
+//	user, task     the CLI writes it, under a uuid no frame carries, when
+//	notification   a run_in_background task ends while it is idle
+//	(promptSource  (engine/claude/testdata/background, measured
+//	"system",      2026-12-07), after a system task_notification frame
+//	origin kind    whose fields are the line's words (NotificationSaid);
+//	task-          it then answers it in a turn nobody prompted, whose
+//	notification)  reply is announced as any. The line must say what
+//	               such a frame said, and no more lines of the file may
+//	               say it than frames did: a writer's copy (same words,
+//	               fresh uuid) is refused whichever came first. A
+//	               notification of a task that ends mid-turn, or of
+//	               another shape, was not recorded: refused.
 //	assistant "No  the CLI writes it, unannounced, as it sends the first
 //	response       prompt after a turn cut by a stop: the CLI's once its
 //	requested."    child, that prompt, is proven.
