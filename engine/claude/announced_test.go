@@ -6,9 +6,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mosaic-agents/mosaic/engine"
 	hclaude "github.com/mosaic-agents/mosaic/history/claude"
+	"github.com/mosaic-agents/mosaic/protocol"
 )
 
 // TestGoldenAnnounced: every assistant and tool result line of the golden
@@ -112,4 +114,37 @@ func replayLines(t *testing.T, opts engine.Options, lines ...string) *Conn {
 	for range c.Events() {
 	}
 	return c
+}
+
+// TestSentBounded: a Conn remembers the uuids of the latest maxAnnounced
+// prompts it sent, and what each said, and forgets the older: an engine
+// that runs for days and thousands of prompts holds no more.
+func TestSentBounded(t *testing.T) {
+	p := newPeer(t, 5*time.Second)
+	var ids []string
+	for i := range maxAnnounced + 1 {
+		id := p.startTurn(fmt.Sprint("prompt ", i))
+		p.send(result)
+		p.event("run-settled", func(e protocol.Event) bool { return e.Kind == protocol.EventRunSettled })
+		ids = append(ids, id)
+	}
+	first, last := ids[0], ids[len(ids)-1]
+	if p.c.SentPrompt(first) {
+		t.Errorf("the prompt %d prompts ago is still remembered", maxAnnounced)
+	}
+	if _, ok := p.c.Announced(first); ok {
+		t.Errorf("what the prompt %d prompts ago said is still remembered", maxAnnounced)
+	}
+	if !p.c.SentPrompt(last) || !p.c.SentPrompt(ids[1]) {
+		t.Errorf("the latest %d prompts are not all remembered", maxAnnounced)
+	}
+	if got, _ := p.c.Announced(last); got != promptSaid(fmt.Sprint("prompt ", maxAnnounced)) {
+		t.Errorf("the last prompt's words are not remembered")
+	}
+	p.c.mu.Lock()
+	n := p.c.sent.Len()
+	p.c.mu.Unlock()
+	if n > maxAnnounced {
+		t.Fatalf("%d prompt uuids kept; the bound is %d", n, maxAnnounced)
+	}
 }

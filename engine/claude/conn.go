@@ -37,7 +37,7 @@ type Conn struct {
 	// none is answered twice, even once its decision is forgotten.
 	answered *engine.Recent[struct{}]
 	changed  chan struct{}
-	sent     map[string]bool // prompt uuids written (SentPrompt)
+	sent     *engine.Recent[struct{}] // prompt uuids written, the latest maxAnnounced (SentPrompt)
 	// announced is what the CLI announced under each uuid (announced.go).
 	announced *engine.Recent[hclaude.Said]
 	// notified counts the task notifications announced, by what their
@@ -83,7 +83,7 @@ func New(r io.Reader, w io.WriteCloser, session string, opts engine.Options) (*C
 		mp:        newMapper(opts.Execution),
 		changed:   make(chan struct{}),
 		answered:  engine.NewRecent[struct{}](maxAnswered),
-		sent:      make(map[string]bool),
+		sent:      engine.NewRecent[struct{}](maxAnnounced),
 		announced: engine.NewRecent[hclaude.Said](maxAnnounced),
 		notified:  engine.NewRecent[int](maxAnnounced),
 		synced:    make(chan struct{}),
