@@ -24,14 +24,18 @@ var (
 	// A run_in_background task that ends while the CLI is idle
 	// (TestRecordClaudeBackgroundTask).
 	backgroundRec = recording{"background", "4d56b431-130a-48c5-8b4b-36b685a71f33", "/tmp/TestRecordClaudeBackgroundTask3645367445/001/work"}
+	// One that ends while the CLI streams the next reply
+	// (TestRecordClaudeBackgroundTaskMidTurn).
+	midTurnRec = recording{"background_midturn", "86626769-d8bd-43a1-9dba-e5050bc6a75f", "/tmp/TestRecordClaudeBackgroundTaskMidTurn3191417593/001/work"}
 )
 
 // The uuids of the compaction's compact_boundary line and summary line,
-// and of the background task's notification line.
+// and of the background tasks' notification lines.
 const (
 	compactBoundary = "3425d343-5366-430f-a543-67423e7471ba"
 	compactSummary  = "06f31ba7-3835-4a13-9116-557492b35d69"
 	taskNotified    = "792f5869-eca1-4719-b456-a6825ce3cda1"
+	midTurnNotified = "c955ed7b-b06e-4288-81d4-4d1092c6442b"
 )
 
 // recorded is the recorded CLI's stdout replayed through a claude.Conn,
@@ -200,7 +204,8 @@ func TestCheckTranscriptCompaction(t *testing.T) {
 }
 
 // TestCheckTranscriptBackgroundTask: the line the real CLI writes when a
-// run_in_background task ends while it is idle (a user line, promptSource
+// run_in_background task ends while it is idle, or after the turn in
+// which it ended, (a user line, promptSource
 // "system", under a uuid no frame carries) is the CLI's when it says what
 // a task_notification frame announced, however the watch's reads cut the
 // file, and so is the reply under it. A notification nobody announced
@@ -208,7 +213,17 @@ func TestCheckTranscriptCompaction(t *testing.T) {
 // lines say it than frames did) is another writer's, whichever of the two
 // the CLI wrote.
 func TestCheckTranscriptBackgroundTask(t *testing.T) {
-	rec := backgroundRec
+	for _, r := range []struct {
+		rec recording
+		id  string
+	}{{backgroundRec, taskNotified}, {midTurnRec, midTurnNotified}} {
+		t.Run(r.rec.dir, func(t *testing.T) { checkNotification(t, r.rec, r.id) })
+	}
+}
+
+// checkNotification is TestCheckTranscriptBackgroundTask on rec, whose
+// notification line has uuid id.
+func checkNotification(t *testing.T, rec recording, taskNotified string) {
 	lines, said := rec.lines(t)
 	n := lineOfID(t, lines, taskNotified)
 

@@ -113,9 +113,12 @@
 //	notification)  reply is announced as any. The line must say what
 //	               such a frame said, and no more lines of the file may
 //	               say it than frames did: a writer's copy (same words,
-//	               fresh uuid) is refused whichever came first. A
-//	               notification of a task that ends mid-turn, or of
-//	               another shape, was not recorded: refused.
+//	               fresh uuid) is refused whichever came first. A task
+//	               that ends mid-turn (testdata/background_midturn): the
+//	               frame comes during the turn, the same line after it.
+//	               A notification of another shape (another status than
+//	               completed was not recorded) is refused unless its
+//	               words are the frame's.
 //	assistant "No  the CLI writes it, unannounced, as it sends the first
 //	response       prompt after a turn cut by a stop: the CLI's once its
 //	requested."    child, that prompt, is proven.
