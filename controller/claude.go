@@ -76,16 +76,20 @@ var errLoadedChanged = errors.New("changed while the engine loaded it (another w
 // again as it started, so a writer in between (an entry reworded in
 // place, the leaf kept) would have its words loaded, and the watch that
 // starts from them vouch for them. What follows them may hold no prompt
-// (none was sent yet: admission is closed during the load check), as the
-// transcript watch judges it: the CLI may write its own lines as it
-// resumes (after a force stop).
+// (none was sent yet: admission is closed during the load check), nor
+// any line the CLI did not announce: the CLI announced nothing yet (it
+// writes nothing before the first prompt, measured), so every line there
+// is another writer's.
 func (c *Controller) loadedHead(ctx context.Context, cv *conversations.Conversation, head sessionHead) (sessionHead, error) {
 	was := head.transcript
 	if was == nil {
 		return c.claudeHead(ctx, cv)
 	}
 	now, err := hclaude.Follow(was)
-	if err != nil || checkTranscript(was, now, func(string) bool { return false }, "").foreign != "" {
+	if err != nil {
+		return sessionHead{}, errLoadedChanged
+	}
+	if v := checkTranscript(was, now, announcedNothing{}, ""); v.foreign != "" || v.unproven != "" {
 		return sessionHead{}, errLoadedChanged
 	}
 	return transcriptHead(cv, now), nil

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"syscall"
@@ -13,59 +12,6 @@ import (
 	hclaude "github.com/mosaic-agents/mosaic/history/claude"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
-
-// transcriptVerdict is what one re-read of a Claude transcript shows
-// against the previous read the controller vouched for.
-type transcriptVerdict struct {
-	foreign string // another writer: what it did
-	k8      string // the resumed session did not continue the pinned leaf
-	// continued is set once the first prompt after a resume was found on
-	// the pinned leaf's chain (the K8 check is done).
-	continued bool
-	leaf      string
-}
-
-// checkTranscript compares now with prev. Every main-chain entry of prev
-// must still be there with the same parent (else the file was rewritten).
-// A new prompt line (promptSource set) must carry a uuid this execution
-// sent (sent): the CLI writes each prompt under the uuid the host gave it
-// (DIGEST §8), so any other is another writer's (a second `claude
-// --resume` of the session, by the user or by a tool). pinned, when not
-// empty, is the leaf a resume pinned: the first new prompt of ours must
-// descend from it (K8 after the first resumed prompt: the CLI writes
-// nothing before it, so the load check could only read the file).
-func checkTranscript(prev, now *hclaude.Transcript, sent func(string) bool, pinned string) transcriptVerdict {
-	v := transcriptVerdict{leaf: now.DefaultLeaf()}
-	for _, id := range prev.Order() {
-		was, _ := prev.Entry(id)
-		is, ok := now.Entry(id)
-		if !ok || is.Parent != was.Parent {
-			v.foreign = "entry " + id + " was removed or rewritten"
-			return v
-		}
-	}
-	for _, id := range now.Order() {
-		if _, old := prev.Entry(id); old {
-			continue
-		}
-		e, _ := now.Entry(id)
-		if !e.Prompt {
-			continue
-		}
-		if !sent(id) {
-			v.foreign = "prompt " + id + " was written by another writer"
-			return v
-		}
-		if pinned != "" && !v.continued {
-			if !now.Ancestor(pinned, id) {
-				v.k8 = fmt.Sprintf("the first prompt after the resume (%s) does not continue the pinned leaf %s", id, pinned)
-				return v
-			}
-			v.continued = true
-		}
-	}
-	return v
-}
 
 // watchClaude is watchSession for a Claude transcript (W10 and K8 after
 // the first resumed prompt): each time the file changes it is read again
@@ -78,16 +24,25 @@ func checkTranscript(prev, now *hclaude.Transcript, sent func(string) bool, pinn
 // reader's size limit. resumed says the launch used --resume, so pinned
 // must be continued by the first prompt.
 //
-// A re-attached controller does not know the uuids the previous one sent:
-// a prompt line the CLI writes after the restart for a prompt sent before
-// it counts as foreign (admission closes; fail closed).
+// Only lines proven the CLI's are vouched for (checkTranscript): the
+// watch follows the file from the read it last vouched for, and while a
+// line waits for its proof nothing after it is vouched either. One that
+// waits for its stdout frame more than halfLineTicks polls is another
+// writer's; one that waits for a descendant (an attachment) only stays
+// unvouched, so a stop records the bytes before it and the wake or a
+// recover names the rest.
+//
+// A re-attached controller does not know the uuids the previous one sent
+// nor the frames it read: a line the CLI writes after the restart for a
+// prompt sent, or a frame read, before it counts as foreign (admission
+// closes; fail closed).
 //
 // from is the transcript as the launch (or the re-attach) read and
 // checked it, nil for a new session: the watch starts from those bytes,
 // so what changed before its first tick is checked too, never taken as
 // its start and vouched for.
 func (c *Controller) watchClaude(x *execution, pinned string, resumed bool, from *hclaude.Transcript) {
-	ledger, err := driverAs[promptLedger](x.conn, "watch the transcript")
+	said, err := driverAs[announcements](x.conn, "watch the transcript")
 	if err != nil {
 		c.foreign(x, "the transcript can no longer be vouched for: "+err.Error(), "")
 		return
@@ -113,6 +68,9 @@ func (c *Controller) watchClaude(x *execution, pinned string, resumed bool, from
 	var mod, change time.Time
 	var ino uint64
 	halfAt, halfTicks := int64(-1), 0
+	// waitID is the line waiting for its frame at the last poll, and
+	// waitTicks for how many polls it has.
+	waitID, waitTicks := "", 0
 	if !prev.New() {
 		// The file's size and inode as read; no time, so the first tick
 		// follows it whatever changed since.
@@ -138,7 +96,7 @@ func (c *Controller) watchClaude(x *execution, pinned string, resumed bool, from
 		case err != nil:
 			c.foreign(x, "the transcript is gone: "+err.Error(), "")
 			return
-		case fi.Size() == size && fi.ModTime().Equal(mod) && changeTime(fi).Equal(change):
+		case fi.Size() == size && fi.ModTime().Equal(mod) && changeTime(fi).Equal(change) && waitID == "":
 			continue
 		case size >= 0 && (fi.Size() < size || inode(fi) != ino):
 			c.foreign(x, "the transcript was replaced or shortened", "")
@@ -160,7 +118,7 @@ func (c *Controller) watchClaude(x *execution, pinned string, resumed bool, from
 			c.foreign(x, "the transcript can no longer be vouched for ("+protocol.CodeOf(err)+"): "+err.Error(), "")
 			return
 		}
-		v := checkTranscript(prev, now, ledger.SentPrompt, k8)
+		v := checkTranscript(prev, now, said, k8)
 		switch {
 		case v.foreign != "":
 			c.foreign(x, v.foreign, "")
@@ -169,12 +127,30 @@ func (c *Controller) watchClaude(x *execution, pinned string, resumed bool, from
 			c.resumeDiverged(x, v.k8)
 			return
 		}
+		size, mod, change, ino = fi.Size(), fi.ModTime(), changeTime(fi), inode(fi)
+		if v.waiting {
+			if v.unprovenID != waitID {
+				waitID, waitTicks = v.unprovenID, 0
+			}
+			if waitTicks++; waitTicks >= halfLineTicks {
+				c.foreign(x, v.unproven, "")
+				return
+			}
+			continue
+		}
+		waitID = ""
+		// What waits for a descendant is read and judged: a hibernate
+		// need not wait for it (idleSession), and records the bytes
+		// before it.
+		x.checked.Store(size)
+		if v.unproven != "" {
+			continue
+		}
 		if v.continued {
 			k8 = ""
 		}
 		c.follow(x, v.leaf)
-		prev, size, mod, change, ino = now, fi.Size(), fi.ModTime(), changeTime(fi), inode(fi)
-		x.checked.Store(size)
+		prev = now
 		x.vouchTranscript(now)
 	}
 }
@@ -196,17 +172,23 @@ func (x *execution) vouchTranscript(t *hclaude.Transcript) {
 // the cohort gone, as the watch checks it, and vouches for what passes:
 // the CLI writes its last lines as its stdin closes (a stop closes it
 // first), after the watch stopped following an engine that exited, and
-// the wake would refuse those bytes as another writer's. A prompt line
-// this execution never sent, or a rewrite, is not vouched for: the stop
+// the wake would refuse those bytes as another writer's. It first lets
+// the reader finish the engine's stdout (its writer is gone, so the rest
+// is in the pipe): the frames announcing those lines come before them. A
+// line not proven the CLI's, or a rewrite, is not vouched for: the stop
 // records the bytes the watch last vouched for, and the wake and a
 // recover name the rest.
 func (c *Controller) lastCheck(x *execution) {
 	if x == nil || x.conn == nil || !c.cfg.Conversation.IsClaude() {
 		return
 	}
-	ledger, err := driverAs[promptLedger](x.conn, "check the transcript")
+	said, err := driverAs[announcements](x.conn, "check the transcript")
 	if err != nil {
 		return
+	}
+	select {
+	case <-x.conn.Done():
+	case <-time.After(lastReadWait):
 	}
 	x.transcript.Lock()
 	prev := x.transcript.t
@@ -218,10 +200,14 @@ func (c *Controller) lastCheck(x *execution) {
 	if err != nil {
 		return
 	}
-	if v := checkTranscript(prev, now, ledger.SentPrompt, ""); v.foreign == "" {
+	if v := checkTranscript(prev, now, said, ""); v.foreign == "" && v.unproven == "" {
 		x.vouchTranscript(now)
 	}
 }
+
+// lastReadWait bounds how long lastCheck waits for the engine's stdout to
+// be read to its end.
+const lastReadWait = 2 * time.Second
 
 // halfLineTicks is how many polls a transcript may end in the same half
 // line, or a new Pi session file miss its header, before it is read as it

@@ -22,6 +22,8 @@ type sentNone struct{ engine.Driver }
 
 func (sentNone) SentPrompt(string) bool { return false }
 
+func (sentNone) Announced(string) (hclaude.Said, bool) { return hclaude.Said{}, false }
+
 func (sentNone) Turn() engine.TurnSummary { return engine.TurnSummary{} }
 
 // TestClaudeWatchStartsFromTheLaunch: the transcript watch starts from
@@ -39,6 +41,8 @@ func TestClaudeWatchStartsFromTheLaunch(t *testing.T) {
 		{name: "a new session's transcript made", after: tline("prompt", "u1", "") + "\n"},
 		{name: "an entry rewritten in place", before: []string{tline("prompt", "u1", ""), tline("assistant", "a1", "u1")},
 			after: strings.Replace(tline("prompt", "u1", ""), `"hi"`, `"HI"`, 1) + "\n" + tline("assistant", "a1", "u1") + "\n"},
+		{name: "an assistant line the engine never announced", before: []string{tline("prompt", "u1", ""), tline("assistant", "a1", "u1")},
+			after: tline("prompt", "u1", "") + "\n" + tline("assistant", "a1", "u1") + "\n" + tline("assistant", "f1", "a1") + "\n"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -49,46 +49,6 @@ func readLines(t *testing.T, lines ...string) *hclaude.Transcript {
 	return tr
 }
 
-// TestCheckTranscript: the foreign-writer and K8 rules of a Claude
-// transcript's re-read. A prompt line under a uuid this execution never
-// sent is another writer's; an entry that vanished or changed parent is a
-// rewrite; the first own prompt after a resume must descend from the
-// pinned leaf; tool results and assistant lines are the CLI's own.
-func TestCheckTranscript(t *testing.T) {
-	const (
-		u1, a1, u2, a2, r2, f1 = "00000000-0000-4000-8000-000000000001", "00000000-0000-4000-8000-0000000000a1",
-			"00000000-0000-4000-8000-000000000002", "00000000-0000-4000-8000-0000000000a2",
-			"00000000-0000-4000-8000-0000000000b2", "00000000-0000-4000-8000-0000000000f1"
-	)
-	base := []string{tline("prompt", u1, ""), tline("assistant", a1, u1)}
-	ours := func(id string) bool { return id == u2 }
-	for _, tc := range []struct {
-		name        string
-		now         []string
-		pinned      string
-		foreign, k8 bool
-		continued   bool
-		leaf        string
-	}{
-		{"own prompt and reply", append(base[:2:2], tline("prompt", u2, a1), tline("assistant", a2, u2)), "", false, false, false, a2},
-		{"resumed, continues the pinned leaf", append(base[:2:2], tline("prompt", u2, a1), tline("result", r2, u2)), a1, false, false, true, r2},
-		{"resumed, continues another entry", append(base[:2:2], tline("prompt", u2, u1)), a1, false, true, false, u2},
-		{"prompt of another writer", append(base[:2:2], tline("prompt", f1, a1)), "", true, false, false, f1},
-		{"entry rewritten", []string{tline("prompt", u1, ""), tline("assistant", a1, "")}, "", true, false, false, ""},
-		{"entry removed", []string{tline("prompt", u1, "")}, "", true, false, false, ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			v := checkTranscript(readLines(t, base...), readLines(t, tc.now...), ours, tc.pinned)
-			if (v.foreign != "") != tc.foreign || (v.k8 != "") != tc.k8 || v.continued != tc.continued {
-				t.Fatalf("verdict %+v; want foreign %v, k8 %v, continued %v", v, tc.foreign, tc.k8, tc.continued)
-			}
-			if !tc.foreign && !tc.k8 && v.leaf != tc.leaf {
-				t.Fatalf("leaf %s; want %s", v.leaf, tc.leaf)
-			}
-		})
-	}
-}
-
 // TestEndsLine: the watch reads a transcript only when it ends with a
 // whole line (the CLI may be mid-write).
 func TestEndsLine(t *testing.T) {

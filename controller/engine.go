@@ -23,7 +23,7 @@ import (
 // agent directory, Claude's configuration directory) are made by spec,
 // so a re-attach or a history read leaves them as the engine found them.
 // What only one engine does beyond the seam is asked of its Driver with
-// a type assertion (sessionProbe, initializer, resyncer, promptLedger).
+// a type assertion (sessionProbe, initializer, resyncer, announcements).
 func (c *Controller) engineOf(cv *conversations.Conversation) (engine.Engine, error) {
 	if cv.IsClaude() {
 		if cv.Claude == nil {
@@ -105,17 +105,10 @@ type piResyncer interface {
 	Resync(ctx context.Context, timeout time.Duration) (pi.State, int64, error)
 }
 
-// promptLedger tells the prompt lines this execution sent from a foreign
-// writer's in Claude Code's transcript (the foreign-writer watch). Pi's
-// watch asks the engine for its entries instead (sessionProbe).
-type promptLedger interface {
-	SentPrompt(id string) bool
-}
-
 var (
 	_ initializer    = (*claude.Conn)(nil)
 	_ claudeResyncer = (*claude.Conn)(nil)
-	_ promptLedger   = (*claude.Conn)(nil)
+	_ announcements  = (*claude.Conn)(nil)
 	_ piResyncer     = (*pi.Conn)(nil)
 )
 

@@ -140,7 +140,7 @@ func TestDriverAs(t *testing.T) {
 	if _, err := driverAs[claudeResyncer](cl, "re-attach"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := driverAs[promptLedger](cl, "watch"); err != nil {
+	if _, err := driverAs[announcements](cl, "watch"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := driverAs[piResyncer](p, "re-attach"); err != nil {
@@ -149,7 +149,7 @@ func TestDriverAs(t *testing.T) {
 	for name, err := range map[string]error{
 		"initialize of Pi":        second(driverAs[initializer](p, "initialize")),
 		"Claude re-sync of Pi":    second(driverAs[claudeResyncer](p, "re-attach")),
-		"prompt ledger of Pi":     second(driverAs[promptLedger](p, "watch")),
+		"announcements of Pi":     second(driverAs[announcements](p, "watch")),
 		"Pi re-sync of Claude":    second(driverAs[piResyncer](cl, "re-attach")),
 		"session probe of Claude": second(driverAs[sessionProbe](cl, "get_state")),
 	} {

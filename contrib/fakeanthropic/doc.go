@@ -8,10 +8,13 @@
 // the way the probe's fake_anthropic.py did (DIGEST §11):
 //
 //	BASH{cmd}      a Bash tool_use running cmd (preceded by "I will run it.")
+//	BASHBG{cmd}    the same, with run_in_background set
 //	HANG           a message that starts, streams one delta, then stays
 //	               silent until the client goes away (interrupt tests)
 //	SLOW           SlowChunks text deltas, SlowDelay apart (restart and
 //	               interrupt tests that need a turn streaming for seconds)
+//	FULLCONTEXT    the echo below, reporting FullContextTokens input tokens
+//	               (the CLI compacts before its next request)
 //	a tool_result  "TOOL_DONE: " + the result's text
 //	other text     "Hello from fake. You said: " + the text
 //

@@ -23,9 +23,14 @@ type message struct {
 type reply struct {
 	kind string // text, tool or hang
 	arg  string
+	full bool // report a context near full (FULLCONTEXT)
+	bg   bool // a tool reply runs in the background (BASHBG)
 }
 
-var bashMarker = regexp.MustCompile(`BASH\{([^}]*)\}`)
+var (
+	bashMarker   = regexp.MustCompile(`BASH\{([^}]*)\}`)
+	bashBGMarker = regexp.MustCompile(`BASHBG\{([^}]*)\}`)
+)
 
 // script picks the reply from the last block of the last role-user
 // message. The CLI places role-system messages after the user turn and
@@ -51,6 +56,9 @@ func script(msgs []message) reply {
 }
 
 func textReply(t string) reply {
+	if m := bashBGMarker.FindStringSubmatch(t); m != nil {
+		return reply{kind: "tool", arg: m[1], bg: true}
+	}
 	if m := bashMarker.FindStringSubmatch(t); m != nil {
 		return reply{kind: "tool", arg: m[1]}
 	}
@@ -60,5 +68,5 @@ func textReply(t string) reply {
 	if strings.Contains(t, "SLOW") {
 		return reply{kind: "slow"}
 	}
-	return reply{kind: "text", arg: "Hello from fake. You said: " + t}
+	return reply{kind: "text", arg: "Hello from fake. You said: " + t, full: strings.Contains(t, "FULLCONTEXT")}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"sync"
@@ -39,12 +40,15 @@ type Server struct {
 	// URL is http://127.0.0.1:PORT, the CLI's ANTHROPIC_BASE_URL.
 	URL string
 
-	srv  *http.Server
-	ln   net.Listener
-	mu   sync.Mutex
-	log  []Request
-	wake chan struct{}
-	done chan struct{}
+	srv *http.Server
+	ln  net.Listener
+	mu  sync.Mutex
+	log []Request
+	// bodies holds each POST /v1/messages body once KeepBodies was called.
+	bodies [][]byte
+	keep   bool
+	wake   chan struct{}
+	done   chan struct{}
 }
 
 // Start listens on a free loopback port and serves until Close.
@@ -78,6 +82,21 @@ func (s *Server) Requests() []Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]Request(nil), s.log...)
+}
+
+// KeepBodies makes the fake keep the body of every POST /v1/messages
+// from now on (Bodies): recordings only, each body is up to MaxBody.
+func (s *Server) KeepBodies() {
+	s.mu.Lock()
+	s.keep = true
+	s.mu.Unlock()
+}
+
+// Bodies returns the kept bodies, in arrival order.
+func (s *Server) Bodies() [][]byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([][]byte(nil), s.bodies...)
 }
 
 // Unexpected returns the requests that were not POST /v1/messages.
@@ -130,12 +149,21 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var body messagesRequest
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBody)).Decode(&body); err != nil {
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
+	if err == nil {
+		err = json.Unmarshal(raw, &body)
+	}
+	if err != nil {
 		req.Reply, req.Arg, req.Unexpected = "unexpected", "undecodable body: "+err.Error(), true
 		s.record(req)
 		http.Error(w, "fakeanthropic: undecodable body", http.StatusBadRequest)
 		return
 	}
+	s.mu.Lock()
+	if s.keep {
+		s.bodies = append(s.bodies, raw)
+	}
+	s.mu.Unlock()
 	rep := script(body.Messages)
 	req.Model, req.Messages, req.Reply, req.Arg = body.Model, len(body.Messages), rep.kind, rep.arg
 	n := s.record(req)

@@ -39,12 +39,16 @@ func TestScript(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
+	s.KeepBodies()
 	cases := []struct {
 		name, body, reply, arg, stop string
+		input                        float64 // input_tokens reported; 0 for the default
 	}{
-		{"text", `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"<system-reminder>x</system-reminder>"},{"type":"text","text":"hi"}]},{"role":"system","content":"env"}]}`, "text", "Hello from fake. You said: hi", "end_turn"},
-		{"bash", `{"model":"m","messages":[{"role":"user","content":"please BASH{echo a & b}"}]}`, "tool", "echo a & b", "tool_use"},
-		{"tool result", `{"model":"m","messages":[{"role":"user","content":"x"},{"role":"assistant","content":[]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":[{"type":"text","text":"out"}]}]}]}`, "text", "TOOL_DONE: out", "end_turn"},
+		{"text", `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"<system-reminder>x</system-reminder>"},{"type":"text","text":"hi"}]},{"role":"system","content":"env"}]}`, "text", "Hello from fake. You said: hi", "end_turn", 0},
+		{"bash", `{"model":"m","messages":[{"role":"user","content":"please BASH{echo a & b}"}]}`, "tool", "echo a & b", "tool_use", 0},
+		{"bash in the background", `{"model":"m","messages":[{"role":"user","content":"please BASHBG{sleep 1}"}]}`, "tool", "sleep 1", "tool_use", 0},
+		{"tool result", `{"model":"m","messages":[{"role":"user","content":"x"},{"role":"assistant","content":[]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":[{"type":"text","text":"out"}]}]}]}`, "text", "TOOL_DONE: out", "end_turn", 0},
+		{"full context", `{"model":"m","messages":[{"role":"user","content":"FULLCONTEXT please"}]}`, "text", "Hello from fake. You said: FULLCONTEXT please", "end_turn", FullContextTokens},
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -55,6 +59,13 @@ func TestScript(t *testing.T) {
 			md := evs[len(evs)-2]["delta"].(map[string]any)
 			if md["stop_reason"] != c.stop {
 				t.Errorf("stop reason %v, want %s", md["stop_reason"], c.stop)
+			}
+			usage := evs[0]["message"].(map[string]any)["usage"].(map[string]any)
+			if in := usage["input_tokens"].(float64); (c.input != 0 && in != c.input) || (c.input == 0 && in >= FullContextTokens) {
+				t.Errorf("input_tokens %v, want %v", in, c.input)
+			}
+			if b := s.Bodies(); len(b) != i+1 || string(b[i]) != c.body {
+				t.Errorf("kept bodies %q; want the %d requests, the last %q", b, i+1, c.body)
 			}
 			r := s.Requests()[i]
 			if r.Reply != c.reply || r.Arg != c.arg || r.Unexpected {

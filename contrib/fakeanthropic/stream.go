@@ -16,6 +16,11 @@ const (
 	SlowDelay  = 300 * time.Millisecond
 )
 
+// FullContextTokens is the input_tokens a FULLCONTEXT reply reports: near
+// the pinned CLI's default model's 1M context window, so the CLI
+// compacts before its next request.
+const FullContextTokens = 995000
+
 // SlowText is the text the SLOW reply streams, whole.
 func SlowText() string {
 	var b strings.Builder
@@ -42,10 +47,14 @@ func stream(ctx context.Context, w http.ResponseWriter, n int, model string, rep
 			fl.Flush()
 		}
 	}
+	input := 100 + n
+	if rep.full {
+		input = FullContextTokens
+	}
 	send(map[string]any{"type": "message_start", "message": map[string]any{
 		"id": id, "type": "message", "role": "assistant", "model": model, "content": []any{},
 		"stop_reason": nil, "stop_sequence": nil,
-		"usage": map[string]any{"input_tokens": 100 + n, "output_tokens": 1, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0},
+		"usage": map[string]any{"input_tokens": input, "output_tokens": 1, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0},
 	}})
 	textBlock := func(i int, text string, last bool) {
 		send(map[string]any{"type": "content_block_start", "index": i, "content_block": map[string]any{"type": "text", "text": ""}})
@@ -75,7 +84,11 @@ func stream(ctx context.Context, w http.ResponseWriter, n int, model string, rep
 		send(map[string]any{"type": "content_block_stop", "index": 0})
 	case "tool":
 		textBlock(0, "I will run it.", true)
-		input, _ := json.Marshal(map[string]string{"command": rep.arg, "description": "fake scripted command"})
+		args := map[string]any{"command": rep.arg, "description": "fake scripted command"}
+		if rep.bg {
+			args["run_in_background"] = true
+		}
+		input, _ := json.Marshal(args)
 		send(map[string]any{"type": "content_block_start", "index": 1, "content_block": map[string]any{
 			"type": "tool_use", "id": fmt.Sprintf("toolu_fake_%03d", n), "name": "Bash", "input": map[string]any{}}})
 		for _, part := range halves(string(input)) {

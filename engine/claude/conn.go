@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mosaic-agents/mosaic/engine"
+	hclaude "github.com/mosaic-agents/mosaic/history/claude"
 	"github.com/mosaic-agents/mosaic/protocol"
 )
 
@@ -36,7 +37,12 @@ type Conn struct {
 	// none is answered twice, even once its decision is forgotten.
 	answered *engine.Recent[struct{}]
 	changed  chan struct{}
-	sent     map[string]bool // prompt uuids written (SentPrompt)
+	sent     *engine.Recent[struct{}] // prompt uuids written, the latest maxAnnounced (SentPrompt)
+	// announced is what the CLI announced under each uuid (announced.go).
+	announced *engine.Recent[hclaude.Said]
+	// notified counts the task notifications announced, by what their
+	// line says (announced.go).
+	notified *engine.Recent[int]
 	// Re-attach (Options.Resume): synced is closed once the reader
 	// skipped to the first LF, skipped counts the bytes, and seed is the
 	// id of Resync's initialize, whose answer sets the turn state in wire
@@ -72,16 +78,18 @@ func New(r io.Reader, w io.WriteCloser, session string, opts engine.Options) (*C
 	}
 	c := &Conn{
 		opts: opts, session: session,
-		wait:     make(map[string]chan *frame),
-		tr:       newTracker(),
-		mp:       newMapper(opts.Execution),
-		changed:  make(chan struct{}),
-		answered: engine.NewRecent[struct{}](maxAnswered),
-		sent:     make(map[string]bool),
-		synced:   make(chan struct{}),
-		refusals: make(chan refusalAnswer, maxRefusals),
-		closing:  make(chan struct{}),
-		Output:   engine.NewOutput(opts.SeqBase, opts.MaxQueued),
+		wait:      make(map[string]chan *frame),
+		tr:        newTracker(),
+		mp:        newMapper(opts.Execution),
+		changed:   make(chan struct{}),
+		answered:  engine.NewRecent[struct{}](maxAnswered),
+		sent:      engine.NewRecent[struct{}](maxAnnounced),
+		announced: engine.NewRecent[hclaude.Said](maxAnnounced),
+		notified:  engine.NewRecent[int](maxAnnounced),
+		synced:    make(chan struct{}),
+		refusals:  make(chan refusalAnswer, maxRefusals),
+		closing:   make(chan struct{}),
+		Output:    engine.NewOutput(opts.SeqBase, opts.MaxQueued),
 	}
 	c.in = engine.NewStdin(w, opts.StdinTimeout, c.stdinBroken)
 	c.mp.seq = opts.SeqBase
@@ -185,6 +193,7 @@ func (c *Conn) handle(line []byte, clip *engine.Clip) {
 		c.cancelDecision(f.RequestID)
 		return
 	}
+	c.announce(&f, cut)
 	c.tr.observe(&f)
 	for _, e := range c.mp.mapFrame(&f, cut) {
 		if e.Kind == protocol.EventRunSettled {

@@ -107,4 +107,13 @@
 // carry Options.IDPrefix and events count from Options.SeqBase, as Pi's
 // re-attach does. SentPrompt lets the transcript watch tell this
 // execution's prompt lines from another writer's.
+//
+// Announcements. Every assistant and non-prompt user frame, and every
+// system frame, with a uuid is kept as what it tells the model (its role
+// and content, hclaude.Said) under that uuid, and so is each prompt
+// Prompt sends: Announced gives the transcript watch what the CLI said
+// it wrote, so a line a tool appends is never vouched for
+// (announced.go; history/claude's package doc has the rules per line
+// type). At most 4096 are kept (maxAnnounced), none of a frame framing
+// cut, and a uuid announced twice with other words stands for no line.
 package claude

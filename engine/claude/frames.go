@@ -17,6 +17,17 @@ type frame struct {
 	Event           *streamEvent    `json:"event,omitempty"`
 	APIMessageID    string          `json:"api_message_id,omitempty"`
 	Message         json.RawMessage `json:"message,omitempty"`
+	// Content is a system frame's content (announced.go).
+	Content json.RawMessage `json:"content,omitempty"`
+	// A compact_boundary system frame's (announced.go).
+	LogicalParentUUID string          `json:"logical_parent_uuid,omitempty"`
+	CompactMetadata   json.RawMessage `json:"compact_metadata,omitempty"`
+	// A task_notification system frame's (announced.go).
+	TaskID     string `json:"task_id,omitempty"`
+	ToolUseID  string `json:"tool_use_id,omitempty"`
+	OutputFile string `json:"output_file,omitempty"`
+	Status     string `json:"status,omitempty"`
+	Summary    string `json:"summary,omitempty"`
 
 	// command_lifecycle
 	CommandUUID string `json:"command_uuid,omitempty"`

@@ -45,7 +45,8 @@ func (c *Conn) Prompt(ctx context.Context, text string) (engine.Dispatch, error)
 		return engine.Dispatch{}, err
 	}
 	acked := c.tr.acked
-	c.sent[id] = true
+	c.sent.Put(id, struct{}{})
+	c.putAnnounced(id, promptSaid(text))
 	c.mu.Unlock()
 
 	err := c.send(map[string]any{
@@ -71,7 +72,7 @@ func (c *Conn) Prompt(ctx context.Context, text string) (engine.Dispatch, error)
 		// Not a byte reached the CLI (its stdin is broken): the prompt
 		// was never sent, so it does not hold the slot, nor become the
 		// last prompt released.
-		delete(c.sent, id)
+		c.sent.Delete(id)
 		if s := c.tr.slot; s != nil && s.RequestID == id {
 			c.tr.slot = nil
 		}
@@ -99,11 +100,16 @@ func (c *Conn) dispatch(id string) engine.Dispatch {
 	return engine.Dispatch{RequestID: id}
 }
 
-// SentPrompt reports whether this Conn wrote a prompt with uuid id: the
-// transcript's prompt line of each has that uuid (DIGEST §8), so a prompt
-// line with another is some other writer's.
+// SentPrompt reports whether this Conn wrote a prompt with uuid id, among
+// the latest maxAnnounced it wrote: the transcript's prompt line of each
+// has that uuid (DIGEST §8), so a prompt line with another is some other
+// writer's. The watch needs one only until its next polls find the line;
+// an older one is forgotten (a line for it then would be refused: fail
+// closed), so a long-running engine's prompts cost no memory past the
+// bound.
 func (c *Conn) SentPrompt(id string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.sent[id]
+	_, ok := c.sent.Get(id)
+	return ok
 }

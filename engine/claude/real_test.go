@@ -140,6 +140,8 @@ type claudeRig struct {
 	decoy *fakeanthropic.Server
 	cfg   Config
 	n     int
+	// tap, when set, gets a copy of each launched CLI's stdout.
+	tap io.Writer
 }
 
 func newClaudeRig(t *testing.T) *claudeRig {
@@ -202,7 +204,11 @@ func (r *claudeRig) launch(t *testing.T, resume bool) *live {
 		t.Fatal(err)
 	}
 	go io.Copy(io.Discard, h.Stderr)
-	c, err := New(h.Stdout, h.Stdin, r.cfg.Session, engine.Options{Execution: exec, CommandTimeout: 60 * time.Second, AbortTimeout: 60 * time.Second})
+	var out io.Reader = h.Stdout
+	if r.tap != nil {
+		out = io.TeeReader(h.Stdout, r.tap)
+	}
+	c, err := New(out, h.Stdin, r.cfg.Session, engine.Options{Execution: exec, CommandTimeout: 60 * time.Second, AbortTimeout: 60 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -79,6 +79,17 @@ type Entry struct {
 	// Prompt marks a user prompt line (promptSource set): one a host sent,
 	// not a tool result or a marker the CLI wrote itself.
 	Prompt bool
+	// Notification marks the user line the CLI writes, unannounced, when a
+	// run_in_background task ends while it is idle (promptSource
+	// "system", origin kind "task-notification"): Prompt is set too.
+	Notification bool
+	// Attachment is an attachment line's attachment type.
+	Attachment string
+	// Said is what the line tells the model (said.go): a user or
+	// assistant line's message, a system line's subtype and content, a
+	// prompt_snapshot's snapshot; zero for other attachments, or when it
+	// does not decode.
+	Said Said
 }
 
 // Transcript is what one read found.
@@ -94,6 +105,11 @@ type Transcript struct {
 	Bookkeeping int
 	// LastPromptLeaf is the last last-prompt line's leafUuid (a hint).
 	LastPromptLeaf string
+	// unlisted counts the lines of no type Claude Code 2.1.328 was seen
+	// to write, and conversation lines without a uuid; firstUnlisted
+	// names the first (Unlisted).
+	unlisted      int
+	firstUnlisted string
 
 	// What the read covered, for Follow: the file, its first size bytes
 	// (lines lines, the last one without LF when partial) and their digest.
@@ -118,6 +134,15 @@ type line struct {
 	Message     json.RawMessage `json:"message"`
 	LeafUUID    string          `json:"leafUuid"`
 	PromptSrc   string          `json:"promptSource"`
+	Subtype     string          `json:"subtype"`
+	Content     json.RawMessage `json:"content"`
+	Attachment  json.RawMessage `json:"attachment"`
+	Origin      struct {
+		Kind string `json:"kind"`
+	} `json:"origin"`
+	// A compact_boundary's (said.go).
+	LogicalParent   string          `json:"logicalParentUuid"`
+	CompactMetadata json.RawMessage `json:"compactMetadata"`
 }
 
 type message struct {
@@ -189,7 +214,7 @@ type decoded struct {
 	blank bool
 	l     line
 	err   error // not a JSON line
-	shown Entry // the Role, Blocks and Tool of a user or assistant line
+	shown Entry // the Role, Blocks, Tool and Said of a line
 }
 
 // decode decodes line b.
@@ -204,13 +229,54 @@ func decode(b []byte) decoded {
 		return decoded{err: err}
 	}
 	var d decoded
-	if l.Type == "user" || l.Type == "assistant" {
+	switch l.Type {
+	case "user", "assistant":
 		render(&d.shown, l.Message)
+		d.shown.Said, _ = MessageSaid(l.Message)
+	case "system":
+		if l.Subtype == "compact_boundary" {
+			d.shown.Said, _ = BoundarySaid(l.Content, l.LogicalParent, l.CompactMetadata)
+		} else {
+			d.shown.Said, _ = SystemSaid(l.Subtype, l.Content)
+		}
+	case "attachment":
+		var a struct {
+			Type string `json:"type"`
+		}
+		_ = json.Unmarshal(l.Attachment, &a)
+		d.shown.Attachment = a.Type
+		if a.Type == "prompt_snapshot" {
+			d.shown.Said, _ = SnapshotSaid(l.Attachment)
+		}
 	}
-	l.Message = nil // rendered: the copy is not kept
+	// Digested: the copies are not kept.
+	l.Message, l.Content, l.Attachment, l.CompactMetadata = nil, nil, nil, nil
 	d.l = l
 	return d
 }
+
+// bookkeeping are the line types without a uuid Claude Code 2.1.328 was
+// seen to write (DIGEST §8 and the real CLI's transcripts): none reaches
+// the model on a resume (a forged api-request-blob or summary was
+// measured not to). Any other type is unlisted: the CLI may load it in a
+// way no recording shows.
+var bookkeeping = map[string]bool{
+	"queue-operation": true, "api-request": true, "api-request-shape": true, "api-request-blob": true,
+	"atis-latch": true, "last-prompt": true, "tools-used": true, "cost-state": true, "mode": true,
+}
+
+// unlist counts line n, of type typ, as unlisted.
+func (t *Transcript) unlist(n int, typ string) {
+	if t.unlisted == 0 {
+		t.firstUnlisted = fmt.Sprintf("line %d (type %q)", n, cutID(typ))
+	}
+	t.unlisted++
+}
+
+// Unlisted counts the lines of a type Claude Code 2.1.328 was never seen
+// to write, and the user, assistant, attachment or system lines without a
+// uuid, and names the first: lines a reader cannot say how the CLI loads.
+func (t *Transcript) Unlisted() (int, string) { return t.unlisted, t.firstUnlisted }
 
 // apply judges decoded line d, line n of the file, against the lines
 // before it and adds what it shows.
@@ -234,10 +300,14 @@ func (t *Transcript) apply(d *decoded, n int) error {
 	switch l.Type {
 	case "user", "assistant", "attachment", "system":
 	default:
+		if !bookkeeping[l.Type] {
+			t.unlist(n, l.Type)
+		}
 		t.Bookkeeping++
 		return nil
 	}
 	if l.UUID == "" {
+		t.unlist(n, l.Type)
 		t.Bookkeeping++
 		return nil
 	}
@@ -255,7 +325,9 @@ func (t *Transcript) apply(d *decoded, n int) error {
 	if parent := l.ParentUUID; len(l.UUID) > MaxEntryID || (parent != nil && len(*parent) > MaxEntryID) {
 		return protocol.Refuse(protocol.CodeUnreadable, "%s:%d names its entry or its parent by an id over %d bytes (%q...); Claude Code writes a UUID or the id its host sent", t.path, n, MaxEntryID, cutID(l.UUID))
 	}
-	e := &Entry{UUID: l.UUID, Type: l.Type, Sidechain: l.IsSidechain, Line: n, Prompt: l.Type == "user" && l.PromptSrc != ""}
+	e := &Entry{UUID: l.UUID, Type: l.Type, Sidechain: l.IsSidechain, Line: n, Prompt: l.Type == "user" && l.PromptSrc != "",
+		Attachment: d.shown.Attachment, Said: d.shown.Said,
+		Notification: l.Type == "user" && l.PromptSrc == "system" && l.Origin.Kind == "task-notification"}
 	if l.ParentUUID != nil {
 		e.Parent = *l.ParentUUID
 	}

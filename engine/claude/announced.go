@@ -1,0 +1,93 @@
+package claude
+
+import (
+	"encoding/json"
+
+	hclaude "github.com/mosaic-agents/mosaic/history/claude"
+)
+
+// The lines the CLI announced (Conn.Announced).
+//
+// Every assistant and non-prompt user line of the transcript has a stdout
+// frame under the same uuid, written before the line (measured: 6 to 80
+// ms before), whose message says the same to the model: the same role
+// and content (DIGEST §8; transcript_golden.jsonl against
+// rec_golden.jsonl, every such line). A prompt line's uuid is the one
+// Prompt sent, and its content the text it sent. So the transcript watch
+// vouches for such a line only when it says what was announced under its
+// uuid (controller/claudewatch.go); what a tool in the engine appends
+// was announced by nobody.
+
+// maxAnnounced bounds the announcements a Conn keeps (each a uuid of at
+// most engine.MaxRecentKey bytes and a digest: under 5 MiB): the watch
+// needs one only until its next polls find the line.
+const maxAnnounced = 4096
+
+// ambiguous is kept for a uuid announced twice with different words:
+// either may be the line, so it says what no line says (the zero Said)
+// and the line is refused rather than taken for one of them.
+var ambiguous = hclaude.Said{}
+
+// announce keeps what f says under its uuid: an assistant, user or
+// system frame whose line framing did not cut it. c.mu held.
+func (c *Conn) announce(f *frame, cut bool) {
+	if cut || f.UUID == "" {
+		return
+	}
+	var said hclaude.Said
+	var ok bool
+	switch {
+	case f.Type == "assistant" || f.Type == "user":
+		said, ok = hclaude.MessageSaid(f.Message)
+	case f.Type == "system" && f.Subtype == "task_notification":
+		// Its line carries another uuid: kept by what it says.
+		n := hclaude.NotificationSaid(f.TaskID, f.ToolUseID, f.OutputFile, f.Status, f.Summary)
+		k := string(n[:])
+		was, _ := c.notified.Get(k)
+		c.notified.Put(k, was+1)
+	case f.Type == "system" && f.Subtype == "compact_boundary":
+		said, ok = hclaude.AnnouncedBoundarySaid(f.LogicalParentUUID, f.CompactMetadata)
+	case f.Type == "system":
+		said, ok = hclaude.SystemSaid(f.Subtype, f.Content)
+	}
+	if ok {
+		c.putAnnounced(f.UUID, said)
+	}
+}
+
+// putAnnounced keeps said under id, or ambiguous if id was announced
+// with other words. c.mu held.
+func (c *Conn) putAnnounced(id string, said hclaude.Said) {
+	if was, ok := c.announced.Get(id); ok && was != said {
+		said = ambiguous
+	}
+	c.announced.Put(id, said)
+}
+
+// Notified counts the task_notification frames the CLI announced, among
+// the latest maxAnnounced, whose line would say said: the CLI writes one
+// line for each (with a uuid of its own, not the frame's).
+func (c *Conn) Notified(said hclaude.Said) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, _ := c.notified.Get(string(said[:]))
+	return n
+}
+
+// promptSaid is what the transcript's line of a prompt of text says: the
+// message Prompt sends.
+func promptSaid(text string) hclaude.Said {
+	raw, _ := json.Marshal(map[string]any{"role": "user", "content": []map[string]string{{"type": "text", "text": text}}})
+	said, _ := hclaude.MessageSaid(raw)
+	return said
+}
+
+// Announced returns what the CLI announced under uuid id (a frame, or a
+// prompt this Conn sent), and whether it announced anything under it
+// among the latest maxAnnounced. A uuid announced twice with different
+// words returns the zero Said, which no line says.
+func (c *Conn) Announced(id string) (hclaude.Said, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.announced.Get(id)
+}
