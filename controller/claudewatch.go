@@ -71,6 +71,7 @@ func (c *Controller) watchClaude(x *execution, pinned string, resumed bool, from
 	// waitID is the line waiting for its frame at the last poll, and
 	// waitTicks for how many polls it has.
 	waitID, waitTicks := "", 0
+	skipped := 0 // polls in a row that found size and times unchanged
 	if !prev.New() {
 		// The file's size and inode as read; no time, so the first tick
 		// follows it whatever changed since.
@@ -96,12 +97,16 @@ func (c *Controller) watchClaude(x *execution, pinned string, resumed bool, from
 		case err != nil:
 			c.foreign(x, "the transcript is gone: "+err.Error(), "")
 			return
-		case fi.Size() == size && fi.ModTime().Equal(mod) && changeTime(fi).Equal(change) && waitID == "":
+		case fi.Size() == size && fi.ModTime().Equal(mod) && changeTime(fi).Equal(change) && waitID == "" && skipped+1 < recheckPolls:
+			// A store through a shared mapping moves no stat field:
+			// every recheckPolls-th poll reads the file anyway.
+			skipped++
 			continue
 		case size >= 0 && (fi.Size() < size || inode(fi) != ino):
 			c.foreign(x, "the transcript was replaced or shortened", "")
 			return
 		}
+		skipped = 0
 		if !endsLine(path, fi.Size()) {
 			// The CLI is still writing its last line: read it whole at a
 			// later tick. A half line that stays (a writer that stopped

@@ -121,7 +121,8 @@ func (c *Controller) watchSession(x *execution, prev *history.Snapshot) {
 // its own bytes) then rewrites what it likes there, and no stat field
 // ever moves, nor does the inode's change counter, which statx does not
 // give user space anyway (STATX_CHANGE_COOKIE is kernel-only). Such a
-// rewrite is found at the next full check instead of never; at the
+// rewrite is found at the next full check instead of never (the Claude
+// transcript's watch counts the same way); at the
 // default interval of one second, within ten.
 const recheckPolls = 10
 

@@ -14,6 +14,7 @@ import (
 	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
 	"github.com/mosaic-agents/mosaic/internal/xdg"
 	"github.com/mosaic-agents/mosaic/protocol"
+	"golang.org/x/sys/unix"
 )
 
 // TestClaudeForeignWriter: a prompt line appended to a running Claude
@@ -238,5 +239,64 @@ func TestClaudeWakeRefusesAToolsAttachment(t *testing.T) {
 	res = run(t, r.bin, "recover", "--take", r.id)
 	if want := "Cut the file back to its first " + strconv.Itoa(cut) + " bytes"; res.code != 2 || !strings.Contains(res.stderr, "target") || !strings.Contains(res.stderr, want) {
 		t.Fatalf("recover on the forged attachment: exit %d, stdout %q, stderr %q; want refused target saying %q", res.code, res.stdout, res.stderr, want)
+	}
+}
+
+// TestClaudeRewriteThroughMapping: a writer that rewrites a running Claude
+// conversation's transcript in place through a shared writable mapping
+// (a store to a page it already dirtied moves neither the size nor a time)
+// is still found: the watch reads the file again at least every
+// recheckPolls-th poll, finds it no longer begins with the bytes it
+// vouched for, and closes admission.
+func TestClaudeRewriteThroughMapping(t *testing.T) {
+	sandboxtest.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r := newClaudeRig(t, "cmapped")
+	if out := mustRun(t, r.bin, "prompt", "--take", r.id, "hello there"); !strings.Contains(out, "You said: hello there") {
+		t.Fatalf("prompt printed %q", out)
+	}
+	if b := r.settledIdle(t, ctx); b.State != protocol.BindingActive {
+		t.Fatalf("binding %+v before the rewrite", b)
+	}
+	state, err := xdg.StateHome()
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(state, "mosaic", "claude", r.id, "config", "projects", "*", "*.jsonl"))
+	if len(files) != 1 {
+		t.Fatalf("transcripts %v; want one", files)
+	}
+	raw, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := bytes.Replace(raw, []byte("hello there"), []byte("HELLO THERE"), 1)
+	if bytes.Equal(forged, raw) {
+		t.Fatalf("no prompt text to rewrite in the transcript:\n%s", raw)
+	}
+	f, err := os.OpenFile(files[0], os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	m, err := unix.Mmap(int(f.Fd()), 0, len(raw), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(m)
+	copy(m, raw)                // dirties the pages: the one stamp the stores get
+	time.Sleep(3 * time.Second) // the watch reads the file as it was
+	copy(m, forged)
+	for {
+		b, _ := currentBinding(t, ctx, r.path)
+		if b.State == protocol.BindingUncertain {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the rewrite through the mapping did not close admission: %+v", b)
+		case <-time.After(500 * time.Millisecond):
+		}
 	}
 }
