@@ -28,24 +28,7 @@ func TestClaudeForeignWriter(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	r := newClaudeRig(t, "cforeign")
-	if out := mustRun(t, r.bin, "prompt", "--take", r.id, "hello there"); !strings.Contains(out, "You said: hello there") {
-		t.Fatalf("prompt printed %q", out)
-	}
-	if b := r.settledIdle(t, ctx); b.State != protocol.BindingActive {
-		t.Fatalf("binding %+v before the foreign write", b)
-	}
-	state, err := xdg.StateHome()
-	if err != nil {
-		t.Fatal(err)
-	}
-	files, _ := filepath.Glob(filepath.Join(state, "mosaic", "claude", r.id, "config", "projects", "*", "*.jsonl"))
-	if len(files) != 1 {
-		t.Fatalf("transcripts %v; want one", files)
-	}
-	raw, err := os.ReadFile(files[0])
-	if err != nil {
-		t.Fatal(err)
-	}
+	transcript, raw := promptedTranscript(t, ctx, r, "hello there")
 	// The foreign line: the conversation's own prompt line, under a new
 	// uuid, continuing the last entry.
 	var prompt, last map[string]any
@@ -66,7 +49,7 @@ func TestClaudeForeignWriter(t *testing.T) {
 	}
 	prompt["uuid"], prompt["parentUuid"], prompt["promptId"] = "f0000000-0000-4000-8000-00000000f001", last["uuid"], "f0000000-0000-4000-8000-00000000f002"
 	line, _ := json.Marshal(prompt)
-	f, err := os.OpenFile(files[0], os.O_WRONLY|os.O_APPEND, 0)
+	f, err := os.OpenFile(transcript, os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,29 +236,12 @@ func TestClaudeRewriteThroughMapping(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	r := newClaudeRig(t, "cmapped")
-	if out := mustRun(t, r.bin, "prompt", "--take", r.id, "hello there"); !strings.Contains(out, "You said: hello there") {
-		t.Fatalf("prompt printed %q", out)
-	}
-	if b := r.settledIdle(t, ctx); b.State != protocol.BindingActive {
-		t.Fatalf("binding %+v before the rewrite", b)
-	}
-	state, err := xdg.StateHome()
-	if err != nil {
-		t.Fatal(err)
-	}
-	files, _ := filepath.Glob(filepath.Join(state, "mosaic", "claude", r.id, "config", "projects", "*", "*.jsonl"))
-	if len(files) != 1 {
-		t.Fatalf("transcripts %v; want one", files)
-	}
-	raw, err := os.ReadFile(files[0])
-	if err != nil {
-		t.Fatal(err)
-	}
+	transcript, raw := promptedTranscript(t, ctx, r, "hello there")
 	forged := bytes.Replace(raw, []byte("hello there"), []byte("HELLO THERE"), 1)
 	if bytes.Equal(forged, raw) {
 		t.Fatalf("no prompt text to rewrite in the transcript:\n%s", raw)
 	}
-	f, err := os.OpenFile(files[0], os.O_RDWR, 0)
+	f, err := os.OpenFile(transcript, os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,4 +265,30 @@ func TestClaudeRewriteThroughMapping(t *testing.T) {
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
+}
+
+// promptedTranscript prompts r's conversation with text, waits for the
+// run to settle with the binding active, and returns the path of its
+// transcript and what it holds then.
+func promptedTranscript(t *testing.T, ctx context.Context, r claudeRig, text string) (string, []byte) {
+	t.Helper()
+	if out := mustRun(t, r.bin, "prompt", "--take", r.id, text); !strings.Contains(out, "You said: "+text) {
+		t.Fatalf("prompt printed %q", out)
+	}
+	if b := r.settledIdle(t, ctx); b.State != protocol.BindingActive {
+		t.Fatalf("binding %+v after the prompt", b)
+	}
+	state, err := xdg.StateHome()
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(state, "mosaic", "claude", r.id, "config", "projects", "*", "*.jsonl"))
+	if len(files) != 1 {
+		t.Fatalf("transcripts %v; want one", files)
+	}
+	raw, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files[0], raw
 }

@@ -38,10 +38,7 @@ func TestServiceEndingVerbs(t *testing.T) {
 		t.Run(v.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			entry, _ := fakeEngine(t, stubmodel.Script{})
-			id, _, path := startConversation(t, bin, "verbs-"+strings.ReplaceAll(v.name, " ", "-"), "--engine", entry, "--provider", "fakellm", "--model", "fake-model")
-			svc := "mosaic-conv@" + id + ".service"
-			logOnFailure(t, svc)
+			id, path, _, _ := fakeConversation(t, bin, "verbs-"+strings.ReplaceAll(v.name, " ", "-"), stubmodel.Script{})
 			before := promptOnce(t, ctx, path, "before")
 			start := time.Now()
 			mustRun(t, "systemctl", append([]string{"--user"}, v.args(id)...)...)
@@ -120,10 +117,7 @@ func TestServiceStopTiming(t *testing.T) {
 	bin := sandboxtest.Bin(t, "mosaicctl")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	entry, stdinLog := fakeEngine(t, stubmodel.Script{})
-	id, _, path := startConversation(t, bin, "stop-timing", "--engine", entry, "--provider", "fakellm", "--model", "fake-model")
-	svc := "mosaic-conv@" + id + ".service"
-	logOnFailure(t, svc)
+	id, path, svc, stdinLog := fakeConversation(t, bin, "stop-timing", stubmodel.Script{})
 	promptOnce(t, ctx, path, "hi")
 	// The engine does not exit at the end of its stdin.
 	if err := liveControl(t, stdinLog).Arm(ctx, fakepi.PointStdinEOF); err != nil {
@@ -191,10 +185,7 @@ func TestServiceStopAfterRestart(t *testing.T) {
 	bin := sandboxtest.Bin(t, "mosaicctl")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	entry, _ := fakeEngine(t, stubmodel.Script{})
-	id, _, path := startConversation(t, bin, "stop-after-restart", "--engine", entry, "--provider", "fakellm", "--model", "fake-model")
-	svc := "mosaic-conv@" + id + ".service"
-	logOnFailure(t, svc)
+	id, path, svc, _ := fakeConversation(t, bin, "stop-after-restart", stubmodel.Script{})
 	before := promptOnce(t, ctx, path, "hi")
 	mustRun(t, "systemctl", "--user", "restart", svc)
 	if b, _ := currentBinding(t, ctx, path); b.Execution != before.Execution || b.State != protocol.BindingActive {
@@ -218,10 +209,7 @@ func TestServiceStopOutlastsTimeoutStopSec(t *testing.T) {
 	bin := sandboxtest.Bin(t, "mosaicctl")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	entry, stdinLog := fakeEngine(t, stubmodel.Script{})
-	id, _, path := startConversation(t, bin, "stop-overrun", "--engine", entry, "--provider", "fakellm", "--model", "fake-model")
-	svc := "mosaic-conv@" + id + ".service"
-	logOnFailure(t, svc)
+	id, path, svc, stdinLog := fakeConversation(t, bin, "stop-overrun", stubmodel.Script{})
 	home, _ := os.UserHomeDir()
 	dropin := home + "/.config/systemd/user/" + svc + ".d"
 	if err := os.MkdirAll(dropin, 0o755); err != nil {
@@ -264,10 +252,7 @@ func TestServiceStopWithScope(t *testing.T) {
 			if tool {
 				script.Turns = []stubmodel.Turn{{Text: []string{"running "}, Tool: &stubmodel.ToolCall{Command: "sleep 600"}}}
 			}
-			entry, _ := fakeEngine(t, script)
-			id, _, path := startConversation(t, bin, fmt.Sprintf("stop-scope-%v", tool), "--engine", entry, "--provider", "fakellm", "--model", "fake-model")
-			svc := "mosaic-conv@" + id + ".service"
-			logOnFailure(t, svc)
+			id, path, svc, _ := fakeConversation(t, bin, fmt.Sprintf("stop-scope-%v", tool), script)
 			if tool {
 				lib := activeLib(t, ctx, path)
 				if _, err := lib.c.Takeover(ctx); err != nil {

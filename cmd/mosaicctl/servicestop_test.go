@@ -74,12 +74,9 @@ func TestServiceStopEndsEngineWithProof(t *testing.T) {
 	t.Run("a tool running: a force stop, then recover", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		entry, _ := fakeEngine(t, stubmodel.Script{Turns: []stubmodel.Turn{
+		id, path, svc, _ := fakeConversation(t, bin, "svcstop-tool", stubmodel.Script{Turns: []stubmodel.Turn{
 			{Text: []string{"running "}, Tool: &stubmodel.ToolCall{Command: "setsid sleep 600 >/dev/null 2>&1 & sleep 600"}},
 		}})
-		id, _, path := startConversation(t, bin, "svcstop-tool", "--engine", entry, "--provider", "fakellm", "--model", "fake-model")
-		svc := "mosaic-conv@" + id + ".service"
-		logOnFailure(t, svc)
 		lib := activeLib(t, ctx, path)
 		if _, err := lib.c.Takeover(ctx); err != nil {
 			t.Fatal(err)
@@ -137,4 +134,16 @@ func userTexts(t *testing.T, proj string) []string {
 		}
 	}
 	return out
+}
+
+// fakeConversation starts a conversation on seat whose engine is the fake
+// Pi running script, logs its controller's journal if the test fails, and
+// returns its id, socket path, service and the fake's stdin log.
+func fakeConversation(t *testing.T, bin, seat string, script stubmodel.Script) (id, path, svc, stdinLog string) {
+	t.Helper()
+	entry, stdinLog := fakeEngine(t, script)
+	id, _, path = startConversation(t, bin, seat, "--engine", entry, "--provider", "fakellm", "--model", "fake-model")
+	svc = "mosaic-conv@" + id + ".service"
+	logOnFailure(t, svc)
+	return id, path, svc, stdinLog
 }
