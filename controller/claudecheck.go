@@ -96,12 +96,16 @@ func checkTranscript(prev, now *hclaude.Transcript, said announcements, pinned s
 		v.foreign = first + " is of no kind Claude Code " + hclaude.Version + " was seen to write"
 		return v
 	}
-	side := now.Sidechain()
-	for _, e := range side[len(prev.Sidechain()):] {
-		if got, ok := said.Announced(e.UUID); !ok || got != e.Said {
-			v.foreign = fmt.Sprintf("sidechain %s %s was not announced by the engine", e.Type, e.UUID)
-			return v
-		}
+	// The CLI writes a subagent's lines to <session>/subagents/, never
+	// here (measured, review h142: TestReviewSubagentFrames); and its
+	// loader keeps one line per uuid, sidechain or not, the last: a
+	// sidechain copy of a main-chain line under another parent rewires
+	// what a resume loads (TestReviewSidechainCopyOnResume). So a
+	// sidechain line here is another writer's, whatever it says.
+	if side := now.Sidechain(); len(side) > len(prev.Sidechain()) {
+		e := side[len(prev.Sidechain())]
+		v.foreign = fmt.Sprintf("sidechain %s %s: Claude Code writes none to the session's transcript", e.Type, e.UUID)
+		return v
 	}
 	order := now.Order()
 	p := prover{prev: prev, now: now, proven: map[string]bool{}, limit: len(order)}
@@ -132,6 +136,16 @@ func checkTranscript(prev, now *hclaude.Transcript, said announcements, pinned s
 				v.foreign = fmt.Sprintf("task notification %s says what the engine announced %d times in %d lines: another writer copied it", id, n, notes[e.Said])
 				return v
 			}
+			// Its words are predictable and its uuid no frame's: a copy
+			// written before the CLI's line counts as the CLI's until
+			// that line comes, so it proves nothing above it (review
+			// h142): its parent must be proven already.
+			if !p.known(e.Parent) {
+				v.foreign = fmt.Sprintf("task notification %s continues %s, which no line of the engine proved", id, e.Parent)
+				return v
+			}
+			p.proven[e.UUID] = true
+			goto checked
 		case e.Prompt:
 			if !said.SentPrompt(id) {
 				v.foreign = "prompt " + id + " was written by another writer"
@@ -172,6 +186,7 @@ func checkTranscript(prev, now *hclaude.Transcript, said announcements, pinned s
 			}
 		}
 		p.descend(e)
+	checked:
 		for _, o := range open {
 			if !p.proven[o.UUID] {
 				v.foreign = fmt.Sprintf("%s %s (%s) was written by another writer: the engine's lines after it do not continue it", o.Type, o.UUID, cmp.Or(o.Attachment, "no attachment"))

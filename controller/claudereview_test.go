@@ -3,6 +3,10 @@ package controller
 import (
 	"strings"
 	"testing"
+
+	"github.com/mosaic-agents/mosaic/engine"
+	"github.com/mosaic-agents/mosaic/engine/claude"
+	hclaude "github.com/mosaic-agents/mosaic/history/claude"
 )
 
 // Review h142: lines a tool in the engine can append that the watch
@@ -60,11 +64,18 @@ func TestReviewAnnouncedElsewhereProvesAttachment(t *testing.T) {
 		s1 = "00000000-0000-4000-8000-0000000000d1"
 	)
 	base := []string{tline("prompt", u1, ""), cline("snapshot", s1, u1, "sys"), tline("assistant", a1, s1)}
-	// The engine announced sub (a subagent's message): its line is not in
-	// this file.
-	engine := hears(t, tline("assistant", sub, a1))
+	// The engine announced sub (a subagent's message, parent_tool_use_id
+	// set): its line is not in this file.
+	out := `{"type":"assistant","uuid":"` + sub + `","parent_tool_use_id":"toolu_1","session_id":"` + watchSession + `","message":{"role":"assistant","content":[{"type":"text","text":"hello"}]}}` + "\n"
+	c, err := claude.New(strings.NewReader(out), nopCloser{}, "", engine.Options{Execution: "x1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range c.Events() {
+	}
+	said := recorded{Conn: c, prompts: map[string]hclaude.Said{}}
 	now := append(base[:3:3], cline("attachment:critical_system_reminder", f1, a1, "FORGED"), tline("assistant", sub, f1))
-	v := checkTranscript(readLines(t, base...), readLines(t, now...), engine, "")
+	v := checkTranscript(readLines(t, base...), readLines(t, now...), said, "")
 	if v.foreign == "" && v.unproven == "" && !v.waiting {
 		t.Fatalf("vouched for a forged attachment above a copied frame: %+v (leaf %s)", v, v.leaf)
 	}

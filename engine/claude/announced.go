@@ -34,6 +34,12 @@ func (c *Conn) announce(f *frame, cut bool) {
 	if cut || f.UUID == "" {
 		return
 	}
+	if f.ParentToolUseID != nil && *f.ParentToolUseID != "" {
+		// A subagent's message: its line is written to the subagent's
+		// own transcript (a tool can read it), never to the session's
+		// main chain, so it vouches for no line there (review h142).
+		return
+	}
 	var said hclaude.Said
 	var ok bool
 	switch {
