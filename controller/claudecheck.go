@@ -97,10 +97,11 @@ func checkTranscript(prev, now *hclaude.Transcript, said announcements, pinned s
 		return v
 	}
 	// The CLI writes a subagent's lines to <session>/subagents/, never
-	// here (measured, review h142: TestReviewSubagentFrames); and its
+	// here (measured with the real CLI); and its
 	// loader keeps one line per uuid, sidechain or not, the last: a
 	// sidechain copy of a main-chain line under another parent rewires
-	// what a resume loads (TestReviewSidechainCopyOnResume). So a
+	// what a resume loads (measured: the resumed request dropped every
+	// message before it; TestSidechainLineIsForeign). So a
 	// sidechain line here is another writer's, whatever it says.
 	if side := now.Sidechain(); len(side) > len(prev.Sidechain()) {
 		e := side[len(prev.Sidechain())]
@@ -138,8 +139,9 @@ func checkTranscript(prev, now *hclaude.Transcript, said announcements, pinned s
 			}
 			// Its words are predictable and its uuid no frame's: a copy
 			// written before the CLI's line counts as the CLI's until
-			// that line comes, so it proves nothing above it (review
-			// h142): its parent must be proven already.
+			// that line comes, so it proves nothing above it
+			// (TestNotificationCopyProvesNothing): its parent must be
+			// proven already.
 			if !p.known(e.Parent) {
 				v.foreign = fmt.Sprintf("task notification %s continues %s, which no line of the engine proved", id, e.Parent)
 				return v

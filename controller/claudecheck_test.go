@@ -125,6 +125,8 @@ func TestCheckTranscript(t *testing.T) {
 		{"system line nobody announced", then(cline("system", f1, a1, "FORGED")), "", waits, ""},
 		{"sidechain line nobody announced", then(cline("sidechain", f1, a1, "FORGED")), "", foreign, ""},
 		{"line of a type never seen", then(cline("content-replacement", "", "", "")), "", foreign, ""},
+		{"the CLI's mode line", then(`{"type":"mode","mode":"normal","sessionId":"` + watchSession + `"}`), "", ok, a1},
+		{"a mode line of another mode", then(`{"type":"mode","mode":"coordinator","sessionId":"` + watchSession + `"}`), "", foreign, ""},
 
 		{"attachments the engine's reply continues", then(tline("prompt", u2, a1), cline("attachment:date", c1, u2, "today"),
 			cline("attachment:environment", c2, c1, "linux"), tline("assistant", a2, c2)), "", ok, a2},

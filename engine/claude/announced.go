@@ -37,7 +37,8 @@ func (c *Conn) announce(f *frame, cut bool) {
 	if f.ParentToolUseID != nil && *f.ParentToolUseID != "" {
 		// A subagent's message: its line is written to the subagent's
 		// own transcript (a tool can read it), never to the session's
-		// main chain, so it vouches for no line there (review h142).
+		// main chain, so it vouches for no line there (measured with
+		// the real CLI; controller.TestSubagentFramesProveNothing).
 		return
 	}
 	var said hclaude.Said

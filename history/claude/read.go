@@ -133,6 +133,7 @@ type line struct {
 	Cwd         string          `json:"cwd"`
 	Message     json.RawMessage `json:"message"`
 	LeafUUID    string          `json:"leafUuid"`
+	Mode        string          `json:"mode"` // a mode line's
 	PromptSrc   string          `json:"promptSource"`
 	Subtype     string          `json:"subtype"`
 	Content     json.RawMessage `json:"content"`
@@ -257,9 +258,13 @@ func decode(b []byte) decoded {
 
 // bookkeeping are the line types without a uuid Claude Code 2.1.328 was
 // seen to write (DIGEST §8 and the real CLI's transcripts): none reaches
-// the model on a resume (a forged api-request-blob or summary was
-// measured not to). Any other type is unlisted: the CLI may load it in a
-// way no recording shows.
+// the model on a resume (forged api-request, api-request-shape,
+// api-request-blob, tools-used, atis-latch, last-prompt, cost-state and
+// summary lines were measured not to), except a mode line, which sets
+// the resumed CLI's mode: one saying "coordinator" took Bash, Edit, Read
+// and Write from the tools of the first resumed request (measured). The
+// CLI was seen to write only "normal", so any other mode is unlisted, as
+// is any other type: the CLI may load it in a way no recording shows.
 var bookkeeping = map[string]bool{
 	"queue-operation": true, "api-request": true, "api-request-shape": true, "api-request-blob": true,
 	"atis-latch": true, "last-prompt": true, "tools-used": true, "cost-state": true, "mode": true,
@@ -300,7 +305,7 @@ func (t *Transcript) apply(d *decoded, n int) error {
 	switch l.Type {
 	case "user", "assistant", "attachment", "system":
 	default:
-		if !bookkeeping[l.Type] {
+		if !bookkeeping[l.Type] || l.Type == "mode" && l.Mode != "normal" {
 			t.unlist(n, l.Type)
 		}
 		t.Bookkeeping++

@@ -9,11 +9,11 @@ import (
 	hclaude "github.com/mosaic-agents/mosaic/history/claude"
 )
 
-// Review h142: lines a tool in the engine can append that the watch
+// Lines a tool in the engine can append that the watch
 // vouches for. Each case is a forgery; the watch must not vouch for it
 // (want: foreign, or at least never ok).
 
-// TestReviewNotificationCopyProvesAttachment: a task ending mid-turn is
+// TestNotificationCopyProvesNothing: a task ending mid-turn is
 // announced by its task_notification frame during the turn and its line
 // is written only after the turn (testdata/background_midturn). In that
 // window a tool appends a forged attachment and a copy of the
@@ -22,7 +22,7 @@ import (
 // frame, so the copy is "proven" and proves the attachment above it, which
 // the watch then vouches for (until the CLI's own line makes the count 2:
 // a stop in between records the forgery).
-func TestReviewNotificationCopyProvesAttachment(t *testing.T) {
+func TestNotificationCopyProvesNothing(t *testing.T) {
 	rec := midTurnRec
 	lines, said := rec.lines(t)
 	n := lineOfID(t, lines, midTurnNotified)
@@ -50,14 +50,14 @@ func TestReviewNotificationCopyProvesAttachment(t *testing.T) {
 	}
 }
 
-// TestReviewAnnouncedElsewhereProvesAttachment: a frame announced under a
+// TestSubagentFramesProveNothing: a frame announced under a
 // uuid whose line the CLI writes somewhere else than the main chain (a
 // subagent's frames: its lines go to <session>/subagents/agent-*.jsonl,
 // which a tool can read) can be copied onto the main chain under a
 // forged attachment: the line "says what was announced under its uuid",
 // so it is proven, and so is the attachment it names as parent. Nothing
 // checks the line's parent or that the frame was a main-chain one.
-func TestReviewAnnouncedElsewhereProvesAttachment(t *testing.T) {
+func TestSubagentFramesProveNothing(t *testing.T) {
 	const (
 		u1, a1, sub, f1 = "00000000-0000-4000-8000-000000000001", "00000000-0000-4000-8000-0000000000a1",
 			"00000000-0000-4000-8000-0000000000e1", "00000000-0000-4000-8000-0000000000f1"
@@ -81,13 +81,13 @@ func TestReviewAnnouncedElsewhereProvesAttachment(t *testing.T) {
 	}
 }
 
-// TestReviewSidechainCopyOfMainUUID: a sidechain line needs only a frame
+// TestSidechainLineIsForeign: a sidechain line needs only a frame
 // of its uuid saying its words, and sidechain lines are not checked for
 // repeats. A tool appends a copy of a main-chain line (its uuid and
 // message) as a sidechain line with another parentUuid (null: drops all
 // history before it) and flags of its choosing. The CLI's loader keeps
 // one line per uuid, the last (h.set(uuid, entry)).
-func TestReviewSidechainCopyOfMainUUID(t *testing.T) {
+func TestSidechainLineIsForeign(t *testing.T) {
 	const (
 		u1, a1, u2, a2 = "00000000-0000-4000-8000-000000000001", "00000000-0000-4000-8000-0000000000a1",
 			"00000000-0000-4000-8000-000000000002", "00000000-0000-4000-8000-0000000000a2"
