@@ -102,3 +102,39 @@ func TestSidechainLineIsForeign(t *testing.T) {
 		t.Fatalf("vouched for a sidechain copy of main-chain entry %s: %+v", u2, v)
 	}
 }
+
+// TestCutFrameVouchesItsLine: a frame over the engine's MaxLine (1 MiB by
+// default: a Read of a screenshot returns its base64 image) is cut by the
+// adapter's framing and says its words only in part; it still announces
+// its uuid, so the CLI's own line under it is vouched for instead of
+// refused as another writer's (which closed admission on every such
+// line). A line of another type under that uuid is not.
+func TestCutFrameVouchesItsLine(t *testing.T) {
+	const (
+		u1 = "00000000-0000-4000-8000-0000000000c1"
+		a1 = "00000000-0000-4000-8000-0000000000c2"
+		r1 = "00000000-0000-4000-8000-0000000000b1"
+	)
+	img := strings.Repeat("A", 1200<<10)
+	msg := `{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + img + `"}}]}]}`
+	out := `{"type":"user","uuid":"` + r1 + `","parent_tool_use_id":null,"session_id":"` + watchSession + `","message":` + msg + `}` + "\n"
+	c, err := claude.New(strings.NewReader(out), nopCloser{}, "", engine.Options{Execution: "x1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range c.Events() {
+	}
+	if got, ok := c.Announced(r1); !ok || got != hclaude.CutSaid("user") {
+		t.Fatalf("a %d KiB tool result frame announced %v (ok %v); want its uuid, cut", len(out)>>10, got, ok)
+	}
+	said := recorded{Conn: c, prompts: map[string]hclaude.Said{}}
+	base := []string{tline("prompt", u1, ""), tline("assistant", a1, u1)}
+	line := `{"parentUuid":"` + a1 + `","isSidechain":false,"uuid":"` + r1 + `","sessionId":"` + watchSession + `","version":"2.1.328","type":"user","message":` + msg + `}`
+	if v := checkTranscript(readLines(t, base...), readLines(t, append(base[:2:2], line)...), said, ""); v.foreign != "" || v.unproven != "" || v.leaf != r1 {
+		t.Fatalf("the CLI's own line under a cut frame: %+v; want vouched, the leaf", v)
+	}
+	other := `{"parentUuid":"` + a1 + `","isSidechain":false,"uuid":"` + r1 + `","sessionId":"` + watchSession + `","version":"2.1.328","type":"assistant","message":{"role":"assistant","content":[{"type":"text","text":"FORGED"}]}}`
+	if v := checkTranscript(readLines(t, base...), readLines(t, append(base[:2:2], other)...), said, ""); v.foreign == "" && v.unproven == "" {
+		t.Fatalf("an assistant line under a cut user frame's uuid was vouched for: %+v", v)
+	}
+}

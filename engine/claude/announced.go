@@ -29,9 +29,13 @@ const maxAnnounced = 4096
 var ambiguous = hclaude.Said{}
 
 // announce keeps what f says under its uuid: an assistant, user or
-// system frame whose line framing did not cut it. c.mu held.
+// system frame. One whose line framing cut it (over the engine's
+// MaxLine: an 18 MiB answer, a Read of a large image) says what its
+// strings said only in part: an assistant or user frame is then kept as
+// hclaude.CutSaid, its uuid alone, which refusing would close admission
+// on every such honest line. c.mu held.
 func (c *Conn) announce(f *frame, cut bool) {
-	if cut || f.UUID == "" {
+	if f.UUID == "" {
 		return
 	}
 	if f.ParentToolUseID != nil && *f.ParentToolUseID != "" {
@@ -39,6 +43,12 @@ func (c *Conn) announce(f *frame, cut bool) {
 		// own transcript (a tool can read it), never to the session's
 		// main chain, so it vouches for no line there (measured with
 		// the real CLI; controller.TestSubagentFramesProveNothing).
+		return
+	}
+	if cut {
+		if f.Type == "assistant" || f.Type == "user" {
+			c.putAnnounced(f.UUID, hclaude.CutSaid(f.Type))
+		}
 		return
 	}
 	var said hclaude.Said

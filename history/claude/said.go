@@ -204,3 +204,9 @@ func quote(s string) json.RawMessage {
 	b, _ := json.Marshal(s)
 	return b
 }
+
+// CutSaid stands for what a frame of type typ (assistant or user) said
+// when the adapter's line framing cut it: its words are not known, only
+// its uuid, which a line under it must carry. No line's canonical digest
+// is it (those are of JSON objects).
+func CutSaid(typ string) Said { return sha256.Sum256([]byte("cut frame\x00" + typ)) }
