@@ -6,6 +6,7 @@ import (
 
 	"github.com/mosaic-agents/mosaic/audit"
 	"github.com/mosaic-agents/mosaic/protocol"
+	"github.com/mosaic-agents/mosaic/scopes"
 )
 
 // Shutdown: the controller goes away for good.
@@ -113,8 +114,5 @@ const checkedPoll = 20 * time.Millisecond
 // before it calls Shutdown, since TimeoutStopSec (10 s) is shorter than
 // an engine that ignores both its EOF and SIGTERM can make it.
 func (c *Controller) ShutdownBound() time.Duration {
-	return 2*c.cfg.PollInterval + 2*c.cfg.Grace + killBound
+	return 2*c.cfg.PollInterval + 2*c.cfg.Grace + scopes.DefaultKillTimeout
 }
-
-// killBound is the kill phase's default bound (scopes.StopOptions).
-const killBound = 10 * time.Second

@@ -19,7 +19,7 @@ import (
 // unreadable cgroup is an absent observation: the result is Uncertain.
 func (h *Handle) Kill(ctx context.Context, opts StopOptions) StopResult {
 	if opts.KillTimeout <= 0 {
-		opts.KillTimeout = 10 * time.Second
+		opts.KillTimeout = DefaultKillTimeout
 	}
 	defer h.letKeptGo()
 	if h.Cohort.Kind == proofs.KindProcessGroup {

@@ -36,9 +36,12 @@ type StopOptions struct {
 	// TERM phase (straight to the kill phase).
 	Grace time.Duration
 	// KillTimeout bounds the kill phase (freeze, deaths, populated 0, unit
-	// inactive); 0 means 10 s.
+	// inactive); 0 means DefaultKillTimeout.
 	KillTimeout time.Duration
 }
+
+// DefaultKillTimeout bounds a kill phase whose StopOptions set none.
+const DefaultKillTimeout = 10 * time.Second
 
 // TermResult is what a TERM phase did. Its Outcome is never Stopped: an
 // acknowledged SIGTERM, the engine's exit or even an emptied cgroup seen
