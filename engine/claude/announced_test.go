@@ -80,7 +80,8 @@ func TestAnnouncedBounded(t *testing.T) {
 		{name: "announced", frames: []string{frame("a1", "hello")}, id: "a1", want: said("hello"), known: true},
 		{name: "announced twice alike", frames: []string{frame("a1", "hello"), frame("a1", "hello")}, id: "a1", want: said("hello"), known: true},
 		{name: "announced twice, other words", frames: []string{frame("a1", "hello"), frame("a1", "FORGED")}, id: "a1", known: true},
-		{name: "cut by framing", frames: []string{frame("a1", strings.Repeat("x", 8000))}, opts: engine.Options{MaxLine: 4096, LineLimit: 1 << 20}, id: "a1"},
+		{name: "cut by framing: its uuid alone", frames: []string{frame("a1", strings.Repeat("x", 8000))}, opts: engine.Options{MaxLine: 4096, LineLimit: 1 << 20}, id: "a1",
+			want: hclaude.CutSaid("assistant"), known: true},
 		{name: "the oldest past the bound", frames: func() []string {
 			out := []string{frame("a0", "first")}
 			for i := range maxAnnounced {
