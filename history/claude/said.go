@@ -63,16 +63,23 @@ const CompactContent = "Conversation compacted"
 // the summary, then the preserved head and tail), under either casing:
 // the stdout frame's snake_case or the transcript's camelCase.
 type preserved struct {
-	Segment struct {
-		Head   string `json:"head"`
-		Anchor string `json:"anchor"`
-		Tail   string `json:"tail"`
-	} `json:"segment"`
-	Messages struct {
-		Anchor string   `json:"anchor"`
-		UUIDs  []string `json:"uuids"`
-		All    []string `json:"all"`
-	} `json:"messages"`
+	Segment  preservedSegment  `json:"segment"`
+	Messages preservedMessages `json:"messages"`
+}
+
+// preservedSegment and preservedMessages are a boundary's two parts as
+// digested. Each casing decodes into a struct of the same fields under
+// its own tags, converted to these (a conversion ignores tags).
+type preservedSegment struct {
+	Head   string `json:"head"`
+	Anchor string `json:"anchor"`
+	Tail   string `json:"tail"`
+}
+
+type preservedMessages struct {
+	Anchor string   `json:"anchor"`
+	UUIDs  []string `json:"uuids"`
+	All    []string `json:"all"`
 }
 
 // boundarySaid digests a compact_boundary: its subtype, content, logical
@@ -109,11 +116,11 @@ func BoundarySaid(content json.RawMessage, logicalParent string, meta json.RawMe
 		return Said{}, false
 	}
 	var p preserved
-	if s := m.Segment; s != nil {
-		p.Segment.Head, p.Segment.Anchor, p.Segment.Tail = s.Head, s.Anchor, s.Tail
+	if m.Segment != nil {
+		p.Segment = preservedSegment(*m.Segment)
 	}
-	if s := m.Messages; s != nil {
-		p.Messages.Anchor, p.Messages.UUIDs, p.Messages.All = s.Anchor, s.UUIDs, s.All
+	if m.Messages != nil {
+		p.Messages = preservedMessages(*m.Messages)
 	}
 	return boundarySaid(text, logicalParent, p)
 }
@@ -139,11 +146,11 @@ func AnnouncedBoundarySaid(logicalParent string, meta json.RawMessage) (Said, bo
 		return Said{}, false
 	}
 	var p preserved
-	if s := m.Segment; s != nil {
-		p.Segment.Head, p.Segment.Anchor, p.Segment.Tail = s.Head, s.Anchor, s.Tail
+	if m.Segment != nil {
+		p.Segment = preservedSegment(*m.Segment)
 	}
-	if s := m.Messages; s != nil {
-		p.Messages.Anchor, p.Messages.UUIDs, p.Messages.All = s.Anchor, s.UUIDs, s.All
+	if m.Messages != nil {
+		p.Messages = preservedMessages(*m.Messages)
 	}
 	return boundarySaid(CompactContent, logicalParent, p)
 }
