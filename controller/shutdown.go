@@ -51,8 +51,7 @@ import (
 func (c *Controller) Shutdown(why string) {
 	c.mu.Lock()
 	x := c.st.exec
-	live := x != nil && x.handle != nil && !c.unreleasedLocked() && !c.st.forceRunning &&
-		c.st.binding != protocol.BindingStopped && c.st.pending == nil
+	live := c.endableLocked(x)
 	orphan := live && x.conn == nil && x.handle.Stdin == nil
 	c.mu.Unlock()
 	if orphan {
@@ -74,7 +73,7 @@ func (c *Controller) Shutdown(why string) {
 		return
 	}
 	c.mu.Lock()
-	if c.st.exec != x || c.st.forceRunning || c.st.binding == protocol.BindingStopped || c.st.pending != nil {
+	if !c.endableLocked(x) {
 		c.mu.Unlock()
 		return
 	}
@@ -83,6 +82,14 @@ func (c *Controller) Shutdown(why string) {
 	c.stopping.add(1)
 	defer c.stopping.add(-1)
 	c.endCohort(nil, x, s)
+}
+
+// endableLocked says x is the current execution and its cohort is this
+// controller's to end now: launched and released, not stopped, no force
+// stop under way, no proof held. Callers hold mu.
+func (c *Controller) endableLocked(x *execution) bool {
+	return x != nil && c.st.exec == x && x.handle != nil && !c.unreleasedLocked() && !c.st.forceRunning &&
+		c.st.binding != protocol.BindingStopped && c.st.pending == nil
 }
 
 // awaitChecked gives the session watch up to two of its polls to check
