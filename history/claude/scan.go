@@ -35,7 +35,12 @@ var scanBatch = 4096
 // lines of a large read are decoded on several goroutines, a batch at a
 // time, and then applied in file order, exactly as one at a time.
 func (t *Transcript) scan(f *os.File, h hash.Hash) error {
-	data, err := readRest(f, history.DefaultMaxSize+1-t.size)
+	return t.scanUpTo(f, h, history.DefaultMaxSize+1-t.size)
+}
+
+// scanUpTo is scan reading at most limit bytes (ReadPrefix).
+func (t *Transcript) scanUpTo(f *os.File, h hash.Hash, limit int64) error {
+	data, err := readRest(f, limit)
 	if err != nil {
 		return protocol.Wrap(protocol.CodeUnreadable, err, "read claude transcript %s", t.path)
 	}
