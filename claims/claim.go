@@ -23,6 +23,9 @@ type Claim struct {
 	keys Keys
 	mu   sync.Mutex // guards rec's writes against Record; transitions read it bare
 	rec  Record     // the latest revision this handle wrote or read
+	// handed is the Vouched of the active revision Reattach took over
+	// (Handover), guarded by mu.
+	handed *FileState
 }
 
 // Record returns the claim's latest revision as this handle knows it.

@@ -137,6 +137,21 @@
 // between two polls of the session watch, or while no controller ran)
 // records nothing, and that gap is the one place the old reading stays.
 //
+// # Handover: what a restarting controller vouched for
+//
+// A controller restarted while its engine runs (F19) hands the next one
+// the session bytes it vouched for last, on an active revision of its
+// own (Handover); the next Reattach takes them (Handed) and writes a
+// revision without them. Alternatives weighed: a file of the
+// controller's own beside the store (one more thing to keep consistent
+// with the claim, and nothing says which controller wrote it); the fd
+// store (a memfd among the engine's descriptors: read before the claim
+// is re-attached, so by a controller that does not hold it yet); marks
+// written at every vouch (a store write per poll of a busy engine). The
+// revision is written once per restart, names its writer, and the one
+// Reattach that can use it consumes it, so a controller that crashes
+// later never hands over an older, shorter mark as its own.
+//
 // # Refusals
 //
 // Refusals are *protocol.Refusal with the brief's codes: already-active

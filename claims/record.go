@@ -98,7 +98,9 @@ type Record struct {
 	// never watched the file, a Claude transcript): the file is then
 	// checked by its header and leaf alone, as before. Only the stopped
 	// revision that records it keeps it (advance drops it), so a later
-	// execution's stop never carries an earlier one's bytes.
+	// execution's stop never carries an earlier one's bytes. An active
+	// revision has it only from Handover: what a controller restarting
+	// hands to the next one, which Reattach takes (Handed) and drops.
 	Vouched *FileState `json:"vouched,omitempty"`
 
 	// Execution names the engine execution this revision is about; the

@@ -1,0 +1,71 @@
+package claims
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/mosaic-agents/mosaic/protocol"
+)
+
+// TestHandoverToReattach: a controller restarting hands the bytes it
+// vouched for to the next one on the active revision (Handover); the
+// next controller's Reattach takes them (Handed), and its own revision
+// drops them, so a controller that crashes later hands over nothing
+// stale. A Reattach after no handover has nothing handed; a claim that
+// is not active refuses a handover.
+func TestHandoverToReattach(t *testing.T) {
+	ctx := context.Background()
+	v := &FileState{Size: 4321, SHA256: strings.Repeat("cd", 32)}
+	for _, tc := range []struct {
+		name    string
+		handed  *FileState
+		restart int // how many restarts after the handover, each without one
+	}{
+		{"handed over", v, 1},
+		{"nothing handed", nil, 1},
+		{"a second restart, without a handover", v, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			c := claimIn(t, openStore(t, root, newHost(100)), testKeys(), Active)
+			gen := c.Record().Generation
+			if tc.handed != nil {
+				if err := c.Handover(ctx, tc.handed); err != nil {
+					t.Fatal(err)
+				}
+				st := mustCurrent(t, openStore(t, root, newHost(100)), testKeys())
+				for _, rec := range []*Record{st.Seat, st.Session} {
+					if rec.State != Active || rec.Generation != gen || rec.Vouched == nil || *rec.Vouched != *tc.handed {
+						t.Fatalf("%s key after the handover: %s gen %d vouched %+v", rec.KeyKind, rec.State, rec.Generation, rec.Vouched)
+					}
+				}
+			}
+			var got *FileState
+			for i := range tc.restart {
+				h := newHost(200 + i)
+				h.set(testEngine(), true)
+				r, err := openStore(t, root, h).Reattach(ctx, testKeys(), "exec-1", testEngine())
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = r.Handed()
+				if rec := r.Record(); rec.Vouched != nil || rec.State != Active || rec.Generation != gen {
+					t.Fatalf("re-attached revision: %s gen %d vouched %+v; want active, gen %d, nothing vouched", rec.State, rec.Generation, rec.Vouched, gen)
+				}
+				if i == 0 && (got == nil) != (tc.handed == nil) || got != nil && *got != *tc.handed {
+					t.Fatalf("restart %d: handed %+v, want %+v", i+1, got, tc.handed)
+				}
+			}
+			if tc.restart > 1 && got != nil {
+				t.Fatalf("the restart after the one that took the handover was handed %+v", got)
+			}
+		})
+	}
+	t.Run("not active", func(t *testing.T) {
+		c := claimIn(t, openStore(t, t.TempDir(), newHost(100)), testKeys(), Stopping)
+		if err := c.Handover(ctx, v); protocol.CodeOf(err) != protocol.CodeClaimState {
+			t.Fatalf("handover of a stopping claim: %v; want %s", err, protocol.CodeClaimState)
+		}
+	})
+}
