@@ -8,6 +8,7 @@ import (
 	"github.com/mosaic-agents/mosaic/audit"
 	"github.com/mosaic-agents/mosaic/claims"
 	"github.com/mosaic-agents/mosaic/conversations"
+	hclaude "github.com/mosaic-agents/mosaic/history/claude"
 	"github.com/mosaic-agents/mosaic/protocol"
 	"github.com/mosaic-agents/mosaic/scopes"
 )
@@ -45,8 +46,9 @@ func (c *Controller) reattachClaude(ctx context.Context, claim *claims.Claim, h 
 	r, skipped, err := rs.Resync(ctx, c.commandTimeout())
 	restart := &protocol.Restart{At: time.Now().UTC().Format(time.RFC3339Nano), Resume: n, SkippedBytes: skipped, RunInProgress: r.Running}
 	var head sessionHead
+	handed := claim.Handed()
 	if err == nil {
-		if head, err = c.claudeHead(ctx, cv); err != nil {
+		if head, err = c.reattachHead(ctx, cv, handed); err != nil {
 			err = fmt.Errorf("read the transcript: %w", err)
 		}
 	}
@@ -55,14 +57,39 @@ func (c *Controller) reattachClaude(ctx context.Context, claim *claims.Claim, h 
 	c.st.restart = restart
 	fields := map[string]string{"EXECUTION": execID, "ENGINE_PID": fmt.Sprint(h.Cohort.PID), "RESUME": fmt.Sprint(n),
 		"SKIPPED_BYTES": fmt.Sprint(skipped), "RUN_IN_PROGRESS": fmt.Sprint(r.Running), "PENDING_APPROVALS": fmt.Sprint(len(r.Pending))}
+	from := "the transcript as it read it (nothing handed over)"
+	if handed != nil {
+		from = fmt.Sprintf("the %d bytes its predecessor handed over", handed.Size)
+		fields["HANDED_SIZE"], fields["HANDED_SHA256"] = fmt.Sprint(handed.Size), handed.SHA256
+	}
 	if err != nil {
 		c.reattachFailedLocked(execID, err, fields)
 		return nil
 	}
 	c.reattachedLocked(cv.Claude.Session, head.leaf)
-	c.audit(audit.Transition, nil, fmt.Sprintf("controller restarted: re-attached to Claude Code execution %s (engine pid %d, resume %d, %d bytes skipped to a line boundary, turn in progress %v, %d permission requests pending)",
-		execID, h.Cohort.PID, n, skipped, r.Running, len(r.Pending)), fields)
+	c.audit(audit.Transition, nil, fmt.Sprintf("controller restarted: re-attached to Claude Code execution %s (engine pid %d, resume %d, %d bytes skipped to a line boundary, turn in progress %v, %d permission requests pending); the watch vouches for %s",
+		execID, h.Cohort.PID, n, skipped, r.Running, len(r.Pending), from), fields)
 	go c.watchClaude(x, head.leaf, false, head.transcript)
 	go c.watchIdle(x)
 	return nil
+}
+
+// reattachHead is the transcript a re-attached watch starts from: the
+// bytes the previous controller handed over (Handover), read as it read
+// them, so that the lines after them are checked as the watch checks
+// every line, and a line it left unproven stays so. Without a handover
+// (the previous controller crashed, or was an older mosaic) it is the
+// transcript as it reads now, all of it vouched for: nothing else is
+// known of it. A transcript that no longer begins with the bytes handed
+// over was changed by another writer in between: the re-attach fails,
+// and the binding is uncertain.
+func (c *Controller) reattachHead(ctx context.Context, cv *conversations.Conversation, handed *claims.FileState) (sessionHead, error) {
+	if handed == nil {
+		return c.claudeHead(ctx, cv)
+	}
+	t, err := hclaude.ReadPrefix(c.claudeRef(cv), handed.Size, handed.SHA256)
+	if err != nil {
+		return sessionHead{}, fmt.Errorf("the %d bytes the previous controller vouched for (sha256 %s): %w", handed.Size, cutHex(handed.SHA256), err)
+	}
+	return transcriptHead(cv, t), nil
 }

@@ -49,6 +49,12 @@ type transcriptVerdict struct {
 	// that waits for a descendant waits as long as none contradicts it.
 	unproven, unprovenID string
 	waiting              bool
+	// pendingLine is the first line (1-based) of the read that is not
+	// proven the CLI's by itself or by a proven line below it: a line
+	// waiting for its frame, or an attachment only such a line, or
+	// nothing yet, continues; 0 when every line is. The lines before it
+	// are what a restart can hand over (Controller.Handover).
+	pendingLine int
 }
 
 // checkTranscript compares now with prev, the read last vouched for, and
@@ -110,6 +116,9 @@ func checkTranscript(prev, now *hclaude.Transcript, said announcements, pinned s
 	}
 	order := now.Order()
 	p := prover{prev: prev, now: now, proven: map[string]bool{}, limit: len(order)}
+	// d proves as p does, but never through a line waiting for its frame
+	// (pendingLine).
+	d := prover{prev: prev, now: now, proven: map[string]bool{}, limit: len(order), waiting: map[string]bool{}}
 	var open []hclaude.Entry // waiting for a proven descendant, in file order
 	var notes map[hclaude.Said]int
 	before := "" // the main-chain entry before e in file order
@@ -128,6 +137,7 @@ func checkTranscript(prev, now *hclaude.Transcript, said announcements, pinned s
 				if v.unproven == "" {
 					v.unproven, v.unprovenID, v.waiting = "task notification "+id+" was not announced by the engine", id, true
 				}
+				d.waiting[id] = true
 				break
 			}
 			if notes == nil {
@@ -147,6 +157,9 @@ func checkTranscript(prev, now *hclaude.Transcript, said announcements, pinned s
 				return v
 			}
 			p.proven[e.UUID] = true
+			if d.known(e.Parent) {
+				d.proven[e.UUID] = true
+			}
 			goto checked
 		case e.Prompt:
 			if !said.SentPrompt(id) {
@@ -191,9 +204,11 @@ func checkTranscript(prev, now *hclaude.Transcript, said announcements, pinned s
 				if v.unproven == "" {
 					v.unproven, v.unprovenID, v.waiting = fmt.Sprintf("%s %s was not announced by the engine", e.Type, id), id, true
 				}
+				d.waiting[id] = true
 			}
 		}
 		p.descend(e)
+		d.descend(e)
 	checked:
 		for _, o := range open {
 			if !p.proven[o.UUID] {
@@ -207,7 +222,24 @@ func checkTranscript(prev, now *hclaude.Transcript, said announcements, pinned s
 		o := open[0]
 		v.unproven, v.unprovenID = fmt.Sprintf("%s %s (%s) is not continued by a line of the engine yet", o.Type, o.UUID, cmp.Or(o.Attachment, "no attachment")), o.UUID
 	}
+	if v.unproven != "" {
+		v.pendingLine = d.firstPending(order)
+	}
 	return v
+}
+
+// firstPending is the line of the first new entry in order that d did not
+// prove (0 if none).
+func (d *prover) firstPending(order []string) int {
+	for _, id := range order {
+		if d.known(id) {
+			continue
+		}
+		if e, _ := d.now.Entry(id); e.Line > 0 {
+			return e.Line
+		}
+	}
+	return 0
 }
 
 // notifications counts t's task notification lines by what they say.
@@ -226,6 +258,9 @@ type prover struct {
 	prev, now *hclaude.Transcript
 	proven    map[string]bool
 	limit     int // the entries now holds: no parent chain is longer
+	// waiting are lines not proven yet whose proof descend must not pass
+	// on (nil: descend passes through every line, as the check does).
+	waiting map[string]bool
 }
 
 // known says id is vouched for (prev) or proven.
@@ -237,8 +272,11 @@ func (p *prover) known(id string) bool {
 // descend proves e and every new entry above it not proven yet: e's
 // parent chain is the CLI's up to the vouched read.
 func (p *prover) descend(e hclaude.Entry) {
+	if p.waiting[e.UUID] {
+		return
+	}
 	p.proven[e.UUID] = true
-	for id := e.Parent; id != "" && !p.known(id); {
+	for id := e.Parent; id != "" && !p.known(id) && !p.waiting[id]; {
 		a, ok := p.now.Entry(id)
 		if !ok {
 			return

@@ -164,3 +164,38 @@ func TestCheckTranscript(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckTranscriptPendingLine: a read that holds lines back names the
+// first line not proven by itself or by a proven line below it: what a
+// restart hands over ends before it (Handover). An attachment that only a
+// line waiting for its frame continues is not proven.
+func TestCheckTranscriptPendingLine(t *testing.T) {
+	const (
+		u1, a1, u2, a2 = "00000000-0000-4000-8000-000000000001", "00000000-0000-4000-8000-0000000000a1",
+			"00000000-0000-4000-8000-000000000002", "00000000-0000-4000-8000-0000000000a2"
+		c1, f1, s1 = "00000000-0000-4000-8000-0000000000c1", "00000000-0000-4000-8000-0000000000f1", "00000000-0000-4000-8000-0000000000d1"
+	)
+	base := []string{tline("prompt", u1, ""), cline("snapshot", s1, u1, "sys"), tline("assistant", a1, s1)}
+	engine := hears(t, tline("prompt", u2, a1), tline("assistant", a2, u2))
+	then := func(lines ...string) []string { return append(base[:len(base):len(base)], lines...) }
+	for _, tc := range []struct {
+		name string
+		now  []string
+		want int
+	}{
+		{"every line proven", then(tline("prompt", u2, a1), tline("assistant", a2, u2)), 0},
+		{"the prompt, then an attachment nothing continues yet", then(tline("prompt", u2, a1), cline("attachment:date", c1, u2, "today")), 5},
+		{"an attachment only a line waiting for its frame continues", then(tline("prompt", u2, a1), cline("attachment:date", c1, u2, "today"),
+			cline("said", f1, c1, "not yet")), 5},
+		{"a line waiting for its frame, then the engine's", then(cline("said", f1, a1, "not yet"), tline("prompt", u2, a1)), 4},
+		{"the engine's line below a line waiting for its frame", then(tline("prompt", u2, a1), cline("attachment:date", c1, u2, "today"),
+			cline("said", f1, c1, "not yet"), tline("assistant", a2, f1)), 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := checkTranscript(readLines(t, base...), readLines(t, tc.now...), engine, "")
+			if v.foreign != "" || v.pendingLine != tc.want || (tc.want == 0) != (v.unproven == "") {
+				t.Fatalf("verdict %+v: pending line %d; want %d", v, v.pendingLine, tc.want)
+			}
+		})
+	}
+}

@@ -37,10 +37,11 @@ import (
 // prompt sent, or a frame read, before it counts as foreign (admission
 // closes; fail closed).
 //
-// from is the transcript as the launch (or the re-attach) read and
-// checked it, nil for a new session: the watch starts from those bytes,
-// so what changed before its first tick is checked too, never taken as
-// its start and vouched for.
+// from is the transcript as the launch read and checked it, or the bytes
+// the previous controller handed over at a restart (reattachHead), nil
+// for a new session: the watch starts from those bytes, so what changed
+// before its first tick is checked too, never taken as its start and
+// vouched for.
 func (c *Controller) watchClaude(x *execution, pinned string, resumed bool, from *hclaude.Transcript) {
 	said, err := driverAs[announcements](x.conn, "watch the transcript")
 	if err != nil {
@@ -133,6 +134,9 @@ func (c *Controller) watchClaude(x *execution, pinned string, resumed bool, from
 			return
 		}
 		size, mod, change, ino = fi.Size(), fi.ModTime(), changeTime(fi), inode(fi)
+		if v.unproven != "" {
+			x.heldBack.Store(&heldBack{t: now, line: v.pendingLine})
+		}
 		if v.waiting {
 			if v.unprovenID != waitID {
 				waitID, waitTicks = v.unprovenID, 0
@@ -157,6 +161,7 @@ func (c *Controller) watchClaude(x *execution, pinned string, resumed bool, from
 		c.follow(x, v.leaf)
 		prev = now
 		x.vouchTranscript(now)
+		x.heldBack.Store(nil)
 	}
 }
 

@@ -53,6 +53,18 @@ type execution struct {
 		sync.Mutex
 		t *hclaude.Transcript
 	}
+	// heldBack is the Claude watch's last read that held lines back (one
+	// not proven yet) and the first of them, nil once a read is vouched
+	// for whole: a restart hands over the bytes before that line
+	// (Handover), more than vouched holds.
+	heldBack atomic.Pointer[heldBack]
+}
+
+// heldBack is a transcript read and the first line of it not proven the
+// CLI's (transcriptVerdict.pendingLine; 0: none known).
+type heldBack struct {
+	t    *hclaude.Transcript
+	line int
 }
 
 // engineState is the binding's engineState for an execution: orphan when

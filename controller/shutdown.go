@@ -100,11 +100,19 @@ func (c *Controller) awaitChecked(x *execution) {
 	c.mu.Lock()
 	busy := c.quietLocked(x)
 	c.mu.Unlock()
+	if busy == "" {
+		c.awaitWatched(x)
+	}
+}
+
+// awaitWatched gives the session watch up to two of its polls to have
+// checked the whole session file as it is now.
+func (c *Controller) awaitWatched(x *execution) {
 	select {
 	case c.pollNow <- struct{}{}: // Pi's watch polls at once
 	default:
 	}
-	for end := time.Now().Add(2 * c.cfg.PollInterval); busy == "" && time.Now().Before(end); time.Sleep(checkedPoll) {
+	for end := time.Now().Add(2 * c.cfg.PollInterval); time.Now().Before(end); time.Sleep(checkedPoll) {
 		if n, err := c.sessionSize(); err != nil || n <= x.checked.Load() {
 			return
 		}

@@ -193,17 +193,39 @@ func TestClaudeWakeRefusesAToolsAttachment(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	r := newClaudeRig(t, "cforgeatt", "--idle-stop", "1s")
+	session := forgeAfterTurn(t, ctx, r)
+	hibernated(t, r.id)
+	wakeRefusesForgedAttachment(t, r, session)
+}
+
+// forgeAfterTurn prompts r's conversation, then has a tool leave the
+// child behind that appends the forged attachment once the turn is over
+// (forgeAttachment); it returns the session's id.
+func forgeAfterTurn(t *testing.T, ctx context.Context, r claudeRig) string {
+	t.Helper()
 	b := promptOnce(t, ctx, r.path, "hello there")
 	p, _ := promptAwaitingApproval(t, r.bin, r.id, "please BASH{"+forgeAttachment+"}", r.fake)
 	if res := run(t, r.bin, "approve", "--take", r.id, "--yes"); res.code != 0 {
 		t.Fatalf("approve --yes: exit %d, %q %q", res.code, res.stdout, res.stderr)
 	}
 	p.Wait()
-	hibernated(t, r.id)
-	if !strings.Contains(r.transcripts(t), forgedAttachment) {
+	return b.SessionID
+}
+
+// forgedLine is how the forged attachment's own line names its uuid (the
+// tool call that wrote it holds the uuid with its quotes escaped).
+const forgedLine = `"uuid":"` + forgedAttachment + `"`
+
+// wakeRefusesForgedAttachment checks a hibernated conversation whose
+// transcript holds the tool's forged attachment: the wake refuses (no
+// model request), and recover refuses `target`, naming the size to cut
+// the file back to, the bytes before the forged line.
+func wakeRefusesForgedAttachment(t *testing.T, r claudeRig, session string) {
+	t.Helper()
+	if !strings.Contains(r.transcripts(t), forgedLine) {
 		t.Fatalf("the tool's child did not append its line: the test did not test a forgery\n%s", r.transcripts(t))
 	}
-	path, err := r.transcript(t, b.SessionID).Path()
+	path, err := r.transcript(t, session).Path()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +233,7 @@ func TestClaudeWakeRefusesAToolsAttachment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cut := bytes.LastIndex(raw, []byte(forgedAttachment)) // the first is in the tool call
+	cut := bytes.LastIndex(raw, []byte(forgedLine))
 	cut = bytes.LastIndexByte(raw[:cut], '\n') + 1
 	before := len(r.fake.Requests())
 	res := run(t, r.bin, "prompt", "--take", "--timeout", "1m", r.id, "go on")
@@ -223,6 +245,34 @@ func TestClaudeWakeRefusesAToolsAttachment(t *testing.T) {
 	if want := "Cut the file back to its first " + strconv.Itoa(cut) + " bytes"; res.code != 2 || !strings.Contains(res.stderr, "target") || !strings.Contains(res.stderr, want) {
 		t.Fatalf("recover on the forged attachment: exit %d, stdout %q, stderr %q; want refused target saying %q", res.code, res.stdout, res.stderr, want)
 	}
+}
+
+// TestClaudeRestartLeavesAToolsAttachmentUnproven: the tool's forged
+// attachment is in the transcript, unproven, when the controller's
+// service restarts. The controller hands the bytes it vouched for to the
+// next one (Handover), which re-attaches and starts its watch from
+// exactly those: the forged line stays unproven, the hibernate records
+// the bytes before it, and the wake refuses, as without the restart.
+// Before, the re-attached watch vouched for the transcript as it read
+// it, and the wake sent the forgery to the model.
+func TestClaudeRestartLeavesAToolsAttachmentUnproven(t *testing.T) {
+	sandboxtest.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	r := newClaudeRig(t, "crestartatt", "--idle-stop", "10s")
+	session := forgeAfterTurn(t, ctx, r)
+	waitFor(t, func() bool { return strings.Contains(r.transcripts(t), forgedLine) })
+	time.Sleep(time.Second) // the watch reads it: unproven, waiting for a descendant
+	mustRun(t, "systemctl", "--user", "restart", r.svc)
+	if bound, _ := currentBinding(t, ctx, r.path); bound.Restart == nil || bound.State == protocol.BindingUncertain {
+		t.Fatalf("binding after the restart %+v (restart %+v); want a re-attach", bound, bound.Restart)
+	}
+	j := run(t, "bash", "-c", "journalctl --user --no-pager -o cat -u "+r.svc).stdout
+	if !strings.Contains(j, "restarting: handed execution") || !strings.Contains(j, "bytes its predecessor handed over") {
+		t.Fatalf("the journal names no handover:\n%s", j)
+	}
+	hibernated(t, r.id)
+	wakeRefusesForgedAttachment(t, r, session)
 }
 
 // TestClaudeRewriteThroughMapping: a writer that rewrites a running Claude

@@ -145,11 +145,15 @@ func serveCommand() *cli.Command {
 			if ctx.Err() != nil {
 				// Told to exit: unless the manager restarts the service,
 				// the engine's descriptors go with it, so the engine is
-				// ended with a proof first (controller/shutdown.go).
+				// ended with a proof first (controller/shutdown.go); a
+				// restart hands what the controller vouched for to the
+				// next one (controller/handover.go).
 				if why, forGood := ending(log, id, fdstore != nil); forGood {
 					activation.Notify(fmt.Sprintf("STATUS=stopping: ending the engine with a proof (%s)\nEXTEND_TIMEOUT_USEC=%d",
 						why, ctrl.ShutdownBound().Microseconds()))
 					ctrl.Shutdown(why)
+				} else {
+					ctrl.Handover()
 				}
 			}
 			activation.Notify("STOPPING=1")
