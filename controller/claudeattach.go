@@ -47,6 +47,12 @@ func (c *Controller) reattachClaude(ctx context.Context, claim *claims.Claim, h 
 	restart := &protocol.Restart{At: time.Now().UTC().Format(time.RFC3339Nano), Resume: n, SkippedBytes: skipped, RunInProgress: r.Running}
 	var head sessionHead
 	handed := claim.Handed()
+	if handed != nil {
+		// What a stop records if the watch never starts (the re-attach
+		// fails): the bytes the predecessor vouched for, which the wake
+		// and a recover then hold the transcript to.
+		x.vouched.Store(handed)
+	}
 	if err == nil {
 		if head, err = c.reattachHead(ctx, cv, handed); err != nil {
 			err = fmt.Errorf("read the transcript: %w", err)
