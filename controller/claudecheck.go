@@ -179,6 +179,9 @@ func checkTranscript(prev, now *hclaude.Transcript, said announcements, pinned s
 			}
 		case e.Type == "attachment":
 			if e.Attachment == "prompt_snapshot" && e.Parent == last && p.known(last) && p.repeats(e) {
+				if !d.known(last) || !d.repeats(e) {
+					d.waiting[e.UUID] = true // proven only through a line waiting for its frame
+				}
 				break
 			}
 			open = append(open, e)

@@ -174,6 +174,7 @@ func TestCheckTranscriptPendingLine(t *testing.T) {
 		u1, a1, u2, a2 = "00000000-0000-4000-8000-000000000001", "00000000-0000-4000-8000-0000000000a1",
 			"00000000-0000-4000-8000-000000000002", "00000000-0000-4000-8000-0000000000a2"
 		c1, f1, s1 = "00000000-0000-4000-8000-0000000000c1", "00000000-0000-4000-8000-0000000000f1", "00000000-0000-4000-8000-0000000000d1"
+		s2, s3     = "00000000-0000-4000-8000-0000000000d2", "00000000-0000-4000-8000-0000000000d3"
 	)
 	base := []string{tline("prompt", u1, ""), cline("snapshot", s1, u1, "sys"), tline("assistant", a1, s1)}
 	engine := hears(t, tline("prompt", u2, a1), tline("assistant", a2, u2))
@@ -190,6 +191,11 @@ func TestCheckTranscriptPendingLine(t *testing.T) {
 		{"a line waiting for its frame, then the engine's", then(cline("said", f1, a1, "not yet"), tline("prompt", u2, a1)), 4},
 		{"the engine's line below a line waiting for its frame", then(tline("prompt", u2, a1), cline("attachment:date", c1, u2, "today"),
 			cline("said", f1, c1, "not yet"), tline("assistant", a2, f1)), 5},
+		// Helper 143's: the waiting line names a later line as its parent,
+		// a snapshot under the forged attachment, which a second snapshot
+		// "repeats": proven only through the waiting line.
+		{"a forged attachment a repeated snapshot continues, through a line waiting for its frame", then(cline("attachment:date", c1, a1, "FORGED"),
+			cline("said", f1, s2, "not yet"), cline("snapshot", s2, c1, "sys"), cline("snapshot", s3, s2, "sys")), 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			v := checkTranscript(readLines(t, base...), readLines(t, tc.now...), engine, "")
