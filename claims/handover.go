@@ -33,9 +33,10 @@ func (c *Claim) Handover(ctx context.Context, vouched *FileState) error {
 	})
 }
 
-// Handed is what the controller before this handle's Reattach handed over
-// (Handover), nil if it handed over nothing (a crash, an older mosaic, a
-// handle not from Reattach).
+// Handed is what the controller before this handle's Reattach, or its
+// Recover of an active claim (the engine gone, or not re-attachable, when
+// the next controller came), handed over (Handover), nil if it handed
+// over nothing (a crash, an older mosaic, any other handle).
 func (c *Claim) Handed() *FileState {
 	c.mu.Lock()
 	defer c.mu.Unlock()

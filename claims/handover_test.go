@@ -69,3 +69,59 @@ func TestHandoverToReattach(t *testing.T) {
 		}
 	})
 }
+
+// TestHandoverToRecover: a controller that finds the handed-over claim's
+// engine gone, or not its to re-attach, recovers it instead (uncertain),
+// and takes the handed-over bytes too; a recover of a claim that was not
+// handed over, or is no longer active, takes none.
+func TestHandoverToRecover(t *testing.T) {
+	ctx := context.Background()
+	v := &FileState{Size: 4321, SHA256: strings.Repeat("cd", 32)}
+	for _, tc := range []struct {
+		name   string
+		handed bool
+		alive  bool
+		want   *FileState
+	}{
+		{"handed over, engine gone", true, false, v},
+		{"handed over, engine alive", true, true, v},
+		{"nothing handed", false, false, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			c := claimIn(t, openStore(t, root, newHost(100)), testKeys(), Active)
+			if tc.handed {
+				if err := c.Handover(ctx, v); err != nil {
+					t.Fatal(err)
+				}
+			}
+			h := newHost(200)
+			h.set(testEngine(), tc.alive)
+			got, err := openStore(t, root, h).Recover(ctx, testKeys())
+			if err != nil {
+				t.Fatal(err)
+			}
+			hv := got.Claim.Handed()
+			if (hv == nil) != (tc.want == nil) || hv != nil && *hv != *tc.want {
+				t.Fatalf("recovered handle handed %+v, want %+v", hv, tc.want)
+			}
+			if rec := got.Claim.Record(); rec.Vouched != nil || rec.State != Uncertain {
+				t.Fatalf("recovered revision %s vouched %+v; want uncertain, nothing vouched", rec.State, rec.Vouched)
+			}
+		})
+	}
+	t.Run("a stopped claim's bytes are not handed", func(t *testing.T) {
+		root := t.TempDir()
+		c := claimIn(t, openStore(t, root, newHost(100)), testKeys(), Stopping)
+		if err := c.StopVouched(ctx, cohortProof(t, c.Record()), "", v); err != nil {
+			t.Fatal(err)
+		}
+		got, err := openStore(t, root, newHost(200)).Recover(ctx, testKeys())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if hv := got.Claim.Handed(); hv != nil {
+			t.Fatalf("a recover of a stopped claim was handed %+v", hv)
+		}
+	})
+}

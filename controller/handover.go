@@ -29,7 +29,7 @@ import (
 func (c *Controller) Handover() {
 	c.mu.Lock()
 	x := c.st.exec
-	claude := x != nil && x.conn != nil && !x.exited && c.cfg.Conversation.IsClaude()
+	claude := x != nil && x.conn != nil && !x.exited && c.cfg.Conversation.IsClaude() && c.st.claim != nil
 	c.mu.Unlock()
 	if !claude {
 		return

@@ -217,6 +217,12 @@ func (c *Controller) adopt(ctx context.Context, rec *claims.Recovery, stop *kept
 	}()
 	r := rec.Claim.Record()
 	x := &execution{id: r.Execution, engineName: "orphan"}
+	if v := rec.Claim.Handed(); v != nil {
+		// A restart handed these over, and the next controller could not
+		// re-attach: the proven stop records them, and the wake and a
+		// recover hold the transcript to them (handover.go).
+		x.vouched.Store(v)
+	}
 	co, cohortErr := c.loadCohort(r.Execution)
 	if e := r.Engine; cohortErr != nil && e != nil && e.Cgroup != "" {
 		// The cohort record is lost; the claim's incarnation still names
