@@ -1,5 +1,7 @@
 package engine
 
+import "slices"
+
 // MaxRecentKey bounds the key a Recent remembers: an engine's ids are
 // short (a UUID, a tool call id), and a longer one is never remembered,
 // so a few thousand keys of a reduced line's 1 MiB strings cannot add up.
@@ -53,6 +55,20 @@ func (r *Recent[V]) Put(key string, v V) {
 func (r *Recent[V]) Get(key string) (V, bool) {
 	e, ok := r.m[key]
 	return e.v, ok
+}
+
+// Latest returns the keys of the latest n entries put and not forgotten,
+// and what each holds, oldest first.
+func (r *Recent[V]) Latest(n int) (keys []string, vals []V) {
+	for i := len(r.order) - 1; i >= 0 && len(keys) < n; i-- {
+		k := r.order[i]
+		if e, ok := r.m[k.key]; ok && e.gen == k.gen {
+			keys, vals = append(keys, k.key), append(vals, e.v)
+		}
+	}
+	slices.Reverse(keys)
+	slices.Reverse(vals)
+	return keys, vals
 }
 
 // Delete forgets key.

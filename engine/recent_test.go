@@ -41,3 +41,28 @@ func TestRecentBounded(t *testing.T) {
 		})
 	}
 }
+
+// TestRecentLatest: Latest lists the newest keys put and still
+// remembered, oldest first, a key put again at its latest place, and a
+// deleted or forgotten one not at all.
+func TestRecentLatest(t *testing.T) {
+	r := NewRecent[int](4)
+	for i, k := range []string{"a", "b", "c", "b", "d", "e"} { // "a" forgotten past the bound
+		r.Put(k, i)
+	}
+	r.Delete("d")
+	for _, tc := range []struct {
+		n    int
+		keys string
+	}{{10, "c b e"}, {2, "b e"}, {0, ""}} {
+		keys, vals := r.Latest(tc.n)
+		if strings.Join(keys, " ") != tc.keys || len(vals) != len(keys) {
+			t.Fatalf("Latest(%d) = %v %v; want %s", tc.n, keys, vals, tc.keys)
+		}
+		for i, k := range keys {
+			if v, _ := r.Get(k); v != vals[i] {
+				t.Fatalf("Latest(%d): %s holds %d, Get says %d", tc.n, k, vals[i], v)
+			}
+		}
+	}
+}

@@ -108,3 +108,44 @@ func (c *Conn) Announced(id string) (hclaude.Said, bool) {
 	defer c.mu.Unlock()
 	return c.announced.Get(id)
 }
+
+// Handed is one announcement a restarting controller hands the next
+// (Latest, then Seed): the uuid of a frame the CLI wrote, or of a prompt
+// this Conn sent, and what its line says. The CLI writes a line 6 to 80
+// ms after its frame, so a frame the old controller read just before it
+// exited has its line land after the restart, when only the old
+// controller could have proven it.
+type Handed struct {
+	UUID   string
+	Said   hclaude.Said
+	Prompt bool // a prompt this Conn sent (SentPrompt)
+}
+
+// Latest returns the latest n announcements, prompts among them, oldest
+// first.
+func (c *Conn) Latest(n int) []Handed {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	keys, vals := c.announced.Latest(n)
+	out := make([]Handed, len(keys))
+	for i, k := range keys {
+		_, sent := c.sent.Get(k)
+		out[i] = Handed{UUID: k, Said: vals[i], Prompt: sent}
+	}
+	return out
+}
+
+// Seed takes what the previous controller's Conn announced (Latest) as
+// announced here, for the lines of its frames and prompts that land after
+// a re-attach. A uuid this Conn announced too, with other words, is
+// ambiguous (putAnnounced): its line is refused.
+func (c *Conn) Seed(hs []Handed) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, h := range hs {
+		c.putAnnounced(h.UUID, h.Said)
+		if h.Prompt {
+			c.sent.Put(h.UUID, struct{}{})
+		}
+	}
+}

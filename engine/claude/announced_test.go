@@ -149,3 +149,36 @@ func TestSentBounded(t *testing.T) {
 		t.Fatalf("%d prompt uuids kept; the bound is %d", n, maxAnnounced)
 	}
 }
+
+// TestLatestSeed: what one Conn announced (frames read, a prompt sent),
+// handed to another (Latest, then Seed), is announced there too, the
+// prompt as sent; a uuid the second announced with other words becomes
+// ambiguous, and the latest n alone are handed.
+func TestLatestSeed(t *testing.T) {
+	frame := func(id, text string) string {
+		return fmt.Sprintf(`{"type":"assistant","uuid":%q,"session_id":"","message":{"role":"assistant","content":[{"type":"text","text":%q}]}}`, id, text)
+	}
+	p := newPeer(t, 5*time.Second)
+	prompt := p.startTurn("hello")
+	p.send(result)
+	p.event("run-settled", func(e protocol.Event) bool { return e.Kind == protocol.EventRunSettled })
+	old := replayLines(t, engine.Options{Execution: "x1"}, frame("a0", "oldest"), frame("a1", "hello"), frame("a2", "again"))
+	handed := append(old.Latest(2), p.c.Latest(1)...)
+	if len(handed) != 3 || handed[0].UUID != "a1" || handed[1].UUID != "a2" || handed[2].UUID != prompt || !handed[2].Prompt || handed[0].Prompt {
+		t.Fatalf("handed %+v; want a1, a2 and the prompt %s", handed, prompt)
+	}
+	next := replayLines(t, engine.Options{Execution: "x2", Resume: false}, frame("a2", "other words"))
+	next.Seed(handed)
+	if got, ok := next.Announced("a1"); !ok || got != handed[0].Said {
+		t.Fatalf("a1 after the seed: %x %v", got[:4], ok)
+	}
+	if got, ok := next.Announced("a2"); !ok || got != ambiguous {
+		t.Fatalf("a2, announced here with other words: %x %v; want ambiguous", got[:4], ok)
+	}
+	if !next.SentPrompt(prompt) || next.SentPrompt("a1") {
+		t.Fatal("the seed did not keep which uuid is a prompt sent")
+	}
+	if _, ok := next.Announced("a0"); ok {
+		t.Fatal("an announcement older than the latest 2 was handed")
+	}
+}
