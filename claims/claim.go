@@ -25,7 +25,8 @@ type Claim struct {
 	rec  Record     // the latest revision this handle wrote or read
 	// handed is the Vouched of the active revision Reattach took over
 	// (Handover), guarded by mu.
-	handed *FileState
+	handed     *FileState
+	handedSaid []Announcement // and its Announced
 }
 
 // Record returns the claim's latest revision as this handle knows it.
@@ -212,6 +213,7 @@ func (c *Claim) advance(ctx context.Context, op string, from []State, mutate fun
 	next.Controller = self
 	next.Policy = ""   // only the transition that sets it keeps it
 	next.Vouched = nil // likewise: it is about the execution that stopped
+	next.Announced = nil
 	if err := mutate(&next); err != nil {
 		return err
 	}

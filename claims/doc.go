@@ -140,9 +140,11 @@
 // # Handover: what a restarting controller vouched for
 //
 // A controller restarted while its engine runs (F19) hands the next one
-// the session bytes it vouched for last, on an active revision of its
-// own (Handover); the next Reattach takes them (Handed) and writes a
-// revision without them. Alternatives weighed: a file of the
+// the session bytes it vouched for last, and the latest announcements of
+// its engine connection (Announced: the lines still to come of what it
+// read and sent), on an active revision of its own (Handover); the next
+// Reattach, or a Recover of it, takes them (Handed, HandedAnnounced) and
+// writes a revision without them. Alternatives weighed: a file of the
 // controller's own beside the store (one more thing to keep consistent
 // with the claim, and nothing says which controller wrote it); the fd
 // store (a memfd among the engine's descriptors: read before the claim

@@ -3,6 +3,7 @@ package claims
 import (
 	"context"
 	"errors"
+	"slices"
 )
 
 // Handover records, on the active claim of an engine that outlives its
@@ -21,17 +22,41 @@ import (
 // from an earlier handover would name fewer bytes than the crashed
 // controller vouched for since, so Reattach consumes it (its revision
 // drops Vouched, as every transition does).
-func (c *Claim) Handover(ctx context.Context, vouched *FileState) error {
+//
+// announced are what the controller's engine connection announced last
+// (at most MaxAnnouncements, the latest kept): the lines of frames it
+// read and prompts it sent may land after the restart, where only they
+// prove them.
+func (c *Claim) Handover(ctx context.Context, vouched *FileState, announced []Announcement) error {
 	if vouched == nil {
 		return errors.New("handover: nothing vouched for")
+	}
+	if len(announced) > MaxAnnouncements {
+		announced = announced[len(announced)-MaxAnnouncements:]
 	}
 	return c.advance(ctx, "handover", []State{Active}, func(r *Record) error {
 		r.Reason = "controller restarting; the engine stays for the next controller, which takes over the session bytes this one vouched for"
 		v := *vouched
 		r.Vouched = &v
+		r.Announced = slices.Clone(announced)
 		return nil
 	})
 }
+
+// Announcement is one line's proof a restarting controller hands the
+// next with its bytes (Handover): the uuid of a frame its engine
+// connection read, or of a prompt it sent, and the SHA-256 of what that
+// line says (hclaude.Said, lowercase hex).
+type Announcement struct {
+	UUID   string `json:"uuid"`
+	Said   string `json:"said"`
+	Prompt bool   `json:"prompt,omitempty"`
+}
+
+// MaxAnnouncements bounds what a handover records: the CLI writes a line
+// at most 80 ms after its frame (measured), so the lines still to come
+// at a restart are a few.
+const MaxAnnouncements = 64
 
 // Handed is what the controller before this handle's Reattach, or its
 // Recover of an active claim (the engine gone, or not re-attachable, when
@@ -45,4 +70,12 @@ func (c *Claim) Handed() *FileState {
 	}
 	v := *c.handed
 	return &v
+}
+
+// HandedAnnounced is what was handed over with Handed's bytes: the
+// announcements whose lines may land after the restart.
+func (c *Claim) HandedAnnounced() []Announcement {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.handedSaid)
 }

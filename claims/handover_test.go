@@ -2,6 +2,8 @@ package claims
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -17,6 +19,7 @@ import (
 func TestHandoverToReattach(t *testing.T) {
 	ctx := context.Background()
 	v := &FileState{Size: 4321, SHA256: strings.Repeat("cd", 32)}
+	said := []Announcement{{UUID: "a1", Said: strings.Repeat("01", 32)}, {UUID: "u2", Said: strings.Repeat("02", 32), Prompt: true}}
 	for _, tc := range []struct {
 		name    string
 		handed  *FileState
@@ -31,13 +34,13 @@ func TestHandoverToReattach(t *testing.T) {
 			c := claimIn(t, openStore(t, root, newHost(100)), testKeys(), Active)
 			gen := c.Record().Generation
 			if tc.handed != nil {
-				if err := c.Handover(ctx, tc.handed); err != nil {
+				if err := c.Handover(ctx, tc.handed, said); err != nil {
 					t.Fatal(err)
 				}
 				st := mustCurrent(t, openStore(t, root, newHost(100)), testKeys())
 				for _, rec := range []*Record{st.Seat, st.Session} {
-					if rec.State != Active || rec.Generation != gen || rec.Vouched == nil || *rec.Vouched != *tc.handed {
-						t.Fatalf("%s key after the handover: %s gen %d vouched %+v", rec.KeyKind, rec.State, rec.Generation, rec.Vouched)
+					if rec.State != Active || rec.Generation != gen || rec.Vouched == nil || *rec.Vouched != *tc.handed || !slices.Equal(rec.Announced, said) {
+						t.Fatalf("%s key after the handover: %s gen %d vouched %+v announced %+v", rec.KeyKind, rec.State, rec.Generation, rec.Vouched, rec.Announced)
 					}
 				}
 			}
@@ -50,8 +53,15 @@ func TestHandoverToReattach(t *testing.T) {
 					t.Fatal(err)
 				}
 				got = r.Handed()
-				if rec := r.Record(); rec.Vouched != nil || rec.State != Active || rec.Generation != gen {
-					t.Fatalf("re-attached revision: %s gen %d vouched %+v; want active, gen %d, nothing vouched", rec.State, rec.Generation, rec.Vouched, gen)
+				if rec := r.Record(); rec.Vouched != nil || rec.Announced != nil || rec.State != Active || rec.Generation != gen {
+					t.Fatalf("re-attached revision: %s gen %d vouched %+v announced %+v; want active, gen %d, nothing vouched", rec.State, rec.Generation, rec.Vouched, rec.Announced, gen)
+				}
+				if want := said; tc.handed == nil || i > 0 {
+					if hs := r.HandedAnnounced(); len(hs) != 0 {
+						t.Fatalf("restart %d: handed announcements %+v; want none", i+1, hs)
+					}
+				} else if hs := r.HandedAnnounced(); !slices.Equal(hs, want) {
+					t.Fatalf("restart %d: handed announcements %+v; want %+v", i+1, hs, want)
 				}
 				if i == 0 && (got == nil) != (tc.handed == nil) || got != nil && *got != *tc.handed {
 					t.Fatalf("restart %d: handed %+v, want %+v", i+1, got, tc.handed)
@@ -62,9 +72,22 @@ func TestHandoverToReattach(t *testing.T) {
 			}
 		})
 	}
+	t.Run("the latest announcements within the bound", func(t *testing.T) {
+		c := claimIn(t, openStore(t, t.TempDir(), newHost(100)), testKeys(), Active)
+		var many []Announcement
+		for i := range MaxAnnouncements + 10 {
+			many = append(many, Announcement{UUID: fmt.Sprint("a", i), Said: strings.Repeat("01", 32)})
+		}
+		if err := c.Handover(ctx, v, many); err != nil {
+			t.Fatal(err)
+		}
+		if got := c.Record().Announced; len(got) != MaxAnnouncements || got[0].UUID != "a10" {
+			t.Fatalf("recorded %d announcements, the first %+v; want the latest %d", len(got), got[:1], MaxAnnouncements)
+		}
+	})
 	t.Run("not active", func(t *testing.T) {
 		c := claimIn(t, openStore(t, t.TempDir(), newHost(100)), testKeys(), Stopping)
-		if err := c.Handover(ctx, v); protocol.CodeOf(err) != protocol.CodeClaimState {
+		if err := c.Handover(ctx, v, nil); protocol.CodeOf(err) != protocol.CodeClaimState {
 			t.Fatalf("handover of a stopping claim: %v; want %s", err, protocol.CodeClaimState)
 		}
 	})
@@ -91,7 +114,7 @@ func TestHandoverToRecover(t *testing.T) {
 			root := t.TempDir()
 			c := claimIn(t, openStore(t, root, newHost(100)), testKeys(), Active)
 			if tc.handed {
-				if err := c.Handover(ctx, v); err != nil {
+				if err := c.Handover(ctx, v, []Announcement{{UUID: "a1", Said: strings.Repeat("01", 32)}}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -104,6 +127,9 @@ func TestHandoverToRecover(t *testing.T) {
 			hv := got.Claim.Handed()
 			if (hv == nil) != (tc.want == nil) || hv != nil && *hv != *tc.want {
 				t.Fatalf("recovered handle handed %+v, want %+v", hv, tc.want)
+			}
+			if hs := got.Claim.HandedAnnounced(); (len(hs) == 1) != (tc.want != nil) {
+				t.Fatalf("recovered handle handed announcements %+v", hs)
 			}
 			if rec := got.Claim.Record(); rec.Vouched != nil || rec.State != Uncertain {
 				t.Fatalf("recovered revision %s vouched %+v; want uncertain, nothing vouched", rec.State, rec.Vouched)

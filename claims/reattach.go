@@ -60,7 +60,7 @@ func (s *Store) Reattach(ctx context.Context, keys Keys, execution string, engin
 		if r.Execution != execution || r.Engine == nil || !sameIncarnation(*r.Engine, engine) {
 			return fmt.Errorf("reattach: claim %s changed while it was checked", r.Claim)
 		}
-		c.handed = cur.Vouched // the revision taken over; this one drops it
+		c.handed, c.handedSaid = cur.Vouched, cur.Announced // the revision taken over; this one drops them
 		r.Reason = "controller restarted; re-attached to the running engine through the kept descriptors"
 		return nil
 	})

@@ -102,6 +102,11 @@ type Record struct {
 	// revision has it only from Handover: what a controller restarting
 	// hands to the next one, which Reattach takes (Handed) and drops.
 	Vouched *FileState `json:"vouched,omitempty"`
+	// Announced is what a restarting controller's engine connection
+	// announced last (Handover, with Vouched): the frames it read and the
+	// prompts it sent, whose lines may land after the restart. Only on a
+	// Handover's active revision; advance drops it.
+	Announced []Announcement `json:"announced,omitempty"`
 
 	// Execution names the engine execution this revision is about; the
 	// scope unit is mosaic-engine-<conversation>-<execution>.scope.

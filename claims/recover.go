@@ -138,7 +138,7 @@ func (c *Claim) takeOver(ctx context.Context, verdict Verdict) error {
 	return c.advance(ctx, "recover", []State{Reserved, Active, Stopping, Uncertain, Stopped}, func(r *Record) error {
 		r.Generation++
 		if c.rec.State == Active {
-			c.handed = c.rec.Vouched // a Handover's, which this revision drops
+			c.handed, c.handedSaid = c.rec.Vouched, c.rec.Announced // a Handover's, which this revision drops
 		}
 		switch {
 		case verdict == VerdictStopped && r.Engine == nil && r.Launcher == nil && r.State == Reserved:
