@@ -40,6 +40,9 @@ func (c *Controller) reattachClaude(ctx context.Context, claim *claims.Claim, h 
 		return nil
 	}
 	x.conn = conn
+	// Before any line is checked: the lines of the frames the previous
+	// controller read, and of the prompts it sent, may land now.
+	seeded := takeOver(conn, claim.HandedAnnounced())
 	go c.watchDecisions(x, conn)
 	c.adoptReattached(claim, x)
 
@@ -65,8 +68,8 @@ func (c *Controller) reattachClaude(ctx context.Context, claim *claims.Claim, h 
 		"SKIPPED_BYTES": fmt.Sprint(skipped), "RUN_IN_PROGRESS": fmt.Sprint(r.Running), "PENDING_APPROVALS": fmt.Sprint(len(r.Pending))}
 	from := "the transcript as it read it (nothing handed over)"
 	if handed != nil {
-		from = fmt.Sprintf("the %d bytes its predecessor handed over", handed.Size)
-		fields["HANDED_SIZE"], fields["HANDED_SHA256"] = fmt.Sprint(handed.Size), handed.SHA256
+		from = fmt.Sprintf("the %d bytes its predecessor handed over, with %d of its announcements", handed.Size, seeded)
+		fields["HANDED_SIZE"], fields["HANDED_SHA256"], fields["HANDED_ANNOUNCED"] = fmt.Sprint(handed.Size), handed.SHA256, fmt.Sprint(seeded)
 	}
 	if err != nil {
 		c.reattachFailedLocked(execID, err, fields)

@@ -32,10 +32,10 @@ import (
 // unvouched, so a stop records the bytes before it and the wake or a
 // recover names the rest.
 //
-// A re-attached controller does not know the uuids the previous one sent
-// nor the frames it read: a line the CLI writes after the restart for a
-// prompt sent, or a frame read, before it counts as foreign (admission
-// closes; fail closed).
+// A re-attached controller knows of the uuids the previous one sent and
+// the frames it read only the latest it handed over (handover.go): a
+// line the CLI writes after the restart for an older one counts as
+// foreign (admission closes; fail closed).
 //
 // from is the transcript as the launch read and checked it, or the bytes
 // the previous controller handed over at a restart (reattachHead), nil

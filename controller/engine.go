@@ -105,10 +105,19 @@ type piResyncer interface {
 	Resync(ctx context.Context, timeout time.Duration) (pi.State, int64, error)
 }
 
+// announcer hands what Claude Code's connection announced to the next
+// controller at a restart, and takes what the previous one handed
+// (handover.go).
+type announcer interface {
+	Latest(n int) []claude.Handed
+	Seed([]claude.Handed)
+}
+
 var (
 	_ initializer    = (*claude.Conn)(nil)
 	_ claudeResyncer = (*claude.Conn)(nil)
 	_ announcements  = (*claude.Conn)(nil)
+	_ announcer      = (*claude.Conn)(nil)
 	_ piResyncer     = (*pi.Conn)(nil)
 )
 

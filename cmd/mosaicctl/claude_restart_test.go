@@ -204,3 +204,37 @@ func TestClaudeRestartApprovalPending(t *testing.T) {
 		t.Fatalf("binding %+v; want active after the re-attach", b)
 	}
 }
+
+// TestClaudeRestartRightAfterPrompt: `systemctl --user restart` at once
+// after a prompt is acknowledged, before the CLI has written its prompt
+// line: the line lands after the bytes the old controller handed over,
+// under a uuid only the old controller sent. It handed that over too
+// (Handover's announcements), so the next controller proves the line, the
+// binding stays active, and the reply lands on the same engine.
+func TestClaudeRestartRightAfterPrompt(t *testing.T) {
+	sandboxtest.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	r := newClaudeRig(t, "crestartprompt")
+	promptOnce(t, ctx, r.path, "hello there") // the session exists: the next line appends
+	lib := activeLib(t, ctx, r.path)
+	if _, err := lib.c.Takeover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if rc, err := lib.c.Prompt(ctx, "please SLOW"); err != nil || rc.State != protocol.ReceiptAcknowledged {
+		t.Fatalf("prompt: %v %+v", err, rc)
+	}
+	mustRun(t, "systemctl", "--user", "restart", r.svc)
+	j := run(t, "bash", "-c", "journalctl --user --no-pager -o cat -u "+r.svc).stdout
+	if !strings.Contains(j, "restarting: handed execution") {
+		t.Fatalf("the journal names no handover:\n%s", j)
+	}
+	after := dialLib(t, r.path)
+	waitFor(t, func() bool { return strings.Contains(r.transcripts(t), fakeanthropic.SlowText()) })
+	b := r.settledIdle(t, ctx)
+	if b.State != protocol.BindingActive || b.Restart == nil {
+		t.Fatalf("binding once settled %+v (restart %+v); want active after a re-attach\n%s", b, b.Restart,
+			run(t, "bash", "-c", "journalctl --user --no-pager -o cat -u "+r.svc+" | tail -20").stdout)
+	}
+	waitFor(t, func() bool { return after.runs() >= 1 })
+}

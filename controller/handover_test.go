@@ -1,0 +1,80 @@
+package controller
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/mosaic-agents/mosaic/claims"
+	"github.com/mosaic-agents/mosaic/engine"
+	"github.com/mosaic-agents/mosaic/engine/claude"
+)
+
+// TestHandOverAnnouncements: what one Claude connection announced, as a
+// claim records it at a restart (handOver), is announced by the next
+// controller's connection once it takes it over (takeOver), so the lines
+// of frames the old controller read that land after the restart are
+// proven; an entry that does not decode is left out.
+func TestHandOverAnnouncements(t *testing.T) {
+	frame := func(id, text string) string {
+		return fmt.Sprintf(`{"type":"assistant","uuid":%q,"session_id":"","message":{"role":"assistant","content":[{"type":"text","text":%q}]}}`, id, text)
+	}
+	read := func(exec string, lines ...string) *claude.Conn {
+		t.Helper()
+		c, err := claude.New(strings.NewReader(strings.Join(lines, "\n")+"\n"), nopCloser{}, "", engine.Options{Execution: exec})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range c.Events() {
+		}
+		return c
+	}
+	old := read("x1", frame("a1", "hello"), frame("a2", "tool call"))
+	said := handOver(old)
+	if len(said) != 2 || said[0].UUID != "a1" || said[1].UUID != "a2" {
+		t.Fatalf("handed over %+v; want a1 and a2", said)
+	}
+	said = append(said, claims.Announcement{UUID: "bad", Said: "not hex"}, claims.Announcement{UUID: "short", Said: "0102"})
+	next := read("x2")
+	if n := takeOver(next, said); n != 2 {
+		t.Fatalf("took over %d announcements; want the 2 that decode", n)
+	}
+	for _, id := range []string{"a1", "a2"} {
+		want, _ := old.Announced(id)
+		if got, ok := next.Announced(id); !ok || got != want {
+			t.Fatalf("%s after the take-over: announced %v, %x; want %x", id, ok, got[:4], want[:4])
+		}
+	}
+	if _, ok := next.Announced("bad"); ok {
+		t.Fatal("an entry that does not decode was taken over")
+	}
+}
+
+// TestHandedMark: a restart hands over the last read vouched for whole,
+// or the lines proven after it up to the first held back, whichever is
+// more; a read the file no longer holds gives only the whole vouch.
+func TestHandedMark(t *testing.T) {
+	const u1, a1, u2, c1 = "00000000-0000-4000-8000-000000000001", "00000000-0000-4000-8000-0000000000a1",
+		"00000000-0000-4000-8000-000000000002", "00000000-0000-4000-8000-0000000000c1"
+	lines := []string{tline("prompt", u1, ""), tline("assistant", a1, u1), tline("prompt", u2, a1), cline("attachment:date", c1, u2, "today")}
+	whole := readLines(t, lines[:2]...)
+	now := readLines(t, lines...)
+	vouched := &claims.FileState{Size: whole.Size(), SHA256: whole.Digest()}
+	before, _, _ := now.Before(4)
+	for _, tc := range []struct {
+		name string
+		hb   *heldBack
+		want int64
+	}{
+		{"nothing held back", nil, whole.Size()},
+		{"the prompt proven, the attachment held back", &heldBack{t: now, line: 4}, before},
+		{"no line named", &heldBack{t: now}, whole.Size()},
+		{"held back before the whole vouch", &heldBack{t: now, line: 1}, whole.Size()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := handedMark(vouched, tc.hb); got.Size != tc.want {
+				t.Fatalf("handed %d bytes; want %d", got.Size, tc.want)
+			}
+		})
+	}
+}
