@@ -1,9 +1,12 @@
 package controller
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mosaic-agents/mosaic/claims"
 	"github.com/mosaic-agents/mosaic/engine"
@@ -29,21 +32,45 @@ func TestHandOverAnnouncements(t *testing.T) {
 		}
 		return c
 	}
-	old := read("x1", frame("a1", "hello"), frame("a2", "tool call"))
+	// The old connection's engine still runs (its stdout open): two
+	// frames read, then a prompt sent that the engine never acknowledges
+	// (delivery-unknown, but written, and announced).
+	out, stdout := io.Pipe()
+	t.Cleanup(func() { stdout.Close() })
+	old, err := claude.New(out, nopCloser{}, "", engine.Options{Execution: "x1", CommandTimeout: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for range old.Events() {
+		}
+	}()
+	const result = `{"type":"result","subtype":"success","is_error":false,"terminal_reason":"completed","session_id":""}`
+	if _, err := io.WriteString(stdout, frame("a1", "hello")+"\n"+frame("a2", "tool call")+"\n"+result+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, func() bool { _, ok := old.Announced("a2"); return ok && !old.Turn().Running })
+	d, perr := old.Prompt(context.Background(), "go on")
+	if d.RequestID == "" || !old.SentPrompt(d.RequestID) {
+		t.Fatalf("the prompt was not sent: %+v (%v)", d, perr)
+	}
 	said := handOver(old)
-	if len(said) != 2 || said[0].UUID != "a1" || said[1].UUID != "a2" {
-		t.Fatalf("handed over %+v; want a1 and a2", said)
+	if len(said) != 3 || said[0].UUID != "a1" || said[1].UUID != "a2" || said[2].UUID != d.RequestID || !said[2].Prompt || said[0].Prompt {
+		t.Fatalf("handed over %+v; want a1, a2 and the prompt %s", said, d.RequestID)
 	}
 	said = append(said, claims.Announcement{UUID: "bad", Said: "not hex"}, claims.Announcement{UUID: "short", Said: "0102"})
 	next := read("x2")
-	if n := takeOver(next, said); n != 2 {
-		t.Fatalf("took over %d announcements; want the 2 that decode", n)
+	if n := takeOver(next, said); n != 3 {
+		t.Fatalf("took over %d announcements; want the 3 that decode", n)
 	}
-	for _, id := range []string{"a1", "a2"} {
+	for _, id := range []string{"a1", "a2", d.RequestID} {
 		want, _ := old.Announced(id)
 		if got, ok := next.Announced(id); !ok || got != want {
 			t.Fatalf("%s after the take-over: announced %v, %x; want %x", id, ok, got[:4], want[:4])
 		}
+	}
+	if !next.SentPrompt(d.RequestID) || next.SentPrompt("a1") {
+		t.Fatal("the take-over did not keep which uuid is a prompt this controller sent")
 	}
 	if _, ok := next.Announced("bad"); ok {
 		t.Fatal("an entry that does not decode was taken over")

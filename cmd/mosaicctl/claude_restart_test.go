@@ -1,10 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -210,31 +214,60 @@ func TestClaudeRestartApprovalPending(t *testing.T) {
 // line: the line lands after the bytes the old controller handed over,
 // under a uuid only the old controller sent. It handed that over too
 // (Handover's announcements), so the next controller proves the line, the
-// binding stays active, and the reply lands on the same engine.
+// binding stays active, and the reply lands on the same engine. The test
+// checks that the line did land after the handed-over bytes (up to three
+// tries), else it tested nothing.
 func TestClaudeRestartRightAfterPrompt(t *testing.T) {
 	sandboxtest.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	r := newClaudeRig(t, "crestartprompt")
-	promptOnce(t, ctx, r.path, "hello there") // the session exists: the next line appends
-	lib := activeLib(t, ctx, r.path)
-	if _, err := lib.c.Takeover(ctx); err != nil {
+	session := promptOnce(t, ctx, r.path, "hello there").SessionID // the session exists: the next line appends
+	path, err := r.transcript(t, session).Path()
+	if err != nil {
 		t.Fatal(err)
 	}
-	if rc, err := lib.c.Prompt(ctx, "please SLOW"); err != nil || rc.State != protocol.ReceiptAcknowledged {
-		t.Fatalf("prompt: %v %+v", err, rc)
+	handed := regexp.MustCompile(`the watch vouches for the (\d+) bytes its predecessor handed over, with (\d+) of its announcements`)
+	for try := 1; ; try++ {
+		lib := activeLib(t, ctx, r.path)
+		if _, err := lib.c.Takeover(ctx); err != nil {
+			t.Fatal(err)
+		}
+		text := fmt.Sprintf("please SLOW %d", try)
+		if rc, err := lib.c.Prompt(ctx, text); err != nil || rc.State != protocol.ReceiptAcknowledged {
+			t.Fatalf("prompt: %v %+v", err, rc)
+		}
+		mustRun(t, "systemctl", "--user", "restart", r.svc)
+		after := dialLib(t, r.path)
+		j := run(t, "bash", "-c", "journalctl --user --no-pager -o cat -u "+r.svc).stdout
+		m := handed.FindAllStringSubmatch(j, -1)
+		if len(m) < try || m[len(m)-1][2] == "0" {
+			t.Fatalf("try %d: the journal names no handover with announcements:\n%s", try, j)
+		}
+		size, _ := strconv.Atoi(m[len(m)-1][1])
+		waitFor(t, func() bool { return strings.Count(r.transcripts(t), fakeanthropic.SlowText()) >= try })
+		b := r.settledIdle(t, ctx)
+		if b.State != protocol.BindingActive || b.Restart == nil {
+			t.Fatalf("try %d: binding once settled %+v (restart %+v); want active after a re-attach\n%s", try, b, b.Restart,
+				run(t, "bash", "-c", "journalctl --user --no-pager -o cat -u "+r.svc+" | tail -20").stdout)
+		}
+		waitFor(t, func() bool { return after.runs() >= 1 })
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := bytes.Index(raw, []byte(`"text":"`+text+`"`))
+		if at < 0 {
+			t.Fatalf("try %d: no prompt line says %q", try, text)
+		}
+		if at >= size {
+			return // the line landed after the handed-over bytes, and was proven
+		}
+		t.Logf("try %d: the prompt's line landed within the %d bytes handed over; again", try, size)
+		if try == 3 {
+			t.Fatal("in three tries the prompt's line always landed before the handover: the test did not test the line after it")
+		}
+		after.c.Close()
+		lib.c.Close()
 	}
-	mustRun(t, "systemctl", "--user", "restart", r.svc)
-	j := run(t, "bash", "-c", "journalctl --user --no-pager -o cat -u "+r.svc).stdout
-	if !strings.Contains(j, "restarting: handed execution") {
-		t.Fatalf("the journal names no handover:\n%s", j)
-	}
-	after := dialLib(t, r.path)
-	waitFor(t, func() bool { return strings.Contains(r.transcripts(t), fakeanthropic.SlowText()) })
-	b := r.settledIdle(t, ctx)
-	if b.State != protocol.BindingActive || b.Restart == nil {
-		t.Fatalf("binding once settled %+v (restart %+v); want active after a re-attach\n%s", b, b.Restart,
-			run(t, "bash", "-c", "journalctl --user --no-pager -o cat -u "+r.svc+" | tail -20").stdout)
-	}
-	waitFor(t, func() bool { return after.runs() >= 1 })
 }
