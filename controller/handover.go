@@ -34,9 +34,9 @@ import (
 func (c *Controller) Handover() {
 	c.mu.Lock()
 	x := c.st.exec
-	claude := x != nil && x.conn != nil && !x.exited && c.cfg.Conversation.IsClaude() && c.st.claim != nil
+	live := x != nil && x.conn != nil && !x.exited && c.cfg.Conversation.IsClaude() && c.st.claim != nil
 	c.mu.Unlock()
-	if !claude {
+	if !live {
 		return
 	}
 	c.awaitWatched(x)
