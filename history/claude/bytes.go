@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"io"
+	"os"
 
 	"github.com/mosaic-agents/mosaic/history"
 )
@@ -43,15 +44,11 @@ func (t *Transcript) Begins(size int64, digest string) bool {
 	case size == t.size:
 		return t.Digest() == digest
 	}
-	f, err := history.OpenRead(t.path, history.DefaultMaxSize)
-	if err != nil || f == nil {
+	f, ok := t.reopen()
+	if !ok {
 		return false
 	}
 	defer f.Close()
-	again := blank(t.ref, t.path)
-	if again.identify(f) != nil || again.dev != t.dev || again.ino != t.ino {
-		return false
-	}
 	whole, prefix := sha256.New(), sha256.New()
 	if n, err := io.CopyN(io.MultiWriter(whole, prefix), f, size); n != size || err != nil {
 		return false
@@ -60,6 +57,21 @@ func (t *Transcript) Begins(size int64, digest string) bool {
 		return false
 	}
 	return bytes.Equal(whole.Sum(nil), t.digest) && hex.EncodeToString(prefix.Sum(nil)) == digest
+}
+
+// reopen opens the file t read again, if it is still the same one (device
+// and inode): what Begins and Before hash the read's bytes from.
+func (t *Transcript) reopen() (*os.File, bool) {
+	f, err := history.OpenRead(t.path, history.DefaultMaxSize)
+	if err != nil || f == nil {
+		return nil, false
+	}
+	again := blank(t.ref, t.path)
+	if again.identify(f) != nil || again.dev != t.dev || again.ino != t.ino {
+		f.Close()
+		return nil, false
+	}
+	return f, true
 }
 
 // Inode is the inode number of the file the read covered (0 for a new

@@ -75,15 +75,11 @@ func (t *Transcript) Before(n int) (size int64, digest string, ok bool) {
 	if n < 1 || n > t.lines || t.isNew {
 		return 0, "", false
 	}
-	f, err := history.OpenRead(t.path, history.DefaultMaxSize)
-	if err != nil || f == nil {
+	f, ok := t.reopen()
+	if !ok {
 		return 0, "", false
 	}
 	defer f.Close()
-	again := blank(t.ref, t.path)
-	if again.identify(f) != nil || again.dev != t.dev || again.ino != t.ino {
-		return 0, "", false
-	}
 	whole, prefix := sha256.New(), sha256.New()
 	r := bufio.NewReader(io.LimitReader(f, t.size))
 	for line := 1; ; line++ {
