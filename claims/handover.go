@@ -18,10 +18,12 @@ import (
 // Why in the claim: the store is what the next controller reads before
 // it talks to the engine, and a revision that says who wrote it is the
 // evidence that the bytes were this execution's controller's. Why only
-// at a restart: a crashed controller hands over nothing, and a mark left
-// from an earlier handover would name fewer bytes than the crashed
-// controller vouched for since, so Reattach consumes it (its revision
-// drops Vouched, as every transition does).
+// at a restart: a revision per vouch would cost fsyncs per frame; a
+// crashed controller writes none, and what it vouched for since an
+// earlier handover would be more than that handover names, so Reattach
+// consumes it (its revision drops Vouched, as every transition does).
+// After a crash the next controller takes the mark the controller kept
+// in the fd store instead (controller/markkeep.go).
 //
 // announced are what the controller's engine connection announced last
 // (at most MaxAnnouncements, the latest kept): the lines of frames it

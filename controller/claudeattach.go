@@ -28,6 +28,29 @@ import (
 func (c *Controller) reattachClaude(ctx context.Context, claim *claims.Claim, h *scopes.Handle, n uint64, cv *conversations.Conversation) error {
 	execID := claim.Record().Execution
 	x := c.resumedExecution(claim, h, cv)
+	// What the previous controller handed over: at a restart in the
+	// claim (Handover), at a crash only in its mark (markkeep.go). A
+	// mark's announcements are taken even after a handover: they may
+	// hold a frame read after the claim was written.
+	handed, said := claim.Handed(), claim.HandedAnnounced()
+	source := "its predecessor's handover"
+	mark := c.markFor(execID)
+	if mark != nil {
+		v, more := mark.handed()
+		if handed == nil {
+			handed, source = v, "the mark its predecessor kept (it ended without a handover)"
+			if mark.err != nil {
+				source = fmt.Sprintf("the mark its predecessor kept, which does not read (%v), so none", mark.err)
+			}
+		}
+		said = append(said, more...)
+	}
+	if handed != nil {
+		// What a stop records if the watch never starts (the re-attach
+		// fails): the bytes the predecessor vouched for, which the wake
+		// and a recover then hold the transcript to.
+		x.vouched.Store(handed)
+	}
 	conn, err := c.openEngine(cv, h, c.reattachOptions(execID, n))
 	if err != nil {
 		c.unopened(claim, x, err)
@@ -42,20 +65,15 @@ func (c *Controller) reattachClaude(ctx context.Context, claim *claims.Claim, h 
 	x.conn = conn
 	// Before any line is checked: the lines of the frames the previous
 	// controller read, and of the prompts it sent, may land now.
-	seeded := takeOver(conn, claim.HandedAnnounced())
+	seeded := takeOver(conn, said)
+	f, seq := mark.take()
+	c.keepMark(x, f, seq)
 	go c.watchDecisions(x, conn)
 	c.adoptReattached(claim, x)
 
 	r, skipped, err := rs.Resync(ctx, c.commandTimeout())
 	restart := &protocol.Restart{At: time.Now().UTC().Format(time.RFC3339Nano), Resume: n, SkippedBytes: skipped, RunInProgress: r.Running}
 	var head sessionHead
-	handed := claim.Handed()
-	if handed != nil {
-		// What a stop records if the watch never starts (the re-attach
-		// fails): the bytes the predecessor vouched for, which the wake
-		// and a recover then hold the transcript to.
-		x.vouched.Store(handed)
-	}
 	if err == nil {
 		if head, err = c.reattachHead(ctx, cv, handed); err != nil {
 			err = fmt.Errorf("read the transcript: %w", err)
@@ -68,7 +86,7 @@ func (c *Controller) reattachClaude(ctx context.Context, claim *claims.Claim, h 
 		"SKIPPED_BYTES": fmt.Sprint(skipped), "RUN_IN_PROGRESS": fmt.Sprint(r.Running), "PENDING_APPROVALS": fmt.Sprint(len(r.Pending))}
 	from := "the transcript as it read it (nothing handed over)"
 	if handed != nil {
-		from = fmt.Sprintf("the %d bytes its predecessor handed over, with %d of its announcements", handed.Size, seeded)
+		from = fmt.Sprintf("the %d bytes of %s, with %d of its announcements", handed.Size, source, seeded)
 		fields["HANDED_SIZE"], fields["HANDED_SHA256"], fields["HANDED_ANNOUNCED"] = fmt.Sprint(handed.Size), handed.SHA256, fmt.Sprint(seeded)
 	}
 	if err != nil {
@@ -84,12 +102,12 @@ func (c *Controller) reattachClaude(ctx context.Context, claim *claims.Claim, h 
 }
 
 // reattachHead is the transcript a re-attached watch starts from: the
-// bytes the previous controller handed over (Handover), read as it read
-// them, so that the lines after them are checked as the watch checks
-// every line, and a line it left unproven stays so. Without a handover
-// (the previous controller crashed, or was an older mosaic) it is the
-// transcript as it reads now, all of it vouched for: nothing else is
-// known of it. A transcript that no longer begins with the bytes handed
+// bytes the previous controller handed over (Handover), or kept in its
+// mark when it crashed (markkeep.go), read as it read them, so that the
+// lines after them are checked as the watch checks every line, and a
+// line it left unproven stays so. Without either (an older mosaic, a
+// mark the store refused) it is the transcript as it reads now, all of
+// it vouched for: nothing else is known of it. A transcript that no longer begins with the bytes handed
 // over was changed by another writer in between: the re-attach fails,
 // and the binding is uncertain.
 func (c *Controller) reattachHead(ctx context.Context, cv *conversations.Conversation, handed *claims.FileState) (sessionHead, error) {

@@ -176,6 +176,9 @@ func (x *execution) vouchTranscript(t *hclaude.Transcript) {
 	}
 	x.transcript.t = t
 	x.vouched.Store(fileState(t))
+	if m := x.mark.Load(); m != nil {
+		m.poke()
+	}
 }
 
 // lastCheck checks a Claude transcript once more when a stop has proven

@@ -94,8 +94,12 @@ type Controller struct {
 	writes   sync.WaitGroup // claim writes started in the background (markUncertainLocked, retryProof)
 	closing  chan struct{}  // closed by Close: background retries give up
 	closed   sync.Once
-	stopping tally      // stops running off the read loops; Close waits for them
-	authMu   sync.Mutex // the auth relay apart from the engine agent directory's rebuild
+	stopping tally // stops running off the read loops; Close waits for them
+	// crashed is the mark a previous controller kept of the claim's
+	// execution (markkeep.go): set by resume, read by the re-attach or
+	// adopt that follows, during start only.
+	crashed *crashMark
+	authMu  sync.Mutex // the auth relay apart from the engine agent directory's rebuild
 	// authMasks are what an engine launched now could not read of the
 	// user's files (authMasksNow): the user's auth.json is never read or
 	// written where it leads into one (openUserAuth). authMasksAt is when

@@ -111,6 +111,7 @@ type piResyncer interface {
 type announcer interface {
 	Latest(n int) []claude.Handed
 	Seed([]claude.Handed)
+	Announcing() <-chan struct{}
 }
 
 var (

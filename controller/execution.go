@@ -58,6 +58,9 @@ type execution struct {
 	// for whole: a restart hands over the bytes before that line
 	// (Handover), more than vouched holds.
 	heldBack atomic.Pointer[heldBack]
+	// mark is where a Claude execution's vouched bytes and announcements
+	// are kept for a crash (mark.go), nil without one.
+	mark atomic.Pointer[markWriter]
 }
 
 // heldBack is a transcript read and the first line of it not proven the

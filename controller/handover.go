@@ -28,9 +28,9 @@ import (
 // controller read and sent last land after the restart.
 //
 // A Pi engine needs none: the re-attach checks the session file against
-// the entries Pi holds. A crash hands over nothing; the next controller
-// then vouches for the transcript as it reads it, as before
-// (docs/recovery.md, "Controller restarts").
+// the entries Pi holds. A crash writes no handover; what the next
+// controller then takes is the mark this one kept in the fd store
+// (markkeep.go; docs/recovery.md, "After a crash").
 func (c *Controller) Handover() {
 	c.mu.Lock()
 	x := c.st.exec

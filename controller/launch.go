@@ -125,6 +125,10 @@ func (c *Controller) start(ctx context.Context) error {
 	// A previous controller kept its engine's descriptors: re-attach to
 	// that engine when the claim and the engine are still what it left.
 	done, stop, err := c.resume(ctx, keys)
+	defer func() {
+		c.crashed.close()
+		c.crashed = nil
+	}()
 	if done || err != nil {
 		return err
 	}
@@ -221,6 +225,10 @@ func (c *Controller) adopt(ctx context.Context, rec *claims.Recovery, stop *kept
 		// A restart handed these over, and the next controller could not
 		// re-attach: the proven stop records them, and the wake and a
 		// recover hold the transcript to them (handover.go).
+		x.vouched.Store(v)
+	} else if m := c.markFor(r.Execution); m != nil {
+		// A crash did, through the mark it kept (markkeep.go).
+		v, _ := m.handed()
 		x.vouched.Store(v)
 	}
 	co, cohortErr := c.loadCohort(r.Execution)

@@ -37,7 +37,7 @@ const (
 	keptStop   = "stop" // the held child's stop pipe (scopes.Handle.StopPipe)
 )
 
-var keptRoles = []string{keptStdin, keptStdout, keptStderr, keptPidFD, keptStop}
+var keptRoles = []string{keptStdin, keptStdout, keptStderr, keptPidFD, keptStop, keptMarkRole}
 
 func keptName(exec, role string) string { return exec + "." + role }
 
@@ -74,6 +74,7 @@ func (c *Controller) keep(x *execution) {
 	c.mu.Lock()
 	x.kept = true
 	c.mu.Unlock()
+	c.keepMark(x, nil, 0)
 }
 
 // unkeep drops an execution's descriptors from the store once its engine
@@ -115,9 +116,10 @@ func (c *Controller) dropKept(exec string, roles ...string) {
 }
 
 // keptByExecution groups the descriptors the store handed back by
-// execution and takes them out of the config (they are used once).
-func (c *Controller) keptByExecution() map[string]scopes.Kept {
-	out := map[string]scopes.Kept{}
+// execution, the marks (markkeep.go) apart, and takes them out of the
+// config (they are used once).
+func (c *Controller) keptByExecution() (map[string]scopes.Kept, map[string]*os.File) {
+	out, marks := map[string]scopes.Kept{}, map[string]*os.File{}
 	for name, f := range c.cfg.Kept {
 		i := strings.LastIndexByte(name, '.')
 		if i <= 0 {
@@ -125,6 +127,10 @@ func (c *Controller) keptByExecution() map[string]scopes.Kept {
 			continue
 		}
 		exec, role := name[:i], name[i+1:]
+		if role == keptMarkRole {
+			marks[exec] = f
+			continue
+		}
 		k := out[exec]
 		switch role {
 		case keptStdin:
@@ -143,7 +149,7 @@ func (c *Controller) keptByExecution() map[string]scopes.Kept {
 		out[exec] = k
 	}
 	c.cfg.Kept = nil
-	return out
+	return out, marks
 }
 
 // resume re-attaches to the engine a previous controller of this
@@ -163,8 +169,14 @@ func (c *Controller) keptByExecution() map[string]scopes.Kept {
 // bound session leaves the binding uncertain, as a failed load check
 // does: the claim is the engine's, and only a force stop moves it on.
 func (c *Controller) resume(ctx context.Context, keys claims.Keys) (done bool, stop *keptStopping, err error) {
-	all := c.keptByExecution()
-	if len(all) == 0 {
+	all, marks := c.keptByExecution()
+	defer func() {
+		for exec, f := range marks {
+			f.Close()
+			c.dropKept(exec, keptMarkRole)
+		}
+	}()
+	if len(all) == 0 && len(marks) == 0 {
 		return false, nil, nil
 	}
 	drop := func(why string) {
@@ -187,10 +199,21 @@ func (c *Controller) resume(ctx context.Context, keys claims.Keys) (done bool, s
 		return false, nil, nil
 	}
 	rec := cur.Seat
+	if f := marks[rec.Execution]; f != nil {
+		// Read before anything is dropped: an engine found gone is
+		// adopted, and its proven stop records the mark's bytes too.
+		delete(marks, rec.Execution)
+		c.crashed = takeMark(rec.Execution, f)
+	}
 	k, ok := all[rec.Execution]
 	if ok && rec.State == claims.Stopping {
 		stop = &keptStopping{exec: rec.Execution, Kept: k}
 		delete(all, rec.Execution)
+	}
+	if !ok && c.crashed != nil {
+		// The manager dropped the engine's pipes by itself (it exited):
+		// nothing else of the execution's stays kept to drop it with.
+		c.dropKept(rec.Execution, keptMarkRole)
 	}
 	if !ok || rec.State != claims.Active {
 		drop(fmt.Sprintf("the claim is %s for execution %s", rec.State, rec.Execution))

@@ -256,20 +256,93 @@ func wakeRefusesForgedAttachment(t *testing.T, r claudeRig, session string) {
 // Before, the re-attached watch vouched for the transcript as it read
 // it, and the wake sent the forgery to the model.
 func TestClaudeRestartLeavesAToolsAttachmentUnproven(t *testing.T) {
+	unprovenAcross(t, "crestartatt", []string{"restart"}, "restarting: handed execution", "bytes of its predecessor's handover")
+}
+
+// TestClaudeCrashLeavesAToolsAttachmentUnproven: as above, but the
+// controller is killed (SIGKILL) and hands nothing over in the claim:
+// the next controller takes the bytes and the announcements from the
+// mark the dead one kept in the fd store (controller/markkeep.go), so the
+// forged line stays unproven and the wake refuses. Before, the watch
+// after a crash vouched for the transcript as it read it.
+func TestClaudeCrashLeavesAToolsAttachmentUnproven(t *testing.T) {
+	unprovenAcross(t, "ccrashatt", []string{"kill", "--signal=KILL"}, "", "bytes of the mark its predecessor kept")
+}
+
+// TestClaudeCrashThenEngineGoneRecordsTheMark: the controller is killed,
+// and its engine with it, before the next controller starts: that one
+// finds no engine to re-attach to and adopts the orphan, and the force
+// stop's revision records the bytes of the mark the dead controller kept,
+// the transcript before the tool's forged attachment. Before, it recorded
+// none, and a recover took the file as it found it.
+func TestClaudeCrashThenEngineGoneRecordsTheMark(t *testing.T) {
 	sandboxtest.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	r := newClaudeRig(t, "crestartatt", "--idle-stop", "10s")
+	r := newClaudeRig(t, "ccrashgone")
 	session := forgeAfterTurn(t, ctx, r)
 	waitFor(t, func() bool { return strings.Contains(r.transcripts(t), forgedLine) })
 	time.Sleep(time.Second) // the watch reads it: unproven, waiting for a descendant
-	mustRun(t, "systemctl", "--user", "restart", r.svc)
-	if bound, _ := currentBinding(t, ctx, r.path); bound.Restart == nil || bound.State == protocol.BindingUncertain {
-		t.Fatalf("binding after the restart %+v (restart %+v); want a re-attach", bound, bound.Restart)
+	st := readStatus(t, r.bin, r.id)
+	if st.Scope == nil {
+		t.Fatalf("no engine scope: %+v", st)
+	}
+	// Both before the manager restarts the controller (RestartSec=1s).
+	mustRun(t, "systemctl", "--user", "kill", "--signal=KILL", r.svc, st.Scope.Name)
+	waitFor(t, func() bool { return engineScopes(t, r.id) == 0 })
+	if res := run(t, r.bin, "stop", "--take", "--yes", r.id); res.code != 0 {
+		t.Fatalf("stop of the orphan: exit %d, %q %q", res.code, res.stdout, res.stderr)
 	}
 	j := run(t, "bash", "-c", "journalctl --user --no-pager -o cat -u "+r.svc).stdout
-	if !strings.Contains(j, "restarting: handed execution") || !strings.Contains(j, "bytes its predecessor handed over") {
-		t.Fatalf("the journal names no handover:\n%s", j)
+	if strings.Contains(j, "re-attached to Claude Code execution") {
+		t.Fatalf("the next controller re-attached: the engine outlived the kill, and the test did not test an orphan\n%s", j)
+	}
+	path, err := r.transcript(t, session).Path()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := bytes.LastIndex(raw, []byte(forgedLine))
+	cut = bytes.LastIndexByte(raw[:cut], '\n') + 1
+	stopped := 0
+	claimRevisions(t, r.id, func(path string, rev map[string]json.RawMessage) {
+		if string(rev["state"]) != `"stopped"` {
+			return
+		}
+		stopped++
+		var v struct{ Size *int }
+		if err := json.Unmarshal(rev["vouched"], &v); err != nil || v.Size == nil || *v.Size != cut {
+			t.Fatalf("the stopped revision %s vouched for %s; want the %d bytes before the forged line", path, rev["vouched"], cut)
+		}
+	})
+	if stopped == 0 {
+		t.Fatal("no stopped revision")
+	}
+}
+
+// unprovenAcross has a tool forge an attachment after a turn, waits for
+// the watch to read it, ends the controller with `systemctl --user
+// <how> <service>`, and checks that the next controller re-attached,
+// the journal says said (when not empty) and how it vouched (from), and
+// the forgery stays unproven across it: the wake refuses.
+func unprovenAcross(t *testing.T, name string, how []string, said, from string) {
+	sandboxtest.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	r := newClaudeRig(t, name, "--idle-stop", "10s")
+	session := forgeAfterTurn(t, ctx, r)
+	waitFor(t, func() bool { return strings.Contains(r.transcripts(t), forgedLine) })
+	time.Sleep(time.Second) // the watch reads it: unproven, waiting for a descendant
+	mustRun(t, "systemctl", append(append([]string{"--user"}, how...), r.svc)...)
+	if bound, _ := currentBinding(t, ctx, r.path); bound.Restart == nil || bound.State == protocol.BindingUncertain {
+		t.Fatalf("binding after the controller's end %+v (restart %+v); want a re-attach", bound, bound.Restart)
+	}
+	j := run(t, "bash", "-c", "journalctl --user --no-pager -o cat -u "+r.svc).stdout
+	if !strings.Contains(j, said) || !strings.Contains(j, from) {
+		t.Fatalf("the journal does not say %q and %q:\n%s", said, from, j)
 	}
 	hibernated(t, r.id)
 	wakeRefusesForgedAttachment(t, r, session)

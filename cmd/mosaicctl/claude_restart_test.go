@@ -218,16 +218,32 @@ func TestClaudeRestartApprovalPending(t *testing.T) {
 // checks that the line did land after the handed-over bytes (up to three
 // tries), else it tested nothing.
 func TestClaudeRestartRightAfterPrompt(t *testing.T) {
+	rightAfterPrompt(t, "crestartprompt", []string{"restart"}, "its predecessor's handover")
+}
+
+// TestClaudeCrashRightAfterPrompt: as above, but the controller is
+// killed (SIGKILL): the prompt's uuid reaches the next controller
+// through the mark the dead one kept (controller/markkeep.go), written
+// as the prompt was sent.
+func TestClaudeCrashRightAfterPrompt(t *testing.T) {
+	rightAfterPrompt(t, "ccrashprompt", []string{"kill", "--signal=KILL"}, "the mark its predecessor kept (it ended without a handover)")
+}
+
+// rightAfterPrompt ends the controller with `systemctl --user <how>` at
+// once after a prompt is acknowledged, and checks that the next
+// controller vouches from the bytes of from, with announcements, and
+// proves the prompt's line landing after them.
+func rightAfterPrompt(t *testing.T, name string, how []string, from string) {
 	sandboxtest.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	r := newClaudeRig(t, "crestartprompt")
+	r := newClaudeRig(t, name)
 	session := promptOnce(t, ctx, r.path, "hello there").SessionID // the session exists: the next line appends
 	path, err := r.transcript(t, session).Path()
 	if err != nil {
 		t.Fatal(err)
 	}
-	handed := regexp.MustCompile(`the watch vouches for the (\d+) bytes its predecessor handed over, with (\d+) of its announcements`)
+	handed := regexp.MustCompile(`the watch vouches for the (\d+) bytes of ` + regexp.QuoteMeta(from) + `, with (\d+) of its announcements`)
 	for try := 1; ; try++ {
 		lib := activeLib(t, ctx, r.path)
 		if _, err := lib.c.Takeover(ctx); err != nil {
@@ -237,7 +253,7 @@ func TestClaudeRestartRightAfterPrompt(t *testing.T) {
 		if rc, err := lib.c.Prompt(ctx, text); err != nil || rc.State != protocol.ReceiptAcknowledged {
 			t.Fatalf("prompt: %v %+v", err, rc)
 		}
-		mustRun(t, "systemctl", "--user", "restart", r.svc)
+		mustRun(t, "systemctl", append(append([]string{"--user"}, how...), r.svc)...)
 		after := dialLib(t, r.path)
 		j := run(t, "bash", "-c", "journalctl --user --no-pager -o cat -u "+r.svc).stdout
 		m := handed.FindAllStringSubmatch(j, -1)

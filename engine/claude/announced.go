@@ -79,7 +79,18 @@ func (c *Conn) putAnnounced(id string, said hclaude.Said) {
 		said = ambiguous
 	}
 	c.announced.Put(id, said)
+	select {
+	case c.announcing <- struct{}{}:
+	default:
+	}
 }
+
+// Announcing is poked each time an announcement is kept (a frame read, a
+// prompt sent, a Seed), at most one poke waiting: a reader that wakes
+// reads Latest once for all the announcements since its last read. The
+// controller keeps what Latest says where a crash does not take it
+// (controller/mark.go).
+func (c *Conn) Announcing() <-chan struct{} { return c.announcing }
 
 // Notified counts the task_notification frames the CLI announced, among
 // the latest maxAnnounced, whose line would say said: the CLI writes one

@@ -38,8 +38,10 @@ type Conn struct {
 	answered *engine.Recent[struct{}]
 	changed  chan struct{}
 	sent     *engine.Recent[struct{}] // prompt uuids written, the latest maxAnnounced (SentPrompt)
-	// announced is what the CLI announced under each uuid (announced.go).
-	announced *engine.Recent[hclaude.Said]
+	// announced is what the CLI announced under each uuid (announced.go);
+	// announcing is poked (never blocking) each time it changes.
+	announced  *engine.Recent[hclaude.Said]
+	announcing chan struct{}
 	// notified counts the task notifications announced, by what their
 	// line says (announced.go).
 	notified *engine.Recent[int]
@@ -78,18 +80,19 @@ func New(r io.Reader, w io.WriteCloser, session string, opts engine.Options) (*C
 	}
 	c := &Conn{
 		opts: opts, session: session,
-		wait:      make(map[string]chan *frame),
-		tr:        newTracker(),
-		mp:        newMapper(opts.Execution),
-		changed:   make(chan struct{}),
-		answered:  engine.NewRecent[struct{}](maxAnswered),
-		sent:      engine.NewRecent[struct{}](maxAnnounced),
-		announced: engine.NewRecent[hclaude.Said](maxAnnounced),
-		notified:  engine.NewRecent[int](maxAnnounced),
-		synced:    make(chan struct{}),
-		refusals:  make(chan refusalAnswer, maxRefusals),
-		closing:   make(chan struct{}),
-		Output:    engine.NewOutput(opts.SeqBase, opts.MaxQueued),
+		wait:       make(map[string]chan *frame),
+		tr:         newTracker(),
+		mp:         newMapper(opts.Execution),
+		changed:    make(chan struct{}),
+		answered:   engine.NewRecent[struct{}](maxAnswered),
+		sent:       engine.NewRecent[struct{}](maxAnnounced),
+		announced:  engine.NewRecent[hclaude.Said](maxAnnounced),
+		announcing: make(chan struct{}, 1),
+		notified:   engine.NewRecent[int](maxAnnounced),
+		synced:     make(chan struct{}),
+		refusals:   make(chan refusalAnswer, maxRefusals),
+		closing:    make(chan struct{}),
+		Output:     engine.NewOutput(opts.SeqBase, opts.MaxQueued),
 	}
 	c.in = engine.NewStdin(w, opts.StdinTimeout, c.stdinBroken)
 	c.mp.seq = opts.SeqBase

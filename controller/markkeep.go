@@ -1,0 +1,163 @@
+package controller
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/mosaic-agents/mosaic/audit"
+	"github.com/mosaic-agents/mosaic/claims"
+)
+
+// keptMarkRole is the store name's role of an execution's mark
+// (keptName): kept beside the engine's descriptors, dropped with them.
+const keptMarkRole = "mark"
+
+// markWriter is an execution's mark (mark.go) and what wakes its writer.
+type markWriter struct {
+	f    *os.File
+	wake chan struct{}
+}
+
+// poke wakes the writer without blocking: one wake covers every change
+// since it last wrote.
+func (m *markWriter) poke() {
+	select {
+	case m.wake <- struct{}{}:
+	default:
+	}
+}
+
+// keepMark starts keeping x's mark in f, stored in the fd store (a new
+// memfd when f is nil, a launch; a re-attach's is the one its
+// predecessor kept, already there, written on from seq). Without a
+// store, or a Claude engine, there is nothing to keep it for. A mark that
+// cannot be made or stored is journaled: a crash then hands over nothing,
+// and the next controller says so.
+func (c *Controller) keepMark(x *execution, f *os.File, seq uint64) {
+	if c.cfg.FDStore == nil || !c.cfg.Conversation.IsClaude() || x.conn == nil {
+		if f != nil {
+			f.Close()
+		}
+		return
+	}
+	a, err := driverAs[announcer](x.conn, "keep the mark")
+	if err == nil && f == nil {
+		if f, err = newMark(); err == nil {
+			// Written before it is stored: a crash right after the store
+			// finds what the launch vouched for, not an empty mark.
+			if seq, err = writeMark(f, 0, c.markNow(x)); err == nil {
+				err = c.cfg.FDStore.Store(keptName(x.id, keptMarkRole), f)
+			}
+			if err != nil {
+				f.Close()
+			}
+		}
+	}
+	if err != nil {
+		c.dropKept(x.id, keptMarkRole)
+		c.audit(audit.Transition, nil, fmt.Sprintf("execution %s keeps no mark in the fd store (%v): a controller that crashes hands over nothing of its transcript", x.id, err),
+			map[string]string{"EXECUTION": x.id})
+		return
+	}
+	m := &markWriter{f: f, wake: make(chan struct{}, 1)}
+	x.mark.Store(m)
+	go c.writeMarks(x, m, a, seq)
+}
+
+// markNow is what x's mark says now: the bytes its watch vouched for
+// and its engine's latest announcements.
+func (c *Controller) markNow(x *execution) markState {
+	return markState{Execution: x.id, Vouched: x.vouched.Load(), Announced: handOver(x.conn)}
+}
+
+// writeMarks writes x's mark each time its watch vouches for more or its
+// engine announces a line, until the engine's output ends (nothing is
+// left to re-attach to) or the controller closes.
+func (c *Controller) writeMarks(x *execution, m *markWriter, a announcer, seq uint64) {
+	defer m.f.Close()
+	for {
+		select {
+		case <-a.Announcing():
+		case <-m.wake:
+		case <-x.conn.Done():
+			return
+		case <-c.closing:
+			return
+		}
+		var err error
+		if seq, err = writeMark(m.f, seq, c.markNow(x)); err != nil {
+			c.audit(audit.Transition, nil, fmt.Sprintf("execution %s's mark is no longer written (%v): a controller that crashes now hands over what it last held", x.id, err),
+				map[string]string{"EXECUTION": x.id})
+			return
+		}
+	}
+}
+
+// crashMark is what a previous controller of the claim's execution kept
+// in its mark (resume): read when the claim holds no handover (it
+// crashed). err says the mark was kept but no slot of it checks.
+type crashMark struct {
+	exec string
+	f    *os.File
+	seq  uint64
+	st   markState
+	err  error
+}
+
+// takeMark reads the mark a previous controller kept for exec, if any.
+// A mark of another execution, or one that does not check, names no
+// bytes: err says why.
+func takeMark(exec string, f *os.File) *crashMark {
+	if f == nil {
+		return nil
+	}
+	st, seq, err := readMark(f)
+	switch {
+	case err != nil:
+	case st.Execution != exec:
+		err = fmt.Errorf("the mark names execution %q", st.Execution)
+	case st.Vouched == nil:
+		err = fmt.Errorf("the mark names no bytes")
+	case len(st.Announced) > claims.MaxAnnouncements:
+		err = fmt.Errorf("the mark holds %d announcements, over %d", len(st.Announced), claims.MaxAnnouncements)
+	}
+	return &crashMark{exec: exec, f: f, seq: seq, st: st, err: err}
+}
+
+// handed is what the mark hands over: its bytes and announcements, or,
+// when it does not check, bytes no transcript begins with but an empty
+// one (fail closed: every line is checked, none can be proven, and the
+// binding ends uncertain).
+func (m *crashMark) handed() (*claims.FileState, []claims.Announcement) {
+	if m.err != nil {
+		return fileState(nil), nil
+	}
+	v := *m.st.Vouched
+	return &v, m.st.Announced
+}
+
+// take hands the mark's descriptor to the re-attached execution's writer
+// (keepMark), nil if there is none.
+func (m *crashMark) take() (*os.File, uint64) {
+	if m == nil || m.f == nil {
+		return nil, 0
+	}
+	f := m.f
+	m.f = nil
+	return f, m.seq
+}
+
+// close closes the mark's descriptor unless an execution took it.
+func (m *crashMark) close() {
+	if f, _ := m.take(); f != nil {
+		f.Close()
+	}
+}
+
+// markFor is the crash mark of exec, if resume read one.
+func (c *Controller) markFor(exec string) *crashMark {
+	if c.crashed == nil || c.crashed.exec != exec {
+		return nil
+	}
+	return c.crashed
+}
