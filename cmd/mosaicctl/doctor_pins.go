@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sort"
@@ -40,6 +41,14 @@ func checkPins(ctx context.Context) (string, error) {
 				continue
 			}
 			versions["Claude Code "+cv.Claude.Version] = true
+			continue
+		}
+		if cv.Engine.Path == "" && cv.Engine.Entry == "" {
+			// Registered without an engine (no pi on PATH at `conv add`):
+			// there is no pin to check, and an empty one would be read
+			// relative to this process's directory (its package.json).
+			problems = append(problems, fmt.Sprintf("%s: no engine (it was added with no --engine and no pi on PATH), so its controller launches nothing", cv.ID))
+			fixes = append(fixes, repinCommand(cv)+" (PATH: the pi executable)")
 			continue
 		}
 		p := cv.Engine.Pin()
@@ -96,10 +105,7 @@ func registered() ([]*conversations.Conversation, map[string]error, error) {
 // with every other setting as it is.
 func repinCommand(cv *conversations.Conversation) string {
 	e := cv.Engine
-	path := e.Path
-	if path == "" {
-		path = e.Entry
-	}
+	path := cmp.Or(e.Path, e.Entry, "PATH")
 	args := []string{"mosaicctl", "conv", "add", "--project", cv.Project, "--seat", cv.Seat, "--session", cv.Session}
 	if cv.Workspace != "" && cv.Workspace != conversations.DefaultWorkspace {
 		args = append(args, "--workspace", cv.Workspace)

@@ -596,3 +596,46 @@ func TestJudgeEnvFiles(t *testing.T) {
 		}
 	})
 }
+
+// TestDoctorPinsNoEngine: a conversation registered without an engine (no
+// pi on PATH at `conv add`) has no pin to check. The check says so and
+// names the `conv add --engine PATH --replace` that gives it one, instead
+// of an empty pin read relative to doctor's own directory (a package.json
+// there was taken for the engine's) and a fix without --engine, which
+// registers it again without one.
+func TestDoctorPinsNoEngine(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(home, "config"))
+	t.Setenv("XDG_STATE_HOME", filepath.Join(home, "state"))
+	project := filepath.Join(home, "app")
+	sessions := filepath.Join(project, ".pi", "state", "alice", "sessions")
+	if err := os.MkdirAll(sessions, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s, err := conversations.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cv := &conversations.Conversation{ID: conversations.ID(project, "alice", "main.jsonl"), Project: project, Seat: "alice",
+		Workspace: conversations.DefaultWorkspace, Session: filepath.Join(sessions, "main.jsonl")}
+	if err := s.Save(cv); err != nil {
+		t.Fatal(err)
+	}
+	// doctor run in a JavaScript project of the user's.
+	js := t.TempDir()
+	if err := os.WriteFile(filepath.Join(js, "package.json"), []byte(`{"name":"my-app","version":"1.2.3"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(js)
+	_, err = checkPins(context.Background())
+	var f *finding
+	if !errors.As(err, &f) || f.verdict != verdictFail {
+		t.Fatalf("checkPins: %v; want a failure", err)
+	}
+	if !strings.Contains(f.msg, cv.ID+": no engine") || strings.Contains(f.msg, "package.json") || strings.Contains(f.msg, "1.2.3") {
+		t.Errorf("detail %q; want %s: no engine, and nothing of a package.json", f.msg, cv.ID)
+	}
+	if !strings.Contains(f.fix, "mosaicctl conv add --project "+project+" --seat alice --session "+cv.Session+" --engine PATH --replace`") {
+		t.Errorf("fix %q; want the conv add --engine PATH --replace of %s", f.fix, cv.ID)
+	}
+}
