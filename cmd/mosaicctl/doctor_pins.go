@@ -57,6 +57,15 @@ func checkPins(ctx context.Context) (string, error) {
 			err = pi.Check(p)
 			checked[p] = err
 		}
+		if err == nil {
+			// The launch checks each admitted extension too
+			// (pi.Command): a file changed since `conv add` refuses it.
+			for _, x := range cv.Engine.Pins() {
+				if err = pi.CheckExtension(x); err != nil {
+					break
+				}
+			}
+		}
 		if err != nil {
 			problems = append(problems, fmt.Sprintf("%s: %v", cv.ID, err))
 			fixes = append(fixes, repinCommand(cv))
@@ -126,6 +135,11 @@ func repinCommand(cv *conversations.Conversation) string {
 	opt("--idle-stop", cv.IdleStop)
 	for _, d := range cv.Devices {
 		opt("--device", d)
+	}
+	// --replace keeps only what is given: without them the extensions
+	// would be dropped.
+	for _, x := range e.Extensions {
+		opt("--extension", x.Path)
 	}
 	args = append(args, "--replace")
 	for i, a := range args {

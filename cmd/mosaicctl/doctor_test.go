@@ -136,9 +136,12 @@ func TestUnitBinary(t *testing.T) {
 
 func TestRepinCommand(t *testing.T) {
 	cv := &conversations.Conversation{ID: "pi-0123456789abcdef0123", Project: "/home/u/my project", Seat: "s1", Workspace: "w",
-		Session: "/home/u/s.jsonl", Engine: conversations.Engine{Path: "/opt/pi/bin/pi", Provider: "p", Model: "m"}}
+		Session: "/home/u/s.jsonl", Engine: conversations.Engine{Path: "/opt/pi/bin/pi", Provider: "p", Model: "m",
+			Extensions: []conversations.Extension{{Path: "/home/u/ext/a.ts"}, {Path: "/home/u/ext/b.ts"}}}}
 	got := repinCommand(cv)
-	want := "`mosaicctl conv add --project '/home/u/my project' --seat s1 --session /home/u/s.jsonl --workspace w --engine /opt/pi/bin/pi --provider p --model m --replace`"
+	// Every extension is named again: `conv add --replace` keeps only the
+	// flags given, so a fix without them would drop the extensions.
+	want := "`mosaicctl conv add --project '/home/u/my project' --seat s1 --session /home/u/s.jsonl --workspace w --engine /opt/pi/bin/pi --provider p --model m --extension /home/u/ext/a.ts --extension /home/u/ext/b.ts --replace`"
 	if got != want {
 		t.Fatalf("%s\nwant %s", got, want)
 	}
@@ -637,5 +640,57 @@ func TestDoctorPinsNoEngine(t *testing.T) {
 	}
 	if !strings.Contains(f.fix, "mosaicctl conv add --project "+project+" --seat alice --session "+cv.Session+" --engine PATH --replace`") {
 		t.Errorf("fix %q; want the conv add --engine PATH --replace of %s", f.fix, cv.ID)
+	}
+}
+
+// TestDoctorPinsExtension: an admitted extension that changed since `conv
+// add` refuses the launch engine-pin-mismatch (pi.Command checks each),
+// so the pins check fails for it too, and its fix pins it again with the
+// extension named: the re-add keeps only the flags given.
+func TestDoctorPinsExtension(t *testing.T) {
+	entry, _ := fakeEngine(t, stubmodel.Script{})
+	home := t.TempDir()
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(home, "config"))
+	t.Setenv("XDG_STATE_HOME", filepath.Join(home, "state"))
+	project := filepath.Join(home, "app")
+	sessions := filepath.Join(project, ".pi", "state", "alice", "sessions")
+	if err := os.MkdirAll(sessions, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ext := filepath.Join(home, "ext.ts")
+	if err := os.WriteFile(ext, []byte("export default function () {}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cv := &conversations.Conversation{ID: conversations.ID(project, "alice", "main.jsonl"), Project: project, Seat: "alice",
+		Workspace: conversations.DefaultWorkspace, Session: filepath.Join(sessions, "main.jsonl")}
+	if err := pinEngine(cv, entry, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := pinExtensions(cv, []string{ext}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := conversations.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Save(cv); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := checkPins(context.Background()); err != nil {
+		t.Fatalf("checkPins before the change: %v", err)
+	}
+	if err := os.WriteFile(ext, []byte("export default function () { /* changed */ }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = checkPins(context.Background())
+	var f *finding
+	if !errors.As(err, &f) || f.verdict != verdictFail {
+		t.Fatalf("checkPins after the extension changed: %v; want a failure", err)
+	}
+	if !strings.Contains(f.msg, cv.ID+": engine-pin-mismatch: extension "+ext+" changed") {
+		t.Errorf("detail %q; want the changed extension", f.msg)
+	}
+	if !strings.Contains(f.fix, " --extension "+ext+" --replace`") {
+		t.Errorf("fix %q; want the re-add to name --extension %s", f.fix, ext)
 	}
 }
