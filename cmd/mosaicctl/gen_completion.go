@@ -234,7 +234,11 @@ _mosaicctl() {
 # _mosaicctl_offer WORDS: file names for ` + compFiles + `, else the words.
 _mosaicctl_offer() {
 	if [[ $1 == ` + compFiles + ` ]]; then
-		COMPREPLY=($(compgen -f -- "$cur"))
+		# One name a line, spaces and all (no word splitting, no glob);
+		# filenames has readline quote them and end a directory in a
+		# slash instead of a space, so a path completes level by level.
+		compopt -o filenames 2>/dev/null
+		mapfile -t COMPREPLY < <(compgen -f -- "$cur")
 	elif [[ -n $1 ]]; then
 		COMPREPLY=($(compgen -W "$1" -- "$cur"))
 	fi

@@ -214,3 +214,45 @@ func containsPrefix(list []string, p string) bool {
 	}
 	return false
 }
+
+// TestGenCompletionBashFileNames: where bash completes a file name, a name
+// with a space is one candidate (not two words), and the completion says
+// it offers file names (compopt -o filenames), so readline quotes it and
+// ends a directory in a slash, not a space: `--session ~/src/app/.pi/…`
+// completes level by level.
+func TestGenCompletionBashFileNames(t *testing.T) {
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("bash is not installed")
+	}
+	script, err := completion(newApp(), "bash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "mosaicctl.bash")
+	if err := os.WriteFile(path, []byte(script), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	work := t.TempDir()
+	if err := os.Mkdir(filepath.Join(work, "my proofs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, words := range [][]string{
+		{"mosaicctl", "stop", "--proof", "my"},
+		{"mosaicctl", "proof", "verify", "my"},
+		{"mosaicctl", "conv", "add", "--session", "m"},
+	} {
+		// compopt is stubbed: outside readline the builtin only fails.
+		cmd := exec.Command(bash, "-c", `compopt() { printf 'compopt %s\n' "$*"; }; source `+path+
+			`; COMP_WORDS=(`+shq(words)+`); COMP_CWORD=`+itoa(len(words)-1)+`; _mosaicctl; printf '<%s>\n' "${COMPREPLY[@]}"`)
+		cmd.Dir = work
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%q: %v\n%s", words, err, out)
+		}
+		if got := string(out); got != "compopt -o filenames\n<my proofs>\n" {
+			t.Errorf("bash completes %q to\n%s\nwant compopt -o filenames and the one candidate <my proofs>", words, got)
+		}
+	}
+}
