@@ -106,6 +106,13 @@ func TestCommandLineRefusals(t *testing.T) {
 		{"queue frob " + anID, "mosaicctl: usage: unknown queue command \"frob\": `mosaicctl queue` takes ID, `cancel ID ITEM`, " +
 			"`edit ID ITEM TEXT|-` or `resume ID`; see `mosaicctl queue --help`\n"},
 		{"queue resume", "mosaicctl: usage: `mosaicctl queue resume` wants a conversation id, got 0 arguments\n"},
+		// A command that takes no arguments refuses one rather than drop
+		// it: `install global` is not `install --global`.
+		{"install global", "mosaicctl: usage: `mosaicctl install` takes no arguments, got [\"global\"]; see `mosaicctl install --help`\n"},
+		{"uninstall global --force", "mosaicctl: usage: `mosaicctl uninstall` takes no arguments, got [\"global\"]; see `mosaicctl uninstall --help`\n"},
+		{"conv list all", "mosaicctl: usage: `mosaicctl conv list` takes no arguments, got [\"all\"]; see `mosaicctl conv list --help`\n"},
+		{"conv add /p --seat s --session /p/x.jsonl", "mosaicctl: usage: `mosaicctl conv add` takes no arguments, got [\"/p\"]; see `mosaicctl conv add --help`\n"},
+		{"web sessions all", "mosaicctl: usage: `mosaicctl web sessions` takes no arguments, got [\"all\"]; see `mosaicctl web sessions --help`\n"},
 		{"stop " + anID + " " + anID, "mosaicctl: usage: `mosaicctl stop` wants exactly one conversation id, got 2 arguments; see `mosaicctl conv list`\n"},
 	} {
 		t.Run(tc.args, func(t *testing.T) {

@@ -66,9 +66,29 @@ func strict(cmds []*cli.Command, parent string) {
 				return nil
 			}
 		}
+		if cmd.ArgsUsage == "" && cmd.Action != nil && len(cmd.Subcommands) == 0 && !ownArgCheck[name] {
+			// A command that takes no arguments refuses one instead of
+			// dropping it: `mosaicctl install global` must not install
+			// for this user alone, nor `conv add ~/src/app --seat …`
+			// register without the project meant.
+			before := cmd.Before
+			cmd.Before = func(c *cli.Context) error {
+				if c.NArg() > 0 {
+					return usageError("`%s` takes no arguments, got %q; see `%s --help`", name, c.Args().Slice(), name)
+				}
+				if before != nil {
+					return before(c)
+				}
+				return nil
+			}
+		}
 		strict(cmd.Subcommands, name)
 	}
 }
+
+// ownArgCheck are the commands without arguments that word their own
+// refusal of one (doctor names its checks).
+var ownArgCheck = map[string]bool{"mosaicctl doctor": true}
 
 // takeRequired clears the Required mark of cmd's flags and returns their
 // names, so the check runs in strict's Before instead of urfave/cli's.
