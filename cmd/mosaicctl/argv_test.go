@@ -88,7 +88,7 @@ func TestCommandLineRefusals(t *testing.T) {
 		{"conv rm pi-12", notID},
 		{"frobnicate", "mosaicctl: usage: unknown command \"frobnicate\"; see `mosaicctl --help`\n"},
 		{"doctor units", "mosaicctl: usage: doctor takes no arguments, got [\"units\"]: it runs every check (user-manager, xdg-homes, " +
-			"linger, journal, cgroup, engine-confinement, engine-pins, env-files, units, idle-policy)\n"},
+			"linger, journal, cgroup, engine-confinement, yama, engine-pins, env-files, units, idle-policy)\n"},
 		{"help frobnicate", "mosaicctl: usage: unknown command \"frobnicate\"; see `mosaicctl --help`\n"},
 		{"conv remove " + anID, "mosaicctl: usage: unknown command \"remove\"; see `mosaicctl conv --help`\n"},
 		{"conv add --seat s", "mosaicctl: usage: `mosaicctl conv add` needs --project; see `mosaicctl conv add --help`\n"},

@@ -89,6 +89,11 @@ var checks = []check{
 			"for the engine; elsewhere user.max_user_namespaces > 0, kernel.unprivileged_userns_clone=1); until then every stop ends uncertain",
 	},
 	{
+		Name: "yama",
+		Run:  checkYama,
+		Fix:  yamaFix,
+	},
+	{
 		Name: "engine-pins",
 		Run:  checkPins,
 		Fix:  "check that the engine change is yours, then re-pin the conversation with `mosaicctl conv add ... --replace`",

@@ -286,6 +286,15 @@ func TestDoctorInSandbox(t *testing.T) {
 	} else {
 		want(t, rs, "cgroup", verdictWarn, "accepted but NOT enforced on this host (no registered conversation sets one)", "")
 	}
+	// The sandbox shares this machine's kernel: Yama or not is the host's.
+	switch scope := hostPtraceScope(t); scope {
+	case "":
+		want(t, rs, "yama", verdictWarn, "no Yama in this kernel", "CONFIG_SECURITY_YAMA=y")
+	case "0":
+		want(t, rs, "yama", verdictWarn, "kernel.yama.ptrace_scope=0", "/etc/sysctl.d/")
+	default:
+		want(t, rs, "yama", verdictOK, "kernel.yama.ptrace_scope="+scope, "")
+	}
 	if code != 0 {
 		t.Fatalf("doctor: exit %d with only warnings", code)
 	}
@@ -477,6 +486,21 @@ func limitsEnforced(t *testing.T) bool {
 	}
 	t.Logf("the user manager's cgroup has controllers %q", have)
 	return n == 3
+}
+
+// hostPtraceScope reads Yama's ptrace_scope itself: "" without Yama.
+func hostPtraceScope(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/sys/kernel/yama/ptrace_scope")
+	if errors.Is(err, fs.ErrNotExist) {
+		t.Log("this kernel has no Yama")
+		return ""
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("kernel.yama.ptrace_scope=%s", strings.TrimSpace(string(b)))
+	return strings.TrimSpace(string(b))
 }
 
 // TestDoctorNamesReplaceableLinks: a configuration home, or Pi's agent
@@ -692,5 +716,73 @@ func TestDoctorPinsExtension(t *testing.T) {
 	}
 	if !strings.Contains(f.fix, " --extension "+ext+" --replace`") {
 		t.Errorf("fix %q; want the re-add to name --extension %s", f.fix, ext)
+	}
+}
+
+// TestJudgeYama: Yama's ptrace_scope 1, 2 or 3 is ok and said; a kernel
+// without Yama, or ptrace_scope 0, warns that a tool can attach to its
+// engine, with the fix; a file that cannot be read or says no scope Yama
+// knows warns naming it.
+func TestJudgeYama(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, s string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	absent := filepath.Join(dir, "absent")
+	noYama := write("lsm-no-yama", "lockdown,capability,landlock,apparmor")
+	withYama := write("lsm-yama", "lockdown,capability,yama,apparmor")
+	attach := "a tool of the engine's uid can attach to its engine"
+	for _, tc := range []struct {
+		name      string
+		scope     string // the ptrace_scope file's path
+		lsm       string
+		verdict   string
+		detail    string
+		fix       string
+		notDetail string
+	}{
+		{"absent", absent, absent, verdictWarn, "no Yama in this kernel (no " + absent + "): " + attach, "CONFIG_SECURITY_YAMA=y", ""},
+		{"absent, modules listed", absent, noYama, verdictWarn, "no Yama in this kernel (no " + absent + "; its security modules, " + noYama + ": lockdown,capability,landlock,apparmor): " + attach, "10-ptrace.conf", ""},
+		{"absent, yama listed", absent, withYama, verdictWarn, withYama + " lists yama, but there is no " + absent, "/proc is this kernel's own", ""},
+		{"0", write("zero", "0\n"), absent, verdictWarn, "kernel.yama.ptrace_scope=0 (classic: any process of the same uid may attach): " + attach, "`sudo sysctl kernel.yama.ptrace_scope=1`, and at every boot: `echo kernel.yama.ptrace_scope=1 | sudo tee /etc/sysctl.d/10-ptrace.conf`", ""},
+		{"1", write("one", "1\n"), absent, verdictOK, "kernel.yama.ptrace_scope=1 (restricted: only to an ancestor): a tool cannot attach to its engine", "", attach},
+		{"2", write("two", "2\n"), absent, verdictOK, "kernel.yama.ptrace_scope=2 (admin-only", "", attach},
+		{"3", write("three", "3\n"), absent, verdictOK, "kernel.yama.ptrace_scope=3 (no attach at all)", "", attach},
+		{"garbage", write("garbage", "restricted\n"), absent, verdictWarn, "garbage reads \"restricted\", not a ptrace_scope Yama knows", "kernel.yama.ptrace_scope=1", ""},
+		{"out of range", write("four", "4\n"), absent, verdictWarn, "four reads \"4\", not a ptrace_scope Yama knows", "kernel.yama.ptrace_scope=1", ""},
+		{"empty", write("empty", ""), absent, verdictWarn, "empty reads \"\", not a ptrace_scope Yama knows", "kernel.yama.ptrace_scope=1", ""},
+		// A directory cannot be read as a file, even by root.
+		{"unreadable", dir, absent, verdictWarn, "cannot read Yama's ptrace_scope (read " + dir + ": is a directory)", "`cat " + dir + "`", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			found, err := judgeYama(tc.scope, tc.lsm)
+			r := judge(check{Name: "yama", Fix: yamaFix}, found, err)
+			if r.Verdict != tc.verdict || !strings.Contains(r.Detail, tc.detail) || !strings.Contains(r.Fix, tc.fix) {
+				t.Fatalf("%+v; want %s, detail with %q, fix with %q", r, tc.verdict, tc.detail, tc.fix)
+			}
+			if tc.notDetail != "" && strings.Contains(r.Detail, tc.notDetail) {
+				t.Fatalf("%+v: an ok line says %q", r, tc.notDetail)
+			}
+			if r.Verdict == verdictOK && r.Fix != "" {
+				t.Fatalf("%+v: an ok line with a fix", r)
+			}
+		})
+	}
+}
+
+// TestCheckYamaReadsItsFile: the check doctor runs reads yamaScopeFile.
+func TestCheckYamaReadsItsFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "ptrace_scope")
+	if err := os.WriteFile(p, []byte("0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	defer func(old string) { yamaScopeFile = old }(yamaScopeFile)
+	yamaScopeFile = p
+	if _, err := checkYama(context.Background()); err == nil || !strings.Contains(err.Error(), "kernel.yama.ptrace_scope=0") {
+		t.Fatalf("checkYama with %s reading 0: %v", p, err)
 	}
 }
