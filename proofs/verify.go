@@ -100,24 +100,52 @@ func VerifyBytes(raw []byte) (Proof, Report, error) {
 
 // VerifyReader reads one proof (cohort or boot) from r, verifies it and
 // prints every check to w, one per line. It returns nil only if the proof
-// holds; otherwise an error joining the failed checks.
+// holds. Once the bytes are read, every failure is a *VerifyError: bytes
+// that are not a proof at all (Proof nil, Err says why), or a proof whose
+// checks failed (Report holds them; Err joins them). Any other error is
+// the reading's.
 func VerifyReader(r io.Reader, w io.Writer) error {
 	raw, err := io.ReadAll(io.LimitReader(r, maxProofBytes+1))
 	if err != nil {
 		return fmt.Errorf("read proof: %w", err)
 	}
 	if len(raw) > maxProofBytes {
-		return fmt.Errorf("read proof: larger than %d bytes: %w", maxProofBytes, ErrMalformed)
+		return &VerifyError{Err: fmt.Errorf("read proof: larger than %d bytes: %w", maxProofBytes, ErrMalformed)}
 	}
-	_, rep, err := VerifyBytes(raw)
+	p, rep, err := VerifyBytes(raw)
 	if err != nil {
 		fmt.Fprintf(w, "FAIL  decode  %v\n", err)
-		return err
+		return &VerifyError{Err: err}
 	}
 	if err := Print(w, rep); err != nil {
 		return err
 	}
-	return rep.Err()
+	if err := rep.Err(); err != nil {
+		return &VerifyError{Proof: p, Report: rep, Err: err}
+	}
+	return nil
+}
+
+// VerifyError is VerifyReader's verdict on bytes it read: not a proof
+// (Proof nil), or a proof that does not hold (Report lists the checks).
+type VerifyError struct {
+	Proof  Proof
+	Report Report
+	Err    error
+}
+
+func (e *VerifyError) Error() string { return e.Err.Error() }
+func (e *VerifyError) Unwrap() error { return e.Err }
+
+// Failed names the checks that failed, in order.
+func (r Report) Failed() []string {
+	var names []string
+	for _, c := range r.Checks {
+		if !c.OK {
+			names = append(names, c.Name)
+		}
+	}
+	return names
 }
 
 // Print writes a report as text: a header line, one line per check, and a
