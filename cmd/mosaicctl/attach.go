@@ -42,11 +42,12 @@ func runAttach(c *cli.Context) error {
 	}
 	// Connect before touching the terminal, so a refusal or a missing
 	// socket is printed on the operator's ordinary screen.
-	dctx, cancel := context.WithTimeout(c.Context, 30*time.Second)
+	const dialLimit = 30 * time.Second
+	dctx, cancel := context.WithTimeout(c.Context, dialLimit)
 	cl, err := client.Dial(dctx, path, client.Options{Name: "mosaicctl attach/" + version, Runs: true})
 	cancel()
 	if err != nil {
-		return fmt.Errorf("%w (%s)", err, dialHint(id))
+		return fmt.Errorf("%w (%s)", err, dialHint(c.Context, id, err, dialLimit))
 	}
 	defer cl.Close()
 

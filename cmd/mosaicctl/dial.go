@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
+	"time"
 
 	"github.com/mosaic-agents/mosaic/conversations"
 	"github.com/mosaic-agents/mosaic/units"
@@ -41,8 +43,29 @@ func conversationSocket(ctx context.Context, id, override string) (string, error
 	return path, nil
 }
 
-// dialHint is what a failed connect adds to its error.
-func dialHint(id string) string {
-	return fmt.Sprintf("is %s started? systemctl --user start %s; if it is, `systemctl --user status %s` says why its controller ended, "+
-		"and `mosaicctl doctor` whether the controllers see what this mosaicctl does", units.SocketUnit(id), units.SocketUnit(id), units.ServiceUnit(id))
+// dialHint is what a failed connect adds to its error. A connect that ran
+// out of time found a socket that did not answer quickly enough, not a
+// missing one: it names the --timeout that passed (ctx's cause) or the
+// verb's own limit on the connect, and the controller's status; any other
+// failure (no socket, refused) asks whether the socket unit is started.
+func dialHint(ctx context.Context, id string, err error, limit time.Duration) string {
+	if !isTimeout(err) {
+		return fmt.Sprintf("is %s started? systemctl --user start %s; if it is, `systemctl --user status %s` says why its controller ended, "+
+			"and `mosaicctl doctor` whether the controllers see what this mosaicctl does", units.SocketUnit(id), units.SocketUnit(id), units.ServiceUnit(id))
+	}
+	var te timeoutError
+	if errors.As(context.Cause(ctx), &te) {
+		return fmt.Sprintf("%v before the controller answered: too short, or the controller is slow to start "+
+			"(a controller launches its engine before it answers); `systemctl --user status %s` shows it", te, units.ServiceUnit(id))
+	}
+	return fmt.Sprintf("the controller did not answer within %s: it is slow to start or stuck; `systemctl --user status %s` shows what it does",
+		limit, units.ServiceUnit(id))
+}
+
+// isTimeout reports whether err is a deadline passing: the dialer's own
+// "i/o timeout" or a context's.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) ||
+		(errors.As(err, &ne) && ne.Timeout())
 }

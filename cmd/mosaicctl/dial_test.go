@@ -1,10 +1,16 @@
 package main
 
 import (
+	"context"
+	"net"
 	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
+	"github.com/mosaic-agents/mosaic/client"
 	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
 )
 
@@ -49,5 +55,67 @@ func TestClientStartsTheSocket(t *testing.T) {
 	}
 	if r := run(t, "systemctl", "--user", "is-active", "mosaic-conv@"+unknown+".socket"); strings.TrimSpace(r.stdout) == "active" {
 		t.Fatal("a client of an unregistered id started its socket")
+	}
+}
+
+// TestDialHint: a connect that ran out of time says so (the --timeout, or
+// the verb's own limit) instead of asking whether the socket is started,
+// which only a missing or refusing socket gets.
+func TestDialHint(t *testing.T) {
+	dir := t.TempDir()
+	silent := filepath.Join(dir, "silent.sock")
+	ln, err := net.Listen("unix", silent) // accepts, never says welcome
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	expired := func(cause error) context.Context {
+		ctx, cancel := context.WithTimeoutCause(context.Background(), time.Millisecond, cause)
+		t.Cleanup(cancel)
+		<-ctx.Done()
+		return ctx
+	}
+	dial := func(ctx context.Context, path string) error {
+		cl, err := client.Dial(ctx, path, client.Options{Name: "test"})
+		if err == nil {
+			cl.Close()
+			t.Fatal("dial succeeded")
+		}
+		return err
+	}
+	started := "is mosaic-conv@" + anID + ".socket started?"
+	for _, tc := range []struct {
+		name      string
+		ctx       context.Context
+		err       func(ctx context.Context) error
+		want, not string
+	}{
+		{"--timeout passed on a silent socket", expired(timeoutError{time.Millisecond}),
+			func(ctx context.Context) error { return dial(ctx, silent) },
+			"the --timeout of 1ms passed before the controller answered: too short, or the controller is slow to start", started},
+		{"the dialer's own i/o timeout under --timeout", expired(timeoutError{time.Millisecond}),
+			func(context.Context) error {
+				return &net.OpError{Op: "dial", Net: "unix", Err: os.ErrDeadlineExceeded}
+			},
+			"the --timeout of 1ms passed before the controller answered", started},
+		{"the verb's own limit", expired(context.DeadlineExceeded),
+			func(ctx context.Context) error { return dial(ctx, silent) },
+			"the controller did not answer within 1m0s: it is slow to start or stuck; `systemctl --user status mosaic-conv@" + anID + ".service`", started},
+		{"no socket", context.Background(),
+			func(ctx context.Context) error { return dial(ctx, filepath.Join(dir, "missing.sock")) },
+			started, "--timeout"},
+		{"refused", context.Background(),
+			func(context.Context) error {
+				return &net.OpError{Op: "dial", Net: "unix", Err: syscall.ECONNREFUSED}
+			},
+			started, "--timeout"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.err(tc.ctx)
+			got := dialHint(tc.ctx, anID, err, connectTimeout)
+			if !strings.Contains(got, tc.want) || strings.Contains(got, tc.not) {
+				t.Fatalf("dialHint for %v:\n%s\nwant it to contain %q and not %q", err, got, tc.want, tc.not)
+			}
+		})
 	}
 }

@@ -28,9 +28,10 @@ func helloCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			conn, err := net.DialTimeout("unix", path, 10*time.Second)
+			const dialLimit = 10 * time.Second
+			conn, err := net.DialTimeout("unix", path, dialLimit)
 			if err != nil {
-				return fmt.Errorf("connect to %s: %w (%s)", path, err, dialHint(c.Args().First()))
+				return fmt.Errorf("connect to %s: %w (%s)", path, err, dialHint(c.Context, c.Args().First(), err, dialLimit))
 			}
 			defer conn.Close()
 			conn.SetDeadline(time.Now().Add(30 * time.Second))

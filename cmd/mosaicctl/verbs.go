@@ -170,7 +170,7 @@ func dialID(ctx context.Context, c *cli.Context, name, id string) (*session, err
 		if protocol.CodeOf(err) != "" {
 			return nil, err
 		}
-		return nil, fmt.Errorf("connect to conversation %s: %w (%s)", id, err, dialHint(id))
+		return nil, fmt.Errorf("connect to conversation %s: %w (%s)", id, err, dialHint(ctx, id, err, connectTimeout))
 	}
 	s := &session{id: id, c: cl, out: os.Stdout}
 	var echo io.Writer
