@@ -296,6 +296,43 @@ func TestQueueInterruptPausesUntilResume(t *testing.T) {
 	}
 }
 
+// A resume journals what it did: the pause it lifted, or, on a queue that
+// was not paused, that there was nothing to resume (never "was paused: "
+// with no reason) while dispatch is authorised under its generation.
+func TestQueueResumeJournal(t *testing.T) {
+	for _, tc := range []struct {
+		name, field, want string
+		pause             bool
+	}{
+		{name: "after an interrupt", pause: true, field: "resumed", want: "(was paused: interrupt s-"},
+		{name: "not paused", field: "authorised", want: "the queue was not paused, nothing to resume; dispatch authorised under generation"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, `{"turns":[{"endless":true,"chunkDelayMs":20}]}`, nil)
+			ctl, gen := r.queuedCtl()
+			if tc.pause {
+				ctl.queue(gen, "go")
+				ctl.await(func(m map[string]any) bool { return m["kind"] == "text-delta" })
+				ctl.queue(gen, "next")
+				ctl.must(map[string]any{"type": "interrupt", "request": "i1", "generation": gen}, "receipt")
+				if !r.queuePaused() {
+					t.Fatal("the queue is not paused after an interrupt")
+				}
+			}
+			ctl.must(map[string]any{"type": "resume-queue", "request": "r1", "generation": gen}, "queue")
+			var got []string
+			for _, e := range r.audit.entries(t) {
+				if e["MOSAIC_QUEUE"] == "resumed" || e["MOSAIC_QUEUE"] == "authorised" {
+					got = append(got, e["MOSAIC_QUEUE"]+": "+e["MESSAGE"])
+				}
+			}
+			if len(got) != 1 || !strings.HasPrefix(got[0], tc.field+": ") || !strings.Contains(got[0], tc.want) || strings.Contains(got[0], "was paused: )") {
+				t.Fatalf("journaled %q; want one %s entry containing %q", got, tc.field, tc.want)
+			}
+		})
+	}
+}
+
 // A force stop turns every queued item into a recovered draft, listed in
 // the stop record, and sends none of them.
 func TestQueueForceStopRecoversDrafts(t *testing.T) {

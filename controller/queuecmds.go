@@ -121,7 +121,12 @@ func (c *Controller) changeFailed(next queue.Item, what string, err error) error
 }
 
 // resumeQueue lifts a pause and authorises dispatch under the resuming
-// controller's generation and the current execution.
+// controller's generation and the current execution. A queue that is not
+// paused is not refused: the resume still authorises dispatch under this
+// generation (a takeover or launch the queue has not caught up with would
+// otherwise pause it at the next dispatch) and drops a hold from Pi's
+// busy answer, so a script may resume whenever it is unsure; the journal
+// says the queue was not paused instead of naming an empty pause.
 func (c *Controller) resumeQueue(ctx context.Context, k *conn, cmd *protocol.Command) (*outcome, error) {
 	c.mu.Lock()
 	if r := c.checkControlLocked(k, cmd); r != nil {
@@ -132,7 +137,7 @@ func (c *Controller) resumeQueue(ctx context.Context, k *conn, cmd *protocol.Com
 		c.mu.Unlock()
 		return nil, protocol.Refuse(protocol.CodeNoEngine, "no engine runs in this conversation to send the queue to")
 	}
-	was := c.q.reason
+	paused, was, held := c.q.paused, c.q.reason, c.q.hold
 	c.q.paused, c.q.reason = false, ""
 	c.q.gen, c.q.exec = c.st.generation, c.st.exec.id
 	// A resume is someone saying "send now": a hold from Pi's busy
@@ -140,9 +145,16 @@ func (c *Controller) resumeQueue(ctx context.Context, k *conn, cmd *protocol.Com
 	c.q.hold = false
 	c.publishQueueLocked()
 	rec := c.queueRecordLocked()
-	gen := c.q.gen
+	gen, exec := c.q.gen, c.q.exec
 	c.mu.Unlock()
-	c.audit(audit.Transition, k, fmt.Sprintf("queue resumed at generation %d (was paused: %s)", gen, was), map[string]string{"QUEUE": "resumed"})
+	msg, field := fmt.Sprintf("queue resumed at generation %d (was paused: %s)", gen, was), "resumed"
+	if !paused {
+		msg, field = fmt.Sprintf("queue resume at generation %d: the queue was not paused, nothing to resume; dispatch authorised under generation %d, execution %s", gen, gen, exec), "authorised"
+		if held {
+			msg += "; the wait for Pi's busy answer dropped"
+		}
+	}
+	c.audit(audit.Transition, k, msg, map[string]string{"QUEUE": field})
 	c.kickQueue()
 	rec.Request = cmd.Request
 	return done(rec), nil
