@@ -79,7 +79,7 @@ func oneShot(run func(context.Context, *cli.Context) error) cli.ActionFunc {
 		if d := c.Duration("timeout"); d < 0 {
 			return usageError("--timeout %s is negative: give a duration such as 30s or 5m, or 0 to wait for ever", d)
 		}
-		ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+		ctx, stop := signalContext(c.Context)
 		defer stop()
 		if d := c.Duration("timeout"); d > 0 {
 			var cancel context.CancelFunc
@@ -104,6 +104,39 @@ func oneShot(run func(context.Context, *cli.Context) error) cli.ActionFunc {
 		return nil
 	}
 }
+
+// signalContext is ctx ended by SIGINT or SIGTERM, with a signalError as
+// its cause, so a verb's message reads "then a terminate signal arrived
+// before its turn settled" (signal.NotifyContext's cause reads
+// "terminated signal received").
+func signalContext(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(parent)
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		select {
+		case sig := <-ch:
+			cancel(signalError{sig})
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(ch)
+		cancel(context.Canceled)
+	}
+}
+
+// signalError is why a verb's context ends at a signal. It unwraps to
+// context.Canceled, as a cancelled context's error is.
+type signalError struct{ sig os.Signal }
+
+func (e signalError) Error() string {
+	if e.sig == os.Interrupt {
+		return "an interrupt signal (Ctrl-C) arrived"
+	}
+	return "a terminate signal arrived"
+}
+func (e signalError) Unwrap() error { return context.Canceled }
 
 // timeoutError is why a verb's context ends at --timeout: errors then say
 // "the --timeout of 2s passed" where Go says "context deadline exceeded".
