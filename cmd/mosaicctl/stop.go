@@ -11,6 +11,7 @@ import (
 	"github.com/mosaic-agents/mosaic/protocol"
 	"github.com/mosaic-agents/mosaic/terminal"
 	"github.com/urfave/cli/v2"
+	"golang.org/x/term"
 )
 
 func stopCommand() *cli.Command {
@@ -47,6 +48,9 @@ func runStop(ctx context.Context, c *cli.Context) error {
 		return protocol.Refuse(protocol.CodeFenced, "already stopped with a proof (stop %s); `mosaicctl recover --take %s` starts it again", orDash(b.LastStop), s.id)
 	}
 	how := consent{yes: c.Bool("yes"), why: "--yes"}
+	if err := consentBeforeTake(s.id, c.Bool("take"), how.yes, term.IsTerminal(int(os.Stdin.Fd())), s.c.State().Binding); err != nil {
+		return err
+	}
 	// An orphan found at restart or an uncertain binding fences takeover:
 	// recovery control is the way to stop it.
 	if err := s.take(ctx, c, true, how); err != nil {
@@ -143,4 +147,22 @@ func (s *session) stopRecord(ctx context.Context, id string) *protocol.Stop {
 		}
 	}
 	return last
+}
+
+// consentBeforeTake refuses confirmation-required before --take takes
+// control when nobody could consent (no --yes, standard input not a
+// terminal): the takeover would raise the generation and revoke whoever
+// holds control (an attached terminal) for a stop that can only be
+// refused. b is the binding of the welcome: what would have been stopped.
+func consentBeforeTake(id string, take, yes, tty bool, b *protocol.Binding) error {
+	if !take || yes || tty {
+		return nil
+	}
+	what := "the engine's cohort"
+	if b != nil && b.Scope != "" {
+		what = fmt.Sprintf("execution %s: every process in %s", terminal.SanitizeLine(orDash(b.Execution)), terminal.SanitizeLine(b.Scope))
+	}
+	return protocol.Refuse(protocol.CodeConfirmationRequired,
+		"force-stop needs consent: pass --yes (`mosaicctl stop --take --yes %s`), or run on a terminal to answer y/N; "+
+			"nothing was done and control was not taken; it would force stop %s", id, what)
 }

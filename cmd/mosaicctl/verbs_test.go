@@ -74,11 +74,15 @@ func TestOneShotVerbsOnRealPi(t *testing.T) {
 		t.Fatalf("recover before a stop does not advise a stop that works as typed: %q", r.stderr)
 	}
 
-	// No terminal and no --yes: refused, after saying what would stop.
+	// No terminal and no --yes: refused, after saying what would stop,
+	// before taking control (the generation stays).
 	r = run(t, bin, "stop", "--take", id)
 	wantRefusal(t, r, "confirmation-required")
-	if !strings.Contains(r.stderr, scope) {
-		t.Fatalf("the refusal does not name the scope %s: %q", scope, r.stderr)
+	if !strings.Contains(r.stderr, scope) || !strings.Contains(r.stderr, "control was not taken") {
+		t.Fatalf("the refusal does not name the scope %s and that control was not taken: %q", scope, r.stderr)
+	}
+	if st := readStatus(t, bin, id); st.Generation == nil || *st.Generation != gen {
+		t.Fatalf("a stop refused confirmation-required moved the generation from %d: %+v", gen, st.Generation)
 	}
 	// On a terminal it shows the scope and its processes and asks; n
 	// declines. script(1) gives the verb a real pty.
