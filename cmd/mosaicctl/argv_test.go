@@ -138,3 +138,39 @@ func TestNoEngineHint(t *testing.T) {
 		t.Fatalf("hint:\n%v\nwant it to start\n%s", err, want)
 	}
 }
+
+// TestNoEngineHintIdle: an idle controller's reason is about the settings
+// it started with. When it found no engine and one was added since (conv
+// add --replace), the hint says the controller still runs with the old
+// settings and needs the restart, never the new path with the old reason.
+func TestNoEngineHintIdle(t *testing.T) {
+	for _, tc := range []struct {
+		name, reason string
+		want, not    []string
+	}{
+		{name: "an engine added since the controller started",
+			reason: "configuration: conversation pi-x has no engine; add it again with `mosaicctl conv add --engine PATH --replace`",
+			want: []string{"the controller still runs with the settings it started with, which had no engine (configuration: ",
+				"the engine /opt/pi/bin/pi added since applies when it restarts: `systemctl --user restart mosaic-conv@"},
+			not: []string{"did not launch the engine"}},
+		{name: "an env file that is not 0600",
+			reason: "env-file: /k/claude.env is mode 0644, not 0600",
+			want:   []string{"the controller did not launch the engine /opt/pi/bin/pi: env-file: /k/claude.env is mode 0644", "fix that, then `systemctl --user restart mosaic-conv@"},
+			not:    []string{"still runs with the settings"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, cv := storedConversation(t, "/home/a/app", conversations.Engine{Path: "/opt/pi/bin/pi", Entry: "/opt/pi/lib/cli.js"})
+			got := noEngineHint(cv.ID, &protocol.Binding{State: "idle", AdmissionReason: tc.reason})
+			for _, w := range tc.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("hint %q; want it to say %q", got, w)
+				}
+			}
+			for _, n := range tc.not {
+				if strings.Contains(got, n) {
+					t.Errorf("hint %q; want it not to say %q", got, n)
+				}
+			}
+		})
+	}
+}

@@ -45,6 +45,17 @@ func TestNoEngineFixWorksAsTyped(t *testing.T) {
 		if r := run(t, name, args[1:]...); r.code != 0 {
 			t.Fatalf("the named fix %q: exit %d, stdout %q, stderr %q", cmd, r.code, r.stdout, r.stderr)
 		}
+		if name != bin {
+			continue
+		}
+		// The engine is added, the controller still runs without one:
+		// the refusal says so and names the restart, not the new path
+		// with the old reason.
+		r := run(t, bin, "prompt", "--take", id, "hi")
+		wantRefusal(t, r, protocol.CodeNoEngine)
+		if !strings.Contains(r.stderr, "still runs with the settings it started with") || !strings.Contains(r.stderr, "`"+cmds[1]+"`") {
+			t.Fatalf("no-engine refusal after the conv add: %q; want that the controller still runs with its old settings and %q", r.stderr, cmds[1])
+		}
 	}
 	if r := run(t, bin, "prompt", "--take", id, "hi"); r.code != 0 || r.stdout != "answered\n" {
 		t.Fatalf("prompt after the named fix: exit %d, stdout %q, stderr %q; want the answer", r.code, r.stdout, r.stderr)

@@ -173,6 +173,13 @@ func noEngineHint(id string, idle *protocol.Binding) string {
 	if cv.IsClaude() {
 		path, pinned = cv.Claude.Path, true // conv add always pins a Claude binary
 	}
+	if pinned && idle != nil && strings.Contains(idle.AdmissionReason, "has no engine") {
+		// The controller read the file before an engine was added to it
+		// (conv add --replace): its reason is about the old settings.
+		return fmt.Sprintf("the controller still runs with the settings it started with, which had no engine (%s); "+
+			"the engine %s added since applies when it restarts: `%s` (none runs, so the restart ends nothing)",
+			terminal.SanitizeLine(idle.AdmissionReason), path, restartCommand(id))
+	}
 	if pinned && idle != nil {
 		why := cmp.Or(terminal.SanitizeLine(idle.AdmissionReason), "see `mosaicctl status "+id+" --json`")
 		return fmt.Sprintf("the controller did not launch the engine %s: %s; fix that%s", path, why, restart)
