@@ -38,7 +38,7 @@ func runApprove(ctx context.Context, c *cli.Context) error {
 		return err
 	}
 	if c.NArg() < 1 || c.NArg() > 2 {
-		return protocol.Refuse(protocol.CodeUsage, "approve takes a conversation ID and, to answer, optionally an APPROVAL id")
+		return usageError("`mosaicctl approve` wants a conversation id and, to answer, optionally an approval id, got %d arguments; see `mosaicctl approve --help`", c.NArg())
 	}
 	s, err := dialVerb(ctx, c, "approve")
 	if err != nil {

@@ -106,6 +106,10 @@ func TestCommandLineRefusals(t *testing.T) {
 		{"queue frob " + anID, "mosaicctl: usage: unknown queue command \"frob\": `mosaicctl queue` takes ID, `cancel ID ITEM`, " +
 			"`edit ID ITEM TEXT|-` or `resume ID`; see `mosaicctl queue --help`\n"},
 		{"queue resume", "mosaicctl: usage: `mosaicctl queue resume` wants a conversation id, got 0 arguments\n"},
+		{"approve", "mosaicctl: usage: `mosaicctl approve` wants a conversation id and, to answer, optionally an approval id, got 0 arguments; " +
+			"see `mosaicctl approve --help`\n"},
+		{"approve " + anID + " a-1 a-2", "mosaicctl: usage: `mosaicctl approve` wants a conversation id and, to answer, optionally an approval id, got 3 arguments; " +
+			"see `mosaicctl approve --help`\n"},
 		// A command that takes no arguments refuses one rather than drop
 		// it: `install global` is not `install --global`.
 		{"install global", "mosaicctl: usage: `mosaicctl install` takes no arguments, got [\"global\"]; see `mosaicctl install --help`\n"},
