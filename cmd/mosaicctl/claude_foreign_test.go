@@ -225,16 +225,7 @@ func wakeRefusesForgedAttachment(t *testing.T, r claudeRig, session string) {
 	if !strings.Contains(r.transcripts(t), forgedLine) {
 		t.Fatalf("the tool's child did not append its line: the test did not test a forgery\n%s", r.transcripts(t))
 	}
-	path, err := r.transcript(t, session).Path()
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cut := bytes.LastIndex(raw, []byte(forgedLine))
-	cut = bytes.LastIndexByte(raw[:cut], '\n') + 1
+	cut := forgedCut(t, r, session)
 	before := len(r.fake.Requests())
 	res := run(t, r.bin, "prompt", "--take", "--timeout", "1m", r.id, "go on")
 	if res.code == 0 || len(r.fake.Requests()) != before {
@@ -245,6 +236,25 @@ func wakeRefusesForgedAttachment(t *testing.T, r claudeRig, session string) {
 	if want := "Cut the file back to its first " + strconv.Itoa(cut) + " bytes"; res.code != 2 || !strings.Contains(res.stderr, "target") || !strings.Contains(res.stderr, want) {
 		t.Fatalf("recover on the forged attachment: exit %d, stdout %q, stderr %q; want refused target saying %q", res.code, res.stdout, res.stderr, want)
 	}
+}
+
+// forgedCut is the size of session's transcript before the tool's forged
+// line: what the controller vouched for last.
+func forgedCut(t *testing.T, r claudeRig, session string) int {
+	t.Helper()
+	path, err := r.transcript(t, session).Path()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := bytes.LastIndex(raw, []byte(forgedLine))
+	if cut < 0 {
+		t.Fatalf("no forged line in %s", path)
+	}
+	return bytes.LastIndexByte(raw[:cut], '\n') + 1
 }
 
 // TestClaudeRestartLeavesAToolsAttachmentUnproven: the tool's forged
@@ -297,16 +307,7 @@ func TestClaudeCrashThenEngineGoneRecordsTheMark(t *testing.T) {
 	if strings.Contains(j, "re-attached to Claude Code execution") {
 		t.Fatalf("the next controller re-attached: the engine outlived the kill, and the test did not test an orphan\n%s", j)
 	}
-	path, err := r.transcript(t, session).Path()
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cut := bytes.LastIndex(raw, []byte(forgedLine))
-	cut = bytes.LastIndexByte(raw[:cut], '\n') + 1
+	cut := forgedCut(t, r, session)
 	stopped := 0
 	claimRevisions(t, r.id, func(path string, rev map[string]json.RawMessage) {
 		if string(rev["state"]) != `"stopped"` {
