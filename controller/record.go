@@ -62,6 +62,11 @@ func (c *Controller) recordProof(ctx context.Context, x *execution, p *proofs.Co
 		rec = cl.Record().Proof
 		return nil
 	})
+	if err == nil && x != nil {
+		// The stop records the bytes: the mark kept for a crash before it
+		// (markkeep.go) is no longer needed.
+		c.dropKept(x.id, keptMarkRole)
+	}
 	return rec, err
 }
 

@@ -39,6 +39,14 @@ const (
 
 var keptRoles = []string{keptStdin, keptStdout, keptStderr, keptPidFD, keptStop, keptMarkRole}
 
+// engineRoles are keptRoles but the mark: what is dropped once the
+// engine is gone. The mark stays until the execution's stop is recorded
+// (recordProof), or a restart finds the claim stopped or on another
+// execution (resume): a controller that adopts the gone engine, or is
+// restarted before the stop is proven, hands the bytes on through it,
+// as no claim revision does.
+var engineRoles = []string{keptStdin, keptStdout, keptStderr, keptPidFD, keptStop}
+
 func keptName(exec, role string) string { return exec + "." + role }
 
 // keep hands the engine's pipe ends, a pidfd of it and the held child's
@@ -87,7 +95,7 @@ func (c *Controller) unkeep(x *execution) {
 	x.kept = false
 	c.mu.Unlock()
 	if kept {
-		c.dropKept(x.id, keptRoles...)
+		c.dropKept(x.id, engineRoles...)
 	}
 }
 
@@ -179,6 +187,7 @@ func (c *Controller) resume(ctx context.Context, keys claims.Keys) (done bool, s
 	if len(all) == 0 && len(marks) == 0 {
 		return false, nil, nil
 	}
+	markStays := "" // the claim's execution while its stop is unrecorded
 	drop := func(why string) {
 		if len(all) == 0 {
 			return // a stopping claim's own were handed on
@@ -186,7 +195,11 @@ func (c *Controller) resume(ctx context.Context, keys claims.Keys) (done bool, s
 		names := make([]string, 0, len(all))
 		for exec, k := range all {
 			k.Close()
-			c.dropKept(exec, keptRoles...)
+			if exec == markStays {
+				c.dropKept(exec, engineRoles...)
+			} else {
+				c.dropKept(exec, keptRoles...)
+			}
 			names = append(names, exec)
 		}
 		sort.Strings(names)
@@ -199,6 +212,9 @@ func (c *Controller) resume(ctx context.Context, keys claims.Keys) (done bool, s
 		return false, nil, nil
 	}
 	rec := cur.Seat
+	if rec.State != claims.Stopped {
+		markStays = rec.Execution
+	}
 	if f := marks[rec.Execution]; f != nil {
 		// Read before anything is dropped: an engine found gone is
 		// adopted, and its proven stop records the mark's bytes too.
@@ -210,9 +226,11 @@ func (c *Controller) resume(ctx context.Context, keys claims.Keys) (done bool, s
 		stop = &keptStopping{exec: rec.Execution, Kept: k}
 		delete(all, rec.Execution)
 	}
-	if !ok && c.crashed != nil {
-		// The manager dropped the engine's pipes by itself (it exited):
-		// nothing else of the execution's stays kept to drop it with.
+	if !ok && c.crashed != nil && markStays == "" {
+		// The manager dropped the engine's pipes by itself (it exited)
+		// and the stop is recorded: nothing else of the execution's stays
+		// kept to drop it with. Before the stop is recorded it stays: a
+		// restart of the controller that adopts the orphan needs it too.
 		c.dropKept(rec.Execution, keptMarkRole)
 	}
 	if !ok || rec.State != claims.Active {
@@ -271,7 +289,7 @@ type keptStopping struct {
 // they were kept for no longer needs them, or never will.
 func (k *keptStopping) close(c *Controller) {
 	k.Close()
-	c.dropKept(k.exec, keptRoles...)
+	c.dropKept(k.exec, engineRoles...)
 }
 
 // resumedExecution is the execution of a re-attached engine, before any

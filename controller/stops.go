@@ -327,7 +327,7 @@ func (c *Controller) conclude(ctx context.Context, x *execution, stopID, why str
 	}
 	res := x.handle.Stop(ctx, opts)
 	if drafts {
-		c.dropKept(x.id, keptRoles...) // what the store kept for this stop (resume)
+		c.dropKept(x.id, engineRoles...) // what the store kept for this stop (resume); the mark goes once the stop is recorded
 	}
 	c.finishStop(ctx, x, s, res)
 }
