@@ -1,11 +1,13 @@
 package activation
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/coreos/go-systemd/v22/activation"
 	"golang.org/x/sys/unix"
@@ -140,6 +142,45 @@ func (s *FDStore) Remove(name string) error {
 		return err
 	}
 	return s.send("FDSTOREREMOVE=1\nFDNAME="+name, nil)
+}
+
+// Barrier returns once the manager has processed every notification
+// this process sent before it (BARRIER=1 with a pipe's write end, which
+// the manager closes when it gets there: sd_notify_barrier(3)). The
+// store's requests are datagrams the manager reads in its own time, so a
+// question about what it holds asked over D-Bus could otherwise overtake
+// them.
+func (s *FDStore) Barrier(ctx context.Context) error {
+	if s == nil {
+		return ErrNoStore
+	}
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		return fmt.Errorf("fd store barrier: pipe: %w", err)
+	}
+	defer unix.Close(p[0])
+	err := s.send("BARRIER=1", unix.UnixRights(p[1]))
+	unix.Close(p[1])
+	if err != nil {
+		return err
+	}
+	for {
+		wait := -1
+		if d, ok := ctx.Deadline(); ok {
+			wait = max(0, int(time.Until(d).Milliseconds()))
+		}
+		fds := []unix.PollFd{{Fd: int32(p[0]), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, wait)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return fmt.Errorf("fd store barrier: poll: %w", err)
+		case n == 0:
+			return fmt.Errorf("fd store barrier: the manager did not answer: %w", context.DeadlineExceeded)
+		}
+		return nil // POLLHUP: the manager closed its copy
+	}
 }
 
 func validName(name string) error {

@@ -1,10 +1,13 @@
 package activation
 
 import (
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -56,5 +59,70 @@ func TestStoreKeepsNonBlocking(t *testing.T) {
 	var flags int
 	if err := rc.Control(func(fd uintptr) { flags, err = unix.FcntlInt(fd, unix.F_GETFL, 0) }); err != nil || flags&unix.O_NONBLOCK == 0 {
 		t.Fatalf("the stored file is in blocking mode (flags %#x, %v)", flags, err)
+	}
+}
+
+// TestBarrier: Barrier sends BARRIER=1 with a pipe's write end and
+// returns once the manager closes it (it processed what came before), or
+// says the manager did not answer when the context ends first.
+func TestBarrier(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		answer bool
+	}{
+		{"answered", true},
+		{"not answered", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			addr := filepath.Join(t.TempDir(), "notify")
+			mgr, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { unix.Close(mgr) })
+			if err := unix.Bind(mgr, &unix.SockaddrUnix{Name: addr}); err != nil {
+				t.Fatal(err)
+			}
+			got := make(chan int, 1)
+			go func() {
+				buf, oob := make([]byte, 64), make([]byte, unix.CmsgSpace(4))
+				n, oobn, _, _, err := unix.Recvmsg(mgr, buf, oob, 0)
+				if err != nil || string(buf[:n]) != "BARRIER=1" {
+					got <- -1
+					return
+				}
+				msgs, _ := unix.ParseSocketControlMessage(oob[:oobn])
+				if len(msgs) != 1 {
+					got <- -1
+					return
+				}
+				fds, _ := unix.ParseUnixRights(&msgs[0])
+				if len(fds) != 1 {
+					got <- -1
+					return
+				}
+				got <- fds[0]
+			}()
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- (&FDStore{addr: addr}).Barrier(ctx) }()
+			fd := <-got
+			if fd < 0 {
+				t.Fatal("the manager got no BARRIER=1 with one descriptor")
+			}
+			if tc.answer {
+				unix.Close(fd)
+			} else {
+				t.Cleanup(func() { unix.Close(fd) })
+			}
+			err = <-done
+			if tc.answer && err != nil {
+				t.Fatalf("Barrier after the manager closed the pipe: %v", err)
+			}
+			if !tc.answer && !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("Barrier with no answer: %v; want the deadline", err)
+			}
+		})
 	}
 }

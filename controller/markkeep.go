@@ -32,14 +32,16 @@ func (m *markWriter) poke() {
 // predecessor kept, already there, written on from seq). Without a
 // store, or a Claude engine, there is nothing to keep it for. A mark that
 // cannot be made or stored is journaled: a crash then hands over nothing,
-// and the next controller says so.
-func (c *Controller) keepMark(x *execution, f *os.File, seq uint64) {
+// and the next controller says so. It reports whether it stored a new
+// mark.
+func (c *Controller) keepMark(x *execution, f *os.File, seq uint64) bool {
 	if c.cfg.FDStore == nil || !c.cfg.Conversation.IsClaude() || x.conn == nil {
 		if f != nil {
 			f.Close()
 		}
-		return
+		return false
 	}
+	made := f == nil
 	a, err := driverAs[announcer](x.conn, "keep the mark")
 	if err == nil && f == nil {
 		if f, err = newMark(); err == nil {
@@ -54,14 +56,19 @@ func (c *Controller) keepMark(x *execution, f *os.File, seq uint64) {
 		}
 	}
 	if err != nil {
+		if !made && f != nil {
+			f.Close() // the predecessor's
+		}
 		c.dropKept(x.id, keptMarkRole)
 		c.audit(audit.Transition, nil, fmt.Sprintf("execution %s keeps no mark in the fd store (%v): a controller that crashes hands over nothing of its transcript", x.id, err),
 			map[string]string{"EXECUTION": x.id})
-		return
+		return false
 	}
 	m := &markWriter{f: f, wake: make(chan struct{}, 1)}
 	x.mark.Store(m)
+	m.poke() // a predecessor's mark says what this controller holds at once
 	go c.writeMarks(x, m, a, seq)
+	return made
 }
 
 // markNow is what x's mark says now: the bytes its watch vouched for

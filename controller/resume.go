@@ -53,13 +53,24 @@ func keptName(exec, role string) string { return exec + "." + role }
 // stop pipe to the fd store, so that a restarted controller can
 // re-attach (F19) and give the tools their grace in a stop. Without a store, or if
 // any part fails, nothing stays kept: a partial set could not be resumed,
-// and the engine then ends with this controller, as it always did.
+// and the engine then ends with this controller, as it always did. A
+// store that can count (storeCounter) must hold as many more descriptors
+// after as were handed to it: the manager drops one past
+// FileDescriptorStoreMax= with a line in its own log only.
 func (c *Controller) keep(x *execution) {
 	st := c.cfg.FDStore
 	if st == nil {
 		return
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.commandTimeout())
+	defer cancel()
+	counter, _ := st.(storeCounter)
+	before, cerr := -1, error(nil)
+	if counter != nil {
+		before, cerr = counter.Held(ctx)
+	}
 	h := x.handle
+	stored := 0
 	pidfd, err := h.EnginePidFD()
 	if err == nil {
 		defer pidfd.Close() // the store holds its own copy
@@ -71,18 +82,52 @@ func (c *Controller) keep(x *execution) {
 			if err = st.Store(keptName(x.id, role), f); err != nil {
 				break
 			}
+			stored++
 		}
 	}
 	if err != nil {
-		c.dropKept(x.id, keptRoles...)
-		c.audit(audit.Transition, nil, fmt.Sprintf("execution %s is not kept in the fd store (%v): a controller restart will orphan its engine", x.id, err),
-			map[string]string{"EXECUTION": x.id})
+		c.notKept(x, err.Error())
 		return
 	}
 	c.mu.Lock()
 	x.kept = true
 	c.mu.Unlock()
-	c.keepMark(x, nil, 0)
+	if c.keepMark(x, nil, 0) {
+		stored++
+	}
+	switch {
+	case counter == nil:
+	case cerr != nil:
+		c.audit(audit.Transition, nil, fmt.Sprintf("execution %s: cannot tell whether the fd store kept its %d descriptors (%v): a controller restart may orphan its engine", x.id, stored, cerr),
+			map[string]string{"EXECUTION": x.id})
+	default:
+		after, err := counter.Held(ctx)
+		switch {
+		case err != nil:
+			c.audit(audit.Transition, nil, fmt.Sprintf("execution %s: cannot tell whether the fd store kept its %d descriptors (%v): a controller restart may orphan its engine", x.id, stored, err),
+				map[string]string{"EXECUTION": x.id})
+		case after-before != stored:
+			c.mu.Lock()
+			x.kept = false
+			c.mu.Unlock()
+			c.notKept(x, fmt.Sprintf("the manager holds %d more descriptors, not the %d handed to it: FileDescriptorStoreMax= of mosaic-conv@.service reached; raise it in a drop-in", after-before, stored))
+		}
+	}
+}
+
+// notKept drops what keep stored of x and says why: a restart cannot
+// re-attach to a partial set.
+func (c *Controller) notKept(x *execution, why string) {
+	c.dropKept(x.id, keptRoles...)
+	c.audit(audit.Transition, nil, fmt.Sprintf("execution %s is not kept in the fd store (%s): a controller restart will orphan its engine", x.id, why),
+		map[string]string{"EXECUTION": x.id})
+}
+
+// storeCounter is an FDStore that can count what it holds once the
+// manager has processed every request sent before (activation's
+// Barrier, then NFileDescriptorStore).
+type storeCounter interface {
+	Held(ctx context.Context) (int, error)
 }
 
 // unkeep drops an execution's descriptors from the store once its engine

@@ -71,7 +71,7 @@ func serveCommand() *cli.Command {
 				// descriptors a previous controller kept in the fd store.
 				l, kept, err = activation.Activated()
 				if st := activation.NewFDStore(); st != nil {
-					fdstore = st
+					fdstore = countedStore{st, id}
 				}
 			}
 			if err != nil {
@@ -190,3 +190,18 @@ func ending(log *audit.Logger, id string, managed bool) (string, bool) {
 // endingTimeout bounds the question to the manager: the service's
 // TimeoutStopSec (10 s) holds the stop that may follow too.
 const endingTimeout = 2 * time.Second
+
+// countedStore is the service's fd store, which counts what it holds
+// (controller's storeCounter): once the manager has processed every
+// request sent before, the service's NFileDescriptorStore.
+type countedStore struct {
+	*activation.FDStore
+	id string
+}
+
+func (s countedStore) Held(ctx context.Context) (int, error) {
+	if err := s.Barrier(ctx); err != nil {
+		return 0, err
+	}
+	return units.StoredFDs(ctx, s.id)
+}
