@@ -67,7 +67,7 @@ func (c *Controller) keep(x *execution) {
 	counter, _ := st.(storeCounter)
 	before, cerr := -1, error(nil)
 	if counter != nil {
-		before, cerr = counter.Held(ctx)
+		before, _, cerr = counter.Held(ctx)
 	}
 	h := x.handle
 	stored := 0
@@ -101,7 +101,7 @@ func (c *Controller) keep(x *execution) {
 		c.audit(audit.Transition, nil, fmt.Sprintf("execution %s: cannot tell whether the fd store kept its %d descriptors (%v): a controller restart may orphan its engine", x.id, stored, cerr),
 			map[string]string{"EXECUTION": x.id})
 	default:
-		after, err := counter.Held(ctx)
+		after, limit, err := counter.Held(ctx)
 		switch {
 		case err != nil:
 			c.audit(audit.Transition, nil, fmt.Sprintf("execution %s: cannot tell whether the fd store kept its %d descriptors (%v): a controller restart may orphan its engine", x.id, stored, err),
@@ -110,9 +110,21 @@ func (c *Controller) keep(x *execution) {
 			c.mu.Lock()
 			x.kept = false
 			c.mu.Unlock()
-			c.notKept(x, fmt.Sprintf("the manager holds %d more descriptors, not the %d handed to it: FileDescriptorStoreMax= of mosaic-conv@.service reached; raise it in a drop-in", after-before, stored))
+			c.notKept(x, shortfall(after-before, stored, after, limit))
 		}
 	}
+}
+
+// shortfall says why the store took only got of the stored descriptors
+// handed to it, holding held of its limit: at the limit,
+// FileDescriptorStoreMax= is too low; below it, the manager dropped some
+// by itself, as it does a pipe whose other end closed (an engine that
+// ended as it launched).
+func shortfall(got, stored, held, limit int) string {
+	if held >= limit {
+		return fmt.Sprintf("the manager holds %d more descriptors, not the %d handed to it: FileDescriptorStoreMax= of mosaic-conv@.service (%d) reached; raise it in a drop-in", got, stored, limit)
+	}
+	return fmt.Sprintf("the manager holds %d more descriptors, not the %d handed to it, below its limit of %d: it dropped the others by itself, as it does a pipe whose other end closed (the engine may have exited)", got, stored, limit)
 }
 
 // notKept drops what keep stored of x and says why: a restart cannot
@@ -127,7 +139,7 @@ func (c *Controller) notKept(x *execution, why string) {
 // manager has processed every request sent before (activation's
 // Barrier, then NFileDescriptorStore).
 type storeCounter interface {
-	Held(ctx context.Context) (int, error)
+	Held(ctx context.Context) (held, max int, err error)
 }
 
 // unkeep drops an execution's descriptors from the store once its engine

@@ -10,26 +10,33 @@ import (
 )
 
 // StoredFDs is how many descriptors the file descriptor store of id's
-// controller service holds now (NFileDescriptorStore): the manager drops
-// one handed to it past FileDescriptorStoreMax= with a line in its own
-// log only, so the controller counts.
-func StoredFDs(ctx context.Context, id string) (int, error) {
+// controller service holds now (NFileDescriptorStore) and how many it may
+// (FileDescriptorStoreMax): the manager drops one handed to it past the
+// limit with a line in its own log only, so the controller counts.
+func StoredFDs(ctx context.Context, id string) (held, max int, err error) {
 	unit := ServiceUnit(id)
-	var n int
-	err := userbus.Default().Do(ctx, func(c *sd.Conn) error {
-		p, err := c.GetServicePropertyContext(ctx, unit, "NFileDescriptorStore")
-		if err != nil {
+	err = userbus.Default().Do(ctx, func(c *sd.Conn) error {
+		var err error
+		if held, err = serviceUint(ctx, c, unit, "NFileDescriptorStore"); err != nil {
 			return err
 		}
-		v, ok := p.Value.Value().(uint32)
-		if !ok {
-			return fmt.Errorf("a %s, not a uint32", p.Value.Signature())
-		}
-		n = int(v)
-		return nil
+		max, err = serviceUint(ctx, c, unit, "FileDescriptorStoreMax")
+		return err
 	})
 	if err != nil {
-		return 0, fmt.Errorf("read %s's NFileDescriptorStore: %w", unit, err)
+		return 0, 0, fmt.Errorf("read %s's fd store: %w", unit, err)
 	}
-	return n, nil
+	return held, max, nil
+}
+
+func serviceUint(ctx context.Context, c *sd.Conn, unit, name string) (int, error) {
+	p, err := c.GetServicePropertyContext(ctx, unit, name)
+	if err != nil {
+		return 0, err
+	}
+	v, ok := p.Value.Value().(uint32)
+	if !ok {
+		return 0, fmt.Errorf("%s: a %s, not a uint32", name, p.Value.Signature())
+	}
+	return int(v), nil
 }

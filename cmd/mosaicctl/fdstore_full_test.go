@@ -55,7 +55,7 @@ func TestFDStoreFullIsSaid(t *testing.T) {
 			activeLib(t, ctx, path)
 			svc := "mosaic-conv@" + id + ".service"
 			said := func() bool {
-				return strings.Contains(run(t, "bash", "-c", "journalctl --user --no-pager -o cat -u "+svc).stdout, "FileDescriptorStoreMax= of mosaic-conv@.service reached")
+				return strings.Contains(run(t, "bash", "-c", "journalctl --user --no-pager -o cat -u "+svc).stdout, "FileDescriptorStoreMax= of mosaic-conv@.service (2) reached")
 			}
 			if !tc.full {
 				time.Sleep(time.Second) // the check runs right after the launch
@@ -70,5 +70,32 @@ func TestFDStoreFullIsSaid(t *testing.T) {
 			waitFor(t, said)
 			waitFor(t, func() bool { return unitProp(t, svc, "NFileDescriptorStore") == "0" })
 		})
+	}
+}
+
+// TestFDStoreDyingEngineNotFull: an engine that closes its stdio and
+// exits as it launches has its pipe ends dropped by the manager itself
+// (EPOLLHUP) between the controller's two counts: the shortfall is said
+// as such, never as a full store whose limit to raise (helper 150's
+// review: it read "FileDescriptorStoreMax= … reached" with 0 of 16 held).
+func TestFDStoreDyingEngineNotFull(t *testing.T) {
+	sandboxtest.Require(t)
+	bin := sandboxtest.Bin(t, "mosaicctl")
+	entry, _ := fakeEngine(t, stubmodel.Script{Turns: []stubmodel.Turn{{Text: []string{"Hello."}}}})
+	if err := os.WriteFile(entry, []byte("#!/bin/sh\nexec 0<&- 1>&- 2>&-\nsleep 0.05\nexit 3\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	id, _, path := startConversation(t, bin, "fdsdying", "--engine", entry, "--provider", "fakellm", "--model", "fake-model")
+	svc := "mosaic-conv@" + id + ".service"
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	currentBinding(t, ctx, path)
+	time.Sleep(2 * time.Second)
+	j := run(t, "bash", "-c", "journalctl --user --no-pager -o cat -u "+svc).stdout
+	if strings.Contains(j, "reached; raise it") {
+		t.Fatalf("an engine that exited was said to fill the fd store:\n%s", j)
+	}
+	if strings.Contains(j, "is not kept in the fd store") && !strings.Contains(j, "dropped the others by itself") {
+		t.Fatalf("the shortfall is not said as the manager's own drop:\n%s", j)
 	}
 }

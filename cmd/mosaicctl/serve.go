@@ -199,9 +199,9 @@ type countedStore struct {
 	id string
 }
 
-func (s countedStore) Held(ctx context.Context) (int, error) {
+func (s countedStore) Held(ctx context.Context) (held, max int, err error) {
 	if err := s.Barrier(ctx); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	return units.StoredFDs(ctx, s.id)
 }
