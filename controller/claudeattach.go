@@ -66,6 +66,7 @@ func (c *Controller) reattachClaude(ctx context.Context, claim *claims.Claim, h 
 	// Before any line is checked: the lines of the frames the previous
 	// controller read, and of the prompts it sent, may land now.
 	seeded := takeOver(conn, said)
+	takeNotices(conn, mark.notices())
 	f, seq := mark.take()
 	c.keepMark(x, f, seq)
 	go c.watchDecisions(x, conn)

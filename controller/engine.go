@@ -112,6 +112,8 @@ type announcer interface {
 	Latest(n int) []claude.Handed
 	Seed([]claude.Handed)
 	Announcing() <-chan struct{}
+	LatestNotified(n int) []claude.Notice
+	SeedNotified([]claude.Notice)
 }
 
 var (

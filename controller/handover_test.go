@@ -11,6 +11,7 @@ import (
 	"github.com/mosaic-agents/mosaic/claims"
 	"github.com/mosaic-agents/mosaic/engine"
 	"github.com/mosaic-agents/mosaic/engine/claude"
+	hclaude "github.com/mosaic-agents/mosaic/history/claude"
 )
 
 // TestHandOverAnnouncements: what one Claude connection announced, as a
@@ -103,5 +104,53 @@ func TestHandedMark(t *testing.T) {
 				t.Fatalf("handed %d bytes; want %d", got.Size, tc.want)
 			}
 		})
+	}
+}
+
+// TestMarkCarriesNotifications: what a Claude connection counted of task
+// notifications goes into its mark (markNow) and, read back after a
+// crash or a restart, is counted by the next controller's connection
+// (takeNotices): a notification's line, proven by a count of frames and
+// not a uuid, that lands after the restart is proven by the frame the
+// previous controller read. A count that does not decode is left out,
+// and a mark that does not read hands over none.
+func TestMarkCarriesNotifications(t *testing.T) {
+	const note = `{"type":"system","subtype":"task_notification","task_id":"b1","tool_use_id":"toolu_1","status":"completed","output_file":"/tmp/b1.output","summary":"done","uuid":"n1","session_id":""}`
+	read := func(exec string, lines ...string) *claude.Conn {
+		t.Helper()
+		c, err := claude.New(strings.NewReader(strings.Join(lines, "\n")+"\n"), nopCloser{}, "", engine.Options{Execution: exec})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range c.Events() {
+		}
+		return c
+	}
+	said := hclaude.NotificationSaid("b1", "toolu_1", "/tmp/b1.output", "completed", "done")
+	old := read("x1", note)
+	if old.Notified(said) != 1 {
+		t.Fatalf("the frame counted %d times; want once", old.Notified(said))
+	}
+	x := &execution{id: "x1", conn: old}
+	x.vouched.Store(&claims.FileState{Size: 10, SHA256: strings.Repeat("ab", 32)})
+	c := &Controller{}
+	f, err := newMark()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := c.markNow(x)
+	st.Notified = append(st.Notified, markNotice{Said: "not hex", N: 3})
+	if _, err := writeMark(f, 0, st); err != nil {
+		t.Fatal(err)
+	}
+	m := takeMark("x1", f)
+	defer m.close()
+	next := read("x1")
+	if n := takeNotices(next, m.notices()); n != 1 || next.Notified(said) != 1 {
+		t.Fatalf("took %d counts, the notification counts %d; want the one that decodes, once", n, next.Notified(said))
+	}
+	m.err = errNoMark
+	if got := m.notices(); got != nil {
+		t.Fatalf("a mark that does not read hands over %+v", got)
 	}
 }

@@ -38,8 +38,9 @@ import (
 // of itself: a write cut by the crash it exists for leaves the other
 // slot whole, and the reader takes the newest slot that checks.
 
-// markSlot is the size of one slot: a header and at most
-// claims.MaxAnnouncements announcements of at most 1024-byte uuids.
+// markSlot is the size of one slot: a header, at most
+// claims.MaxAnnouncements announcements of at most 1024-byte uuids and as
+// many notification counts.
 const markSlot = 128 << 10
 
 // markHeader is a slot's sequence number (8 bytes), its payload's length
@@ -51,6 +52,17 @@ type markState struct {
 	Execution string                `json:"execution"`
 	Vouched   *claims.FileState     `json:"vouched,omitempty"`
 	Announced []claims.Announcement `json:"announced,omitempty"`
+	// Notified are the counts of the latest task notifications the
+	// engine announced (claude.Notice): a notification's line is proven
+	// by a count of frames, not a uuid.
+	Notified []markNotice `json:"notified,omitempty"`
+}
+
+// markNotice is a claude.Notice as a mark holds it: what the line says
+// (hclaude.Said, lowercase hex) and how many frames announced it.
+type markNotice struct {
+	Said string `json:"said"`
+	N    int    `json:"n"`
 }
 
 // errNoMark is a mark with no slot that checks: never written, or both

@@ -1,11 +1,14 @@
 package controller
 
 import (
+	"encoding/hex"
 	"fmt"
 	"os"
 
 	"github.com/mosaic-agents/mosaic/audit"
 	"github.com/mosaic-agents/mosaic/claims"
+	"github.com/mosaic-agents/mosaic/engine/claude"
+	hclaude "github.com/mosaic-agents/mosaic/history/claude"
 )
 
 // keptMarkRole is the store name's role of an execution's mark
@@ -74,7 +77,42 @@ func (c *Controller) keepMark(x *execution, f *os.File, seq uint64) bool {
 // markNow is what x's mark says now: the bytes its watch vouched for
 // and its engine's latest announcements.
 func (c *Controller) markNow(x *execution) markState {
-	return markState{Execution: x.id, Vouched: x.vouched.Load(), Announced: handOver(x.conn)}
+	return markState{Execution: x.id, Vouched: x.vouched.Load(), Announced: handOver(x.conn), Notified: noticesOf(x.conn)}
+}
+
+// noticesOf is what conn counted of the latest task notifications, as a
+// mark holds it.
+func noticesOf(conn engineConn) []markNotice {
+	a, err := driverAs[announcer](conn, "hand over")
+	if err != nil {
+		return nil
+	}
+	var out []markNotice
+	for _, n := range a.LatestNotified(claims.MaxAnnouncements) {
+		out = append(out, markNotice{Said: hex.EncodeToString(n.Said[:]), N: n.N})
+	}
+	return out
+}
+
+// takeNotices seeds conn with the counts a mark holds; an entry that does
+// not decode is left out (its line then waits for a frame, fail closed).
+func takeNotices(conn engineConn, ns []markNotice) int {
+	a, err := driverAs[announcer](conn, "take over")
+	if err != nil {
+		return 0
+	}
+	var out []claude.Notice
+	for _, n := range ns {
+		var said hclaude.Said
+		b, err := hex.DecodeString(n.Said)
+		if err != nil || len(b) != len(said) || n.N <= 0 {
+			continue
+		}
+		copy(said[:], b)
+		out = append(out, claude.Notice{Said: said, N: n.N})
+	}
+	a.SeedNotified(out)
+	return len(out)
 }
 
 // writeMarks writes x's mark each time its watch vouches for more or its
@@ -125,10 +163,19 @@ func takeMark(exec string, f *os.File) *crashMark {
 		err = fmt.Errorf("the mark names execution %q", st.Execution)
 	case st.Vouched == nil:
 		err = fmt.Errorf("the mark names no bytes")
-	case len(st.Announced) > claims.MaxAnnouncements:
-		err = fmt.Errorf("the mark holds %d announcements, over %d", len(st.Announced), claims.MaxAnnouncements)
+	case len(st.Announced) > claims.MaxAnnouncements || len(st.Notified) > claims.MaxAnnouncements:
+		err = fmt.Errorf("the mark holds %d announcements and %d notification counts, over %d", len(st.Announced), len(st.Notified), claims.MaxAnnouncements)
 	}
 	return &crashMark{exec: exec, f: f, seq: seq, st: st, err: err}
+}
+
+// notices is what the mark hands over of the task notifications
+// counted, none when it does not read.
+func (m *crashMark) notices() []markNotice {
+	if m == nil || m.err != nil {
+		return nil
+	}
+	return m.st.Notified
 }
 
 // handed is what the mark hands over: its bytes and announcements, or,

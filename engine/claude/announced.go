@@ -62,6 +62,7 @@ func (c *Conn) announce(f *frame, cut bool) {
 		k := string(n[:])
 		was, _ := c.notified.Get(k)
 		c.notified.Put(k, was+1)
+		c.poke()
 	case f.Type == "system" && f.Subtype == "compact_boundary":
 		said, ok = hclaude.AnnouncedBoundarySaid(f.LogicalParentUUID, f.CompactMetadata)
 	case f.Type == "system":
@@ -79,6 +80,11 @@ func (c *Conn) putAnnounced(id string, said hclaude.Said) {
 		said = ambiguous
 	}
 	c.announced.Put(id, said)
+	c.poke()
+}
+
+// poke says an announcement was kept (Announcing). c.mu held.
+func (c *Conn) poke() {
 	select {
 	case c.announcing <- struct{}{}:
 	default:
@@ -86,7 +92,8 @@ func (c *Conn) putAnnounced(id string, said hclaude.Said) {
 }
 
 // Announcing is poked each time an announcement is kept (a frame read, a
-// prompt sent, a Seed), at most one poke waiting: a reader that wakes
+// prompt sent, a Seed, a task notification counted), at most one poke
+// waiting: a reader that wakes
 // reads Latest once for all the announcements since its last read. The
 // controller keeps what Latest says where a crash does not take it
 // (controller/mark.go).
@@ -159,4 +166,50 @@ func (c *Conn) Seed(hs []Handed) {
 			c.sent.Put(h.UUID, struct{}{})
 		}
 	}
+}
+
+// Notice is what a controller hands the next of the task notifications
+// its Conn counted (LatestNotified, then SeedNotified): what their line
+// says and how many frames announced it. A notification's line carries a
+// uuid of its own, not its frame's, so it is proven by this count, and a
+// line that lands after a restart or a crash needs the count the
+// previous controller read.
+type Notice struct {
+	Said hclaude.Said
+	N    int
+}
+
+// LatestNotified returns the counts of the latest n task notifications
+// announced, oldest first.
+func (c *Conn) LatestNotified(n int) []Notice {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	keys, vals := c.notified.Latest(n)
+	out := make([]Notice, 0, len(keys))
+	for i, k := range keys {
+		var s hclaude.Said
+		if len(k) != len(s) {
+			continue
+		}
+		copy(s[:], k)
+		out = append(out, Notice{Said: s, N: vals[i]})
+	}
+	return out
+}
+
+// SeedNotified adds what the previous controller's Conn counted
+// (LatestNotified) to this Conn's counts: the frames it read are frames
+// of the same engine, whose lines may land now.
+func (c *Conn) SeedNotified(ns []Notice) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, n := range ns {
+		if n.N <= 0 {
+			continue
+		}
+		k := string(n.Said[:])
+		was, _ := c.notified.Get(k)
+		c.notified.Put(k, was+n.N)
+	}
+	c.poke()
 }

@@ -115,3 +115,38 @@ func readRecording(t *testing.T, dir, project, session string) *hclaude.Transcri
 	}
 	return tr
 }
+
+// TestNotifiedSeeded: the counts of the task notifications one Conn
+// announced (LatestNotified) are counted by the next once it takes them
+// (SeedNotified), added to its own: the notification's line, landing
+// after a restart or a crash, is proven by the frame the previous
+// controller read.
+func TestNotifiedSeeded(t *testing.T) {
+	old := replayRecording(t, "background")
+	tr := readRecording(t, "background", backgroundProject, backgroundSession)
+	var said hclaude.Said
+	for _, id := range tr.Order() {
+		if e, _ := tr.Entry(id); e.Notification {
+			said = e.Said
+		}
+	}
+	if old.Notified(said) != 1 {
+		t.Fatalf("the recording's notification counted %d times; want once", old.Notified(said))
+	}
+	ns := old.LatestNotified(64)
+	if len(ns) != 1 || ns[0].Said != said || ns[0].N != 1 {
+		t.Fatalf("LatestNotified %+v; want the one notification, once", ns)
+	}
+	next := replayLines(t, engine.Options{Execution: "x2"}, `{"type":"system","subtype":"init","session_id":""}`)
+	if next.Notified(said) != 0 {
+		t.Fatal("a fresh Conn counts the notification")
+	}
+	next.SeedNotified(append(ns, Notice{Said: hclaude.Said{1}, N: 0}))
+	next.SeedNotified(ns)
+	if got := next.Notified(said); got != 2 {
+		t.Fatalf("after two seeds the notification counts %d; want 2 (counts add up)", got)
+	}
+	if next.Notified(hclaude.Said{1}) != 0 {
+		t.Fatal("a count of 0 was seeded")
+	}
+}
