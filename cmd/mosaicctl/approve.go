@@ -20,7 +20,8 @@ func approveCommand() *cli.Command {
 		Description: "Without --choice, --yes or --no: list every open decision (pending, disabled, uncertain) with its\n" +
 			"exact title, message and choices, shown inert (escapes visible). With one: answer APPROVAL (its\n" +
 			"approval id or native decision id; optional when exactly one is pending) with exactly one of its\n" +
-			"choices: --choice LABEL byte for byte, or --yes/--no for a confirm. Needs control (--take).\n" +
+			"choices: --choice LABEL byte for byte, or --yes/--no for a confirm and for a Claude tool's\n" +
+			"permission request (--yes allows once, --no denies). Needs control (--take).\n" +
 			"Exit 0 answered or listed, 2 refused (approval-choice, approval-closed, approval-conflict, ...),\n" +
 			"3 outcome unknown (docs/cli.md).",
 		Flags: verbFlags(
@@ -167,14 +168,22 @@ func printApprovals(s *session, list []protocol.Approval) {
 			who = "whoever takes control"
 		}
 		if a.State == protocol.ApprovalPending {
-			fmt.Fprintf(s.out, "  answer:  %s, with `mosaicctl approve --take %s %s --choice LABEL`%s\n", who, s.id, a.ID, yesNo(a.Form))
+			fmt.Fprintf(s.out, "  answer:  %s, with `mosaicctl approve --take %s %s --choice LABEL`%s\n", who, s.id, a.ID, yesNo(a))
 		}
 	}
 }
 
-func yesNo(form string) string {
-	if form == protocol.FormConfirm {
+// yesNo names the answer flags besides --choice that approval a takes: a
+// confirm's --yes/--no, and a Claude permission request's (--yes allows
+// once, --no denies; README's Claude section answers it so).
+func yesNo(a protocol.Approval) string {
+	switch {
+	case a.Form == protocol.FormConfirm:
 		return " (or --yes / --no)"
+	case permission(a) && slices.Contains(a.Choices, engine.ChoiceAllowOnce):
+		return " (or --yes to allow once, --no to deny)"
+	case permission(a):
+		return " (or --no to deny)"
 	}
 	return ""
 }

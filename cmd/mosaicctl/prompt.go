@@ -158,8 +158,8 @@ func (s *session) answer(ctx context.Context, i int, rc *protocol.Receipt) error
 			stop = u.Stop
 		case u.Approval != nil && u.Approval.Execution == rc.Execution && u.Approval.State == protocol.ApprovalPending:
 			// The turn waits on a native dialog: say how to answer it.
-			fmt.Fprintf(os.Stderr, "mosaicctl: the turn waits for approval %s (%s): see `mosaicctl approve %s`, answer with `mosaicctl approve --take %s %s --choice LABEL`\n",
-				u.Approval.ID, u.Approval.Form, s.id, s.id, u.Approval.Decision)
+			fmt.Fprintf(os.Stderr, "mosaicctl: the turn waits for approval %s (%s): see `mosaicctl approve %s`, answer with `mosaicctl approve --take %s %s --choice LABEL`%s\n",
+				u.Approval.ID, u.Approval.Form, s.id, s.id, u.Approval.Decision, yesNo(*u.Approval))
 		case u.Binding != nil && gone(u.Binding, rc.Execution):
 			return unsettled("stopped", "the turn did not settle: the binding is %s (%s)", u.Binding.State,
 				terminal.SanitizeLine(u.Binding.AdmissionReason))
