@@ -236,9 +236,31 @@ func refuseTakenSeat(s *conversations.Store, cv *conversations.Conversation) err
 		return err
 	}
 	o := others[0]
+	if cv.IsClaude() {
+		// A Claude conversation has no --session: conv add chose a new
+		// session, so the same command run again lands here on the
+		// conversation it added the first time.
+		keep := ""
+		if o.IsClaude() && o.Claude != nil {
+			keep = fmt.Sprintf("; it may be the one you want: `mosaicctl conv show %s` (its env file is read at every launch, so a key put in it needs no conv add), and once its session has a transcript (a prompt ran) its settings change with `mosaicctl conv add --project %s --seat %s%s --engine-kind claude --engine PATH --resume-session %s --replace` (its other flags as wanted)",
+				o.ID, shellQuote(o.Project), shellQuote(o.Seat), workspaceFlag(o), o.Claude.Session)
+		}
+		return protocol.Refuse(protocol.CodeConfiguration,
+			"seat %s of project %s (workspace %s) is taken by conversation %s (session %s): a seat runs one conversation%s; else remove that one first (`mosaicctl conv rm %s`), or add this one on another seat (--seat NAME)",
+			cv.Seat, cv.Project, cv.Workspace, o.ID, o.SessionKey(), keep, o.ID)
+	}
 	return protocol.Refuse(protocol.CodeConfiguration,
 		"seat %s of project %s (workspace %s) is taken by conversation %s (session %s): a seat runs one conversation; remove that one first (`mosaicctl conv rm %s`), or add this one on another seat (--seat NAME, its --session under %s)",
 		cv.Seat, cv.Project, cv.Workspace, o.ID, o.SessionKey(), o.ID, conversations.SessionPath(cv.Project, "NAME", ""))
+}
+
+// workspaceFlag is the --workspace flag that names o's workspace, or
+// nothing for the default one.
+func workspaceFlag(o *conversations.Conversation) string {
+	if o.Workspace == "" || o.Workspace == conversations.DefaultWorkspace {
+		return ""
+	}
+	return " --workspace " + shellQuote(o.Workspace)
 }
 
 // runConvRm removes a conversation. A file that does not load (bad TOML,
