@@ -114,7 +114,7 @@ func noteEnvFileReach(w io.Writer, s *conversations.Store, cv *conversations.Con
 	}
 	where := "under " + filepath.Join(config, "keys") + " a key is masked in every engine, those running now too"
 	if mask == "" {
-		where = "`mosaicctl doctor env-files` says why no engine masks " + config + " or its keys directory"
+		where = "`mosaicctl doctor`, its env-files line, says why no engine masks " + config + " or its keys directory"
 	}
 	fmt.Fprintf(w, "mosaicctl: note: %s is masked in the engines launched from now on; an engine running now can read it until it stops (%s)\n", env, where)
 }
