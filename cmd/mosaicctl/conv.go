@@ -219,6 +219,7 @@ func saveConversation(c *cli.Context, cv *conversations.Conversation) error {
 		reportReplace(os.Stderr, old, cv, engineRunning(c.Context, cv.ID))
 	}
 	noteEnvFileReach(os.Stderr, s, cv)
+	noteNoKey(os.Stderr, cv)
 	noteHomes(c.Context, os.Stderr)
 	fmt.Println(cv.ID)
 	return nil

@@ -92,6 +92,31 @@ func refuseClaudeFlags(c *cli.Context) error {
 	return nil
 }
 
+// noteNoKey says, as a Claude conversation is added, that it names no
+// key: no --env-file, or one that sets neither ANTHROPIC_API_KEY nor
+// ANTHROPIC_AUTH_TOKEN (README's `install -m 0600 /dev/null` makes it
+// empty). Its engine reads no key from mosaic's environment nor a login
+// from ~/.claude (its config directory is its own), so every prompt would
+// be answered "Not logged in · Please run /login", and a prompt starting
+// with / is refused text-policy. The file is read at every launch: the
+// key put there applies at the next one.
+func noteNoKey(w io.Writer, cv *conversations.Conversation) {
+	if !cv.IsClaude() || cv.Claude == nil {
+		return
+	}
+	if cv.Claude.EnvFile == "" {
+		fmt.Fprintf(w, "mosaicctl: note: %s has no env file, so its engine has no key (it never reads ~/.claude nor mosaic's environment) and Claude Code answers every prompt \"Not logged in\": "+
+			"add it again with --env-file FILE (ANTHROPIC_API_KEY=... in a 0600 file under ~/.config/mosaic/keys)\n", cv.ID)
+		return
+	}
+	env, err := claude.LoadEnvFile(cv.Claude.EnvFile)
+	if err != nil || env["ANTHROPIC_API_KEY"] != "" || env["ANTHROPIC_AUTH_TOKEN"] != "" {
+		return
+	}
+	fmt.Fprintf(w, "mosaicctl: note: %s sets neither ANTHROPIC_API_KEY nor ANTHROPIC_AUTH_TOKEN, so Claude Code answers every prompt of %s \"Not logged in\": "+
+		"put ANTHROPIC_API_KEY=... in it before the first prompt (it is read at each launch; an engine launched without it keeps none until `mosaicctl stop --take --yes %s`, then `mosaicctl recover --take %s`)\n", cv.Claude.EnvFile, cv.ID, cv.ID, cv.ID)
+}
+
 // noteEnvFileReach says, as a Claude conversation is added, that its env
 // file is out of reach only of the engines launched from now on: an
 // engine's masks are made at its launch, from the conversations known
