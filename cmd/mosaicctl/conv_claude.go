@@ -36,8 +36,12 @@ var piOnlyFlags = []string{"session", "node", "provider", "thinking", "agent-dir
 // binary pinned now, the env file and the adopted transcript checked now.
 func claudeConversation(c *cli.Context) (*conversations.Conversation, error) {
 	for _, f := range piOnlyFlags {
-		if c.IsSet(f) {
+		if c.IsSet(f) && f == "session" {
 			return nil, protocol.Refuse(protocol.CodeUsage, "--%s is a Pi setting; a Claude conversation does not take it (the controller chooses the session: --resume-session UUID adopts one)", f)
+		}
+		if c.IsSet(f) {
+			// Not the session's advice: it answers another flag.
+			return nil, protocol.Refuse(protocol.CodeUsage, "--%s is a Pi setting; a Claude conversation does not take it (drop it: Claude's settings are --env-file, --model and --resume-session)", f)
 		}
 	}
 	if c.String("engine") == "" {

@@ -56,6 +56,11 @@ func TestConvAddClaude(t *testing.T) {
 			}
 		})
 	}
+	// The session's advice answers --session only, not another Pi flag.
+	if r := run(t, bin, append(append([]string(nil), base...), "--env-file", good, "--thinking", "high")...); r.code != 2 ||
+		!strings.Contains(r.stderr, "usage: --thinking is a Pi setting") || strings.Contains(r.stderr, "chooses the session") {
+		t.Fatalf("--thinking on a Claude conversation: exit %d, %q", r.code, r.stderr)
+	}
 	if r := run(t, bin, "conv", "add", "--project", proj, "--seat", "cw", "--session", session, "--env-file", good); r.code == 0 || !strings.Contains(r.stderr, "add --engine-kind claude") {
 		t.Fatalf("Pi conversation with --env-file: exit %d, %q", r.code, r.stderr)
 	}
