@@ -19,7 +19,9 @@ import (
 // of mosaic's configuration directory left unmasked (it holds a path an
 // engine works in) and of an env file some project's engines mask alone,
 // whose mask a save by rename lifts in the engines running then
-// (docs/security.md).
+// (docs/security.md), and of a Claude conversation with no key (no env
+// file, or one without ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN), which
+// Claude Code answers "Not logged in".
 func checkEnvFiles(ctx context.Context) (string, error) {
 	list, _, err := registered()
 	if err != nil {
@@ -42,13 +44,22 @@ func judgeEnvFiles(home string, list []*conversations.Conversation) (string, err
 			masks[cv.Project] = controller.EnvFileMasks(home, cv, list)
 		}
 	}
+	var keyless []string // Claude conversations whose engine gets no key
 	for _, cv := range list {
-		if !cv.IsClaude() || cv.Claude == nil || cv.Claude.EnvFile == "" {
+		if !cv.IsClaude() || cv.Claude == nil {
+			continue
+		}
+		if cv.Claude.EnvFile == "" {
+			keyless = append(keyless, cv.ID+" (no env file)")
 			continue
 		}
 		n++
 		env := cv.Claude.EnvFile
-		if _, err := claude.LoadEnvFile(env); err != nil {
+		vars, err := claude.LoadEnvFile(env)
+		if err == nil && vars["ANTHROPIC_API_KEY"] == "" && vars["ANTHROPIC_AUTH_TOKEN"] == "" {
+			keyless = append(keyless, cv.ID+" ("+env+" sets neither ANTHROPIC_API_KEY nor ANTHROPIC_AUTH_TOKEN)")
+		}
+		if err != nil {
 			broken = append(broken, fmt.Sprintf("%s: %v", cv.ID, err))
 			fixes = append(fixes, "for "+cv.ID+" mend the file as its error says, or name another with `mosaicctl conv add --project "+shellQuote(cv.Project)+
 				" --seat "+shellQuote(cv.Seat)+" --engine-kind claude --engine PATH --resume-session "+cv.SessionKey()+" --env-file FILE --replace` (its other flags as before)")
@@ -86,6 +97,11 @@ func judgeEnvFiles(home string, list []*conversations.Conversation) (string, err
 		fix = append(fix, "move the env files masked alone under mosaic's configuration directory (`install -d -m 0700 "+keys+"`), which every engine masks whole, and give each conversation its new path with `mosaicctl conv add` (its flags as before, `--resume-session` with its session, `--env-file FILE --replace`)")
 		why = append(why, fmt.Sprintf("%d of %d env files are masked alone in some project's engines (their directory holds other files, or lies in that project): a save by rename unmasks one in the engines running then: %s",
 			len(alone), n, strings.Join(alone, ", ")))
+	}
+	if len(keyless) > 0 {
+		fix = append(fix, "put ANTHROPIC_API_KEY=... in each conversation's env file (read at each launch; an engine running keeps what it had until `mosaicctl stop --take --yes ID` and `mosaicctl recover --take ID`), or give one with `mosaicctl conv add` (its flags as before, `--env-file FILE --replace`)")
+		why = append(why, fmt.Sprintf("%d Claude conversations have no key, so Claude Code answers each of their prompts \"Not logged in\" (their engines never read ~/.claude nor mosaic's environment): %s",
+			len(keyless), strings.Join(keyless, ", ")))
 	}
 	switch {
 	case len(why) > 0:

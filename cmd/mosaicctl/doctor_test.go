@@ -559,8 +559,13 @@ func TestJudgeEnvFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	write := func(p string) string {
-		if err := os.WriteFile(p, []byte("ANTHROPIC_API_KEY=k\n"), 0o600); err != nil {
+	// write makes an env file holding a key, or body when one is given.
+	write := func(p string, body ...string) string {
+		text := "ANTHROPIC_API_KEY=k\n"
+		if len(body) > 0 {
+			text = body[0]
+		}
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		return p
@@ -593,6 +598,8 @@ func TestJudgeEnvFiles(t *testing.T) {
 			"mosaic's configuration directory " + config + " holds " + agentIn.Engine.AgentDir + ", which a conversation's engine works in or runs from, so no engine masks it whole: only " + filepath.Join(config, "keys") + " is"},
 		{"its keys directory holds a project", []*conversations.Conversation{cl("a", good), inProject("k", filepath.Join(config, "keys", "proj"))}, verdictWarn,
 			"so no engine masks it whole: nor its keys directory " + filepath.Join(config, "keys") + " (it holds such a path too, or is not a directory)"},
+		{"no key", []*conversations.Conversation{cl("a", good), cl("e", write(filepath.Join(keys, "e.env"), "ANTHROPIC_BASE_URL=http://127.0.0.1:9\n")), {ID: "n", Project: filepath.Join(home, "p"), EngineKind: "claude", Claude: &conversations.Claude{}}}, verdictWarn,
+			"2 Claude conversations have no key, so Claude Code answers each of their prompts \"Not logged in\" (their engines never read ~/.claude nor mosaic's environment): e (" + filepath.Join(keys, "e.env") + " sets neither ANTHROPIC_API_KEY nor ANTHROPIC_AUTH_TOKEN), n (no env file)"},
 		{"through a link", []*conversations.Conversation{cl("a", filepath.Join(link, "a.env"))}, verdictFail, "1 of 1 env files cannot be read as a launch reads them: a: env-file: env file " + filepath.Join(link, "a.env") + ": " + link + " is a symlink"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
