@@ -407,3 +407,29 @@ func keyFile(t *testing.T, name, body string) string {
 	}
 	return p
 }
+
+// TestClaudeWithoutKeyFails: a Claude conversation whose env file names
+// no key (README's empty 0600 file, not yet filled) has every prompt
+// answered by the CLI's synthetic "Not logged in" message: `prompt` says
+// the turn failed (exit 4, error) instead of exiting 0 with that message
+// as the answer, and nothing reaches the model.
+func TestClaudeWithoutKeyFails(t *testing.T) {
+	sandboxtest.Require(t)
+	bin := sandboxtest.Bin(t, "mosaicctl")
+	cl := sandboxtest.Claude(t)
+	fake := sandboxtest.FakeAnthropic(t)
+	mustRun(t, bin, "install")
+	t.Cleanup(func() { run(t, bin, "uninstall", "--force") })
+	proj, _ := project(t, "nokey")
+	env := writeEnvFile(t, "ANTHROPIC_BASE_URL="+fake.URL+"\n", 0o600)
+	id := strings.TrimSpace(mustRun(t, bin, "conv", "add", "--project", proj, "--seat", "nokey", "--engine-kind", "claude", "--engine", cl, "--env-file", env))
+	mustRun(t, "systemctl", "--user", "start", "mosaic-conv@"+id+".socket")
+	t.Cleanup(func() { endConversation(t, bin, id) })
+	res := run(t, bin, "prompt", "--take", "--timeout", "1m", id, "hello")
+	if res.code != exitUnsettled || !strings.Contains(res.stderr, "error") || !strings.Contains(res.stdout, "Not logged in") {
+		t.Fatalf("prompt without a key: exit %d, stdout %q, stderr %q; want exit %d, the CLI's message and an error", res.code, res.stdout, res.stderr, exitUnsettled)
+	}
+	if n := len(fake.Requests()); n != 0 {
+		t.Fatalf("%d requests reached the model without a key", n)
+	}
+}

@@ -231,10 +231,20 @@ func (m *mapper) assistant(f *frame, cut bool) []protocol.Event {
 		if msg.StopReason != nil {
 			o.stop = *msg.StopReason
 		}
+		if f.IsAPIErrorMessage || len(f.APIError) > 0 && string(f.APIError) != "null" {
+			// Its stop_reason says stop_sequence: the turn failed all
+			// the same, as Pi's message with stopReason error does.
+			o.stop = stopError
+		}
 		out = append(out, m.end(o, "assistant"))
 	}
 	return out
 }
+
+// stopError is the stop reason of a message that ends a turn on an
+// error: Pi's own word, which clients read as a failed turn (`mosaicctl
+// prompt` exits 4 with it).
+const stopError = "error"
 
 // user maps a user frame: each tool_result becomes a tool-end and a
 // toolResult message; text (the CLI's interruption markers) a user

@@ -33,6 +33,13 @@ type frame struct {
 	CommandUUID string `json:"command_uuid,omitempty"`
 	State       string `json:"state,omitempty"`
 
+	// An assistant frame the CLI made up for an API error (no stream, model
+	// "<synthetic>": "Not logged in", an invalid key, an overload): what
+	// went wrong, which the message's stop_reason does not say. Raw, so
+	// that another frame's "error" of another shape never fails a decode.
+	APIError          json.RawMessage `json:"error,omitempty"`
+	IsAPIErrorMessage bool            `json:"is_api_error_message,omitempty"`
+
 	// result
 	IsError        bool   `json:"is_error,omitempty"`
 	TerminalReason string `json:"terminal_reason,omitempty"`

@@ -343,3 +343,37 @@ type recWriter struct{ n int }
 
 func (w *recWriter) Write(p []byte) (int, error) { w.n += len(p); return len(p), nil }
 func (w *recWriter) Close() error                { return nil }
+
+// TestAPIErrorMessageFails: a prompt the CLI cannot send to the model (no
+// key: recorded with 2.1.328, no env, no network) is answered by a
+// synthetic assistant frame with no stream, whose stop_reason says
+// stop_sequence but whose error and is_api_error_message say the turn
+// failed: its message ends with stop reason error, as Pi's failed turns
+// do, so `mosaicctl prompt` exits 4 instead of 0 with the error as the
+// answer. A synthetic frame without them keeps its own stop reason.
+func TestAPIErrorMessageFails(t *testing.T) {
+	const failed = `{"type":"assistant","message":{"id":"1e610df1-91a3-4ced-93cb-f2f210e8d122","model":"<synthetic>","role":"assistant","stop_reason":"stop_sequence","stop_sequence":"","type":"message","content":[{"type":"text","text":"Not logged in · Please run /login"}]},"parent_tool_use_id":null,"session_id":"","uuid":"a1","error":"authentication_failed","is_api_error_message":true}`
+	const plain = `{"type":"assistant","message":{"id":"m2","model":"<synthetic>","role":"assistant","stop_reason":"stop_sequence","type":"message","content":[{"type":"text","text":"fine"}]},"parent_tool_use_id":null,"session_id":"","uuid":"a2"}`
+	for _, tc := range []struct {
+		name, frame, text, want string
+	}{
+		{"an API error", failed, "Not logged in · Please run /login", "error"},
+		{"no error", plain, "fine", "stop_sequence"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := New(strings.NewReader(tc.frame+"\n"), nopWriter{}, "", engine.Options{Execution: "x1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ends []protocol.Event
+			for e := range c.Events() {
+				if e.Kind == protocol.EventMessageEnd {
+					ends = append(ends, e)
+				}
+			}
+			if len(ends) != 1 || ends[0].StopReason != tc.want || len(ends[0].Content) != 1 || ends[0].Content[0].Text != tc.text {
+				t.Fatalf("message ends %+v; want one saying %q with stop reason %s", ends, tc.text, tc.want)
+			}
+		})
+	}
+}
