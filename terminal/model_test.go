@@ -458,3 +458,58 @@ func TestViewTruncatedBlockSaysSo(t *testing.T) {
 	)
 	wantLines(t, tr, 120, "[assistant]", "  the start of a long answer", cutNote, "  whole")
 }
+
+// TestStopReasonInHeader: a message that ended as turns do (Pi's stop and
+// toolUse, Claude's end_turn, tool_use and stop_sequence) has a plain
+// header; any other stop reason (an error, the token limit) is named.
+func TestStopReasonInHeader(t *testing.T) {
+	for _, tc := range []struct{ reason, head string }{
+		{"stop", "[assistant]"},
+		{"toolUse", "[assistant]"},
+		{"end_turn", "[assistant]"},
+		{"tool_use", "[assistant]"},
+		{"stop_sequence", "[assistant]"},
+		{"error", "[assistant] (error)"},
+		{"max_tokens", "[assistant] (max_tokens)"},
+	} {
+		t.Run(tc.reason, func(t *testing.T) {
+			s := &stream{exec: "x1"}
+			tr := apply(&Transcript{},
+				s.ev(protocol.EventMessageStart, "m1", start("assistant")),
+				s.ev(protocol.EventMessageEnd, "m1", func(e *protocol.Event) {
+					end("assistant", text("hi"))(e)
+					e.StopReason = tc.reason
+				}),
+			)
+			wantLines(t, tr, 80, tc.head, "  hi")
+		})
+	}
+}
+
+// TestToolResultHeader: a tool result's header names its tool when the
+// engine said it (Pi) and nothing when it did not (Claude names only the
+// call), never an empty name.
+func TestToolResultHeader(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		tool protocol.Tool
+		head string
+	}{
+		{"named", protocol.Tool{CallID: "c1", Name: "bash"}, "[tool result bash]"},
+		{"unnamed", protocol.Tool{CallID: "c1"}, "[tool result]"},
+		{"unnamed error", protocol.Tool{CallID: "c1", IsError: true}, "[tool result (error)]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &stream{exec: "x1"}
+			tool := tc.tool
+			tr := apply(&Transcript{},
+				s.ev(protocol.EventMessageStart, "m1", start("toolResult")),
+				s.ev(protocol.EventMessageEnd, "m1", func(e *protocol.Event) {
+					end("toolResult", text("out"))(e)
+					e.Tool = &tool
+				}),
+			)
+			wantLines(t, tr, 80, tc.head, "  out")
+		})
+	}
+}

@@ -142,12 +142,19 @@ func body(prefix, s string, width int) []string {
 	return out
 }
 
+// plainStop are the stop reasons of a message that ended as turns do,
+// Pi's and Claude's: the header names only the others (an error, a cut
+// at the token limit, an abort).
+var plainStop = map[string]bool{"stop": true, "toolUse": true, "end_turn": true, "tool_use": true, "stop_sequence": true}
+
 func (m *message) lines(width int) []string {
 	head := "[" + m.role
 	if m.role == "toolResult" {
 		head = "[tool result"
 		if m.tool != nil {
-			head += " " + m.tool.Name
+			if m.tool.Name != "" { // Claude's results name only the call
+				head += " " + m.tool.Name
+			}
 			if m.tool.IsError {
 				head += " (error)"
 			}
@@ -157,7 +164,7 @@ func (m *message) lines(width int) []string {
 	switch {
 	case !m.final || m.lastPart < 0:
 		head += " …"
-	case m.stopReason != "" && m.stopReason != "stop" && m.stopReason != "toolUse":
+	case m.stopReason != "" && !plainStop[m.stopReason]:
 		head += " (" + m.stopReason + ")"
 	}
 	if m.continued && !m.final {
