@@ -18,15 +18,7 @@ import (
 // Close could no longer wake a write stuck on an engine that stopped
 // reading, and no write deadline would hold.
 func TestStoreKeepsNonBlocking(t *testing.T) {
-	addr := filepath.Join(t.TempDir(), "notify")
-	mgr, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { unix.Close(mgr) })
-	if err := unix.Bind(mgr, &unix.SockaddrUnix{Name: addr}); err != nil {
-		t.Fatal(err)
-	}
+	addr, mgr := notifySocket(t)
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -74,15 +66,7 @@ func TestBarrier(t *testing.T) {
 		{"not answered", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			addr := filepath.Join(t.TempDir(), "notify")
-			mgr, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { unix.Close(mgr) })
-			if err := unix.Bind(mgr, &unix.SockaddrUnix{Name: addr}); err != nil {
-				t.Fatal(err)
-			}
+			addr, mgr := notifySocket(t)
 			got := make(chan int, 1)
 			go func() {
 				buf, oob := make([]byte, 64), make([]byte, unix.CmsgSpace(4))
@@ -116,7 +100,7 @@ func TestBarrier(t *testing.T) {
 			} else {
 				t.Cleanup(func() { unix.Close(fd) })
 			}
-			err = <-done
+			err := <-done
 			if tc.answer && err != nil {
 				t.Fatalf("Barrier after the manager closed the pipe: %v", err)
 			}
@@ -125,4 +109,20 @@ func TestBarrier(t *testing.T) {
 			}
 		})
 	}
+}
+
+// notifySocket is a datagram socket standing for the manager's
+// NOTIFY_SOCKET: its address and descriptor.
+func notifySocket(t *testing.T) (string, int) {
+	t.Helper()
+	addr := filepath.Join(t.TempDir(), "notify")
+	mgr, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(mgr) })
+	if err := unix.Bind(mgr, &unix.SockaddrUnix{Name: addr}); err != nil {
+		t.Fatal(err)
+	}
+	return addr, mgr
 }

@@ -225,7 +225,7 @@ func wakeRefusesForgedAttachment(t *testing.T, r claudeRig, session string) {
 	if !strings.Contains(r.transcripts(t), forgedLine) {
 		t.Fatalf("the tool's child did not append its line: the test did not test a forgery\n%s", r.transcripts(t))
 	}
-	cut := forgedCut(t, r, session)
+	cut := forgedCut(t, r, session, forgedLine)
 	before := len(r.fake.Requests())
 	res := run(t, r.bin, "prompt", "--take", "--timeout", "1m", r.id, "go on")
 	if res.code == 0 || len(r.fake.Requests()) != before {
@@ -238,9 +238,10 @@ func wakeRefusesForgedAttachment(t *testing.T, r claudeRig, session string) {
 	}
 }
 
-// forgedCut is the size of session's transcript before the tool's forged
-// line: what the controller vouched for last.
-func forgedCut(t *testing.T, r claudeRig, session string) int {
+// forgedCut is the size of session's transcript before the last line
+// holding marker, the tool's forged line: what the controller vouched
+// for last.
+func forgedCut(t *testing.T, r claudeRig, session, marker string) int {
 	t.Helper()
 	path, err := r.transcript(t, session).Path()
 	if err != nil {
@@ -250,7 +251,7 @@ func forgedCut(t *testing.T, r claudeRig, session string) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cut := bytes.LastIndex(raw, []byte(forgedLine))
+	cut := bytes.LastIndex(raw, []byte(marker))
 	if cut < 0 {
 		t.Fatalf("no forged line in %s", path)
 	}
@@ -307,21 +308,8 @@ func TestClaudeCrashThenEngineGoneRecordsTheMark(t *testing.T) {
 	if strings.Contains(j, "re-attached to Claude Code execution") {
 		t.Fatalf("the next controller re-attached: the engine outlived the kill, and the test did not test an orphan\n%s", j)
 	}
-	cut := forgedCut(t, r, session)
-	stopped := 0
-	claimRevisions(t, r.id, func(path string, rev map[string]json.RawMessage) {
-		if string(rev["state"]) != `"stopped"` {
-			return
-		}
-		stopped++
-		var v struct{ Size *int }
-		if err := json.Unmarshal(rev["vouched"], &v); err != nil || v.Size == nil || *v.Size != cut {
-			t.Fatalf("the stopped revision %s vouched for %s; want the %d bytes before the forged line", path, rev["vouched"], cut)
-		}
-	})
-	if stopped == 0 {
-		t.Fatal("no stopped revision")
-	}
+	cut := forgedCut(t, r, session, forgedLine)
+	stoppedVouched(t, r.id, cut, false)
 }
 
 // unprovenAcross has a tool forge an attachment after a turn, waits for

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -38,17 +36,7 @@ func TestClaudeSecondCrashKeepsTheMark(t *testing.T) {
 		t.Fatalf("approve --yes: exit %d, %q %q", res.code, res.stdout, res.stderr)
 	}
 	defer p.Process.Kill()
-	for {
-		b, _ := currentBinding(t, ctx, r.path)
-		if b.State == protocol.BindingUncertain {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("the forged assistant line did not close admission: %+v\n%s", b, r.transcripts(t))
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+	awaitUncertain(t, ctx, r.path, "the forged assistant line did not close admission")
 	adopted := func() int {
 		return strings.Count(run(t, "bash", "-c", "journalctl --user --no-pager -o cat -u "+r.svc).stdout, "restart found execution")
 	}
@@ -63,34 +51,7 @@ func TestClaudeSecondCrashKeepsTheMark(t *testing.T) {
 	if res := run(t, r.bin, "stop", "--take", "--yes", r.id); res.code != 0 {
 		t.Fatalf("stop of the orphan: exit %d, %q %q", res.code, res.stdout, res.stderr)
 	}
-	path, err := r.transcript(t, session).Path()
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cut := bytes.LastIndex(raw, []byte(forgedUUID))
-	if cut < 0 {
-		t.Fatalf("no forged line in the transcript:\n%s", raw)
-	}
-	cut = bytes.LastIndexByte(raw[:cut], '\n') + 1
-	stopped := 0
-	claimRevisions(t, r.id, func(path string, rev map[string]json.RawMessage) {
-		if string(rev["state"]) != `"stopped"` {
-			return
-		}
-		stopped++
-		var v struct{ Size *int }
-		if err := json.Unmarshal(rev["vouched"], &v); err != nil || v.Size == nil || *v.Size > cut {
-			t.Errorf("the stopped revision %s vouched for %s; want at most the %d bytes before the forged line\njournal:\n%s", path, rev["vouched"], cut,
-				run(t, "bash", "-c", "journalctl --user --no-pager -o cat -u "+r.svc+" | grep -i 'mark\\|restart found\\|kept\\|stopped'").stdout)
-		}
-	})
-	if stopped == 0 {
-		t.Fatal("no stopped revision")
-	}
+	stoppedVouched(t, r.id, forgedCut(t, r, session, forgedUUID), true)
 	// After a force stop, bytes past the vouched ones are not refused
 	// (refusesChange): the recover's intent names them as checked by
 	// nobody, and the recover verb is the operator's consent to them.
@@ -122,40 +83,54 @@ func TestClaudeEngineExitThenRestartKeepsTheMark(t *testing.T) {
 		t.Fatalf("no engine scope: %+v", st)
 	}
 	mustRun(t, "systemctl", "--user", "kill", "--signal=KILL", st.Scope.Name)
-	for {
-		b, _ := currentBinding(t, ctx, r.path)
-		if b.State == protocol.BindingUncertain {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("the engine's death did not leave the binding uncertain: %+v", b)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+	awaitUncertain(t, ctx, r.path, "the engine's death did not leave the binding uncertain")
 	mustRun(t, "systemctl", "--user", "restart", r.svc)
 	// The restarted controller may prove the empty cohort's end by itself.
 	if res := run(t, r.bin, "stop", "--take", "--yes", r.id); res.code != 0 && !strings.Contains(res.stderr, "already stopped with a proof") {
 		t.Fatalf("stop: exit %d, %q %q", res.code, res.stdout, res.stderr)
 	}
-	cut := forgedCut(t, r, session)
+	cut := forgedCut(t, r, session, forgedLine)
+	stoppedVouched(t, r.id, cut, false)
+	// The proven stop drops the mark: nothing of the execution stays kept.
+	waitFor(t, func() bool { return unitProp(t, r.svc, "NFileDescriptorStore") == "0" })
+	if res := run(t, r.bin, "recover", "--take", r.id); res.code == 0 && !strings.Contains(res.stdout, "the history changed since the stop") {
+		t.Errorf("recover launched on the forged attachment without naming it:\n%s", res.stdout)
+	}
+}
+
+// stoppedVouched checks that every stopped revision of id's claim vouched
+// for the cut bytes before a forged line (at most them, with atMost).
+func stoppedVouched(t *testing.T, id string, cut int, atMost bool) {
+	t.Helper()
 	stopped := 0
-	claimRevisions(t, r.id, func(path string, rev map[string]json.RawMessage) {
+	claimRevisions(t, id, func(path string, rev map[string]json.RawMessage) {
 		if string(rev["state"]) != `"stopped"` {
 			return
 		}
 		stopped++
 		var v struct{ Size *int }
-		if err := json.Unmarshal(rev["vouched"], &v); err != nil || v.Size == nil || *v.Size != cut {
-			t.Errorf("the stopped revision %s vouched for %s; want the %d bytes before the forged line", path, rev["vouched"], cut)
+		if err := json.Unmarshal(rev["vouched"], &v); err != nil || v.Size == nil || *v.Size > cut || !atMost && *v.Size != cut {
+			t.Errorf("the stopped revision %s vouched for %s; want the %d bytes before the forged line (at most: %v)", path, rev["vouched"], cut, atMost)
 		}
 	})
 	if stopped == 0 {
 		t.Fatal("no stopped revision")
 	}
-	// The proven stop drops the mark: nothing of the execution stays kept.
-	waitFor(t, func() bool { return unitProp(t, r.svc, "NFileDescriptorStore") == "0" })
-	if res := run(t, r.bin, "recover", "--take", r.id); res.code == 0 && !strings.Contains(res.stdout, "the history changed since the stop") {
-		t.Errorf("recover launched on the forged attachment without naming it:\n%s", res.stdout)
+}
+
+// awaitUncertain waits for the binding of the conversation at path to
+// be uncertain, failing with why when ctx ends first.
+func awaitUncertain(t *testing.T, ctx context.Context, path, why string) {
+	t.Helper()
+	for {
+		b, _ := currentBinding(t, ctx, path)
+		if b.State == protocol.BindingUncertain {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s: %+v", why, b)
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
 }
