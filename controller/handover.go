@@ -8,6 +8,7 @@ import (
 	"github.com/mosaic-agents/mosaic/audit"
 	"github.com/mosaic-agents/mosaic/claims"
 	"github.com/mosaic-agents/mosaic/engine/claude"
+	hclaude "github.com/mosaic-agents/mosaic/history/claude"
 )
 
 // Handover: the controller exits and its engine stays (a restart of the
@@ -84,16 +85,23 @@ func takeOver(conn engineConn, said []claims.Announcement) int {
 	}
 	var hs []claude.Handed
 	for _, s := range said {
-		h := claude.Handed{UUID: s.UUID, Prompt: s.Prompt}
-		b, err := hex.DecodeString(s.Said)
-		if err != nil || len(b) != len(h.Said) || s.UUID == "" {
-			continue
+		if d, ok := parseSaid(s.Said); ok && s.UUID != "" {
+			hs = append(hs, claude.Handed{UUID: s.UUID, Said: d, Prompt: s.Prompt})
 		}
-		copy(h.Said[:], b)
-		hs = append(hs, h)
 	}
 	a.Seed(hs)
 	return len(hs)
+}
+
+// parseSaid reads what a line says as a handover or a mark records it
+// (hclaude.Said, lowercase hex); ok is false for anything else.
+func parseSaid(s string) (d hclaude.Said, ok bool) {
+	b, err := hex.DecodeString(s)
+	if err != nil || len(b) != len(d) {
+		return d, false
+	}
+	copy(d[:], b)
+	return d, true
 }
 
 // handedMark is what a restart hands over of the transcript: the last

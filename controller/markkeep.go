@@ -8,7 +8,6 @@ import (
 	"github.com/mosaic-agents/mosaic/audit"
 	"github.com/mosaic-agents/mosaic/claims"
 	"github.com/mosaic-agents/mosaic/engine/claude"
-	hclaude "github.com/mosaic-agents/mosaic/history/claude"
 )
 
 // keptMarkRole is the store name's role of an execution's mark
@@ -103,13 +102,9 @@ func takeNotices(conn engineConn, ns []markNotice) int {
 	}
 	var out []claude.Notice
 	for _, n := range ns {
-		var said hclaude.Said
-		b, err := hex.DecodeString(n.Said)
-		if err != nil || len(b) != len(said) || n.N <= 0 {
-			continue
+		if d, ok := parseSaid(n.Said); ok && n.N > 0 {
+			out = append(out, claude.Notice{Said: d, N: n.N})
 		}
-		copy(said[:], b)
-		out = append(out, claude.Notice{Said: said, N: n.N})
 	}
 	a.SeedNotified(out)
 	return len(out)
