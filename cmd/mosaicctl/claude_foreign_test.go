@@ -238,6 +238,27 @@ func wakeRefusesForgedAttachment(t *testing.T, r claudeRig, session string) {
 	}
 }
 
+// forgedAndRead has a tool forge an attachment after a turn
+// (forgeAfterTurn), waits for its line, and gives the watch a poll to
+// read it (unproven, waiting for a descendant); it returns the session.
+func forgedAndRead(t *testing.T, ctx context.Context, r claudeRig) string {
+	t.Helper()
+	session := forgeAfterTurn(t, ctx, r)
+	waitFor(t, func() bool { return strings.Contains(r.transcripts(t), forgedLine) })
+	time.Sleep(time.Second)
+	return session
+}
+
+// engineScope is the scope unit of r's engine, as status reads it.
+func engineScope(t *testing.T, r claudeRig) string {
+	t.Helper()
+	st := readStatus(t, r.bin, r.id)
+	if st.Scope == nil {
+		t.Fatalf("no engine scope: %+v", st)
+	}
+	return st.Scope.Name
+}
+
 // forgedCut is the size of session's transcript before the last line
 // holding marker, the tool's forged line: what the controller vouched
 // for last.
@@ -291,15 +312,9 @@ func TestClaudeCrashThenEngineGoneRecordsTheMark(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	r := newClaudeRig(t, "ccrashgone")
-	session := forgeAfterTurn(t, ctx, r)
-	waitFor(t, func() bool { return strings.Contains(r.transcripts(t), forgedLine) })
-	time.Sleep(time.Second) // the watch reads it: unproven, waiting for a descendant
-	st := readStatus(t, r.bin, r.id)
-	if st.Scope == nil {
-		t.Fatalf("no engine scope: %+v", st)
-	}
+	session := forgedAndRead(t, ctx, r)
 	// Both before the manager restarts the controller (RestartSec=1s).
-	mustRun(t, "systemctl", "--user", "kill", "--signal=KILL", r.svc, st.Scope.Name)
+	mustRun(t, "systemctl", "--user", "kill", "--signal=KILL", r.svc, engineScope(t, r))
 	waitFor(t, func() bool { return engineScopes(t, r.id) == 0 })
 	if res := run(t, r.bin, "stop", "--take", "--yes", r.id); res.code != 0 {
 		t.Fatalf("stop of the orphan: exit %d, %q %q", res.code, res.stdout, res.stderr)
@@ -322,9 +337,7 @@ func unprovenAcross(t *testing.T, name string, how []string, said, from string) 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	r := newClaudeRig(t, name, "--idle-stop", "10s")
-	session := forgeAfterTurn(t, ctx, r)
-	waitFor(t, func() bool { return strings.Contains(r.transcripts(t), forgedLine) })
-	time.Sleep(time.Second) // the watch reads it: unproven, waiting for a descendant
+	session := forgedAndRead(t, ctx, r)
 	mustRun(t, "systemctl", append(append([]string{"--user"}, how...), r.svc)...)
 	if bound, _ := currentBinding(t, ctx, r.path); bound.Restart == nil || bound.State == protocol.BindingUncertain {
 		t.Fatalf("binding after the controller's end %+v (restart %+v); want a re-attach", bound, bound.Restart)

@@ -75,14 +75,8 @@ func TestClaudeEngineExitThenRestartKeepsTheMark(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	r := newClaudeRig(t, "cmarkexit")
-	session := forgeAfterTurn(t, ctx, r)
-	waitFor(t, func() bool { return strings.Contains(r.transcripts(t), forgedLine) })
-	time.Sleep(time.Second) // the watch reads it: unproven, waiting for a descendant
-	st := readStatus(t, r.bin, r.id)
-	if st.Scope == nil {
-		t.Fatalf("no engine scope: %+v", st)
-	}
-	mustRun(t, "systemctl", "--user", "kill", "--signal=KILL", st.Scope.Name)
+	session := forgedAndRead(t, ctx, r)
+	mustRun(t, "systemctl", "--user", "kill", "--signal=KILL", engineScope(t, r))
 	awaitUncertain(t, ctx, r.path, "the engine's death did not leave the binding uncertain")
 	mustRun(t, "systemctl", "--user", "restart", r.svc)
 	// The restarted controller may prove the empty cohort's end by itself.

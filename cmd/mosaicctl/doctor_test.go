@@ -638,30 +638,15 @@ func TestJudgeEnvFiles(t *testing.T) {
 // there was taken for the engine's) and a fix without --engine, which
 // registers it again without one.
 func TestDoctorPinsNoEngine(t *testing.T) {
-	home := t.TempDir()
-	t.Setenv("XDG_CONFIG_HOME", filepath.Join(home, "config"))
-	t.Setenv("XDG_STATE_HOME", filepath.Join(home, "state"))
-	project := filepath.Join(home, "app")
-	sessions := filepath.Join(project, ".pi", "state", "alice", "sessions")
-	if err := os.MkdirAll(sessions, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	s, err := conversations.Open()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cv := &conversations.Conversation{ID: conversations.ID(project, "alice", "main.jsonl"), Project: project, Seat: "alice",
-		Workspace: conversations.DefaultWorkspace, Session: filepath.Join(sessions, "main.jsonl")}
-	if err := s.Save(cv); err != nil {
-		t.Fatal(err)
-	}
+	_, cv := pinsHome(t)
+	saveConv(t, cv)
 	// doctor run in a JavaScript project of the user's.
 	js := t.TempDir()
 	if err := os.WriteFile(filepath.Join(js, "package.json"), []byte(`{"name":"my-app","version":"1.2.3"}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	t.Chdir(js)
-	_, err = checkPins(context.Background())
+	_, err := checkPins(context.Background())
 	var f *finding
 	if !errors.As(err, &f) || f.verdict != verdictFail {
 		t.Fatalf("checkPins: %v; want a failure", err)
@@ -669,7 +654,7 @@ func TestDoctorPinsNoEngine(t *testing.T) {
 	if !strings.Contains(f.msg, cv.ID+": no engine") || strings.Contains(f.msg, "package.json") || strings.Contains(f.msg, "1.2.3") {
 		t.Errorf("detail %q; want %s: no engine, and nothing of a package.json", f.msg, cv.ID)
 	}
-	if !strings.Contains(f.fix, "mosaicctl conv add --project "+project+" --seat alice --session "+cv.Session+" --engine PATH --replace`") {
+	if !strings.Contains(f.fix, "mosaicctl conv add --project "+cv.Project+" --seat alice --session "+cv.Session+" --engine PATH --replace`") {
 		t.Errorf("fix %q; want the conv add --engine PATH --replace of %s", f.fix, cv.ID)
 	}
 }
@@ -680,40 +665,25 @@ func TestDoctorPinsNoEngine(t *testing.T) {
 // extension named: the re-add keeps only the flags given.
 func TestDoctorPinsExtension(t *testing.T) {
 	entry, _ := fakeEngine(t, stubmodel.Script{})
-	home := t.TempDir()
-	t.Setenv("XDG_CONFIG_HOME", filepath.Join(home, "config"))
-	t.Setenv("XDG_STATE_HOME", filepath.Join(home, "state"))
-	project := filepath.Join(home, "app")
-	sessions := filepath.Join(project, ".pi", "state", "alice", "sessions")
-	if err := os.MkdirAll(sessions, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	home, cv := pinsHome(t)
 	ext := filepath.Join(home, "ext.ts")
 	if err := os.WriteFile(ext, []byte("export default function () {}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cv := &conversations.Conversation{ID: conversations.ID(project, "alice", "main.jsonl"), Project: project, Seat: "alice",
-		Workspace: conversations.DefaultWorkspace, Session: filepath.Join(sessions, "main.jsonl")}
 	if err := pinEngine(cv, entry, ""); err != nil {
 		t.Fatal(err)
 	}
 	if err := pinExtensions(cv, []string{ext}); err != nil {
 		t.Fatal(err)
 	}
-	s, err := conversations.Open()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Save(cv); err != nil {
-		t.Fatal(err)
-	}
+	saveConv(t, cv)
 	if _, err := checkPins(context.Background()); err != nil {
 		t.Fatalf("checkPins before the change: %v", err)
 	}
 	if err := os.WriteFile(ext, []byte("export default function () { /* changed */ }\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err = checkPins(context.Background())
+	_, err := checkPins(context.Background())
 	var f *finding
 	if !errors.As(err, &f) || f.verdict != verdictFail {
 		t.Fatalf("checkPins after the extension changed: %v; want a failure", err)
@@ -723,6 +693,34 @@ func TestDoctorPinsExtension(t *testing.T) {
 	}
 	if !strings.Contains(f.fix, " --extension "+ext+" --replace`") {
 		t.Errorf("fix %q; want the re-add to name --extension %s", f.fix, ext)
+	}
+}
+
+// pinsHome points mosaic's homes at a fresh directory, home, and returns
+// a conversation of seat alice there, not yet saved nor pinned.
+func pinsHome(t *testing.T) (string, *conversations.Conversation) {
+	t.Helper()
+	home := t.TempDir()
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(home, "config"))
+	t.Setenv("XDG_STATE_HOME", filepath.Join(home, "state"))
+	project := filepath.Join(home, "app")
+	sessions := filepath.Join(project, ".pi", "state", "alice", "sessions")
+	if err := os.MkdirAll(sessions, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return home, &conversations.Conversation{ID: conversations.ID(project, "alice", "main.jsonl"), Project: project, Seat: "alice",
+		Workspace: conversations.DefaultWorkspace, Session: filepath.Join(sessions, "main.jsonl")}
+}
+
+// saveConv registers cv in the conversations store of the homes set.
+func saveConv(t *testing.T, cv *conversations.Conversation) {
+	t.Helper()
+	s, err := conversations.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Save(cv); err != nil {
+		t.Fatal(err)
 	}
 }
 
