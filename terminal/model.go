@@ -60,6 +60,11 @@ type item struct {
 	// or tool: a frame re-renders only what changed since the last one.
 	cache  []string
 	cw, cv int
+	// How many lines it has at width nw and version nv, when counted:
+	// the frame's length needs every item's, its viewport the lines of
+	// a few.
+	n, nw, nv int
+	counted   bool
 }
 
 type message struct {

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/mosaic-agents/mosaic/protocol"
@@ -34,20 +34,20 @@ func (t *Transcript) shown(it *item) bool {
 }
 
 // count is len(t.Lines(width)) without building them: a frame needs the
-// length and only the lines of its viewport, and the items' line caches
+// length and only the lines of its viewport, and the items' caches
 // make both cheap.
 func (t *Transcript) count(width int) int {
 	n := 0
 	for _, it := range t.items {
 		if t.shown(it) {
-			n += len(it.lines(width))
+			n += it.count(width)
 		}
 	}
 	return n
 }
 
 // window appends to dst t.Lines(width)[from:from+n] (fewer at the end),
-// touching only the items it spans.
+// laying out only the items it spans.
 func (t *Transcript) window(dst []string, width, from, n int) []string {
 	at := 0
 	for _, it := range t.items {
@@ -57,11 +57,11 @@ func (t *Transcript) window(dst []string, width, from, n int) []string {
 		if !t.shown(it) {
 			continue
 		}
-		all := it.lines(width)
-		if at+len(all) <= from {
-			at += len(all)
+		if c := it.count(width); at+c <= from {
+			at += c
 			continue
 		}
+		all := it.lines(width)
 		ls := all[from-at:] // from >= at: the items before it were skipped or taken whole
 		ls = ls[:min(len(ls), n)]
 		dst = append(dst, ls...)
@@ -72,35 +72,57 @@ func (t *Transcript) window(dst []string, width, from, n int) []string {
 	return dst
 }
 
+// version is the item's version, which any change to it bumps.
+func (it *item) version() int {
+	switch it.kind {
+	case itemMessage:
+		return it.msg.ver
+	case itemTool:
+		return it.tool.ver
+	}
+	return 0
+}
+
 // lines renders one item, from the cache when neither the width nor the
 // item changed since the last call.
 func (it *item) lines(width int) []string {
-	ver := 0
-	switch it.kind {
-	case itemMessage:
-		ver = it.msg.ver
-	case itemTool:
-		ver = it.tool.ver
-	}
+	ver := it.version()
 	if it.cache != nil && it.cw == width && it.cv == ver {
 		return it.cache
 	}
-	var ls []string
+	l := layout{width: width, keep: true, out: make([]string, 0, it.count(width))}
+	it.layout(&l)
+	it.cache, it.cw, it.cv = l.out, width, ver
+	return l.out
+}
+
+// count is len(it.lines(width)), from either cache, or counted without
+// building the lines.
+func (it *item) count(width int) int {
+	ver := it.version()
+	if it.cache != nil && it.cw == width && it.cv == ver {
+		return len(it.cache)
+	}
+	if it.counted && it.nw == width && it.nv == ver {
+		return it.n
+	}
+	l := layout{width: width}
+	it.layout(&l)
+	it.n, it.nw, it.nv, it.counted = l.n, width, ver, true
+	return l.n
+}
+
+func (it *item) layout(l *layout) {
 	switch it.kind {
 	case itemMessage:
-		ls = it.msg.lines(width)
+		it.msg.layout(l)
 	case itemTool:
-		ls = it.tool.lines(width)
+		it.tool.layout(l)
 	case itemNotice:
-		ls = []string{clip("-- "+it.text+" --", width)}
+		l.line("-- " + it.text + " --")
 	case itemMarker:
-		ls = []string{clip("== reconcile: "+it.text+" ==", width)}
+		l.line("== reconcile: " + it.text + " ==")
 	}
-	if ls == nil {
-		ls = []string{}
-	}
-	it.cache, it.cw, it.cv = ls, width, ver
-	return ls
 }
 
 // inner is the width left after an indent of n cells.
@@ -147,7 +169,9 @@ func body(prefix, s string, width int) []string {
 // at the token limit, an abort).
 var plainStop = map[string]bool{"stop": true, "toolUse": true, "end_turn": true, "tool_use": true, "stop_sequence": true}
 
-func (m *message) lines(width int) []string {
+// header is the message's first line: its role, and how it ended or
+// that it has not yet.
+func (m *message) header() string {
 	head := "[" + m.role
 	if m.role == "toolResult" {
 		head = "[tool result"
@@ -170,98 +194,98 @@ func (m *message) lines(width int) []string {
 	if m.continued && !m.final {
 		head += " (start not seen)"
 	}
-	out := []string{clip(head, width)}
-	if m.final && len(m.parts) == 1 && len(m.parts[0]) == 1 {
-		// One block, the common case: its lines after the header in one
-		// slice, without growing one.
-		ls := finalBlock(m.parts[0][0], width)
-		return append(append(make([]string, 0, 1+len(ls)), out[0]), ls...)
+	return head
+}
+
+func (m *message) layout(l *layout) {
+	if l.keep {
+		l.line(m.header())
+	} else {
+		l.n++ // one line, whatever it says
 	}
 	if m.final {
-		ps := make([]int, 0, len(m.parts))
+		var few [4]int // most messages have one part: no allocation
+		ps := few[:0]
 		for p := range m.parts {
 			ps = append(ps, p)
 		}
-		sort.Ints(ps)
+		slices.Sort(ps)
 		want := 0
 		for _, p := range ps {
 			switch {
 			case p == want+1:
-				out = append(out, clip(fmt.Sprintf("  [part %d missing]", want), width))
+				l.line(fmt.Sprintf("  [part %d missing]", want))
 			case p > want:
-				out = append(out, clip(fmt.Sprintf("  [parts %d-%d missing]", want, p-1), width))
+				l.line(fmt.Sprintf("  [parts %d-%d missing]", want, p-1))
 			}
 			want = max(want, p+1)
 			for _, b := range m.parts[p] {
-				out = append(out, finalBlock(b, width)...)
+				finalBlock(l, b)
 			}
 		}
-		return out
+		return
 	}
 	bs := make([]int, 0, len(m.blocks))
 	for b := range m.blocks {
 		bs = append(bs, b)
 	}
-	sort.Ints(bs)
+	slices.Sort(bs)
 	for _, i := range bs {
-		out = append(out, m.blocks[i].lines(width)...)
+		m.blocks[i].layout(l)
 	}
-	return out
 }
 
 // cutNote follows a block the live stream carried only the start of
 // (protocol.Block.Truncated): the history holds it whole.
 const cutNote = "  [cut short in the live stream; the history holds all of it: Ctrl-O re-reads]"
 
-func finalBlock(b protocol.Block, width int) []string {
-	out := finalBody(b, width)
+func finalBlock(l *layout, b protocol.Block) {
+	finalBody(l, b)
 	if b.Truncated {
-		out = append(out, clip(cutNote, width))
+		l.line(cutNote)
 	}
-	return out
 }
 
-func finalBody(b protocol.Block, width int) []string {
+func finalBody(l *layout, b protocol.Block) {
 	switch b.Type {
 	case "text":
-		if b.Text == "" {
-			return nil
+		if b.Text != "" {
+			l.body("  ", b.Text)
 		}
-		return body("  ", b.Text, width)
 	case "thinking":
-		if b.Text == "" {
-			return nil
+		if b.Text != "" {
+			l.body("  | ", b.Text)
 		}
-		return body("  | ", b.Text, width)
 	case "toolCall":
-		return body("  → ", b.ToolName+" "+compact(b.Args), width)
+		l.body("  → ", b.ToolName+" "+compact(b.Args))
 	case "image":
-		return []string{clip("  [image "+b.MimeType+"]", width)}
+		l.line("  [image " + b.MimeType + "]")
+	default:
+		l.line("  [unavailable block " + b.Type + "]")
 	}
-	return []string{clip("  [unavailable block "+b.Type+"]", width)}
 }
 
-func (b *block) lines(width int) []string {
+func (b *block) layout(l *layout) {
 	s := b.text.String()
 	if b.elided {
 		s = "…" + s
 	}
 	switch b.typ {
 	case "thinking":
-		return body("  | ", s, width)
+		l.body("  | ", s)
 	case "toolCall":
 		if len(b.args) > 0 {
 			s = compact(b.args)
 		}
-		return body("  → ", b.name+" "+s, width)
+		l.body("  → ", b.name+" "+s)
+	default:
+		if s != "" {
+			l.body("  ", s)
+		}
 	}
-	if s == "" {
-		return nil
-	}
-	return body("  ", s, width)
 }
 
-func (x *tool) lines(width int) []string {
+func (x *tool) layout(l *layout) {
 	state := "running"
 	switch {
 	case x.done && x.isError:
@@ -269,18 +293,13 @@ func (x *tool) lines(width int) []string {
 	case x.done:
 		state = "done"
 	}
-	out := []string{clip("[tool "+x.name+" "+state+"]", width)}
+	l.line("[tool " + x.name + " " + state + "]")
 	if len(x.args) > 0 {
-		out = append(out, body("  → ", compact(x.args), width)...)
+		l.body("  → ", compact(x.args))
 	}
 	if r := resultText(x.result); r != "" {
-		ls := body("  ", r, width)
-		if n := len(ls) - MaxToolLines; n > 0 {
-			ls = append([]string{clip(fmt.Sprintf("  … %d earlier lines", n), width)}, ls[n:]...)
-		}
-		out = append(out, ls...)
+		l.bodyTail("  ", r, MaxToolLines, func(left int) string { return fmt.Sprintf("  … %d earlier lines", left) })
 	}
-	return out
 }
 
 // compact shows JSON (tool arguments, a result without text content) on

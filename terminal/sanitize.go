@@ -93,6 +93,9 @@ func SanitizeBody(s string) []string {
 // Width returns the number of terminal cells a sanitized string takes,
 // with the same approximation the renderer uses to wrap.
 func Width(s string) int {
+	if printableASCII(s) {
+		return len(s)
+	}
 	w := 0
 	for _, r := range s {
 		w += runeWidth(r)

@@ -72,25 +72,25 @@ func wrapASCII(s string, width int) []string {
 	}
 	lines := make([]string, 0, len(s)/width+2) // a break never comes before width/2 on average
 	start := 0
-	for i := 0; i < len(s); i++ {
-		if i-start+1 <= width || i == start {
-			continue
-		}
-		// Break after the last space of s[start:i], if any (not at start).
-		cut := -1
-		for j := i - 1; j > start; j-- {
-			if s[j] == ' ' {
-				cut = j + 1
-				break
-			}
-		}
-		if cut < 0 || cut == i {
-			cut = i
-		}
+	for len(s)-start > width {
+		cut := cutASCII(s, start, width)
 		lines = append(lines, s[start:cut])
 		start = cut
 	}
 	return append(lines, s[start:])
+}
+
+// cutASCII is where the line of printable ASCII s that starts at start
+// ends, when more than width bytes follow start: after the last space of
+// the width bytes from start (not at start), or else after all of them.
+func cutASCII(s string, start, width int) int {
+	end := start + width
+	for j := end - 1; j > start; j-- {
+		if s[j] == ' ' {
+			return j + 1
+		}
+	}
+	return end
 }
 
 // clip sanitizes a one-line string (LF shown as ^J) and cuts it to width
@@ -133,9 +133,21 @@ func clipUnits(s string, width int) string {
 
 // printableASCII says whether s is only printable ASCII (space to ~),
 // the common case the clip of every frame meets: already sanitized and
-// wrapped lines.
+// wrapped lines. It tests eight bytes at a time: a frame's line count
+// scans every message of the transcript with it.
 func printableASCII(s string) bool {
-	for i := 0; i < len(s); i++ {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		x := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+		// A byte below 0x20 borrows into its high bit; one above 0x7e
+		// has its high bit set, or gets it by the carry of adding 1.
+		if ((x-0x20*ones)&^x|(x+ones)|x)&highs != 0 {
+			return false
+		}
+	}
+	for ; i < len(s); i++ {
 		if s[i] < 0x20 || s[i] > 0x7e {
 			return false
 		}
