@@ -62,9 +62,10 @@ func (c *Controller) recordProof(ctx context.Context, x *execution, p *proofs.Co
 		rec = cl.Record().Proof
 		return nil
 	})
-	if err == nil && x != nil {
+	if err == nil && x != nil && c.cfg.Conversation.IsClaude() {
 		// The stop records the bytes: the mark kept for a crash before it
-		// (markkeep.go) is no longer needed.
+		// (markkeep.go) is no longer needed. Only a Claude execution keeps
+		// one (an adopted orphan's too, whose x.mark is nil).
 		c.dropKept(x.id, keptMarkRole)
 	}
 	return rec, err
