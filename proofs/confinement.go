@@ -67,6 +67,14 @@ type Confinement struct {
 	// does not require them; Unscoped then says why.
 	Scoped   []string `json:"scoped,omitempty"`
 	Unscoped string   `json:"unscoped,omitempty"`
+	// ToolShell is where the engine's view held the tool shell, which
+	// runs each tool in a Landlock domain nested in the engine's, so that
+	// no tool can attach to its engine; Unnested says why there was none.
+	// The engine decides whether it runs its tools with it (Pi does where
+	// the controller names it, through shellPath), so Holds requires
+	// neither.
+	ToolShell string `json:"tool_shell,omitempty"`
+	Unnested  string `json:"unnested,omitempty"`
 }
 
 // Namespace is one namespace identity: the engine's and the controller's

@@ -96,6 +96,10 @@ type confineReport struct {
 	// engine is forked from, or why none (scopeDomain).
 	Scoped   []string `json:"scoped,omitempty"`
 	Unscoped string   `json:"unscoped,omitempty"`
+	// ToolShell is where the engine finds the tool shell (toolshell.go),
+	// or Unnested says why it has none.
+	ToolShell string `json:"tool_shell,omitempty"`
+	Unnested  string `json:"unnested,omitempty"`
 	// PathFault: Error is about a path the plan covers (a pathFault), not
 	// about the kernel.
 	PathFault bool `json:"path_fault,omitempty"`
@@ -524,6 +528,10 @@ func (rep *confineReport) mountView(plan confinePlan) (string, error) {
 	if err != nil {
 		return "", pathFault{fmt.Errorf("working directory: %v", err)}
 	}
+	self, selfErr := openSelf() // the tool shell's source, before the masks
+	if selfErr == nil {
+		defer unix.Close(self)
+	}
 	kept, err := openKept(plan.Keep)
 	if err != nil {
 		return "", pathFault{err}
@@ -562,6 +570,19 @@ func (rep *confineReport) mountView(plan confinePlan) (string, error) {
 	}
 	rep.Devices, rep.Absent = devices, append(rep.Absent, absent...)
 	rep.Masked = append(rep.Masked, devDir)
+	// The tool shell, while /dev is still writable. Where it cannot be
+	// made the engine runs its own shell, its tools not nested, as the
+	// report says: a kernel's want, not the user's files.
+	if rep.Unnested = toolsNestable(); rep.Unnested == "" {
+		if selfErr == nil {
+			selfErr = bindToolShell(self)
+		}
+		if selfErr != nil {
+			rep.Unnested = selfErr.Error()
+		} else {
+			rep.ToolShell = ToolShell
+		}
+	}
 	// The engine's own ptys, shared memory and queues, on the directories
 	// privateDev made. A host that refuses one (a container's seccomp
 	// profile) leaves its directory empty in the read-only /dev: tools go
@@ -805,7 +826,7 @@ func evidence(pid int, rep confineReport, cgroup string) (proofs.Confinement, er
 		return proofs.Confinement{}, fmt.Errorf("%w: nothing could be masked (absent: %v)", ErrConfinement, rep.Absent)
 	}
 	return proofs.Confinement{Confined: true, Namespaces: ns, Masked: rep.Masked, ReadOnly: rep.ReadOnly, Devices: rep.Devices, CgroupRoot: cgroup,
-		Scoped: rep.Scoped, Unscoped: rep.Unscoped}, nil
+		Scoped: rep.Scoped, Unscoped: rep.Unscoped, ToolShell: rep.ToolShell, Unnested: rep.Unnested}, nil
 }
 
 // confinementAvailable probes whether engines can be confined on this

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"runtime"
 	"strings"
 	"syscall"
@@ -82,7 +83,13 @@ func init() {
 // SIGTERM, SIGINT and SIGHUP and sleeps until it is killed: it keeps the
 // scope, and so the engine cgroup, in existence until a stop has observed
 // that cgroup empty.
+//
+// Run by the name ToolShell ends in, it is the tool shell of a confined
+// engine instead (runToolShell), and never returns either.
 func MaybeRunHeld() {
+	if len(os.Args) > 0 && path.Base(os.Args[0]) == toolShellName {
+		runToolShell()
+	}
 	switch role := os.Getenv(roleEnv); role {
 	case "":
 		return

@@ -51,14 +51,10 @@ var scopes = []struct {
 // Creating a domain needs no_new_privs or CAP_SYS_ADMIN in the user
 // namespace; the held child has the latter until the engine's fork.
 func scopeDomain() (scoped []string, why string) {
-	abi, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, unix.LANDLOCK_CREATE_RULESET_VERSION)
+	abi, why := landlockABI()
 	switch {
-	case errno == unix.ENOSYS:
-		return nil, "the kernel has no Landlock (Linux 5.13 or later, and CONFIG_SECURITY_LANDLOCK)"
-	case errno == unix.EOPNOTSUPP:
-		return nil, "Landlock is not enabled at boot (add landlock to the lsm= kernel parameter)"
-	case errno != 0:
-		return nil, fmt.Sprintf("landlock_create_ruleset(version): %v", errno)
+	case why != "":
+		return nil, why
 	case abi < scopeABI:
 		return nil, fmt.Sprintf("Landlock ABI %d has no scopes (ABI %d, Linux 6.12, has)", abi, scopeABI)
 	}
@@ -80,4 +76,18 @@ func scopeDomain() (scoped []string, why string) {
 		}
 	}
 	return scoped, ""
+}
+
+// landlockABI is the kernel's Landlock ABI version, or why it has none.
+func landlockABI() (int, string) {
+	abi, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, unix.LANDLOCK_CREATE_RULESET_VERSION)
+	switch {
+	case errno == unix.ENOSYS:
+		return 0, "the kernel has no Landlock (Linux 5.13 or later, and CONFIG_SECURITY_LANDLOCK)"
+	case errno == unix.EOPNOTSUPP:
+		return 0, "Landlock is not enabled at boot (add landlock to the lsm= kernel parameter)"
+	case errno != 0:
+		return 0, fmt.Sprintf("landlock_create_ruleset(version): %v", errno)
+	}
+	return int(abi), ""
 }
