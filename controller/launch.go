@@ -368,6 +368,11 @@ func (c *Controller) launch(ctx context.Context, head sessionHead, keys claims.K
 		if err := c.saveCohort(co); err != nil {
 			return err
 		}
+		if !cv.IsClaude() {
+			if err := c.nameToolShell(cv, co.Confinement.ToolShell); err != nil {
+				return err
+			}
+		}
 		conf, err := json.Marshal(co.Confinement)
 		if err != nil {
 			return err

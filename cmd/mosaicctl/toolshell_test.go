@@ -1,0 +1,67 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
+	"github.com/mosaic-agents/mosaic/contrib/stubmodel"
+	"github.com/mosaic-agents/mosaic/scopes"
+)
+
+// attachEngineTool is the attack of docs/security.md "Without Yama" as
+// the real Pi's bash tool runs it: its shell's parent is the engine, and
+// it opens the engine's memory (PTRACE_MODE_ATTACH, as pidfd_getfd of
+// the engine's stdout needs) and reads where the engine's stdout leads
+// (PTRACE_MODE_READ; the socket the controller takes the engine's words
+// from). Each attempt says how it went in attach.txt.
+const attachEngineTool = `{ echo "parent $(cat /proc/$PPID/comm)"
+if exec 3</proc/$PPID/mem; then echo mem-opened; else echo mem-refused; fi
+if readlink /proc/$PPID/fd/1; then echo stdout-read; else echo stdout-refused; fi
+} > attach.txt 2>&1; echo tried`
+
+// TestToolCannotAttachToRealPi: a bash tool of the real, confined Pi runs
+// in the tool shell's nested Landlock domain, so it can neither open its
+// engine's memory nor take its engine's stdout, Yama or not; the stop's
+// proof names the tool shell. Without the domain (mutant 422) the same
+// tool opens both on this kernel, which has no Yama.
+func TestToolCannotAttachToRealPi(t *testing.T) {
+	sandboxtest.Require(t)
+	pc := realPiConversation(t, "attach", stubmodel.Script{Turns: []stubmodel.Turn{
+		{Text: []string{"Attaching."}, Tool: &stubmodel.ToolCall{Command: attachEngineTool}},
+		{Text: []string{"Tried."}},
+	}})
+	if r := run(t, pc.bin, "prompt", "--take", "--timeout", "2m", pc.id, "attach"); r.code != 0 || !strings.Contains(r.stdout, "Tried.") {
+		t.Fatalf("prompt: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	var log string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		b, _ := os.ReadFile(filepath.Join(pc.proj, "attach.txt"))
+		if log = string(b); strings.Contains(log, "stdout-") || time.Now().After(deadline) {
+			break
+		}
+	}
+	t.Logf("attach.txt: %q", log)
+	if !strings.Contains(log, "parent pi") {
+		t.Fatalf("the tool's parent is not the engine (pi): attach.txt %q", log)
+	}
+	for _, want := range []string{"mem-refused", "stdout-refused"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("the tool attached to its engine: attach.txt %q, want %q", log, want)
+		}
+	}
+	proof := filepath.Join(t.TempDir(), "proof.json")
+	if r := run(t, pc.bin, "stop", "--take", "--yes", "--proof", proof, pc.id); r.code != 0 {
+		t.Fatalf("stop --proof: exit %d, stderr %q", r.code, r.stderr)
+	}
+	b, err := os.ReadFile(proof)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"tool_shell":"`+scopes.ToolShell+`"`) && !strings.Contains(string(b), `"tool_shell": "`+scopes.ToolShell+`"`) {
+		t.Errorf("the proof does not name the tool shell %s:\n%s", scopes.ToolShell, b)
+	}
+}
