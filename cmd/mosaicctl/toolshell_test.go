@@ -3,12 +3,14 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
 	"github.com/mosaic-agents/mosaic/contrib/stubmodel"
+	"github.com/mosaic-agents/mosaic/engine/claude"
 	"github.com/mosaic-agents/mosaic/scopes"
 )
 
@@ -63,5 +65,34 @@ func TestToolCannotAttachToRealPi(t *testing.T) {
 	}
 	if !strings.Contains(string(b), `"tool_shell":"`+scopes.ToolShell+`"`) && !strings.Contains(string(b), `"tool_shell": "`+scopes.ToolShell+`"`) {
 		t.Errorf("the proof does not name the tool shell %s:\n%s", scopes.ToolShell, b)
+	}
+}
+
+// TestClaudeToolCannotAttach: a Bash command of the real, confined
+// Claude Code runs in the tool shell (CLAUDE_CODE_SHELL), so it can
+// neither open its engine's memory nor read its engine's stdout.
+func TestClaudeToolCannotAttach(t *testing.T) {
+	sandboxtest.Require(t)
+	if !slices.Contains(claude.Forced, "CLAUDE_CODE_SHELL="+scopes.ToolShell) {
+		t.Fatalf("claude.Forced %q does not name the tool shell %s", claude.Forced, scopes.ToolShell)
+	}
+	r := newClaudeRig(t, "cattach")
+	// The fake's marker ends at the first '}': no braces in the command.
+	cmd := `(echo "parent $(cat /proc/$PPID/comm)"; if exec 3</proc/$PPID/mem; then echo mem-opened; else echo mem-refused; fi; ` +
+		`if readlink /proc/$PPID/fd/1; then echo stdout-read; else echo stdout-refused; fi) > attach.txt 2>&1`
+	p, _ := promptAwaitingApproval(t, r.bin, r.id, "please BASH"+"{"+cmd+"}", r.fake)
+	if res := run(t, r.bin, "approve", "--take", r.id, "--yes"); res.code != 0 {
+		t.Fatalf("approve --yes: exit %d, %q %q", res.code, res.stdout, res.stderr)
+	}
+	p.Wait()
+	b, err := os.ReadFile(filepath.Join(r.proj, "attach.txt"))
+	if err != nil {
+		t.Fatalf("the Bash command did not run: %v", err)
+	}
+	t.Logf("attach.txt: %q", b)
+	for _, want := range []string{"parent claude", "mem-refused", "stdout-refused"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("attach.txt %q, want %q in it", b, want)
+		}
 	}
 }

@@ -28,7 +28,16 @@ var Forced = []string{
 	"DISABLE_TELEMETRY=1",
 	"DISABLE_ERROR_REPORTING=1",
 	"CLAUDE_CODE_ENTRYPOINT=sdk-ts",
+	// The tool shell a confined engine's view holds (scopes.ToolShell):
+	// each Bash command runs in a Landlock domain nested in the engine's
+	// and cannot attach to it. The CLI takes it only where it is
+	// executable, else its own choice of bash, as in an unconfined
+	// engine, whose view has none.
+	"CLAUDE_CODE_SHELL=" + toolShell,
 }
+
+// toolShell is scopes.ToolShell, which this package does not import.
+const toolShell = "/dev/mosaic-bash"
 
 // passed are taken from the controller's environment; nothing else is.
 // Credentials, proxies, CLAUDE_* and ANTHROPIC_* of the controller never
