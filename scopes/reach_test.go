@@ -196,7 +196,8 @@ echo "held $n"; echo "ready 1"; exec cat`)
 
 // TestEngineDevHoldsItsOwn: a confined engine's /dev holds the plain
 // devices, the usual links and its own ptys, shared memory and queues,
-// and nothing else: no device the user may open outside (the FUSE
+// and the tool shell (read-only, like all of /dev), and nothing else:
+// no device the user may open outside (the FUSE
 // device, and where the machine has them the user's console, sound,
 // cameras and security keys) is there, and no tool can put a file there.
 // What the nodes do still works.
@@ -207,12 +208,16 @@ func TestEngineDevHoldsItsOwn(t *testing.T) {
 echo "dev $(cd /dev && ls -A | sort | tr '\n' ' ')"
 echo "open $(for f in $(find /dev -xdev \( -type c -o -type b \) 2>/dev/null); do [ -r "$f" ] || [ -w "$f" ] && printf '%s ' "$f"; done)"
 if ( : > /dev/mosaic-planted ) 2>/dev/null; then echo "plant 0"; else echo "plant 1"; fi
+if ( : >> /dev/mosaic-bash ) 2>/dev/null; then echo "shellw 0"; else echo "shellw 1"; fi
 if echo x > /dev/null && [ "$(head -c 4 /dev/urandom | wc -c)" = 4 ] && [ "$(head -c 3 /dev/zero | wc -c)" = 3 ] && ls /dev/fd/ >/dev/null && readlink /dev/stdin >/dev/null; then echo "nodes 0"; else echo "nodes 1"; fi
 if script -qec 'tty' /dev/null 2>/dev/null | grep -q '^/dev/pts/'; then echo "pty 0"; else echo "pty 1"; fi
 echo "ready 1"; exec cat`)
 	requireConfined(t, e)
-	got := e.expect(t, "engine", "dev", "open", "plant", "nodes", "pty", "ready")
-	want := "fd full mqueue null ptmx pts random shm stderr stdin stdout tty urandom zero"
+	got := e.expect(t, "engine", "dev", "open", "plant", "shellw", "nodes", "pty", "ready")
+	if got["shellw"] != "1" {
+		t.Errorf("a tool could write the tool shell %s", ToolShell)
+	}
+	want := "fd full mosaic-bash mqueue null ptmx pts random shm stderr stdin stdout tty urandom zero"
 	if strings.TrimSpace(got["dev"]) != want {
 		t.Errorf("the engine's /dev holds %q; want %q", strings.TrimSpace(got["dev"]), want)
 	}
@@ -258,7 +263,7 @@ echo "given $(for f in /dev/fuse /dev/net/tun; do [ -c "$f" ] && [ -w "$f" ] && 
 echo "ready 1"; exec cat`, func(s *Spec) { s.Devices = append(slices.Clone(given), "/dev/mosaic-no-such-device") })
 	requireConfined(t, e)
 	got := e.expect(t, "engine", "dev", "given", "ready")
-	if want := "fd full fuse mqueue net null ptmx pts random shm stderr stdin stdout tty urandom zero"; strings.TrimSpace(got["dev"]) != want {
+	if want := "fd full fuse mosaic-bash mqueue net null ptmx pts random shm stderr stdin stdout tty urandom zero"; strings.TrimSpace(got["dev"]) != want {
 		t.Errorf("the engine's /dev holds %q; want %q", strings.TrimSpace(got["dev"]), want)
 	}
 	if strings.TrimSpace(got["given"]) != strings.Join(given, " ") {
