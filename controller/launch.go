@@ -369,7 +369,7 @@ func (c *Controller) launch(ctx context.Context, head sessionHead, keys claims.K
 			return err
 		}
 		if !cv.IsClaude() {
-			if err := c.nameToolShell(cv, co.Confinement.ToolShell); err != nil {
+			if err := c.nameToolShell(cv, spec.Env, co.Confinement.ToolShell); err != nil {
 				return err
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 
 	"github.com/mosaic-agents/mosaic/conversations"
 	"github.com/mosaic-agents/mosaic/internal/atomicfile"
@@ -17,7 +18,9 @@ import (
 // a Landlock domain nested in the engine's, and cannot attach to the
 // engine (docs/security.md "Without Yama"). An unconfined engine has no
 // tool shell in its view (and Pi refuses a shellPath that does not
-// exist), so it keeps the settings.json of {} ownAgentDir wrote.
+// exist), so it keeps the settings.json of {} ownAgentDir wrote; so does
+// an engine whose environment env names no agent directory of the
+// controller's (a Spec of the configuration's own, in tests).
 //
 // Pi reads the file once, at its start: only a reload reads it again,
 // which an extension may ask for and no command the controller sends
@@ -26,15 +29,15 @@ import (
 // tools write, would win over it, but Pi reads it only for a trusted
 // project, and in RPC mode, with no trust.json in the agent directory,
 // none is.
-func (c *Controller) nameToolShell(cv *conversations.Conversation, shell string) error {
-	if shell == "" {
+func (c *Controller) nameToolShell(cv *conversations.Conversation, env []string, shell string) error {
+	dir := c.agentDirOf(cv)
+	if shell == "" || !slices.Contains(env, "PI_CODING_AGENT_DIR="+dir) {
 		return nil
 	}
 	b, err := json.Marshal(map[string]string{"shellPath": shell})
 	if err != nil {
 		return err
 	}
-	dir := c.agentDirOf(cv)
 	if err := atomicfile.Write(filepath.Join(dir, "settings.json"), append(b, '\n'), 0o600); err != nil {
 		return fmt.Errorf("engine agent directory %s: name the tool shell: %w", dir, err)
 	}
