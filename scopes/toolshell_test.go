@@ -66,3 +66,33 @@ func TestToolShellNestsADomain(t *testing.T) {
 		t.Fatalf("plain bash printed %q: the probe does not attach even without the domain, so its refusal above proves nothing", plain)
 	}
 }
+
+// TestToolShellAsLoginShell: run as a login shell ("-mosaic-bash", the
+// argv[0] tmux, screen and login(1) give $SHELL, which Claude Code sets to
+// the tool shell for its Bash commands), the tool shell is still the tool
+// shell, nests its domain, and runs bash as a login shell.
+func TestToolShellAsLoginShell(t *testing.T) {
+	if why := toolsNestable(); why != "" {
+		t.Skip(why)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(t.TempDir(), toolShellName)
+	if err := os.Symlink(exe, link); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(link, "-c", `shopt -q login_shell && echo login-shell; echo "arg0 $0"; if exec 3</proc/$PPID/mem; then echo mem-opened; else echo mem-refused; fi`)
+	cmd.Args[0] = "-" + toolShellName
+	cmd.Dir = t.TempDir()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("-%s -c: %v\n%s", toolShellName, err, out)
+	}
+	for _, want := range []string{"login-shell", "arg0 -bash", "mem-refused"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the tool shell as a login shell printed %q, want %q in it", out, want)
+		}
+	}
+}
