@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path"
 	"runtime"
 	"strings"
 	"syscall"
@@ -87,7 +86,7 @@ func init() {
 // Run by the name ToolShell ends in, it is the tool shell of a confined
 // engine instead (runToolShell), and never returns either.
 func MaybeRunHeld() {
-	if len(os.Args) > 0 && path.Base(os.Args[0]) == toolShellName {
+	if len(os.Args) > 0 && isToolShellName(os.Args[0]) {
 		runToolShell()
 	}
 	switch role := os.Getenv(roleEnv); role {

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path"
 	"runtime"
+	"strings"
 	"syscall"
 	"unsafe"
 
@@ -107,9 +108,22 @@ func runToolShell() {
 		os.Exit(126)
 	}
 	sh := realShell()
-	err := syscall.Exec(sh, append([]string{sh}, os.Args[1:]...), os.Environ())
+	arg0 := sh
+	if strings.HasPrefix(os.Args[0], "-") {
+		arg0 = "-" + path.Base(sh) // a login shell, as it was asked to be
+	}
+	err := syscall.Exec(sh, append([]string{arg0}, os.Args[1:]...), os.Environ())
 	fmt.Fprintf(os.Stderr, "mosaic: exec %s: %v\n", sh, err)
 	os.Exit(127)
+}
+
+// isToolShellName says whether arg0 (argv[0]) runs this program as the
+// tool shell: by its path, or as a login shell, "-mosaic-bash", the way
+// tmux, screen and login(1) run $SHELL (Claude Code gives its Bash
+// commands SHELL=/dev/mosaic-bash). Else a tool's `tmux` ran mosaicctl's
+// command line in its pane instead of a shell.
+func isToolShellName(arg0 string) bool {
+	return strings.TrimPrefix(path.Base(arg0), "-") == toolShellName
 }
 
 // realShell is the shell Pi runs when no shellPath is set
