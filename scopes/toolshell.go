@@ -143,37 +143,64 @@ func realShell() string {
 
 // nestTool puts the calling thread in a new Landlock domain nested in
 // its present one. Any domain restricts ptrace to itself and what is
-// nested in it; this one handles only LANDLOCK_ACCESS_FS_REFER and grants
-// it beneath /, so it denies nothing else: no scope either, so a tool
-// can still signal a process an earlier tool started (each tool's domain
-// is its own; a later `kill` of the server an earlier one left running
-// would fail), and its engine. no_new_privs, which an unprivileged
-// process needs for a domain, is the engine's already (dropPrivileges);
-// it is set again in case.
+// nested in it; what the domain handles is only what it must to exist
+// (a ruleset handles something), and the least a tool loses by it:
+//   - with scopes (ABI 6), the abstract Unix socket scope alone: a tool
+//     cannot connect to an abstract socket an earlier tool call bound
+//     (each call's domain is its own). A domain that handles any file
+//     access is denied every mount, umount and pivot_root, which would
+//     end `unshare -Urm`, bwrap and rootless podman in a tool's own user
+//     namespace (TestToolCanStillMountInItsUserNamespace).
+//   - before them (ABI 2 to 5), LANDLOCK_ACCESS_FS_REFER, granted
+//     beneath /: it denies no file access, but the mounts above.
+//
+// No signal scope: a later tool call's `kill` of the server an earlier
+// one left running must work, so a tool can still signal its engine.
+// no_new_privs, which an unprivileged process needs for a domain, is the
+// engine's already (dropPrivileges); it is set again in case.
 func nestTool() error {
 	if reason := toolsNestable(); reason != "" {
 		return errors.New(reason)
 	}
+	fd, err := toolRuleset()
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("prctl(PR_SET_NO_NEW_PRIVS): %w", err)
+	}
+	if _, _, errno := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(fd), 0, 0); errno != 0 {
+		return fmt.Errorf("landlock_restrict_self: %w", errno)
+	}
+	return nil
+}
+
+// toolRuleset is the ruleset of a tool's domain (nestTool).
+func toolRuleset() (int, error) {
+	if abi, _ := landlockABI(); abi >= scopeABI {
+		attr := scopeAttr{scoped: unix.LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET}
+		fd, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr), 0)
+		if errno != 0 {
+			return -1, fmt.Errorf("landlock_create_ruleset(scoped): %w", errno)
+		}
+		return int(fd), nil
+	}
 	attr := struct{ handledFS uint64 }{unix.LANDLOCK_ACCESS_FS_REFER}
 	fd, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr), 0)
 	if errno != 0 {
-		return fmt.Errorf("landlock_create_ruleset: %w", errno)
+		return -1, fmt.Errorf("landlock_create_ruleset: %w", errno)
 	}
-	defer unix.Close(int(fd))
 	root, err := unix.Open("/", unix.O_PATH|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return fmt.Errorf("open /: %w", err)
+		unix.Close(int(fd))
+		return -1, fmt.Errorf("open /: %w", err)
 	}
 	defer unix.Close(root)
 	rule := unix.LandlockPathBeneathAttr{Allowed_access: unix.LANDLOCK_ACCESS_FS_REFER, Parent_fd: int32(root)}
 	if _, _, errno := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, fd, unix.LANDLOCK_RULE_PATH_BENEATH, uintptr(unsafe.Pointer(&rule)), 0, 0, 0); errno != 0 {
-		return fmt.Errorf("landlock_add_rule(/): %w", errno)
+		unix.Close(int(fd))
+		return -1, fmt.Errorf("landlock_add_rule(/): %w", errno)
 	}
-	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return fmt.Errorf("prctl(PR_SET_NO_NEW_PRIVS): %w", err)
-	}
-	if _, _, errno := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, fd, 0, 0); errno != 0 {
-		return fmt.Errorf("landlock_restrict_self: %w", errno)
-	}
-	return nil
+	return int(fd), nil
 }

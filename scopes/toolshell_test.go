@@ -36,20 +36,13 @@ func toolShellRun(t *testing.T, shell, script string) string {
 // TestToolShellNestsADomain: a command the tool shell runs cannot open
 // its parent's memory nor list its descriptors, where the same command
 // under plain bash can (on a kernel without Yama or with ptrace_scope 0,
-// which is the hole); it still renames into another directory (the
-// domain grants REFER beneath /) and gets the shell's arguments.
+// which is the hole); it still renames into another directory and gets
+// the shell's arguments.
 func TestToolShellNestsADomain(t *testing.T) {
 	if why := toolsNestable(); why != "" {
 		t.Skip(why)
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	link := filepath.Join(t.TempDir(), toolShellName)
-	if err := os.Symlink(exe, link); err != nil {
-		t.Fatal(err)
-	}
+	link := toolShellLink(t)
 	got := toolShellRun(t, link, attachProbe)
 	for _, want := range []string{"mem-refused", "fd-refused", "moved", "args zero one"} {
 		if !strings.Contains(got, want) {
@@ -75,14 +68,7 @@ func TestToolShellAsLoginShell(t *testing.T) {
 	if why := toolsNestable(); why != "" {
 		t.Skip(why)
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	link := filepath.Join(t.TempDir(), toolShellName)
-	if err := os.Symlink(exe, link); err != nil {
-		t.Fatal(err)
-	}
+	link := toolShellLink(t)
 	cmd := exec.Command(link, "-c", `shopt -q login_shell && echo login-shell; echo "arg0 $0"; if exec 3</proc/$PPID/mem; then echo mem-opened; else echo mem-refused; fi`)
 	cmd.Args[0] = "-" + toolShellName
 	cmd.Dir = t.TempDir()
@@ -95,4 +81,19 @@ func TestToolShellAsLoginShell(t *testing.T) {
 			t.Errorf("the tool shell as a login shell printed %q, want %q in it", out, want)
 		}
 	}
+}
+
+// toolShellLink is a link named as the tool shell to this test binary,
+// which MaybeRunHeld makes the tool shell by that name.
+func toolShellLink(t *testing.T) string {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(t.TempDir(), toolShellName)
+	if err := os.Symlink(exe, link); err != nil {
+		t.Fatal(err)
+	}
+	return link
 }

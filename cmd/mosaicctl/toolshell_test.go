@@ -39,14 +39,7 @@ func TestToolCannotAttachToRealPi(t *testing.T) {
 	if r := run(t, pc.bin, "prompt", "--take", "--timeout", "2m", pc.id, "attach"); r.code != 0 || !strings.Contains(r.stdout, "Tried.") {
 		t.Fatalf("prompt: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
-	var log string
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		b, _ := os.ReadFile(filepath.Join(pc.proj, "attach.txt"))
-		if log = string(b); strings.Contains(log, "stdout-") || time.Now().After(deadline) {
-			break
-		}
-	}
-	t.Logf("attach.txt: %q", log)
+	log := awaitAttachLog(t, pc.proj)
 	if !strings.Contains(log, "parent pi") {
 		t.Fatalf("the tool's parent is not the engine (pi): attach.txt %q", log)
 	}
@@ -95,4 +88,19 @@ func TestClaudeToolCannotAttach(t *testing.T) {
 			t.Errorf("attach.txt %q, want %q in it", b, want)
 		}
 	}
+}
+
+// awaitAttachLog waits up to 10 s for attachEngineTool's attach.txt in
+// proj to say what became of the engine's stdout, and returns it.
+func awaitAttachLog(t *testing.T, proj string) string {
+	t.Helper()
+	var log string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		b, _ := os.ReadFile(filepath.Join(proj, "attach.txt"))
+		if log = string(b); strings.Contains(log, "stdout-") || time.Now().After(deadline) {
+			break
+		}
+	}
+	t.Logf("attach.txt: %q", log)
+	return log
 }

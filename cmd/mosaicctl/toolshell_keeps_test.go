@@ -1,0 +1,93 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
+	"github.com/mosaic-agents/mosaic/contrib/stubmodel"
+)
+
+// TestToolCanStillMountInItsUserNamespace: nested user namespaces
+// (rootless containers, `unshare -Ur`) keep working in a confined
+// engine's tools under the tool shell. Landlock denies every mount,
+// umount and pivot_root to a thread whose domain handles any file access,
+// so where the kernel has scopes the tool's domain handles a scope
+// instead (nestTool), and a bash tool's `unshare -Urm` can still mount
+// (what bwrap, podman and buildah do).
+func TestToolCanStillMountInItsUserNamespace(t *testing.T) {
+	sandboxtest.Require(t)
+	pc := realPiConversation(t, "mount", stubmodel.Script{Turns: []stubmodel.Turn{
+		{Text: []string{"Mounting."}, Tool: &stubmodel.ToolCall{Command: `unshare -Urm sh -c 'mount -t tmpfs t /mnt && echo mounted' > mount.txt 2>&1; echo "rc $?" >> mount.txt`}},
+		{Text: []string{"Mounted."}},
+	}})
+	if r := run(t, pc.bin, "prompt", "--take", "--timeout", "2m", pc.id, "mount"); r.code != 0 {
+		t.Fatalf("prompt: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	b, _ := os.ReadFile(filepath.Join(pc.proj, "mount.txt"))
+	t.Logf("mount.txt: %q", b)
+	if !strings.Contains(string(b), "mounted") {
+		t.Errorf("a tool's unshare -Urm could not mount: %q", b)
+	}
+}
+
+// TestProjectSettingsCannotUnnestPi: the commit says Pi reads a project's
+// .pi/settings.json only for a trusted project and none is in RPC mode
+// without trust.json in the agent directory. A tool plants one naming
+// /bin/bash, and writes trust.json in the agent directory too; after a
+// stop and a recover (the new Pi reads its settings) a tool still cannot
+// attach to its engine.
+func TestProjectSettingsCannotUnnestPi(t *testing.T) {
+	sandboxtest.Require(t)
+	plant := `mkdir -p .pi && echo '{"shellPath":"/bin/bash","defaultProjectTrust":"always"}' > .pi/settings.json && ` +
+		`printf '{"%s":{"decision":true}}' "$PWD" > "$PI_CODING_AGENT_DIR/trust.json"; echo '{"shellPath":"/bin/bash","defaultProjectTrust":"always"}' > "$PI_CODING_AGENT_DIR/settings.json"; echo planted`
+	pc := realPiConversation(t, "projset", stubmodel.Script{Turns: []stubmodel.Turn{
+		{Text: []string{"Planting."}, Tool: &stubmodel.ToolCall{Command: plant}},
+		{Text: []string{"Planted."}},
+		{Text: []string{"Attaching."}, Tool: &stubmodel.ToolCall{Command: attachEngineTool}},
+		{Text: []string{"Tried."}},
+	}})
+	if r := run(t, pc.bin, "prompt", "--take", "--timeout", "2m", pc.id, "plant"); r.code != 0 {
+		t.Fatalf("prompt: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if r := run(t, pc.bin, "stop", "--take", "--yes", pc.id); r.code != 0 {
+		t.Fatalf("stop: exit %d, %q", r.code, r.stderr)
+	}
+	if r := run(t, pc.bin, "recover", "--take", pc.id); r.code != 0 {
+		t.Fatalf("recover: exit %d, %q %q", r.code, r.stdout, r.stderr)
+	}
+	if r := run(t, pc.bin, "prompt", "--take", "--timeout", "2m", pc.id, "attach"); r.code != 0 {
+		t.Fatalf("prompt: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	log := awaitAttachLog(t, pc.proj)
+	if !strings.Contains(log, "mem-refused") || !strings.Contains(log, "stdout-refused") {
+		t.Errorf("after a planted .pi/settings.json a tool attached to its engine: %q", log)
+	}
+}
+
+// TestClaudeToolsLoginShell: Claude Code gives its Bash commands
+// SHELL=/dev/mosaic-bash, so what a tool runs as $SHELL is the tool shell;
+// run as a login shell (argv[0] "-mosaic-bash", as tmux and screen do) it
+// must still be a shell.
+func TestClaudeToolsLoginShell(t *testing.T) {
+	sandboxtest.Require(t)
+	r := newClaudeRig(t, "clogin")
+	cmd := `(echo "shell $SHELL"; exec -a -mosaic-bash "$SHELL" -c 'shopt -q login_shell && echo login-shell') > shell.txt 2>&1`
+	p, _ := promptAwaitingApproval(t, r.bin, r.id, "please BASH"+"{"+cmd+"}", r.fake)
+	if res := run(t, r.bin, "approve", "--take", r.id, "--yes"); res.code != 0 {
+		t.Fatalf("approve --yes: exit %d, %q %q", res.code, res.stdout, res.stderr)
+	}
+	p.Wait()
+	b, err := os.ReadFile(filepath.Join(r.proj, "shell.txt"))
+	if err != nil {
+		t.Fatalf("the Bash command did not run: %v", err)
+	}
+	t.Logf("shell.txt: %q", b)
+	for _, want := range []string{"shell /dev/mosaic-bash", "login-shell"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("shell.txt %q, want %q in it", b, want)
+		}
+	}
+}
