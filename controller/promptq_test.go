@@ -319,7 +319,12 @@ func TestQueueResumeJournal(t *testing.T) {
 					t.Fatal("the queue is not paused after an interrupt")
 				}
 			}
-			ctl.must(map[string]any{"type": "resume-queue", "request": "r1", "generation": gen}, "queue")
+			// The reply says what the journal says: notPaused when there
+			// was nothing to resume, so the client can tell its user.
+			q := ctl.must(map[string]any{"type": "resume-queue", "request": "r1", "generation": gen}, "queue")
+			if notPaused, _ := q["notPaused"].(bool); notPaused == tc.pause {
+				t.Fatalf("resume reply %v; want notPaused %v", q, !tc.pause)
+			}
 			var got []string
 			for _, e := range r.audit.entries(t) {
 				if e["MOSAIC_QUEUE"] == "resumed" || e["MOSAIC_QUEUE"] == "authorised" {

@@ -156,6 +156,6 @@ func (c *Controller) resumeQueue(ctx context.Context, k *conn, cmd *protocol.Com
 	}
 	c.audit(audit.Transition, k, msg, map[string]string{"QUEUE": field})
 	c.kickQueue()
-	rec.Request = cmd.Request
+	rec.Request, rec.NotPaused = cmd.Request, !paused
 	return done(rec), nil
 }

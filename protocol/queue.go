@@ -14,6 +14,11 @@ type Queue struct {
 	Paused      bool        `json:"paused"`
 	PauseReason string      `json:"pauseReason,omitempty"`
 	Items       []QueueItem `json:"items"`
+	// NotPaused is set on the reply to a resume-queue that found the
+	// queue not paused: nothing was resumed (dispatch is still authorised
+	// under the resuming generation), and the client can say so rather
+	// than imply it lifted a pause.
+	NotPaused bool `json:"notPaused,omitempty"`
 }
 
 // QueueItem is one item: waiting ones first in order, then the most recent

@@ -45,8 +45,12 @@ func (a *attacher) act(act terminal.Action, text string) {
 		a.approve(text)
 	case terminal.ActResumeQueue:
 		a.request("resume the queue", func(ctx context.Context, c *client.Client) (string, error) {
-			if _, err := c.ResumeQueue(ctx); err != nil {
+			q, err := c.ResumeQueue(ctx)
+			if err != nil {
 				return "", err
+			}
+			if q.NotPaused {
+				return "the queue was not paused: nothing to resume", nil
 			}
 			return "queue resumed", nil
 		})

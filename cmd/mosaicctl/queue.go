@@ -98,6 +98,12 @@ func runQueueList(ctx context.Context, c *cli.Context) error {
 // printQueue writes the queue as a table (nothing with --json: the record
 // itself was printed).
 func printQueue(s *session, q *protocol.Queue) {
+	if q.NotPaused {
+		// A resume of a queue that was not paused is not refused (a
+		// script may resume when unsure), but it lifted nothing: say so
+		// before the table, which alone would read as a resume.
+		fmt.Fprintln(s.out, "not paused: nothing to resume; queued items are sent in order under this control")
+	}
 	if q.Paused {
 		fmt.Fprintf(s.out, "paused: %s\n", terminal.SanitizeLine(q.PauseReason))
 	}

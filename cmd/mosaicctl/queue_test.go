@@ -90,4 +90,9 @@ func TestQueueOnRealPi(t *testing.T) {
 	if r := run(t, bin, "queue", "cancel", "--take", id, q.Items[0].ID); r.code != 2 || !strings.Contains(r.stderr, protocol.CodeItemDispatched) {
 		t.Fatalf("queue cancel of an answered item: exit %d, stderr %q; want item-dispatched", r.code, r.stderr)
 	}
+	// Nothing is paused: a resume is not refused (a script may resume
+	// when unsure), and says there was nothing to resume.
+	if r := run(t, bin, "queue", "resume", "--take", id); r.code != 0 || !strings.HasPrefix(r.stdout, "not paused: nothing to resume") {
+		t.Fatalf("queue resume of a queue not paused: exit %d, stdout %q, stderr %q; want exit 0 saying nothing to resume", r.code, r.stdout, r.stderr)
+	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -33,5 +34,28 @@ func TestQueueTableNamesFinishedItems(t *testing.T) {
 	printQueue(&session{out: &out}, &protocol.Queue{Items: []protocol.QueueItem{{ID: "qi-1", State: protocol.ReceiptAcknowledged, Revision: 1, Digest: digest}}})
 	if !strings.Contains(out.String(), "(text not kept; sha256 abababababab…)") {
 		t.Fatalf("queue table:\n%s\nwant the finished item's digest, cut", out.String())
+	}
+}
+
+// TestQueueResumeSaysNotPaused: the reply to a resume of a queue that was
+// not paused says so (notPaused), and `queue resume` prints it first in
+// plain words; a reply that lifted a pause, and a listing, do not.
+func TestQueueResumeSaysNotPaused(t *testing.T) {
+	for _, tc := range []struct {
+		line string
+		want bool
+	}{
+		{`{"record":"queue","request":"r-1","revision":3,"paused":false,"items":[],"notPaused":true}`, true},
+		{`{"record":"queue","request":"r-1","revision":3,"paused":false,"items":[]}`, false},
+	} {
+		var q protocol.Queue
+		if err := json.Unmarshal([]byte(tc.line), &q); err != nil {
+			t.Fatal(err)
+		}
+		var out strings.Builder
+		printQueue(&session{out: &out}, &q)
+		if got := strings.HasPrefix(out.String(), "not paused: nothing to resume"); got != tc.want {
+			t.Errorf("reply %s printed:\n%s\nwant the not-paused line: %v", tc.line, out.String(), tc.want)
+		}
 	}
 }
