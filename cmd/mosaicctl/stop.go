@@ -149,18 +149,38 @@ func (s *session) stopRecord(ctx context.Context, id string) *protocol.Stop {
 	return last
 }
 
-// consentBeforeTake refuses confirmation-required before --take takes
-// control when nobody could consent (no --yes, standard input not a
-// terminal): the takeover would raise the generation and revoke whoever
-// holds control (an attached terminal) for a stop that can only be
-// refused. b is the binding of the welcome: what would have been stopped.
+// consentBeforeTake refuses, before anything is sent, a stop that can
+// only be refused, naming every fix it needs at once. Without --take it
+// is not-controller (every connection starts as an observer, and the
+// controller issues a force-stop confirmation only to its controller),
+// and when nobody could consent either (no --yes, standard input not a
+// terminal) the same refusal names --yes too, so the user does not fail
+// twice. With --take and no way to consent it is confirmation-required
+// before the takeover, which would raise the generation and revoke
+// whoever holds control (an attached terminal) for a stop that can only
+// be refused. b is the binding of the welcome: what would have been
+// stopped.
 func consentBeforeTake(id string, take, yes, tty bool, b *protocol.Binding) error {
-	if !take || yes || tty {
+	consent := yes || tty
+	if take && consent {
 		return nil
 	}
 	what := "the engine's cohort"
 	if b != nil && b.Scope != "" {
 		what = fmt.Sprintf("execution %s: every process in %s", terminal.SanitizeLine(orDash(b.Execution)), terminal.SanitizeLine(b.Scope))
+	}
+	switch {
+	case !take && !consent:
+		return protocol.Refuse(protocol.CodeNotController,
+			"force-stop needs control and consent: pass --take to take control first and --yes to consent (standard input is not a terminal to ask y/N on): "+
+				"`mosaicctl stop --take --yes %s`; nothing was done; it would force stop %s", id, what)
+	case !take:
+		how := "`mosaicctl stop --take --yes " + id + "`"
+		if !yes {
+			how = "`mosaicctl stop --take " + id + "` (it asks y/N here), or " + how
+		}
+		return protocol.Refuse(protocol.CodeNotController,
+			"force-stop needs control: pass --take to take control first: %s; nothing was done; it would force stop %s", how, what)
 	}
 	return protocol.Refuse(protocol.CodeConfirmationRequired,
 		"force-stop needs consent: pass --yes (`mosaicctl stop --take --yes %s`), or run on a terminal to answer y/N; "+

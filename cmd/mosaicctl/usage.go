@@ -123,6 +123,9 @@ func withHint(err error, verb, id string) error {
 	hint := ""
 	switch r.Code {
 	case protocol.CodeNotController:
+		if strings.Contains(r.Message, "pass --take") {
+			break // the verb refused it itself, naming every fix (stop)
+		}
 		example := fmt.Sprintf("mosaicctl %s --take %s", verb, id)
 		switch verb {
 		case "prompt":
