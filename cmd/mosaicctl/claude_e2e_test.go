@@ -69,6 +69,11 @@ func TestClaudeConversation(t *testing.T) {
 	if err := p.Wait(); err != nil {
 		t.Fatalf("prompt with the tool: %v\n%s", err, pout.String())
 	}
+	// approve --take re-projects the decision under a new approval id
+	// before answering it: the prompt named it once, not again then.
+	if n := strings.Count(pout.String(), "the turn waits for approval"); n != 1 {
+		t.Fatalf("the prompt named the approval %d times, want once:\n%s", n, pout.String())
+	}
 	if !strings.Contains(pout.String(), "TOOL_DONE") {
 		t.Fatalf("the tool's turn printed %q", pout.String())
 	}

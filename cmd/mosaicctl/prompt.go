@@ -126,6 +126,11 @@ func (s *session) launched(ctx context.Context) error {
 func (s *session) answer(ctx context.Context, i int, rc *protocol.Receipt) error {
 	var stop *protocol.Stop
 	aborted, truncated := "", false
+	// noted holds the native decisions already named: a takeover (the
+	// `approve --take` that answers it) re-projects a pending decision
+	// under a new approval id, and naming it again then would read as a
+	// second approval, or as the answer not taken.
+	noted := map[string]bool{}
 	for {
 		u, err := s.tape.next(ctx, &i)
 		if err != nil {
@@ -157,9 +162,14 @@ func (s *session) answer(ctx context.Context, i int, rc *protocol.Receipt) error
 		case u.Stop != nil && u.Stop.Execution == rc.Execution:
 			stop = u.Stop
 		case u.Approval != nil && u.Approval.Execution == rc.Execution && u.Approval.State == protocol.ApprovalPending:
-			// The turn waits on a native dialog: say how to answer it.
-			fmt.Fprintf(os.Stderr, "mosaicctl: the turn waits for approval %s (%s): see `mosaicctl approve %s`, answer with `mosaicctl approve --take %s %s --choice LABEL`%s\n",
-				u.Approval.ID, u.Approval.Form, s.id, s.id, u.Approval.Decision, yesNo(*u.Approval))
+			// The turn waits on a native dialog: say how to answer it,
+			// once per decision (the answer names the decision, which
+			// every projection of it shares).
+			if !noted[u.Approval.Decision] {
+				noted[u.Approval.Decision] = true
+				s.note("mosaicctl: the turn waits for approval %s (%s): see `mosaicctl approve %s`, answer with `mosaicctl approve --take %s %s --choice LABEL`%s",
+					u.Approval.ID, u.Approval.Form, s.id, s.id, u.Approval.Decision, yesNo(*u.Approval))
+			}
 		case u.Binding != nil && gone(u.Binding, rc.Execution):
 			return unsettled("stopped", "the turn did not settle: the binding is %s (%s)", u.Binding.State,
 				terminal.SanitizeLine(u.Binding.AdmissionReason))

@@ -176,6 +176,9 @@ type session struct {
 	c    *client.Client
 	tape *tape
 	out  io.Writer // human output: nothing with --json
+	// notes is where a verb's notes beside its output go (nil: standard
+	// error), so a test can read them.
+	notes io.Writer
 	// replies counts the replies (results and refusals) the command
 	// methods returned, so close can wait until the tape has them.
 	replies int
@@ -240,6 +243,15 @@ func (s *session) got(err error) error {
 		s.replies++
 	}
 	return err
+}
+
+// note writes one line to the session's notes (standard error).
+func (s *session) note(format string, a ...any) {
+	w := s.notes
+	if w == nil {
+		w = os.Stderr
+	}
+	fmt.Fprintf(w, format+"\n", a...)
 }
 
 // close waits until the tape holds every reply the verb read (so --json
