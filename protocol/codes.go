@@ -147,6 +147,11 @@ const (
 	// active, or `uninstall` while any conversation socket is: the units
 	// would go while systemd still listens and activates with them.
 	CodeSocketActive = "socket-active"
+	// CodeStartLimit: systemd holds the conversation's units failed on a
+	// start limit (its controller failed at start again and again), so
+	// the socket refuses every client until `systemctl --user
+	// reset-failed`; a client would otherwise see only a reset connection.
+	CodeStartLimit = "start-limit"
 )
 
 // Codes of the web surface (mosaic-web, docs/web.md): what the HTTP server

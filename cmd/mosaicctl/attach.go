@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -47,7 +46,7 @@ func runAttach(c *cli.Context) error {
 	cl, err := client.Dial(dctx, path, client.Options{Name: "mosaicctl attach/" + version, Runs: true})
 	cancel()
 	if err != nil {
-		return fmt.Errorf("%w (%s)", err, dialHint(c.Context, id, err, dialLimit))
+		return dialError(c.Context, id, "attach "+id, err, dialLimit)
 	}
 	defer cl.Close()
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mosaic-agents/mosaic/conversations"
+	"github.com/mosaic-agents/mosaic/protocol"
 	"github.com/mosaic-agents/mosaic/units"
 )
 
@@ -37,10 +38,45 @@ func conversationSocket(ctx context.Context, id, override string) (string, error
 		return "", err
 	}
 	if err := units.StartSocket(ctx, id); err != nil {
+		if r := startLimitRefusal(id, err); r != nil {
+			return "", r
+		}
 		return "", err
 	}
 	fmt.Fprintf(os.Stderr, "mosaicctl: started %s\n", units.SocketUnit(id))
 	return path, nil
+}
+
+// dialError is the error of a failed connect to conversation id (what
+// names the step): the controller's refusal as it is; start-limit-hit
+// when systemd holds the conversation's units failed on a start limit,
+// which a client meets only as a reset connection; else err with
+// dialHint.
+func dialError(ctx context.Context, id, what string, err error, limit time.Duration) error {
+	if protocol.CodeOf(err) != "" {
+		return err
+	}
+	if r := startLimitRefusal(id, err); r != nil {
+		return r
+	}
+	return fmt.Errorf("%s: %w (%s)", what, err, dialHint(ctx, id, err, limit))
+}
+
+// startLimitRefusal returns start-limit-hit, naming the cause's log and
+// the reset, when systemd holds conversation id's units failed on a
+// start limit (units.StartLimited); nil otherwise, or when the user
+// manager cannot say. err is what the client met.
+func startLimitRefusal(id string, err error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if hit, qerr := units.StartLimited(ctx, id); qerr != nil || !hit {
+		return nil
+	}
+	svc, sock := units.ServiceUnit(id), units.SocketUnit(id)
+	return &protocol.Refusal{Code: protocol.CodeStartLimit, Err: err, Message: fmt.Sprintf(
+		"systemd stopped starting %s: its controller failed at start too often in a row (the unit's start limit), so the socket refuses every client (%v); "+
+			"`journalctl --user -u %s -n 30` says why it failed; once that is fixed: `systemctl --user reset-failed %s %s`",
+		svc, err, svc, svc, sock)}
 }
 
 // dialHint is what a failed connect adds to its error. A connect that ran

@@ -13,6 +13,8 @@ import (
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/godbus/dbus/v5"
+
+	"github.com/mosaic-agents/mosaic/units"
 )
 
 // checkUserManager asks the user manager over the user bus for its
@@ -37,11 +39,34 @@ func checkUserManager(ctx context.Context) (string, error) {
 	case "running":
 		return found, nil
 	case "degraded":
+		if err := startLimitFinding(ctx, found); err != nil {
+			return "", err
+		}
 		return "", warnf("`systemctl --user --failed` lists the failed units; `systemctl --user reset-failed` clears them once understood",
 			"%s: some user units failed", found)
 	default:
 		return "", warnf("wait for the user manager to finish starting, or see `systemctl --user status`", "%s", found)
 	}
+}
+
+// startLimitFinding fails the check for conversations whose units
+// systemd holds failed on a start limit (their controller failed at start
+// again and again): they cannot start, and a client meets only a reset
+// connection. nil when there are none, or when the manager cannot say
+// (the degraded warning stands).
+func startLimitFinding(ctx context.Context, found string) error {
+	ids, err := units.StartLimitedConversations(ctx)
+	if err != nil || len(ids) == 0 {
+		return nil
+	}
+	var fix []string
+	for _, id := range ids {
+		fix = append(fix, fmt.Sprintf("`systemctl --user reset-failed %s %s`", units.ServiceUnit(id), units.SocketUnit(id)))
+	}
+	return failf(fmt.Sprintf("`journalctl --user -u %s -n 30` says why it failed; once that is fixed: %s",
+		units.ServiceUnit(ids[0]), strings.Join(fix, ", ")),
+		"%s: systemd stopped starting the controller of %s (start-limit-hit: it failed at start too often in a row), so every client is refused",
+		found, strings.Join(ids, ", "))
 }
 
 // managerProperty reads a string property of the manager object.

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"encoding/json"
-	"fmt"
 	"net"
 	"os"
 	"time"
@@ -31,7 +30,7 @@ func helloCommand() *cli.Command {
 			const dialLimit = 10 * time.Second
 			conn, err := net.DialTimeout("unix", path, dialLimit)
 			if err != nil {
-				return fmt.Errorf("connect to %s: %w (%s)", path, err, dialHint(c.Context, c.Args().First(), err, dialLimit))
+				return dialError(c.Context, c.Args().First(), "connect to "+path, err, dialLimit)
 			}
 			defer conn.Close()
 			conn.SetDeadline(time.Now().Add(30 * time.Second))
@@ -43,10 +42,12 @@ func helloCommand() *cli.Command {
 			_, werr := conn.Write(append(hello, '\n'))
 			line, err := bufio.NewReader(conn).ReadBytes('\n')
 			if err != nil {
+				// A controller that fails at start resets the connection
+				// systemd queued for it.
 				if werr != nil {
-					return fmt.Errorf("send hello to %s: %w", path, werr)
+					return dialError(c.Context, c.Args().First(), "send hello to "+path, werr, dialLimit)
 				}
-				return fmt.Errorf("read the welcome from %s: %w", path, err)
+				return dialError(c.Context, c.Args().First(), "read the welcome from "+path, err, dialLimit)
 			}
 			var r protocol.RefusalRecord
 			if json.Unmarshal(line, &r) == nil && r.Record == "refusal" {

@@ -203,10 +203,7 @@ func dialID(ctx context.Context, c *cli.Context, name, id string) (*session, err
 	defer cancel()
 	cl, err := client.Dial(dctx, path, client.Options{Name: "mosaicctl " + name})
 	if err != nil {
-		if protocol.CodeOf(err) != "" {
-			return nil, err
-		}
-		return nil, fmt.Errorf("connect to conversation %s: %w (%s)", id, err, dialHint(ctx, id, err, connectTimeout))
+		return nil, dialError(ctx, id, "connect to conversation "+id, err, connectTimeout)
 	}
 	s := &session{id: id, c: cl, out: os.Stdout}
 	var echo io.Writer
