@@ -96,7 +96,9 @@ func TestCommandLineRefusals(t *testing.T) {
 		{"conv add --project /p --seat s --session /p/x.jsonl --thinking banana",
 			"mosaicctl: usage: --thinking \"banana\" is not a level Pi accepts; use one of off, minimal, low, medium, high, xhigh, max\n"},
 		{"serve", "mosaicctl: usage: `mosaicctl serve` needs --conversation; see `mosaicctl serve --help`\n"},
-		{"stop " + anID + " --yse", "mosaicctl: usage: unknown flag --yse; see `mosaicctl stop --help`\n"},
+		{"stop " + anID + " --yse", "mosaicctl: usage: unknown flag --yse (did you mean --yes?); see `mosaicctl stop --help`\n"},
+		{"prompt --tkae " + anID + " hi", "mosaicctl: usage: unknown flag --tkae (did you mean --take?); see `mosaicctl prompt --help`\n"},
+		{"stop " + anID + " --bogus", "mosaicctl: usage: unknown flag --bogus; see `mosaicctl stop --help`\n"},
 		{"stop --take --yes " + anID + " --proof", "mosaicctl: usage: flag --proof needs a value; see `mosaicctl stop --help`\n"},
 		{"stop --take --yes --timeout -1s " + anID, "mosaicctl: usage: --timeout -1s is negative: give a duration such as 30s or 5m, or 0 to wait for ever\n"},
 		{"proof verify /nonexistent/proof.json", "mosaicctl: proof-file: open /nonexistent/proof.json: no such file or directory; " +

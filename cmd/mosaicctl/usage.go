@@ -46,7 +46,7 @@ func strict(cmds []*cli.Command, parent string) {
 	for _, cmd := range cmds {
 		name := parent + " " + cmd.Name
 		cmd.OnUsageError = func(_ *cli.Context, err error, _ bool) error {
-			return usageError("%s; see `%s --help`", flagError(err), name)
+			return usageError("%s; see `%s --help`", flagError(err, cmd.Flags), name)
 		}
 		if req := takeRequired(cmd.Flags); len(req) > 0 {
 			before := cmd.Before
@@ -243,17 +243,40 @@ func fencedFix(err error, id string, b *protocol.Binding) error {
 }
 
 // flagError words the flag package's errors as the flags are typed: an
-// unknown --sesion is "unknown flag --sesion", not "flag provided but not
-// defined: -sesion", which names a flag nobody typed.
-func flagError(err error) string {
+// unknown --sesion is "unknown flag --sesion (did you mean --session?)",
+// not "flag provided but not defined: -sesion", which names a flag nobody
+// typed; the nearest of the command's flags is named as a mistyped
+// command's is.
+func flagError(err error, flags []cli.Flag) string {
 	msg := err.Error()
 	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
 		if len(name) == 1 {
 			return "unknown flag -" + name
 		}
-		return "unknown flag --" + strings.TrimPrefix(name, "-")
+		name = strings.TrimPrefix(name, "-")
+		if n := nearestFlag(flags, name); n != "" {
+			return fmt.Sprintf("unknown flag --%s (did you mean --%s?)", name, n)
+		}
+		return "unknown flag --" + name
 	}
 	return msg
+}
+
+// nearestFlag is the long name of flags closest to typed, within two
+// edits, or "".
+func nearestFlag(flags []cli.Flag, typed string) string {
+	best, bestD := "", 3
+	for _, f := range flags {
+		for _, n := range f.Names() {
+			if len(n) == 1 {
+				continue // -h is one edit from any one letter
+			}
+			if d := edits(typed, n); d < bestD {
+				best, bestD = n, d
+			}
+		}
+	}
+	return best
 }
 
 // nearest is the name of cmds closest to typed, within two edits, or "".
