@@ -150,7 +150,14 @@ func withHint(err error, verb, id string) error {
 	if hint == "" || strings.Contains(r.Message, hint) {
 		return err
 	}
-	return &protocol.Refusal{Code: r.Code, Message: r.Message + "; " + hint}
+	// The hint belongs to the refusal's own line: what follows a newline
+	// is the engine's end and its stderr (withEngineEnd), where a hint
+	// would read as the engine's last words.
+	line, rest, _ := strings.Cut(r.Message, "\n")
+	if rest != "" {
+		rest = "\n" + rest
+	}
+	return &protocol.Refusal{Code: r.Code, Message: line + "; " + hint + rest}
 }
 
 // noEngineHint says how to give conversation id an engine when its

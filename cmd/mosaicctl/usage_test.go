@@ -108,3 +108,19 @@ func TestTimeoutInWords(t *testing.T) {
 		})
 	}
 }
+
+// TestHintBeforeEngineEnd: a refusal that carries the engine's end (its
+// exit and stderr, indented lines after the refusal's own) gets the hint
+// on the refusal's line, not after the engine's last stderr line, where
+// it read as the engine's words.
+func TestHintBeforeEngineEnd(t *testing.T) {
+	const id = "pi-0123456789abcdef0123"
+	b := &protocol.Binding{EngineEnd: &protocol.EngineEnd{Execution: "e-1", Status: "exit status 1",
+		Stderr: []string{`Error: Unknown provider "x".`}}}
+	err := withHint(withEngineEnd(protocol.Refuse(protocol.CodeNotController, "this connection is an observer"), b), "prompt", id)
+	lines := strings.Split(err.Error(), "\n")
+	if len(lines) != 3 || !strings.HasSuffix(lines[0], "pass --take to take control first: `mosaicctl prompt --take "+id+" TEXT`") ||
+		lines[2] != `    Error: Unknown provider "x".` {
+		t.Fatalf("refusal:\n%s\nwant the hint on the first line, the engine's stderr last, unchanged", err)
+	}
+}
