@@ -67,7 +67,7 @@ func installCommand() *cli.Command {
 func uninstallCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "uninstall",
-		Usage: "remove the mosaic-conv@ and mosaic-web user units, stopping the web page's first (refused while an engine runs or a conversation socket is active)",
+		Usage: "remove the mosaic-conv@ and mosaic-web user units, stopping the web surface's units first (refused while an engine runs or a conversation socket is active)",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "global", Usage: "remove from " + units.GlobalDir},
 			&cli.StringFlag{Name: "unit-dir", Usage: "remove from `DIR` instead"},
