@@ -61,3 +61,23 @@ func TestNoEngineFixWorksAsTyped(t *testing.T) {
 		t.Fatalf("prompt after the named fix: exit %d, stdout %q, stderr %q; want the answer", r.code, r.stdout, r.stderr)
 	}
 }
+
+// TestRecoverNamesTheEngineEnd: a recover whose new engine exits at once
+// (here Pi refuses an unknown provider) ends 4, and its verdict carries
+// the engine's exit and the last lines of its stderr, which name the
+// cause, as a prompt's refusal does; "engine connection closed" alone
+// named nothing to fix.
+func TestRecoverNamesTheEngineEnd(t *testing.T) {
+	sandboxtest.Require(t)
+	bin := sandboxtest.Bin(t, "mosaicctl")
+	pi, _, _ := sandboxtest.StubPi(t, stubmodel.Script{})
+	id, _, _ := startConversation(t, bin, "nosuchprovider", "--engine", pi, "--provider", "nosuchprovider", "--model", "m")
+	if r := run(t, bin, "stop", "--take", "--yes", id); r.code != 0 {
+		t.Fatalf("stop: exit %d, %q", r.code, r.stderr)
+	}
+	r := run(t, bin, "recover", "--take", id)
+	if r.code != exitUnsettled || !strings.Contains(r.stderr, "did not become active") || !strings.Contains(r.stderr, "nosuchprovider") ||
+		!strings.Contains(r.stderr, "exited (exit status") {
+		t.Fatalf("recover: exit %d, stderr %q; want exit 4 with the engine's exit and its stderr naming the provider", r.code, r.stderr)
+	}
+}

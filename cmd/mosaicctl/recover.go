@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"time"
 
+	"github.com/mosaic-agents/mosaic/client"
 	"github.com/mosaic-agents/mosaic/protocol"
 	"github.com/urfave/cli/v2"
 )
@@ -54,7 +56,8 @@ func runRecover(ctx context.Context, c *cli.Context) error {
 		return err
 	}
 	if rc.State != protocol.ReceiptLaunched {
-		return unsettled(rc.State, "the new execution %s did not become active (receipt %s)%s", rc.Execution, rc.ID, reason(rc.Reason))
+		v := unsettled(rc.State, "the new execution %s did not become active (receipt %s)%s", rc.Execution, rc.ID, reason(rc.Reason))
+		return withEngineEnd(v, s.endOf(ctx, rc.Execution))
 	}
 	fmt.Fprintf(s.out, "launched: execution %s, generation %d (receipt %s)\n", rc.Execution, rc.Generation, rc.ID)
 	return nil
@@ -70,4 +73,28 @@ func recoverWayOut(b *protocol.Binding, id string) string {
 		return "run `mosaicctl stop --take --yes " + id + "` first: it proves the cohort ended (also when its scope was already stopped or removed), then recover; see docs/recovery.md"
 	}
 	return "run `mosaicctl stop --take --yes " + id + "` first"
+}
+
+// endOf waits a little for the binding that says how execution's engine
+// ended (its exit and stderr tail), which the controller publishes beside
+// the launch's receipt: a launch that did not become active is explained
+// by the engine's last words ("Unknown provider …"), not by the load
+// check's "engine connection closed" alone. nil when none comes.
+func (s *session) endOf(ctx context.Context, execution string) *protocol.Binding {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	i := 0
+	ends := func(b *protocol.Binding) bool {
+		return b != nil && b.EngineEnd != nil && b.EngineEnd.Execution == execution
+	}
+	// The exit's binding carries the stderr; a failed load check may be
+	// published first, without it.
+	u, err := s.tape.find(ctx, &i, func(u client.Update) bool { return ends(u.Binding) && u.Binding.EngineEnd.Status != "" })
+	if err == nil {
+		return u.Binding
+	}
+	if b := s.c.State().Binding; ends(b) {
+		return b
+	}
+	return nil
 }
