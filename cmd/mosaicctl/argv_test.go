@@ -79,6 +79,8 @@ func TestCommandLineRefusals(t *testing.T) {
 		{"prompt pi-12 --take hi", notID},
 		{"stop pi-12 --yes", notID},
 		{"interrupt pi-12", notID},
+		{"interrupt PI-0123456789ABCDEF0123", "mosaicctl: unknown-conversation: \"PI-0123456789ABCDEF0123\" is not a conversation id: ids are lower case " +
+			"(did you mean pi-0123456789abcdef0123?); see `mosaicctl conv list`\n"},
 		{"recover pi-12 --take", notID},
 		{"status pi-12 --json", notID},
 		{"attach pi-12", notID},

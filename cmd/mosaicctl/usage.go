@@ -19,6 +19,11 @@ func usageError(format string, args ...any) error {
 // notAnID is the one message every verb gives for a malformed id, with the
 // code `conv show` gets from the store for the same id.
 func notAnID(id string) error {
+	if low := strings.ToLower(id); low != id && conversations.ValidID(low) {
+		// An id read aloud or copied through something that shouts.
+		return protocol.Refuse(protocol.CodeUnknownConv,
+			"%q is not a conversation id: ids are lower case (did you mean %s?); see `mosaicctl conv list`", id, low)
+	}
 	return protocol.Refuse(protocol.CodeUnknownConv,
 		"%q is not a conversation id (pi- and 20 hex digits); see `mosaicctl conv list`", id)
 }
