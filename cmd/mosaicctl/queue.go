@@ -195,7 +195,13 @@ func runQueueResume(ctx context.Context, c *cli.Context) error {
 		return err
 	}
 	return queueAct(ctx, c, false, func(s *session, _ string, _ int) (*protocol.Queue, error) {
-		return s.c.ResumeQueue(ctx)
+		q, err := s.c.ResumeQueue(ctx)
+		if err == nil && !q.NotPaused {
+			// The table shows the items still queued: dispatch follows
+			// the reply, so say what the resume did.
+			fmt.Fprintln(s.out, "resumed: queued items are sent in order under this control")
+		}
+		return q, err
 	})
 }
 

@@ -96,3 +96,48 @@ func TestQueueOnRealPi(t *testing.T) {
 		t.Fatalf("queue resume of a queue not paused: exit %d, stdout %q, stderr %q; want exit 0 saying nothing to resume", r.code, r.stdout, r.stderr)
 	}
 }
+
+// TestQueueResumeAfterInterrupt: an interrupt pauses the queue with an
+// item waiting; `queue resume --take` says it resumed (the table it
+// prints still shows the item queued: dispatch follows the reply), and
+// the item is then answered. A stop without --take, from a script, is
+// refused not-controller naming both fixes it needs at once, and takes
+// nothing (the generation stays).
+func TestQueueResumeAfterInterrupt(t *testing.T) {
+	sandboxtest.Require(t)
+	slow := make([]string, 20)
+	for i := range slow {
+		slow[i] = "one "
+	}
+	pc := realPiConversation(t, "resume", stubmodel.Script{Turns: []stubmodel.Turn{
+		{Text: slow, ChunkDelayMS: 200},
+		{Text: []string{"answer ", "two"}},
+	}})
+	bin, id := pc.bin, pc.id
+	for _, text := range []string{"first prompt", "second prompt"} {
+		if r := run(t, bin, "prompt", "--take", "--no-wait", id, text); r.code != 0 {
+			t.Fatalf("prompt --no-wait %q: exit %d, %q", text, r.code, r.stderr)
+		}
+	}
+	if r := run(t, bin, "interrupt", "--take", id); r.code != 0 {
+		t.Fatalf("interrupt: exit %d, %q %q", r.code, r.stdout, r.stderr)
+	}
+	if r := run(t, bin, "queue", id); !strings.HasPrefix(r.stdout, "paused: interrupt ") {
+		t.Fatalf("queue after the interrupt: %q; want it paused", r.stdout)
+	}
+	st := readStatus(t, bin, id)
+	r := run(t, bin, "stop", id)
+	wantRefusal(t, r, protocol.CodeNotController)
+	if !strings.Contains(r.stderr, "pass --take to take control first and --yes to consent") || !strings.Contains(r.stderr, "`mosaicctl stop --take --yes "+id+"`") {
+		t.Fatalf("stop without --take or --yes: %q; want both fixes named at once", r.stderr)
+	}
+	if after := readStatus(t, bin, id); st.Generation == nil || after.Generation == nil || *after.Generation != *st.Generation {
+		t.Fatalf("a refused stop moved the generation: %v -> %v", st.Generation, after.Generation)
+	}
+	if r := run(t, bin, "queue", "resume", "--take", id); r.code != 0 || !strings.HasPrefix(r.stdout, "resumed: ") {
+		t.Fatalf("queue resume of a paused queue: exit %d, stdout %q, stderr %q; want it to say resumed", r.code, r.stdout, r.stderr)
+	}
+	waitFor(t, func() bool {
+		return strings.Count(run(t, bin, "queue", id).stdout, protocol.ReceiptAcknowledged) == 2
+	})
+}
