@@ -19,8 +19,9 @@ func stopCommand() *cli.Command {
 		Name:      "stop",
 		Usage:     "force stop the engine's whole cohort, after showing exactly what will be stopped",
 		ArgsUsage: "ID",
-		Description: "Shows the scope, its processes and the execution, then asks y/N on a terminal; --yes\n" +
-			"consents for scripts; without either it refuses confirmation-required. Prints the stop record\n" +
+		Description: "Needs control (--take; without it, refused not-controller naming every fix). Shows the\n" +
+			"scope, its processes and the execution, then asks y/N on a terminal; --yes consents for\n" +
+			"scripts; without either it refuses confirmation-required. Prints the stop record\n" +
 			"and its proof; --proof FILE refuses a symlink before stopping and replaces a regular FILE whole.\n" +
 			"Exit 0 stopped with a proof, 2 refused, 3 outcome unknown, 4 uncertain or the proof file not written.",
 		Flags: verbFlags(
