@@ -135,7 +135,10 @@ func pickApproval(list []protocol.Approval, want string) (protocol.Approval, err
 	case len(pending) == 1:
 		return pending[0], nil
 	case len(pending) == 0:
-		return protocol.Approval{}, protocol.Refuse(protocol.CodeApprovalUnknown, "no approval is pending")
+		// Picked before any takeover: say that nothing moved, and where
+		// the open ones (disabled, uncertain) are listed.
+		return protocol.Approval{}, protocol.Refuse(protocol.CodeApprovalUnknown,
+			"no approval is pending: nothing was answered and control was not taken; `mosaicctl approve ID` lists the open ones")
 	}
 	return protocol.Approval{}, protocol.Refuse(protocol.CodeUsage, "%d approvals are pending; name one (list them with `mosaicctl approve ID`)", len(pending))
 }

@@ -41,3 +41,14 @@ func TestApproveListNamesYesForClaudePermission(t *testing.T) {
 		}
 	}
 }
+
+// TestApproveNothingPendingNamesTheList: answering when nothing is
+// pending is refused before any takeover, saying so and naming the
+// listing, not just "no approval is pending".
+func TestApproveNothingPendingNamesTheList(t *testing.T) {
+	_, err := pickApproval([]protocol.Approval{{ID: "ap-1", State: protocol.ApprovalUncertain}}, "")
+	if protocol.CodeOf(err) != protocol.CodeApprovalUnknown || !strings.Contains(err.Error(), "control was not taken") ||
+		!strings.Contains(err.Error(), "`mosaicctl approve ID` lists the open ones") {
+		t.Fatalf("refusal %v; want approval-unknown saying control was not taken and naming the listing", err)
+	}
+}
