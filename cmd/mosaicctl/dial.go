@@ -72,11 +72,20 @@ func startLimitRefusal(id string, err error) error {
 	if hit, qerr := units.StartLimited(ctx, id); qerr != nil || !hit {
 		return nil
 	}
+	return &protocol.Refusal{Code: protocol.CodeStartLimit, Err: err, Message: fmt.Sprintf("%s (%v); %s", startLimitText(id), err, startLimitFix(id))}
+}
+
+// startLimitText says what a start limit did to conversation id.
+func startLimitText(id string) string {
+	return fmt.Sprintf("systemd stopped starting %s: its controller failed at start too often in a row (the unit's start limit), "+
+		"so the socket refuses every client", units.ServiceUnit(id))
+}
+
+// startLimitFix names where to read why, and the reset that lets the
+// controller start again once the cause is fixed.
+func startLimitFix(id string) string {
 	svc, sock := units.ServiceUnit(id), units.SocketUnit(id)
-	return &protocol.Refusal{Code: protocol.CodeStartLimit, Err: err, Message: fmt.Sprintf(
-		"systemd stopped starting %s: its controller failed at start too often in a row (the unit's start limit), so the socket refuses every client (%v); "+
-			"`journalctl --user -u %s -n 30` says why it failed; once that is fixed: `systemctl --user reset-failed %s %s`",
-		svc, err, svc, svc, sock)}
+	return fmt.Sprintf("`journalctl --user -u %s -n 30` says why it failed; once that is fixed: `systemctl --user reset-failed %s %s`", svc, svc, sock)
 }
 
 // dialHint is what a failed connect adds to its error. A connect that ran

@@ -18,9 +18,9 @@ import (
 // activation answers every client with a reset connection and nothing
 // more. The verbs refuse start-limit naming the journal to read and the
 // reset-failed that lets it start again (the next client restarts the
-// failed socket and is told the same); doctor's user-manager check fails
-// naming both; once the cause is gone, the printed reset lets the next
-// client in.
+// failed socket and is told the same); status says so under its table;
+// doctor's user-manager check fails naming both; once the cause is gone,
+// the printed reset lets the next client in.
 func TestStartLimitNamesTheReset(t *testing.T) {
 	sandboxtest.Require(t)
 	bin := sandboxtest.Bin(t, "mosaicctl")
@@ -61,6 +61,14 @@ func TestStartLimitNamesTheReset(t *testing.T) {
 				t.Fatalf("%s: %q; want it to name %q", args[0], r.stderr, want)
 			}
 		}
+	}
+
+	// status, which connects to nothing, says the same under its table.
+	if out := mustRun(t, bin, "status", id); !strings.Contains(out, id+": systemd stopped starting "+svc) || !strings.Contains(out, "`"+reset+"`") {
+		t.Fatalf("status:\n%s\nwant a line naming the start limit and %q", out, reset)
+	}
+	if st := mustRun(t, bin, "status", "--json", id); !strings.Contains(st, `"startLimit":true`) {
+		t.Fatalf("status --json: %s; want startLimit true", st)
 	}
 
 	var rep struct{ Checks []checkResult }

@@ -43,8 +43,11 @@ type convStatus struct {
 	LastStop string `json:"lastStop,omitempty"`
 	// IdleStop is the conversation's idle policy (`conv add --idle-stop`),
 	// empty when off.
-	IdleStop string   `json:"idleStop,omitempty"`
-	Errors   []string `json:"errors,omitempty"`
+	IdleStop string `json:"idleStop,omitempty"`
+	// StartLimit says systemd holds the units failed on a start limit
+	// (units.StartLimited): nothing starts the controller until reset.
+	StartLimit bool     `json:"startLimit,omitempty"`
+	Errors     []string `json:"errors,omitempty"`
 }
 
 // unitStatus is a systemd unit's state.
@@ -113,6 +116,9 @@ func runStatus(c *cli.Context) error {
 	for _, st := range list {
 		if st.Service.ActiveState == "active" {
 			liveBinding(ctx, st)
+		}
+		if st.Socket.ActiveState == "failed" || st.Service.ActiveState == "failed" {
+			st.StartLimit, _ = units.StartLimited(ctx, st.Conversation)
 		}
 	}
 	if err := scopeStates(ctx, list); err != nil {
@@ -329,6 +335,11 @@ func printStatus(list []*convStatus) error {
 	for _, st := range list {
 		if st.Binding != nil && st.Binding.Unconfined != "" {
 			fmt.Printf("%s: the engine runs UNCONFINED, so its tools can leave the cohort and no stop of it can be proven: %s (`mosaicctl doctor` checks confinement)\n", st.Conversation, st.Binding.Unconfined)
+		}
+	}
+	for _, st := range list {
+		if st.StartLimit {
+			fmt.Printf("%s: %s; %s\n", st.Conversation, startLimitText(st.Conversation), startLimitFix(st.Conversation))
 		}
 	}
 	for _, st := range list {
