@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,12 +21,8 @@ import (
 // the queue and prints only its answer.
 func TestQueueOnRealPi(t *testing.T) {
 	sandboxtest.Require(t)
-	slow := make([]string, 12)
-	for i := range slow {
-		slow[i] = "one "
-	}
 	pc := realPiConversation(t, "queue", stubmodel.Script{Turns: []stubmodel.Turn{
-		{Text: slow, ChunkDelayMS: 150},
+		slowTurn(12, 150),
 		{Text: []string{"answer ", "two"}},
 		{Text: []string{"answer ", "three"}},
 		{Text: []string{"answer ", "four"}},
@@ -105,12 +102,8 @@ func TestQueueOnRealPi(t *testing.T) {
 // nothing (the generation stays).
 func TestQueueResumeAfterInterrupt(t *testing.T) {
 	sandboxtest.Require(t)
-	slow := make([]string, 20)
-	for i := range slow {
-		slow[i] = "one "
-	}
 	pc := realPiConversation(t, "resume", stubmodel.Script{Turns: []stubmodel.Turn{
-		{Text: slow, ChunkDelayMS: 200},
+		slowTurn(20, 200),
 		{Text: []string{"answer ", "two"}},
 	}})
 	bin, id := pc.bin, pc.id
@@ -140,4 +133,10 @@ func TestQueueResumeAfterInterrupt(t *testing.T) {
 	waitFor(t, func() bool {
 		return strings.Count(run(t, bin, "queue", id).stdout, protocol.ReceiptAcknowledged) == 2
 	})
+}
+
+// slowTurn is a turn that streams n chunks, ms apart: one that still runs
+// while the next prompts are queued.
+func slowTurn(n, ms int) stubmodel.Turn {
+	return stubmodel.Turn{Text: slices.Repeat([]string{"one "}, n), ChunkDelayMS: ms}
 }
