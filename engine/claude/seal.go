@@ -9,11 +9,22 @@ import (
 
 // baseArgs are on every sealed command line: print mode, stream-json in
 // and out (--verbose is required for that, DIGEST §1), permission
-// requests over stdio (without it the CLI denies by itself), and partial
-// messages (the deltas the live view streams).
+// requests over stdio (without it the CLI denies by itself), partial
+// messages (the deltas the live view streams), and no settings file or
+// MCP configuration at all. Every settings file the CLI would read (the
+// user's under CLAUDE_CONFIG_DIR, the project's .claude/settings.json
+// and settings.local.json) is one a tool can write, and a settings file
+// makes the CLI itself run commands: hooks, an apiKeyHelper, an MCP
+// server, or env naming another shell (CLAUDE_CODE_SHELL), each in the
+// engine's own Landlock domain, outside the tool shell that keeps tools
+// from attaching to it (docs/security.md "Without Yama"). An empty
+// --setting-sources loads none (2.1.328: "" is the empty list);
+// --strict-mcp-config takes MCP servers from --mcp-config only, which is
+// never given.
 var baseArgs = []string{
 	"-p", "--input-format", "stream-json", "--output-format", "stream-json",
 	"--verbose", "--permission-prompt-tool", "stdio", "--include-partial-messages",
+	"--setting-sources", "", "--strict-mcp-config",
 }
 
 // ValidSession reports whether id is a lowercase RFC 4122 UUID: the only
