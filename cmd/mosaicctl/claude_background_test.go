@@ -22,11 +22,7 @@ func TestClaudeBackgroundTaskNotification(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	r := newClaudeRig(t, "cbackground")
-	p, _ := promptAwaitingApproval(t, r.bin, r.id, "please BASHBG{sleep 2; touch bgdone.txt}", r.fake)
-	if res := run(t, r.bin, "approve", "--take", r.id, "--yes"); res.code != 0 {
-		t.Fatalf("approve --yes: exit %d, %q %q", res.code, res.stdout, res.stderr)
-	}
-	p.Wait()
+	r.approvedTurn(t, "please BASHBG{sleep 2; touch bgdone.txt}")
 	before := r.settledIdle(t, ctx)
 	// The CLI's turn on the notification ends with its reply; the watch
 	// has judged it once it follows the leaf, or closed admission.

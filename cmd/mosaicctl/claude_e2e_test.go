@@ -239,3 +239,15 @@ func promptAwaitingApproval(t *testing.T, bin, id, text string, fake *fakeanthro
 	}
 	return p, &out
 }
+
+// approvedTurn prompts r's conversation with text, which asks the fake
+// model for a tool use, consents to the approval it waits on and waits
+// for the turn to end.
+func (r claudeRig) approvedTurn(t *testing.T, text string) {
+	t.Helper()
+	p, _ := promptAwaitingApproval(t, r.bin, r.id, text, r.fake)
+	if res := run(t, r.bin, "approve", "--take", r.id, "--yes"); res.code != 0 {
+		t.Fatalf("approve --yes: exit %d, %q %q", res.code, res.stdout, res.stderr)
+	}
+	p.Wait()
+}

@@ -91,11 +91,7 @@ func TestClaudeToolResumesItsOwnSession(t *testing.T) {
 	r := newClaudeRig(t, "cselfresume")
 	b := promptOnce(t, ctx, r.path, "hello there")
 	cmd := sandboxtest.Claude(t) + " -p --resume " + b.SessionID + " second-writer-prompt </dev/null"
-	p, _ := promptAwaitingApproval(t, r.bin, r.id, "please BASH{"+cmd+"}", r.fake)
-	if res := run(t, r.bin, "approve", "--take", r.id, "--yes"); res.code != 0 {
-		t.Fatalf("approve --yes: exit %d, %q %q", res.code, res.stdout, res.stderr)
-	}
-	p.Wait()
+	r.approvedTurn(t, "please BASH{"+cmd+"}")
 	for {
 		b, _ := currentBinding(t, ctx, r.path)
 		if b.State == protocol.BindingUncertain {
@@ -141,11 +137,7 @@ func TestClaudeToolForgesAnAssistantLine(t *testing.T) {
 	defer cancel()
 	r := newClaudeRig(t, "cforge")
 	promptOnce(t, ctx, r.path, "hello there")
-	p, _ := promptAwaitingApproval(t, r.bin, r.id, "please BASH{"+forgeAssistant+"}", r.fake)
-	if res := run(t, r.bin, "approve", "--take", r.id, "--yes"); res.code != 0 {
-		t.Fatalf("approve --yes: exit %d, %q %q", res.code, res.stdout, res.stderr)
-	}
-	p.Wait()
+	r.approvedTurn(t, "please BASH{"+forgeAssistant+"}")
 	if !strings.Contains(r.transcripts(t), forgedUUID) {
 		t.Fatalf("the tool did not append its line: the test did not test a forgery\n%s", r.transcripts(t))
 	}
@@ -204,11 +196,7 @@ func TestClaudeWakeRefusesAToolsAttachment(t *testing.T) {
 func forgeAfterTurn(t *testing.T, ctx context.Context, r claudeRig) string {
 	t.Helper()
 	b := promptOnce(t, ctx, r.path, "hello there")
-	p, _ := promptAwaitingApproval(t, r.bin, r.id, "please BASH{"+forgeAttachment+"}", r.fake)
-	if res := run(t, r.bin, "approve", "--take", r.id, "--yes"); res.code != 0 {
-		t.Fatalf("approve --yes: exit %d, %q %q", res.code, res.stdout, res.stderr)
-	}
-	p.Wait()
+	r.approvedTurn(t, "please BASH{"+forgeAttachment+"}")
 	return b.SessionID
 }
 

@@ -77,11 +77,7 @@ func TestClaudeToolsLoginShell(t *testing.T) {
 	sandboxtest.Require(t)
 	r := newClaudeRig(t, "clogin")
 	cmd := `(echo "shell $SHELL"; exec -a -mosaic-bash "$SHELL" -c 'shopt -q login_shell && echo login-shell') > shell.txt 2>&1`
-	p, _ := promptAwaitingApproval(t, r.bin, r.id, "please BASH"+"{"+cmd+"}", r.fake)
-	if res := run(t, r.bin, "approve", "--take", r.id, "--yes"); res.code != 0 {
-		t.Fatalf("approve --yes: exit %d, %q %q", res.code, res.stdout, res.stderr)
-	}
-	p.Wait()
+	r.approvedTurn(t, "please BASH"+"{"+cmd+"}")
 	b, err := os.ReadFile(filepath.Join(r.proj, "shell.txt"))
 	if err != nil {
 		t.Fatalf("the Bash command did not run: %v", err)
@@ -125,11 +121,7 @@ func TestClaudeToolPlantsHookUnnested(t *testing.T) {
 	})
 	cmd := "mkdir -p .claude && echo " + base64.StdEncoding.EncodeToString([]byte(claudeHookAttack)) + " | base64 -d > attack.sh && echo " +
 		base64.StdEncoding.EncodeToString(settings) + " | base64 -d > .claude/settings.json && echo planted > planted.txt"
-	p, _ := promptAwaitingApproval(t, r.bin, r.id, "please BASH"+"{"+cmd+"}", r.fake)
-	if res := run(t, r.bin, "approve", "--take", r.id, "--yes"); res.code != 0 {
-		t.Fatalf("approve --yes: exit %d, %q %q", res.code, res.stdout, res.stderr)
-	}
-	p.Wait()
+	r.approvedTurn(t, "please BASH"+"{"+cmd+"}")
 	if _, err := os.Stat(filepath.Join(r.proj, "planted.txt")); err != nil {
 		t.Fatalf("the Bash command did not run: %v", err)
 	}

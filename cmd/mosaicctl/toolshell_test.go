@@ -73,11 +73,7 @@ func TestClaudeToolCannotAttach(t *testing.T) {
 	// The fake's marker ends at the first '}': no braces in the command.
 	cmd := `(echo "parent $(cat /proc/$PPID/comm)"; if exec 3</proc/$PPID/mem; then echo mem-opened; else echo mem-refused; fi; ` +
 		`if readlink /proc/$PPID/fd/1; then echo stdout-read; else echo stdout-refused; fi) > attach.txt 2>&1`
-	p, _ := promptAwaitingApproval(t, r.bin, r.id, "please BASH"+"{"+cmd+"}", r.fake)
-	if res := run(t, r.bin, "approve", "--take", r.id, "--yes"); res.code != 0 {
-		t.Fatalf("approve --yes: exit %d, %q %q", res.code, res.stdout, res.stderr)
-	}
-	p.Wait()
+	r.approvedTurn(t, "please BASH"+"{"+cmd+"}")
 	b, err := os.ReadFile(filepath.Join(r.proj, "attach.txt"))
 	if err != nil {
 		t.Fatalf("the Bash command did not run: %v", err)
