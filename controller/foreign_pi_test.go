@@ -224,6 +224,9 @@ func (r *piRig) start(l piLaunch) *realPi {
 	cmd := &exec.Cmd{Path: spec.Path, Args: spec.Args, Env: spec.Env, Dir: spec.Dir, Stdin: stdinR, Stdout: stdoutW}
 	var stderr strings.Builder
 	cmd.Stderr = &lockedWriter{w: &stderr}
+	if cmd.ExtraFiles, err = spec.Handed(); err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -62,17 +62,17 @@ func binaryDir(exe string) string {
 }
 
 // kept is the engine's own directory under hidden (scopes.Spec.Keep):
-// the conversation's Claude directory (configuration and tmp) or Pi agent
-// directory, which spec made before the launch (a spec of the caller's,
-// Config.Spec, may make none: then nothing is kept). The engine sees it
-// and nothing else of its parent.
+// the conversation's Claude directory (configuration and tmp), which spec
+// made before the launch. The engine sees it and nothing else of its
+// parent. A Pi engine's agent directory is not kept but handed
+// (engine.Spec.Dirs): its tools would plant credentials there that Pi
+// runs as commands in its own domain.
 func (c *Controller) kept() []string {
-	state := filepath.Dir(c.cfg.Claims.Root())
-	id := c.cfg.Conversation.ID
-	own := filepath.Join(agentRoot(state), id)
-	if c.cfg.Conversation.IsClaude() {
-		own = filepath.Dir(conversations.ClaudeDirs(state, id).Config)
+	if !c.cfg.Conversation.IsClaude() {
+		return nil
 	}
+	state := filepath.Dir(c.cfg.Claims.Root())
+	own := filepath.Dir(conversations.ClaudeDirs(state, c.cfg.Conversation.ID).Config)
 	if st, err := os.Stat(own); err != nil || !st.IsDir() {
 		return nil
 	}

@@ -369,7 +369,7 @@ func (c *Controller) launch(ctx context.Context, head sessionHead, keys claims.K
 			return err
 		}
 		if !cv.IsClaude() {
-			if err := c.nameToolShell(cv, spec.Env, co.Confinement.ToolShell); err != nil {
+			if err := c.nameToolShell(cv, spec.Dirs, co.Confinement.ToolShell); err != nil {
 				return err
 			}
 		}
@@ -386,7 +386,7 @@ func (c *Controller) launch(ctx context.Context, head sessionHead, keys claims.K
 	}
 	h, err := c.cfg.Scopes.Launch(ctx, scopes.Spec{
 		Conversation: cv.ID, Execution: execID, Argv: spec.Args, Env: spec.Env, Dir: spec.Dir,
-		Resources: res, Hide: append(c.hidden(), masked...), Keep: c.kept(), ReadOnly: ro, Writable: writable, Devices: cv.Devices, BeforeRelease: activate,
+		Resources: res, Hide: append(c.hidden(), masked...), Keep: c.kept(), ReadOnly: ro, Writable: writable, Devices: cv.Devices, Dirs: spec.Dirs, BeforeRelease: activate,
 		Description: fmt.Sprintf("mosaic engine of conversation %s (execution %s)", cv.ID, execID),
 	})
 	if err != nil {

@@ -19,8 +19,8 @@ import (
 // engine (docs/security.md "Without Yama"). An unconfined engine has no
 // tool shell in its view (and Pi refuses a shellPath that does not
 // exist), so it keeps the settings.json of {} ownAgentDir wrote; so does
-// an engine whose environment env names no agent directory of the
-// controller's (a Spec of the configuration's own, in tests).
+// an engine not handed the controller's agent directory (dirs, its
+// Spec's: one of the configuration's own, in tests).
 //
 // Pi reads the file once, at its start: only a reload reads it again,
 // which an extension may ask for and no command the controller sends
@@ -29,9 +29,9 @@ import (
 // tools write, would win over it, but Pi reads it only for a trusted
 // project, and in RPC mode, with no trust.json in the agent directory,
 // none is.
-func (c *Controller) nameToolShell(cv *conversations.Conversation, env []string, shell string) error {
+func (c *Controller) nameToolShell(cv *conversations.Conversation, dirs []string, shell string) error {
 	dir := c.agentDirOf(cv)
-	if shell == "" || !slices.Contains(env, "PI_CODING_AGENT_DIR="+dir) {
+	if shell == "" || !slices.Contains(dirs, dir) {
 		return nil
 	}
 	b, err := json.Marshal(map[string]string{"shellPath": shell})

@@ -48,6 +48,9 @@ type release struct {
 	Argv    []string     `json:"argv"`
 	Env     []string     `json:"env"`
 	Confine *confinePlan `json:"confine,omitempty"`
+	// Dirs are Spec.Dirs, opened before the confinement and handed to
+	// the engine (handed.go).
+	Dirs []string `json:"dirs,omitempty"`
 }
 
 // placedLine tells a held child that the launcher has confirmed it in
@@ -117,9 +120,16 @@ func runHeld() {
 	}
 	placed := func() error { return readPlaced(br) }
 	var rep confineReport
-	if r.Confine != nil {
+	handed, err := openHanded(r.Dirs)
+	switch {
+	case err != nil:
+		// Reported once placed, as a confinement's failure is, where the
+		// launcher reads it: a path of the caller's, not the kernel's.
+		placed()
+		rep.Error, rep.PathFault = err.Error(), true
+	case r.Confine != nil:
 		rep = confine(*r.Confine, placed)
-	} else if placed() != nil {
+	case placed() != nil:
 		os.Exit(125)
 	}
 	out, _ := json.Marshal(rep)
@@ -137,7 +147,11 @@ func runHeld() {
 	}
 	closeInherited()
 	if r.Confine != nil {
-		runPID1(r)
+		runPID1(r, handed)
+	}
+	if err := handOn(handed); err != nil {
+		fmt.Fprintf(os.Stderr, "mosaic held child: %v\n", err)
+		os.Exit(125)
 	}
 	err = syscall.Exec(r.Path, r.Argv, r.Env)
 	fmt.Fprintf(os.Stderr, "mosaic held child: exec %s: %v\n", r.Path, err)

@@ -67,6 +67,12 @@ type Spec struct {
 	Argv         []string // argv[0] is looked up in $PATH
 	Env          []string // nil means this process's environment
 	Dir          string   // "" means this process's working directory
+	// Dirs are directories handed to the engine as descriptors, the i-th
+	// at 3+i (engine.HandedDir names it), opened before the confinement:
+	// a directory under Hide stays the engine's to reach through its
+	// descriptor, where its tools, which the tool shell does not hand it
+	// on to, find the mask.
+	Dirs []string
 	// Stderr receives the engine's stderr; nil means a pipe whose read end
 	// is Handle.Stderr (the caller must drain it).
 	Stderr    *os.File
@@ -199,7 +205,7 @@ func (m *Manager) Launch(ctx context.Context, spec Spec) (*Handle, error) {
 	if env == nil {
 		env = os.Environ()
 	}
-	rel := release{Path: exe, Argv: spec.Argv, Env: env}
+	rel := release{Path: exe, Argv: spec.Argv, Env: env, Dirs: spec.Dirs}
 	if _, err := m.bus.get(ctx); err != nil {
 		if !errors.Is(err, ErrNoUserManager) || !m.cfg.Fallback {
 			return nil, err

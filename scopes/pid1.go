@@ -42,7 +42,7 @@ import (
 // It runs on the main thread (locked by this package's init), which is in
 // the engine's cgroup namespace and drops its privileges before the fork,
 // so the engine inherits both.
-func runPID1(r release) {
+func runPID1(r release, handed []int) {
 	if err := dropPrivileges(); err != nil {
 		fmt.Fprintf(os.Stderr, "mosaic held child: %v\n", err)
 		os.Exit(125)
@@ -53,11 +53,17 @@ func runPID1(r release) {
 	sigs, chld := make(chan os.Signal, 16), make(chan os.Signal, 1)
 	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT, unix.SIGHUP)
 	signal.Notify(chld, unix.SIGCHLD)
-	pid, err := syscall.ForkExec(r.Path, r.Argv, &syscall.ProcAttr{Env: r.Env, Files: []uintptr{0, 1, 2}})
+	files := []uintptr{0, 1, 2}
+	for _, fd := range handed {
+		files = append(files, uintptr(fd))
+	}
+	pid, err := syscall.ForkExec(r.Path, r.Argv, &syscall.ProcAttr{Env: r.Env, Files: files})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "mosaic held child: exec %s: %v\n", r.Path, err)
 		os.Exit(127)
 	}
+	// The engine's alone: this process stays in its pid namespace.
+	closeAll(handed)
 	// Only the engine holds its pipes: its stdout reaches EOF when it ends.
 	if null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0); err == nil {
 		unix.Dup3(int(null.Fd()), 0, 0)

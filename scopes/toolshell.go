@@ -107,6 +107,7 @@ func runToolShell() {
 		fmt.Fprintf(os.Stderr, "mosaic: this command was not run: its own Landlock domain, which keeps it from attaching to the engine, could not be made: %v\n", err)
 		os.Exit(126)
 	}
+	dropHanded()
 	sh := realShell()
 	arg0 := sh
 	if strings.HasPrefix(os.Args[0], "-") {

@@ -70,12 +70,16 @@ func TestExternalScopeStopRealPi(t *testing.T) {
 	}
 }
 
-// TestToolTrapInAgentDirDoesNotBlockRecover: a tool plants a directory of
-// mode 000 with an entry in its engine's agent directory, which a plain
-// removal cannot empty: every later recover refused `malformed: ...
-// permission denied` for good. After a proven stop, recover gives the
+// TestTrapInAgentDirDoesNotBlockRecover: a directory of mode 000 with
+// an entry in an engine's agent directory, which a plain removal cannot
+// empty, made every later recover refuse `malformed: ... permission
+// denied` for good. A tool can no longer reach the directory (its path is
+// masked, and Pi reaches it only through a descriptor the tool shell does
+// not pass on: TestToolCannotPlantPiCredentials), but the engine itself
+// can leave one there (a reviewed extension, or its tools where they are
+// not nested), so the test leaves it after the stop. Recover gives the
 // owner back access, empties the directory and launches.
-func TestToolTrapInAgentDirDoesNotBlockRecover(t *testing.T) {
+func TestTrapInAgentDirDoesNotBlockRecover(t *testing.T) {
 	sandboxtest.Require(t)
 	bin := sandboxtest.Bin(t, "mosaicctl")
 	plant := `d=${PI_CODING_AGENT_DIR:?}; mkdir -p "$d/trap/x" && chmod 000 "$d/trap"; echo "planted $?" > planted.txt`
@@ -87,20 +91,27 @@ func TestToolTrapInAgentDirDoesNotBlockRecover(t *testing.T) {
 	if r := run(t, bin, "prompt", "--take", id, "plant"); r.code != 0 {
 		t.Fatalf("prompt: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
-	if b, _ := os.ReadFile(filepath.Join(proj, "planted.txt")); string(b) != "planted 0\n" {
-		t.Fatalf("the tool did not plant its trap: planted.txt %q", b)
+	if b, _ := os.ReadFile(filepath.Join(proj, "planted.txt")); string(b) == "planted 0\n" {
+		t.Fatalf("a tool planted its trap in its engine's agent directory: planted.txt %q", b)
 	}
 	if r := run(t, bin, "stop", "--take", "--yes", id); r.code != 0 {
 		t.Fatalf("stop: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
-	}
-	if r := run(t, bin, "recover", "--take", id); r.code != 0 || !strings.Contains(r.stdout, "launched: execution ") {
-		t.Fatalf("recover --take after a tool's mode-000 directory: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 	state, err := xdg.StateHome()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Lstat(filepath.Join(state, "mosaic", "agent", id, "trap")); !errors.Is(err, fs.ErrNotExist) {
+	trap := filepath.Join(state, "mosaic", "agent", id, "trap")
+	if err := os.MkdirAll(filepath.Join(trap, "x"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(trap, 0); err != nil {
+		t.Fatal(err)
+	}
+	if r := run(t, bin, "recover", "--take", id); r.code != 0 || !strings.Contains(r.stdout, "launched: execution ") {
+		t.Fatalf("recover --take after a mode-000 directory: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if _, err := os.Lstat(trap); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("the tool's directory is still in the agent directory: %v", err)
 	}
 	if r := run(t, bin, "prompt", "--take", id, "again"); r.code != 0 {

@@ -205,6 +205,8 @@ func TestEngineStartsWithOldNodeFirstOnPATH(t *testing.T) {
 		AgentDir: filepath.Join(dir, "agent"), ProjectRoot: dir}, managerEnv)
 	must(t, err)
 	cmd := &exec.Cmd{Path: spec.Path, Args: spec.Args, Env: spec.Env, Dir: spec.Dir}
+	cmd.ExtraFiles, err = spec.Handed()
+	must(t, err)
 	stdin, err := cmd.StdinPipe()
 	must(t, err)
 	stdout, err := cmd.StdoutPipe()

@@ -125,6 +125,8 @@ func startRig(t *testing.T, engine string, script stubmodel.Script, opts engine.
 		cmd.Env, cmd.Dir = spec.Env, spec.Dir
 		cmd.Stdin, cmd.Stdout = stdinR, stdoutW
 		cmd.Stderr = os.Stderr
+		cmd.ExtraFiles, err = spec.Handed()
+		must(t, err)
 		must(t, cmd.Start())
 		go func() {
 			defer close(done)

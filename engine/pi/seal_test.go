@@ -192,9 +192,14 @@ func TestCommandSpec(t *testing.T) {
 	environ := []string{"PATH=/usr/bin", "HOME=/home/u", "LANG=C.UTF-8", "XDG_RUNTIME_DIR=/run/user/1", "ANTHROPIC_API_KEY=secret", "NODE_OPTIONS=--require evil", "PI_CODING_AGENT_DIR=/inherited", "TERM=xterm"}
 	spec, err := Command(Config{Pin: pin, Seal: Seal{Session: "/p/s.jsonl", Provider: "fakellm"}, AgentDir: "/agent", ProjectRoot: "/p"}, environ)
 	must(t, err)
-	wantEnv := []string{"PATH=/usr/bin", "HOME=/home/u", "LANG=C.UTF-8", "XDG_RUNTIME_DIR=/run/user/1", "PI_OFFLINE=1", "PI_SKIP_VERSION_CHECK=1", "PI_TELEMETRY=0", "PI_CODING_AGENT_DIR=/agent"}
+	wantEnv := []string{"PATH=/usr/bin", "HOME=/home/u", "LANG=C.UTF-8", "XDG_RUNTIME_DIR=/run/user/1", "PI_OFFLINE=1", "PI_SKIP_VERSION_CHECK=1", "PI_TELEMETRY=0", "PI_CODING_AGENT_DIR=/proc/self/fd/3"}
 	if !slices.Equal(spec.Env, wantEnv) {
 		t.Fatalf("env %q", spec.Env)
+	}
+	// The agent directory is handed, never named by its path (a tool
+	// reaching it would plant "!CMD" credentials Pi runs itself).
+	if !slices.Equal(spec.Dirs, []string{"/agent"}) {
+		t.Fatalf("dirs %q", spec.Dirs)
 	}
 	if spec.Path != pin.Node || spec.Dir != "/p" || spec.Args[0] != pin.Node || spec.Args[1] != pin.Entry || CheckArgs(spec.Args[2:]) != nil {
 		t.Fatalf("spec %+v", spec)

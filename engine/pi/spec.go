@@ -15,8 +15,9 @@ type Config struct {
 	// Seal holds the session file and the optional provider, model and
 	// thinking level.
 	Seal Seal
-	// AgentDir becomes PI_CODING_AGENT_DIR when set; otherwise Pi uses
-	// its own ~/.pi/agent.
+	// AgentDir is handed to the engine (engine.Spec.Dirs) and
+	// PI_CODING_AGENT_DIR names it by its descriptor, when set; otherwise
+	// Pi uses its own ~/.pi/agent.
 	AgentDir string
 	// ProjectRoot is the engine's working directory.
 	ProjectRoot string
@@ -55,11 +56,13 @@ func Command(cfg Config, environ []string) (engine.Spec, error) {
 		return engine.Spec{}, fmt.Errorf("engine spec: project root %q is not absolute", cfg.ProjectRoot)
 	}
 	env := Environ(environ)
+	var dirs []string
 	if cfg.AgentDir != "" {
 		if !filepath.IsAbs(cfg.AgentDir) {
 			return engine.Spec{}, fmt.Errorf("engine spec: agent dir %q is not absolute", cfg.AgentDir)
 		}
-		env = append(env, "PI_CODING_AGENT_DIR="+cfg.AgentDir)
+		dirs = []string{cfg.AgentDir}
+		env = append(env, "PI_CODING_AGENT_DIR="+engine.HandedDir(0))
 	}
 	// The pinned interpreter runs the pinned entry: never the entry's own
 	// "#!/usr/bin/env node", which would take whatever node comes first
@@ -69,6 +72,7 @@ func Command(cfg Config, environ []string) (engine.Spec, error) {
 		Args: append([]string{cfg.Pin.Node, cfg.Pin.Entry}, args...),
 		Env:  env,
 		Dir:  cfg.ProjectRoot,
+		Dirs: dirs,
 	}, nil
 }
 

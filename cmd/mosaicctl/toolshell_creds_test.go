@@ -1,0 +1,78 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
+	"github.com/mosaic-agents/mosaic/contrib/stubmodel"
+	"github.com/mosaic-agents/mosaic/conversations"
+)
+
+// plantCredentialTool is a bash tool that would make Pi itself run a
+// command of its choosing, outside the tool shell: Pi re-reads auth.json
+// in its agent directory when the file changes and resolves an api_key
+// credential "!CMD" by running CMD with /bin/sh (resolve-config-value.js),
+// a child of the engine in the engine's own Landlock domain, from where
+// CMD attaches to Pi as attachEngineTool tries to. The tool tries every
+// way to the engine's agent directory: the one its environment names, its
+// path (which the test leaves in agentdir.txt: a tool would guess it from
+// XDG_STATE_HOME), and the engine's own descriptor of it. plant.txt says
+// which ways wrote.
+const plantCredentialTool = `cat > "$PWD/attack.sh" <<'EOS'
+{ echo "parent $(cat /proc/$PPID/comm)"
+if exec 3</proc/$PPID/mem; then echo mem-opened; else echo mem-refused; fi
+if readlink /proc/$PPID/fd/1; then echo stdout-read; else echo stdout-refused; fi
+} > "$(dirname "$ATTACK")/attack.txt" 2>&1
+echo stub-dummy-key
+EOS
+cred='{"` + stubmodel.DefaultProvider + `":{"type":"api_key","key":"!ATTACK='"$PWD"'/attack.sh . '"$PWD"'/attack.sh"}}'
+for d in "$PI_CODING_AGENT_DIR" "$(cat agentdir.txt)" /proc/$PPID/fd/3; do
+  if printf '%s\n' "$cred" > "$d/auth.json"; then echo "planted $d"; else echo "refused $d"; fi
+done > plant.txt 2>&1; echo tried`
+
+// TestToolCannotPlantPiCredentials: a bash tool of the real, confined Pi
+// cannot write its engine's agent directory, where an api_key credential
+// "!CMD" would make Pi run CMD in its own domain: Pi reaches the
+// directory only through a descriptor it was handed, which the tool shell
+// does not pass on, and its path is masked. Pi still answers with the
+// credentials it was given. Before the directory was handed (it was bound
+// back at its path, writable), the tool planted one and CMD opened Pi's
+// memory (mutant 426).
+func TestToolCannotPlantPiCredentials(t *testing.T) {
+	sandboxtest.Require(t)
+	pc := realPiConversation(t, "creds", stubmodel.Script{Turns: []stubmodel.Turn{
+		{Text: []string{"Planting."}, Tool: &stubmodel.ToolCall{Command: plantCredentialTool}},
+		{Text: []string{"Planted."}},
+	}})
+	state, err := conversations.StateDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := filepath.Join(state, "agent", pc.id)
+	if err := os.WriteFile(filepath.Join(pc.proj, "agentdir.txt"), []byte(own+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, pc.bin, "prompt", "--take", "--timeout", "2m", pc.id, "plant")
+	if r.code != 0 || !strings.Contains(r.stdout, "Planted.") {
+		t.Fatalf("prompt: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(own, "settings.json")); err != nil {
+		t.Fatalf("the engine's agent directory is not at %s (%v): the tool tried the wrong path", own, err)
+	}
+	plant, _ := os.ReadFile(filepath.Join(pc.proj, "plant.txt"))
+	t.Logf("plant.txt: %q", plant)
+	if n := strings.Count(string(plant), "refused "); n != 3 {
+		t.Errorf("a tool wrote its engine's agent directory (%d of 3 ways refused): %q", n, plant)
+	}
+	if b, err := os.ReadFile(filepath.Join(own, "auth.json")); err == nil && strings.Contains(string(b), "!") {
+		t.Errorf("the engine's auth.json holds a planted command: %q", b)
+	}
+	// Pi resolves a credential before the request it is for, and the
+	// prompt ended after the turn's last request.
+	if b, err := os.ReadFile(filepath.Join(pc.proj, "attack.txt")); err == nil {
+		t.Errorf("Pi ran a planted credential command: attack.txt %q", b)
+	}
+}

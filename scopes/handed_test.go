@@ -1,0 +1,143 @@
+package scopes
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mosaic-agents/mosaic/contrib/sandboxtest"
+	engines "github.com/mosaic-agents/mosaic/engine"
+)
+
+// TestHandedFDIsTheEngines: the held child hands Spec.Dirs at the
+// descriptors engine.HandedDir names to the engine.
+func TestHandedFDIsTheEngines(t *testing.T) {
+	if handedFD != engines.FirstHandedFD || engines.HandedDir(1) != fmt.Sprintf("/proc/self/fd/%d", handedFD+1) {
+		t.Fatalf("handedFD %d, engines.HandedDir(1) %s: the engine would name another descriptor", handedFD, engines.HandedDir(1))
+	}
+}
+
+// handedEngine reads and writes its handed directory (%[1]s's own.json)
+// through its descriptor and by its path; then, as its tools, through
+// the tool shell: by the descriptor it inherited, through the engine's
+// own descriptor table, and by the path; then the same two through plain
+// bash, the controls. Each line says 0 when the attempt succeeded.
+const handedEngine = shProbe + `
+probe fd 'cat /proc/self/fd/3/own.json'
+probe write 'echo mine > /proc/self/fd/3/new.json'
+probe path 'cat %[1]s/own.json'
+probe tool '/dev/mosaic-bash -c "cat /proc/self/fd/3/own.json"'
+probe toolengine '/dev/mosaic-bash -c "cat /proc/\$PPID/fd/3/own.json"'
+probe toolplant '/dev/mosaic-bash -c "echo x > /proc/\$PPID/fd/3/auth.json"'
+probe toolpath '/dev/mosaic-bash -c "cat %[1]s/own.json"'
+probe plain 'bash -c "cat /proc/self/fd/3/own.json"'
+probe plainengine 'bash -c "cat /proc/\$PPID/fd/3/own.json"'
+echo ready 1
+exec sleep 300
+`
+
+// TestHandedDirIsTheEnginesAlone: a directory under a hidden one handed
+// to a confined engine (Spec.Dirs, as Pi's agent directory is) is the
+// engine's to read and write through its descriptor while its path shows
+// the mask, and a tool the tool shell runs reaches it by no way: not by
+// the descriptor it would inherit, not through its engine's, not by the
+// path. Plain bash, which inherits the descriptor, reads it: the tool
+// shell's drop and domain are what keep the tool out.
+func TestHandedDirIsTheEnginesAlone(t *testing.T) {
+	if why := toolsNestable(); why != "" {
+		t.Skip(why)
+	}
+	m := testManager(t)
+	all := filepath.Join(t.TempDir(), "agent")
+	own := filepath.Join(all, "conv-own")
+	if err := os.MkdirAll(own, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(own, "own.json"), []byte(`{"k":1}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := launchWith(t, m, fmt.Sprintf(handedEngine, own), func(s *Spec) { s.Hide, s.Dirs = []string{all}, []string{own} })
+	got := e.expect(t, "fd", "write", "path", "tool", "toolengine", "toolplant", "toolpath", "plain", "plainengine", "ready")
+	requireConfined(t, e)
+	if e.Cohort.Confinement.ToolShell == "" {
+		t.Fatalf("no tool shell in the engine's view: %s", e.Cohort.Confinement.Unnested)
+	}
+	if got["fd"] != "0" || got["write"] != "0" {
+		t.Errorf("the engine lost its handed directory: read %s, write %s", got["fd"], got["write"])
+	}
+	if b, err := os.ReadFile(filepath.Join(own, "new.json")); err != nil || string(b) != "mine\n" {
+		t.Errorf("the engine's write through its descriptor did not land: %q, %v", b, err)
+	}
+	for _, k := range []string{"path", "tool", "toolengine", "toolplant", "toolpath"} {
+		if got[k] == "0" {
+			t.Errorf("%s: the handed directory was reached", k)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(own, "auth.json")); err == nil {
+		t.Error("a tool planted auth.json in its engine's handed directory")
+	}
+	if got["plain"] != "0" {
+		t.Errorf("plain bash did not inherit the handed descriptor: the tool shell's refusal above proves nothing")
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/yama/ptrace_scope"); err == nil && strings.TrimSpace(string(b)) != "0" {
+		t.Logf("Yama's ptrace_scope is %s: no control of the engine's table", strings.TrimSpace(string(b)))
+	} else if got["plainengine"] != "0" {
+		t.Errorf("plain bash did not reach the engine's descriptor: the tool shell's refusal above proves nothing")
+	}
+	e.Stop(ctxT(t), StopOptions{Stop: "stop-handed", Grace: time.Second})
+}
+
+// TestHandedDirUnconfined: an engine launched without its namespaces is
+// handed its directories all the same, at the same descriptors.
+func TestHandedDirUnconfined(t *testing.T) {
+	sandboxtest.Require(t)
+	m := NewManager(Config{NoConfinement: true})
+	t.Cleanup(m.Close)
+	own := t.TempDir()
+	if err := os.Mkdir(filepath.Join(own, "sub"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(own, "sub", "mark"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := launchWith(t, m, shProbe+`probe write 'echo mine > /proc/self/fd/3/new.json'
+probe two 'test -e /proc/self/fd/4/mark'
+echo ready 1
+exec sleep 300
+`, func(s *Spec) { s.Dirs = []string{own, filepath.Join(own, "sub")} })
+	got := e.expect(t, "write", "two", "ready")
+	if got["write"] != "0" || got["two"] != "0" {
+		t.Errorf("the unconfined engine was not handed its directories: write %s, second %s", got["write"], got["two"])
+	}
+	if b, err := os.ReadFile(filepath.Join(own, "new.json")); err != nil || string(b) != "mine\n" {
+		t.Errorf("the engine's write through its descriptor did not land: %q, %v", b, err)
+	}
+	e.Stop(ctxT(t), StopOptions{Stop: "stop-handed-unconfined", Grace: time.Second})
+}
+
+// TestHandedDirMissing: a handed directory that is missing, or a symlink,
+// refuses the launch, naming it, and nothing runs.
+func TestHandedDirMissing(t *testing.T) {
+	m := testManager(t)
+	d := t.TempDir()
+	link := filepath.Join(d, "link")
+	if err := os.Symlink(d, link); err != nil {
+		t.Fatal(err)
+	}
+	for name, dir := range map[string]string{"missing": filepath.Join(d, "gone"), "symlink": link} {
+		t.Run(name, func(t *testing.T) {
+			conv, exe := ids(t)
+			_, err := m.Launch(ctxT(t), Spec{Conversation: conv, Execution: exe, Argv: []string{"sh", "-c", "touch " + filepath.Join(d, "ran")},
+				Stderr: os.Stderr, Dirs: []string{dir}})
+			if err == nil || !strings.Contains(err.Error(), dir) {
+				t.Fatalf("launch handing %s: %v; want a refusal naming it", dir, err)
+			}
+			if _, err := os.Stat(filepath.Join(d, "ran")); err == nil {
+				t.Fatal("the engine ran")
+			}
+		})
+	}
+}
