@@ -35,18 +35,26 @@ func (c *Controller) agentDirOf(cv *conversations.Conversation) string {
 // which the controller owns: a fresh settings.json of {} at every spawn
 // (so nothing the user's settings or a previous engine persisted there,
 // such as queue modes, widens or changes the seal), a link to the user's
-// models.json, and a copy of the user's auth.json, nothing else. A
-// refresh the last engine left in its copy goes back to the user's file
-// first. The user's agent directory is the conversation's agent_dir,
-// else ~/.pi/agent.
-func (c *Controller) ownAgentDir(cv *conversations.Conversation) (string, error) {
+// models.json, and a copy of the user's auth.json ({} when the user has
+// none), nothing else. A refresh the last engine left in its copy goes
+// back to the user's file first. The user's agent directory is the
+// conversation's agent_dir, else ~/.pi/agent.
+//
+// It returns the directory and the files to seal (engine.Spec.Sealed): the copy, unless it
+// holds an OAuth login. Pi runs an api_key "!command" of its auth.json
+// itself, in the engine's own domain, and Pi's own write and edit tools
+// run in Pi's process, which reaches the directory through its
+// descriptor: only a file Pi cannot write keeps a model from planting
+// one. A login's refresh is the one write Pi makes there, so a copy with
+// one stays writable (docs/security.md "Pi's command credentials").
+func (c *Controller) ownAgentDir(cv *conversations.Conversation) (dir string, sealed []string, err error) {
 	src, err := userAgentDir(cv.Engine.AgentDir)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
-	dir := c.agentDirOf(cv)
+	dir = c.agentDirOf(cv)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", fmt.Errorf("engine agent directory %s: %w", dir, err)
+		return "", nil, fmt.Errorf("engine agent directory %s: %w", dir, err)
 	}
 	c.authMu.Lock()
 	defer c.authMu.Unlock()
@@ -54,22 +62,22 @@ func (c *Controller) ownAgentDir(cv *conversations.Conversation) (string, error)
 	// last engine's auth.json in it: a tool may have chmod-ed it to 000.
 	top, err := openOwnDir(unix.AT_FDCWD, dir, dir)
 	if err != nil {
-		return "", agentDirRefusal(dir, err)
+		return "", nil, agentDirRefusal(dir, err)
 	}
 	defer top.Close()
 	c.authMasksNow(cv, true)
 	creds, err := c.nextCopy(filepath.Join(src, "auth.json"), dir)
 	if err != nil {
-		return "", fmt.Errorf("engine agent directory %s: its credentials: %w", dir, err)
+		return "", nil, fmt.Errorf("engine agent directory %s: its credentials: %w", dir, err)
 	}
 	// What an engine left (a settings.json it wrote, a lock, a planted
 	// extensions/, a tree a tool made unreadable) goes; the links are
 	// made again.
 	if err := emptyDir(top, dir, 0); err != nil {
-		return "", agentDirRefusal(dir, err)
+		return "", nil, agentDirRefusal(dir, err)
 	}
 	if err := atomicfile.Write(filepath.Join(dir, "settings.json"), []byte("{}\n"), 0o600); err != nil {
-		return "", fmt.Errorf("engine agent directory %s: %w", dir, err)
+		return "", nil, fmt.Errorf("engine agent directory %s: %w", dir, err)
 	}
 	for _, name := range agentFiles {
 		target := filepath.Join(src, name)
@@ -77,15 +85,20 @@ func (c *Controller) ownAgentDir(cv *conversations.Conversation) (string, error)
 			continue
 		}
 		if err := os.Symlink(target, filepath.Join(dir, name)); err != nil {
-			return "", fmt.Errorf("engine agent directory %s: %w", dir, err)
+			return "", nil, fmt.Errorf("engine agent directory %s: %w", dir, err)
 		}
 	}
-	if creds != nil {
-		if err := atomicfile.Write(filepath.Join(dir, "auth.json"), creds, 0o600); err != nil {
-			return "", fmt.Errorf("engine agent directory %s: %w", dir, err)
-		}
+	if creds == nil {
+		creds = []byte("{}\n")
 	}
-	return dir, nil
+	auth := filepath.Join(dir, "auth.json")
+	if err := atomicfile.Write(auth, creds, 0o600); err != nil {
+		return "", nil, fmt.Errorf("engine agent directory %s: %w", dir, err)
+	}
+	if pi.HoldsLogin(creds) {
+		return dir, nil, nil
+	}
+	return dir, []string{auth}, nil
 }
 
 // nextCopy is what the next engine's copy of the user's auth.json holds:

@@ -42,7 +42,7 @@ func TestOwnAgentDir(t *testing.T) {
 	c := New(Config{Claims: store})
 	cv := &conversations.Conversation{ID: "pi-00000000000000000000", Engine: conversations.Engine{AgentDir: user}}
 	for round := 0; round < 2; round++ {
-		dir, err := c.ownAgentDir(cv)
+		dir, _, err := c.ownAgentDir(cv)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -62,6 +62,9 @@ func TestOwnAgentDir(t *testing.T) {
 		}
 		if b, _ := os.ReadFile(filepath.Join(dir, "auth.json")); string(b) != `{}` {
 			t.Fatalf("round %d: auth.json copy holds %q", round, b)
+		}
+		if _, sealed, _ := c.ownAgentDir(cv); !slices.Equal(sealed, []string{filepath.Join(dir, "auth.json")}) {
+			t.Fatalf("round %d: sealed %v; want the copy, which holds no login", round, sealed)
 		}
 		// What an engine may leave: settings it persisted, a planted
 		// extension directory.
@@ -120,12 +123,12 @@ func TestOwnAgentDirRemovesWhatToolsLeft(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			c, cv, outside := agentDirFixture(t)
-			dir, err := c.ownAgentDir(cv)
+			dir, _, err := c.ownAgentDir(cv)
 			if err != nil {
 				t.Fatal(err)
 			}
 			tc.plant(t, dir, outside)
-			if _, err := c.ownAgentDir(cv); err != nil {
+			if _, _, err := c.ownAgentDir(cv); err != nil {
 				t.Fatalf("the next launch: %v", err)
 			}
 			if names := dirNames(t, dir); !slices.Equal(names, []string{"auth.json", "models.json", "settings.json"}) {
@@ -144,7 +147,7 @@ func TestOwnAgentDirRemovesWhatToolsLeft(t *testing.T) {
 // configuration, naming the directory and the fix.
 func TestOwnAgentDirRefusesASymlink(t *testing.T) {
 	c, cv, outside := agentDirFixture(t)
-	dir, err := c.ownAgentDir(cv)
+	dir, _, err := c.ownAgentDir(cv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +157,7 @@ func TestOwnAgentDirRefusesASymlink(t *testing.T) {
 	if err := os.Symlink(outside, dir); err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.ownAgentDir(cv)
+	_, _, err = c.ownAgentDir(cv)
 	if protocol.CodeOf(err) != protocol.CodeConfiguration || !strings.Contains(err.Error(), "chmod -R u+rwX "+dir) || !strings.Contains(err.Error(), "then recover again") {
 		t.Fatalf("a launch over an agent directory that is a symlink: %v; want a configuration refusal naming it and the fix", err)
 	}
@@ -173,12 +176,12 @@ func TestOwnAgentDirBoundsItsDepth(t *testing.T) {
 	}{{maxAgentDepth, false}, {maxAgentDepth + 1, true}} {
 		t.Run(fmt.Sprint(tc.depth), func(t *testing.T) {
 			c, cv, _ := agentDirFixture(t)
-			dir, err := c.ownAgentDir(cv)
+			dir, _, err := c.ownAgentDir(cv)
 			if err != nil {
 				t.Fatal(err)
 			}
 			mkdirs(t, filepath.Join(append([]string{dir}, slices.Repeat([]string{"a"}, tc.depth)...)...))
-			_, err = c.ownAgentDir(cv)
+			_, _, err = c.ownAgentDir(cv)
 			switch {
 			case tc.refused && (protocol.CodeOf(err) != protocol.CodeConfiguration || !strings.Contains(err.Error(), "rm -rf "+dir)):
 				t.Fatalf("a tree %d deep: %v; want a configuration refusal naming the fix", tc.depth, err)
@@ -259,4 +262,52 @@ func chmodTree(root string) {
 		}
 		return nil
 	})
+}
+
+// TestOwnAgentDirSealsAllButLogins: the engine's copy of auth.json is
+// sealed (read-only in the engine) unless it holds an OAuth login, the
+// one thing Pi writes there; a user with no auth.json gets a copy of {}
+// sealed too, so the engine cannot make one with a "!command" in it.
+func TestOwnAgentDirSealsAllButLogins(t *testing.T) {
+	login := `{"type":"oauth","access":"a","refresh":"r","expires":1}`
+	for _, tc := range []struct {
+		name, auth string // "" is no auth.json
+		sealed     bool
+	}{
+		{"none", "", true},
+		{"keys", `{"openai":{"type":"api_key","key":"sk-1"}}`, true},
+		{"command key", `{"openai":{"type":"api_key","key":"!pass openai"}}`, true},
+		{"login", `{"anthropic":` + login + `}`, false},
+		{"login and keys", `{"anthropic":` + login + `,"openai":{"type":"api_key","key":"sk-1"}}`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			store, err := claims.Open(filepath.Join(root, "state", "claims"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			user := filepath.Join(root, "user-agent")
+			if err := os.MkdirAll(user, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if tc.auth != "" {
+				if err := os.WriteFile(filepath.Join(user, "auth.json"), []byte(tc.auth), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c := New(Config{Claims: store})
+			cv := &conversations.Conversation{ID: "pi-00000000000000000000", Engine: conversations.Engine{AgentDir: user}}
+			dir, sealed, err := c.ownAgentDir(cv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			copy := filepath.Join(dir, "auth.json")
+			if _, err := os.Stat(copy); err != nil {
+				t.Fatalf("no copy of auth.json: %v", err)
+			}
+			if got := slices.Equal(sealed, []string{copy}); got != tc.sealed {
+				t.Fatalf("sealed %v; want the copy sealed: %v", sealed, tc.sealed)
+			}
+		})
+	}
 }

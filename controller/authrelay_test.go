@@ -58,7 +58,7 @@ func newRelayRig(t *testing.T, poll time.Duration) relayRig {
 	cv := &conversations.Conversation{ID: "pi-00000000000000000000", Engine: conversations.Engine{AgentDir: agent}}
 	r.journal = &syncBuffer{}
 	r.c = New(Config{Claims: store, Conversation: cv, PollInterval: poll, Audit: audit.NewWriter(cv.ID, r.journal)})
-	dir, err := r.c.ownAgentDir(cv)
+	dir, _, err := r.c.ownAgentDir(cv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +218,7 @@ func TestAuthRelay(t *testing.T) {
 		}
 		done := make(chan error, 2)
 		go func() { done <- r.relay() }()
-		go func() { _, err := r.c.ownAgentDir(r.c.cfg.Conversation); done <- err }()
+		go func() { _, _, err := r.c.ownAgentDir(r.c.cfg.Conversation); done <- err }()
 		for range 2 {
 			select {
 			case err := <-done:
@@ -236,7 +236,7 @@ func TestAuthRelay(t *testing.T) {
 			t.Fatal(err)
 		}
 		writeFile(t, r.own, refreshed(r), 0o600)
-		if _, err := r.c.ownAgentDir(r.c.cfg.Conversation); err != nil {
+		if _, _, err := r.c.ownAgentDir(r.c.cfg.Conversation); err != nil {
 			t.Fatal(err)
 		}
 		if a, k, n := access(t, r.own); a != "a2" || k != "sk-user" || n != 2 {
@@ -253,7 +253,7 @@ func TestAuthRelay(t *testing.T) {
 	t.Run("a refresh left in the last copy goes back before the next copy", func(t *testing.T) {
 		r := newRelayRig(t, time.Second)
 		writeFile(t, r.own, refreshed(r), 0o600)
-		if _, err := r.c.ownAgentDir(r.c.cfg.Conversation); err != nil {
+		if _, _, err := r.c.ownAgentDir(r.c.cfg.Conversation); err != nil {
 			t.Fatal(err)
 		}
 		if a, k, _ := access(t, r.user); a != "a2" || k != "sk-user" {
@@ -377,7 +377,7 @@ func TestAuthRelayMasks(t *testing.T) {
 		if err := os.Symlink(podman, r.user); err != nil {
 			t.Fatal(err)
 		}
-		dir, err := r.c.ownAgentDir(r.c.cfg.Conversation)
+		dir, _, err := r.c.ownAgentDir(r.c.cfg.Conversation)
 		if b, _ := os.ReadFile(filepath.Join(dir, "auth.json")); !errors.Is(err, errAuthMasked) || strings.Contains(string(b), "dXNlcjpy") {
 			t.Fatalf("launch: %v; the engine's copy holds %s", err, b)
 		}
@@ -400,7 +400,7 @@ func TestAuthRelayForeignNamespace(t *testing.T) {
 	if err := os.Symlink(target, r.user); err != nil { // the tool's link
 		t.Fatal(err)
 	}
-	dir, err := r.c.ownAgentDir(r.c.cfg.Conversation)
+	dir, _, err := r.c.ownAgentDir(r.c.cfg.Conversation)
 	if b, _ := os.ReadFile(filepath.Join(dir, "auth.json")); !errors.Is(err, errAuthMasked) || strings.Contains(string(b), "victim") {
 		t.Fatalf("launch through %s: err %v; the engine's copy holds %s", target, err, b)
 	}

@@ -70,9 +70,13 @@ func (c *Controller) spec(ctx context.Context, cv *conversations.Conversation) (
 			return engine.Spec{}, protocol.Refuse(protocol.CodeConfiguration,
 				"conversation %s has no engine; add it again with `mosaicctl conv add --engine PATH --replace`", cv.ID)
 		}
-		if _, err := c.ownAgentDir(cv); err != nil {
+		_, sealed, err := c.ownAgentDir(cv)
+		if err != nil {
 			return engine.Spec{}, err
 		}
+		spec, err := eng.Spec(ctx, resume)
+		spec.Sealed = sealed
+		return spec, err
 	}
 	return eng.Spec(ctx, resume)
 }
@@ -386,7 +390,7 @@ func (c *Controller) launch(ctx context.Context, head sessionHead, keys claims.K
 	}
 	h, err := c.cfg.Scopes.Launch(ctx, scopes.Spec{
 		Conversation: cv.ID, Execution: execID, Argv: spec.Args, Env: spec.Env, Dir: spec.Dir,
-		Resources: res, Hide: append(c.hidden(), masked...), Keep: c.kept(), ReadOnly: ro, Writable: writable, Devices: cv.Devices, Dirs: spec.Dirs, BeforeRelease: activate,
+		Resources: res, Hide: append(c.hidden(), masked...), Keep: c.kept(), ReadOnly: ro, Writable: writable, Devices: cv.Devices, Dirs: spec.Dirs, Sealed: spec.Sealed, BeforeRelease: activate,
 		Description: fmt.Sprintf("mosaic engine of conversation %s (execution %s)", cv.ID, execID),
 	})
 	if err != nil {

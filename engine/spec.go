@@ -26,6 +26,10 @@ type Spec struct {
 	// the descriptors on, so the engine writes there and its tools do not
 	// (Pi's own agent directory, whose auth.json Pi runs "!" values of).
 	Dirs []string
+	// Sealed are files in Dirs the engine may read and not change (a
+	// confined engine's; scopes.Spec.Sealed): Pi's auth.json where it
+	// holds no OAuth login, so no "!command" key can be put in it.
+	Sealed []string
 }
 
 // FirstHandedFD is the descriptor the engine inherits Spec.Dirs[0] at;

@@ -3,7 +3,9 @@ package scopes
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -85,4 +87,42 @@ func dropHanded() {
 			unix.CloseOnExec(fd)
 		}
 	}
+}
+
+// sealHanded binds each sealed file (Spec.Sealed) read-only onto itself
+// in the engine's mount namespace, reached through the descriptor of the
+// handed directory that holds it, so that the engine reads the file and
+// can neither write, replace nor remove it (a mount point: EBUSY), while
+// the rest of the directory stays its to write. Through the descriptor,
+// because the directory's path shows the mask by now: the descriptor's
+// link leads to the directory on the mount under the mask, and the bind
+// is made there, where the engine's own lookups through the same
+// descriptor meet it. A file that is missing, a link, or in no handed
+// directory fails the launch: an engine must never run with a file
+// unsealed that the controller meant sealed.
+func sealHanded(dirs []string, fds []int, sealed []string) ([]string, error) {
+	var done []string
+	for _, f := range sealed {
+		at := ""
+		for i, d := range dirs {
+			if rel, ok := strings.CutPrefix(f, d+"/"); ok && filepath.IsLocal(rel) {
+				at = fmt.Sprintf("/proc/self/fd/%d/%s", fds[i], rel)
+			}
+		}
+		if at == "" {
+			return done, fmt.Errorf("seal %s: in no directory handed to the engine", f)
+		}
+		var st unix.Stat_t
+		if err := unix.Lstat(at, &st); err != nil {
+			return done, fmt.Errorf("seal %s: %w", f, err)
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFREG {
+			return done, fmt.Errorf("seal %s: not a regular file", f)
+		}
+		if err := readOnly(at); err != nil {
+			return done, fmt.Errorf("seal %s read-only: %w", f, err)
+		}
+		done = append(done, f)
+	}
+	return done, nil
 }

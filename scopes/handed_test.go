@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -28,6 +29,11 @@ func TestHandedFDIsTheEngines(t *testing.T) {
 const handedEngine = shProbe + `
 probe fd 'cat /proc/self/fd/3/own.json'
 probe write 'echo mine > /proc/self/fd/3/new.json'
+probe sealedread 'cat /proc/self/fd/3/sealed.json'
+probe sealedwrite 'echo "{\"x\":1}" > /proc/self/fd/3/sealed.json'
+probe sealedrm 'rm -f /proc/self/fd/3/sealed.json'
+probe sealedmv 'echo x > /proc/self/fd/3/x && mv -f /proc/self/fd/3/x /proc/self/fd/3/sealed.json'
+probe sealedmount 'unshare -Urm sh -c "umount /proc/self/fd/3/sealed.json && echo y > /proc/self/fd/3/sealed.json"'
 probe path 'cat %[1]s/own.json'
 probe tool '/dev/mosaic-bash -c "cat /proc/self/fd/3/own.json"'
 probe toolengine '/dev/mosaic-bash -c "cat /proc/\$PPID/fd/3/own.json"'
@@ -56,11 +62,17 @@ func TestHandedDirIsTheEnginesAlone(t *testing.T) {
 	if err := os.MkdirAll(own, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(own, "own.json"), []byte(`{"k":1}`), 0o600); err != nil {
-		t.Fatal(err)
+	for _, f := range []string{"own.json", "sealed.json"} {
+		if err := os.WriteFile(filepath.Join(own, f), []byte(`{"k":1}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
-	e := launchWith(t, m, fmt.Sprintf(handedEngine, own), func(s *Spec) { s.Hide, s.Dirs = []string{all}, []string{own} })
-	got := e.expect(t, "fd", "write", "path", "tool", "toolengine", "toolplant", "toolpath", "plain", "plainengine", "ready")
+	sealed := filepath.Join(own, "sealed.json")
+	e := launchWith(t, m, fmt.Sprintf(handedEngine, own), func(s *Spec) {
+		s.Hide, s.Dirs, s.Sealed = []string{all}, []string{own}, []string{sealed}
+	})
+	got := e.expect(t, "fd", "write", "sealedread", "sealedwrite", "sealedrm", "sealedmv", "sealedmount",
+		"path", "tool", "toolengine", "toolplant", "toolpath", "plain", "plainengine", "ready")
 	requireConfined(t, e)
 	if e.Cohort.Confinement.ToolShell == "" {
 		t.Fatalf("no tool shell in the engine's view: %s", e.Cohort.Confinement.Unnested)
@@ -70,6 +82,20 @@ func TestHandedDirIsTheEnginesAlone(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(own, "new.json")); err != nil || string(b) != "mine\n" {
 		t.Errorf("the engine's write through its descriptor did not land: %q, %v", b, err)
+	}
+	if got["sealedread"] != "0" {
+		t.Error("the engine cannot read its sealed file")
+	}
+	for _, k := range []string{"sealedwrite", "sealedrm", "sealedmv", "sealedmount"} {
+		if got[k] == "0" {
+			t.Errorf("%s: the engine changed its sealed file", k)
+		}
+	}
+	if b, err := os.ReadFile(sealed); err != nil || string(b) != `{"k":1}` {
+		t.Errorf("the sealed file changed: %q, %v", b, err)
+	}
+	if !slices.Contains(e.Cohort.Confinement.ReadOnly, sealed) {
+		t.Errorf("the confinement's read-only paths %v do not name the sealed file", e.Cohort.Confinement.ReadOnly)
 	}
 	for _, k := range []string{"path", "tool", "toolengine", "toolplant", "toolpath"} {
 		if got[k] == "0" {
@@ -119,7 +145,8 @@ exec sleep 300
 }
 
 // TestHandedDirMissing: a handed directory that is missing, or a symlink,
-// refuses the launch, naming it, and nothing runs.
+// and a sealed file that is missing, a symlink or in no handed directory,
+// refuse the launch of a confined engine, naming it, and nothing runs.
 func TestHandedDirMissing(t *testing.T) {
 	m := testManager(t)
 	d := t.TempDir()
@@ -127,13 +154,27 @@ func TestHandedDirMissing(t *testing.T) {
 	if err := os.Symlink(d, link); err != nil {
 		t.Fatal(err)
 	}
-	for name, dir := range map[string]string{"missing": filepath.Join(d, "gone"), "symlink": link} {
+	if err := os.Symlink(filepath.Join(d, "gone"), filepath.Join(d, "sealedlink")); err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct{ dir, sealed string }{
+		"missing":        {filepath.Join(d, "gone"), ""},
+		"symlink":        {link, ""},
+		"sealed missing": {d, filepath.Join(d, "gone.json")},
+		"sealed link":    {d, filepath.Join(d, "sealedlink")},
+		"sealed outside": {d, "/etc/hostname"},
+	} {
 		t.Run(name, func(t *testing.T) {
 			conv, exe := ids(t)
-			_, err := m.Launch(ctxT(t), Spec{Conversation: conv, Execution: exe, Argv: []string{"sh", "-c", "touch " + filepath.Join(d, "ran")},
-				Stderr: os.Stderr, Dirs: []string{dir}})
-			if err == nil || !strings.Contains(err.Error(), dir) {
-				t.Fatalf("launch handing %s: %v; want a refusal naming it", dir, err)
+			spec := Spec{Conversation: conv, Execution: exe, Argv: []string{"sh", "-c", "touch " + filepath.Join(d, "ran")},
+				Stderr: os.Stderr, Dirs: []string{tc.dir}}
+			named := tc.dir
+			if tc.sealed != "" {
+				spec.Sealed, named = []string{tc.sealed}, tc.sealed
+			}
+			_, err := m.Launch(ctxT(t), spec)
+			if err == nil || !strings.Contains(err.Error(), named) {
+				t.Fatalf("launch handing %s, sealing %q: %v; want a refusal naming %s", tc.dir, tc.sealed, err, named)
 			}
 			if _, err := os.Stat(filepath.Join(d, "ran")); err == nil {
 				t.Fatal("the engine ran")

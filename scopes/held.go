@@ -49,8 +49,9 @@ type release struct {
 	Env     []string     `json:"env"`
 	Confine *confinePlan `json:"confine,omitempty"`
 	// Dirs are Spec.Dirs, opened before the confinement and handed to
-	// the engine (handed.go).
-	Dirs []string `json:"dirs,omitempty"`
+	// the engine, and Sealed Spec.Sealed (handed.go).
+	Dirs   []string `json:"dirs,omitempty"`
+	Sealed []string `json:"sealed,omitempty"`
 }
 
 // placedLine tells a held child that the launcher has confirmed it in
@@ -129,6 +130,13 @@ func runHeld() {
 		rep.Error, rep.PathFault = err.Error(), true
 	case r.Confine != nil:
 		rep = confine(*r.Confine, placed)
+		if rep.Error == "" && len(r.Sealed) > 0 {
+			sealed, err := sealHanded(r.Dirs, handed, r.Sealed)
+			rep.ReadOnly = append(rep.ReadOnly, sealed...)
+			if err != nil {
+				rep.Error, rep.PathFault = err.Error(), true
+			}
+		}
 	case placed() != nil:
 		os.Exit(125)
 	}

@@ -73,6 +73,15 @@ type Spec struct {
 	// descriptor, where its tools, which the tool shell does not hand it
 	// on to, find the mask.
 	Dirs []string
+	// Sealed are files inside Dirs that a confined engine may read but
+	// neither write, replace nor remove, while the rest of their
+	// directory stays its to write: Pi's auth.json, whose api_key values
+	// beginning with "!" Pi runs as commands in its own domain, and which
+	// Pi's own write tool would otherwise reach through its descriptor.
+	// Each must exist, a regular file; the confinement report names
+	// each in ReadOnly. An unconfined engine has no mounts of its own:
+	// nothing is sealed, as nothing else is.
+	Sealed []string
 	// Stderr receives the engine's stderr; nil means a pipe whose read end
 	// is Handle.Stderr (the caller must drain it).
 	Stderr    *os.File
@@ -205,7 +214,7 @@ func (m *Manager) Launch(ctx context.Context, spec Spec) (*Handle, error) {
 	if env == nil {
 		env = os.Environ()
 	}
-	rel := release{Path: exe, Argv: spec.Argv, Env: env, Dirs: spec.Dirs}
+	rel := release{Path: exe, Argv: spec.Argv, Env: env, Dirs: spec.Dirs, Sealed: spec.Sealed}
 	if _, err := m.bus.get(ctx); err != nil {
 		if !errors.Is(err, ErrNoUserManager) || !m.cfg.Fallback {
 			return nil, err

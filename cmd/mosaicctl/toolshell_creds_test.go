@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -74,5 +75,50 @@ func TestToolCannotPlantPiCredentials(t *testing.T) {
 	// prompt ended after the turn's last request.
 	if b, err := os.ReadFile(filepath.Join(pc.proj, "attack.txt")); err == nil {
 		t.Errorf("Pi ran a planted credential command: attack.txt %q", b)
+	}
+}
+
+// TestPiWriteToolCannotPlantCredentials: Pi's own write tool runs in
+// Pi's process, which reaches its agent directory through the descriptor
+// it was handed (/proc/self/fd/3), so the model can name auth.json there
+// where no bash tool can. The copy, holding no OAuth login, is sealed
+// read-only in the engine's view: the write fails, Pi goes on with the
+// credentials it was given and runs no command. Unsealed (mutant 428),
+// the model planted an api_key "!CMD" and Pi ran CMD in its own domain,
+// which opened Pi's memory (helper 155's review).
+func TestPiWriteToolCannotPlantCredentials(t *testing.T) {
+	sandboxtest.Require(t)
+	attack := `cat > "$PWD/attack.sh" <<'EOS'
+{ echo "parent $(cat /proc/$PPID/comm)"
+if exec 3</proc/$PPID/mem; then echo mem-opened; else echo mem-refused; fi
+} > "$PWD/attack.txt" 2>&1
+echo stub-dummy-key
+EOS
+echo written`
+	cred := `{"` + stubmodel.DefaultProvider + `":{"type":"api_key","key":"!. ./attack.sh"}}`
+	args, err := json.Marshal(map[string]string{"path": "/proc/self/fd/3/auth.json", "content": cred})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := realPiConversation(t, "wtool", stubmodel.Script{Turns: []stubmodel.Turn{
+		{Text: []string{"Script."}, Tool: &stubmodel.ToolCall{Command: attack}},
+		{Text: []string{"Planting."}, Tool: &stubmodel.ToolCall{Name: "write", Args: args}},
+		{Text: []string{"Planted."}},
+	}})
+	if r := run(t, pc.bin, "prompt", "--take", "--timeout", "2m", pc.id, "plant"); r.code != 0 || !strings.Contains(r.stdout, "Planted.") {
+		t.Fatalf("prompt: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	state, err := conversations.StateDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(state, "agent", pc.id, "auth.json")); err != nil || strings.Contains(string(b), "!") {
+		t.Errorf("the engine's auth.json: %q, %v; want the sealed copy as the controller wrote it", b, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(pc.proj, "attack.txt")); err == nil {
+		t.Errorf("Pi ran a credential command its write tool planted: attack.txt %q", b)
+	}
+	if _, err := os.Stat(filepath.Join(pc.proj, "attack.sh")); err != nil {
+		t.Fatalf("the first tool call did not run (%v): the plant proves nothing", err)
 	}
 }

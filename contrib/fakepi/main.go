@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/mosaic-agents/mosaic/contrib/stubmodel"
 )
 
@@ -188,6 +190,13 @@ func restoreMessages(s *session) []obj {
 }
 
 // Run is Main with the process's own argv, environment and streams.
+// What the process inherited above stderr (the agent directory it is
+// handed) it keeps to itself, as Pi's Node does: its tools, which run
+// without the tool shell here, do not get it.
 func Run(_ context.Context) int {
+	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		fmt.Fprintln(os.Stderr, "fakepi: close_range:", err)
+		return 1
+	}
 	return Main(os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
 }

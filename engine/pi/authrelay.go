@@ -224,3 +224,21 @@ func sortedKeys(m map[string]json.RawMessage) []string {
 	slices.Sort(keys)
 	return keys
 }
+
+// HoldsLogin says whether the auth.json auth holds an OAuth login in the
+// shape Pi refreshes: only then does Pi ever write the file. One that
+// holds none (keys only, nothing, or no JSON) Pi only reads, so its
+// engine's copy can be sealed read-only (scopes.Spec.Sealed), which keeps
+// an api_key "!command" out of it.
+func HoldsLogin(auth []byte) bool {
+	a, ok := parseAuth(auth)
+	if !ok {
+		return false
+	}
+	for _, raw := range a {
+		if _, ok := loginOf(raw); ok {
+			return true
+		}
+	}
+	return false
+}
