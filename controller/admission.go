@@ -18,6 +18,9 @@ import (
 // nor lost output: the engine's tracker refuses prompts then whatever the
 // controller's gate says, so it is read here too.
 func (c *Controller) admissionLocked() *protocol.Refusal {
+	closed := func(format string, args ...any) *protocol.Refusal {
+		return protocol.Refuse(protocol.CodeFenced, "this conversation takes no prompt now (admission is closed): "+format, args...)
+	}
 	x := c.st.exec
 	switch {
 	case x == nil:
@@ -25,28 +28,28 @@ func (c *Controller) admissionLocked() *protocol.Refusal {
 	case x.conn == nil && x.handle == nil:
 		// Found at restart without its cohort: no force stop here can
 		// reach it, so the way out is the one the force stop names.
-		return protocol.Refuse(protocol.CodeFenced, "admission is closed: this controller holds neither a connection to the engine of execution %s nor its cohort, and the engine may still run (%s): %s", x.id, c.st.binding, c.wayOutLocked())
+		return closed("this controller holds neither a connection to the engine of execution %s nor its cohort, and the engine may still run (%s): %s", x.id, c.st.binding, c.wayOutLocked())
 	case x.conn == nil:
 		// An engine found at restart, or one whose pipes its driver did
 		// not take: it may still run, so not no-engine ("nothing to act
 		// on"), and nothing here can prompt it.
-		return protocol.Refuse(protocol.CodeFenced, "admission is closed: this controller holds no connection to the engine of execution %s, which may still run (%s); force stop to prove its cohort ended, then recover", x.id, c.st.binding)
+		return closed("this controller holds no connection to the engine of execution %s, which may still run (%s); force stop to prove its cohort ended, then recover", x.id, c.st.binding)
 	case c.st.binding == protocol.BindingLaunching:
 		return protocol.Refuse(protocol.CodePreflight, "the engine is still starting")
 	case c.st.preflight != "":
 		return protocol.Refuse(protocol.CodePreflight, "the load check did not pass: %s", c.st.preflight)
 	case !c.st.admission:
-		return protocol.Refuse(protocol.CodeFenced, "admission is closed: %s", c.st.reason)
+		return closed("%s", c.st.reason)
 	case x.exited:
-		return protocol.Refuse(protocol.CodeFenced, "admission is closed: the engine of execution %s exited", x.id)
+		return closed("the engine of execution %s exited", x.id)
 	}
 	switch ts := x.conn.Turn(); {
 	case ts.Uncertain:
-		return protocol.Refuse(protocol.CodeFenced, "admission is closed: engine output was lost (%s); force stop, then recover", strings.Join(ts.Reasons, "; "))
+		return closed("engine output was lost (%s); force stop, then recover", strings.Join(ts.Reasons, "; "))
 	case ts.Fenced:
-		return protocol.Refuse(protocol.CodeFenced, "admission is closed: the engine connection is fenced by an interrupt")
+		return closed("an interrupt is ending the turn; the engine takes prompts again once it settled")
 	case c.st.binding != protocol.BindingActive:
-		return protocol.Refuse(protocol.CodeFenced, "admission is closed: the binding is %s", c.st.binding)
+		return closed("its engine is %s", c.st.binding)
 	}
 	return nil
 }

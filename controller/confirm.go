@@ -135,7 +135,7 @@ func (c *Controller) intentLocked(op, members string, head sessionHead, headErr 
 // claim says was written (then the recover refuses: sessionRefusal).
 func (c *Controller) recoverIntentLocked(head sessionHead, headErr error) string {
 	pre := fmt.Sprintf("recover conversation %s after the proven stop (%s): ", c.cfg.Conversation.ID, c.stopContextLocked())
-	const post = "; the cancelled prompt is not replayed"
+	const post = "; no prompt is replayed (one the stop cut short is not sent again)"
 	path := c.cfg.Conversation.Session
 	var rec claims.Record
 	if c.st.claim != nil {

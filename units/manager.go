@@ -117,3 +117,35 @@ func StopUnits(ctx context.Context, names ...string) ([]string, error) {
 	})
 	return stopped, err
 }
+
+// RestartActive restarts the unit name, and waits for the job, only if it
+// is active now: it says whether it did. A unit that is not running is
+// left alone (its next start reads what changed anyway).
+func RestartActive(ctx context.Context, name string) (bool, error) {
+	restarted := false
+	err := userbus.Default().Do(ctx, func(c *sd.Conn) error {
+		restarted = false
+		list, err := c.ListUnitsByNamesContext(ctx, []string{name})
+		if err != nil {
+			return err
+		}
+		if len(list) != 1 || list[0].ActiveState != "active" {
+			return nil
+		}
+		done := make(chan string, 1)
+		if _, err := c.RestartUnitContext(ctx, name, "replace", done); err != nil {
+			return fmt.Errorf("restart %s: %w", name, err)
+		}
+		select {
+		case result := <-done:
+			if result != "done" {
+				return fmt.Errorf("restart %s: job %s (see `systemctl --user status %s`)", name, result, name)
+			}
+		case <-ctx.Done():
+			return fmt.Errorf("restart %s: %w", name, ctx.Err())
+		}
+		restarted = true
+		return nil
+	})
+	return restarted, err
+}

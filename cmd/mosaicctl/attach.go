@@ -35,6 +35,9 @@ func runAttach(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := requireTTY(); err != nil {
+		return err
+	}
 	path, err := conversationSocket(c.Context, id, c.String("socket"))
 	if err != nil {
 		return err

@@ -1,12 +1,13 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"sync"
 
 	"golang.org/x/term"
+
+	"github.com/mosaic-agents/mosaic/protocol"
 )
 
 // Terminal modes attach sets and clears: the alternate screen (the
@@ -29,13 +30,19 @@ type attachTTY struct {
 	once    sync.Once
 }
 
-// openTTY puts stdin in raw mode and switches the screen; it refuses
-// when stdin or stdout is not a terminal (scripts use the one-shot verbs).
+// requireTTY refuses an attach whose stdin or stdout is not a terminal,
+// before it dials: scripts use the one-shot verbs.
+func requireTTY() error {
+	if !term.IsTerminal(int(os.Stdin.Fd())) || !term.IsTerminal(int(os.Stdout.Fd())) {
+		return protocol.Refuse(protocol.CodeUsage, "attach needs a terminal on stdin and stdout; scripts use prompt, interrupt, stop, recover, status and history")
+	}
+	return nil
+}
+
+// openTTY puts stdin in raw mode and switches the screen (requireTTY
+// said both are terminals).
 func openTTY() (*attachTTY, error) {
 	in, out := os.Stdin, os.Stdout
-	if !term.IsTerminal(int(in.Fd())) || !term.IsTerminal(int(out.Fd())) {
-		return nil, errors.New("attach needs a terminal on stdin and stdout; scripts use prompt, interrupt, stop, recover and status")
-	}
 	old, err := term.MakeRaw(int(in.Fd()))
 	if err != nil {
 		return nil, fmt.Errorf("raw mode on %s: %w", in.Name(), err)

@@ -216,7 +216,9 @@ func saveConversation(c *cli.Context, cv *conversations.Conversation) error {
 		return err
 	}
 	if old != nil {
-		reportReplace(os.Stderr, old, cv, engineRunning(c.Context, cv.ID))
+		run := engineRunning(c.Context, cv.ID)
+		restartIdle(c.Context, old, cv, &run)
+		reportReplace(os.Stderr, old, cv, run)
 	}
 	noteEnvFileReach(os.Stderr, s, cv)
 	noteNoKey(os.Stderr, cv)

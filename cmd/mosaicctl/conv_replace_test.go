@@ -17,6 +17,8 @@ func TestReplaceReportNamesTheRelaunch(t *testing.T) {
 	limits.Limits.MemoryMax = conversations.MemoryMax{Bytes: 2 << 30}
 	workspace := *old
 	workspace.Workspace = "other"
+	engine := *old
+	engine.Engine.Entry = "/opt/pi/dist/cli.js"
 	relaunch := "`mosaicctl stop --take --yes " + anID + "`, then `mosaicctl recover --take " + anID + "`"
 	restart := "`systemctl --user restart mosaic-conv@" + anID + ".service`"
 	stopRestart := "`mosaicctl stop --take --yes " + anID + "`, then " + restart
@@ -31,6 +33,10 @@ func TestReplaceReportNamesTheRelaunch(t *testing.T) {
 		{"limits, unknown", &limits, runningEngine{err: errors.New("no bus")}, []string{"unknown (no bus)", relaunch}, nil},
 		{"workspace, engine running", &workspace, runningEngine{live: true}, []string{stopRestart}, nil},
 		{"workspace, no engine", &workspace, runningEngine{}, []string{restart}, []string{"mosaicctl stop"}},
+		{"workspace, restarted", &workspace, runningEngine{restarted: true}, []string{"was restarted for it", "restarted mosaic-conv@" + anID + ".service"}, []string{restart}},
+		{"engine, never ran", &engine, runningEngine{}, []string{restart}, nil},
+		{"engine, restarted", &engine, runningEngine{restarted: true}, []string{"was restarted for it and launches it now"}, []string{restart}},
+		{"engine, restart failed", &engine, runningEngine{restartErr: errors.New("no bus")}, []string{"restarting it for the change failed (no bus): " + restart}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var b strings.Builder

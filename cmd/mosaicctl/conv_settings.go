@@ -120,10 +120,42 @@ func relaunchCommands(id string) string {
 }
 
 // runningEngine is what conv add --replace found of the conversation's
-// engine: whether one runs, or why it could not tell (err).
+// engine: whether one runs, or why it could not tell (err); and whether
+// it restarted the controller for the change (restartIdle), or why that
+// failed.
 type runningEngine struct {
-	live bool
-	err  error
+	live       bool
+	err        error
+	restarted  bool
+	restartErr error
+}
+
+// restartIdle restarts the conversation's controller after a replace
+// when it runs no engine and would otherwise never read the change: one
+// that never launched (no claim of its own: a controller launches only
+// when it starts, so a conversation added without an engine stayed
+// without one) or whose workspace changed (the claim's keys are the
+// controller's from its start). A controller with a claim of its own
+// launches again only at a recover, which reads the settings anew, so it
+// is left alone with its clients. Only an active controller is
+// restarted, and only with no engine scope alive: nothing runs to end.
+func restartIdle(ctx context.Context, old, cv *conversations.Conversation, run *runningEngine) {
+	if run.err != nil || run.live {
+		return
+	}
+	if old.Workspace == cv.Workspace {
+		r, err := seatClaim(ctx, "", cv)
+		if err != nil {
+			run.restartErr = err
+			return
+		}
+		if r != nil && r.Conversation == cv.ID {
+			return
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	run.restarted, run.restartErr = units.RestartActive(ctx, units.ServiceUnit(cv.ID))
 }
 
 // engineRunning asks the user manager whether an engine scope of id is
@@ -181,9 +213,13 @@ func reportReplace(w io.Writer, old, cv *conversations.Conversation, run running
 	}
 	if len(engine) > 0 {
 		fmt.Fprintf(w, "mosaicctl: replaced the engine or its arguments of %s:\n%s\n", id, strings.Join(engine, "\n"))
-		fmt.Fprintf(w, "mosaicctl: they apply at the next launch of a conversation that never ran (its controller launches when it starts:\n"+
-			"  if `mosaicctl status %s` shows the controller active and no engine, `systemctl --user restart %s`); once an execution of %s ran,\n"+
-			"  its claim pins the engine it ran and `mosaicctl recover` refuses engine-pin-mismatch until they are back as they were\n", id, units.ServiceUnit(id), id)
+		launch := fmt.Sprintf("its controller launches when it starts:\n"+
+			"  if `mosaicctl status %s` shows the controller active and no engine, `systemctl --user restart %s`", id, units.ServiceUnit(id))
+		if run.restarted {
+			launch = "its controller, which ran none, was restarted for it and launches it now"
+		}
+		fmt.Fprintf(w, "mosaicctl: they apply at the next launch of a conversation that never ran (%s); once an execution of %s ran,\n"+
+			"  its claim pins the engine it ran and `mosaicctl recover` refuses engine-pin-mismatch until they are back as they were\n", launch, id)
 	}
 	if len(identity) > 0 {
 		fmt.Fprintf(w, "mosaicctl: replaced in %s:\n%s\n", id, strings.Join(identity, "\n"))
@@ -193,7 +229,18 @@ func reportReplace(w io.Writer, old, cv *conversations.Conversation, run running
 			// it ends with a proof first.
 			restart = fmt.Sprintf("`mosaicctl stop --take --yes %s`, then %s", id, restart)
 		}
-		fmt.Fprintf(w, "mosaicctl: the workspace keys the conversation's claim: it applies when its controller restarts:\n  %s\n", restart)
+		if run.restarted {
+			fmt.Fprintf(w, "mosaicctl: the workspace keys the conversation's claim: its controller, which ran no engine, was restarted for it\n")
+		} else {
+			fmt.Fprintf(w, "mosaicctl: the workspace keys the conversation's claim: it applies when its controller restarts:\n  %s\n", restart)
+		}
+	}
+	switch {
+	case run.restartErr != nil:
+		fmt.Fprintf(w, "mosaicctl: the controller of %s runs no engine, and restarting it for the change failed (%v): `systemctl --user restart %s`\n",
+			id, run.restartErr, units.ServiceUnit(id))
+	case run.restarted:
+		fmt.Fprintf(w, "mosaicctl: restarted %s (it ran no engine): it read the new settings at its start\n", units.ServiceUnit(id))
 	}
 }
 

@@ -118,10 +118,12 @@ func printQueue(s *session, q *protocol.Queue) {
 		switch {
 		case text == "" && it.Reason != "":
 			text = "(" + it.Reason + ")"
+		case text == "" && it.Digest != "" && it.State == protocol.ReceiptAcknowledged:
+			// A finished item keeps only its text's digest (--json
+			// shows it): the transcript holds what was sent.
+			text = "(sent: its text is in the transcript, `mosaicctl history`)"
 		case text == "" && it.Digest != "":
-			// A finished item keeps only its text's digest (the
-			// transcript holds what was sent).
-			text = "(text not kept; sha256 " + shortDigest(it.Digest) + "…)"
+			text = "(finished: its text is not kept; --json shows its sha256)"
 		}
 		if i := strings.IndexByte(text, '\n'); i >= 0 {
 			text = text[:i] + " …"

@@ -27,13 +27,19 @@ func TestQueueTableCutsWholeCharacters(t *testing.T) {
 }
 
 // TestQueueTableNamesFinishedItems: a finished item, which keeps only its
-// text's digest, shows that digest cut, not an empty cell.
+// text's digest, says where its text went, not an empty cell nor a hash:
+// a sent one that the transcript holds it.
 func TestQueueTableNamesFinishedItems(t *testing.T) {
-	var out strings.Builder
 	digest := strings.Repeat("ab", 32)
-	printQueue(&session{out: &out}, &protocol.Queue{Items: []protocol.QueueItem{{ID: "qi-1", State: protocol.ReceiptAcknowledged, Revision: 1, Digest: digest}}})
-	if !strings.Contains(out.String(), "(text not kept; sha256 abababababab…)") {
-		t.Fatalf("queue table:\n%s\nwant the finished item's digest, cut", out.String())
+	for _, tc := range []struct{ state, want string }{
+		{protocol.ReceiptAcknowledged, "(sent: its text is in the transcript, `mosaicctl history`)"},
+		{protocol.ReceiptDeliveryUnknown, "(finished: its text is not kept; --json shows its sha256)"},
+	} {
+		var out strings.Builder
+		printQueue(&session{out: &out}, &protocol.Queue{Items: []protocol.QueueItem{{ID: "qi-1", State: tc.state, Revision: 1, Digest: digest}}})
+		if !strings.Contains(out.String(), tc.want) {
+			t.Errorf("queue table:\n%s\nwant the %s item shown as %q", out.String(), tc.state, tc.want)
+		}
 	}
 }
 

@@ -172,37 +172,13 @@ func statusConversations(id string) ([]*conversations.Conversation, error) {
 	return list, nil
 }
 
-// readClaim reads the claim on the conversation's seat key, which always
-// holds a claim's latest revision. Reading settles the keys as every
-// reader does; a root that does not exist yet is no claim, and is not
-// created.
+// readClaim reads the claim on the conversation's seat key into st.
 func readClaim(ctx context.Context, root string, cv *conversations.Conversation, st *convStatus) {
-	if root == "" {
-		r, err := claims.DefaultRoot()
-		if err != nil {
-			st.Errors = append(st.Errors, err.Error())
-			return
-		}
-		root = r
-	}
-	if _, err := os.Stat(root); errors.Is(err, fs.ErrNotExist) {
-		return
-	}
-	store, err := claims.Open(root)
+	r, err := seatClaim(ctx, root, cv)
 	if err != nil {
 		st.Errors = append(st.Errors, err.Error())
 		return
 	}
-	// The session key only decides which session directory is read
-	// alongside; the seat key's claim is settled against its own session.
-	keys := claims.Keys{Seat: claims.SeatKey{Seat: cv.Seat, Project: cv.Project, Workspace: cv.Workspace},
-		Session: "new:" + cv.ID}
-	cur, err := store.Current(ctx, keys)
-	if err != nil {
-		st.Errors = append(st.Errors, fmt.Sprintf("claim: %v", err))
-		return
-	}
-	r := cur.Seat
 	if r == nil {
 		return
 	}
@@ -212,6 +188,36 @@ func readClaim(ctx context.Context, root string, cv *conversations.Conversation,
 		cs.ProofType, cs.ProofDigest = r.Proof.Type, r.Proof.Digest
 	}
 	st.Claim = cs
+}
+
+// seatClaim reads the claim on the conversation's seat key (root "" is
+// the default root), which always holds a claim's latest revision, or nil
+// when there is none. Reading settles the keys as every reader does; a
+// root that does not exist yet is no claim, and is not created.
+func seatClaim(ctx context.Context, root string, cv *conversations.Conversation) (*claims.Record, error) {
+	if root == "" {
+		r, err := claims.DefaultRoot()
+		if err != nil {
+			return nil, err
+		}
+		root = r
+	}
+	if _, err := os.Stat(root); errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	store, err := claims.Open(root)
+	if err != nil {
+		return nil, err
+	}
+	// The session key only decides which session directory is read
+	// alongside; the seat key's claim is settled against its own session.
+	keys := claims.Keys{Seat: claims.SeatKey{Seat: cv.Seat, Project: cv.Project, Workspace: cv.Workspace},
+		Session: "new:" + cv.ID}
+	cur, err := store.Current(ctx, keys)
+	if err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	return cur.Seat, nil
 }
 
 // unitStates reads the socket and service units of every conversation in
@@ -365,7 +371,10 @@ func controllerCell(st *convStatus) string {
 
 func engineCell(st *convStatus) string {
 	if st.Scope == nil {
-		return "-"
+		// Neither a running controller nor the conversation's claim
+		// names an execution: nothing was launched for it yet, or its
+		// seat is another conversation's.
+		return "none"
 	}
 	exec := ""
 	if st.Binding != nil && st.Binding.Execution != "" {
@@ -411,7 +420,7 @@ func claimCell(st *convStatus) string {
 
 func genCell(st *convStatus) string {
 	if st.Generation == nil {
-		return "-"
+		return "-" // no running controller to ask
 	}
 	return fmt.Sprint(*st.Generation)
 }

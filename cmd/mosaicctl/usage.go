@@ -210,8 +210,10 @@ func noEngineHint(id string, idle *protocol.Binding) string {
 			cmd += " --" + f[0] + " " + shellQuote(f[1])
 		}
 	}
-	return fmt.Sprintf("conversation %s has no engine; add one with `%s` (PATH: the pi executable; add your limits again, `mosaicctl conv show %s` lists them)%s",
-		id, cmd, id, restart)
+	// conv add --replace restarts a controller that never launched
+	// (restartIdle): the add is the whole fix.
+	return fmt.Sprintf("conversation %s has no engine; add one with `%s` (PATH: the pi executable; add your limits again, `mosaicctl conv show %s` lists them; it restarts the controller, which runs none, so that it launches the engine)",
+		id, cmd, id)
 }
 
 // shellQuote quotes s for a POSIX shell when it needs it.

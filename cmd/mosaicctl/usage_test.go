@@ -5,6 +5,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -122,5 +125,53 @@ func TestHintBeforeEngineEnd(t *testing.T) {
 	if len(lines) != 3 || !strings.HasSuffix(lines[0], "pass --take to take control first: `mosaicctl prompt --take "+id+" TEXT`") ||
 		lines[2] != `    Error: Unknown provider "x".` {
 		t.Fatalf("refusal:\n%s\nwant the hint on the first line, the engine's stderr last, unchanged", err)
+	}
+}
+
+// TestAttachNeedsATerminal: attach with stdin that is no terminal (a
+// script's `attach </dev/null`) is refused with the usage code, naming
+// the verbs scripts use, before it dials: the socket given does not
+// exist, and a dial would have said so instead.
+func TestAttachNeedsATerminal(t *testing.T) {
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved := os.Stdin
+	os.Stdin = null
+	t.Cleanup(func() { os.Stdin = saved; null.Close() })
+	err = newApp().RunContext(context.Background(), []string{"mosaicctl", "attach", "--socket", filepath.Join(t.TempDir(), "none.sock"), "pi-0123456789abcdef0123"})
+	if protocol.CodeOf(err) != protocol.CodeUsage || !strings.Contains(fmt.Sprint(err), "scripts use prompt") {
+		t.Fatalf("attach </dev/null: %v; want a usage refusal naming the one-shot verbs", err)
+	}
+}
+
+// TestHelloTimeout: hello gives up after its --timeout on a socket that
+// accepts and never answers (a controller stuck at start), saying it did
+// not answer within that time, and refuses a negative one as usage.
+func TestHelloTimeout(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "stuck.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { c.Close() })
+		}
+	}()
+	const id = "pi-0123456789abcdef0123"
+	err = newApp().RunContext(context.Background(), []string{"mosaicctl", "hello", "--timeout", "200ms", "--socket", sock, id})
+	if err == nil || !strings.Contains(err.Error(), "did not answer within 200ms") {
+		t.Fatalf("hello on a silent socket: %v; want it to give up after --timeout", err)
+	}
+	err = newApp().RunContext(context.Background(), []string{"mosaicctl", "hello", "--timeout", "-1s", "--socket", sock, id})
+	if protocol.CodeOf(err) != protocol.CodeUsage {
+		t.Fatalf("hello --timeout -1s: %v; want usage", err)
 	}
 }
