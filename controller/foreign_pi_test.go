@@ -227,6 +227,11 @@ func (r *piRig) start(l piLaunch) *realPi {
 	if cmd.ExtraFiles, err = spec.Handed(); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		for _, f := range cmd.ExtraFiles {
+			f.Close()
+		}
+	})
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -52,7 +52,9 @@ type Confinement struct {
 	Masked []string `json:"masked"`
 	// ReadOnly are the paths the engine could read but not change: the
 	// inputs the controller gives other conversations' engines (Pi's
-	// agent directories, a Claude env file).
+	// agent directories, a Claude env file), and the files sealed in a
+	// directory the engine reaches only through its descriptor (a Pi
+	// engine's own auth.json, masked at this path).
 	ReadOnly []string `json:"read_only,omitempty"`
 	// Devices are the host devices the engine's own /dev held besides the
 	// plain ones, which every tool could open (`conv add --device`).

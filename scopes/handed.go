@@ -126,3 +126,31 @@ func sealHanded(dirs []string, fds []int, sealed []string) ([]string, error) {
 	}
 	return done, nil
 }
+
+// detachHanded replaces each handed descriptor of a confined engine by
+// one of a detached copy of the directory's mount tree (open_tree
+// OPEN_TREE_CLONE, recursive, so a seal made below is in it): its root
+// is the directory itself, and .. at a mount's root that is attached
+// nowhere stays there. The descriptor opened first is on the mount under
+// the masks, where .. leads to the directory's parent as it is on disk:
+// every other conversation's agent directory beside it, writable, and
+// mosaic's state above (helper 156's review; TestHandedDirIsTheEnginesAlone
+// reads the sibling's file through it). Called once the seals are made,
+// while the held child still has CAP_SYS_ADMIN in the engine's user
+// namespace.
+func detachHanded(fds []int) error {
+	for i, fd := range fds {
+		tree, err := unix.OpenTree(fd, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE|unix.AT_EMPTY_PATH)
+		if err != nil {
+			return fmt.Errorf("detach the handed directory %d: open_tree: %w", i, err)
+		}
+		high, err := unix.FcntlInt(uintptr(tree), unix.F_DUPFD_CLOEXEC, handedFD+len(fds))
+		unix.Close(tree)
+		if err != nil {
+			return fmt.Errorf("detach the handed directory %d: %w", i, err)
+		}
+		unix.Close(fd)
+		fds[i] = high
+	}
+	return nil
+}

@@ -33,6 +33,9 @@ probe sealedread 'cat /proc/self/fd/3/sealed.json'
 probe sealedwrite 'echo "{\"x\":1}" > /proc/self/fd/3/sealed.json'
 probe sealedrm 'rm -f /proc/self/fd/3/sealed.json'
 probe sealedmv 'echo x > /proc/self/fd/3/x && mv -f /proc/self/fd/3/x /proc/self/fd/3/sealed.json'
+probe sibling 'cat /proc/self/fd/3/../conv-sibling/secret.json'
+probe above 'test -d /proc/self/fd/3/../../%[2]s'
+probe parent 'test -e /proc/self/fd/3/../own.json'
 probe sealedmount 'unshare -Urm sh -c "umount /proc/self/fd/3/sealed.json && echo y > /proc/self/fd/3/sealed.json"'
 probe path 'cat %[1]s/own.json'
 probe tool '/dev/mosaic-bash -c "cat /proc/self/fd/3/own.json"'
@@ -62,16 +65,19 @@ func TestHandedDirIsTheEnginesAlone(t *testing.T) {
 	if err := os.MkdirAll(own, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{"own.json", "sealed.json"} {
+	for _, f := range []string{"own.json", "sealed.json", "../conv-sibling/secret.json"} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(own, f)), 0o700); err != nil {
+			t.Fatal(err)
+		}
 		if err := os.WriteFile(filepath.Join(own, f), []byte(`{"k":1}`), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
 	sealed := filepath.Join(own, "sealed.json")
-	e := launchWith(t, m, fmt.Sprintf(handedEngine, own), func(s *Spec) {
+	e := launchWith(t, m, fmt.Sprintf(handedEngine, own, filepath.Base(all)), func(s *Spec) {
 		s.Hide, s.Dirs, s.Sealed = []string{all}, []string{own}, []string{sealed}
 	})
-	got := e.expect(t, "fd", "write", "sealedread", "sealedwrite", "sealedrm", "sealedmv", "sealedmount",
+	got := e.expect(t, "fd", "write", "sealedread", "sibling", "above", "parent", "sealedwrite", "sealedrm", "sealedmv", "sealedmount",
 		"path", "tool", "toolengine", "toolplant", "toolpath", "plain", "plainengine", "ready")
 	requireConfined(t, e)
 	if e.Cohort.Confinement.ToolShell == "" {
@@ -85,6 +91,14 @@ func TestHandedDirIsTheEnginesAlone(t *testing.T) {
 	}
 	if got["sealedread"] != "0" {
 		t.Error("the engine cannot read its sealed file")
+	}
+	// .. from the descriptor stays in the directory (the root of a
+	// detached mount), never the directories beside it or above.
+	if got["sibling"] == "0" || got["above"] == "0" {
+		t.Errorf("the handed directory's .. leads out of it: sibling %s, above %s", got["sibling"], got["above"])
+	}
+	if got["parent"] != "0" {
+		t.Error("the handed directory's .. is not the directory itself")
 	}
 	for _, k := range []string{"sealedwrite", "sealedrm", "sealedmv", "sealedmount"} {
 		if got[k] == "0" {

@@ -137,6 +137,11 @@ func runHeld() {
 				rep.Error, rep.PathFault = err.Error(), true
 			}
 		}
+		if rep.Error == "" {
+			if err := detachHanded(handed); err != nil {
+				rep.Error = err.Error()
+			}
+		}
 	case placed() != nil:
 		os.Exit(125)
 	}

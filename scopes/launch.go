@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -209,6 +211,11 @@ func (m *Manager) Launch(ctx context.Context, spec Spec) (*Handle, error) {
 	exe, err := exec.LookPath(spec.Argv[0])
 	if err != nil {
 		return nil, fmt.Errorf("launch: %w", err)
+	}
+	for _, p := range slices.Concat(spec.Dirs, spec.Sealed) {
+		if !filepath.IsAbs(p) || filepath.Clean(p) != p {
+			return nil, fmt.Errorf("launch: handed or sealed path %q is not absolute and clean", p)
+		}
 	}
 	env := spec.Env
 	if env == nil {

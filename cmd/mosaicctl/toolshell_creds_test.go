@@ -32,6 +32,7 @@ EOS
 cred='{"` + stubmodel.DefaultProvider + `":{"type":"api_key","key":"!ATTACK='"$PWD"'/attack.sh . '"$PWD"'/attack.sh"}}'
 for d in "$PI_CODING_AGENT_DIR" "$(cat agentdir.txt)" /proc/$PPID/fd/3; do
   if printf '%s\n' "$cred" > "$d/auth.json"; then echo "planted $d"; else echo "refused $d"; fi
+  echo x > "$d/probe.txt" 2>/dev/null && echo "reached $d"
 done > plant.txt 2>&1; echo tried`
 
 // TestToolCannotPlantPiCredentials: a bash tool of the real, confined Pi
@@ -65,8 +66,13 @@ func TestToolCannotPlantPiCredentials(t *testing.T) {
 	}
 	plant, _ := os.ReadFile(filepath.Join(pc.proj, "plant.txt"))
 	t.Logf("plant.txt: %q", plant)
-	if n := strings.Count(string(plant), "refused "); n != 3 {
+	// auth.json is sealed besides: probe.txt, which is not, shows the
+	// directory itself was out of reach each way.
+	if n := strings.Count(string(plant), "refused "); n != 3 || strings.Contains(string(plant), "reached ") {
 		t.Errorf("a tool wrote its engine's agent directory (%d of 3 ways refused): %q", n, plant)
+	}
+	if _, err := os.Stat(filepath.Join(own, "probe.txt")); err == nil {
+		t.Error("a tool wrote probe.txt in its engine's agent directory")
 	}
 	if b, err := os.ReadFile(filepath.Join(own, "auth.json")); err == nil && strings.Contains(string(b), "!") {
 		t.Errorf("the engine's auth.json holds a planted command: %q", b)
@@ -120,5 +126,44 @@ echo written`
 	}
 	if _, err := os.Stat(filepath.Join(pc.proj, "attack.sh")); err != nil {
 		t.Fatalf("the first tool call did not run (%v): the plant proves nothing", err)
+	}
+}
+
+// TestPiUsesItsSealedKey: sealing auth.json keeps Pi using what is in
+// it: with the provider's key only in the user's auth.json (none in
+// models.json), the real Pi reads it from its sealed copy and the stub
+// model gets an authorized request. Pi swallows a failed read of the
+// file, so a seal that broke reading would show only as no key.
+func TestPiUsesItsSealedKey(t *testing.T) {
+	sandboxtest.Require(t)
+	pc := realPiConversation(t, "sealedkey", stubmodel.Script{Turns: []stubmodel.Turn{{Text: []string{"Keyed."}}}})
+	models := filepath.Join(pc.agent, "models.json")
+	b, err := os.ReadFile(models)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]map[string]map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	delete(m["providers"][stubmodel.DefaultProvider], "apiKey")
+	if b, err = json.Marshal(m); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(models, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	auth := `{"` + stubmodel.DefaultProvider + `":{"type":"api_key","key":"sk-sealed"}}`
+	if err := os.WriteFile(filepath.Join(pc.agent, "auth.json"), []byte(auth), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// The controller starts, and launches the engine, at this first
+	// connection: after the edit.
+	if r := run(t, pc.bin, "prompt", "--take", "--timeout", "2m", pc.id, "key"); r.code != 0 || !strings.Contains(r.stdout, "Keyed.") {
+		t.Fatalf("prompt: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	reqs := pc.stub.Requests()
+	if len(reqs) == 0 || !reqs[len(reqs)-1].AuthPresent {
+		t.Fatalf("the stub's requests %+v: want the last authorized", reqs)
 	}
 }

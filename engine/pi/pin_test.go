@@ -207,6 +207,7 @@ func TestEngineStartsWithOldNodeFirstOnPATH(t *testing.T) {
 	cmd := &exec.Cmd{Path: spec.Path, Args: spec.Args, Env: spec.Env, Dir: spec.Dir}
 	cmd.ExtraFiles, err = spec.Handed()
 	must(t, err)
+	t.Cleanup(func() { closeFiles(cmd.ExtraFiles) })
 	stdin, err := cmd.StdinPipe()
 	must(t, err)
 	stdout, err := cmd.StdoutPipe()

@@ -127,6 +127,7 @@ func startRig(t *testing.T, engine string, script stubmodel.Script, opts engine.
 		cmd.Stderr = os.Stderr
 		cmd.ExtraFiles, err = spec.Handed()
 		must(t, err)
+		t.Cleanup(func() { closeFiles(cmd.ExtraFiles) })
 		must(t, cmd.Start())
 		go func() {
 			defer close(done)
@@ -292,3 +293,10 @@ func (g *gate) Read(p []byte) (int, error) {
 func (g *gate) hold() { g.mu.Lock(); g.held = true; g.mu.Unlock() }
 
 func (g *gate) open() { g.mu.Lock(); g.held = false; g.cond.Broadcast(); g.mu.Unlock() }
+
+// closeFiles closes what engine.Spec.Handed opened, once the engine ran.
+func closeFiles(fs []*os.File) {
+	for _, f := range fs {
+		f.Close()
+	}
+}
