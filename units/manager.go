@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"time"
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
 
@@ -118,18 +119,36 @@ func StopUnits(ctx context.Context, names ...string) ([]string, error) {
 	return stopped, err
 }
 
-// RestartActive restarts the unit name, and waits for the job, only if it
-// is active now: it says whether it did. A unit that is not running is
-// left alone (its next start reads what changed anyway).
-func RestartActive(ctx context.Context, name string) (bool, error) {
+// RestartStale restarts the unit name, and waits for the job, only if it
+// is active and entered that state before since: a controller started
+// since then read whatever changed at its start, and may be launching an
+// engine with it, which a restart would cut short. It says whether it
+// restarted. The check and the restart are one D-Bus call each on one
+// connection, never repeated: a restart whose reply was lost is not made
+// twice (the error says what to check).
+func RestartStale(ctx context.Context, name string, since time.Time) (bool, error) {
 	restarted := false
+	checked := false
 	err := userbus.Default().Do(ctx, func(c *sd.Conn) error {
-		restarted = false
+		if checked {
+			// The connection dropped after the check: whether the restart
+			// was asked is unknown, so it is not asked again.
+			return fmt.Errorf("restart %s: the user manager's connection dropped; `systemctl --user status %s` shows whether it restarted", name, name)
+		}
+		checked = true
 		list, err := c.ListUnitsByNamesContext(ctx, []string{name})
 		if err != nil {
 			return err
 		}
 		if len(list) != 1 || list[0].ActiveState != "active" {
+			return nil
+		}
+		p, err := c.GetUnitPropertyContext(ctx, name, "ActiveEnterTimestamp")
+		if err != nil {
+			return err
+		}
+		usec, ok := p.Value.Value().(uint64)
+		if !ok || !time.UnixMicro(int64(usec)).Before(since) {
 			return nil
 		}
 		done := make(chan string, 1)

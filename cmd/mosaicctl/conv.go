@@ -212,12 +212,13 @@ func saveConversation(c *cli.Context, cv *conversations.Conversation) error {
 	if err := refuseTakenSeat(s, cv); err != nil {
 		return err
 	}
+	saved := time.Now()
 	if err := s.Save(cv); err != nil {
 		return err
 	}
 	if old != nil {
 		run := engineRunning(c.Context, cv.ID)
-		restartIdle(c.Context, old, cv, &run)
+		restartIdle(c.Context, old, cv, saved, &run)
 		reportReplace(os.Stderr, old, cv, run)
 	}
 	noteEnvFileReach(os.Stderr, s, cv)

@@ -138,8 +138,12 @@ type runningEngine struct {
 // controller's from its start). A controller with a claim of its own
 // launches again only at a recover, which reads the settings anew, so it
 // is left alone with its clients. Only an active controller is
-// restarted, and only with no engine scope alive: nothing runs to end.
-func restartIdle(ctx context.Context, old, cv *conversations.Conversation, run *runningEngine) {
+// restarted, only one started before the settings were saved (saved: a
+// client may have started one since, which read them and may be
+// launching), and only with no engine scope alive: nothing runs to end.
+// The claim is read from the default claim root, the one the installed
+// units' controllers use.
+func restartIdle(ctx context.Context, old, cv *conversations.Conversation, saved time.Time, run *runningEngine) {
 	if run.err != nil || run.live {
 		return
 	}
@@ -155,7 +159,7 @@ func restartIdle(ctx context.Context, old, cv *conversations.Conversation, run *
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	run.restarted, run.restartErr = units.RestartActive(ctx, units.ServiceUnit(cv.ID))
+	run.restarted, run.restartErr = units.RestartStale(ctx, units.ServiceUnit(cv.ID), saved)
 }
 
 // engineRunning asks the user manager whether an engine scope of id is

@@ -212,7 +212,7 @@ func noEngineHint(id string, idle *protocol.Binding) string {
 	}
 	// conv add --replace restarts a controller that never launched
 	// (restartIdle): the add is the whole fix.
-	return fmt.Sprintf("conversation %s has no engine; add one with `%s` (PATH: the pi executable; add your limits again, `mosaicctl conv show %s` lists them; it restarts the controller, which runs none, so that it launches the engine)",
+	return fmt.Sprintf("conversation %s has no engine; add one with `%s` (PATH: the pi executable; add your limits again, `mosaicctl conv show %s` lists them; it restarts a controller that never launched, so that it launches the engine)",
 		id, cmd, id)
 }
 
