@@ -75,15 +75,7 @@ func StartUnit(ctx context.Context, name string) error {
 	if err != nil {
 		return fmt.Errorf("start unit %q: %w (`mosaicctl doctor` checks the units and the user manager)", name, err)
 	}
-	select {
-	case result := <-done:
-		if result != "done" {
-			return fmt.Errorf("start unit %q: job %s (see `systemctl --user status %s`)", name, result, name)
-		}
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("start unit %q: %w", name, ctx.Err())
-	}
+	return awaitJob(ctx, fmt.Sprintf("start unit %q", name), name, done)
 }
 
 // StopUnits stops each of names that is loaded and active, and waits for
@@ -104,13 +96,8 @@ func StopUnits(ctx context.Context, names ...string) ([]string, error) {
 			if _, err := c.StopUnitContext(ctx, u.Name, "replace", done); err != nil {
 				return fmt.Errorf("stop %s: %w", u.Name, err)
 			}
-			select {
-			case result := <-done:
-				if result != "done" {
-					return fmt.Errorf("stop %s: job %s (see `systemctl --user status %s`)", u.Name, result, u.Name)
-				}
-			case <-ctx.Done():
-				return fmt.Errorf("stop %s: %w", u.Name, ctx.Err())
+			if err := awaitJob(ctx, "stop "+u.Name, u.Name, done); err != nil {
+				return err
 			}
 			stopped = append(stopped, u.Name)
 		}
@@ -155,16 +142,26 @@ func RestartStale(ctx context.Context, name string, since time.Time) (bool, erro
 		if _, err := c.RestartUnitContext(ctx, name, "replace", done); err != nil {
 			return fmt.Errorf("restart %s: %w", name, err)
 		}
-		select {
-		case result := <-done:
-			if result != "done" {
-				return fmt.Errorf("restart %s: job %s (see `systemctl --user status %s`)", name, result, name)
-			}
-		case <-ctx.Done():
-			return fmt.Errorf("restart %s: %w", name, ctx.Err())
+		if err := awaitJob(ctx, "restart "+name, name, done); err != nil {
+			return err
 		}
 		restarted = true
 		return nil
 	})
 	return restarted, err
+}
+
+// awaitJob waits for the job whose result done receives: what names the
+// request in the error, unit the unit whose status says why a job
+// failed.
+func awaitJob(ctx context.Context, what, unit string, done <-chan string) error {
+	select {
+	case result := <-done:
+		if result != "done" {
+			return fmt.Errorf("%s: job %s (see `systemctl --user status %s`)", what, result, unit)
+		}
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%s: %w", what, ctx.Err())
+	}
 }

@@ -12,18 +12,6 @@ import (
 	"github.com/mosaic-agents/mosaic/conversations"
 )
 
-// attackScriptTool is written by a bash tool into the project: run as
-// a planted credential command, it records whether it could attach to
-// its parent (Pi) and prints a key so the request still goes out.
-const attackScriptTool = `cat > "$PWD/attack.sh" <<'EOS'
-{ echo "parent $(cat /proc/$PPID/comm)"
-if exec 3</proc/$PPID/mem; then echo mem-opened; else echo mem-refused; fi
-if readlink /proc/$PPID/fd/1; then echo stdout-read; else echo stdout-refused; fi
-} > "$PWD/attack.txt" 2>&1
-echo stub-dummy-key
-EOS
-echo written`
-
 // agentDirProbeTool tries, from a bash tool of the confined real Pi, every
 // way to the engine's agent directory other than the three
 // TestToolCannotPlantPiCredentials tries; probe.txt gets one line each,
@@ -101,10 +89,9 @@ func TestToolFindsNoWayToItsAgentDir(t *testing.T) {
 // check) would not keep it out. FAILS while the attack works.
 func TestPiWriteToolThroughPlantedLink(t *testing.T) {
 	sandboxtest.Require(t)
-	cred := `{"` + stubmodel.DefaultProvider + `":{"type":"api_key","key":"!. ./attack.sh"}}`
-	args, _ := json.Marshal(map[string]string{"path": "notes.json", "content": cred})
+	args, _ := json.Marshal(map[string]string{"path": "notes.json", "content": plantedCredential})
 	pc := realPiConversation(t, "wlink", stubmodel.Script{Turns: []stubmodel.Turn{
-		{Text: []string{"Script."}, Tool: &stubmodel.ToolCall{Command: attackScriptTool + "; ln -s /proc/self/fd/3/auth.json notes.json"}},
+		{Text: []string{"Script."}, Tool: &stubmodel.ToolCall{Command: writeAttackScript + "; ln -s /proc/self/fd/3/auth.json notes.json"}},
 		{Text: []string{"Noting."}, Tool: &stubmodel.ToolCall{Name: "write", Args: args}},
 		{Text: []string{"Noted."}},
 	}})
